@@ -1,0 +1,3 @@
+"""itrlab: a Ray-distributed experiment platform for image-text retrieval research."""
+
+__version__ = "0.1.0"

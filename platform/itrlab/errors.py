@@ -1,0 +1,53 @@
+"""Errors that itrlab reports to its users.
+
+Every error caused by the user's input (configs, command lines, data files) is a
+:class:`UserInputError`: the command-line entry points print its message on one line
+and exit with status 2 before any expensive work (Ray, MLflow, training) starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ItrlabError(Exception):
+    """Base class of the errors itrlab raises on purpose."""
+
+    exit_code = 1
+
+
+class UserInputError(ItrlabError):
+    """Bad input from the user: a config, an override, a path or a data file."""
+
+    exit_code = 2
+
+
+class ConfigError(UserInputError):
+    """A config field holds a value that is not allowed.
+
+    The message names the field (dotted path), the bad value and what is allowed.
+    """
+
+    def __init__(self, field: str, value: object, allowed: str, hint: str | None = None):
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        self.hint = hint
+        message = f"config error at '{field}': got {value!r}; {allowed}"
+        if hint:
+            message += f" ({hint})"
+        super().__init__(message)
+
+
+class DataError(UserInputError):
+    """A data file is missing, unreadable or malformed.
+
+    The message names the file and, where it applies, the 1-based line.
+    """
+
+    def __init__(self, path: str | Path, problem: str, line: int | None = None):
+        self.path = Path(path)
+        self.problem = problem
+        self.line = line
+        where = f"{self.path}" if line is None else f"{self.path}:{line}"
+        super().__init__(f"data error in {where}: {problem}")
