@@ -1,0 +1,47 @@
+"""Evaluation: block-wise ranks of a whole split, recall tables, and the protocols.
+
+See DESIGN.md ("Evaluation"). The protocol is SCAN/VSE++'s: ``cpi`` (5) captions per image,
+image->text takes the best rank of the image's captions, text->image ranks each caption
+against all images; R@1/5/10 both ways, rsum, medr, meanr, and DBL's MD. Scores come from a
+:data:`ScoreFn` called once per block of images, never per query.
+
+Quick use::
+
+    from itrlab.eval import evaluate, evaluate_embeddings, dense_score_fn
+    table = evaluate_embeddings(image_emb, caption_emb, protocol="coco_1k")
+    table = evaluate(score_fn, n_images, protocol="f30k_1k", image_chunk=512)
+    print(table.format()); mlflow_metrics = table.metrics(prefix="test_")
+"""
+
+from itrlab.eval.protocols import PROTOCOLS, Protocol, ProtocolError, get_protocol
+from itrlab.eval.ranking import DEFAULT_IMAGE_CHUNK, Ranks, ScoreFn, compute_ranks, dense_score_fn
+from itrlab.eval.recall import (
+    METRIC_NAMES,
+    RecallTable,
+    evaluate,
+    evaluate_embeddings,
+    table_from_folds,
+    table_from_ranks,
+)
+from itrlab.eval.reference import random_embeddings, reference_evaluate, reference_ranks
+
+__all__ = [
+    "DEFAULT_IMAGE_CHUNK",
+    "METRIC_NAMES",
+    "PROTOCOLS",
+    "Protocol",
+    "ProtocolError",
+    "Ranks",
+    "RecallTable",
+    "ScoreFn",
+    "compute_ranks",
+    "dense_score_fn",
+    "evaluate",
+    "evaluate_embeddings",
+    "get_protocol",
+    "random_embeddings",
+    "reference_evaluate",
+    "reference_ranks",
+    "table_from_folds",
+    "table_from_ranks",
+]

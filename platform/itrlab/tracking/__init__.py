@@ -1,0 +1,5 @@
+"""Experiment tracking in MLflow (the only package of itrlab that imports MLflow)."""
+
+from itrlab.tracking.mlflow_tracker import MlflowTracker, resolve_tracking_uri, ui_hint
+
+__all__ = ["MlflowTracker", "resolve_tracking_uri", "ui_hint"]

@@ -1,0 +1,34 @@
+# itrlab: `make test` sets everything up (virtual environment, CPU torch first, the project with
+# its dev extras) and runs the test suite. `make train` runs the demo training.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_VERSION ?= 2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: setup test train bench-eval clean
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "itrlab needs Python >= 3.11; set PYTHON=python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first, pinned: an unpinned resolve pulls several GB of CUDA packages.
+	$(PY) -m pip install --quiet torch==$(TORCH_VERSION)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+# pytest exits 5 when it collected no tests: that is a failure here.
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
+
+train: setup
+	$(PY) jobs/train.py
+
+bench-eval: setup
+	$(PY) jobs/bench_eval.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache runs data mlflow.db

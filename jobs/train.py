@@ -1,0 +1,13 @@
+"""Train one model and print its test recall table (the same as `itrlab train`).
+
+    python jobs/train.py                                   # VSE++ on the synthetic 'small' data
+    python jobs/train.py -c convsepp_synthetic_small train.epochs=5
+    python jobs/train.py --resume                          # continue the latest run of the experiment
+"""
+
+import sys
+
+from itrlab.cli import train_cli
+
+if __name__ == "__main__":
+    sys.exit(train_cli())

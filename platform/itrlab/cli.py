@@ -1,0 +1,147 @@
+"""Command-line entry points: ``itrlab train``, ``itrlab check-config``, ``itrlab make-synthetic``.
+
+``jobs/train.py`` is ``itrlab train``. Bad input (config, override, data) prints one line naming the
+field, the bad value and what is allowed, and exits with status 2 before anything expensive starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from itrlab.errors import ItrlabError, UserInputError
+
+DEFAULT_EXPERIMENT = "vsepp_synthetic_small"
+
+
+def _guarded(main: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return main(args)
+        except UserInputError as err:
+            print(f"itrlab: error: {err}", file=sys.stderr)
+            return err.exit_code
+        except ItrlabError as err:
+            print(f"itrlab: run failed: {err}", file=sys.stderr)
+            return err.exit_code
+    return run
+
+
+def _latest_run_dir(base: Path) -> Path | None:
+    runs = sorted((p for p in base.glob("*") if (p / "last.pt").is_file()), key=lambda p: p.stat().st_mtime)
+    return runs[-1] if runs else None
+
+
+def _resolve_run(args: argparse.Namespace):
+    """The config and run directory of this invocation (a fresh run, or the one to resume)."""
+    from itrlab.config import load_experiment
+    from itrlab.config.checks import check_data
+
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    if args.resume:
+        if run_dir is None:
+            config = load_experiment(args.config, args.overrides)
+            run_dir = _latest_run_dir(config.output.dir / config.name)
+            if run_dir is None:
+                raise UserInputError(f"--resume: no run of '{config.name}' with a checkpoint under {config.output.dir / config.name}")
+        if not (run_dir / "config.yaml").is_file():
+            raise UserInputError(f"--resume: {run_dir} holds no config.yaml; it is not an itrlab run directory")
+        config = load_experiment(run_dir / "config.yaml", args.overrides)
+    else:
+        config = load_experiment(args.config, args.overrides)
+        if run_dir is None:
+            run_dir = config.output.dir / config.name / time.strftime("%Y%m%d-%H%M%S")
+        elif (run_dir / "last.pt").exists():
+            raise UserInputError(f"--run-dir {run_dir} already holds a run; pass --resume to continue it")
+    check_data(config)  # before MLflow or training start
+    return config, run_dir
+
+
+@_guarded
+def train_main(args: argparse.Namespace) -> int:
+    config, run_dir = _resolve_run(args)
+    from itrlab.tracking import MlflowTracker
+    from itrlab.train import ConsoleProgress, run_experiment
+
+    print(f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, dataset {config.dataset.name}, "
+          f"{config.train.epochs} epochs -> {run_dir}", flush=True)
+    tracker = MlflowTracker(config.experiment_name) if config.tracking.enabled else None
+    result = run_experiment(config, run_dir, callbacks=[ConsoleProgress()], tracker=tracker)
+    print(f"\nbest epoch {result.best_epoch} (val rsum {result.best_val_rsum:.1f}); test, best checkpoint:")
+    print(result.test.format())
+    print(f"run directory: {result.run_dir}")
+    if tracker is not None:
+        print(f"MLflow: run {result.mlflow_run_id} in experiment '{config.experiment_name}' at {tracker.tracking_uri}")
+        print(f"MLflow UI: {result.mlflow_hint}")
+    return 0
+
+
+@_guarded
+def check_config_main(args: argparse.Namespace) -> int:
+    import yaml
+
+    from itrlab.config import load_experiment
+    from itrlab.config.checks import check_data
+
+    config = load_experiment(args.config, args.overrides)
+    summary = check_data(config) if not args.no_data else None
+    print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
+    if summary is not None:
+        print(f"# data: {summary.n_images} images per split, {summary.captions_per_image} captions per image"
+              + (" (synthetic, not generated yet)" if summary.generated else ""))
+    return 0
+
+
+@_guarded
+def make_synthetic_main(args: argparse.Namespace) -> int:
+    from itrlab.data import synthetic
+
+    try:
+        return synthetic.main(args.synthetic_args) or 0
+    except ValueError as err:
+        raise UserInputError(str(err)) from None
+
+
+def _add_experiment_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--config", default=DEFAULT_EXPERIMENT,
+                        help="experiment name under configs/experiments/ or a YAML path (default: %(default)s)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="itrlab", description="Image-text retrieval experiments")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train one model and evaluate it (jobs/train.py)")
+    _add_experiment_args(train)
+    train.add_argument("--run-dir", help="run directory (default: <output.dir>/<name>/<timestamp>)")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the run in --run-dir, or the latest run of the experiment, from its last checkpoint")
+    train.set_defaults(func=train_main)
+
+    check = sub.add_parser("check-config", help="validate a config against its data and print it resolved")
+    _add_experiment_args(check)
+    check.add_argument("--no-data", action="store_true", help="do not look at the data files")
+    check.set_defaults(func=check_config_main)
+
+    synth = sub.add_parser("make-synthetic", help="write a synthetic dataset in the precomp layout", add_help=False)
+    synth.add_argument("synthetic_args", nargs=argparse.REMAINDER)
+    synth.set_defaults(func=make_synthetic_main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+def train_cli(argv: Sequence[str] | None = None) -> int:
+    """``jobs/train.py``: the ``train`` subcommand without its name."""
+    return main(["train", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

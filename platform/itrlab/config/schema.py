@@ -1,0 +1,158 @@
+"""Typed experiment configuration.
+
+One :class:`ExperimentConfig` describes a training run: dataset, method, model, loss,
+optimisation, evaluation and tracking. Every section forbids unknown keys, so a typo
+is reported (with the closest known key) instead of silently ignored. Config keys use
+the papers' symbols where the papers have them (``margin`` is α of ConVSE eq. 2/5/13,
+``tau`` is τ of eq. 7/13).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+SPLIT_ROLES = ("train", "val", "test")
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, values are checked on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class SyntheticConfig(Section):
+    """Which synthetic dataset to generate (see ``itrlab.data.synthetic``)."""
+
+    size: str = "small"
+    seed: int = 0
+    knobs: dict[str, Any] = Field(default_factory=dict)
+
+
+class SplitNames(Section):
+    """File prefixes of the three splits in the precomp layout (``{name}_ims.npy``)."""
+
+    train: str = "train"
+    val: str = "dev"
+    test: str = "test"
+
+
+class DatasetConfig(Section):
+    name: str
+    kind: Literal["precomp", "synthetic"]
+    root: Path
+    splits: SplitNames = Field(default_factory=SplitNames)
+    captions_per_image: int = Field(5, ge=1)
+    synthetic: SyntheticConfig | None = None
+
+    @model_validator(mode="after")
+    def _synthetic_needs_spec(self) -> "DatasetConfig":
+        if self.kind == "synthetic" and self.synthetic is None:
+            raise ValueError("a dataset of kind 'synthetic' needs a 'synthetic' section (size, seed, knobs)")
+        return self
+
+
+class MethodConfig(Section):
+    name: str
+
+
+class ImageEncoderConfig(Section):
+    pooling: Literal["mean", "gpo"] = "mean"
+
+
+class TextEncoderConfig(Section):
+    word_dim: int = Field(128, ge=1)
+    num_layers: int = Field(1, ge=1)
+    pooling: Literal["mean", "gpo"] = "mean"
+    max_len: int = Field(48, ge=2)
+    vocab_min_count: int = Field(1, ge=1)
+
+
+class ModelConfig(Section):
+    embed_dim: int = Field(256, ge=1)
+    image: ImageEncoderConfig = Field(default_factory=ImageEncoderConfig)
+    text: TextEncoderConfig = Field(default_factory=TextEncoderConfig)
+    # ConVSE's non-linear projection head (two FC layers); None keeps the base embedding.
+    projection_hidden: int | None = Field(None, ge=1)
+
+
+class LossConfig(Section):
+    """The loss and its parameters; which parameters exist depends on ``name``."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    name: str
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class TrainConfig(Section):
+    epochs: int = Field(10, ge=1)
+    batch_size: int = Field(128, ge=2)
+    lr: float = Field(2e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    lr_decay_epochs: list[int] = Field(default_factory=list)
+    lr_decay: float = Field(0.1, gt=0, le=1)
+    warmup_steps: int = Field(0, ge=0)
+    grad_clip: float = Field(2.0, ge=0)
+    loader_workers: int = Field(0, ge=0)
+
+    @field_validator("lr_decay_epochs")
+    @classmethod
+    def _milestones_in_range(cls, milestones: list[int], info: ValidationInfo) -> list[int]:
+        epochs = info.data.get("epochs")
+        for epoch in milestones:
+            if epochs is not None and not 1 <= epoch <= epochs:
+                raise ValueError(f"each epoch in lr_decay_epochs must lie in 1..epochs ({epochs})")
+        return milestones
+
+
+class EvalConfig(Section):
+    val_protocol: str = "all"
+    test_protocol: str = "all"
+    batch_size: int = Field(512, ge=1)
+    image_chunk: int = Field(512, ge=1)
+
+
+class OutputConfig(Section):
+    dir: Path = Path("runs")
+
+
+class TrackingConfig(Section):
+    enabled: bool = True
+    experiment: str | None = None
+
+
+class ExperimentConfig(Section):
+    name: str
+    seed: int = 0
+    dataset: DatasetConfig
+    method: MethodConfig
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    loss: LossConfig
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    @property
+    def experiment_name(self) -> str:
+        return self.tracking.experiment or self.name
+
+    def flat(self) -> dict[str, str]:
+        """The config flattened to dotted keys, as logged to MLflow params."""
+        return flatten(self.model_dump(mode="json"))
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, dotted + "."))
+        else:
+            flat[dotted] = str(value)
+    return flat

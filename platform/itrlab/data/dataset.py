@@ -1,0 +1,190 @@
+"""Torch datasets and batches over a :class:`~itrlab.data.precomp.PrecompSplit`.
+
+Training iterates captions: one item per caption, paired with the region features of its image
+(``features[j // cpi]``, read from the memory map and converted to float32 per item). Each item
+carries its image id, so that losses treat two captions of one image in a batch as positives of
+each other, never as negatives.
+
+Evaluation encodes a whole split once: :class:`ImageDataset` yields each image once (N items),
+:class:`CaptionTextDataset` each caption once (cpi x N items), both in split order;
+:func:`eval_loaders` wraps them in unshuffled loaders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+
+from itrlab.data.precomp import PrecompSplit
+from itrlab.data.vocab import PAD_ID, Vocabulary
+
+DEFAULT_MAX_LEN = 64  # tokens per caption, <start> and <end> included
+
+
+class _Movable:
+    """``to(device)`` and ``pin_memory()`` for dataclasses of tensors."""
+
+    def to(self, device: torch.device | str, non_blocking: bool = False):
+        return type(self)(**{f.name: getattr(self, f.name).to(device, non_blocking=non_blocking)
+                             for f in fields(self)})
+
+    def pin_memory(self):  # called by DataLoader(pin_memory=True)
+        return type(self)(**{f.name: getattr(self, f.name).pin_memory() for f in fields(self)})
+
+
+@dataclass
+class Batch(_Movable):
+    """A training batch of B (image, caption) pairs."""
+
+    images: Tensor       # (B, R, D) float32 region features of each pair's image
+    tokens: Tensor       # (B, L) long, padded with 0 (<pad>)
+    lengths: Tensor      # (B,) long, true lengths (<start> and <end> included)
+    image_ids: Tensor    # (B,) long, image index in the split; equal ids are positives
+    caption_ids: Tensor  # (B,) long, caption index in the split
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+
+@dataclass
+class ImageBatch(_Movable):
+    """Images of a split, for encoding the whole split."""
+
+    images: Tensor     # (B, R, D) float32
+    image_ids: Tensor  # (B,) long
+
+
+@dataclass
+class TextBatch(_Movable):
+    """Captions of a split, for encoding the whole split."""
+
+    tokens: Tensor       # (B, L) long, padded with 0
+    lengths: Tensor      # (B,) long
+    caption_ids: Tensor  # (B,) long
+    image_ids: Tensor    # (B,) long, the image each caption describes
+
+
+class _EncodedCaptions:
+    """All captions of a split encoded once, stored flat (cheap to pickle to workers)."""
+
+    def __init__(self, split: PrecompSplit, vocab: Vocabulary, max_len: int):
+        encoded = [vocab.encode(c, max_len=max_len) for c in split.captions]
+        self.lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=len(encoded))
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
+        self.ids = np.fromiter((i for e in encoded for i in e), dtype=np.int64,
+                               count=int(self.offsets[-1]))
+
+    def __getitem__(self, index: int) -> Tensor:
+        return torch.from_numpy(self.ids[self.offsets[index]:self.offsets[index + 1]].copy())
+
+
+class CaptionDataset(Dataset):
+    """One item per caption: ``(image features (R, D), token ids (L,), image id, caption id)``."""
+
+    def __init__(self, split: PrecompSplit, vocab: Vocabulary, max_len: int = DEFAULT_MAX_LEN):
+        self.split = split
+        self.vocab = vocab
+        self.max_len = max_len
+        self._captions = _EncodedCaptions(split, vocab, max_len)
+
+    def __len__(self) -> int:
+        return self.split.n_captions
+
+    def __getitem__(self, index: int) -> tuple[Tensor, Tensor, int, int]:
+        image = self.split.image_of(index)
+        return (torch.from_numpy(self.split.image_features(image)), self._captions[index],
+                image, index)
+
+
+class ImageDataset(Dataset):
+    """Each image of a split once, in order: ``(image features (R, D), image id)``."""
+
+    def __init__(self, split: PrecompSplit):
+        self.split = split
+
+    def __len__(self) -> int:
+        return self.split.n_images
+
+    def __getitem__(self, index: int) -> tuple[Tensor, int]:
+        return torch.from_numpy(self.split.image_features(index)), index
+
+
+class CaptionTextDataset(Dataset):
+    """Each caption of a split once, in order: ``(token ids (L,), caption id, image id)``."""
+
+    def __init__(self, split: PrecompSplit, vocab: Vocabulary, max_len: int = DEFAULT_MAX_LEN):
+        self.split = split
+        self._captions = _EncodedCaptions(split, vocab, max_len)
+
+    def __len__(self) -> int:
+        return self.split.n_captions
+
+    def __getitem__(self, index: int) -> tuple[Tensor, int, int]:
+        return self._captions[index], index, self.split.image_of(index)
+
+
+def pad_tokens(sequences: list[Tensor]) -> tuple[Tensor, Tensor]:
+    """Stack 1-D token tensors into (B, L_max) padded with ``<pad>`` = 0, plus their lengths."""
+    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
+    tokens = torch.full((len(sequences), int(lengths.max())), PAD_ID, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        tokens[row, :len(seq)] = seq
+    return tokens, lengths
+
+
+def collate(items: list[tuple[Tensor, Tensor, int, int]]) -> Batch:
+    """Collate :class:`CaptionDataset` items into a :class:`Batch` (captions keep their order)."""
+    images, token_seqs, image_ids, caption_ids = zip(*items)
+    tokens, lengths = pad_tokens(list(token_seqs))
+    return Batch(images=torch.stack(images), tokens=tokens, lengths=lengths,
+                 image_ids=torch.tensor(image_ids, dtype=torch.long),
+                 caption_ids=torch.tensor(caption_ids, dtype=torch.long))
+
+
+def collate_images(items: list[tuple[Tensor, int]]) -> ImageBatch:
+    images, image_ids = zip(*items)
+    return ImageBatch(torch.stack(images), torch.tensor(image_ids, dtype=torch.long))
+
+
+def collate_texts(items: list[tuple[Tensor, int, int]]) -> TextBatch:
+    token_seqs, caption_ids, image_ids = zip(*items)
+    tokens, lengths = pad_tokens(list(token_seqs))
+    return TextBatch(tokens, lengths, torch.tensor(caption_ids, dtype=torch.long),
+                     torch.tensor(image_ids, dtype=torch.long))
+
+
+def make_loader(dataset: CaptionDataset, batch_size: int, shuffle: bool, seed: int,
+                drop_last: bool = False, num_workers: int = 0) -> DataLoader:
+    """A training loader of :class:`Batch` with a seeded shuffle.
+
+    The loader owns a ``torch.Generator`` seeded with ``seed``: the same seed gives the same
+    sequence of batch orders (each epoch draws a new order from the generator). To resume
+    mid-run with the exact order, build a fresh loader per epoch with a seed derived from
+    ``(seed, epoch)``.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    generator = torch.Generator()
+    generator.manual_seed(int(seed))
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
+                      num_workers=num_workers, collate_fn=collate, generator=generator,
+                      persistent_workers=False)
+
+
+def eval_loaders(split: PrecompSplit, vocab: Vocabulary, batch_size: int = 128,
+                 max_len: int = DEFAULT_MAX_LEN,
+                 num_workers: int = 0) -> tuple[DataLoader, DataLoader]:
+    """Unshuffled loaders over every image (N) and every caption (cpi x N) of a split.
+
+    Yields :class:`ImageBatch` and :class:`TextBatch` in split order, so row ``i`` of the encoded
+    images is image ``i`` and row ``j`` of the encoded captions is caption ``j``.
+    """
+    images = DataLoader(ImageDataset(split), batch_size=batch_size, shuffle=False,
+                        num_workers=num_workers, collate_fn=collate_images)
+    texts = DataLoader(CaptionTextDataset(split, vocab, max_len), batch_size=batch_size,
+                       shuffle=False, num_workers=num_workers, collate_fn=collate_texts)
+    return images, texts

@@ -1,0 +1,72 @@
+"""Dual-encoder methods: VSE, VSE++, MVN, ConVSE and ConVSE++ differ only in the loss and the head.
+
+| method   | loss                                   | projection head |
+|----------|----------------------------------------|-----------------|
+| vse      | sum of hinges (ConVSE paper eq. 2)      | no              |
+| vsepp    | max of hinges (eq. 5)                   | no              |
+| mvn      | multimodal NCE (MVN, same-modality negatives) | yes       |
+| convse   | l_CSN (eq. 6-8)                         | yes             |
+| convsepp | l_CMN (eq. 12-14)                       | yes             |
+
+The pairing is set by ``configs/methods/<name>.yaml``; any dual loss works with any of them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from itrlab.config import ExperimentConfig
+from itrlab.data import Batch, PrecompSplit, Vocabulary, iter_caption_batches, iter_image_batches
+from itrlab.eval import ScoreFn, dense_score_fn
+from itrlab.losses import LossOutput, Similarities, build_loss
+from itrlab.methods.base import MethodModule
+from itrlab.models import DualEncoder
+
+
+class DualEncoderMethod(MethodModule):
+    name = "dual"
+
+    def __init__(self, model: DualEncoder, loss: torch.nn.Module):
+        super().__init__()
+        self.model = model
+        self.loss = loss
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, *, vocab_size: int, feature_dim: int) -> "DualEncoderMethod":
+        model = DualEncoder.build(
+            feature_dim=feature_dim, vocab_size=vocab_size, embed_dim=config.model.embed_dim,
+            word_dim=config.model.text.word_dim, num_layers=config.model.text.num_layers,
+            image_pooling=config.model.image.pooling, text_pooling=config.model.text.pooling,
+            projection_hidden=config.model.projection_hidden,
+        )
+        method = cls(model, build_loss(config.loss.name, **config.loss.params()))
+        method.name = config.method.name
+        return method
+
+    def similarities(self, image_emb: Tensor, caption_emb: Tensor, image_ids: Tensor) -> Similarities:
+        same_modality = getattr(self.loss, "needs_same_modality", False)
+        return Similarities(
+            i2t=image_emb @ caption_emb.T,
+            image_ids=image_ids,
+            i2i=image_emb @ image_emb.T if same_modality else None,
+            t2t=caption_emb @ caption_emb.T if same_modality else None,
+        )
+
+    def forward(self, batch: Batch) -> LossOutput:
+        image_emb, caption_emb = self.model(batch.images, batch.tokens, batch.lengths)
+        return self.loss(self.similarities(image_emb, caption_emb, batch.image_ids))
+
+    @torch.no_grad()
+    def embed_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor]:
+        """Embeddings of every image (N, d) and every caption (cpi·N, d) of a split."""
+        was_training = self.training
+        self.eval()
+        images = torch.cat([self.model.encode_images(regions) for regions in iter_image_batches(split, batch_size)])
+        captions = torch.cat([self.model.encode_captions(tokens, lengths)
+                              for tokens, lengths in iter_caption_batches(split, vocab, batch_size)])
+        self.train(was_training)
+        return images, captions
+
+    def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
+        return dense_score_fn(*self.embed_split(split, vocab, batch_size))

@@ -1,0 +1,38 @@
+"""The dual encoder: independent image and caption embeddings compared by cosine similarity."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from itrlab.models.encoders import GRUTextEncoder, RegionEncoder
+
+
+class DualEncoder(nn.Module):
+    """Embeds images and captions into one space; similarity is the dot product of unit vectors."""
+
+    def __init__(self, image_encoder: nn.Module, text_encoder: nn.Module):
+        super().__init__()
+        self.image_encoder = image_encoder
+        self.text_encoder = text_encoder
+
+    @classmethod
+    def build(cls, *, feature_dim: int, vocab_size: int, embed_dim: int, word_dim: int, num_layers: int,
+              image_pooling: str, text_pooling: str, projection_hidden: int | None) -> "DualEncoder":
+        return cls(
+            RegionEncoder(feature_dim, embed_dim, image_pooling, projection_hidden),
+            GRUTextEncoder(vocab_size, word_dim, embed_dim, num_layers, text_pooling, projection_hidden),
+        )
+
+    def encode_images(self, regions: Tensor) -> Tensor:
+        return self.image_encoder(regions)
+
+    def encode_captions(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        return self.text_encoder(tokens, lengths)
+
+    def forward(self, regions: Tensor, tokens: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        return self.encode_images(regions), self.encode_captions(tokens, lengths)
+
+    @staticmethod
+    def similarity(image_emb: Tensor, caption_emb: Tensor) -> Tensor:
+        """Cosine similarity matrix S[i, j] of image i and caption j (inputs are unit vectors)."""
+        return image_emb @ caption_emb.T

@@ -1,0 +1,148 @@
+"""The training loop of one run: epochs of optimizer steps, validation, checkpoints, resume.
+
+After every epoch the trainer validates on the val split, writes ``last.pt`` (everything needed to
+continue) and, when the validation rsum improved, ``best.pt``. ``fit`` continues from ``last.pt``
+when the run directory has one: the epoch counter, the optimizer, the LR schedule (a function of
+the global step) and the RNG states all carry on. ``test`` evaluates once, with the best weights.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from itrlab.config import ExperimentConfig
+from itrlab.data import CaptionDataset, PrecompSplit, Vocabulary, make_loader
+from itrlab.errors import ItrlabError
+from itrlab.eval import RecallTable, evaluate
+from itrlab.methods import MethodModule
+from itrlab.train.checkpoint import BEST, LAST, TrainState, load_checkpoint, save_checkpoint, set_rng_state
+from itrlab.train.schedule import StepDecaySchedule
+
+
+class NonFiniteLossError(ItrlabError):
+    """The loss became NaN or infinite; the run stops with this reason."""
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    epoch: int
+    epochs: int
+    step: int
+    lr: float
+    loss: float
+    parts: dict[str, float]
+    val: RecallTable
+    is_best: bool
+    best_rsum: float
+    seconds: float
+
+    def metrics(self) -> dict[str, float]:
+        """Per-epoch metrics: loss and its parts, lr, and the validation table (unprefixed)."""
+        values = {"loss": self.loss, "lr": self.lr, "epoch_seconds": self.seconds}
+        values.update({f"loss_{name}": value for name, value in self.parts.items()})
+        values.update(self.val.metrics())
+        return values
+
+
+class EpochCallback(Protocol):
+    def on_epoch_end(self, report: EpochReport) -> None: ...
+
+
+@dataclass
+class TrainingData:
+    train: PrecompSplit
+    val: PrecompSplit
+    test: PrecompSplit
+    vocab: Vocabulary
+
+
+@dataclass
+class Trainer:
+    config: ExperimentConfig
+    method: MethodModule
+    data: TrainingData
+    run_dir: Path
+    callbacks: list[EpochCallback] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        train = self.config.train
+        self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=self.config.model.text.max_len)
+        self.steps_per_epoch = len(self.dataset) // train.batch_size
+        self.schedule = StepDecaySchedule(self.steps_per_epoch, tuple(train.lr_decay_epochs), train.lr_decay, train.warmup_steps)
+        self.optimizer = torch.optim.Adam(self.method.parameters(), lr=train.lr, weight_decay=train.weight_decay)
+        self.state = TrainState()
+        if (self.run_dir / LAST).is_file():
+            self._restore(load_checkpoint(self.run_dir / LAST))
+        self.scheduler = self.schedule.scheduler(self.optimizer, last_step=self.state.step)
+
+    def _restore(self, checkpoint: dict) -> None:
+        self.method.load_state_dict(checkpoint["model"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.state = checkpoint["state"]
+        set_rng_state(checkpoint["rng"])
+
+    @property
+    def resumed_from_epoch(self) -> int:
+        return self.state.epoch
+
+    def fit(self) -> TrainState:
+        for epoch in range(self.state.epoch + 1, self.config.train.epochs + 1):
+            started = time.perf_counter()
+            loss, parts = self.train_epoch(epoch)
+            val = self.evaluate(self.data.val, self.config.eval.val_protocol)
+            is_best = val.rsum > self.state.best_rsum
+            self.state.epoch, self.state.history = epoch, [*self.state.history, {"epoch": epoch, "loss": loss, **val.metrics()}]
+            if is_best:
+                self.state.best_rsum, self.state.best_epoch = val.rsum, epoch
+                save_checkpoint(self.run_dir / BEST, model=self.method, optimizer=None, state=self.state)
+            save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
+            report = EpochReport(epoch, self.config.train.epochs, self.state.step, self.scheduler.get_last_lr()[0],
+                                 loss, parts, val, is_best, self.state.best_rsum, time.perf_counter() - started)
+            for callback in self.callbacks:
+                callback.on_epoch_end(report)
+        return self.state
+
+    def train_epoch(self, epoch: int) -> tuple[float, dict[str, float]]:
+        """One pass over the training captions; returns the mean loss and mean parts."""
+        train = self.config.train
+        seed = self.config.seed * 1_000_003 + epoch  # batch order depends only on (seed, epoch): resumable
+        loader = make_loader(self.dataset, train.batch_size, shuffle=True, seed=seed, drop_last=True,
+                             num_workers=train.loader_workers)
+        self.method.train()
+        total, sums, count = 0.0, defaultdict(float), 0
+        for batch in loader:
+            output = self.method(batch)
+            if not torch.isfinite(output.loss):
+                raise NonFiniteLossError(f"loss became {output.loss.item()} at epoch {epoch}, step {self.state.step}")
+            self.optimizer.zero_grad(set_to_none=True)
+            output.loss.backward()
+            if train.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.method.parameters(), train.grad_clip)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.state.step += 1
+            total += output.loss.item()
+            for name, value in output.parts.items():
+                sums[name] += float(value)
+            count += 1
+        return total / count, {name: value / count for name, value in sums.items()}
+
+    def evaluate(self, split: PrecompSplit, protocol: str) -> RecallTable:
+        settings = self.config.eval
+        score_fn = self.method.score_fn(split, self.data.vocab, settings.batch_size)
+        return evaluate(score_fn, split.n_images, protocol=protocol,
+                        captions_per_image=split.captions_per_image, image_chunk=settings.image_chunk)
+
+    def test(self) -> RecallTable:
+        """The test table, computed once with the best checkpoint's weights."""
+        best = self.run_dir / BEST
+        if best.is_file():
+            self.method.load_state_dict(load_checkpoint(best)["model"])
+        return self.evaluate(self.data.test, self.config.eval.test_protocol)
+

@@ -1,0 +1,41 @@
+"""Shared fixtures: the repository's configs, tiny precomp folders, and helpers to run the CLI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _repo_configs():
+    """Tests read the repository's configs wherever they run from."""
+    previous = os.environ.get("ITRLAB_CONFIG_DIR")
+    os.environ["ITRLAB_CONFIG_DIR"] = str(REPO / "configs")
+    yield
+    if previous is None:
+        os.environ.pop("ITRLAB_CONFIG_DIR", None)
+    else:
+        os.environ["ITRLAB_CONFIG_DIR"] = previous
+
+
+def write_precomp(root: Path, sizes: dict[str, int], regions: int = 4, dim: int = 8, cpi: int = 5, seed: int = 0) -> Path:
+    """A small, valid folder in the SCAN precomp layout with random features and simple captions."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    words = ["dog", "cat", "car", "tree", "red", "blue", "man", "park"]
+    for split, n in sizes.items():
+        np.save(root / f"{split}_ims.npy", rng.standard_normal((n, regions, dim)).astype(np.float32))
+        lines = [" ".join(rng.choice(words, size=4)) for _ in range(n * cpi)]
+        (root / f"{split}_caps.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def precomp_dir(tmp_path: Path) -> Path:
+    return write_precomp(tmp_path / "precomp", {"train": 40, "dev": 10, "test": 10})

@@ -1,0 +1,56 @@
+"""A real ``mlflow server`` (SQLite backend) on loopback: train a tiny model against it, read it back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import mlflow
+import pytest
+from mlflow import MlflowClient
+
+from servers import mlflow_server
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+RECALL_KEYS = ["i2t_R1", "i2t_R5", "i2t_R10", "t2i_R1", "t2i_R5", "t2i_R10", "rsum"]
+
+
+def test_training_logs_to_a_real_mlflow_server(tmp_path):
+    with mlflow_server(tmp_path) as uri:
+        env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "ITRLAB_CONFIG_DIR": str(REPO / "configs")}
+        done = subprocess.run(
+            [sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny", "train.epochs=2",
+             "--run-dir", str(tmp_path / "run")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"{uri}/#/experiments/" in done.stdout
+
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment_by_name("vsepp_synthetic_tiny")
+        runs = client.search_runs([experiment.experiment_id])
+        assert len(runs) == 1
+        run = runs[0]
+        assert run.info.status == "FINISHED"
+        assert run.data.params["loss.name"] == "vsepp" and run.data.params["train.epochs"] == "2"
+        assert {run.data.tags[k] for k in ("method", "dataset", "protocol", "seed")} == {"vsepp", "synthetic_tiny", "all", "0"}
+
+        # per-epoch validation metrics, one value per epoch
+        for key in [*RECALL_KEYS, "loss", "loss_i2t", "loss_t2i"]:
+            history = client.get_metric_history(run.info.run_id, key)
+            assert [m.step for m in history] == [1, 2], key
+        # the final test table: metrics, an MLflow table, JSON and Markdown artifacts
+        for key in RECALL_KEYS:
+            assert f"test_{key}" in run.data.metrics
+        mlflow.set_tracking_uri(uri)
+        table = mlflow.load_table("recall/test_table.json", run_ids=[run.info.run_id])
+        assert list(table["direction"]) == ["i2t", "t2i"]
+        local = client.download_artifacts(run.info.run_id, "recall/test.json", str(tmp_path))
+        saved = json.loads(open(local).read())
+        assert saved["protocol"] == "all"
+        assert saved["rsum"] == pytest.approx(run.data.metrics["test_rsum"])
+        assert saved == json.loads((tmp_path / "run" / "test_recall.json").read_text())

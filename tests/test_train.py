@@ -1,0 +1,89 @@
+"""Training on the tiny synthetic data: determinism, checkpoints, resume, the CLI and local MLflow."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO
+from itrlab.config import load_experiment
+from itrlab.train import run_experiment
+from itrlab.train.checkpoint import BEST, LAST, load_checkpoint
+
+
+@pytest.fixture(scope="module")
+def tiny_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("data") / "tiny"
+
+
+def tiny_config(root: Path, *overrides: str):
+    return load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false", *overrides])
+
+
+def test_same_seed_same_recall_table(tmp_path, tiny_root):
+    first = run_experiment(tiny_config(tiny_root), tmp_path / "a")
+    second = run_experiment(tiny_config(tiny_root), tmp_path / "b")
+    other = run_experiment(tiny_config(tiny_root, "seed=1"), tmp_path / "c")
+    assert first.test == second.test
+    assert first.test != other.test
+
+
+def test_best_checkpoint_is_the_one_tested(tmp_path, tiny_root):
+    result = run_experiment(tiny_config(tiny_root, "train.epochs=3"), tmp_path / "run")
+    best = load_checkpoint(tmp_path / "run" / BEST)["state"]
+    last = load_checkpoint(tmp_path / "run" / LAST)["state"]
+    assert last.epoch == 3 and best.epoch == best.best_epoch == result.best_epoch
+    assert best.best_rsum == max(entry["rsum"] for entry in last.history) == result.best_val_rsum
+
+
+def test_resume_continues_epochs_schedule_and_results(tmp_path, tiny_root):
+    overrides = ("train.lr_decay_epochs=[2]", "train.warmup_steps=3")
+    straight = run_experiment(tiny_config(tiny_root, "train.epochs=4", *overrides), tmp_path / "straight")
+
+    interrupted = tmp_path / "interrupted"
+    run_experiment(tiny_config(tiny_root, "train.epochs=2", *overrides), interrupted)
+    resumed = run_experiment(tiny_config(tiny_root, "train.epochs=4", *overrides), interrupted)
+
+    a = load_checkpoint(tmp_path / "straight" / LAST)
+    b = load_checkpoint(interrupted / LAST)
+    assert b["state"].epoch == 4 and b["state"].step == a["state"].step
+    assert [h["epoch"] for h in b["state"].history] == [1, 2, 3, 4]
+    assert b["state"].history == a["state"].history  # same losses and validation tables per epoch
+    assert b["optimizer"]["param_groups"][0]["lr"] == pytest.approx(a["optimizer"]["param_groups"][0]["lr"])
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    assert resumed.test == straight.test
+
+
+def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
+    """`python jobs/train.py` in a fresh directory: progress, table, local SQLite MLflow, resume."""
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["ITRLAB_CONFIG_DIR"] = str(REPO / "configs")
+    command = [sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny", f"dataset.root={tiny_root}"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "epoch   1/2" in out and "epoch   2/2" in out
+    assert "rsum" in out and "protocol" in out.lower()
+    assert f"sqlite:///{tmp_path / 'mlflow.db'}" in out and "mlflow ui" in out
+    assert (tmp_path / "mlflow.db").is_file()
+
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("vsepp_synthetic_tiny")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED" and "test_rsum" in run.data.metrics
+
+    # resuming with more epochs reuses the same MLflow run and continues at epoch 3
+    more = subprocess.run([*command, "--resume", "train.epochs=3"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert more.returncode == 0, more.stderr
+    assert "after epoch 2" in more.stdout and "epoch   3/3" in more.stdout and "epoch   1/" not in more.stdout
+    (again,) = client.search_runs([experiment.experiment_id])
+    assert again.info.run_id == run.info.run_id and again.info.status == "FINISHED"
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "rsum")] == [1, 2, 3]
