@@ -81,7 +81,7 @@ CASES = [
     (["eval.test_protocol=coco1k"], "eval.test_protocol", ["known protocols", "did you mean 'coco_1k'"]),
     (["eval.test_protocol=coco_5k"], "eval.test_protocol", ["coco_5k", "test split"]),
     (["model.image.pooling=max"], "model.image.pooling", ["'max'", "mean", "gpo"]),
-    (["train.lr_decay_epochs=[5]"], "train.lr_decay_epochs", ["5", "epochs (2)"]),
+    (["train.lr_decay_epochs=[5,0]"], "train.lr_decay_epochs", ["[5, 0]", "increasing epoch numbers >= 1"]),
     (["train.epochs"], "override", ["section.key=value"]),
     (["defaults.dataset=f30k"], "defaults.dataset", ["f30k_precomp"]),
     (["dataset.root=/nonexistent/itrlab"], "dataset.root", ["/nonexistent/itrlab", "existing directory"]),

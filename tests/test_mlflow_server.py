@@ -47,6 +47,7 @@ def test_training_logs_to_a_real_mlflow_server(tmp_path):
         for key in RECALL_KEYS:
             assert f"test_{key}" in run.data.metrics
         mlflow.set_tracking_uri(uri)
+        mlflow.set_experiment("vsepp_synthetic_tiny")
         table = mlflow.load_table("recall/test_table.json", run_ids=[run.info.run_id])
         assert list(table["direction"]) == ["i2t", "t2i"]
         local = client.download_artifacts(run.info.run_id, "recall/test.json", str(tmp_path))

@@ -134,7 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # Overrides may come before or after flags (`--resume train.epochs=3`): argparse leaves the
+    # ones after a flag unparsed, so collect them here.
+    args, rest = parser.parse_known_args(argv)
+    stray = [arg for arg in rest if arg.startswith("-") or not hasattr(args, "overrides")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if rest:
+        args.overrides = [*args.overrides, *rest]
     return args.func(args)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SPLIT_ROLES = ("train", "val", "test")
 
@@ -102,11 +102,10 @@ class TrainConfig(Section):
 
     @field_validator("lr_decay_epochs")
     @classmethod
-    def _milestones_in_range(cls, milestones: list[int], info: ValidationInfo) -> list[int]:
-        epochs = info.data.get("epochs")
-        for epoch in milestones:
-            if epochs is not None and not 1 <= epoch <= epochs:
-                raise ValueError(f"each epoch in lr_decay_epochs must lie in 1..epochs ({epochs})")
+    def _milestones_increase(cls, milestones: list[int]) -> list[int]:
+        """Epochs after which the LR decays: positive and increasing (ones past ``epochs`` never fire)."""
+        if any(e < 1 for e in milestones) or milestones != sorted(set(milestones)):
+            raise ValueError("lr_decay_epochs must be increasing epoch numbers >= 1, e.g. [15, 25]")
         return milestones
 
 

@@ -50,7 +50,7 @@ class SplitInfo:
     feature_dim: int
     dtype: str
     n_captions: int
-    captions_per_image: int
+    captions_per_image: int | None  # None when inspected without a per-image count
 
 
 def _read_npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
@@ -119,18 +119,21 @@ def _check_count(path: Path, n_captions: int, n_images: int, cpi: int) -> None:
                               f"({cpi} per image x {n_images} images in the feature file)")
 
 
-def inspect_precomp(root: str | Path, split: str, captions_per_image: int = 5) -> SplitInfo:
+def inspect_precomp(root: str | Path, split: str,
+                    captions_per_image: int | None = 5) -> SplitInfo:
     """Check a split cheaply (npy header, file size, caption line count) without opening it.
 
-    Meant for config validation before any training starts. Content checks (empty lines,
-    encoding, non-finite features) happen in :func:`open_precomp`.
+    Meant for config validation before any training starts. With ``captions_per_image=None``
+    the caption count is reported, not checked. Content checks (empty lines, encoding,
+    non-finite features) happen in :func:`open_precomp`.
     """
-    if captions_per_image < 1:
+    if captions_per_image is not None and captions_per_image < 1:
         raise ValueError(f"captions_per_image must be >= 1, got {captions_per_image}")
     fpath, cpath = features_path(root, split), captions_path(root, split)
     (n, r, d), dtype = _check_features_header(fpath)
     n_captions = len(_split_lines(_read_caption_bytes(cpath)))
-    _check_count(cpath, n_captions, n, captions_per_image)
+    if captions_per_image is not None:
+        _check_count(cpath, n_captions, n, captions_per_image)
     return SplitInfo(Path(root), split, fpath, cpath, n, r, d, dtype, n_captions,
                      captions_per_image)
 
@@ -237,6 +240,8 @@ def open_precomp(root: str | Path, split: str, captions_per_image: int = 5,
     ``captions_per_image`` caption lines per image, that every line is non-empty UTF-8, and that
     ``check_samples`` images drawn with ``seed`` hold only finite values.
     """
+    if captions_per_image is None or captions_per_image < 1:
+        raise ValueError(f"captions_per_image must be >= 1, got {captions_per_image}")
     info = inspect_precomp(root, split, captions_per_image)
     captions = _parse_captions(info.captions_path, _read_caption_bytes(info.captions_path))
     _check_count(info.captions_path, len(captions), info.n_images, captions_per_image)

@@ -17,8 +17,8 @@ sometimes name what the image barely shows: the information asymmetry AsCL studi
 Besides the precomp files, each split gets ``{split}_truth.npz`` (each image's concepts, each
 caption's mentioned concepts) for analysis, and the directory gets ``synthetic.json`` (the spec
 and the generator version), written last: a directory without it is an unfinished generation.
-Features are streamed in chunks into ``np.lib.format.open_memmap``, so "f30k-shape" (about
-4.3 GB in float16) never needs to fit in memory. The same spec gives byte-identical files.
+Features are streamed to disk in chunks of 64 MB, so "f30k-shape" (about 4.3 GB in float16)
+never needs to fit in memory. The same spec gives byte-identical files.
 """
 
 from __future__ import annotations
@@ -146,6 +146,8 @@ class SyntheticSpec:
             kind = {"int": int, "float": (int, float), "str": str}[f.type]
             need(isinstance(value, kind) and not isinstance(value, bool), f.name,
                  f"must be of type {f.type}")
+            if f.type == "float":  # 1 and 1.0 give the same data: store one manifest for both
+                object.__setattr__(self, f.name, float(value))
         for name in ("n_train", "n_dev", "n_test", "n_regions", "captions_per_image"):
             need(getattr(self, name) >= 1, name, "must be >= 1")
         need(self.feature_dim >= 2, "feature_dim", "must be >= 2")
@@ -322,12 +324,14 @@ def _write_split(out: Path, spec: SyntheticSpec, split: str, protos: dict[str, n
     images = _draw_images(spec, n, _rng(spec, split_no, 1))
     ims_tmp, caps_tmp, truth_tmp = (out / f"{split}_ims.npy.tmp", out / f"{split}_caps.txt.tmp",
                                     out / f"{split}_truth.npz.tmp")
-    feats = np.lib.format.open_memmap(ims_tmp, mode="w+", dtype=spec.dtype,
-                                      shape=(n, spec.n_regions, spec.feature_dim))
-    for lo, chunk in _feature_chunks(spec, images, protos, split_no):
-        feats[lo:lo + len(chunk)] = chunk
-    feats.flush()
-    del feats
+    # Plain writes after an .npy header (what np.save writes): memory stays at one chunk, where
+    # a writable memmap would hold the whole file in dirty, resident pages until it is closed.
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(spec.dtype)),
+              "fortran_order": False, "shape": (n, spec.n_regions, spec.feature_dim)}
+    with open(ims_tmp, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        for _, chunk in _feature_chunks(spec, images, protos, split_no):
+            f.write(np.ascontiguousarray(chunk).data)
     rr = random.Random(int(np.random.SeedSequence([spec.seed, split_no, 3]).generate_state(1)[0]))
     mentions = np.zeros((n * cpi, spec.n_concepts), dtype=bool)
     with open(caps_tmp, "w", encoding="utf-8", newline="\n") as f:

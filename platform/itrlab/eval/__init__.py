@@ -20,10 +20,11 @@ from itrlab.eval.recall import (
     RecallTable,
     evaluate,
     evaluate_embeddings,
+    rank_folds,
     table_from_folds,
     table_from_ranks,
 )
-from itrlab.eval.reference import random_embeddings, reference_evaluate, reference_ranks
+from itrlab.eval.reference import random_embeddings, reference_evaluate, reference_rank_folds, reference_ranks
 
 __all__ = [
     "DEFAULT_IMAGE_CHUNK",
@@ -40,7 +41,9 @@ __all__ = [
     "evaluate_embeddings",
     "get_protocol",
     "random_embeddings",
+    "rank_folds",
     "reference_evaluate",
+    "reference_rank_folds",
     "reference_ranks",
     "table_from_folds",
     "table_from_ranks",

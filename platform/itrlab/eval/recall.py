@@ -161,11 +161,16 @@ def evaluate(score_fn: ScoreFn, n_images: int, protocol: str = "all", captions_p
     (:class:`~itrlab.eval.protocols.ProtocolError`) for an unknown protocol or a split size
     the protocol does not allow.
     """
-    spec = get_protocol(protocol)
-    folds = spec.folds(n_images)
-    fold_ranks = [compute_ranks(_fold_score_fn(score_fn, start, captions_per_image), stop - start,
-                                captions_per_image, image_chunk) for start, stop in folds]
-    return table_from_folds(fold_ranks, spec.name, n_images)
+    fold_ranks = rank_folds(score_fn, n_images, protocol, captions_per_image, image_chunk)
+    return table_from_folds(fold_ranks, get_protocol(protocol).name, n_images)
+
+
+def rank_folds(score_fn: ScoreFn, n_images: int, protocol: str = "all", captions_per_image: int = 5,
+               image_chunk: int = DEFAULT_IMAGE_CHUNK) -> list[Ranks]:
+    """The :class:`~itrlab.eval.ranking.Ranks` of each fold of ``protocol`` (what :func:`evaluate` tabulates)."""
+    folds = get_protocol(protocol).folds(n_images)
+    return [compute_ranks(_fold_score_fn(score_fn, start, captions_per_image), stop - start,
+                          captions_per_image, image_chunk) for start, stop in folds]
 
 
 def check_embedding_shapes(image_emb, caption_emb, captions_per_image: int) -> int:

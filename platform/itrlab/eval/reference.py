@@ -65,12 +65,17 @@ def reference_ranks(image_emb: np.ndarray, caption_emb: np.ndarray, captions_per
 def reference_evaluate(image_emb: np.ndarray, caption_emb: np.ndarray, protocol: str = "all",
                        captions_per_image: int = 5) -> RecallTable:
     """The recall table of the per-query baseline, folds as SCAN's ``evalrank`` cuts them."""
+    fold_ranks = reference_rank_folds(image_emb, caption_emb, protocol, captions_per_image)
+    return table_from_folds(fold_ranks, get_protocol(protocol).name, len(image_emb))
+
+
+def reference_rank_folds(image_emb: np.ndarray, caption_emb: np.ndarray, protocol: str = "all",
+                         captions_per_image: int = 5) -> list[Ranks]:
+    """The per-query baseline's ranks of each fold of ``protocol``."""
     cpi = captions_per_image
     n_images = check_embedding_shapes(image_emb, caption_emb, cpi)
-    spec = get_protocol(protocol)
-    fold_ranks = [reference_ranks(image_emb[start:stop], caption_emb[cpi * start:cpi * stop], cpi)
-                  for start, stop in spec.folds(n_images)]
-    return table_from_folds(fold_ranks, spec.name, n_images)
+    return [reference_ranks(image_emb[start:stop], caption_emb[cpi * start:cpi * stop], cpi)
+            for start, stop in get_protocol(protocol).folds(n_images)]
 
 
 def random_embeddings(n_images: int, dim: int, captions_per_image: int = 5, seed: int = 0,

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from itrlab.config import ExperimentConfig
-from itrlab.data import Batch, PrecompSplit, Vocabulary, iter_caption_batches, iter_image_batches
+from itrlab.data import Batch, PrecompSplit, Vocabulary, eval_loaders
 from itrlab.eval import ScoreFn, dense_score_fn
 from itrlab.losses import LossOutput, Similarities, build_loss
 from itrlab.methods.base import MethodModule
@@ -27,10 +27,11 @@ from itrlab.models import DualEncoder
 class DualEncoderMethod(MethodModule):
     name = "dual"
 
-    def __init__(self, model: DualEncoder, loss: torch.nn.Module):
+    def __init__(self, model: DualEncoder, loss: torch.nn.Module, max_len: int = 64):
         super().__init__()
         self.model = model
         self.loss = loss
+        self.max_len = max_len
 
     @classmethod
     def from_config(cls, config: ExperimentConfig, *, vocab_size: int, feature_dim: int) -> "DualEncoderMethod":
@@ -40,7 +41,7 @@ class DualEncoderMethod(MethodModule):
             image_pooling=config.model.image.pooling, text_pooling=config.model.text.pooling,
             projection_hidden=config.model.projection_hidden,
         )
-        method = cls(model, build_loss(config.loss.name, **config.loss.params()))
+        method = cls(model, build_loss(config.loss.name, **config.loss.params()), config.model.text.max_len)
         method.name = config.method.name
         return method
 
@@ -62,9 +63,9 @@ class DualEncoderMethod(MethodModule):
         """Embeddings of every image (N, d) and every caption (cpi·N, d) of a split."""
         was_training = self.training
         self.eval()
-        images = torch.cat([self.model.encode_images(regions) for regions in iter_image_batches(split, batch_size)])
-        captions = torch.cat([self.model.encode_captions(tokens, lengths)
-                              for tokens, lengths in iter_caption_batches(split, vocab, batch_size)])
+        image_batches, caption_batches = eval_loaders(split, vocab, batch_size, self.max_len)
+        images = torch.cat([self.model.encode_images(batch.images) for batch in image_batches])
+        captions = torch.cat([self.model.encode_captions(batch.tokens, batch.lengths) for batch in caption_batches])
         self.train(was_training)
         return images, captions
 
