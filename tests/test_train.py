@@ -87,3 +87,7 @@ def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
     (again,) = client.search_runs([experiment.experiment_id])
     assert again.info.run_id == run.info.run_id and again.info.status == "FINISHED"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "rsum")] == [1, 2, 3]
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment("vsepp_synthetic_tiny")
+    table = mlflow.load_table("recall/test_table.json", run_ids=[run.info.run_id])
+    assert list(zip(table["epoch"], table["direction"])) == [(2, "i2t"), (2, "t2i"), (3, "i2t"), (3, "t2i")]

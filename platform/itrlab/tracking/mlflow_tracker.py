@@ -93,12 +93,19 @@ class MlflowTracker:
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
-    def log_recall_table(self, table: RecallTable, split: str, step: int | None = None) -> None:
-        """The table as an MLflow table, JSON and Markdown artifacts, and ``{split}_*`` metrics."""
-        self.client.log_table(self.run_id, data=table.columns(), artifact_file=f"recall/{split}_table.json")
+    def log_recall_table(self, table: RecallTable, split: str, step: int = 0) -> None:
+        """The table as an MLflow table, JSON and Markdown artifacts, and ``{split}_*`` metrics.
+
+        MLflow appends to an existing table artifact, so each logging adds rows tagged with
+        ``epoch`` (the epochs trained): a resumed run that trains longer shows both results.
+        The JSON and Markdown artifacts hold the latest table.
+        """
+        columns = table.columns()
+        columns["epoch"] = [step] * len(columns["direction"])
+        self.client.log_table(self.run_id, data=columns, artifact_file=f"recall/{split}_table.json")
         self.client.log_dict(self.run_id, table.to_dict(), f"recall/{split}.json")
         self.client.log_text(self.run_id, table.to_markdown(), f"recall/{split}.md")
-        self.log_metrics(table.metrics(prefix=f"{split}_"), step=step or 0)
+        self.log_metrics(table.metrics(prefix=f"{split}_"), step=step)
 
     def log_dict(self, data: dict, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, data, artifact_file)
