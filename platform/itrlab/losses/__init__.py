@@ -23,11 +23,27 @@ from .contrastive import (
     ContrastiveSumOfNegativesLoss,
     MultimodalNCELoss,
 )
-from .registry import LOSSES, build_loss, loss_param_names
+from .registry import (
+    COOPERATIVE_LOSSES,
+    LOSSES,
+    LossRegistry,
+    build_cooperative_loss,
+    build_loss,
+    cooperative_loss_param_names,
+    loss_param_names,
+    register_cooperative_loss,
+    register_loss,
+)
 from .triplet import MaxOfHingesLoss, SumOfHingesLoss
 
 __all__ = [
+    "COOPERATIVE_LOSSES",
     "LOSSES",
+    "LossRegistry",
+    "build_cooperative_loss",
+    "cooperative_loss_param_names",
+    "register_cooperative_loss",
+    "register_loss",
     "ContrastiveMaxOfNegativesLoss",
     "ContrastiveSumOfNegativesLoss",
     "LossOutput",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from .registry import register_loss
 from .base import (
     RetrievalLoss,
     Similarities,
@@ -23,6 +24,7 @@ from .base import (
 )
 
 
+@register_loss
 class MultimodalNCELoss(RetrievalLoss):
     """MVN: multimodal NCE with cross- and same-modality negatives (ConVSE Sec. III-B).
 
@@ -58,6 +60,7 @@ class MultimodalNCELoss(RetrievalLoss):
         return image_anchor, caption_anchor
 
 
+@register_loss
 class ContrastiveSumOfNegativesLoss(RetrievalLoss):
     """ConVSE: contrastive sum-of-negatives loss ``l_CSN`` (ConVSE eq. 6-8).
 
@@ -88,6 +91,7 @@ class ContrastiveSumOfNegativesLoss(RetrievalLoss):
         return image_anchor, caption_anchor
 
 
+@register_loss
 class ContrastiveMaxOfNegativesLoss(RetrievalLoss):
     """ConVSE++: contrastive max-of-negatives loss with margin ``l_CMN`` (ConVSE eq. 12-14).
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from .registry import register_loss
 from .base import (
     RetrievalLoss,
     Similarities,
@@ -22,6 +23,7 @@ from .base import (
 )
 
 
+@register_loss
 class SumOfHingesLoss(RetrievalLoss):
     """VSE: sum-of-hinges triplet ranking loss ``l_SH`` (ConVSE eq. 2).
 
@@ -54,6 +56,7 @@ class SumOfHingesLoss(RetrievalLoss):
         return masked_sum(cost_caption, negatives, dim=1), masked_sum(cost_image, negatives, dim=0)
 
 
+@register_loss
 class MaxOfHingesLoss(RetrievalLoss):
     """VSE++: max-of-hinges triplet ranking loss ``l_MH`` (ConVSE eq. 5, with eq. 3-4).
 
