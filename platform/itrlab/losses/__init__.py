@@ -18,6 +18,7 @@ from .base import (
     positive_mask,
     positive_scores,
 )
+from .cooperative import CooperativeLoss, detached
 from .contrastive import (
     ContrastiveMaxOfNegativesLoss,
     ContrastiveSumOfNegativesLoss,
@@ -45,6 +46,8 @@ __all__ = [
     "register_cooperative_loss",
     "register_loss",
     "ContrastiveMaxOfNegativesLoss",
+    "CooperativeLoss",
+    "detached",
     "ContrastiveSumOfNegativesLoss",
     "LossOutput",
     "MaxOfHingesLoss",
