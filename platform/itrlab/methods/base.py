@@ -29,6 +29,22 @@ class Method(Protocol):
 
 
 class MethodModule(nn.Module):
-    """Base class of methods implemented as one torch module."""
+    """Base class of methods implemented as one torch module.
+
+    Hooks the trainer calls, with defaults that fit a single-branch method:
+    ``param_groups(lr)`` (what the optimizer updates, and with which learning rate),
+    ``after_step(step, total_steps)`` (after every optimizer step: EMA anchors),
+    ``auxiliary_evaluators()`` (other branches to evaluate beside the model: anchors).
+    """
 
     name = "method"
+
+    def param_groups(self, lr: float) -> list[dict]:
+        return [{"params": [p for p in self.parameters() if p.requires_grad], "lr": lr}]
+
+    def after_step(self, step: int, total_steps: int) -> None:
+        """Called after optimizer step ``step`` (1-based) of ``total_steps``."""
+
+    def auxiliary_evaluators(self) -> dict[str, "MethodModule"]:
+        """Branches evaluated and logged beside the model, by name (prefix of their metrics)."""
+        return {}

@@ -41,12 +41,16 @@ class EpochReport:
     is_best: bool
     best_rsum: float
     seconds: float
+    auxiliary: dict[str, RecallTable] = field(default_factory=dict)  # e.g. {"anchor": table}
 
     def metrics(self) -> dict[str, float]:
-        """Per-epoch metrics: loss and its parts, lr, and the validation table (unprefixed)."""
+        """Per-epoch metrics: loss and its parts, lr, the validation table (unprefixed), and the
+        validation tables of auxiliary branches prefixed with their name (``anchor_rsum``)."""
         values = {"loss": self.loss, "lr": self.lr, "epoch_seconds": self.seconds}
         values.update({f"loss_{name}": value for name, value in self.parts.items()})
         values.update(self.val.metrics())
+        for name, table in self.auxiliary.items():
+            values.update(table.metrics(prefix=f"{name}_"))
         return values
 
 
@@ -75,7 +79,8 @@ class Trainer:
         self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=self.config.model.text.max_len)
         self.steps_per_epoch = len(self.dataset) // train.batch_size
         self.schedule = StepDecaySchedule(self.steps_per_epoch, tuple(train.lr_decay_epochs), train.lr_decay, train.warmup_steps)
-        self.optimizer = torch.optim.Adam(self.method.parameters(), lr=train.lr, weight_decay=train.weight_decay)
+        self.total_steps = self.steps_per_epoch * train.epochs
+        self.optimizer = torch.optim.Adam(self.method.param_groups(train.lr), lr=train.lr, weight_decay=train.weight_decay)
         self.state = TrainState()
         if (self.run_dir / LAST).is_file():
             self._restore(load_checkpoint(self.run_dir / LAST))
@@ -96,6 +101,7 @@ class Trainer:
             started = time.perf_counter()
             loss, parts = self.train_epoch(epoch)
             val = self.evaluate(self.data.val, self.config.eval.val_protocol)
+            auxiliary = self.evaluate_auxiliary(self.data.val, self.config.eval.val_protocol)
             is_best = val.rsum > self.state.best_rsum
             self.state.epoch, self.state.history = epoch, [*self.state.history, {"epoch": epoch, "loss": loss, **val.metrics()}]
             if is_best:
@@ -103,7 +109,8 @@ class Trainer:
                 save_checkpoint(self.run_dir / BEST, model=self.method, optimizer=None, state=self.state)
             save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
             report = EpochReport(epoch, self.config.train.epochs, self.state.step, self.scheduler.get_last_lr()[0],
-                                 loss, parts, val, is_best, self.state.best_rsum, time.perf_counter() - started)
+                                 loss, parts, val, is_best, self.state.best_rsum, time.perf_counter() - started,
+                                 auxiliary)
             for callback in self.callbacks:
                 callback.on_epoch_end(report)
         return self.state
@@ -123,21 +130,27 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             output.loss.backward()
             if train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.method.parameters(), train.grad_clip)
+                torch.nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]], train.grad_clip)
             self.optimizer.step()
             self.scheduler.step()
             self.state.step += 1
+            self.method.after_step(self.state.step, self.total_steps)
             total += output.loss.item()
             for name, value in output.parts.items():
                 sums[name] += float(value)
             count += 1
         return total / count, {name: value / count for name, value in sums.items()}
 
-    def evaluate(self, split: PrecompSplit, protocol: str) -> RecallTable:
+    def evaluate(self, split: PrecompSplit, protocol: str, method: MethodModule | None = None) -> RecallTable:
         settings = self.config.eval
-        score_fn = self.method.score_fn(split, self.data.vocab, settings.batch_size)
+        score_fn = (method or self.method).score_fn(split, self.data.vocab, settings.batch_size)
         return evaluate(score_fn, split.n_images, protocol=protocol,
                         captions_per_image=split.captions_per_image, image_chunk=settings.image_chunk)
+
+    def evaluate_auxiliary(self, split: PrecompSplit, protocol: str) -> dict[str, RecallTable]:
+        """Tables of the method's other branches (a cooperative scheme's anchors)."""
+        return {name: self.evaluate(split, protocol, branch)
+                for name, branch in self.method.auxiliary_evaluators().items()}
 
     def test(self) -> RecallTable:
         """The test table, computed once with the best checkpoint's weights."""
