@@ -12,8 +12,18 @@ included. (Not ``ru_maxrss``: a child process inherits its parent's high-water m
 
 Exit status: 0 if ranks and tables are identical, 1 if not. Targets are printed, not enforced.
 
+``--interaction`` benchmarks the cross-attention model (``xattn``, :mod:`itrlab.models.interaction`)
+instead: seeded encoded features (1000 images x 5000 captions, small dims by default), the
+method's sharded :data:`ScoreFn` driven by ``itrlab.eval.evaluate``, against a per-caption Python
+loop that scores one caption against all images at a time (SCAN's ``xattn_score_t2i`` pattern).
+Both run in this process, one after the other, after a warm-up of each. Exit status: 0 if the
+two score matrices agree (allclose), 1 if not; whether the recall tables are identical is printed
+(an untrained head scores pairs nearly alike, so rounding can swap near-ties).
+
     python jobs/bench_eval.py                       # full size
     python jobs/bench_eval.py --images 1000 --dim 256 --protocol 5fold
+    python jobs/bench_eval.py --interaction         # 1000 images, 36 regions, 64-d, sim 32, 8-16 words
+    python jobs/bench_eval.py --interaction --images 200 --regions 10 --dim 32
 """
 
 from __future__ import annotations
@@ -92,20 +102,153 @@ def run_worker(name: str, data: Path, repeats: int, args: argparse.Namespace) ->
     return report
 
 
+def interaction_features(n_images: int, cpi: int, regions: int, dim: int, min_words: int, max_words: int,
+                         seed: int):
+    """Seeded unit-norm region features (N, R, d), word features (cpi·N, L, d) and lengths.
+
+    Each word is one of its image's regions plus as much noise, so that captions do match their
+    images; lengths are uniform in [min_words, max_words], positions past them are zero.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    unit = torch.nn.functional.normalize
+    image_features = unit(torch.randn(n_images, regions, dim, generator=generator), dim=-1)
+    n_captions = cpi * n_images
+    lengths = torch.randint(min_words, max_words + 1, (n_captions,), generator=generator)
+    picked = torch.randint(0, regions, (n_captions, max_words), generator=generator)
+    owner = torch.arange(n_captions)[:, None] // cpi
+    noise = torch.randn(n_captions, max_words, dim, generator=generator) / dim ** 0.5
+    words = unit(image_features[owner, picked] + noise, dim=-1)
+    words[torch.arange(max_words)[None, :] >= lengths[:, None]] = 0.0
+    return image_features, words, lengths
+
+
+def interaction_main(args: argparse.Namespace) -> int:
+    """``--interaction``: the sharded xattn ScoreFn against a per-caption loop (see the docstring)."""
+    import torch
+
+    from itrlab.eval import evaluate, get_protocol
+    from itrlab.losses import build_loss
+    from itrlab.methods.interaction import InteractionMethod
+    from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS, InteractionModel
+
+    images, dim = args.images, args.dim
+    get_protocol(args.protocol).check(images)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.shard_elements is None:
+        args.shard_elements = DEFAULT_SHARD_ELEMENTS
+    torch.manual_seed(args.seed)
+    model = InteractionModel.build(feature_dim=dim, vocab_size=2, embed_dim=dim, word_dim=2, num_layers=1,
+                                   sim_dim=args.sim_dim, lambda_=9.0).eval()
+    method = InteractionMethod(model, build_loss("vsepp"), shard_elements=args.shard_elements)
+    regions, words, lengths = interaction_features(images, args.cpi, args.regions, dim, args.min_words,
+                                                   args.max_words, args.seed)
+    n_captions = len(lengths)
+    print(f"data: {images} images x {args.regions} regions, {n_captions} captions x {args.min_words}-"
+          f"{args.max_words} words, d={dim}, sim_dim={args.sim_dim}, λ=9, float32; protocol {args.protocol}, "
+          f"chunk {args.chunk} images, shard budget {args.shard_elements} elements; seed {args.seed}")
+    load_before = os.getloadavg()[0]
+
+    score_fn = method.split_score_fn(regions, words, lengths)
+    sharded = torch.full((images, n_captions), float("nan"))
+    calls = 0
+
+    def recording(image_slice: slice, caption_slice: slice) -> torch.Tensor:
+        nonlocal calls
+        calls += 1
+        block = score_fn(image_slice, caption_slice)
+        sharded[image_slice, caption_slice] = block
+        return block
+
+    def loop_scores() -> torch.Tensor:
+        looped = torch.empty(images, n_captions)
+        with torch.no_grad():
+            for j in range(n_captions):  # one caption against all images, its padding trimmed
+                n = int(lengths[j])
+                looped[:, j] = model.similarity(regions, words[j:j + 1, :n], lengths[j:j + 1])[:, 0]
+        return looped
+
+    # Warm-up (allocator, thread pool) of both paths before anything is timed.
+    score_fn(slice(0, min(images, 64)), slice(0, min(n_captions, 320)))
+    with torch.no_grad():
+        model.similarity(regions, words[:1], lengths[:1])
+
+    sharded_times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        table = evaluate(recording, images, args.protocol, args.cpi, args.chunk)
+        sharded_times.append(time.perf_counter() - start)
+    calls //= args.repeats
+
+    loop_times = []
+    for _ in range(args.baseline_repeats):
+        start = time.perf_counter()
+        looped = loop_scores()
+        loop_table = evaluate(lambda a, b: looped[a, b], images, args.protocol, args.cpi, args.chunk)
+        loop_times.append(time.perf_counter() - start)
+    load_after = os.getloadavg()[0]
+
+    sharded_s, loop_s = statistics.median(sharded_times), statistics.median(loop_times)
+    agree = bool(torch.allclose(sharded, looped, rtol=1e-4, atol=1e-5)) and not sharded.isnan().any().item()
+    max_diff = float((sharded - looped).abs().max())
+    same_table = table.to_dict() == loop_table.to_dict()
+    ratio = loop_s / sharded_s
+    print(table.format())
+    print(f"{'implementation':<44}{'runs (s)':<28}{'median (s)':>11}")
+    for name, runs, median in ((f"sharded ScoreFn + evaluate ({calls} blocks)", sharded_times, sharded_s),
+                               (f"per-caption loop ({n_captions} calls) + evaluate", loop_times, loop_s)):
+        print(f"{name:<44}{', '.join(f'{t:.2f}' for t in runs):<28}{median:>11.2f}")
+    print(f"speed-up (loop median / sharded median): {ratio:.2f}x; "
+          f"{images * n_captions / sharded_s / 1e6:.2f} M pairs/s sharded")
+    print(f"machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; 1-min load average "
+          f"{load_before:.2f} before, {load_after:.2f} after")
+    print(f"scores allclose (rtol 1e-4, atol 1e-5): {agree} (max |diff| {max_diff:.2e}); "
+          f"identical recall tables: {same_table}")
+    if agree and not same_table:
+        print("  (the untrained head scores every pair nearly alike, so rounding-level differences between "
+              "the two summation orders can swap near-ties; the tables are informative only)")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "sharded_times_s": sharded_times, "loop_times_s": loop_times, "ratio": ratio, "allclose": agree,
+            "max_abs_diff": max_diff, "same_table": same_table, "table": table.to_dict(), "blocks": calls,
+            "args": vars(args) | {"json": str(args.json)}}, indent=2, default=str))
+    return 0 if agree else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=5000, help="number of images N (default 5000)")
+    parser.add_argument("--images", type=int, help="number of images N (default 5000; 1000 with --interaction)")
     parser.add_argument("--cpi", type=int, default=5, help="captions per image (default 5)")
-    parser.add_argument("--dim", type=int, default=1024, help="embedding size (default 1024)")
+    parser.add_argument("--dim", type=int, help="embedding size (default 1024; 64 with --interaction)")
     parser.add_argument("--protocol", default="all", help="evaluation protocol (default all)")
     parser.add_argument("--chunk", type=int, default=512, help="images per block (default 512)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs of the chunked path (median)")
+    parser.add_argument("--repeats", type=int,
+                        help="timed runs of the chunked path (median; default 3, 1 with --interaction)")
     parser.add_argument("--baseline-repeats", type=int, default=1, help="timed runs of the baseline")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--worker", choices=["chunked", "baseline"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
+    interaction = parser.add_argument_group("--interaction: the cross-attention (xattn) ScoreFn")
+    interaction.add_argument("--interaction", action="store_true",
+                             help="benchmark the sharded xattn ScoreFn against a per-caption loop")
+    interaction.add_argument("--regions", type=int, default=36, help="regions per image (default 36)")
+    interaction.add_argument("--sim-dim", type=int, default=32, help="similarity vector size s (default 32)")
+    interaction.add_argument("--min-words", type=int, default=8, help="shortest caption (default 8)")
+    interaction.add_argument("--max-words", type=int, default=16, help="longest caption (default 16)")
+    interaction.add_argument("--shard-elements", type=int,
+                             help="shard budget in elements of the largest intermediate (default: the "
+                                  "method's, itrlab.models.interaction.DEFAULT_SHARD_ELEMENTS)")
+    interaction.add_argument("--threads", type=int, help="torch threads (default: torch's own choice)")
     args = parser.parse_args(argv)
+    defaults = {"images": 1000, "dim": 64, "repeats": 1} if args.interaction else {"images": 5000, "dim": 1024, "repeats": 3}
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.interaction:
+        return interaction_main(args)
     if args.worker:
         worker(args)
         return 0

@@ -105,6 +105,37 @@ def make_synthetic_main(args: argparse.Namespace) -> int:
         raise UserInputError(str(err)) from None
 
 
+PRESETS = {
+    "smoke": "dbl_smoke", "table4": "dbl_table4", "table2": "dbl_table2",
+    "fig4-gamma": "dbl_fig4_gamma", "fig4-alpha": "dbl_fig4_alpha", "optuna": "dbl_optuna", "tiny": "dbl_tiny",
+}
+
+
+@_guarded
+def sweep_main(args: argparse.Namespace) -> int:
+    from itrlab.sweep import load_sweep
+
+    if args.optuna:
+        args.preset = "optuna"
+    if args.sweep and args.preset:
+        raise UserInputError("give either --sweep or --preset, not both")
+    if args.sweep is None and args.preset not in PRESETS:
+        from itrlab.config.loader import did_you_mean
+
+        hint = did_you_mean(args.preset, PRESETS)
+        raise UserInputError(f"--preset: got {args.preset!r}; presets: {', '.join(PRESETS)}" + (f" ({hint})" if hint else ""))
+    spec = load_sweep(args.sweep or PRESETS[args.preset])
+    from itrlab.sweep import run_sweep
+
+    result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
+    if result.best is not None:
+        print(f"\nbest trial {result.best.trial_id}: {result.best.params} "
+              f"({spec.objective.metric} {result.best.metrics.get(spec.objective.metric)})")
+    print(f"sweep directory: {result.sweep_dir}")
+    print(f"MLflow: parent run {result.parent_run_id} in experiment '{spec.name}'; {result.ui_hint}")
+    return 0 if any(row.status == "finished" for row in result.rows) else 1
+
+
 def _add_experiment_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--config", default=DEFAULT_EXPERIMENT,
                         help="experiment name under configs/experiments/ or a YAML path (default: %(default)s)")
@@ -127,6 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-data", action="store_true", help="do not look at the data files")
     check.set_defaults(func=check_config_main)
 
+    sweep = sub.add_parser("sweep", help="run a sweep of trainings on Ray Tune (jobs/sweep_dbl.py)")
+    sweep.add_argument("--preset", default=None, help=f"a DBL preset: {', '.join(PRESETS)} (default: table4)")
+    sweep.add_argument("--optuna", action="store_true", help="the Optuna preset (γ, α, strategy, scenario)")
+    sweep.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
+    sweep.add_argument("--resume", action="store_true", help="continue the newest interrupted invocation of the sweep")
+    sweep.add_argument("--storage", default="runs/sweeps", help="where sweep directories live (default: %(default)s)")
+    sweep.add_argument("overrides", nargs="*", metavar="key=value", help="overrides of the base experiment")
+    sweep.set_defaults(func=sweep_main)
+
     synth = sub.add_parser("make-synthetic", help="write a synthetic dataset in the precomp layout", add_help=False)
     synth.add_argument("synthetic_args", nargs=argparse.REMAINDER)
     synth.set_defaults(func=make_synthetic_main)
@@ -144,6 +184,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rest:
         args.overrides = [*args.overrides, *rest]
     return args.func(args)
+
+
+def sweep_dbl_cli(argv: Sequence[str] | None = None) -> int:
+    """``jobs/sweep_dbl.py``: the ``sweep`` subcommand, DBL's Table IV grid unless told otherwise."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not any(a.startswith(("--preset", "--sweep", "--optuna")) for a in argv):
+        argv = ["--preset", "table4", *argv]
+    return main(["sweep", *argv])
 
 
 def train_cli(argv: Sequence[str] | None = None) -> int:

@@ -152,9 +152,9 @@ def compose(experiment: str | Path, overrides: list[str] | tuple[str, ...] = ())
     return tree
 
 
-def _model_at(loc: tuple) -> type[BaseModel] | None:
+def _model_at(loc: tuple, root: type[BaseModel] = ExperimentConfig) -> type[BaseModel] | None:
     """The config section class that owns the field at ``loc`` (for suggesting keys)."""
-    model: Any = ExperimentConfig
+    model: Any = root
     for part in loc[:-1]:
         field = getattr(model, "model_fields", {}).get(part)
         if field is None:
@@ -167,13 +167,14 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
     return model
 
 
-def _config_error_from(err: ValidationError) -> ConfigError:
+def _config_error_from_model(err: ValidationError, root: type[BaseModel], prefix: str = "") -> ConfigError:
+    """The first pydantic error as a ConfigError naming the field, the value and what is allowed."""
     first = err.errors()[0]
     loc = tuple(str(p) for p in first["loc"])
-    field = ".".join(loc) or "config"
+    field = prefix + (".".join(loc) or "config")
     value = first.get("input")
     if first["type"] == "extra_forbidden":
-        owner = _model_at(loc)
+        owner = _model_at(loc, root)
         known = sorted(owner.model_fields) if owner else []
         section = ".".join(loc[:-1]) or "the top level"
         return ConfigError(field, value, f"unknown key; keys allowed in {section}: {', '.join(known)}",
@@ -193,7 +194,7 @@ def validate(tree: dict[str, Any]) -> ExperimentConfig:
     try:
         config = ExperimentConfig.model_validate(tree)
     except ValidationError as err:
-        raise _config_error_from(err) from None
+        raise _config_error_from_model(err, ExperimentConfig) from None
     check_names(config)
     return config
 

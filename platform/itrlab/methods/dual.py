@@ -17,15 +17,24 @@ import torch
 from torch import Tensor
 
 from itrlab.config import ExperimentConfig
+from itrlab.config.schema import TextEncoderConfig
 from itrlab.data import Batch, PrecompSplit, Vocabulary, eval_loaders
 from itrlab.eval import ScoreFn, dense_score_fn
 from itrlab.losses import LossOutput, Similarities, build_loss
 from itrlab.methods.base import MethodModule
 from itrlab.models import DualEncoder
+from itrlab.models.text_factory import TextEncoderSpec
+
+
+def text_encoder_spec(text: TextEncoderConfig) -> TextEncoderSpec:
+    """The text encoder a config's ``model.text`` section asks for (BiGRU, GloVe-BiGRU or BERT)."""
+    return TextEncoderSpec(encoder=text.encoder, word_dim=text.word_dim, num_layers=text.num_layers,
+                           pooling=text.pooling, glove=text.glove, bert_path=text.bert_path, freeze=text.freeze)
 
 
 class DualEncoderMethod(MethodModule):
     name = "dual"
+    text_lr: float | None = None  # learning rate of a pretrained text backbone (None: the main lr)
 
     def __init__(self, model: DualEncoder, loss: torch.nn.Module, max_len: int = 64):
         super().__init__()
@@ -37,16 +46,29 @@ class DualEncoderMethod(MethodModule):
     def from_config(cls, config: ExperimentConfig, *, vocab_size: int, feature_dim: int) -> "DualEncoderMethod":
         model = DualEncoder.build(
             feature_dim=feature_dim, vocab_size=vocab_size, embed_dim=config.model.embed_dim,
-            word_dim=config.model.text.word_dim, num_layers=config.model.text.num_layers,
-            image_pooling=config.model.image.pooling, text_pooling=config.model.text.pooling,
-            projection_hidden=config.model.projection_hidden,
+            image_pooling=config.model.image.pooling, projection_hidden=config.model.projection_hidden,
+            text=text_encoder_spec(config.model.text),
         )
         method = cls(model, build_loss(config.loss.name, **config.loss.params()), config.model.text.max_len)
         method.name = config.method.name
+        method.text_lr = config.model.text.lr
         return method
 
-    def similarities(self, image_emb: Tensor, caption_emb: Tensor, image_ids: Tensor) -> Similarities:
-        same_modality = getattr(self.loss, "needs_same_modality", False)
+    def param_groups(self, lr: float) -> list[dict]:
+        """Trainable parameters at ``lr``; a pretrained text backbone's (BERT) at ``text_lr`` when set.
+
+        Frozen parameters (``requires_grad=False``) are in no group.
+        """
+        backbone = [p for m in self.modules() if hasattr(m, "backbone_parameters")
+                    for p in m.backbone_parameters() if p.requires_grad]
+        if not backbone or self.text_lr is None:
+            return super().param_groups(lr)
+        ids = {id(p) for p in backbone}
+        rest = [p for p in self.parameters() if p.requires_grad and id(p) not in ids]
+        return [{"params": rest, "lr": lr}, {"params": backbone, "lr": self.text_lr}]
+
+    def similarities(self, image_emb: Tensor, caption_emb: Tensor, image_ids: Tensor,
+                     same_modality: bool = False) -> Similarities:
         return Similarities(
             i2t=image_emb @ caption_emb.T,
             image_ids=image_ids,
@@ -54,9 +76,9 @@ class DualEncoderMethod(MethodModule):
             t2t=caption_emb @ caption_emb.T if same_modality else None,
         )
 
-    def forward(self, batch: Batch) -> LossOutput:
+    def batch_similarities(self, batch: Batch, same_modality: bool = False) -> Similarities:
         image_emb, caption_emb = self.model(batch.images, batch.tokens, batch.lengths)
-        return self.loss(self.similarities(image_emb, caption_emb, batch.image_ids))
+        return self.similarities(image_emb, caption_emb, batch.image_ids, same_modality)
 
     @torch.no_grad()
     def embed_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor]:

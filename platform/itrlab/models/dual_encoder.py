@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from itrlab.models.encoders import GRUTextEncoder, RegionEncoder
+from itrlab.models.encoders import RegionEncoder
+from itrlab.models.text_factory import TextEncoderSpec
 
 
 class DualEncoder(nn.Module):
@@ -16,12 +17,12 @@ class DualEncoder(nn.Module):
         self.text_encoder = text_encoder
 
     @classmethod
-    def build(cls, *, feature_dim: int, vocab_size: int, embed_dim: int, word_dim: int, num_layers: int,
-              image_pooling: str, text_pooling: str, projection_hidden: int | None) -> "DualEncoder":
-        return cls(
-            RegionEncoder(feature_dim, embed_dim, image_pooling, projection_hidden),
-            GRUTextEncoder(vocab_size, word_dim, embed_dim, num_layers, text_pooling, projection_hidden),
-        )
+    def build(cls, *, feature_dim: int, vocab_size: int, embed_dim: int, image_pooling: str,
+              projection_hidden: int | None, text: TextEncoderSpec = TextEncoderSpec()) -> "DualEncoder":
+        """Region encoder, then the text encoder ``text`` describes (BiGRU, GloVe-BiGRU or BERT)."""
+        image_encoder = RegionEncoder(feature_dim, embed_dim, image_pooling, projection_hidden)
+        return cls(image_encoder, text.build(vocab_size=vocab_size, embed_dim=embed_dim,
+                                             projection_hidden=projection_hidden))
 
     def encode_images(self, regions: Tensor) -> Tensor:
         return self.image_encoder(regions)

@@ -3,6 +3,9 @@
 Image: region features (B, R, D) -> linear projection -> pooling -> L2 norm.
 Text: word ids -> embedding -> BiGRU (forward and backward halves averaged) -> pooling -> L2 norm.
 An optional projection head (ConVSE's two-layer MLP, §IV-A.2) sits before the normalisation.
+
+The per-region and per-word features before pooling (``RegionEncoder.region_features``,
+``GRUTextEncoder.word_features``) are what interaction models (``itrlab.models.interaction``) use.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from itrlab.models.glove import GloveEmbedding
 from itrlab.models.pooling import build_pooling
 
 
@@ -33,28 +37,50 @@ class RegionEncoder(nn.Module):
         self.pool = build_pooling(pooling)
         self.head = ProjectionHead(embed_dim, projection_hidden) if projection_hidden else nn.Identity()
 
+    def region_features(self, regions: Tensor) -> Tensor:
+        """(B, R, embed_dim) projected region features, before pooling (not normalised)."""
+        return self.fc(regions)
+
     def forward(self, regions: Tensor, n_regions: Tensor | None = None) -> Tensor:
         if n_regions is None:
             n_regions = regions.new_full((regions.size(0),), regions.size(1), dtype=torch.long)
-        pooled = self.pool(self.fc(regions), n_regions)
+        pooled = self.pool(self.region_features(regions), n_regions)
         return F.normalize(self.head(pooled), dim=-1)
 
 
 class GRUTextEncoder(nn.Module):
+    """Word embedding -> BiGRU -> pooling -> (head) -> L2 norm.
+
+    ``glove=True`` makes the embedding a :class:`~itrlab.models.glove.GloveEmbedding` (a 50-d table
+    for GloVe 6B, projected to ``word_dim`` when it differs); its rows are filled from GloVe by
+    :func:`~itrlab.models.glove.init_glove_embeddings` once the vocabulary is known.
+    """
+
     def __init__(self, vocab_size: int, word_dim: int, embed_dim: int, num_layers: int = 1,
-                 pooling: str = "mean", projection_hidden: int | None = None):
+                 pooling: str = "mean", projection_hidden: int | None = None, glove: bool = False):
         super().__init__()
-        self.embed = nn.Embedding(vocab_size, word_dim, padding_idx=0)
+        if glove:
+            self.embed = GloveEmbedding(vocab_size, word_dim)  # initialises its own rows
+        else:
+            self.embed = nn.Embedding(vocab_size, word_dim, padding_idx=0)
         self.gru = nn.GRU(word_dim, embed_dim, num_layers=num_layers, batch_first=True, bidirectional=True)
         self.pool = build_pooling(pooling)
         self.head = ProjectionHead(embed_dim, projection_hidden) if projection_hidden else nn.Identity()
-        nn.init.uniform_(self.embed.weight, -0.1, 0.1)
+        if not glove:
+            nn.init.uniform_(self.embed.weight, -0.1, 0.1)
 
-    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+    def word_features(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """(B, L, embed_dim) word features: the BiGRU's forward and backward states averaged.
+
+        Positions at or beyond each caption's length are zero. Not normalised.
+        """
         packed = pack_padded_sequence(self.embed(tokens), lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, _ = self.gru(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=tokens.size(1))
         half = out.size(-1) // 2
-        words = (out[..., :half] + out[..., half:]) / 2
+        return (out[..., :half] + out[..., half:]) / 2
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        words = self.word_features(tokens, lengths)
         return F.normalize(self.head(self.pool(words, lengths)), dim=-1)
 

@@ -59,6 +59,7 @@ class MlflowTracker:
         self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
         self.experiment = experiment
         self.run_id: str | None = None
+        self.default_tags: dict[str, Any] = {}  # added to the tags of a run this tracker creates
 
     # -- run lifecycle -----------------------------------------------------------------------
     def start(self, run_name: str, tags: Mapping[str, Any], params: Mapping[str, str],
@@ -70,7 +71,7 @@ class MlflowTracker:
             logged = self.client.get_run(run_id).data.params
             params = {k: v for k, v in params.items() if k not in logged}
         else:
-            all_tags = {k: str(v) for k, v in tags.items()}
+            all_tags = {k: str(v) for k, v in {**tags, **self.default_tags}.items()}
             if parent_run_id:
                 all_tags[PARENT_TAG] = parent_run_id
             run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=run_name)
@@ -79,6 +80,13 @@ class MlflowTracker:
         for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=items[start:start + MAX_PARAMS_PER_BATCH])
         return self.run_id
+
+    def find_run(self, tags: Mapping[str, str]) -> str | None:
+        """The id of this experiment's run carrying all ``tags`` (the newest), or None."""
+        query = " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
+        runs = self.client.search_runs([self.experiment_id], filter_string=query, max_results=1,
+                                       order_by=["attributes.start_time DESC"])
+        return runs[0].info.run_id if runs else None
 
     def end(self, status: str = "FINISHED") -> None:
         if self.run_id is not None:
@@ -106,6 +114,9 @@ class MlflowTracker:
         self.client.log_dict(self.run_id, table.to_dict(), f"recall/{split}.json")
         self.client.log_text(self.run_id, table.to_markdown(), f"recall/{split}.md")
         self.log_metrics(table.metrics(prefix=f"{split}_"), step=step)
+
+    def log_table(self, data: dict[str, list], artifact_file: str) -> None:
+        self.client.log_table(self.run_id, data=data, artifact_file=artifact_file)
 
     def log_dict(self, data: dict, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, data, artifact_file)

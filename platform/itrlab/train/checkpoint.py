@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-LAST = "last.pt"
-BEST = "best.pt"
+LAST = "last.pt"  # everything needed to continue the run
+BEST = "best.pt"  # the method (all branches) at the best validation rsum
+MODEL = "model.pt"  # the model alone at the best validation rsum (a cooperative scheme's target)
 
 
 @dataclass

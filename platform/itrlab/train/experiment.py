@@ -5,7 +5,8 @@ directory::
 
     runs/<experiment>/<run>/
         config.yaml        the resolved config
-        vocab.json         vocabulary of the training captions
+        vocab.json         the text tokenizer: vocabulary of the training captions (BiGRU), or the
+                           pretrained model directory whose tokenizer encodes them (BERT)
         last.pt, best.pt   checkpoints (see itrlab.train.checkpoint)
         mlflow_run.json    the MLflow run this directory logs to (reused on resume)
         test_recall.json   the final test table (also .md)
@@ -24,11 +25,14 @@ import yaml
 
 from itrlab.config import ExperimentConfig
 from itrlab.config.checks import check_data, synthetic_spec_of
-from itrlab.data import Vocabulary, generate_synthetic, open_precomp
+from itrlab.data import generate_synthetic, open_precomp
+from itrlab.data.tokenizers import build_text_tokenizer, load_text_tokenizer
 from itrlab.eval import RecallTable
-from itrlab.methods import build_method
+from itrlab.methods import build_method, cooperative_loss
+from itrlab.methods.base import MethodModule
+from itrlab.models.glove import GloveCoverage, init_glove_embeddings
 from itrlab.tracking import MlflowTracker
-from itrlab.train.checkpoint import seed_everything
+from itrlab.train.checkpoint import MODEL, seed_everything
 from itrlab.train.loop import EpochCallback, EpochReport, Trainer, TrainingData
 
 VOCAB_FILE = "vocab.json"
@@ -46,21 +50,24 @@ class RunResult:
 
 
 def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
-    """Open the three splits (generating synthetic data first if needed) and the vocabulary.
+    """Open the three splits (generating synthetic data first if needed) and the text tokenizer.
 
-    The vocabulary comes from the training captions only and is stored in the run directory, so a
-    resumed run encodes captions exactly as before.
+    The tokenizer (BiGRU: the vocabulary of the training captions only; BERT: the pretrained
+    model's tokenizer) is stored in the run directory, so a resumed run encodes captions exactly as
+    before.
     """
     dataset = config.dataset
     if dataset.kind == "synthetic":
         generate_synthetic(dataset.root, synthetic_spec_of(config))
     splits = {role: open_precomp(dataset.root, getattr(dataset.splits, role), dataset.captions_per_image)
               for role in ("train", "val", "test")}
+    text = config.model.text
     vocab_path = run_dir / VOCAB_FILE
     if vocab_path.is_file():
-        vocab = Vocabulary.load(vocab_path)
+        vocab = load_text_tokenizer(vocab_path, text.encoder, text.bert_path)
     else:
-        vocab = Vocabulary.build(splits["train"].captions, min_count=config.model.text.vocab_min_count)
+        vocab = build_text_tokenizer(text.encoder, splits["train"].captions, min_count=text.vocab_min_count,
+                                     model_dir=text.bert_path)
         vocab.save(vocab_path)
     return TrainingData(vocab=vocab, **splits)
 
@@ -68,13 +75,14 @@ def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
 class ConsoleProgress:
     """Prints one line per epoch."""
 
-    def __init__(self, stream: TextIO = sys.stdout):
+    def __init__(self, stream: TextIO = sys.stdout, prefix: str = ""):
         self.stream = stream
+        self.prefix = prefix
 
     def on_epoch_end(self, report: EpochReport) -> None:
         val = report.val
         marker = " *best*" if report.is_best else ""
-        print(f"epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
+        print(f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
               f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
               f"{report.seconds:5.1f}s{marker}", file=self.stream, flush=True)
 
@@ -87,32 +95,72 @@ class MlflowEpochLogger:
         self.tracker.log_metrics(report.metrics(), step=report.epoch)
 
 
+def build_run_method(config: ExperimentConfig, data: TrainingData) -> tuple[MethodModule, GloveCoverage | None]:
+    """The config's method for this data; with ``model.text.glove``, its word embeddings loaded from
+    GloVe (the coverage is returned; None without GloVe)."""
+    method = build_method(config, vocab_size=len(data.vocab), feature_dim=data.train.feature_dim)
+    glove = None
+    if config.model.text.glove:
+        glove = init_glove_embeddings(method, data.vocab.words, data.train.captions)
+    return method, glove
+
+
+def train_oas_anchor(config: ExperimentConfig, data: TrainingData, run_dir: Path) -> ExperimentConfig:
+    """OAS stage 1: without an anchor checkpoint, train the plain method first (in ``run_dir/anchor``).
+
+    Returns the config with ``cooperative.anchor_checkpoint`` pointing at the anchor's model. The
+    stage resumes from its own ``last.pt`` and is skipped once finished, so a restarted run never
+    trains the anchor twice.
+    """
+    cooperative = config.cooperative
+    if cooperative is None or cooperative.scenario != "oas" or cooperative.anchor_checkpoint is not None \
+            or cooperative_loss(cooperative) is None:
+        return config
+    anchor_dir = run_dir / "anchor"
+    anchor_dir.mkdir(parents=True, exist_ok=True)
+    plain = config.model_copy(update={"cooperative": None})
+    seed_everything(plain.seed)
+    anchor, _ = build_run_method(plain, data)
+    trainer = Trainer(plain, anchor, data, anchor_dir, [ConsoleProgress(prefix="anchor ")])
+    if trainer.resumed_from_epoch < plain.train.epochs:
+        print(f"OAS stage 1: training the anchor in {anchor_dir}", flush=True)
+    trainer.fit()
+    print(f"OAS stage 2: boosting from {anchor_dir / MODEL}", flush=True)
+    return config.model_copy(update={"cooperative": cooperative.model_copy(update={"anchor_checkpoint": anchor_dir / MODEL})})
+
+
 def run_tags(config: ExperimentConfig) -> dict[str, str]:
     return {"method": config.method.name, "loss": config.loss.name, "dataset": config.dataset.name,
             "protocol": config.eval.test_protocol, "seed": str(config.seed)}
 
 
 def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
-                   tracker: MlflowTracker | None = None, parent_run_id: str | None = None) -> RunResult:
+                   tracker: MlflowTracker | None = None, parent_run_id: str | None = None,
+                   run_name: str | None = None, rank: int = 0, world_size: int = 1) -> RunResult:
     """Train (or continue training in ``run_dir``), then evaluate the best checkpoint on test once."""
     check_data(config)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
     data = prepare_data(config, run_dir)
 
+    config = train_oas_anchor(config, data, run_dir)
     seed_everything(config.seed)
-    method = build_method(config, vocab_size=len(data.vocab), feature_dim=data.train.feature_dim)
+    method, glove = build_run_method(config, data)
+    if glove is not None:
+        print(glove.describe(), flush=True)
     callbacks = list(callbacks or [])
     run_id = None
     if tracker is not None:
         previous = run_dir / MLFLOW_FILE
         reuse = json.loads(previous.read_text())["run_id"] if previous.is_file() else None
-        run_id = tracker.start(run_name=f"{config.name}-{run_dir.name}", tags={**run_tags(config), "run_dir": str(run_dir)},
+        run_id = tracker.start(run_name=run_name or f"{config.name}-{run_dir.name}", tags={**run_tags(config), "run_dir": str(run_dir)},
                                params=config.flat(), run_id=reuse, parent_run_id=parent_run_id)
         previous.write_text(json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
+        if glove is not None:
+            tracker.log_metrics(glove.metrics(), step=0)
         callbacks.append(MlflowEpochLogger(tracker))
     try:
-        trainer = Trainer(config, method, data, run_dir, callbacks)
+        trainer = Trainer(config, method, data, run_dir, callbacks, rank=rank, world_size=world_size)
         if trainer.resumed_from_epoch:
             print(f"resuming {run_dir} after epoch {trainer.resumed_from_epoch}", flush=True)
         started = time.perf_counter()

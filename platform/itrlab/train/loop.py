@@ -21,7 +21,7 @@ from itrlab.data import CaptionDataset, PrecompSplit, Vocabulary, make_loader
 from itrlab.errors import ItrlabError
 from itrlab.eval import RecallTable, evaluate
 from itrlab.methods import MethodModule
-from itrlab.train.checkpoint import BEST, LAST, TrainState, load_checkpoint, save_checkpoint, set_rng_state
+from itrlab.train.checkpoint import BEST, LAST, MODEL, TrainState, load_checkpoint, save_checkpoint, set_rng_state
 from itrlab.train.schedule import StepDecaySchedule
 
 
@@ -73,11 +73,19 @@ class Trainer:
     data: TrainingData
     run_dir: Path
     callbacks: list[EpochCallback] = field(default_factory=list)
+    rank: int = 0  # data-parallel workers (Ray Train): each takes every world_size-th batch
+    world_size: int = 1
 
     def __post_init__(self) -> None:
         train = self.config.train
         self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=self.config.model.text.max_len)
-        self.steps_per_epoch = len(self.dataset) // train.batch_size
+        self.steps_per_epoch = len(self.dataset) // train.batch_size // self.world_size
+        if self.steps_per_epoch == 0:
+            raise ValueError(f"{len(self.dataset)} captions make no batch of {train.batch_size} per worker "
+                             f"for {self.world_size} workers")
+        self.step_module = self.method
+        if self.world_size > 1:  # gradients averaged across workers in backward
+            self.step_module = torch.nn.parallel.DistributedDataParallel(self.method)
         self.schedule = StepDecaySchedule(self.steps_per_epoch, tuple(train.lr_decay_epochs), train.lr_decay, train.warmup_steps)
         self.total_steps = self.steps_per_epoch * train.epochs
         self.optimizer = torch.optim.Adam(self.method.param_groups(train.lr), lr=train.lr, weight_decay=train.weight_decay)
@@ -106,8 +114,11 @@ class Trainer:
             self.state.epoch, self.state.history = epoch, [*self.state.history, {"epoch": epoch, "loss": loss, **val.metrics()}]
             if is_best:
                 self.state.best_rsum, self.state.best_epoch = val.rsum, epoch
-                save_checkpoint(self.run_dir / BEST, model=self.method, optimizer=None, state=self.state)
-            save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
+            if self.rank == 0:  # the workers' weights are identical: one writes
+                if is_best:
+                    save_checkpoint(self.run_dir / BEST, model=self.method, optimizer=None, state=self.state)
+                    save_checkpoint(self.run_dir / MODEL, model=self.method.exported_model(), optimizer=None, state=self.state)
+                save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
             report = EpochReport(epoch, self.config.train.epochs, self.state.step, self.scheduler.get_last_lr()[0],
                                  loss, parts, val, is_best, self.state.best_rsum, time.perf_counter() - started,
                                  auxiliary)
@@ -123,8 +134,14 @@ class Trainer:
                              num_workers=train.loader_workers)
         self.method.train()
         total, sums, count = 0.0, defaultdict(float), 0
-        for batch in loader:
-            output = self.method(batch)
+        batches = iter(loader)
+        for _ in range(self.steps_per_epoch):
+            for _ in range(self.rank):
+                next(batches)
+            batch = next(batches)
+            for _ in range(self.world_size - 1 - self.rank):
+                next(batches)
+            output = self.step_module(batch)
             if not torch.isfinite(output.loss):
                 raise NonFiniteLossError(f"loss became {output.loss.item()} at epoch {epoch}, step {self.state.step}")
             self.optimizer.zero_grad(set_to_none=True)

