@@ -252,7 +252,7 @@ COOPERATIVE = [SoftDarkRankLoss, RelationalDistanceLoss, MutualLearningLoss, Din
 @pytest.mark.parametrize("layout", list(ID_LAYOUTS))
 @pytest.mark.parametrize(("cls", "params", "reference"), COOPERATIVE_CASES, ids=[_case_id(c) for c in COOPERATIVE_CASES])
 def test_cooperative_matches_reference_loop(cls, params, reference, layout):
-    for seed in range(3):
+    for seed in range(2):
         target, anchor = branches(layout, seed)
         out = cls(**params)(target, anchor)
         ref = reference(target, anchor)
@@ -304,9 +304,8 @@ GRADCHECK_CASES = [
 
 
 @pytest.mark.parametrize(("cls", "params"), GRADCHECK_CASES, ids=[_case_id((c, p, None)) for c, p in GRADCHECK_CASES])
-@pytest.mark.parametrize("layout", ["distinct", "triple_and_pair"])
-def test_cooperative_gradcheck(cls, params, layout):
-    target, anchor = branches(layout, seed=21)
+def test_cooperative_gradcheck(cls, params):
+    target, anchor = branches("triple_and_pair", seed=21)  # ids do not enter these losses
     target = noisy(target, seed=22)
     loss = cls(**params)
 
@@ -336,6 +335,7 @@ def test_anchor_gets_no_gradient(cls):
     loss = cls(relations="all") if cls is RelationalDistanceLoss else cls()
     out = loss(target, anchor)
     out.loss.backward()
+    assert cls.reduction == "mean"
     assert anchor.i2t.grad is None and anchor.i2i.grad is None and anchor.t2t.grad is None
     assert target.i2t.grad is not None and target.i2t.grad.abs().sum() > 0
     assert out.loss.requires_grad and out.loss.dim() == 0

@@ -28,30 +28,28 @@ from itrlab.eval import (
 from itrlab.eval.ranking import _counts_and_sum
 
 # Hand-worked example: 3 images, 15 captions; captions 0-4 belong to image 0, 5-9 to image 1,
-# 10-14 to image 2. Tie rule: rank = number of candidates scoring strictly higher.
+# 10-14 to image 2. Tie rule: rank = number of negatives scoring at least as high.
 HAND_S = torch.tensor([
     # own captions (0-4)          image 1's (5-9)              image 2's (10-14)
     [0.5, 0.4, 0.9, 0.3, 0.2,   0.1, 0.1, 0.95, 0.1, 0.1,   0.0, 0.0, 0.0, 0.0, 0.0],  # image 0
     [0.8, 0.2, 0.2, 0.2, 0.2,   0.8, 0.6, 0.5, 0.4, 0.3,    0.1, 0.1, 0.85, 0.9, 0.1],  # image 1
     [0.1, 0.5, 0.1, 0.1, 0.3,   0.1, 0.7, 0.6, 0.1, 0.3,    0.7, 0.6, 0.5, 0.4, 0.3],   # image 2
 ])
-# i2t (best own score; captions strictly above it):
-#   image 0: best 0.9 (caption 2); only caption 7 (0.95) is higher            -> rank 1
-#   image 1: best 0.8 (caption 5); 12 (0.85) and 13 (0.9) higher; caption 0
-#            ties at 0.8 and does not count                                    -> rank 2
-#   image 2: best 0.7 (caption 10); caption 6 ties at 0.7, nothing higher      -> rank 0
-HAND_I2T = [1, 2, 0]
-# t2i (column j: own image's score vs the other two images):
-#   c0 0.5 < 0.8(i1) -> 1   c1 0.4 < 0.5(i2) -> 1   c2 0.9 -> 0   c3 0.3 -> 0
-#   c4 0.2: i1 ties 0.2, i2 0.3 higher -> 1         c5 0.8 -> 0   c6 0.6 < 0.7(i2) -> 1
-#   c7 0.5 < 0.95(i0), 0.6(i2) -> 2   c8 0.4 -> 0   c9 0.3: i2 ties -> 0
-#   c10 0.7 -> 0   c11 0.6 -> 0   c12 0.5 < 0.85(i1) -> 1   c13 0.4 < 0.9(i1) -> 1   c14 0.3 -> 0
-HAND_T2I = [1, 1, 0, 0, 1, 0, 1, 2, 0, 0, 0, 0, 1, 1, 0]
-# i2t: R@1 = 1/3 (only image 2 at rank 0) = 33.33; R@5 = R@10 = 100; median rank 1 -> medr 2;
-#      mean rank 1 -> meanr 2.
-# t2i: 8 of 15 at rank 0 -> R@1 = 53.33; R@5 = R@10 = 100; sorted ranks 0 x8, 1 x6, 2 x1:
-#      median 0 -> medr 1; mean 8/15 -> meanr 1 + 8/15.
-# rsum = 100/3 + 100 + 100 + 160/3 + 100 + 100 = 400 + 260/3.
+# i2t (best own score; other images' captions at or above it):
+#   image 0: best 0.9 (caption 2); caption 7 (0.95)                            -> rank 1
+#   image 1: best 0.8 (caption 5); 0 (0.8, a tie counts), 12 (0.85), 13 (0.9)  -> rank 3
+#   image 2: best 0.7 (caption 10); caption 6 ties at 0.7                      -> rank 1
+HAND_I2T = [1, 3, 1]
+# t2i (column j: own image's score vs the other two images, ties count):
+#   c0 0.5 <= 0.8(i1) -> 1   c1 0.4 <= 0.5(i2) -> 1   c2 0.9 -> 0   c3 0.3 -> 0
+#   c4 0.2: i1 ties 0.2, i2 0.3 -> 2                  c5 0.8 -> 0   c6 0.6 <= 0.7(i2) -> 1
+#   c7 0.5 <= 0.95(i0), 0.6(i2) -> 2   c8 0.4 -> 0    c9 0.3: i2 ties -> 1
+#   c10 0.7 -> 0   c11 0.6 -> 0   c12 0.5 <= 0.85(i1) -> 1   c13 0.4 <= 0.9(i1) -> 1   c14 0.3 -> 0
+HAND_T2I = [1, 1, 0, 0, 2, 0, 1, 2, 0, 1, 0, 0, 1, 1, 0]
+# i2t: R@1 = 0; R@5 = R@10 = 100; ranks 1, 3, 1: median 1 -> medr 2; mean 5/3 -> meanr 1 + 5/3.
+# t2i: 7 of 15 at rank 0 -> R@1 = 46.67; R@5 = R@10 = 100; sorted ranks 0 x7, 1 x6, 2 x2:
+#      median 1 -> medr 2; mean 10/15 -> meanr 1 + 10/15.
+# rsum = 0 + 100 + 100 + 140/3 + 100 + 100 = 400 + 140/3.
 # MD: positives 2.3 + 2.6 + 2.5 = 7.4 over 15 pairs; negatives 1.35 + 3.65 + 2.9 = 7.9 over 30:
 #     MD = 7.4/15 - 7.9/30 = 0.23.
 
@@ -70,11 +68,12 @@ def test_hand_worked_example(chunk):
     assert ranks.i2t.tolist() == HAND_I2T
     assert ranks.t2i.tolist() == HAND_T2I
     table = evaluate(_matrix_score_fn(HAND_S), 3, image_chunk=chunk)
-    assert (table.i2t_r1, table.i2t_r5, table.i2t_r10) == (100 / 3, 100.0, 100.0)
-    assert (table.t2i_r1, table.t2i_r5, table.t2i_r10) == (800 / 15, 100.0, 100.0)
-    assert (table.i2t_medr, table.i2t_meanr, table.t2i_medr) == (2.0, 2.0, 1.0)
-    assert table.t2i_meanr == pytest.approx(1 + 8 / 15, abs=1e-12)
-    assert table.rsum == pytest.approx(400 + 260 / 3, abs=1e-9)
+    assert (table.i2t_r1, table.i2t_r5, table.i2t_r10) == (0.0, 100.0, 100.0)
+    assert (table.t2i_r1, table.t2i_r5, table.t2i_r10) == (pytest.approx(700 / 15), 100.0, 100.0)
+    assert (table.i2t_medr, table.t2i_medr) == (2.0, 2.0)
+    assert table.i2t_meanr == pytest.approx(1 + 5 / 3, abs=1e-12)
+    assert table.t2i_meanr == pytest.approx(1 + 10 / 15, abs=1e-12)
+    assert table.rsum == pytest.approx(400 + 140 / 3, abs=1e-9)
     assert table.md == pytest.approx(0.23, abs=1e-6)
     assert (table.protocol, table.n_images, table.n_folds) == ("all", 3, 1)
 
@@ -238,3 +237,12 @@ def test_bench_job_smoke(capsys):
     assert module.main(["--images", "30", "--dim", "8", "--repeats", "1", "--protocol", "5fold"]) == 0
     out = capsys.readouterr().out
     assert "identical ranks: True" in out and "speed-up" in out and "VmHWM" in out
+
+
+def test_constant_scores_give_the_worst_ranks_not_perfect_recall():
+    """A collapsed model (every score equal) must not look perfect: ties count against it."""
+    n, cpi = 20, 5
+    table = evaluate(_matrix_score_fn(torch.zeros(n, cpi * n)), n, captions_per_image=cpi)
+    assert table.rsum == 0.0
+    ranks = compute_ranks(_matrix_score_fn(torch.zeros(n, cpi * n)), n, cpi, image_chunk=7)
+    assert ranks.i2t.tolist() == [cpi * (n - 1)] * n and ranks.t2i.tolist() == [n - 1] * (cpi * n)

@@ -314,7 +314,7 @@ def test_bad_params_raise_value_error(cls, params):
 
 
 def test_registry():
-    assert set(LOSSES) == {"vse", "vsepp", "mvn", "convse", "convsepp"}
+    assert set(LOSSES) == {"vse", "vsepp", "mvn", "convse", "convsepp", "cmpm", "mpl"}
     assert all(LOSSES[name].name == name for name in LOSSES)
     assert loss_param_names("vse") == ("margin",)
     assert loss_param_names("vsepp") == ("margin",)
@@ -327,7 +327,7 @@ def test_registry():
 
 
 def test_registry_errors():
-    with pytest.raises(ValueError, match="known losses: convse, convsepp, mvn, vse, vsepp"):
+    with pytest.raises(ValueError, match="known losses: cmpm, convse, convsepp, mpl, mvn, vse, vsepp"):
         build_loss("triplet")
     with pytest.raises(ValueError, match="unknown loss"):
         loss_param_names("nope")

@@ -5,12 +5,14 @@ belongs to image ``j // captions_per_image``. ``S[i, j]`` is the similarity of i
 and caption ``j``; the whole matrix is never materialised. A :data:`ScoreFn` returns one
 block of it, ``score_fn(image_slice, caption_slice) -> S[image_slice, caption_slice]``.
 
-Ranks are 0-based. **Tie rule:** the rank of a positive is the number of candidates that
-score *strictly higher* than it (ties are resolved in the positive's favour). So
+Ranks are 0-based. **Tie rule (pessimistic):** the rank of a positive is the number of
+*negatives* that score at least as high as it, so a tie never helps the model: a collapsed
+model whose scores are all equal gets the worst ranks, not perfect recall (resolving ties in
+the positive's favour would give it R@1 = 100). So
 
-* image->text: ``i2t[i] = #{captions j : S[i, j] > max_k S[i, own caption k]}``, the rank
-  of the best-ranked of the image's captions (no own caption can beat that maximum);
-* text->image: ``t2i[j] = #{images i : S[i, j] > S[j // cpi, j]}``.
+* image->text: ``i2t[i] = #{captions j of other images : S[i, j] >= max_k S[i, own caption k]}``,
+  the rank of the best-ranked of the image's captions;
+* text->image: ``t2i[j] = #{images i != j // cpi : S[i, j] >= S[j // cpi, j]}``.
 
 How :func:`compute_ranks` works, for image blocks ``B`` of ``image_chunk`` images:
 
@@ -140,7 +142,7 @@ def _block(score_fn: ScoreFn, rows: tuple[int, int], cols: tuple[int, int], dtyp
 
 def _counts_and_sum(block: Tensor, row_threshold: Tensor, col_threshold: Tensor,
                     use_numpy: bool | None = None):
-    """``(#{S > row_threshold} per row, #{S > col_threshold} per column, sum of S in float64)``.
+    """``(#{S >= row_threshold} per row, #{S >= col_threshold} per column, sum of S in float64)``.
 
     CPU blocks go through numpy (zero-copy), whose comparisons and reductions are several
     times faster than torch's on CPU; other devices stay in torch and return host counts.
@@ -149,11 +151,11 @@ def _counts_and_sum(block: Tensor, row_threshold: Tensor, col_threshold: Tensor,
         use_numpy = block.device.type == "cpu"
     if use_numpy:
         scores = block.numpy()
-        rows = np.count_nonzero(scores > row_threshold.numpy()[:, None], axis=1)
-        cols = np.count_nonzero(scores > col_threshold.numpy()[None, :], axis=0)
+        rows = np.count_nonzero(scores >= row_threshold.numpy()[:, None], axis=1)
+        cols = np.count_nonzero(scores >= col_threshold.numpy()[None, :], axis=0)
         return rows, cols, float(scores.sum(dtype=np.float64))
-    rows = (block > row_threshold[:, None]).sum(1)
-    cols = (block > col_threshold[None, :]).sum(0)
+    rows = (block >= row_threshold[:, None]).sum(1)
+    cols = (block >= col_threshold[None, :]).sum(0)
     return rows.cpu().numpy(), cols.cpu().numpy(), float(block.sum(dtype=torch.float64))
 
 
@@ -163,7 +165,7 @@ def compute_ranks(score_fn: ScoreFn, n_images: int, captions_per_image: int = 5,
 
     ``score_fn`` is called on ``image_chunk`` images at a time, against the block's own
     captions, then the captions before and after them (see the module docstring); peak
-    memory is about ``image_chunk * cpi * N`` scores. Tie rule: strictly-higher count.
+    memory is about ``image_chunk * cpi * N`` scores. Tie rule: negatives scoring at least as high.
     Raises ``ValueError`` if a block has the wrong shape or any score is NaN or infinite.
     """
     if n_images < 1 or captions_per_image < 1 or image_chunk < 1:
@@ -186,8 +188,10 @@ def compute_ranks(score_fn: ScoreFn, n_images: int, captions_per_image: int = 5,
             own = diag.reshape(size, size, cpi)[index, index]  # (b, cpi): each image with its captions
             best, gt = own.amax(dim=1), own.reshape(-1)
             rows, cols, block_sum = _counts_and_sum(diag, best, gt)
-            i2t[start:stop] += rows
-            t2i[cpi * start:cpi * stop] += cols
+            # the counts include the positives themselves: the image's own captions at its best
+            # score (i2t) and the caption's own image (t2i); only negatives count towards a rank
+            i2t[start:stop] += rows - (own >= best[:, None]).sum(1).cpu().numpy()
+            t2i[cpi * start:cpi * stop] += cols - 1
             positive_sum += float(own.sum(dtype=torch.float64))
             total_sum += block_sum
             best_own.append(best)

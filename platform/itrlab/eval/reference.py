@@ -2,8 +2,8 @@
 
 :func:`reference_ranks` is SCAN's ``evaluation.py`` (one matrix-vector product and one
 ``argsort`` per query) with one addition, the tie rule of :mod:`itrlab.eval.ranking`: a
-positive's position in the sorted list is moved up to the first position holding its
-score, so that its rank is the number of candidates scoring strictly higher. It is slow on
+positive's position in the sorted list is moved down below every candidate holding its
+score, so that its rank is the number of negatives scoring at least as high. It is slow on
 purpose: it is the baseline that :func:`~itrlab.eval.ranking.compute_ranks` is checked and
 timed against (tests, ``jobs/bench_eval.py``).
 
@@ -21,12 +21,13 @@ from itrlab.eval.ranking import Ranks
 from itrlab.eval.recall import RecallTable, check_embedding_shapes, table_from_folds
 
 
-def _first_position(sorted_scores: np.ndarray, position: int) -> int:
-    """Tie rule: move ``position`` up over candidates with the same score."""
+def _negatives_at_or_above(sorted_scores: np.ndarray, position: int, positives_at_or_above: int) -> int:
+    """Tie rule: the positive at ``position`` goes below every candidate with its score; its
+    rank counts the candidates up to there, less the positives among them."""
     score = sorted_scores[position]
-    while position > 0 and sorted_scores[position - 1] == score:
-        position -= 1
-    return position
+    while position + 1 < len(sorted_scores) and sorted_scores[position + 1] == score:
+        position += 1
+    return position + 1 - positives_at_or_above
 
 
 def reference_ranks(image_emb: np.ndarray, caption_emb: np.ndarray, captions_per_image: int = 5) -> Ranks:
@@ -43,11 +44,9 @@ def reference_ranks(image_emb: np.ndarray, caption_emb: np.ndarray, captions_per
         d = np.dot(ims[index], caps.T).flatten()
         inds = np.argsort(d)[::-1]
         sorted_d = d[inds]
-        rank = 1e20
-        for i in range(cpi * index, cpi * index + cpi):
-            tmp = _first_position(sorted_d, int(np.where(inds == i)[0][0]))
-            rank = min(rank, tmp)
-        i2t[index] = rank
+        own = d[cpi * index:cpi * index + cpi]
+        best = int(min(np.where(inds == i)[0][0] for i in range(cpi * index, cpi * index + cpi)))
+        i2t[index] = _negatives_at_or_above(sorted_d, best, int(np.count_nonzero(own >= sorted_d[best])))
         positive_sum += float(d[cpi * index:cpi * index + cpi].sum(dtype=np.float64))
         total_sum += float(d.sum(dtype=np.float64))
 
@@ -57,7 +56,7 @@ def reference_ranks(image_emb: np.ndarray, caption_emb: np.ndarray, captions_per
         for i in range(cpi):
             inds = np.argsort(d[i])[::-1]
             sorted_d = d[i][inds]
-            t2i[cpi * index + i] = _first_position(sorted_d, int(np.where(inds == index)[0][0]))
+            t2i[cpi * index + i] = _negatives_at_or_above(sorted_d, int(np.where(inds == index)[0][0]), 1)
 
     return Ranks(i2t, t2i, positive_sum, total_sum - positive_sum, cpi)
 

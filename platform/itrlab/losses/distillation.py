@@ -127,6 +127,7 @@ class SoftDarkRankLoss(CooperativeLoss):
     """
 
     name = "dr"
+    reduction = "mean"
 
     def __init__(self, alpha: float = 3.0, beta: float = 3.0, list_len: int = 4):
         super().__init__()
@@ -171,7 +172,7 @@ def huber(x: Tensor) -> Tensor:
 
 @register_cooperative_loss
 class RelationalDistanceLoss(CooperativeLoss):
-    """RKD: distance-wise relational knowledge distillation (Park et al., CVPR 2019 [32], eq. 4-5).
+    """RKD: distance-wise relational knowledge distillation (Park et al., CVPR 2019 [32]).
 
     RKD-D matches the normalised pairwise distances of the teacher ``t`` and the student
     ``s`` over the pairs ``X^2`` of the batch::
@@ -194,7 +195,7 @@ class RelationalDistanceLoss(CooperativeLoss):
       orders). Reads ``i2i`` / ``t2t``, so such an instance has ``needs_same_modality``.
 
     RKD's angle-wise term (RKD-A) is not included: DBL compares "RKD (distance)". The sum in
-    RKD's eq. 5 is a mean here, as in RKD's reference code. Parts: the contribution of each
+    RKD's loss is a mean here, as in RKD's reference code. Parts: the contribution of each
     block (``i2t``, and ``i2i`` / ``t2t`` for ``"all"``); they add up to the loss.
 
     Args:
@@ -202,6 +203,7 @@ class RelationalDistanceLoss(CooperativeLoss):
     """
 
     name = "rkd"
+    reduction = "mean"
 
     def __init__(self, relations: str = "i2t"):
         super().__init__()
@@ -248,7 +250,7 @@ class RelationalDistanceLoss(CooperativeLoss):
 
 @register_cooperative_loss
 class MutualLearningLoss(CooperativeLoss):
-    """DML: deep mutual learning's mimicry term (Zhang et al., CVPR 2018 [25], eq. 2).
+    """DML: deep mutual learning's mimicry term (Zhang et al., CVPR 2018 [25]).
 
     Network ``Theta_1`` learns from its peer's predictions ``p_2`` with
     ``D_KL(p_2 || p_1) = sum_m p_2^m log(p_2^m / p_1^m)``; the scheme adds its task loss and
@@ -270,6 +272,7 @@ class MutualLearningLoss(CooperativeLoss):
     """
 
     name = "dml"
+    reduction = "mean"
 
     def __init__(self, tau: float = 0.1):
         super().__init__()
@@ -292,7 +295,7 @@ class MutualLearningLoss(CooperativeLoss):
 
 @register_cooperative_loss
 class DinoLoss(CooperativeLoss):
-    """DINO: self-distillation from an EMA teacher (Caron et al., ICCV 2021 [28], eq. 2-3).
+    """DINO: self-distillation from an EMA teacher (Caron et al., ICCV 2021 [28]).
 
     DINO trains the student on ``H(P_t, P_s) = -sum P_t log P_s`` with
     ``P_s = softmax(g_s / tau_s)`` and the centred, sharpened teacher
@@ -323,6 +326,7 @@ class DinoLoss(CooperativeLoss):
     """
 
     name = "dino"
+    reduction = "mean"
 
     def __init__(self, tau_s: float = 0.1, tau_t: float = 0.04, center: bool = True):
         super().__init__()

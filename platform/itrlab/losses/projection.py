@@ -35,15 +35,15 @@ from .registry import register_loss
 
 @register_loss
 class CMPMLoss(RetrievalLoss):
-    """CMPM: cross-modal projection matching (Zhang & Lu, ECCV 2018 [62], eq. 1-5).
+    """CMPM: cross-modal projection matching (Zhang & Lu, ECCV 2018 [62]).
 
     CMPM treats each pair of the batch as a class. Image ``i``'s "projections" on the
     batch's captions become a distribution ``p``, compared with the true matching
     distribution ``q`` by ``KL(p || q)``::
 
-        p_{i,j} = exp(S[i, j] / tau) / sum_k exp(S[i, k] / tau)                (eq. 1)
-        q_{i,j} = y_{i,j} / sum_k y_{i,k},   y_{i,j} = 1 iff ids i, j match     (eq. 2)
-        L_i = sum_j p_{i,j} log( p_{i,j} / (q_{i,j} + eps) )                      (eq. 3)
+        p_{i,j} = exp(S[i, j] / tau) / sum_k exp(S[i, k] / tau)
+        q_{i,j} = y_{i,j} / sum_k y_{i,k},   y_{i,j} = 1 iff ids i, j match
+        L_i = sum_j p_{i,j} log( p_{i,j} / (q_{i,j} + eps) )
         L_i2t = mean_i L_i;   L_t2i the same over columns;   L_cmpm = L_i2t + L_t2i
 
     Image ids: ``y`` is 1 for **every** same-id pair, so a second caption of the same image
@@ -55,7 +55,7 @@ class CMPMLoss(RetrievalLoss):
     (``x_i^T z_j / ||z_j||``), so its logits carry the feature norm as a scale. Similarity
     scores (cosine for unit embeddings) carry none, so a temperature ``tau`` replaces it,
     default 0.1 like itrlab's contrastive losses; ``eps = 1e-8`` as in CMPM. Reduction: mean
-    over the batch (eq. 4), directions added (eq. 5).
+    over the batch, directions added (as in CMPM).
 
     Parts: ``i2t`` = mean image-anchor term, ``t2i`` = mean caption-anchor term.
 
@@ -114,9 +114,10 @@ class MaxPolynomialLoss(RetrievalLoss):
     """MPL: maximum polynomial loss (Wei et al., "Universal Weighting Metric Learning for
     Cross-Modal Matching", CVPR 2020 [18]).
 
-    DBL cites [18] for the "polynomial loss" that highlights hard pairs ("hard negative
-    mining [17], [18]"); [18] has an average and a maximum variant, and "MPL" is the maximum
-    one, which is what the authors' released code computes. In the universal weighting
+    DBL cites [18] for the "polynomial loss" and groups it with "hard negative mining [17],
+    [18]". "MPL" is read as [18]'s *maximum* polynomial loss (the hardest informative
+    negative), the form of the authors' released ``polyloss.py`` (J. Wei, 2020), rather than
+    the variant that sums over all informative negatives. In the universal weighting
     framework the loss of a pair is a polynomial of its similarity, one for the positive and
     one for the hardest *informative* negative. For image anchor ``i`` with positive
     ``s_p = S[i, i]`` and hardest negative ``s_n = max_{k: id_k != id_i} S[i, k]``::

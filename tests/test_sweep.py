@@ -1,0 +1,120 @@
+"""Sweeps on a local Ray (one session for the module) with a SQLite MLflow store, on tiny data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow
+import pytest
+import ray
+import yaml
+from mlflow import MlflowClient
+
+from itrlab.cli import main
+from itrlab.sweep import load_sweep, run_sweep
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return tmp_path
+
+
+def write_sweep(path: Path, **fields) -> Path:
+    spec = {"name": "tiny_sweep", "experiment": "dbl_synthetic_tiny",
+            "overrides": [f"dataset.root={path.parent / 'data'}"], "grid": {"cooperative.strategy": ["A", "F"]},
+            "seeds": [0], "resources": {"cpu": 1}, "table": {"rows": ["cooperative.strategy"], "paper": "dbl_table4"}}
+    spec.update(fields)
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def children(client: MlflowClient, experiment: str, parent_id: str):
+    exp = client.get_experiment_by_name(experiment)
+    return client.search_runs([exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
+
+
+def test_two_trial_sweep_logs_one_parent_and_two_children(workdir):
+    result = run_sweep(load_sweep(write_sweep(workdir / "sweep.yaml")), storage=workdir / "sweeps")
+    assert sorted(row.status for row in result.rows) == ["finished", "finished"]
+    client = MlflowClient()
+    exp = client.get_experiment_by_name("tiny_sweep")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert [p.info.run_id for p in parents] == [result.parent_run_id]
+    assert parents[0].info.status == "FINISHED"
+    kids = children(client, "tiny_sweep", result.parent_run_id)
+    assert len(kids) == 2 and {k.info.status for k in kids} == {"FINISHED"}
+    assert {k.data.tags["param.cooperative.strategy"] for k in kids} == {"A", "F"}
+    for kid in kids:
+        assert [m.step for m in client.get_metric_history(kid.info.run_id, "rsum")] == [1, 2]
+        assert "test_rsum" in kid.data.metrics
+        boosted = kid.data.tags["param.cooperative.strategy"] == "F"
+        assert ("anchor_rsum" in kid.data.metrics) == boosted  # the anchor's recall is logged too
+        assert "loss_cooperative" in kid.data.metrics if boosted else "loss_i2t" in kid.data.metrics
+        names = {a.path for a in client.list_artifacts(kid.info.run_id, "recall")}
+        assert "recall/test_table.json" in names
+    artifacts = {a.path for a in client.list_artifacts(result.parent_run_id, "sweep")}
+    assert {"sweep/trials.json", "sweep/table.json", "sweep/best.json", "sweep/summary.md"} <= artifacts
+    mlflow.set_experiment("tiny_sweep")
+    table = mlflow.load_table("sweep/table.json", run_ids=[result.parent_run_id])
+    assert sorted(table["cooperative.strategy"]) == ["A", "F"]
+    assert set(table["test_i2t_R1_paper"]) == {75.8, 79.3}
+    best = json.loads(Path(client.download_artifacts(result.parent_run_id, "sweep/best.json", str(workdir))).read_text())
+    assert best["params"]["cooperative.strategy"] == result.best.params["cooperative.strategy"]
+
+
+def test_diverging_trial_stops_with_its_reason_and_the_sweep_goes_on(workdir):
+    sweep = write_sweep(workdir / "sweep.yaml", name="nan_sweep", grid={"loss.margin": [0.2, 1.0e39]}, table=None)
+    result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
+    status = {row.params["loss.margin"]: row.status for row in result.rows}
+    assert status == {0.2: "finished", 1.0e39: "diverged"}
+    kids = {k.data.tags["param.loss.margin"]: k for k in children(MlflowClient(), "nan_sweep", result.parent_run_id)}
+    assert kids["1e+39"].info.status == "FAILED"
+    assert "loss became inf" in kids["1e+39"].data.tags["itrlab.stop_reason"]
+    assert kids["0.2"].info.status == "FINISHED"
+
+
+def test_optuna_search_runs_its_trials(workdir):
+    sweep = write_sweep(workdir / "sweep.yaml", name="optuna_sweep", grid={}, table=None,
+                        optuna={"space": {"cooperative.gamma": {"type": "uniform", "low": 0.1, "high": 0.3},
+                                          "cooperative.strategy": {"type": "choice", "values": ["F", "G"]}},
+                                "num_trials": 2, "seed": 0})
+    result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
+    assert len(result.rows) == 2 and all(row.status == "finished" for row in result.rows)
+    assert all(0.1 <= row.params["cooperative.gamma"] <= 0.3 for row in result.rows)
+
+
+@pytest.mark.parametrize("fields, fragment", [
+    ({"grid": {"cooperative.strategy": ["A", "Z"]}}, "'cooperative.strategy'"),
+    ({"grid": {"train.epoch": [1]}}, "did you mean 'epochs'"),
+    ({"optuna": {"space": {"cooperative.gamma": {"type": "uniform", "low": 0.3, "high": 0.1}}, "num_trials": 2}},
+     "low < high"),
+    ({"optuna": {"space": {"cooperative.gamma": {"type": "uniform", "low": 0.1, "high": 0.3}}, "num_trials": 2},
+      "grid": {"cooperative.strategy": ["A"]}}, "not both"),
+    ({"concurrency": 0}, "'sweep.yaml: concurrency'"),
+])
+def test_bad_sweeps_exit_2_before_ray_or_mlflow_work(workdir, capsys, fields, fragment):
+    sweep = write_sweep(workdir / "sweep.yaml", **fields)
+    code = main(["sweep", "--sweep", str(sweep), "--storage", str(workdir / "sweeps")])
+    err = capsys.readouterr().err
+    assert code == 2 and fragment in err, err
+    assert not (workdir / "mlflow.db").exists() and not (workdir / "sweeps").exists()
+
+
+def test_unknown_preset_and_nothing_to_resume(workdir, capsys):
+    assert main(["sweep", "--preset", "tabel4"]) == 2
+    assert "did you mean 'table4'" in capsys.readouterr().err
+    assert main(["sweep", "--sweep", str(write_sweep(workdir / "s.yaml")), "--resume", "--storage", str(workdir / "x")]) == 2
+    assert "no interrupted sweep" in capsys.readouterr().err
