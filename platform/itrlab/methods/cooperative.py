@@ -118,6 +118,16 @@ class CooperativeMethod(MethodModule):
                 parts[f"{prefix}cooperative"] = coop.detach()
         return LossOutput(total, parts)
 
+    def param_groups(self, lr: float) -> list[dict]:
+        """Every trainable branch's groups (each keeps its own learning rates); frozen anchors none."""
+        groups = []
+        for branch in self.branches:
+            for group in branch.param_groups(lr):
+                params = [p for p in group["params"] if p.requires_grad]
+                if params:
+                    groups.append({**group, "params": params})
+        return groups
+
     @torch.no_grad()
     def after_step(self, step: int, total_steps: int) -> None:
         """MSS: move the anchor towards the target with the eq. 22 momentum."""

@@ -110,8 +110,10 @@ def init_ray(tracking_uri: str) -> None:
     """Join ``$RAY_ADDRESS`` (a cluster, or the job's own cluster under ``ray job submit``) or start a local Ray."""
     if ray.is_initialized():
         return
-    env_vars = {"MLFLOW_TRACKING_URI": tracking_uri, "ITRLAB_CONFIG_DIR": str(config_dir().resolve())}
-    ray.init(address=os.environ.get("RAY_ADDRESS") or None, runtime_env={"env_vars": env_vars},
+    wanted = {"MLFLOW_TRACKING_URI": tracking_uri, "ITRLAB_CONFIG_DIR": str(config_dir().resolve())}
+    # Under `ray job submit` the job's runtime env already sets some; repeating a key is refused.
+    env_vars = {key: value for key, value in wanted.items() if key not in os.environ}
+    ray.init(address=os.environ.get("RAY_ADDRESS") or None, runtime_env={"env_vars": env_vars} if env_vars else None,
              log_to_driver=True)
 
 

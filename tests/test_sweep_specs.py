@@ -1,0 +1,35 @@
+"""Every shipped sweep validates (each grid point's config, or the corners of its search space)."""
+
+from __future__ import annotations
+
+import pytest
+
+from itrlab.cli import PRESETS
+from itrlab.config import config_dir
+from itrlab.sweep.runner import base_tree, check_trials
+from itrlab.sweep.spec import load_sweep
+
+SWEEPS = sorted(p.stem for p in (config_dir() / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", SWEEPS)
+def test_shipped_sweep_validates(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = load_sweep(name)
+    check_trials(spec, base_tree(spec, []))
+    if spec.table is not None and spec.table.paper:
+        from itrlab.sweep.summary import load_paper
+
+        assert load_paper(spec.table.paper)
+
+
+def test_presets_name_shipped_sweeps():
+    assert set(PRESETS.values()) <= set(SWEEPS)
+    assert {"smoke", "table4", "table2", "fig4-gamma", "fig4-alpha", "optuna"} <= set(PRESETS)
+
+
+def test_grid_points_cover_every_combination_times_seeds():
+    spec = load_sweep("dbl_table4")
+    points = spec.grid_points()
+    assert len(points) == 9 * 3
+    assert {(p["cooperative.strategy"], p["seed"]) for p in points} == {(s, k) for s in "ABCDEFGHI" for k in (0, 1, 2)}
