@@ -132,6 +132,7 @@ def interaction_main(args: argparse.Namespace) -> int:
     from itrlab.losses import build_loss
     from itrlab.methods.interaction import InteractionMethod
     from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS, InteractionModel
+    from itrlab.models.text_factory import TextEncoderSpec
 
     images, dim = args.images, args.dim
     get_protocol(args.protocol).check(images)
@@ -140,8 +141,8 @@ def interaction_main(args: argparse.Namespace) -> int:
     if args.shard_elements is None:
         args.shard_elements = DEFAULT_SHARD_ELEMENTS
     torch.manual_seed(args.seed)
-    model = InteractionModel.build(feature_dim=dim, vocab_size=2, embed_dim=dim, word_dim=2, num_layers=1,
-                                   sim_dim=args.sim_dim, lambda_=9.0).eval()
+    model = InteractionModel.build(feature_dim=dim, vocab_size=2, embed_dim=dim, sim_dim=args.sim_dim,
+                                   lambda_=9.0, text=TextEncoderSpec(word_dim=2)).eval()  # text encoder unused
     method = InteractionMethod(model, build_loss("vsepp"), shard_elements=args.shard_elements)
     regions, words, lengths = interaction_features(images, args.cpi, args.regions, dim, args.min_words,
                                                    args.max_words, args.seed)

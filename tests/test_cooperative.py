@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from itrlab.config import load_experiment
-from itrlab.data import Batch
+from itrlab.data import Batch, Vocabulary
 from itrlab.methods import CooperativeMethod, build_method, ema_momentum
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import LAST, MODEL, load_checkpoint
@@ -78,20 +78,28 @@ def test_mss_anchor_is_an_ema_of_the_target(tmp_path):
 def test_oas_trains_the_anchor_then_starts_the_target_from_it(tmp_path):
     config = tiny(tmp_path / "data", "cooperative.scenario=oas", "cooperative.strategy=G", "train.epochs=1")
     result = run_experiment(config, tmp_path / "run")
-    anchor_model = load_checkpoint(tmp_path / "run" / "anchor" / MODEL)["model"]
-    method = build_method(config.model_copy(update={"cooperative": config.cooperative.model_copy(
-        update={"anchor_checkpoint": tmp_path / "run" / "anchor" / MODEL})}), vocab_size=len(result.run_dir.joinpath("vocab.json").read_text()) and 0 or 1, feature_dim=32) \
-        if False else None
-    del method
-    # stage 2 warm-starts the target from the anchor: compare their weights before boosting
     from itrlab.methods.cooperative import load_model_state
 
-    state = load_model_state(tmp_path / "run" / "anchor" / MODEL)
-    assert state.keys() == anchor_model.keys()
-    boosted = load_checkpoint(tmp_path / "run" / LAST)["model"]
-    anchor_in_scheme = {k.removeprefix("branches.0."): v for k, v in boosted.items() if k.startswith("branches.0.")}
-    assert all(torch.equal(anchor_in_scheme[k], v) for k, v in state.items())  # frozen anchor unchanged
-    assert result.test.rsum >= 0
+    anchor = load_model_state(tmp_path / "run" / "anchor" / MODEL)  # stage 1: the plain method, trained
+    boosted = load_checkpoint(tmp_path / "run" / LAST)["model"]  # stage 2: the scheme after boosting
+    frozen = {k.removeprefix("branches.0."): v for k, v in boosted.items() if k.startswith("branches.0.")}
+    target = {k.removeprefix("branches.1."): v for k, v in boosted.items() if k.startswith("branches.1.")}
+    assert frozen.keys() == anchor.keys() == target.keys()
+    assert all(torch.equal(frozen[k], v) for k, v in anchor.items())  # the anchor stayed frozen
+    assert any(not torch.equal(target[k], v) for k, v in anchor.items())  # the target moved on from it
+    assert result.test.protocol == "all"
+
+
+def test_oas_target_starts_equal_to_the_anchor(tmp_path):
+    plain = tiny(tmp_path / "data", "train.epochs=1")
+    run_experiment(plain, tmp_path / "plain")
+    config = tiny(tmp_path / "data", "cooperative.scenario=oas", "cooperative.strategy=F",
+                  f"cooperative.anchor_checkpoint={tmp_path / 'plain' / MODEL}")
+    vocab_size = len(Vocabulary.load(tmp_path / "plain" / "vocab.json"))
+    method = build_method(config, vocab_size=vocab_size, feature_dim=32)
+    anchor, target = method.anchors[0], method.target
+    assert all(torch.equal(a, t) for a, t in zip(anchor.state_dict().values(), target.state_dict().values()))
+    assert not any(p.requires_grad for p in anchor.parameters()) and all(p.requires_grad for p in target.parameters())
 
 
 def test_cohort_branch_m_is_boosted_by_all_earlier_branches(tmp_path):

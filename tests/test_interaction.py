@@ -17,6 +17,7 @@ from itrlab.eval import evaluate, reference_evaluate
 from itrlab.methods import build_method
 from itrlab.methods.interaction import InteractionMethod
 from itrlab.models.interaction import CrossAttentionSimilarity, InteractionModel, pair_scores
+from itrlab.models.text_factory import TextEncoderSpec
 from itrlab.train import run_experiment
 
 
@@ -100,8 +101,8 @@ def test_padding_words_do_not_change_scores():
 
 def test_sharded_pair_scores_equal_one_shot():
     torch.manual_seed(1)
-    model = InteractionModel.build(feature_dim=8, vocab_size=20, embed_dim=8, word_dim=6, num_layers=1,
-                                   sim_dim=4).double()
+    model = InteractionModel.build(feature_dim=8, vocab_size=20, embed_dim=8, sim_dim=4,
+                                   text=TextEncoderSpec(word_dim=6)).double()
     V, T, lengths = random_features(n_images=7, n_captions=11, max_len=9)
     with torch.no_grad():
         whole = model.pair_scores(V, T, lengths, max_elements=None)

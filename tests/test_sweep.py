@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # logical CPUs to spare on 2 cores: a TorchTrainer trial runs its controller beside its workers
+    ray.init(num_cpus=4, log_to_driver=False)  # with the dashboard, which frees finished TorchTrainers
     yield
     ray.shutdown()
 
@@ -118,3 +119,14 @@ def test_unknown_preset_and_nothing_to_resume(workdir, capsys):
     assert "did you mean 'table4'" in capsys.readouterr().err
     assert main(["sweep", "--sweep", str(write_sweep(workdir / "s.yaml")), "--resume", "--storage", str(workdir / "x")]) == 2
     assert "no interrupted sweep" in capsys.readouterr().err
+
+
+def test_multi_worker_trial_trains_with_ddp_in_a_torch_trainer(workdir):
+    sweep = write_sweep(workdir / "sweep.yaml", name="ddp_sweep", grid={"cooperative.strategy": ["F"]}, table=None,
+                        num_workers=2, overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"])
+    result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
+    (row,) = result.rows
+    assert row.status == "finished" and row.metrics["test_rsum"] >= 0
+    (kid,) = children(MlflowClient(), "ddp_sweep", result.parent_run_id)
+    assert kid.info.status == "FINISHED" and "test_rsum" in kid.data.metrics
+    assert [m.step for m in MlflowClient().get_metric_history(kid.info.run_id, "rsum")] == [1]

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from itrlab.errors import ItrlabError, UserInputError
+from itrlab.errors import ItrlabError, UserInputError, report
 
 DEFAULT_EXPERIMENT = "vsepp_synthetic_small"
 
@@ -21,12 +21,8 @@ def _guarded(main: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
     def run(args: argparse.Namespace) -> int:
         try:
             return main(args)
-        except UserInputError as err:
-            print(f"itrlab: error: {err}", file=sys.stderr)
-            return err.exit_code
         except ItrlabError as err:
-            print(f"itrlab: run failed: {err}", file=sys.stderr)
-            return err.exit_code
+            return report(err)
     return run
 
 

@@ -7,6 +7,7 @@ and exit with status 2 before any expensive work (Ray, MLflow, training) starts.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 
@@ -51,3 +52,10 @@ class DataError(UserInputError):
         self.line = line
         where = f"{self.path}" if line is None else f"{self.path}:{line}"
         super().__init__(f"data error in {where}: {problem}")
+
+
+def report(err: ItrlabError) -> int:
+    """Print ``err`` for a person on one line of stderr and return the exit status it calls for."""
+    kind = "error" if isinstance(err, UserInputError) else "run failed"
+    print(f"itrlab: {kind}: {err}", file=sys.stderr)
+    return err.exit_code

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 from itrlab.data import extract
 from itrlab.data.coco_captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
 from itrlab.data.extract import Chunk, ChunkResult, ExtractOptions, Plan, RunStats
-from itrlab.errors import ItrlabError, UserInputError
+from itrlab.errors import ItrlabError, UserInputError, report
 
 DEFAULT_OUT = Path("data/coco_mini_precomp")
 
@@ -212,12 +212,8 @@ def main(argv: Sequence[str] | None = None, default_images: Path | None = None,
     try:
         options = options_from_args(args)
         manifest = extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task, log=log)
-    except UserInputError as err:
-        print(f"itrlab: error: {err}", file=sys.stderr)
-        return err.exit_code
     except ItrlabError as err:
-        print(f"itrlab: run failed: {err}", file=sys.stderr)
-        return err.exit_code
+        return report(err)
     except KeyboardInterrupt:
         print(f"\nitrlab: interrupted; finished chunks are kept in {args.out / extract.WORK_DIR}: re-run the same "
               f"command to resume", file=sys.stderr)

@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in fields(SyntheticSpec):
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None,
                             type={"int": int, "float": float, "str": str}[f.type],
-                            help=f"override (default of {{size}}: see SIZES)")
+                            help="override (default of {size}: see SIZES)")
     args = vars(parser.parse_args(argv))
     size, out = args.pop("size"), args.pop("out")
     spec = synthetic_spec(size, **{k: v for k, v in args.items() if v is not None})

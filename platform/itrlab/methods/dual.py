@@ -20,7 +20,7 @@ from itrlab.config import ExperimentConfig
 from itrlab.config.schema import TextEncoderConfig
 from itrlab.data import Batch, PrecompSplit, Vocabulary, eval_loaders
 from itrlab.eval import ScoreFn, dense_score_fn
-from itrlab.losses import LossOutput, Similarities, build_loss
+from itrlab.losses import Similarities, build_loss
 from itrlab.methods.base import MethodModule
 from itrlab.models import DualEncoder
 from itrlab.models.text_factory import TextEncoderSpec

@@ -21,6 +21,7 @@ from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn
 from itrlab.losses import LossOutput, Similarities, build_loss
 from itrlab.methods.base import MethodModule
+from itrlab.methods.dual import text_encoder_spec
 from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS, InteractionModel
 
 
@@ -53,10 +54,13 @@ class InteractionMethod(MethodModule):
             raise ConfigError("loss.name", config.loss.name,
                               f"method '{config.method.name}' scores image-caption pairs only; this loss "
                               "needs image-image and caption-caption similarities")
+        if model_config.text.lr is not None:
+            raise ConfigError("model.text.lr", model_config.text.lr,
+                              f"method '{config.method.name}' trains a text backbone at train.lr; leave it unset")
         model = InteractionModel.build(
             feature_dim=feature_dim, vocab_size=vocab_size, embed_dim=model_config.embed_dim,
-            word_dim=model_config.text.word_dim, num_layers=model_config.text.num_layers,
             sim_dim=model_config.sim_dim, lambda_=model_config.attention_lambda,
+            text=text_encoder_spec(model_config.text),
         )
         method = cls(model, loss, model_config.text.max_len)
         method.name = config.method.name

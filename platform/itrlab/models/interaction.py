@@ -9,7 +9,8 @@ the similarity vectors (``sim_dim``).
 Features (§III-A "Feature Extraction"): an FC layer maps each region feature to ``d``
 (:meth:`RegionEncoder.region_features`, no pooling); a BiGRU over word embeddings gives one
 ``d``-vector per word, its forward and backward states averaged
-(:meth:`GRUTextEncoder.word_features`). Both are L2-normalised per vector, so that ``T Vᵀ`` is
+(:meth:`GRUTextEncoder.word_features`; a GloVe-initialised BiGRU or a BERT encoder's projected
+token features work the same way, see :mod:`itrlab.models.text_factory`). Both are L2-normalised per vector, so that ``T Vᵀ`` is
 the cosine similarity matrix the paper names (as in SCAN [44], whose encoders normalise).
 
 Text-to-image cross-attention (eq. 1)::
@@ -26,15 +27,16 @@ Vectorised similarity (eq. 2)::
     S = tanh(W2 Ā + b2)                   W2 ∈ R^{1 x s}: one score in (-1, 1)
 
 The extracted eq. 2 reads ``norm(W1(|T - V'|²) + b1)``; ``b1`` is the bias of the same FC layer
-(SGRAF's ``sim_tranloc_w``), inside the normalisation. ``norm_T`` follows SCAN's
-``clipped_l2norm`` on the ``(regions, words)`` attention matrix, which normalises along the
-word axis; here the axis covers only the caption's real words, so padding never changes a score.
+(SGRAF's ``sim_tranloc_w``), inside the normalisation. ``norm_T`` is SCAN's text-to-image
+normalisation (SCAN §3.2, ``clipped_l2norm`` in its code): for each region, the clipped cosines are
+L2-normalised over the caption's words (its real words only, so padding never changes a score).
 The paper's ``[x]_+`` is a plain ReLU (SCAN's code uses a leaky ReLU; we follow the paper).
 
 :func:`pair_scores` scores every image of one block against every caption of another with
-batched tensor ops: its intermediates have ``n_images x n_captions x L x max(d, s)`` entries.
-:meth:`InteractionModel.pair_scores` splits a large block into shards whose intermediates stay
-under a budget of elements (and trims each caption shard to its longest caption).
+batched tensor ops over the captions' real words, packed (no padding is computed): its largest
+intermediates have ``n_images x n_words x max(d, s)`` entries. :meth:`InteractionModel.pair_scores`
+splits a large block into shards (runs of images x runs of captions) whose intermediates stay
+under a budget of elements.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from itrlab.models.encoders import GRUTextEncoder, RegionEncoder
+from itrlab.models.encoders import RegionEncoder
 from itrlab.models.pooling import length_mask
+from itrlab.models.text_factory import TextEncoderSpec
 
 DEFAULT_LAMBDA = 9.0
 DEFAULT_SHARD_ELEMENTS = 1 << 21
@@ -75,33 +78,42 @@ def pair_scores(regions: Tensor, words: Tensor, lengths: Tensor, *, lambda_: flo
         needed (evaluation), the large intermediates are updated in place: same values, about half
         the memory traffic.
     """
-    n_images, n_regions, dim = regions.shape
+    n_images, n_regions, _ = regions.shape
     n_captions, max_len, _ = words.shape
     inplace = not (torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (regions, words, sim_weight, sim_bias, score_weight, score_bias)))
-    mask = length_mask(lengths.to(words.device), max_len)                 # (J, L)
-    flat_words = words.reshape(n_captions * max_len, dim)                 # (J·L, d)
-    # Cosine of every (image, caption, word, region): (I, J·L, R) by one broadcast matmul.
-    x = torch.matmul(flat_words, regions.transpose(1, 2)).view(n_images, n_captions, max_len, n_regions)
-    # Eq. 1: M = norm_T([T Vᵀ]_+), padding words out; the norm runs over the caption's words.
-    word_mask = mask[None, :, :, None].to(x.dtype)
-    x = x.clamp_(min=0).mul_(word_mask) if inplace else x.clamp(min=0) * word_mask
-    scale = torch.linalg.vector_norm(x, dim=2, keepdim=True).clamp(min=_EPS) / lambda_
-    x = x.div_(scale) if inplace else x / scale                           # λ M
-    attention = torch.softmax(x, dim=3)                                   # softmax over the regions
-    x = torch.bmm(attention.view(n_images, n_captions * max_len, n_regions), regions)  # V': (I, J·L, d)
+    lengths = lengths.to(words.device)
+    # The real words of all captions, packed: (W, d) with W = sum(lengths); caption_of[w] = j.
+    # Padding is never computed, and never enters a norm or a mean.
+    packed = words[length_mask(lengths, max_len)]
+    caption_of = torch.repeat_interleave(torch.arange(n_captions, device=words.device), lengths)
+    # Cosine of every (image, word, region): (I, W, R), one broadcast matmul.
+    x = torch.matmul(packed, regions.transpose(1, 2))
+    # Eq. 1: λ M = λ norm_T([T Vᵀ]_+): for each (image, caption, region), the L2 norm over the
+    # caption's words (a segment sum over W), then the softmax over the regions.
+    x = x.clamp_(min=0) if inplace else x.clamp(min=0)
+    norms = x.new_zeros((n_images, n_captions, n_regions)).index_add(1, caption_of, x.square())
+    scale = (norms.sqrt().clamp(min=_EPS) / lambda_).index_select(1, caption_of)
+    x = x.div_(scale) if inplace else x / scale
+    attention = torch.softmax(x, dim=2)
+    x = torch.bmm(attention, regions)                                     # V': (I, W, d)
     # Eq. 2: A = norm(W1 |T - V'|² + b1); Ā = mean over the caption's words; S = tanh(W2 Ā + b2).
-    x = x.sub_(flat_words).square_() if inplace else (x - flat_words).square()
-    x = F.linear(x, sim_weight, sim_bias)                                 # (I, J·L, s)
+    x = x.sub_(packed).square_() if inplace else (x - packed).square()
+    x = F.linear(x, sim_weight, sim_bias)                                 # (I, W, s)
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp(min=_EPS)
-    x = (x.div_(norm) if inplace else x / norm).view(n_images, n_captions, max_len, -1)
-    weights = mask.to(x.dtype) / lengths.to(x.device, x.dtype).clamp(min=1)[:, None]
-    mean_alignment = torch.einsum("ijls,jl->ijs", x, weights)            # Ā: (I, J, s)
+    x = x.div_(norm) if inplace else x / norm
+    sums = x.new_zeros((n_images, n_captions, x.shape[-1])).index_add(1, caption_of, x)
+    mean_alignment = sums / lengths.to(x.dtype).clamp(min=1)[None, :, None]   # Ā: (I, J, s)
     return torch.tanh(F.linear(mean_alignment, score_weight, score_bias)).squeeze(-1)
 
 
 class CrossAttentionSimilarity(nn.Module):
-    """The learned part of eq. 1-2 on encoded features: λ, W1/b1 (d -> s) and W2/b2 (s -> 1)."""
+    """The learned part of eq. 1-2 on encoded features: λ, W1/b1 (d -> s) and W2/b2 (s -> 1).
+
+    W1 and W2 start Xavier-uniform with zero biases, as SGRAF (the paper's [51]) initialises them;
+    with PyTorch's default, b1 dominates W1 |T - V'|² (whose entries are O(1/d)), so that every
+    pair starts with nearly the same A.
+    """
 
     def __init__(self, embed_dim: int, sim_dim: int, lambda_: float = DEFAULT_LAMBDA):
         super().__init__()
@@ -110,6 +122,9 @@ class CrossAttentionSimilarity(nn.Module):
         self.lambda_ = float(lambda_)
         self.sim = nn.Linear(embed_dim, sim_dim)
         self.score = nn.Linear(sim_dim, 1)
+        for layer in (self.sim, self.score):  # SGRAF's initialisation (the paper gives none)
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
 
     def forward(self, regions: Tensor, words: Tensor, lengths: Tensor) -> Tensor:
         """(I, J) scores of all pairs of the two blocks (see :func:`pair_scores`)."""
@@ -118,34 +133,23 @@ class CrossAttentionSimilarity(nn.Module):
                            score_weight=self.score.weight, score_bias=self.score.bias)
 
 
-def _shard_sizes(n_images: int, n_captions: int, per_pair: int, budget: int) -> tuple[int, int]:
-    """(images, captions) per shard so that ``images * captions * per_pair <= budget`` (at least 1 x 1).
-
-    Captions are sharded first (whole image blocks make the fewest, largest matmuls); images only
-    when even one caption against all images of the block is over budget.
-    """
-    pairs = max(1, budget // max(1, per_pair))
-    if pairs >= n_images:
-        return n_images, max(1, min(n_captions, pairs // n_images))
-    return pairs, 1
-
-
 class InteractionModel(nn.Module):
-    """Region encoder + word-level BiGRU text encoder + cross-attention similarity (eq. 1-2)."""
+    """Region encoder + word-level text encoder (BiGRU by default) + cross-attention similarity (eq. 1-2)."""
 
-    def __init__(self, image_encoder: RegionEncoder, text_encoder: GRUTextEncoder,
-                 similarity: CrossAttentionSimilarity):
+    def __init__(self, image_encoder: RegionEncoder, text_encoder: nn.Module, similarity: CrossAttentionSimilarity):
         super().__init__()
         self.image_encoder = image_encoder
-        self.text_encoder = text_encoder
+        self.text_encoder = text_encoder  # anything with word_features(tokens, lengths) -> (B, L, d)
         self.similarity = similarity
 
     @classmethod
-    def build(cls, *, feature_dim: int, vocab_size: int, embed_dim: int, word_dim: int, num_layers: int,
-              sim_dim: int, lambda_: float = DEFAULT_LAMBDA) -> "InteractionModel":
+    def build(cls, *, feature_dim: int, vocab_size: int, embed_dim: int, sim_dim: int,
+              lambda_: float = DEFAULT_LAMBDA, text: TextEncoderSpec = TextEncoderSpec()) -> "InteractionModel":
+        """Region encoder, the text encoder ``text`` describes (BiGRU, GloVe-BiGRU or BERT: only their
+        per-region / per-word features are used, no pooling, no head), then the similarity head."""
         return cls(
-            RegionEncoder(feature_dim, embed_dim),  # only region_features() is used: no pooling, no head
-            GRUTextEncoder(vocab_size, word_dim, embed_dim, num_layers),  # only word_features()
+            RegionEncoder(feature_dim, embed_dim),
+            text.build(vocab_size=vocab_size, embed_dim=embed_dim),
             CrossAttentionSimilarity(embed_dim, sim_dim, lambda_),
         )
 
@@ -165,31 +169,30 @@ class InteractionModel(nn.Module):
                     max_elements: int | None = DEFAULT_SHARD_ELEMENTS) -> Tensor:
         """(I, J) scores of encoded images against encoded captions, in shards of bounded memory.
 
-        Each shard's largest intermediate holds at most about ``max_elements`` entries
-        (``images x captions x words x max(d, s)``); ``None`` scores everything in one shard.
-        Captions are taken in order of length and each shard is trimmed to its longest caption,
-        so short captions do not pay for long ones' padding. Loops run over shards only.
+        A shard is a run of consecutive captions against a run of images; its largest intermediate,
+        ``images x (real words of its captions) x max(d, s, R)`` entries, stays within
+        ``max_elements`` (or holds one caption against one image block when a single caption is
+        over budget). ``None`` scores everything at once. Loops run over shards only.
         """
         n_images, n_captions = regions.shape[0], words.shape[0]
-        if n_images == 0 or n_captions == 0:
-            return regions.new_zeros((n_images, n_captions))
-        if max_elements is None:
-            return self.similarity(regions, words[:, :int(lengths.max())], lengths)
+        if max_elements is None or n_images == 0 or n_captions == 0:
+            return self.similarity(regions, words, lengths)
         width = max(words.shape[-1], self.similarity.sim.out_features, regions.shape[1])
-        lengths = lengths.to(words.device)
-        order = torch.argsort(lengths, descending=True, stable=True)
-        sorted_lengths = lengths[order].tolist()
+        word_budget = max(1, max_elements // width)          # (images x words) per shard
+        lengths_cpu = lengths.cpu()
+        longest = int(lengths_cpu.max())
+        image_step = n_images if word_budget // n_images >= longest else max(1, word_budget // longest)
+        words_per_shard = max(longest, word_budget // image_step)
+        ends = torch.cumsum(lengths_cpu, 0)
+        if image_step == n_images and int(ends[-1]) <= words_per_shard:
+            return self.similarity(regions, words, lengths)
         out = regions.new_empty((n_images, n_captions))
         c0 = 0
-        while c0 < n_captions:  # longest captions first: a shard's first caption is its longest
-            longest = int(sorted_lengths[c0])
-            image_step, caption_step = _shard_sizes(n_images, n_captions - c0, longest * width, max_elements)
-            if caption_step >= n_captions:  # the whole block is one shard: no copies
-                return self.similarity(regions, words[:, :longest], lengths)
-            index = order[c0:c0 + caption_step]
-            shard_words, shard_lengths = words[index, :longest], lengths[index]
+        while c0 < n_captions:  # the most consecutive captions whose words fit the shard
+            start = int(ends[c0 - 1]) if c0 else 0
+            c1 = max(c0 + 1, int(torch.searchsorted(ends, start + words_per_shard, right=True)))
             for i0 in range(0, n_images, image_step):
-                out[i0:i0 + image_step, index] = self.similarity(regions[i0:i0 + image_step], shard_words,
-                                                                 shard_lengths)
-            c0 += caption_step
+                out[i0:i0 + image_step, c0:c1] = self.similarity(regions[i0:i0 + image_step], words[c0:c1],
+                                                                 lengths[c0:c1])
+            c0 = c1
         return out

@@ -14,6 +14,7 @@ Starting a TorchTrainer costs 13-20 s on 2 cores, so one-worker trials take the 
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -72,6 +73,7 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
             tracker.set_tags({STOP_REASON_TAG: str(err)})
         raise
     ray.train.report({**reporter.last, "done": 1, "best_epoch": result.best_epoch, "best_val_rsum": result.best_val_rsum,
+                 "run_seconds": result.seconds, "trial_end_time": time.time(),
                       **result.test.metrics(prefix="test_")})
 
 

@@ -13,6 +13,7 @@ the trials' checkpoints); ``--resume`` continues the newest one.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from itrlab.errors import UserInputError
 from itrlab.sweep.distributed import trial_function
 from itrlab.sweep.spec import SweepSpec
 from itrlab.sweep.summary import TrialRow, pivot, ranked, ranked_table, to_markdown, to_text
-from itrlab.sweep.trial import TrialContext, run_trial, trial_config
+from itrlab.sweep.trial import TrialContext, trial_config
 from itrlab.tracking import MlflowTracker, resolve_tracking_uri
 
 STATE_FILE = "itrlab_sweep.json"
@@ -84,7 +85,7 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
     return space
 
 
-def tune_config(spec: SweepSpec, epochs: int) -> tune.TuneConfig:
+def tune_config(spec: SweepSpec, epochs: int, reuse_actors: bool) -> tune.TuneConfig:
     search_alg = scheduler = None
     if spec.optuna is not None:
         import optuna
@@ -98,7 +99,10 @@ def tune_config(spec: SweepSpec, epochs: int) -> tune.TuneConfig:
                                   grace_period=spec.asha.grace_period, reduction_factor=spec.asha.reduction_factor)
     return tune.TuneConfig(metric=spec.objective.metric, mode=spec.objective.mode, search_alg=search_alg,
                            scheduler=scheduler, num_samples=spec.optuna.num_trials if spec.optuna else 1,
-                           max_concurrent_trials=spec.concurrency)
+                           max_concurrent_trials=spec.concurrency,
+                           # in-process trials reuse their worker process: no re-import of torch and
+                           # MLflow, no new store connection (seconds per trial on 2 cores)
+                           reuse_actors=reuse_actors)
 
 
 def latest_sweep_dir(storage: Path, name: str) -> Path | None:
@@ -106,14 +110,18 @@ def latest_sweep_dir(storage: Path, name: str) -> Path | None:
     return runs[-1] if runs else None
 
 
-def init_ray(tracking_uri: str) -> None:
-    """Join ``$RAY_ADDRESS`` (a cluster, or the job's own cluster under ``ray job submit``) or start a local Ray."""
+def init_ray(tracking_uri: str, logical_cpus: float = 0) -> None:
+    """Join ``$RAY_ADDRESS`` (a cluster, or the job's own cluster under ``ray job submit``) or start a
+    local Ray with at least ``logical_cpus`` (a TorchTrainer trial needs CPUs to spare beside its
+    workers for its controller, or it waits forever on a 2-core machine)."""
     if ray.is_initialized():
         return
+    address = os.environ.get("RAY_ADDRESS") or None
+    num_cpus = None if address else max(os.cpu_count() or 1, math.ceil(logical_cpus)) or None
     wanted = {"MLFLOW_TRACKING_URI": tracking_uri, "ITRLAB_CONFIG_DIR": str(config_dir().resolve())}
     # Under `ray job submit` the job's runtime env already sets some; repeating a key is refused.
     env_vars = {key: value for key, value in wanted.items() if key not in os.environ}
-    ray.init(address=os.environ.get("RAY_ADDRESS") or None, runtime_env={"env_vars": env_vars} if env_vars else None,
+    ray.init(address=address, num_cpus=num_cpus, runtime_env={"env_vars": env_vars} if env_vars else None,
              log_to_driver=True)
 
 
@@ -168,13 +176,15 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
                                                         "overrides": overrides, "tracking_uri": tracking_uri}))
     print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
 
+    in_process = spec.num_workers == 1 and spec.trainer == "auto"
     try:
-        init_ray(tracking_uri)
+        init_ray(tracking_uri, 0 if in_process else spec.num_workers * spec.resources.cpu + 2)
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"))
         trainable = tune.with_resources(
-            tune.with_parameters(trial_function(spec.num_workers, spec.resources.cpu, spec.resources.gpu), context=context),
-            # a multi-worker trial's own process only waits on its TorchTrainer's workers
-            {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu} if spec.num_workers == 1 else {"cpu": 0},
+            tune.with_parameters(trial_function(spec.num_workers, spec.resources.cpu, spec.resources.gpu,
+                                                torch_trainer=spec.trainer == "torch"), context=context),
+            # a TorchTrainer trial's own process only waits on its workers, which hold the resources
+            {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu} if in_process else {"cpu": 0.1},
         )
         if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
             tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
@@ -184,8 +194,8 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             )
-            tuner = tune.Tuner(trainable, param_space=param_space(spec), tune_config=tune_config(spec, first.train.epochs),
-                               run_config=run_config)
+            tuner = tune.Tuner(trainable, param_space=param_space(spec), run_config=run_config,
+                               tune_config=tune_config(spec, first.train.epochs, reuse_actors=in_process))
         results = tuner.fit()
         rows = trial_rows(results)
         summarise(spec, rows, parent)

@@ -96,6 +96,9 @@ class SweepSpec(Section):
     concurrency: int = Field(1, ge=1)
     resources: Resources = Field(default_factory=Resources)
     num_workers: int = Field(1, ge=1)
+    # auto: one-worker trials train in the trial process, several workers in a TorchTrainer;
+    # torch: always a TorchTrainer (DDP) inside the trial
+    trainer: Literal["auto", "torch"] = "auto"
     max_failures: int = Field(1, ge=0)
     asha: AshaSpec | None = None
     table: TableSpec | None = None

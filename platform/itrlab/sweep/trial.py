@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,4 +109,5 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
         raise
     # the final report repeats the last epoch's validation metrics so the objective stays defined
     tune.report({**reporter.last, "done": 1, "best_epoch": result.best_epoch, "best_val_rsum": result.best_val_rsum,
+                 "run_seconds": result.seconds, "trial_end_time": time.time(),
                  **result.test.metrics(prefix="test_")})

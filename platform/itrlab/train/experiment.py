@@ -47,6 +47,7 @@ class RunResult:
     best_val_rsum: float
     mlflow_run_id: str | None
     mlflow_hint: str | None
+    seconds: float = 0.0  # training and test evaluation, wall clock
 
 
 def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
@@ -182,4 +183,4 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
             tracker.end("FAILED")
         raise
     return RunResult(run_dir, test, state.best_epoch, state.best_rsum, run_id,
-                     tracker.ui_hint() if tracker is not None else None)
+                     tracker.ui_hint() if tracker is not None else None, time.perf_counter() - started)

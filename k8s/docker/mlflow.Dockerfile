@@ -1,0 +1,23 @@
+# syntax=docker/dockerfile:1
+# The MLflow tracking server image: MLflow at the project's pin plus the PostgreSQL driver
+# (psycopg2; the official MLflow image lacks it) and boto3 for the S3 artifact store.
+#   docker build -f k8s/docker/mlflow.Dockerfile -t itrlab-mlflow:3.17.2 k8s/docker
+FROM python:3.11-slim-bookworm
+
+# = the mlflow pin in pyproject.toml
+ARG MLFLOW_VERSION=3.17.2
+
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN groupadd --gid 10001 mlflow \
+    && useradd --uid 10001 --gid 10001 --create-home --home-dir /home/mlflow --shell /usr/sbin/nologin mlflow
+
+RUN pip install --no-cache-dir "mlflow==${MLFLOW_VERSION}" "psycopg2-binary==2.9.13" "boto3==1.44.5"
+
+WORKDIR /home/mlflow
+USER 10001:10001
+EXPOSE 5000
+CMD ["mlflow", "server", "--host", "0.0.0.0", "--port", "5000"]
