@@ -56,3 +56,26 @@ def mlflow_server(workdir: Path, extra_args: tuple[str, ...] = ()) -> Iterator[s
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+@contextlib.contextmanager
+def moto_server(workdir: Path) -> Iterator[str]:
+    """A real S3 API (``moto`` in server mode) on a loopback port; yields its endpoint URL.
+
+    Any access key is accepted; the data lives in the server's memory until it stops.
+    """
+    port = free_port()
+    log = open(workdir / "moto-server.log", "wb")
+    process = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                               stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/moto-api/", timeout=60, process=process)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
