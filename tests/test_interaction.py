@@ -61,8 +61,13 @@ def random_features(n_images=3, n_captions=4, regions=5, max_len=6, dim=8, seed=
 
 
 def make_head(dim=8, sim_dim=4, seed=0, lambda_=9.0) -> CrossAttentionSimilarity:
+    """A head with every parameter random (the biases too, which start at zero)."""
     torch.manual_seed(seed)
-    return CrossAttentionSimilarity(dim, sim_dim, lambda_).double()
+    head = CrossAttentionSimilarity(dim, sim_dim, lambda_).double()
+    with torch.no_grad():
+        for parameter in head.parameters():
+            parameter.normal_(0.0, 0.5)
+    return head
 
 
 @pytest.mark.parametrize("positive", [False, True])
@@ -75,7 +80,10 @@ def test_pair_scores_equal_per_pair_loop(positive):
                              for i in range(len(V))], dtype=torch.float64)
     assert batched.shape == (3, 4) and batched.dtype == torch.float64
     torch.testing.assert_close(batched, expected, rtol=1e-10, atol=1e-12)
-    assert (batched.abs() < 1).all()
+    assert (batched.abs() < 1).all() and batched.std() > 1e-3
+    with_grad = head(V, T, lengths)  # the autograd path (no in-place updates) computes the same
+    assert with_grad.requires_grad
+    torch.testing.assert_close(with_grad.detach(), batched, rtol=1e-12, atol=1e-14)
 
 
 def test_lambda_matters():

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+
 from conftest import SHARED, write_precomp
 from itrlab.config import load_experiment
 from itrlab.data import open_precomp
@@ -23,6 +25,16 @@ from itrlab.train.experiment import build_run_method, prepare_data
 COCO_MINI = SHARED / "data" / "coco_mini"
 COCO_MINI_CAPTIONS = COCO_MINI / "annotations" / "captions_train2017.json"
 N_PHOTOS = 10  # -> 6 / 2 / 2 images with fractions 0.6,0.2,0.2
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """One intra-op thread: on a busy 2-core machine, 2 OpenMP threads spin-wait on each other and
+    a tiny model's step takes 20x longer (measured: 2.9 s vs 58 s for the same small run)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 def assert_finite_table(table: RecallTable, protocol: str, n_images: int, n_folds: int = 1) -> None:
@@ -133,11 +145,11 @@ def test_float16_features_halve_the_files_and_keep_the_recall(tmp_path):
     float32 and float16 features": the SAME trained weights (best.pt) evaluated on both copies of
     the test split. Training a second model on the float16 copy with the same seed is not the
     comparison made here: float16 rounding (relative error ~5e-4) sends SGD on a different
-    trajectory and the best-epoch choice can differ, so two such runs differed by 0.6 to 6.5 rsum
-    points on this kind of data, about as much as two seeds do; that measures training noise, not
-    the storage format.
+    trajectory (and the best epoch can differ): on this data and config two such runs gave rsum 136.6
+    (float32) and 129.4 (float16), inside the seed-to-seed spread (seeds 0, 1, 2: 136.6, 119.3,
+    143.1); that measures training noise, not the storage format.
     """
-    spec = synthetic_spec("tiny", n_train=500, n_dev=100, n_test=1000, n_concepts=80, region_noise=0.5)
+    spec = synthetic_spec("tiny", n_train=1000, n_dev=100, n_test=1000, n_concepts=80, region_noise=0.5)
     root32, root16 = generate_synthetic(tmp_path / "f32", spec), tmp_path / "f16"
     root16.mkdir()
     for split in ("train", "dev", "test"):
@@ -153,13 +165,14 @@ def test_float16_features_halve_the_files_and_keep_the_recall(tmp_path):
     def config(root: Path):
         return load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root}", "dataset.kind=precomp",
                                                         "dataset.synthetic=null", "tracking.enabled=false",
-                                                        "train.epochs=2"])
+                                                        "train.epochs=5", "train.lr=0.002"])
 
     trained = run_experiment(config(root32), tmp_path / "run32")
-    assert trained.test.rsum > 20  # a trained model (chance is about 10 on 1000 images)
+    assert trained.test.rsum > 60  # a trained model (chance is about 10 on 1000 images)
     shutil.copytree(tmp_path / "run32", tmp_path / "run32_on_f16")
-    on_f16 = run_experiment(config(root16), tmp_path / "run32_on_f16")  # resumes after epoch 2: evaluates only
+    on_f16 = run_experiment(config(root16), tmp_path / "run32_on_f16")  # resumes after epoch 5: evaluates only
     assert on_f16.best_epoch == trained.best_epoch
     before, after = (load_checkpoint(tmp_path / run / LAST)["state"] for run in ("run32", "run32_on_f16"))
-    assert after.epoch == 2 and after.history == before.history  # the same weights, no further training
+    assert after.epoch == 5 and after.history == before.history  # the same weights, no further training
+    assert on_f16.test.md != trained.test.md  # the float16 copy was read: similarities moved slightly
     assert abs(trained.test.rsum - on_f16.test.rsum) < 0.5, (trained.test, on_f16.test)

@@ -28,11 +28,8 @@ def job_env(tmp_path: Path) -> dict[str, str]:
 
 
 def sweep_runs(tmp_path: Path, name: str, polling: bool = False):
-    """(parent runs, child runs) of a sweep. While polling a store the driver may still be
-    creating, a read that races its schema migration counts as "nothing yet"."""
+    """(parent runs, child runs) of a sweep. While polling, a read error counts as "nothing yet"."""
     try:
-        if polling and not (tmp_path / "mlflow.db").exists():
-            return [], []
         client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
         experiment = client.get_experiment_by_name(name)
         if experiment is None:
@@ -58,6 +55,11 @@ def test_interrupted_sweep_resumes_without_rerunning_or_duplicating(tmp_path):
                               start_new_session=True)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:  # until the first trial has finished (and the next started)
+        # read the store only once the driver has created it (its first line names the parent
+        # run): a second process initialising a fresh SQLite store at the same time races it
+        if "MLflow parent run" not in (tmp_path / "first.log").read_text():
+            time.sleep(0.5)
+            continue
         _, children = sweep_runs(tmp_path, "resume_sweep", polling=True)
         if any(c.info.status == "FINISHED" for c in children) and len(children) >= 2:
             break
