@@ -50,11 +50,12 @@ from itrlab.models.pooling import length_mask
 from itrlab.models.text_factory import TextEncoderSpec
 
 DEFAULT_LAMBDA = 9.0
-DEFAULT_SHARD_ELEMENTS = 1 << 21
-"""Default budget of one shard's largest intermediate, in elements (2 M: 8 MB in float32).
+DEFAULT_SHARD_ELEMENTS = 1 << 20
+"""Default budget of one shard's largest intermediate, in elements (1 M: 4 MB in float32).
 
-Small enough for the intermediates to stay in cache on CPU, where bigger shards measured slower
-per pair (memory-bound element-wise steps); large enough for each shard to be one big matmul.
+Measured on CPU (``jobs/bench_eval.py --interaction``, 1 thread): 2^20 and 2^21 were the fastest
+at 1000 images x 5000 captions, 2^18 to 2^20 at 400 x 2000; 2^23 and more were 1.5-2x slower
+(element-wise steps on intermediates far larger than the caches). On a GPU, raise it.
 """
 _EPS = 1e-12  # floor of the L2 norms (F.normalize's), so an all-zero vector stays zero
 
