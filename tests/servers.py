@@ -34,48 +34,45 @@ def wait_http(url: str, timeout: float, process: subprocess.Popen | None = None)
     raise TimeoutError(f"{url} did not answer within {timeout} s")
 
 
-@contextlib.contextmanager
-def mlflow_server(workdir: Path, extra_args: tuple[str, ...] = ()) -> Iterator[str]:
-    """``mlflow server`` with a SQLite backend and served artifacts; yields its http URI."""
-    port = free_port()
-    log = open(workdir / "mlflow-server.log", "wb")
-    process = subprocess.Popen(
-        [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{workdir / 'server.db'}",
-         "--serve-artifacts", "--artifacts-destination", str(workdir / "artifacts"), *extra_args],
-        stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
-    )
-    uri = f"http://127.0.0.1:{port}"
+def stop(process: subprocess.Popen) -> None:
+    """Terminate a server process, killing it if it does not exit within 15 s."""
+    process.terminate()
     try:
-        wait_http(f"{uri}/health", timeout=90, process=process)
-        yield uri
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 @contextlib.contextmanager
-def moto_server(workdir: Path) -> Iterator[str]:
+def serve(command: list[str], workdir: Path, name: str, health_path: str, timeout: float) -> Iterator[str]:
+    """Run ``command`` (which serves HTTP on ``url``'s port) until the block ends; yields the URL.
+
+    ``command`` holds ``{port}``, filled with a free loopback port; output goes to ``<name>.log``.
+    """
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with open(workdir / f"{name}.log", "wb") as log:
+        process = subprocess.Popen([arg.format(port=port) for arg in command], stdout=log,
+                                   stderr=subprocess.STDOUT, cwd=workdir)
+        try:
+            wait_http(f"{url}{health_path}", timeout=timeout, process=process)
+            yield url
+        finally:
+            stop(process)
+
+
+def mlflow_server(workdir: Path, extra_args: tuple[str, ...] = ()):
+    """``mlflow server`` with a SQLite backend and served artifacts; yields its http URI."""
+    return serve([str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1",
+                  "--backend-store-uri", f"sqlite:///{workdir / 'server.db'}",
+                  "--serve-artifacts", "--artifacts-destination", str(workdir / "artifacts"), *extra_args],
+                 workdir, "mlflow-server", "/health", timeout=90)
+
+
+def moto_server(workdir: Path):
     """A real S3 API (``moto`` in server mode) on a loopback port; yields its endpoint URL.
 
     Any access key is accepted; the data lives in the server's memory until it stops.
     """
-    port = free_port()
-    log = open(workdir / "moto-server.log", "wb")
-    process = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/moto-api/", timeout=60, process=process)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+    return serve([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", "{port}"], workdir, "moto-server",
+                 "/moto-api/", timeout=60)

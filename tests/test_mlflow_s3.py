@@ -27,7 +27,7 @@ from mlflow import MlflowClient
 from conftest import REPO
 from itrlab.eval import RecallTable
 from itrlab.tracking import MlflowTracker
-from servers import BIN, free_port, moto_server, wait_http
+from servers import BIN, free_port, moto_server, stop, wait_http
 
 pytestmark = pytest.mark.slow
 
@@ -148,9 +148,5 @@ def test_manifest_mlflow_server_serves_s3_artifacts(tmp_path: Path, monkeypatch:
                 assert status_with_host(port, host) == 200, host
             assert status_with_host(port, "attacker.example.com") in (400, 403)
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            stop(server)
             log.close()
