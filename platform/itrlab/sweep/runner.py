@@ -30,7 +30,7 @@ from itrlab.data import generate_synthetic
 from itrlab.errors import UserInputError
 from itrlab.sweep.distributed import trial_function
 from itrlab.sweep.spec import SweepSpec
-from itrlab.sweep.summary import TrialRow, pivot, ranked, ranked_table, to_markdown, to_text
+from itrlab.sweep.summary import TrialRow, compact_pivot, pivot, ranked, ranked_table, to_markdown, to_text
 from itrlab.sweep.trial import TrialContext, trial_config
 from itrlab.tracking import MlflowTracker, resolve_tracking_uri
 
@@ -229,7 +229,8 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker) -> N
         grid = pivot(rows, spec)
         parent.log_table(grid, "sweep/table.json")
         text += "\n\n" + to_markdown(grid, f"{spec.name}: mean ± std over seeds {spec.seeds}")
-        print("\n" + to_text(grid, f"{spec.name}: mean and std over seeds {spec.seeds}"))
+        published = " (published number in brackets)" if spec.table.paper else ""
+        print("\n" + to_text(compact_pivot(grid, spec), f"{spec.name}: mean ± std over seeds {spec.seeds}{published}"))
     parent.log_text(text, "sweep/summary.md")
     counts = {status: sum(r.status == status for r in rows) for status in ("finished", "diverged", "stopped", "error")}
     parent.log_metrics({f"trials_{k}": v for k, v in counts.items()}, step=0)

@@ -31,9 +31,14 @@ def label(value: Any) -> Any:
     return value
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, column: str = "") -> str:
+    """A cell: recalls with 2 decimals, MD (similarity units, often well below 1) with 3."""
+    if value is None:
+        return "-"
     if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.2f}"
+        if math.isnan(value):
+            return "nan"
+        return f"{value:.3f}" if "md" in column.split("_") else f"{value:.2f}"
     return str(value)
 
 
@@ -107,18 +112,32 @@ def pivot(rows: list[TrialRow], spec: SweepSpec) -> dict[str, list]:
     return table
 
 
+def compact_pivot(table: dict[str, list], spec: SweepSpec) -> dict[str, list]:
+    """The pivot for the console: one cell per column, ``mean ± std`` and the published number."""
+    rows = len(table["seeds"])
+    compact: dict[str, list] = {key: table[key] for key in [*spec.table.rows, "seeds"]}
+    for column in spec.table.columns:
+        cells = []
+        for index in range(rows):
+            cell = f"{_fmt(table[f'{column}_mean'][index], column)} ± {_fmt(table[f'{column}_std'][index], column)}"
+            published = table.get(f"{column}_paper", [None] * rows)[index]
+            cells.append(cell if published is None else f"{cell} ({_fmt(float(published), column)})")
+        compact[column.removeprefix("test_")] = cells
+    return compact
+
+
 def to_markdown(table: dict[str, list], title: str) -> str:
     keys = list(table)
     lines = [f"### {title}", "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     for index in range(len(table[keys[0]]) if keys else 0):
-        lines.append("| " + " | ".join(_fmt(table[k][index]) for k in keys) + " |")
+        lines.append("| " + " | ".join(_fmt(table[k][index], k) for k in keys) + " |")
     return "\n".join(lines)
 
 
 def to_text(table: dict[str, list], title: str, limit: int = 40) -> str:
     """A plain aligned table for the console."""
     keys = list(table)
-    cells = [[_fmt(table[k][i]) for k in keys] for i in range(min(limit, len(table[keys[0]]) if keys else 0))]
+    cells = [[_fmt(table[k][i], k) for k in keys] for i in range(min(limit, len(table[keys[0]]) if keys else 0))]
     widths = [max([len(k)] + [len(r[j]) for r in cells]) for j, k in enumerate(keys)]
     out = [title, "  ".join(k.ljust(w) for k, w in zip(keys, widths))]
     out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
