@@ -86,6 +86,9 @@ CASES = [
     (["defaults.dataset=f30k"], "defaults.dataset", ["f30k_precomp"]),
     (["dataset.root=/nonexistent/itrlab"], "dataset.root", ["/nonexistent/itrlab", "existing directory"]),
     (["dataset.kind=folder"], "dataset.kind", ["'folder'", "precomp", "synthetic"]),
+    (["loss.warmup_epochs=1", "loss.warmup_loss=vse_sum"], "loss.warmup_loss", ["'vse_sum'", "known losses"]),
+    (["loss.warmup_epochs=50"], "loss.warmup_epochs", ["50", "fewer than train.epochs"]),
+    (["loss.warmup_epochs=-1"], "loss.warmup_epochs", ["-1", "greater than or equal to 0"]),
 ]
 
 

@@ -15,6 +15,7 @@ from itrlab.losses import (
     MultimodalNCELoss,
     Similarities,
     SumOfHingesLoss,
+    WarmupLoss,
     build_loss,
     loss_param_names,
     negative_mask,
@@ -335,3 +336,18 @@ def test_registry_errors():
         build_loss("vse", tau=0.1)
     with pytest.raises(ValueError):
         build_loss("convse", tau=-0.5)
+
+
+@pytest.mark.parametrize("layout", ["distinct", "one_duplicate"])
+def test_warmup_loss_is_the_sum_of_hinges_then_the_max(layout):
+    """VSE∞'s warm-up: VSE (sum of hinges) during epochs 1..N, VSE++ from epoch N+1 (plain loops above)."""
+    sims = make_sims(ID_LAYOUTS[layout], seed=3)
+    loss = WarmupLoss(MaxOfHingesLoss(margin=0.2), SumOfHingesLoss(margin=0.2), epochs=2)
+    for epoch, reference in [(1, ref_vse), (2, ref_vse), (3, ref_vsepp), (7, ref_vsepp)]:
+        loss.set_epoch(epoch)
+        i2t, t2i, _ = reference(sims, 0.2)
+        assert loss(sims).loss.item() == pytest.approx(i2t + t2i, rel=1e-12), epoch
+    assert loss.name == "vsepp" and not loss.needs_same_modality
+    assert WarmupLoss(MultimodalNCELoss(tau=0.1), SumOfHingesLoss(), epochs=1).needs_same_modality
+    with pytest.raises(ValueError, match="warm-up epochs"):
+        WarmupLoss(MaxOfHingesLoss(), SumOfHingesLoss(), epochs=0)

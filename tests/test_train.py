@@ -91,3 +91,16 @@ def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
     mlflow.set_experiment("vsepp_synthetic_tiny")
     table = mlflow.load_table("recall/test_table.json", run_ids=[run.info.run_id])
     assert list(zip(table["epoch"], table["direction"])) == [(2, "i2t"), (2, "t2i"), (3, "i2t"), (3, "t2i")]
+
+
+def test_warmup_loss_trains_the_first_epochs_then_switches(tmp_path, tiny_root):
+    """loss.warmup_epochs=1: epoch 1 is exactly a VSE (sum of hinges) epoch, epoch 2 is VSE++ again."""
+    overrides = ("train.epochs=2", "train.lr_decay_epochs=[]")
+    warm = run_experiment(tiny_config(tiny_root, *overrides, "loss.warmup_epochs=1"), tmp_path / "warm")
+    vse = run_experiment(tiny_config(tiny_root, *overrides, "loss.name=vse"), tmp_path / "vse")
+    warm_history = load_checkpoint(tmp_path / "warm" / LAST)["state"].history
+    vse_history = load_checkpoint(tmp_path / "vse" / LAST)["state"].history
+    assert warm_history[0] == vse_history[0]  # same batches, same loss, same weights after epoch 1
+    # epoch 2 runs VSE++ from VSE's epoch-1 weights: the max of hinges is far below the sum over all negatives
+    assert warm_history[1]["loss"] < 0.5 * vse_history[1]["loss"]
+    assert warm.test != vse.test

@@ -53,7 +53,14 @@ def check_loss(config: ExperimentConfig) -> None:
     name = config.loss.name
     if name not in LOSSES:
         raise ConfigError("loss.name", name, f"known losses: {', '.join(sorted(LOSSES))}", did_you_mean(name, LOSSES))
-    _check_params("loss", name, config.loss.params(), LOSSES.param_names(name), ("name",))
+    _check_params("loss", name, config.loss.params(), LOSSES.param_names(name), ("name", "warmup_epochs", "warmup_loss"))
+    warmup = config.loss.warmup_loss
+    if config.loss.warmup_epochs and warmup not in LOSSES:
+        raise ConfigError("loss.warmup_loss", warmup, f"known losses: {', '.join(sorted(LOSSES))}",
+                          did_you_mean(warmup, LOSSES))
+    if config.loss.warmup_epochs >= config.train.epochs:
+        raise ConfigError("loss.warmup_epochs", config.loss.warmup_epochs,
+                          f"fewer than train.epochs ({config.train.epochs}), or the main loss '{name}' never trains")
 
 
 def check_cooperative(config: ExperimentConfig) -> None:

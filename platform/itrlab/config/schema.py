@@ -124,8 +124,13 @@ class LossConfig(Section):
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     name: str
+    # Train the first warmup_epochs epochs with warmup_loss (given the main loss's parameters that it
+    # takes, such as margin), then with ``name``: VSE∞/GPO's sum-of-hinges warm-up before VSE++.
+    warmup_epochs: int = Field(0, ge=0)
+    warmup_loss: str = "vse"
 
     def params(self) -> dict[str, Any]:
+        """The loss's own parameters (``margin``, ``tau``, ...)."""
         return dict(self.model_extra or {})
 
 

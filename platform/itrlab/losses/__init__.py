@@ -55,6 +55,7 @@ from .distillation import (
     SoftDarkRankLoss,
 )
 from .projection import CMPMLoss, MaxPolynomialLoss
+from .schedule import WarmupLoss
 
 __all__ = [
     "CMPMLoss",
@@ -91,6 +92,7 @@ __all__ = [
     "RetrievalLoss",
     "Similarities",
     "SumOfHingesLoss",
+    "WarmupLoss",
     "build_loss",
     "hardest_negative",
     "hardest_negative_hinge",

@@ -20,8 +20,8 @@ from itrlab.config import ExperimentConfig
 from itrlab.config.schema import TextEncoderConfig
 from itrlab.data import Batch, PrecompSplit, Vocabulary, eval_loaders
 from itrlab.eval import ScoreFn, dense_score_fn
-from itrlab.losses import Similarities, build_loss
-from itrlab.methods.base import MethodModule
+from itrlab.losses import Similarities
+from itrlab.methods.base import MethodModule, build_task_loss
 from itrlab.models import DualEncoder
 from itrlab.models.text_factory import TextEncoderSpec
 
@@ -34,7 +34,6 @@ def text_encoder_spec(text: TextEncoderConfig) -> TextEncoderSpec:
 
 class DualEncoderMethod(MethodModule):
     name = "dual"
-    text_lr: float | None = None  # learning rate of a pretrained text backbone (None: the main lr)
 
     def __init__(self, model: DualEncoder, loss: torch.nn.Module, max_len: int = 64):
         super().__init__()
@@ -49,23 +48,10 @@ class DualEncoderMethod(MethodModule):
             image_pooling=config.model.image.pooling, projection_hidden=config.model.projection_hidden,
             text=text_encoder_spec(config.model.text),
         )
-        method = cls(model, build_loss(config.loss.name, **config.loss.params()), config.model.text.max_len)
+        method = cls(model, build_task_loss(config.loss), config.model.text.max_len)
         method.name = config.method.name
         method.text_lr = config.model.text.lr
         return method
-
-    def param_groups(self, lr: float) -> list[dict]:
-        """Trainable parameters at ``lr``; a pretrained text backbone's (BERT) at ``text_lr`` when set.
-
-        Frozen parameters (``requires_grad=False``) are in no group.
-        """
-        backbone = [p for m in self.modules() if hasattr(m, "backbone_parameters")
-                    for p in m.backbone_parameters() if p.requires_grad]
-        if not backbone or self.text_lr is None:
-            return super().param_groups(lr)
-        ids = {id(p) for p in backbone}
-        rest = [p for p in self.parameters() if p.requires_grad and id(p) not in ids]
-        return [{"params": rest, "lr": lr}, {"params": backbone, "lr": self.text_lr}]
 
     def similarities(self, image_emb: Tensor, caption_emb: Tensor, image_ids: Tensor,
                      same_modality: bool = False) -> Similarities:

@@ -19,8 +19,8 @@ from itrlab.config import ExperimentConfig
 from itrlab.data import Batch, PrecompSplit, Vocabulary, eval_loaders
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn
-from itrlab.losses import LossOutput, Similarities, build_loss
-from itrlab.methods.base import MethodModule
+from itrlab.losses import LossOutput, Similarities
+from itrlab.methods.base import MethodModule, build_task_loss
 from itrlab.methods.dual import text_encoder_spec
 from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS, InteractionModel
 
@@ -49,14 +49,11 @@ class InteractionMethod(MethodModule):
                 raise ConfigError(f"model.{part}.pooling", pooling,
                                   f"method '{config.method.name}' scores words against regions and pools "
                                   "nothing; leave it 'mean' (the default)")
-        loss = build_loss(config.loss.name, **config.loss.params())
+        loss = build_task_loss(config.loss)
         if getattr(loss, "needs_same_modality", False):
             raise ConfigError("loss.name", config.loss.name,
                               f"method '{config.method.name}' scores image-caption pairs only; this loss "
                               "needs image-image and caption-caption similarities")
-        if model_config.text.lr is not None:
-            raise ConfigError("model.text.lr", model_config.text.lr,
-                              f"method '{config.method.name}' trains a text backbone at train.lr; leave it unset")
         model = InteractionModel.build(
             feature_dim=feature_dim, vocab_size=vocab_size, embed_dim=model_config.embed_dim,
             sim_dim=model_config.sim_dim, lambda_=model_config.attention_lambda,
@@ -64,6 +61,7 @@ class InteractionMethod(MethodModule):
         )
         method = cls(model, loss, model_config.text.max_len)
         method.name = config.method.name
+        method.text_lr = model_config.text.lr
         return method
 
     def batch_similarities(self, batch: Batch, same_modality: bool = False) -> Similarities:

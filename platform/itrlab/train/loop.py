@@ -133,6 +133,7 @@ class Trainer:
         loader = make_loader(self.dataset, train.batch_size, shuffle=True, seed=seed, drop_last=True,
                              num_workers=train.loader_workers)
         self.method.train()
+        self.method.set_epoch(epoch)
         total, sums, count = 0.0, defaultdict(float), 0
         batches = iter(loader)
         for _ in range(self.steps_per_epoch):
