@@ -89,6 +89,7 @@ CASES = [
     (["loss.warmup_epochs=1", "loss.warmup_loss=vse_sum"], "loss.warmup_loss", ["'vse_sum'", "known losses"]),
     (["loss.warmup_epochs=50"], "loss.warmup_epochs", ["50", "fewer than train.epochs"]),
     (["loss.warmup_epochs=-1"], "loss.warmup_epochs", ["-1", "greater than or equal to 0"]),
+    (["train.device=gpu"], "train.device", ["'gpu'", "auto|cpu|cuda"]),
 ]
 
 

@@ -292,10 +292,27 @@ def test_rayjob_entrypoint_is_the_sweep_job_with_flags_it_accepts(docs, overlay)
     assert parsed.preset == ("smoke" if overlay == "dev-cpu" else "table4")
     # checkpoints, experiment state and data on the volume every Ray pod shares
     assert Path(parsed.storage).is_relative_to(SHARED_MOUNT)
-    spec = load_sweep(PRESETS[parsed.preset])
+    spec = load_sweep(PRESETS[parsed.preset]).with_settings(
+        {"resources.cpu": parsed.cpus_per_trial, "resources.gpu": parsed.gpus_per_trial, "concurrency": parsed.concurrency})
     tree = base_tree(spec, overrides)
     assert Path(tree["dataset"]["root"]).is_relative_to(SHARED_MOUNT)
     check_trials(spec, tree)  # every trial's config (overrides included) is valid
+    # a trial fits on one worker pod (or Tune waits for resources forever); GPU clusters train on GPUs
+    pods = [group for group in find(docs, "RayCluster", "itrlab")["spec"]["workerGroupSpecs"]
+            if cpus(limits_of(group)["cpu"]) >= spec.resources.cpu
+            and int(limits_of(group).get("nvidia.com/gpu", 0)) >= spec.resources.gpu]
+    assert pods, (spec.resources, overlay)
+    assert spec.resources.gpu == (0 if overlay == "dev-cpu" else 1)
+    assert spec.concurrency <= sum(group["maxReplicas"] for group in pods)
+
+
+def limits_of(group) -> dict:
+    return group["template"]["spec"]["containers"][0]["resources"]["limits"]
+
+
+def cpus(quantity) -> float:
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
 def test_every_ray_pod_mounts_the_shared_volume(docs, overlay):

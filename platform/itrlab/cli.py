@@ -61,11 +61,13 @@ def train_main(args: argparse.Namespace) -> int:
     config, run_dir = _resolve_run(args)
     from itrlab.tracking import MlflowTracker
     from itrlab.train import ConsoleProgress, run_experiment
+    from itrlab.train.device import describe, resolve_device
 
+    device = resolve_device(config.train.device)  # before MLflow or training start
     print(f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, dataset {config.dataset.name}, "
-          f"{config.train.epochs} epochs -> {run_dir}", flush=True)
+          f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}", flush=True)
     tracker = MlflowTracker(config.experiment_name) if config.tracking.enabled else None
-    result = run_experiment(config, run_dir, callbacks=[ConsoleProgress()], tracker=tracker)
+    result = run_experiment(config, run_dir, callbacks=[ConsoleProgress()], tracker=tracker, device=device)
     print(f"\nbest epoch {result.best_epoch} (val rsum {result.best_val_rsum:.1f}); test, best checkpoint:")
     print(result.test.format())
     print(f"run directory: {result.run_dir}")
@@ -120,7 +122,9 @@ def sweep_main(args: argparse.Namespace) -> int:
 
         hint = did_you_mean(args.preset, PRESETS)
         raise UserInputError(f"--preset: got {args.preset!r}; presets: {', '.join(PRESETS)}" + (f" ({hint})" if hint else ""))
-    spec = load_sweep(args.sweep or PRESETS[args.preset])
+    flags = {"resources.cpu": "--cpus-per-trial", "resources.gpu": "--gpus-per-trial", "concurrency": "--concurrency"}
+    spec = load_sweep(args.sweep or PRESETS[args.preset]).with_settings(
+        {key: getattr(args, flag.lstrip("-").replace("-", "_")) for key, flag in flags.items()}, labels=flags)
     from itrlab.sweep import run_sweep
 
     result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
@@ -160,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
     sweep.add_argument("--resume", action="store_true", help="continue the newest interrupted invocation of the sweep")
     sweep.add_argument("--storage", default="runs/sweeps", help="where sweep directories live (default: %(default)s)")
+    sweep.add_argument("--cpus-per-trial", type=float, metavar="N",
+                       help="CPUs per trial (per worker when num_workers > 1); default: the sweep file's resources.cpu")
+    sweep.add_argument("--gpus-per-trial", type=float, metavar="N",
+                       help="GPUs per trial (per worker); a fraction shares a GPU between one-worker trials; "
+                            "trials train on the GPUs they get (train.device: auto)")
+    sweep.add_argument("--concurrency", type=int, metavar="N",
+                       help="trials at once; default: the sweep file's concurrency")
     sweep.add_argument("overrides", nargs="*", metavar="key=value", help="overrides of the base experiment")
     sweep.set_defaults(func=sweep_main)
 

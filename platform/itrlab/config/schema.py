@@ -175,6 +175,8 @@ class TrainConfig(Section):
     warmup_steps: int = Field(0, ge=0)
     grad_clip: float = Field(2.0, ge=0)
     loader_workers: int = Field(0, ge=0)
+    # auto: the first visible CUDA GPU, else the CPU (a Ray trial sees the GPUs it asked for)
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")
 
     @field_validator("lr_decay_epochs")
     @classmethod

@@ -158,8 +158,8 @@ def collate_texts(items: list[tuple[Tensor, int, int]]) -> TextBatch:
 
 
 def make_loader(dataset: CaptionDataset, batch_size: int, shuffle: bool, seed: int,
-                drop_last: bool = False, num_workers: int = 0) -> DataLoader:
-    """A training loader of :class:`Batch` with a seeded shuffle.
+                drop_last: bool = False, num_workers: int = 0, pin_memory: bool = False) -> DataLoader:
+    """A training loader of :class:`Batch` with a seeded shuffle (``pin_memory`` for GPU training).
 
     The loader owns a ``torch.Generator`` seeded with ``seed``: the same seed gives the same
     sequence of batch orders (each epoch draws a new order from the generator). To resume
@@ -172,7 +172,7 @@ def make_loader(dataset: CaptionDataset, batch_size: int, shuffle: bool, seed: i
     generator.manual_seed(int(seed))
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
                       num_workers=num_workers, collate_fn=collate, generator=generator,
-                      persistent_workers=False)
+                      persistent_workers=False, pin_memory=pin_memory)
 
 
 def eval_loaders(split: PrecompSplit, vocab: Vocabulary, batch_size: int = 128,

@@ -71,9 +71,11 @@ class DualEncoderMethod(MethodModule):
         """Embeddings of every image (N, d) and every caption (cpi·N, d) of a split."""
         was_training = self.training
         self.eval()
+        device = next(self.parameters()).device
         image_batches, caption_batches = eval_loaders(split, vocab, batch_size, self.max_len)
-        images = torch.cat([self.model.encode_images(batch.images) for batch in image_batches])
-        captions = torch.cat([self.model.encode_captions(batch.tokens, batch.lengths) for batch in caption_batches])
+        images = torch.cat([self.model.encode_images(batch.images.to(device)) for batch in image_batches])
+        captions = torch.cat([self.model.encode_captions(batch.tokens.to(device), batch.lengths.to(device))
+                              for batch in caption_batches])
         self.train(was_training)
         return images, captions
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import ray.train
+import ray.train.torch
 from ray import tune
 
 from itrlab.errors import ItrlabError
@@ -60,9 +61,12 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
         reuse_child_run(tracker, run_dir, loop_config["trial_id"], context.parent_run_id)
         tracker.default_tags = loop_config["tags"]
     reporter = TrainReporter(run_dir, rank)
+    # with GPUs, each worker sees its node's share: Ray Train names this worker's one
+    device = ray.train.torch.get_device() if config.train.device == "auto" else None
     try:
         result = run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker, parent_run_id=context.parent_run_id,
-                                run_name=f"{context.sweep_name}-{loop_config['trial_id']}", rank=rank, world_size=world_size)
+                                run_name=f"{context.sweep_name}-{loop_config['trial_id']}", rank=rank, world_size=world_size,
+                                device=device)
     except NonFiniteLossError as err:
         if tracker is not None:
             tracker.set_tags({STOP_REASON_TAG: str(err)})

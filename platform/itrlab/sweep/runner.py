@@ -125,6 +125,21 @@ def init_ray(tracking_uri: str, logical_cpus: float = 0) -> None:
              log_to_driver=True)
 
 
+def check_local_gpus(spec: SweepSpec) -> None:
+    """A sweep that starts its own Ray must not ask for more GPUs than this machine has (Tune would
+    wait for them forever). On a cluster the autoscaler may add GPU nodes, so nothing is checked."""
+    wanted = spec.resources.gpu * spec.num_workers
+    if wanted == 0 or os.environ.get("RAY_ADDRESS") or ray.is_initialized():
+        return
+    import torch
+
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if wanted > visible:
+        raise UserInputError(f"--gpus-per-trial / resources.gpu: a trial asks for {wanted:g} GPU(s) "
+                             f"({spec.resources.gpu:g} per worker x {spec.num_workers} workers) and this machine "
+                             f"has {visible}; ask for fewer, or submit the sweep to a cluster with GPU nodes")
+
+
 def trial_rows(results) -> list[TrialRow]:
     rows = []
     for result in results:
@@ -155,6 +170,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
         overrides = state["overrides"]
     tree = base_tree(spec, overrides)
     check_trials(spec, tree)
+    check_local_gpus(spec)
     first = trial_config(tree, {})
     if first.dataset.kind == "synthetic":  # generate once, before trials share it
         generate_synthetic(first.dataset.root, synthetic_spec_of(first))

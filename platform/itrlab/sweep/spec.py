@@ -115,6 +115,32 @@ class SweepSpec(Section):
             raise ValueError("fractional GPUs break NCCL for multi-worker trials: use whole GPUs or num_workers: 1")
         return self
 
+    def with_settings(self, settings: dict[str, Any], labels: dict[str, str] | None = None) -> "SweepSpec":
+        """The spec with command-line settings applied, re-validated.
+
+        ``settings`` maps dotted spec keys (``resources.cpu``, ``resources.gpu``, ``concurrency``) to
+        values; ``None`` values are left as the sweep file has them. An error names the key's label
+        (the command-line flag that set it) when ``labels`` has one.
+        """
+        given = {key: value for key, value in settings.items() if value is not None}
+        if not given:
+            return self
+        data = self.model_dump()
+        for key, value in given.items():
+            *parents, leaf = key.split(".")
+            node = data
+            for part in parents:
+                node = node[part]
+            node[leaf] = value
+        try:
+            return SweepSpec.model_validate(data)
+        except ValidationError as err:
+            error = _config_error_from_model(err, SweepSpec)
+            label = (labels or {}).get(error.field)
+            if label is not None:
+                error = ConfigError(f"{label} ({error.field})", error.value, error.allowed, error.hint)
+            raise error from None
+
     def grid_points(self) -> list[dict[str, Any]]:
         """Every combination of the grid's values, times the seeds (each a dict of dotted overrides)."""
         keys = list(self.grid)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+import torch
 import yaml
 
 from itrlab.config import ExperimentConfig
@@ -33,6 +34,7 @@ from itrlab.methods.base import MethodModule
 from itrlab.models.glove import GloveCoverage, init_glove_embeddings
 from itrlab.tracking import MlflowTracker
 from itrlab.train.checkpoint import MODEL, seed_everything
+from itrlab.train.device import describe, resolve_device
 from itrlab.train.loop import EpochCallback, EpochReport, Trainer, TrainingData
 
 VOCAB_FILE = "vocab.json"
@@ -106,7 +108,8 @@ def build_run_method(config: ExperimentConfig, data: TrainingData) -> tuple[Meth
     return method, glove
 
 
-def train_oas_anchor(config: ExperimentConfig, data: TrainingData, run_dir: Path) -> ExperimentConfig:
+def train_oas_anchor(config: ExperimentConfig, data: TrainingData, run_dir: Path,
+                     device: torch.device | None = None) -> ExperimentConfig:
     """OAS stage 1: without an anchor checkpoint, train the plain method first (in ``run_dir/anchor``).
 
     Returns the config with ``cooperative.anchor_checkpoint`` pointing at the anchor's model. The
@@ -122,7 +125,7 @@ def train_oas_anchor(config: ExperimentConfig, data: TrainingData, run_dir: Path
     plain = config.model_copy(update={"cooperative": None})
     seed_everything(plain.seed)
     anchor, _ = build_run_method(plain, data)
-    trainer = Trainer(plain, anchor, data, anchor_dir, [ConsoleProgress(prefix="anchor ")])
+    trainer = Trainer(plain, anchor, data, anchor_dir, [ConsoleProgress(prefix="anchor ")], device=device)
     if trainer.resumed_from_epoch < plain.train.epochs:
         print(f"OAS stage 1: training the anchor in {anchor_dir}", flush=True)
     trainer.fit()
@@ -137,14 +140,19 @@ def run_tags(config: ExperimentConfig) -> dict[str, str]:
 
 def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
                    tracker: MlflowTracker | None = None, parent_run_id: str | None = None,
-                   run_name: str | None = None, rank: int = 0, world_size: int = 1) -> RunResult:
-    """Train (or continue training in ``run_dir``), then evaluate the best checkpoint on test once."""
+                   run_name: str | None = None, rank: int = 0, world_size: int = 1,
+                   device: torch.device | None = None) -> RunResult:
+    """Train (or continue training in ``run_dir``), then evaluate the best checkpoint on test once.
+
+    ``device`` overrides ``train.device`` (a Ray Train worker passes the GPU Ray gave it).
+    """
     check_data(config)
+    device = device or resolve_device(config.train.device)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
     data = prepare_data(config, run_dir)
 
-    config = train_oas_anchor(config, data, run_dir)
+    config = train_oas_anchor(config, data, run_dir, device)
     seed_everything(config.seed)
     method, glove = build_run_method(config, data)
     if glove is not None:
@@ -154,14 +162,15 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
     if tracker is not None:
         previous = run_dir / MLFLOW_FILE
         reuse = json.loads(previous.read_text())["run_id"] if previous.is_file() else None
-        run_id = tracker.start(run_name=run_name or f"{config.name}-{run_dir.name}", tags={**run_tags(config), "run_dir": str(run_dir)},
+        tags = {**run_tags(config), "run_dir": str(run_dir), "device": describe(device)}
+        run_id = tracker.start(run_name=run_name or f"{config.name}-{run_dir.name}", tags=tags,
                                params=config.flat(), run_id=reuse, parent_run_id=parent_run_id)
         previous.write_text(json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
         if glove is not None:
             tracker.log_metrics(glove.metrics(), step=0)
         callbacks.append(MlflowEpochLogger(tracker))
     try:
-        trainer = Trainer(config, method, data, run_dir, callbacks, rank=rank, world_size=world_size)
+        trainer = Trainer(config, method, data, run_dir, callbacks, rank=rank, world_size=world_size, device=device)
         if trainer.resumed_from_epoch:
             print(f"resuming {run_dir} after epoch {trainer.resumed_from_epoch}", flush=True)
         started = time.perf_counter()

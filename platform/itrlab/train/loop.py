@@ -21,6 +21,7 @@ from itrlab.data import CaptionDataset, PrecompSplit, Vocabulary, make_loader
 from itrlab.errors import ItrlabError
 from itrlab.eval import RecallTable, evaluate
 from itrlab.methods import MethodModule
+from itrlab.train.device import resolve_device
 from itrlab.train.checkpoint import BEST, LAST, MODEL, TrainState, load_checkpoint, save_checkpoint, set_rng_state
 from itrlab.train.schedule import StepDecaySchedule
 
@@ -75,9 +76,12 @@ class Trainer:
     callbacks: list[EpochCallback] = field(default_factory=list)
     rank: int = 0  # data-parallel workers (Ray Train): each takes every world_size-th batch
     world_size: int = 1
+    device: torch.device | None = None  # None: train.device (Ray Train workers pass their own)
 
     def __post_init__(self) -> None:
         train = self.config.train
+        self.device = self.device or resolve_device(train.device)
+        self.method.to(self.device)
         self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=self.config.model.text.max_len)
         self.steps_per_epoch = len(self.dataset) // train.batch_size // self.world_size
         if self.steps_per_epoch == 0:
@@ -85,7 +89,8 @@ class Trainer:
                              f"for {self.world_size} workers")
         self.step_module = self.method
         if self.world_size > 1:  # gradients averaged across workers in backward
-            self.step_module = torch.nn.parallel.DistributedDataParallel(self.method)
+            self.step_module = torch.nn.parallel.DistributedDataParallel(
+                self.method, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self.schedule = StepDecaySchedule(self.steps_per_epoch, tuple(train.lr_decay_epochs), train.lr_decay, train.warmup_steps)
         self.total_steps = self.steps_per_epoch * train.epochs
         self.optimizer = torch.optim.Adam(self.method.param_groups(train.lr), lr=train.lr, weight_decay=train.weight_decay)
@@ -131,7 +136,7 @@ class Trainer:
         train = self.config.train
         seed = self.config.seed * 1_000_003 + epoch  # batch order depends only on (seed, epoch): resumable
         loader = make_loader(self.dataset, train.batch_size, shuffle=True, seed=seed, drop_last=True,
-                             num_workers=train.loader_workers)
+                             num_workers=train.loader_workers, pin_memory=self.device.type == "cuda")
         self.method.train()
         self.method.set_epoch(epoch)
         total, sums, count = 0.0, defaultdict(float), 0
@@ -139,7 +144,7 @@ class Trainer:
         for _ in range(self.steps_per_epoch):
             for _ in range(self.rank):
                 next(batches)
-            batch = next(batches)
+            batch = next(batches).to(self.device, non_blocking=True)
             for _ in range(self.world_size - 1 - self.rank):
                 next(batches)
             output = self.step_module(batch)
