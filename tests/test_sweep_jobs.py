@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -110,3 +112,48 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert len(children) == 2 and {c.info.status for c in children} == {"FINISHED"}
     assert all("test_rsum" in c.data.metrics for c in children)
+
+
+def test_crashed_trial_is_retried_from_its_last_checkpoint(tmp_path):
+    """Kill a trial's process mid-run: Tune retries it (max_failures: 1) from the checkpoint of its
+    last reported epoch, into the same MLflow run, and the sweep finishes."""
+    epochs = 6
+    sweep = tmp_path / "crash.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "name": "crash_sweep", "experiment": "dbl_synthetic_tiny",
+        "overrides": [f"dataset.root={tmp_path / 'data'}", f"train.epochs={epochs}"],
+        "grid": {"cooperative.strategy": ["F"]}, "seeds": [0], "resources": {"cpu": 2}, "max_failures": 1}))
+    command = [sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--sweep", str(sweep), "--storage", str(tmp_path / "sweeps")]
+    log_path = tmp_path / "sweep.log"
+    with open(log_path, "w") as log:
+        driver = subprocess.Popen(command, cwd=tmp_path, env=job_env(tmp_path), stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        try:
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:  # until the trial has reported (and checkpointed) two epochs
+                results = list((tmp_path / "sweeps").glob("crash_sweep/*/tune/*/result.json"))
+                lines = results[0].read_text().splitlines() if results else []
+                if len(lines) >= 2:
+                    break
+                assert driver.poll() is None, log_path.read_text()[-3000:]
+                time.sleep(0.2)
+            else:
+                pytest.fail("the trial did not report two epochs in time")
+            trial_pid = json.loads(lines[-1])["pid"]
+            os.kill(trial_pid, signal.SIGKILL)  # the trial's worker process, as the OOM killer would
+            assert driver.wait(timeout=400) == 0, log_path.read_text()[-4000:]
+        finally:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+    output = log_path.read_text()
+    resumed = [int(m) for m in re.findall(r"resuming \S+ after epoch (\d+)", output)]
+    assert len(resumed) == 1 and 2 <= resumed[0] < epochs, output[-4000:]  # from a checkpoint, not from scratch
+    parents, children = sweep_runs(tmp_path, "crash_sweep")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == 1 and children[0].info.status == "FINISHED"  # the retry reused the trial's run
+    history = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_metric_history(
+        children[0].info.run_id, "rsum")
+    steps = [m.step for m in history]
+    assert sorted(set(steps)) == list(range(1, epochs + 1))
+    assert all(steps.count(epoch) == 1 for epoch in range(1, resumed[0] + 1))  # checkpointed epochs not trained again
+    assert "test_rsum" in children[0].data.metrics

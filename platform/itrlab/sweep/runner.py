@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+import torch
 from ray import tune
 
 from itrlab.config import compose
@@ -131,8 +132,6 @@ def check_local_gpus(spec: SweepSpec) -> None:
     wanted = spec.resources.gpu * spec.num_workers
     if wanted == 0 or os.environ.get("RAY_ADDRESS") or ray.is_initialized():
         return
-    import torch
-
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if wanted > visible:
         raise UserInputError(f"--gpus-per-trial / resources.gpu: a trial asks for {wanted:g} GPU(s) "

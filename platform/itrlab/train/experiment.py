@@ -168,7 +168,9 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
         previous.write_text(json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
         if glove is not None:
             tracker.log_metrics(glove.metrics(), step=0)
-        callbacks.append(MlflowEpochLogger(tracker))
+        # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
+        # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
+        callbacks.insert(0, MlflowEpochLogger(tracker))
     try:
         trainer = Trainer(config, method, data, run_dir, callbacks, rank=rank, world_size=world_size, device=device)
         if trainer.resumed_from_epoch:
