@@ -98,3 +98,16 @@ def test_cooperative_mss_trains_on_cuda(tmp_path, tiny_root):
     result = run_experiment(tiny_config(tiny_root, "train.device=cuda", "cooperative={scenario: mss, strategy: F}"),
                             tmp_path / "mss")
     assert result.test.rsum > 0 and os.path.isfile(tmp_path / "mss" / BEST)
+
+
+def test_a_trial_asking_for_several_gpus_trains_one_ddp_worker_per_gpu():
+    from itrlab.sweep import load_sweep
+
+    spec = load_sweep("dbl_smoke")
+    assert spec.workers == (1, 2.0, 0.0)
+    assert spec.with_settings({"resources.gpu": 0.5}).workers == (1, 2.0, 0.5)  # two trials share a GPU
+    assert spec.with_settings({"resources.gpu": 2, "resources.cpu": 8}).workers == (2, 4.0, 1.0)
+    assert spec.with_settings({"num_workers": 3, "resources.gpu": 1}).workers == (3, 2.0, 1.0)
+    for settings in ({"resources.gpu": 1.5}, {"num_workers": 2, "resources.gpu": 0.5}):
+        with pytest.raises(ConfigError, match="fractional GPUs"):
+            spec.with_settings(settings)

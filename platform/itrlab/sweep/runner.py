@@ -129,13 +129,14 @@ def init_ray(tracking_uri: str, logical_cpus: float = 0) -> None:
 def check_local_gpus(spec: SweepSpec) -> None:
     """A sweep that starts its own Ray must not ask for more GPUs than this machine has (Tune would
     wait for them forever). On a cluster the autoscaler may add GPU nodes, so nothing is checked."""
-    wanted = spec.resources.gpu * spec.num_workers
+    workers, _, gpus = spec.workers
+    wanted = gpus * workers
     if wanted == 0 or os.environ.get("RAY_ADDRESS") or ray.is_initialized():
         return
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if wanted > visible:
         raise UserInputError(f"--gpus-per-trial / resources.gpu: a trial asks for {wanted:g} GPU(s) "
-                             f"({spec.resources.gpu:g} per worker x {spec.num_workers} workers) and this machine "
+                             f"({gpus:g} per worker x {workers} workers) and this machine "
                              f"has {visible}; ask for fewer, or submit the sweep to a cluster with GPU nodes")
 
 
@@ -191,15 +192,16 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
                                                         "overrides": overrides, "tracking_uri": tracking_uri}))
     print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
 
-    in_process = spec.num_workers == 1 and spec.trainer == "auto"
+    workers, cpus, gpus = spec.workers
+    in_process = workers == 1 and spec.trainer == "auto"
     try:
-        init_ray(tracking_uri, 0 if in_process else spec.num_workers * spec.resources.cpu + 2)
+        init_ray(tracking_uri, 0 if in_process else workers * cpus + 2)
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"))
         trainable = tune.with_resources(
-            tune.with_parameters(trial_function(spec.num_workers, spec.resources.cpu, spec.resources.gpu,
+            tune.with_parameters(trial_function(workers, cpus, gpus,
                                                 torch_trainer=spec.trainer == "torch"), context=context),
             # a TorchTrainer trial's own process only waits on its workers, which hold the resources
-            {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu} if in_process else {"cpu": 0.1},
+            {"cpu": cpus, "gpu": gpus} if in_process else {"cpu": 0.1},
         )
         if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
             tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)

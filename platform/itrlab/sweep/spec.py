@@ -111,9 +111,22 @@ class SweepSpec(Section):
         for key, values in self.grid.items():
             if not isinstance(values, list) or not values:
                 raise ValueError(f"grid key '{key}' needs a non-empty list of values")
-        if self.resources.gpu % 1 and self.num_workers > 1:
-            raise ValueError("fractional GPUs break NCCL for multi-worker trials: use whole GPUs or num_workers: 1")
+        if self.resources.gpu % 1 and (self.num_workers > 1 or self.resources.gpu > 1):
+            raise ValueError("fractional GPUs break NCCL for multi-worker trials: use whole GPUs, or at most "
+                             "one GPU for a one-worker trial")
         return self
+
+    @property
+    def workers(self) -> tuple[int, float, float]:
+        """(workers, CPUs per worker, GPUs per worker) of each trial.
+
+        A one-worker trial that asks for k > 1 GPUs trains as k DDP workers of one GPU each (its
+        CPUs split among them): one process cannot use several GPUs.
+        """
+        if self.num_workers == 1 and self.resources.gpu > 1:
+            count = int(self.resources.gpu)
+            return count, self.resources.cpu / count, 1.0
+        return self.num_workers, self.resources.cpu, self.resources.gpu
 
     def with_settings(self, settings: dict[str, Any], labels: dict[str, str] | None = None) -> "SweepSpec":
         """The spec with command-line settings applied, re-validated.
