@@ -30,11 +30,16 @@ class TrainState:
 
 
 def rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    return {"torch": torch.get_rng_state(), "cuda": cuda, "numpy": np.random.get_state(), "python": random.getstate()}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore the generators; the CUDA ones only where the same number of GPUs is visible."""
     torch.set_rng_state(state["torch"])
+    cuda = state.get("cuda")
+    if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
 
