@@ -13,8 +13,6 @@ Starting a TorchTrainer costs 13-20 s on 2 cores, so one-worker trials take the 
 
 from __future__ import annotations
 
-import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,23 +20,10 @@ import ray.train
 import ray.train.torch
 from ray import tune
 
-from itrlab.errors import ItrlabError
-from itrlab.sweep.trial import STOP_REASON_TAG, TrialContext, reuse_child_run, run_trial, trial_config
+from itrlab.sweep.trial import (EpochReporter, TrialContext, restore_run_dir, reuse_child_run, run_trial,
+                                trial_config, trial_tags, train_and_report)
 from itrlab.tracking import MlflowTracker
-from itrlab.train import EpochReport, NonFiniteLossError, run_experiment
-
-
-class TrainReporter:
-    """Reports each epoch through Ray Train; rank 0 attaches the run directory as the checkpoint."""
-
-    def __init__(self, run_dir: Path, rank: int):
-        self.run_dir, self.rank = run_dir, rank
-        self.last: dict[str, float] = {"rsum": float("nan")}
-
-    def on_epoch_end(self, report: EpochReport) -> None:
-        self.last = {"epoch": report.epoch, **report.metrics()}
-        checkpoint = ray.train.Checkpoint.from_directory(str(self.run_dir)) if self.rank == 0 else None
-        ray.train.report(self.last, checkpoint=checkpoint)
+from itrlab.train import run_experiment
 
 
 def worker_loop(loop_config: dict[str, Any]) -> None:
@@ -49,10 +34,7 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
     rank, world_size = train_context.get_world_rank(), train_context.get_world_size()
     run_dir = Path(loop_config["run_dir"]) / ("run" if rank == 0 else f"worker{rank}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as saved:
-            shutil.copytree(saved, run_dir, dirs_exist_ok=True)
+    restore_run_dir(run_dir, ray.train.get_checkpoint())
 
     config = trial_config(context.base_tree, params)
     tracker = None
@@ -60,25 +42,14 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
         tracker = MlflowTracker(context.experiment, context.tracking_uri)
         reuse_child_run(tracker, run_dir, loop_config["trial_id"], context.parent_run_id)
         tracker.default_tags = loop_config["tags"]
-    reporter = TrainReporter(run_dir, rank)
+    reporter = EpochReporter(run_dir, ray.train.report, ray.train.Checkpoint.from_directory if rank == 0 else None)
     # with GPUs, each worker sees its node's share: Ray Train names this worker's one
     device = ray.train.torch.get_device() if config.train.device == "auto" else None
-    try:
-        result = run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker, parent_run_id=context.parent_run_id,
-                                run_name=f"{context.sweep_name}-{loop_config['trial_id']}", rank=rank, world_size=world_size,
-                                device=device)
-    except NonFiniteLossError as err:
-        if tracker is not None:
-            tracker.set_tags({STOP_REASON_TAG: str(err)})
-        ray.train.report({**reporter.last, "diverged": 1, "stop_reason": str(err)})
-        return
-    except ItrlabError as err:
-        if tracker is not None:
-            tracker.set_tags({STOP_REASON_TAG: str(err)})
-        raise
-    ray.train.report({**reporter.last, "done": 1, "best_epoch": result.best_epoch, "best_val_rsum": result.best_val_rsum,
-                 "run_seconds": result.seconds, "trial_end_time": time.time(),
-                      **result.test.metrics(prefix="test_")})
+    train_and_report(lambda: run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker,
+                                            parent_run_id=context.parent_run_id,
+                                            run_name=f"{context.sweep_name}-{loop_config['trial_id']}",
+                                            rank=rank, world_size=world_size, device=device),
+                     reporter, tracker)
 
 
 def run_torch_trainer_trial(params: dict[str, Any], context: TrialContext, *, num_workers: int,
@@ -87,8 +58,6 @@ def run_torch_trainer_trial(params: dict[str, Any], context: TrialContext, *, nu
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from itrlab.sweep.trial import TRIAL_TAG
-
     tune_context = tune.get_context()
     trial_id = tune_context.get_trial_id()
     resources = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if gpus_per_worker else {})}
@@ -96,8 +65,7 @@ def run_torch_trainer_trial(params: dict[str, Any], context: TrialContext, *, nu
         worker_loop,
         train_loop_config={"params": params, "context": context, "trial_id": trial_id,
                            "run_dir": tune_context.get_trial_dir(),
-                           "tags": {TRIAL_TAG: trial_id, "itrlab.sweep": context.sweep_name,
-                                    **{f"param.{k}": v for k, v in params.items()}}},
+                           "tags": trial_tags(trial_id, context.sweep_name, params)},
         scaling_config=ray.train.ScalingConfig(num_workers=num_workers, use_gpu=gpus_per_worker > 0,
                                                resources_per_worker=resources),
         run_config=ray.train.RunConfig(name=f"train-{trial_id}", storage_path=context.storage_dir,

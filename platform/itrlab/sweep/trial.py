@@ -18,7 +18,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ray import tune
 
@@ -26,7 +26,7 @@ from itrlab.config import validate
 from itrlab.config.loader import set_path
 from itrlab.errors import ItrlabError
 from itrlab.tracking import MlflowTracker
-from itrlab.train import EpochReport, NonFiniteLossError, run_experiment
+from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
 from itrlab.train.experiment import MLFLOW_FILE
 
 TRIAL_TAG = "itrlab.trial_id"
@@ -53,25 +53,32 @@ def trial_config(base_tree: dict[str, Any], params: dict[str, Any]):
     return validate(tree)
 
 
-class TuneReporter:
-    """Reports each epoch to Tune with a checkpoint of the run directory."""
+class EpochReporter:
+    """Reports each epoch's metrics through ``report`` (``tune.report`` in a function trial,
+    ``ray.train.report`` in a TorchTrainer worker), with ``make_checkpoint(run_dir)`` attached when
+    given (a function trial, or a TorchTrainer's rank 0). ``last`` holds the latest metrics."""
 
-    def __init__(self, run_dir: Path):
-        self.run_dir = run_dir
+    def __init__(self, run_dir: Path, report: Callable[..., None], make_checkpoint: Callable[[str], Any] | None):
+        self.run_dir, self.report, self.make_checkpoint = run_dir, report, make_checkpoint
         self.last: dict[str, float] = {"rsum": float("nan")}
 
     def on_epoch_end(self, report: EpochReport) -> None:
         self.last = {"epoch": report.epoch, **report.metrics()}
-        tune.report(self.last, checkpoint=tune.Checkpoint.from_directory(str(self.run_dir)))
+        checkpoint = self.make_checkpoint(str(self.run_dir)) if self.make_checkpoint else None
+        self.report(self.last, checkpoint=checkpoint)
 
 
-def restore_run_dir(run_dir: Path) -> None:
-    """Copy the trial's latest Tune checkpoint (if any) into its run directory."""
-    checkpoint = tune.get_checkpoint()
+def restore_run_dir(run_dir: Path, checkpoint) -> None:
+    """Copy a restarted trial's latest checkpoint (Tune's or Ray Train's; None: none) into its run directory."""
     if checkpoint is None:
         return
     with checkpoint.as_directory() as saved:
         shutil.copytree(saved, run_dir, dirs_exist_ok=True)
+
+
+def trial_tags(trial_id: str, sweep_name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Tags of a trial's MLflow child run: its id (how a restart finds the run), sweep and swept values."""
+    return {TRIAL_TAG: trial_id, "itrlab.sweep": sweep_name, **{f"param.{k}": v for k, v in params.items()}}
 
 
 def reuse_child_run(tracker: MlflowTracker, run_dir: Path, trial_id: str, parent_run_id: str) -> None:
@@ -83,6 +90,30 @@ def reuse_child_run(tracker: MlflowTracker, run_dir: Path, trial_id: str, parent
         (run_dir / MLFLOW_FILE).write_text(json.dumps({"run_id": existing, "tracking_uri": tracker.tracking_uri}))
 
 
+def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tracker: MlflowTracker | None) -> None:
+    """Run ``train`` and report how it ended through the reporter's channel.
+
+    A loss that turned NaN or infinite is reported as ``diverged`` with its reason (recorded, not
+    retried: the sweep goes on); another itrlab error propagates (Tune retries the trial). Both leave
+    the reason on the MLflow run. The final report repeats the last epoch's validation metrics, so the
+    objective stays defined, and adds the test table and the timings the overhead benchmark reads.
+    """
+    try:
+        result = train()
+    except NonFiniteLossError as err:  # recorded, not retried: the sweep goes on
+        if tracker is not None:
+            tracker.set_tags({STOP_REASON_TAG: str(err)})
+        reporter.report({**reporter.last, "diverged": 1, "stop_reason": str(err)})
+        return
+    except ItrlabError as err:  # Tune retries the trial
+        if tracker is not None:
+            tracker.set_tags({STOP_REASON_TAG: str(err)})
+        raise
+    reporter.report({**reporter.last, "done": 1, "best_epoch": result.best_epoch, "best_val_rsum": result.best_val_rsum,
+                     "run_seconds": result.seconds, "trial_end_time": time.time(),
+                     **result.test.metrics(prefix="test_")})
+
+
 def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     """The Tune function trainable."""
     tune_context = tune.get_context()
@@ -90,24 +121,13 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     config = trial_config(context.base_tree, params)
     run_dir = Path(tune_context.get_trial_dir()) / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
-    restore_run_dir(run_dir)
+    restore_run_dir(run_dir, tune.get_checkpoint())
 
     tracker = MlflowTracker(context.experiment, context.tracking_uri)
     reuse_child_run(tracker, run_dir, trial_id, context.parent_run_id)
-    tracker.default_tags = {TRIAL_TAG: trial_id, "itrlab.sweep": context.sweep_name,
-                            **{f"param.{k}": v for k, v in params.items()}}
-    reporter = TuneReporter(run_dir)
-    try:
-        result = run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker,
-                                parent_run_id=context.parent_run_id, run_name=f"{context.sweep_name}-{trial_id}")
-    except NonFiniteLossError as err:  # recorded, not retried: the sweep goes on
-        tracker.set_tags({STOP_REASON_TAG: str(err)})
-        tune.report({**reporter.last, "diverged": 1, "stop_reason": str(err)})
-        return
-    except ItrlabError as err:
-        tracker.set_tags({STOP_REASON_TAG: str(err)})
-        raise
-    # the final report repeats the last epoch's validation metrics so the objective stays defined
-    tune.report({**reporter.last, "done": 1, "best_epoch": result.best_epoch, "best_val_rsum": result.best_val_rsum,
-                 "run_seconds": result.seconds, "trial_end_time": time.time(),
-                 **result.test.metrics(prefix="test_")})
+    tracker.default_tags = trial_tags(trial_id, context.sweep_name, params)
+    reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory)
+    train_and_report(lambda: run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker,
+                                            parent_run_id=context.parent_run_id,
+                                            run_name=f"{context.sweep_name}-{trial_id}"),
+                     reporter, tracker)
