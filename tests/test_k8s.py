@@ -280,8 +280,7 @@ def entrypoint_args(docs) -> list[str]:
 
 
 def test_rayjob_entrypoint_is_the_sweep_job_with_flags_it_accepts(docs, overlay):
-    from itrlab.cli import PRESETS, build_parser
-    from itrlab.sweep import load_sweep
+    from itrlab.cli import PRESETS, build_parser, sweep_spec_of
     from itrlab.sweep.runner import base_tree, check_trials
 
     args = entrypoint_args(docs)
@@ -292,15 +291,15 @@ def test_rayjob_entrypoint_is_the_sweep_job_with_flags_it_accepts(docs, overlay)
     assert parsed.preset == ("smoke" if overlay == "dev-cpu" else "table4")
     # checkpoints, experiment state and data on the volume every Ray pod shares
     assert Path(parsed.storage).is_relative_to(SHARED_MOUNT)
-    spec = load_sweep(PRESETS[parsed.preset]).with_settings(
-        {"resources.cpu": parsed.cpus_per_trial, "resources.gpu": parsed.gpus_per_trial, "concurrency": parsed.concurrency})
+    spec = sweep_spec_of(parsed)
     tree = base_tree(spec, overrides)
     assert Path(tree["dataset"]["root"]).is_relative_to(SHARED_MOUNT)
     check_trials(spec, tree)  # every trial's config (overrides included) is valid
-    # a trial fits on one worker pod (or Tune waits for resources forever); GPU clusters train on GPUs
+    # a trial's worker fits on one worker pod (or Tune waits for resources forever); GPU clusters train on GPUs
+    _, cpus_per_worker, gpus_per_worker = spec.workers
     pods = [group for group in find(docs, "RayCluster", "itrlab")["spec"]["workerGroupSpecs"]
-            if cpus(limits_of(group)["cpu"]) >= spec.resources.cpu
-            and int(limits_of(group).get("nvidia.com/gpu", 0)) >= spec.resources.gpu]
+            if cpus(limits_of(group)["cpu"]) >= cpus_per_worker
+            and int(limits_of(group).get("nvidia.com/gpu", 0)) >= gpus_per_worker]
     assert pods, (spec.resources, overlay)
     assert spec.resources.gpu == (0 if overlay == "dev-cpu" else 1)
     assert spec.concurrency <= sum(group["maxReplicas"] for group in pods)

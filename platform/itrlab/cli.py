@@ -109,8 +109,13 @@ PRESETS = {
 }
 
 
-@_guarded
-def sweep_main(args: argparse.Namespace) -> int:
+SWEEP_FLAGS = {"resources.cpu": "--cpus-per-trial", "resources.gpu": "--gpus-per-trial", "concurrency": "--concurrency"}
+"""Sweep-file keys that command-line flags override."""
+
+
+def sweep_spec_of(args: argparse.Namespace):
+    """The sweep the ``sweep`` command's arguments name (``--sweep`` or a preset), with the flags of
+    :data:`SWEEP_FLAGS` applied."""
     from itrlab.sweep import load_sweep
 
     if args.optuna:
@@ -122,9 +127,13 @@ def sweep_main(args: argparse.Namespace) -> int:
 
         hint = did_you_mean(args.preset, PRESETS)
         raise UserInputError(f"--preset: got {args.preset!r}; presets: {', '.join(PRESETS)}" + (f" ({hint})" if hint else ""))
-    flags = {"resources.cpu": "--cpus-per-trial", "resources.gpu": "--gpus-per-trial", "concurrency": "--concurrency"}
-    spec = load_sweep(args.sweep or PRESETS[args.preset]).with_settings(
-        {key: getattr(args, flag.lstrip("-").replace("-", "_")) for key, flag in flags.items()}, labels=flags)
+    settings = {key: getattr(args, flag.lstrip("-").replace("-", "_")) for key, flag in SWEEP_FLAGS.items()}
+    return load_sweep(args.sweep or PRESETS[args.preset]).with_settings(settings, labels=SWEEP_FLAGS)
+
+
+@_guarded
+def sweep_main(args: argparse.Namespace) -> int:
+    spec = sweep_spec_of(args)
     from itrlab.sweep import run_sweep
 
     result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
