@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -47,7 +48,7 @@ def main() -> int:
     print(f"{'way':<30} {'median overhead (s)':>20} {'overheads (s)':<40} {'median training (s)':>20}")
     for run in runs:
         values = ", ".join(f"{v:.2f}" for v in run.overheads)
-        print(f"{run.label:<30} {run.median:>20.2f} {values:<40} {sorted(run.training)[len(run.training) // 2]:>20.2f}")
+        print(f"{run.label:<30} {run.median:>20.2f} {values:<40} {statistics.median(run.training):>20.2f}")
     in_process, torch_trainer = runs
     print(f"ratio (TorchTrainer / in-process): {torch_trainer.median / in_process.median:.1f}x")
     met = in_process.median < TARGET_SECONDS
