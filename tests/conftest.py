@@ -24,6 +24,19 @@ def _repo_configs():
         os.environ["ITRLAB_CONFIG_DIR"] = previous
 
 
+@pytest.fixture(scope="module")
+def tiny_root(tmp_path_factory) -> Path:
+    """Where a module's runs generate (once) and share the tiny synthetic dataset."""
+    return tmp_path_factory.mktemp("data") / "tiny"
+
+
+def tiny_config(root: Path, *overrides: str):
+    """VSE++ on the tiny synthetic data under ``root``, MLflow off, with ``overrides``."""
+    from itrlab.config import load_experiment
+
+    return load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false", *overrides])
+
+
 def write_precomp(root: Path, sizes: dict[str, int], regions: int = 4, dim: int = 8, cpi: int = 5, seed: int = 0) -> Path:
     """A small, valid folder in the SCAN precomp layout with random features and simple captions."""
     rng = np.random.default_rng(seed)

@@ -7,13 +7,12 @@ nothing started); the CUDA test runs only where torch sees a GPU.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import tiny_config
 from itrlab.cli import main
-from itrlab.config import load_experiment
 from itrlab.errors import ConfigError
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import BEST, load_checkpoint
@@ -21,15 +20,6 @@ from itrlab.train.device import describe, resolve_device
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")
-
-
-@pytest.fixture(scope="module")
-def tiny_root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("data") / "tiny"
-
-
-def tiny_config(root: Path, *overrides: str):
-    return load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false", *overrides])
 
 
 @needs_no_gpu

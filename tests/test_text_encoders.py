@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+import conftest
 from itrlab.cli import main
 from itrlab.config import load_experiment
 from itrlab.data import Vocabulary
@@ -56,14 +57,8 @@ def small_bert_dir(tmp_path_factory, minilm, tokenizer) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def tiny_root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("data") / "tiny"
-
-
 def tiny_config(root: Path, *overrides: str):
-    return load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false",
-                                                    "train.epochs=1", *overrides])
+    return conftest.tiny_config(root, "train.epochs=1", *overrides)
 
 
 def batch_of(tokenizer, captions, max_len=16):

@@ -5,24 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import REPO
-from itrlab.config import load_experiment
+from conftest import REPO, tiny_config
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import BEST, LAST, load_checkpoint
-
-
-@pytest.fixture(scope="module")
-def tiny_root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("data") / "tiny"
-
-
-def tiny_config(root: Path, *overrides: str):
-    return load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false", *overrides])
 
 
 def test_same_seed_same_recall_table(tmp_path, tiny_root):
