@@ -45,33 +45,50 @@ def sweep_runs(tmp_path: Path, name: str, polling: bool = False):
     return parents, [r for r in runs if "mlflow.parentRunId" in r.data.tags]
 
 
+def sweep_command(tmp_path: Path, spec: dict) -> list[str]:
+    """Write ``spec`` as a sweep file; the command that runs it as users do."""
+    sweep = tmp_path / f"{spec['name']}.yaml"
+    sweep.write_text(yaml.safe_dump(spec))
+    return [sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--sweep", str(sweep), "--storage", str(tmp_path / "sweeps")]
+
+
+def start_driver(command: list[str], tmp_path: Path, log_path: Path) -> subprocess.Popen:
+    """The sweep driver in a session of its own (so that killing the group takes its Ray along)."""
+    with open(log_path, "w") as log:
+        return subprocess.Popen(command, cwd=tmp_path, env=job_env(tmp_path), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def wait_for(ready, driver: subprocess.Popen, log_path: Path, what: str, timeout: float = 240, every: float = 0.5):
+    """Poll ``ready()`` until it holds, failing if the driver exits first or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        assert driver.poll() is None, log_path.read_text()[-3000:]
+        time.sleep(every)
+    pytest.fail(f"{what} did not happen in time")
+
+
 def test_interrupted_sweep_resumes_without_rerunning_or_duplicating(tmp_path):
-    sweep = tmp_path / "resume.yaml"
-    sweep.write_text(yaml.safe_dump({
+    command = sweep_command(tmp_path, {
         "name": "resume_sweep", "experiment": "dbl_synthetic_tiny",
         "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=3"],
-        "grid": {"cooperative.strategy": ["A", "F", "G"]}, "seeds": [0], "resources": {"cpu": 2}}))
-    command = [sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--sweep", str(sweep), "--storage", str(tmp_path / "sweeps")]
-    log = open(tmp_path / "first.log", "w")
-    driver = subprocess.Popen(command, cwd=tmp_path, env=job_env(tmp_path), stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:  # until the first trial has finished (and the next started)
+        "grid": {"cooperative.strategy": ["A", "F", "G"]}, "seeds": [0], "resources": {"cpu": 2}})
+    log_path = tmp_path / "first.log"
+    driver = start_driver(command, tmp_path, log_path)
+
+    def first_trial_finished() -> bool:  # and the next one started
         # read the store only once the driver has created it (its first line names the parent
         # run): a second process initialising a fresh SQLite store at the same time races it
-        if "MLflow parent run" not in (tmp_path / "first.log").read_text():
-            time.sleep(0.5)
-            continue
+        if "MLflow parent run" not in log_path.read_text():
+            return False
         _, children = sweep_runs(tmp_path, "resume_sweep", polling=True)
-        if any(c.info.status == "FINISHED" for c in children) and len(children) >= 2:
-            break
-        assert driver.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-        time.sleep(0.5)
-    else:
-        pytest.fail("the first trial did not finish in time")
+        return any(c.info.status == "FINISHED" for c in children) and len(children) >= 2
+
+    wait_for(first_trial_finished, driver, log_path, "the first trial's end")
     os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray it started
     driver.wait()
-    log.close()
     _, before = sweep_runs(tmp_path, "resume_sweep")
     assert any(c.info.status == "RUNNING" for c in before)  # the interrupted trial
 
@@ -118,33 +135,25 @@ def test_crashed_trial_is_retried_from_its_last_checkpoint(tmp_path):
     """Kill a trial's process mid-run: Tune retries it (max_failures: 1) from the checkpoint of its
     last reported epoch, into the same MLflow run, and the sweep finishes."""
     epochs = 6
-    sweep = tmp_path / "crash.yaml"
-    sweep.write_text(yaml.safe_dump({
+    command = sweep_command(tmp_path, {
         "name": "crash_sweep", "experiment": "dbl_synthetic_tiny",
         "overrides": [f"dataset.root={tmp_path / 'data'}", f"train.epochs={epochs}"],
-        "grid": {"cooperative.strategy": ["F"]}, "seeds": [0], "resources": {"cpu": 2}, "max_failures": 1}))
-    command = [sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--sweep", str(sweep), "--storage", str(tmp_path / "sweeps")]
+        "grid": {"cooperative.strategy": ["F"]}, "seeds": [0], "resources": {"cpu": 2}, "max_failures": 1})
     log_path = tmp_path / "sweep.log"
-    with open(log_path, "w") as log:
-        driver = subprocess.Popen(command, cwd=tmp_path, env=job_env(tmp_path), stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-        try:
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline:  # until the trial has reported (and checkpointed) two epochs
-                results = list((tmp_path / "sweeps").glob("crash_sweep/*/tune/*/result.json"))
-                lines = results[0].read_text().splitlines() if results else []
-                if len(lines) >= 2:
-                    break
-                assert driver.poll() is None, log_path.read_text()[-3000:]
-                time.sleep(0.2)
-            else:
-                pytest.fail("the trial did not report two epochs in time")
-            trial_pid = json.loads(lines[-1])["pid"]
-            os.kill(trial_pid, signal.SIGKILL)  # the trial's worker process, as the OOM killer would
-            assert driver.wait(timeout=400) == 0, log_path.read_text()[-4000:]
-        finally:
-            if driver.poll() is None:
-                os.killpg(driver.pid, signal.SIGKILL)
+    driver = start_driver(command, tmp_path, log_path)
+
+    def reported() -> list[str]:  # the trial's Tune results so far, one line per report
+        results = list((tmp_path / "sweeps").glob("crash_sweep/*/tune/*/result.json"))
+        return results[0].read_text().splitlines() if results else []
+
+    try:
+        wait_for(lambda: len(reported()) >= 2, driver, log_path, "two reported (and checkpointed) epochs", every=0.2)
+        trial_pid = json.loads(reported()[-1])["pid"]
+        os.kill(trial_pid, signal.SIGKILL)  # the trial's worker process, as the OOM killer would
+        assert driver.wait(timeout=400) == 0, log_path.read_text()[-4000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
     output = log_path.read_text()
     resumed = [int(m) for m in re.findall(r"resuming \S+ after epoch (\d+)", output)]
     assert len(resumed) == 1 and 2 <= resumed[0] < epochs, output[-4000:]  # from a checkpoint, not from scratch
