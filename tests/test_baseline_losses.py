@@ -312,7 +312,7 @@ def test_cooperative_gradcheck(cls, params):
     def fn(i2t, i2i=target.i2i, t2t=target.t2t):
         return loss(Similarities(i2t, target.image_ids, i2i, t2t), anchor).loss
 
-    inputs = (target.i2t, target.i2i, target.t2t) if loss.needs_same_modality else (target.i2t,)
+    inputs = (target.i2t, target.i2i, target.t2t) if loss.requires else (target.i2t,)
     assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7)
 
 
@@ -494,11 +494,11 @@ def test_float32_is_finite():
         assert out.loss.dtype == torch.float32 and torch.isfinite(out.loss)
 
 
-def test_same_modality_flags():
-    assert [c.name for c in COOPERATIVE if c.needs_same_modality] == []
-    assert not CMPMLoss.needs_same_modality and not MaxPolynomialLoss.needs_same_modality
-    assert RelationalDistanceLoss("all").needs_same_modality
-    assert not RelationalDistanceLoss().needs_same_modality
+def test_declared_inputs():
+    assert [c.name for c in COOPERATIVE if c.requires] == []
+    assert CMPMLoss.requires == () and MaxPolynomialLoss.requires == ()
+    assert RelationalDistanceLoss("all").requires == ("i2i", "t2t")
+    assert RelationalDistanceLoss().requires == ()
     target, anchor = branches("distinct", seed=0)
     bare = Similarities(target.i2t, target.image_ids)
     bare_anchor = Similarities(anchor.i2t, anchor.image_ids)
@@ -566,7 +566,7 @@ def test_registry_names_and_params():
         assert COOPERATIVE_LOSSES[name] is cls and isinstance(build_cooperative_loss(name), cls)
     dino = build_cooperative_loss("dino_star", tau_t=0.07)
     assert isinstance(dino, DinoStarLoss) and dino.tau_t == 0.07 and dino.tau_s == 0.1 and dino.center
-    assert build_cooperative_loss("rkd", relations="all").needs_same_modality
+    assert build_cooperative_loss("rkd", relations="all").requires == ("i2i", "t2t")
     mpl = build_loss("mpl", pos_coeffs=[0.4, -0.4])
     assert isinstance(mpl, MaxPolynomialLoss) and mpl.pos_coeffs == (0.4, -0.4) and mpl.margin == 0.2
     assert isinstance(build_loss("cmpm"), CMPMLoss)

@@ -276,9 +276,10 @@ def test_float32_and_small_tau_are_finite():
         assert out.loss.dtype == torch.float32 and torch.isfinite(out.loss)
 
 
-def test_mvn_needs_same_modality_similarities():
+def test_mvn_requires_same_modality_similarities():
     sims = make_sims(ID_LAYOUTS["distinct"], seed=0)
-    assert [cls.name for cls in ALL_LOSSES if cls.needs_same_modality] == ["mvn"]
+    assert [cls.name for cls in ALL_LOSSES if cls.requires] == ["mvn"]
+    assert MultimodalNCELoss.requires == ("i2i", "t2t")
     with pytest.raises(ValueError, match="i2i"):
         MultimodalNCELoss()(Similarities(i2t=sims.i2t, image_ids=sims.image_ids))
     ContrastiveSumOfNegativesLoss()(Similarities(i2t=sims.i2t, image_ids=sims.image_ids))  # others do not
@@ -315,7 +316,7 @@ def test_bad_params_raise_value_error(cls, params):
 
 
 def test_registry():
-    assert set(LOSSES) == {"vse", "vsepp", "mvn", "convse", "convsepp", "cmpm", "mpl"}
+    assert set(LOSSES) >= {"vse", "vsepp", "mvn", "convse", "convsepp", "cmpm", "mpl"}
     assert all(LOSSES[name].name == name for name in LOSSES)
     assert loss_param_names("vse") == ("margin",)
     assert loss_param_names("vsepp") == ("margin",)
@@ -328,7 +329,7 @@ def test_registry():
 
 
 def test_registry_errors():
-    with pytest.raises(ValueError, match="known losses: cmpm, convse, convsepp, mpl, mvn, vse, vsepp"):
+    with pytest.raises(ValueError, match="known losses: .*cmpm, convse, convsepp, mpl, mvn, vse, vsepp"):
         build_loss("triplet")
     with pytest.raises(ValueError, match="unknown loss"):
         loss_param_names("nope")
@@ -347,7 +348,7 @@ def test_warmup_loss_is_the_sum_of_hinges_then_the_max(layout):
         loss.set_epoch(epoch)
         i2t, t2i, _ = reference(sims, 0.2)
         assert loss(sims).loss.item() == pytest.approx(i2t + t2i, rel=1e-12), epoch
-    assert loss.name == "vsepp" and not loss.needs_same_modality
-    assert WarmupLoss(MultimodalNCELoss(tau=0.1), SumOfHingesLoss(), epochs=1).needs_same_modality
+    assert loss.name == "vsepp" and loss.requires == ()
+    assert WarmupLoss(MultimodalNCELoss(tau=0.1), SumOfHingesLoss(), epochs=1).requires == ("i2i", "t2t")
     with pytest.raises(ValueError, match="warm-up epochs"):
         WarmupLoss(MaxOfHingesLoss(), SumOfHingesLoss(), epochs=0)

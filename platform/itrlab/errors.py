@@ -39,6 +39,9 @@ class ConfigError(UserInputError):
             message += f" ({hint})"
         super().__init__(message)
 
+    def __reduce__(self):  # re-raised in another process (a Ray trial's driver): keep the fields
+        return type(self), (self.field, self.value, self.allowed, self.hint)
+
 
 class DataError(UserInputError):
     """A data file is missing, unreadable or malformed.
@@ -52,6 +55,9 @@ class DataError(UserInputError):
         self.line = line
         where = f"{self.path}" if line is None else f"{self.path}:{line}"
         super().__init__(f"data error in {where}: {problem}")
+
+    def __reduce__(self):
+        return type(self), (self.path, self.problem, self.line)
 
 
 def report(err: ItrlabError) -> int:

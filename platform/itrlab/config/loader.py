@@ -188,14 +188,19 @@ def _config_error_from_model(err: ValidationError, root: type[BaseModel], prefix
 
 
 def validate(tree: dict[str, Any]) -> ExperimentConfig:
-    """Turn a composed raw tree into a validated config (structure, names, ranges)."""
-    from itrlab.config.checks import check_names  # names of methods/losses/protocols
+    """Turn a composed raw tree into a validated config (structure, names, ranges).
+
+    The schema is checked here; names and parameters by the method layer's registries
+    (imported when a config is validated, not when this module is: the method layer depends on
+    the config layer, not the other way round).
+    """
+    from itrlab.methods.checks import check_method_config
 
     try:
         config = ExperimentConfig.model_validate(tree)
     except ValidationError as err:
         raise _config_error_from_model(err, ExperimentConfig) from None
-    check_names(config)
+    check_method_config(config)
     return config
 
 

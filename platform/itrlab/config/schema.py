@@ -55,7 +55,15 @@ class DatasetConfig(Section):
 
 
 class MethodConfig(Section):
+    """``name`` picks the method; its other keys are the method's own settings, checked by the
+    method class itself (``MethodModule.settings``), e.g. CODER's queue size or AsCL's generators."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
     name: str
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
 
 
 class ImageEncoderConfig(Section):

@@ -12,12 +12,13 @@ Evaluation encodes a whole split once: :class:`ImageDataset` yields each image o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from itrlab.data.precomp import PrecompSplit
 from itrlab.data.vocab import PAD_ID, Vocabulary
@@ -25,15 +26,19 @@ from itrlab.data.vocab import PAD_ID, Vocabulary
 DEFAULT_MAX_LEN = 64  # tokens per caption, <start> and <end> included
 
 
+def _apply(value, fn):
+    return {k: fn(v) for k, v in value.items()} if isinstance(value, dict) else fn(value)
+
+
 class _Movable:
-    """``to(device)`` and ``pin_memory()`` for dataclasses of tensors."""
+    """``to(device)`` and ``pin_memory()`` for dataclasses of tensors (and dicts of tensors)."""
 
     def to(self, device: torch.device | str, non_blocking: bool = False):
-        return type(self)(**{f.name: getattr(self, f.name).to(device, non_blocking=non_blocking)
+        return type(self)(**{f.name: _apply(getattr(self, f.name), lambda t: t.to(device, non_blocking=non_blocking))
                              for f in fields(self)})
 
     def pin_memory(self):  # called by DataLoader(pin_memory=True)
-        return type(self)(**{f.name: getattr(self, f.name).pin_memory() for f in fields(self)})
+        return type(self)(**{f.name: _apply(getattr(self, f.name), lambda t: t.pin_memory()) for f in fields(self)})
 
 
 @dataclass
@@ -45,6 +50,7 @@ class Batch(_Movable):
     lengths: Tensor      # (B,) long, true lengths (<start> and <end> included)
     image_ids: Tensor    # (B,) long, image index in the split; equal ids are positives
     caption_ids: Tensor  # (B,) long, caption index in the split
+    extras: dict[str, Tensor] = field(default_factory=dict)  # per-sample fields a method asked for
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -83,21 +89,27 @@ class _EncodedCaptions:
 
 
 class CaptionDataset(Dataset):
-    """One item per caption: ``(image features (R, D), token ids (L,), image id, caption id)``."""
+    """One item per caption: ``(image features (R, D), token ids (L,), image id, caption id)``,
+    plus a dict of extra fields when ``extra_fields`` names some (name -> function of the caption
+    index giving a tensor; a method asks for them with ``MethodModule.batch_extras``)."""
 
-    def __init__(self, split: PrecompSplit, vocab: Vocabulary, max_len: int = DEFAULT_MAX_LEN):
+    def __init__(self, split: PrecompSplit, vocab: Vocabulary, max_len: int = DEFAULT_MAX_LEN,
+                 extra_fields: Mapping[str, Callable[[int], Tensor]] | None = None):
         self.split = split
         self.vocab = vocab
         self.max_len = max_len
+        self.extra_fields = dict(extra_fields or {})
         self._captions = _EncodedCaptions(split, vocab, max_len)
 
     def __len__(self) -> int:
         return self.split.n_captions
 
-    def __getitem__(self, index: int) -> tuple[Tensor, Tensor, int, int]:
+    def __getitem__(self, index: int) -> tuple:
         image = self.split.image_of(index)
-        return (torch.from_numpy(self.split.image_features(image)), self._captions[index],
-                image, index)
+        item = (torch.from_numpy(self.split.image_features(image)), self._captions[index], image, index)
+        if self.extra_fields:
+            item += ({name: fn(index) for name, fn in self.extra_fields.items()},)
+        return item
 
 
 class ImageDataset(Dataset):
@@ -136,13 +148,27 @@ def pad_tokens(sequences: list[Tensor]) -> tuple[Tensor, Tensor]:
     return tokens, lengths
 
 
-def collate(items: list[tuple[Tensor, Tensor, int, int]]) -> Batch:
+def stack_padded(values: list[Tensor]) -> Tensor:
+    """Stack tensors, zero-padding along the first axis when their lengths differ."""
+    longest = max(v.shape[0] if v.dim() else 0 for v in values)
+    if all(v.dim() == 0 or v.shape[0] == longest for v in values):
+        return torch.stack(values)
+    out = values[0].new_zeros((len(values), longest, *values[0].shape[1:]))
+    for row, value in enumerate(values):
+        out[row, :value.shape[0]] = value
+    return out
+
+
+def collate(items: list[tuple]) -> Batch:
     """Collate :class:`CaptionDataset` items into a :class:`Batch` (captions keep their order)."""
-    images, token_seqs, image_ids, caption_ids = zip(*items)
-    tokens, lengths = pad_tokens(list(token_seqs))
+    images, token_seqs, image_ids, caption_ids = (list(part) for part in zip(*(item[:4] for item in items)))
+    tokens, lengths = pad_tokens(token_seqs)
+    extras = {}
+    if len(items[0]) > 4:
+        extras = {name: stack_padded([item[4][name] for item in items]) for name in items[0][4]}
     return Batch(images=torch.stack(images), tokens=tokens, lengths=lengths,
                  image_ids=torch.tensor(image_ids, dtype=torch.long),
-                 caption_ids=torch.tensor(caption_ids, dtype=torch.long))
+                 caption_ids=torch.tensor(caption_ids, dtype=torch.long), extras=extras)
 
 
 def collate_images(items: list[tuple[Tensor, int]]) -> ImageBatch:
@@ -157,22 +183,62 @@ def collate_texts(items: list[tuple[Tensor, int, int]]) -> TextBatch:
                      torch.tensor(image_ids, dtype=torch.long))
 
 
+class ShardedBatchSampler(Sampler[list[int]]):
+    """Batches of one seeded shuffle of ``n`` items, dealt round-robin to ``world_size`` workers.
+
+    The global order depends only on ``seed``: the permutation is the one a seeded, shuffling
+    ``DataLoader`` draws (its generator first gives the workers' base seed, then the permutation),
+    cut into consecutive batches of ``batch_size`` (the incomplete last one dropped). Worker
+    ``rank`` takes global batches ``rank, rank + world_size, ...``, as many as every worker gets,
+    so each item is in at most one worker's batches per epoch and no worker reads the others'.
+    """
+
+    def __init__(self, n: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
+        self.n, self.batch_size, self.seed, self.rank, self.world_size = n, batch_size, int(seed), rank, world_size
+
+    def permutation(self) -> Tensor:
+        generator = torch.Generator()
+        generator.manual_seed(self.seed)
+        torch.empty((), dtype=torch.int64).random_(generator=generator)  # the loader's worker base seed
+        return torch.randperm(self.n, generator=generator)
+
+    def __len__(self) -> int:
+        return self.n // self.batch_size // self.world_size
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = self.permutation()
+        for step in range(len(self)):
+            start = (step * self.world_size + self.rank) * self.batch_size
+            yield order[start:start + self.batch_size].tolist()
+
+
 def make_loader(dataset: CaptionDataset, batch_size: int, shuffle: bool, seed: int,
-                drop_last: bool = False, num_workers: int = 0, pin_memory: bool = False) -> DataLoader:
+                drop_last: bool = False, num_workers: int = 0, pin_memory: bool = False,
+                rank: int = 0, world_size: int = 1) -> DataLoader:
     """A training loader of :class:`Batch` with a seeded shuffle (``pin_memory`` for GPU training).
 
-    The loader owns a ``torch.Generator`` seeded with ``seed``: the same seed gives the same
-    sequence of batch orders (each epoch draws a new order from the generator). To resume
-    mid-run with the exact order, build a fresh loader per epoch with a seed derived from
-    ``(seed, epoch)``.
+    With ``shuffle`` and ``drop_last``, batches come from a :class:`ShardedBatchSampler`: the
+    same global order for a seed, and worker ``rank`` of ``world_size`` reads only its own share.
+    Otherwise the loader owns a ``torch.Generator`` seeded with ``seed``: the same seed gives the
+    same sequence of batch orders. To resume mid-run with the exact order, build a fresh loader per
+    epoch with a seed derived from ``(seed, epoch)``.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     generator = torch.Generator()
     generator.manual_seed(int(seed))
-    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
-                      num_workers=num_workers, collate_fn=collate, generator=generator,
-                      persistent_workers=False, pin_memory=pin_memory)
+    common = dict(num_workers=num_workers, collate_fn=collate, generator=generator, persistent_workers=False,
+                  pin_memory=pin_memory)
+    if shuffle and drop_last:
+        sampler = ShardedBatchSampler(len(dataset), batch_size, seed, rank, world_size)
+        return DataLoader(dataset, batch_sampler=sampler, **common)
+    if world_size != 1:
+        raise ValueError("sharding across workers needs shuffle=True and drop_last=True")
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, **common)
 
 
 def eval_loaders(split: PrecompSplit, vocab: Vocabulary, batch_size: int = 128,

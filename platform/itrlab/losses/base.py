@@ -17,11 +17,15 @@ compose them instead of copying code.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
+
+from itrlab.numbers import check_number
 
 Reduction = Literal["sum", "mean"]
 
@@ -37,12 +41,18 @@ class Similarities:
             (image ``i``, caption ``i``)). Entries with equal ids are never negatives.
         i2i: optional (B, B) image-image similarities (same-modality negatives, MVN).
         t2t: optional (B, B) caption-caption similarities (same-modality negatives, MVN).
+        extras: further named tensors a method hands its losses without changing this class:
+            memory-bank similarities and the ids of the bank's entries (CODER's queues),
+            generated-sample similarities (AsCL), cluster logits and pseudo-labels (CODER's
+            PGC), concept-level matrices. Each loss documents the names it reads and declares
+            them in ``requires``.
     """
 
     i2t: Tensor
     image_ids: Tensor
     i2i: Tensor | None = None
     t2t: Tensor | None = None
+    extras: Mapping[str, Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.i2t.dim() != 2 or self.i2t.shape[0] != self.i2t.shape[1]:
@@ -52,16 +62,59 @@ class Similarities:
             raise ValueError(
                 f"image_ids must have shape ({size},) to match i2t, got {tuple(self.image_ids.shape)}"
             )
-        for field in ("i2i", "t2t"):
-            matrix = getattr(self, field)
+        for name in ("i2i", "t2t"):
+            matrix = getattr(self, name)
             if matrix is not None and tuple(matrix.shape) != (size, size):
                 raise ValueError(
-                    f"{field} must have shape ({size}, {size}) to match i2t, got {tuple(matrix.shape)}"
+                    f"{name} must have shape ({size}, {size}) to match i2t, got {tuple(matrix.shape)}"
                 )
+        object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
 
     @property
     def batch_size(self) -> int:
         return self.i2t.shape[0]
+
+    def has(self, name: str) -> bool:
+        """Whether ``name`` (``i2i``, ``t2t`` or an extra) is present."""
+        if name in ("i2t", "image_ids"):
+            return True
+        if name in ("i2i", "t2t"):
+            return getattr(self, name) is not None
+        return name in self.extras
+
+    def get(self, name: str) -> Tensor:
+        """The tensor named ``name`` (a field or an extra); ValueError naming what is missing."""
+        if not self.has(name):
+            raise ValueError(f"these similarities have no {name!r}; present: {', '.join(self.present())}")
+        return getattr(self, name) if name in ("i2t", "image_ids", "i2i", "t2t") else self.extras[name]
+
+    def present(self) -> tuple[str, ...]:
+        return tuple(n for n in ("i2t", "image_ids", "i2i", "t2t") if self.has(n)) + tuple(self.extras)
+
+    def missing(self, names: Iterable[str]) -> list[str]:
+        return [name for name in names if not self.has(name)]
+
+    def with_extras(self, **extras: Tensor) -> "Similarities":
+        """A copy with ``extras`` added (replacing ones of the same name)."""
+        return replace(self, extras={**self.extras, **extras})
+
+    def detached(self) -> "Similarities":
+        """The same similarities cut from the autograd graph (every tensor, extras included)."""
+        return replace(
+            self,
+            i2t=self.i2t.detach(),
+            i2i=None if self.i2i is None else self.i2i.detach(),
+            t2t=None if self.t2t is None else self.t2t.detach(),
+            extras={name: value.detach() for name, value in self.extras.items()},
+        )
+
+
+def check_inputs(loss: object, sims: Similarities) -> None:
+    """ValueError unless ``sims`` holds every input ``loss.requires`` names."""
+    missing = sims.missing(getattr(loss, "requires", ()))
+    if missing:
+        raise ValueError(f"loss {getattr(loss, 'name', type(loss).__name__)!r} needs {', '.join(missing)} "
+                         f"in its similarities; the method gave {', '.join(sims.present())}")
 
 
 @dataclass(frozen=True)
@@ -155,30 +208,14 @@ def nce_term(positive: Tensor, candidates: list[tuple[Tensor, Tensor]], tau: flo
     return denominator - positive / tau
 
 
-def _as_finite_float(name: str, value: object, allowed: str) -> float:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        number = math.nan
-    if isinstance(value, bool) or not math.isfinite(number):
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    return number
-
-
 def check_margin(margin: float) -> float:
     """``margin`` as a float; ValueError unless it is a finite number >= 0."""
-    value = _as_finite_float("margin", margin, "a finite number >= 0")
-    if value < 0:
-        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
-    return value
+    return check_number("margin", margin, ge=0)
 
 
 def check_tau(tau: float) -> float:
     """``tau`` (temperature) as a float; ValueError unless it is a finite number > 0."""
-    value = _as_finite_float("tau", tau, "a finite number > 0")
-    if value <= 0:
-        raise ValueError(f"tau must be a finite number > 0, got {tau!r}")
-    return value
+    return check_number("tau", tau, gt=0)
 
 
 # --------------------------------------------------------------------------- base class
@@ -187,7 +224,8 @@ def check_tau(tau: float) -> float:
 class RetrievalLoss(nn.Module):
     """Base class: a loss over :class:`Similarities` returning a :class:`LossOutput`.
 
-    Subclasses set ``name`` (registry key), ``needs_same_modality`` and ``reduction``, and
+    Subclasses set ``name`` (registry key), ``requires`` (the inputs they read beyond ``i2t`` and
+    ``image_ids``: ``i2i``, ``t2t`` or extras) and ``reduction``, and
     implement :meth:`terms`, which returns the per-anchor terms of both directions:
     ``(i2t, t2i)``, each of shape (B,): ``i2t[i]`` for image anchor ``i`` (caption
     retrieval), ``t2i[j]`` for caption anchor ``j`` (image retrieval).
@@ -195,17 +233,14 @@ class RetrievalLoss(nn.Module):
     """
 
     name: ClassVar[str]
-    needs_same_modality: ClassVar[bool] = False
+    requires: tuple[str, ...] = ()
     reduction: ClassVar[Reduction]
 
     def terms(self, sims: Similarities) -> tuple[Tensor, Tensor]:
         raise NotImplementedError
 
     def forward(self, sims: Similarities) -> LossOutput:
-        if self.needs_same_modality and (sims.i2i is None or sims.t2t is None):
-            raise ValueError(
-                f"loss {self.name!r} needs same-modality similarities: set Similarities.i2i and .t2t"
-            )
+        check_inputs(self, sims)
         i2t, t2i = self.terms(sims)
         return self.output(i2t, t2i)
 

@@ -46,7 +46,9 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from .base import LossOutput, Similarities, _as_finite_float, hinge, masked_sum, negative_mask
+from itrlab.numbers import check_number
+
+from .base import LossOutput, Similarities, hinge, masked_sum, negative_mask
 from .cooperative import CooperativeLoss
 from .registry import build_cooperative_loss, cooperative_loss_param_names, register_cooperative_loss
 from .soft_margin import D_X, D_Y, gamma_sa, gamma_sa_negative
@@ -59,18 +61,12 @@ HARDEST_CHOICES = ("difference", "violation")
 
 def check_gamma(gamma: float) -> float:
     """``gamma`` as a float; ValueError unless it is a finite number >= 0."""
-    value = _as_finite_float("gamma", gamma, "a finite number >= 0")
-    if value < 0:
-        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
-    return value
+    return check_number("gamma", gamma, ge=0)
 
 
 def check_alpha(alpha: float) -> float:
     """``alpha`` as a float; ValueError unless it lies in [0, 1]."""
-    value = _as_finite_float("alpha", alpha, "a number in [0, 1]")
-    if not 0 <= value <= 1:
-        raise ValueError(f"alpha must be a number in [0, 1], got {alpha!r}")
-    return value
+    return check_number("alpha", alpha, ge=0, le=1)
 
 
 def _check_flag(name: str, value: object) -> bool:

@@ -44,7 +44,7 @@ class MultimodalNCELoss(RetrievalLoss):
     """
 
     name = "mvn"
-    needs_same_modality = True
+    requires = ("i2i", "t2t")
     reduction = "mean"
 
     def __init__(self, tau: float = 0.1):

@@ -9,39 +9,36 @@ from each other (DML) call the loss twice with the roles swapped.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import ClassVar
 
 from torch import nn
 
-from .base import LossOutput, Similarities
+from .base import LossOutput, Similarities, check_inputs
 
 
 def detached(sims: Similarities) -> Similarities:
-    """The same similarities cut from the autograd graph."""
-    return replace(
-        sims,
-        i2t=sims.i2t.detach(),
-        i2i=None if sims.i2i is None else sims.i2i.detach(),
-        t2t=None if sims.t2t is None else sims.t2t.detach(),
-    )
+    """The same similarities cut from the autograd graph (every field, extras included)."""
+    return sims.detached()
 
 
 class CooperativeLoss(nn.Module):
     """``forward(target, anchor) -> LossOutput``; subclasses implement :meth:`compare`.
 
     Both arguments hold the same batch (same ``image_ids``). Subclasses set ``name`` (the
-    registry key) and ``needs_same_modality`` (True when they read ``i2i`` / ``t2t``).
+    registry key), ``requires`` (inputs read from both branches beyond ``i2t``: ``i2i``, ``t2t``
+    or extras) and ``mutual``: True when every branch of a scheme learns from every other (DML),
+    False when a branch learns only from the branches before it (boosting, distillation).
     """
 
     name: ClassVar[str]
-    needs_same_modality: ClassVar[bool] = False
+    requires: tuple[str, ...] = ()
+    mutual: ClassVar[bool] = False
 
     def forward(self, target: Similarities, anchor: Similarities) -> LossOutput:
         if not target.image_ids.equal(anchor.image_ids):
             raise ValueError("target and anchor similarities must come from the same batch (same image_ids)")
-        if self.needs_same_modality and (target.i2i is None or anchor.i2i is None):
-            raise ValueError(f"{self.name!r} needs same-modality similarities (i2i, t2t) of both branches")
+        check_inputs(self, target)
+        check_inputs(self, anchor)
         return self.compare(target, detached(anchor))
 
     def compare(self, target: Similarities, anchor: Similarities) -> LossOutput:

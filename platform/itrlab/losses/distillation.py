@@ -37,7 +37,9 @@ import itertools
 import torch
 from torch import Tensor
 
-from .base import LossOutput, Similarities, _as_finite_float, check_tau
+from itrlab.numbers import check_number
+
+from .base import LossOutput, Similarities, check_tau
 from .cooperative import CooperativeLoss
 from .registry import register_cooperative_loss
 
@@ -50,10 +52,7 @@ MAX_LIST_LEN = 7  # DarkRank's soft transfer sums over list_len! permutations (7
 
 def check_positive(name: str, value: float) -> float:
     """``value`` as a float; ValueError unless it is a finite number > 0."""
-    number = _as_finite_float(name, value, "a finite number > 0")
-    if number <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return number
+    return check_number(name, value, gt=0)
 
 
 def squared_distance(similarity: Tensor) -> Tensor:
@@ -192,7 +191,7 @@ class RelationalDistanceLoss(CooperativeLoss):
     * ``relations="all"``: RKD's original "all pairs of the batch's embeddings" over the
       ``2B`` embeddings (images and captions): the ordered pairs ``i != j`` of the joint
       distance matrix ``[[i2i, i2t], [t2i, t2t]]`` (image-caption pairs counted in both
-      orders). Reads ``i2i`` / ``t2t``, so such an instance has ``needs_same_modality``.
+      orders). Reads ``i2i`` / ``t2t``, so such an instance ``requires`` them.
 
     RKD's angle-wise term (RKD-A) is not included: DBL compares "RKD (distance)". The sum in
     RKD's loss is a mean here, as in RKD's reference code. Parts: the contribution of each
@@ -211,7 +210,7 @@ class RelationalDistanceLoss(CooperativeLoss):
             raise ValueError(f"relations must be one of {', '.join(RKD_RELATIONS)}, got {relations!r}")
         self.relations = relations
         # Per instance: only the "all" form reads the same-modality similarities.
-        self.needs_same_modality = relations == "all"
+        self.requires = ("i2i", "t2t") if relations == "all" else ()
 
     @staticmethod
     def joint_distances(sims: Similarities, relations: str) -> tuple[Tensor, Tensor]:
@@ -273,6 +272,7 @@ class MutualLearningLoss(CooperativeLoss):
 
     name = "dml"
     reduction = "mean"
+    mutual = True  # both branches learn: the scheme calls it with the roles swapped for the peer
 
     def __init__(self, tau: float = 0.1):
         super().__init__()

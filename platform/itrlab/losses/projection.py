@@ -18,10 +18,11 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from itrlab.numbers import check_number
+
 from .base import (
     RetrievalLoss,
     Similarities,
-    _as_finite_float,
     check_margin,
     check_tau,
     hardest_negative,
@@ -70,9 +71,7 @@ class CMPMLoss(RetrievalLoss):
     def __init__(self, tau: float = 0.1, eps: float = 1e-8):
         super().__init__()
         self.tau = check_tau(tau)
-        self.eps = _as_finite_float("eps", eps, "a finite number > 0")
-        if self.eps <= 0:
-            raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+        self.eps = check_number("eps", eps, gt=0)
 
     def matching_terms(self, scores: Tensor, matches: Tensor) -> Tensor:
         """(Q,) ``KL(p || q)`` per query row of ``scores`` against the ``matches`` rows."""
@@ -98,7 +97,10 @@ def check_coefficients(name: str, coeffs: Sequence[float]) -> tuple[float, ...]:
     """``coeffs`` as a tuple of floats; ValueError unless a non-empty sequence of finite numbers."""
     if isinstance(coeffs, (str, bytes)) or not isinstance(coeffs, Sequence) or len(coeffs) == 0:
         raise ValueError(f"{name} must be a non-empty sequence of finite numbers, got {coeffs!r}")
-    return tuple(_as_finite_float(name, c, "a sequence of finite numbers") for c in coeffs)
+    try:
+        return tuple(check_number(name, c) for c in coeffs)
+    except ValueError:
+        raise ValueError(f"{name} must be a non-empty sequence of finite numbers, got {coeffs!r}") from None
 
 
 def polynomial(coeffs: tuple[float, ...], x: Tensor) -> Tensor:

@@ -30,8 +30,9 @@ class WarmupLoss(nn.Module):
         return getattr(self.main, "name", type(self.main).__name__)
 
     @property
-    def needs_same_modality(self) -> bool:
-        return any(getattr(loss, "needs_same_modality", False) for loss in (self.main, self.warmup))
+    def requires(self) -> tuple[str, ...]:
+        """What either loss reads (the method computes it for every epoch)."""
+        return tuple(dict.fromkeys((*getattr(self.main, "requires", ()), *getattr(self.warmup, "requires", ()))))
 
     @property
     def active(self) -> nn.Module:

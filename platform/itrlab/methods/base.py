@@ -1,22 +1,39 @@
 """What every training method provides to the trainer and the evaluator.
 
-A method owns its encoders and losses. The trainer calls ``method(batch)`` for a
-:class:`~itrlab.losses.LossOutput`, steps the optimizer over ``method.parameters()``, and asks
-``method.score_fn(split, vocab)`` for a :data:`~itrlab.eval.ScoreFn` over a whole split; the
-evaluator ranks with it block by block. Dense methods embed once and score by matrix products;
-interaction methods (later) score image-caption blocks in shards.
+A method owns its encoders, losses and any state of its own (momentum encoders, queues,
+prototypes: module buffers, so checkpoints, resume, retries and DDP carry them). The trainer
+calls ``method(batch)`` for a :class:`~itrlab.losses.LossOutput`, steps the optimizer over
+``param_groups``, and asks ``method.score_fn(split, vocab)`` for a :data:`~itrlab.eval.ScoreFn`
+over a whole split; the evaluator ranks with it block by block. Dense methods embed once and
+score by matrix products; interaction methods score image-caption blocks in shards.
+
+Life cycle of a method, and the hooks a subclass may override:
+
+1. ``validate_config(config)`` (classmethod) at config-check time: the method's own section
+   (``method.*`` keys, checked against ``settings``), and whatever else it cannot use. It builds
+   the task loss, so a bad loss parameter is a config error before anything starts.
+2. ``from_config(config, context)`` (classmethod): a fresh, randomly initialised method.
+3. ``prepare(context)``: initialisation from data, for a fresh method only (GloVe word vectors,
+   concept vocabularies); never called on one loaded from a checkpoint.
+4. Every epoch ``set_epoch(epoch)``; every batch ``step(batch)`` (through ``forward``), then
+   ``after_step(step, total_steps)`` after the optimizer step (EMA, queues).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from typing import ClassVar, Protocol
 
-from torch import nn
+from pydantic import BaseModel, ValidationError
+from torch import Tensor, nn
 
-from itrlab.config.schema import LossConfig
+from itrlab.config.schema import ExperimentConfig, LossConfig
 from itrlab.data import Batch, PrecompSplit, Vocabulary
+from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn
 from itrlab.losses import LOSSES, LossOutput, Similarities, WarmupLoss, build_loss
+from itrlab.methods.context import BuildContext
+from itrlab.models.glove import init_glove_embeddings
 
 
 class Method(Protocol):
@@ -42,27 +59,106 @@ def build_task_loss(config: LossConfig) -> nn.Module:
     return WarmupLoss(loss, warmup, config.warmup_epochs)
 
 
+def checked_task_loss(config: LossConfig) -> nn.Module:
+    """:func:`build_task_loss`, with a bad parameter value reported as a ConfigError on ``loss.<key>``."""
+    try:
+        return build_task_loss(config)
+    except ValueError as err:
+        key = next((k for k in config.params() if str(err).startswith(k)), None)
+        raise ConfigError(f"loss.{key}" if key else "loss", config.params().get(key) if key else config.name,
+                          str(err)) from None
+
+
+def union(*names: Iterable[str]) -> tuple[str, ...]:
+    """The names of all arguments, in first-seen order, once each."""
+    return tuple(dict.fromkeys(n for group in names for n in group))
+
+
+class MethodSettings(BaseModel):
+    """Base of a method's own config keys (the ``method`` section beside ``name``): none by default."""
+
+    model_config = {"extra": "forbid"}
+
+
 class MethodModule(nn.Module):
     """Base class of methods implemented as one torch module.
 
     Hooks the trainer calls, with defaults that fit a single-branch method:
     ``param_groups(lr)`` (what the optimizer updates, and with which learning rate),
     ``set_epoch(epoch)`` (before every epoch: epoch-scheduled losses),
-    ``after_step(step, total_steps)`` (after every optimizer step: EMA anchors),
-    ``auxiliary_evaluators()`` (other branches to evaluate beside the model: anchors).
+    ``after_step(step, total_steps)`` (after every optimizer step: EMA anchors, queues),
+    ``auxiliary_evaluators()`` (other branches to evaluate beside the model: anchors),
+    ``batch_extras()`` (extra per-sample fields the method wants in its batches).
     """
 
     name = "method"
+    settings: ClassVar[type[MethodSettings]] = MethodSettings  # the method's own keys
     loss: nn.Module  # the single-branch task loss, forward(Similarities) -> LossOutput
     text_lr: float | None = None  # learning rate of a pretrained text backbone (None: the main lr)
 
-    def batch_similarities(self, batch: Batch, same_modality: bool = False) -> Similarities:
-        """The batch's similarity matrices (``i2i``/``t2t`` too when ``same_modality``)."""
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def validate_config(cls, config: ExperimentConfig) -> None:
+        """Raise ConfigError for a config this method cannot train (its section, its loss)."""
+        cls.method_settings(config)
+        checked_task_loss(config.loss)
+
+    @classmethod
+    def method_settings(cls, config: ExperimentConfig) -> MethodSettings:
+        """The ``method`` section's own keys, validated by ``settings`` (errors name ``method.<key>``)."""
+        try:
+            return cls.settings.model_validate(config.method.params())
+        except ValidationError as err:
+            first = err.errors()[0]
+            key = ".".join(str(p) for p in first["loc"])
+            if first["type"] == "extra_forbidden":
+                known = ", ".join(sorted(cls.settings.model_fields)) or "none"
+                allowed = f"unknown key for method '{config.method.name}'; its keys: {known}"
+            else:
+                allowed = first["msg"].removeprefix("Value error, ")
+            raise ConfigError(f"method.{key}", first.get("input"), allowed) from None
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "MethodModule":
         raise NotImplementedError
 
+    def prepare(self, context: BuildContext) -> None:
+        """Initialise a fresh method from the data: GloVe rows of every GloVe word embedding.
+
+        Subclasses that override it call ``super().prepare(context)``.
+        """
+        if context.vocab_words is None:
+            return
+        train = context.train
+        coverage = init_glove_embeddings(self, context.vocab_words, train.captions if train is not None else None)
+        if coverage is not None:
+            context.notes["glove"] = coverage
+
+    def batch_extras(self) -> dict[str, Callable[[int], Tensor]]:
+        """Extra per-sample fields of training batches: name -> function of the training caption's
+        index giving a tensor (stacked, or zero-padded along the first axis when lengths differ,
+        into ``Batch.extras``): concept labels, generated captions... A method that needs data
+        for them keeps it from ``prepare``."""
+        return {}
+
+    # ------------------------------------------------------------------ training
+
+    def batch_similarities(self, batch: Batch, needs: Iterable[str] = ()) -> Similarities:
+        """The batch's similarity matrices, with every input in ``needs`` (``i2i``, ``t2t`` ...)."""
+        raise NotImplementedError
+
+    def step(self, batch: Batch, needs: Iterable[str] = ()) -> tuple[LossOutput, Similarities]:
+        """The task loss of one batch and the similarities it was computed from (with ``needs`` too).
+
+        A cooperative scheme composes branches through this: it gets each branch's own loss (with
+        its parts) and the similarities to compare.
+        """
+        sims = self.batch_similarities(batch, union(needs, getattr(self.loss, "requires", ())))
+        return self.loss(sims), sims
+
     def forward(self, batch: Batch) -> LossOutput:
-        """The task loss of one batch."""
-        return self.loss(self.batch_similarities(batch, getattr(self.loss, "needs_same_modality", False)))
+        return self.step(batch)[0]
 
     def exported_model(self) -> nn.Module:
         """What is checkpointed as "the model" (a cooperative scheme's target branch)."""
@@ -94,3 +190,4 @@ class MethodModule(nn.Module):
     def auxiliary_evaluators(self) -> dict[str, "MethodModule"]:
         """Branches evaluated and logged beside the model, by name (prefix of their metrics)."""
         return {}
+

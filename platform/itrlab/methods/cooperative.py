@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -32,8 +33,10 @@ from torch import nn
 
 from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.eval import ScoreFn
+from itrlab.files import load_tensors
 from itrlab.losses import CooperativeLoss, LossOutput, Similarities
-from itrlab.methods.base import MethodModule
+from itrlab.methods.base import MethodModule, union
+from itrlab.models.ema import ema_update_
 
 
 def ema_momentum(step: int, total_steps: int, start: float = 0.99995, end: float = 1.0) -> float:
@@ -82,41 +85,51 @@ class CooperativeMethod(MethodModule):
     def loss(self) -> nn.Module:  # the target's task loss
         return self.target.loss
 
+    def prepare(self, context) -> None:  # every fresh branch was prepared when it was built
+        return None
+
     def _peers(self, index: int) -> list[int]:
-        mutual = getattr(self.cooperative_loss, "mutual", False)
+        """The branches whose similarities branch ``index`` learns from: all others for a mutual loss
+        (DML), else the earlier ones (boosting and distillation: the target learns from its anchors)."""
+        mutual = self.cooperative_loss.mutual
         return [k for k in range(len(self.branches)) if k != index and (mutual or k < index)]
 
-    def _similarities(self, batch: Batch) -> list[Similarities]:
-        same_modality = self.cooperative_loss.needs_same_modality or getattr(self.loss, "needs_same_modality", False)
-        sims = []
-        for index, branch in enumerate(self.branches):
-            if self.anchors_frozen and index < len(self.branches) - 1:
-                with torch.no_grad():
-                    sims.append(branch.batch_similarities(batch, same_modality))
-            else:
-                sims.append(branch.batch_similarities(batch, same_modality))
-        return sims
+    def batch_similarities(self, batch: Batch, needs: Iterable[str] = ()) -> Similarities:
+        return self.target.batch_similarities(batch, needs)
 
-    def forward(self, batch: Batch) -> LossOutput:
-        sims = self._similarities(batch)
-        total = sims[-1].i2t.new_zeros(())
-        parts: dict[str, torch.Tensor] = {}
+    def step(self, batch: Batch, needs: Iterable[str] = ()) -> tuple[LossOutput, Similarities]:
+        """Every trainable branch's own step (its task loss and parts), plus the cooperative terms.
+
+        Frozen anchors (OAS, MSS) only score the batch, without gradient. Parts: ``task`` and
+        ``cooperative`` of the target, ``branch{m}_task`` / ``branch{m}_cooperative`` of the other
+        trainable branches, and the named parts of the target's own loss beyond its i2t/t2i split
+        (``task_<part>``: CODER's components, say) so that a wrapped method keeps its logging.
+        """
+        needs = union(needs, self.cooperative_loss.requires)
         last = len(self.branches) - 1
+        sims: list[Similarities] = []
+        tasks: dict[int, LossOutput] = {}
         for index, branch in enumerate(self.branches):
             if self.anchors_frozen and index < last:
-                continue
-            task = branch.loss(sims[index])
+                with torch.no_grad():
+                    sims.append(branch.batch_similarities(batch, needs))
+            else:
+                tasks[index], branch_sims = branch.step(batch, needs)
+                sims.append(branch_sims)
+        total = sims[-1].i2t.new_zeros(())
+        parts: dict[str, torch.Tensor] = {}
+        for index, task in tasks.items():
             total = total + task.loss
+            prefix = "" if index == last else f"branch{index + 1}_"
+            parts[f"{prefix}task"] = task.loss.detach()
+            if index == last:
+                parts.update({f"task_{name}": value for name, value in task.parts.items() if name not in ("i2t", "t2i")})
             peers = self._peers(index)
-            coop = None
             if peers:
                 coop = torch.stack([self.cooperative_loss(sims[index], sims[k]).loss for k in peers]).mean()
                 total = total + self.weight * coop
-            prefix = "" if index == last else f"branch{index + 1}_"
-            parts[f"{prefix}task"] = task.loss.detach()
-            if coop is not None:
                 parts[f"{prefix}cooperative"] = coop.detach()
-        return LossOutput(total, parts)
+        return LossOutput(total, parts), sims[-1]
 
     def param_groups(self, lr: float) -> list[dict]:
         """Every trainable branch's groups (each keeps its own learning rates); frozen anchors none."""
@@ -128,19 +141,23 @@ class CooperativeMethod(MethodModule):
                     groups.append({**group, "params": params})
         return groups
 
+    def set_epoch(self, epoch: int) -> None:
+        for branch in self.branches:
+            branch.set_epoch(epoch)
+
     @torch.no_grad()
     def after_step(self, step: int, total_steps: int) -> None:
-        """MSS: move the anchor towards the target with the eq. 22 momentum."""
+        """Every trainable branch's own after-step (a CODER branch updates its queues); then, under
+        MSS, the anchor moves towards the target with the eq. 22 momentum."""
+        last = len(self.branches) - 1
+        for index, branch in enumerate(self.branches):
+            if not (self.anchors_frozen and index < last):
+                branch.after_step(step, total_steps)
         if self.scenario != "mss":
             return
         self.momentum = ema_momentum(step, total_steps, *self.ema)
-        target = dict(self.target.named_parameters())
         for anchor in self.anchors:
-            for name, param in anchor.named_parameters():
-                param.mul_(self.momentum).add_(target[name].detach(), alpha=1 - self.momentum)
-            target_buffers = dict(self.target.named_buffers())
-            for name, buffer in anchor.named_buffers():
-                buffer.copy_(target_buffers[name])
+            ema_update_(anchor, self.target, self.momentum)
 
     def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
         return self.target.score_fn(split, vocab, batch_size)
@@ -177,6 +194,9 @@ class CooperativeMethod(MethodModule):
 
 
 def load_model_state(path: Path) -> dict[str, torch.Tensor]:
-    """The weights of a single-branch method from a checkpoint file written by the trainer."""
-    payload = torch.load(path, map_location="cpu", weights_only=False)
+    """The weights of a single-branch method from a checkpoint file written by the trainer.
+
+    Loaded weights-only: a file that is not an itrlab checkpoint is refused (UserInputError naming it).
+    """
+    payload = load_tensors(path, "anchor checkpoint")
     return payload["model"] if isinstance(payload, dict) and "model" in payload else payload

@@ -16,12 +16,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from collections.abc import Iterable
+
 from itrlab.config import ExperimentConfig
 from itrlab.config.schema import TextEncoderConfig
 from itrlab.data import Batch, PrecompSplit, Vocabulary, eval_loaders
 from itrlab.eval import ScoreFn, dense_score_fn
 from itrlab.losses import Similarities
 from itrlab.methods.base import MethodModule, build_task_loss
+from itrlab.methods.context import BuildContext
+from itrlab.methods.registry import register_method
 from itrlab.models import DualEncoder
 from itrlab.models.text_factory import TextEncoderSpec
 
@@ -32,6 +36,7 @@ def text_encoder_spec(text: TextEncoderConfig) -> TextEncoderSpec:
                            pooling=text.pooling, glove=text.glove, bert_path=text.bert_path, freeze=text.freeze)
 
 
+@register_method("vse", "vsepp", "mvn", "convse", "convsepp")
 class DualEncoderMethod(MethodModule):
     name = "dual"
 
@@ -42,9 +47,9 @@ class DualEncoderMethod(MethodModule):
         self.max_len = max_len
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, *, vocab_size: int, feature_dim: int) -> "DualEncoderMethod":
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "DualEncoderMethod":
         model = DualEncoder.build(
-            feature_dim=feature_dim, vocab_size=vocab_size, embed_dim=config.model.embed_dim,
+            feature_dim=context.feature_dim, vocab_size=context.vocab_size, embed_dim=config.model.embed_dim,
             image_pooling=config.model.image.pooling, projection_hidden=config.model.projection_hidden,
             text=text_encoder_spec(config.model.text),
         )
@@ -62,9 +67,10 @@ class DualEncoderMethod(MethodModule):
             t2t=caption_emb @ caption_emb.T if same_modality else None,
         )
 
-    def batch_similarities(self, batch: Batch, same_modality: bool = False) -> Similarities:
+    def batch_similarities(self, batch: Batch, needs: Iterable[str] = ()) -> Similarities:
         image_emb, caption_emb = self.model(batch.images, batch.tokens, batch.lengths)
-        return self.similarities(image_emb, caption_emb, batch.image_ids, same_modality)
+        needs = set(needs)
+        return self.similarities(image_emb, caption_emb, batch.image_ids, bool(needs & {"i2i", "t2t"}))
 
     @torch.no_grad()
     def embed_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor]:

@@ -12,6 +12,8 @@ of bounded memory: no per-query loop.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch import Tensor
 
@@ -19,12 +21,15 @@ from itrlab.config import ExperimentConfig
 from itrlab.data import Batch, PrecompSplit, Vocabulary, eval_loaders
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn
-from itrlab.losses import LossOutput, Similarities
+from itrlab.losses import Similarities
 from itrlab.methods.base import MethodModule, build_task_loss
+from itrlab.methods.context import BuildContext
+from itrlab.methods.registry import register_method
 from itrlab.methods.dual import text_encoder_spec
 from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS, InteractionModel
 
 
+@register_method("xattn")
 class InteractionMethod(MethodModule):
     name = "xattn"
 
@@ -37,9 +42,10 @@ class InteractionMethod(MethodModule):
         self.shard_elements = shard_elements
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, *, vocab_size: int, feature_dim: int) -> "InteractionMethod":
+    def validate_config(cls, config: ExperimentConfig) -> None:
+        """Settings of the dual encoders that this model has no place for: refused rather than ignored."""
+        super().validate_config(config)
         model_config = config.model
-        # Settings of the dual encoders that this model has no place for: refuse rather than ignore.
         if model_config.projection_hidden is not None:
             raise ConfigError("model.projection_hidden", model_config.projection_hidden,
                               f"method '{config.method.name}' has no projection head; leave it unset")
@@ -49,29 +55,32 @@ class InteractionMethod(MethodModule):
                 raise ConfigError(f"model.{part}.pooling", pooling,
                                   f"method '{config.method.name}' scores words against regions and pools "
                                   "nothing; leave it 'mean' (the default)")
-        loss = build_task_loss(config.loss)
-        if getattr(loss, "needs_same_modality", False):
+        needs = set(getattr(build_task_loss(config.loss), "requires", ())) - {"i2t", "image_ids"}
+        if needs:
             raise ConfigError("loss.name", config.loss.name,
                               f"method '{config.method.name}' scores image-caption pairs only; this loss "
-                              "needs image-image and caption-caption similarities")
+                              f"needs {', '.join(sorted(needs))}")
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "InteractionMethod":
+        cls.validate_config(config)
+        model_config = config.model
         model = InteractionModel.build(
-            feature_dim=feature_dim, vocab_size=vocab_size, embed_dim=model_config.embed_dim,
+            feature_dim=context.feature_dim, vocab_size=context.vocab_size, embed_dim=model_config.embed_dim,
             sim_dim=model_config.sim_dim, lambda_=model_config.attention_lambda,
             text=text_encoder_spec(model_config.text),
         )
-        method = cls(model, loss, model_config.text.max_len)
+        method = cls(model, build_task_loss(config.loss), model_config.text.max_len)
         method.name = config.method.name
         method.text_lr = model_config.text.lr
         return method
 
-    def batch_similarities(self, batch: Batch, same_modality: bool = False) -> Similarities:
+    def batch_similarities(self, batch: Batch, needs: Iterable[str] = ()) -> Similarities:
         """``Similarities`` of the batch: ``i2t`` is the ``B x B`` score matrix of eq. 1-2."""
-        if same_modality:
-            raise ValueError("an interaction model has no image-image or caption-caption similarities")
+        unknown = set(needs) - {"i2t", "image_ids"}
+        if unknown:
+            raise ValueError(f"an interaction model scores image-caption pairs only; it has no {', '.join(sorted(unknown))}")
         return Similarities(i2t=self.model(batch.images, batch.tokens, batch.lengths), image_ids=batch.image_ids)
-
-    def forward(self, batch: Batch) -> LossOutput:
-        return self.loss(self.batch_similarities(batch))
 
     @torch.no_grad()
     def encode_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor, Tensor]:

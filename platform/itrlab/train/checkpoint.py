@@ -1,12 +1,13 @@
 """Checkpoints: everything needed to continue a run exactly (weights, optimizer, step, best score, RNG).
 
 Files are written to a temporary name and renamed, so a run killed mid-write never leaves a
-truncated ``last.pt`` behind.
+truncated ``last.pt`` behind. They hold tensors, numbers, strings, lists and dicts only (the RNG
+states too), and are read weights-only: loading a checkpoint never runs code from it, and a file
+that is not an itrlab checkpoint is refused with a message naming it.
 """
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,6 +15,9 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from itrlab.errors import UserInputError
+from itrlab.files import atomic_write_bytes, load_tensors
 
 LAST = "last.pt"  # everything needed to continue the run
 BEST = "best.pt"  # the method (all branches) at the best validation rsum
@@ -30,8 +34,14 @@ class TrainState:
 
 
 def rng_state() -> dict[str, Any]:
+    """Every generator's state as tensors and plain values (safe to load weights-only)."""
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-    return {"torch": torch.get_rng_state(), "cuda": cuda, "numpy": np.random.get_state(), "python": random.getstate()}
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {"torch": torch.get_rng_state(), "cuda": cuda,
+            "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+            "python": {"version": version, "internal": list(internal), "gauss_next": gauss_next}}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -40,8 +50,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
     cuda = state.get("cuda")
     if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(cuda)
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
+    numpy = state["numpy"]
+    if isinstance(numpy, dict):
+        np.random.set_state((numpy["name"], numpy["keys"].numpy().astype(np.uint32), numpy["pos"],
+                             numpy["has_gauss"], numpy["cached_gaussian"]))
+    else:  # a checkpoint of itrlab before safe loading: the tuple numpy itself returns
+        np.random.set_state(numpy)
+    python = state["python"]
+    if isinstance(python, dict):
+        random.setstate((python["version"], tuple(python["internal"]), python["gauss_next"]))
+    else:
+        random.setstate(python)
 
 
 def seed_everything(seed: int) -> None:
@@ -50,21 +69,35 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def plain(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays turned into Python numbers and tensors (loadable weights-only)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value)
+    return value
+
+
 def save_checkpoint(path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
                     state: TrainState, extra: dict[str, Any] | None = None) -> None:
     payload = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "state": asdict(state),
+        "state": plain(asdict(state)),
         "rng": rng_state(),
-        "extra": extra or {},
+        "extra": plain(extra or {}),
     }
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, lambda f: torch.save(payload, f))
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    payload = torch.load(path, map_location="cpu", weights_only=False)
+    """A checkpoint written by :func:`save_checkpoint`, loaded weights-only (UserInputError if it is not one)."""
+    payload = load_tensors(path, "checkpoint")
+    if not isinstance(payload, dict) or not {"model", "state", "rng"} <= set(payload):
+        raise UserInputError(f"checkpoint {path} is not an itrlab checkpoint (it has no model, state and rng entries)")
     payload["state"] = TrainState(**payload["state"])
     return payload

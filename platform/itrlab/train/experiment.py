@@ -29,11 +29,11 @@ from itrlab.config.checks import check_data, synthetic_spec_of
 from itrlab.data import generate_synthetic, open_precomp
 from itrlab.data.tokenizers import build_text_tokenizer, load_text_tokenizer
 from itrlab.eval import RecallTable
-from itrlab.methods import build_method, cooperative_loss
+from itrlab.methods import BuildContext, build_method
 from itrlab.methods.base import MethodModule
-from itrlab.models.glove import GloveCoverage, init_glove_embeddings
+from itrlab.models.glove import GloveCoverage
 from itrlab.tracking import MlflowTracker
-from itrlab.train.checkpoint import MODEL, seed_everything
+from itrlab.train.checkpoint import MODEL, rng_state, seed_everything, set_rng_state
 from itrlab.train.device import describe, resolve_device
 from itrlab.train.loop import EpochCallback, EpochReport, Trainer, TrainingData
 
@@ -98,31 +98,41 @@ class MlflowEpochLogger:
         self.tracker.log_metrics(report.metrics(), step=report.epoch)
 
 
-def build_run_method(config: ExperimentConfig, data: TrainingData) -> tuple[MethodModule, GloveCoverage | None]:
-    """The config's method for this data; with ``model.text.glove``, its word embeddings loaded from
-    GloVe (the coverage is returned; None without GloVe)."""
-    method = build_method(config, vocab_size=len(data.vocab), feature_dim=data.train.feature_dim)
-    glove = None
-    if config.model.text.glove:
-        glove = init_glove_embeddings(method, data.vocab.words, data.train.captions)
-    return method, glove
+def build_context(config: ExperimentConfig, data: TrainingData, run_dir: Path | None = None,
+                  device: torch.device | None = None) -> BuildContext:
+    """What the config's method is built from: the opened data, the run directory, and (OAS stage 1)
+    a way to train the plain method first in ``run_dir/anchor``."""
+    splits = {"train": data.train, "val": data.val, "test": data.test}
+    train_anchor = None
+    if run_dir is not None:
+        def train_anchor(plain: ExperimentConfig) -> Path:
+            # stage 1 seeds and trains on its own; the build continues with the generators as they were
+            state = rng_state()
+            try:
+                return train_plain_anchor(plain, data, run_dir / "anchor", device)
+            finally:
+                set_rng_state(state)
+    return BuildContext.of(vocab=data.vocab, splits=splits, run_dir=run_dir, train_anchor=train_anchor)
 
 
-def train_oas_anchor(config: ExperimentConfig, data: TrainingData, run_dir: Path,
-                     device: torch.device | None = None) -> ExperimentConfig:
-    """OAS stage 1: without an anchor checkpoint, train the plain method first (in ``run_dir/anchor``).
+def build_run_method(config: ExperimentConfig, data: TrainingData, run_dir: Path | None = None,
+                     device: torch.device | None = None) -> tuple[MethodModule, GloveCoverage | None]:
+    """The config's method for this data, each fresh branch prepared (GloVe rows with
+    ``model.text.glove``; the coverage is returned, None without GloVe). An OAS anchor loaded from
+    its checkpoint keeps its trained weights."""
+    context = build_context(config, data, run_dir, device)
+    method = build_method(config, context)
+    return method, context.notes.get("glove")
 
-    Returns the config with ``cooperative.anchor_checkpoint`` pointing at the anchor's model. The
-    stage resumes from its own ``last.pt`` and is skipped once finished, so a restarted run never
+
+def train_plain_anchor(plain: ExperimentConfig, data: TrainingData, anchor_dir: Path,
+                       device: torch.device | None = None) -> Path:
+    """OAS stage 1: train the plain method (no cooperative section) in ``anchor_dir``; its ``model.pt``.
+
+    The stage resumes from its own ``last.pt`` and is skipped once finished, so a restarted run never
     trains the anchor twice.
     """
-    cooperative = config.cooperative
-    if cooperative is None or cooperative.scenario != "oas" or cooperative.anchor_checkpoint is not None \
-            or cooperative_loss(cooperative) is None:
-        return config
-    anchor_dir = run_dir / "anchor"
     anchor_dir.mkdir(parents=True, exist_ok=True)
-    plain = config.model_copy(update={"cooperative": None})
     seed_everything(plain.seed)
     anchor, _ = build_run_method(plain, data)
     trainer = Trainer(plain, anchor, data, anchor_dir, [ConsoleProgress(prefix="anchor ")], device=device)
@@ -130,7 +140,7 @@ def train_oas_anchor(config: ExperimentConfig, data: TrainingData, run_dir: Path
         print(f"OAS stage 1: training the anchor in {anchor_dir}", flush=True)
     trainer.fit()
     print(f"OAS stage 2: boosting from {anchor_dir / MODEL}", flush=True)
-    return config.model_copy(update={"cooperative": cooperative.model_copy(update={"anchor_checkpoint": anchor_dir / MODEL})})
+    return anchor_dir / MODEL
 
 
 def run_tags(config: ExperimentConfig) -> dict[str, str]:
@@ -152,9 +162,8 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
     data = prepare_data(config, run_dir)
 
-    config = train_oas_anchor(config, data, run_dir, device)
     seed_everything(config.seed)
-    method, glove = build_run_method(config, data)
+    method, glove = build_run_method(config, data, run_dir, device)
     if glove is not None:
         print(glove.describe(), flush=True)
     callbacks = list(callbacks or [])

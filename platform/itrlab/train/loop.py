@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
+from torch.utils.data import DataLoader
 
 from itrlab.config import ExperimentConfig
 from itrlab.data import CaptionDataset, PrecompSplit, Vocabulary, make_loader
@@ -74,7 +75,7 @@ class Trainer:
     data: TrainingData
     run_dir: Path
     callbacks: list[EpochCallback] = field(default_factory=list)
-    rank: int = 0  # data-parallel workers (Ray Train): each takes every world_size-th batch
+    rank: int = 0  # data-parallel workers (Ray Train): each reads and trains every world_size-th batch
     world_size: int = 1
     device: torch.device | None = None  # None: train.device (Ray Train workers pass their own)
 
@@ -82,7 +83,8 @@ class Trainer:
         train = self.config.train
         self.device = self.device or resolve_device(train.device)
         self.method.to(self.device)
-        self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=self.config.model.text.max_len)
+        self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=self.config.model.text.max_len,
+                                      extra_fields=self.method.batch_extras())
         self.steps_per_epoch = len(self.dataset) // train.batch_size // self.world_size
         if self.steps_per_epoch == 0:
             raise ValueError(f"{len(self.dataset)} captions make no batch of {train.batch_size} per worker "
@@ -131,22 +133,24 @@ class Trainer:
                 callback.on_epoch_end(report)
         return self.state
 
-    def train_epoch(self, epoch: int) -> tuple[float, dict[str, float]]:
-        """One pass over the training captions; returns the mean loss and mean parts."""
+    def epoch_loader(self, epoch: int) -> DataLoader:
+        """This worker's batches of epoch ``epoch``: its share of one global order that depends only
+        on (seed, epoch), so a resumed run replays it exactly and workers never overlap."""
         train = self.config.train
-        seed = self.config.seed * 1_000_003 + epoch  # batch order depends only on (seed, epoch): resumable
-        loader = make_loader(self.dataset, train.batch_size, shuffle=True, seed=seed, drop_last=True,
-                             num_workers=train.loader_workers, pin_memory=self.device.type == "cuda")
+        seed = self.config.seed * 1_000_003 + epoch
+        return make_loader(self.dataset, train.batch_size, shuffle=True, seed=seed, drop_last=True,
+                           num_workers=train.loader_workers, pin_memory=self.device.type == "cuda",
+                           rank=self.rank, world_size=self.world_size)
+
+    def train_epoch(self, epoch: int) -> tuple[float, dict[str, float]]:
+        """One pass over this worker's share of the training captions; returns the mean loss and parts."""
+        train = self.config.train
+        loader = self.epoch_loader(epoch)
         self.method.train()
         self.method.set_epoch(epoch)
         total, sums, count = 0.0, defaultdict(float), 0
-        batches = iter(loader)
-        for _ in range(self.steps_per_epoch):
-            for _ in range(self.rank):
-                next(batches)
-            batch = next(batches).to(self.device, non_blocking=True)
-            for _ in range(self.world_size - 1 - self.rank):
-                next(batches)
+        for batch in loader:  # this worker's share of the epoch's global batches
+            batch = batch.to(self.device, non_blocking=True)
             output = self.step_module(batch)
             if not torch.isfinite(output.loss):
                 raise NonFiniteLossError(f"loss became {output.loss.item()} at epoch {epoch}, step {self.state.step}")

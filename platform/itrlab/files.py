@@ -1,0 +1,120 @@
+"""Small file helpers shared by every layer: atomic writes, JSON reading, advisory locks.
+
+* :func:`atomic_write_bytes` / :func:`atomic_write_text` / :func:`atomic_write_json` write to a
+  temporary sibling, fsync, and rename: a process killed mid-write never leaves a truncated file.
+* :func:`read_json` reads a JSON file and turns an unreadable or malformed one into a
+  :class:`~itrlab.errors.DataError` that names it.
+* :func:`load_tensors` loads a torch file written by itrlab without unpickling code
+  (``weights_only``): a file whose pickle would run something is refused with a message.
+* :func:`file_lock` holds an ``flock`` on a path (a lock file, or a folder itself): blocking, or
+  failing at once with a :class:`~itrlab.errors.UserInputError` that says who holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from itrlab.errors import DataError, UserInputError
+
+
+def atomic_write_bytes(path: str | Path, write: Callable[[BinaryIO], Any]) -> None:
+    """Call ``write(f)`` on a temporary sibling of ``path``, fsync it, and rename it over ``path``."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def atomic_write_json(path: str | Path, payload: Any, indent: int | None = 2) -> None:
+    atomic_write_text(path, json.dumps(payload, indent=indent) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON value in ``path``; DataError naming the file when it cannot be read or parsed."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataError(path, f"cannot read it ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DataError(path, f"not valid JSON ({exc})") from None
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path, *, blocking: bool = True, what: str | None = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created as an empty lock file unless it is a folder).
+
+    With ``blocking=False`` a lock held by another process raises UserInputError at once, naming
+    ``what`` (what the lock protects) or the path. The lock goes with the process: a killed holder
+    never leaves a stale lock behind.
+    """
+    path = Path(path)
+    if path.is_dir():
+        fd = os.open(path, os.O_RDONLY)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise UserInputError(f"{what or path} is in use by another process (lock {path}); "
+                                 "wait for it to finish or stop it first") from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def load_tensors(path: str | Path, what: str = "checkpoint") -> Any:
+    """``torch.load(path, weights_only=True)`` on the CPU: tensors, numbers, strings, lists and dicts only.
+
+    A file that is not such a torch file (another format, or a pickle that would build arbitrary
+    objects or call functions) raises UserInputError naming it; nothing in it is executed.
+    """
+    import pickle
+
+    import torch
+
+    path = Path(path)
+    try:
+        with torch.serialization.safe_globals(_numpy_value_globals()):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise UserInputError(f"{what} {path} does not exist") from None
+    except OSError as exc:
+        raise UserInputError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, ImportError, TypeError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserInputError(f"{what} {path} is not an itrlab checkpoint (a torch file of tensors only); "
+                             f"refused to load it: {reason}") from None
+
+
+def _numpy_value_globals() -> list:
+    """What rebuilds numpy arrays and scalars from their bytes (no code runs): files written by
+    itrlab before it stored RNG states and metrics as plain values hold some."""
+    import numpy as np
+
+    try:
+        from numpy._core.multiarray import _reconstruct, scalar  # numpy >= 2
+    except ImportError:  # numpy 1.x
+        from numpy.core.multiarray import _reconstruct, scalar
+    dtypes = {type(np.dtype(t)) for t in (np.uint32, np.int64, np.float32, np.float64)}
+    return [_reconstruct, scalar, np.ndarray, np.dtype, *dtypes]

@@ -1,0 +1,46 @@
+"""What a method is built from besides its config: the data it will train on and where it runs.
+
+:class:`BuildContext` is handed to ``MethodModule.from_config`` and ``MethodModule.prepare``. It
+holds what only the opened data knows (feature width, tokenizer words, split sizes, the training
+split itself for vocabularies and graphs), the run directory (for state a method keeps beside its
+checkpoints), and ``train_anchor``: the trainer's way of training a plain copy of a method first
+(DBL's OAS stage 1), given by the training layer so that methods never import it.
+``notes`` collects what preparing found (GloVe coverage ...) for the run to print and log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from itrlab.data import PrecompSplit
+
+
+@dataclass
+class BuildContext:
+    feature_dim: int
+    vocab_size: int
+    vocab_words: Sequence[str] | None = None  # id order; None: not known (unit tests)
+    splits: Mapping[str, PrecompSplit] = field(default_factory=dict)  # by role: train, val, test
+    run_dir: Path | None = None
+    train_anchor: Callable[[Any], Path] | None = None  # config of the plain method -> its model.pt
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def train(self) -> PrecompSplit | None:
+        return self.splits.get("train")
+
+    @property
+    def split_sizes(self) -> dict[str, int]:
+        """Images per split role."""
+        return {role: split.n_images for role, split in self.splits.items()}
+
+    @classmethod
+    def of(cls, *, vocab, splits: Mapping[str, PrecompSplit], run_dir: Path | None = None,
+           train_anchor: Callable[[Any], Path] | None = None) -> "BuildContext":
+        """The context of opened data: ``vocab`` is the run's text tokenizer."""
+        return cls(feature_dim=splits["train"].feature_dim, vocab_size=len(vocab),
+                   vocab_words=getattr(vocab, "words", None), splits=dict(splits), run_dir=run_dir,
+                   train_anchor=train_anchor)
