@@ -1,0 +1,68 @@
+"""Data-parallel training on Ray Train: two workers share each epoch, every sample once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import ray
+from ray.train import RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer
+
+pytestmark = pytest.mark.slow
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session():
+    # the workers import this module's loop function by name: give them the tests folder
+    ray.init(num_cpus=4, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(TESTS)}})
+    yield
+    ray.shutdown()
+
+
+def record_epoch_batches(loop_config: dict) -> None:
+    """A Ray Train worker: builds the trainer as a trial does and writes the caption ids of its batches."""
+    import ray.train
+    import torch
+
+    from conftest import tiny_config
+    from itrlab.train import Trainer, prepare_data
+    from itrlab.train.experiment import build_run_method
+
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    torch.set_num_threads(1)
+    config = tiny_config(Path(loop_config["root"]), "train.batch_size=16")
+    run_dir = Path(loop_config["out"]) / f"rank{rank}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    data = prepare_data(config, run_dir)
+    method, _ = build_run_method(config, data)
+    trainer = Trainer(config, method, data, run_dir, rank=rank, world_size=world, device=torch.device("cpu"))
+    epochs = {epoch: [b.caption_ids.tolist() for b in trainer.epoch_loader(epoch)] for epoch in (1, 2)}
+    loss, _ = trainer.train_epoch(1)  # and the DDP step itself runs on these shards
+    (run_dir / "batches.json").write_text(json.dumps({"epochs": epochs, "steps": trainer.state.step, "loss": loss}))
+
+
+def test_two_workers_see_each_sample_once_per_epoch(tmp_path, tiny_root):
+    from itrlab.data.synthetic import generate_synthetic, synthetic_spec
+
+    spec = synthetic_spec("tiny")
+    generate_synthetic(tiny_root, spec)
+    trainer = TorchTrainer(record_epoch_batches, train_loop_config={"root": str(tiny_root), "out": str(tmp_path)},
+                           scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
+                           run_config=RunConfig(storage_path=str(tmp_path / "ray"), name="ddp_sampling"))
+    trainer.fit()
+    ranks = [json.loads((tmp_path / f"rank{r}" / "batches.json").read_text()) for r in range(2)]
+    n_captions = spec.n_train * spec.captions_per_image
+    steps = n_captions // 16 // 2
+    assert [r["steps"] for r in ranks] == [steps, steps]
+    for epoch in ("1", "2"):
+        shards = [[i for batch in r["epochs"][epoch] for i in batch] for r in ranks]
+        assert len(shards[0]) == len(shards[1]) == steps * 16
+        assert not set(shards[0]) & set(shards[1]), "two workers trained on the same caption"
+        assert len(set(shards[0]) | set(shards[1])) == 2 * steps * 16  # each sample at most once, all batches used
+    assert ranks[0]["epochs"]["1"] != ranks[0]["epochs"]["2"]  # a new order each epoch
