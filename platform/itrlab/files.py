@@ -47,15 +47,20 @@ def atomic_write_json(path: str | Path, payload: Any, indent: int | None = 2) ->
     atomic_write_text(path, json.dumps(payload, indent=indent) + "\n")
 
 
-def read_json(path: str | Path) -> Any:
-    """The JSON value in ``path``; DataError naming the file when it cannot be read or parsed."""
+def read_json(path: str | Path, what: str = "file") -> Any:
+    """The JSON value in ``path``; DataError naming the file (and the line) when it cannot be read or parsed.
+
+    ``what`` names the file for the message ("vocabulary file not found").
+    """
     path = Path(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataError(path, f"cannot read it ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise DataError(path, f"not valid JSON ({exc})") from None
+    except FileNotFoundError:
+        raise DataError(path, f"{what} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(path, f"cannot read the {what}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
 
 
 @contextlib.contextmanager

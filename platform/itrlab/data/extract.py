@@ -34,7 +34,6 @@ the output and the manifest. Their features are never replaced by zeros or noise
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import json
@@ -61,6 +60,7 @@ from itrlab.data.coco_captions import (
     parse_fractions,
     select_captions,
 )
+from itrlab.files import atomic_write_bytes, atomic_write_text, file_lock
 from itrlab.errors import DataError, ItrlabError, UserInputError
 
 MODEL_NAME = "efficientnet-lite0"
@@ -373,28 +373,15 @@ def encode_chunk(chunk: Chunk, sources: Sequence[ImageSource], encoder: Callable
                        time.perf_counter() - start)
 
 
-def _atomic_write_bytes(path: Path, write: Callable[[Any], None]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    _atomic_write_bytes(path, lambda f: f.write(text.encode("utf-8")))
-
-
 def write_shard(work_dir: Path, chunk: Chunk, result: ChunkResult) -> None:
     """``{name}.npz`` (features) then ``{name}.json`` (which images, bad ones): the JSON marks it done."""
-    _atomic_write_bytes(work_dir / f"{chunk.name}.npz",
+    atomic_write_bytes(work_dir / f"{chunk.name}.npz",
                         lambda f: np.savez(f, regions=result.regions, global_features=result.global_features))
     meta = {"split": chunk.split, "number": chunk.number, "images": len(chunk.images),
             "kept": result.kept, "ids": [chunk.images[i].image_id for i in result.kept],
             "bad": [{"file_name": name, "id": _id_of(chunk, name), "problem": problem} for name, problem in result.bad],
             "seconds": round(result.seconds, 3), "dtype": str(result.regions.dtype)}
-    _atomic_write_text(work_dir / f"{chunk.name}.json", json.dumps(meta))
+    atomic_write_text(work_dir / f"{chunk.name}.json", json.dumps(meta))
 
 
 def _id_of(chunk: Chunk, file_name: str) -> int | None:
@@ -645,7 +632,7 @@ def prepare(options: ExtractOptions, log: Callable[[str], None] = lambda s: None
             raise UserInputError(f"--out {out} already holds {', '.join(foreign[:4])} not written by this job; "
                                  f"pass --overwrite to replace them, or choose another --out")
         plan.work_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write_text(plan_path, json.dumps({"fingerprint": fingerprint, "settings": settings}, indent=1))
+        atomic_write_text(plan_path, json.dumps({"fingerprint": fingerprint, "settings": settings}, indent=1))
 
     done_bad: list[tuple[str, str]] = []
     for chunk in chunks:
@@ -690,15 +677,8 @@ def extraction_lock(out: Path) -> Iterator[None]:
     """Hold the output folder (an flock on the folder itself) for one job at a time."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserInputError(f"--out {out}: another extraction is writing to this folder") from None
+    with file_lock(out, blocking=False, what=f"--out {out} (another extraction is writing to this folder)"):
         yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def store_result(plan: Plan, chunk: Chunk, result: ChunkResult) -> None:
@@ -768,8 +748,8 @@ def assemble(plan: Plan, stats: RunStats, started: float) -> dict[str, Any]:
         pooled.flush()
         del regions, pooled
         captions = "".join(caption + "\n" for image in kept for caption in image.captions)
-        _atomic_write_text(out / f"{split}_caps.txt", captions)
-        _atomic_write_text(out / f"{split}_ids.txt", "".join(f"{image.image_id}\n" for image in kept))
+        atomic_write_text(out / f"{split}_caps.txt", captions)
+        atomic_write_text(out / f"{split}_ids.txt", "".join(f"{image.image_id}\n" for image in kept))
         os.replace(regions_tmp, out / f"{split}_ims.npy")
         os.replace(global_tmp, out / f"{split}_global.npy")
         counts[split] = {"images": n, "captions": n * plan.options.captions_per_image}
@@ -795,7 +775,7 @@ def assemble(plan: Plan, stats: RunStats, started: float) -> dict[str, Any]:
         "settings": plan.settings,
         "fingerprint": plan.fingerprint,
     }
-    _atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     if not plan.options.keep_shards:
         shutil.rmtree(plan.work_dir, ignore_errors=True)
     from itrlab.data.precomp import open_precomp

@@ -24,7 +24,6 @@ never needs to fit in memory. The same spec gives byte-identical files.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import random
@@ -32,12 +31,12 @@ import sys
 import time
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 
+from itrlab.files import atomic_write_text, file_lock, read_json
 from itrlab.errors import ConfigError, DataError
 
 GENERATOR_VERSION = 1
@@ -352,17 +351,6 @@ def _manifest(spec: SyntheticSpec) -> dict:
             "spec": asdict(spec), "splits": list(SPLITS)}
 
 
-@contextmanager
-def _locked(out: Path) -> Iterator[None]:
-    """Serialise concurrent generations into one directory (e.g. several trials at once)."""
-    with open(out / ".synthetic.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def generate_synthetic(out_dir: str | Path, spec: SyntheticSpec,
                        progress: Callable[[str], None] | None = None) -> Path:
     """Write splits train/dev/test of ``spec`` into ``out_dir`` (idempotent); return the dir.
@@ -376,13 +364,10 @@ def generate_synthetic(out_dir: str | Path, spec: SyntheticSpec,
     except OSError as exc:
         raise DataError(out, f"cannot create output directory: {exc.strerror or exc}") from None
     wanted = _manifest(spec)
-    with _locked(out):
+    with file_lock(out / ".synthetic.lock"):  # concurrent generations into one directory (trials)
         manifest_path = out / MANIFEST
         if manifest_path.exists():
-            try:
-                found = json.loads(manifest_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise DataError(manifest_path, f"unreadable manifest ({exc})") from None
+            found = read_json(manifest_path, "manifest")
             if found == wanted:
                 return out
             old = found.get("spec", {}) if isinstance(found, dict) else {}
@@ -405,9 +390,7 @@ def generate_synthetic(out_dir: str | Path, spec: SyntheticSpec,
             _write_split(out, spec, split, protos, words)
             if progress:
                 progress(f"wrote {split}: {spec.split_sizes()[split]} images")
-        tmp = out / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(wanted, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, manifest_path)
+        atomic_write_text(manifest_path, json.dumps(wanted, indent=1) + "\n")
         (out / PARTIAL).unlink()
     return out
 

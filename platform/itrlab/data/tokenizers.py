@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from itrlab.data.vocab import Vocabulary
+from itrlab.files import atomic_write_text, read_json
 from itrlab.errors import DataError, UserInputError
 
 TEXT_ENCODERS = ("bigru", "bert")
@@ -194,7 +195,7 @@ class PretrainedTokenizer:
         payload = {"format": FORMAT, "version": FORMAT_VERSION,
                    "model_dir": None if self.model_dir is None else str(self.model_dir),
                    "resolved_dir": str(self.path), "size": len(self), "pad_id": self.hf_pad_id}
-        Path(path).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(payload, indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "PretrainedTokenizer":
@@ -210,14 +211,7 @@ class PretrainedTokenizer:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(path, "tokenizer file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(path, f"cannot read the tokenizer file: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+    payload = read_json(path, "tokenizer file")
     if not isinstance(payload, dict):
         raise DataError(path, "not an itrlab tokenizer file (no JSON object)")
     return payload

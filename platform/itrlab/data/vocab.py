@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from itrlab.errors import DataError
+from itrlab.files import atomic_write_text, read_json
 
 PAD, START, END, UNK = "<pad>", "<start>", "<end>", "<unk>"
 SPECIAL_TOKENS = (PAD, START, END, UNK)  # ids 0, 1, 2, 3
@@ -109,21 +110,13 @@ class Vocabulary:
     def save(self, path: str | Path) -> None:
         """Write the vocabulary as JSON."""
         payload = {"format": "itrlab-vocabulary", "version": FORMAT_VERSION, "words": self._words}
-        Path(path).write_text(json.dumps(payload, ensure_ascii=False, indent=0) + "\n",
-                              encoding="utf-8")
+        atomic_write_text(path, json.dumps(payload, ensure_ascii=False, indent=0) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":
         """Read a vocabulary written by :meth:`save`; problems are :class:`DataError`."""
         path = Path(path)
-        try:
-            payload = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DataError(path, "vocabulary file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(path, f"cannot read vocabulary: {exc}") from None
-        except json.JSONDecodeError as exc:
-            raise DataError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+        payload = read_json(path, "vocabulary file")
         words = payload.get("words") if isinstance(payload, dict) else None
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
             raise DataError(path, "not an itrlab vocabulary (no 'words' list of strings)")

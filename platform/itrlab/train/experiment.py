@@ -103,16 +103,17 @@ def build_context(config: ExperimentConfig, data: TrainingData, run_dir: Path | 
     """What the config's method is built from: the opened data, the run directory, and (OAS stage 1)
     a way to train the plain method first in ``run_dir/anchor``."""
     splits = {"train": data.train, "val": data.val, "test": data.test}
-    train_anchor = None
-    if run_dir is not None:
-        def train_anchor(plain: ExperimentConfig) -> Path:
-            # stage 1 seeds and trains on its own; the build continues with the generators as they were
-            state = rng_state()
-            try:
-                return train_plain_anchor(plain, data, run_dir / "anchor", device)
-            finally:
-                set_rng_state(state)
-    return BuildContext.of(vocab=data.vocab, splits=splits, run_dir=run_dir, train_anchor=train_anchor)
+
+    def train_anchor(plain: ExperimentConfig) -> Path:
+        # stage 1 seeds and trains on its own; the build continues with the generators as they were
+        state = rng_state()
+        try:
+            return train_plain_anchor(plain, data, run_dir / "anchor", device)
+        finally:
+            set_rng_state(state)
+
+    return BuildContext.of(vocab=data.vocab, splits=splits, run_dir=run_dir,
+                           train_anchor=train_anchor if run_dir is not None else None)
 
 
 def build_run_method(config: ExperimentConfig, data: TrainingData, run_dir: Path | None = None,
