@@ -56,6 +56,8 @@ from .distillation import (
 )
 from .projection import CMPMLoss, MaxPolynomialLoss
 from .schedule import WarmupLoss
+from .ascl import AsymmetrySensitiveLoss, AsymmetryTripletLoss  # noqa: F401  (registers ascl, ascl_triplet)
+from .dcl import DCLInstanceLoss, DCLLoss, MemoryDCLLoss, PrototypeClusterLoss  # noqa: F401  (registers dcl_i, dcl, mdcl, pgc)
 
 __all__ = [
     "CMPMLoss",
