@@ -120,6 +120,10 @@ class MethodModule(nn.Module):
             raise ConfigError(f"method.{key}", first.get("input"), allowed) from None
 
     @classmethod
+    def check_data(cls, config: ExperimentConfig, summary) -> None:
+        """Raise ConfigError for settings that do not fit the data's sizes (a DataSummary: split sizes)."""
+
+    @classmethod
     def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "MethodModule":
         raise NotImplementedError
 

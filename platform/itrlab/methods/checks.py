@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from itrlab.config.checks import DATA_CHECKS
 from itrlab.config.loader import did_you_mean
 from itrlab.config.schema import ExperimentConfig
 from itrlab.errors import ConfigError
@@ -113,3 +114,14 @@ def check_method_config(config: ExperimentConfig) -> None:
         if protocol not in PROTOCOLS:
             raise ConfigError(f"eval.{field}", protocol, f"known protocols: {', '.join(sorted(PROTOCOLS))}",
                               did_you_mean(protocol, PROTOCOLS))
+
+
+def check_method_data(config: ExperimentConfig, summary) -> None:
+    """The method's own checks against the data's sizes (registered with the config layer's check_data)."""
+    from itrlab.methods.registry import METHODS
+
+    if config.method.name in METHODS:
+        METHODS[config.method.name].check_data(config, summary)
+
+
+DATA_CHECKS.append(check_method_data)

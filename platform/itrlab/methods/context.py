@@ -23,6 +23,7 @@ class BuildContext:
     feature_dim: int
     vocab_size: int
     vocab_words: Sequence[str] | None = None  # id order; None: not known (unit tests)
+    vocab: Any = None  # the run's text tokenizer (encodes splits for methods that embed them in prepare)
     splits: Mapping[str, PrecompSplit] = field(default_factory=dict)  # by role: train, val, test
     run_dir: Path | None = None
     train_anchor: Callable[[Any], Path] | None = None  # config of the plain method -> its model.pt
@@ -42,5 +43,5 @@ class BuildContext:
            train_anchor: Callable[[Any], Path] | None = None) -> "BuildContext":
         """The context of opened data: ``vocab`` is the run's text tokenizer."""
         return cls(feature_dim=splits["train"].feature_dim, vocab_size=len(vocab),
-                   vocab_words=getattr(vocab, "words", None), splits=dict(splits), run_dir=run_dir,
+                   vocab_words=getattr(vocab, "words", None), vocab=vocab, splits=dict(splits), run_dir=run_dir,
                    train_anchor=train_anchor)

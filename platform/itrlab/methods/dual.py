@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from itrlab.config import ExperimentConfig
 from itrlab.config.schema import TextEncoderConfig
@@ -73,17 +73,24 @@ class DualEncoderMethod(MethodModule):
         return self.similarities(image_emb, caption_emb, batch.image_ids, bool(needs & {"i2i", "t2t"}))
 
     @torch.no_grad()
-    def embed_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor]:
-        """Embeddings of every image (N, d) and every caption (cpi·N, d) of a split."""
+    def encode_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int,
+                     encode_images: Callable[[Tensor], Tensor],
+                     encode_captions: Callable[[Tensor, Tensor], Tensor]) -> tuple[Tensor, Tensor]:
+        """``encode_images`` of every image (N, ...) and ``encode_captions`` of every caption (cpi·N, ...)
+        of a split, in split order, in eval mode."""
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
         image_batches, caption_batches = eval_loaders(split, vocab, batch_size, self.max_len)
-        images = torch.cat([self.model.encode_images(batch.images.to(device)) for batch in image_batches])
-        captions = torch.cat([self.model.encode_captions(batch.tokens.to(device), batch.lengths.to(device))
+        images = torch.cat([encode_images(batch.images.to(device)) for batch in image_batches])
+        captions = torch.cat([encode_captions(batch.tokens.to(device), batch.lengths.to(device))
                               for batch in caption_batches])
         self.train(was_training)
         return images, captions
+
+    def embed_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor]:
+        """Embeddings of every image (N, d) and every caption (cpi·N, d) of a split."""
+        return self.encode_split(split, vocab, batch_size, self.model.encode_images, self.model.encode_captions)
 
     def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
         return dense_score_fn(*self.embed_split(split, vocab, batch_size))

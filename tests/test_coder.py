@@ -1,0 +1,130 @@
+"""CODER as a method: all four losses train end to end, the queue and prototypes, exact resume,
+config-time errors, and CODER inside DBL's cooperative schemes."""
+
+from __future__ import annotations
+
+import torch
+
+import pytest
+
+from itrlab.config import load_experiment
+from itrlab.config.checks import check_data
+from itrlab.errors import ConfigError
+from itrlab.methods import CoderMethod, CooperativeMethod
+from itrlab.models.memory import MomentumQueue
+from itrlab.train import run_experiment
+from itrlab.train.checkpoint import LAST, load_checkpoint
+
+
+def coder(root, *overrides):
+    return load_experiment("coder_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false", *overrides])
+
+
+class Parts:
+    def __init__(self):
+        self.epochs = []
+
+    def on_epoch_end(self, report):
+        self.epochs.append(report.parts)
+
+
+def test_full_coder_trains_with_all_four_losses(tmp_path, tiny_root):
+    parts = Parts()
+    result = run_experiment(coder(tiny_root, "train.epochs=2"), tmp_path / "run", callbacks=[parts])
+    assert {"instance", "mdcl", "concept", "pgc"} <= set(parts.epochs[0])
+    assert parts.epochs[0]["pgc_labelled"] == 0 and parts.epochs[1]["pgc_labelled"] == 1  # clustered before epoch 2
+    assert result.test.rsum > 0
+    state = load_checkpoint(tmp_path / "run" / LAST)["model"]
+    assert (state["queue.image_ids"] >= 0).all() and int(state["prototypes.clustered_epoch"]) == 2
+    assert (tmp_path / "run" / "concepts.json").is_file()
+
+
+def test_resume_restores_queue_momentum_encoder_and_prototypes_exactly(tmp_path, tiny_root):
+    straight = run_experiment(coder(tiny_root, "train.epochs=3"), tmp_path / "straight")
+    interrupted = tmp_path / "interrupted"
+    run_experiment(coder(tiny_root, "train.epochs=2"), interrupted)
+    resumed = run_experiment(coder(tiny_root, "train.epochs=3"), interrupted)
+    a, b = load_checkpoint(tmp_path / "straight" / LAST), load_checkpoint(interrupted / LAST)
+    assert b["state"].history == a["state"].history  # epoch 3's loss equals the uninterrupted run's
+    for name in ("queue.captions", "queue.image_ids", "queue.pointer", "prototypes.labels",
+                 "prototypes.prototypes.weight", "momentum_model.image_encoder.fc.weight"):
+        assert torch.equal(a["model"][name], b["model"][name]), name
+    assert resumed.test == straight.test
+
+
+def test_queue_is_fifo_and_tracks_image_ids():
+    queue = MomentumQueue(4, 3)
+    queue.enqueue(torch.ones(2, 3), torch.ones(2, 3), torch.tensor([5, 6]))
+    assert queue.image_ids.tolist() == [5, 6, -1, -1] and queue.filled == 2
+    queue.enqueue(2 * torch.ones(2, 3), torch.ones(2, 3), torch.tensor([7, 8]))
+    queue.enqueue(3 * torch.ones(2, 3), torch.ones(2, 3), torch.tensor([9, 9]))
+    assert queue.image_ids.tolist() == [9, 9, 7, 8] and int(queue.pointer) == 2
+    assert queue.images[0].tolist() == [3.0] * 3
+    with pytest.raises(ValueError, match="multiple"):
+        queue.enqueue(torch.ones(3, 3), torch.ones(3, 3), torch.arange(3))
+
+
+def test_a_same_image_queue_entry_is_never_a_negative(tmp_path, tiny_root):
+    config = coder(tiny_root, "method.concepts=false", "method.pgc=false")
+    method = CoderMethod.from_config(config, _context(tiny_root, config))
+    batch = _batch(tiny_root, config)
+    method.train()
+    method.queue.image_ids[:] = batch.image_ids[0]  # every slot: the first pair's image
+    method.queue.captions.normal_()
+    before = method.step(batch)[0].parts["mdcl"]
+    method.queue.captions.normal_()  # other scores for those same-image entries
+    after = method.step(batch)[0].parts["mdcl"]
+    # only anchors of other images see them as negatives; the first image's anchors never do
+    sims = method.step(batch)[1]
+    ids = sims.extras["memory_image_ids"]
+    assert (ids[len(batch):] == batch.image_ids[0]).all() and not torch.equal(before, after)
+
+
+def _context(root, config):
+    from itrlab.methods import BuildContext
+    from itrlab.train import prepare_data
+
+    (root.parent / "ctx").mkdir(exist_ok=True)
+    data = prepare_data(config, root.parent / "ctx")
+    return BuildContext.of(vocab=data.vocab, splits={"train": data.train, "val": data.val, "test": data.test})
+
+
+def _batch(root, config):
+    from itrlab.data import CaptionDataset, collate
+    from itrlab.train import prepare_data
+
+    (root.parent / "ctx").mkdir(exist_ok=True)
+    data = prepare_data(config, root.parent / "ctx")
+    dataset = CaptionDataset(data.train, data.vocab)
+    return collate([dataset[i] for i in range(32)])
+
+
+@pytest.mark.parametrize("overrides, field", [
+    (["method.K=100000"], "method.K"),
+    (["method.queue_size=70"], "method.queue_size"),
+    (["loss.eps=0"], "loss.eps"),
+    (["loss.mu=-1"], "loss.mu"),
+    (["loss.div=var"], "loss.div"),
+    (["method.concept_size=1000"], "method.concept_size"),
+    (["method.graph_eps=2"], "method.graph_eps"),
+    (["method.pgc=true", "method.concepts=false"], "method.pgc"),
+    (["method.mdcl=false"], "loss.memory_div"),
+    (["method.typo=1"], "method.typo"),
+])
+def test_bad_settings_fail_before_anything_starts(tiny_root, overrides, field):
+    from itrlab.data.synthetic import generate_synthetic, synthetic_spec
+
+    generate_synthetic(tiny_root, synthetic_spec("tiny"))  # the caption vocabulary is read from the data
+    with pytest.raises(ConfigError) as err:
+        check_data(coder(tiny_root, *overrides))
+    assert err.value.field == field, str(err.value)
+
+
+def test_coder_inside_dbl_keeps_its_queues_and_parts(tmp_path, tiny_root):
+    config = coder(tiny_root, "cooperative={scenario: oss, strategy: F, gamma: 0.2, alpha: 0.5}", "train.epochs=1")
+    parts = Parts()
+    run_experiment(config, tmp_path / "dbl", callbacks=[parts])
+    assert {"task", "cooperative", "task_mdcl", "task_concept", "branch1_task"} <= set(parts.epochs[0])
+    state = load_checkpoint(tmp_path / "dbl" / LAST)["model"]
+    assert (state["branches.0.queue.image_ids"] >= 0).all() and (state["branches.1.queue.image_ids"] >= 0).all()
+    assert isinstance(CooperativeMethod, type)
