@@ -108,7 +108,6 @@ def _batch(root, config):
     (["method.concept_size=1000"], "method.concept_size"),
     (["method.graph_eps=2"], "method.graph_eps"),
     (["method.pgc=true", "method.concepts=false"], "method.pgc"),
-    (["method.mdcl=false"], "loss.memory_div"),
     (["method.typo=1"], "method.typo"),
 ])
 def test_bad_settings_fail_before_anything_starts(tiny_root, overrides, field):

@@ -101,14 +101,17 @@ class CoderMethod(DualEncoderMethod):
     def validate_config(cls, config: ExperimentConfig) -> None:
         super().validate_config(config)
         settings = cls.method_settings(config)
-        needs = set(getattr(checked_task_loss(config.loss), "requires", ()))
-        if needs & set(D.MEMORY_SCORES) and not settings.mdcl:
-            raise ConfigError("loss.memory_div", True, "the memory diversity (MB) reads the queues: set method.mdcl=true")
-        if settings.mdcl and settings.queue_size % config.train.batch_size:
+        if cls.uses_memory(config, settings) and settings.queue_size % config.train.batch_size:
             raise ConfigError("method.queue_size", settings.queue_size,
                               f"must be a multiple of train.batch_size ({config.train.batch_size}): whole batches are enqueued")
         if settings.pgc and not settings.concepts:
             raise ConfigError("method.pgc", True, "PGC classifies concept embeddings: it needs method.concepts=true")
+
+    @staticmethod
+    def uses_memory(config: ExperimentConfig, settings: CoderSettings) -> bool:
+        """The momentum encoder and queues exist for the M-DCL term, or for the instance loss's
+        memory diversity (MB: Table 3 row 3 has MB without M-DCL)."""
+        return settings.mdcl or bool(set(getattr(checked_task_loss(config.loss), "requires", ())) & set(D.MEMORY_SCORES))
 
     @classmethod
     def check_data(cls, config: ExperimentConfig, summary: DataSummary) -> None:
@@ -116,7 +119,7 @@ class CoderMethod(DualEncoderMethod):
         pairs = summary.n_train_captions
         if settings.pgc and settings.K > pairs:
             raise ConfigError("method.K", settings.K, f"must be at most the number of training pairs ({pairs})")
-        if settings.mdcl and settings.queue_size > pairs:
+        if cls.uses_memory(config, settings) and settings.queue_size > pairs:
             raise ConfigError("method.queue_size", settings.queue_size,
                               f"must be at most the number of training pairs ({pairs})")
         captions = config.dataset.root / f"{config.dataset.splits.train}_caps.txt"
@@ -136,10 +139,11 @@ class CoderMethod(DualEncoderMethod):
         self.settings_ = settings
         dim = config.model.embed_dim
         params = _dcl_params(self.loss)
-        self.memory_div = bool(set(getattr(self.loss, "requires", ())) & set(D.MEMORY_SCORES))
-        if settings.mdcl:
+        self.uses_memory_ = self.uses_memory(config, settings)
+        if self.uses_memory_:
             self.momentum_model = momentum_copy(self.model)
             self.queue = MomentumQueue(settings.queue_size, dim)
+        if settings.mdcl:
             self.mdcl_loss = build_loss("mdcl", positive=settings.mdcl_positive, **params)
         if settings.concepts:
             self.concept_fc = nn.Linear(context.feature_dim, dim)
@@ -213,7 +217,7 @@ class CoderMethod(DualEncoderMethod):
         image_emb, caption_emb = self.model(batch.images, batch.tokens, batch.lengths)
         wanted = set(union(needs, getattr(self.loss, "requires", ())))
         sims = self.similarities(image_emb, caption_emb, batch.image_ids, bool(wanted & {"i2i", "t2t"}))
-        if settings.mdcl:
+        if self.uses_memory_:
             sims = sims.with_extras(**self.memory_extras(batch, image_emb, caption_emb))
         instance = self.loss(sims)
         total = settings.lambda_ * instance.loss
@@ -256,7 +260,7 @@ class CoderMethod(DualEncoderMethod):
     @torch.no_grad()
     def after_step(self, step: int, total_steps: int) -> None:
         """Momentum update of the key encoder, then the batch's keys into the queue (MoCo's order)."""
-        if not self.settings_.mdcl:
+        if not self.uses_memory_:
             return
         ema_update_(self.momentum_model, self.model, self.settings_.momentum)
         if self._pending is not None:
@@ -268,7 +272,7 @@ class CoderMethod(DualEncoderMethod):
         super().set_epoch(epoch)
         settings = self.settings_
         if settings.pgc and epoch >= 2 and int(self.prototypes.clustered_epoch) != epoch and self._train_split is not None:
-            encoder = self.momentum_model if settings.mdcl else self.model
+            encoder = self.momentum_model if self.uses_memory_ else self.model
             images, captions = self.encode_split(self._train_split, self._vocab, self.eval_batch_size,
                                                  encoder.encode_images, encoder.encode_captions)
             per_caption = images.repeat_interleave(self._train_split.captions_per_image, dim=0)

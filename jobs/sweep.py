@@ -1,0 +1,20 @@
+"""Run any paper's sweep on Ray Tune; every trial lands in MLflow, the parent run holds the pivot.
+
+    python jobs/sweep.py --preset coder-table2       # CODER Table 2 (components), 3 seeds
+    python jobs/sweep.py --preset coder-k            # CODER Table 4 (K)
+    python jobs/sweep.py --preset ascl-table2        # AsCL Table II (ablations)
+    python jobs/sweep.py --preset dbl-table4         # = jobs/sweep_dbl.py
+    python jobs/sweep.py --sweep my_sweep.yaml       # any sweep file
+    python jobs/sweep.py --preset coder-table2 --resume
+    ray job submit --working-dir . -- python jobs/sweep.py --preset coder-table2
+
+A preset is a file of configs/sweeps/ named with dashes. Same flags and machinery as
+jobs/sweep_dbl.py. Starts a local Ray when RAY_ADDRESS is unset.
+"""
+
+import sys
+
+from itrlab.cli import sweep_cli
+
+if __name__ == "__main__":
+    sys.exit(sweep_cli())
