@@ -66,3 +66,43 @@ def test_two_workers_see_each_sample_once_per_epoch(tmp_path, tiny_root):
         assert not set(shards[0]) & set(shards[1]), "two workers trained on the same caption"
         assert len(set(shards[0]) | set(shards[1])) == 2 * steps * 16  # each sample at most once, all batches used
     assert ranks[0]["epochs"]["1"] != ranks[0]["epochs"]["2"]  # a new order each epoch
+
+
+def train_coder_epoch(loop_config: dict) -> None:
+    """A Ray Train worker: one CODER epoch under DDP; writes its queue and the image ids it trained on."""
+    import ray.train
+    import torch
+
+    from itrlab.config import load_experiment
+    from itrlab.train import Trainer, prepare_data
+    from itrlab.train.experiment import build_run_method
+
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    torch.set_num_threads(1)
+    config = load_experiment("coder_synthetic_tiny", [f"dataset.root={loop_config['root']}", "tracking.enabled=false",
+                                                      "method.concepts=false", "method.pgc=false"])
+    run_dir = Path(loop_config["out"]) / f"coder{rank}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    data = prepare_data(config, run_dir)
+    torch.manual_seed(0)
+    method, _ = build_run_method(config, data)
+    trainer = Trainer(config, method, data, run_dir, rank=rank, world_size=world, device=torch.device("cpu"))
+    last = [b.image_ids.tolist() for b in trainer.epoch_loader(1)][-1]
+    trainer.train_epoch(1)
+    (run_dir / "queue.json").write_text(json.dumps({"queue": method.queue.image_ids.tolist(), "last": last,
+                                                    "pointer": int(method.queue.pointer)}))
+
+
+def test_coder_gathers_every_workers_keys_before_enqueueing(tmp_path, tiny_root):
+    from itrlab.data.synthetic import generate_synthetic, synthetic_spec
+
+    generate_synthetic(tiny_root, synthetic_spec("tiny"))
+    trainer = TorchTrainer(train_coder_epoch, train_loop_config={"root": str(tiny_root), "out": str(tmp_path)},
+                           scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
+                           run_config=RunConfig(storage_path=str(tmp_path / "ray"), name="ddp_coder"))
+    trainer.fit()
+    ranks = [json.loads((tmp_path / f"coder{r}" / "queue.json").read_text()) for r in range(2)]
+    assert ranks[0]["queue"] == ranks[1]["queue"]  # every worker holds the same queue...
+    # ...of 64 slots = one global batch (2 x 32): the last step's keys of rank 0, then rank 1's
+    assert ranks[0]["queue"] == ranks[0]["last"] + ranks[1]["last"] and ranks[0]["pointer"] == 0

@@ -114,8 +114,8 @@ def test_oas_with_glove_keeps_the_trained_anchor(tmp_path, tiny_root):
                                                     "cooperative.scenario=oas", "cooperative.strategy=F",
                                                     f"cooperative.anchor_checkpoint={anchor_run.run_dir / MODEL}"])
     data = prepare_data(config, anchor_run.run_dir)  # the anchor's vocabulary
-    method, coverage = build_run_method(config, data)
-    assert coverage is not None  # GloVe was loaded into the fresh branch...
+    method, notes = build_run_method(config, data)
+    assert notes.get("glove") is not None  # GloVe was loaded into the fresh branch...
     for branch in method.branches:  # ...then the anchor's trained weights replaced it in both
         assert torch.equal(branch.state_dict()[key], trained[key])
     fresh = [m for m in build_method(config.model_copy(update={"cooperative": None}),

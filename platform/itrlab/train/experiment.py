@@ -117,13 +117,25 @@ def build_context(config: ExperimentConfig, data: TrainingData, run_dir: Path | 
 
 
 def build_run_method(config: ExperimentConfig, data: TrainingData, run_dir: Path | None = None,
-                     device: torch.device | None = None) -> tuple[MethodModule, GloveCoverage | None]:
-    """The config's method for this data, each fresh branch prepared (GloVe rows with
-    ``model.text.glove``; the coverage is returned, None without GloVe). An OAS anchor loaded from
-    its checkpoint keeps its trained weights."""
+                     device: torch.device | None = None) -> tuple[MethodModule, dict]:
+    """The config's method for this data, each fresh branch prepared, and what preparing found
+    (``notes``: ``glove``, the GloVe coverage with ``model.text.glove``; a method's own figures such
+    as CODER's ``concepts``, a dict of numbers). An OAS anchor loaded from its checkpoint keeps its
+    trained weights."""
     context = build_context(config, data, run_dir, device)
     method = build_method(config, context)
-    return method, context.notes.get("glove")
+    return method, context.notes
+
+
+def preparation_metrics(notes: dict) -> dict[str, float]:
+    """The numbers of :func:`build_run_method`'s notes, as metrics logged once at step 0."""
+    metrics: dict[str, float] = {}
+    for value in notes.values():
+        if isinstance(value, GloveCoverage):
+            metrics.update(value.metrics())
+        elif isinstance(value, dict):
+            metrics.update({k: float(v) for k, v in value.items() if isinstance(v, (int, float))})
+    return metrics
 
 
 def train_plain_anchor(plain: ExperimentConfig, data: TrainingData, anchor_dir: Path,
@@ -164,9 +176,9 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
     data = prepare_data(config, run_dir)
 
     seed_everything(config.seed)
-    method, glove = build_run_method(config, data, run_dir, device)
-    if glove is not None:
-        print(glove.describe(), flush=True)
+    method, notes = build_run_method(config, data, run_dir, device)
+    if notes.get("glove") is not None:
+        print(notes["glove"].describe(), flush=True)
     callbacks = list(callbacks or [])
     run_id = None
     if tracker is not None:
@@ -176,8 +188,8 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
         run_id = tracker.start(run_name=run_name or f"{config.name}-{run_dir.name}", tags=tags,
                                params=config.flat(), run_id=reuse, parent_run_id=parent_run_id)
         previous.write_text(json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
-        if glove is not None:
-            tracker.log_metrics(glove.metrics(), step=0)
+        if preparation_metrics(notes):
+            tracker.log_metrics(preparation_metrics(notes), step=0)
         # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
         # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
         callbacks.insert(0, MlflowEpochLogger(tracker))
