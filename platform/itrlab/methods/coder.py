@@ -202,10 +202,12 @@ class CoderMethod(DualEncoderMethod):
         query = self.model.image_encoder.pool(self.concept_fc(images), n_regions)
         return F.normalize(self.concept_embedder(query, "image", y), dim=-1)
 
-    def caption_concepts(self, tokens: Tensor, lengths: Tensor, y: Tensor | None = None) -> Tensor:
-        """Unit w^C (B, F) of eq. 2; the query pools the instance text encoder's word features with
-        a separate pooling and FC."""
-        words = self.model.text_encoder.word_features(tokens, lengths)
+    def caption_concepts(self, tokens: Tensor, lengths: Tensor, y: Tensor | None = None,
+                         words: Tensor | None = None) -> Tensor:
+        """Unit w^C (B, F) of eq. 2; the query pools the instance text encoder's word features (given,
+        or computed from the tokens) with a separate pooling and FC."""
+        if words is None:
+            words = self.model.text_encoder.word_features(tokens, lengths)
         query = self.text_concept_fc(self.text_concept_pool(words, lengths.to(words.device)))
         return F.normalize(self.concept_embedder(query, "text", y), dim=-1)
 
@@ -214,7 +216,9 @@ class CoderMethod(DualEncoderMethod):
     def step(self, batch: Batch, needs: Iterable[str] = ()) -> tuple[LossOutput, Similarities]:
         """Eq. 8: ``λ·L^I + L^I_M-DCL + L^C_DCL + L_PGC`` (each switchable); parts name each term."""
         settings = self.settings_
-        image_emb, caption_emb = self.model(batch.images, batch.tokens, batch.lengths)
+        text_encoder = self.model.text_encoder
+        words = text_encoder.word_features(batch.tokens, batch.lengths)  # shared by both caption embeddings
+        image_emb, caption_emb = self.model.encode_images(batch.images), text_encoder.pool_features(words, batch.lengths)
         wanted = set(union(needs, getattr(self.loss, "requires", ())))
         sims = self.similarities(image_emb, caption_emb, batch.image_ids, bool(wanted & {"i2i", "t2t"}))
         if self.uses_memory_:
@@ -227,7 +231,8 @@ class CoderMethod(DualEncoderMethod):
             total, parts["mdcl"] = total + mdcl, mdcl.detach()
         if settings.concepts:
             y = self.concept_embedder.concepts()  # one GCN pass for both sides
-            image_c, caption_c = self.image_concepts(batch.images, y), self.caption_concepts(batch.tokens, batch.lengths, y)
+            image_c = self.image_concepts(batch.images, y)
+            caption_c = self.caption_concepts(batch.tokens, batch.lengths, y, words)
             concept_sims = Similarities(image_c @ caption_c.T, batch.image_ids)
             concept = self.concept_loss(concept_sims).loss
             if settings.concept_both_ways:
