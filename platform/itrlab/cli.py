@@ -107,6 +107,16 @@ PRESETS = {
     "smoke": "dbl_smoke", "table4": "dbl_table4", "table2": "dbl_table2",
     "fig4-gamma": "dbl_fig4_gamma", "fig4-alpha": "dbl_fig4_alpha", "optuna": "dbl_optuna", "tiny": "dbl_tiny",
 }
+"""DBL's short preset names (``jobs/sweep_dbl.py --preset table2``)."""
+
+
+def sweep_presets() -> dict[str, str]:
+    """Every preset: DBL's short names, and each sweep file under ``configs/sweeps/`` by its name with
+    dashes (``coder_table2.yaml`` is ``--preset coder-table2``)."""
+    from itrlab.config import config_dir
+
+    files = sorted(path.stem for path in (config_dir() / "sweeps").glob("*.yaml"))
+    return {**PRESETS, **{stem.replace("_", "-"): stem for stem in files}}
 
 
 SWEEP_FLAGS = {"resources.cpu": "--cpus-per-trial", "resources.gpu": "--gpus-per-trial", "concurrency": "--concurrency"}
@@ -122,13 +132,14 @@ def sweep_spec_of(args: argparse.Namespace):
         args.preset = "optuna"
     if args.sweep and args.preset:
         raise UserInputError("give either --sweep or --preset, not both")
-    if args.sweep is None and args.preset not in PRESETS:
+    presets = sweep_presets()
+    if args.sweep is None and args.preset not in presets:
         from itrlab.config.loader import did_you_mean
 
-        hint = did_you_mean(args.preset, PRESETS)
-        raise UserInputError(f"--preset: got {args.preset!r}; presets: {', '.join(PRESETS)}" + (f" ({hint})" if hint else ""))
+        hint = did_you_mean(args.preset or "", presets)
+        raise UserInputError(f"--preset: got {args.preset!r}; presets: {', '.join(presets)}" + (f" ({hint})" if hint else ""))
     settings = {key: getattr(args, flag.lstrip("-").replace("-", "_")) for key, flag in SWEEP_FLAGS.items()}
-    return load_sweep(args.sweep or PRESETS[args.preset]).with_settings(settings, labels=SWEEP_FLAGS)
+    return load_sweep(args.sweep or presets[args.preset]).with_settings(settings, labels=SWEEP_FLAGS)
 
 
 @_guarded
@@ -167,8 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-data", action="store_true", help="do not look at the data files")
     check.set_defaults(func=check_config_main)
 
-    sweep = sub.add_parser("sweep", help="run a sweep of trainings on Ray Tune (jobs/sweep_dbl.py)")
-    sweep.add_argument("--preset", default=None, help=f"a DBL preset: {', '.join(PRESETS)} (default: table4)")
+    sweep = sub.add_parser("sweep", help="run a sweep of trainings on Ray Tune (jobs/sweep.py, jobs/sweep_dbl.py)")
+    sweep.add_argument("--preset", default=None,
+                       help=f"a sweep file's name with dashes (coder-table2, ascl-table2, dbl-table4, ...; see "
+                            f"configs/sweeps/) or a DBL short name: {', '.join(PRESETS)}")
     sweep.add_argument("--optuna", action="store_true", help="the Optuna preset (γ, α, strategy, scenario)")
     sweep.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
     sweep.add_argument("--resume", action="store_true", help="continue the newest interrupted invocation of the sweep")
@@ -207,6 +220,16 @@ def sweep_dbl_cli(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not any(a.startswith(("--preset", "--sweep", "--optuna")) for a in argv):
         argv = ["--preset", "table4", *argv]
+    return main(["sweep", *argv])
+
+
+def sweep_cli(argv: Sequence[str] | None = None) -> int:
+    """``jobs/sweep.py``: the ``sweep`` subcommand for any paper's sweep (``--preset coder-table2``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not any(a.startswith(("--preset", "--sweep", "--optuna", "-h", "--help")) for a in argv):
+        print(f"itrlab: error: name a sweep: --preset NAME ({', '.join(sweep_presets())}) or --sweep FILE",
+              file=sys.stderr)
+        return 2
     return main(["sweep", *argv])
 
 

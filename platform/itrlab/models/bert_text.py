@@ -12,6 +12,8 @@ mask comes from the lengths.
 - :meth:`BertTextEncoder.token_features`: (B, L, embed_dim), the last hidden states through a
   linear projection, zero at padding; for cross-attention methods (also as ``word_features``, the
   name :class:`~itrlab.models.encoders.GRUTextEncoder` uses).
+- :meth:`BertTextEncoder.input_embeddings` / :meth:`BertTextEncoder.features_from_embeddings`: the
+  same token features in two steps, so that a method can perturb the input embeddings (AsCL).
 - :meth:`BertTextEncoder.forward`: (B, embed_dim) unit vectors: token features pooled over the
   valid tokens (mean or GPO, as the BiGRU encoder), the optional projection head, L2 norm.
 
@@ -90,9 +92,27 @@ class BertTextEncoder(nn.Module):
 
     word_features = token_features  # the name interaction models call
 
+    def input_embeddings(self, tokens: Tensor) -> Tensor:
+        """(B, L, hidden) the transformer's input word embeddings (before position embeddings are added):
+        where AsCL injects its noise. Position and token-type embeddings are added by
+        :meth:`features_from_embeddings`, so a shuffle of these rows changes the output."""
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
+            return self.bert.get_input_embeddings()(swap_pad_id(tokens, self.pad_id))
+
+    def features_from_embeddings(self, embeddings: Tensor, lengths: Tensor) -> Tensor:
+        """:meth:`token_features` from given input embeddings (B, L, hidden), perturbed or not."""
+        mask = length_mask(lengths.to(embeddings.device), embeddings.size(1))
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
+            hidden = self.bert(inputs_embeds=embeddings, attention_mask=mask.long()).last_hidden_state
+        return self.fc(hidden) * mask.unsqueeze(-1).to(hidden.dtype)
+
+    def pool_features(self, words: Tensor, lengths: Tensor) -> Tensor:
+        """(B, embed_dim) unit vectors from token features: pooling, head, L2 norm."""
+        return F.normalize(self.head(self.pool(words, lengths)), dim=-1)
+
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """(B, embed_dim) unit vectors."""
-        return F.normalize(self.head(self.pool(self.token_features(tokens, lengths), lengths)), dim=-1)
+        return self.pool_features(self.token_features(tokens, lengths), lengths)
 
 
 __all__ = ["BertTextEncoder", "load_pretrained_model"]

@@ -74,13 +74,24 @@ class GRUTextEncoder(nn.Module):
 
         Positions at or beyond each caption's length are zero. Not normalised.
         """
-        packed = pack_padded_sequence(self.embed(tokens), lengths.cpu(), batch_first=True, enforce_sorted=False)
+        return self.features_from_embeddings(self.input_embeddings(tokens), lengths)
+
+    def input_embeddings(self, tokens: Tensor) -> Tensor:
+        """(B, L, word_dim) word embeddings: the BiGRU's input (where AsCL injects its noise)."""
+        return self.embed(tokens)
+
+    def features_from_embeddings(self, embeddings: Tensor, lengths: Tensor) -> Tensor:
+        """:meth:`word_features` from given input embeddings (B, L, word_dim), perturbed or not."""
+        packed = pack_padded_sequence(embeddings, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, _ = self.gru(packed)
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=tokens.size(1))
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=embeddings.size(1))
         half = out.size(-1) // 2
         return (out[..., :half] + out[..., half:]) / 2
 
-    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        words = self.word_features(tokens, lengths)
+    def pool_features(self, words: Tensor, lengths: Tensor) -> Tensor:
+        """(B, embed_dim) unit vectors from word features: pooling, head, L2 norm."""
         return F.normalize(self.head(self.pool(words, lengths)), dim=-1)
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        return self.pool_features(self.word_features(tokens, lengths), lengths)
 

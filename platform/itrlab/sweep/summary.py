@@ -25,7 +25,10 @@ class TrialRow:
 
 
 def label(value: Any) -> Any:
-    """A grid value as a table cell: dict values (whole sections) as ``key=value`` pairs."""
+    """A grid value as a table cell: a named variant by its name, other dict values (whole sections)
+    as ``key=value`` pairs."""
+    if isinstance(value, dict) and "name" in value and any("." in str(k) for k in value):
+        return value["name"]
     if isinstance(value, dict):
         return " ".join(f"{k}={v}" for k, v in value.items())
     return value

@@ -30,6 +30,7 @@ from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experim
 from itrlab.train.experiment import MLFLOW_FILE
 
 TRIAL_TAG = "itrlab.trial_id"
+VARIANT = "variant"  # grid key whose values are named sets of overrides: {name: "+M-DCL", method.mdcl: true, ...}
 STOP_REASON_TAG = "itrlab.stop_reason"
 
 
@@ -49,7 +50,12 @@ def trial_config(base_tree: dict[str, Any], params: dict[str, Any]):
     """The validated experiment config of one trial: the base tree with the trial's dotted keys set."""
     tree = copy.deepcopy(base_tree)
     for key, value in params.items():
-        set_path(tree, key.split("."), value)
+        if key == VARIANT:  # a named ablation row: several dotted keys at once
+            for path, setting in value.items():
+                if path != "name":
+                    set_path(tree, path.split("."), setting)
+        else:
+            set_path(tree, key.split("."), value)
     return validate(tree)
 
 
