@@ -329,8 +329,9 @@ def test_registry():
 
 
 def test_registry_errors():
-    with pytest.raises(ValueError, match="known losses: .*cmpm, convse, convsepp, mpl, mvn, vse, vsepp"):
+    with pytest.raises(ValueError, match="known losses: ") as err:
         build_loss("triplet")
+    assert all(name in str(err.value) for name in ("cmpm", "convse", "convsepp", "mpl", "mvn", "vse", "vsepp"))
     with pytest.raises(ValueError, match="unknown loss"):
         loss_param_names("nope")
     with pytest.raises(ValueError, match="takes: margin"):
