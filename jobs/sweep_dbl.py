@@ -7,7 +7,9 @@
     python jobs/sweep_dbl.py --resume                # continue the interrupted sweep
     ray job submit --working-dir . -- python jobs/sweep_dbl.py --preset smoke
 
-Starts a local Ray when RAY_ADDRESS is unset (under `ray job submit` it joins the job's cluster).
+Starts a local Ray, on loopback only, when RAY_ADDRESS is unset (under `ray job submit` it joins the
+job's cluster). Exit status: 0 no trial failed (and one finished), 1 a trial failed or none finished,
+2 bad input (before Ray or MLflow start), 130 interrupted by Ctrl-C (`--resume` continues).
 """
 
 import sys

@@ -1,12 +1,15 @@
 """Command-line entry points: ``itrlab train``, ``itrlab check-config``, ``itrlab make-synthetic``.
 
-``jobs/train.py`` is ``itrlab train``. Bad input (config, override, data) prints one line naming the
-field, the bad value and what is allowed, and exits with status 2 before anything expensive starts.
+``jobs/train.py`` is ``itrlab train``. Bad input (config, override, data, an output folder that cannot
+be written, an MLflow store that does not answer) prints one line naming the field, the bad value and
+what is allowed, and exits with status 2 before anything expensive starts. Ctrl-C prints one line and
+exits with status 130, the MLflow run (or a sweep's parent run) ended KILLED.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -15,6 +18,12 @@ from typing import Callable, Sequence
 from itrlab.errors import ItrlabError, UserInputError, report
 
 DEFAULT_EXPERIMENT = "vsepp_synthetic_small"
+INTERRUPTED = 130  # the shell's status for a command stopped by SIGINT (128 + 2)
+
+
+def interrupted(message: str = "interrupted") -> int:
+    print(f"itrlab: {message}", file=sys.stderr, flush=True)
+    return INTERRUPTED
 
 
 def _guarded(main: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -23,6 +32,8 @@ def _guarded(main: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
             return main(args)
         except ItrlabError as err:
             return report(err)
+        except KeyboardInterrupt:
+            return interrupted()
     return run
 
 
@@ -53,7 +64,21 @@ def _resolve_run(args: argparse.Namespace):
         elif (run_dir / "last.pt").exists():
             raise UserInputError(f"--run-dir {run_dir} already holds a run; pass --resume to continue it")
     check_data(config)  # before MLflow or training start
+    from itrlab.files import check_writable_dir
+
+    check_writable_dir(run_dir, "--run-dir" if args.run_dir else "output.dir")
     return config, run_dir
+
+
+def _end_run(tracker, status: str, reason: str) -> None:
+    """The run of an interrupted or failed training: the reason in ``itrlab.stop_reason``, and ended
+    ``status`` if it is still RUNNING (interrupted before its training loop, which ends it itself)."""
+    if tracker is None or tracker.run_id is None:
+        return
+    with contextlib.suppress(Exception):  # MLflow failing too must not hide the first error
+        tracker.set_tags({"itrlab.stop_reason": reason.splitlines()[0] if reason else status})
+        if tracker.status() == "RUNNING":
+            tracker.end(status)
 
 
 @_guarded
@@ -64,10 +89,24 @@ def train_main(args: argparse.Namespace) -> int:
     from itrlab.train.device import describe, resolve_device
 
     device = resolve_device(config.train.device)  # before MLflow or training start
+    tracker = None
+    if config.tracking.enabled:
+        from itrlab.tracking import check_tracking_store
+
+        check_tracking_store()  # answers within seconds (a new SQLite store is created once, under a lock)
     print(f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, dataset {config.dataset.name}, "
           f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}", flush=True)
-    tracker = MlflowTracker(config.experiment_name) if config.tracking.enabled else None
-    result = run_experiment(config, run_dir, callbacks=[ConsoleProgress()], tracker=tracker, device=device)
+    try:
+        if config.tracking.enabled:
+            tracker = MlflowTracker(config.experiment_name)
+        result = run_experiment(config, run_dir, callbacks=[ConsoleProgress()], tracker=tracker, device=device)
+    except KeyboardInterrupt:
+        resume = f"; continue it with: jobs/train.py --resume --run-dir {run_dir}" if (run_dir / "last.pt").is_file() else ""
+        _end_run(tracker, "KILLED", "interrupted (Ctrl-C)")
+        return interrupted(f"interrupted (Ctrl-C){', MLflow run KILLED' if tracker and tracker.run_id else ''}{resume}")
+    except Exception as err:
+        _end_run(tracker, "FAILED", str(err) if isinstance(err, ItrlabError) else f"{type(err).__name__}: {err}")
+        raise
     print(f"\nbest epoch {result.best_epoch} (val rsum {result.best_val_rsum:.1f}); test, best checkpoint:")
     print(result.test.format())
     print(f"run directory: {result.run_dir}")
@@ -147,13 +186,28 @@ def sweep_main(args: argparse.Namespace) -> int:
     spec = sweep_spec_of(args)
     from itrlab.sweep import run_sweep
 
-    result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
+    try:
+        result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
+    except KeyboardInterrupt:  # outside Tune's own handling (say while Ray starts): the parent run is KILLED
+        return interrupted("sweep interrupted (Ctrl-C); --resume continues it")
     if result.best is not None:
         print(f"\nbest trial {result.best.trial_id}: {result.best.params} "
               f"({spec.objective.metric} {result.best.metrics.get(spec.objective.metric)})")
     print(f"sweep directory: {result.sweep_dir}")
-    print(f"MLflow: parent run {result.parent_run_id} in experiment '{spec.name}'; {result.ui_hint}")
-    return 0 if any(row.status == "finished" for row in result.rows) else 1
+    print(f"MLflow: parent run {result.parent_run_id} ({result.status}) in experiment '{spec.name}'; {result.ui_hint}",
+          flush=True)
+    if result.interrupted:
+        return interrupted(f"sweep interrupted (Ctrl-C); {sum(r.status == 'finished' for r in result.rows)} of "
+                           f"{len(result.rows)} trials finished; --resume continues it")
+    failed = result.failed
+    if failed:
+        print(f"itrlab: {len(failed)} of {len(result.rows)} trials failed (MLflow runs FAILED, reason in the tag "
+              f"itrlab.stop_reason); first: trial {failed[0].trial_id}: {failed[0].reason}", file=sys.stderr)
+        return 1
+    if result.best is None:
+        print("itrlab: no trial finished", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _add_experiment_args(parser: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@
   (``weights_only``): a file whose pickle would run something is refused with a message.
 * :func:`file_lock` holds an ``flock`` on a path (a lock file, or a folder itself): blocking, or
   failing at once with a :class:`~itrlab.errors.UserInputError` that says who holds it.
+* :func:`check_writable_dir` makes sure results can land in a folder before a run or sweep starts.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -123,3 +125,30 @@ def _numpy_value_globals() -> list:
         from numpy.core.multiarray import _reconstruct, scalar
     dtypes = {type(np.dtype(t)) for t in (np.uint32, np.int64, np.float32, np.float64)}
     return [_reconstruct, scalar, np.ndarray, np.dtype, *dtypes]
+
+
+def check_writable_dir(path: str | Path, what: str) -> Path:
+    """Make sure ``path`` is (or can be created as) a writable folder, without creating it.
+
+    The check writes and removes a temporary file in ``path`` or, when it does not exist yet, in its
+    nearest existing parent; it goes by what the file system allows, not by the mode bits (root
+    ignores those). Raises a UserInputError naming ``what`` (say ``--storage``) and the folder.
+    Returns ``path`` resolved.
+    """
+    path = Path(path).expanduser().resolve()
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UserInputError(f"{what}: {path} cannot be a folder: {probe} is a file")
+    try:
+        fd, name = tempfile.mkstemp(prefix=".itrlab-write-check-", dir=probe)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as err:
+        where = "" if probe == path else f" (its parent {probe} exists)"
+        raise UserInputError(f"{what}: cannot write in {probe}{where}: {err.strerror or err}; "
+                             "pick a folder you can write to") from None
+    return path

@@ -36,20 +36,23 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     restore_run_dir(run_dir, ray.train.get_checkpoint())
 
-    config = trial_config(context.base_tree, params)
     tracker = None
     if rank == 0:
         tracker = MlflowTracker(context.experiment, context.tracking_uri)
         reuse_child_run(tracker, run_dir, loop_config["trial_id"], context.parent_run_id)
         tracker.default_tags = loop_config["tags"]
-    reporter = EpochReporter(run_dir, ray.train.report, ray.train.Checkpoint.from_directory if rank == 0 else None)
-    # with GPUs, each worker sees its node's share: Ray Train names this worker's one
-    device = ray.train.torch.get_device() if config.train.device == "auto" else None
-    train_and_report(lambda: run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker,
-                                            parent_run_id=context.parent_run_id,
-                                            run_name=f"{context.sweep_name}-{loop_config['trial_id']}",
-                                            rank=rank, world_size=world_size, device=device),
-                     reporter, tracker)
+    reporter = EpochReporter(run_dir, ray.train.report, ray.train.Checkpoint.from_directory if rank == 0 else None,
+                             metric=context.metric)
+    run_name = f"{context.sweep_name}-{loop_config['trial_id']}"
+
+    def train():
+        config = trial_config(context.base_tree, params)
+        # with GPUs, each worker sees its node's share: Ray Train names this worker's one
+        device = ray.train.torch.get_device() if config.train.device == "auto" else None
+        return run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker,
+                              parent_run_id=context.parent_run_id, run_name=run_name,
+                              rank=rank, world_size=world_size, device=device)
+    train_and_report(train, reporter, tracker, run_name=run_name, parent_run_id=context.parent_run_id)
 
 
 def run_torch_trainer_trial(params: dict[str, Any], context: TrialContext, *, num_workers: int,
@@ -65,7 +68,9 @@ def run_torch_trainer_trial(params: dict[str, Any], context: TrialContext, *, nu
         worker_loop,
         train_loop_config={"params": params, "context": context, "trial_id": trial_id,
                            "run_dir": tune_context.get_trial_dir(),
-                           "tags": trial_tags(trial_id, context.sweep_name, params)},
+                           # its checkpoints: Ray Train keeps them in <storage_dir>/train-<trial id>
+                           "tags": trial_tags(trial_id, context.sweep_name, params,
+                                              run_dir=str(Path(context.storage_dir) / f"train-{trial_id}"))},
         scaling_config=ray.train.ScalingConfig(num_workers=num_workers, use_gpu=gpus_per_worker > 0,
                                                resources_per_worker=resources),
         run_config=ray.train.RunConfig(name=f"train-{trial_id}", storage_path=context.storage_dir,

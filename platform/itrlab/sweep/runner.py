@@ -8,32 +8,41 @@ deviation over seeds, the published number beside ours).
 
 Sweep directories live under ``<storage>/<sweep name>/<timestamp>/`` (Tune's experiment state and
 the trials' checkpoints); ``--resume`` continues the newest one.
+
+Every fault ends in a clear state. Before Ray or MLflow start: the sweep's keys, every trial's config
+and data, the storage folder, the resources a trial asks of a local Ray, and the MLflow store (which
+must answer within seconds). A running sweep holds a lock on its folder, so a second ``--resume`` of
+it is refused. Afterwards no trial's MLflow run is left RUNNING: a trial that failed (its real error in
+``itrlab.stop_reason``) ends FAILED, one that the interruption of the sweep cut short ends KILLED, and
+the parent ends FINISHED, FAILED (no trial finished) or KILLED (interrupted).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import math
-import os
+import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ray
-import torch
 from ray import tune
 
 from itrlab.config import compose
 from itrlab.config.checks import check_data, synthetic_spec_of
-from itrlab.config.loader import config_dir
 from itrlab.data import generate_synthetic
 from itrlab.errors import UserInputError
+from itrlab.files import check_writable_dir, file_lock
+from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
-from itrlab.sweep.spec import SweepSpec
-from itrlab.sweep.summary import TrialRow, compact_pivot, pivot, ranked, ranked_table, to_markdown, to_text
-from itrlab.sweep.trial import TrialContext, trial_config
-from itrlab.tracking import MlflowTracker, resolve_tracking_uri
+from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, kill_running_trial_runs, settle_trial_runs,
+                                  trial_rows, with_unstarted)
+from itrlab.sweep.spec import SweepSpec, check_sweep_keys, check_table_rows
+from itrlab.sweep.summary import TrialRow, best_row, compact_pivot, pivot, ranked_table, to_markdown, to_text
+from itrlab.sweep.trial import STOP_REASON_TAG, TrialContext, failure_reason, trial_config
+from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri
 
 STATE_FILE = "itrlab_sweep.json"
 SWEEP_TAG = "itrlab.sweep"
@@ -42,10 +51,16 @@ SWEEP_TAG = "itrlab.sweep"
 @dataclass(frozen=True)
 class SweepResult:
     rows: list[TrialRow]
-    best: TrialRow | None
+    best: TrialRow | None  # the best finished trial
     sweep_dir: Path
     parent_run_id: str
     ui_hint: str
+    interrupted: bool = False  # stopped by Ctrl-C / SIGINT: --resume continues it
+    status: str = "FINISHED"  # of the parent run: FINISHED, FAILED (no trial finished) or KILLED
+
+    @property
+    def failed(self) -> list[TrialRow]:
+        return [row for row in self.rows if row.status == "error"]
 
 
 def base_tree(spec: SweepSpec, overrides: list[str]) -> dict[str, Any]:
@@ -111,77 +126,74 @@ def latest_sweep_dir(storage: Path, name: str) -> Path | None:
     return runs[-1] if runs else None
 
 
-def init_ray(tracking_uri: str, logical_cpus: float = 0) -> None:
-    """Join ``$RAY_ADDRESS`` (a cluster, or the job's own cluster under ``ray job submit``) or start a
-    local Ray with at least ``logical_cpus`` (a TorchTrainer trial needs CPUs to spare beside its
-    workers for its controller, or it waits forever on a 2-core machine)."""
-    if ray.is_initialized():
-        return
-    address = os.environ.get("RAY_ADDRESS") or None
-    num_cpus = None if address else max(os.cpu_count() or 1, math.ceil(logical_cpus)) or None
-    wanted = {"MLFLOW_TRACKING_URI": tracking_uri, "ITRLAB_CONFIG_DIR": str(config_dir().resolve())}
-    # Under `ray job submit` the job's runtime env already sets some; repeating a key is refused.
-    env_vars = {key: value for key, value in wanted.items() if key not in os.environ}
-    ray.init(address=address, num_cpus=num_cpus, runtime_env={"env_vars": env_vars} if env_vars else None,
-             log_to_driver=True)
+def new_sweep_dir(storage: Path, name: str) -> Path:
+    """A fresh ``<storage>/<name>/<timestamp>`` folder (a suffix when two sweeps start in one second)."""
+    base = storage / name / time.strftime("%Y%m%d-%H%M%S")
+    (storage / name).mkdir(parents=True, exist_ok=True)
+    for attempt in range(100):
+        candidate = base if attempt == 0 else base.with_name(f"{base.name}-{attempt}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise UserInputError(f"--storage: cannot create a new sweep folder under {storage / name}")
 
 
-def check_local_gpus(spec: SweepSpec) -> None:
-    """A sweep that starts its own Ray must not ask for more GPUs than this machine has (Tune would
-    wait for them forever). On a cluster the autoscaler may add GPU nodes, so nothing is checked."""
-    workers, _, gpus = spec.workers
-    wanted = gpus * workers
-    if wanted == 0 or os.environ.get("RAY_ADDRESS") or ray.is_initialized():
-        return
-    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if wanted > visible:
-        raise UserInputError(f"--gpus-per-trial / resources.gpu: a trial asks for {wanted:g} GPU(s) "
-                             f"({gpus:g} per worker x {workers} workers) and this machine "
-                             f"has {visible}; ask for fewer, or submit the sweep to a cluster with GPU nodes")
-
-
-def trial_rows(results) -> list[TrialRow]:
-    rows = []
-    for result in results:
-        metrics = dict(result.metrics or {})
-        if result.error is not None:
-            status = "error"
-        elif metrics.get("diverged"):
-            status = "diverged"
-        elif metrics.get("done"):
-            status = "finished"
-        else:
-            status = "stopped"  # early-stopped by ASHA
-        params = {k: v for k, v in (result.config or {}).items()}
-        rows.append(TrialRow(str(metrics.get("trial_id", result.path.rsplit("/", 1)[-1])), params, metrics, status))
-    return rows
+def sweep_lock(sweep_dir: Path, name: str):
+    """The running sweep's hold on its folder: a second --resume of it fails at once (exit 2)."""
+    return file_lock(sweep_dir, blocking=False, what=f"sweep '{name}' ({sweep_dir})")
 
 
 def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bool = False,
               storage: Path = Path("runs/sweeps")) -> SweepResult:
     """Run (or resume) a sweep; every config is validated before Ray or MLflow start."""
     overrides = list(overrides or [])
-    storage = storage.expanduser().resolve()
+    check_sweep_keys(spec)
+    storage = check_writable_dir(storage, "--storage")
+    state: dict[str, Any] = {}
     if resume:
         sweep_dir = latest_sweep_dir(storage, spec.name)
         if sweep_dir is None:
             raise UserInputError(f"--resume: no interrupted sweep '{spec.name}' under {storage / spec.name}")
+        check_writable_dir(sweep_dir, "--storage")
         state = json.loads((sweep_dir / STATE_FILE).read_text())
         overrides = state["overrides"]
     tree = base_tree(spec, overrides)
     check_trials(spec, tree)
-    check_local_gpus(spec)
+    check_table_rows(spec)
+    check_local_resources(spec)
+    tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
+
+    with contextlib.ExitStack() as held:
+        if resume:
+            held.enter_context(sweep_lock(sweep_dir, spec.name))
+        else:
+            sweep_dir = new_sweep_dir(storage, spec.name)
+            held.enter_context(sweep_lock(sweep_dir, spec.name))
+        try:
+            return _run_locked(spec, tree, overrides, sweep_dir, tracking_uri, state)
+        except BaseException:
+            if not resume and not (sweep_dir / STATE_FILE).exists():  # stopped before it began: leave no folder
+                shutil.rmtree(sweep_dir, ignore_errors=True)
+            raise
+
+
+def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], sweep_dir: Path, tracking_uri: str,
+                state: dict[str, Any]) -> SweepResult:
+    resume = bool(state)
     first = trial_config(tree, {})
     if first.dataset.kind == "synthetic":  # generate once, before trials share it
         generate_synthetic(first.dataset.root, synthetic_spec_of(first))
+    workers, cpus, gpus = spec.workers
+    in_process = workers == 1 and spec.trainer == "auto"
+    if not init_ray(tracking_uri, 0 if in_process else workers * cpus + 2):
+        wait_for_room(spec)
 
-    tracking_uri = resolve_tracking_uri()
     parent = MlflowTracker(spec.name, tracking_uri)
     if resume:
         parent.start(run_name=state["run_name"], tags={}, params={}, run_id=state["parent_run_id"])
     else:
-        sweep_dir = storage / spec.name / time.strftime("%Y%m%d-%H%M%S")
-        sweep_dir.mkdir(parents=True)
         run_name = f"{spec.name}-{sweep_dir.name}"
         params = {"sweep.experiment": spec.experiment, "sweep.overrides": " ".join([*spec.overrides, *overrides]),
                   "sweep.grid": json.dumps(spec.grid), "sweep.seeds": str(spec.seeds),
@@ -192,11 +204,9 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
                                                         "overrides": overrides, "tracking_uri": tracking_uri}))
     print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
 
-    workers, cpus, gpus = spec.workers
-    in_process = workers == 1 and spec.trainer == "auto"
     try:
-        init_ray(tracking_uri, 0 if in_process else workers * cpus + 2)
-        context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"))
+        context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
+                               sweep_dir=str(sweep_dir), metric=spec.objective.metric)
         trainable = tune.with_resources(
             tune.with_parameters(trial_function(workers, cpus, gpus,
                                                 torch_trainer=spec.trainer == "torch"), context=context),
@@ -210,30 +220,56 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
                 name="tune", storage_path=str(sweep_dir),
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                callbacks=[NoRetryOnInputError()],
             )
             tuner = tune.Tuner(trainable, param_space=param_space(spec), run_config=run_config,
                                tune_config=tune_config(spec, first.train.epochs, reuse_actors=in_process))
-        results = tuner.fit()
-        rows = trial_rows(results)
+        with SigintWatch() as sigint:
+            results = tuner.fit()
+        rows, interrupted = trial_rows(results, sigint.interrupted)
+        rows = with_unstarted(rows, spec)
+        settle_trial_runs(parent, rows)
         summarise(spec, rows, parent)
     except KeyboardInterrupt:
+        kill_running_trial_runs(parent, "the sweep was interrupted; --resume continues it")
+        with contextlib.suppress(Exception):
+            parent.set_tags({STOP_REASON_TAG: "interrupted (Ctrl-C); --resume continues the sweep"})
         parent.end("KILLED")
         raise
-    except BaseException:
+    except BaseException as err:
+        kill_running_trial_runs(parent, f"the sweep failed: {failure_reason(err)}")
+        with contextlib.suppress(Exception):
+            parent.set_tags({STOP_REASON_TAG: failure_reason(err)})
         parent.end("FAILED")
         raise
-    parent.end("FINISHED")
-    best = next(iter(ranked(rows, spec.objective.metric, spec.objective.mode)), None)
-    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint())
+    best = best_row(rows, spec.objective.metric, spec.objective.mode)
+    if interrupted:
+        status, reason = "KILLED", "interrupted (Ctrl-C); --resume continues the sweep"
+    elif best is None:
+        status, reason = "FAILED", "no trial finished"
+    else:
+        status, reason = "FINISHED", None
+    if reason:
+        parent.set_tags({STOP_REASON_TAG: reason})
+    else:  # a resumed sweep that finishes no longer carries the reason it stopped before
+        parent.delete_tag(STOP_REASON_TAG)
+    parent.end(status)
+    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status)
 
 
 def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker) -> None:
-    """Print and log the ranked trials, the best config and the paper pivot on the parent run."""
+    """Print and log the ranked trials, the best config and the paper pivot on the parent run.
+
+    The tables are rewritten whole (a resumed sweep's rows replace those of the previous invocation)."""
+    title = f"{spec.name}: trials ranked by {spec.objective.mode} {spec.objective.metric}"
     table = ranked_table(rows, spec)
-    parent.log_table(table, "sweep/trials.json")
-    text = to_markdown(table, f"{spec.name}: trials ranked by {spec.objective.mode} {spec.objective.metric}")
-    print("\n" + to_text(table, f"{spec.name}: trials ranked by {spec.objective.mode} {spec.objective.metric}"))
-    best = next(iter(ranked(rows, spec.objective.metric, spec.objective.mode)), None)
+    parent.replace_table(table, "sweep/trials.json")
+    text = to_markdown(table, title)
+    print("\n" + to_text(ranked_table(rows, spec, reasons=False), title))
+    for row in rows:
+        if row.status == "error":
+            print(f"trial {row.trial_id} failed: {row.reason}", file=sys.stderr, flush=True)
+    best = best_row(rows, spec.objective.metric, spec.objective.mode)
     if best is not None:
         parent.log_dict({"trial": best.trial_id, "params": best.params,
                          "metrics": {k: v for k, v in best.metrics.items() if isinstance(v, (int, float))}},
@@ -244,10 +280,11 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker) -> N
             parent.log_metrics({f"best_{spec.objective.metric}": value}, step=0)
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec)
-        parent.log_table(grid, "sweep/table.json")
+        parent.replace_table(grid, "sweep/table.json")
         text += "\n\n" + to_markdown(grid, f"{spec.name}: mean ± std over seeds {spec.seeds}")
         published = " (published number in brackets)" if spec.table.paper else ""
         print("\n" + to_text(compact_pivot(grid, spec), f"{spec.name}: mean ± std over seeds {spec.seeds}{published}"))
     parent.log_text(text, "sweep/summary.md")
-    counts = {status: sum(r.status == status for r in rows) for status in ("finished", "diverged", "stopped", "error")}
-    parent.log_metrics({f"trials_{k}": v for k, v in counts.items()}, step=0)
+    counts = {status: sum(r.status == status for r in rows)
+              for status in ("finished", "diverged", "stopped", "error", "interrupted", "not started")}
+    parent.log_metrics({f"trials_{k.replace(' ', '_')}": v for k, v in counts.items()}, step=0)

@@ -173,6 +173,60 @@ class SweepSpec(Section):
         return points
 
 
+def objective_metrics() -> list[str]:
+    """What ``objective.metric`` may name: the validation metrics every epoch reports, and the loss."""
+    from itrlab.eval import METRIC_NAMES
+
+    return [*METRIC_NAMES.values(), "loss"]
+
+
+def table_columns() -> list[str]:
+    """What ``table.columns`` may name: the final test table (``test_*``), the last validation table,
+    and the best epoch's validation rsum."""
+    from itrlab.eval import METRIC_NAMES
+
+    return [*(f"test_{m}" for m in METRIC_NAMES.values()), *METRIC_NAMES.values(), "best_val_rsum", "best_epoch"]
+
+
+def papers() -> list[str]:
+    return sorted(p.stem for p in (config_dir() / "paper").glob("*.yaml"))
+
+
+def check_sweep_keys(spec: SweepSpec, prefix: str = "") -> None:
+    """The names a sweep uses that the schema cannot check: the objective's metric, the table's columns
+    and paper. Checked before Ray starts (Tune would only fail after training, or after the whole sweep)."""
+    metrics = objective_metrics()
+    if spec.objective.metric not in metrics:
+        raise ConfigError(f"{prefix}objective.metric", spec.objective.metric,
+                          f"a validation metric reported every epoch: {', '.join(metrics)}",
+                          did_you_mean(spec.objective.metric, metrics))
+    if spec.table is None:
+        return
+    columns = table_columns()
+    for column in spec.table.columns:
+        if column not in columns:
+            raise ConfigError(f"{prefix}table.columns", column, f"columns are metrics of a trial: {', '.join(columns)}",
+                              did_you_mean(column, columns))
+    if spec.table.paper is not None:
+        known = papers()
+        if spec.table.paper not in known:
+            raise ConfigError(f"{prefix}table.paper", spec.table.paper,
+                              f"published tables under {config_dir() / 'paper'}: {', '.join(known) or 'none'}",
+                              did_you_mean(spec.table.paper, known))
+
+
+def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
+    """``table.rows`` name keys of the grid (or ``seed``): another key gives a column of '-'. Checked
+    after the grid's own keys (a misspelt grid key is the error to report first)."""
+    if spec.table is None or spec.optuna is not None:  # Optuna sweeps get no pivot
+        return
+    keys = [*spec.grid, "seed"]
+    for key in spec.table.rows:
+        if key not in keys:
+            raise ConfigError(f"{prefix}table.rows", key, f"rows are keys of the sweep's grid: {', '.join(keys)}",
+                              did_you_mean(key, keys))
+
+
 def resolve_sweep_path(sweep: str | Path) -> Path:
     path = Path(sweep)
     if path.suffix in (".yaml", ".yml") or path.exists():
@@ -189,6 +243,8 @@ def load_sweep(sweep: str | Path) -> SweepSpec:
     """Read and validate a sweep file (name under configs/sweeps/ or a path)."""
     path = resolve_sweep_path(sweep)
     try:
-        return SweepSpec.model_validate(read_yaml(path, "sweep"))
+        spec = SweepSpec.model_validate(read_yaml(path, "sweep"))
     except ValidationError as err:
         raise _config_error_from_model(err, SweepSpec, prefix=f"{path.name}: ") from None
+    check_sweep_keys(spec, prefix=f"{path.name}: ")
+    return spec

@@ -21,7 +21,10 @@ class TrialRow:
     trial_id: str
     params: dict[str, Any]
     metrics: dict[str, Any]
-    status: str  # finished | diverged | error
+    # finished | diverged (its loss turned NaN/inf) | error (failed: input error, crash, killed too often)
+    # | stopped (early, by ASHA) | interrupted (running when the sweep was interrupted) | not started
+    status: str
+    reason: str | None = None  # why a trial did not finish, on one line
 
 
 def label(value: Any) -> Any:
@@ -55,8 +58,14 @@ def ranked(rows: list[TrialRow], metric: str, mode: str) -> list[TrialRow]:
     return sorted(rows, key=key)
 
 
-def ranked_table(rows: list[TrialRow], spec: SweepSpec) -> dict[str, list]:
-    """Columns for ``mlflow.log_table`` / Markdown: trial, status, params, objective, test metrics."""
+def best_row(rows: list[TrialRow], metric: str, mode: str) -> TrialRow | None:
+    """The best finished trial (None when no trial finished)."""
+    return next(iter(ranked([row for row in rows if row.status == "finished"], metric, mode)), None)
+
+
+def ranked_table(rows: list[TrialRow], spec: SweepSpec, reasons: bool = True) -> dict[str, list]:
+    """Columns for ``mlflow.log_table`` / Markdown: trial, status, params, objective, test metrics (and
+    with ``reasons``, why a trial did not finish)."""
     metric = spec.objective.metric
     param_keys = sorted({k for row in rows for k in row.params})
     metric_keys = [metric, "test_rsum", "test_i2t_R1", "test_t2i_R1", "test_md", "epoch"]
@@ -71,6 +80,8 @@ def ranked_table(rows: list[TrialRow], spec: SweepSpec) -> dict[str, list]:
             table[key].append(label(row.params.get(key)))
         for key in metric_keys:
             table[key].append(row.metrics.get(key))
+    if reasons:
+        table["reason"] = [row.reason or "" for row in ranked(rows, metric, spec.objective.mode)]
     return table
 
 

@@ -7,7 +7,11 @@ Tune checkpoint of its run directory; a restarted trial (a crash retried under
 ``max_failures``, or ``--resume`` of an interrupted sweep) restores that directory and the
 trainer continues from ``last.pt``. Its MLflow child run is found again by the trial id tag, so a
 restart never creates a second run. A trial whose loss turns NaN or infinite stops, its run is
-marked FAILED with the reason, and the sweep goes on.
+marked FAILED with the reason, and the sweep goes on. A trial that fails on its input (a
+:class:`~itrlab.errors.UserInputError`: its data or config) is not retried: it reports the error,
+which tells the sweep's driver to give it no further attempt, and fails. Every failure leaves its
+reason on the trial's MLflow run (tag ``itrlab.stop_reason``), created if the trial failed before
+training started.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +29,7 @@ from ray import tune
 
 from itrlab.config import validate
 from itrlab.config.loader import set_path
-from itrlab.errors import ItrlabError
+from itrlab.errors import UserInputError
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
 from itrlab.train.experiment import MLFLOW_FILE
@@ -32,6 +37,7 @@ from itrlab.train.experiment import MLFLOW_FILE
 TRIAL_TAG = "itrlab.trial_id"
 VARIANT = "variant"  # grid key whose values are named sets of overrides: {name: "+M-DCL", method.mdcl: true, ...}
 STOP_REASON_TAG = "itrlab.stop_reason"
+INPUT_ERROR = "input_error"  # in a trial's last result: it failed on its input, do not retry it
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,8 @@ class TrialContext:
     parent_run_id: str
     sweep_name: str
     storage_dir: str = ""  # where multi-worker trials keep their Ray Train runs
+    sweep_dir: str = ""  # the sweep's folder: Tune keeps each trial's checkpoints under <sweep_dir>/tune/<trial>
+    metric: str = "rsum"  # the objective: every report carries it (NaN before the first epoch)
 
 
 def trial_config(base_tree: dict[str, Any], params: dict[str, Any]):
@@ -64,9 +72,10 @@ class EpochReporter:
     ``ray.train.report`` in a TorchTrainer worker), with ``make_checkpoint(run_dir)`` attached when
     given (a function trial, or a TorchTrainer's rank 0). ``last`` holds the latest metrics."""
 
-    def __init__(self, run_dir: Path, report: Callable[..., None], make_checkpoint: Callable[[str], Any] | None):
+    def __init__(self, run_dir: Path, report: Callable[..., None], make_checkpoint: Callable[[str], Any] | None,
+                 metric: str = "rsum"):
         self.run_dir, self.report, self.make_checkpoint = run_dir, report, make_checkpoint
-        self.last: dict[str, float] = {"rsum": float("nan")}
+        self.last: dict[str, float] = {"rsum": float("nan"), metric: float("nan")}
 
     def on_epoch_end(self, report: EpochReport) -> None:
         self.last = {"epoch": report.epoch, **report.metrics()}
@@ -82,9 +91,14 @@ def restore_run_dir(run_dir: Path, checkpoint) -> None:
         shutil.copytree(saved, run_dir, dirs_exist_ok=True)
 
 
-def trial_tags(trial_id: str, sweep_name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Tags of a trial's MLflow child run: its id (how a restart finds the run), sweep and swept values."""
-    return {TRIAL_TAG: trial_id, "itrlab.sweep": sweep_name, **{f"param.{k}": v for k, v in params.items()}}
+def trial_tags(trial_id: str, sweep_name: str, params: dict[str, Any], run_dir: str | None = None) -> dict[str, Any]:
+    """Tags of a trial's MLflow child run: its id (how a restart finds the run), sweep and swept values,
+    and ``run_dir``: where the trial's checkpoints live in the sweep's storage (not the temporary
+    folder Ray runs the trial in)."""
+    tags = {TRIAL_TAG: trial_id, "itrlab.sweep": sweep_name, **{f"param.{k}": v for k, v in params.items()}}
+    if run_dir:
+        tags["run_dir"] = run_dir
+    return tags
 
 
 def reuse_child_run(tracker: MlflowTracker, run_dir: Path, trial_id: str, parent_run_id: str) -> None:
@@ -96,24 +110,56 @@ def reuse_child_run(tracker: MlflowTracker, run_dir: Path, trial_id: str, parent
         (run_dir / MLFLOW_FILE).write_text(json.dumps({"run_id": existing, "tracking_uri": tracker.tracking_uri}))
 
 
-def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tracker: MlflowTracker | None) -> None:
+def failure_reason(err: BaseException) -> str:
+    """One line for a person: the message of an itrlab error, else the exception's type and first line."""
+    if isinstance(err, UserInputError):
+        return str(err)
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+def record_failure(tracker: MlflowTracker | None, run_dir: Path, reason: str, run_name: str,
+                   parent_run_id: str | None) -> None:
+    """Leave ``reason`` on the trial's MLflow run and end it FAILED; a trial that failed before its
+    run started (bad data, say) gets a run all the same, so that MLflow shows why it failed."""
+    if tracker is None:
+        return
+    try:
+        if tracker.run_id is None:
+            previous = run_dir / MLFLOW_FILE
+            reuse = json.loads(previous.read_text())["run_id"] if previous.is_file() else None
+            tracker.start(run_name=run_name, tags={}, params={}, run_id=reuse, parent_run_id=parent_run_id)
+        tracker.set_tags({STOP_REASON_TAG: reason})
+        if tracker.status() == "RUNNING":
+            tracker.end("FAILED")
+    except Exception as err:  # MLflow itself failing must not hide the trial's own error
+        print(f"itrlab: could not record the failure on the MLflow run: {failure_reason(err)}", file=sys.stderr)
+
+
+def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tracker: MlflowTracker | None,
+                     run_name: str = "", parent_run_id: str | None = None) -> None:
     """Run ``train`` and report how it ended through the reporter's channel.
 
     A loss that turned NaN or infinite is reported as ``diverged`` with its reason (recorded, not
-    retried: the sweep goes on); another itrlab error propagates (Tune retries the trial). Both leave
-    the reason on the MLflow run. The final report repeats the last epoch's validation metrics, so the
-    objective stays defined, and adds the test table and the timings the overhead benchmark reads.
+    retried: the sweep goes on). An input error (UserInputError) is reported with ``input_error`` set,
+    which tells the driver not to retry the trial, then raised: the trial fails with its real message.
+    Any other error is raised (Tune retries the trial up to ``max_failures`` times). Each leaves its
+    reason on the MLflow run, which ends FAILED. The final report repeats the last epoch's validation
+    metrics, so the objective stays defined, and adds the test table and the timings the overhead
+    benchmark reads.
     """
     try:
         result = train()
     except NonFiniteLossError as err:  # recorded, not retried: the sweep goes on
-        if tracker is not None:
-            tracker.set_tags({STOP_REASON_TAG: str(err)})
+        record_failure(tracker, reporter.run_dir, str(err), run_name, parent_run_id)
         reporter.report({**reporter.last, "diverged": 1, "stop_reason": str(err)})
         return
-    except ItrlabError as err:  # Tune retries the trial
-        if tracker is not None:
-            tracker.set_tags({STOP_REASON_TAG: str(err)})
+    except UserInputError as err:  # retrying cannot help: the driver gives this trial no further attempt
+        record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
+        reporter.report({**reporter.last, INPUT_ERROR: 1, "stop_reason": failure_reason(err)})
+        raise
+    except Exception as err:  # Tune retries the trial (into the same run) up to max_failures times
+        record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
         raise
     reporter.report({**reporter.last, "done": 1, "best_epoch": result.best_epoch, "best_val_rsum": result.best_val_rsum,
                      "run_seconds": result.seconds, "trial_end_time": time.time(),
@@ -124,16 +170,17 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     """The Tune function trainable."""
     tune_context = tune.get_context()
     trial_id = tune_context.get_trial_id()
-    config = trial_config(context.base_tree, params)
     run_dir = Path(tune_context.get_trial_dir()) / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     restore_run_dir(run_dir, tune.get_checkpoint())
 
     tracker = MlflowTracker(context.experiment, context.tracking_uri)
     reuse_child_run(tracker, run_dir, trial_id, context.parent_run_id)
-    tracker.default_tags = trial_tags(trial_id, context.sweep_name, params)
-    reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory)
-    train_and_report(lambda: run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker,
-                                            parent_run_id=context.parent_run_id,
-                                            run_name=f"{context.sweep_name}-{trial_id}"),
-                     reporter, tracker)
+    # Tune runs the trial in a temporary folder and keeps its checkpoints in the sweep's storage
+    stored = str(Path(context.sweep_dir) / "tune" / run_dir.parent.name) if context.sweep_dir else None
+    tracker.default_tags = trial_tags(trial_id, context.sweep_name, params, run_dir=stored)
+    reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric)
+    run_name = f"{context.sweep_name}-{trial_id}"
+    train_and_report(lambda: run_experiment(trial_config(context.base_tree, params), run_dir, callbacks=[reporter],
+                                            tracker=tracker, parent_run_id=context.parent_run_id, run_name=run_name),
+                     reporter, tracker, run_name=run_name, parent_run_id=context.parent_run_id)

@@ -8,26 +8,41 @@ parent and its trials) can live in one process.
 
 The tracking URI is ``MLFLOW_TRACKING_URI`` when set; otherwise a SQLite store ``mlflow.db`` in the
 working directory (MLflow 3's own default, made explicit so that every process agrees on it).
+
+:func:`check_tracking_store` runs before a training or a sweep starts: it fails within seconds, on one
+line, when the store does not answer or cannot be written, and it creates a new SQLite store once,
+under a lock, so that two commands started at the same moment do not both create its tables.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
+import re
+import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from urllib.parse import unquote
 
 import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.exceptions import MlflowException
 
-from itrlab.eval import RecallTable
+from itrlab.errors import UserInputError
+from itrlab.files import check_writable_dir, file_lock
+
+if TYPE_CHECKING:  # only for annotations: the store check runs before torch is imported
+    from itrlab.eval import RecallTable
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 MAX_PARAMS_PER_BATCH = 100  # MLflow's log_batch limit
 PARENT_TAG = "mlflow.parentRunId"
 
 logging.getLogger("alembic").setLevel(logging.WARNING)
+logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables..."
 
 
 def resolve_tracking_uri(uri: str | None = None) -> str:
@@ -37,6 +52,75 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     if os.environ.get(TRACKING_URI_ENV):
         return os.environ[TRACKING_URI_ENV]
     return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def sqlite_path(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` tracking URI (None for other stores)."""
+    prefix = "sqlite:///"  # SQLAlchemy's form: sqlite:///relative.db, sqlite:////absolute.db
+    if not tracking_uri.startswith(prefix):
+        return None
+    path = unquote(tracking_uri[len(prefix):].split("?", 1)[0])
+    return Path(path).absolute() if path and path != ":memory:" else None
+
+
+@contextlib.contextmanager
+def _quick_requests(timeout_s: int) -> Iterator[None]:
+    """MLflow's HTTP requests in this block: no retries, ``timeout_s`` seconds (by default MLflow retries
+    a dead server for minutes before it says anything)."""
+    wanted = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(timeout_s)}
+    saved = {key: os.environ.get(key) for key in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _short_reason(err: BaseException) -> str:
+    """One line out of a (often very long) connection error: the errno text, a timeout, or the first line."""
+    text = str(err)
+    errno = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    if errno:
+        return errno[-1].strip().lower()
+    if "timed out" in text.lower() or "timeout" in type(err).__name__.lower():
+        return "no answer (timed out)"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(err).__name__)
+    return first if len(first) <= 300 else first[:300] + "..."
+
+
+def check_tracking_store(tracking_uri: str | None = None, timeout_s: int = 5) -> str:
+    """Make sure the MLflow store answers and can be written, before anything expensive starts.
+
+    A ``sqlite:///`` store is created (tables and migrations) while holding an exclusive lock on the
+    database file, so that two commands started at once on a new store create it only once. A server
+    (``http://``, ...) gets one request with no retries and a ``timeout_s`` limit. Returns the tracking
+    URI; raises a UserInputError (one line: which store, what went wrong, what to do) otherwise.
+    """
+    uri = resolve_tracking_uri(tracking_uri)
+    hint = f"set {TRACKING_URI_ENV} to a store that works (or start its server)"
+    database = sqlite_path(uri)
+    try:
+        if database is not None:
+            if not database.parent.is_dir():
+                raise UserInputError(f"MLflow tracking store {uri}: the folder {database.parent} does not exist; {hint}")
+            check_writable_dir(database.parent, f"MLflow tracking store {uri} ({TRACKING_URI_ENV})")
+            with file_lock(database, what=f"the MLflow store {database}"):
+                MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        else:
+            with _quick_requests(timeout_s):
+                MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    except UserInputError:
+        raise
+    except PermissionError as err:
+        raise UserInputError(f"MLflow tracking store {uri}: cannot write {err.filename or database} "
+                             f"({err.strerror or 'permission denied'}); {hint}") from None
+    except Exception as err:  # MlflowException, requests' errors, sqlalchemy's errors, OSError
+        raise UserInputError(f"MLflow tracking store {uri} does not work: {_short_reason(err)}; {hint}") from None
+    return uri
 
 
 def ui_hint(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
@@ -55,11 +139,22 @@ class MlflowTracker:
         self.tracking_uri = resolve_tracking_uri(tracking_uri)
         mlflow.set_tracking_uri(self.tracking_uri)  # for the artifact helpers of log_table
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
-        found = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+        self.experiment_id = self._experiment_id(experiment)
         self.experiment = experiment
         self.run_id: str | None = None
         self.default_tags: dict[str, Any] = {}  # added to the tags of a run this tracker creates
+
+    def _experiment_id(self, name: str) -> str:
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(name)
+        except MlflowException:  # created by another process at the same moment (two sweeps, two trials)
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
 
     # -- run lifecycle -----------------------------------------------------------------------
     def start(self, run_name: str, tags: Mapping[str, Any], params: Mapping[str, str],
@@ -92,6 +187,23 @@ class MlflowTracker:
         if self.run_id is not None:
             self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
 
+    def status(self, run_id: str | None = None) -> str | None:
+        """The status (RUNNING, FINISHED, FAILED, KILLED) of ``run_id`` (default: this tracker's run)."""
+        run_id = run_id or self.run_id
+        return self.client.get_run(run_id).info.status if run_id else None
+
+    def end_run(self, run_id: str, status: str, tags: Mapping[str, Any] | None = None) -> None:
+        """End another run of this store (a sweep's trial left RUNNING by a killed process)."""
+        if tags:
+            self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        self.client.set_terminated(run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
+
+    def child_runs(self, parent_run_id: str | None = None) -> list:
+        """The runs of this experiment whose parent is ``parent_run_id`` (default: this tracker's run)."""
+        parent = parent_run_id or self.run_id
+        return self.client.search_runs([self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent}'",
+                                       max_results=50000)
+
     # -- logging ------------------------------------------------------------------------------
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         timestamp = mlflow.utils.time.get_current_time_millis()
@@ -100,6 +212,10 @@ class MlflowTracker:
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def delete_tag(self, key: str) -> None:
+        if key in self.client.get_run(self.run_id).data.tags:
+            self.client.delete_tag(self.run_id, key)
 
     def log_recall_table(self, table: RecallTable, split: str, step: int = 0) -> None:
         """The table as an MLflow table, JSON and Markdown artifacts, and ``{split}_*`` metrics.
@@ -117,6 +233,24 @@ class MlflowTracker:
 
     def log_table(self, data: dict[str, list], artifact_file: str) -> None:
         self.client.log_table(self.run_id, data=data, artifact_file=artifact_file)
+
+    def replace_table(self, data: dict[str, list], artifact_file: str) -> None:
+        """Write ``data`` as the MLflow table ``artifact_file``, replacing what was there.
+
+        ``MlflowClient.log_table`` appends to an existing table (reading it back through pandas, which
+        turns string ids that look like numbers into integers): a resumed sweep would list its trials
+        twice. This writes the same JSON layout (pandas' ``split`` orientation) over the old file.
+        """
+        import pandas as pd
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / Path(artifact_file).name
+            pd.DataFrame(data).to_json(path, orient="split", index=False, date_format="iso")
+            self.client.log_artifact(self.run_id, str(path), str(Path(artifact_file).parent) or None)
+        logged = json.loads(self.client.get_run(self.run_id).data.tags.get("mlflow.loggedArtifacts", "[]"))
+        entry = {"path": artifact_file, "type": "table"}
+        if entry not in logged:  # how the MLflow UI knows the file is a table
+            self.client.set_tag(self.run_id, "mlflow.loggedArtifacts", json.dumps([*logged, entry]))
 
     def log_dict(self, data: dict, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, data, artifact_file)

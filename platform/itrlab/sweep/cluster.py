@@ -1,0 +1,135 @@
+"""The Ray a sweep runs on: a local one started on loopback only, or a cluster it joins, and whether
+either has room for one trial (refused up front on this machine, a bounded wait on a cluster)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from typing import Any
+
+import ray
+import torch
+
+from itrlab.config.loader import config_dir
+from itrlab.errors import UserInputError
+from itrlab.sweep.spec import SweepSpec
+
+LOOPBACK = "127.0.0.1"
+RESOURCE_WAIT_ENV = "ITRLAB_RESOURCE_WAIT_S"  # how long a sweep on a cluster waits for room for one trial
+RESOURCE_WAIT_DEFAULT_S = 600.0
+
+
+def loopback_options() -> dict[str, Any]:
+    """``ray.init`` options that keep a Ray that itrlab starts on this machine on loopback.
+
+    The dashboard listens on ``dashboard_host``; the other servers (GCS, raylet, workers, the agents and
+    the Prometheus metrics endpoint) listen on all interfaces unless the node's IP is a loopback address.
+    ``ray.init(_node_ip_address=...)`` replaces 127.0.0.1 by the machine's address unless Ray runs in its
+    single-machine mode (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, the default on macOS and Windows), read
+    at call time from ``ray._private.ray_constants``, and by Ray's own processes from the environment.
+    """
+    from ray._private import ray_constants
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    return {"_node_ip_address": LOOPBACK, "dashboard_host": LOOPBACK}
+
+
+def init_ray(tracking_uri: str, logical_cpus: float = 0) -> bool:
+    """Join ``$RAY_ADDRESS`` (a cluster, or the job's own cluster under ``ray job submit``) or start a
+    local Ray, on loopback only, with at least ``logical_cpus`` (a TorchTrainer trial needs CPUs to spare
+    beside its workers for its controller, or it waits forever on a 2-core machine). Returns whether
+    this process started Ray itself (False: it joined a cluster, or Ray was already initialised)."""
+    if ray.is_initialized():
+        return False
+    address = os.environ.get("RAY_ADDRESS") or None
+    num_cpus = None if address else max(os.cpu_count() or 1, math.ceil(logical_cpus)) or None
+    wanted = {"MLFLOW_TRACKING_URI": tracking_uri, "ITRLAB_CONFIG_DIR": str(config_dir().resolve())}
+    # Under `ray job submit` the job's runtime env already sets some; repeating a key is refused.
+    env_vars = {key: value for key, value in wanted.items() if key not in os.environ}
+    ray.init(address=address, num_cpus=num_cpus, runtime_env={"env_vars": env_vars} if env_vars else None,
+             log_to_driver=True, **({} if address else loopback_options()))
+    return address is None
+
+
+def trial_demand(spec: SweepSpec) -> tuple[dict[str, float], int, dict[str, float]]:
+    """(one worker's resources, workers, the whole trial's resources) in Ray's resource names."""
+    workers, cpus, gpus = spec.workers
+    bundle = {"CPU": float(cpus), **({"GPU": float(gpus)} if gpus else {})}
+    in_process = workers == 1 and spec.trainer == "auto"
+    total = {key: value * workers for key, value in bundle.items()}
+    if not in_process:
+        total["CPU"] += 0.1  # the trial's own process, which only waits on its workers
+    return bundle, workers, total
+
+
+def _describe(resources: dict[str, float]) -> str:
+    return ", ".join(f"{value:g} {key}" for key, value in resources.items())
+
+
+def check_local_resources(spec: SweepSpec) -> None:
+    """A sweep that starts its own Ray must not ask for more CPUs or GPUs per trial than this machine
+    has (Tune would wait for them forever). On a cluster the autoscaler may add nodes: there
+    :func:`wait_for_room` waits a bounded time instead."""
+    if os.environ.get("RAY_ADDRESS") or ray.is_initialized():
+        return
+    workers, cpus, gpus = spec.workers
+    machine = os.cpu_count() or 1
+    if cpus * workers > machine:
+        raise UserInputError(f"--cpus-per-trial / resources.cpu: a trial asks for {cpus * workers:g} CPU(s) "
+                             f"({cpus:g} per worker x {workers} workers) and this machine has {machine}; "
+                             "ask for fewer, or submit the sweep to a cluster (RAY_ADDRESS)")
+    wanted = gpus * workers
+    if wanted == 0:
+        return
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if wanted > visible:
+        raise UserInputError(f"--gpus-per-trial / resources.gpu: a trial asks for {wanted:g} GPU(s) "
+                             f"({gpus:g} per worker x {workers} workers) and this machine "
+                             f"has {visible}; ask for fewer, or submit the sweep to a cluster with GPU nodes")
+
+
+
+def wait_for_room(spec: SweepSpec, timeout_s: float | None = None, poll_s: float = 2.0) -> None:
+    """On a Ray this process did not start (a cluster): wait until its nodes could hold one trial,
+    asking the autoscaler for them, at most ``timeout_s`` (``$ITRLAB_RESOURCE_WAIT_S``, default 600 s);
+    then fail with a message instead of letting Tune wait forever."""
+    if timeout_s is None:
+        timeout_s = float(os.environ.get(RESOURCE_WAIT_ENV) or RESOURCE_WAIT_DEFAULT_S)
+    bundle, workers, total = trial_demand(spec)
+
+    def nodes() -> list[dict[str, float]]:
+        return [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+
+    def room(resources: list[dict[str, float]]) -> bool:
+        one_worker = any(all(node.get(k, 0) >= v for k, v in bundle.items()) for node in resources)
+        return one_worker and all(sum(node.get(k, 0) for node in resources) >= v for k, v in total.items())
+
+    if room(nodes()):
+        return
+    print(f"waiting up to {timeout_s:g} s for the Ray cluster to offer one trial's resources "
+          f"({_describe(total)}; {workers} worker(s) of {_describe(bundle)})", flush=True)
+    requested = False
+    with contextlib.suppress(Exception):  # a hint to the autoscaler, where there is one
+        from ray.autoscaler.sdk import request_resources
+
+        request_resources(bundles=[bundle] * workers)
+        requested = True
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not room(current := nodes()):
+            if time.monotonic() >= deadline:
+                largest = max(current, key=lambda node: node.get("CPU", 0), default={})
+                cluster = {k: sum(node.get(k, 0) for node in current) for k in ("CPU", "GPU")}
+                raise UserInputError(
+                    f"--cpus-per-trial / --gpus-per-trial: the Ray cluster has no room for one trial "
+                    f"({_describe(total)}) after {timeout_s:g} s; it has {len(current)} node(s), "
+                    f"{_describe(cluster)} in all, the largest node {_describe({k: largest.get(k, 0) for k in ('CPU', 'GPU')})}; "
+                    f"ask for less, add nodes, or wait longer (${RESOURCE_WAIT_ENV})")
+            time.sleep(poll_s)
+    finally:
+        if requested:
+            with contextlib.suppress(Exception):
+                request_resources(bundles=[])

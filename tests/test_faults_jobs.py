@@ -1,0 +1,114 @@
+"""The sweep job interrupted with Ctrl-C (a real SIGINT), then resumed while a second --resume of it is
+refused (issue #12); the local Ray it starts listens on loopback only, and each trial's MLflow run
+points at the folder that holds its checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from test_sweep_jobs import start_driver, sweep_command, sweep_runs, wait_for
+
+pytestmark = pytest.mark.slow
+LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]", "localhost")
+
+
+def listening_sockets(session: int) -> list[str]:
+    """'address:port (process)' of every TCP socket listened on by a process of ``session``."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, timeout=30).stdout
+    found = []
+    for line in out.splitlines():
+        for pid in re.findall(r"pid=(\d+)", line):
+            try:
+                if os.getsid(int(pid)) == session:
+                    found.append(f"{line.split()[3]} ({line[line.find('users:'):][:50]})")
+            except OSError:
+                continue
+    return found
+
+
+def parent_table(tmp_path: Path, run_id: str, name: str) -> dict:
+    """A table artifact of the parent run, as MLflow stored it (pandas' split layout)."""
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    target = tmp_path / "download" / name.replace("/", "_")
+    target.mkdir(parents=True, exist_ok=True)
+    path = client.download_artifacts(run_id, name, str(target))
+    data = json.loads(Path(path).read_text())
+    return {column: [row[i] for row in data["data"]] for i, column in enumerate(data["columns"])}
+
+
+def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
+    command = sweep_command(tmp_path, {
+        "name": "sigint_sweep", "experiment": "dbl_synthetic_tiny",
+        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=2"],
+        "grid": {"cooperative.strategy": ["A", "F", "G"]}, "seeds": [0], "resources": {"cpu": 1},
+        "table": {"rows": ["cooperative.strategy"], "paper": "dbl_table4"}})
+    log_path = tmp_path / "first.log"
+    driver = start_driver(command, tmp_path, log_path)
+    try:
+        def second_trial_running() -> bool:
+            if "MLflow parent run" not in log_path.read_text():
+                return False
+            _, children = sweep_runs(tmp_path, "sigint_sweep", polling=True)
+            return any(c.info.status == "FINISHED" for c in children) and len(children) == 2
+
+        wait_for(second_trial_running, driver, log_path, "the second trial's start", every=0.3)
+        if shutil.which("ss"):  # the Ray this sweep started listens on loopback only
+            sockets = listening_sockets(driver.pid)
+            assert sockets and all(s.startswith(LOOPBACK) for s in sockets), sockets
+        driver.send_signal(signal.SIGINT)  # Ctrl-C, to the driver only
+        assert driver.wait(timeout=180) == 130, log_path.read_text()[-4000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert log_path.read_text().rstrip().splitlines()[-1].startswith("itrlab: sweep interrupted (Ctrl-C); 1 of 3 trials")
+    (parent,), children = sweep_runs(tmp_path, "sigint_sweep")
+    assert parent.info.status == "KILLED"
+    status = {c.data.tags["param.cooperative.strategy"]: c.info.status for c in children}
+    assert status == {"A": "FINISHED", "F": "KILLED"}, status  # none left RUNNING
+    killed = next(c for c in children if c.info.status == "KILLED")
+    assert "interrupted" in killed.data.tags["itrlab.stop_reason"]
+    table = parent_table(tmp_path, parent.info.run_id, "sweep/trials.json")
+    assert sorted(zip(table["cooperative.strategy"], table["status"])) == [
+        ("A", "finished"), ("F", "interrupted"), ("G", "not started")]
+
+    # two --resume of the sweep at the same moment: one continues it, the other is refused at once
+    logs = [tmp_path / "resume1.log", tmp_path / "resume2.log"]
+    drivers = [start_driver([*command, "--resume"], tmp_path, log) for log in logs]
+    try:
+        codes = [driver.wait(timeout=400) for driver in drivers]
+    finally:
+        for driver in drivers:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+    assert sorted(codes) == [0, 2], [log.read_text()[-3000:] for log in logs]
+    refused = logs[codes.index(2)].read_text().strip().splitlines()
+    assert len(refused) == 1 and refused[0].startswith("itrlab: error: sweep 'sigint_sweep'"), refused
+    assert "in use by another process" in refused[0]
+
+    (parent,), children = sweep_runs(tmp_path, "sigint_sweep")
+    assert parent.info.status == "FINISHED" and "itrlab.stop_reason" not in parent.data.tags
+    assert sorted(c.data.tags["param.cooperative.strategy"] for c in children) == ["A", "F", "G"]
+    assert {c.info.status for c in children} == {"FINISHED"}
+    (sweep_dir,) = (tmp_path / "sweeps" / "sigint_sweep").iterdir()
+    for child in children:  # run_dir: the trial's folder in the sweep's storage, with its checkpoints
+        run_dir = Path(child.data.tags["run_dir"])
+        assert run_dir.parent == sweep_dir / "tune" and list(run_dir.glob("checkpoint_*/last.pt")), run_dir
+
+    def check_tables(run_id: str) -> None:  # rewritten whole: one row per trial, ids kept as strings
+        trials = parent_table(tmp_path, run_id, "sweep/trials.json")
+        ids = {c.data.tags["itrlab.trial_id"] for c in children}
+        assert sorted(trials["trial"]) == sorted(ids) and all(isinstance(t, str) for t in trials["trial"])
+        assert trials["status"] == ["finished"] * 3
+        grid = parent_table(tmp_path, run_id, "sweep/table.json")
+        assert sorted(grid["cooperative.strategy"]) == ["A", "F", "G"] and grid["seeds"] == [1, 1, 1]
+
+    check_tables(parent.info.run_id)  # --resume of a finished sweep: tests/test_faults_sweep.py
