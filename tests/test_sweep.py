@@ -71,7 +71,9 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(workdir):
     mlflow.set_experiment("tiny_sweep")
     table = mlflow.load_table("sweep/table.json", run_ids=[result.parent_run_id])
     assert sorted(table["cooperative.strategy"]) == ["A", "F"]
-    assert set(table["test_i2t_R1_paper"]) == {75.8, 79.3}
+    assert "test_i2t_R1_paper" not in table  # F30K's numbers never stand beside synthetic results
+    assert set(table["published"]) == {"not comparable: these trials ran on synthetic_tiny (all); the paper's numbers "
+                                       "are Flickr30K 1K test (f30k_precomp, f30k_1k)"}
     best = json.loads(Path(client.download_artifacts(result.parent_run_id, "sweep/best.json", str(workdir))).read_text())
     assert best["params"]["cooperative.strategy"] == result.best.params["cooperative.strategy"]
 

@@ -3,8 +3,9 @@
 MLflow layout: one experiment per sweep definition (its ``name``), one parent run per invocation
 (reused by ``--resume``), one child run per trial (tagged with the trial id, so a restarted trial
 finds its run again). On the parent: the trials ranked by the objective, the best config, and,
-for grids with a ``table`` section, the grid pivoted into the paper's layout (mean and standard
-deviation over seeds, the published number beside ours).
+for grids with a ``table`` section, the grid pivoted into the paper's layout (:mod:`itrlab.sweep.pivot`:
+means over seeds with 95% intervals, differences to the baseline row, and the published numbers where
+the data and protocol are the paper's).
 
 Sweep directories live under ``<storage>/<sweep name>/<timestamp>/`` (Tune's experiment state and
 the trials' checkpoints); ``--resume`` continues the newest one.
@@ -40,7 +41,8 @@ from itrlab.sweep.distributed import trial_function
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
 from itrlab.sweep.spec import SweepSpec, check_sweep_keys, check_table_rows
-from itrlab.sweep.summary import TrialRow, best_row, compact_pivot, pivot, ranked_table, to_markdown, to_text
+from itrlab.sweep.pivot import compact_pivot, pivot, pivot_note
+from itrlab.sweep.summary import TrialRow, best_row, ranked_table, to_markdown, to_text
 from itrlab.sweep.trial import STOP_REASON_TAG, TrialContext, failure_reason, trial_config
 from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri
 
@@ -229,7 +231,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
         rows, interrupted = trial_rows(results, sigint.interrupted)
         rows = with_unstarted(rows, spec)
         settle_trial_runs(parent, rows)
-        summarise(spec, rows, parent)
+        summarise(spec, rows, parent, first.dataset.name, first.eval.test_protocol)
     except KeyboardInterrupt:
         kill_running_trial_runs(parent, "the sweep was interrupted; --resume continues it")
         with contextlib.suppress(Exception):
@@ -257,7 +259,8 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
     return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status)
 
 
-def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker) -> None:
+def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, dataset: str = "",
+              test_protocol: str = "") -> None:
     """Print and log the ranked trials, the best config and the paper pivot on the parent run.
 
     The tables are rewritten whole (a resumed sweep's rows replace those of the previous invocation)."""
@@ -279,11 +282,11 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker) -> N
         if isinstance(value, (int, float)):
             parent.log_metrics({f"best_{spec.objective.metric}": value}, step=0)
     if spec.table is not None and spec.optuna is None:
-        grid = pivot(rows, spec)
+        grid = pivot(rows, spec, dataset, test_protocol)
         parent.replace_table(grid, "sweep/table.json")
-        text += "\n\n" + to_markdown(grid, f"{spec.name}: mean ± std over seeds {spec.seeds}")
-        published = " (published number in brackets)" if spec.table.paper else ""
-        print("\n" + to_text(compact_pivot(grid, spec), f"{spec.name}: mean ± std over seeds {spec.seeds}{published}"))
+        note = pivot_note(grid, spec)
+        text += "\n\n" + to_markdown(grid, f"{spec.name}: pivot over seeds {spec.seeds}") + "\n\n" + note
+        print("\n" + to_text(compact_pivot(grid, spec), f"{spec.name}: pivot over seeds {spec.seeds}") + "\n" + note)
     parent.log_text(text, "sweep/summary.md")
     counts = {status: sum(r.status == status for r in rows)
               for status in ("finished", "diverged", "stopped", "error", "interrupted", "not started")}

@@ -77,11 +77,14 @@ class AshaSpec(Section):
 
 
 class TableSpec(Section):
-    """The parent run's pivot: one row per combination of ``rows`` keys, mean ± std over seeds."""
+    """The parent run's pivot (:mod:`itrlab.sweep.pivot`): one row per combination of ``rows`` keys, the
+    mean over seeds with its 95% interval, and the difference to the ``baseline`` row with its interval."""
 
     rows: list[str]
     columns: list[str] = Field(default_factory=lambda: ["test_i2t_R1", "test_i2t_R5", "test_t2i_R1", "test_t2i_R5", "test_rsum", "test_md"])
-    paper: str | None = None  # configs/paper/<name>.yaml: published numbers shown beside ours
+    # configs/paper/<name>.yaml: published numbers, shown beside ours only on the paper's data and protocol
+    paper: str | None = None
+    baseline: str | None = None  # the row the others are compared with, by its label ("A", "BTR"); default: the first
 
 
 class SweepSpec(Section):
@@ -225,6 +228,15 @@ def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
         if key not in keys:
             raise ConfigError(f"{prefix}table.rows", key, f"rows are keys of the sweep's grid: {', '.join(keys)}",
                               did_you_mean(key, keys))
+    if spec.table.baseline is not None:
+        from itrlab.sweep.summary import label
+
+        labels = list(dict.fromkeys(" / ".join(str(label(point.get(k))) for k in spec.table.rows)
+                                    for point in spec.grid_points()))
+        if spec.table.baseline not in labels:
+            raise ConfigError(f"{prefix}table.baseline", spec.table.baseline,
+                              f"the label of a row of the pivot: {', '.join(labels)}",
+                              did_you_mean(spec.table.baseline, labels))
 
 
 def resolve_sweep_path(sweep: str | Path) -> Path:

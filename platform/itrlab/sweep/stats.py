@@ -1,0 +1,66 @@
+"""Intervals over seeds for the sweep's pivot: a mean with its Student-t confidence interval, and the
+difference of two rows' means with Welch's interval, so that "F beats A" comes with a margin.
+
+With one seed there is no interval (``half_width`` is None and the tables say "1 seed"), never
+``± 0.00``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from scipy.stats import t as student_t
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Interval:
+    """``value ± half_width`` at ``confidence``, from ``n`` seeds (``half_width`` None: one seed)."""
+
+    value: float
+    half_width: float | None
+    n: int
+
+    @property
+    def low(self) -> float | None:
+        return None if self.half_width is None else self.value - self.half_width
+
+    @property
+    def high(self) -> float | None:
+        return None if self.half_width is None else self.value + self.half_width
+
+    def excludes_zero(self) -> bool:
+        """Whether the interval lies wholly on one side of 0 (a difference "with a margin")."""
+        return self.half_width is not None and (self.low > 0 or self.high < 0)
+
+
+def mean_interval(values: list[float], confidence: float = CONFIDENCE) -> Interval:
+    """The mean of ``values`` and the half-width of its Student-t interval (n - 1 degrees of freedom)."""
+    n = len(values)
+    if n == 0:
+        return Interval(math.nan, None, 0)
+    mean = statistics.fmean(values)
+    if n == 1:
+        return Interval(mean, None, 1)
+    half = student_t.ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
+    return Interval(mean, float(half), n)
+
+
+def difference_interval(values: list[float], baseline: list[float], confidence: float = CONFIDENCE) -> Interval:
+    """mean(values) - mean(baseline) with Welch's interval (unequal variances, Welch-Satterthwaite
+    degrees of freedom); no interval unless both sides have two seeds or more. ``n`` is the smaller count."""
+    n, m = len(values), len(baseline)
+    if n == 0 or m == 0:
+        return Interval(math.nan, None, 0)
+    diff = statistics.fmean(values) - statistics.fmean(baseline)
+    if n < 2 or m < 2:
+        return Interval(diff, None, min(n, m))
+    va, vb = statistics.variance(values) / n, statistics.variance(baseline) / m
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Interval(diff, 0.0, min(n, m))
+    df = (va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (m - 1))
+    return Interval(diff, float(student_t.ppf(0.5 + confidence / 2, df) * se), min(n, m))

@@ -1,0 +1,93 @@
+"""The sweep's pivot: intervals over seeds, differences to the baseline row, and published numbers
+shown only where the data set and protocol are the paper's."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+from scipy import stats as scipy_stats
+
+from itrlab.sweep.pivot import compact_pivot, load_paper, pivot, pivot_note
+from itrlab.sweep.spec import load_sweep
+from itrlab.sweep.stats import difference_interval, mean_interval
+from itrlab.sweep.summary import TrialRow
+
+
+def test_mean_interval_is_student_t_from_the_definition():
+    values = [70.0, 74.0, 71.5]
+    interval = mean_interval(values)
+    n, mean, sd = len(values), sum(values) / 3, statistics.stdev(values)
+    assert interval.value == pytest.approx(mean)
+    assert interval.half_width == pytest.approx(4.302652729911275 * sd / math.sqrt(n))  # t(0.975, 2)
+    assert mean_interval([5.0]).half_width is None and mean_interval([5.0]).n == 1  # one seed: no interval
+    assert mean_interval([]).n == 0 and math.isnan(mean_interval([]).value)
+
+
+def test_difference_interval_is_welchs():
+    a, b = [80.0, 82.0, 85.0, 79.0], [70.0, 74.0, 71.0]
+    interval = difference_interval(a, b)
+    va, vb = statistics.variance(a) / 4, statistics.variance(b) / 3
+    df = (va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2)
+    assert interval.value == pytest.approx(statistics.fmean(a) - statistics.fmean(b))
+    assert interval.half_width == pytest.approx(scipy_stats.t.ppf(0.975, df) * math.sqrt(va + vb))
+    welch = scipy_stats.ttest_ind(a, b, equal_var=False)  # the interval excludes 0 exactly when p < 0.05
+    assert interval.excludes_zero() == (welch.pvalue < 0.05)
+    assert difference_interval([1.0], b).half_width is None
+
+
+def rows_for(spec_name: str, key: str, cells: list[tuple[str, int, float]]) -> list[TrialRow]:
+    return [TrialRow(f"t{i:02d}", {key: value, "seed": seed}, {"test_i2t_R1": r1, "test_rsum": 3 * r1, "test_md": 0.5},
+                     "finished") for i, (value, seed, r1) in enumerate(cells)]
+
+
+def test_pivot_gives_intervals_and_the_difference_to_the_baseline_in_grid_order():
+    spec = load_sweep("dbl_table4")
+    # F listed before A in the trials: the pivot follows the grid (A first, the baseline)
+    rows = rows_for("dbl_table4", "cooperative.strategy",
+                    [("F", 0, 80.0), ("F", 1, 82.0), ("F", 2, 84.0), ("A", 0, 70.0), ("A", 1, 74.0), ("A", 2, 72.0),
+                     ("C", 0, 60.0)])
+    rows.append(TrialRow("t99", {"cooperative.strategy": "C", "seed": 1}, {"test_i2t_R1": 0.0}, "diverged"))
+    table = pivot(rows, spec, "synthetic_small", "all")
+    assert table["cooperative.strategy"] == ["A", "C", "F"] and table["seeds"] == [3, 1, 3]
+    assert table["baseline"] == [True, False, False]
+    assert table["test_i2t_R1_mean"] == [72.0, 60.0, 82.0]
+    assert table["test_i2t_R1_ci95"][0] == pytest.approx(mean_interval([70.0, 74.0, 72.0]).half_width)
+    assert table["test_i2t_R1_ci95"][1] is None  # one seed
+    assert table["test_i2t_R1_diff"] == [None, -12.0, 10.0]
+    assert table["test_i2t_R1_diff_ci95"][2] == pytest.approx(difference_interval([80.0, 82.0, 84.0],
+                                                                                 [70.0, 74.0, 72.0]).half_width)
+    compact = compact_pivot(table, spec)
+    assert compact["i2t_R1"][1] == "60.00 (1 seed)" and compact["i2t_R1"][0].startswith("72.00 ± 4.97")
+    assert compact["rsum vs baseline"][0] == "baseline" and compact["rsum vs baseline"][2].startswith("+30.00 ± ")
+
+
+def test_published_numbers_stand_only_beside_the_papers_data_and_protocol():
+    spec = load_sweep("dbl_table4")
+    rows = rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("A", 1, 74.0), ("F", 0, 80.0)])
+    synthetic = pivot(rows, spec, "synthetic_small", "all")
+    assert not any(key.endswith("_paper") for key in synthetic)  # F30K numbers beside synthetic ones: none
+    assert synthetic["published"][0].startswith("not comparable: these trials ran on synthetic_small (all)")
+    assert "left out, not comparable" in pivot_note(synthetic, spec)
+    assert "(75.80)" not in str(compact_pivot(synthetic, spec))
+    wrong_protocol = pivot(rows, spec, "f30k_precomp", "all")
+    assert "published" in wrong_protocol and not any(key.endswith("_paper") for key in wrong_protocol)
+
+    real = pivot(rows, spec, "f30k_precomp", "f30k_1k")
+    paper = load_paper("dbl_table4")
+    assert real["published"] == ["", ""]
+    assert real["test_i2t_R1_paper"] == [paper.rows["A"]["i2t_R1"], paper.rows["F"]["i2t_R1"]]
+    assert real["test_i2t_R1_vs_paper"][0] == pytest.approx(72.0 - paper.rows["A"]["i2t_R1"])
+    assert compact_pivot(real, spec)["i2t_R1"][1] == f"80.00 (1 seed) ({paper.rows['F']['i2t_R1']:.2f})"
+
+
+def test_every_paper_table_names_its_data_and_protocol():
+    from itrlab.config.loader import config_dir
+    from itrlab.eval import PROTOCOLS
+
+    for path in sorted((config_dir() / "paper").glob("*.yaml")):
+        paper = load_paper(path.stem)
+        assert paper.dataset in ("f30k_precomp", "coco_precomp"), path.name
+        assert paper.test_protocol in PROTOCOLS, path.name
+        assert (config_dir() / "datasets" / f"{paper.dataset}.yaml").is_file()
