@@ -185,6 +185,13 @@ class TrainConfig(Section):
     loader_workers: int = Field(0, ge=0)
     # auto: the first visible CUDA GPU, else the CPU (a Ray trial sees the GPUs it asked for)
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")
+    # Mixed precision (itrlab.train.precision): fp32, or the model's step and evaluation under
+    # torch.autocast in bf16 or fp16 (fp16 on CUDA only, with a gradient scaler); losses in float32.
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    # How training batches are built (itrlab.data.resident): resident = the training split's features
+    # and padded captions on the device once per run, batches by indexing; loader = a DataLoader over
+    # the memory map; auto = resident on a GPU when the split fits in its free memory, else loader.
+    data_path: Literal["auto", "resident", "loader"] = "auto"
 
     @field_validator("lr_decay_epochs")
     @classmethod
@@ -200,6 +207,9 @@ class EvalConfig(Section):
     test_protocol: str = "all"
     batch_size: int = Field(512, ge=1)
     image_chunk: int = Field(512, ge=1)
+    # Interaction scorers (xattn): budget of a shard's largest intermediate, in elements; None = from
+    # the device (free memory on a GPU, the last-level cache on a CPU; itrlab.models.interaction).
+    shard_elements: int | None = Field(None, ge=1)
 
 
 class OutputConfig(Section):

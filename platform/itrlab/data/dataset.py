@@ -87,6 +87,18 @@ class _EncodedCaptions:
     def __getitem__(self, index: int) -> Tensor:
         return torch.from_numpy(self.ids[self.offsets[index]:self.offsets[index + 1]].copy())
 
+    def padded(self) -> tuple[Tensor, Tensor]:
+        """All captions as one (C, L_max) long tensor padded with ``<pad>`` = 0, and their lengths (C,)."""
+        lengths = torch.from_numpy(self.lengths)
+        tokens = torch.full((len(self.lengths), int(self.lengths.max(initial=1))), PAD_ID, dtype=torch.long)
+        tokens[length_positions(lengths, tokens.shape[1])] = torch.from_numpy(self.ids)
+        return tokens, lengths
+
+
+def length_positions(lengths: Tensor, width: int) -> Tensor:
+    """(C, width) bool, True at the first ``lengths[c]`` positions of each row."""
+    return torch.arange(width)[None, :] < lengths[:, None]
+
 
 class CaptionDataset(Dataset):
     """One item per caption: ``(image features (R, D), token ids (L,), image id, caption id)``,
@@ -110,6 +122,10 @@ class CaptionDataset(Dataset):
         if self.extra_fields:
             item += ({name: fn(index) for name, fn in self.extra_fields.items()},)
         return item
+
+    def padded_captions(self) -> tuple[Tensor, Tensor]:
+        """Every caption's token ids, (C, L_max) padded with 0, and lengths (C,): for device-resident batches."""
+        return self._captions.padded()
 
 
 class ImageDataset(Dataset):

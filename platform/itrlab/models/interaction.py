@@ -57,6 +57,10 @@ Measured on CPU (``jobs/bench_eval.py --interaction``, 1 thread): 2^20 and 2^21 
 at 1000 images x 5000 captions, 2^18 to 2^20 at 400 x 2000; 2^23 and more were 1.5-2x slower
 (element-wise steps on intermediates far larger than the caches). On a GPU, raise it.
 """
+MIN_SHARD_ELEMENTS, MAX_SHARD_ELEMENTS = 1 << 18, 1 << 28
+"""Bounds of a device-derived budget. 2^28 was the fastest tried on an H100 (issue #11: 1000 x 5000
+pairs, 36 regions, d = 1024, s = 256 in 8.0 s at 2^24, 2.6 s at 2^26, 2.1 s at 2^28)."""
+_LIVE_INTERMEDIATES = 4  # shard-sized tensors alive at once in pair_scores (with margin)
 _EPS = 1e-12  # floor of the L2 norms (F.normalize's), so an all-zero vector stays zero
 
 
@@ -93,8 +97,13 @@ def pair_scores(regions: Tensor, words: Tensor, lengths: Tensor, *, lambda_: flo
     # Eq. 1: λ M = λ norm_T([T Vᵀ]_+): for each (image, caption, region), the L2 norm over the
     # caption's words (a segment sum over W), then the softmax over the regions.
     x = x.clamp_(min=0) if inplace else x.clamp(min=0)
-    norms = x.new_zeros((n_images, n_captions, n_regions)).index_add(1, caption_of, x.square())
-    scale = (norms.sqrt().clamp(min=_EPS) / lambda_).index_select(1, caption_of)
+    # Segment sums accumulate in float32 (float64 stays float64) whatever autocast made of x (bf16 or
+    # fp16 matmuls; on CUDA, square and norm run in float32): index_add needs one dtype for both sides,
+    # and a low-precision sum over a caption's words would be the inaccurate one. In float32 (and
+    # float64) the casts are no-ops.
+    acc = torch.promote_types(x.dtype, torch.float32)
+    norms = x.new_zeros((n_images, n_captions, n_regions), dtype=acc).index_add(1, caption_of, x.square().to(acc))
+    scale = (norms.sqrt().clamp(min=_EPS) / lambda_).index_select(1, caption_of).to(x.dtype)
     x = x.div_(scale) if inplace else x / scale
     attention = torch.softmax(x, dim=2)
     x = torch.bmm(attention, regions)                                     # V': (I, W, d)
@@ -103,8 +112,9 @@ def pair_scores(regions: Tensor, words: Tensor, lengths: Tensor, *, lambda_: flo
     x = F.linear(x, sim_weight, sim_bias)                                 # (I, W, s)
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp(min=_EPS)
     x = x.div_(norm) if inplace else x / norm
-    sums = x.new_zeros((n_images, n_captions, x.shape[-1])).index_add(1, caption_of, x)
-    mean_alignment = sums / lengths.to(x.dtype).clamp(min=1)[None, :, None]   # Ā: (I, J, s)
+    acc = torch.promote_types(x.dtype, torch.float32)
+    sums = x.new_zeros((n_images, n_captions, x.shape[-1]), dtype=acc).index_add(1, caption_of, x.to(acc))
+    mean_alignment = sums / lengths.to(sums.dtype).clamp(min=1)[None, :, None]   # Ā: (I, J, s)
     return torch.tanh(F.linear(mean_alignment, score_weight, score_bias)).squeeze(-1)
 
 
@@ -197,3 +207,42 @@ class InteractionModel(nn.Module):
                                                                  lengths[c0:c1])
             c0 = c1
         return out
+
+
+def _last_level_cache_bytes() -> int | None:
+    """Size of the CPU's largest cache (Linux sysfs), or None when unreadable."""
+    from pathlib import Path
+
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            text = entry.read_text().strip().upper()
+            sizes.append(int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}[text[-1]] if text[-1] in "KM" else int(text))
+        except (OSError, ValueError, KeyError):
+            continue
+    return max(sizes) if sizes else None
+
+
+def _power_of_two_at_most(value: float) -> int:
+    return 1 << max(0, int(value).bit_length() - 1)
+
+
+def shard_budget(device: torch.device | str) -> int:
+    """The shard budget (elements of a shard's largest intermediate) that suits ``device``.
+
+    CUDA: a share of the free memory (``torch.cuda.mem_get_info``): half of it split over the
+    float32-sized intermediates alive at once. CPU: cache-sized, the last-level cache in bytes / 32
+    (an intermediate of float32 elements an eighth of the cache: 2^20 elements for the 32 MB L3 on
+    which :data:`DEFAULT_SHARD_ELEMENTS` was measured fastest); that default when the size is unknown.
+    Rounded down to a power of two within [MIN_SHARD_ELEMENTS, MAX_SHARD_ELEMENTS].
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        budget = free / 2 / (4 * _LIVE_INTERMEDIATES)
+    else:
+        cache = _last_level_cache_bytes()
+        if cache is None:
+            return DEFAULT_SHARD_ELEMENTS
+        budget = cache / 32
+    return min(MAX_SHARD_ELEMENTS, max(MIN_SHARD_ELEMENTS, _power_of_two_at_most(budget)))

@@ -36,3 +36,32 @@ def describe(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
     return f"{device} ({torch.get_num_threads()} threads)"
+
+
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_precision(spec: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype ``train.precision`` names on ``device`` (None: fp32, no autocast).
+
+    fp16 needs a CUDA GPU (autocast on the CPU supports it poorly, and its gradient scaler is a CUDA
+    one); bf16 needs a CPU or a GPU that supports it. Either is a config error raised where the run
+    starts, like an unusable ``train.device``.
+    """
+    if spec not in AUTOCAST_DTYPES:
+        raise ConfigError("train.precision", spec, f"one of {', '.join(AUTOCAST_DTYPES)}")
+    dtype = AUTOCAST_DTYPES[spec]
+    if dtype is torch.float16 and device.type != "cuda":
+        raise ConfigError("train.precision", spec, f"fp16 needs a CUDA GPU, and this run trains on {device}; "
+                          "use bf16 (supported on CPUs) or fp32")
+    if dtype is torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError("train.precision", spec, f"{describe(device)} does not support bfloat16; use fp16 or fp32")
+    return dtype
+
+
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Free memory of a CUDA device in bytes (``torch.cuda.mem_get_info``); None on a CPU."""
+    if device.type != "cuda":
+        return None
+    free, _total = torch.cuda.mem_get_info(device)
+    return int(free)

@@ -4,26 +4,37 @@ After every epoch the trainer validates on the val split, writes ``last.pt`` (ev
 continue) and, when the validation rsum improved, ``best.pt``. ``fit`` continues from ``last.pt``
 when the run directory has one: the epoch counter, the optimizer, the LR schedule (a function of
 the global step) and the RNG states all carry on. ``test`` evaluates once, with the best weights.
+
+Speed (issue #11): ``train.precision`` runs steps and evaluation under autocast
+(:mod:`itrlab.train.precision`); ``train.data_path`` builds batches from a device-resident copy of
+the training split (:mod:`itrlab.data.resident`) or with a DataLoader over the memory map, in the
+same order either way.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Iterable, Protocol
 
 import torch
+from torch import Tensor
 from torch.utils.data import DataLoader
 
 from itrlab.config import ExperimentConfig
-from itrlab.data import CaptionDataset, PrecompSplit, Vocabulary, make_loader
+from itrlab.data import Batch, CaptionDataset, PrecompSplit, Vocabulary, make_loader
+from itrlab.data.dataset import ShardedBatchSampler
+from itrlab.data.resident import ResidentSplit, choose_data_path
 from itrlab.errors import ItrlabError
 from itrlab.eval import RecallTable, evaluate
+from itrlab.losses import LossOutput
 from itrlab.methods import MethodModule
 from itrlab.train.device import resolve_device
 from itrlab.train.checkpoint import BEST, LAST, MODEL, TrainState, load_checkpoint, save_checkpoint, set_rng_state
+from itrlab.train.precision import MixedPrecision
 from itrlab.train.schedule import StepDecaySchedule
 
 
@@ -60,6 +71,48 @@ class EpochCallback(Protocol):
     def on_epoch_end(self, report: EpochReport) -> None: ...
 
 
+CUDA_READ_EVERY = 25  # on a GPU, losses are read (one device sync) every this many steps
+
+
+class _StepLog:
+    """The losses and parts of an epoch's steps, summed as Python floats in step order (the sums a
+    per-step ``.item()`` gives, bit for bit). Values are read every ``every`` steps: one device sync
+    per group of steps, so that a GPU step never waits for the host to read the previous loss; a
+    non-finite loss raises :class:`NonFiniteLossError` naming its step."""
+
+    def __init__(self, epoch: int, every: int):
+        self.epoch, self.every = epoch, every
+        self.pending: list[tuple[int, Tensor, list[str]]] = []
+        self.total, self.sums, self.count = 0.0, defaultdict(float), 0
+
+    def add(self, step: int, output: LossOutput) -> None:
+        loss = output.loss.detach()
+        values = [torch.as_tensor(v, dtype=torch.float64, device=loss.device).detach() for v in output.parts.values()]
+        self.pending.append((step, torch.stack([loss.double(), *values]), list(output.parts)))
+        if len(self.pending) >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        rows = torch.cat([values for _, values, _ in self.pending]).tolist()  # one sync
+        offset = 0
+        for step, values, names in self.pending:
+            loss, parts = rows[offset], rows[offset + 1:offset + len(values)]
+            offset += len(values)
+            if not math.isfinite(loss):
+                raise NonFiniteLossError(f"loss became {loss} at epoch {self.epoch}, step {step}")
+            self.total += loss
+            for name, value in zip(names, parts):
+                self.sums[name] += value
+            self.count += 1
+        self.pending = []
+
+    def means(self) -> tuple[float, dict[str, float]]:
+        self.flush()
+        return self.total / self.count, {name: value / self.count for name, value in self.sums.items()}
+
+
 @dataclass
 class TrainingData:
     train: PrecompSplit
@@ -82,9 +135,14 @@ class Trainer:
     def __post_init__(self) -> None:
         train = self.config.train
         self.device = self.device or resolve_device(train.device)
+        self.precision = MixedPrecision(train.precision, self.device)  # ConfigError: fp16 on a CPU
         self.method.to(self.device)
-        self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=self.config.model.text.max_len,
+        self.precision.attach(self.method)
+        max_len = self.config.model.text.max_len
+        self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=max_len,
                                       extra_fields=self.method.batch_extras())
+        self.data_path = choose_data_path(train.data_path, self.device, self.data.train, max_len)
+        self.resident = ResidentSplit(self.dataset, self.device) if self.data_path == "resident" else None
         self.steps_per_epoch = len(self.dataset) // train.batch_size // self.world_size
         if self.steps_per_epoch == 0:
             raise ValueError(f"{len(self.dataset)} captions make no batch of {train.batch_size} per worker "
@@ -137,40 +195,52 @@ class Trainer:
         """This worker's batches of epoch ``epoch``: its share of one global order that depends only
         on (seed, epoch), so a resumed run replays it exactly and workers never overlap."""
         train = self.config.train
-        seed = self.config.seed * 1_000_003 + epoch
-        return make_loader(self.dataset, train.batch_size, shuffle=True, seed=seed, drop_last=True,
+        return make_loader(self.dataset, train.batch_size, shuffle=True, seed=self.epoch_seed(epoch), drop_last=True,
                            num_workers=train.loader_workers, pin_memory=self.device.type == "cuda",
                            rank=self.rank, world_size=self.world_size)
 
+    def epoch_batches(self, epoch: int) -> Iterable[Batch]:
+        """This worker's batches of epoch ``epoch`` (see :meth:`epoch_loader`), from the resident split
+        when there is one (already on the device, same order), else from the loader."""
+        if self.resident is None:
+            return self.epoch_loader(epoch)
+        sampler = ShardedBatchSampler(len(self.dataset), self.config.train.batch_size, self.epoch_seed(epoch),
+                                      self.rank, self.world_size)
+        return self.resident.batches(sampler)
+
+    def epoch_seed(self, epoch: int) -> int:
+        return self.config.seed * 1_000_003 + epoch
+
+    def train_step(self, batch: Batch, epoch: int) -> LossOutput:
+        """One optimizer step on ``batch`` (on the device), the LR schedule and the method's after-step;
+        returns the method's LossOutput. On a CPU a non-finite loss stops the run before the update (on a
+        GPU the epoch's :class:`_StepLog` checks it, without a device sync per step)."""
+        with self.precision.autocast():
+            output = self.step_module(batch)
+        if self.device.type != "cuda" and not torch.isfinite(output.loss):
+            raise NonFiniteLossError(f"loss became {output.loss.item()} at epoch {epoch}, step {self.state.step}")
+        self.optimizer.zero_grad(set_to_none=True)
+        self.precision.backward_step(output.loss, self.optimizer, self.config.train.grad_clip,
+                                     (p for g in self.optimizer.param_groups for p in g["params"]))
+        self.scheduler.step()
+        self.state.step += 1
+        self.method.after_step(self.state.step, self.total_steps)
+        return output
+
     def train_epoch(self, epoch: int) -> tuple[float, dict[str, float]]:
         """One pass over this worker's share of the training captions; returns the mean loss and parts."""
-        train = self.config.train
-        loader = self.epoch_loader(epoch)
+        batches = self.epoch_batches(epoch)
         self.method.train()
         self.method.set_epoch(epoch)
-        total, sums, count = 0.0, defaultdict(float), 0
-        for batch in loader:  # this worker's share of the epoch's global batches
+        log = _StepLog(epoch, every=1 if self.device.type != "cuda" else CUDA_READ_EVERY)
+        for batch in batches:  # this worker's share of the epoch's global batches
             batch = batch.to(self.device, non_blocking=True)
-            output = self.step_module(batch)
-            if not torch.isfinite(output.loss):
-                raise NonFiniteLossError(f"loss became {output.loss.item()} at epoch {epoch}, step {self.state.step}")
-            self.optimizer.zero_grad(set_to_none=True)
-            output.loss.backward()
-            if train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]], train.grad_clip)
-            self.optimizer.step()
-            self.scheduler.step()
-            self.state.step += 1
-            self.method.after_step(self.state.step, self.total_steps)
-            total += output.loss.item()
-            for name, value in output.parts.items():
-                sums[name] += float(value)
-            count += 1
-        return total / count, {name: value / count for name, value in sums.items()}
+            log.add(self.state.step, self.train_step(batch, epoch))
+        return log.means()
 
     def evaluate(self, split: PrecompSplit, protocol: str, method: MethodModule | None = None) -> RecallTable:
-        settings = self.config.eval
-        score_fn = (method or self.method).score_fn(split, self.data.vocab, settings.batch_size)
+        settings, method = self.config.eval, method or self.method
+        score_fn = self.precision.score_fn(lambda: method.score_fn(split, self.data.vocab, settings.batch_size))
         return evaluate(score_fn, split.n_images, protocol=protocol,
                         captions_per_image=split.captions_per_image, image_chunk=settings.image_chunk)
 
