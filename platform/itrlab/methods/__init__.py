@@ -9,8 +9,9 @@ from itrlab.methods.checks import check_method_config
 # the method modules register their names on import
 from itrlab.methods.dual import DualEncoderMethod
 from itrlab.methods.interaction import InteractionMethod
+from itrlab.methods.ascl import AsclMethod
 from itrlab.methods.coder import CoderMethod
 
-__all__ = ["METHODS", "BuildContext", "CoderMethod", "CooperativeMethod", "DualEncoderMethod", "InteractionMethod", "Method",
+__all__ = ["METHODS", "AsclMethod", "BuildContext", "CoderMethod", "CooperativeMethod", "DualEncoderMethod", "InteractionMethod", "Method",
            "MethodModule", "MethodSettings", "build_method", "check_method_config", "cooperative_loss",
            "ema_momentum", "register_method"]

