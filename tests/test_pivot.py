@@ -91,3 +91,25 @@ def test_every_paper_table_names_its_data_and_protocol():
         assert paper.dataset in ("f30k_precomp", "coco_precomp"), path.name
         assert paper.test_protocol in PROTOCOLS, path.name
         assert (config_dir() / "datasets" / f"{paper.dataset}.yaml").is_file()
+
+
+def test_the_headline_is_the_row_with_the_best_mean_not_the_luckiest_trial():
+    from itrlab.sweep.pivot import best_by_mean
+    from itrlab.sweep.summary import best_row, ranked
+
+    spec = load_sweep("dbl_table4")
+    # B has the single best trial (seed 1), C the best mean over seeds
+    rows = rows_for("dbl_table4", "cooperative.strategy",
+                    [("A", 0, 40.0), ("A", 1, 42.0), ("B", 0, 30.0), ("B", 1, 60.0), ("C", 0, 50.0), ("C", 1, 52.0)])
+    for row in rows:
+        row.metrics["rsum"] = row.metrics["test_rsum"]
+    assert best_row(rows, "rsum", "max").params["cooperative.strategy"] == "B"
+    winner = best_by_mean(pivot(rows, spec, "synthetic_small", "all"), spec)
+    assert winner.label == "C" and winner.mean == pytest.approx(153.0) and winner.seeds == 2
+    assert winner.diff == pytest.approx(153.0 - 123.0)
+    assert winner.describe().startswith("best row by mean test_rsum: C, 153.00 ± ")
+    assert winner.metrics()["best_row_rsum_mean"] == pytest.approx(153.0)
+    # trials rank by their best epoch's validation rsum (the checkpoint the test table came from)
+    late = TrialRow("late", {"seed": 0}, {"rsum": 10.0, "best_val_rsum": 90.0}, "finished")
+    steady = TrialRow("steady", {"seed": 1}, {"rsum": 80.0, "best_val_rsum": 80.0}, "finished")
+    assert [r.trial_id for r in ranked([steady, late], "rsum", "max")] == ["late", "steady"]

@@ -58,7 +58,12 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(workdir):
     kids = children(client, "tiny_sweep", result.parent_run_id)
     assert len(kids) == 2 and {k.info.status for k in kids} == {"FINISHED"}
     assert {k.data.tags["param.cooperative.strategy"] for k in kids} == {"A", "F"}
+    # runs named by what they vary, filterable apart from plain VSE++, described, with their source
+    assert {k.info.run_name for k in kids} == {"strategy=A seed=0", "strategy=F seed=0"}
+    assert {k.data.tags["cooperative"] for k in kids} == {"oss strategy=A", "oss strategy=F"}
     for kid in kids:
+        assert kid.data.tags["mlflow.note.content"].startswith("dbl_synthetic_tiny: method vsepp")
+        assert kid.data.tags["mlflow.user"] and kid.data.tags["mlflow.source.name"]
         assert [m.step for m in client.get_metric_history(kid.info.run_id, "rsum")] == [1, 2]
         assert "test_rsum" in kid.data.metrics
         boosted = kid.data.tags["param.cooperative.strategy"] == "F"

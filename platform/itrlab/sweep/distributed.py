@@ -21,7 +21,7 @@ import ray.train.torch
 from ray import tune
 
 from itrlab.sweep.trial import (EpochReporter, TrialContext, restore_run_dir, reuse_child_run, run_trial,
-                                trial_config, trial_tags, train_and_report)
+                                trial_config, trial_run_name, trial_tags, train_and_report)
 from itrlab.tracking import MlflowTracker
 from itrlab.train import run_experiment
 
@@ -43,7 +43,7 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
         tracker.default_tags = loop_config["tags"]
     reporter = EpochReporter(run_dir, ray.train.report, ray.train.Checkpoint.from_directory if rank == 0 else None,
                              metric=context.metric)
-    run_name = f"{context.sweep_name}-{loop_config['trial_id']}"
+    run_name = trial_run_name(params)
 
     def train():
         config = trial_config(context.base_tree, params)
@@ -69,7 +69,7 @@ def run_torch_trainer_trial(params: dict[str, Any], context: TrialContext, *, nu
         train_loop_config={"params": params, "context": context, "trial_id": trial_id,
                            "run_dir": tune_context.get_trial_dir(),
                            # its checkpoints: Ray Train keeps them in <storage_dir>/train-<trial id>
-                           "tags": trial_tags(trial_id, context.sweep_name, params,
+                           "tags": dict(context.source) | trial_tags(trial_id, context.sweep_name, params,
                                               run_dir=str(Path(context.storage_dir) / f"train-{trial_id}"))},
         scaling_config=ray.train.ScalingConfig(num_workers=num_workers, use_gpu=gpus_per_worker > 0,
                                                resources_per_worker=resources),

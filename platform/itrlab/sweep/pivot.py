@@ -146,3 +146,49 @@ def pivot_note(table: dict[str, list], spec: SweepSpec) -> str:
     if spec.table.paper:
         return f"{note}; the published number in brackets"
     return note
+
+
+@dataclass(frozen=True)
+class RowWinner:
+    """The pivot row with the best mean of a test column over seeds, with its interval and margin."""
+
+    label: str
+    column: str
+    mean: float
+    half_width: float | None
+    seeds: int
+    diff: float | None  # to the baseline row (None: the winner is the baseline)
+    diff_half_width: float | None
+
+    def metrics(self) -> dict[str, float]:
+        name = self.column.removeprefix("test_")
+        out = {f"best_row_{name}_mean": self.mean, "best_row_seeds": float(self.seeds)}
+        if self.half_width is not None:
+            out[f"best_row_{name}_ci95"] = self.half_width
+        if self.diff is not None:
+            out[f"best_row_{name}_vs_baseline"] = self.diff
+        return out
+
+    def describe(self) -> str:
+        interval = f" ± {self.half_width:.2f}" if self.half_width is not None else ""
+        margin = ("it is the baseline" if self.diff is None else
+                  f"{self.diff:+.2f}" + (f" ± {self.diff_half_width:.2f}" if self.diff_half_width is not None else "")
+                  + " against the baseline")
+        return (f"best row by mean {self.column}: {self.label}, {self.mean:.2f}{interval} over {self.seeds} seed(s); "
+                f"{margin}")
+
+
+def best_by_mean(table: dict[str, list], spec: SweepSpec) -> RowWinner | None:
+    """The row whose mean test objective (``test_<objective.metric>``, else test rsum) is best."""
+    column, mode = f"test_{spec.objective.metric}", spec.objective.mode
+    if f"{column}_mean" not in table:  # an objective with no test counterpart (the loss): rank by test rsum
+        column, mode = "test_rsum", "max"
+    means = table.get(f"{column}_mean", [])
+    finite = [i for i, value in enumerate(means) if isinstance(value, (int, float)) and math.isfinite(value)]
+    if not finite:
+        return None
+    pick = max if mode == "max" else min
+    best = pick(finite, key=lambda i: means[i])
+    label_text = " / ".join(str(table[key][best]) for key in spec.table.rows)
+    return RowWinner(label_text, column, means[best], table[f"{column}_ci95"][best], table["seeds"][best],
+                     table[f"{column}_diff"][best], table[f"{column}_diff_ci95"][best])

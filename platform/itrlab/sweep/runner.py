@@ -41,10 +41,10 @@ from itrlab.sweep.distributed import trial_function
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
 from itrlab.sweep.spec import SweepSpec, check_sweep_keys, check_table_rows
-from itrlab.sweep.pivot import compact_pivot, pivot, pivot_note
-from itrlab.sweep.summary import TrialRow, best_row, ranked_table, to_markdown, to_text
+from itrlab.sweep.pivot import best_by_mean, compact_pivot, pivot, pivot_note
+from itrlab.sweep.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
 from itrlab.sweep.trial import STOP_REASON_TAG, TrialContext, failure_reason, trial_config
-from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri
+from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
 
 STATE_FILE = "itrlab_sweep.json"
 SWEEP_TAG = "itrlab.sweep"
@@ -208,7 +208,8 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
 
     try:
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
-                               sweep_dir=str(sweep_dir), metric=spec.objective.metric)
+                               sweep_dir=str(sweep_dir), metric=spec.objective.metric,
+                               source=tuple(source_tags().items()))
         trainable = tune.with_resources(
             tune.with_parameters(trial_function(workers, cpus, gpus,
                                                 torch_trainer=spec.trainer == "torch"), context=context),
@@ -278,13 +279,20 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, data
                          "metrics": {k: v for k, v in best.metrics.items() if isinstance(v, (int, float))}},
                         "sweep/best.json")
         parent.set_tags({"itrlab.best_trial": best.trial_id})
-        value = best.metrics.get(spec.objective.metric)
-        if isinstance(value, (int, float)):
-            parent.log_metrics({f"best_{spec.objective.metric}": value}, step=0)
+        value = objective_value(best, spec.objective.metric)
+        finals = {f"best_trial_{k}": v for k, v in best.metrics.items()
+                  if k.startswith("test_") and isinstance(v, (int, float))}
+        parent.log_metrics({**({f"best_{spec.objective.metric}": value} if isinstance(value, (int, float)) else {}),
+                            **finals}, step=0)
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, dataset, test_protocol)
         parent.replace_table(grid, "sweep/table.json")
         note = pivot_note(grid, spec)
+        winner = best_by_mean(grid, spec)
+        if winner is not None:  # the headline: the row with the best mean over seeds, not the luckiest trial
+            parent.set_tags({"itrlab.best_row": winner.label})
+            parent.log_metrics(winner.metrics(), step=0)
+            note += "\n" + winner.describe()
         text += "\n\n" + to_markdown(grid, f"{spec.name}: pivot over seeds {spec.seeds}") + "\n\n" + note
         print("\n" + to_text(compact_pivot(grid, spec), f"{spec.name}: pivot over seeds {spec.seeds}") + "\n" + note)
     parent.log_text(text, "sweep/summary.md")

@@ -42,10 +42,17 @@ def fmt_cell(value: Any, column: str = "") -> str:
     return str(value)
 
 
+def objective_value(row: TrialRow, metric: str) -> Any:
+    """The value a trial is ranked by: its best epoch's (the epoch whose checkpoint gave the test
+    table: ``best_val_rsum``) where the trial reported it, else the last reported epoch's."""
+    best = row.metrics.get(f"best_val_{metric}")
+    return best if isinstance(best, (int, float)) and not math.isnan(best) else row.metrics.get(metric)
+
+
 def ranked(rows: list[TrialRow], metric: str, mode: str) -> list[TrialRow]:
-    """Rows sorted best first by ``metric``; rows without a finite value last."""
+    """Rows sorted best first by ``metric`` (:func:`objective_value`); rows without a finite value last."""
     def key(row: TrialRow) -> tuple[int, float]:
-        value = row.metrics.get(metric)
+        value = objective_value(row, metric)
         if not isinstance(value, (int, float)) or math.isnan(value):
             return (1, 0.0)
         return (0, -value if mode == "max" else value)
@@ -62,7 +69,8 @@ def ranked_table(rows: list[TrialRow], spec: SweepSpec, reasons: bool = True) ->
     with ``reasons``, why a trial did not finish)."""
     metric = spec.objective.metric
     param_keys = sorted({k for row in rows for k in row.params})
-    metric_keys = [metric, "test_rsum", "test_i2t_R1", "test_t2i_R1", "test_md", "epoch"]
+    # the objective at the best epoch (whose checkpoint gave the test columns), and that epoch
+    metric_keys = [metric, "best_epoch", "test_rsum", "test_i2t_R1", "test_t2i_R1", "test_md", "epoch"]
     table: dict[str, list] = {"rank": [], "trial": [], "status": []}
     for key in param_keys + metric_keys:
         table[key] = []
@@ -73,7 +81,7 @@ def ranked_table(rows: list[TrialRow], spec: SweepSpec, reasons: bool = True) ->
         for key in param_keys:
             table[key].append(label(row.params.get(key)))
         for key in metric_keys:
-            table[key].append(row.metrics.get(key))
+            table[key].append(objective_value(row, key) if key == metric else row.metrics.get(key))
     if reasons:
         table["reason"] = [row.reason or "" for row in ranked(rows, metric, spec.objective.mode)]
     return table

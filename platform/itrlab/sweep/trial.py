@@ -30,6 +30,7 @@ from ray import tune
 from itrlab.config import validate
 from itrlab.config.loader import set_path
 from itrlab.errors import UserInputError
+from itrlab.sweep.summary import label
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
 from itrlab.train.experiment import MLFLOW_FILE
@@ -52,6 +53,7 @@ class TrialContext:
     storage_dir: str = ""  # where multi-worker trials keep their Ray Train runs
     sweep_dir: str = ""  # the sweep's folder: Tune keeps each trial's checkpoints under <sweep_dir>/tune/<trial>
     metric: str = "rsum"  # the objective: every report carries it (NaN before the first epoch)
+    source: tuple[tuple[str, str], ...] = ()  # the driver's MLflow source tags (user, script, git commit)
 
 
 def trial_config(base_tree: dict[str, Any], params: dict[str, Any]):
@@ -99,6 +101,16 @@ def trial_tags(trial_id: str, sweep_name: str, params: dict[str, Any], run_dir: 
     if run_dir:
         tags["run_dir"] = run_dir
     return tags
+
+
+def trial_run_name(params: dict[str, Any]) -> str:
+    """A trial's MLflow run name: what it varies, ``strategy=F seed=0`` (the last part of a dotted key;
+    a named variant or a whole section by its label), so that runs can be told apart in the UI."""
+    parts = []
+    for key, value in params.items():
+        shown = label(value)
+        parts.append(str(shown) if isinstance(value, dict) else f"{key.rsplit('.', 1)[-1]}={shown}")
+    return " ".join(parts) or "trial"
 
 
 def reuse_child_run(tracker: MlflowTracker, run_dir: Path, trial_id: str, parent_run_id: str) -> None:
@@ -178,9 +190,9 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     reuse_child_run(tracker, run_dir, trial_id, context.parent_run_id)
     # Tune runs the trial in a temporary folder and keeps its checkpoints in the sweep's storage
     stored = str(Path(context.sweep_dir) / "tune" / run_dir.parent.name) if context.sweep_dir else None
-    tracker.default_tags = trial_tags(trial_id, context.sweep_name, params, run_dir=stored)
+    tracker.default_tags = {**dict(context.source), **trial_tags(trial_id, context.sweep_name, params, run_dir=stored)}
     reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric)
-    run_name = f"{context.sweep_name}-{trial_id}"
+    run_name = trial_run_name(params)
     train_and_report(lambda: run_experiment(trial_config(context.base_tree, params), run_dir, callbacks=[reporter],
                                             tracker=tracker, parent_run_id=context.parent_run_id, run_name=run_name),
                      reporter, tracker, run_name=run_name, parent_run_id=context.parent_run_id)

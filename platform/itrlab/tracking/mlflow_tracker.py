@@ -17,10 +17,14 @@ under a lock, so that two commands started at the same moment do not both create
 from __future__ import annotations
 
 import contextlib
+import functools
+import getpass
 import json
 import logging
 import os
 import re
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -123,6 +127,24 @@ def check_tracking_store(tracking_uri: str | None = None, timeout_s: int = 5) ->
     return uri
 
 
+@functools.cache
+def source_tags() -> dict[str, str]:
+    """MLflow's own source tags, which ``MlflowClient.create_run`` (unlike ``mlflow.start_run``) leaves
+    unset: who ran it, which script, and the git commit of the code when it runs from a checkout."""
+    script = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] not in ("", "-c") else None
+    tags = {"mlflow.user": getpass.getuser(), "mlflow.source.type": "LOCAL"}
+    if script is not None:
+        tags["mlflow.source.name"] = str(script)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                                capture_output=True, text=True, timeout=5)
+        if commit.returncode == 0 and commit.stdout.strip():
+            tags["mlflow.source.git.commit"] = commit.stdout.strip()
+    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout (an installed wheel)
+        pass
+    return tags
+
+
 def ui_hint(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
     """How a person opens the MLflow UI on this run."""
     fragment = f"#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "")
@@ -166,7 +188,7 @@ class MlflowTracker:
             logged = self.client.get_run(run_id).data.params
             params = {k: v for k, v in params.items() if k not in logged}
         else:
-            all_tags = {k: str(v) for k, v in {**tags, **self.default_tags}.items()}
+            all_tags = {**source_tags(), **{k: str(v) for k, v in {**tags, **self.default_tags}.items()}}
             if parent_run_id:
                 all_tags[PARENT_TAG] = parent_run_id
             run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=run_name)

@@ -156,9 +156,24 @@ def train_plain_anchor(plain: ExperimentConfig, data: TrainingData, anchor_dir: 
     return anchor_dir / MODEL
 
 
+def cooperative_label(config: ExperimentConfig) -> str:
+    """The cooperative scheme on one line (``oss strategy=F``, ``oss loss=dml``), or ``none``."""
+    coop = config.cooperative
+    if coop is None:
+        return "none"
+    return f"{coop.scenario} " + (f"strategy={coop.strategy}" if coop.strategy else f"loss={coop.loss}")
+
+
 def run_tags(config: ExperimentConfig) -> dict[str, str]:
-    return {"method": config.method.name, "loss": config.loss.name, "dataset": config.dataset.name,
-            "protocol": config.eval.test_protocol, "seed": str(config.seed)}
+    """Tags to filter runs by in the MLflow UI (``tags.cooperative = 'none'`` keeps plain VSE++ apart
+    from DBL's boosted VSE++), and the run's description (``mlflow.note.content``)."""
+    cooperative = cooperative_label(config)
+    scheme = "" if cooperative == "none" else f" under {cooperative}"
+    return {"method": config.method.name, "loss": config.loss.name, "cooperative": cooperative,
+            "dataset": config.dataset.name, "protocol": config.eval.test_protocol, "seed": str(config.seed),
+            "mlflow.note.content": f"{config.name}: method {config.method.name} (loss {config.loss.name}){scheme} "
+                                   f"on {config.dataset.name}, test protocol {config.eval.test_protocol}, "
+                                   f"seed {config.seed}, {config.train.epochs} epochs"}
 
 
 def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
