@@ -126,3 +126,30 @@ def test_bench_train_reports_throughput_wait_share_and_floor(tmp_path, tiny_root
     assert bench_cli(["-c", "vsepp_synthetic_tiny", "--precision", "fp16", "train.device=cpu",
                       f"dataset.root={tiny_root}"]) == 2  # a config error, reported on one line
     assert "fp16 needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_prefetcher_yields_the_loaders_batches_and_raises_where_reading_failed(tmp_path):
+    """The GPU loader path's read-ahead (itrlab.data.prefetch) changes when batches are read, not which."""
+    from itrlab.data.prefetch import DevicePrefetcher
+
+    split = float16_split(tmp_path)
+    dataset = CaptionDataset(split, Vocabulary.build(split.captions), max_len=6)
+    loader = make_loader(dataset, 4, shuffle=True, seed=7, drop_last=True)
+    ahead = list(DevicePrefetcher(loader, CPU, depth=2))
+    assert len(ahead) == len(list(loader)) > 2
+    for a, b in zip(ahead, loader):
+        assert_same_batch(a, b)
+
+    def failing():
+        yield from list(loader)[:2]
+        raise OSError("features file vanished")
+
+    seen = []
+    with pytest.raises(OSError, match="vanished"):
+        for batch in DevicePrefetcher(failing(), CPU):
+            seen.append(batch)
+    assert len(seen) == 2
+    for _ in DevicePrefetcher(loader, CPU, depth=1):  # leaving early stops the reader
+        break
+    with pytest.raises(ValueError, match="depth"):
+        DevicePrefetcher(loader, CPU, depth=0)

@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader
 from itrlab.config import ExperimentConfig
 from itrlab.data import Batch, CaptionDataset, PrecompSplit, Vocabulary, make_loader
 from itrlab.data.dataset import ShardedBatchSampler
+from itrlab.data.prefetch import DevicePrefetcher
 from itrlab.data.resident import ResidentSplit, choose_data_path
 from itrlab.errors import ItrlabError
 from itrlab.eval import RecallTable, evaluate
@@ -201,9 +202,11 @@ class Trainer:
 
     def epoch_batches(self, epoch: int) -> Iterable[Batch]:
         """This worker's batches of epoch ``epoch`` (see :meth:`epoch_loader`), from the resident split
-        when there is one (already on the device, same order), else from the loader."""
+        when there is one (already on the device, same order), else from the loader: on a GPU read
+        ahead in a background thread and copied from pinned memory (:class:`DevicePrefetcher`)."""
         if self.resident is None:
-            return self.epoch_loader(epoch)
+            loader = self.epoch_loader(epoch)
+            return DevicePrefetcher(loader, self.device) if self.device.type == "cuda" else loader
         sampler = ShardedBatchSampler(len(self.dataset), self.config.train.batch_size, self.epoch_seed(epoch),
                                       self.rank, self.world_size)
         return self.resident.batches(sampler)
