@@ -113,3 +113,22 @@ def test_the_headline_is_the_row_with_the_best_mean_not_the_luckiest_trial():
     late = TrialRow("late", {"seed": 0}, {"rsum": 10.0, "best_val_rsum": 90.0}, "finished")
     steady = TrialRow("steady", {"seed": 1}, {"rsum": 80.0, "best_val_rsum": 80.0}, "finished")
     assert [r.trial_id for r in ranked([steady, late], "rsum", "max")] == ["late", "steady"]
+
+
+def test_plots_of_a_numeric_sweep_and_of_a_grid_are_pngs(tmp_path):
+    from itrlab.sweep.plots import plot_curves, plot_pivot
+
+    gamma = load_sweep("dbl_fig4_gamma")
+    key = gamma.table.rows[0]
+    rows = [TrialRow(f"t{i}", {key: g, "seed": s}, {"test_rsum": 200.0 + 10 * g + s}, "finished")
+            for i, (g, s) in enumerate((g, s) for g in (0.1, 0.2, 0.4) for s in (0, 1))]
+    line = plot_pivot(pivot(rows, gamma, "synthetic_small", "all"), gamma, tmp_path / "gamma.png")
+    table4 = load_sweep("dbl_table4")
+    bars = plot_pivot(pivot(rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("F", 0, 80.0)]),
+                            table4, "f30k_precomp", "f30k_1k"), table4, tmp_path / "bars.png")  # published marks
+    curves = plot_curves({"strategy=A seed=0": {"rsum": [(1, 100.0), (2, 120.0)], "loss": [(1, 9.0), (2, 8.0)]}},
+                         table4, tmp_path / "curves.png")
+    for path in (line, bars, curves):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+    assert plot_pivot({"seeds": []}, table4, tmp_path / "none.png") is None
+    assert plot_curves({}, table4, tmp_path / "none.png") is None

@@ -73,6 +73,11 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(workdir):
         assert "recall/test_table.json" in names
     artifacts = {a.path for a in client.list_artifacts(result.parent_run_id, "sweep")}
     assert {"sweep/trials.json", "sweep/table.json", "sweep/best.json", "sweep/summary.md"} <= artifacts
+    plots = {a.path for a in client.list_artifacts(result.parent_run_id, "sweep/plots")}
+    assert plots == {"sweep/plots/pivot_test_rsum.png", "sweep/plots/trial_curves.png"}
+    headline = client.get_run(result.parent_run_id).data
+    assert headline.tags["itrlab.best_row"] in ("A", "F") and "best_row_rsum_mean" in headline.metrics
+    assert "best_trial_test_rsum" in headline.metrics
     mlflow.set_experiment("tiny_sweep")
     table = mlflow.load_table("sweep/table.json", run_ids=[result.parent_run_id])
     assert sorted(table["cooperative.strategy"]) == ["A", "F"]

@@ -24,6 +24,7 @@ import contextlib
 import json
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, kill_running
                                   trial_rows, with_unstarted)
 from itrlab.sweep.spec import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.sweep.pivot import best_by_mean, compact_pivot, pivot, pivot_note
+from itrlab.sweep.plots import plot_curves, plot_pivot
 from itrlab.sweep.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
 from itrlab.sweep.trial import STOP_REASON_TAG, TrialContext, failure_reason, trial_config
 from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
@@ -273,7 +275,7 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, data
     for row in rows:
         if row.status == "error":
             print(f"trial {row.trial_id} failed: {row.reason}", file=sys.stderr, flush=True)
-    best = best_row(rows, spec.objective.metric, spec.objective.mode)
+    best, grid = best_row(rows, spec.objective.metric, spec.objective.mode), None
     if best is not None:
         parent.log_dict({"trial": best.trial_id, "params": best.params,
                          "metrics": {k: v for k, v in best.metrics.items() if isinstance(v, (int, float))}},
@@ -296,6 +298,26 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, data
         text += "\n\n" + to_markdown(grid, f"{spec.name}: pivot over seeds {spec.seeds}") + "\n\n" + note
         print("\n" + to_text(compact_pivot(grid, spec), f"{spec.name}: pivot over seeds {spec.seeds}") + "\n" + note)
     parent.log_text(text, "sweep/summary.md")
+    log_plots(spec, parent, grid)
     counts = {status: sum(r.status == status for r in rows)
               for status in ("finished", "diverged", "stopped", "error", "interrupted", "not started")}
     parent.log_metrics({f"trials_{k.replace(' ', '_')}": v for k, v in counts.items()}, step=0)
+
+
+def log_plots(spec: SweepSpec, parent: MlflowTracker, grid: dict[str, list] | None) -> None:
+    """The pivot's plot and every trial's curves (PNG) under ``sweep/plots/`` of the parent run. A plot
+    that fails is reported on one line: the sweep's results are already logged."""
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            files = []
+            if grid is not None:
+                files.append(plot_pivot(grid, spec, Path(tmp) / "pivot_test_rsum.png"))
+            curves = {run.info.run_name or run.info.run_id: {key: parent.metric_history(run.info.run_id, key)
+                                                             for key in ("rsum", "loss")}
+                      for run in parent.child_runs()}
+            files.append(plot_curves(curves, spec, Path(tmp) / "trial_curves.png"))
+            for path in files:
+                if path is not None:
+                    parent.log_file(path, "sweep/plots")
+    except Exception as err:  # noqa: BLE001 - a plot must never fail a finished sweep
+        print(f"itrlab: the sweep's plots were not logged: {failure_reason(err)}", file=sys.stderr, flush=True)

@@ -277,6 +277,14 @@ class MlflowTracker:
     def log_dict(self, data: dict, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, data, artifact_file)
 
+    def log_file(self, path: str | Path, artifact_dir: str | None = None) -> None:
+        """Log the file ``path`` (a plot, say) under ``artifact_dir`` of this run."""
+        self.client.log_artifact(self.run_id, str(path), artifact_dir)
+
+    def metric_history(self, run_id: str, key: str) -> list[tuple[int, float]]:
+        """(step, value) of every logged value of ``key`` in ``run_id``, in step order."""
+        return sorted((m.step, m.value) for m in self.client.get_metric_history(run_id, key))
+
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
 
