@@ -58,6 +58,7 @@ def test_pivot_gives_intervals_and_the_difference_to_the_baseline_in_grid_order(
     assert table["test_i2t_R1_diff"] == [None, -12.0, 10.0]
     assert table["test_i2t_R1_diff_ci95"][2] == pytest.approx(difference_interval([80.0, 82.0, 84.0],
                                                                                  [70.0, 74.0, 72.0]).half_width)
+    assert table["wall_s_mean"] == [None, None, None] and table["cpu_hours"] == [None, None, None]  # not reported
     compact = compact_pivot(table, spec)
     assert compact["i2t_R1"][1] == "60.00 (1 seed)" and compact["i2t_R1"][0].startswith("72.00 ± 4.97")
     assert compact["rsum vs baseline"][0] == "baseline" and compact["rsum vs baseline"][2].startswith("+30.00 ± ")
@@ -132,3 +133,14 @@ def test_plots_of_a_numeric_sweep_and_of_a_grid_are_pngs(tmp_path):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     assert plot_pivot({"seeds": []}, table4, tmp_path / "none.png") is None
     assert plot_curves({}, table4, tmp_path / "none.png") is None
+
+
+def test_each_row_says_what_it_cost():
+    spec = load_sweep("dbl_table4")  # resources: 2 CPUs per trial
+    rows = rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("A", 1, 74.0), ("F", 0, 80.0)])
+    for row, seconds in zip(rows, (1800.0, 3600.0, 900.0)):
+        row.metrics["run_seconds"] = seconds
+    table = pivot(rows, spec, "synthetic_small", "all")
+    assert table["wall_s_mean"] == [2700.0, 900.0]
+    assert table["cpu_hours"] == [pytest.approx(3.0), pytest.approx(0.5)]  # (1800 + 3600) s x 2 CPUs
+    assert compact_pivot(table, spec)["cpu-hours"] == ["3.000", "0.500"]

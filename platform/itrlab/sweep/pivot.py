@@ -7,6 +7,8 @@ order. For each column (``test_rsum``, ...):
   95% Student-t interval (None with one seed: the console says "1 seed", never ``± 0.00``);
 * ``<col>_diff`` and ``<col>_diff_ci95``: the difference to the baseline row (``table.baseline``, by
   default the first row) with Welch's 95% interval, so that "F beats A" is a statement with a margin;
+* ``wall_s_mean`` and ``cpu_hours`` (``gpu_hours`` when trials hold GPUs): the cost of the row, its
+  trials' mean wall time and their summed wall time x the devices a trial holds;
 * ``<col>_paper`` and ``<col>_vs_paper``: the published number and ours minus it, only when the
   trials ran on the data set and test protocol the paper's numbers come from (``configs/paper/*.yaml``:
   ``matches: {dataset: f30k_precomp, test_protocol: f30k_1k}``). Otherwise the ``published`` column
@@ -97,9 +99,20 @@ def pivot(rows: list[TrialRow], spec: SweepSpec, dataset: str = "", test_protoco
             table[f"{column}_paper"] = published
             table[f"{column}_vs_paper"] = [None if p is None else m.value - p for m, p in zip(means, published)]
     table["baseline"] = [name == baseline for name in names]
+    cost_column, per_trial = device_hours(spec)
+    seconds = [_values(groups[group], "run_seconds") for group in keys]
+    table["wall_s_mean"] = [mean_interval(values).value if values else None for values in seconds]
+    table[cost_column] = [sum(values) * per_trial / 3600 if values else None for values in seconds]
     if paper is not None:
         table["published"] = [absent or "" for _ in names]
     return table
+
+
+def device_hours(spec: SweepSpec) -> tuple[str, float]:
+    """The cost column of a row (``gpu_hours`` when trials hold GPUs, else ``cpu_hours``) and the
+    devices one trial holds: a row costs the sum of its trials' wall times x those devices."""
+    workers, cpus, gpus = spec.workers
+    return ("gpu_hours", gpus * workers) if gpus else ("cpu_hours", cpus * workers)
 
 
 def _cell(value: float | None, half_width: float | None, n: int, column: str, signed: bool = False) -> str:
@@ -127,6 +140,9 @@ def compact_pivot(table: dict[str, list], spec: SweepSpec, diff_column: str | No
             cells.append(cell if published is None else f"{cell} ({fmt_cell(float(published), column)})")
         compact[column.removeprefix("test_")] = cells
     columns = spec.table.columns
+    cost_column, _ = device_hours(spec)
+    compact["wall (s)"] = [fmt_cell(v) for v in table.get("wall_s_mean", [None] * count)]
+    compact[cost_column.replace("_", "-")] = [None if v is None else f"{v:.3f}" for v in table.get(cost_column, [None] * count)]
     diff_column = diff_column or ("test_rsum" if "test_rsum" in columns else (columns[0] if columns else None))
     if diff_column in spec.table.columns and count > 1:
         compact[f"{diff_column.removeprefix('test_')} vs baseline"] = [
