@@ -294,3 +294,15 @@ def test_cli_main(tmp_path, capsys):
     assert manifest["spec"]["seed"] == 5 and manifest["spec"]["n_train"] == 20
     with pytest.raises(SystemExit):
         synthetic.main(["--size", "nope", "--out", str(tmp_path)])
+
+
+def test_fingerprint_changes_with_the_data(tmp_path):
+    from conftest import write_precomp
+    from itrlab.data.precomp import features_path, fingerprint
+
+    root = write_precomp(tmp_path / "d", {"train": 6, "dev": 2, "test": 2}, regions=2, dim=3, seed=0)
+    first = fingerprint(root)
+    assert first == fingerprint(root) and len(first) == 16
+    path = features_path(root, "dev")
+    path.write_bytes(path.read_bytes()[:-4] + b"\0\0\0\1")  # one value changed
+    assert fingerprint(root) != first

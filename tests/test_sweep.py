@@ -64,6 +64,9 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(workdir):
     for kid in kids:
         assert kid.data.tags["mlflow.note.content"].startswith("dbl_synthetic_tiny: method vsepp")
         assert kid.data.tags["mlflow.user"] and kid.data.tags["mlflow.source.name"]
+        (data_input,) = kid.inputs.dataset_inputs  # the Dataset column: name and digest of the data
+        assert data_input.dataset.name == "synthetic_tiny" and len(data_input.dataset.digest) == 16
+        assert kid.data.metrics["cpu_hours"] > 0
         assert [m.step for m in client.get_metric_history(kid.info.run_id, "rsum")] == [1, 2]
         assert "test_rsum" in kid.data.metrics
         boosted = kid.data.tags["param.cooperative.strategy"] == "F"

@@ -248,3 +248,27 @@ def open_precomp(root: str | Path, split: str, captions_per_image: int = 5,
     features = _open_features(info.features_path)
     _check_finite(info.features_path, features, check_samples, seed)
     return PrecompSplit(Path(root), split, features, captions, captions_per_image)
+
+
+FINGERPRINT_BYTES = 1 << 20  # of each file, at its start and its end
+
+
+def fingerprint(root: str | Path, splits: tuple[str, ...] = ("train", "dev", "test")) -> str:
+    """A digest of a precomp folder (its runs' MLflow dataset input): the name, size, first and last
+    MiB of every split file. Cheap on the largest features (no full read), and it changes when a
+    file is regenerated, truncated or replaced."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for split in splits:
+        for path in (features_path(root, split), captions_path(root, split)):
+            if not path.is_file():
+                continue
+            size = path.stat().st_size
+            digest.update(f"{path.name}:{size}:".encode())
+            with path.open("rb") as handle:
+                digest.update(handle.read(FINGERPRINT_BYTES))
+                if size > 2 * FINGERPRINT_BYTES:
+                    handle.seek(size - FINGERPRINT_BYTES)
+                    digest.update(handle.read(FINGERPRINT_BYTES))
+    return digest.hexdigest()[:16]

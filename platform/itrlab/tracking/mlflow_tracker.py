@@ -32,7 +32,8 @@ from urllib.parse import unquote
 
 import mlflow
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.entities import Dataset as MlflowDataset
+from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 
 from itrlab.errors import UserInputError
@@ -276,6 +277,12 @@ class MlflowTracker:
 
     def log_dict(self, data: dict, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, data, artifact_file)
+
+    def log_dataset(self, name: str, digest: str, source: str, context: str = "training") -> None:
+        """Log the run's data set as an MLflow input (the UI's Dataset column): name, digest, source."""
+        dataset = MlflowDataset(name=name, digest=digest, source_type="local", source=json.dumps({"uri": source}))
+        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset, tags=[InputTag("mlflow.data.context",
+                                                                                           context)])])
 
     def log_file(self, path: str | Path, artifact_dir: str | None = None) -> None:
         """Log the file ``path`` (a plot, say) under ``artifact_dir`` of this run."""

@@ -27,6 +27,7 @@ import yaml
 from itrlab.config import ExperimentConfig
 from itrlab.config.checks import check_data, synthetic_spec_of
 from itrlab.data import generate_synthetic, open_precomp
+from itrlab.data.precomp import fingerprint
 from itrlab.data.tokenizers import build_text_tokenizer, load_text_tokenizer
 from itrlab.eval import RecallTable
 from itrlab.methods import BuildContext, build_method
@@ -176,6 +177,13 @@ def run_tags(config: ExperimentConfig) -> dict[str, str]:
                                    f"seed {config.seed}, {config.train.epochs} epochs"}
 
 
+def device_hours(device: torch.device, world_size: int, seconds: float) -> dict[str, float]:
+    """What a run cost: ``gpu_hours`` (one GPU per worker) or ``cpu_hours`` (the worker's torch threads)."""
+    if device.type == "cuda":
+        return {"gpu_hours": seconds * world_size / 3600}
+    return {"cpu_hours": seconds * world_size * torch.get_num_threads() / 3600}
+
+
 def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
                    tracker: MlflowTracker | None = None, parent_run_id: str | None = None,
                    run_name: str | None = None, rank: int = 0, world_size: int = 1,
@@ -203,6 +211,8 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
         run_id = tracker.start(run_name=run_name or f"{config.name}-{run_dir.name}", tags=tags,
                                params=config.flat(), run_id=reuse, parent_run_id=parent_run_id)
         previous.write_text(json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
+        if not reuse:
+            tracker.log_dataset(config.dataset.name, fingerprint(config.dataset.root), str(config.dataset.root))
         if preparation_metrics(notes):
             tracker.log_metrics(preparation_metrics(notes), step=0)
         # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
@@ -219,8 +229,10 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
         (run_dir / "test_recall.md").write_text(test.to_markdown())
         if tracker is not None:
             tracker.log_recall_table(test, "test", step=state.epoch)
+            seconds = time.perf_counter() - started
             tracker.log_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum,
-                                 "train_seconds": time.perf_counter() - started}, step=state.epoch)
+                                 "train_seconds": seconds, **device_hours(trainer.device, world_size, seconds)},
+                                step=state.epoch)
             tracker.end("FINISHED")
     except KeyboardInterrupt:
         if tracker is not None:
