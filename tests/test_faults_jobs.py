@@ -77,7 +77,7 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     killed = next(c for c in children if c.info.status == "KILLED")
     assert "interrupted" in killed.data.tags["itrlab.stop_reason"]
     table = parent_table(tmp_path, parent.info.run_id, "sweep/trials.json")
-    assert sorted(zip(table["cooperative.strategy"], table["status"])) == [
+    assert sorted(zip(table["cooperative/strategy"], table["status"])) == [
         ("A", "finished"), ("F", "interrupted"), ("G", "not started")]
 
     # two --resume of the sweep at the same moment: one continues it, the other is refused at once
@@ -109,6 +109,6 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
         assert sorted(trials["trial"]) == sorted(ids) and all(isinstance(t, str) for t in trials["trial"])
         assert trials["status"] == ["finished"] * 3
         grid = parent_table(tmp_path, run_id, "sweep/table.json")
-        assert sorted(grid["cooperative.strategy"]) == ["A", "F", "G"] and grid["seeds"] == [1, 1, 1]
+        assert sorted(grid["cooperative/strategy"]) == ["A", "F", "G"] and grid["seeds"] == [1, 1, 1]
 
     check_tables(parent.info.run_id)  # --resume of a finished sweep: tests/test_faults_sweep.py

@@ -141,7 +141,7 @@ def test_resume_of_a_finished_sweep_rewrites_its_tables_whole(workdir):
         dst.mkdir()
         trials = parent_table(first.parent_run_id, "sweep/trials.json", dst)
         assert trials["trial"] == [kid.data.tags["itrlab.trial_id"]] and trials["status"] == ["finished"]
-        assert parent_table(first.parent_run_id, "sweep/table.json", dst)["cooperative.strategy"] == ["A"]
+        assert parent_table(first.parent_run_id, "sweep/table.json", dst)["cooperative/strategy"] == ["A"]
         if index == 0:
             run_sweep(sweep, storage=workdir / "sweeps", resume=True)
 

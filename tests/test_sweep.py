@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import mlflow
@@ -46,8 +49,21 @@ def children(client: MlflowClient, experiment: str, parent_id: str):
     return client.search_runs([exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
 
 
-def test_two_trial_sweep_logs_one_parent_and_two_children(workdir):
-    result = run_sweep(load_sweep(write_sweep(workdir / "sweep.yaml")), storage=workdir / "sweeps")
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    """A finished two-trial sweep (A and F) and its folder; the MLflow store is its folder's mlflow.db."""
+    workdir = tmp_path_factory.mktemp("tiny_sweep")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(workdir)
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{workdir / 'mlflow.db'}")
+        result = run_sweep(load_sweep(write_sweep(workdir / "sweep.yaml")), storage=workdir / "sweeps")
+    return workdir, result
+
+
+def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatch):
+    workdir, result = tiny_sweep
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{workdir / 'mlflow.db'}")
     assert sorted(row.status for row in result.rows) == ["finished", "finished"]
     client = MlflowClient()
     exp = client.get_experiment_by_name("tiny_sweep")
@@ -83,12 +99,46 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(workdir):
     assert "best_trial_test_rsum" in headline.metrics
     mlflow.set_experiment("tiny_sweep")
     table = mlflow.load_table("sweep/table.json", run_ids=[result.parent_run_id])
-    assert sorted(table["cooperative.strategy"]) == ["A", "F"]
+    assert sorted(table["cooperative/strategy"]) == ["A", "F"]
     assert "test_i2t_R1_paper" not in table  # F30K's numbers never stand beside synthetic results
     assert set(table["published"]) == {"not comparable: these trials ran on synthetic_tiny (all); the paper's numbers "
                                        "are Flickr30K 1K test (f30k_precomp, f30k_1k)"}
     best = json.loads(Path(client.download_artifacts(result.parent_run_id, "sweep/best.json", str(workdir))).read_text())
     assert best["params"]["cooperative.strategy"] == result.best.params["cooperative.strategy"]
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def browser_dom(url: str) -> str:
+    """The page at ``url`` as headless Chromium renders it (its scripts run, their requests answered)."""
+    done = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                           "--virtual-time-budget=30000", "--dump-dom", url],
+                          capture_output=True, text=True, timeout=180)
+    return done.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs a headless browser: apt-get install chromium")
+def test_mlflow_ui_shows_the_pivot_and_the_plots_in_a_browser(tiny_sweep):
+    """A real `mlflow ui` over the finished sweep, loaded by headless Chromium: the pivot's table view
+    shows every column (the swept key too: dotted names used to render empty) and the plots are there."""
+    from servers import BIN, serve
+
+    workdir, result = tiny_sweep
+    experiment = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}").get_experiment_by_name("tiny_sweep")
+    command = [str(BIN / "mlflow"), "ui", "--host", "127.0.0.1", "--port", "{port}",
+               "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}"]
+    with serve(command, workdir, "mlflow-ui", "/health", timeout=90) as url:
+        run_page = f"{url}/#/experiments/{experiment.experiment_id}/runs/{result.parent_run_id}"
+        table = browser_dom(f"{run_page}/artifacts/sweep/table.json")
+        assert "cooperative/strategy" in table and "test_rsum_mean" in table and "published" in table
+        cells = re.findall(r">([AF])<", table)
+        assert sorted(set(cells)) == ["A", "F"], "the swept column's cells are empty"
+        plot = browser_dom(f"{run_page}/artifacts/sweep/plots/pivot_test_rsum.png")
+        assert re.search(r"<img[^>]+pivot_test_rsum\.png", plot), "the plot is not shown"
+        kid = children(MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}"), "tiny_sweep", result.parent_run_id)[0]
+        page = browser_dom(f"{url}/#/experiments/{experiment.experiment_id}/runs/{kid.info.run_id}")
+        assert kid.info.run_name in page and kid.info.run_name.startswith("strategy=")  # named by what it varies
 
 
 def test_diverging_trial_stops_with_its_reason_and_the_sweep_goes_on(workdir):

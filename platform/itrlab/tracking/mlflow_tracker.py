@@ -59,6 +59,11 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+def table_column(name: str) -> str:
+    """A column name MLflow's table view shows (it reads ``a.b`` as a nested path: an empty column)."""
+    return name.replace(".", "/")
+
+
 def sqlite_path(tracking_uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` tracking URI (None for other stores)."""
     prefix = "sqlite:///"  # SQLAlchemy's form: sqlite:///relative.db, sqlite:////absolute.db
@@ -260,7 +265,9 @@ class MlflowTracker:
     def replace_table(self, data: dict[str, list], artifact_file: str) -> None:
         """Write ``data`` as the MLflow table ``artifact_file``, replacing what was there.
 
-        ``MlflowClient.log_table`` appends to an existing table (reading it back through pandas, which
+        Dotted column names (``cooperative.strategy``) become ``cooperative/strategy``: MLflow's table view
+        reads a dot as a path into the row and shows an empty column. ``MlflowClient.log_table`` appends
+        to an existing table (reading it back through pandas, which
         turns string ids that look like numbers into integers): a resumed sweep would list its trials
         twice. This writes the same JSON layout (pandas' ``split`` orientation) over the old file.
         """
@@ -268,7 +275,8 @@ class MlflowTracker:
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / Path(artifact_file).name
-            pd.DataFrame(data).to_json(path, orient="split", index=False, date_format="iso")
+            table = pd.DataFrame({table_column(key): values for key, values in data.items()})
+            table.to_json(path, orient="split", index=False, date_format="iso")
             self.client.log_artifact(self.run_id, str(path), str(Path(artifact_file).parent) or None)
         logged = json.loads(self.client.get_run(self.run_id).data.tags.get("mlflow.loggedArtifacts", "[]"))
         entry = {"path": artifact_file, "type": "table"}
