@@ -123,6 +123,14 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
         assert submitted.returncode == 0, submitted.stdout[-4000:] + submitted.stderr[-2000:]
         assert "succeeded" in submitted.stdout + submitted.stderr
+        # without RAY_ADDRESS a sweep starts a Ray of its own, even beside this machine's `ray start` cluster
+        local = subprocess.run(
+            [sys.executable, "-c", "import ray; from itrlab.sweep.cluster import init_ray; "
+             f"print(init_ray('sqlite:///{tmp_path / 'unused.db'}'), ray.get_runtime_context().gcs_address)"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+        assert local.returncode == 0, local.stderr[-3000:]
+        started_own, address = local.stdout.split()[-2:]
+        assert started_own == "True" and not address.endswith(f":{gcs}"), local.stdout
     finally:
         subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
     parents, children = sweep_runs(tmp_path, "dbl_tiny")

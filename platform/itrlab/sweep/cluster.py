@@ -49,7 +49,10 @@ def init_ray(tracking_uri: str, logical_cpus: float = 0) -> bool:
     wanted = {"MLFLOW_TRACKING_URI": tracking_uri, "ITRLAB_CONFIG_DIR": str(config_dir().resolve())}
     # Under `ray job submit` the job's runtime env already sets some; repeating a key is refused.
     env_vars = {key: value for key, value in wanted.items() if key not in os.environ}
-    ray.init(address=address, num_cpus=num_cpus, runtime_env={"env_vars": env_vars} if env_vars else None,
+    # "local": a new Ray of its own, even where `ray start --head` runs on this machine (address=None
+    # would join that one, and refuse num_cpus)
+    ray.init(address=address or "local", num_cpus=num_cpus,
+             runtime_env={"env_vars": env_vars} if env_vars else None,
              log_to_driver=True, **({} if address else loopback_options()))
     return address is None
 

@@ -100,7 +100,7 @@ def run_scaling(experiment: str, overrides: list[str], workers: int, cores: int,
     if config.dataset.kind == "synthetic":  # generated once, before the workers share it
         generate_synthetic(root, synthetic_spec_of(config))
     overrides = [*overrides, f"dataset.root={root}"]
-    ray.init(num_cpus=cores + 1, log_to_driver=True,
+    ray.init(address="local", num_cpus=cores + 1, log_to_driver=True,
              runtime_env={"env_vars": {"ITRLAB_CONFIG_DIR": str(config_dir().resolve())}})
     try:
         single = time_scaling(experiment, overrides, 1, cores, epochs, workdir / "single")
