@@ -144,3 +144,13 @@ def test_each_row_says_what_it_cost():
     assert table["wall_s_mean"] == [2700.0, 900.0]
     assert table["cpu_hours"] == [pytest.approx(3.0), pytest.approx(0.5)]  # (1800 + 3600) s x 2 CPUs
     assert compact_pivot(table, spec)["cpu-hours"] == ["3.000", "0.500"]
+
+
+def test_a_variant_is_shown_by_its_name_even_without_overrides():
+    from itrlab.sweep.summary import label
+    from itrlab.sweep.trial import trial_run_name
+
+    assert label({"name": "+PGC (full)"}) == "+PGC (full)"  # the base experiment as a named row
+    assert label({"name": "BTR", "loss": {"name": "vsepp"}, "method.mdcl": False}) == "BTR"
+    assert label({"name": "vsepp", "margin": 0.2}) == "name=vsepp margin=0.2"  # a whole loss section
+    assert trial_run_name({"variant": {"name": "+PGC (full)"}, "seed": 2}) == "+PGC (full) seed=2"

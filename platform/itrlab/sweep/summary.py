@@ -22,9 +22,10 @@ class TrialRow:
 
 
 def label(value: Any) -> Any:
-    """A grid value as a table cell: a named variant by its name, other dict values (whole sections)
-    as ``key=value`` pairs."""
-    if isinstance(value, dict) and "name" in value and any("." in str(k) for k in value):
+    """A grid value as a table cell: a named variant (a ``name`` with dotted overrides, or a name
+    alone: the base experiment itself) by its name, other dict values (whole sections) as
+    ``key=value`` pairs."""
+    if isinstance(value, dict) and "name" in value and (set(value) == {"name"} or any("." in str(k) for k in value)):
         return value["name"]
     if isinstance(value, dict):
         return " ".join(f"{k}={v}" for k, v in value.items())
