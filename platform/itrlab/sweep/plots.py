@@ -60,13 +60,14 @@ def plot_pivot(table: dict[str, list], spec: SweepSpec, path: Path, column: str 
             points = [(i, p) for i, p in enumerate(published) if p is not None]
             ax.plot(*zip(*points), linestyle="none", marker="x", color="black", label="published")
         ax.set_xticks(positions, labels, rotation=30 if max(map(len, labels)) > 6 else 0, ha="right")
-        finite = [m - h for m, h in zip(means, half) if math.isfinite(m)]
-        if finite:
-            ax.set_ylim(bottom=max(0.0, min(finite) * 0.9))
+        lows = [m - h for m, h in zip(means, half) if math.isfinite(m)]
+        highs = [m + h for m, h in zip(means, half) if math.isfinite(m)]
+        if lows:  # room above the tallest interval for the legend
+            ax.set_ylim(max(0.0, min(lows) * 0.9), max(highs) + 0.25 * (max(highs) - max(0.0, min(lows) * 0.9)))
     ax.set_ylabel(f"test {name}")
     ax.set_title(f"{spec.name}: test {name} over seeds {spec.seeds}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
