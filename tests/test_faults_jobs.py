@@ -112,3 +112,30 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
         assert sorted(grid["cooperative/strategy"]) == ["A", "F", "G"] and grid["seeds"] == [1, 1, 1]
 
     check_tables(parent.info.run_id)  # --resume of a finished sweep: tests/test_faults_sweep.py
+
+
+def test_storage_that_breaks_mid_sweep_fails_the_sweep_with_one_line(tmp_path):
+    """The sweep's storage stops taking writes after the first checkpoint (its trials folder replaced by a
+    file, which no user, root included, can write into): the sweep exits 1 with one line, every run FAILED."""
+    command = sweep_command(tmp_path, {
+        "name": "broken_storage", "experiment": "dbl_synthetic_tiny",
+        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=4"],
+        "grid": {"cooperative.strategy": ["A", "F"]}, "seeds": [0], "resources": {"cpu": 1}})
+    log_path = tmp_path / "broken.log"
+    driver = start_driver(command, tmp_path, log_path)
+    try:
+        wait_for(lambda: any((tmp_path / "sweeps").glob("broken_storage/*/tune/*/checkpoint_*")), driver, log_path,
+                 "the first checkpoint", every=0.2)
+        (tune_dir,) = (tmp_path / "sweeps" / "broken_storage").glob("*/tune")
+        tune_dir.rename(tune_dir.with_name("tune.moved"))
+        tune_dir.write_text("not a folder any more")
+        assert driver.wait(timeout=300) == 1, log_path.read_text()[-4000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    last = log_path.read_text().rstrip().splitlines()[-1]
+    assert last.startswith("itrlab: run failed: the sweep's storage can no longer be written: --storage:"), last
+    (parent,), children = sweep_runs(tmp_path, "broken_storage")
+    assert parent.info.status == "FAILED" and "can no longer be written" in parent.data.tags["itrlab.stop_reason"]
+    assert children and {c.info.status for c in children} == {"FAILED"}  # none RUNNING, none "stopped"
+    assert all(c.data.tags.get("itrlab.stop_reason") for c in children)

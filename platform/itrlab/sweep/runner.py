@@ -35,7 +35,7 @@ from ray import tune
 from itrlab.config import compose
 from itrlab.config.checks import check_data, synthetic_spec_of
 from itrlab.data import generate_synthetic
-from itrlab.errors import UserInputError
+from itrlab.errors import ItrlabError, UserInputError
 from itrlab.files import check_writable_dir, file_lock
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
@@ -230,7 +230,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
             tuner = tune.Tuner(trainable, param_space=param_space(spec), run_config=run_config,
                                tune_config=tune_config(spec, first.train.epochs, reuse_actors=in_process))
         with SigintWatch() as sigint:
-            results = tuner.fit()
+            results = fit_checking_storage(tuner, sweep_dir)
         rows, interrupted = trial_rows(results, sigint.interrupted)
         rows = with_unstarted(rows, spec)
         settle_trial_runs(parent, rows)
@@ -260,6 +260,21 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)
     return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status)
+
+
+def fit_checking_storage(tuner: tune.Tuner, sweep_dir: Path):
+    """``tuner.fit()``; a sweep folder that can no longer be written (a disk turned read-only, a folder
+    replaced) becomes one clear error instead of Tune's traceback. The trials' runs end FAILED (their
+    checkpoints could not be stored) and the parent FAILED with this reason."""
+    try:
+        return tuner.fit()
+    except OSError as err:
+        try:
+            check_writable_dir(sweep_dir / "tune", "--storage")
+        except UserInputError as unwritable:
+            raise ItrlabError(f"the sweep's storage can no longer be written: {unwritable}; "
+                              f"{failure_reason(err)}") from None
+        raise
 
 
 def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, dataset: str = "",
