@@ -1,13 +1,15 @@
 """Data-parallel scaling on this machine: one Ray Train worker against N workers, same data and cores.
 
-    python jobs/bench_ddp.py                              # vsepp_synthetic_small, 2 epochs, 1x2 vs 2x1
+    python jobs/bench_ddp.py                              # vsepp_synthetic_small, 2 epochs: 1x1, 1x2, 2x1
     python jobs/bench_ddp.py -c dbl_synthetic_small --epochs 3
     python jobs/bench_ddp.py --workers 4 --cores 4
 
-Both configurations run under a TorchTrainer on a local Ray, one after the other, with the same
-experiment, seed and cores: ``1 x C`` threads, then ``N x C/N`` (each worker trains its shard of every
-epoch, DDP averages the gradients). The report gives each configuration's median epoch time, steps per
-worker and the ratio (target: about 1/N where the cores are free). See itrlab.train.ddp_bench.
+Three configurations run under a TorchTrainer on a local Ray, one after the other, with the same
+experiment and seed: one worker on one worker's share of the cores (``1 x C/N`` threads), one worker on
+all C cores (``1 x C``), and ``N x C/N`` (each worker trains its shard of every epoch, DDP averages the
+gradients). The report gives each one's median epoch time and steps per worker, and the ratios: N
+workers against one worker on one share (target: about 1/N, each added worker bringing its cores) and
+against one worker on all cores. See itrlab.train.ddp_bench.
 """
 
 import argparse
@@ -33,16 +35,19 @@ def main() -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="itrlab-bench-ddp-"))
     overrides = [*args.overrides, f"output.dir={workdir / 'runs'}"]
-    single, parallel = run_scaling(args.config, overrides, args.workers, args.cores, args.epochs, workdir)
+    share, single, parallel = run_scaling(args.config, overrides, args.workers, args.cores, args.epochs, workdir)
 
     print(f"\n{args.config}: {args.epochs} epochs each, {args.cores} cores, load average now "
           f"{os.getloadavg()[0]:.1f}")
     print(f"{'workers x threads':<20} {'steps/worker':>13} {'median epoch (s)':>17}   epochs (s)")
-    for run in (single, parallel):
+    for run in (share, single, parallel):
         values = ", ".join(f"{s:.2f}" for s in run.epoch_seconds)
         print(f"{f'{run.workers} x {run.threads}':<20} {run.steps_per_epoch:>13} {run.median:>17.2f}   {values}")
-    ratio = parallel.median / single.median
-    print(f"ratio ({parallel.workers} workers / 1 worker): {ratio:.2f}   [ideal {1 / parallel.workers:.2f}]")
+    ideal = 1 / parallel.workers
+    print(f"{parallel.workers} workers / 1 worker on one share of the cores: {parallel.median / share.median:.2f}   "
+          f"[ideal {ideal:.2f}: each added worker brings its cores]")
+    print(f"{parallel.workers} workers / 1 worker on all {args.cores} cores: {parallel.median / single.median:.2f}   "
+          f"(DDP against torch's own threading of each step)")
     return 0
 
 

@@ -1,12 +1,14 @@
 """Data-parallel scaling benchmark (``jobs/bench_ddp.py``): one worker against N Ray Train workers.
 
 Each configuration trains the same experiment on the same data for ``epochs`` epochs under a Ray Train
-``TorchTrainer``: ``1 x C`` (one worker with all C threads) and ``N x C/N`` (N workers of C/N threads,
-each reading its own shard of every epoch's batches, gradients averaged by DDP). Every worker builds
+``TorchTrainer``: ``1 x C/N`` (one worker on one worker's share of the cores), ``1 x C`` (one worker
+with all C threads) and ``N x C/N`` (N workers of C/N threads, each reading its own shard of every
+epoch's batches, gradients averaged by DDP). Every worker builds
 its data, method and :class:`~itrlab.train.loop.Trainer` as a sweep trial does and times its epochs
 with :func:`~itrlab.train.bench.time_epoch` (no evaluation, MLflow off); rank 0's timings are the
-configuration's. With N workers an epoch has 1/N of the steps per worker, so on N free cores it
-should take about 1/N of the one-worker time.
+configuration's. With N workers an epoch has 1/N of the steps per worker, so adding workers with
+their cores should take about 1/N of the time of one worker on one share (``N x C/N`` against
+``1 x C/N``); against ``1 x C`` DDP competes with torch's own threading of each step over the cores.
 """
 
 from __future__ import annotations
@@ -85,9 +87,9 @@ def time_scaling(experiment: str, overrides: list[str], workers: int, threads: i
 
 
 def run_scaling(experiment: str, overrides: list[str], workers: int, cores: int, epochs: int,
-                workdir: Path) -> tuple[ScalingRun, ScalingRun]:
-    """``1 x cores`` then ``workers x cores/workers`` on one local Ray (with a CPU to spare for each
-    TorchTrainer's controller)."""
+                workdir: Path) -> tuple[ScalingRun, ScalingRun, ScalingRun]:
+    """``1 x cores/workers`` (one worker's share of the cores), ``1 x cores`` and ``workers x
+    cores/workers``, on one local Ray (with a CPU to spare for each TorchTrainer's controller)."""
     from itrlab.config import load_experiment
     from itrlab.config.checks import synthetic_spec_of
     from itrlab.config.loader import config_dir
@@ -103,8 +105,9 @@ def run_scaling(experiment: str, overrides: list[str], workers: int, cores: int,
     ray.init(address="local", num_cpus=cores + 1, log_to_driver=True,
              runtime_env={"env_vars": {"ITRLAB_CONFIG_DIR": str(config_dir().resolve())}})
     try:
+        share = time_scaling(experiment, overrides, 1, cores // workers, epochs, workdir / "share")
         single = time_scaling(experiment, overrides, 1, cores, epochs, workdir / "single")
         parallel = time_scaling(experiment, overrides, workers, cores // workers, epochs, workdir / "parallel")
     finally:
         ray.shutdown()
-    return single, parallel
+    return share, single, parallel
