@@ -121,7 +121,8 @@ def browser_dom(url: str) -> str:
 @pytest.mark.skipif(CHROMIUM is None, reason="needs a headless browser: apt-get install chromium")
 def test_mlflow_ui_shows_the_pivot_and_the_plots_in_a_browser(tiny_sweep):
     """A real `mlflow ui` over the finished sweep, loaded by headless Chromium: the pivot's table view
-    shows every column (the swept key too: dotted names used to render empty) and the plots are there."""
+    shows every column (the swept key too: dotted names used to render empty) and the plot is there.
+    (Run names by swept values are checked through MLflow's API in the test above.)"""
     from servers import BIN, serve
 
     workdir, result = tiny_sweep
@@ -136,9 +137,6 @@ def test_mlflow_ui_shows_the_pivot_and_the_plots_in_a_browser(tiny_sweep):
         assert sorted(set(cells)) == ["A", "F"], "the swept column's cells are empty"
         plot = browser_dom(f"{run_page}/artifacts/sweep/plots/pivot_test_rsum.png")
         assert re.search(r"<img[^>]+pivot_test_rsum\.png", plot), "the plot is not shown"
-        kid = children(MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}"), "tiny_sweep", result.parent_run_id)[0]
-        page = browser_dom(f"{url}/#/experiments/{experiment.experiment_id}/runs/{kid.info.run_id}")
-        assert kid.info.run_name in page and kid.info.run_name.startswith("strategy=")  # named by what it varies
 
 
 def test_diverging_trial_stops_with_its_reason_and_the_sweep_goes_on(workdir):
