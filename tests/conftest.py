@@ -25,6 +25,27 @@ def _repo_configs():
 
 
 @pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op thread for a module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``):
+    tiny models gain nothing from a second thread, and on a busy 2-core machine two OpenMP threads
+    spin-wait on each other (measured: a small run took 2.9 s with one thread, 58 s with two)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A test's own working folder with its own SQLite MLflow store (``mlflow.db`` there)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
 def tiny_root(tmp_path_factory) -> Path:
     """Where a module's runs generate (once) and share the tiny synthetic dataset."""
     return tmp_path_factory.mktemp("data") / "tiny"

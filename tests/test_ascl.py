@@ -17,15 +17,7 @@ from itrlab.models.sharding import shard_plan, sharded_pair_scores
 from itrlab.models.text_augment import (CONCAT, MIXTURE_OF, NEGATIVE_GENERATORS, TRUNCATE, NegativeGenerator,
                                         PositiveGenerator)
 
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread (a busy shared machine stalls torch's thread pool)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # --------------------------------------------------------------------------- the loss

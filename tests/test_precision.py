@@ -24,14 +24,7 @@ from itrlab.train.precision import MixedPrecision, float32_similarities, loss_mo
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from a second thread; on a shared 2-core machine, two threads wait on each
-    other (a bf16 tiny run took 60 s with 2 threads under load, 2 s with 1)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def history(run_dir):

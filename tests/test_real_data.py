@@ -27,14 +27,7 @@ COCO_MINI_CAPTIONS = COCO_MINI / "annotations" / "captions_train2017.json"
 N_PHOTOS = 10  # -> 6 / 2 / 2 images with fractions 0.6,0.2,0.2
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """One intra-op thread: on a busy 2-core machine, 2 OpenMP threads spin-wait on each other and
-    a tiny model's step takes 20x longer (measured: 2.9 s vs 58 s for the same small run)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def assert_finite_table(table: RecallTable, protocol: str, n_images: int, n_folds: int = 1) -> None:

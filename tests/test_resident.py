@@ -17,14 +17,7 @@ from itrlab.train.checkpoint import LAST, load_checkpoint
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from a second thread; on a shared 2-core machine, two threads wait on each
-    other (a bf16 tiny run took 60 s with 2 threads under load, 2 s with 1)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def float16_split(tmp_path):

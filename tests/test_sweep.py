@@ -28,13 +28,6 @@ def ray_session():
     ray.shutdown()
 
 
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    return tmp_path
-
-
 def write_sweep(path: Path, **fields) -> Path:
     spec = {"name": "tiny_sweep", "experiment": "dbl_synthetic_tiny",
             "overrides": [f"dataset.root={path.parent / 'data'}"], "grid": {"cooperative.strategy": ["A", "F"]},
