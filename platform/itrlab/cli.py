@@ -76,9 +76,7 @@ def _end_run(tracker, status: str, reason: str) -> None:
     if tracker is None or tracker.run_id is None:
         return
     with contextlib.suppress(Exception):  # MLflow failing too must not hide the first error
-        tracker.set_tags({"itrlab.stop_reason": reason.splitlines()[0] if reason else status})
-        if tracker.status() == "RUNNING":
-            tracker.end(status)
+        tracker.stop(status, reason)
 
 
 @_guarded

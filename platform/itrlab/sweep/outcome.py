@@ -15,8 +15,8 @@ from ray import tune
 
 from itrlab.sweep.spec import SweepSpec
 from itrlab.sweep.summary import TrialRow
-from itrlab.sweep.trial import INPUT_ERROR, STOP_REASON_TAG, TRIAL_TAG, failure_reason
-from itrlab.tracking import MlflowTracker
+from itrlab.sweep.trial import INPUT_ERROR, TRIAL_TAG, failure_reason
+from itrlab.tracking import STOP_REASON_TAG, MlflowTracker
 
 UNFINISHED = ("interrupted", "not started")
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itrlab.config.loader import config_dir, read_yaml
 from itrlab.sweep.spec import SweepSpec
 from itrlab.sweep.stats import difference_interval, mean_interval
-from itrlab.sweep.summary import TrialRow, fmt_cell, label
+from itrlab.sweep.summary import TrialRow, fmt_cell, label, row_label
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def pivot(rows: list[TrialRow], spec: SweepSpec, dataset: str = "", test_protoco
     table_spec = spec.table
     groups = _grid_order(rows, spec)
     keys = list(groups)
-    names = [" / ".join(str(v) for v in group) for group in keys]
+    names = [row_label(group) for group in keys]
     baseline = table_spec.baseline if table_spec.baseline in names else (names[0] if names else None)
     paper = load_paper(table_spec.paper)
     absent = paper.comparable(dataset, test_protocol) if paper else None
@@ -99,7 +99,7 @@ def pivot(rows: list[TrialRow], spec: SweepSpec, dataset: str = "", test_protoco
             table[f"{column}_paper"] = published
             table[f"{column}_vs_paper"] = [None if p is None else m.value - p for m, p in zip(means, published)]
     table["baseline"] = [name == baseline for name in names]
-    cost_column, per_trial = device_hours(spec)
+    cost_column, per_trial = trial_cost_unit(spec)
     seconds = [_values(groups[group], "run_seconds") for group in keys]
     table["wall_s_mean"] = [mean_interval(values).value if values else None for values in seconds]
     table[cost_column] = [sum(values) * per_trial / 3600 if values else None for values in seconds]
@@ -108,7 +108,7 @@ def pivot(rows: list[TrialRow], spec: SweepSpec, dataset: str = "", test_protoco
     return table
 
 
-def device_hours(spec: SweepSpec) -> tuple[str, float]:
+def trial_cost_unit(spec: SweepSpec) -> tuple[str, float]:
     """The cost column of a row (``gpu_hours`` when trials hold GPUs, else ``cpu_hours``) and the
     devices one trial holds: a row costs the sum of its trials' wall times x those devices."""
     workers, cpus, gpus = spec.workers
@@ -140,7 +140,7 @@ def compact_pivot(table: dict[str, list], spec: SweepSpec, diff_column: str | No
             cells.append(cell if published is None else f"{cell} ({fmt_cell(float(published), column)})")
         compact[column.removeprefix("test_")] = cells
     columns = spec.table.columns
-    cost_column, _ = device_hours(spec)
+    cost_column, _ = trial_cost_unit(spec)
     compact["wall (s)"] = [fmt_cell(v) for v in table.get("wall_s_mean", [None] * count)]
     compact[cost_column.replace("_", "-")] = [None if v is None else f"{v:.3f}" for v in table.get(cost_column, [None] * count)]
     diff_column = diff_column or ("test_rsum" if "test_rsum" in columns else (columns[0] if columns else None))
@@ -205,6 +205,6 @@ def best_by_mean(table: dict[str, list], spec: SweepSpec) -> RowWinner | None:
         return None
     pick = max if mode == "max" else min
     best = pick(finite, key=lambda i: means[i])
-    label_text = " / ".join(str(table[key][best]) for key in spec.table.rows)
+    label_text = row_label(table[key][best] for key in spec.table.rows)
     return RowWinner(label_text, column, means[best], table[f"{column}_ci95"][best], table["seeds"][best],
                      table[f"{column}_diff"][best], table[f"{column}_diff_ci95"][best])

@@ -18,6 +18,7 @@ matplotlib.use("Agg")  # files only: no display, no GUI toolkit
 import matplotlib.pyplot as plt  # noqa: E402
 
 from itrlab.sweep.spec import SweepSpec  # noqa: E402
+from itrlab.sweep.summary import row_label  # noqa: E402
 
 
 def _numbers(values: list) -> list[float] | None:
@@ -53,7 +54,7 @@ def plot_pivot(table: dict[str, list], spec: SweepSpec, path: Path, column: str 
             ax.set_xscale("log")
         ax.set_xlabel(keys[0])
     else:
-        labels = [" / ".join(str(table[k][i]) for k in keys) for i in range(len(means))]
+        labels = [row_label(table[k][i] for k in keys) for i in range(len(means))]
         positions = list(range(len(means)))
         ax.bar(positions, means, yerr=half, capsize=4, label="ours (mean over seeds, 95% interval)")
         if published and any(p is not None for p in published):

@@ -33,8 +33,7 @@ from typing import Any
 from ray import tune
 
 from itrlab.config import compose
-from itrlab.config.checks import check_data, synthetic_spec_of
-from itrlab.data import generate_synthetic
+from itrlab.config.checks import check_data
 from itrlab.errors import ItrlabError, UserInputError
 from itrlab.files import check_writable_dir, file_lock
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
@@ -45,8 +44,9 @@ from itrlab.sweep.spec import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.sweep.pivot import best_by_mean, compact_pivot, pivot, pivot_note
 from itrlab.sweep.plots import plot_curves, plot_pivot
 from itrlab.sweep.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
-from itrlab.sweep.trial import STOP_REASON_TAG, TrialContext, failure_reason, trial_config
-from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
+from itrlab.sweep.trial import TrialContext, failure_reason, trial_config
+from itrlab.tracking import STOP_REASON_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
+from itrlab.train.experiment import generate_if_synthetic
 
 STATE_FILE = "itrlab_sweep.json"
 SWEEP_TAG = "itrlab.sweep"
@@ -187,8 +187,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
                 state: dict[str, Any]) -> SweepResult:
     resume = bool(state)
     first = trial_config(tree, {})
-    if first.dataset.kind == "synthetic":  # generate once, before trials share it
-        generate_synthetic(first.dataset.root, synthetic_spec_of(first))
+    generate_if_synthetic(first)  # once, before trials share it
     workers, cpus, gpus = spec.workers
     in_process = workers == 1 and spec.trainer == "auto"
     if not init_ray(tracking_uri, 0 if in_process else workers * cpus + 2):
@@ -286,7 +285,7 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, data
     table = ranked_table(rows, spec)
     parent.replace_table(table, "sweep/trials.json")
     text = to_markdown(table, title)
-    print("\n" + to_text(ranked_table(rows, spec, reasons=False), title))
+    print("\n" + to_text({key: column for key, column in table.items() if key != "reason"}, title))  # reasons: stderr
     for row in rows:
         if row.status == "error":
             print(f"trial {row.trial_id} failed: {row.reason}", file=sys.stderr, flush=True)

@@ -229,9 +229,9 @@ def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
             raise ConfigError(f"{prefix}table.rows", key, f"rows are keys of the sweep's grid: {', '.join(keys)}",
                               did_you_mean(key, keys))
     if spec.table.baseline is not None:
-        from itrlab.sweep.summary import label
+        from itrlab.sweep.summary import label, row_label
 
-        labels = list(dict.fromkeys(" / ".join(str(label(point.get(k))) for k in spec.table.rows)
+        labels = list(dict.fromkeys(row_label(label(point.get(k)) for k in spec.table.rows)
                                     for point in spec.grid_points()))
         if spec.table.baseline not in labels:
             raise ConfigError(f"{prefix}table.baseline", spec.table.baseline,

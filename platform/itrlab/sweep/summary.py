@@ -32,6 +32,12 @@ def label(value: Any) -> Any:
     return value
 
 
+def row_label(values) -> str:
+    """The label of a pivot row from its keys' cell values (``"oss / F"``): how published tables and
+    ``table.baseline`` name rows."""
+    return " / ".join(str(value) for value in values)
+
+
 def fmt_cell(value: Any, column: str = "") -> str:
     """A cell: recalls with 2 decimals, MD (similarity units, often well below 1) with 3."""
     if value is None:
@@ -65,16 +71,14 @@ def best_row(rows: list[TrialRow], metric: str, mode: str) -> TrialRow | None:
     return next(iter(ranked([row for row in rows if row.status == "finished"], metric, mode)), None)
 
 
-def ranked_table(rows: list[TrialRow], spec: SweepSpec, reasons: bool = True) -> dict[str, list]:
-    """Columns for ``mlflow.log_table`` / Markdown: trial, status, params, objective, test metrics (and
-    with ``reasons``, why a trial did not finish)."""
+def ranked_table(rows: list[TrialRow], spec: SweepSpec) -> dict[str, list]:
+    """Columns for ``mlflow.log_table`` / Markdown: trial, status, params, objective, test metrics, and
+    why a trial did not finish (``reason``, last)."""
     metric = spec.objective.metric
     param_keys = sorted({k for row in rows for k in row.params})
     # the objective at the best epoch (whose checkpoint gave the test columns), and that epoch
     metric_keys = [metric, "best_epoch", "test_rsum", "test_i2t_R1", "test_t2i_R1", "test_md", "epoch"]
-    table: dict[str, list] = {"rank": [], "trial": [], "status": []}
-    for key in param_keys + metric_keys:
-        table[key] = []
+    table: dict[str, list] = {key: [] for key in ["rank", "trial", "status", *param_keys, *metric_keys, "reason"]}
     for position, row in enumerate(ranked(rows, metric, spec.objective.mode), start=1):
         table["rank"].append(position)
         table["trial"].append(row.trial_id)
@@ -83,8 +87,7 @@ def ranked_table(rows: list[TrialRow], spec: SweepSpec, reasons: bool = True) ->
             table[key].append(label(row.params.get(key)))
         for key in metric_keys:
             table[key].append(objective_value(row, key) if key == metric else row.metrics.get(key))
-    if reasons:
-        table["reason"] = [row.reason or "" for row in ranked(rows, metric, spec.objective.mode)]
+        table["reason"].append(row.reason or "")
     return table
 
 

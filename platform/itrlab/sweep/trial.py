@@ -37,7 +37,6 @@ from itrlab.train.experiment import MLFLOW_FILE
 
 TRIAL_TAG = "itrlab.trial_id"
 VARIANT = "variant"  # grid key whose values are named sets of overrides: {name: "+M-DCL", method.mdcl: true, ...}
-STOP_REASON_TAG = "itrlab.stop_reason"
 INPUT_ERROR = "input_error"  # in a trial's last result: it failed on its input, do not retry it
 
 
@@ -141,9 +140,7 @@ def record_failure(tracker: MlflowTracker | None, run_dir: Path, reason: str, ru
             previous = run_dir / MLFLOW_FILE
             reuse = json.loads(previous.read_text())["run_id"] if previous.is_file() else None
             tracker.start(run_name=run_name, tags={}, params={}, run_id=reuse, parent_run_id=parent_run_id)
-        tracker.set_tags({STOP_REASON_TAG: reason})
-        if tracker.status() == "RUNNING":
-            tracker.end("FAILED")
+        tracker.stop("FAILED", reason)
     except Exception as err:  # MLflow itself failing must not hide the trial's own error
         print(f"itrlab: could not record the failure on the MLflow run: {failure_reason(err)}", file=sys.stderr)
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # only for annotations: the store check runs before torch is 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 MAX_PARAMS_PER_BATCH = 100  # MLflow's log_batch limit
 PARENT_TAG = "mlflow.parentRunId"
+STOP_REASON_TAG = "itrlab.stop_reason"  # why a run ended FAILED or KILLED, on one line
 
 logging.getLogger("alembic").setLevel(logging.WARNING)
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables..."
@@ -214,6 +215,13 @@ class MlflowTracker:
     def end(self, status: str = "FINISHED") -> None:
         if self.run_id is not None:
             self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
+
+    def stop(self, status: str, reason: str) -> None:
+        """Leave ``reason`` (its first line) in ``itrlab.stop_reason`` and end this run ``status`` unless it
+        has ended already (a training loop ends its own run when it fails)."""
+        self.set_tags({STOP_REASON_TAG: reason.splitlines()[0] if reason.strip() else status})
+        if self.status() == "RUNNING":
+            self.end(status)
 
     def status(self, run_id: str | None = None) -> str | None:
         """The status (RUNNING, FINISHED, FAILED, KILLED) of ``run_id`` (default: this tracker's run)."""

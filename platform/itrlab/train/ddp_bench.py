@@ -91,17 +91,15 @@ def run_scaling(experiment: str, overrides: list[str], workers: int, cores: int,
     """``1 x cores/workers`` (one worker's share of the cores), ``1 x cores`` and ``workers x
     cores/workers``, on one local Ray (with a CPU to spare for each TorchTrainer's controller)."""
     from itrlab.config import load_experiment
-    from itrlab.config.checks import synthetic_spec_of
     from itrlab.config.loader import config_dir
-    from itrlab.data import generate_synthetic
+    from itrlab.train.experiment import generate_if_synthetic
 
     if cores % workers:
         raise ValueError(f"{cores} cores do not split evenly into {workers} workers")
     config = load_experiment(experiment, overrides)  # bad input fails here, before Ray starts
-    root = Path(config.dataset.root).resolve()  # the workers may run in another folder
-    if config.dataset.kind == "synthetic":  # generated once, before the workers share it
-        generate_synthetic(root, synthetic_spec_of(config))
-    overrides = [*overrides, f"dataset.root={root}"]
+    generate_if_synthetic(config)  # once, before the workers share it
+    # the workers may run in another folder
+    overrides = [*overrides, f"dataset.root={Path(config.dataset.root).resolve()}"]
     ray.init(address="local", num_cpus=cores + 1, log_to_driver=True,
              runtime_env={"env_vars": {"ITRLAB_CONFIG_DIR": str(config_dir().resolve())}})
     try:

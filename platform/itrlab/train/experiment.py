@@ -53,6 +53,13 @@ class RunResult:
     seconds: float = 0.0  # training and test evaluation, wall clock
 
 
+def generate_if_synthetic(config: ExperimentConfig) -> None:
+    """Generate the synthetic data set ``config`` names, at its ``dataset.root`` (idempotent: an existing
+    one of the same spec is kept); real data is left alone."""
+    if config.dataset.kind == "synthetic":
+        generate_synthetic(config.dataset.root, synthetic_spec_of(config))
+
+
 def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
     """Open the three splits (generating synthetic data first if needed) and the text tokenizer.
 
@@ -61,8 +68,7 @@ def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
     before.
     """
     dataset = config.dataset
-    if dataset.kind == "synthetic":
-        generate_synthetic(dataset.root, synthetic_spec_of(config))
+    generate_if_synthetic(config)
     splits = {role: open_precomp(dataset.root, getattr(dataset.splits, role), dataset.captions_per_image)
               for role in ("train", "val", "test")}
     text = config.model.text
