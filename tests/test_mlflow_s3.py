@@ -117,7 +117,7 @@ def test_manifest_mlflow_server_serves_s3_artifacts(tmp_path: Path, monkeypatch:
             table = RecallTable(protocol="all", n_images=1000, n_folds=1, i2t_r1=25.0, i2t_r5=54.1, i2t_r10=66.6,
                                 t2i_r1=19.7, t2i_r5=37.84, t2i_r10=47.26, rsum=250.5, i2t_medr=5.0,
                                 i2t_meanr=20.44, t2i_medr=13.0, t2i_meanr=78.43, md=0.0022)
-            tracker.log_recall_table(table, "test", step=10)
+            tracker.log_recall_table(table, "test", epoch=10)
             tracker.end()
 
             client = MlflowClient(tracking_uri=uri)

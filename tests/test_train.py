@@ -76,6 +76,9 @@ def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
     (again,) = client.search_runs([experiment.experiment_id])
     assert again.info.run_id == run.info.run_id and again.info.status == "FINISHED"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "rsum")] == [1, 2, 3]
+    # final values sit at step 0, which MLflow's chart view draws as one bar per run, not a lone dot
+    for key in ("test_rsum", "best_epoch", "cpu_hours"):
+        assert {m.step for m in client.get_metric_history(run.info.run_id, key)} == {0}, key
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     mlflow.set_experiment("vsepp_synthetic_tiny")
     table = mlflow.load_table("recall/test_table.json", run_ids=[run.info.run_id])

@@ -298,8 +298,8 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, data
         value = objective_value(best, spec.objective.metric)
         finals = {f"best_trial_{k}": v for k, v in best.metrics.items()
                   if k.startswith("test_") and isinstance(v, (int, float))}
-        parent.log_metrics({**({f"best_{spec.objective.metric}": value} if isinstance(value, (int, float)) else {}),
-                            **finals}, step=0)
+        parent.log_final_metrics({**({f"best_{spec.objective.metric}": value} if isinstance(value, (int, float)) else {}),
+                                  **finals})
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, dataset, test_protocol)
         parent.replace_table(grid, "sweep/table.json")
@@ -307,7 +307,7 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, data
         winner = best_by_mean(grid, spec)
         if winner is not None:  # the headline: the row with the best mean over seeds, not the luckiest trial
             parent.set_tags({"itrlab.best_row": winner.label})
-            parent.log_metrics(winner.metrics(), step=0)
+            parent.log_final_metrics(winner.metrics())
             note += "\n" + winner.describe()
         text += "\n\n" + to_markdown(grid, f"{spec.name}: pivot over seeds {spec.seeds}") + "\n\n" + note
         print("\n" + to_text(compact_pivot(grid, spec), f"{spec.name}: pivot over seeds {spec.seeds}") + "\n" + note)
@@ -315,7 +315,7 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, data
     log_plots(spec, parent, grid)
     counts = {status: sum(r.status == status for r in rows)
               for status in ("finished", "diverged", "stopped", "error", "interrupted", "not started")}
-    parent.log_metrics({f"trials_{k.replace(' ', '_')}": v for k, v in counts.items()}, step=0)
+    parent.log_final_metrics({f"trials_{k.replace(' ', '_')}": v for k, v in counts.items()})
 
 
 def log_plots(spec: SweepSpec, parent: MlflowTracker, grid: dict[str, list] | None) -> None:

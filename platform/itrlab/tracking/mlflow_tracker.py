@@ -246,6 +246,15 @@ class MlflowTracker:
         batch = [Metric(k, float(v), timestamp, step) for k, v in metrics.items()]
         self.client.log_batch(self.run_id, metrics=batch)
 
+    def log_final_metrics(self, metrics: Mapping[str, float]) -> None:
+        """Values a run has once (test recall, best epoch, cost), logged at step 0.
+
+        MLflow's chart view draws a metric as a line over steps when any run logged it at a step
+        >= 1, and as one bar per run otherwise: a final value logged at the last epoch's step would
+        show as a lone dot.
+        """
+        self.log_metrics(metrics, step=0)
+
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
@@ -253,19 +262,20 @@ class MlflowTracker:
         if key in self.client.get_run(self.run_id).data.tags:
             self.client.delete_tag(self.run_id, key)
 
-    def log_recall_table(self, table: RecallTable, split: str, step: int = 0) -> None:
+    def log_recall_table(self, table: RecallTable, split: str, epoch: int = 0) -> None:
         """The table as an MLflow table, JSON and Markdown artifacts, and ``{split}_*`` metrics.
 
         MLflow appends to an existing table artifact, so each logging adds rows tagged with
         ``epoch`` (the epochs trained): a resumed run that trains longer shows both results.
-        The JSON and Markdown artifacts hold the latest table.
+        The JSON and Markdown artifacts hold the latest table. The metrics are final values and go
+        to step 0 (``log_final_metrics``).
         """
         columns = table.columns()
-        columns["epoch"] = [step] * len(columns["direction"])
+        columns["epoch"] = [epoch] * len(columns["direction"])
         self.client.log_table(self.run_id, data=columns, artifact_file=f"recall/{split}_table.json")
         self.client.log_dict(self.run_id, table.to_dict(), f"recall/{split}.json")
         self.client.log_text(self.run_id, table.to_markdown(), f"recall/{split}.md")
-        self.log_metrics(table.metrics(prefix=f"{split}_"), step=step)
+        self.log_final_metrics(table.metrics(prefix=f"{split}_"))
 
     def log_table(self, data: dict[str, list], artifact_file: str) -> None:
         self.client.log_table(self.run_id, data=data, artifact_file=artifact_file)

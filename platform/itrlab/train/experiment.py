@@ -220,7 +220,7 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
         if not reuse:
             tracker.log_dataset(config.dataset.name, fingerprint(config.dataset.root), str(config.dataset.root))
         if preparation_metrics(notes):
-            tracker.log_metrics(preparation_metrics(notes), step=0)
+            tracker.log_final_metrics(preparation_metrics(notes))
         # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
         # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
         callbacks.insert(0, MlflowEpochLogger(tracker))
@@ -234,11 +234,10 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
         (run_dir / "test_recall.json").write_text(json.dumps(test.to_dict(), indent=2))
         (run_dir / "test_recall.md").write_text(test.to_markdown())
         if tracker is not None:
-            tracker.log_recall_table(test, "test", step=state.epoch)
+            tracker.log_recall_table(test, "test", epoch=state.epoch)
             seconds = time.perf_counter() - started
-            tracker.log_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum,
-                                 "train_seconds": seconds, **device_hours(trainer.device, world_size, seconds)},
-                                step=state.epoch)
+            tracker.log_final_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum,
+                                       "train_seconds": seconds, **device_hours(trainer.device, world_size, seconds)})
             tracker.end("FINISHED")
     except KeyboardInterrupt:
         if tracker is not None:
