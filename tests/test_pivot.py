@@ -154,3 +154,8 @@ def test_a_variant_is_shown_by_its_name_even_without_overrides():
     assert label({"name": "BTR", "loss": {"name": "vsepp"}, "method.mdcl": False}) == "BTR"
     assert label({"name": "vsepp", "margin": 0.2}) == "name=vsepp margin=0.2"  # a whole loss section
     assert trial_run_name({"variant": {"name": "+PGC (full)"}, "seed": 2}) == "+PGC (full) seed=2"
+    # a variant of whole sections only (compare-methods' CODER row, DBL Table III) is still a named row
+    cmpm = {"name": "CMPM", "loss": {"name": "cmpm"}}
+    assert label(cmpm, "variant") == "CMPM" and trial_run_name({"variant": cmpm, "seed": 0}) == "CMPM seed=0"
+    assert label(None, "cooperative") == "none"  # DBL Table II's baseline row: cooperative switched off
+    assert trial_run_name({"cooperative": None, "seed": 1}) == "cooperative=none seed=1"

@@ -21,11 +21,18 @@ class TrialRow:
     reason: str | None = None  # why a trial did not finish, on one line
 
 
-def label(value: Any) -> Any:
-    """A grid value as a table cell: a named variant (a ``name`` with dotted overrides, or a name
-    alone: the base experiment itself) by its name, other dict values (whole sections) as
-    ``key=value`` pairs."""
-    if isinstance(value, dict) and "name" in value and (set(value) == {"name"} or any("." in str(k) for k in value)):
+VARIANT = "variant"  # grid key whose values are named sets of overrides: {name: "+M-DCL", method.mdcl: true, ...}
+
+
+def label(value: Any, key: str = "") -> Any:
+    """A grid value of ``key`` as a table cell: a named variant (any value of the ``variant`` key, a
+    ``name`` alone: the base experiment itself, or a ``name`` with dotted overrides) by its name,
+    other dict values (whole sections) as ``key=value`` pairs, ``None`` (a section switched off,
+    such as ``cooperative: null``) as ``none``."""
+    if value is None:
+        return "none"
+    if isinstance(value, dict) and "name" in value and (key == VARIANT or set(value) == {"name"}
+                                                          or any("." in str(k) for k in value)):
         return value["name"]
     if isinstance(value, dict):
         return " ".join(f"{k}={v}" for k, v in value.items())
@@ -84,7 +91,7 @@ def ranked_table(rows: list[TrialRow], spec: SweepSpec) -> dict[str, list]:
         table["trial"].append(row.trial_id)
         table["status"].append(row.status)
         for key in param_keys:
-            table[key].append(label(row.params.get(key)))
+            table[key].append(label(row.params.get(key), key))
         for key in metric_keys:
             table[key].append(objective_value(row, key) if key == metric else row.metrics.get(key))
         table["reason"].append(row.reason or "")

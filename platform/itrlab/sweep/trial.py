@@ -30,13 +30,12 @@ from ray import tune
 from itrlab.config import validate
 from itrlab.config.loader import set_path
 from itrlab.errors import UserInputError
-from itrlab.sweep.summary import label
+from itrlab.sweep.summary import VARIANT, label
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
 from itrlab.train.experiment import MLFLOW_FILE
 
 TRIAL_TAG = "itrlab.trial_id"
-VARIANT = "variant"  # grid key whose values are named sets of overrides: {name: "+M-DCL", method.mdcl: true, ...}
 INPUT_ERROR = "input_error"  # in a trial's last result: it failed on its input, do not retry it
 
 
@@ -107,7 +106,7 @@ def trial_run_name(params: dict[str, Any]) -> str:
     a named variant or a whole section by its label), so that runs can be told apart in the UI."""
     parts = []
     for key, value in params.items():
-        shown = label(value)
+        shown = label(value, key)
         parts.append(str(shown) if isinstance(value, dict) else f"{key.rsplit('.', 1)[-1]}={shown}")
     return " ".join(parts) or "trial"
 
