@@ -5,6 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?=
+# test processes (pytest-xdist; 0 = one process); --dist loadfile keeps a module, and its Ray
+# session, on one process
+PYTEST_WORKERS ?= 2
 
 .PHONY: setup test train bench-eval clean
 
@@ -21,7 +24,7 @@ setup: $(VENV)/.installed
 
 # pytest exits 5 when it collected no tests: that is a failure here.
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 train: setup

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -76,3 +78,48 @@ def moto_server(workdir: Path):
     """
     return serve([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", "{port}"], workdir, "moto-server",
                  "/moto-api/", timeout=60)
+
+
+def _processes() -> dict[int, tuple[int, int, str]]:
+    """pid -> (parent pid, process group, command line) of every process this user can read."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, ...
+        table[int(entry.name)] = (int(fields[1]), int(fields[2]), cmdline)
+    return table
+
+
+def stop_ray_head(gcs_port: int, timeout: float = 30.0) -> None:
+    """SIGKILL the cluster that ``ray start --head --port=<gcs_port>`` started, and only that one:
+    ``ray stop`` stops every Ray of this user on the machine (another test module's, a measurement's).
+    Its processes are the GCS server's process group and their descendants (Ray's workers lead
+    process groups of their own)."""
+    table = _processes()
+    groups = {group for _, group, cmd in table.values()
+              if "gcs_server" in cmd and f"--gcs_server_port={gcs_port} " in cmd + " "}
+    doomed = {pid for pid, (_, group, _) in table.items() if group in groups}
+    while more := {pid for pid, (parent, _, _) in table.items() if parent in doomed} - doomed:
+        doomed |= more
+    doomed.discard(os.getpid())
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while any(Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid) for pid in doomed):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Ray cluster on port {gcs_port} did not stop in {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def _state(pid: int) -> str:
+    try:
+        return next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:"))
+    except (OSError, StopIteration):
+        return "zombie"  # gone

@@ -19,7 +19,7 @@ TESTS = Path(__file__).resolve().parent
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
     # the workers import this module's loop function by name: give them the tests folder
-    ray.init(num_cpus=4, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(TESTS)}})
+    ray.init(address="local", num_cpus=4, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(TESTS)}})
     yield
     ray.shutdown()
 

@@ -348,7 +348,7 @@ def test_ray_tasks_give_the_same_files(reference, tmp_path, monkeypatch):
     from itrlab.data.extract_distributed import extract_dataset as extract_on_cluster
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
         opts = ExtractOptions(images=reference["images"], captions=reference["captions"], out=tmp_path / "out",
                               split_fractions="0.5,0.25,0.25", chunk_size=2, batch_size=2, progress=False)

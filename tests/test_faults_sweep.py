@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
-    ray.init(num_cpus=2, log_to_driver=False, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, log_to_driver=False, include_dashboard=False)
     yield
     ray.shutdown()
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
     # logical CPUs to spare on 2 cores: a TorchTrainer trial runs its controller beside its workers
-    ray.init(num_cpus=4, log_to_driver=False)  # with the dashboard, which frees finished TorchTrainers
+    ray.init(address="local", num_cpus=4, log_to_driver=False)  # with the dashboard, which frees finished TorchTrainers
     yield
     ray.shutdown()
 

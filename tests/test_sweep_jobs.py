@@ -16,7 +16,7 @@ import yaml
 from mlflow import MlflowClient
 
 from conftest import REPO
-from servers import free_port
+from servers import free_port, stop_ray_head
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -109,10 +109,12 @@ def test_interrupted_sweep_resumes_without_rerunning_or_duplicating(tmp_path):
 def test_ray_job_submit_against_a_local_head(tmp_path):
     env = job_env(tmp_path)
     env["RAY_AUTH_MODE"] = "token"  # Ray 2.60 clusters require the token; `ray start` writes it to ~/.ray
-    gcs, dashboard = free_port(), free_port()
+    gcs, dashboard, agent = free_port(), free_port(), free_port()
+    # the job agent's port too: another Ray on this machine (another test module's, a sweep) holds the default
     started = subprocess.run([str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}",
-                              f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--num-cpus=2",
-                              "--disable-usage-stats"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+                              f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1",
+                              f"--dashboard-agent-listen-port={agent}", "--num-cpus=2", "--disable-usage-stats"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
     assert started.returncode == 0, started.stdout + started.stderr
     try:
         runtime_env = f'{{"env_vars": {{"MLFLOW_TRACKING_URI": "sqlite:///{tmp_path / "mlflow.db"}"}}}}'
@@ -132,7 +134,7 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
         started_own, address = local.stdout.split()[-2:]
         assert started_own == "True" and not address.endswith(f":{gcs}"), local.stdout
     finally:
-        subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        stop_ray_head(gcs)
     parents, children = sweep_runs(tmp_path, "dbl_tiny")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert len(children) == 2 and {c.info.status for c in children} == {"FINISHED"}

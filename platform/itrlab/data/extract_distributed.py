@@ -72,8 +72,8 @@ def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
     started_ray = False
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS") or None
-        try:
-            ray.init(address=address, logging_level="WARNING", log_to_driver=True)
+        try:  # "local": a Ray of its own, even where `ray start --head` runs on this machine
+            ray.init(address=address or "local", logging_level="WARNING", log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ItrlabError(f"cannot connect to the Ray cluster at {address or '(a new local instance)'}: {exc}") from None
         started_ray = True
