@@ -297,29 +297,14 @@ def test_training_with_a_frozen_bert_text_encoder(tmp_path, tiny_root, small_ber
     assert isinstance(again.vocab, PretrainedTokenizer) and again.vocab.path == small_bert_dir.resolve()
 
 
-class RecordingTracker:
-    """Stands in for MlflowTracker: records metrics."""
-
-    tracking_uri = "memory://"
-
-    def __init__(self):
-        self.metrics: dict[str, float] = {}
-
-    def start(self, **kwargs) -> str:
-        return "run-1"
-
-    def log_metrics(self, metrics, step):
-        self.metrics.update(metrics)
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
-
-
 def test_training_with_glove_logs_coverage(tmp_path, tiny_root, capsys):
-    tracker = RecordingTracker()
+    from itrlab.tracking import MlflowTracker
+
+    tracker = MlflowTracker("glove", f"sqlite:///{tmp_path / 'mlflow.db'}")
     config = tiny_config(tiny_root, "model.text.glove=true")
     result = run_experiment(config, tmp_path / "run", tracker=tracker)
     assert_finite_table(result.test)
     out = capsys.readouterr().out
     assert "GloVe 6B 50-d covers" in out
-    assert tracker.metrics["glove_vocab_coverage"] > 0.9 and tracker.metrics["glove_token_coverage"] > 0.9
+    metrics = tracker.client.get_run(result.mlflow_run_id).data.metrics
+    assert metrics["glove_vocab_coverage"] > 0.9 and metrics["glove_token_coverage"] > 0.9
