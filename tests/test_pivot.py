@@ -159,3 +159,19 @@ def test_a_variant_is_shown_by_its_name_even_without_overrides():
     assert label(cmpm, "variant") == "CMPM" and trial_run_name({"variant": cmpm, "seed": 0}) == "CMPM seed=0"
     assert label(None, "cooperative") == "none"  # DBL Table II's baseline row: cooperative switched off
     assert trial_run_name({"cooperative": None, "seed": 1}) == "cooperative=none seed=1"
+
+
+def test_the_mlflow_table_artifact_has_readable_numbers(tmp_path):
+    """The pivot as MLflow's table view shows it: dotted keys as paths, floats to 6 significant digits."""
+    import json
+
+    from itrlab.tracking import MlflowTracker
+
+    tracker = MlflowTracker("tables", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = tracker.start(run_name="parent", tags={}, params={})
+    tracker.replace_table({"cooperative.strategy": ["A", "F"], "test_rsum_mean": [13.833333333333, 281.5],
+                           "lr": [5e-05, 5e-05], "seeds": [3, 3], "baseline": [True, False]}, "sweep/table.json")
+    path = tracker.client.download_artifacts(run_id, "sweep/table.json", str(tmp_path))
+    written = json.loads(open(path).read())
+    assert written["columns"] == ["cooperative/strategy", "test_rsum_mean", "lr", "seeds", "baseline"]
+    assert written["data"] == [["A", 13.8333, 5e-05, 3, True], ["F", 281.5, 5e-05, 3, False]]

@@ -21,6 +21,7 @@ import functools
 import getpass
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -63,6 +64,11 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
 def table_column(name: str) -> str:
     """A column name MLflow's table view shows (it reads ``a.b`` as a nested path: an empty column)."""
     return name.replace(".", "/")
+
+
+def _significant(value: Any, digits: int = 6) -> Any:
+    """A float cell to ``digits`` significant digits (not decimals: 5e-05 stays 5e-05); others as they are."""
+    return float(f"{value:.{digits}g}") if isinstance(value, float) and math.isfinite(value) else value
 
 
 def sqlite_path(tracking_uri: str) -> Path | None:
@@ -287,13 +293,14 @@ class MlflowTracker:
         reads a dot as a path into the row and shows an empty column. ``MlflowClient.log_table`` appends
         to an existing table (reading it back through pandas, which
         turns string ids that look like numbers into integers): a resumed sweep would list its trials
-        twice. This writes the same JSON layout (pandas' ``split`` orientation) over the old file.
+        twice. This writes the same JSON layout (pandas' ``split`` orientation) over the old file, with
+        floats to 6 significant digits (the UI shows them as written: ``13.8333333333``).
         """
         import pandas as pd
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / Path(artifact_file).name
-            table = pd.DataFrame({table_column(key): values for key, values in data.items()})
+            table = pd.DataFrame({table_column(key): [_significant(v) for v in values] for key, values in data.items()})
             table.to_json(path, orient="split", index=False, date_format="iso")
             self.client.log_artifact(self.run_id, str(path), str(Path(artifact_file).parent) or None)
         logged = json.loads(self.client.get_run(self.run_id).data.tags.get("mlflow.loggedArtifacts", "[]"))
