@@ -100,10 +100,14 @@ def stop_ray_head(gcs_port: int, timeout: float = 30.0) -> None:
     """SIGKILL the cluster that ``ray start --head --port=<gcs_port>`` started, and only that one:
     ``ray stop`` stops every Ray of this user on the machine (another test module's, a measurement's).
     Its processes are the GCS server's process group and their descendants (Ray's workers lead
-    process groups of their own)."""
+    process groups of their own). Ray's processes inherit the group of ``ray start``: start it with
+    ``start_new_session=True``, or the group is the caller's own (this refuses to kill that)."""
     table = _processes()
     groups = {group for _, group, cmd in table.values()
               if "gcs_server" in cmd and f"--gcs_server_port={gcs_port} " in cmd + " "}
+    if os.getpgrp() in groups:
+        raise RuntimeError(f"the Ray cluster on port {gcs_port} shares this process's group: "
+                           "run `ray start` with start_new_session=True")
     doomed = {pid for pid, (_, group, _) in table.items() if group in groups}
     while more := {pid for pid, (parent, _, _) in table.items() if parent in doomed} - doomed:
         doomed |= more

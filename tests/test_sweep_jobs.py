@@ -114,7 +114,8 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
     started = subprocess.run([str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}",
                               f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1",
                               f"--dashboard-agent-listen-port={agent}", "--num-cpus=2", "--disable-usage-stats"],
-                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+                             start_new_session=True)  # its processes in a group of their own (stop_ray_head)
     assert started.returncode == 0, started.stdout + started.stderr
     try:
         runtime_env = f'{{"env_vars": {{"MLFLOW_TRACKING_URI": "sqlite:///{tmp_path / "mlflow.db"}"}}}}'
