@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ray
 from ray import tune
 
 from itrlab.config import compose
@@ -190,7 +191,8 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
     generate_if_synthetic(first)  # once, before trials share it
     workers, cpus, gpus = spec.workers
     in_process = workers == 1 and spec.trainer == "auto"
-    if not init_ray(tracking_uri, 0 if in_process else workers * cpus + 2):
+    started_ray = init_ray(tracking_uri, 0 if in_process else workers * cpus + 2)
+    if not started_ray:
         wait_for_room(spec)
 
     parent = MlflowTracker(spec.name, tracking_uri)
@@ -231,6 +233,8 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
         with SigintWatch() as sigint:
             results = fit_checking_storage(tuner, sweep_dir)
         rows, interrupted = trial_rows(results, sigint.interrupted)
+        if interrupted and started_ray:  # the cut-short trials' processes end before their runs are settled
+            ray.shutdown()
         rows = with_unstarted(rows, spec)
         settle_trial_runs(parent, rows)
         summarise(spec, rows, parent, first.dataset.name, first.eval.test_protocol)

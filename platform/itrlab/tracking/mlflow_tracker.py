@@ -222,12 +222,18 @@ class MlflowTracker:
         if self.run_id is not None:
             self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
 
+    def end_if_running(self, status: str) -> None:
+        """End this run ``status`` unless it has ended already: a sweep's driver that was interrupted
+        ends its trials' runs KILLED, and a trial process stopped with an exception a moment later
+        must not turn that into FAILED."""
+        if self.run_id is not None and self.status() == "RUNNING":
+            self.end(status)
+
     def stop(self, status: str, reason: str) -> None:
         """Leave ``reason`` (its first line) in ``itrlab.stop_reason`` and end this run ``status`` unless it
         has ended already (a training loop ends its own run when it fails)."""
         self.set_tags({STOP_REASON_TAG: reason.splitlines()[0] if reason.strip() else status})
-        if self.status() == "RUNNING":
-            self.end(status)
+        self.end_if_running(status)
 
     def status(self, run_id: str | None = None) -> str | None:
         """The status (RUNNING, FINISHED, FAILED, KILLED) of ``run_id`` (default: this tracker's run)."""

@@ -241,11 +241,11 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
             tracker.end("FINISHED")
     except KeyboardInterrupt:
         if tracker is not None:
-            tracker.end("KILLED")
+            tracker.end_if_running("KILLED")
         raise
     except BaseException:
         if tracker is not None:
-            tracker.end("FAILED")
+            tracker.end_if_running("FAILED")
         raise
     return RunResult(run_dir, test, state.best_epoch, state.best_rsum, run_id,
                      tracker.ui_hint() if tracker is not None else None, time.perf_counter() - started)
