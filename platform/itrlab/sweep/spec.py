@@ -231,7 +231,7 @@ def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
     if spec.table.baseline is not None:
         from itrlab.sweep.summary import label, row_label
 
-        labels = list(dict.fromkeys(row_label(label(point.get(k)) for k in spec.table.rows)
+        labels = list(dict.fromkeys(row_label(label(point.get(k), k) for k in spec.table.rows)
                                     for point in spec.grid_points()))
         if spec.table.baseline not in labels:
             raise ConfigError(f"{prefix}table.baseline", spec.table.baseline,
