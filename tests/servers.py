@@ -116,13 +116,14 @@ def stop_ray_head(gcs_port: int, timeout: float = 30.0) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
-    while any(Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid) for pid in doomed):
+    while any("zombie" not in _state(pid) for pid in doomed):
         if time.monotonic() > deadline:
             raise RuntimeError(f"the Ray cluster on port {gcs_port} did not stop in {timeout:.0f} s")
         time.sleep(0.2)
 
 
 def _state(pid: int) -> str:
+    """The ``State:`` line of a process (``... (zombie)`` once it died), or "zombie" when it is gone."""
     try:
         return next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:"))
     except (OSError, StopIteration):

@@ -12,8 +12,8 @@ from itrlab.config import load_experiment
 from itrlab.data import Batch, Vocabulary
 from itrlab.methods import CooperativeMethod, build_method, ema_momentum
 from itrlab.train import run_experiment
-from itrlab.train.experiment import generate_if_synthetic
 from itrlab.train.checkpoint import LAST, MODEL, load_checkpoint
+from itrlab.train.experiment import generate_if_synthetic
 
 
 def tiny(root, *overrides):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itrlab.config.loader import config_dir, read_yaml
 from itrlab.sweep.spec import SweepSpec
 from itrlab.sweep.stats import difference_interval, mean_interval
-from itrlab.sweep.summary import TrialRow, fmt_cell, label, row_label
+from itrlab.sweep.summary import TrialRow, fmt_cell, row_key, row_label
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,11 @@ def _values(members: list[TrialRow], column: str) -> list[float]:
 def _grid_order(rows: list[TrialRow], spec: SweepSpec) -> dict[tuple, list[TrialRow]]:
     """Finished trials grouped by their row labels, the groups in the order of the sweep's grid."""
     keys = spec.table.rows
-    order = {tuple(label(point.get(k), k) for k in keys): i for i, point in enumerate(spec.grid_points())}
+    order = {row_key(point, keys): i for i, point in enumerate(spec.grid_points())}
     groups: dict[tuple, list[TrialRow]] = {}
     for row in rows:
         if row.status == "finished":
-            groups.setdefault(tuple(label(row.params.get(k), k) for k in keys), []).append(row)
+            groups.setdefault(row_key(row.params, keys), []).append(row)
     return dict(sorted(groups.items(), key=lambda item: order.get(item[0], len(order))))
 
 

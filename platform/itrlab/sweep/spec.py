@@ -229,10 +229,9 @@ def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
             raise ConfigError(f"{prefix}table.rows", key, f"rows are keys of the sweep's grid: {', '.join(keys)}",
                               did_you_mean(key, keys))
     if spec.table.baseline is not None:
-        from itrlab.sweep.summary import label, row_label
+        from itrlab.sweep.summary import row_key, row_label
 
-        labels = list(dict.fromkeys(row_label(label(point.get(k), k) for k in spec.table.rows)
-                                    for point in spec.grid_points()))
+        labels = list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))
         if spec.table.baseline not in labels:
             raise ConfigError(f"{prefix}table.baseline", spec.table.baseline,
                               f"the label of a row of the pivot: {', '.join(labels)}",

@@ -39,6 +39,11 @@ def label(value: Any, key: str = "") -> Any:
     return value
 
 
+def row_key(values: dict[str, Any], keys: list[str]) -> tuple:
+    """The cells of the pivot row that a grid point or a trial's params (``values``) falls in."""
+    return tuple(label(values.get(key), key) for key in keys)
+
+
 def row_label(values) -> str:
     """The label of a pivot row from its keys' cell values (``"oss / F"``): how published tables and
     ``table.baseline`` name rows."""
