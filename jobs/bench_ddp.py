@@ -9,7 +9,7 @@ experiment and seed: one worker on one worker's share of the cores (``1 x C/N`` 
 all C cores (``1 x C``), and ``N x C/N`` (each worker trains its shard of every epoch, DDP averages the
 gradients). The report gives each one's median epoch time and steps per worker, and the ratios: N
 workers against one worker on one share (target: about 1/N, each added worker bringing its cores) and
-against one worker on all cores. See itrlab.train.ddp_bench.
+against one worker on all cores. See itrlab.bench.ddp.
 """
 
 import argparse
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from itrlab.train.ddp_bench import run_scaling
+from itrlab.bench.ddp import run_scaling
 
 
 def main() -> int:

@@ -130,7 +130,7 @@ def interaction_main(args: argparse.Namespace) -> int:
 
     from itrlab.eval import evaluate, get_protocol
     from itrlab.losses import build_loss
-    from itrlab.methods.interaction import InteractionMethod
+    from itrlab.methods.xattn.method import InteractionMethod
     from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS, InteractionModel
     from itrlab.models.text_factory import TextEncoderSpec
 

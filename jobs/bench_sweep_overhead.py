@@ -19,7 +19,7 @@ from pathlib import Path
 
 import ray
 
-from itrlab.sweep.overhead import measure, overhead_sweep
+from itrlab.bench.sweep_overhead import measure, overhead_sweep
 
 TARGET_SECONDS = 1.0
 

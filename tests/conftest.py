@@ -53,7 +53,7 @@ def tiny_root(tmp_path_factory) -> Path:
 
 def tiny_config(root: Path, *overrides: str):
     """VSE++ on the tiny synthetic data under ``root``, MLflow off, with ``overrides``."""
-    from itrlab.config import load_experiment
+    from itrlab.assembly import load_experiment
 
     return load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false", *overrides])
 

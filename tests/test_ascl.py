@@ -11,10 +11,10 @@ import torch.nn.functional as F
 
 from itrlab.eval import evaluate
 from itrlab.losses import LOSSES, Similarities, build_loss, loss_param_names
-from itrlab.models.fusion import HierarchicalFusion
+from itrlab.methods.ascl.fusion import HierarchicalFusion
 from itrlab.models.interaction import CrossAttentionSimilarity, InteractionModel
 from itrlab.models.sharding import shard_plan, sharded_pair_scores
-from itrlab.models.text_augment import (CONCAT, MIXTURE_OF, NEGATIVE_GENERATORS, TRUNCATE, NegativeGenerator,
+from itrlab.methods.ascl.text_augment import (CONCAT, MIXTURE_OF, NEGATIVE_GENERATORS, TRUNCATE, NegativeGenerator,
                                         PositiveGenerator)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

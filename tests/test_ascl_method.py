@@ -10,13 +10,14 @@ import math
 import pytest
 import torch
 
-from itrlab.config import load_experiment
+from itrlab.assembly import load_experiment
 from itrlab.data import CaptionDataset, Vocabulary, collate, open_precomp
 from itrlab.errors import ConfigError
-from itrlab.losses.ascl import I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG
-from itrlab.methods import BuildContext, CooperativeMethod, build_method
-from itrlab.methods.ascl import AsclMethod
-from itrlab.models.ascl_model import length_buckets
+from itrlab.methods.ascl.losses import I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG
+from itrlab.methods import BuildContext, build_method
+from itrlab.methods.dbl import CooperativeMethod
+from itrlab.methods.ascl.method import AsclMethod
+from itrlab.methods.ascl.model import length_buckets
 from itrlab.train import run_experiment
 
 GENERATED = (I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG)

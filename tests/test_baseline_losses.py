@@ -9,25 +9,47 @@ import pytest
 import torch
 
 from itrlab.losses import (
+
     COOPERATIVE_LOSSES,
+
     LOSSES,
-    CMPMLoss,
-    DinoLoss,
-    DinoStarLoss,
-    MaxPolynomialLoss,
-    MutualLearningLoss,
-    RelationalDistanceLoss,
+
     Similarities,
-    SoftDarkRankLoss,
+
     SumOfHingesLoss,
+
     build_cooperative_loss,
+
     build_loss,
+
     cooperative_loss_param_names,
+
     loss_param_names,
+
     negative_mask,
+
     positive_mask,
+
 )
-from itrlab.losses.distillation import plackett_luce_log_prob
+
+from itrlab.methods.dbl import (
+
+    CMPMLoss,
+
+    DinoLoss,
+
+    DinoStarLoss,
+
+    MaxPolynomialLoss,
+
+    MutualLearningLoss,
+
+    RelationalDistanceLoss,
+
+    SoftDarkRankLoss,
+
+)
+from itrlab.methods.dbl.distillation import plackett_luce_log_prob
 
 # --------------------------------------------------------------------------- inputs
 

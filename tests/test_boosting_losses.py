@@ -1,4 +1,4 @@
-"""Tests of DBL's boosting losses (itrlab.losses.boosting) against plain loops from the equations.
+"""Tests of DBL's boosting losses (itrlab.methods.dbl.boosting) against plain loops from the equations.
 
 Equation numbers refer to Diao et al., "Deep Boosting Learning" (shared/papers/dbl.txt).
 """
@@ -11,20 +11,39 @@ import pytest
 import torch
 
 from itrlab.losses import (
+
     COOPERATIVE_LOSSES,
-    DBL_STRATEGIES,
-    AbsoluteMaxLoss,
-    AbsoluteSumLoss,
-    BoostingCombinationLoss,
-    RelativeMaxLoss,
-    RelativeSumLoss,
+
     Similarities,
+
     build_cooperative_loss,
-    build_dbl_strategy,
+
     cooperative_loss_param_names,
-    gamma_sa,
-    gamma_sa_negative,
+
     positive_mask,
+
+)
+
+from itrlab.methods.dbl import (
+
+    DBL_STRATEGIES,
+
+    AbsoluteMaxLoss,
+
+    AbsoluteSumLoss,
+
+    BoostingCombinationLoss,
+
+    RelativeMaxLoss,
+
+    RelativeSumLoss,
+
+    build_dbl_strategy,
+
+    gamma_sa,
+
+    gamma_sa_negative,
+
 )
 
 # --------------------------------------------------------------------------- inputs

@@ -7,11 +7,12 @@ import torch
 
 import pytest
 
-from itrlab.config import load_experiment
-from itrlab.config.checks import check_data
+from itrlab.assembly import load_experiment
+from itrlab.assembly import check_experiment
 from itrlab.errors import ConfigError
-from itrlab.methods import CoderMethod, CooperativeMethod
-from itrlab.models.memory import MomentumQueue
+from itrlab.methods.coder import CoderMethod
+from itrlab.methods.dbl import CooperativeMethod
+from itrlab.methods.coder.memory import MomentumQueue
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import LAST, load_checkpoint
 
@@ -115,7 +116,7 @@ def test_bad_settings_fail_before_anything_starts(tiny_root, overrides, field):
 
     generate_synthetic(tiny_root, synthetic_spec("tiny"))  # the caption vocabulary is read from the data
     with pytest.raises(ConfigError) as err:
-        check_data(coder(tiny_root, *overrides))
+        check_experiment(coder(tiny_root, *overrides))
     assert err.value.field == field, str(err.value)
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from itrlab.data.concepts import (ConceptVocabulary, build_concept_vocabulary, cooccurrence_counts,
+from itrlab.methods.coder.concept_vocab import (ConceptVocabulary, build_concept_vocabulary, cooccurrence_counts,
                                   cooccurrence_graph, split_quotas)
 from itrlab.data.vocab import tokenize
-from itrlab.models.concepts import ConceptEmbedder, ConceptGCN, build_concept_gcn, concept_word_vectors
-from itrlab.models.kmeans import spherical_kmeans
+from itrlab.methods.coder.concepts import ConceptEmbedder, ConceptGCN, build_concept_gcn, concept_word_vectors
+from itrlab.methods.coder.kmeans import spherical_kmeans
 
 COCO_MINI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "coco_mini"
 
@@ -46,7 +46,7 @@ class FakeTagger:
 @pytest.fixture(scope="module")
 def spacy_tagger():
     pytest.importorskip("spacy", reason="spaCy is not installed")
-    from itrlab.data.concepts import load_spacy_tagger
+    from itrlab.methods.coder.concept_vocab import load_spacy_tagger
 
     return load_spacy_tagger()
 
@@ -236,7 +236,7 @@ def test_kmeans_is_deterministic_and_keeps_clusters_non_empty():
 
 
 def test_kmeans_one_hot_sums_match_index_add():
-    from itrlab.models.kmeans import _cluster_sums  # the deterministic path used on GPUs
+    from itrlab.methods.coder.kmeans import _cluster_sums  # the deterministic path used on GPUs
 
     x, labels = torch.randn(300, 8), torch.randint(0, 7, (300,))
     dense, counts = _cluster_sums(x, labels, 7, memory_budget=7 * 8 * 50, one_hot=True)  # 50-row chunks

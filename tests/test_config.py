@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from itrlab.cli import main
-from itrlab.config import compose, load_experiment
-from itrlab.config.checks import check_data
+from itrlab.config import compose
+from itrlab.assembly import load_experiment
+from itrlab.assembly import check_experiment
 from itrlab.errors import ConfigError
 
 
@@ -131,7 +132,7 @@ def test_invalid_yaml_names_file_and_line(tmp_path, capsys):
 def test_synthetic_size_is_checked():
     config = load_experiment("vsepp_synthetic_tiny", ["dataset.synthetic.size=huge"])
     with pytest.raises(ConfigError) as err:
-        check_data(config)
+        check_experiment(config)
     assert err.value.field == "dataset.synthetic.size" and "tiny" in str(err.value)
 
 

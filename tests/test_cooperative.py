@@ -8,9 +8,10 @@ import time
 import pytest
 import torch
 
-from itrlab.config import load_experiment
+from itrlab.assembly import load_experiment
 from itrlab.data import Batch, Vocabulary
-from itrlab.methods import CooperativeMethod, build_method, ema_momentum
+from itrlab.methods.dbl import CooperativeMethod, ema_momentum
+from itrlab.methods import build_method
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import LAST, MODEL, load_checkpoint
 from itrlab.train.experiment import generate_if_synthetic
@@ -83,7 +84,7 @@ def test_oas_trains_the_anchor_then_starts_the_target_from_it(tmp_path):
     started = time.perf_counter()
     result = run_experiment(config, tmp_path / "run")
     whole = time.perf_counter() - started
-    from itrlab.methods.cooperative import load_model_state
+    from itrlab.methods.dbl.cooperative import load_model_state
 
     anchor = load_model_state(tmp_path / "run" / "anchor" / MODEL)  # stage 1: the plain method, trained
     boosted = load_checkpoint(tmp_path / "run" / LAST)["model"]  # stage 2: the scheme after boosting

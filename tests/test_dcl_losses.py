@@ -1,4 +1,4 @@
-"""Tests of CODER's losses (itrlab.losses.dcl) against plain loops written from C eq. 3-7 / S eq. 7-9."""
+"""Tests of CODER's losses (itrlab.methods.coder.losses) against plain loops written from C eq. 3-7 / S eq. 7-9."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from itrlab.losses import LOSSES, Similarities, build_loss, loss_param_names
-from itrlab.losses.dcl import (
+from itrlab.methods.coder.losses import (
     DCLInstanceLoss,
     DCLLoss,
     MemoryDCLLoss,

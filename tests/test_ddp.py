@@ -73,7 +73,7 @@ def train_coder_epoch(loop_config: dict) -> None:
     import ray.train
     import torch
 
-    from itrlab.config import load_experiment
+    from itrlab.assembly import load_experiment
     from itrlab.train import Trainer, prepare_data
     from itrlab.train.experiment import build_run_method
 

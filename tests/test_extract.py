@@ -13,8 +13,8 @@ import pytest
 
 from conftest import REPO, SHARED
 from itrlab.data import open_precomp
-from itrlab.data import extract
-from itrlab.data.coco_captions import (
+from itrlab.extract import features as extract
+from itrlab.extract.captions import (
     CocoImage,
     assign_fractions,
     assign_from_file,
@@ -22,8 +22,8 @@ from itrlab.data.coco_captions import (
     select_captions,
     split_sizes,
 )
-from itrlab.data.extract import BadImagesError, ExtractOptions, extract_dataset
-from itrlab.data.extract_distributed import main as extract_main
+from itrlab.extract.features import BadImagesError, ExtractOptions, extract_dataset
+from itrlab.extract.distributed import main as extract_main
 from itrlab.errors import DataError, UserInputError
 
 COCO_MINI = SHARED / "data" / "coco_mini"
@@ -345,7 +345,7 @@ def test_job_script_reports_bad_input_without_loading_the_model(tmp_path):
 @pytest.mark.slow
 def test_ray_tasks_give_the_same_files(reference, tmp_path, monkeypatch):
     ray = pytest.importorskip("ray")
-    from itrlab.data.extract_distributed import extract_dataset as extract_on_cluster
+    from itrlab.extract.distributed import extract_dataset as extract_on_cluster
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from itrlab.config import load_experiment
+from itrlab.assembly import load_experiment
 from itrlab.data import Vocabulary, open_precomp
 from itrlab.errors import ConfigError
 from itrlab.eval import evaluate, reference_evaluate
 from itrlab.methods import build_method
-from itrlab.methods.interaction import InteractionMethod
+from itrlab.methods.xattn.method import InteractionMethod
 from itrlab.models.interaction import CrossAttentionSimilarity, InteractionModel, pair_scores
 from itrlab.models.text_factory import TextEncoderSpec
 from itrlab.train import run_experiment
@@ -137,7 +137,7 @@ def test_gradcheck_pair_scores():
 
 def tiny_setup(root: Path, *overrides: str):
     config = load_experiment("xattn_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false",
-                                                      "model.embed_dim=8", "model.sim_dim=4", *overrides])
+                                                      "model.embed_dim=8", "method.sim_dim=4", *overrides])
     split = open_precomp(root, "test")
     vocab = Vocabulary.build(split.captions)
     torch.manual_seed(0)
@@ -204,7 +204,7 @@ def test_config_rejects_what_the_model_cannot_use(precomp_dir):
     with pytest.raises(ConfigError, match="pooling"):
         tiny_setup(precomp_dir, "model.text.pooling=gpo")
     with pytest.raises(ConfigError, match="attention_lambda"):
-        tiny_setup(precomp_dir, "model.attention_lambda=0")
+        tiny_setup(precomp_dir, "method.attention_lambda=0")
 
 
 def test_one_epoch_training_gives_a_finite_table(tmp_path):

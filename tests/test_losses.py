@@ -8,19 +8,28 @@ import pytest
 import torch
 
 from itrlab.losses import (
+
     LOSSES,
-    ContrastiveMaxOfNegativesLoss,
-    ContrastiveSumOfNegativesLoss,
+
     MaxOfHingesLoss,
-    MultimodalNCELoss,
+
     Similarities,
+
     SumOfHingesLoss,
+
     WarmupLoss,
+
     build_loss,
+
     loss_param_names,
+
     negative_mask,
+
     positive_mask,
+
 )
+
+from itrlab.methods.convse import ContrastiveMaxOfNegativesLoss, ContrastiveSumOfNegativesLoss, MultimodalNCELoss
 
 # --------------------------------------------------------------------------- inputs
 

@@ -13,13 +13,14 @@ import pytest
 import torch
 
 from conftest import REPO, tiny_config
-from itrlab.config import load_experiment
+from itrlab.assembly import load_experiment
 from itrlab.data import Batch, CaptionDataset, collate, make_loader
 from itrlab.data.dataset import ShardedBatchSampler
 from itrlab.errors import ConfigError, UserInputError
 from itrlab.losses import Similarities
-from itrlab.methods import METHODS, BuildContext, CooperativeMethod, MethodModule, build_method
-from itrlab.methods.cooperative import load_model_state
+from itrlab.methods import METHODS, BuildContext, MethodModule, build_method
+from itrlab.methods.dbl import CooperativeMethod
+from itrlab.methods.dbl.cooperative import load_model_state
 from itrlab.models.glove import GloveEmbedding
 from itrlab.train import prepare_data, run_experiment
 from itrlab.train.checkpoint import LAST, MODEL, load_checkpoint

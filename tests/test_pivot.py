@@ -9,10 +9,10 @@ import statistics
 import pytest
 from scipy import stats as scipy_stats
 
-from itrlab.sweep.pivot import compact_pivot, load_paper, pivot, pivot_note
-from itrlab.sweep.spec import load_sweep
-from itrlab.sweep.stats import difference_interval, mean_interval
-from itrlab.sweep.summary import TrialRow
+from itrlab.report.pivot import compact_pivot, load_paper, pivot, pivot_note
+from itrlab.config.sweep import load_sweep
+from itrlab.report.stats import difference_interval, mean_interval
+from itrlab.report.summary import TrialRow
 
 
 def test_mean_interval_is_student_t_from_the_definition():
@@ -95,8 +95,8 @@ def test_every_paper_table_names_its_data_and_protocol():
 
 
 def test_the_headline_is_the_row_with_the_best_mean_not_the_luckiest_trial():
-    from itrlab.sweep.pivot import best_by_mean
-    from itrlab.sweep.summary import best_row, ranked
+    from itrlab.report.pivot import best_by_mean
+    from itrlab.report.summary import best_row, ranked
 
     spec = load_sweep("dbl_table4")
     # B has the single best trial (seed 1), C the best mean over seeds
@@ -117,7 +117,7 @@ def test_the_headline_is_the_row_with_the_best_mean_not_the_luckiest_trial():
 
 
 def test_plots_of_a_numeric_sweep_and_of_a_grid_are_pngs(tmp_path):
-    from itrlab.sweep.plots import plot_curves, plot_pivot
+    from itrlab.report.plots import plot_curves, plot_pivot
 
     gamma = load_sweep("dbl_fig4_gamma")
     key = gamma.table.rows[0]
@@ -147,7 +147,7 @@ def test_each_row_says_what_it_cost():
 
 
 def test_a_variant_is_shown_by_its_name_even_without_overrides():
-    from itrlab.sweep.summary import label
+    from itrlab.report.summary import label
     from itrlab.sweep.trial import trial_run_name
 
     assert label({"name": "+PGC (full)"}) == "+PGC (full)"  # the base experiment as a named row

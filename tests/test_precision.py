@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from conftest import tiny_config
-from itrlab.config import load_experiment
+from itrlab.assembly import load_experiment
 from itrlab.errors import ConfigError
 from itrlab.losses import LossOutput, Similarities
-from itrlab.methods.interaction import InteractionMethod
+from itrlab.methods.xattn.method import InteractionMethod
 from itrlab.models.interaction import MAX_SHARD_ELEMENTS, MIN_SHARD_ELEMENTS, InteractionModel, shard_budget
 from itrlab.models.text_factory import TextEncoderSpec
 from itrlab.train import NonFiniteLossError, run_experiment
@@ -164,7 +164,7 @@ def test_shard_budget_follows_the_device_unless_configured(tiny_root):
         return build_method(config, BuildContext.of(vocab=vocab, splits={"train": train}))
 
     assert method().shard_elements == "device"
-    assert method("eval.shard_elements=4096").shard_elements == 4096
+    assert method("method.shard_elements=4096").shard_elements == 4096
     captured = {}
     xattn = method()
     xattn.model.pair_scores = lambda *a, max_elements: captured.setdefault("budget", max_elements) or torch.zeros(1, 1)
@@ -188,3 +188,13 @@ def test_step_log_reads_in_groups_with_the_same_sums_and_names_the_bad_step():
     with pytest.raises(NonFiniteLossError, match="loss became nan at epoch 2, step 11"):
         for step, value in enumerate((1.0, 2.0, float("nan"), 3.0), start=9):
             bad.add(step, LossOutput(torch.tensor(value), {}))
+
+
+def test_losses_of_every_papers_package_are_cast_to_float32():
+    from itrlab.methods.coder import DCLLoss
+    from itrlab.methods.convse import ContrastiveSumOfNegativesLoss
+    from itrlab.methods.dbl import RelativeMaxLoss
+
+    holder = torch.nn.ModuleList([ContrastiveSumOfNegativesLoss(), DCLLoss(), RelativeMaxLoss(), torch.nn.Linear(2, 2)])
+    assert [type(m).__name__ for m in loss_modules(holder)] == ["ContrastiveSumOfNegativesLoss", "DCLLoss",
+                                                                "RelativeMaxLoss"]

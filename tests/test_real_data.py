@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from conftest import SHARED, write_precomp
-from itrlab.config import load_experiment
+from itrlab.assembly import load_experiment
 from itrlab.data import open_precomp
-from itrlab.data.extract_distributed import main as extract_main
+from itrlab.extract.distributed import main as extract_main
 from itrlab.data.synthetic import generate_synthetic, synthetic_spec
 from itrlab.eval import METRIC_NAMES, RecallTable, evaluate_embeddings
 from itrlab.train import run_experiment

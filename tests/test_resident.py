@@ -104,7 +104,7 @@ def test_bench_train_reports_throughput_wait_share_and_floor(tmp_path, tiny_root
     """jobs/bench_train.py's logic on the tiny data: every figure present, shares within [0, 1]."""
     import json
 
-    from itrlab.train.bench import bench_cli
+    from itrlab.bench.train import bench_cli
 
     out = tmp_path / "bench.json"
     status = bench_cli(["-c", "vsepp_synthetic_tiny", "--epochs", "2", "--max-steps", "4", "--floor-steps", "2",

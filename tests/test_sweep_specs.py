@@ -7,7 +7,7 @@ import pytest
 from itrlab.cli import PRESETS
 from itrlab.config import config_dir
 from itrlab.sweep.runner import base_tree, check_trials
-from itrlab.sweep.spec import check_table_rows, load_sweep
+from itrlab.config.sweep import check_table_rows, load_sweep
 
 SWEEPS = sorted(p.stem for p in (config_dir() / "sweeps").glob("*.yaml"))
 
@@ -19,7 +19,7 @@ def test_shipped_sweep_validates(name, tmp_path, monkeypatch):
     check_table_rows(spec)  # table.rows and table.baseline name the pivot's keys and a row's label
     check_trials(spec, base_tree(spec, []))
     if spec.table is not None and spec.table.paper:
-        from itrlab.sweep.pivot import load_paper
+        from itrlab.report.pivot import load_paper
 
         assert load_paper(spec.table.paper)
 

@@ -18,7 +18,7 @@ import torch
 
 import conftest
 from itrlab.cli import main
-from itrlab.config import load_experiment
+from itrlab.assembly import load_experiment
 from itrlab.data import Vocabulary
 from itrlab.data.dataset import pad_tokens
 from itrlab.data.tokenizers import (PretrainedTokenizer, build_text_tokenizer, load_text_tokenizer,

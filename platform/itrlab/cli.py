@@ -44,8 +44,7 @@ def _latest_run_dir(base: Path) -> Path | None:
 
 def _resolve_run(args: argparse.Namespace):
     """The config and run directory of this invocation (a fresh run, or the one to resume)."""
-    from itrlab.config import load_experiment
-    from itrlab.config.checks import check_data
+    from itrlab.assembly import check_experiment, load_experiment
 
     run_dir = Path(args.run_dir) if args.run_dir else None
     if args.resume:
@@ -63,25 +62,17 @@ def _resolve_run(args: argparse.Namespace):
             run_dir = config.output.dir / config.name / time.strftime("%Y%m%d-%H%M%S")
         elif (run_dir / "last.pt").exists():
             raise UserInputError(f"--run-dir {run_dir} already holds a run; pass --resume to continue it")
-    check_data(config)  # before MLflow or training start
+    experiment = check_experiment(config)  # before MLflow or training start
     from itrlab.files import check_writable_dir
 
     check_writable_dir(run_dir, "--run-dir" if args.run_dir else "output.dir")
-    return config, run_dir
-
-
-def _end_run(tracker, status: str, reason: str) -> None:
-    """The run of an interrupted or failed training: the reason in ``itrlab.stop_reason``, and ended
-    ``status`` if it is still RUNNING (interrupted before its training loop, which ends it itself)."""
-    if tracker is None or tracker.run_id is None:
-        return
-    with contextlib.suppress(Exception):  # MLflow failing too must not hide the first error
-        tracker.stop(status, reason)
+    return experiment, run_dir
 
 
 @_guarded
 def train_main(args: argparse.Namespace) -> int:
-    config, run_dir = _resolve_run(args)
+    experiment, run_dir = _resolve_run(args)
+    config = experiment.config
     from itrlab.tracking import MlflowTracker
     from itrlab.train import ConsoleProgress, run_experiment
     from itrlab.train.device import describe, resolve_device
@@ -97,14 +88,10 @@ def train_main(args: argparse.Namespace) -> int:
     try:
         if config.tracking.enabled:
             tracker = MlflowTracker(config.experiment_name)
-        result = run_experiment(config, run_dir, callbacks=[ConsoleProgress()], tracker=tracker, device=device)
-    except KeyboardInterrupt:
+        result = run_experiment(experiment, run_dir, callbacks=[ConsoleProgress()], tracker=tracker, device=device)
+    except KeyboardInterrupt:  # the run was ended KILLED by run_experiment (tracker.ending)
         resume = f"; continue it with: jobs/train.py --resume --run-dir {run_dir}" if (run_dir / "last.pt").is_file() else ""
-        _end_run(tracker, "KILLED", "interrupted (Ctrl-C)")
         return interrupted(f"interrupted (Ctrl-C){', MLflow run KILLED' if tracker and tracker.run_id else ''}{resume}")
-    except Exception as err:
-        _end_run(tracker, "FAILED", str(err) if isinstance(err, ItrlabError) else f"{type(err).__name__}: {err}")
-        raise
     print(f"\nbest epoch {result.best_epoch} (val rsum {result.best_val_rsum:.1f}); test, best checkpoint:")
     print(result.test.format())
     print(f"run directory: {result.run_dir}")
@@ -118,12 +105,11 @@ def train_main(args: argparse.Namespace) -> int:
 def check_config_main(args: argparse.Namespace) -> int:
     import yaml
 
-    from itrlab.config import load_experiment
-    from itrlab.config.checks import check_data
+    from itrlab.assembly import check_experiment, load_experiment
 
     config = load_experiment(args.config, args.overrides)
-    summary = check_data(config) if not args.no_data else None
-    print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
+    summary = check_experiment(config).data if not args.no_data else None
+    print(yaml.safe_dump(config.dump(), sort_keys=False), end="")
     if summary is not None:
         print(f"# data: {summary.n_images} images per split, {summary.captions_per_image} captions per image"
               + (" (synthetic, not generated yet)" if summary.generated else ""))

@@ -65,3 +65,11 @@ def report(err: ItrlabError) -> int:
     kind = "error" if isinstance(err, UserInputError) else "run failed"
     print(f"itrlab: {kind}: {err}", file=sys.stderr)
     return err.exit_code
+
+
+def failure_reason(err: BaseException) -> str:
+    """One line for a person: the message of an itrlab error, else the exception's type and first line."""
+    if isinstance(err, ItrlabError):
+        return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__

@@ -1,13 +1,12 @@
 """Checks of a config against its data (and the local files of its text encoder).
 
 ``check_data`` opens only file headers (array shapes, caption line counts) or the synthetic spec, so
-it is cheap, and runs before Ray, MLflow or training start. Names and parameters of methods and
-losses are checked by the method layer (:mod:`itrlab.methods.checks`) on every validated config.
+it is cheap, and runs before Ray, MLflow or training start. :mod:`itrlab.assembly` runs it, then the
+method's own checks against the sizes it returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from itrlab.config.schema import ExperimentConfig
@@ -94,11 +93,6 @@ def check_text_encoder(config: ExperimentConfig) -> None:
             raise ConfigError("model.text.glove", True, str(err)) from None
 
 
-# Checks of a config against its data sizes that layers above this one register (the method layer
-# registers each method's own, e.g. CODER's K <= training pairs); check_data runs them last.
-DATA_CHECKS: list[Callable[[ExperimentConfig, DataSummary], None]] = []
-
-
 def check_data(config: ExperimentConfig) -> DataSummary:
     """Check the config against the data's sizes; raises ConfigError or DataError."""
     from itrlab.eval import get_protocol
@@ -117,9 +111,7 @@ def check_data(config: ExperimentConfig) -> DataSummary:
             get_protocol(name).check(summary.n_images[role])
         except ValueError as err:
             raise ConfigError(f"eval.{field}", name, f"does not fit the {role} split: {err}") from None
-    for check in DATA_CHECKS:
-        check(config, summary)
     return summary
 
 
-__all__ = ["DATA_CHECKS", "DataError", "DataSummary", "check_data", "check_text_encoder"]
+__all__ = ["DataError", "DataSummary", "check_data", "check_text_encoder"]

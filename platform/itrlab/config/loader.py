@@ -1,4 +1,4 @@
-"""Compose YAML files and ``key=value`` overrides into one validated :class:`ExperimentConfig`.
+"""Compose YAML files and ``key=value`` overrides into one raw tree, and check it against a schema.
 
 An experiment file names its dataset and method files under ``defaults``::
 
@@ -167,7 +167,18 @@ def _model_at(loc: tuple, root: type[BaseModel] = ExperimentConfig) -> type[Base
     return model
 
 
-def _config_error_from_model(err: ValidationError, root: type[BaseModel], prefix: str = "") -> ConfigError:
+def config_error_from_value_error(section: str, params: dict[str, Any], err: Exception, field: str,
+                                  value: object) -> ConfigError:
+    """A constructor's ValueError as a ConfigError on the key it names (``section.key``, when the
+    message starts with one of ``params``' keys), else on ``field`` = ``value``."""
+    message = str(err)
+    key = next((k for k in sorted(params, key=len, reverse=True) if message.startswith(k)), None)
+    if key is None:
+        return ConfigError(field, value, message)
+    return ConfigError(f"{section}.{key}", params[key], message)
+
+
+def config_error_from_validation(err: ValidationError, root: type[BaseModel], prefix: str = "") -> ConfigError:
     """The first pydantic error as a ConfigError naming the field, the value and what is allowed."""
     first = err.errors()[0]
     loc = tuple(str(p) for p in first["loc"])
@@ -175,8 +186,8 @@ def _config_error_from_model(err: ValidationError, root: type[BaseModel], prefix
     value = first.get("input")
     if first["type"] == "extra_forbidden":
         owner = _model_at(loc, root)
-        known = sorted(owner.model_fields) if owner else []
-        section = ".".join(loc[:-1]) or "the top level"
+        known = sorted(f.alias or name for name, f in owner.model_fields.items()) if owner else []
+        section = (prefix + ".".join(loc[:-1])).rstrip(".: ") or "the top level"
         return ConfigError(field, value, f"unknown key; keys allowed in {section}: {', '.join(known)}",
                            did_you_mean(loc[-1], known))
     if first["type"] == "missing":
@@ -187,23 +198,13 @@ def _config_error_from_model(err: ValidationError, root: type[BaseModel], prefix
     return ConfigError(field, value, message)
 
 
-def validate(tree: dict[str, Any]) -> ExperimentConfig:
-    """Turn a composed raw tree into a validated config (structure, names, ranges).
+def validate(tree: dict[str, Any], schema: type[ExperimentConfig] = ExperimentConfig) -> ExperimentConfig:
+    """Turn a composed raw tree into a config of ``schema`` (structure, types, ranges).
 
-    The schema is checked here; names and parameters by the method layer's registries
-    (imported when a config is validated, not when this module is: the method layer depends on
-    the config layer, not the other way round).
+    This layer knows no method: the ``method`` section keeps its keys as given. :mod:`itrlab.assembly`
+    passes the schema whose ``method`` is typed by the registered methods and runs the method checks.
     """
-    from itrlab.methods.checks import check_method_config
-
     try:
-        config = ExperimentConfig.model_validate(tree)
+        return schema.model_validate(tree)
     except ValidationError as err:
-        raise _config_error_from_model(err, ExperimentConfig) from None
-    check_method_config(config)
-    return config
-
-
-def load_experiment(experiment: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
-    """Compose and validate an experiment config (no data is touched)."""
-    return validate(compose(experiment, overrides))
+        raise config_error_from_validation(err, schema) from None

@@ -54,16 +54,23 @@ class DatasetConfig(Section):
         return self
 
 
-class MethodConfig(Section):
-    """``name`` picks the method; its other keys are the method's own settings, checked by the
-    method class itself (``MethodModule.settings``), e.g. CODER's queue size or AsCL's generators."""
+class MethodSection(Section):
+    """The ``method`` section: ``name`` picks the method, the other keys are its own settings.
 
-    model_config = ConfigDict(extra="allow", validate_assignment=True)
+    Each method package subclasses this with ``name: Literal[...]`` and its keys (CODER's queue size,
+    AsCL's generators, xattn's λ); :mod:`itrlab.assembly` validates the section with the subclass that
+    ``name`` selects (a discriminated union), so an unknown key or a bad value names ``method.<key>``.
+    Until then (this layer knows no method) the keys are kept as given.
+    """
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True, populate_by_name=True)
 
     name: str
 
     def params(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
+        """The method's own keys as given in the config (aliases, not field names)."""
+        data = self.model_dump(mode="json", by_alias=True, exclude={"name"})
+        return data
 
 
 class ImageEncoderConfig(Section):
@@ -119,11 +126,6 @@ class ModelConfig(Section):
     text: TextEncoderConfig = Field(default_factory=TextEncoderConfig)
     # ConVSE's non-linear projection head (two FC layers); None keeps the base embedding.
     projection_hidden: int | None = Field(None, ge=1)
-    # Interaction methods (xattn: DBL's single-branch baseline, DBL eq. 1-2); dual encoders ignore them.
-    # λ, the inverse temperature of the softmax over regions in the text-to-image attention (eq. 1).
-    attention_lambda: float = Field(9.0, gt=0, allow_inf_nan=False)
-    # Size of the vectorised similarity A = norm(W1 |T - V'|² + b1) of eq. 2 (256 in the paper).
-    sim_dim: int = Field(256, ge=1)
 
 
 class LossConfig(Section):
@@ -207,9 +209,6 @@ class EvalConfig(Section):
     test_protocol: str = "all"
     batch_size: int = Field(512, ge=1)
     image_chunk: int = Field(512, ge=1)
-    # Interaction scorers (xattn): budget of a shard's largest intermediate, in elements; None = from
-    # the device (free memory on a GPU, the last-level cache on a CPU; itrlab.models.interaction).
-    shard_elements: int | None = Field(None, ge=1)
 
 
 class OutputConfig(Section):
@@ -225,7 +224,7 @@ class ExperimentConfig(Section):
     name: str
     seed: int = 0
     dataset: DatasetConfig
-    method: MethodConfig
+    method: MethodSection
     model: ModelConfig = Field(default_factory=ModelConfig)
     loss: LossConfig
     cooperative: CooperativeConfig | None = None
@@ -238,9 +237,13 @@ class ExperimentConfig(Section):
     def experiment_name(self) -> str:
         return self.tracking.experiment or self.name
 
+    def dump(self) -> dict[str, Any]:
+        """The config as plain data, keys as written in YAML (``method.lambda``, not ``lambda_``)."""
+        return self.model_dump(mode="json", by_alias=True)
+
     def flat(self) -> dict[str, str]:
         """The config flattened to dotted keys, as logged to MLflow params."""
-        return flatten(self.model_dump(mode="json"))
+        return flatten(self.dump())
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:

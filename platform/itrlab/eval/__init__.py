@@ -1,6 +1,6 @@
 """Evaluation: block-wise ranks of a whole split, recall tables, and the protocols.
 
-See DESIGN.md ("Evaluation"). The protocol is SCAN/VSE++'s: ``cpi`` (5) captions per image,
+See docs/evaluation.md. The protocol is SCAN/VSE++'s: ``cpi`` (5) captions per image,
 image->text takes the best rank of the image's captions, text->image ranks each caption
 against all images; R@1/5/10 both ways, rsum, medr, meanr, and DBL's MD. Scores come from a
 :data:`ScoreFn` called once per block of images, never per query.

@@ -1,7 +1,9 @@
-"""Retrieval losses: pure functions of batch similarity matrices (see DESIGN.md, "Contracts").
+"""Retrieval losses two or more papers share: pure functions of batch similarity matrices.
 
-Each loss is an ``nn.Module`` whose ``forward(sims: Similarities) -> LossOutput``; look one up
-by name with :func:`build_loss`.
+Each loss is an ``nn.Module`` whose ``forward(sims: Similarities) -> LossOutput`` (see
+``docs/architecture.md``, "Contracts"); look one up by name with :func:`build_loss`. A paper's own
+losses live in its package (``itrlab.methods.<paper>.losses``) and register themselves in the same
+registries when :mod:`itrlab.methods` is imported.
 """
 
 from .base import (
@@ -18,12 +20,6 @@ from .base import (
     positive_mask,
     positive_scores,
 )
-from .cooperative import CooperativeLoss, detached
-from .contrastive import (
-    ContrastiveMaxOfNegativesLoss,
-    ContrastiveSumOfNegativesLoss,
-    MultimodalNCELoss,
-)
 from .registry import (
     COOPERATIVE_LOSSES,
     LOSSES,
@@ -35,67 +31,22 @@ from .registry import (
     register_cooperative_loss,
     register_loss,
 )
-from .triplet import MaxOfHingesLoss, SumOfHingesLoss
-from .boosting import (
-    DBL_STRATEGIES,
-    AbsoluteMaxLoss,
-    AbsoluteSumLoss,
-    BoostingCombinationLoss,
-    BoostingLoss,
-    RelativeMaxLoss,
-    RelativeSumLoss,
-    build_dbl_strategy,
-)
-from .soft_margin import gamma_sa, gamma_sa_negative
-from .distillation import (
-    DinoLoss,
-    DinoStarLoss,
-    MutualLearningLoss,
-    RelationalDistanceLoss,
-    SoftDarkRankLoss,
-)
-from .projection import CMPMLoss, MaxPolynomialLoss
 from .schedule import WarmupLoss
-from .ascl import AsymmetrySensitiveLoss, AsymmetryTripletLoss  # noqa: F401  (registers ascl, ascl_triplet)
-from .dcl import DCLInstanceLoss, DCLLoss, MemoryDCLLoss, PrototypeClusterLoss  # noqa: F401  (registers dcl_i, dcl, mdcl, pgc)
+from .triplet import MaxOfHingesLoss, SumOfHingesLoss
 
 __all__ = [
-    "CMPMLoss",
-    "DinoLoss",
-    "DinoStarLoss",
-    "MaxPolynomialLoss",
-    "MutualLearningLoss",
-    "RelationalDistanceLoss",
-    "SoftDarkRankLoss",
-    "DBL_STRATEGIES",
-    "AbsoluteMaxLoss",
-    "AbsoluteSumLoss",
-    "BoostingCombinationLoss",
-    "BoostingLoss",
-    "RelativeMaxLoss",
-    "RelativeSumLoss",
-    "build_dbl_strategy",
-    "gamma_sa",
-    "gamma_sa_negative",
     "COOPERATIVE_LOSSES",
     "LOSSES",
-    "LossRegistry",
-    "build_cooperative_loss",
-    "cooperative_loss_param_names",
-    "register_cooperative_loss",
-    "register_loss",
-    "ContrastiveMaxOfNegativesLoss",
-    "CooperativeLoss",
-    "detached",
-    "ContrastiveSumOfNegativesLoss",
     "LossOutput",
+    "LossRegistry",
     "MaxOfHingesLoss",
-    "MultimodalNCELoss",
     "RetrievalLoss",
     "Similarities",
     "SumOfHingesLoss",
     "WarmupLoss",
+    "build_cooperative_loss",
     "build_loss",
+    "cooperative_loss_param_names",
     "hardest_negative",
     "hardest_negative_hinge",
     "hinge",
@@ -106,4 +57,6 @@ __all__ = [
     "negative_mask",
     "positive_mask",
     "positive_scores",
+    "register_cooperative_loss",
+    "register_loss",
 ]

@@ -1,6 +1,6 @@
 """Shared pieces of the retrieval losses: the similarity contract, masks and small helpers.
 
-Conventions (see DESIGN.md, "Similarity matrices"):
+Conventions (docs/architecture.md, "Contracts"):
 
 * ``i2t[i, j]`` is the similarity of the image of pair ``i`` and the caption of pair ``j``.
   Row ``i`` holds the candidates of image anchor ``i`` (caption retrieval, "i2t" direction);

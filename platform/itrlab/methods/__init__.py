@@ -1,17 +1,16 @@
-"""Training methods: encoders + losses + the step, looked up by name (``@register_method``)."""
+"""Training methods: encoders + losses + the step, looked up by name (``@register_method``).
+
+One package per paper holds its methods, losses, model parts and data helpers, and registers
+them on import; this list is the only place that names them.
+"""
 
 from itrlab.methods.base import Method, MethodModule, MethodSettings
 from itrlab.methods.context import BuildContext
-from itrlab.methods.cooperative import CooperativeMethod, ema_momentum
-from itrlab.methods.registry import METHODS, build_method, cooperative_loss, register_method
-from itrlab.methods.checks import check_method_config
-
-# the method modules register their names on import
 from itrlab.methods.dual import DualEncoderMethod
-from itrlab.methods.interaction import InteractionMethod
-from itrlab.methods.ascl import AsclMethod
-from itrlab.methods.coder import CoderMethod
+from itrlab.methods.registry import METHODS, SCHEMES, build_method, register_method, register_scheme
 
-__all__ = ["METHODS", "AsclMethod", "BuildContext", "CoderMethod", "CooperativeMethod", "DualEncoderMethod", "InteractionMethod", "Method",
-           "MethodModule", "MethodSettings", "build_method", "check_method_config", "cooperative_loss",
-           "ema_momentum", "register_method"]
+# the import list: each paper's package registers its methods, losses and schemes
+from itrlab.methods import vse, convse, dbl, xattn, coder, ascl  # noqa: E402,F401  isort: skip
+
+__all__ = ["METHODS", "SCHEMES", "BuildContext", "DualEncoderMethod", "Method", "MethodModule", "MethodSettings",
+           "build_method", "register_method", "register_scheme"]

@@ -9,9 +9,10 @@ score by matrix products; interaction methods score image-caption blocks in shar
 
 Life cycle of a method, and the hooks a subclass may override:
 
-1. ``validate_config(config)`` (classmethod) at config-check time: the method's own section
-   (``method.*`` keys, checked against ``settings``), and whatever else it cannot use. It builds
-   the task loss, so a bad loss parameter is a config error before anything starts.
+1. ``validate_config(config)`` (classmethod) at config-check time (:mod:`itrlab.assembly`, once per
+   run or trial): whatever the method cannot use. The ``method`` section is already typed by
+   ``settings``; the base class checks that the task loss reads only similarities the method
+   provides (``provided_similarities``).
 2. ``from_config(config, context)`` (classmethod): a fresh, randomly initialised method.
 3. ``prepare(context)``: initialisation from data, for a fresh method only (GloVe word vectors,
    concept vocabularies); never called on one loaded from a checkpoint.
@@ -24,10 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import ClassVar, Protocol
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ConfigDict, ValidationError
 from torch import Tensor, nn
 
-from itrlab.config.schema import ExperimentConfig, LossConfig
+from itrlab.config.loader import config_error_from_validation, config_error_from_value_error
+from itrlab.config.schema import ExperimentConfig, LossConfig, MethodSection
 from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn
@@ -63,21 +65,19 @@ def checked_task_loss(config: LossConfig) -> nn.Module:
     """:func:`build_task_loss`, with a bad parameter value reported as a ConfigError on ``loss.<key>``."""
     try:
         return build_task_loss(config)
-    except ValueError as err:
-        key = next((k for k in config.params() if str(err).startswith(k)), None)
-        raise ConfigError(f"loss.{key}" if key else "loss", config.params().get(key) if key else config.name,
-                          str(err)) from None
+    except (ValueError, TypeError) as err:
+        raise config_error_from_value_error("loss", config.params(), err, "loss.name", config.name) from None
+
+
+class MethodSettings(MethodSection):
+    """Base of a method package's settings: ``name: Literal[...]`` plus its own keys (no others)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
 
 
 def union(*names: Iterable[str]) -> tuple[str, ...]:
     """The names of all arguments, in first-seen order, once each."""
     return tuple(dict.fromkeys(n for group in names for n in group))
-
-
-class MethodSettings(BaseModel):
-    """Base of a method's own config keys (the ``method`` section beside ``name``): none by default."""
-
-    model_config = {"extra": "forbid"}
 
 
 class MethodModule(nn.Module):
@@ -92,32 +92,35 @@ class MethodModule(nn.Module):
     """
 
     name = "method"
-    settings: ClassVar[type[MethodSettings]] = MethodSettings  # the method's own keys
+    settings: ClassVar[type[MethodSettings]]  # the method section: name (a Literal) and the method's own keys
+    # what batch_similarities can hand a loss (Similarities field and extra names)
+    provides: ClassVar[frozenset[str]] = frozenset({"i2t", "image_ids", "i2i", "t2t"})
     loss: nn.Module  # the single-branch task loss, forward(Similarities) -> LossOutput
     text_lr: float | None = None  # learning rate of a pretrained text backbone (None: the main lr)
 
     # ------------------------------------------------------------------ building
 
     @classmethod
-    def validate_config(cls, config: ExperimentConfig) -> None:
-        """Raise ConfigError for a config this method cannot train (its section, its loss)."""
-        cls.method_settings(config)
-        checked_task_loss(config.loss)
+    def validate_config(cls, config: ExperimentConfig, loss: nn.Module) -> None:
+        """Raise ConfigError for a config this method cannot train; ``loss`` is the built task loss.
+
+        The base check: the loss reads only similarities this method provides (``provides``).
+        """
+        missing = [name for name in getattr(loss, "requires", ()) if name not in cls.provides]
+        if missing:
+            raise ConfigError("loss.name", config.loss.name,
+                              f"method '{config.method.name}' gives its losses {', '.join(sorted(cls.provides))}; "
+                              f"loss '{config.loss.name}' also needs {', '.join(missing)}")
 
     @classmethod
     def method_settings(cls, config: ExperimentConfig) -> MethodSettings:
-        """The ``method`` section's own keys, validated by ``settings`` (errors name ``method.<key>``)."""
+        """The ``method`` section typed by ``settings`` (already so in an assembled config)."""
+        if isinstance(config.method, cls.settings):
+            return config.method
         try:
-            return cls.settings.model_validate(config.method.params())
+            return cls.settings.model_validate(config.method.model_dump(by_alias=True))
         except ValidationError as err:
-            first = err.errors()[0]
-            key = ".".join(str(p) for p in first["loc"])
-            if first["type"] == "extra_forbidden":
-                known = ", ".join(sorted(cls.settings.model_fields)) or "none"
-                allowed = f"unknown key for method '{config.method.name}'; its keys: {known}"
-            else:
-                allowed = first["msg"].removeprefix("Value error, ")
-            raise ConfigError(f"method.{key}", first.get("input"), allowed) from None
+            raise config_error_from_validation(err, cls.settings, prefix="method.") from None
 
     @classmethod
     def check_data(cls, config: ExperimentConfig, summary) -> None:

@@ -1,4 +1,7 @@
-"""Dual-encoder methods: VSE, VSE++, MVN, ConVSE and ConVSE++ differ only in the loss and the head.
+"""The dual encoder as a method: images and captions embedded apart, scored by one matrix product.
+
+VSE, VSE++ (:mod:`itrlab.methods.vse`), MVN, ConVSE and ConVSE++ (:mod:`itrlab.methods.convse`)
+differ only in the loss and the head; CODER builds on it.
 
 | method   | loss                                   | projection head |
 |----------|----------------------------------------|-----------------|
@@ -25,7 +28,6 @@ from itrlab.eval import ScoreFn, dense_score_fn
 from itrlab.losses import Similarities
 from itrlab.methods.base import MethodModule, build_task_loss
 from itrlab.methods.context import BuildContext
-from itrlab.methods.registry import register_method
 from itrlab.models import DualEncoder
 from itrlab.models.text_factory import TextEncoderSpec
 
@@ -36,7 +38,6 @@ def text_encoder_spec(text: TextEncoderConfig) -> TextEncoderSpec:
                            pooling=text.pooling, glove=text.glove, bert_path=text.bert_path, freeze=text.freeze)
 
 
-@register_method("vse", "vsepp", "mvn", "convse", "convsepp")
 class DualEncoderMethod(MethodModule):
     name = "dual"
 

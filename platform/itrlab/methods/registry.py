@@ -1,24 +1,20 @@
 """Methods by name (the names a config's ``method.name`` may take), and how a config builds one.
 
 Method classes register themselves with ``@register_method("name", ...)``; one class may serve
-several names (the dual encoders differ only in their config). :func:`check_method_config` is the
-config-time check of everything the method layer knows (method, loss and cooperative names and
-parameters); :func:`build_method` builds a validated config's method, wrapped in its cooperative
-scheme when it has one.
+several names (the dual encoders differ only in their config). A *scheme* wraps a method in
+branches (DBL's cooperative scheme, the ``cooperative`` config section): its package registers it
+with :func:`register_scheme`, so this module names no paper's classes. :func:`build_method` builds
+an assembled config's method, wrapped in its scheme when the config has one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from dataclasses import dataclass
 
 from itrlab.config import ExperimentConfig
-from itrlab.config.schema import CooperativeConfig
-from itrlab.losses import CooperativeLoss, build_cooperative_loss
-from itrlab.losses.boosting import build_dbl_strategy
 from itrlab.methods.base import MethodModule
 from itrlab.methods.context import BuildContext
-from itrlab.methods.cooperative import CooperativeMethod
 
 
 class MethodRegistry(Mapping):
@@ -45,31 +41,49 @@ class MethodRegistry(Mapping):
     def __len__(self) -> int:
         return len(self._classes)
 
+    def settings_models(self) -> tuple[type, ...]:
+        """The distinct settings classes of the registered methods (the ``method`` section's union)."""
+        return tuple(dict.fromkeys(cls.settings for cls in self._classes.values()))
+
 
 METHODS = MethodRegistry()
 register_method = METHODS.register
 
 
-def cooperative_loss(cooperative: CooperativeConfig | None) -> CooperativeLoss | None:
-    """The cooperative loss a config section asks for, or None (no section, or DBL's row A).
+@dataclass(frozen=True)
+class Scheme:
+    """A wrapper of any method, used when its config ``section`` is set (not None).
 
-    A DBL ``strategy`` letter (Table IV) fixes the loss and its flags; ``gamma`` and ``alpha``
-    written beside it set the margins. Otherwise ``loss`` names any cooperative loss.
+    ``check(config)`` raises ConfigError for a section it cannot run (at assembly); ``build(config,
+    make_branch, context)`` returns the wrapped method, calling ``make_branch()`` for each fresh branch.
     """
-    if cooperative is None:
-        return None
-    if cooperative.strategy is not None:
-        return build_dbl_strategy(cooperative.strategy, **cooperative.params())
-    return build_cooperative_loss(cooperative.loss, **cooperative.params())
+
+    section: str
+    check: Callable[[ExperimentConfig], None]
+    build: Callable[[ExperimentConfig, Callable[[], MethodModule], BuildContext], MethodModule]
+
+
+SCHEMES: dict[str, Scheme] = {}
+
+
+def register_scheme(scheme: Scheme) -> Scheme:
+    if scheme.section in SCHEMES:
+        raise ValueError(f"a scheme for config section {scheme.section!r} is registered twice")
+    SCHEMES[scheme.section] = scheme
+    return scheme
+
+
+def scheme_of(config: ExperimentConfig) -> Scheme | None:
+    """The scheme whose config section ``config`` sets, if any."""
+    return next((s for s in SCHEMES.values() if getattr(config, s.section, None) is not None), None)
 
 
 def build_method(config: ExperimentConfig, context: BuildContext | None = None, *,
                  vocab_size: int | None = None, feature_dim: int | None = None) -> MethodModule:
-    """The method of ``config``, prepared from ``context``, wrapped in its cooperative scheme if any.
+    """The method of ``config``, prepared from ``context``, wrapped in its scheme if any.
 
     Without a context (unit tests), ``vocab_size`` and ``feature_dim`` make a bare one. Every
-    branch built fresh is prepared (GloVe ...); an OAS anchor loaded from a checkpoint keeps the
-    weights it was trained to.
+    branch built fresh is prepared (GloVe ...).
     """
     if context is None:
         if vocab_size is None or feature_dim is None:
@@ -82,17 +96,5 @@ def build_method(config: ExperimentConfig, context: BuildContext | None = None, 
         branch.prepare(context)
         return branch
 
-    loss = cooperative_loss(config.cooperative)
-    if loss is None:
-        return make_branch()
-    cooperative = config.cooperative
-    checkpoint = cooperative.anchor_checkpoint
-    if cooperative.scenario == "oas" and checkpoint is None:
-        if context.train_anchor is None:
-            raise ValueError("the oas scenario needs cooperative.anchor_checkpoint, or a trainer to train the anchor")
-        checkpoint = Path(context.train_anchor(config.model_copy(update={"cooperative": None})))
-    return CooperativeMethod.build(
-        make_branch, loss, cooperative.scenario,
-        branches=cooperative.branches, weight=cooperative.weight,
-        ema=(cooperative.ema.start, cooperative.ema.end), anchor_checkpoint=checkpoint,
-    )
+    scheme = scheme_of(config)
+    return make_branch() if scheme is None else scheme.build(config, make_branch, context)

@@ -14,7 +14,7 @@ import torch
 
 from itrlab.config.loader import config_dir
 from itrlab.errors import UserInputError
-from itrlab.sweep.spec import SweepSpec
+from itrlab.config.sweep import SweepSpec
 
 LOOPBACK = "127.0.0.1"
 RESOURCE_WAIT_ENV = "ITRLAB_RESOURCE_WAIT_S"  # how long a sweep on a cluster waits for room for one trial

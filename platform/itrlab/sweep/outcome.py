@@ -13,9 +13,10 @@ from typing import Any
 
 from ray import tune
 
-from itrlab.sweep.spec import SweepSpec
-from itrlab.sweep.summary import TrialRow
-from itrlab.sweep.trial import INPUT_ERROR, TRIAL_TAG, failure_reason
+from itrlab.config.sweep import SweepSpec
+from itrlab.report.summary import TrialRow
+from itrlab.errors import failure_reason
+from itrlab.sweep.trial import INPUT_ERROR, TRIAL_TAG
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker
 
 UNFINISHED = ("interrupted", "not started")

@@ -3,7 +3,7 @@
 MLflow layout: one experiment per sweep definition (its ``name``), one parent run per invocation
 (reused by ``--resume``), one child run per trial (tagged with the trial id, so a restarted trial
 finds its run again). On the parent: the trials ranked by the objective, the best config, and,
-for grids with a ``table`` section, the grid pivoted into the paper's layout (:mod:`itrlab.sweep.pivot`:
+for grids with a ``table`` section, the grid pivoted into the paper's layout (:mod:`itrlab.report.pivot`:
 means over seeds with 95% intervals, differences to the baseline row, and the published numbers where
 the data and protocol are the paper's).
 
@@ -34,18 +34,18 @@ import ray
 from ray import tune
 
 from itrlab.config import compose
-from itrlab.config.checks import check_data
-from itrlab.errors import ItrlabError, UserInputError
+from itrlab.assembly import check_experiment
+from itrlab.errors import ItrlabError, UserInputError, failure_reason
 from itrlab.files import check_writable_dir, file_lock
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
-from itrlab.sweep.spec import SweepSpec, check_sweep_keys, check_table_rows
-from itrlab.sweep.pivot import best_by_mean, compact_pivot, pivot, pivot_note
-from itrlab.sweep.plots import plot_curves, plot_pivot
-from itrlab.sweep.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
-from itrlab.sweep.trial import TrialContext, failure_reason, trial_config
+from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
+from itrlab.report.pivot import best_by_mean, compact_pivot, pivot, pivot_note
+from itrlab.report.plots import plot_curves, plot_pivot
+from itrlab.report.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
+from itrlab.sweep.trial import TrialContext, trial_config
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
 from itrlab.train.experiment import generate_if_synthetic
 
@@ -86,10 +86,11 @@ def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> None:
     """Validate every grid point (or the corners of the search space) before anything starts."""
     points = spec.search_corners() if spec.optuna else spec.grid_points()
     configs = [trial_config(tree, point) for point in points]
-    check_data(configs[0])
+    check_experiment(configs[0])
     for config in configs[1:]:
-        if config.dataset != configs[0].dataset or config.train.batch_size > configs[0].train.batch_size:
-            check_data(config)
+        if config.dataset != configs[0].dataset or config.train.batch_size > configs[0].train.batch_size \
+                or config.method != configs[0].method:
+            check_experiment(config)
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:

@@ -27,10 +27,10 @@ from typing import Any, Callable
 
 from ray import tune
 
-from itrlab.config import validate
+from itrlab.assembly import check_config
 from itrlab.config.loader import set_path
-from itrlab.errors import UserInputError
-from itrlab.sweep.summary import VARIANT, label
+from itrlab.errors import UserInputError, failure_reason
+from itrlab.config.sweep import VARIANT, label
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
 from itrlab.train.experiment import MLFLOW_FILE
@@ -64,7 +64,7 @@ def trial_config(base_tree: dict[str, Any], params: dict[str, Any]):
                     set_path(tree, path.split("."), setting)
         else:
             set_path(tree, key.split("."), value)
-    return validate(tree)
+    return check_config(tree)
 
 
 class EpochReporter:
@@ -120,19 +120,12 @@ def reuse_child_run(tracker: MlflowTracker, run_dir: Path, trial_id: str, parent
         (run_dir / MLFLOW_FILE).write_text(json.dumps({"run_id": existing, "tracking_uri": tracker.tracking_uri}))
 
 
-def failure_reason(err: BaseException) -> str:
-    """One line for a person: the message of an itrlab error, else the exception's type and first line."""
-    if isinstance(err, UserInputError):
-        return str(err)
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
-
-
 def record_failure(tracker: MlflowTracker | None, run_dir: Path, reason: str, run_name: str,
                    parent_run_id: str | None) -> None:
-    """Leave ``reason`` on the trial's MLflow run and end it FAILED; a trial that failed before its
-    run started (bad data, say) gets a run all the same, so that MLflow shows why it failed."""
-    if tracker is None:
+    """A trial that failed before its MLflow run started (bad data, say) gets a run all the same, ended
+    FAILED with ``reason``, so that MLflow shows why it failed (a started run was ended by
+    :meth:`MlflowTracker.ending` inside ``run_experiment``)."""
+    if tracker is None or (tracker.run_id is not None and tracker.status() != "RUNNING"):
         return
     try:
         if tracker.run_id is None:

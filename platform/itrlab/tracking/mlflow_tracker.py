@@ -37,7 +37,7 @@ from mlflow.entities import Dataset as MlflowDataset
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 
-from itrlab.errors import UserInputError
+from itrlab.errors import UserInputError, failure_reason
 from itrlab.files import check_writable_dir, file_lock
 
 if TYPE_CHECKING:  # only for annotations: the store check runs before torch is imported
@@ -234,6 +234,31 @@ class MlflowTracker:
         has ended already (a training loop ends its own run when it fails)."""
         self.set_tags({STOP_REASON_TAG: reason.splitlines()[0] if reason.strip() else status})
         self.end_if_running(status)
+
+    @contextlib.contextmanager
+    def ending(self, interrupted: str = "interrupted (Ctrl-C)") -> Iterator[None]:
+        """The one owner of how this tracker's run ends, however the block ends: FINISHED (if still
+        RUNNING), KILLED on Ctrl-C (``interrupted`` as the reason), FAILED with the error's first line
+        in ``itrlab.stop_reason``. A run ended already (a sweep driver ends its trials' runs KILLED
+        when interrupted) keeps its status. MLflow failing too never hides the block's own error."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self._settle("KILLED", interrupted)
+            raise
+        except BaseException as err:
+            self._settle("FAILED", failure_reason(err))
+            raise
+        if self.run_id is not None:
+            self.end_if_running("FINISHED")
+
+    def _settle(self, status: str, reason: str) -> None:
+        if self.run_id is None:
+            return
+        try:
+            self.stop(status, reason)
+        except Exception as err:  # the block's own error is the one to show
+            print(f"itrlab: could not end the MLflow run {status}: {failure_reason(err)}", file=sys.stderr)
 
     def status(self, run_id: str | None = None) -> str | None:
         """The status (RUNNING, FINISHED, FAILED, KILLED) of ``run_id`` (default: this tracker's run)."""

@@ -14,6 +14,7 @@ directory::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -25,7 +26,8 @@ import torch
 import yaml
 
 from itrlab.config import ExperimentConfig
-from itrlab.config.checks import check_data, synthetic_spec_of
+from itrlab.assembly import Experiment, check_experiment
+from itrlab.config.checks import synthetic_spec_of
 from itrlab.data import generate_synthetic, open_precomp
 from itrlab.data.precomp import fingerprint
 from itrlab.data.tokenizers import build_text_tokenizer, load_text_tokenizer
@@ -190,18 +192,21 @@ def device_hours(device: torch.device, world_size: int, seconds: float) -> dict[
     return {"cpu_hours": seconds * world_size * torch.get_num_threads() / 3600}
 
 
-def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
+def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
                    tracker: MlflowTracker | None = None, parent_run_id: str | None = None,
                    run_name: str | None = None, rank: int = 0, world_size: int = 1,
                    device: torch.device | None = None) -> RunResult:
     """Train (or continue training in ``run_dir``), then evaluate the best checkpoint on test once.
 
-    ``device`` overrides ``train.device`` (a Ray Train worker passes the GPU Ray gave it).
+    ``experiment``: an assembled experiment (:func:`itrlab.assembly.assemble`), or a config whose data
+    is checked here. ``device`` overrides ``train.device`` (a Ray Train worker passes the GPU Ray gave it).
     """
-    check_data(config)
+    if not isinstance(experiment, Experiment):
+        experiment = check_experiment(experiment)
+    config = experiment.config
     device = device or resolve_device(config.train.device)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.dump(), sort_keys=False))
     data = prepare_data(config, run_dir)
 
     seed_everything(config.seed)
@@ -225,7 +230,7 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
         # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
         # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
         callbacks.insert(0, MlflowEpochLogger(tracker))
-    try:
+    with tracker.ending() if tracker is not None else contextlib.nullcontext():
         trainer = Trainer(config, method, data, run_dir, callbacks, rank=rank, world_size=world_size, device=device)
         if trainer.resumed_from_epoch:
             print(f"resuming {run_dir} after epoch {trainer.resumed_from_epoch}", flush=True)
@@ -238,14 +243,5 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, callbacks: list[E
             seconds = time.perf_counter() - started
             tracker.log_final_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum,
                                        "train_seconds": seconds, **device_hours(trainer.device, world_size, seconds)})
-            tracker.end("FINISHED")
-    except KeyboardInterrupt:
-        if tracker is not None:
-            tracker.end_if_running("KILLED")
-        raise
-    except BaseException:
-        if tracker is not None:
-            tracker.end_if_running("FAILED")
-        raise
     return RunResult(run_dir, test, state.best_epoch, state.best_rsum, run_id,
                      tracker.ui_hint() if tracker is not None else None, time.perf_counter() - started)

@@ -7,7 +7,7 @@ encoders and similarity matrices) and the evaluation's encoding and scoring unde
 ``torch.amp.GradScaler`` so that small gradients do not underflow.
 
 Losses are computed in float32, for every method, in one place: :meth:`MixedPrecision.attach`
-gives each loss module of the method (every module defined under :mod:`itrlab.losses`, nested ones
+gives each loss module of the method (every registered loss, nested ones
 such as a warm-up's two losses included) a forward pre-hook that casts the floating tensors of its
 :class:`~itrlab.losses.Similarities` arguments (``i2t``, ``i2i``, ``t2t`` and the extras: memory-bank
 similarities, cluster logits ...) to float32. The losses themselves are element-wise and reductions
@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from itrlab.eval import ScoreFn
-from itrlab.losses import Similarities
+from itrlab.losses import COOPERATIVE_LOSSES, LOSSES, Similarities
 from itrlab.train.device import resolve_precision
 
 _HOOKED = "_itrlab_float32_loss_hook"
@@ -52,8 +52,10 @@ def _cast_loss_inputs(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tup
 
 
 def loss_modules(method: nn.Module) -> list[nn.Module]:
-    """The method's loss modules: those whose class is defined under :mod:`itrlab.losses`."""
-    return [m for m in method.modules() if type(m).__module__.startswith("itrlab.losses")]
+    """The method's loss modules: those of a registered loss class (any paper's package), and the
+    shared ones defined under :mod:`itrlab.losses` (the warm-up wrapper)."""
+    registered = {*LOSSES.values(), *COOPERATIVE_LOSSES.values()}
+    return [m for m in method.modules() if type(m) in registered or type(m).__module__.startswith("itrlab.losses")]
 
 
 class MixedPrecision:

@@ -1,0 +1,1 @@
+"""Benchmarks behind `jobs/bench_*.py`: each prints a ratio against a baseline measured in the same run."""

@@ -1,0 +1,289 @@
+"""Sweep definitions: a YAML file under ``configs/sweeps/`` describing a set of training runs.
+
+A sweep names a base experiment and either a **grid** (ablation tables: every combination of the
+listed values, times ``seeds``; Hydra-style) or an **Optuna search space** (uniform, loguniform,
+int, choice; a number of trials; a seed). The two notions stay separate because Optuna's searcher
+rejects Tune grids. Keys are dotted config paths, as in command-line overrides::
+
+    name: dbl_table4
+    experiment: dbl_synthetic_small
+    overrides: [train.epochs=6]
+    grid: {cooperative.strategy: [A, B, C, D, E, F, G, H, I]}
+    seeds: [0, 1, 2]
+    objective: {metric: rsum, mode: max}
+    table: {rows: [cooperative.strategy], paper: dbl_table4}
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from itrlab.config.loader import config_error_from_validation, config_dir, did_you_mean, read_yaml
+from itrlab.config.schema import Section
+from itrlab.errors import ConfigError
+
+
+VARIANT = "variant"  # grid key whose values are named sets of overrides: {name: "+M-DCL", method.mdcl: true, ...}
+
+
+def label(value: Any, key: str = "") -> Any:
+    """A grid value of ``key`` as a table cell: a named variant (any value of the ``variant`` key, a
+    ``name`` alone: the base experiment itself, or a ``name`` with dotted overrides) by its name,
+    other dict values (whole sections) as ``key=value`` pairs, ``None`` (a section switched off,
+    such as ``cooperative: null``) as ``none``."""
+    if value is None:
+        return "none"
+    if isinstance(value, dict) and "name" in value and (key == VARIANT or set(value) == {"name"}
+                                                          or any("." in str(k) for k in value)):
+        return value["name"]
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items())
+    return value
+
+
+def row_key(values: dict[str, Any], keys: list[str]) -> tuple:
+    """The cells of the pivot row that a grid point or a trial's params (``values``) falls in."""
+    return tuple(label(values.get(key), key) for key in keys)
+
+
+def row_label(values) -> str:
+    """The label of a pivot row from its keys' cell values (``"oss / F"``): how published tables and
+    ``table.baseline`` name rows."""
+    return " / ".join(str(value) for value in values)
+
+
+class SearchDimension(Section):
+    """One Optuna dimension: ``uniform``/``loguniform`` (low, high), ``int`` (low, high inclusive), ``choice`` (values)."""
+
+    type: Literal["uniform", "loguniform", "int", "choice"]
+    low: float | None = None
+    high: float | None = None
+    values: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "SearchDimension":
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("a choice dimension needs a non-empty 'values' list")
+        elif self.low is None or self.high is None or not self.low < self.high:
+            raise ValueError(f"a {self.type} dimension needs low < high")
+        elif self.type == "loguniform" and self.low <= 0:
+            raise ValueError("a loguniform dimension needs low > 0")
+        return self
+
+    def corners(self) -> list[Any]:
+        """Values that exercise the extremes of the dimension (validated before the sweep starts)."""
+        if self.type == "choice":
+            return list(self.values)
+        if self.type == "int":
+            return [int(self.low), int(self.high)]
+        return [self.low, self.high]
+
+
+class OptunaSpec(Section):
+    space: dict[str, SearchDimension]
+    num_trials: int = Field(ge=1)
+    seed: int = 0
+
+
+class Objective(Section):
+    metric: str = "rsum"  # the validation metric reported every epoch
+    mode: Literal["max", "min"] = "max"
+
+
+class Resources(Section):
+    cpu: float = Field(1.0, gt=0)
+    gpu: float = Field(0.0, ge=0)  # fractions only for single-worker trials (NCCL needs whole GPUs)
+
+
+class AshaSpec(Section):
+    grace_period: int = Field(1, ge=1)
+    reduction_factor: float = Field(2.0, gt=1)
+
+
+class TableSpec(Section):
+    """The parent run's pivot (:mod:`itrlab.report.pivot`): one row per combination of ``rows`` keys, the
+    mean over seeds with its 95% interval, and the difference to the ``baseline`` row with its interval."""
+
+    rows: list[str]
+    columns: list[str] = Field(default_factory=lambda: ["test_i2t_R1", "test_i2t_R5", "test_t2i_R1", "test_t2i_R5", "test_rsum", "test_md"])
+    # configs/paper/<name>.yaml: published numbers, shown beside ours only on the paper's data and protocol
+    paper: str | None = None
+    baseline: str | None = None  # the row the others are compared with, by its label ("A", "BTR"); default: the first
+
+
+class SweepSpec(Section):
+    name: str
+    description: str = ""
+    experiment: str
+    overrides: list[str] = Field(default_factory=list)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    optuna: OptunaSpec | None = None
+    objective: Objective = Field(default_factory=Objective)
+    concurrency: int = Field(1, ge=1)
+    resources: Resources = Field(default_factory=Resources)
+    num_workers: int = Field(1, ge=1)
+    # auto: one-worker trials train in the trial process, several workers in a TorchTrainer;
+    # torch: always a TorchTrainer (DDP) inside the trial
+    trainer: Literal["auto", "torch"] = "auto"
+    max_failures: int = Field(1, ge=0)
+    asha: AshaSpec | None = None
+    table: TableSpec | None = None
+
+    @model_validator(mode="after")
+    def _grid_or_search(self) -> "SweepSpec":
+        if self.optuna is not None and self.grid:
+            raise ValueError("a sweep has either a grid or an optuna search space, not both "
+                             "(Optuna's searcher rejects Tune grids); write two sweep files")
+        for key, values in self.grid.items():
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"grid key '{key}' needs a non-empty list of values")
+        if self.resources.gpu % 1 and (self.num_workers > 1 or self.resources.gpu > 1):
+            raise ValueError("fractional GPUs break NCCL for multi-worker trials: use whole GPUs, or at most "
+                             "one GPU for a one-worker trial")
+        return self
+
+    @property
+    def workers(self) -> tuple[int, float, float]:
+        """(workers, CPUs per worker, GPUs per worker) of each trial.
+
+        A one-worker trial that asks for k > 1 GPUs trains as k DDP workers of one GPU each (its
+        CPUs split among them): one process cannot use several GPUs.
+        """
+        if self.num_workers == 1 and self.resources.gpu > 1:
+            count = int(self.resources.gpu)
+            return count, self.resources.cpu / count, 1.0
+        return self.num_workers, self.resources.cpu, self.resources.gpu
+
+    def with_settings(self, settings: dict[str, Any], labels: dict[str, str] | None = None) -> "SweepSpec":
+        """The spec with command-line settings applied, re-validated.
+
+        ``settings`` maps dotted spec keys (``resources.cpu``, ``resources.gpu``, ``concurrency``) to
+        values; ``None`` values are left as the sweep file has them. An error names the key's label
+        (the command-line flag that set it) when ``labels`` has one.
+        """
+        given = {key: value for key, value in settings.items() if value is not None}
+        if not given:
+            return self
+        data = self.model_dump()
+        for key, value in given.items():
+            *parents, leaf = key.split(".")
+            node = data
+            for part in parents:
+                node = node[part]
+            node[leaf] = value
+        try:
+            return SweepSpec.model_validate(data)
+        except ValidationError as err:
+            error = config_error_from_validation(err, SweepSpec)
+            label = (labels or {}).get(error.field)
+            if label is not None:
+                error = ConfigError(f"{label} ({error.field})", error.value, error.allowed, error.hint)
+            raise error from None
+
+    def grid_points(self) -> list[dict[str, Any]]:
+        """Every combination of the grid's values, times the seeds (each a dict of dotted overrides)."""
+        keys = list(self.grid)
+        points = []
+        for values in itertools.product(*(self.grid[k] for k in keys)):
+            for seed in self.seeds:
+                points.append({**dict(zip(keys, values)), "seed": seed})
+        return points
+
+    def search_corners(self) -> list[dict[str, Any]]:
+        """One point per extreme value of each Optuna dimension (the others at their first corner)."""
+        space = self.optuna.space
+        first = {key: dim.corners()[0] for key, dim in space.items()}
+        points = [dict(first, seed=self.seeds[0])]
+        for key, dim in space.items():
+            points += [dict(first, **{key: value}, seed=self.seeds[0]) for value in dim.corners()[1:]]
+        return points
+
+
+def objective_metrics() -> list[str]:
+    """What ``objective.metric`` may name: the validation metrics every epoch reports, and the loss."""
+    from itrlab.eval import METRIC_NAMES
+
+    return [*METRIC_NAMES.values(), "loss"]
+
+
+def table_columns() -> list[str]:
+    """What ``table.columns`` may name: the final test table (``test_*``), the last validation table,
+    and the best epoch's validation rsum."""
+    from itrlab.eval import METRIC_NAMES
+
+    return [*(f"test_{m}" for m in METRIC_NAMES.values()), *METRIC_NAMES.values(), "best_val_rsum", "best_epoch"]
+
+
+def papers() -> list[str]:
+    return sorted(p.stem for p in (config_dir() / "paper").glob("*.yaml"))
+
+
+def check_sweep_keys(spec: SweepSpec, prefix: str = "") -> None:
+    """The names a sweep uses that the schema cannot check: the objective's metric, the table's columns
+    and paper. Checked before Ray starts (Tune would only fail after training, or after the whole sweep)."""
+    metrics = objective_metrics()
+    if spec.objective.metric not in metrics:
+        raise ConfigError(f"{prefix}objective.metric", spec.objective.metric,
+                          f"a validation metric reported every epoch: {', '.join(metrics)}",
+                          did_you_mean(spec.objective.metric, metrics))
+    if spec.table is None:
+        return
+    columns = table_columns()
+    for column in spec.table.columns:
+        if column not in columns:
+            raise ConfigError(f"{prefix}table.columns", column, f"columns are metrics of a trial: {', '.join(columns)}",
+                              did_you_mean(column, columns))
+    if spec.table.paper is not None:
+        known = papers()
+        if spec.table.paper not in known:
+            raise ConfigError(f"{prefix}table.paper", spec.table.paper,
+                              f"published tables under {config_dir() / 'paper'}: {', '.join(known) or 'none'}",
+                              did_you_mean(spec.table.paper, known))
+
+
+def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
+    """``table.rows`` name keys of the grid (or ``seed``): another key gives a column of '-'. Checked
+    after the grid's own keys (a misspelt grid key is the error to report first)."""
+    if spec.table is None or spec.optuna is not None:  # Optuna sweeps get no pivot
+        return
+    keys = [*spec.grid, "seed"]
+    for key in spec.table.rows:
+        if key not in keys:
+            raise ConfigError(f"{prefix}table.rows", key, f"rows are keys of the sweep's grid: {', '.join(keys)}",
+                              did_you_mean(key, keys))
+    if spec.table.baseline is not None:
+
+        labels = list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))
+        if spec.table.baseline not in labels:
+            raise ConfigError(f"{prefix}table.baseline", spec.table.baseline,
+                              f"the label of a row of the pivot: {', '.join(labels)}",
+                              did_you_mean(spec.table.baseline, labels))
+
+
+def resolve_sweep_path(sweep: str | Path) -> Path:
+    path = Path(sweep)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    folder = config_dir() / "sweeps"
+    candidate = folder / f"{sweep}.yaml"
+    if candidate.is_file():
+        return candidate
+    known = sorted(p.stem for p in folder.glob("*.yaml"))
+    raise ConfigError("sweep", str(sweep), f"known sweeps: {', '.join(known)}", did_you_mean(str(sweep), known))
+
+
+def load_sweep(sweep: str | Path) -> SweepSpec:
+    """Read and validate a sweep file (name under configs/sweeps/ or a path)."""
+    path = resolve_sweep_path(sweep)
+    try:
+        spec = SweepSpec.model_validate(read_yaml(path, "sweep"))
+    except ValidationError as err:
+        raise config_error_from_validation(err, SweepSpec, prefix=f"{path.name}: ") from None
+    check_sweep_keys(spec, prefix=f"{path.name}: ")
+    return spec

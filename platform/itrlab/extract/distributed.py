@@ -1,0 +1,224 @@
+"""Feature extraction across a Ray cluster when there is one, in this process otherwise.
+
+The job of :mod:`itrlab.extract.features` (same plan, chunks, shards, resume and assembly) with the
+pending chunks computed by Ray tasks: each task gets one chunk's image bytes (read by the driver,
+so the workers need no access to the image folder), encodes them with EfficientNet-Lite0 (loaded
+once per worker process) using ``cpus_per_task`` torch threads, and returns the chunk's features;
+the driver writes each shard as its task finishes and assembles the output at the end. At most
+two tasks per available worker slot are in flight, so the driver never holds more than a few
+chunks of image bytes.
+
+Ray is used when ``--ray`` is passed or ``RAY_ADDRESS`` is set (``--no-ray`` overrides both); the
+driver connects to ``RAY_ADDRESS``, or starts a local Ray instance, unless Ray is already
+initialised in this process. This is the only module of itrlab that imports ray, and only when
+it is used.
+
+Command line (``python jobs/extract_features.py --help``)::
+
+    python jobs/extract_features.py --images DIR --captions captions.json --out data/coco_mini_precomp \\
+        --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--skip-bad] [--pad-captions] \\
+        [--batch-size 16] [--chunk-size 256] [--ray]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from itrlab.extract import features as extract
+from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
+from itrlab.extract.features import Chunk, ChunkResult, ExtractOptions, Plan, RunStats
+from itrlab.errors import ItrlabError, UserInputError, report
+
+DEFAULT_OUT = Path("data/coco_mini_precomp")
+
+_WORKER_ENCODER: dict[str, Any] = {}  # one encoder per Ray worker process, by device
+
+
+def ray_requested(flag: bool | None) -> bool:
+    """``--ray`` (True), ``--no-ray`` (False), or None: use Ray when ``RAY_ADDRESS`` is set."""
+    if flag is not None:
+        return flag
+    return bool(os.environ.get("RAY_ADDRESS"))
+
+
+def _chunk_task(chunk: Chunk, sources: list[extract.ImageSource], batch_size: int, dtype: str,
+                threads: int, device: str) -> tuple[ChunkResult, float]:
+    """A Ray task: encode one chunk; returns the result and the seconds spent loading the model."""
+    import torch
+
+    torch.set_num_threads(threads)
+    load = 0.0
+    encoder = _WORKER_ENCODER.get(device)
+    if encoder is None:
+        start = time.perf_counter()
+        encoder = _WORKER_ENCODER[device] = extract.ImageEncoder(device)
+        load = time.perf_counter() - start
+    return extract.encode_chunk(chunk, sources, encoder, batch_size, dtype), load
+
+
+def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
+    """Compute the pending chunks as Ray tasks and write their shards here, as they finish."""
+    try:
+        import ray
+    except ImportError:
+        raise UserInputError("--ray: ray is not installed (pip install 'ray[default]')") from None
+
+    options = plan.options
+    started_ray = False
+    if not ray.is_initialized():
+        address = os.environ.get("RAY_ADDRESS") or None
+        try:  # "local": a Ray of its own, even where `ray start --head` runs on this machine
+            ray.init(address=address or "local", logging_level="WARNING", log_to_driver=True)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ItrlabError(f"cannot connect to the Ray cluster at {address or '(a new local instance)'}: {exc}") from None
+        started_ray = True
+    try:
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        slots = max(1, cpus // cpus_per_task)
+        stats = RunStats("ray", min(slots, max(1, len(plan.pending))), cpus_per_task)
+        if not plan.pending:
+            return stats
+        gpus = 1 if options.device.startswith("cuda") else 0
+        task = ray.remote(num_cpus=cpus_per_task, num_gpus=gpus, max_retries=2)(_chunk_task)
+        queue = list(plan.pending)
+        in_flight: dict[Any, Chunk] = {}
+        start = time.perf_counter()
+        try:
+            with extract.progress_bar(plan) as bar:
+                while queue or in_flight:
+                    while queue and len(in_flight) < 2 * slots:
+                        chunk = queue.pop(0)
+                        sources = [extract.read_source(plan.images_dir, image) for image in chunk.images]
+                        ref = task.remote(chunk, sources, options.batch_size, options.dtype, cpus_per_task,
+                                          options.device)
+                        in_flight[ref] = chunk
+                    done, _ = ray.wait(list(in_flight), num_returns=1)
+                    chunk = in_flight.pop(done[0])
+                    try:
+                        result, load = ray.get(done[0])
+                    except ray.exceptions.RayError as exc:
+                        raise ItrlabError(f"Ray task for chunk {chunk.name} failed: {exc}") from None
+                    extract.store_result(plan, chunk, result)
+                    stats.load_seconds = max(stats.load_seconds, load)
+                    stats.images += len(chunk.images)
+                    bar.update(len(chunk.images))
+        finally:
+            for ref in in_flight:
+                ray.cancel(ref)
+        stats.encode_seconds = time.perf_counter() - start
+        return stats
+    finally:
+        if started_ray:
+            ray.shutdown()
+
+
+def extract_dataset(options: ExtractOptions, use_ray: bool | None = None, cpus_per_task: int = 1,
+                    log=lambda s: None) -> dict[str, Any]:
+    """The extraction job, on Ray when :func:`ray_requested` says so, in this process otherwise.
+
+    Returns the manifest written to ``{out}/extract.json``.
+    """
+    if cpus_per_task < 1:
+        raise UserInputError(f"--cpus-per-task: got {cpus_per_task}; must be >= 1")
+    if ray_requested(use_ray):
+        return extract.extract_dataset(options, runner=lambda plan: run_ray(plan, cpus_per_task), log=log)
+    return extract.extract_dataset(options, runner=extract.run_local, log=log)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def build_parser(default_images: Path | None = None, default_captions: Path | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="extract_features",
+        description="Turn a folder of images and a COCO caption file into the precomp layout with "
+                    "EfficientNet-Lite0 grid features (49 regions x 1280 per image). Resumable: re-run "
+                    "the same command after an interruption.")
+    io_group = parser.add_argument_group("input and output")
+    io_group.add_argument("--images", type=Path, default=default_images, required=default_images is None,
+                          help="image folder (file names as in the caption file)"
+                               + (" (default: %(default)s)" if default_images else ""))
+    io_group.add_argument("--captions", type=Path, default=default_captions, required=default_captions is None,
+                          help="COCO-format caption JSON (images: id, file_name; annotations: image_id, caption)"
+                               + (" (default: %(default)s)" if default_captions else ""))
+    io_group.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
+    io_group.add_argument("--overwrite", action="store_true",
+                          help="replace an extraction with other settings in --out")
+    io_group.add_argument("--keep-shards", action="store_true", help="keep the per-chunk shards after assembly")
+
+    split = parser.add_argument_group("splits and captions")
+    choice = split.add_mutually_exclusive_group()
+    choice.add_argument("--split-fractions", default=None,
+                        help="comma-separated fractions, one per split name (default: 0.6,0.2,0.2)")
+    choice.add_argument("--split-file", type=Path, default=None,
+                        help='split file: JSON {"train": [file names or ids], ...}, JSON {"name or id": "split"}, '
+                             "Karpathy's dataset_coco.json, or text lines '<file name or id> <split>'")
+    split.add_argument("--split-names", default=",".join(DEFAULT_SPLIT_NAMES),
+                       help="split names for --split-fractions (default: %(default)s)")
+    split.add_argument("--seed", type=int, default=0, help="seed of the fraction split (default: %(default)s)")
+    split.add_argument("--captions-per-image", type=int, default=CAPTIONS_PER_IMAGE,
+                       help="captions kept per image (default: %(default)s); images with more keep their first ones")
+    split.add_argument("--pad-captions", action="store_true",
+                       help="pad images with fewer captions by repeating theirs (default: exclude them)")
+
+    run = parser.add_argument_group("extraction")
+    run.add_argument("--dtype", choices=extract.DTYPES, default="float32", help="storage dtype (default: %(default)s)")
+    run.add_argument("--skip-bad", action="store_true",
+                     help="leave out missing, unreadable or corrupt images (listed) instead of stopping")
+    run.add_argument("--batch-size", type=int, default=16, help="images per forward pass (default: %(default)s)")
+    run.add_argument("--chunk-size", type=int, default=256,
+                     help="images per shard / Ray task; the unit of resuming (default: %(default)s)")
+    run.add_argument("--threads", type=int, default=None,
+                     help="torch threads in-process (default: the CPUs this process may use)")
+    run.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: %(default)s)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ray_group = run.add_mutually_exclusive_group()
+    ray_group.add_argument("--ray", dest="ray", action="store_true", default=None,
+                           help="run the chunks as Ray tasks (default when RAY_ADDRESS is set)")
+    ray_group.add_argument("--no-ray", dest="ray", action="store_false", help="run in this process even if RAY_ADDRESS is set")
+    run.add_argument("--cpus-per-task", type=int, default=1,
+                     help="CPUs (and torch threads) per Ray task (default: %(default)s)")
+    return parser
+
+
+def options_from_args(args: argparse.Namespace) -> ExtractOptions:
+    names = tuple(n.strip() for n in args.split_names.split(",") if n.strip())
+    fractions = args.split_fractions
+    if fractions is None and args.split_file is None:
+        fractions = "0.6,0.2,0.2" if len(names) == 3 else None
+    return ExtractOptions(
+        images=args.images, captions=args.captions, out=args.out, split_fractions=fractions,
+        split_names=names, split_file=args.split_file, seed=args.seed, dtype=args.dtype, skip_bad=args.skip_bad,
+        pad_captions=args.pad_captions, captions_per_image=args.captions_per_image, batch_size=args.batch_size,
+        chunk_size=args.chunk_size, threads=args.threads, device=args.device, overwrite=args.overwrite,
+        keep_shards=args.keep_shards, progress=not args.no_progress)
+
+
+def main(argv: Sequence[str] | None = None, default_images: Path | None = None,
+         default_captions: Path | None = None) -> int:
+    """The command line: prints the report and images/s; bad input exits with status 2."""
+    args = build_parser(default_images, default_captions).parse_args(argv)
+
+    def log(message: str) -> None:
+        print(f"extract: {message}", file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    try:
+        options = options_from_args(args)
+        manifest = extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task, log=log)
+    except ItrlabError as err:
+        return report(err)
+    except KeyboardInterrupt:
+        print(f"\nitrlab: interrupted; finished chunks are kept in {args.out / extract.WORK_DIR}: re-run the same "
+              f"command to resume", file=sys.stderr)
+        return 130
+    for line in extract.summary_lines(manifest):
+        print(line)
+    print(f"output: {args.out} ({extract.MANIFEST}); total {time.perf_counter() - started:.1f} s")
+    return 0

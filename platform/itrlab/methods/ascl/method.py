@@ -1,0 +1,233 @@
+"""AsCL (Gong et al.): generated samples per asymmetry type, the asymmetry-sensitive loss with τ,
+and hierarchical cross-modal fusion scored without any ground-truth leak (``docs/papers/ascl.md`` §B).
+
+* Model (:class:`~itrlab.methods.ascl.model.AsclModel`): region projection ``V``, the config's text
+  encoder's token features ``W`` (BERT in ``configs/methods/ascl.yaml``; a BiGRU works the same
+  way), the global image feature ``G`` (mean of the raw regions), and the fusion scorer of eq. 1-4
+  (``u1``, ``heads``; ``cross_attention: false`` is "w/o MF").
+* Generated samples (§II-B, docs/papers/ascl.md §B1), in :meth:`AsclMethod.batch_similarities`, only those the
+  loss reads: ``T⁻`` by the negative ``generator`` (``gaussian`` σ = ``sigma``, ``shuffle``,
+  ``token_cutoff``, ``feature_cutoff``, ``cutoff``, ``dropout`` p = ``p``, ``mixture``) at the
+  ``noise_site`` (``input`` embeddings, re-encoded; or the encoded ``features``); ``T⁺`` by the
+  ``positives`` generator (``concat`` = type II, two captions of the image from the batch and the
+  training split's pool; ``truncate`` = type III; ``mixture``); ``T̃⁻`` = the noise on ``T⁺``.
+  Randomness comes from a generator seeded by (config seed, batch counter): the counter is a
+  buffer, so a resumed run draws the same samples.
+* Scores: the batch's B images against ``[T; T⁻; T⁺; T̃⁻]`` (B × 4B pairs, docs/papers/ascl.md §B3), each pair
+  from that pair alone. ``T`` and ``T⁺`` go in (at most two) runs of similar length, each run with
+  its negatives through one text-encoder call and one scorer call, so that short captions (and
+  truncations) are not padded to the concatenations' length. The ``loss`` section's loss reads
+  them (``ascl``: eq. 5-7; ``ascl_triplet``: "w triplet"; its ``use_positives`` /
+  ``use_negatives`` give "w/o Pos", "w/o Neg", "w/o P&N").
+* Evaluation encodes images and captions independently and scores every pair in bounded-memory
+  shards (:func:`~itrlab.methods.sharded.encode_split_features` and
+  :func:`~itrlab.methods.sharded.sharded_score_fn`, shared with ``xattn``): no pair ever looks
+  up its ground-truth partner, unlike the reference code (docs/papers/ascl.md §B3; README "AsCL").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+import torch
+from pydantic import Field, field_validator
+from torch import Tensor
+
+from itrlab.config import ExperimentConfig
+from itrlab.data import Batch, PrecompSplit, Vocabulary
+from itrlab.errors import ConfigError
+from itrlab.eval import ScoreFn
+from itrlab.losses import Similarities
+from itrlab.methods.ascl.losses import I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG
+from itrlab.methods.base import MethodModule, MethodSettings, build_task_loss
+from itrlab.methods.context import BuildContext
+from itrlab.methods.dual import text_encoder_spec
+from itrlab.methods.sharded import encode_split_features, refuse_pooled_settings, sharded_score_fn
+from itrlab.methods.registry import register_method
+from itrlab.methods.ascl.model import (NOISE_SITES, AsclModel, CaptionPool, SampleGenerators, frame_ids,
+                                     length_buckets, stack_padded)
+from itrlab.methods.ascl.text_augment import NEGATIVE_GENERATORS, POSITIVE_GENERATORS, NegativeGenerator, PositiveGenerator
+from itrlab.numbers import check_number
+
+GENERATED = (I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG)
+PROVIDED = frozenset({"i2t", "image_ids", *GENERATED})
+
+
+def _one_of(what: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+    return value
+
+
+class AsclSettings(MethodSettings):
+    """AsCL's keys in the ``method`` section (defaults: the reference code's and the paper's COCO ones)."""
+
+    name: Literal["ascl"] = "ascl"
+    generator: str = "mixture"            # type-I negatives (Fig. 3b)
+    sigma: float = 1.0                    # Gaussian noise scale σ
+    p: float = 0.5                        # dropout probability
+    cutoff_rows: int = Field(1, ge=0)     # tokens zeroed by token cutoff
+    cutoff_cols: int = Field(1, ge=0)     # features zeroed by feature cutoff
+    positives: str = "mixture"            # type II (concat) / III (truncate) (Fig. 3a)
+    noise_site: str = "input"             # input embeddings (re-encoded) or token features
+    u1: float = 0.8                       # weight of the local score (0.8 COCO, 0.6 F30K)
+    heads: int = Field(8, ge=1)           # H of the cross-attention (reference code)
+    cross_attention: bool = True          # false: "w/o MF"
+    shard_elements: int = Field(1 << 22, ge=1)  # evaluation: budget of a shard's largest intermediate
+
+    @field_validator("sigma")
+    @classmethod
+    def _sigma(cls, value: float) -> float:
+        return check_number("sigma", value, ge=0, meaning="the Gaussian noise scale σ of type-I negatives")
+
+    @field_validator("p")
+    @classmethod
+    def _p(cls, value: float) -> float:
+        return check_number("p", value, ge=0, le=1, meaning="the dropout probability of type-I negatives")
+
+    @field_validator("u1")
+    @classmethod
+    def _u1(cls, value: float) -> float:
+        return check_number("u1", value, ge=0, le=1, meaning="the weight of the local score, eq. 4")
+
+    @field_validator("generator")
+    @classmethod
+    def _generator(cls, value: str) -> str:
+        return _one_of("negative generator", value, NEGATIVE_GENERATORS)
+
+    @field_validator("positives")
+    @classmethod
+    def _positives(cls, value: str) -> str:
+        return _one_of("positive generator", value, POSITIVE_GENERATORS)
+
+    @field_validator("noise_site")
+    @classmethod
+    def _noise_site(cls, value: str) -> str:
+        return _one_of("noise site", value, NOISE_SITES)
+
+
+@register_method("ascl")
+class AsclMethod(MethodModule):
+    name = "ascl"
+    settings = AsclSettings
+    provides = frozenset(PROVIDED)
+
+    def __init__(self, model: AsclModel, loss: torch.nn.Module, generators: SampleGenerators, *, seed: int = 0,
+                 max_len: int = 64, shard_elements: int | None = 1 << 22):
+        super().__init__()
+        self.model, self.loss, self.generators = model, loss, generators
+        self.seed, self.max_len, self.shard_elements = seed, max_len, shard_elements
+        self.register_buffer("generated_batches", torch.zeros((), dtype=torch.long))
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def validate_config(cls, config: ExperimentConfig, loss: torch.nn.Module) -> None:
+        """What the fusion scorer cannot use (module docstring)."""
+        super().validate_config(config, loss)
+        settings = cls.method_settings(config)
+        refuse_pooled_settings(config, "attends over every token and region and pools them itself (eq. 1-3): "
+                                       "a pooled (GPO) encoder has no place in its fusion scorer")
+        if config.model.embed_dim % settings.heads:
+            raise ConfigError("model.embed_dim", config.model.embed_dim,
+                              f"the fusion splits D into method.heads = {settings.heads} heads: a multiple of "
+                              f"{settings.heads}")
+        if settings.noise_site == "features" and settings.generator == "shuffle":
+            raise ConfigError("method.generator", settings.generator,
+                              "a shuffle of encoded token features is a no-op for the fusion scorer (its attention "
+                              "and means ignore order): use noise_site=input, where BERT's position embeddings "
+                              "(or the BiGRU) see the new order, or another generator")
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "AsclMethod":
+        settings, model_config = cls.method_settings(config), config.model
+        spec = text_encoder_spec(model_config.text)
+        model = AsclModel.build(feature_dim=context.feature_dim, vocab_size=context.vocab_size,
+                                embed_dim=model_config.embed_dim, heads=settings.heads, u1=settings.u1,
+                                cross_attention=settings.cross_attention, text=spec)
+        tokenizer = context.vocab
+        if tokenizer is None and spec.encoder == "bert":  # bare builds (unit tests): the model's own tokenizer
+            from itrlab.data.tokenizers import PretrainedTokenizer
+
+            tokenizer = PretrainedTokenizer(spec.bert_path)
+        start, end, continuation = frame_ids(tokenizer)
+        generators = SampleGenerators(
+            NegativeGenerator(settings.generator, settings.sigma, settings.p, settings.cutoff_rows,
+                              settings.cutoff_cols, protect_ends=start is not None and end is not None),
+            PositiveGenerator(settings.positives, start, end, max_len=model_config.text.max_len,
+                              continuation_ids=continuation),
+            settings.noise_site)
+        method = cls(model, build_task_loss(config.loss), generators, seed=config.seed,
+                     max_len=model_config.text.max_len, shard_elements=settings.shard_elements)
+        method.text_lr = model_config.text.lr
+        return method
+
+    def prepare(self, context: BuildContext) -> None:
+        """GloVe rows (BiGRU), and the training captions of each image for type-II positives."""
+        super().prepare(context)
+        train = context.train
+        if train is not None and context.vocab is not None:
+            self.generators.pool = CaptionPool(train.captions, train.captions_per_image, context.vocab, self.max_len)
+
+    # ------------------------------------------------------------------ training
+
+    def _generator(self) -> torch.Generator:
+        """This batch's random stream: (seed, batch counter); the counter is a checkpointed buffer."""
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + int(self.generated_batches))
+        self.generated_batches += 1
+        return generator
+
+    def batch_similarities(self, batch: Batch, needs: Iterable[str] = ()) -> Similarities:
+        """``i2t`` (B, B) and the generated-sample matrices that ``needs`` names (B, B or B, N each)."""
+        needs = set(needs)
+        unknown = needs - PROVIDED
+        if unknown:
+            raise ValueError(f"AsCL scores image-caption pairs and generated captions; it has no "
+                             f"{', '.join(sorted(unknown))}")
+        regions, global_feats = self.model.encode_images(batch.images)
+        generator = self._generator() if needs & set(GENERATED) else None
+        tokens, lengths, size = batch.tokens, batch.lengths, len(batch)
+        if needs & {I2T_POS, I2T_POS_GENERATED_NEG}:  # T⁺ joins T: [T; T⁺]
+            plus, plus_lengths = self.generators.positive_tokens(tokens, lengths, batch.image_ids, generator)
+            tokens, lengths = stack_padded(tokens, plus), torch.cat([lengths, plus_lengths])
+        negative = bool(needs & {I2T_GENERATED_NEG, I2T_POS_GENERATED_NEG})
+        clean, noisy = self.score_captions(regions, global_feats, tokens, lengths, negative, generator)
+        wanted = {I2T_GENERATED_NEG: (noisy, 0), I2T_POS: (clean, size), I2T_POS_GENERATED_NEG: (noisy, size)}
+        extras = {name: scores[:, start:start + size] for name, (scores, start) in wanted.items() if name in needs}
+        return Similarities(i2t=clean[:, :size], image_ids=batch.image_ids, extras=extras)
+
+    def score_captions(self, regions: Tensor, global_feats: Tensor, tokens: Tensor, lengths: Tensor, negative: bool,
+                       generator: torch.Generator | None) -> tuple[Tensor, Tensor | None]:
+        """Scores (I, n) of the images against the captions and, with ``negative``, against their type-I
+        negatives (I, n). Captions go in runs of similar length (:func:`length_buckets`), each run and
+        its negatives through one text-encoder call and one scorer call, padded to the run's longest."""
+        clean, noisy, index = [], [], []
+        for run in length_buckets(lengths):
+            run = run.to(lengths.device)
+            run_lengths = lengths[run]
+            run_tokens = tokens[run, :int(run_lengths.max())]
+            words, perturbed = self.generators.encode(self.model, run_tokens, run_lengths, negative, generator)
+            if perturbed is not None:
+                words, run_lengths = torch.cat([words, perturbed]), torch.cat([run_lengths, run_lengths])
+            scores = self.model.pair_scores(regions, global_feats, words, run_lengths, max_elements=None)
+            clean.append(scores[:, :len(run)])
+            noisy.append(scores[:, len(run):])
+            index.append(run)
+        inverse = torch.argsort(torch.cat(index))
+        return torch.cat(clean, dim=1)[:, inverse], torch.cat(noisy, dim=1)[:, inverse] if negative else None
+
+    # ------------------------------------------------------------------ evaluation
+
+    def encode_split(self, split: PrecompSplit, vocab: Vocabulary,
+                     batch_size: int) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor]:
+        """(``V`` (N, K, D), ``G`` (N, F)), ``W`` (cpi·N, L, D) and lengths: every item encoded alone."""
+        return encode_split_features(self, split, vocab, batch_size, self.max_len, self.model.encode_images,
+                                     self.model.encode_captions)
+
+    def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
+        images, words, lengths = self.encode_split(split, vocab, batch_size)
+        return sharded_score_fn(self.model.pair_scores, images, words, lengths, self.shard_elements)
+
+
+__all__ = ["AsclMethod", "AsclSettings"]

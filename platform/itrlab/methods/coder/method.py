@@ -1,0 +1,303 @@
+"""CODER (Wang et al.): DCL, coupled momentum memory banks, the concept graph and PGC (C eq. 1-8).
+
+The method owns every stateful part; the losses (``itrlab.methods.coder.losses``) only see similarities.
+
+* Instance level (C eq. 1): the dual encoder of the config (``model``: GPO or mean pooling,
+  BiGRU or BERT); its loss is the ``loss`` section (``vsepp`` = BTR, ``dcl_i`` = IE, ``dcl`` = EE,
+  with ``memory_div: true`` = MB), weighted by λ (``method.lambda``, eq. 8).
+* M-DCL (eq. 6; docs/papers/coder.md §A3): a momentum copy of the instance encoder (``momentum`` 0.995, every step)
+  and a pair-aligned queue of ``queue_size`` momentum embeddings (:class:`MomentumQueue`). The
+  memory is the batch's momentum keys, then the queue; same-image entries are never negatives.
+  The M-DCL term takes μ, γ, ε and the diversity of the instance loss (``dcl_i``: none).
+* Concepts (C §3.3; S eq. 4-6): ``concept_size`` words of the training captions split 7:2:1 by
+  POS, their co-occurrence graph binarised at ``graph_eps``, a GCN over GloVe vectors, concept
+  embeddings by attention (λ_c = ``concept_smooth``), the concept-level DCL (batch only,
+  ``concept_div``). Queries (docs/papers/coder.md §A7.4): the image side pools its own region FC with the instance
+  encoder's pooling module; the text side pools the instance text encoder's word features with a
+  separate pooling and FC.
+* PGC (eq. 7; docs/papers/coder.md §A4): ``K`` clusters of the training pairs, reclustered each epoch from the
+  second, on momentum embeddings (:class:`ClusterPrototypes`).
+* Inference (§3.5): S = β·instance + (1−β)·concept (β = ``beta``), computed as one dense product
+  of ``[√β·v̂^I ; √(1−β)·v̂^C]`` with the caption counterpart.
+
+Every component switches from the config, so each row of Tables 2-4 and supplement Table 3 is a
+config (``configs/sweeps/coder_*.yaml``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import Tensor, nn
+
+from itrlab.config import ExperimentConfig
+from itrlab.config.checks import DataSummary
+from itrlab.data import Batch, PrecompSplit, Vocabulary
+from itrlab.errors import ConfigError
+from itrlab.eval import ScoreFn, dense_score_fn
+from itrlab.losses import LossOutput, Similarities, build_loss
+from itrlab.methods.base import MethodSettings, checked_task_loss, union
+from itrlab.methods.coder import losses as D
+from itrlab.methods.context import BuildContext
+from itrlab.methods.dual import DualEncoderMethod
+from itrlab.methods.registry import register_method
+from itrlab.methods.coder.concepts import ConceptEmbedder, ConceptGCN
+from itrlab.models.ema import ema_update_, momentum_copy
+from itrlab.methods.coder.memory import MomentumQueue
+from itrlab.models.pooling import build_pooling
+from itrlab.methods.coder.prototypes import ClusterPrototypes
+
+
+class CoderSettings(MethodSettings):
+    """CODER's keys in the ``method`` section (defaults: the paper's, docs/papers/coder.md)."""
+
+    name: Literal["coder"] = "coder"
+    lambda_: float = Field(3.0, alias="lambda", gt=0, allow_inf_nan=False)  # λ of eq. 8
+    momentum: float = Field(0.995, ge=0, le=1)
+    mdcl: bool = True
+    queue_size: int = Field(4096, ge=1)
+    mdcl_positive: Literal["momentum", "online"] = "momentum"
+    concepts: bool = True
+    concept_size: int = Field(400, ge=3)  # g, split 7:2:1
+    graph_eps: float = Field(0.3, ge=0, le=1, allow_inf_nan=False)  # ε_g of S eq. 5 (not DCL's eps)
+    graph_rescale: bool = False
+    gcn_layers: int = Field(1, ge=1)
+    concept_smooth: float = Field(10.0, gt=0, allow_inf_nan=False)  # λ_c of eq. 2
+    concept_div: Literal["std", "ent", "none"] = "std"
+    concept_both_ways: bool = False  # also L_DCL(W^C, V^C) (C double-counts it; docs/papers/coder.md §A5)
+    word_vectors: Literal["glove", "random"] = "glove"
+    beta: float = Field(0.9, ge=0, le=1)
+    pgc: bool = True
+    K: int = Field(10000, ge=1)
+    kmeans_iterations: int = Field(20, ge=1)
+
+
+def distinct_words(captions_file) -> int:
+    """How many distinct words (itrlab's tokenizer) the captions of a ``*_caps.txt`` file hold."""
+    from itrlab.data.vocab import tokenize
+
+    with open(captions_file, encoding="utf-8", errors="replace") as f:
+        return len({word for line in f for word in tokenize(line)})
+
+
+def _dcl_params(loss: nn.Module) -> dict:
+    """μ, γ, ε, div and memory_div of a DCL-family instance loss (defaults for any other loss)."""
+    return {"mu": getattr(loss, "mu", 0.1), "gamma": getattr(loss, "gamma", 0.3), "eps": getattr(loss, "eps", 0.1),
+            "div": getattr(loss, "div", "std"), "memory_div": getattr(loss, "memory_div", True)}
+
+
+@register_method("coder")
+class CoderMethod(DualEncoderMethod):
+    name = "coder"
+    settings = CoderSettings
+    # the dual encoder's similarities, and the memory banks' (M-DCL, MB's memory diversity)
+    provides = DualEncoderMethod.provides | frozenset(D.MEMORY_SCORES) | frozenset(D.MOMENTUM_POSITIVES)
+
+    @classmethod
+    def validate_config(cls, config: ExperimentConfig, loss: nn.Module) -> None:
+        super().validate_config(config, loss)
+        settings = cls.method_settings(config)
+        if cls.uses_memory(config, settings) and settings.queue_size % config.train.batch_size:
+            raise ConfigError("method.queue_size", settings.queue_size,
+                              f"must be a multiple of train.batch_size ({config.train.batch_size}): whole batches are enqueued")
+        if settings.pgc and not settings.concepts:
+            raise ConfigError("method.pgc", True, "PGC classifies concept embeddings: it needs method.concepts=true")
+
+    @staticmethod
+    def uses_memory(config: ExperimentConfig, settings: CoderSettings) -> bool:
+        """The momentum encoder and queues exist for the M-DCL term, or for the instance loss's
+        memory diversity (MB: Table 3 row 3 has MB without M-DCL)."""
+        return settings.mdcl or bool(set(getattr(checked_task_loss(config.loss), "requires", ())) & set(D.MEMORY_SCORES))
+
+    @classmethod
+    def check_data(cls, config: ExperimentConfig, summary: DataSummary) -> None:
+        settings = cls.method_settings(config)
+        pairs = summary.n_train_captions
+        if settings.pgc and settings.K > pairs:
+            raise ConfigError("method.K", settings.K, f"must be at most the number of training pairs ({pairs})")
+        if cls.uses_memory(config, settings) and settings.queue_size > pairs:
+            raise ConfigError("method.queue_size", settings.queue_size,
+                              f"must be at most the number of training pairs ({pairs})")
+        captions = config.dataset.root / f"{config.dataset.splits.train}_caps.txt"
+        if settings.concepts and captions.is_file():  # synthetic data not generated yet: checked in prepare
+            words = distinct_words(captions)
+            if settings.concept_size > words:
+                raise ConfigError("method.concept_size", settings.concept_size,
+                                  f"must be at most the number of distinct words of the training captions ({words})")
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "CoderMethod":
+        method = super().from_config(config, context)
+        method.setup(cls.method_settings(config), context, config)
+        return method
+
+    def setup(self, settings: CoderSettings, context: BuildContext, config: ExperimentConfig) -> None:
+        self.settings_ = settings
+        dim = config.model.embed_dim
+        params = _dcl_params(self.loss)
+        self.uses_memory_ = self.uses_memory(config, settings)
+        if self.uses_memory_:
+            self.momentum_model = momentum_copy(self.model)
+            self.queue = MomentumQueue(settings.queue_size, dim)
+        if settings.mdcl:
+            self.mdcl_loss = build_loss("mdcl", positive=settings.mdcl_positive, **params)
+        if settings.concepts:
+            self.concept_fc = nn.Linear(context.feature_dim, dim)
+            self.text_concept_pool = build_pooling(config.model.text.pooling)
+            self.text_concept_fc = nn.Linear(dim, dim)
+            g = settings.concept_size
+            gcn = ConceptGCN(torch.eye(g), torch.zeros(g, 50), dim, layers=settings.gcn_layers)
+            self.concept_embedder = ConceptEmbedder(gcn, smooth=settings.concept_smooth)
+            self.concept_loss = build_loss("dcl", mu=params["mu"], gamma=params["gamma"], eps=params["eps"],
+                                           div=settings.concept_div)
+        if settings.pgc:
+            n_pairs = context.train.n_captions if context.train is not None else settings.K
+            self.prototypes = ClusterPrototypes(n_pairs, dim, settings.K, settings.kmeans_iterations, seed=config.seed)
+            self.pgc_loss = build_loss("pgc")
+        self.eval_batch_size = config.eval.batch_size
+        self._pending: tuple[Tensor, Tensor, Tensor] | None = None
+        self._train_split: PrecompSplit | None = None
+        self._vocab: Vocabulary | None = None
+
+    # ------------------------------------------------------------------ data
+
+    def prepare(self, context: BuildContext) -> None:
+        """GloVe rows (instance text encoder), then the concept vocabulary, graph and word vectors."""
+        super().prepare(context)
+        self._train_split, self._vocab = context.train, context.vocab
+        if not self.settings_.concepts or context.train is None:
+            return
+        from itrlab.methods.coder.concept_vocab import ConceptVocabulary, build_concept_vocabulary, cooccurrence_graph
+        from itrlab.methods.coder.concepts import concept_word_vectors
+
+        settings, captions = self.settings_, context.train.captions
+        saved = context.run_dir / "concepts.json" if context.run_dir is not None else None
+        if saved is not None and saved.is_file():  # a resumed run keeps the vocabulary it had
+            vocabulary = ConceptVocabulary.load(saved)
+        else:
+            try:
+                vocabulary = build_concept_vocabulary(captions, size=settings.concept_size)
+            except ValueError as err:
+                raise ConfigError("method.concept_size", settings.concept_size, str(err)) from None
+            if saved is not None:
+                vocabulary.save(saved)
+        gcn = self.concept_embedder.gcn
+        gcn.adjacency.copy_(cooccurrence_graph(captions, vocabulary, graph_eps=settings.graph_eps,
+                                               rescale=settings.graph_rescale))
+        features, coverage = concept_word_vectors(vocabulary, source=settings.word_vectors)
+        gcn.features.copy_(features)
+        context.notes["concepts"] = {"concept_words": float(len(vocabulary)), "concept_glove_coverage": coverage,
+                                     "concept_graph_edges": float((gcn.adjacency > 0).sum() - len(vocabulary))}
+
+    # ------------------------------------------------------------------ embeddings
+
+    def image_concepts(self, images: Tensor, y: Tensor | None = None) -> Tensor:
+        """Unit v^C (B, F) of eq. 2; the query (docs/papers/coder.md §A7.4) pools a separate region FC with the
+        instance encoder's pooling module."""
+        n_regions = images.new_full((images.size(0),), images.size(1), dtype=torch.long)
+        query = self.model.image_encoder.pool(self.concept_fc(images), n_regions)
+        return F.normalize(self.concept_embedder(query, "image", y), dim=-1)
+
+    def caption_concepts(self, tokens: Tensor, lengths: Tensor, y: Tensor | None = None,
+                         words: Tensor | None = None) -> Tensor:
+        """Unit w^C (B, F) of eq. 2; the query pools the instance text encoder's word features (given,
+        or computed from the tokens) with a separate pooling and FC."""
+        if words is None:
+            words = self.model.text_encoder.word_features(tokens, lengths)
+        query = self.text_concept_fc(self.text_concept_pool(words, lengths.to(words.device)))
+        return F.normalize(self.concept_embedder(query, "text", y), dim=-1)
+
+    # ------------------------------------------------------------------ training
+
+    def step(self, batch: Batch, needs: Iterable[str] = ()) -> tuple[LossOutput, Similarities]:
+        """Eq. 8: ``λ·L^I + L^I_M-DCL + L^C_DCL + L_PGC`` (each switchable); parts name each term."""
+        settings = self.settings_
+        text_encoder = self.model.text_encoder
+        words = text_encoder.word_features(batch.tokens, batch.lengths)  # shared by both caption embeddings
+        image_emb, caption_emb = self.model.encode_images(batch.images), text_encoder.pool_features(words, batch.lengths)
+        wanted = set(union(needs, getattr(self.loss, "requires", ())))
+        sims = self.similarities(image_emb, caption_emb, batch.image_ids, bool(wanted & {"i2i", "t2t"}))
+        if self.uses_memory_:
+            sims = sims.with_extras(**self.memory_extras(batch, image_emb, caption_emb))
+        instance = self.loss(sims)
+        total = settings.lambda_ * instance.loss
+        parts = {"instance": instance.loss.detach()}
+        if settings.mdcl:
+            mdcl = self.mdcl_loss(sims).loss
+            total, parts["mdcl"] = total + mdcl, mdcl.detach()
+        if settings.concepts:
+            y = self.concept_embedder.concepts()  # one GCN pass for both sides
+            image_c = self.image_concepts(batch.images, y)
+            caption_c = self.caption_concepts(batch.tokens, batch.lengths, y, words)
+            concept_sims = Similarities(image_c @ caption_c.T, batch.image_ids)
+            concept = self.concept_loss(concept_sims).loss
+            if settings.concept_both_ways:
+                concept = concept + self.concept_loss(Similarities(concept_sims.i2t.T, batch.image_ids)).loss
+            total, parts["concept"] = total + concept, concept.detach()
+            if settings.pgc:
+                pgc = self.pgc_loss(concept_sims.with_extras(**{
+                    D.IMAGE_CLUSTER_LOGITS: self.prototypes.logits(image_c),
+                    D.CAPTION_CLUSTER_LOGITS: self.prototypes.logits(caption_c),
+                    D.CLUSTER_LABELS: self.prototypes.labels_of(batch.caption_ids)}))
+                total, parts["pgc"] = total + pgc.loss, pgc.loss.detach()
+                parts["pgc_labelled"] = pgc.parts["labelled"]
+        return LossOutput(total, parts), sims
+
+    @torch.no_grad()
+    def memory_extras(self, batch: Batch, image_emb: Tensor, caption_emb: Tensor) -> dict[str, Tensor]:
+        """The batch's momentum keys (kept to enqueue after the step), then the queue (docs/papers/coder.md §A3)."""
+        was_training = self.momentum_model.training
+        self.momentum_model.train(self.training)
+        key_images, key_captions = self.momentum_model(batch.images, batch.tokens, batch.lengths)
+        self.momentum_model.train(was_training)
+        self._pending = (key_images, key_captions, batch.image_ids)
+        memory_images = torch.cat([key_images, self.queue.images])
+        memory_captions = torch.cat([key_captions, self.queue.captions])
+        return {D.I2T_MEMORY: image_emb @ memory_captions.T, D.T2I_MEMORY: caption_emb @ memory_images.T,
+                D.MEMORY_IMAGE_IDS: torch.cat([batch.image_ids, self.queue.image_ids]),
+                D.I2T_MOMENTUM_POS: (image_emb * key_captions).sum(-1),
+                D.T2I_MOMENTUM_POS: (caption_emb * key_images).sum(-1)}
+
+    @torch.no_grad()
+    def after_step(self, step: int, total_steps: int) -> None:
+        """Momentum update of the key encoder, then the batch's keys into the queue (MoCo's order)."""
+        if not self.uses_memory_:
+            return
+        ema_update_(self.momentum_model, self.model, self.settings_.momentum)
+        if self._pending is not None:
+            self.queue.enqueue(*self._pending)
+            self._pending = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """PGC: recluster the training pairs before every epoch from the second (once per epoch)."""
+        super().set_epoch(epoch)
+        settings = self.settings_
+        if settings.pgc and epoch >= 2 and int(self.prototypes.clustered_epoch) != epoch and self._train_split is not None:
+            encoder = self.momentum_model if self.uses_memory_ else self.model
+            images, captions = self.encode_split(self._train_split, self._vocab, self.eval_batch_size,
+                                                 encoder.encode_images, encoder.encode_captions)
+            per_caption = images.repeat_interleave(self._train_split.captions_per_image, dim=0)
+            self.last_clustering = self.prototypes.recluster(per_caption, captions, epoch)
+
+    # ------------------------------------------------------------------ evaluation
+
+    @torch.no_grad()
+    def embed_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor]:
+        """``[√β·v̂^I ; √(1−β)·v̂^C]`` per image and the caption counterpart (β = 1 without concepts)."""
+        images, captions = super().embed_split(split, vocab, batch_size)
+        beta = self.settings_.beta if self.settings_.concepts else 1.0
+        if beta == 1.0:
+            return images, captions
+        y = self.concept_embedder.concepts()
+        image_c, caption_c = self.encode_split(split, vocab, batch_size, lambda b: self.image_concepts(b, y),
+                                               lambda t, n: self.caption_concepts(t, n, y))
+        a, b = math.sqrt(beta), math.sqrt(1 - beta)
+        return torch.cat([a * images, b * image_c], 1), torch.cat([a * captions, b * caption_c], 1)
+
+    def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
+        return dense_score_fn(*self.embed_split(split, vocab, batch_size))

@@ -1,0 +1,92 @@
+"""The sweep's trials: one row per trial, ranked by the objective, and the table formats (Markdown,
+console) shared with the pivot (:mod:`itrlab.report.pivot`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from itrlab.config.sweep import VARIANT, SweepSpec, label, row_key, row_label  # noqa: F401  (re-exported)
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    trial_id: str
+    params: dict[str, Any]
+    metrics: dict[str, Any]
+    # finished | diverged (its loss turned NaN/inf) | error (failed: input error, crash, killed too often)
+    # | stopped (early, by ASHA) | interrupted (running when the sweep was interrupted) | not started
+    status: str
+    reason: str | None = None  # why a trial did not finish, on one line
+
+
+def fmt_cell(value: Any, column: str = "") -> str:
+    """A cell: recalls with 2 decimals, MD (similarity units, often well below 1) with 3."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return f"{value:.3f}" if "md" in column.split("_") else f"{value:.2f}"
+    return str(value)
+
+
+def objective_value(row: TrialRow, metric: str) -> Any:
+    """The value a trial is ranked by: its best epoch's (the epoch whose checkpoint gave the test
+    table: ``best_val_rsum``) where the trial reported it, else the last reported epoch's."""
+    best = row.metrics.get(f"best_val_{metric}")
+    return best if isinstance(best, (int, float)) and not math.isnan(best) else row.metrics.get(metric)
+
+
+def ranked(rows: list[TrialRow], metric: str, mode: str) -> list[TrialRow]:
+    """Rows sorted best first by ``metric`` (:func:`objective_value`); rows without a finite value last."""
+    def key(row: TrialRow) -> tuple[int, float]:
+        value = objective_value(row, metric)
+        if not isinstance(value, (int, float)) or math.isnan(value):
+            return (1, 0.0)
+        return (0, -value if mode == "max" else value)
+    return sorted(rows, key=key)
+
+
+def best_row(rows: list[TrialRow], metric: str, mode: str) -> TrialRow | None:
+    """The best finished trial (None when no trial finished)."""
+    return next(iter(ranked([row for row in rows if row.status == "finished"], metric, mode)), None)
+
+
+def ranked_table(rows: list[TrialRow], spec: SweepSpec) -> dict[str, list]:
+    """Columns for ``mlflow.log_table`` / Markdown: trial, status, params, objective, test metrics, and
+    why a trial did not finish (``reason``, last)."""
+    metric = spec.objective.metric
+    param_keys = sorted({k for row in rows for k in row.params})
+    # the objective at the best epoch (whose checkpoint gave the test columns), and that epoch
+    metric_keys = [metric, "best_epoch", "test_rsum", "test_i2t_R1", "test_t2i_R1", "test_md", "epoch"]
+    table: dict[str, list] = {key: [] for key in ["rank", "trial", "status", *param_keys, *metric_keys, "reason"]}
+    for position, row in enumerate(ranked(rows, metric, spec.objective.mode), start=1):
+        table["rank"].append(position)
+        table["trial"].append(row.trial_id)
+        table["status"].append(row.status)
+        for key in param_keys:
+            table[key].append(label(row.params.get(key), key))
+        for key in metric_keys:
+            table[key].append(objective_value(row, key) if key == metric else row.metrics.get(key))
+        table["reason"].append(row.reason or "")
+    return table
+
+
+def to_markdown(table: dict[str, list], title: str) -> str:
+    keys = list(table)
+    lines = [f"### {title}", "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    for index in range(len(table[keys[0]]) if keys else 0):
+        lines.append("| " + " | ".join(fmt_cell(table[k][index], k) for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def to_text(table: dict[str, list], title: str, limit: int = 40) -> str:
+    """A plain aligned table for the console."""
+    keys = list(table)
+    cells = [[fmt_cell(table[k][i], k) for k in keys] for i in range(min(limit, len(table[keys[0]]) if keys else 0))]
+    widths = [max([len(k)] + [len(r[j]) for r in cells]) for j, k in enumerate(keys)]
+    out = [title, "  ".join(k.ljust(w) for k, w in zip(keys, widths))]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(out)
