@@ -10,7 +10,7 @@ from itrlab.methods.dual import DualEncoderMethod
 from itrlab.methods.registry import METHODS, SCHEMES, build_method, register_method, register_scheme
 
 # the import list: each paper's package registers its methods, losses and schemes
-from itrlab.methods import vse, convse, dbl, xattn, coder, ascl  # noqa: E402,F401  isort: skip
+from itrlab.methods import vse, convse, dbl, xattn, coder, ascl, clip  # noqa: E402,F401  isort: skip
 
 __all__ = ["METHODS", "SCHEMES", "BuildContext", "DualEncoderMethod", "Method", "MethodModule", "MethodSettings",
            "build_method", "register_method", "register_scheme"]
