@@ -54,23 +54,17 @@ GENERATED = (I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG)
 PROVIDED = frozenset({"i2t", "image_ids", *GENERATED})
 
 
-def _one_of(what: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ValueError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
-    return value
-
-
 class AsclSettings(MethodSettings):
     """AsCL's keys in the ``method`` section (defaults: the reference code's and the paper's COCO ones)."""
 
     name: Literal["ascl"] = "ascl"
-    generator: str = "mixture"            # type-I negatives (Fig. 3b)
+    generator: Literal[NEGATIVE_GENERATORS] = "mixture"  # type-I negatives (Fig. 3b)
     sigma: float = 1.0                    # Gaussian noise scale σ
     p: float = 0.5                        # dropout probability
     cutoff_rows: int = Field(1, ge=0)     # tokens zeroed by token cutoff
     cutoff_cols: int = Field(1, ge=0)     # features zeroed by feature cutoff
-    positives: str = "mixture"            # type II (concat) / III (truncate) (Fig. 3a)
-    noise_site: str = "input"             # input embeddings (re-encoded) or token features
+    positives: Literal[POSITIVE_GENERATORS] = "mixture"  # type II (concat) / III (truncate) (Fig. 3a)
+    noise_site: Literal[NOISE_SITES] = "input"  # input embeddings (re-encoded) or token features
     u1: float = 0.8                       # weight of the local score (0.8 COCO, 0.6 F30K)
     heads: int = Field(8, ge=1)           # H of the cross-attention (reference code)
     cross_attention: bool = True          # false: "w/o MF"
@@ -90,21 +84,6 @@ class AsclSettings(MethodSettings):
     @classmethod
     def _u1(cls, value: float) -> float:
         return check_number("u1", value, ge=0, le=1, meaning="the weight of the local score, eq. 4")
-
-    @field_validator("generator")
-    @classmethod
-    def _generator(cls, value: str) -> str:
-        return _one_of("negative generator", value, NEGATIVE_GENERATORS)
-
-    @field_validator("positives")
-    @classmethod
-    def _positives(cls, value: str) -> str:
-        return _one_of("positive generator", value, POSITIVE_GENERATORS)
-
-    @field_validator("noise_site")
-    @classmethod
-    def _noise_site(cls, value: str) -> str:
-        return _one_of("noise site", value, NOISE_SITES)
 
 
 @register_method("ascl")
