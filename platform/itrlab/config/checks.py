@@ -7,6 +7,7 @@ method's own checks against the sizes it returns.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from itrlab.config.schema import ExperimentConfig
@@ -102,6 +103,10 @@ def check_data(config: ExperimentConfig) -> DataSummary:
         summary = _synthetic_summary(config)
     else:
         summary = _precomp_summary(config)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if config.train.loader_workers > 4 * cores:
+        raise ConfigError("train.loader_workers", config.train.loader_workers,
+                          f"at most 4 per core: {4 * cores} on this machine's {cores} cores")
     if config.train.batch_size > summary.n_train_captions:
         raise ConfigError("train.batch_size", config.train.batch_size,
                           f"must be at most the number of training captions ({summary.n_train_captions})")

@@ -53,11 +53,25 @@ def did_you_mean(word: str, choices) -> str | None:
     return f"did you mean '{match}'?" if match else None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping (plain YAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is written twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path, field: str = "config") -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(field, str(path), "the file does not exist")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -192,9 +206,10 @@ def config_error_from_validation(err: ValidationError, root: type[BaseModel], pr
                            did_you_mean(loc[-1], known))
     if first["type"] == "missing":
         return ConfigError(field, None, "this key is required")
-    message = first["msg"]
-    if message.startswith("Value error, "):
-        message = message[len("Value error, "):]
+    message = first["msg"].removeprefix("Value error, ")
+    key, sep, rest = message.partition(": a number, not ")
+    if sep and isinstance(value, dict) and key in value:  # a section's check of one of its keys
+        return ConfigError(f"{prefix}{'.'.join((*loc, key))}", value[key], f"a number, not {rest}")
     return ConfigError(field, value, message)
 
 

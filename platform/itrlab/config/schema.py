@@ -9,6 +9,7 @@ the papers' symbols where the papers have them (``margin`` is α of ConVSE eq. 2
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,16 +19,50 @@ SPLIT_ROLES = ("train", "val", "test")
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, values are checked on assignment."""
+    """Base of every config section: unknown keys are errors, values are checked on assignment.
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    Every number of every section is finite (``.inf``, ``.nan`` and ``1e999`` are refused) and a
+    number, not a truth value (``train.lr=true`` is refused, not read as 1.0): checked from the
+    fields' types, for every section and every method's settings alike.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, field in cls.model_fields.items():
+                key = field.alias or name
+                value = data.get(key, data.get(name))
+                if isinstance(value, bool) and _numeric_only(field.annotation):
+                    raise ValueError(f"{key}: a number, not {str(value).lower()}")
+        return data
+
+
+def _numeric_only(annotation: Any) -> bool:
+    """Whether a field's type admits numbers but not booleans (``float``, ``int | None`` ...)."""
+    args = [a for a in getattr(annotation, "__args__", (annotation,)) if a is not type(None)]
+    return bool(args) and all(a in (int, float) for a in args)
+
+
+def safe_name(value: str, what: str = "a name") -> str:
+    """``value`` if it is one safe path component (it names folders and MLflow experiments): letters,
+    digits, ``.``, ``_``, ``-`` and ``+``, at most 100 characters, not starting with a dot."""
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
+        raise ValueError(f"{what} is one folder name: 1-100 letters, digits, '.', '_', '-' or '+', not starting "
+                         f"with '.' or '-' (it names the run's folder)")
+    return value
+
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9._+-]{0,99}")
 
 
 class SyntheticConfig(Section):
     """Which synthetic dataset to generate (see ``itrlab.data.synthetic``)."""
 
     size: str = "small"
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1)
     knobs: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -86,7 +121,7 @@ class TextEncoderConfig(Section):
     ``pooling`` and ``max_len`` (tokens per caption, start/end or [CLS]/[SEP] included) apply to both.
     """
 
-    word_dim: int = Field(128, ge=1)
+    word_dim: int = Field(128, ge=1, le=1 << 16)
     num_layers: int = Field(1, ge=1)
     pooling: Literal["mean", "gpo"] = "mean"
     max_len: int = Field(48, ge=2)
@@ -121,7 +156,7 @@ class TextEncoderConfig(Section):
 
 
 class ModelConfig(Section):
-    embed_dim: int = Field(256, ge=1)
+    embed_dim: int = Field(256, ge=1, le=1 << 16)
     image: ImageEncoderConfig = Field(default_factory=ImageEncoderConfig)
     text: TextEncoderConfig = Field(default_factory=TextEncoderConfig)
     # ConVSE's non-linear projection head (two FC layers); None keeps the base embedding.
@@ -184,7 +219,7 @@ class TrainConfig(Section):
     lr_decay: float = Field(0.1, gt=0, le=1)
     warmup_steps: int = Field(0, ge=0)
     grad_clip: float = Field(2.0, ge=0)
-    loader_workers: int = Field(0, ge=0)
+    loader_workers: int = Field(0, ge=0, le=256)  # and at most 4 per core of the machine (config.checks)
     # auto: the first visible CUDA GPU, else the CPU (a Ray trial sees the GPUs it asked for)
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")
     # Mixed precision (itrlab.train.precision): fp32, or the model's step and evaluation under
@@ -222,7 +257,7 @@ class TrackingConfig(Section):
 
 class ExperimentConfig(Section):
     name: str
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1)  # numpy's and every data loader's seeds are 32-bit
     dataset: DatasetConfig
     method: MethodSection
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -232,6 +267,11 @@ class ExperimentConfig(Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_folder(cls, name: str) -> str:
+        return safe_name(name, "the experiment's name")
 
     @property
     def experiment_name(self) -> str:

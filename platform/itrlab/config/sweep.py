@@ -20,10 +20,10 @@ import itertools
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from itrlab.config.loader import config_error_from_validation, config_dir, did_you_mean, read_yaml
-from itrlab.config.schema import Section
+from itrlab.config.schema import Section, safe_name
 from itrlab.errors import ConfigError
 
 
@@ -117,7 +117,7 @@ class TableSpec(Section):
 
 
 class SweepSpec(Section):
-    name: str
+    name: str  # names the sweep's folder and MLflow experiment: one safe folder name
     description: str = ""
     experiment: str
     overrides: list[str] = Field(default_factory=list)
@@ -135,14 +135,29 @@ class SweepSpec(Section):
     asha: AshaSpec | None = None
     table: TableSpec | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_folder(cls, name: str) -> str:
+        return safe_name(name, "a sweep's name")
+
     @model_validator(mode="after")
     def _grid_or_search(self) -> "SweepSpec":
         if self.optuna is not None and self.grid:
             raise ValueError("a sweep has either a grid or an optuna search space, not both "
                              "(Optuna's searcher rejects Tune grids); write two sweep files")
+        if self.optuna is None and not self.grid:
+            raise ValueError("the grid is empty: list at least one key with its values (or give an optuna section)")
         for key, values in self.grid.items():
             if not isinstance(values, list) or not values:
                 raise ValueError(f"grid key '{key}' needs a non-empty list of values")
+            shown = [label(value, key) for value in values]
+            twice = sorted({str(v) for v in shown if shown.count(v) > 1})
+            if twice:
+                what = "names" if key == VARIANT or any(isinstance(v, dict) for v in values) else "values"
+                raise ValueError(f"grid key '{key}' lists the {what} {', '.join(twice)} twice: each would run as "
+                                 f"another row of identical trials")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds {self.seeds} repeat a seed: identical trials would count as independent seeds")
         if self.resources.gpu % 1 and (self.num_workers > 1 or self.resources.gpu > 1):
             raise ValueError("fractional GPUs break NCCL for multi-worker trials: use whole GPUs, or at most "
                              "one GPU for a one-worker trial")

@@ -108,6 +108,10 @@ class AsclMethod(MethodModule):
         settings = cls.method_settings(config)
         refuse_pooled_settings(config, "attends over every token and region and pools them itself (eq. 1-3): "
                                        "a pooled (GPO) encoder has no place in its fusion scorer")
+        if settings.cutoff_rows >= config.model.text.max_len:
+            raise ConfigError("method.cutoff_rows", settings.cutoff_rows,
+                              f"fewer than model.text.max_len ({config.model.text.max_len}) tokens: token cutoff "
+                              f"zeroes that many tokens of a caption")
         if config.model.embed_dim % settings.heads:
             raise ConfigError("model.embed_dim", config.model.embed_dim,
                               f"the fusion splits D into method.heads = {settings.heads} heads: a multiple of "

@@ -1,0 +1,73 @@
+"""Bad input, one table: each case exits 2 with one line that names the field, before anything starts.
+
+Config overrides go through ``itrlab check-config`` (the same assembly every command uses); sweep
+files through ``load_sweep``. Each row: the overrides (or the sweep file's text) and the field the
+message must name.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from itrlab.cli import main
+from itrlab.config.sweep import load_sweep
+from itrlab.errors import ConfigError
+
+CONFIG_CASES = [
+    # non-finite and absurd numbers, and truth values where numbers belong (every section, by type)
+    (["train.lr=.inf"], "train.lr"),
+    (["train.lr=1e999"], "train.lr"),
+    (["train.lr=.nan"], "train.lr"),
+    (["train.lr=true"], "train.lr"),
+    (["train.weight_decay=.inf"], "train.weight_decay"),
+    (["train.grad_clip=.inf"], "train.grad_clip"),
+    (["train.epochs=true"], "train.epochs"),
+    (["seed=true"], "seed"),
+    (["seed=100000000000000000000"], "seed"),
+    (["seed=-1"], "seed"),
+    (["dataset.synthetic.seed=100000000000000000000"], "dataset.synthetic.seed"),
+    (["model.embed_dim=1000000000"], "model.embed_dim"),
+    (["train.loader_workers=100000"], "train.loader_workers"),
+    (["loss.margin=.inf"], "loss.margin"),
+    # names are one folder name
+    (["name=../../../../x"], "name"),
+    (["name=a/b"], "name"),
+    (["name="], "name"),
+    (["name=.hidden"], "name"),
+    # a loss the method cannot feed, a method's own keys
+    (["defaults.method=mvn", "loss={name: ascl}"], "loss.name"),
+    (["method.name=nope"], "method.name"),
+    (["method.nope=1"], "method.nope"),
+    (["defaults.method=ascl", "method.cutoff_rows=1000"], "method.cutoff_rows"),
+]
+
+
+@pytest.mark.parametrize("overrides, field", CONFIG_CASES, ids=[" ".join(c[0]) for c in CONFIG_CASES])
+def test_bad_config_exits_2_with_one_line(overrides, field, capsys):
+    assert main(["check-config", "-c", "vsepp_synthetic_tiny", "--no-data", *overrides]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"config error at '{field}'" in err, err
+
+
+def test_a_method_settings_number_that_is_a_truth_value_names_the_key(capsys):
+    assert main(["check-config", "-c", "coder_synthetic_tiny", "--no-data", "method.K=true"]) == 2
+    assert "config error at 'method.K'" in capsys.readouterr().err
+
+
+SWEEP_CASES = [
+    ("grid: {cooperative.strategy: [A, B]}\ngrid: {cooperative.strategy: [F]}", "written twice"),
+    ("grid: {cooperative.strategy: [A, A]}", "lists the values A twice"),
+    ("grid: {cooperative.strategy: [A, F]}\nseeds: [0, 0]", "repeat a seed"),
+    ("grid: {variant: [{name: x, train.lr: 0.001}, {name: x, train.lr: 0.01}]}", "lists the names x twice"),
+    ("grid: {}", "the grid is empty"),
+    ("grid: {cooperative.strategy: [A]}\nname: ../../x", "name"),
+]
+
+
+@pytest.mark.parametrize("text, message", SWEEP_CASES, ids=[c[1] for c in SWEEP_CASES])
+def test_bad_sweep_file_is_refused(tmp_path, text, message):
+    body = text if text.startswith("grid: {cooperative.strategy: [A]}\nname") else f"name: bad\n{text}"
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"experiment: dbl_synthetic_tiny\n{body}\n")
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        load_sweep(path)
