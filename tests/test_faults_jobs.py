@@ -98,6 +98,7 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     assert parent.info.status == "FINISHED" and "itrlab.stop_reason" not in parent.data.tags
     assert sorted(c.data.tags["param.cooperative.strategy"] for c in children) == ["A", "F", "G"]
     assert {c.info.status for c in children} == {"FINISHED"}
+    assert not [c for c in children if "itrlab.stop_reason" in c.data.tags]  # F's reason went with its restart
     (sweep_dir,) = (tmp_path / "sweeps" / "sigint_sweep").iterdir()
     for child in children:  # run_dir: the trial's folder in the sweep's storage, with its checkpoints
         run_dir = Path(child.data.tags["run_dir"])

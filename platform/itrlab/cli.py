@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from itrlab.errors import ItrlabError, UserInputError, report
+from itrlab.interrupts import interruption, sigterm_as_sigint
 
 DEFAULT_EXPERIMENT = "vsepp_synthetic_small"
-INTERRUPTED = 130  # the shell's status for a command stopped by SIGINT (128 + 2)
-
-
-def interrupted(message: str = "interrupted") -> int:
-    print(f"itrlab: {message}", file=sys.stderr, flush=True)
-    return INTERRUPTED
+def interrupted(message: str | None = None) -> int:
+    """Print one line for an interruption (``message`` names it, else the signal) and return its exit
+    status: 130 for Ctrl-C (SIGINT), 143 for SIGTERM (itrlab.interrupts)."""
+    reason, status = interruption()
+    print(f"itrlab: {message or reason}", file=sys.stderr, flush=True)
+    return status
 
 
 def _guarded(main: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -43,7 +44,10 @@ def _latest_run_dir(base: Path) -> Path | None:
 
 
 def _resolve_run(args: argparse.Namespace):
-    """The config and run directory of this invocation (a fresh run, or the one to resume)."""
+    """The assembled experiment and run directory of this invocation (a fresh run, or the one to
+    resume), and whether that directory is still to be claimed: a fresh run without ``--run-dir``
+    gets ``<output.dir>/<name>/<timestamp>`` (``-1``, ``-2`` ... when another run took it that second),
+    created only once every check passed."""
     from itrlab.assembly import check_experiment, load_experiment
 
     run_dir = Path(args.run_dir) if args.run_dir else None
@@ -66,12 +70,13 @@ def _resolve_run(args: argparse.Namespace):
     from itrlab.files import check_writable_dir
 
     check_writable_dir(run_dir, "--run-dir" if args.run_dir else "output.dir")
-    return experiment, run_dir
+    return experiment, run_dir, not args.resume and not args.run_dir
 
 
 @_guarded
 def train_main(args: argparse.Namespace) -> int:
-    experiment, run_dir = _resolve_run(args)
+    sigterm_as_sigint()  # SIGTERM (Kubernetes, systemd, timeout) ends the run as Ctrl-C does
+    experiment, run_dir, claim = _resolve_run(args)
     config = experiment.config
     from itrlab.tracking import MlflowTracker
     from itrlab.train import ConsoleProgress, run_experiment
@@ -83,15 +88,23 @@ def train_main(args: argparse.Namespace) -> int:
         from itrlab.tracking import check_tracking_store
 
         check_tracking_store()  # answers within seconds (a new SQLite store is created once, under a lock)
+    if claim:
+        from itrlab.files import claim_new_dir
+
+        run_dir = claim_new_dir(run_dir.parent, run_dir.name)
     print(f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, dataset {config.dataset.name}, "
           f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}", flush=True)
     try:
-        if config.tracking.enabled:
-            tracker = MlflowTracker(config.experiment_name)
-        result = run_experiment(experiment, run_dir, callbacks=[ConsoleProgress()], tracker=tracker, device=device)
+        try:
+            if config.tracking.enabled:
+                tracker = MlflowTracker(config.experiment_name)
+            result = run_experiment(experiment, run_dir, callbacks=[ConsoleProgress()], tracker=tracker, device=device)
+        finally:
+            if claim and run_dir.is_dir() and not any(run_dir.iterdir()):
+                run_dir.rmdir()  # a run that wrote nothing (its data failed a check) leaves no folder
     except KeyboardInterrupt:  # the run was ended KILLED by run_experiment (tracker.ending)
         resume = f"; continue it with: jobs/train.py --resume --run-dir {run_dir}" if (run_dir / "last.pt").is_file() else ""
-        return interrupted(f"interrupted (Ctrl-C){', MLflow run KILLED' if tracker and tracker.run_id else ''}{resume}")
+        return interrupted(f"{interruption()[0]}{', MLflow run KILLED' if tracker and tracker.run_id else ''}{resume}")
     print(f"\nbest epoch {result.best_epoch} (val rsum {result.best_val_rsum:.1f}); test, best checkpoint:")
     print(result.test.format())
     print(f"run directory: {result.run_dir}")
@@ -167,13 +180,14 @@ def sweep_spec_of(args: argparse.Namespace):
 
 @_guarded
 def sweep_main(args: argparse.Namespace) -> int:
+    sigterm_as_sigint()  # SIGTERM stops the sweep as Ctrl-C does: state saved, --resume continues it
     spec = sweep_spec_of(args)
     from itrlab.sweep import run_sweep
 
     try:
         result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
     except KeyboardInterrupt:  # outside Tune's own handling (say while Ray starts): the parent run is KILLED
-        return interrupted("sweep interrupted (Ctrl-C); --resume continues it")
+        return interrupted(f"sweep {interruption()[0]}; --resume continues it")
     if result.best is not None:
         print(f"\nbest trial {result.best.trial_id}: {result.best.params} "
               f"({spec.objective.metric} {result.best.metrics.get(spec.objective.metric)})")
@@ -181,7 +195,7 @@ def sweep_main(args: argparse.Namespace) -> int:
     print(f"MLflow: parent run {result.parent_run_id} ({result.status}) in experiment '{spec.name}'; {result.ui_hint}",
           flush=True)
     if result.interrupted:
-        return interrupted(f"sweep interrupted (Ctrl-C); {sum(r.status == 'finished' for r in result.rows)} of "
+        return interrupted(f"sweep {interruption()[0]}; {sum(r.status == 'finished' for r in result.rows)} of "
                            f"{len(result.rows)} trials finished; --resume continues it")
     failed = result.failed
     if failed:

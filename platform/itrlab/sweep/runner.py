@@ -37,6 +37,7 @@ from itrlab.config import compose
 from itrlab.assembly import check_experiment
 from itrlab.errors import ItrlabError, UserInputError, failure_reason
 from itrlab.files import check_writable_dir, file_lock
+from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, kill_running_trial_runs, settle_trial_runs,
@@ -193,6 +194,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
     workers, cpus, gpus = spec.workers
     in_process = workers == 1 and spec.trainer == "auto"
     started_ray = init_ray(tracking_uri, 0 if in_process else workers * cpus + 2)
+    sigterm_as_sigint()  # again: the Ray driver replaced the handler
     if not started_ray:
         wait_for_room(spec)
 
@@ -242,7 +244,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
     except KeyboardInterrupt:
         kill_running_trial_runs(parent, "the sweep was interrupted; --resume continues it")
         with contextlib.suppress(Exception):
-            parent.set_tags({STOP_REASON_TAG: "interrupted (Ctrl-C); --resume continues the sweep"})
+            parent.set_tags({STOP_REASON_TAG: f"{interruption()[0]}; --resume continues the sweep"})
         parent.end("KILLED")
         raise
     except BaseException as err:
@@ -253,7 +255,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
         raise
     best = best_row(rows, spec.objective.metric, spec.objective.mode)
     if interrupted:
-        status, reason = "KILLED", "interrupted (Ctrl-C); --resume continues the sweep"
+        status, reason = "KILLED", f"{interruption()[0]}; --resume continues the sweep"
     elif best is None:
         status, reason = "FAILED", "no trial finished"
     else:

@@ -39,6 +39,7 @@ from mlflow.exceptions import MlflowException
 
 from itrlab.errors import UserInputError, failure_reason
 from itrlab.files import check_writable_dir, file_lock
+from itrlab.interrupts import interruption
 
 if TYPE_CHECKING:  # only for annotations: the store check runs before torch is imported
     from itrlab.eval import RecallTable
@@ -198,7 +199,10 @@ class MlflowTracker:
         if run_id is not None:
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")
-            logged = self.client.get_run(run_id).data.params
+            previous = self.client.get_run(run_id).data
+            if STOP_REASON_TAG in previous.tags:  # why it stopped last time no longer holds
+                self.client.delete_tag(run_id, STOP_REASON_TAG)
+            logged = previous.params
             params = {k: v for k, v in params.items() if k not in logged}
         else:
             all_tags = {**source_tags(), **{k: str(v) for k, v in {**tags, **self.default_tags}.items()}}
@@ -236,15 +240,15 @@ class MlflowTracker:
         self.end_if_running(status)
 
     @contextlib.contextmanager
-    def ending(self, interrupted: str = "interrupted (Ctrl-C)") -> Iterator[None]:
+    def ending(self) -> Iterator[None]:
         """The one owner of how this tracker's run ends, however the block ends: FINISHED (if still
-        RUNNING), KILLED on Ctrl-C (``interrupted`` as the reason), FAILED with the error's first line
+        RUNNING), KILLED on Ctrl-C or SIGTERM (the signal as the reason), FAILED with the error's first line
         in ``itrlab.stop_reason``. A run ended already (a sweep driver ends its trials' runs KILLED
         when interrupted) keeps its status. MLflow failing too never hides the block's own error."""
         try:
             yield
         except KeyboardInterrupt:
-            self._settle("KILLED", interrupted)
+            self._settle("KILLED", interruption()[0])
             raise
         except BaseException as err:
             self._settle("FAILED", failure_reason(err))

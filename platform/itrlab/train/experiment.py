@@ -80,6 +80,7 @@ def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
     else:
         vocab = build_text_tokenizer(text.encoder, splits["train"].captions, min_count=text.vocab_min_count,
                                      model_dir=text.bert_path)
+        run_dir.mkdir(parents=True, exist_ok=True)  # only once every split has been read
         vocab.save(vocab_path)
     return TrainingData(vocab=vocab, **splits)
 
@@ -205,9 +206,8 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
         experiment = check_experiment(experiment)
     config = experiment.config
     device = device or resolve_device(config.train.device)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    data = prepare_data(config, run_dir)  # reads every split first: a data error leaves no file behind
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config.dump(), sort_keys=False))
-    data = prepare_data(config, run_dir)
 
     seed_everything(config.seed)
     started = time.perf_counter()  # the cost of the run includes building the method: OAS trains its anchor there

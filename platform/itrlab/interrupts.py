@@ -1,0 +1,38 @@
+"""SIGTERM ends a run the way Ctrl-C does.
+
+Kubernetes, systemd, Slurm and ``timeout`` stop a process with SIGTERM; its default action kills
+Python on the spot (no message, the MLflow run left RUNNING forever). :func:`sigterm_as_sigint`
+makes SIGTERM do what SIGINT's handler of the moment does: raise KeyboardInterrupt (a training ends
+its run KILLED and keeps its checkpoint), or Tune's graceful stop of a sweep (the experiment state is
+saved, so ``--resume`` continues it). :func:`interruption` then says which signal it was: the line
+to print and the exit status (143 = 128 + SIGTERM, 130 = 128 + SIGINT).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+_received: dict[str, bool] = {"sigterm": False}
+
+
+def _on_sigterm(signum, frame) -> None:
+    _received["sigterm"] = True
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not _on_sigterm:
+        handler(signal.SIGINT, frame)  # Python's default raises KeyboardInterrupt; Tune's stops the sweep
+    else:
+        raise KeyboardInterrupt
+
+
+def sigterm_as_sigint() -> None:
+    """Install the SIGTERM handler (main thread only; again after a library replaced it, e.g. Ray)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def interruption() -> tuple[str, int]:
+    """``(reason, exit status)`` of the interruption under way: SIGTERM's or Ctrl-C's."""
+    if _received["sigterm"]:
+        return "terminated (SIGTERM)", 143
+    return "interrupted (Ctrl-C)", 130

@@ -1,0 +1,72 @@
+"""SIGTERM, what Kubernetes, systemd and ``timeout`` send, ends a training and a sweep as Ctrl-C does:
+one line, exit 143, every MLflow run ended (KILLED, the reason in ``itrlab.stop_reason``), none left
+RUNNING, and the checkpoint kept for ``--resume`` (issue #23)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from mlflow import MlflowClient
+
+from test_faults_cli import env_for, job
+from test_sweep_jobs import start_driver, sweep_command, sweep_runs, wait_for
+
+
+def test_sigterm_during_training_ends_the_run_killed_with_one_line_and_143(tmp_path):
+    log = tmp_path / "train.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=500",
+                                       f"dataset.root={tmp_path / 'data'}", "--run-dir", str(tmp_path / "run")),
+                                   cwd=tmp_path, env=env_for(tmp_path), stdout=out, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while "epoch   1/" not in log.read_text():  # a checkpoint exists
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, err[-3000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("itrlab: terminated (SIGTERM), MLflow run KILLED; continue it with:")
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
+    assert run.info.status == "KILLED" and run.data.tags["itrlab.stop_reason"] == "terminated (SIGTERM)"
+    assert (tmp_path / "run" / "last.pt").is_file()
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_sweep_driver_ends_it_like_ctrl_c(tmp_path):
+    command = sweep_command(tmp_path, {
+        "name": "sigterm_sweep", "experiment": "dbl_synthetic_tiny",
+        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=30"],
+        "grid": {"cooperative.strategy": ["A", "F"]}, "seeds": [0], "resources": {"cpu": 1}})
+    log_path = tmp_path / "driver.log"
+    driver = start_driver(command, tmp_path, log_path)
+    try:
+        def a_trial_reported() -> bool:
+            if "MLflow parent run" not in log_path.read_text():
+                return False
+            _, children = sweep_runs(tmp_path, "sigterm_sweep", polling=True)
+            return bool(children)
+
+        wait_for(a_trial_reported, driver, log_path, "a trial's start", every=0.3)
+        time.sleep(2)
+        driver.send_signal(signal.SIGTERM)  # to the driver only, as a pod's container runtime does
+        assert driver.wait(timeout=180) == 143, log_path.read_text()[-4000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    text = log_path.read_text()
+    assert text.rstrip().splitlines()[-1].startswith("itrlab: sweep terminated (SIGTERM);"), text[-3000:]
+    assert "SIGTERM received" not in text and "Traceback" not in text, text[-3000:]
+    (parent,), children = sweep_runs(tmp_path, "sigterm_sweep")
+    assert parent.info.status == "KILLED" and "SIGTERM" in parent.data.tags["itrlab.stop_reason"]
+    assert children and all(c.info.status in ("FINISHED", "KILLED") for c in children), \
+        [(c.info.status, c.data.tags.get("itrlab.stop_reason")) for c in children]
