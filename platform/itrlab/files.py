@@ -108,7 +108,8 @@ def load_tensors(path: str | Path, what: str = "checkpoint") -> Any:
         raise UserInputError(f"{what} {path} does not exist") from None
     except OSError as exc:
         raise UserInputError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, ImportError, TypeError) as exc:
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, ImportError, TypeError,
+            IndexError, KeyError, UnicodeDecodeError, OverflowError, MemoryError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserInputError(f"{what} {path} is not an itrlab checkpoint (a torch file of tensors only); "
                              f"refused to load it: {reason}") from None

@@ -33,7 +33,7 @@ from itrlab.errors import UserInputError, failure_reason
 from itrlab.config.sweep import VARIANT, label
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
-from itrlab.train.experiment import MLFLOW_FILE
+from itrlab.train.experiment import MLFLOW_FILE, recorded_run_id
 
 TRIAL_TAG = "itrlab.trial_id"
 INPUT_ERROR = "input_error"  # in a trial's last result: it failed on its input, do not retry it
@@ -130,7 +130,7 @@ def record_failure(tracker: MlflowTracker | None, run_dir: Path, reason: str, ru
     try:
         if tracker.run_id is None:
             previous = run_dir / MLFLOW_FILE
-            reuse = json.loads(previous.read_text())["run_id"] if previous.is_file() else None
+            reuse = recorded_run_id(previous)
             tracker.start(run_name=run_name, tags={}, params={}, run_id=reuse, parent_run_id=parent_run_id)
         tracker.stop("FAILED", reason)
     except Exception as err:  # MLflow itself failing must not hide the trial's own error

@@ -197,6 +197,12 @@ class MlflowTracker:
               run_id: str | None = None, parent_run_id: str | None = None) -> str:
         """Create a run, or reopen ``run_id`` (a resumed training) and mark it running again."""
         if run_id is not None:
+            try:
+                self.client.get_run(run_id)
+            except MlflowException:
+                raise UserInputError(f"MLflow run {run_id} (recorded in the run directory's mlflow_run.json) is not "
+                                     f"in the tracking store {self.tracking_uri}; point MLFLOW_TRACKING_URI at the "
+                                     f"store it was logged to, or delete mlflow_run.json to start a new run") from None
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")
             previous = self.client.get_run(run_id).data

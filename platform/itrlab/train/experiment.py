@@ -28,6 +28,8 @@ import yaml
 from itrlab.config import ExperimentConfig
 from itrlab.assembly import Experiment, check_experiment
 from itrlab.config.checks import synthetic_spec_of
+from itrlab.errors import UserInputError
+from itrlab.files import read_json
 from itrlab.data import generate_synthetic, open_precomp
 from itrlab.data.precomp import fingerprint
 from itrlab.data.tokenizers import build_text_tokenizer, load_text_tokenizer
@@ -193,6 +195,19 @@ def device_hours(device: torch.device, world_size: int, seconds: float) -> dict[
     return {"cpu_hours": seconds * world_size * torch.get_num_threads() / 3600}
 
 
+def recorded_run_id(path: Path) -> str | None:
+    """The MLflow run id that ``mlflow_run.json`` records (None without the file); UserInputError when
+    the file is not what itrlab wrote."""
+    if not path.is_file():
+        return None
+    payload = read_json(path, "the run's MLflow record")
+    run_id = payload.get("run_id") if isinstance(payload, dict) else None
+    if not isinstance(run_id, str) or not run_id.isalnum():
+        raise UserInputError(f"{path} names no MLflow run (it must hold {{\"run_id\": ...}}); delete it to start "
+                             f"a new MLflow run for this directory")
+    return run_id
+
+
 def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
                    tracker: MlflowTracker | None = None, parent_run_id: str | None = None,
                    run_name: str | None = None, rank: int = 0, world_size: int = 1,
@@ -207,7 +222,6 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
     config = experiment.config
     device = device or resolve_device(config.train.device)
     data = prepare_data(config, run_dir)  # reads every split first: a data error leaves no file behind
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.dump(), sort_keys=False))
 
     seed_everything(config.seed)
     started = time.perf_counter()  # the cost of the run includes building the method: OAS trains its anchor there
@@ -215,10 +229,13 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
     if notes.get("glove") is not None:
         print(notes["glove"].describe(), flush=True)
     callbacks = list(callbacks or [])
+    # the trainer first: it restores last.pt, and a checkpoint that does not fit is refused before the
+    # MLflow run is (re)opened, so a finished run never turns FAILED on a refused resume
+    trainer = Trainer(config, method, data, run_dir, callbacks, rank=rank, world_size=world_size, device=device)
     run_id = None
     if tracker is not None:
         previous = run_dir / MLFLOW_FILE
-        reuse = json.loads(previous.read_text())["run_id"] if previous.is_file() else None
+        reuse = recorded_run_id(previous)
         tags = {**run_tags(config), "run_dir": str(run_dir), "device": describe(device)}
         run_id = tracker.start(run_name=run_name or f"{config.name}-{run_dir.name}", tags=tags,
                                params=config.flat(), run_id=reuse, parent_run_id=parent_run_id)
@@ -230,8 +247,8 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
         # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
         # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
         callbacks.insert(0, MlflowEpochLogger(tracker))
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.dump(), sort_keys=False))  # once nothing was refused
     with tracker.ending() if tracker is not None else contextlib.nullcontext():
-        trainer = Trainer(config, method, data, run_dir, callbacks, rank=rank, world_size=world_size, device=device)
         if trainer.resumed_from_epoch:
             print(f"resuming {run_dir} after epoch {trainer.resumed_from_epoch}", flush=True)
         state = trainer.fit()

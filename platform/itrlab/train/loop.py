@@ -29,7 +29,7 @@ from itrlab.data import Batch, CaptionDataset, PrecompSplit, Vocabulary, make_lo
 from itrlab.data.dataset import ShardedBatchSampler
 from itrlab.data.prefetch import DevicePrefetcher
 from itrlab.data.resident import ResidentSplit, choose_data_path
-from itrlab.errors import ItrlabError
+from itrlab.errors import ItrlabError, UserInputError
 from itrlab.eval import RecallTable, evaluate
 from itrlab.losses import LossOutput
 from itrlab.methods import MethodModule
@@ -161,10 +161,19 @@ class Trainer:
         self.scheduler = self.schedule.scheduler(self.optimizer, last_step=self.state.step)
 
     def _restore(self, checkpoint: dict) -> None:
-        self.method.load_state_dict(checkpoint["model"])
-        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        """Continue from ``last.pt``; UserInputError when it does not fit this config (another width,
+        another method), before anything of the run is touched."""
+        try:
+            self.method.load_state_dict(checkpoint["model"])
+            self.optimizer.load_state_dict(checkpoint["optimizer"])
+            set_rng_state(checkpoint["rng"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as err:
+            first = str(err).strip().splitlines()
+            detail = next((line.strip() for line in first if "size mismatch" in line or "Missing" in line
+                           or "Unexpected" in line), first[0] if first else type(err).__name__)
+            raise UserInputError(f"checkpoint {self.run_dir / LAST} does not fit this config ({detail}); resume "
+                                 f"with the config it was trained with, or start a new run") from None
         self.state = checkpoint["state"]
-        set_rng_state(checkpoint["rng"])
 
     @property
     def resumed_from_epoch(self) -> int:

@@ -1,0 +1,78 @@
+"""Resuming from what a run directory holds, when it holds something else (issue #23): a refused
+checkpoint or record is one line and exit 2, before the MLflow run is reopened, so a FINISHED run
+stays FINISHED; the run's config.yaml is left as it was."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from mlflow import MlflowClient
+
+from test_faults_cli import env_for, job
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A one-epoch tiny run, FINISHED in its own SQLite store."""
+    root = tmp_path_factory.mktemp("finished")
+    result = subprocess.run(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=1", f"dataset.root={root / 'data'}",
+                                "--run-dir", str(root / "run")), cwd=root, env=env_for(root), capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root
+
+
+def resume(root, *overrides):
+    return subprocess.run(job("train.py", "--resume", "--run-dir", str(root / "run"), "train.epochs=2", *overrides),
+                          cwd=root, env=env_for(root), capture_output=True, text=True, timeout=300)
+
+
+def run_status(root) -> str:
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
+    return run.info.status
+
+
+def truncate_last(run):
+    (run / "last.pt").write_bytes((run / "last.pt").read_bytes()[:1000])
+
+
+def symlink_last_to_config(run):
+    (run / "last.pt").unlink()
+    (run / "last.pt").symlink_to(run / "config.yaml")
+
+
+def garbage_record(run):
+    (run / "mlflow_run.json").write_text("{not json")
+
+
+def unknown_record(run):
+    (run / "mlflow_run.json").write_text('{"run_id": "0123456789abcdef0123456789abcdef"}')
+
+
+CASES = [
+    (truncate_last, (), "is not an itrlab checkpoint"),
+    (symlink_last_to_config, (), "is not an itrlab checkpoint"),
+    (lambda run: None, ("model.embed_dim=64",), "does not fit this config"),
+    (garbage_record, (), "not valid JSON"),
+    (unknown_record, (), "is not in the tracking store"),
+]
+
+
+@pytest.mark.parametrize("damage, overrides, message", CASES,
+                         ids=["truncated last.pt", "last.pt links to another file", "another width",
+                              "mlflow_run.json not JSON", "mlflow_run.json names no run"])
+def test_a_refused_resume_is_one_line_and_leaves_the_finished_run_alone(finished_run, tmp_path, damage, overrides,
+                                                                         message):
+    root = tmp_path / "copy"
+    shutil.copytree(finished_run, root, symlinks=True)
+    config_before = (root / "run" / "config.yaml").read_text()
+    damage(root / "run")
+    result = resume(root, *overrides)
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr[-3000:]
+    assert run_status(root) == "FINISHED"
+    assert (root / "run" / "config.yaml").read_text() == config_before
