@@ -45,7 +45,7 @@ NAMESPACE = "itrlab"
 SHARED_MOUNT = "/mnt/itrlab"  # the shared volume (datasets, sweeps) in every Ray pod
 RUN_AS_USER = 10001  # the images' user (k8s/docker/*.Dockerfile) and the manifests' runAsUser
 
-# The Secrets the manifests reference (created by hand, README "Deploy on Kubernetes") and their keys.
+# The Secrets the manifests reference (created by hand, docs/kubernetes.md) and their keys.
 SECRETS = {
     "itrlab-postgres": {"password"},
     "itrlab-s3": {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
@@ -269,7 +269,7 @@ def test_rayjob_runs_on_its_own_copy_of_the_cluster_and_cleans_up(docs):
     assert job["shutdownAfterJobFinishes"] is True
     assert job["ttlSecondsAfterFinished"] > 0
     assert job["rayClusterSpec"] == find(docs, "RayCluster", "itrlab")["spec"]
-    assert job.get("suspend") is True  # started on purpose (README), not by `kubectl apply`
+    assert job.get("suspend") is True  # started on purpose (docs/kubernetes.md), not by `kubectl apply`
 
 
 def entrypoint_args(docs) -> list[str]:
@@ -462,12 +462,11 @@ def test_secrets_are_referenced_never_literal(docs):
     assert used == SECRETS
 
 
-def test_readme_shows_how_to_create_the_secrets():
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Deploy on Kubernetes", 1)[1].split("\n## ", 1)[0]
+def test_kubernetes_docs_show_how_to_create_the_secrets():
+    section = (REPO / "docs" / "kubernetes.md").read_text()
     for name, keys in SECRETS.items():
         command = next((c for c in re.findall(r"kubectl[^\n]*create secret generic " + name + r"(?:[^\n]*\\\n)*[^\n]*", section)), None)
-        assert command, f"README does not create {name}"
+        assert command, f"docs/kubernetes.md does not create {name}"
         for key in keys:
             assert f"--from-literal={key}=" in command, (name, key)
     for overlay in OVERLAYS:

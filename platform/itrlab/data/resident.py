@@ -17,7 +17,7 @@ are bit-identical whichever path builds its batches.
 free memory (the other half for the model, activations, evaluation and trials sharing the GPU),
 else the loader. On a CPU ``auto`` is the loader: memory-mapped reading keeps one page-cache copy of
 the features per node, shared by concurrent trials, where resident data would copy them into every
-trial's memory (and on CPU the loader's share of an epoch is small: see README, "Speed").
+trial's memory (and on CPU the loader's share of an epoch is small: see docs/speed.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Hinge-based triplet ranking losses: VSE (sum of hinges) and VSE++ (max of hinges).
 
-Equations refer to ConVSE (Sharma et al.), which restates VSE and VSE++ (Faghri et al.).
+Equations refer to ConVSE (Jain and Verma), which restates VSE and VSE++ (Faghri et al.).
 Duplicate-id rule: a pair with the same image id as the anchor is never a negative; it is
 left out of the sums (VSE) and of the hardest-negative search (VSE++). An anchor with no
 negative in the batch contributes 0.

@@ -22,7 +22,7 @@ and hierarchical cross-modal fusion scored without any ground-truth leak (``docs
 * Evaluation encodes images and captions independently and scores every pair in bounded-memory
   shards (:func:`~itrlab.methods.sharded.encode_split_features` and
   :func:`~itrlab.methods.sharded.sharded_score_fn`, shared with ``xattn``): no pair ever looks
-  up its ground-truth partner, unlike the reference code (docs/papers/ascl.md §B3; README "AsCL").
+  up its ground-truth partner, unlike the reference code (docs/papers/ascl.md §B3, #leak-free-scoring).
 """
 
 from __future__ import annotations

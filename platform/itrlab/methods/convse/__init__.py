@@ -1,4 +1,4 @@
-"""ConVSE and ConVSE++ (Sharma et al.), and MVN, their NCE baseline: method and losses (eq. 6-14)."""
+"""ConVSE and ConVSE++ (Jain and Verma), and MVN, their NCE baseline: method and losses (eq. 6-14)."""
 
 from itrlab.methods.convse.losses import ContrastiveMaxOfNegativesLoss, ContrastiveSumOfNegativesLoss, MultimodalNCELoss
 from itrlab.methods.convse.method import ConvseMethod, ConvseSettings

@@ -1,6 +1,6 @@
 """Contrastive (NCE-based) losses: MVN's multimodal NCE, ConVSE (l_CSN) and ConVSE++ (l_CMN).
 
-Equations refer to ConVSE (Sharma et al.). Duplicate-id rule: a pair with the same image id
+Equations refer to ConVSE (Jain and Verma). Duplicate-id rule: a pair with the same image id
 as the anchor is never a negative. In the NCE losses the numerator's positive is the pair's
 own (diagonal) element; other same-id entries are left out of the denominator (they are
 neither positives nor negatives). In l_CMN they are excluded from the hardest-negative search

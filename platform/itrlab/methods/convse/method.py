@@ -1,4 +1,4 @@
-"""MVN, ConVSE and ConVSE++ (Sharma et al.): a dual encoder with a projection head and an NCE loss.
+"""MVN, ConVSE and ConVSE++ (Jain and Verma): a dual encoder with a projection head and an NCE loss.
 
 The loss of each (:mod:`itrlab.methods.convse.losses`) and its head (``model.projection_hidden``,
 two FC layers) are set by ``configs/methods/<name>.yaml``; any dual loss works with any of them.
