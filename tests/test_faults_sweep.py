@@ -139,6 +139,21 @@ def test_resume_of_a_finished_sweep_rewrites_its_tables_whole(workdir):
             run_sweep(sweep, storage=workdir / "sweeps", resume=True)
 
 
+def test_resume_over_a_truncated_tune_state_is_refused_and_loses_nothing(workdir):
+    """Tune "restores" a state file cut short by restarting the sweep with one empty trial and ends it
+    FINISHED (issue #23): --resume refuses it with one line instead, and the runs stay as they were."""
+    sweep = load_sweep(write_sweep(workdir / "sweep.yaml", name="truncated",
+                                   overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"]))
+    first = run_sweep(sweep, storage=workdir / "sweeps")
+    (state,) = (first.sweep_dir / "tune").glob("experiment_state-*.json")
+    state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+    before = {r.info.run_id: r.info.status for r in sum(sweep_runs("truncated"), [])}
+    with pytest.raises(runner.UserInputError, match="saved Tune state .* is damaged"):
+        run_sweep(sweep, storage=workdir / "sweeps", resume=True)
+    assert {r.info.run_id: r.info.status for r in sum(sweep_runs("truncated"), [])} == before
+    assert len(list((first.sweep_dir / "tune").glob("run_trial_*"))) == 1
+
+
 def test_cluster_without_room_for_a_trial_fails_after_a_bounded_wait(workdir, monkeypatch, capsys):
     """A Ray that itrlab did not start (a cluster; here the module's 2-CPU Ray) and a trial of 8 CPUs:
     the sweep waits ITRLAB_RESOURCE_WAIT_S, then stops with exit status 2, before any MLflow run."""

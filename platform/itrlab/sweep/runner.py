@@ -147,6 +147,22 @@ def new_sweep_dir(storage: Path, name: str) -> Path:
     raise UserInputError(f"--storage: cannot create a new sweep folder under {storage / name}")
 
 
+def check_tune_state(tune_dir: Path) -> None:
+    """Tune's saved state of an interrupted sweep, readable whole, or a UserInputError.
+
+    Tune "restores" a state file cut short (a full disk, a crash while writing) by restarting the
+    experiment with one empty trial, ignoring every trial it had; refuse instead, leaving the trials'
+    checkpoints and MLflow runs as they are.
+    """
+    for path in sorted(tune_dir.glob("experiment_state-*.json")):
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise UserInputError(f"--resume: the sweep's saved Tune state {path} is damaged ({err}); nothing was "
+                                 f"run: its trials' checkpoints under {tune_dir} and their MLflow runs are kept. "
+                                 f"Restore the file, or run the sweep again without --resume") from None
+
+
 def sweep_lock(sweep_dir: Path, name: str):
     """The running sweep's hold on its folder: a second --resume of it fails at once (exit 2)."""
     return file_lock(sweep_dir, blocking=False, what=f"sweep '{name}' ({sweep_dir})")
@@ -164,6 +180,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
         if sweep_dir is None:
             raise UserInputError(f"--resume: no interrupted sweep '{spec.name}' under {storage / spec.name}")
         check_writable_dir(sweep_dir, "--storage")
+        check_tune_state(sweep_dir / "tune")  # before anything is reopened
         state = json.loads((sweep_dir / STATE_FILE).read_text())
         overrides = state["overrides"]
     tree = base_tree(spec, overrides)
