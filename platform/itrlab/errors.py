@@ -23,6 +23,11 @@ class UserInputError(ItrlabError):
     exit_code = 2
 
 
+class StorageError(ItrlabError):
+    """A file a running job must write cannot be written (a full, read-only or vanished disk); what
+    was written before is intact. The run ends FAILED with this reason."""
+
+
 class ConfigError(UserInputError):
     """A config field holds a value that is not allowed.
 

@@ -54,10 +54,14 @@ def _precomp_summary(config: ExperimentConfig) -> DataSummary:
     dataset = config.dataset
     if not dataset.root.is_dir():
         raise ConfigError("dataset.root", str(dataset.root), "must be an existing directory holding {split}_ims.npy and {split}_caps.txt")
-    sizes = {}
+    sizes, width = {}, None
     for role in ("train", "val", "test"):
         split = getattr(dataset.splits, role)
         info = inspect_precomp(dataset.root, split, captions_per_image=None)
+        width = width or (info.feature_dim, "train")
+        if info.feature_dim != width[0]:
+            raise DataError(info.features_path, f"features of width {info.feature_dim}, but the {width[1]} split's "
+                                                f"are {width[0]} wide: every split must come from one extractor")
         ratio = info.n_captions / max(info.n_images, 1)
         if ratio != dataset.captions_per_image:
             raise ConfigError("dataset.captions_per_image", dataset.captions_per_image,

@@ -12,6 +12,7 @@ from typing import Any
 import ray
 import torch
 
+from itrlab import threads as thread_policy
 from itrlab.config.loader import config_dir
 from itrlab.errors import UserInputError
 from itrlab.config.sweep import SweepSpec
@@ -49,6 +50,7 @@ def init_ray(tracking_uri: str, logical_cpus: float = 0) -> bool:
     wanted = {"MLFLOW_TRACKING_URI": tracking_uri, "ITRLAB_CONFIG_DIR": str(config_dir().resolve())}
     # Under `ray job submit` the job's runtime env already sets some; repeating a key is refused.
     env_vars = {key: value for key, value in wanted.items() if key not in os.environ}
+    env_vars |= thread_policy.worker_env()  # OpenMP's wait policy for a cluster's workers (itrlab.threads)
     # "local": a new Ray of its own, even where `ray start --head` runs on this machine (address=None
     # would join that one, and refuse num_cpus)
     ray.init(address=address or "local", num_cpus=num_cpus,

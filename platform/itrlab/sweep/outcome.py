@@ -16,7 +16,7 @@ from ray import tune
 from itrlab.config.sweep import SweepSpec
 from itrlab.report.summary import TrialRow
 from itrlab.errors import failure_reason
-from itrlab.sweep.trial import INPUT_ERROR, TRIAL_TAG
+from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR, TRIAL_TAG
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker
 
 UNFINISHED = ("interrupted", "not started")
@@ -28,8 +28,27 @@ class NoRetryOnInputError(tune.Callback):
     up to ``max_failures`` times; this lowers the limit of that one trial."""
 
     def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
-        if result.get(INPUT_ERROR):
+        if result.get(INPUT_ERROR) or result.get(STORAGE_ERROR):
             trial.max_failures = 0
+
+
+class StopOnStorageError(tune.Stopper):
+    """Stops the whole sweep once a trial could not write its checkpoint (``storage_error`` in its
+    result): every trial shares the sweep's storage, so the next one would fail the same way.
+
+    ``StopOnStorageError.reason`` (class-wide, in the driver) holds that trial's message: a resumed
+    sweep runs the stopper Tune unpickled from its saved state, not a new one.
+    """
+
+    reason: str | None = None
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        if result.get(STORAGE_ERROR) and StopOnStorageError.reason is None:
+            StopOnStorageError.reason = str(result.get("stop_reason") or "a trial could not write its checkpoint")
+        return bool(result.get(STORAGE_ERROR))
+
+    def stop_all(self) -> bool:
+        return StopOnStorageError.reason is not None
 
 
 def error_line(error: BaseException | None) -> str | None:

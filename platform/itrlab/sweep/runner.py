@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shutil
 import sys
 import tempfile
@@ -35,12 +36,13 @@ from ray import tune
 
 from itrlab.config import compose
 from itrlab.assembly import check_experiment
-from itrlab.errors import ItrlabError, UserInputError, failure_reason
+from itrlab.errors import ItrlabError, StorageError, UserInputError, failure_reason
 from itrlab.files import check_writable_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
-from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, kill_running_trial_runs, settle_trial_runs,
+from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError, kill_running_trial_runs,
+                                  settle_trial_runs,
                                   trial_rows, with_unstarted)
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.report.pivot import best_by_mean, compact_pivot, pivot, pivot_note
@@ -239,6 +241,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
             # a TorchTrainer trial's own process only waits on its workers, which hold the resources
             {"cpu": cpus, "gpu": gpus} if in_process else {"cpu": 0.1},
         )
+        StopOnStorageError.reason = None
         if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
             tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
         else:
@@ -246,12 +249,15 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
                 name="tune", storage_path=str(sweep_dir),
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                callbacks=[NoRetryOnInputError()],
+                callbacks=[NoRetryOnInputError()], stop=StopOnStorageError(),
             )
             tuner = tune.Tuner(trainable, param_space=param_space(spec), run_config=run_config,
                                tune_config=tune_config(spec, first.train.epochs, reuse_actors=in_process))
         with SigintWatch() as sigint:
             results = fit_checking_storage(tuner, sweep_dir)
+        if StopOnStorageError.reason is not None:
+            raise StorageError(f"the sweep's storage can no longer be written: {StopOnStorageError.reason}; "
+                               f"--resume continues the sweep once it can")
         rows, interrupted = trial_rows(results, sigint.interrupted)
         if interrupted and started_ray:  # the cut-short trials' processes end before their runs are settled
             ray.shutdown()
@@ -285,6 +291,24 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
     return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status)
 
 
+class _OneLine(logging.Filter):
+    """Keeps a log record to its first line: no traceback (Tune's storage-sync errors repeat the same
+    OSError with a traceback at every attempt; the sweep ends with one line that says what broke)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        first = record.getMessage().strip().splitlines()
+        record.msg, record.args = (first[0] if first else ""), ()
+        if record.exc_info:
+            record.msg = f"{record.msg} {failure_reason(record.exc_info[1])}"
+        record.exc_info = record.exc_text = None
+        return True
+
+
+STORAGE_LOGGERS = ("ray.tune.execution.experiment_state", "ray.train._internal.syncer")
+for _name in STORAGE_LOGGERS:
+    logging.getLogger(_name).addFilter(_OneLine())
+
+
 def fit_checking_storage(tuner: tune.Tuner, sweep_dir: Path):
     """``tuner.fit()``; a sweep folder that can no longer be written (a disk turned read-only, a folder
     replaced) becomes one clear error instead of Tune's traceback. The trials' runs end FAILED (their
@@ -295,7 +319,7 @@ def fit_checking_storage(tuner: tune.Tuner, sweep_dir: Path):
         try:
             check_writable_dir(sweep_dir / "tune", "--storage")
         except UserInputError as unwritable:
-            raise ItrlabError(f"the sweep's storage can no longer be written: {unwritable}; "
+            raise StorageError(f"the sweep's storage can no longer be written: {unwritable}; "
                               f"{failure_reason(err)}") from None
         raise
 

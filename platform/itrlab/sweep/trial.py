@@ -29,7 +29,7 @@ from ray import tune
 
 from itrlab.assembly import check_config
 from itrlab.config.loader import set_path
-from itrlab.errors import UserInputError, failure_reason
+from itrlab.errors import StorageError, UserInputError, failure_reason
 from itrlab.config.sweep import VARIANT, label
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
@@ -37,6 +37,7 @@ from itrlab.train.experiment import MLFLOW_FILE, recorded_run_id
 
 TRIAL_TAG = "itrlab.trial_id"
 INPUT_ERROR = "input_error"  # in a trial's last result: it failed on its input, do not retry it
+STORAGE_ERROR = "storage_error"  # in a trial's last result: it could not write its checkpoint: stop the sweep
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,13 @@ class EpochReporter:
     def on_epoch_end(self, report: EpochReport) -> None:
         self.last = {"epoch": report.epoch, **report.metrics()}
         checkpoint = self.make_checkpoint(str(self.run_dir)) if self.make_checkpoint else None
-        self.report(self.last, checkpoint=checkpoint)
+        try:
+            self.report(self.last, checkpoint=checkpoint)
+        except OSError as err:  # Tune copies the checkpoint into the sweep's storage here
+            if checkpoint is None:
+                raise
+            raise StorageError(f"the checkpoint of epoch {report.epoch} cannot be stored in the sweep's storage: "
+                               f"{err.strerror or failure_reason(err)}") from None
 
 
 def restore_run_dir(run_dir: Path, checkpoint) -> None:
@@ -144,6 +151,8 @@ def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tr
     A loss that turned NaN or infinite is reported as ``diverged`` with its reason (recorded, not
     retried: the sweep goes on). An input error (UserInputError) is reported with ``input_error`` set,
     which tells the driver not to retry the trial, then raised: the trial fails with its real message.
+    A checkpoint that cannot be written (StorageError) is reported with ``storage_error`` set: the
+    driver stops the whole sweep, whose storage every trial shares.
     Any other error is raised (Tune retries the trial up to ``max_failures`` times). Each leaves its
     reason on the MLflow run, which ends FAILED. The final report repeats the last epoch's validation
     metrics, so the objective stays defined, and adds the test table and the timings the overhead
@@ -155,6 +164,10 @@ def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tr
         record_failure(tracker, reporter.run_dir, str(err), run_name, parent_run_id)
         reporter.report({**reporter.last, "diverged": 1, "stop_reason": str(err)})
         return
+    except StorageError as err:  # the sweep's storage, not this trial, is broken: the driver stops the sweep
+        record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
+        reporter.report({**reporter.last, STORAGE_ERROR: 1, "stop_reason": failure_reason(err)})
+        raise
     except UserInputError as err:  # retrying cannot help: the driver gives this trial no further attempt
         record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
         reporter.report({**reporter.last, INPUT_ERROR: 1, "stop_reason": failure_reason(err)})
