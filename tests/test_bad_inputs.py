@@ -49,6 +49,21 @@ def test_bad_config_exits_2_with_one_line(overrides, field, capsys):
     assert len(err.splitlines()) == 1 and f"config error at '{field}'" in err, err
 
 
+DATA_CASES = [
+    (["dataset.synthetic.knobs={n_train: 1000000000}"], "dataset.synthetic"),  # ~770 GB of features
+    (["dataset.synthetic.knobs={feature_dim: 100000000}"], "dataset.synthetic"),
+]
+
+
+@pytest.mark.parametrize("overrides, field", DATA_CASES, ids=[" ".join(c[0]) for c in DATA_CASES])
+def test_data_that_cannot_fit_this_machine_exits_2_with_one_line(tmp_path, overrides, field, capsys):
+    root = tmp_path / "never-written"
+    assert main(["check-config", "-c", "vsepp_synthetic_tiny", f"dataset.root={root}", *overrides]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"config error at '{field}'" in err and " GB " in err, err
+    assert not root.exists()
+
+
 def test_a_method_settings_number_that_is_a_truth_value_names_the_key(capsys):
     assert main(["check-config", "-c", "coder_synthetic_tiny", "--no-data", "method.K=true"]) == 2
     assert "config error at 'method.K'" in capsys.readouterr().err

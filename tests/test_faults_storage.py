@@ -59,3 +59,22 @@ def test_storage_turned_read_only_mid_sweep_stops_it_with_one_line(tmp_path, tmp
     assert children and all(c.info.status != "RUNNING" for c in children)
     assert all("itrlab.stop_reason" in c.data.tags for c in children if c.info.status != "FINISHED")
     assert len(children) <= 2  # the next trial did not start on storage that cannot be written
+
+
+def test_extraction_to_a_read_only_folder_is_one_line_before_the_model_loads(tmp_path, tmpfs):
+    import json
+    import sys
+
+    from conftest import REPO
+
+    images = tmp_path / "images"
+    images.mkdir()
+    captions = tmp_path / "captions.json"
+    captions.write_text(json.dumps({"images": [], "annotations": []}))
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+    result = subprocess.run([sys.executable, str(REPO / "jobs" / "extract_features.py"), "--images", str(images),
+                             "--captions", str(captions), "--out", str(tmpfs / "out"), "--split-fractions", "0.6,0.2,0.2"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--out" in lines[0] and "Read-only file system" in lines[0], result.stderr

@@ -8,7 +8,9 @@ method's own checks against the sizes it returns.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 from itrlab.config.schema import ExperimentConfig
 from itrlab.errors import ConfigError, DataError
@@ -45,7 +47,30 @@ def _synthetic_summary(config: ExperimentConfig) -> DataSummary:
                           f"the synthetic data has {spec.captions_per_image} captions per image")
     sizes = {"train": spec.n_train, "val": spec.n_dev, "test": spec.n_test}
     done = (config.dataset.root / "synthetic.json").is_file()
+    if not done:
+        check_room_for_synthetic(config, spec)
     return DataSummary(sizes, spec.captions_per_image, generated=not done)
+
+
+def check_room_for_synthetic(config: ExperimentConfig, spec) -> None:
+    """ConfigError when the synthetic data set to generate cannot fit this machine: its features on
+    the disk that will hold ``dataset.root``, its largest split (generated in float32) in memory."""
+    per_image = spec.n_regions * spec.feature_dim
+    disk = (spec.n_train + spec.n_dev + spec.n_test) * per_image * (2 if spec.dtype == "float16" else 4)
+    memory = max(spec.n_train, spec.n_dev, spec.n_test) * per_image * 4
+    probe = Path(config.dataset.root).expanduser().resolve()
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    free_disk = shutil.disk_usage(probe).free
+    free_memory = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else None
+    if disk > free_disk:
+        raise ConfigError("dataset.synthetic", config.dataset.synthetic.model_dump(),
+                          f"the synthetic data would need {disk / 1e9:.1f} GB of features on disk; {probe} has "
+                          f"{free_disk / 1e9:.1f} GB free")
+    if free_memory is not None and memory > free_memory:
+        raise ConfigError("dataset.synthetic", config.dataset.synthetic.model_dump(),
+                          f"generating it would need {memory / 1e9:.1f} GB of memory for its largest split; "
+                          f"{free_memory / 1e9:.1f} GB are available")
 
 
 def _precomp_summary(config: ExperimentConfig) -> DataSummary:

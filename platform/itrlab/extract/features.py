@@ -60,7 +60,7 @@ from itrlab.extract.captions import (
     parse_fractions,
     select_captions,
 )
-from itrlab.files import atomic_write_bytes, atomic_write_text, file_lock
+from itrlab.files import atomic_write_bytes, atomic_write_text, check_writable_dir, file_lock
 from itrlab.errors import DataError, ItrlabError, UserInputError
 
 MODEL_NAME = "efficientnet-lite0"
@@ -448,6 +448,7 @@ class ExtractOptions:
             raise DataError(images, "image folder not found" if not images.exists() else "not a folder")
         if Path(self.out).exists() and not Path(self.out).is_dir():
             raise UserInputError(f"--out {self.out}: exists and is not a folder")
+        check_writable_dir(self.out, "--out")  # a read-only file system: one line before the model loads
 
 
 @dataclass
