@@ -78,3 +78,40 @@ def test_extraction_to_a_read_only_folder_is_one_line_before_the_model_loads(tmp
     assert result.returncode == 2, result.stderr[-3000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--out" in lines[0] and "Read-only file system" in lines[0], result.stderr
+
+
+def test_mlflow_store_on_a_disk_that_fills_mid_run_is_one_line(tmp_path, tmpfs):
+    import sys
+    import time
+
+    from conftest import REPO
+    from test_faults_cli import env_for
+
+    env = env_for(tmp_path, tracking_uri=f"sqlite:///{tmpfs / 'mlflow.db'}")
+    log = tmp_path / "train.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny",
+                                    "train.epochs=500", f"dataset.root={tmp_path / 'data'}",
+                                    "--run-dir", str(tmp_path / "run")],
+                                   cwd=tmp_path, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while "epoch   1/" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        with open(tmpfs / "filler", "wb") as filler:  # the store's disk is full from here on
+            try:
+                while True:
+                    filler.write(b"\0" * (1 << 20))
+                    filler.flush()
+            except OSError:
+                pass
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, err[-3000:]
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and lines[-1].startswith("itrlab: run failed: the MLflow store"), err[-3000:]
+    assert len([line for line in lines if line.startswith("itrlab:")]) == 1, err[-3000:]
+    assert (tmp_path / "run" / "last.pt").is_file()

@@ -7,6 +7,7 @@ and exit with status 2 before any expensive work (Ray, MLflow, training) starts.
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -26,6 +27,11 @@ class UserInputError(ItrlabError):
 class StorageError(ItrlabError):
     """A file a running job must write cannot be written (a full, read-only or vanished disk); what
     was written before is intact. The run ends FAILED with this reason."""
+
+
+class TrackingError(ItrlabError):
+    """The MLflow store stopped accepting writes during a run (a full disk, a server gone); the run is
+    left as the store last recorded it, and ``--resume`` ends it properly once the store is back."""
 
 
 class ConfigError(UserInputError):
@@ -78,3 +84,24 @@ def failure_reason(err: BaseException) -> str:
         return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+class OneLineLogs(logging.Filter):
+    """Keeps a log record to its first line, the exception's own line appended, no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        first = record.getMessage().strip().splitlines()
+        record.msg, record.args = (first[0] if first else ""), ()
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg = f"{record.msg} {failure_reason(record.exc_info[1])}"
+        record.exc_info = record.exc_text = None
+        return True
+
+
+def one_line_logs(*loggers: str) -> None:
+    """Libraries' loggers whose records repeat, with a traceback, an error that itrlab reports itself
+    on one line (a storage or store failure): keep their records to one line each."""
+    for name in loggers:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OneLineLogs) for f in logger.filters):
+            logger.addFilter(OneLineLogs())

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import shutil
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from ray import tune
 
 from itrlab.config import compose
 from itrlab.assembly import check_experiment
-from itrlab.errors import ItrlabError, StorageError, UserInputError, failure_reason
+from itrlab.errors import ItrlabError, StorageError, UserInputError, failure_reason, one_line_logs
 from itrlab.files import check_writable_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
@@ -291,22 +290,9 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
     return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status)
 
 
-class _OneLine(logging.Filter):
-    """Keeps a log record to its first line: no traceback (Tune's storage-sync errors repeat the same
-    OSError with a traceback at every attempt; the sweep ends with one line that says what broke)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        first = record.getMessage().strip().splitlines()
-        record.msg, record.args = (first[0] if first else ""), ()
-        if record.exc_info:
-            record.msg = f"{record.msg} {failure_reason(record.exc_info[1])}"
-        record.exc_info = record.exc_text = None
-        return True
-
-
-STORAGE_LOGGERS = ("ray.tune.execution.experiment_state", "ray.train._internal.syncer")
-for _name in STORAGE_LOGGERS:
-    logging.getLogger(_name).addFilter(_OneLine())
+# Tune's storage-sync errors repeat the same OSError with a traceback at every attempt; the sweep ends
+# with one line that says what broke
+one_line_logs("ray.tune.execution.experiment_state", "ray.train._internal.syncer")
 
 
 def fit_checking_storage(tuner: tune.Tuner, sweep_dir: Path):

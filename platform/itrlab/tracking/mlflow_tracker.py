@@ -25,6 +25,7 @@ import math
 import os
 import re
 import subprocess
+import sqlite3
 import sys
 import tempfile
 from pathlib import Path
@@ -37,7 +38,7 @@ from mlflow.entities import Dataset as MlflowDataset
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 
-from itrlab.errors import UserInputError, failure_reason
+from itrlab.errors import TrackingError, UserInputError, failure_reason, one_line_logs
 from itrlab.files import check_writable_dir, file_lock
 from itrlab.interrupts import interruption
 
@@ -101,6 +102,9 @@ def _quick_requests(timeout_s: int) -> Iterator[None]:
 def _short_reason(err: BaseException) -> str:
     """One line out of a (often very long) connection error: the errno text, a timeout, or the first line."""
     text = str(err)
+    database = re.search(r"\((?:sqlite3|psycopg2|pymysql)\.\w+\) ([^\n]+)", text)
+    if database:
+        return database.group(1).strip()
     errno = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
     if errno:
         return errno[-1].strip().lower()
@@ -168,6 +172,30 @@ def ui_hint(tracking_uri: str, experiment_id: str, run_id: str | None = None) ->
             f"and open http://127.0.0.1:5000/{fragment}")
 
 
+one_line_logs("mlflow.store.db.utils")  # its store errors reach the user as one TrackingError line
+
+
+def _store_writes(method):
+    """A tracker call that writes to the store: a store that can no longer be written (a full disk,
+    a read-only folder, a server gone) becomes one TrackingError instead of MLflow's traceback."""
+
+    @functools.wraps(method)
+    def write(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except TrackingError:
+            raise
+        except (MlflowException, OSError, sqlite3.Error) as err:
+            raise TrackingError(f"the MLflow store {self.tracking_uri} can no longer be written: "
+                                f"{_short_reason(err)}") from None
+        except Exception as err:  # sqlalchemy's errors, unwrapped by MLflow in some paths
+            if type(err).__module__.startswith("sqlalchemy"):
+                raise TrackingError(f"the MLflow store {self.tracking_uri} can no longer be written: "
+                                    f"{_short_reason(err)}") from None
+            raise
+    return write
+
+
 class MlflowTracker:
     """Writes one MLflow run (create, or reopen by id when a training resumes)."""
 
@@ -228,6 +256,7 @@ class MlflowTracker:
                                        order_by=["attributes.start_time DESC"])
         return runs[0].info.run_id if runs else None
 
+    @_store_writes
     def end(self, status: str = "FINISHED") -> None:
         if self.run_id is not None:
             self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
@@ -256,6 +285,8 @@ class MlflowTracker:
         except KeyboardInterrupt:
             self._settle("KILLED", interruption()[0])
             raise
+        except TrackingError:
+            raise  # the store cannot record how the run ended: the error says so
         except BaseException as err:
             self._settle("FAILED", failure_reason(err))
             raise
@@ -288,11 +319,13 @@ class MlflowTracker:
                                        max_results=50000)
 
     # -- logging ------------------------------------------------------------------------------
+    @_store_writes
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         timestamp = mlflow.utils.time.get_current_time_millis()
         batch = [Metric(k, float(v), timestamp, step) for k, v in metrics.items()]
         self.client.log_batch(self.run_id, metrics=batch)
 
+    @_store_writes
     def log_final_metrics(self, metrics: Mapping[str, float]) -> None:
         """Values a run has once (test recall, best epoch, cost), logged at step 0.
 
@@ -302,6 +335,7 @@ class MlflowTracker:
         """
         self.log_metrics(metrics, step=0)
 
+    @_store_writes
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
@@ -309,6 +343,7 @@ class MlflowTracker:
         if key in self.client.get_run(self.run_id).data.tags:
             self.client.delete_tag(self.run_id, key)
 
+    @_store_writes
     def log_recall_table(self, table: RecallTable, split: str, epoch: int = 0) -> None:
         """The table as an MLflow table, JSON and Markdown artifacts, and ``{split}_*`` metrics.
 
@@ -324,9 +359,11 @@ class MlflowTracker:
         self.client.log_text(self.run_id, table.to_markdown(), f"recall/{split}.md")
         self.log_final_metrics(table.metrics(prefix=f"{split}_"))
 
+    @_store_writes
     def log_table(self, data: dict[str, list], artifact_file: str) -> None:
         self.client.log_table(self.run_id, data=data, artifact_file=artifact_file)
 
+    @_store_writes
     def replace_table(self, data: dict[str, list], artifact_file: str) -> None:
         """Write ``data`` as the MLflow table ``artifact_file``, replacing what was there.
 
@@ -349,15 +386,18 @@ class MlflowTracker:
         if entry not in logged:  # how the MLflow UI knows the file is a table
             self.client.set_tag(self.run_id, "mlflow.loggedArtifacts", json.dumps([*logged, entry]))
 
+    @_store_writes
     def log_dict(self, data: dict, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, data, artifact_file)
 
+    @_store_writes
     def log_dataset(self, name: str, digest: str, source: str, context: str = "training") -> None:
         """Log the run's data set as an MLflow input (the UI's Dataset column): name, digest, source."""
         dataset = MlflowDataset(name=name, digest=digest, source_type="local", source=json.dumps({"uri": source}))
         self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset, tags=[InputTag("mlflow.data.context",
                                                                                            context)])])
 
+    @_store_writes
     def log_file(self, path: str | Path, artifact_dir: str | None = None) -> None:
         """Log the file ``path`` (a plot, say) under ``artifact_dir`` of this run."""
         self.client.log_artifact(self.run_id, str(path), artifact_dir)
@@ -366,6 +406,7 @@ class MlflowTracker:
         """(step, value) of every logged value of ``key`` in ``run_id``, in step order."""
         return sorted((m.step, m.value) for m in self.client.get_metric_history(run_id, key))
 
+    @_store_writes
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
 
