@@ -110,6 +110,18 @@ def test_oas_target_starts_equal_to_the_anchor(tmp_path):
     assert not any(p.requires_grad for p in anchor.parameters()) and all(p.requires_grad for p in target.parameters())
 
 
+def test_an_anchor_checkpoint_of_another_width_is_one_clear_error(tmp_path):
+    from itrlab.errors import UserInputError
+
+    plain = tiny(tmp_path / "data", "train.epochs=1")
+    run_experiment(plain, tmp_path / "plain")
+    config = tiny(tmp_path / "data", "cooperative.scenario=oas", "cooperative.strategy=F", "model.embed_dim=16",
+                  f"cooperative.anchor_checkpoint={tmp_path / 'plain' / MODEL}")
+    vocab_size = len(Vocabulary.load(tmp_path / "plain" / "vocab.json"))
+    with pytest.raises(UserInputError, match="anchor_checkpoint .* does not fit this method .*size mismatch"):
+        build_method(config, vocab_size=vocab_size, feature_dim=32)
+
+
 def test_cohort_branch_m_is_boosted_by_all_earlier_branches(tmp_path):
     method = build(tmp_path, "cooperative.scenario=oss", "cooperative.strategy=F", "cooperative.branches=3")
     assert len(method.branches) == 3 and method._peers(2) == [0, 1] and method._peers(0) == []

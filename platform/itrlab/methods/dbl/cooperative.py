@@ -33,6 +33,7 @@ from torch import nn
 
 from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.eval import ScoreFn
+from itrlab.errors import UserInputError
 from itrlab.files import load_tensors
 from itrlab.losses import LossOutput, Similarities
 from itrlab.methods.dbl.cooperative_loss import CooperativeLoss
@@ -184,7 +185,14 @@ class CooperativeMethod(MethodModule):
             if anchor_checkpoint is None:
                 raise ValueError("the oas scenario needs an anchor checkpoint")
             anchor = make_branch()
-            anchor.load_state_dict(load_model_state(anchor_checkpoint))
+            try:
+                anchor.load_state_dict(load_model_state(anchor_checkpoint))
+            except RuntimeError as err:  # another width, another method
+                lines = str(err).strip().splitlines()
+                detail = next((line.strip() for line in lines if "size mismatch" in line or "Missing" in line
+                               or "Unexpected" in line), lines[0] if lines else type(err).__name__)
+                raise UserInputError(f"cooperative.anchor_checkpoint {anchor_checkpoint} does not fit this method "
+                                     f"({detail}): train the anchor with the same method and model settings") from None
             members = [anchor, copy.deepcopy(anchor)]
         elif scenario == "mss":
             target = make_branch()
