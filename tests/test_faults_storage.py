@@ -115,3 +115,62 @@ def test_mlflow_store_on_a_disk_that_fills_mid_run_is_one_line(tmp_path, tmpfs):
     assert "Traceback" not in err and lines[-1].startswith("itrlab: run failed: the MLflow store"), err[-3000:]
     assert len([line for line in lines if line.startswith("itrlab:")]) == 1, err[-3000:]
     assert (tmp_path / "run" / "last.pt").is_file()
+
+
+def test_a_run_folder_on_a_disk_that_fills_mid_run_is_one_line_and_keeps_the_last_checkpoint(tmp_path, tmpfs):
+    import sys
+    import time
+
+    from conftest import REPO
+    from test_faults_cli import env_for
+
+    run = tmpfs / "run"
+    log = tmp_path / "train.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny",
+                                    "train.epochs=500", f"dataset.root={tmp_path / 'data'}", "--run-dir", str(run)],
+                                   cwd=tmp_path, env=env_for(tmp_path), stdout=out, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while "epoch   1/" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        saved = (run / "last.pt").read_bytes()
+        with open(tmpfs / "filler", "wb") as filler:  # the run folder's disk is full from here on
+            try:
+                while True:
+                    filler.write(b"\0" * (1 << 20))
+                    filler.flush()
+            except OSError:
+                pass
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, err[-3000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "cannot write the checkpoint" in lines[0] and "Traceback" not in err, err[-3000:]
+    assert (run / "last.pt").stat().st_size > 0 and len(saved) > 0  # the previous checkpoint is intact
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (record,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
+    assert record.info.status == "FAILED" and "cannot write the checkpoint" in record.data.tags["itrlab.stop_reason"]
+
+
+def test_a_data_error_found_when_a_split_is_read_leaves_no_run_folder(tmp_path):
+    import numpy as np
+
+    from conftest import write_precomp
+    from itrlab.cli import main
+
+    root = write_precomp(tmp_path / "precomp", {"train": 40, "dev": 10, "test": 10})
+    features = np.load(root / "dev_ims.npy")
+    features[3, 0, 0] = np.nan
+    np.save(root / "dev_ims.npy", features)
+    code = main(["train", "-c", "vsepp_synthetic_tiny", "dataset.kind=precomp", f"dataset.root={root}",
+                 "dataset.synthetic=null", "tracking.enabled=false", f"output.dir={tmp_path / 'runs'}",
+                 "train.batch_size=8"])
+    assert code == 2
+    assert not [p for p in (tmp_path / "runs").rglob("*") if p.is_file() or p.name[0].isdigit()], \
+        list((tmp_path / "runs").rglob("*"))
