@@ -86,3 +86,16 @@ def test_bad_sweep_file_is_refused(tmp_path, text, message):
     path.write_text(f"experiment: dbl_synthetic_tiny\n{body}\n")
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         load_sweep(path)
+
+
+def test_a_split_whose_features_have_another_width_is_one_line(tmp_path, capsys):
+    import numpy as np
+
+    from conftest import write_precomp
+
+    root = write_precomp(tmp_path / "precomp", {"train": 40, "dev": 10, "test": 10})
+    np.save(root / "dev_ims.npy", np.zeros((10, 4, 12), dtype=np.float32))  # train's are 8 wide
+    assert main(["check-config", "-c", "vsepp_synthetic_tiny", "dataset.kind=precomp", f"dataset.root={root}",
+                 "dataset.synthetic=null", "train.batch_size=8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "dev_ims.npy" in err and "width 12" in err, err

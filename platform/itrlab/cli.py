@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from itrlab.errors import ItrlabError, UserInputError, report
 from itrlab.interrupts import interruption, sigterm_as_sigint
 
+
 DEFAULT_EXPERIMENT = "vsepp_synthetic_small"
 def interrupted(message: str | None = None) -> int:
     """Print one line for an interruption (``message`` names it, else the signal) and return its exit
@@ -188,9 +189,12 @@ def sweep_main(args: argparse.Namespace) -> int:
         result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
     except KeyboardInterrupt:  # outside Tune's own handling (say while Ray starts): the parent run is KILLED
         return interrupted(f"sweep {interruption()[0]}; --resume continues it")
-    if result.best is not None:
-        print(f"\nbest trial {result.best.trial_id}: {result.best.params} "
-              f"({spec.objective.metric} {result.best.metrics.get(spec.objective.metric)})")
+    if result.best is not None:  # ranked as the table ranks it: by the objective at the trial's best epoch
+        from itrlab.report.summary import objective_value
+
+        value = objective_value(result.best, spec.objective.metric)
+        shown = f"{value:.2f}" if isinstance(value, float) else value
+        print(f"\nbest trial {result.best.trial_id}: {result.best.params} ({spec.objective.metric} {shown})")
     print(f"sweep directory: {result.sweep_dir}")
     print(f"MLflow: parent run {result.parent_run_id} ({result.status}) in experiment '{spec.name}'; {result.ui_hint}",
           flush=True)

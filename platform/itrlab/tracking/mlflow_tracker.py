@@ -187,13 +187,20 @@ def _store_writes(method):
             raise
         except (MlflowException, OSError, sqlite3.Error) as err:
             raise TrackingError(f"the MLflow store {self.tracking_uri} can no longer be written: "
-                                f"{_short_reason(err)}") from None
+                                f"{_short_reason(err)}{_left_as_is(self)}") from None
         except Exception as err:  # sqlalchemy's errors, unwrapped by MLflow in some paths
             if type(err).__module__.startswith("sqlalchemy"):
                 raise TrackingError(f"the MLflow store {self.tracking_uri} can no longer be written: "
-                                    f"{_short_reason(err)}") from None
+                                    f"{_short_reason(err)}{_left_as_is(self)}") from None
             raise
     return write
+
+
+def _left_as_is(tracker: "MlflowTracker") -> str:
+    """What becomes of the tracker's run when its store cannot record how it ended."""
+    if tracker.run_id is None:
+        return ""
+    return f"; run {tracker.run_id} stays as the store last recorded it (--resume ends it once the store is writable)"
 
 
 class MlflowTracker:
