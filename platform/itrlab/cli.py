@@ -135,7 +135,7 @@ def make_synthetic_main(args: argparse.Namespace) -> int:
     from itrlab.data import synthetic
 
     try:
-        return synthetic.main(args.synthetic_args) or 0
+        return synthetic.run(vars(args))
     except ValueError as err:
         raise UserInputError(str(err)) from None
 
@@ -218,9 +218,17 @@ def _add_experiment_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments are one line on stderr and exit status 2, like every other bad input (``--help``
+    shows the usage)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="itrlab", description="Image-text retrieval experiments")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog="itrlab", description="Image-text retrieval experiments")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     train = sub.add_parser("train", help="train one model and evaluate it (jobs/train.py)")
     _add_experiment_args(train)
@@ -252,8 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("overrides", nargs="*", metavar="key=value", help="overrides of the base experiment")
     sweep.set_defaults(func=sweep_main)
 
-    synth = sub.add_parser("make-synthetic", help="write a synthetic dataset in the precomp layout", add_help=False)
-    synth.add_argument("synthetic_args", nargs=argparse.REMAINDER)
+    from itrlab.data.synthetic import add_arguments as add_synthetic_arguments
+
+    synth = sub.add_parser("make-synthetic", help="write a synthetic dataset in the precomp layout",
+                           description="Generate a seeded synthetic ITR dataset in the SCAN precomp layout.")
+    add_synthetic_arguments(synth)
     synth.set_defaults(func=make_synthetic_main)
     return parser
 

@@ -395,18 +395,21 @@ def generate_synthetic(out_dir: str | Path, spec: SyntheticSpec,
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``itrlab make-synthetic --size small --out DIR [--seed N] [--region-noise X ...]``."""
-    parser = argparse.ArgumentParser(prog="itrlab make-synthetic",
-                                     description="Generate a seeded synthetic ITR dataset in "
-                                                 "the SCAN precomp layout.")
-    parser.add_argument("--size", default="small", choices=list(SIZES))
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The generator's command-line arguments (``--size``, ``--out`` and one flag per knob), shared by
+    ``python -m itrlab.data.synthetic`` and ``itrlab make-synthetic`` so the two cannot drift."""
+    parser.add_argument("--size", default="small", choices=list(SIZES), help="named size (default: %(default)s)")
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     for f in fields(SyntheticSpec):
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None,
                             type={"int": int, "float": float, "str": str}[f.type],
                             help="override (default of {size}: see SIZES)")
-    args = vars(parser.parse_args(argv))
+    return parser
+
+
+def run(args: dict) -> int:
+    """Generate the data set ``args`` (parsed by :func:`add_arguments`) describe; prints where it is."""
+    args = {k: v for k, v in args.items() if k == "size" or k == "out" or k in {f.name for f in fields(SyntheticSpec)}}
     size, out = args.pop("size"), args.pop("out")
     spec = synthetic_spec(size, **{k: v for k, v in args.items() if v is not None})
     start = time.perf_counter()
@@ -416,11 +419,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m itrlab.data.synthetic --size small --out DIR [--seed N] [--region-noise X ...]``."""
+    parser = add_arguments(argparse.ArgumentParser(
+        prog="itrlab make-synthetic", description="Generate a seeded synthetic ITR dataset in the SCAN precomp layout."))
+    return run(vars(parser.parse_args(argv)))
+
+
 if __name__ == "__main__":
     from itrlab.errors import UserInputError
 
     try:
         sys.exit(main())
     except UserInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"itrlab: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
