@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ JOBS = sorted(path.name for path in (REPO / "jobs").glob("*.py"))
 def run(*command: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, cwd=cwd or REPO,
                           env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
-                               "HOME": str(cwd or REPO), "ITRLAB_CONFIG_DIR": str(REPO / "configs")})
+                               "HOME": tempfile.gettempdir(), "ITRLAB_CONFIG_DIR": str(REPO / "configs")})
 
 
 @pytest.mark.parametrize("subcommand", SUBCOMMANDS)
