@@ -8,6 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from itrlab import threads
+
+# Before any test imports torch (itrlab.threads): OpenMP's threads sleep when they wait, and the
+# pytest-xdist workers, which share the machine, each take their share of its CPUs as torch threads.
+threads.configure_env()
+os.environ.setdefault("OMP_NUM_THREADS", str(threads.cpu_share(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))))
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
@@ -31,10 +38,15 @@ def one_torch_thread():
     spin-wait on each other (measured: a small run took 2.9 s with one thread, 58 s with two)."""
     import torch
 
-    previous = torch.get_num_threads()
+    previous, previous_env = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"  # what run_experiment's thread policy then keeps (itrlab.threads)
     yield
     torch.set_num_threads(previous)
+    if previous_env is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    else:
+        os.environ["OMP_NUM_THREADS"] = previous_env
 
 
 @pytest.fixture

@@ -1,3 +1,9 @@
 """itrlab: a Ray-distributed experiment platform for image-text retrieval research."""
 
+from itrlab import threads as _threads
+
 __version__ = "0.1.0"
+
+# OpenMP reads its wait policy once, when torch loads it: set it before any module of the package can
+# import torch, so every entry point (jobs/*.py, itrlab ..., Ray workers, tests) gets it (itrlab.threads)
+_threads.configure_env()

@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from itrlab import threads
 from itrlab.errors import ItrlabError, UserInputError, report
 from itrlab.interrupts import interruption, sigterm_as_sigint
 
-
 DEFAULT_EXPERIMENT = "vsepp_synthetic_small"
+
+
 def interrupted(message: str | None = None) -> int:
     """Print one line for an interruption (``message`` names it, else the signal) and return its exit
     status: 130 for Ctrl-C (SIGINT), 143 for SIGTERM (itrlab.interrupts)."""
@@ -84,6 +86,7 @@ def train_main(args: argparse.Namespace) -> int:
     from itrlab.train.device import describe, resolve_device
 
     device = resolve_device(config.train.device)  # before MLflow or training start
+    threads.apply(config.train.threads)  # torch's CPU threads (itrlab.threads), as printed below
     tracker = None
     if config.tracking.enabled:
         from itrlab.tracking import check_tracking_store

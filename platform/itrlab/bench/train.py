@@ -18,20 +18,35 @@ current device with the trainer's own batches and step:
 Every figure is the median over epochs (per-step shares: over all steps). On a GPU, steps are timed on
 the host without a device sync per step (as the trainer runs them); each epoch and floor run ends
 with one. ``warmup`` floor steps run untimed first.
+
+**Beside other work** (``--busy N``, :func:`run_busy_bench`): how an epoch slows down when N other processes
+keep CPUs busy (``python -c "while True: pass"``-style loops that the benchmark starts before each busy
+epoch and kills after it, also on Ctrl-C or an error; each also exits on its own once its parent is
+gone). Quiet and busy epochs alternate in one process (``--repeats`` pairs, ``--max-steps`` steps each);
+the figure is the median busy epoch over the median quiet one. It runs once per thread policy, each in
+a subprocess of its own, since OpenMP reads its wait policy when torch loads: ``new`` (the policy of
+:mod:`itrlab.threads`: passive waiting, the policy's thread count) and ``old`` (``ITRLAB_THREAD_POLICY=off``:
+OpenMP's spinning default and torch's own thread count). An epoch that runs past ``--epoch-limit``
+seconds stops early; its time is the time per step it reached, times the planned steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
+from itrlab import threads as thread_policy
 from itrlab.config import ExperimentConfig
 from itrlab.train.checkpoint import seed_everything
 from itrlab.train.device import describe, resolve_device
@@ -168,9 +183,10 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_epoch(trainer: Trainer, epoch: int, gpu_nvml: bool, max_steps: int | None = None) -> EpochTiming:
+def time_epoch(trainer: Trainer, epoch: int, gpu_nvml: bool, max_steps: int | None = None,
+               time_limit: float | None = None) -> EpochTiming:
     """One training epoch of ``trainer`` (its first ``max_steps`` steps), timed step by step (the trainer's
-    batches and steps)."""
+    batches and steps); it stops after the first step that ends past ``time_limit`` seconds."""
     device = trainer.device
     trainer.method.train()
     trainer.method.set_epoch(epoch)
@@ -185,7 +201,8 @@ def time_epoch(trainer: Trainer, epoch: int, gpu_nvml: bool, max_steps: int | No
         batches = iter(trainer.epoch_batches(epoch))
         previous_end = time.perf_counter()
         while True:
-            batch = next(batches, None) if max_steps is None or len(shares) < max_steps else None
+            over = time_limit is not None and previous_end - started > time_limit
+            batch = next(batches, None) if (max_steps is None or len(shares) < max_steps) and not over else None
             if batch is None:
                 break
             batch = batch.to(device, non_blocking=True)
@@ -234,20 +251,29 @@ def time_floor(trainer: Trainer, batches: list, steps: int) -> float:
     return (time.perf_counter() - started) / steps
 
 
-def run_bench(config: ExperimentConfig, epochs: int = 2, floor_steps: int = 30, warmup: int = 5,
-              max_steps: int | None = None, run_dir: Path | None = None) -> BenchReport:
-    """Time ``epochs`` training epochs of ``config`` on its device, then the floor (see the module doc)."""
+@contextlib.contextmanager
+def bench_trainer(config: ExperimentConfig, run_dir: Path | None = None) -> Iterator[Trainer]:
+    """A :class:`Trainer` for ``config`` built as a run builds it (MLflow off, in a temporary run directory
+    unless ``run_dir``), torch's threads set by the thread policy (``train.threads``)."""
     from itrlab.train.experiment import build_run_method, prepare_data
 
     config = config.model_copy(deep=True)
     config.tracking.enabled = False
     device = resolve_device(config.train.device)
+    thread_policy.apply(config.train.threads)
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
         directory = run_dir or Path(tmp)
         data = prepare_data(config, directory)
         seed_everything(config.seed)
         method, _ = build_run_method(config, data, directory, device)
-        trainer = Trainer(config, method, data, directory, device=device)
+        yield Trainer(config, method, data, directory, device=device)
+
+
+def run_bench(config: ExperimentConfig, epochs: int = 2, floor_steps: int = 30, warmup: int = 5,
+              max_steps: int | None = None, run_dir: Path | None = None) -> BenchReport:
+    """Time ``epochs`` training epochs of ``config`` on its device, then the floor (see the module doc)."""
+    with bench_trainer(config, run_dir) as trainer:
+        config, device = trainer.config, trainer.device
         notes = []
         gpu_nvml = _GpuSampler.available(device)
         busy_kind = "GPU (NVML)" if gpu_nvml else ("CPU (process time)" if device.type == "cpu" else "n/a")
@@ -266,15 +292,193 @@ def run_bench(config: ExperimentConfig, epochs: int = 2, floor_steps: int = 30, 
                        busy_kind, load_before, load_after, notes)
 
 
+# A competing process: pure CPU, like `python -c "while True: pass"`, but it also ends by itself once the
+# process that started it is gone (killed before it could clean up) or after argv[1] seconds.
+BUSY_LOOP = ("import os, signal, sys, time\n"
+             "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"  # Ctrl-C ends it without a traceback
+             "parent, end = os.getppid(), time.monotonic() + float(sys.argv[1])\n"
+             "while os.getppid() == parent and time.monotonic() < end:\n"
+             "    for _ in range(100000):\n"
+             "        pass\n")
+
+
+class BusyProcesses:
+    """``count`` busy-loop processes for the span of a ``with`` block: started on entry (and given a moment to
+    be running), killed on exit, whatever ends the block (an error, Ctrl-C)."""
+
+    def __init__(self, count: int, max_seconds: float = 3600.0):
+        self.count, self.max_seconds = count, max_seconds
+        self.processes: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "BusyProcesses":
+        try:
+            for _ in range(self.count):
+                self.processes.append(subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(self.max_seconds)],
+                                                       stdin=subprocess.DEVNULL))
+            time.sleep(0.3 if self.count else 0)  # interpreters started and spinning before the timing begins
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+        for process in self.processes:
+            process.wait()
+        self.processes.clear()
+
+
+@dataclass
+class BusyReport:
+    """Quiet and busy epochs, alternating, of one process under one thread policy."""
+
+    policy: str  # new | old | as set (the environment as it is)
+    wait_policy: str
+    threads: int
+    busy_processes: int
+    planned_steps: int  # steps per timed epoch
+    quiet: list[EpochTiming]
+    busy: list[EpochTiming]
+    load_before: float
+    load_after: float
+
+    def epoch_seconds(self, timing: EpochTiming) -> float:
+        """An epoch's seconds, or for one stopped at the time limit, its time per step x the planned steps."""
+        return timing.seconds / max(1, timing.steps) * self.planned_steps
+
+    @property
+    def quiet_seconds(self) -> float:
+        return statistics.median(self.epoch_seconds(t) for t in self.quiet)
+
+    @property
+    def busy_seconds(self) -> float:
+        return statistics.median(self.epoch_seconds(t) for t in self.busy)
+
+    @property
+    def ratio(self) -> float:
+        return self.busy_seconds / self.quiet_seconds
+
+    @property
+    def stopped(self) -> int:
+        return sum(t.steps < self.planned_steps for t in self.quiet + self.busy)
+
+    def summary(self) -> dict:
+        return {"policy": self.policy, "wait_policy": self.wait_policy, "threads": self.threads,
+                "busy_processes": self.busy_processes, "quiet_epoch_seconds": self.quiet_seconds,
+                "busy_epoch_seconds": self.busy_seconds, "busy_over_quiet": self.ratio,
+                "quiet_epochs": [self.epoch_seconds(t) for t in self.quiet],
+                "busy_epochs": [self.epoch_seconds(t) for t in self.busy], "stopped_epochs": self.stopped,
+                "load_before": self.load_before, "load_after": self.load_after}
+
+
+def run_busy_bench(config: ExperimentConfig, busy: int, repeats: int = 3, warmup: int = 5,
+                   max_steps: int | None = None, time_limit: float | None = 60.0, policy: str = "as set",
+                   run_dir: Path | None = None) -> BusyReport:
+    """``repeats`` (quiet epoch, epoch beside ``busy`` busy processes) pairs in this process (module doc)."""
+    parent = os.getppid()
+    with bench_trainer(config, run_dir) as trainer:
+        gpu_nvml = _GpuSampler.available(trainer.device)
+        time_floor(trainer, floor_batches(trainer), warmup)  # warm-up: allocator, thread pools
+        planned = min(trainer.steps_per_epoch, max_steps or trainer.steps_per_epoch)
+        load_before = os.getloadavg()[0]
+        quiet, loaded = [], []
+        for repeat in range(repeats):
+            quiet.append(time_epoch(trainer, 2 * repeat + 1, gpu_nvml, max_steps, time_limit))
+            with BusyProcesses(busy):
+                loaded.append(time_epoch(trainer, 2 * repeat + 2, gpu_nvml, max_steps, time_limit))
+            if os.getppid() != parent:  # the benchmark that started this one is gone
+                raise SystemExit("bench_train: the parent process is gone; stopping")
+        load_after = os.getloadavg()[0]
+    return BusyReport(policy, thread_policy.describe(), torch.get_num_threads(), busy, planned, quiet, loaded,
+                      load_before, load_after)
+
+
+def policy_env(policy: str) -> dict[str, str]:
+    """The environment of a benchmark subprocess under ``policy``: ``new`` (this module's thread policy)
+    or ``old`` (``ITRLAB_THREAD_POLICY=off``: OpenMP's default wait policy, torch's own thread count)."""
+    own = thread_policy.worker_env()  # what the policy set in this process, not the user
+    env = {key: value for key, value in os.environ.items() if key not in own and key != thread_policy.POLICY_ENV}
+    if policy == "old":
+        env[thread_policy.POLICY_ENV] = "off"
+    else:
+        thread_policy.configure_env(env)
+    return env
+
+
+def format_busy(reports: list[BusyReport], config: ExperimentConfig, time_limit: float | None) -> str:
+    first = reports[0]
+    lines = [f"bench_train --busy {first.busy_processes}: {config.name}, {first.planned_steps} steps x batch "
+             f"{config.train.batch_size} per epoch; {len(first.quiet)} quiet and {len(first.busy)} busy epochs, "
+             f"alternating, per policy; machine: {os.cpu_count()} CPUs",
+             f"{'policy':<6}  {'wait policy':<28}  {'threads':>7}  {'quiet s/epoch':>13}  {'busy s/epoch':>12}  "
+             f"{'busy / quiet':>12}"]
+    for r in reports:
+        lines.append(f"{r.policy:<6}  {r.wait_policy:<28}  {r.threads:>7}  {r.quiet_seconds:>13.2f}  "
+                     f"{r.busy_seconds:>12.2f}  {r.ratio:>11.2f}x")
+        lines.append(f"{'':<6}  epochs (s): quiet {', '.join(f'{r.epoch_seconds(t):.1f}' for t in r.quiet)}; "
+                     f"busy {', '.join(f'{r.epoch_seconds(t):.1f}' for t in r.busy)}; 1-min load average "
+                     f"{r.load_before:.2f} before, {r.load_after:.2f} after")
+    lines.append("each figure a median over the epochs")
+    by_policy = {r.policy: r for r in reports}
+    if {"new", "old"} <= set(by_policy):
+        new, old = by_policy["new"], by_policy["old"]
+        lines.append(f"new / old: quiet {new.quiet_seconds / old.quiet_seconds:.2f}x, "
+                     f"busy {new.busy_seconds / old.busy_seconds:.2f}x")
+    stopped = sum(r.stopped for r in reports)
+    if stopped:
+        lines.append(f"{stopped} epoch(s) stopped at the {time_limit:g} s limit: their time per step x the planned steps")
+    if any(key in os.environ and key not in thread_policy.worker_env() for key in thread_policy.USER_WAIT_KEYS):
+        lines.append(f"note: this shell sets {thread_policy.describe()}, which both policies keep")
+    return "\n".join(lines)
+
+
+class ChildFailed(RuntimeError):
+    """A policy's benchmark process ended with an error (its own message is above)."""
+
+
+def _run_policy_child(policy: str, argv: list[str]) -> BusyReport:
+    """``argv`` (a busy benchmark) in a subprocess under ``policy``; its report."""
+    import json
+
+    with tempfile.TemporaryDirectory(prefix="bench_busy_") as tmp:
+        out = Path(tmp) / "report.json"
+        command = [sys.executable, "-c", "import sys; from itrlab.bench.train import bench_cli; "
+                   "sys.exit(bench_cli(sys.argv[1:]))", *argv, "--in-process", "--policy", policy,
+                   "--json", str(out)]
+        child = subprocess.Popen(command, env=policy_env(policy))
+        try:
+            status = child.wait()
+        except BaseException:  # Ctrl-C reaches the child too: give it a moment to stop its busy processes
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+            raise
+        if status != 0:
+            raise ChildFailed(f"the '{policy}' benchmark process failed with status {status}")
+        saved = json.loads(out.read_text())
+    saved["quiet"] = [EpochTiming(**t) for t in saved["quiet"]]
+    saved["busy"] = [EpochTiming(**t) for t in saved["busy"]]
+    saved.pop("summary", None)
+    return BusyReport(**saved)
+
+
 def bench_cli(argv: list[str] | None = None) -> int:
-    """``jobs/bench_train.py [-c NAME] [--epochs N] [--precision P] [--data-path D] [key=value ...]``."""
+    """``jobs/bench_train.py [-c NAME] [--epochs N] [--precision P] [--data-path D] [--busy N] [key=value ...]``."""
     import argparse
     import json
 
     from itrlab.assembly import load_experiment
     from itrlab.errors import ItrlabError, report
 
-    parser = argparse.ArgumentParser(description="Time training epochs against the in-run compute floor.")
+    parser = argparse.ArgumentParser(description="Time training epochs against the in-run compute floor, "
+                                     "or (--busy N) beside N busy processes against quiet epochs.")
     parser.add_argument("-c", "--config", default="vsepp_synthetic_small", help="experiment (default vsepp_synthetic_small)")
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs (default 2)")
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], help="train.precision (default: the config's)")
@@ -282,8 +486,16 @@ def bench_cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor-steps", type=int, default=30, help="floor steps after each epoch (default 30)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed warm-up steps (default 5)")
     parser.add_argument("--max-steps", type=int, help="time only the first N steps of each epoch")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice; on a CPU shared with "
-                        "other jobs, 1 avoids threads waiting on each other)")
+    parser.add_argument("--threads", type=int, help="train.threads: torch threads (default: the thread policy's "
+                        "choice, see itrlab.threads)")
+    parser.add_argument("--busy", type=int, metavar="N", help="time epochs beside N busy processes against quiet "
+                        "epochs, under the new thread policy and the old (see the module doc)")
+    parser.add_argument("--repeats", type=int, default=3, help="--busy: quiet and busy epochs per policy (default 3)")
+    parser.add_argument("--policy", choices=["both", "new", "old"], default="both",
+                        help="--busy: which thread policies to time, each in its own process (default both)")
+    parser.add_argument("--epoch-limit", type=float, default=60.0, help="--busy: stop an epoch after this many "
+                        "seconds and count its time per step (default 60)")
+    parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # one policy's child process
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
     args = parser.parse_args(argv)
@@ -292,14 +504,45 @@ def bench_cli(argv: list[str] | None = None) -> int:
         overrides.append(f"train.precision={args.precision}")
     if args.data_path:
         overrides.append(f"train.data_path={args.data_path}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if args.threads is not None:
+        overrides.append(f"train.threads={args.threads}")
+    if args.busy is not None and (args.busy < 0 or args.repeats < 1):
+        parser.error("--busy must be >= 0 and --repeats >= 1")
     try:
         config = load_experiment(args.config, overrides)
-        result = run_bench(config, epochs=args.epochs, floor_steps=args.floor_steps, warmup=args.warmup,
-                           max_steps=args.max_steps)
+        if args.busy is None:
+            result = run_bench(config, epochs=args.epochs, floor_steps=args.floor_steps, warmup=args.warmup,
+                               max_steps=args.max_steps)
+        elif args.in_process:
+            busy = run_busy_bench(config, args.busy, repeats=args.repeats, warmup=args.warmup,
+                                  max_steps=args.max_steps, time_limit=args.epoch_limit,
+                                  policy="as set" if args.policy == "both" else args.policy)
+            if args.json:  # read by the benchmark that started this process, which prints the table
+                args.json.write_text(json.dumps({**asdict(busy), "summary": busy.summary()}, indent=2))
+            else:
+                print(format_busy([busy], config, args.epoch_limit), flush=True)
+            return 0
+        else:
+            child_argv = ["-c", args.config, "--busy", str(args.busy), "--repeats", str(args.repeats),
+                          "--warmup", str(args.warmup), "--epoch-limit", str(args.epoch_limit),
+                          *(["--max-steps", str(args.max_steps)] if args.max_steps else []), *overrides]
+            policies = ["new", "old"] if args.policy == "both" else [args.policy]
+            reports = []
+            for policy in policies:
+                print(f"bench_train --busy {args.busy}: timing the {policy} thread policy ...", flush=True)
+                reports.append(_run_policy_child(policy, child_argv))
+            print(format_busy(reports, config, args.epoch_limit), flush=True)
+            if args.json:
+                args.json.write_text(json.dumps([r.summary() for r in reports], indent=2))
+            return 0
     except ItrlabError as err:
         return report(err)
+    except KeyboardInterrupt:
+        print("bench_train: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except ChildFailed as err:
+        print(f"bench_train: {err}", file=sys.stderr, flush=True)
+        return 1
     print(result.format(), flush=True)
     if args.json:
         args.json.write_text(json.dumps(result.to_dict(), indent=2))

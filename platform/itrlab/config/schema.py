@@ -229,6 +229,9 @@ class TrainConfig(Section):
     # and padded captions on the device once per run, batches by indexing; loader = a DataLoader over
     # the memory map; auto = resident on a GPU when the split fits in its free memory, else loader.
     data_path: Literal["auto", "resident", "loader"] = "auto"
+    # torch CPU threads (itrlab.threads): 0 = the policy's choice (a Ray trial's reserved CPUs, else
+    # $OMP_NUM_THREADS, else the CPUs this process may use); a Ray trial never takes more than it reserved.
+    threads: int = Field(0, ge=0, le=1024)
 
     @field_validator("lr_decay_epochs")
     @classmethod

@@ -25,6 +25,7 @@ from typing import TextIO
 import torch
 import yaml
 
+from itrlab import threads as thread_policy
 from itrlab.config import ExperimentConfig
 from itrlab.assembly import Experiment, check_experiment
 from itrlab.config.checks import synthetic_spec_of
@@ -221,6 +222,7 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
         experiment = check_experiment(experiment)
     config = experiment.config
     device = device or resolve_device(config.train.device)
+    thread_policy.apply(config.train.threads)  # torch's CPU threads (itrlab.threads): a Ray trial's reserved CPUs, ...
     data = prepare_data(config, run_dir)  # reads every split first: a data error leaves no file behind
 
     seed_everything(config.seed)

@@ -1,0 +1,215 @@
+"""The CPU thread policy: how torch's OpenMP threads wait, and how many a run uses.
+
+torch's CPU wheel (2.13) runs its intra-op thread pool, and MKL's, on GNU OpenMP: the ``libgomp.so.1``
+it ships in ``torch/lib`` (``torch.__config__.parallel_info()``: "ATen parallel backend: OpenMP").
+By default a libgomp thread that finishes its share of a parallel region spins for 300,000 iterations
+(``GOMP_SPINCOUNT``, milliseconds) before it sleeps, and a training step runs hundreds of small regions:
+the threads never stop spinning. On a core that another process also wants, a spinning thread burns
+the time slices the working one needs: on 2 cores, a 2-thread epoch beside one busy process took 2.7x
+to 16x its quiet time, erratically (``jobs/bench_train.py --busy 1`` measures it). Shorter spins are no
+cure: 1,000, 3,000 and 10,000 iterations gave 2.2x, 3.8x and 7.7x; only no spinning at all degrades
+with the load (1.0-1.2x).
+
+**Wait policy.** ``OMP_WAIT_POLICY=PASSIVE``: a waiting OpenMP thread sleeps at once (libgomp's spin
+count becomes 0; Intel's and LLVM's OpenMP read the same variable). libgomp reads it once, when it is
+loaded (``import torch``), so :func:`configure_env` puts it in ``os.environ`` when the package
+``itrlab`` is imported, before any of its modules can import torch: every job, ``itrlab ...`` and the
+tests get it. Child processes inherit it,
+the Ray processes a local sweep starts included; the workers of a Ray cluster get it through
+:func:`itrlab.sweep.cluster.init_ray`'s runtime env (:func:`worker_env`). A value the user set wins
+(``OMP_WAIT_POLICY``, or ``GOMP_SPINCOUNT``, which libgomp prefers to the policy), and
+``ITRLAB_THREAD_POLICY=off`` leaves OpenMP and torch's thread count as torch sets them (the old
+behaviour; on a Ray cluster, set it in the job's runtime env). The price: each parallel region wakes
+a sleeping thread, and on a quiet machine an epoch of the small demo model with 2 threads took about
+1.5-1.8x what it took with spinning threads (on this 2-vCPU VM, where waking an idle vCPU is dear;
+it took less beside a busy process than alone). Where one thread suffices (a small model on few
+cores), ``train.threads=1`` is faster still, quiet or not.
+
+**Thread count** (:func:`thread_count`, applied with ``torch.set_num_threads`` by :func:`apply` where
+a run starts: ``run_experiment``, so also every sweep trial and Ray Train worker; ``itrlab train``;
+the training benchmark):
+
+1. in a Ray worker (a sweep trial, a Ray Train worker): the CPUs Ray reserved for it (``num_cpus``,
+   rounded down, at least 1, as Ray's own ``OMP_NUM_THREADS``), or ``train.threads`` if that asks
+   for fewer;
+2. else ``train.threads`` when it is set (> 0);
+3. else ``$OMP_NUM_THREADS`` when the user set it;
+4. else the CPUs this process may run on: its affinity mask (``os.sched_getaffinity``), capped by
+   the cgroup's CPU quota (a container's ``--cpus``, a Kubernetes CPU limit); on a machine of
+   ``SMALL_MACHINE`` (2) CPUs or fewer, one thread: there a passive second thread's wake-ups cost more
+   than it adds (the demo epoch, 2 vCPUs: 1 thread 8.4 s quiet and 10.4 s beside a busy process;
+   2 passive threads 11.9 s and 10.8 s; 2 spinning threads 7.6 s and 29 s).
+
+So concurrent trials on one node use the CPUs they reserved and no more, a run alone on a machine
+uses all of it, and one that shares its cores with other work slows down about in proportion to the
+load instead of tenfold.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import MutableMapping
+from pathlib import Path
+
+POLICY_ENV = "ITRLAB_THREAD_POLICY"  # "off": leave the wait policy and thread count to torch
+WAIT_POLICY = {"OMP_WAIT_POLICY": "PASSIVE"}
+# either one set by the user means the user chose how OpenMP threads wait
+USER_WAIT_KEYS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+_set_here: dict[str, str] = {}  # what configure_env put in this process's os.environ
+
+
+def enabled(environ: MutableMapping[str, str] | None = None) -> bool:
+    environ = os.environ if environ is None else environ
+    return environ.get(POLICY_ENV, "").strip().lower() not in ("off", "0", "false", "no")
+
+
+def configure_env(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Put the wait policy into ``environ`` (``os.environ``) unless the user chose one; returns what it
+    set. Takes effect on OpenMP only if it runs before the process imports torch."""
+    own = environ is None
+    environ = os.environ if environ is None else environ
+    if not enabled(environ) or any(key in environ for key in USER_WAIT_KEYS):
+        return {}
+    added = {key: value for key, value in WAIT_POLICY.items() if key not in environ}
+    environ.update(added)
+    if own:
+        _set_here.update(added)
+    return added
+
+
+def worker_env() -> dict[str, str]:
+    """The policy's variables for the runtime env of Ray workers: those :func:`configure_env` set in this
+    process, or would set in it now. None the user set (it reaches a local Ray's workers by inheritance,
+    and a cluster's through the job's own runtime env, where repeating it would conflict)."""
+    own = {key: value for key, value in _set_here.items() if os.environ.get(key) == value}
+    return {**own, **configure_env({key: value for key, value in os.environ.items() if key not in own})}
+
+
+def _cgroup_quota(root: Path = Path("/sys/fs/cgroup"), proc_cgroup: Path = Path("/proc/self/cgroup")) -> float | None:
+    """CPUs the process's cgroup may use (quota / period), None where unlimited or unknown."""
+    paths = {"v2": "/", "v1": "/"}
+    try:
+        for line in proc_cgroup.read_text().splitlines():
+            number, controllers, path = line.split(":", 2)
+            if number == "0" and controllers == "":
+                paths["v2"] = path
+            elif "cpu" in controllers.split(","):
+                paths["v1"] = path
+    except (OSError, ValueError):
+        pass
+    candidates = []
+    for rel in dict.fromkeys((paths["v2"].lstrip("/"), "")):
+        candidates.append(("v2", root / rel / "cpu.max"))
+    for mount in ("cpu", "cpu,cpuacct"):
+        for rel in dict.fromkeys((paths["v1"].lstrip("/"), "")):
+            candidates.append(("v1", root / mount / rel))
+    for kind, path in candidates:
+        try:
+            if kind == "v2":
+                quota, period = path.read_text().split()[:2]
+                if quota == "max":
+                    return None
+            else:
+                quota = (path / "cpu.cfs_quota_us").read_text().strip()
+                period = (path / "cpu.cfs_period_us").read_text().strip()
+                if int(quota) < 0:
+                    return None
+            return int(quota) / int(period)
+        except (OSError, ValueError, ZeroDivisionError):
+            continue
+    return None
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on: its affinity mask, capped by its cgroup's CPU quota."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    if quota is not None:
+        cpus = min(cpus, max(1, math.ceil(quota)))
+    return max(1, cpus)
+
+
+def cpu_share(processes: int) -> int:
+    """Threads for each of ``processes`` processes that share this machine's CPUs (pytest-xdist's workers)."""
+    return max(1, available_cpus() // max(1, processes))
+
+
+def ray_reserved_cpus() -> float | None:
+    """CPUs Ray reserved for this process when it is a Ray worker (a trial, a Ray Train worker); None
+    elsewhere (no Ray, or the driver). Looks at Ray only if this process already imported it."""
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return None
+    try:
+        if not ray.is_initialized():
+            return None
+        context = ray.get_runtime_context()
+        if context.worker.mode != ray._private.worker.WORKER_MODE:  # (no import: ray stays in its layers)
+            return None
+        cpus = context.get_assigned_resources().get("CPU")
+    except Exception:  # an older or newer Ray without these internals: fall back to its OMP_NUM_THREADS
+        value = _positive_int(os.environ.get("OMP_NUM_THREADS"))
+        return float(value) if value else None
+    return 1.0 if cpus is None else float(cpus)  # an actor without num_cpus: Ray's own default, 1 thread
+
+
+def _positive_int(value: str | None) -> int | None:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        return None
+    return number if number > 0 else None
+
+
+SMALL_MACHINE = 2  # CPUs; at most this many: one thread (module doc, rule 4)
+
+
+def thread_count(requested: int = 0, environ: MutableMapping[str, str] | None = None,
+                 reserved: float | None = None, cpus: int | None = None) -> tuple[int, str]:
+    """(torch threads, where the number comes from) under the policy of the module doc.
+
+    ``requested``: ``train.threads`` (0: not set). ``reserved``, ``cpus``: Ray's reservation and the
+    available CPUs (default: looked up)."""
+    environ = os.environ if environ is None else environ
+    if requested < 0:
+        raise ValueError(f"threads must be >= 0 (0: the policy's choice), got {requested}")
+    reserved = ray_reserved_cpus() if reserved is None else reserved
+    if reserved is not None:
+        share = max(1, math.floor(reserved))
+        if requested and requested < share:
+            return requested, "train.threads"
+        return share, "Ray reservation"
+    if requested:
+        return requested, "train.threads"
+    user = _positive_int(environ.get("OMP_NUM_THREADS"))
+    if user:
+        return user, "OMP_NUM_THREADS"
+    cpus = available_cpus() if cpus is None else cpus
+    if cpus <= SMALL_MACHINE:
+        return 1, f"{cpus} CPUs: one thread"
+    return cpus, "available CPUs"
+
+
+def apply(requested: int = 0) -> int:
+    """Set torch's intra-op threads by :func:`thread_count` (unless ``ITRLAB_THREAD_POLICY=off``);
+    returns torch's thread count."""
+    import torch
+
+    if enabled():
+        threads, _source = thread_count(requested)
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def describe() -> str:
+    """``OMP_WAIT_POLICY=PASSIVE`` (or ``GOMP_SPINCOUNT=...``, ``default``): how this process's OpenMP
+    threads wait, as set in its environment."""
+    shown = [f"{key}={os.environ[key]}" for key in USER_WAIT_KEYS if key in os.environ]
+    return ", ".join(shown) or "OpenMP default wait policy"
