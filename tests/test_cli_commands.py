@@ -16,7 +16,7 @@ from conftest import REPO
 from itrlab.cli import main, sweep_presets
 
 ITRLAB = str(Path(sys.executable).parent / "itrlab")
-SUBCOMMANDS = ["train", "check-config", "sweep", "make-synthetic"]
+SUBCOMMANDS = ["train", "check-config", "sweep", "make-synthetic", "report"]
 JOBS = sorted(path.name for path in (REPO / "jobs").glob("*.py"))
 
 

@@ -143,6 +143,41 @@ def make_synthetic_main(args: argparse.Namespace) -> int:
         raise UserInputError(str(err)) from None
 
 
+@_guarded
+def report_main(args: argparse.Namespace) -> int:
+    """Write the dated results page of a finished sweep from its parent run's ``sweep/summary.json``."""
+    import json
+    import shutil
+    import tempfile
+
+    from itrlab.files import check_writable_dir
+    from itrlab.report.results_page import page_name, render
+    from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri
+
+    out = check_writable_dir(args.out, "--out")
+    tracker = MlflowTracker.for_reading(check_tracking_store(resolve_tracking_uri(args.tracking_uri)))
+    run = tracker.run_record(args.run_id)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = tracker.download_artifact(args.run_id, "sweep/summary.json", tmp)
+        if path is None:
+            raise UserInputError(f"run {args.run_id} is not a sweep's parent run: it has no sweep/summary.json "
+                                 f"(give the parent run of a finished sweep, as its last line printed)")
+        summary = json.loads(path.read_text())
+        name = page_name(run, summary)
+        images = {}
+        for artifact in summary.get("plots", []):
+            image = tracker.download_artifact(args.run_id, artifact, tmp)
+            if image is not None:
+                (out / "img").mkdir(parents=True, exist_ok=True)
+                target = out / "img" / f"{name}-{image.name}"
+                shutil.copyfile(image, target)
+                images[artifact] = f"img/{target.name}"
+        page = out / f"{name}.md"
+        page.write_text(render(summary, run, images), encoding="utf-8")
+    print(f"results page: {page}")
+    return 0
+
+
 PRESETS = {
     "smoke": "dbl_smoke", "table4": "dbl_table4", "table2": "dbl_table2",
     "fig4-gamma": "dbl_fig4_gamma", "fig4-alpha": "dbl_fig4_alpha", "optuna": "dbl_optuna", "tiny": "dbl_tiny",
@@ -262,6 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="trials at once; default: the sweep file's concurrency")
     sweep.add_argument("overrides", nargs="*", metavar="key=value", help="overrides of the base experiment")
     sweep.set_defaults(func=sweep_main)
+
+    report = sub.add_parser("report", help="write a finished sweep's dated results page (docs/results/)",
+                            description="Write <out>/<date>-<sweep>.md (and its plots under <out>/img/) from a sweep "
+                                        "parent run's sweep/summary.json in MLflow.")
+    report.add_argument("run_id", help="the sweep's MLflow parent run (printed on its last line)")
+    report.add_argument("--out", default="docs/results", help="folder of the page (default: %(default)s)")
+    report.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    report.set_defaults(func=report_main)
 
     from itrlab.data.synthetic import add_arguments as add_synthetic_arguments
 

@@ -44,7 +44,7 @@ from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorag
                                   settle_trial_runs,
                                   trial_rows, with_unstarted)
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
-from itrlab.report.pivot import best_by_mean, compact_pivot, pivot, pivot_note
+from itrlab.report.pivot import best_by_mean, compact_pivot, pivot, pivot_note, trial_cost_unit
 from itrlab.report.plots import plot_curves, plot_pivot
 from itrlab.report.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
 from itrlab.sweep.trial import TrialContext, trial_config
@@ -346,15 +346,33 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, data
         text += "\n\n" + to_markdown(grid, f"{spec.name}: pivot over seeds {spec.seeds}") + "\n\n" + note
         print("\n" + to_text(compact_pivot(grid, spec), f"{spec.name}: pivot over seeds {spec.seeds}") + "\n" + note)
     parent.log_text(text, "sweep/summary.md")
-    log_plots(spec, parent, grid)
+    plots = log_plots(spec, parent, grid)
     counts = {status: sum(r.status == status for r in rows)
               for status in ("finished", "diverged", "stopped", "error", "interrupted", "not started")}
     parent.log_final_metrics({f"trials_{k.replace(' ', '_')}": v for k, v in counts.items()})
+    parent.log_dict(sweep_summary(spec, table, grid, counts, dataset, test_protocol, plots), "sweep/summary.json")
 
 
-def log_plots(spec: SweepSpec, parent: MlflowTracker, grid: dict[str, list] | None) -> None:
-    """The pivot's plot and every trial's curves (PNG) under ``sweep/plots/`` of the parent run. A plot
-    that fails is reported on one line: the sweep's results are already logged."""
+def sweep_summary(spec: SweepSpec, trials: dict[str, list], grid: dict[str, list] | None, counts: dict[str, int],
+                  dataset: str, test_protocol: str, plots: list[str]) -> dict:
+    """The sweep's results as data (``sweep/summary.json`` on the parent run): what ``itrlab report``
+    writes a dated results page from."""
+    summary = {"sweep": spec.name, "description": spec.description, "experiment": spec.experiment,
+               "grid": spec.grid, "seeds": spec.seeds, "objective": f"{spec.objective.mode} {spec.objective.metric}",
+               "dataset": dataset, "test_protocol": test_protocol, "trial_counts": counts,
+               "trials": trials, "plots": plots}
+    if grid is not None:
+        cost_column, _ = trial_cost_unit(spec)
+        winner = best_by_mean(grid, spec)
+        summary.update(pivot=compact_pivot(grid, spec), note=pivot_note(grid, spec), cost_column=cost_column,
+                       headline=winner.describe() if winner is not None else None, table_paper=spec.table.paper)
+    return summary
+
+
+def log_plots(spec: SweepSpec, parent: MlflowTracker, grid: dict[str, list] | None) -> list[str]:
+    """The pivot's plot and every trial's curves (PNG) under ``sweep/plots/`` of the parent run; their
+    artifact paths. A plot that fails is reported on one line: the sweep's results are already logged."""
+    logged: list[str] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             files = []
@@ -367,5 +385,7 @@ def log_plots(spec: SweepSpec, parent: MlflowTracker, grid: dict[str, list] | No
             for path in files:
                 if path is not None:
                     parent.log_file(path, "sweep/plots")
+                    logged.append(f"sweep/plots/{Path(path).name}")
     except Exception as err:  # noqa: BLE001 - a plot must never fail a finished sweep
         print(f"itrlab: the sweep's plots were not logged: {failure_reason(err)}", file=sys.stderr, flush=True)
+    return logged

@@ -215,6 +215,17 @@ class MlflowTracker:
         self.run_id: str | None = None
         self.default_tags: dict[str, Any] = {}  # added to the tags of a run this tracker creates
 
+    @classmethod
+    def for_reading(cls, tracking_uri: str | None = None) -> "MlflowTracker":
+        """A tracker that reads runs of any experiment (``run_record``, ``download_artifact``) and
+        creates nothing."""
+        tracker = cls.__new__(cls)
+        tracker.tracking_uri = resolve_tracking_uri(tracking_uri)
+        tracker.client = MlflowClient(tracking_uri=tracker.tracking_uri)
+        tracker.experiment_id = tracker.experiment = tracker.run_id = None
+        tracker.default_tags = {}
+        return tracker
+
     def _experiment_id(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
         if found is not None:
@@ -416,6 +427,26 @@ class MlflowTracker:
     @_store_writes
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
+
+    def run_record(self, run_id: str) -> dict[str, Any]:
+        """What a report says of a run: its experiment, name, status, start and end (ms since the
+        epoch) and tags; UserInputError for a run the store does not have."""
+        try:
+            run = self.client.get_run(run_id)
+            experiment = self.client.get_experiment(run.info.experiment_id)
+        except MlflowException:
+            raise UserInputError(f"no MLflow run {run_id} in the store {self.tracking_uri}") from None
+        return {"run_id": run_id, "experiment": experiment.name, "name": run.info.run_name,
+                "status": run.info.status, "start_time": run.info.start_time, "end_time": run.info.end_time,
+                "tags": dict(run.data.tags)}
+
+    def download_artifact(self, run_id: str, path: str, destination: str | Path) -> Path | None:
+        """The run's artifact ``path`` copied under ``destination``; None when the run has no such artifact."""
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one line per page, not bars
+        try:
+            return Path(self.client.download_artifacts(run_id, path, str(destination)))
+        except (MlflowException, OSError):
+            return None
 
     def ui_hint(self) -> str:
         return ui_hint(self.tracking_uri, self.experiment_id, self.run_id)

@@ -1,0 +1,88 @@
+"""A dated results page (``docs/results/<date>-<sweep>.md``) from a sweep parent run's summary.
+
+``itrlab report RUN_ID`` reads the parent run's ``sweep/summary.json`` (written by the sweep runner at
+the end of every invocation) and its record in MLflow, and renders them here: pure data in, Markdown
+out. Measured results are never hand-edited prose: the page says where every number comes from (the
+run, the commit, the data set and protocol) and how it was counted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from itrlab.report.summary import fmt_cell
+
+COST_NOTE = ("wall (s): mean wall time of a row's trials (building the method, training and the test evaluation); "
+             "{unit}: the row's summed wall time x the {devices} each trial reserved.")
+
+
+def page_date(run: dict[str, Any]) -> str:
+    """The run's start date (UTC), ``YYYY-MM-DD``: the page's date."""
+    started = run.get("start_time") or 0
+    return dt.datetime.fromtimestamp(started / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def page_name(run: dict[str, Any], summary: dict[str, Any]) -> str:
+    """``<date>-<sweep>``: the file stem of the page (a sweep's name is one folder name)."""
+    return f"{page_date(run)}-{summary['sweep']}"
+
+
+def markdown_table(columns: dict[str, list]) -> str:
+    """A Markdown table of ``columns`` (equal lengths); numbers shown as the console shows them."""
+    names = list(columns)
+    rows = len(next(iter(columns.values()), []))
+    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    for i in range(rows):
+        cells = [columns[name][i] for name in names]
+        lines.append("| " + " | ".join("" if c is None else (fmt_cell(c, name) if isinstance(c, float) else str(c))
+                                       for c, name in zip(cells, names)) + " |")
+    return "\n".join(lines)
+
+
+def _duration(run: dict[str, Any]) -> str | None:
+    start, end = run.get("start_time"), run.get("end_time")
+    if not start or not end:
+        return None
+    seconds = round((end - start) / 1000)
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min" if seconds >= 3600 else f"{seconds // 60} min {seconds % 60} s"
+
+
+def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] | None = None) -> str:
+    """The page: title, provenance, the pivot (mean ± 95% interval over seeds, differences to the
+    baseline, published numbers where the data are the paper's), the headline, the trials, the cost
+    and the plots (``plots``: artifact path -> the image's path relative to the page)."""
+    tags = run.get("tags", {})
+    counts = summary.get("trial_counts", {})
+    total = sum(counts.values())
+    lines = [f"# {summary['sweep']}: {page_date(run)}", ""]
+    if summary.get("description"):
+        lines += [summary["description"].strip(), ""]
+    provenance = [
+        f"- MLflow: parent run `{run['run_id']}` ({run.get('status', '?')}) in experiment `{run.get('experiment', '?')}`",
+        f"- experiment `{summary['experiment']}`, objective {summary['objective']}, seeds {summary['seeds']}",
+        f"- data: `{summary.get('dataset') or '?'}`, test protocol `{summary.get('test_protocol') or '?'}`",
+        f"- trials: {total} ({', '.join(f'{v} {k}' for k, v in counts.items() if v)})",
+    ]
+    if tags.get("mlflow.source.git.commit"):
+        provenance.append(f"- code: commit `{tags['mlflow.source.git.commit'][:12]}`")
+    if _duration(run):
+        provenance.append(f"- wall time of the invocation: {_duration(run)}")
+    lines += provenance + [""]
+    if summary.get("pivot"):
+        lines += [f"## Results (mean ± 95% interval over seeds)", "", markdown_table(summary["pivot"]), ""]
+        if summary.get("headline"):
+            lines += [f"**{summary['headline']}**", ""]
+        if summary.get("note"):
+            lines += [summary["note"].strip(), ""]
+        unit = summary.get("cost_column", "cpu_hours")
+        lines += [COST_NOTE.format(unit=unit.replace("_", "-"), devices="GPUs" if unit.startswith("gpu") else "CPUs"),
+                  ""]
+    lines += ["## Trials", "", markdown_table({k: v for k, v in summary["trials"].items() if k != "reason"}), ""]
+    reasons = [(t, r) for t, r in zip(summary["trials"].get("trial", []), summary["trials"].get("reason", [])) if r]
+    if reasons:
+        lines += ["Trials that did not finish:", ""] + [f"- `{t}`: {r}" for t, r in reasons] + [""]
+    for artifact, image in (plots or {}).items():
+        lines += [f"![{artifact}]({image})", ""]
+    lines += [f"Written by `itrlab report {run['run_id']}` from the run's `sweep/summary.json`; not edited by hand."]
+    return "\n".join(lines) + "\n"
