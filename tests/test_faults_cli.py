@@ -188,7 +188,9 @@ def test_new_sqlite_store_initialised_by_several_commands_at_once(tmp_path):
 # -- Ctrl-C during a training (item 6) -------------------------------------------------------------
 
 @pytest.mark.slow
-def test_ctrl_c_during_training_ends_the_run_killed_with_one_line_and_130(tmp_path):
+def signal_training(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, str]:
+    """A long tiny training in ``tmp_path`` sent ``signum`` once its first checkpoint exists; the
+    process (ended) and its stderr."""
     log = tmp_path / "train.log"
     with open(log, "w") as out:
         process = subprocess.Popen(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=500",
@@ -199,15 +201,25 @@ def test_ctrl_c_during_training_ends_the_run_killed_with_one_line_and_130(tmp_pa
         while "epoch   1/" not in log.read_text():  # a checkpoint exists
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.2)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         _, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
+    return process, err
+
+
+def the_run(tmp_path: Path):
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
+    return run
+
+
+def test_ctrl_c_during_training_ends_the_run_killed_with_one_line_and_130(tmp_path):
+    process, err = signal_training(tmp_path, signal.SIGINT)
     assert process.returncode == 130, err[-3000:]
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
     assert lines[0].startswith("itrlab: interrupted (Ctrl-C), MLflow run KILLED; continue it with:"), lines[0]
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
+    run = the_run(tmp_path)
     assert run.info.status == "KILLED" and run.data.tags["itrlab.stop_reason"] == "interrupted (Ctrl-C)"

@@ -6,37 +6,20 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 
 import pytest
-from mlflow import MlflowClient
 
-from test_faults_cli import env_for, job
+from test_faults_cli import signal_training, the_run
 from test_sweep_jobs import start_driver, sweep_command, sweep_runs, wait_for
 
 
 def test_sigterm_during_training_ends_the_run_killed_with_one_line_and_143(tmp_path):
-    log = tmp_path / "train.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=500",
-                                       f"dataset.root={tmp_path / 'data'}", "--run-dir", str(tmp_path / "run")),
-                                   cwd=tmp_path, env=env_for(tmp_path), stdout=out, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while "epoch   1/" not in log.read_text():  # a checkpoint exists
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    process, err = signal_training(tmp_path, signal.SIGTERM)
     assert process.returncode == 143, err[-3000:]
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("itrlab: terminated (SIGTERM), MLflow run KILLED; continue it with:")
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
+    run = the_run(tmp_path)
     assert run.info.status == "KILLED" and run.data.tags["itrlab.stop_reason"] == "terminated (SIGTERM)"
     assert (tmp_path / "run" / "last.pt").is_file()
 

@@ -80,26 +80,29 @@ def test_extraction_to_a_read_only_folder_is_one_line_before_the_model_loads(tmp
     assert len(lines) == 1 and "--out" in lines[0] and "Read-only file system" in lines[0], result.stderr
 
 
-def test_mlflow_store_on_a_disk_that_fills_mid_run_is_one_line(tmp_path, tmpfs):
+def train_until_the_disk_fills(tmp_path, full_disk, *args: str) -> tuple[subprocess.Popen, str]:
+    """A long tiny training (``args`` added) whose ``full_disk`` (a tmpfs) is filled once its first
+    checkpoint exists; the process (ended) and its stderr."""
     import sys
     import time
 
     from conftest import REPO
     from test_faults_cli import env_for
 
-    env = env_for(tmp_path, tracking_uri=f"sqlite:///{tmpfs / 'mlflow.db'}")
+    env = env_for(tmp_path)
+    extra = [a for a in args if not a.startswith("MLFLOW_TRACKING_URI=")]
+    env.update(a.split("=", 1) for a in args if a.startswith("MLFLOW_TRACKING_URI="))
     log = tmp_path / "train.log"
     with open(log, "w") as out:
         process = subprocess.Popen([sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny",
-                                    "train.epochs=500", f"dataset.root={tmp_path / 'data'}",
-                                    "--run-dir", str(tmp_path / "run")],
+                                    "train.epochs=500", f"dataset.root={tmp_path / 'data'}", *extra],
                                    cwd=tmp_path, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
         while "epoch   1/" not in log.read_text():
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.2)
-        with open(tmpfs / "filler", "wb") as filler:  # the store's disk is full from here on
+        with open(full_disk / "filler", "wb") as filler:  # the disk is full from here on
             try:
                 while True:
                     filler.write(b"\0" * (1 << 20))
@@ -110,6 +113,12 @@ def test_mlflow_store_on_a_disk_that_fills_mid_run_is_one_line(tmp_path, tmpfs):
     finally:
         if process.poll() is None:
             process.kill()
+    return process, err
+
+
+def test_mlflow_store_on_a_disk_that_fills_mid_run_is_one_line(tmp_path, tmpfs):
+    process, err = train_until_the_disk_fills(tmp_path, tmpfs, f"MLFLOW_TRACKING_URI=sqlite:///{tmpfs / 'mlflow.db'}",
+                                              "--run-dir", str(tmp_path / "run"))
     assert process.returncode == 1, err[-3000:]
     lines = err.strip().splitlines()
     assert "Traceback" not in err and lines[-1].startswith("itrlab: run failed: the MLflow store"), err[-3000:]
@@ -118,41 +127,14 @@ def test_mlflow_store_on_a_disk_that_fills_mid_run_is_one_line(tmp_path, tmpfs):
 
 
 def test_a_run_folder_on_a_disk_that_fills_mid_run_is_one_line_and_keeps_the_last_checkpoint(tmp_path, tmpfs):
-    import sys
-    import time
-
-    from conftest import REPO
-    from test_faults_cli import env_for
+    from mlflow import MlflowClient
 
     run = tmpfs / "run"
-    log = tmp_path / "train.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen([sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny",
-                                    "train.epochs=500", f"dataset.root={tmp_path / 'data'}", "--run-dir", str(run)],
-                                   cwd=tmp_path, env=env_for(tmp_path), stdout=out, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while "epoch   1/" not in log.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
-        saved = (run / "last.pt").read_bytes()
-        with open(tmpfs / "filler", "wb") as filler:  # the run folder's disk is full from here on
-            try:
-                while True:
-                    filler.write(b"\0" * (1 << 20))
-                    filler.flush()
-            except OSError:
-                pass
-        _, err = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    process, err = train_until_the_disk_fills(tmp_path, tmpfs, "--run-dir", str(run))
     assert process.returncode == 1, err[-3000:]
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "cannot write the checkpoint" in lines[0] and "Traceback" not in err, err[-3000:]
-    assert (run / "last.pt").stat().st_size > 0 and len(saved) > 0  # the previous checkpoint is intact
-    from mlflow import MlflowClient
-
+    assert (run / "last.pt").stat().st_size > 0  # the previous checkpoint is intact
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (record,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
     assert record.info.status == "FAILED" and "cannot write the checkpoint" in record.data.tags["itrlab.stop_reason"]
