@@ -623,7 +623,7 @@ def test_mlflow_image_adds_postgres_and_s3_clients_at_the_project_pin():
     install = next(line for line in run_instructions(dockerfile) if line.startswith("RUN pip install"))
     install = install.replace("${MLFLOW_VERSION}", dockerfile_args(dockerfile)["MLFLOW_VERSION"])
     packages = {Requirement(p.strip('"')).name for p in install.split()[3:] if not p.startswith("-")}
-    assert {"mlflow", "psycopg2-binary", "boto3"} <= packages
+    assert {"mlflow", "psycopg", "boto3"} <= packages  # psycopg 3: SQLAlchemy 2.1's driver for postgresql://
     assert f"USER {RUN_AS_USER}:{RUN_AS_USER}" in run_instructions(dockerfile)
 
 

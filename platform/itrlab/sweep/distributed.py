@@ -20,7 +20,7 @@ import ray.train
 import ray.train.torch
 from ray import tune
 
-from itrlab.sweep.trial import (EpochReporter, TrialContext, restore_run_dir, reuse_child_run, run_trial,
+from itrlab.sweep.trial import (EpochReporter, TrialContext, node_tags, restore_run_dir, reuse_child_run, run_trial,
                                 trial_config, trial_run_name, trial_tags, train_and_report)
 from itrlab.tracking import MlflowTracker
 from itrlab.train import run_experiment
@@ -40,7 +40,7 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
     if rank == 0:
         tracker = MlflowTracker(context.experiment, context.tracking_uri)
         reuse_child_run(tracker, run_dir, loop_config["trial_id"], context.parent_run_id)
-        tracker.default_tags = loop_config["tags"]
+        tracker.default_tags = {**loop_config["tags"], **node_tags(tracker, run_dir)}  # rank 0's node
     reporter = EpochReporter(run_dir, ray.train.report, ray.train.Checkpoint.from_directory if rank == 0 else None,
                              metric=context.metric)
     run_name = trial_run_name(params)

@@ -20,6 +20,9 @@ from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR, TRIAL_TAG
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker
 
 UNFINISHED = ("interrupted", "not started")
+# how a finished trial got past failed attempts (a lost node, a killed process): in its row's metrics
+# and as a tag of its run
+RETRIED = "itrlab.retried"
 
 
 class NoRetryOnInputError(tune.Callback):
@@ -51,6 +54,21 @@ class StopOnStorageError(tune.Stopper):
         return StopOnStorageError.reason is not None
 
 
+def retried(trial) -> str | None:
+    """How a trial that finished got there after failed attempts (its node lost, its process killed: Tune
+    retried it under ``max_failures`` from its last checkpoint), on one line; None for a first attempt."""
+    failures = getattr(trial, "num_failures", 0) or 0
+    if not failures:
+        return None
+    last = None
+    with contextlib.suppress(Exception):  # the last failure's own line, from Tune's error.txt (text: nothing unpickled)
+        lines = [line.strip() for line in open(trial.error_file, encoding="utf-8", errors="replace") if line.strip()]
+        last = next((line for line in reversed(lines) if not line.startswith(("File ", "^", "Traceback", "Failure #"))),
+                    None)
+    return f"finished after {failures} failed attempt(s), retried from its last checkpoint; the last: " \
+           f"{last or 'see error.txt in its folder'}"
+
+
 def error_line(error: BaseException | None) -> str | None:
     """The real error of a failed trial on one line (the trial's own exception, not Ray's wrapper)."""
     if error is None:
@@ -59,8 +77,11 @@ def error_line(error: BaseException | None) -> str | None:
     if isinstance(cause, BaseException):
         return failure_reason(cause)
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if type(error).__name__ == "RayActorError" or (lines and "actor died" in lines[0].lower()):
-        return "its process died (killed, or out of memory): " + (lines[0] if lines else type(error).__name__)
+    # RayActorError and its kinds (ActorDiedError, ActorUnavailableError: the node was lost)
+    actor_error = any(kind.__name__ == "RayActorError" for kind in type(error).__mro__)
+    if actor_error or (lines and "actor died" in lines[0].lower()):
+        return ("its process died (killed, out of memory, or its node lost): "
+                + (lines[0] if lines else type(error).__name__))
     return failure_reason(error)
 
 
@@ -110,7 +131,9 @@ def trial_rows(results, interrupted: bool = False) -> tuple[list[TrialRow], bool
         elif metrics.get("diverged"):
             status = "diverged"
         elif metrics.get("done"):
-            status = "finished"
+            status, note = "finished", retried(trial)
+            if note:  # not a reason: the trial finished
+                metrics[RETRIED] = note
         elif interrupted:
             started = metrics or getattr(getattr(trial, "run_metadata", None), "start_time", None) is not None
             status = "interrupted" if started else "not started"
@@ -139,12 +162,15 @@ def with_unstarted(rows: list[TrialRow], spec: SweepSpec) -> list[TrialRow]:
 def settle_trial_runs(parent: MlflowTracker, rows: list[TrialRow]) -> None:
     """Leave no trial's MLflow run RUNNING: a failed trial (killed more often than ``max_failures``, say:
     its process never ended its run) ends FAILED with its reason, one cut short by an interruption or
-    stopped early ends KILLED; a failed trial's run carries the reason in ``itrlab.stop_reason``."""
+    stopped early ends KILLED; a failed trial's run carries the reason in ``itrlab.stop_reason``, one that
+    finished after failed attempts says so in ``itrlab.retried``."""
     runs = {run.data.tags.get(TRIAL_TAG): run for run in parent.child_runs()}
     for row in rows:
         run = runs.get(row.trial_id)
         if run is None:
             continue
+        if row.metrics.get(RETRIED):
+            parent.client.set_tag(run.info.run_id, RETRIED, row.metrics[RETRIED])
         running = run.info.status == "RUNNING"
         if row.status == "error" and (running or STOP_REASON_TAG not in run.data.tags):
             parent.end_run(run.info.run_id, "FAILED", {STOP_REASON_TAG: row.reason or "the trial failed"})

@@ -40,8 +40,8 @@ from itrlab.files import check_writable_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
-from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError, kill_running_trial_runs,
-                                  settle_trial_runs,
+from itrlab.sweep.outcome import (RETRIED, NoRetryOnInputError, SigintWatch, StopOnStorageError,
+                                  kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.report.pivot import best_by_mean, compact_pivot, pivot, pivot_note, trial_cost_unit
@@ -323,6 +323,8 @@ def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, data
     for row in rows:
         if row.status == "error":
             print(f"trial {row.trial_id} failed: {row.reason}", file=sys.stderr, flush=True)
+        elif row.metrics.get(RETRIED):  # finished after a lost node or a killed process
+            print(f"trial {row.trial_id} {row.metrics[RETRIED]}", file=sys.stderr, flush=True)
     best, grid = best_row(rows, spec.objective.metric, spec.objective.mode), None
     if best is not None:
         parent.log_dict({"trial": best.trial_id, "params": best.params,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import ray
 from ray import tune
 
 from itrlab.assembly import check_config
@@ -36,6 +37,8 @@ from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experim
 from itrlab.train.experiment import MLFLOW_FILE, recorded_run_id
 
 TRIAL_TAG = "itrlab.trial_id"
+NODE_TAG = "itrlab.node_id"  # the Ray node of the trial's latest attempt
+NODES_TAG = "itrlab.node_ids"  # every attempt's node, in order: a trial retried after a lost node names both
 INPUT_ERROR = "input_error"  # in a trial's last result: it failed on its input, do not retry it
 STORAGE_ERROR = "storage_error"  # in a trial's last result: it could not write its checkpoint: stop the sweep
 
@@ -105,6 +108,24 @@ def trial_tags(trial_id: str, sweep_name: str, params: dict[str, Any], run_dir: 
     tags = {TRIAL_TAG: trial_id, "itrlab.sweep": sweep_name, **{f"param.{k}": v for k, v in params.items()}}
     if run_dir:
         tags["run_dir"] = run_dir
+    return tags
+
+
+def node_tags(tracker: MlflowTracker, run_dir: Path) -> dict[str, str]:
+    """The Ray node this attempt of the trial runs on, as the tags ``itrlab.node_id`` and ``itrlab.node_ids``
+    (every attempt's node, comma-separated). The run an earlier attempt created gets them at once (a
+    reopened run keeps the tags it was created with); returned for the run this attempt creates."""
+    node = ray.get_runtime_context().get_node_id()
+    try:
+        run_id = recorded_run_id(run_dir / MLFLOW_FILE)
+        earlier = tracker.client.get_run(run_id).data.tags.get(NODES_TAG, "") if run_id else None
+    except Exception:  # a record, or a run, that run_experiment refuses with its own message
+        earlier = None
+    if earlier is None:
+        return {NODE_TAG: node, NODES_TAG: node}
+    tags = {NODE_TAG: node, NODES_TAG: ",".join([*filter(None, earlier.split(",")), node])}
+    for key, value in tags.items():
+        tracker.client.set_tag(run_id, key, value)
     return tags
 
 
@@ -192,7 +213,8 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     reuse_child_run(tracker, run_dir, trial_id, context.parent_run_id)
     # Tune runs the trial in a temporary folder and keeps its checkpoints in the sweep's storage
     stored = str(Path(context.sweep_dir) / "tune" / run_dir.parent.name) if context.sweep_dir else None
-    tracker.default_tags = {**dict(context.source), **trial_tags(trial_id, context.sweep_name, params, run_dir=stored)}
+    tracker.default_tags = {**dict(context.source), **trial_tags(trial_id, context.sweep_name, params, run_dir=stored),
+                            **node_tags(tracker, run_dir)}
     reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric)
     run_name = trial_run_name(params)
     train_and_report(lambda: run_experiment(trial_config(context.base_tree, params), run_dir, callbacks=[reporter],

@@ -1,0 +1,22 @@
+r"""A Ray cluster of a head and worker nodes on this machine, PostgreSQL-backed MLflow beside it (docs/cluster.md).
+
+    python jobs/local_cluster.py up                   # PostgreSQL, MLflow, a head and 2 worker nodes
+    python jobs/local_cluster.py status               # addresses, nodes and their Ray node ids
+    python jobs/local_cluster.py down                 # stop every process it started (no `ray stop`)
+    python jobs/local_cluster.py up --root /tmp/c --workers 3 --cpus-per-worker 1
+    ray job submit ... -- python jobs/local_cluster.py ddp --storage <root>/shared/ddp \
+        dataset.root=<root>/shared/data/synthetic/tiny   # one DDP trial on two nodes and on one
+
+Each node runs in a PID and mount namespace of its own (`unshare`; root, or unprivileged user
+namespaces) and sees only its own temp and working folders plus `<root>/shared`, the storage
+every node shares (the RWX volume of k8s/). `up` prints the `ray job submit` line for a sweep.
+Needs PostgreSQL's server programs (Debian: apt-get install postgresql) unless --no-mlflow.
+Exit status: 0 done, 1 the cluster could not start (or no cluster under --root).
+"""
+
+import sys
+
+from itrlab.sweep.local_cluster import main
+
+if __name__ == "__main__":
+    sys.exit(main())
