@@ -102,7 +102,7 @@ def _quick_requests(timeout_s: int) -> Iterator[None]:
 def _short_reason(err: BaseException) -> str:
     """One line out of a (often very long) connection error: the errno text, a timeout, or the first line."""
     text = str(err)
-    database = re.search(r"\((?:sqlite3|psycopg2|pymysql)\.\w+\) ([^\n]+)", text)
+    database = re.search(r"\((?:sqlite3|psycopg2?|pymysql)\.\w+\) ([^\n]+)", text)
     if database:
         return database.group(1).strip()
     errno = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
