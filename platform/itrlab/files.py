@@ -128,19 +128,19 @@ def _numpy_value_globals() -> list:
     return [_reconstruct, scalar, np.ndarray, np.dtype, *dtypes]
 
 
-def claim_new_dir(parent: str | Path, name: str) -> Path:
+def claim_new_dir(parent: str | Path, name: str, attempts: int = 10_000) -> Path:
     """A new, empty folder ``parent/name`` (or ``name-1``, ``name-2`` ... when taken), created atomically:
     two processes that ask for the same name in the same instant never get the same folder."""
     parent = Path(parent)
     parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(10_000):
+    for attempt in range(attempts):
         path = parent / (name if attempt == 0 else f"{name}-{attempt}")
         try:
             path.mkdir()
         except FileExistsError:
             continue
         return path
-    raise UserInputError(f"{parent}: no free folder name like {name}-N (10,000 taken)")
+    raise UserInputError(f"{parent}: no free folder name like {name}-N ({attempts:,} taken)")
 
 
 def check_writable_dir(path: str | Path, what: str) -> Path:

@@ -36,7 +36,7 @@ from ray import tune
 from itrlab.config import compose
 from itrlab.assembly import check_experiment
 from itrlab.errors import ItrlabError, StorageError, UserInputError, failure_reason, one_line_logs
-from itrlab.files import check_writable_dir, file_lock
+from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
@@ -136,32 +136,7 @@ def latest_sweep_dir(storage: Path, name: str) -> Path | None:
 
 def new_sweep_dir(storage: Path, name: str) -> Path:
     """A fresh ``<storage>/<name>/<timestamp>`` folder (a suffix when two sweeps start in one second)."""
-    base = storage / name / time.strftime("%Y%m%d-%H%M%S")
-    (storage / name).mkdir(parents=True, exist_ok=True)
-    for attempt in range(100):
-        candidate = base if attempt == 0 else base.with_name(f"{base.name}-{attempt}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
-    raise UserInputError(f"--storage: cannot create a new sweep folder under {storage / name}")
-
-
-def check_tune_state(tune_dir: Path) -> None:
-    """Tune's saved state of an interrupted sweep, readable whole, or a UserInputError.
-
-    Tune "restores" a state file cut short (a full disk, a crash while writing) by restarting the
-    experiment with one empty trial, ignoring every trial it had; refuse instead, leaving the trials'
-    checkpoints and MLflow runs as they are.
-    """
-    for path in sorted(tune_dir.glob("experiment_state-*.json")):
-        try:
-            json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise UserInputError(f"--resume: the sweep's saved Tune state {path} is damaged ({err}); nothing was "
-                                 f"run: its trials' checkpoints under {tune_dir} and their MLflow runs are kept. "
-                                 f"Restore the file, or run the sweep again without --resume") from None
+    return claim_new_dir(storage / name, time.strftime("%Y%m%d-%H%M%S"), attempts=100)
 
 
 def sweep_lock(sweep_dir: Path, name: str):
