@@ -139,6 +139,22 @@ def new_sweep_dir(storage: Path, name: str) -> Path:
     return claim_new_dir(storage / name, time.strftime("%Y%m%d-%H%M%S"), attempts=100)
 
 
+def check_tune_state(tune_dir: Path) -> None:
+    """Tune's saved state of an interrupted sweep, readable whole, or a UserInputError.
+
+    Tune "restores" a state file cut short (a full disk, a crash while writing) by restarting the
+    experiment with one empty trial, ignoring every trial it had; refuse instead, leaving the trials'
+    checkpoints and MLflow runs as they are.
+    """
+    for path in sorted(tune_dir.glob("experiment_state-*.json")):
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise UserInputError(f"--resume: the sweep's saved Tune state {path} is damaged ({err}); nothing was "
+                                 f"run: its trials' checkpoints under {tune_dir} and their MLflow runs are kept. "
+                                 f"Restore the file, or run the sweep again without --resume") from None
+
+
 def sweep_lock(sweep_dir: Path, name: str):
     """The running sweep's hold on its folder: a second --resume of it fails at once (exit 2)."""
     return file_lock(sweep_dir, blocking=False, what=f"sweep '{name}' ({sweep_dir})")
