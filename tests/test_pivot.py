@@ -9,8 +9,9 @@ import statistics
 import pytest
 from scipy import stats as scipy_stats
 
-from itrlab.report.pivot import compact_pivot, load_paper, pivot, pivot_note
 from itrlab.config.sweep import load_sweep
+from itrlab.data.shape import DataShape
+from itrlab.report.pivot import load_paper, pivot, published_numbers
 from itrlab.report.stats import difference_interval, mean_interval
 from itrlab.report.summary import TrialRow
 
@@ -37,6 +38,10 @@ def test_difference_interval_is_welchs():
     assert difference_interval([1.0], b).half_width is None
 
 
+SYNTHETIC = DataShape(5000, 500, 1000, 5, 10, 64, synthetic=True)
+F30K = DataShape(29000, 1014, 1000, 5, 36, 2048, synthetic=False)  # SCAN's Flickr30K features
+
+
 def rows_for(spec_name: str, key: str, cells: list[tuple[str, int, float]]) -> list[TrialRow]:
     return [TrialRow(f"t{i:02d}", {key: value, "seed": seed}, {"test_i2t_R1": r1, "test_rsum": 3 * r1, "test_md": 0.5},
                      "finished") for i, (value, seed, r1) in enumerate(cells)]
@@ -49,7 +54,7 @@ def test_pivot_gives_intervals_and_the_difference_to_the_baseline_in_grid_order(
                     [("F", 0, 80.0), ("F", 1, 82.0), ("F", 2, 84.0), ("A", 0, 70.0), ("A", 1, 74.0), ("A", 2, 72.0),
                      ("C", 0, 60.0)])
     rows.append(TrialRow("t99", {"cooperative.strategy": "C", "seed": 1}, {"test_i2t_R1": 0.0}, "diverged"))
-    table = pivot(rows, spec, "synthetic_small", "all")
+    table = pivot(rows, spec, SYNTHETIC, "all")
     assert table["cooperative.strategy"] == ["A", "C", "F"] and table["seeds"] == [3, 1, 3]
     assert table["baseline"] == [True, False, False]
     assert table["test_i2t_R1_mean"] == [72.0, 60.0, 82.0]
@@ -59,28 +64,31 @@ def test_pivot_gives_intervals_and_the_difference_to_the_baseline_in_grid_order(
     assert table["test_i2t_R1_diff_ci95"][2] == pytest.approx(difference_interval([80.0, 82.0, 84.0],
                                                                                  [70.0, 74.0, 72.0]).half_width)
     assert table["wall_s_mean"] == [None, None, None] and table["cpu_hours"] == [None, None, None]  # not reported
-    compact = compact_pivot(table, spec)
-    assert compact["i2t_R1"][1] == "60.00 (1 seed)" and compact["i2t_R1"][0].startswith("72.00 ± 4.97")
-    assert compact["rsum vs baseline"][0] == "baseline" and compact["rsum vs baseline"][2].startswith("+30.00 ± ")
 
 
-def test_published_numbers_stand_only_beside_the_papers_data_and_protocol():
+def test_published_numbers_stand_only_beside_data_of_the_papers_shape_and_protocol():
     spec = load_sweep("dbl_table4")
     rows = rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("A", 1, 74.0), ("F", 0, 80.0)])
-    synthetic = pivot(rows, spec, "synthetic_small", "all")
+    synthetic = pivot(rows, spec, SYNTHETIC, "all")
     assert not any(key.endswith("_paper") for key in synthetic)  # F30K numbers beside synthetic ones: none
-    assert synthetic["published"][0].startswith("not comparable: these trials ran on synthetic_small (all)")
-    assert "left out, not comparable" in pivot_note(synthetic, spec)
-    assert "(75.80)" not in str(compact_pivot(synthetic, spec))
-    wrong_protocol = pivot(rows, spec, "f30k_precomp", "all")
+    assert synthetic["published"][0].startswith("not comparable: the trials' data (5,000 / 500 / 1,000 images")
+    numbers, note = published_numbers(spec, SYNTHETIC, "all")
+    assert numbers is None and note.startswith("Published numbers (dbl_table4) left out, not comparable")
+    wrong_protocol = pivot(rows, spec, F30K, "all")
     assert "published" in wrong_protocol and not any(key.endswith("_paper") for key in wrong_protocol)
+    assert "test protocol all" in wrong_protocol["published"][0]
+    # a synthetic set of Flickr30K's exact sizes (the f30k-shape benchmark data) is still synthetic
+    lookalike = DataShape(29000, 1014, 1000, 5, 36, 2048, synthetic=True)
+    assert "synthetic True vs False" in pivot(rows, spec, lookalike, "f30k_1k")["published"][0]
+    assert published_numbers(spec, None, "f30k_1k")[0] is None  # the shape could not be read: no numbers
 
-    real = pivot(rows, spec, "f30k_precomp", "f30k_1k")
+    real = pivot(rows, spec, F30K, "f30k_1k")
     paper = load_paper("dbl_table4")
     assert real["published"] == ["", ""]
     assert real["test_i2t_R1_paper"] == [paper.rows["A"]["i2t_R1"], paper.rows["F"]["i2t_R1"]]
     assert real["test_i2t_R1_vs_paper"][0] == pytest.approx(72.0 - paper.rows["A"]["i2t_R1"])
-    assert compact_pivot(real, spec)["i2t_R1"][1] == f"80.00 (1 seed) ({paper.rows['F']['i2t_R1']:.2f})"
+    numbers, note = published_numbers(spec, F30K, "f30k_1k")
+    assert numbers == paper.rows and note.startswith("Published: dbl_table4, Flickr30K 1K test")
 
 
 def test_every_paper_table_names_its_data_and_protocol():
@@ -92,25 +100,14 @@ def test_every_paper_table_names_its_data_and_protocol():
         assert paper.dataset in ("f30k_precomp", "coco_precomp"), path.name
         assert paper.test_protocol in PROTOCOLS, path.name
         assert (config_dir() / "datasets" / f"{paper.dataset}.yaml").is_file()
+        shape = paper.data_shape()  # the shape its numbers were measured on (configs/paper/data/)
+        assert not shape.synthetic and shape.captions_per_image == 5 and (shape.regions, shape.feature_dim) == (36, 2048)
+        PROTOCOLS[paper.test_protocol].folds(shape.test_images)  # the protocol fits the paper's test split
 
 
-def test_the_headline_is_the_row_with_the_best_mean_not_the_luckiest_trial():
-    from itrlab.report.pivot import best_by_mean
-    from itrlab.report.summary import best_row, ranked
+def test_trials_rank_by_the_best_epochs_objective():
+    from itrlab.report.summary import ranked
 
-    spec = load_sweep("dbl_table4")
-    # B has the single best trial (seed 1), C the best mean over seeds
-    rows = rows_for("dbl_table4", "cooperative.strategy",
-                    [("A", 0, 40.0), ("A", 1, 42.0), ("B", 0, 30.0), ("B", 1, 60.0), ("C", 0, 50.0), ("C", 1, 52.0)])
-    for row in rows:
-        row.metrics["rsum"] = row.metrics["test_rsum"]
-    assert best_row(rows, "rsum", "max").params["cooperative.strategy"] == "B"
-    winner = best_by_mean(pivot(rows, spec, "synthetic_small", "all"), spec)
-    assert winner.label == "C" and winner.mean == pytest.approx(153.0) and winner.seeds == 2
-    assert winner.diff == pytest.approx(153.0 - 123.0)
-    assert winner.describe().startswith("best row by mean test_rsum: C, 153.00 ± ")
-    assert winner.metrics()["best_row_rsum_mean"] == pytest.approx(153.0)
-    # trials rank by their best epoch's validation rsum (the checkpoint the test table came from)
     late = TrialRow("late", {"seed": 0}, {"rsum": 10.0, "best_val_rsum": 90.0}, "finished")
     steady = TrialRow("steady", {"seed": 1}, {"rsum": 80.0, "best_val_rsum": 80.0}, "finished")
     assert [r.trial_id for r in ranked([steady, late], "rsum", "max")] == ["late", "steady"]
@@ -123,10 +120,10 @@ def test_plots_of_a_numeric_sweep_and_of_a_grid_are_pngs(tmp_path):
     key = gamma.table.rows[0]
     rows = [TrialRow(f"t{i}", {key: g, "seed": s}, {"test_rsum": 200.0 + 10 * g + s}, "finished")
             for i, (g, s) in enumerate((g, s) for g in (0.1, 0.2, 0.4) for s in (0, 1))]
-    line = plot_pivot(pivot(rows, gamma, "synthetic_small", "all"), gamma, tmp_path / "gamma.png")
+    line = plot_pivot(pivot(rows, gamma, SYNTHETIC, "all"), gamma, tmp_path / "gamma.png")
     table4 = load_sweep("dbl_table4")
     bars = plot_pivot(pivot(rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("F", 0, 80.0)]),
-                            table4, "f30k_precomp", "f30k_1k"), table4, tmp_path / "bars.png")  # published marks
+                            table4, F30K, "f30k_1k"), table4, tmp_path / "bars.png")  # published marks
     curves = plot_curves({"strategy=A seed=0": {"rsum": [(1, 100.0), (2, 120.0)], "loss": [(1, 9.0), (2, 8.0)]}},
                          table4, tmp_path / "curves.png")
     for path in (line, bars, curves):
@@ -140,10 +137,9 @@ def test_each_row_says_what_it_cost():
     rows = rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("A", 1, 74.0), ("F", 0, 80.0)])
     for row, seconds in zip(rows, (1800.0, 3600.0, 900.0)):
         row.metrics["run_seconds"] = seconds
-    table = pivot(rows, spec, "synthetic_small", "all")
+    table = pivot(rows, spec, SYNTHETIC, "all")
     assert table["wall_s_mean"] == [2700.0, 900.0]
     assert table["cpu_hours"] == [pytest.approx(3.0), pytest.approx(0.5)]  # (1800 + 3600) s x 2 CPUs
-    assert compact_pivot(table, spec)["cpu-hours"] == ["3.000", "0.500"]
 
 
 def test_a_variant_is_shown_by_its_name_even_without_overrides():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -84,20 +85,25 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
         names = {a.path for a in client.list_artifacts(kid.info.run_id, "recall")}
         assert "recall/test_table.json" in names
     artifacts = {a.path for a in client.list_artifacts(result.parent_run_id, "sweep")}
-    assert {"sweep/trials.json", "sweep/table.json", "sweep/best.json", "sweep/summary.md"} <= artifacts
+    assert {"sweep/trials.json", "sweep/table.json", "sweep/summary.md", "sweep/report.html", "sweep/report.md",
+            "sweep/summary.json"} <= artifacts
+    assert "sweep/best.json" not in artifacts  # a pivot's one best is its headline, not the luckiest trial
     plots = {a.path for a in client.list_artifacts(result.parent_run_id, "sweep/plots")}
     assert plots == {"sweep/plots/pivot_test_rsum.png", "sweep/plots/trial_curves.png"}
-    headline = client.get_run(result.parent_run_id).data
-    assert headline.tags["itrlab.best_row"] in ("A", "F") and "best_row_rsum_mean" in headline.metrics
-    assert "best_trial_test_rsum" in headline.metrics
+    parent = client.get_run(result.parent_run_id).data
+    # one seed per row: no interval, so no row is named the winner
+    assert parent.tags["itrlab.headline"].startswith("no row") and "itrlab.best_row" not in parent.tags
+    assert result.headline == parent.tags["itrlab.headline"]
+    assert "itrlab.best_trial" not in parent.tags and "best_trial_test_rsum" not in parent.metrics
     mlflow.set_experiment("tiny_sweep")
     table = mlflow.load_table("sweep/table.json", run_ids=[result.parent_run_id])
     assert sorted(table["cooperative/strategy"]) == ["A", "F"]
     assert "test_i2t_R1_paper" not in table  # F30K's numbers never stand beside synthetic results
-    assert set(table["published"]) == {"not comparable: these trials ran on synthetic_tiny (all); the paper's numbers "
-                                       "are Flickr30K 1K test (f30k_precomp, f30k_1k)"}
-    best = json.loads(Path(client.download_artifacts(result.parent_run_id, "sweep/best.json", str(workdir))).read_text())
-    assert best["params"]["cooperative.strategy"] == result.best.params["cooperative.strategy"]
+    (published,) = set(table["published"])
+    assert published.startswith("not comparable: the trials' data (200 / 50 / 50 images x 5 captions, 6 x 32 "
+                                "features, synthetic) are not the paper's Flickr30K 1K test")
+    report = Path(client.download_artifacts(result.parent_run_id, "sweep/report.md", str(workdir))).read_text()
+    assert "| A | " in report and "| *chance* | " in report and parent.tags["itrlab.headline"] in report
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -111,25 +117,59 @@ def browser_dom(url: str) -> str:
     return done.stdout
 
 
+@pytest.fixture(scope="module")
+def variant_sweep(tmp_path_factory):
+    """A finished sweep of two named variants (DBL's A and F) over two seeds: intervals in every cell."""
+    workdir = tmp_path_factory.mktemp("variant_sweep")
+    grid = {"variant": [{"name": "A", "cooperative.strategy": "A"}, {"name": "F", "cooperative.strategy": "F"}]}
+    sweep = write_sweep(workdir / "sweep.yaml", name="variant_sweep", grid=grid, seeds=[0, 1], concurrency=2,
+                        table={"rows": ["variant"], "paper": "dbl_table4"})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(workdir)
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{workdir / 'mlflow.db'}")
+        result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
+    return workdir, result
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="needs a headless browser: apt-get install chromium")
-def test_mlflow_ui_shows_the_pivot_and_the_plots_in_a_browser(tiny_sweep):
-    """A real `mlflow ui` over the finished sweep, loaded by headless Chromium: the pivot's table view
-    shows every column (the swept key too: dotted names used to render empty) and the plot is there.
-    (Run names by swept values are checked through MLflow's API in the test above.)"""
+def test_the_report_the_pivot_and_the_plots_read_in_the_mlflow_ui(variant_sweep, tmp_path):
+    """`mlflow ui` over a finished variant sweep, loaded by headless Chromium: the artifact view shows
+    sweep/report.html in MLflow's HTML frame, and that file, as the server hands it out, renders a table
+    of "mean ± interval" cells, the chance row and the headline; the pivot's table view shows every
+    column (dotted names used to render empty) and the plot is there."""
+    from urllib.request import urlopen
+
     from servers import BIN, serve
 
-    workdir, result = tiny_sweep
-    experiment = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}").get_experiment_by_name("tiny_sweep")
-    command = [str(BIN / "mlflow"), "ui", "--host", "127.0.0.1", "--port", "{port}",
+    workdir, result = variant_sweep
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("variant_sweep")
+    headline = client.get_run(result.parent_run_id).data.tags["itrlab.headline"]
+    command = [str(BIN / "mlflow"), "ui", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1",
                "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}"]
     with serve(command, workdir, "mlflow-ui", "/health", timeout=90) as url:
         run_page = f"{url}/#/experiments/{experiment.experiment_id}/runs/{result.parent_run_id}"
+        view = browser_dom(f"{run_page}/artifacts/sweep/report.html")
+        assert 'class="mlflow-html-iframe"' in view, "the artifact view does not show the HTML report"
+        # the frame shows the file the UI fetches here (served as a download, so rendered from a copy)
+        served = tmp_path / "report.html"
+        with urlopen(f"{url}/get-artifact?path=sweep%2Freport.html&run_uuid={result.parent_run_id}") as response:
+            served.write_bytes(response.read())
+        report = browser_dom(served.as_uri())
         table = browser_dom(f"{run_page}/artifacts/sweep/table.json")
-        assert "cooperative/strategy" in table and "test_rsum_mean" in table and "published" in table
-        cells = re.findall(r">([AF])<", table)
-        assert sorted(set(cells)) == ["A", "F"], "the swept column's cells are empty"
         plot = browser_dom(f"{run_page}/artifacts/sweep/plots/pivot_test_rsum.png")
-        assert re.search(r"<img[^>]+pivot_test_rsum\.png", plot), "the plot is not shown"
+    assert "get-artifact?path=sweep%2Freport.html" in (workdir / "mlflow-ui.log").read_text()
+    rows = re.findall(r'<tr class="(\w+)">(.*?)</tr>', report, re.S)
+    cells = {re.findall(r"<td>(.*?)</td>", row)[0]: re.findall(r"<td>(.*?)</td>", row) for _, row in rows}
+    assert [kind for kind, _ in rows] == ["baseline", "result", "chance"] and set(cells) == {"A", "F", "chance"}
+    assert all(re.fullmatch(r"\d+\.\d ± \d+\.\d", cell) for cell in cells["A"][1:8])  # every recall and rsum
+    assert cells["F"][9].startswith(("+", "-")) and " ± " in cells["F"][9]  # vs A, with Welch's interval
+    assert re.fullmatch(r"\d+\.\d", cells["chance"][7]) and "random scores" in cells["chance"][-1]
+    assert f'<p class="headline">{html.escape(headline, quote=True)}</p>' in report
+    assert result.headline == headline and "at 95% (2 seeds)" in headline
+    assert "variant" in table and "test_rsum_mean" in table and "published" in table
+    assert sorted(set(re.findall(r">([AF])<", table))) == ["A", "F"], "the swept column's cells are empty"
+    assert re.search(r"<img[^>]+pivot_test_rsum\.png", plot), "the plot is not shown"
 
 
 def test_diverging_trial_stops_with_its_reason_and_the_sweep_goes_on(workdir):

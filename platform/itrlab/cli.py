@@ -173,6 +173,7 @@ def report_main(args: argparse.Namespace) -> int:
                 shutil.copyfile(image, target)
                 images[artifact] = f"img/{target.name}"
         page = out / f"{name}.md"
+        out.mkdir(parents=True, exist_ok=True)
         page.write_text(render(summary, run, images), encoding="utf-8")
     print(f"results page: {page}")
     return 0
@@ -227,7 +228,8 @@ def sweep_main(args: argparse.Namespace) -> int:
         result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
     except KeyboardInterrupt:  # outside Tune's own handling (say while Ray starts): the parent run is KILLED
         return interrupted(f"sweep {interruption()[0]}; --resume continues it")
-    if result.best is not None:  # ranked as the table ranks it: by the objective at the trial's best epoch
+    if result.best is not None and result.headline is None:  # no pivot (Optuna): the best trial is the result,
+        # ranked as the table ranks it, by the objective at the trial's best epoch; a pivot's headline was printed last
         from itrlab.report.summary import objective_value
 
         value = objective_value(result.best, spec.objective.metric)

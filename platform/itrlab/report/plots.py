@@ -1,24 +1,36 @@
-"""The sweep's plots (PNG, matplotlib), logged on the parent run under ``sweep/plots/``.
+"""The sweep's plots (PNG, matplotlib, Agg backend), logged on the parent run under ``sweep/plots/``.
 
-* :func:`plot_pivot`: for a one-dimensional sweep over numbers (DBL's γ and α, CODER's ε and K,
-  ConVSE's τ), the test metric against the swept value with its 95% interval band over seeds; for
-  any other grid, a bar per pivot row with its interval. Published numbers are drawn only where the
-  pivot holds them (the trials ran on the paper's data and protocol).
-* :func:`plot_curves`: every trial's validation rsum and training loss per epoch.
+* :func:`plot_pivot` (figure: :func:`pivot_figure`): for a one-dimensional sweep over numbers (DBL's
+  γ and α, CODER's ε and K, AsCL's τ), the test metric against the swept value, a tick at every swept
+  value (a log axis when they span 20x or more), the 95% interval over seeds as a band where rows have
+  one; for any other grid, a bar per pivot row from 0, error bars on the rows with an interval. A
+  dashed line marks chance when it is known; "1 seed" replaces the interval in the legend when no row
+  has one. Published numbers are drawn only where the pivot holds them (the paper's data and protocol).
+* :func:`plot_curves` (figure: :func:`curves_figure`): validation rsum and training loss per epoch,
+  one colour per pivot row: the mean over the row's seeds and a band from their minimum to their
+  maximum. Each metric has its own panel and scale; the loss panel is logarithmic when the rows'
+  losses differ 20x or more.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display, no GUI toolkit
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from itrlab.config.sweep import SweepSpec  # noqa: E402
-from itrlab.report.summary import row_label  # noqa: E402
+from itrlab.config.sweep import SweepSpec, row_key, row_label  # noqa: E402
+
+LOG_SPAN = 20  # swept values, or the rows' loss scales, spanning this factor or more get a log axis
+MAX_VALUE_TICKS = 12  # a linear swept axis gets a tick per value up to this many values
+LEGEND_COLUMNS = 5  # the curves' legend (below the panels) has at most this many columns
 
 
 def _numbers(values: list) -> list[float] | None:
@@ -28,72 +40,167 @@ def _numbers(values: list) -> list[float] | None:
     return None
 
 
-def plot_pivot(table: dict[str, list], spec: SweepSpec, path: Path, column: str = "test_rsum") -> Path | None:
-    """The pivot's ``column`` (mean ± 95% interval) against the rows; None when there is nothing to draw."""
-    means = table.get(f"{column}_mean") or []
-    if not means:
+def _finite(value) -> float | None:
+    """``value`` when it is a finite number, else None (a one-seed row's interval, a row with no value)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _save(fig: Figure | None, path: Path) -> Path | None:
+    if fig is None:
         return None
-    half = [h if isinstance(h, (int, float)) else 0.0 for h in table[f"{column}_ci95"]]
+    fig.savefig(path, bbox_inches="tight")  # "tight": legends outside the axes stay in the file
+    plt.close(fig)
+    return path
+
+
+def pivot_figure(table: dict[str, list], spec: SweepSpec, column: str = "test_rsum",
+                 chance: float | None = None) -> Figure | None:
+    """The pivot's ``column`` against its rows (see the module doc); None when there is nothing to draw."""
+    means = [_finite(m) for m in table.get(f"{column}_mean") or []]
+    if not any(m is not None for m in means):
+        return None
+    halves = [_finite(h) for h in table.get(f"{column}_ci95") or [None] * len(means)]
+    published = table.get(f"{column}_paper") or [None] * len(means)
     keys = spec.table.rows
     swept = _numbers(table[keys[0]]) if len(keys) == 1 else None
-    published = table.get(f"{column}_paper")
+    ours = "ours (mean over seeds)" if any(h is not None for h in halves) else "ours (1 seed)"
     name = column.removeprefix("test_")
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     if swept is not None:
-        order = sorted(range(len(swept)), key=lambda i: swept[i])
-        x = [swept[i] for i in order]
-        y = [means[i] for i in order]
-        band = [half[i] for i in order]
-        ax.plot(x, y, marker="o", label="ours (mean over seeds)")
-        ax.fill_between(x, [a - b for a, b in zip(y, band)], [a + b for a, b in zip(y, band)], alpha=0.25,
-                        label="95% interval")
-        if published and any(p is not None for p in published):
-            points = [(swept[i], published[i]) for i in order if published[i] is not None]
-            ax.plot(*zip(*points), linestyle="none", marker="x", color="black", label="published")
-        if len(x) > 2 and min(x) > 0 and max(x) / min(x) >= 20:
-            ax.set_xscale("log")
+        positions = swept
+        _draw_swept_line(ax, swept, means, halves, ours)
         ax.set_xlabel(keys[0])
     else:
-        labels = [row_label(table[k][i] for k in keys) for i in range(len(means))]
         positions = list(range(len(means)))
-        ax.bar(positions, means, yerr=half, capsize=4, label="ours (mean over seeds, 95% interval)")
-        if published and any(p is not None for p in published):
-            points = [(i, p) for i, p in enumerate(published) if p is not None]
-            ax.plot(*zip(*points), linestyle="none", marker="x", color="black", label="published")
-        ax.set_xticks(positions, labels, rotation=30 if max(map(len, labels)) > 6 else 0, ha="right")
-        lows = [m - h for m, h in zip(means, half) if math.isfinite(m)]
-        highs = [m + h for m, h in zip(means, half) if math.isfinite(m)]
-        if lows:  # room above the tallest interval for the legend
-            ax.set_ylim(max(0.0, min(lows) * 0.9), max(highs) + 0.25 * (max(highs) - max(0.0, min(lows) * 0.9)))
+        labels = [row_label(table[key][i] for key in keys) for i in positions]
+        _draw_bars(ax, labels, means, halves, ours)
+        ax.set_xlabel(" / ".join(keys))
+    points = [(x, p) for x, p in zip(positions, published) if _finite(p) is not None]
+    if points:
+        ax.plot(*zip(*points), linestyle="none", marker="x", color="black", label="published")
+    if chance is not None:
+        ax.axhline(chance, linestyle="--", color="grey", linewidth=1, label="chance")
     ax.set_ylabel(f"test {name}")
-    ax.set_title(f"{spec.name}: test {name} over seeds {spec.seeds}")
+    ax.set_title(f"{spec.name}: test {name}, seeds {spec.seeds}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
+    return fig
 
 
-def plot_curves(curves: dict[str, dict[str, list[tuple[int, float]]]], spec: SweepSpec, path: Path) -> Path | None:
-    """``curves[trial name][metric]`` = [(epoch, value)]: validation rsum and loss of every trial."""
-    if not any(curves.values()):
+def _draw_swept_line(ax, swept: list[float], means: list, halves: list, ours: str) -> None:
+    order = [i for i in sorted(range(len(swept)), key=lambda i: swept[i]) if means[i] is not None]
+    x = [swept[i] for i in order]
+    y = [means[i] for i in order]
+    ax.plot(x, y, marker="o", label=ours)
+    has = [halves[i] is not None for i in order]
+    if any(has):
+        half = [halves[i] or 0.0 for i in order]
+        ax.fill_between(x, [m - h for m, h in zip(y, half)], [m + h for m, h in zip(y, half)], where=has,
+                        alpha=0.25, linewidth=0, label="95% interval")
+        with_interval = [i for i, h in enumerate(has) if h]  # a lone row with an interval shows it too
+        ax.errorbar([x[i] for i in with_interval], [y[i] for i in with_interval],
+                    yerr=[half[i] for i in with_interval], fmt="none", capsize=3, color="C0", alpha=0.6)
+    if len(x) > 2 and min(x) > 0 and max(x) / min(x) >= LOG_SPAN:
+        ax.set_xscale("log")
+    if ax.get_xscale() == "log" or len(x) <= MAX_VALUE_TICKS:
+        ax.set_xticks(x, [f"{v:g}" for v in x])
+        ax.minorticks_off()
+
+
+def _draw_bars(ax, labels: list[str], means: list, halves: list, ours: str) -> None:
+    positions = list(range(len(means)))
+    heights = [m if m is not None else 0.0 for m in means]
+    ax.bar(positions, heights, label=ours)
+    with_interval = [i for i in positions if halves[i] is not None and means[i] is not None]
+    if with_interval:
+        ax.errorbar(with_interval, [means[i] for i in with_interval], yerr=[halves[i] for i in with_interval],
+                    fmt="none", capsize=4, color="black", label="95% interval")
+        for i in positions:  # in a mixed table, say which bars are a single seed
+            if halves[i] is None and means[i] is not None:
+                ax.annotate("1 seed", (i, means[i]), ha="center", va="bottom", fontsize="x-small")
+    ax.set_xticks(positions, labels, rotation=30 if max(map(len, labels)) > 6 else 0,
+                  ha="right" if max(map(len, labels)) > 6 else "center")
+    ax.set_ylim(bottom=min(0.0, *heights))  # bars from 0: their heights compare as the numbers do
+
+
+def plot_pivot(table: dict[str, list], spec: SweepSpec, path: Path, column: str = "test_rsum",
+               chance: float | None = None) -> Path | None:
+    """:func:`pivot_figure` written to ``path`` (PNG); None when there is nothing to draw."""
+    return _save(pivot_figure(table, spec, column, chance), path)
+
+
+def _row_order(rows: set[str], spec: SweepSpec) -> list[str]:
+    """``rows`` in the order of the sweep's grid (the pivot's), any others after them by name."""
+    grid = []
+    if spec.table is not None and spec.optuna is None:
+        grid = list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))
+    return [row for row in grid if row in rows] + sorted(rows - set(grid))
+
+
+def _row_colours(count: int) -> list:
+    """``count`` distinct colours: tab10, tab20, then evenly spaced over a wide colormap (turbo)."""
+    if count <= 10:
+        return [matplotlib.colormaps["tab10"](i) for i in range(count)]
+    if count <= 20:  # tab20's dark shades first, then their light pairs
+        return [matplotlib.colormaps["tab20"](i) for i in [*range(0, 20, 2), *range(1, 20, 2)][:count]]
+    return [matplotlib.colormaps["turbo"](i / (count - 1)) for i in range(count)]
+
+
+def _over_seeds(series: list[list[tuple[int, float]]]) -> tuple[list, list, list, list]:
+    """Epochs, and at each the mean, minimum and maximum of the seeds that reached it."""
+    at: dict[int, list[float]] = {}
+    for points in series:
+        for epoch, value in points:
+            if _finite(value) is not None:
+                at.setdefault(epoch, []).append(value)
+    epochs = sorted(at)
+    return (epochs, [statistics.fmean(at[e]) for e in epochs], [min(at[e]) for e in epochs],
+            [max(at[e]) for e in epochs])
+
+
+def curves_figure(curves: dict[str, dict], spec: SweepSpec) -> Figure | None:
+    """``curves[trial name]`` = ``{"row": pivot row label, "rsum": [(epoch, value)], "loss": [...]}``: the
+    rows' validation rsum and training loss per epoch (see the module doc); None when there is nothing."""
+    by_row: dict[str, dict[str, list]] = {}
+    for name, trial in curves.items():
+        row = str(trial.get("row") or name)  # a trial outside the pivot is a row of its own
+        for metric in ("rsum", "loss"):
+            if trial.get(metric):
+                by_row.setdefault(row, {"rsum": [], "loss": []})[metric].append(trial[metric])
+    if not by_row:
         return None
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.0), dpi=100, sharex=True)
-    for name, metrics in sorted(curves.items()):
-        for ax, key in ((top, "rsum"), (bottom, "loss")):
-            points = metrics.get(key) or []
-            if points:
-                ax.plot(*zip(*sorted(points)), marker=".", label=name)
+    rows = _row_order(set(by_row), spec)
+    ncol = min(len(rows), LEGEND_COLUMNS)
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, dpi=100, layout="constrained",
+                                      figsize=(7.0, 6.0 + 0.25 * math.ceil(len(rows) / ncol)))
+    handles, loss_scales = [], []
+    for row, colour in zip(rows, _row_colours(len(rows))):
+        for ax, metric in ((top, "rsum"), (bottom, "loss")):
+            epochs, mean, low, high = _over_seeds(by_row[row][metric])
+            if not epochs:
+                continue
+            ax.plot(epochs, mean, color=colour, marker=".")
+            if len(by_row[row][metric]) > 1:
+                ax.fill_between(epochs, low, high, color=colour, alpha=0.2, linewidth=0)
+            if metric == "loss":
+                loss_scales.append(statistics.median(mean))
+        handles.append(Line2D([], [], color=colour, marker=".", label=row))
+    if loss_scales and min(loss_scales) > 0 and max(loss_scales) / min(loss_scales) >= LOG_SPAN:
+        bottom.set_yscale("log")
     top.set_ylabel("validation rsum")
-    bottom.set_ylabel("training loss")
+    bottom.set_ylabel("training loss" + (" (log scale)" if bottom.get_yscale() == "log" else ""))
     bottom.set_xlabel("epoch")
-    top.set_title(f"{spec.name}: every trial")
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
+    top.set_title(f"{spec.name}: mean over each row's seeds; band: range over seeds")
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
-    if len(curves) <= 12:
-        top.legend(fontsize="x-small", ncol=2)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    title = " / ".join(spec.table.rows) if spec.table is not None else "trial"
+    fig.legend(handles=handles, title=title, loc="outside lower center", ncol=ncol, fontsize="small")
+    return fig
+
+
+def plot_curves(curves: dict[str, dict], spec: SweepSpec, path: Path) -> Path | None:
+    """:func:`curves_figure` written to ``path`` (PNG); None when there is nothing to draw."""
+    return _save(curves_figure(curves, spec), path)

@@ -11,11 +11,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from itrlab.data.shape import DataShape
 from itrlab.report.summary import fmt_cell
-
-COST_NOTE = ("wall (s): mean wall time of a row's trials (building the method, training and the test evaluation); "
-             "{unit}: the row's summed wall time x the {devices} each trial reserved.")
-
 
 def page_date(run: dict[str, Any]) -> str:
     """The run's start date (UTC), ``YYYY-MM-DD``: the page's date."""
@@ -48,10 +45,16 @@ def _duration(run: dict[str, Any]) -> str | None:
     return f"{seconds // 3600} h {seconds % 3600 // 60} min" if seconds >= 3600 else f"{seconds // 60} min {seconds % 60} s"
 
 
+def _shape(summary: dict[str, Any]) -> str:
+    shape = summary.get("data_shape")
+    return f" ({DataShape.from_dict(shape).describe()})" if shape else ""
+
+
 def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] | None = None) -> str:
-    """The page: title, provenance, the pivot (mean ± 95% interval over seeds, differences to the
-    baseline, published numbers where the data are the paper's), the headline, the trials, the cost
-    and the plots (``plots``: artifact path -> the image's path relative to the page)."""
+    """The page: title, provenance, the sweep's report (:mod:`itrlab.report.paper_report`: the headline,
+    mean ± 95% interval over seeds, differences to the baseline, the chance row, published numbers
+    where the data are the paper's, the cost), the trials and the plots (``plots``: artifact path ->
+    the image's path relative to the page)."""
     tags = run.get("tags", {})
     counts = summary.get("trial_counts", {})
     total = sum(counts.values())
@@ -61,7 +64,7 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
     provenance = [
         f"- MLflow: parent run `{run['run_id']}` ({run.get('status', '?')}) in experiment `{run.get('experiment', '?')}`",
         f"- experiment `{summary['experiment']}`, objective {summary['objective']}, seeds {summary['seeds']}",
-        f"- data: `{summary.get('dataset') or '?'}`, test protocol `{summary.get('test_protocol') or '?'}`",
+        f"- data: `{summary.get('dataset') or '?'}`{_shape(summary)}, test protocol `{summary.get('test_protocol') or '?'}`",
         f"- trials: {total} ({', '.join(f'{v} {k}' for k, v in counts.items() if v)})",
     ]
     if tags.get("mlflow.source.git.commit"):
@@ -69,15 +72,11 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
     if _duration(run):
         provenance.append(f"- wall time of the invocation: {_duration(run)}")
     lines += provenance + [""]
-    if summary.get("pivot"):
-        lines += [f"## Results (mean ± 95% interval over seeds)", "", markdown_table(summary["pivot"]), ""]
-        if summary.get("headline"):
-            lines += [f"**{summary['headline']}**", ""]
-        if summary.get("note"):
-            lines += [summary["note"].strip(), ""]
-        unit = summary.get("cost_column", "cpu_hours")
-        lines += [COST_NOTE.format(unit=unit.replace("_", "-"), devices="GPUs" if unit.startswith("gpu") else "CPUs"),
-                  ""]
+    report = summary.get("report")
+    if report:
+        lines += ["## Results", "", f"**{report['headline']}**", "",
+                  markdown_table({name: [row[j] for row in report["rows"]] for j, name in enumerate(report["header"])}),
+                  "", *[f"{note}\n" for note in report["notes"]]]
     lines += ["## Trials", "", markdown_table({k: v for k, v in summary["trials"].items() if k != "reason"}), ""]
     reasons = [(t, r) for t, r in zip(summary["trials"].get("trial", []), summary["trials"].get("reason", [])) if r]
     if reasons:

@@ -32,6 +32,13 @@ def fmt_cell(value: Any, column: str = "") -> str:
     return str(value)
 
 
+def number(value: float, column: str) -> str:
+    """A result as the papers print it: recalls and rsum with one decimal, MD with 3 significant digits."""
+    if column.endswith("_md") or column == "md":
+        return f"{value:.3g}"
+    return f"{value:.1f}"
+
+
 def objective_value(row: TrialRow, metric: str) -> Any:
     """The value a trial is ranked by: its best epoch's (the epoch whose checkpoint gave the test
     table: ``best_val_rsum``) where the trial reported it, else the last reported epoch's."""

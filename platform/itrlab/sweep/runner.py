@@ -3,9 +3,9 @@
 MLflow layout: one experiment per sweep definition (its ``name``), one parent run per invocation
 (reused by ``--resume``), one child run per trial (tagged with the trial id, so a restarted trial
 finds its run again). On the parent: the trials ranked by the objective, the best config, and,
-for grids with a ``table`` section, the grid pivoted into the paper's layout (:mod:`itrlab.report.pivot`:
-means over seeds with 95% intervals, differences to the baseline row, and the published numbers where
-the data and protocol are the paper's).
+for grids with a ``table`` section, the paper-shaped report (:mod:`itrlab.sweep.reporting`: means over
+seeds with 95% intervals, differences to the baseline row, a chance row, one honest headline, and the
+published numbers where the data and protocol are the paper's).
 
 Sweep directories live under ``<storage>/<sweep name>/<timestamp>/`` (Tune's experiment state and
 the trials' checkpoints); ``--resume`` continues the newest one.
@@ -23,8 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,18 +33,17 @@ from ray import tune
 
 from itrlab.config import compose
 from itrlab.assembly import check_experiment
-from itrlab.errors import ItrlabError, StorageError, UserInputError, failure_reason, one_line_logs
+from itrlab.errors import StorageError, UserInputError, failure_reason, one_line_logs
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
-from itrlab.sweep.outcome import (RETRIED, NoRetryOnInputError, SigintWatch, StopOnStorageError,
+from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError,
                                   kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
-from itrlab.report.pivot import best_by_mean, compact_pivot, pivot, pivot_note, trial_cost_unit
-from itrlab.report.plots import plot_curves, plot_pivot
-from itrlab.report.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
+from itrlab.report.summary import TrialRow, best_row
+from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.trial import TrialContext, trial_config
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
 from itrlab.train.experiment import generate_if_synthetic
@@ -64,6 +61,7 @@ class SweepResult:
     ui_hint: str
     interrupted: bool = False  # stopped by Ctrl-C / SIGINT: --resume continues it
     status: str = "FINISHED"  # of the parent run: FINISHED, FAILED (no trial finished) or KILLED
+    headline: str | None = None  # the pivot's one headline (itrlab.report.headline); None without a table
 
     @property
     def failed(self) -> list[TrialRow]:
@@ -253,7 +251,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
             ray.shutdown()
         rows = with_unstarted(rows, spec)
         settle_trial_runs(parent, rows)
-        summarise(spec, rows, parent, first.dataset.name, first.eval.test_protocol)
+        top = report_sweep(spec, rows, parent, first)
     except KeyboardInterrupt:
         kill_running_trial_runs(parent, "the sweep was interrupted; --resume continues it")
         with contextlib.suppress(Exception):
@@ -278,7 +276,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
     else:  # a resumed sweep that finishes no longer carries the reason it stopped before
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)
-    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status)
+    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status, top)
 
 
 # Tune's storage-sync errors repeat the same OSError with a traceback at every attempt; the sweep ends
@@ -299,86 +297,3 @@ def fit_checking_storage(tuner: tune.Tuner, sweep_dir: Path):
             raise StorageError(f"the sweep's storage can no longer be written: {unwritable}; "
                               f"{failure_reason(err)}") from None
         raise
-
-
-def summarise(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, dataset: str = "",
-              test_protocol: str = "") -> None:
-    """Print and log the ranked trials, the best config and the paper pivot on the parent run.
-
-    The tables are rewritten whole (a resumed sweep's rows replace those of the previous invocation)."""
-    title = f"{spec.name}: trials ranked by {spec.objective.mode} {spec.objective.metric}"
-    table = ranked_table(rows, spec)
-    parent.replace_table(table, "sweep/trials.json")
-    text = to_markdown(table, title)
-    print("\n" + to_text({key: column for key, column in table.items() if key != "reason"}, title))  # reasons: stderr
-    for row in rows:
-        if row.status == "error":
-            print(f"trial {row.trial_id} failed: {row.reason}", file=sys.stderr, flush=True)
-        elif row.metrics.get(RETRIED):  # finished after a lost node or a killed process
-            print(f"trial {row.trial_id} {row.metrics[RETRIED]}", file=sys.stderr, flush=True)
-    best, grid = best_row(rows, spec.objective.metric, spec.objective.mode), None
-    if best is not None:
-        parent.log_dict({"trial": best.trial_id, "params": best.params,
-                         "metrics": {k: v for k, v in best.metrics.items() if isinstance(v, (int, float))}},
-                        "sweep/best.json")
-        parent.set_tags({"itrlab.best_trial": best.trial_id})
-        value = objective_value(best, spec.objective.metric)
-        finals = {f"best_trial_{k}": v for k, v in best.metrics.items()
-                  if k.startswith("test_") and isinstance(v, (int, float))}
-        parent.log_final_metrics({**({f"best_{spec.objective.metric}": value} if isinstance(value, (int, float)) else {}),
-                                  **finals})
-    if spec.table is not None and spec.optuna is None:
-        grid = pivot(rows, spec, dataset, test_protocol)
-        parent.replace_table(grid, "sweep/table.json")
-        note = pivot_note(grid, spec)
-        winner = best_by_mean(grid, spec)
-        if winner is not None:  # the headline: the row with the best mean over seeds, not the luckiest trial
-            parent.set_tags({"itrlab.best_row": winner.label})
-            parent.log_final_metrics(winner.metrics())
-            note += "\n" + winner.describe()
-        text += "\n\n" + to_markdown(grid, f"{spec.name}: pivot over seeds {spec.seeds}") + "\n\n" + note
-        print("\n" + to_text(compact_pivot(grid, spec), f"{spec.name}: pivot over seeds {spec.seeds}") + "\n" + note)
-    parent.log_text(text, "sweep/summary.md")
-    plots = log_plots(spec, parent, grid)
-    counts = {status: sum(r.status == status for r in rows)
-              for status in ("finished", "diverged", "stopped", "error", "interrupted", "not started")}
-    parent.log_final_metrics({f"trials_{k.replace(' ', '_')}": v for k, v in counts.items()})
-    parent.log_dict(sweep_summary(spec, table, grid, counts, dataset, test_protocol, plots), "sweep/summary.json")
-
-
-def sweep_summary(spec: SweepSpec, trials: dict[str, list], grid: dict[str, list] | None, counts: dict[str, int],
-                  dataset: str, test_protocol: str, plots: list[str]) -> dict:
-    """The sweep's results as data (``sweep/summary.json`` on the parent run): what ``itrlab report``
-    writes a dated results page from."""
-    summary = {"sweep": spec.name, "description": spec.description, "experiment": spec.experiment,
-               "grid": spec.grid, "seeds": spec.seeds, "objective": f"{spec.objective.mode} {spec.objective.metric}",
-               "dataset": dataset, "test_protocol": test_protocol, "trial_counts": counts,
-               "trials": trials, "plots": plots}
-    if grid is not None:
-        cost_column, _ = trial_cost_unit(spec)
-        winner = best_by_mean(grid, spec)
-        summary.update(pivot=compact_pivot(grid, spec), note=pivot_note(grid, spec), cost_column=cost_column,
-                       headline=winner.describe() if winner is not None else None, table_paper=spec.table.paper)
-    return summary
-
-
-def log_plots(spec: SweepSpec, parent: MlflowTracker, grid: dict[str, list] | None) -> list[str]:
-    """The pivot's plot and every trial's curves (PNG) under ``sweep/plots/`` of the parent run; their
-    artifact paths. A plot that fails is reported on one line: the sweep's results are already logged."""
-    logged: list[str] = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            files = []
-            if grid is not None:
-                files.append(plot_pivot(grid, spec, Path(tmp) / "pivot_test_rsum.png"))
-            curves = {run.info.run_name or run.info.run_id: {key: parent.metric_history(run.info.run_id, key)
-                                                             for key in ("rsum", "loss")}
-                      for run in parent.child_runs()}
-            files.append(plot_curves(curves, spec, Path(tmp) / "trial_curves.png"))
-            for path in files:
-                if path is not None:
-                    parent.log_file(path, "sweep/plots")
-                    logged.append(f"sweep/plots/{Path(path).name}")
-    except Exception as err:  # noqa: BLE001 - a plot must never fail a finished sweep
-        print(f"itrlab: the sweep's plots were not logged: {failure_reason(err)}", file=sys.stderr, flush=True)
-    return logged

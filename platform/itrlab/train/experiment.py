@@ -190,10 +190,12 @@ def run_tags(config: ExperimentConfig) -> dict[str, str]:
 
 
 def device_hours(device: torch.device, world_size: int, seconds: float) -> dict[str, float]:
-    """What a run cost: ``gpu_hours`` (one GPU per worker) or ``cpu_hours`` (the worker's torch threads)."""
+    """What a run cost, counted as a sweep's report counts it: wall time x the devices held, one GPU per
+    worker (``gpu_hours``) or the CPUs Ray reserved per worker (``cpu_hours``; outside Ray, torch's threads)."""
     if device.type == "cuda":
         return {"gpu_hours": seconds * world_size / 3600}
-    return {"cpu_hours": seconds * world_size * torch.get_num_threads() / 3600}
+    cpus = thread_policy.ray_reserved_cpus() or torch.get_num_threads()
+    return {"cpu_hours": seconds * world_size * cpus / 3600}
 
 
 def recorded_run_id(path: Path) -> str | None:

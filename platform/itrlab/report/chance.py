@@ -1,0 +1,79 @@
+"""The chance level of a recall table: what a model that scores at random gets on the test protocol.
+
+A fold of ``n`` images with ``c`` captions each is ranked both ways. Under random scores
+
+* text-to-image: a caption's one image lands in the top K of ``n`` with probability ``K / n``;
+* image-to-text: at least one of an image's ``c`` captions lands in the top K of ``c n`` with
+  probability ``1 - C(cn - c, K) / C(cn, K)``.
+
+R@K is the mean of such hits over the fold's queries (``c n`` captions, ``n`` images), and a protocol
+of several folds averages the folds. The queries of one direction rank independent rows (or columns)
+of the score matrix, so the spread of its recall sum follows from the per-query variance of
+``I_1 + I_5 + I_10`` (nested hits: ``E[I_1 I_5] = p_1``); the two directions read the same matrix, so
+their spreads are added (an upper bound: their correlation is about 0.65).
+A row is *at chance* when its interval (its mean, with one seed) reaches the upper end of that
+random model's 95% range: its numbers could come from random scores.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from itrlab.eval import get_protocol
+
+KS = (1, 5, 10)
+Z95 = 1.959963984540054  # the normal 97.5% quantile: a two-sided 95% range
+
+
+def image_to_text_hit(n_images: int, captions_per_image: int, k: int) -> float:
+    """P(one of an image's captions is in the top ``k``) under random scores."""
+    total, own = n_images * captions_per_image, captions_per_image
+    if k >= total - own + 1:
+        return 1.0
+    return 1.0 - math.comb(total - own, k) / math.comb(total, k)
+
+
+def text_to_image_hit(n_images: int, k: int) -> float:
+    """P(a caption's image is in the top ``k``) under random scores."""
+    return min(1.0, k / n_images)
+
+
+def _nested_variance(p: list[float]) -> float:
+    """Var(I_1 + I_5 + I_10) for nested hit indicators with probabilities ``p`` (increasing)."""
+    second = sum(p) + 2 * sum(p[i] for i in range(len(p)) for _ in range(i + 1, len(p)))
+    return second - sum(p) ** 2
+
+
+@dataclass(frozen=True)
+class ChanceLevel:
+    """Recalls (in %) of random scores on a protocol, and the 95% range of a random model's rsum."""
+
+    recalls: dict[str, float]  # i2t_R1 ... t2i_R10, rsum
+    rsum_sd: float
+    description: str
+
+    @property
+    def rsum_high(self) -> float:
+        """The upper end of a random model's 95% range of rsum."""
+        return self.recalls["rsum"] + Z95 * self.rsum_sd
+
+    def reaches(self, low: float) -> bool:
+        """Whether a row whose rsum interval starts at ``low`` could be a random model's."""
+        return low <= self.rsum_high
+
+
+def chance_level(test_images: int, captions_per_image: int, protocol: str) -> ChanceLevel:
+    """The chance level of ``protocol`` on a test split of ``test_images`` images."""
+    folds = get_protocol(protocol).folds(test_images)
+    n = folds[0][1] - folds[0][0]  # equal folds
+    i2t = [image_to_text_hit(n, captions_per_image, k) for k in KS]
+    t2i = [text_to_image_hit(n, k) for k in KS]
+    recalls = {**{f"i2t_R{k}": 100 * p for k, p in zip(KS, i2t)}, **{f"t2i_R{k}": 100 * p for k, p in zip(KS, t2i)}}
+    recalls["rsum"] = sum(recalls.values())
+    # the two directions rank the same matrix, correlated (about 0.65 in simulations): their spreads add,
+    # an upper bound of the sum's that marks rows "at chance" rather too often than too rarely
+    per_fold = math.sqrt(_nested_variance(i2t) / n) + math.sqrt(_nested_variance(t2i) / (n * captions_per_image))
+    sd = 100 * per_fold / math.sqrt(len(folds))
+    what = f"{len(folds)} folds of {n} images" if len(folds) > 1 else f"{n} images"
+    return ChanceLevel(recalls, sd, f"random scores on {what} x {captions_per_image} captions")

@@ -1,0 +1,196 @@
+"""The sweep's report in a paper's layout: ``sweep/report.html`` and ``sweep/report.md`` on the parent
+run, and the same table last on the console.
+
+One row per grid row, in the grid's order; columns i2t R@1/5/10, t2i R@1/5/10, rsum (and MD where the
+sweep reports it), each cell "mean ± 95% interval" over seeds (the seed count added where it is not
+the grid's); the difference of the objective to the baseline with Welch's interval; the cost; a
+chance row (random scores on the test protocol); the published numbers as rows of their own, only
+when the trials' data have the paper's shape (:mod:`itrlab.data.shape`); the headline
+(:mod:`itrlab.report.headline`) and the plots. Pure data in, text out.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from itrlab.config.sweep import SweepSpec
+from itrlab.report.chance import ChanceLevel
+from itrlab.report.headline import Headline, RowMarks
+from itrlab.report.summary import number
+
+RECALLS = ["test_i2t_R1", "test_i2t_R5", "test_i2t_R10", "test_t2i_R1", "test_t2i_R5", "test_t2i_R10", "test_rsum"]
+HEADERS = {"test_i2t_R1": "i2t R@1", "test_i2t_R5": "i2t R@5", "test_i2t_R10": "i2t R@10",
+           "test_t2i_R1": "t2i R@1", "test_t2i_R5": "t2i R@5", "test_t2i_R10": "t2i R@10",
+           "test_rsum": "rsum", "test_md": "MD"}
+
+
+def report_columns(spec: SweepSpec) -> list[str]:
+    """The paper's columns: every recall and rsum, and MD when the sweep's table asks for it (DBL)."""
+    return RECALLS + (["test_md"] if "test_md" in spec.table.columns else [])
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def cell(mean, half, seeds: int, grid_seeds: int, column: str, signed: bool = False) -> str:
+    """``72.1 ± 0.4``; ``70.3 (1 seed)`` where the grid has more; ``-`` without a value."""
+    if not _finite(mean):
+        return "-"
+    text = ("+" if signed and mean >= 0 else "") + number(float(mean), column)
+    if _finite(half):
+        text += f" ± {number(float(half), column)}"
+    if seeds != grid_seeds:
+        text += f" ({seeds} seed{'s' if seeds != 1 else ''})"
+    return text
+
+
+@dataclass
+class PaperReport:
+    """The report's content; :meth:`markdown`, :meth:`html` and :meth:`text` render it."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    row_kinds: list[str]  # "result", "baseline", "published", "chance"
+    headline: str
+    notes: list[str] = field(default_factory=list)
+    provenance: list[str] = field(default_factory=list)
+
+    def markdown(self, plots: dict[str, str] | None = None) -> str:
+        """Markdown; ``plots`` maps a caption to an image path relative to the page."""
+        lines = [f"## {self.title}", "", *[f"- {item}" for item in self.provenance], "",
+                 f"**{self.headline}**", "", "| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
+        for row, kind in zip(self.rows, self.row_kinds):
+            cells = [f"*{c}*" if kind in ("published", "chance") and c and c != "-" else c for c in row]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines += ["", *self.notes]
+        for caption, path in (plots or {}).items():
+            lines += ["", f"![{caption}]({path})"]
+        return "\n".join(lines) + "\n"
+
+    def html(self, plots: dict[str, Path] | None = None) -> str:
+        """One self-contained HTML page (``plots``: caption -> PNG file, embedded as data URIs)."""
+        esc = html.escape
+        head = "".join(f"<th>{esc(h)}</th>" for h in self.header)
+        body = "\n".join(f'<tr class="{kind}">' + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>"
+                         for row, kind in zip(self.rows, self.row_kinds))
+        images = "".join(
+            f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,'
+            f'{base64.b64encode(Path(path).read_bytes()).decode()}"><figcaption>{esc(caption)}</figcaption></figure>'
+            for caption, path in (plots or {}).items())
+        return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{esc(self.title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; font-size: 14px; margin: 1em; color: #222; }}
+h1 {{ font-size: 1.3em; }}
+table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; }}
+th, td {{ padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }}
+th:first-child, td:first-child {{ text-align: left; }}
+thead th {{ border-bottom: 2px solid #444; }}
+tr.baseline td {{ font-weight: 600; }}
+tr.published td, tr.chance td {{ font-style: italic; color: #555; }}
+p.headline {{ font-size: 1.05em; font-weight: 600; }}
+figure {{ display: inline-block; margin: 1em 1em 0 0; }} img {{ max-width: 640px; }}
+</style></head><body>
+<h1>{esc(self.title)}</h1>
+<ul>{"".join(f"<li>{esc(item)}</li>" for item in self.provenance)}</ul>
+<p class="headline">{esc(self.headline)}</p>
+<table><thead><tr>{head}</tr></thead><tbody>
+{body}
+</tbody></table>
+{"".join(f"<p>{esc(note)}</p>" for note in self.notes)}
+{images}
+</body></html>
+"""
+
+    def text(self) -> str:
+        """The console's aligned table, with the headline under it."""
+        widths = [max(len(h), *(len(r[j]) for r in self.rows)) for j, h in enumerate(self.header)]
+        lines = [self.title, "  ".join(h.ljust(w) for h, w in zip(self.header, widths))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in self.rows]
+        return "\n".join([*lines, *self.notes, self.headline])
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """What the report is built from besides the pivot."""
+
+    headline: Headline
+    marks: RowMarks
+    chance: ChanceLevel | None
+    published: dict[str, dict[str, float]] | None  # row label -> published numbers, when comparable
+    published_note: str  # where the published numbers come from, or why they are absent
+    cost_column: str  # cpu_hours | gpu_hours
+    devices_per_trial: float
+    provenance: list[str]
+
+
+def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) -> PaperReport:
+    """The report of the pivot ``table`` (:func:`itrlab.report.pivot.pivot`)."""
+    columns = report_columns(spec)
+    objective = inputs.headline.column
+    keys = spec.table.rows
+    grid_seeds = len(spec.seeds)
+    unit = "GPU-h" if inputs.cost_column == "gpu_hours" else "CPU-h"
+    baseline = inputs.headline.baseline or "baseline"
+    header = [" / ".join(keys), *(HEADERS[c] for c in columns), f"{HEADERS.get(objective, objective)} vs {baseline}",
+              "wall / trial", unit, "note"]
+    rows, kinds = [], []
+    for i, label in enumerate(inputs.marks.labels):
+        seeds = table["seeds"][i]
+        cells = [label] + [cell(table.get(f"{c}_mean", [None] * (i + 1))[i], table.get(f"{c}_ci95", [None] * (i + 1))[i],
+                                seeds, grid_seeds, c) for c in columns]
+        is_base = bool(table["baseline"][i])
+        cells.append("baseline" if is_base else cell(table[f"{objective}_diff"][i], table[f"{objective}_diff_ci95"][i],
+                                                     seeds, grid_seeds, objective, signed=True))
+        wall, hours = table["wall_s_mean"][i], table[inputs.cost_column][i]
+        cells += [_duration(wall), "-" if not _finite(hours) else f"{hours:.3g}"]
+        note = [f"{seeds} of {grid_seeds} seeds"] if inputs.marks.incomplete[i] else []
+        if inputs.marks.at_chance[i]:
+            note.append("at chance")
+        if inputs.headline.winner == label:
+            note.append("best")
+        cells.append(", ".join(note))
+        rows.append(cells)
+        kinds.append("baseline" if is_base else "result")
+        numbers = (inputs.published or {}).get(label)
+        if numbers:
+            rows.append([f"{label} (published)"] + [number(numbers[c.removeprefix("test_")], c)
+                                                     if c.removeprefix("test_") in numbers else "-" for c in columns]
+                        + ["", "", "", ""])
+            kinds.append("published")
+    if inputs.chance is not None:
+        level = inputs.chance
+        rows.append(["chance"] + [number(level.recalls[c.removeprefix("test_")], c) if c != "test_md" else "-"
+                                  for c in columns]
+                    + ["", "", "", f"rsum of random scores ≤ {level.rsum_high:.1f} at 95%"])
+        kinds.append("chance")
+    notes = [f"Cells: mean ± 95% Student-t interval over seeds {spec.seeds} (the seed count where a row has fewer); "
+             f"'vs {baseline}': the difference of the means with Welch's 95% interval."]
+    if inputs.chance is not None:
+        notes.append(f"Chance: {inputs.chance.description}; a row is 'at chance' when its rsum interval reaches the "
+                     f"upper end of a random model's 95% range ({inputs.chance.rsum_high:.1f}).")
+    notes.append(inputs.published_note)
+    notes.append(f"Cost: wall / trial = the mean run time of a row's trials (building the method, training, the test "
+                 f"evaluation); {unit} = the row's summed trial wall time x the {inputs.devices_per_trial:g} "
+                 f"{'GPU' if unit == 'GPU-h' else 'CPU'}{'' if inputs.devices_per_trial == 1 else 's'} each trial "
+                 f"reserved (a run's own {inputs.cost_column} metric counts the same way); "
+                 f"total {_total(table, inputs.cost_column):.3g} {unit}.")
+    return PaperReport(f"{spec.name}: test results over seeds {spec.seeds}", header, rows, kinds,
+                       inputs.headline.text, [n for n in notes if n], inputs.provenance)
+
+
+def _duration(seconds) -> str:
+    if not _finite(seconds):
+        return "-"
+    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.1f} min" if seconds < 7200 else
+                                                     f"{seconds / 3600:.1f} h")
+
+
+def _total(table: dict[str, list], column: str) -> float:
+    return sum(value for value in table.get(column, []) if _finite(value))

@@ -1,0 +1,161 @@
+"""What a sweep leaves on its MLflow parent run when it ends, and what it prints last.
+
+* ``sweep/trials.json``: every trial, ranked by the objective (at its best epoch), with the reason of
+  those that did not finish;
+* for grids with a ``table`` section: ``sweep/table.json`` (the pivot as data), ``sweep/report.html``
+  and ``sweep/report.md`` (the paper-shaped report: :mod:`itrlab.report.paper_report`), the one
+  headline (:mod:`itrlab.report.headline`) as tags and metrics, and the same table printed last;
+* for Optuna sweeps (no grid to pivot): the best trial, as ``sweep/best.json``, a tag and metrics;
+* ``sweep/plots/`` and ``sweep/summary.json`` (what ``itrlab report`` writes a dated page from).
+
+The tables are rewritten whole: a resumed sweep's rows replace those of the previous invocation.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from itrlab.config.schema import ExperimentConfig
+from itrlab.config.sweep import SweepSpec, row_key, row_label
+from itrlab.data.shape import DataShape, data_shape
+from itrlab.errors import failure_reason
+from itrlab.report.chance import ChanceLevel, chance_level
+from itrlab.report.headline import Headline, headline, row_marks
+from itrlab.report.paper_report import PaperReport, ReportInputs, build_report
+from itrlab.report.pivot import pivot, published_numbers, trial_cost_unit
+from itrlab.report.plots import plot_curves, plot_pivot
+from itrlab.report.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
+from itrlab.sweep.outcome import RETRIED
+from itrlab.sweep.trial import TRIAL_TAG
+from itrlab.tracking import MlflowTracker
+
+STATUSES = ("finished", "diverged", "stopped", "error", "interrupted", "not started")
+
+
+def trials_data_shape(config: ExperimentConfig) -> DataShape | None:
+    """The shape of the trials' data, read from its files (None when they cannot be read)."""
+    dataset = config.dataset
+    try:
+        return data_shape(dataset.root, (dataset.splits.train, dataset.splits.val, dataset.splits.test),
+                          dataset.captions_per_image)
+    except Exception:  # noqa: BLE001 - the report then says the shape is unknown
+        return None
+
+
+def test_chance(shape: DataShape | None, protocol: str) -> ChanceLevel | None:
+    if shape is None:
+        return None
+    try:
+        return chance_level(shape.test_images, shape.captions_per_image, protocol)
+    except ValueError:
+        return None
+
+
+def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, config: ExperimentConfig) -> str | None:
+    """Log and print the sweep's results (see the module doc); returns the headline (None without a table)."""
+    title = f"{spec.name}: trials ranked by {spec.objective.mode} {spec.objective.metric}"
+    trials = ranked_table(rows, spec)
+    parent.replace_table(trials, "sweep/trials.json")
+    print("\n" + to_text({key: column for key, column in trials.items() if key != "reason"}, title))
+    for row in rows:  # reasons on stderr
+        if row.status == "error":
+            print(f"trial {row.trial_id} failed: {row.reason}", file=sys.stderr, flush=True)
+        elif row.metrics.get(RETRIED):  # finished after a lost node or a killed process
+            print(f"trial {row.trial_id} {row.metrics[RETRIED]}", file=sys.stderr, flush=True)
+    counts = {status: sum(r.status == status for r in rows) for status in STATUSES}
+    parent.log_final_metrics({f"trials_{k.replace(' ', '_')}": v for k, v in counts.items()})
+    shape, protocol = trials_data_shape(config), config.eval.test_protocol
+    summary = {"sweep": spec.name, "description": spec.description, "experiment": spec.experiment,
+               "grid": spec.grid, "seeds": spec.seeds, "objective": f"{spec.objective.mode} {spec.objective.metric}",
+               "dataset": config.dataset.name, "data_shape": shape.to_dict() if shape else None,
+               "test_protocol": protocol, "trial_counts": counts, "trials": trials}
+    grid, report, chance, top = None, None, None, None
+    if spec.table is not None and spec.optuna is None:
+        grid = pivot(rows, spec, shape, protocol)
+        parent.replace_table(grid, "sweep/table.json")
+        chance = test_chance(shape, protocol)
+        top = headline(grid, spec, chance)
+        if top is not None:
+            report = build_report(grid, spec, report_inputs(grid, spec, config, shape, chance, top))
+    else:
+        log_best_trial(spec, rows, parent)
+    with tempfile.TemporaryDirectory() as tmp:
+        plots = draw_plots(spec, rows, parent, grid, chance, Path(tmp))
+        for path in plots.values():
+            parent.log_file(path, "sweep/plots")
+        summary["plots"] = [f"sweep/plots/{path.name}" for path in plots.values()]
+        markdown = to_markdown(trials, title)
+        if report is not None:
+            parent.set_tags(top.tags())
+            parent.log_final_metrics(top.metrics)
+            parent.log_text(report.html(plots), "sweep/report.html")
+            parent.log_text(report.markdown({caption: f"plots/{path.name}" for caption, path in plots.items()}),
+                            "sweep/report.md")
+            markdown = report.markdown() + "\n" + markdown
+            summary.update(report=report_dict(report), headline=top.text, table_paper=spec.table.paper)
+        parent.log_text(markdown, "sweep/summary.md")
+    parent.log_dict(summary, "sweep/summary.json")
+    if report is not None:
+        print("\n" + report.text(), flush=True)
+    return top.text if top is not None else None
+
+
+def report_inputs(grid: dict[str, list], spec: SweepSpec, config: ExperimentConfig, shape: DataShape | None,
+                  chance: ChanceLevel | None, top: Headline) -> ReportInputs:
+    published, published_note = published_numbers(spec, shape, config.eval.test_protocol)
+    cost_column, devices = trial_cost_unit(spec)
+    provenance = [f"experiment {spec.experiment}" + (f" with {' '.join(spec.overrides)}" if spec.overrides else ""),
+                  f"data {config.dataset.name}: {shape.describe() if shape else 'shape unknown'}; "
+                  f"test protocol {config.eval.test_protocol}",
+                  f"objective {spec.objective.mode} {spec.objective.metric}; seeds {spec.seeds}"]
+    return ReportInputs(top, row_marks(grid, spec, chance), chance, published, published_note, cost_column,
+                        devices, provenance)
+
+
+def report_dict(report: PaperReport) -> dict:
+    return {"title": report.title, "header": report.header, "rows": report.rows, "row_kinds": report.row_kinds,
+            "headline": report.headline, "notes": report.notes, "provenance": report.provenance}
+
+
+def log_best_trial(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker) -> None:
+    """A sweep without a pivot (Optuna's): its best trial is its result."""
+    best = best_row(rows, spec.objective.metric, spec.objective.mode)
+    if best is None:
+        return
+    parent.log_dict({"trial": best.trial_id, "params": best.params,
+                     "metrics": {k: v for k, v in best.metrics.items() if isinstance(v, (int, float))}},
+                    "sweep/best.json")
+    parent.set_tags({"itrlab.best_trial": best.trial_id})
+    value = objective_value(best, spec.objective.metric)
+    finals = {f"best_trial_{k}": v for k, v in best.metrics.items() if k.startswith("test_") and isinstance(v, (int, float))}
+    parent.log_final_metrics({**({f"best_{spec.objective.metric}": value} if isinstance(value, (int, float)) else {}),
+                              **finals})
+
+
+def draw_plots(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, grid: dict[str, list] | None,
+               chance: ChanceLevel | None, folder: Path) -> dict[str, Path]:
+    """The pivot's plot and the trials' curves grouped by row, as PNG files in ``folder``: caption -> file.
+    A plot that fails is reported on one line: the sweep's results are logged without it."""
+    plots: dict[str, Path] = {}
+    try:
+        if grid is not None:
+            path = plot_pivot(grid, spec, folder / "pivot_test_rsum.png",
+                              chance=chance.recalls["rsum"] if chance is not None else None)
+            if path is not None:
+                plots["test rsum per row"] = path
+        keys = spec.table.rows if spec.table is not None else []
+        row_of = {row.trial_id: row_label(row_key(row.params, keys)) for row in rows} if keys else {}
+        curves = {}
+        for run in parent.child_runs():
+            name = run.info.run_name or run.info.run_id
+            trial = run.data.tags.get(TRIAL_TAG)
+            curves[name] = {"row": row_of.get(trial, name),
+                            **{key: parent.metric_history(run.info.run_id, key) for key in ("rsum", "loss")}}
+        path = plot_curves(curves, spec, folder / "trial_curves.png")
+        if path is not None:
+            plots["validation rsum and training loss per epoch"] = path
+    except Exception as err:  # noqa: BLE001 - a plot must never fail a finished sweep
+        print(f"itrlab: the sweep's plots were not drawn: {failure_reason(err)}", file=sys.stderr, flush=True)
+    return plots

@@ -1,0 +1,147 @@
+"""The sweep's paper-shaped report: the chance row, the one honest headline, and the table's cells.
+
+The chance level is checked against a simulation of random scores; the headline against hand-made
+pivots: overlapping intervals name no winner, a one-seed row beside complete rows is never named, a
+row a random model could produce is marked "at chance"."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import pytest
+
+from itrlab.config.sweep import load_sweep
+from itrlab.data.shape import DataShape
+from itrlab.report.chance import chance_level, image_to_text_hit
+from itrlab.report.headline import headline, row_marks
+from itrlab.report.paper_report import ReportInputs, build_report
+from itrlab.report.pivot import pivot, published_numbers, trial_cost_unit
+from itrlab.report.summary import TrialRow
+
+SYNTHETIC = DataShape(200, 50, 50, 5, 6, 32, synthetic=True)
+F30K = DataShape(29000, 1014, 1000, 5, 36, 2048, synthetic=False)
+RECALLS = ("i2t_R1", "i2t_R5", "i2t_R10", "t2i_R1", "t2i_R5", "t2i_R10")
+
+
+def simulated_random_recalls(n: int, cpi: int, trials: int, seed: int = 0) -> np.ndarray:
+    """R@1/5/10 both ways of random score matrices, written from the definition (ranks of true items)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(trials):
+        scores = rng.random((n, n * cpi))
+        own = np.arange(n * cpi) // cpi  # caption j belongs to image j // cpi
+        i2t_rank = np.array([min(int((scores[i] > scores[i, own == i].max()).sum()) for _ in [0]) for i in range(n)])
+        t2i_rank = np.array([int((scores[:, j] > scores[own[j], j]).sum()) for j in range(n * cpi)])
+        row = [100 * np.mean(i2t_rank < k) for k in (1, 5, 10)] + [100 * np.mean(t2i_rank < k) for k in (1, 5, 10)]
+        out.append(row)
+    return np.array(out)
+
+
+def test_chance_level_matches_random_scores():
+    level = chance_level(50, 5, "all")
+    assert level.recalls["t2i_R1"] == pytest.approx(2.0) and level.recalls["t2i_R10"] == pytest.approx(20.0)
+    assert image_to_text_hit(50, 5, 1) == pytest.approx(5 / 250)  # one of 5 of 250 captions first
+    assert level.recalls["rsum"] == pytest.approx(sum(level.recalls[k] for k in RECALLS))
+    sims = simulated_random_recalls(50, 5, trials=400)
+    assert sims.mean(axis=0) == pytest.approx([level.recalls[k] for k in RECALLS], abs=1.0)
+    # the spread of a random model's rsum: an upper bound of the simulated one (13.2 here), not far above it
+    assert sims.sum(axis=1).std() <= level.rsum_sd <= 1.2 * sims.sum(axis=1).std()
+    # COCO 1K averages 5 folds of 1000 images: the same recalls as one fold, a narrower spread
+    coco, one_fold = chance_level(5000, 5, "coco_1k"), chance_level(1000, 5, "all")
+    assert coco.recalls["rsum"] == pytest.approx(one_fold.recalls["rsum"])
+    assert coco.rsum_sd == pytest.approx(one_fold.rsum_sd / math.sqrt(5))
+
+
+def cells(spec_name: str, key: str, values: dict[str, list[float]]) -> list[TrialRow]:
+    """Finished trials: ``values[row]`` = test rsum per seed; the recalls split it evenly."""
+    rows = []
+    for label, rsums in values.items():
+        for seed, rsum in enumerate(rsums):
+            metrics = {f"test_{k}": rsum / 6 for k in RECALLS} | {"test_rsum": rsum, "test_md": 0.01,
+                                                                  "run_seconds": 60.0}
+            rows.append(TrialRow(f"{label}{seed}", {key: label, "seed": seed}, metrics, "finished"))
+    return rows
+
+
+def dbl_table(values: dict[str, list[float]]):
+    spec = load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2]})
+    return pivot(cells("dbl_table4", "cooperative.strategy", values), spec, SYNTHETIC, "all"), spec
+
+
+def test_overlapping_intervals_name_no_winner():
+    table, spec = dbl_table({"A": [150.0, 160.0, 170.0], "B": [155.0, 165.0, 175.0]})
+    top = headline(table, spec, chance_level(50, 5, "all"))
+    assert top.winner is None and "best_row" not in str(top.tags())
+    assert top.text.startswith("no row differs from A at 95% (3 seeds)") and "highest mean: B, +5.0 ± " in top.text
+    assert "best_row_rsum_vs_baseline" not in top.metrics
+
+
+def test_a_clear_difference_names_the_winner():
+    table, spec = dbl_table({"A": [150.0, 151.0, 152.0], "F": [170.0, 171.0, 172.0]})
+    top = headline(table, spec, chance_level(50, 5, "all"))
+    assert top.winner == "F" and top.tags() == {"itrlab.headline": top.text, "itrlab.best_row": "F"}
+    assert top.text.startswith("best row: F, test rsum 171.0 ± 2.5, +20.0 ± ") and "over A at 95% (3 seeds)" in top.text
+    assert top.metrics["best_row_rsum_vs_baseline"] == pytest.approx(20.0)
+
+
+def test_a_one_seed_row_beside_complete_rows_is_not_named():
+    # Ctrl-C left C with one seed and the highest mean; F beats A clearly over all three seeds
+    table, spec = dbl_table({"A": [150.0, 151.0, 152.0], "C": [200.0], "F": [170.0, 171.0, 172.0]})
+    top = headline(table, spec, chance_level(50, 5, "all"))
+    assert top.winner == "F"
+    assert "fewer seeds than the grid: C (1 seed), never named over a complete row (C's mean is higher)" in top.text
+    # alone with its baseline, a one-seed row has no interval: no winner either
+    table, spec = dbl_table({"A": [150.0], "C": [200.0]})
+    assert headline(table, spec, None).winner is None
+
+
+def test_rows_a_random_model_could_produce_are_at_chance_and_never_win():
+    level = chance_level(50, 5, "all")  # rsum ~ 32, a random model's 95% range up to ~ 50
+    table, spec = dbl_table({"A": [30.0, 31.0, 32.0], "F": [35.0, 36.0, 37.0]})  # F "beats" A, both at chance
+    top = headline(table, spec, level)
+    assert top.winner is None and top.text.endswith("every row is at chance")
+    assert row_marks(table, spec, level).at_chance == [True, True]
+    table, spec = dbl_table({"A": [30.0, 31.0, 32.0], "F": [170.0, 171.0, 172.0]})
+    top = headline(table, spec, level)
+    assert top.winner == "F" and top.text.endswith("; at chance: A")
+
+
+def test_the_report_reads_like_a_papers_table():
+    table, spec = dbl_table({"A": [150.0, 151.0, 152.0], "C": [200.0], "F": [170.0, 171.0, 172.0]})
+    level = chance_level(50, 5, "all")
+    top = headline(table, spec, level)
+    published, note = published_numbers(spec, SYNTHETIC, "all")
+    cost_column, devices = trial_cost_unit(spec)
+    report = build_report(table, spec, ReportInputs(top, row_marks(table, spec, level), level, published, note,
+                                                    cost_column, devices, ["experiment dbl_synthetic_small"]))
+    assert report.header[:9] == ["cooperative.strategy", "i2t R@1", "i2t R@5", "i2t R@10", "t2i R@1", "t2i R@5",
+                                 "t2i R@10", "rsum", "MD"]
+    first, c_row, f_row, chance_row = report.rows
+    assert first[0] == "A" and first[7] == "151.0 ± 2.5" and first[9] == "baseline"
+    assert c_row[7] == "200.0 (1 seed)" and c_row[-1] == "1 of 3 seeds"
+    assert f_row[9].startswith("+20.0 ± ") and f_row[-1] == "best"
+    assert chance_row[0] == "chance" and chance_row[7] == f"{level.recalls['rsum']:.1f}"
+    assert report.row_kinds == ["baseline", "result", "result", "chance"]
+    assert any("left out, not comparable" in n for n in report.notes)  # synthetic data: no published rows
+    page = report.html()
+    assert "<th>i2t R@1</th>" in page and "151.0 ± 2.5" in page and 'class="chance"' in page
+    assert html.escape(top.text) in page
+    markdown = report.markdown()
+    assert "| A | 25.2 ± 0.4 |" in markdown and f"**{top.text}**" in markdown
+    assert report.text().splitlines()[-1] == top.text  # the console ends with the headline
+
+
+def test_published_rows_appear_only_on_the_papers_data():
+    spec = load_sweep("dbl_table4")
+    rows = cells("dbl_table4", "cooperative.strategy", {"A": [400.0, 410.0], "F": [420.0, 430.0]})
+    level = chance_level(1000, 5, "f30k_1k")
+    for shape, expected in ((F30K, True), (DataShape(29000, 1014, 1000, 5, 36, 2048, True), False)):
+        table = pivot(rows, spec, shape, "f30k_1k")
+        top = headline(table, spec, level)
+        published, note = published_numbers(spec, shape, "f30k_1k")
+        report = build_report(table, spec, ReportInputs(top, row_marks(table, spec, level), level, published, note,
+                                                        "cpu_hours", 2, []))
+        assert ("published" in report.row_kinds) == expected
+        assert any(row[0] == "F (published)" for row in report.rows) == expected
