@@ -145,3 +145,18 @@ def test_published_rows_appear_only_on_the_papers_data():
                                                         "cpu_hours", 2, []))
         assert ("published" in report.row_kinds) == expected
         assert any(row[0] == "F (published)" for row in report.rows) == expected
+
+
+def test_the_data_shape_is_read_from_the_files_not_the_name(tmp_path):
+    """The trials' data shape comes from the feature headers, caption counts and synthetic.json: a
+    synthetic set named f30k_precomp is still synthetic, and its numbers stand beside no paper's."""
+    from itrlab.data import generate_synthetic, synthetic_spec
+    from itrlab.data.shape import data_shape
+
+    root = tmp_path / "f30k_precomp"  # the name proves nothing
+    generate_synthetic(root, synthetic_spec("tiny"))
+    shape = data_shape(root, ("train", "dev", "test"), 5)
+    assert shape == DataShape(200, 50, 50, 5, 6, 32, synthetic=True)
+    spec = load_sweep("dbl_table4")
+    numbers, note = published_numbers(spec, shape, "all")
+    assert numbers is None and "synthetic True vs False" in note
