@@ -86,7 +86,9 @@ def test_oas_trains_the_anchor_then_starts_the_target_from_it(tmp_path):
     whole = time.perf_counter() - started
     from itrlab.methods.dbl.cooperative import load_model_state
 
-    anchor = load_model_state(tmp_path / "run" / "anchor" / MODEL)  # stage 1: the plain method, trained
+    # stage 1: the plain method, trained as a stage beside the run's folder (shared by runs of its config)
+    (anchor_dir,) = (tmp_path / "stages").glob("anchor-seed0-*")
+    anchor = load_model_state(anchor_dir / MODEL)
     boosted = load_checkpoint(tmp_path / "run" / LAST)["model"]  # stage 2: the scheme after boosting
     frozen = {k.removeprefix("branches.0."): v for k, v in boosted.items() if k.startswith("branches.0.")}
     target = {k.removeprefix("branches.1."): v for k, v in boosted.items() if k.startswith("branches.1.")}

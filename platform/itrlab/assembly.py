@@ -29,11 +29,12 @@ from torch import nn
 import itrlab.methods  # noqa: F401  (the import list: every method package registers itself)
 from itrlab.config import ExperimentConfig, compose, validate
 from itrlab.config.checks import DataSummary, check_data
-from itrlab.config.loader import config_error_from_validation, did_you_mean
+from itrlab.config.loader import config_error_from_validation, did_you_mean, parse_override, set_path
 from itrlab.errors import ConfigError
 from itrlab.eval import PROTOCOLS
 from itrlab.losses import LOSSES
 from itrlab.methods.base import checked_task_loss
+from itrlab.methods.context import BuildContext
 from itrlab.methods.registry import METHODS, scheme_of
 
 
@@ -108,7 +109,55 @@ def check_config(tree: dict[str, Any]) -> ExperimentConfig:
         if protocol not in PROTOCOLS:
             raise ConfigError(f"eval.{field}", protocol, f"known protocols: {', '.join(sorted(PROTOCOLS))}",
                               did_you_mean(protocol, PROTOCOLS))
+    check_stage_parts(config, stage_configs(config))  # each stage is an experiment of its own: checked as one
     return config
+
+
+def parameter_names(config: ExperimentConfig) -> set[str] | None:
+    """The state-dict keys of ``config``'s method as built (names only; None when it cannot be built
+    without its data, e.g. a method that reads the training captions: the run checks then)."""
+    try:
+        return set(METHODS[config.method.name].from_config(config, BuildContext(feature_dim=8, vocab_size=8)).state_dict())
+    except Exception:  # noqa: BLE001 - checked again when the run builds it
+        return None
+
+
+def _has_part(names: set[str], part: str) -> bool:
+    return any(name == part or name.startswith(part + ".") for name in names)
+
+
+def _parts(names: set[str], depth: int = 2) -> list[str]:
+    return sorted({".".join(name.split(".")[:depth]) for name in names})
+
+
+def check_stage_parts(config: ExperimentConfig, stages: list[ExperimentConfig]) -> None:
+    """Every part a stage's ``copy`` names exists in that stage's model and in the next one's."""
+    for spec, stage, following in zip(config.stages, stages, [*stages[1:], config]):
+        theirs, ours = parameter_names(stage), parameter_names(following)
+        if theirs is None or ours is None:
+            continue
+        for part in spec.copy_:
+            in_stage, in_next = _has_part(theirs, part), _has_part(ours, part)
+            if not (in_stage and in_next):
+                lacking = "the next model" if in_stage else f"stage {spec.name}'s model"
+                raise ConfigError(f"stages.{spec.name}.copy", part,
+                                  f"{lacking} has no such part; parts of both: {', '.join(_parts(theirs & ours))}")
+
+
+def stage_configs(config: ExperimentConfig) -> list[ExperimentConfig]:
+    """The checked config of each of ``config``'s stages, in order: the experiment without its stages,
+    with the stage's overrides applied. A problem names ``stages.<name>`` and the key."""
+    configs = []
+    for stage in config.stages:
+        tree = {key: value for key, value in config.dump().items() if key != "stages"}
+        try:
+            for text in stage.overrides:
+                path, value = parse_override(text)
+                set_path(tree, path, value)
+            configs.append(check_config(tree))
+        except ConfigError as err:
+            raise ConfigError(f"stages.{stage.name}.{err.field}", err.value, err.allowed, err.hint) from None
+    return configs
 
 
 def check_experiment(config: ExperimentConfig) -> Experiment:
@@ -129,4 +178,4 @@ def assemble(experiment: str | Path, overrides: list[str] | tuple[str, ...] = ()
 
 
 __all__ = ["AssembledConfig", "Experiment", "assemble", "check_config", "check_experiment", "check_loss",
-           "experiment_schema", "load_experiment"]
+           "experiment_schema", "load_experiment", "stage_configs"]

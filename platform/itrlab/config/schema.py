@@ -251,6 +251,44 @@ class EvalConfig(Section):
 
 class OutputConfig(Section):
     dir: Path = Path("runs")
+    # where trained stages are kept and shared (default: stages/ beside the run's folder; a sweep's:
+    # <sweep folder>/stages)
+    stages: Path | None = None
+
+
+class StageSpec(Section):
+    """A stage trained before the experiment (ConVSE's base network, docs/training.md#stages): the
+    experiment with ``overrides`` applied. The next stage, or the experiment itself, starts from its
+    weights under the state-dict prefixes ``copy`` (``model.image_encoder``) and keeps those under
+    ``freeze`` fixed. Trained once per seed, resolved config and data, and shared."""
+
+    name: str
+    overrides: list[str] = Field(default_factory=list)
+    copy_: list[str] = Field(alias="copy", min_length=1)
+    freeze: list[str] = Field(default_factory=list)
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_folder(cls, name: str) -> str:
+        return safe_name(name, "a stage's name")
+
+    @field_validator("overrides")
+    @classmethod
+    def _no_nested_stages(cls, overrides: list[str]) -> list[str]:
+        for text in overrides:
+            if text.split("=", 1)[0].strip().split(".")[0] == "stages":
+                raise ValueError(f"a stage cannot declare stages ({text}): stages run in the order listed, each "
+                                 f"starting from the one before")
+        return overrides
+
+    @model_validator(mode="after")
+    def _frozen_parts_are_copied(self) -> "StageSpec":
+        fresh = [part for part in self.freeze if not any(part.startswith(prefix) for prefix in self.copy_)]
+        if fresh:
+            raise ValueError(f"freeze {fresh}: only parts copied from the stage can stay frozen (copy: {self.copy_})")
+        return self
 
 
 class TrackingConfig(Section):
@@ -270,11 +308,22 @@ class ExperimentConfig(Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    # trained first, in order; each starts from the one before, the experiment from the last
+    stages: list[StageSpec] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
     def _name_is_a_folder(cls, name: str) -> str:
         return safe_name(name, "the experiment's name")
+
+    @field_validator("stages")
+    @classmethod
+    def _stage_names_differ(cls, stages: list[StageSpec]) -> list[StageSpec]:
+        names = [stage.name for stage in stages]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"stage names must differ: {', '.join(repeated)} appears more than once")
+        return stages
 
     @property
     def experiment_name(self) -> str:

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 import torch
 import yaml
 
 from itrlab import threads as thread_policy
 from itrlab.config import ExperimentConfig
-from itrlab.assembly import Experiment, check_experiment
+from itrlab.assembly import Experiment, check_experiment, stage_configs
 from itrlab.config.checks import synthetic_spec_of
 from itrlab.errors import UserInputError
 from itrlab.files import read_json
@@ -39,9 +37,11 @@ from itrlab.methods import BuildContext, build_method
 from itrlab.methods.base import MethodModule
 from itrlab.models.glove import GloveCoverage
 from itrlab.tracking import MlflowTracker
-from itrlab.train.checkpoint import MODEL, rng_state, seed_everything, set_rng_state
+from itrlab.train.callbacks import MlflowEpochLogger
+from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
 from itrlab.train.device import describe, resolve_device
-from itrlab.train.loop import EpochCallback, EpochReport, Trainer, TrainingData
+from itrlab.train.loop import EpochCallback, Trainer, TrainingData
+from itrlab.train.stages import STAGE_TAG, StageStore, TrainedStage, start_from, trained_stage
 
 VOCAB_FILE = "vocab.json"
 MLFLOW_FILE = "mlflow_run.json"
@@ -88,56 +88,80 @@ def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
     return TrainingData(vocab=vocab, **splits)
 
 
-class ConsoleProgress:
-    """Prints one line per epoch."""
-
-    def __init__(self, stream: TextIO = sys.stdout, prefix: str = ""):
-        self.stream = stream
-        self.prefix = prefix
-
-    def on_epoch_end(self, report: EpochReport) -> None:
-        val = report.val
-        marker = " *best*" if report.is_best else ""
-        print(f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
-              f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
-              f"{report.seconds:5.1f}s{marker}", file=self.stream, flush=True)
-
-
-class MlflowEpochLogger:
-    def __init__(self, tracker: MlflowTracker):
-        self.tracker = tracker
-
-    def on_epoch_end(self, report: EpochReport) -> None:
-        self.tracker.log_metrics(report.metrics(), step=report.epoch)
-
-
 def build_context(config: ExperimentConfig, data: TrainingData, run_dir: Path | None = None,
-                  device: torch.device | None = None) -> BuildContext:
-    """What the config's method is built from: the opened data, the run directory, and (OAS stage 1)
-    a way to train the plain method first in ``run_dir/anchor``."""
+                  device: torch.device | None = None, store: StageStore | None = None) -> BuildContext:
+    """What the config's method is built from: the opened data, the run directory, and (OAS) a way to
+    train the plain method first: its anchor, a stage (:mod:`itrlab.train.stages`) shared by every run
+    of the same plain config, seed and data."""
     splits = {"train": data.train, "val": data.val, "test": data.test}
 
     def train_anchor(plain: ExperimentConfig) -> Path:
-        # stage 1 seeds and trains on its own; the build continues with the generators as they were
-        state = rng_state()
-        try:
-            return train_plain_anchor(plain, data, run_dir / "anchor", device)
-        finally:
-            set_rng_state(state)
+        with kept_rng_state():  # the build continues with the generators as they were
+            stage = trained_stage("anchor", plain, data, fingerprint(plain.dataset.root),
+                                  store=store or stage_store(plain, run_dir),
+                                  build=lambda c: build_run_method(c, data, device=device)[0], device=device)
+        context.notes["stages"] = {**context.notes.get("stages", {}), "anchor": stage}
+        return stage.model
 
-    return BuildContext.of(vocab=data.vocab, splits=splits, run_dir=run_dir,
-                           train_anchor=train_anchor if run_dir is not None else None)
+    context = BuildContext.of(vocab=data.vocab, splits=splits, run_dir=run_dir,
+                              train_anchor=train_anchor if run_dir is not None else None)
+    return context
 
 
 def build_run_method(config: ExperimentConfig, data: TrainingData, run_dir: Path | None = None,
-                     device: torch.device | None = None) -> tuple[MethodModule, dict]:
+                     device: torch.device | None = None, store: StageStore | None = None
+                     ) -> tuple[MethodModule, dict]:
     """The config's method for this data, each fresh branch prepared, and what preparing found
     (``notes``: ``glove``, the GloVe coverage with ``model.text.glove``; a method's own figures such
-    as CODER's ``concepts``, a dict of numbers). An OAS anchor loaded from its checkpoint keeps its
-    trained weights."""
-    context = build_context(config, data, run_dir, device)
+    as CODER's ``concepts``, a dict of numbers; ``stages``, the stages trained or found). An OAS anchor
+    loaded from its checkpoint keeps its trained weights; a config with ``stages`` starts from the last."""
+    context = build_context(config, data, run_dir, device, store)
     method = build_method(config, context)
+    if config.stages:
+        with kept_rng_state():
+            trained = run_stages(config, data, method, device, store or stage_store(config, run_dir))
+        context.notes["stages"] = {**context.notes.get("stages", {}), **trained}
     return method, context.notes
+
+
+@contextlib.contextmanager
+def kept_rng_state():
+    """Stages seed and train on their own: the run goes on with its generators as they were, so that
+    a stage trained here or found trained leaves the same run."""
+    state = rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
+
+
+def stage_store(config: ExperimentConfig, run_dir: Path | None, tracker: MlflowTracker | None = None,
+                parent_run_id: str | None = None) -> StageStore:
+    """Where ``config``'s stages are kept: ``output.stages``, else ``stages/`` beside the run's folder
+    (``runs/<experiment>/stages``: shared by the experiment's runs), else under ``output.dir``."""
+    root = config.output.stages or (run_dir.parent / "stages" if run_dir is not None else config.output.dir / "stages")
+    if tracker is None:
+        return StageStore(Path(root))
+    return StageStore(Path(root), tracker.tracking_uri, tracker.experiment, parent_run_id)
+
+
+def run_stages(config: ExperimentConfig, data: TrainingData, method: MethodModule, device: torch.device | None,
+               store: StageStore) -> dict[str, TrainedStage]:
+    """Train (or find) ``config``'s stages in order, each starting from the one before, and start
+    ``method`` from the last."""
+    digest = fingerprint(config.dataset.root)
+    trained: dict[str, TrainedStage] = {}
+    previous = None
+    for spec, stage_config in zip(config.stages, stage_configs(config)):
+        start = None if previous is None else (lambda m, p=previous: start_from(m, *p))
+        stage = trained_stage(spec.name, stage_config, data, digest, store=store,
+                              build=lambda c: build_run_method(c, data, device=device)[0], start=start, device=device)
+        trained[spec.name], previous = stage, (stage, spec)
+    counts = start_from(method, *previous)
+    print(f"starting from stage {previous[1].name}: {counts['copied']} weights copied, {counts['fresh']} new "
+          f"under {', '.join(previous[1].copy_)}" + (f"; frozen: {', '.join(previous[1].freeze)}"
+                                                     if previous[1].freeze else ""), flush=True)
+    return trained
 
 
 def preparation_metrics(notes: dict) -> dict[str, float]:
@@ -149,24 +173,6 @@ def preparation_metrics(notes: dict) -> dict[str, float]:
         elif isinstance(value, dict):
             metrics.update({k: float(v) for k, v in value.items() if isinstance(v, (int, float))})
     return metrics
-
-
-def train_plain_anchor(plain: ExperimentConfig, data: TrainingData, anchor_dir: Path,
-                       device: torch.device | None = None) -> Path:
-    """OAS stage 1: train the plain method (no cooperative section) in ``anchor_dir``; its ``model.pt``.
-
-    The stage resumes from its own ``last.pt`` and is skipped once finished, so a restarted run never
-    trains the anchor twice.
-    """
-    anchor_dir.mkdir(parents=True, exist_ok=True)
-    seed_everything(plain.seed)
-    anchor, _ = build_run_method(plain, data)
-    trainer = Trainer(plain, anchor, data, anchor_dir, [ConsoleProgress(prefix="anchor ")], device=device)
-    if trainer.resumed_from_epoch < plain.train.epochs:
-        print(f"OAS stage 1: training the anchor in {anchor_dir}", flush=True)
-    trainer.fit()
-    print(f"OAS stage 2: boosting from {anchor_dir / MODEL}", flush=True)
-    return anchor_dir / MODEL
 
 
 def cooperative_label(config: ExperimentConfig) -> str:
@@ -228,8 +234,14 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
     data = prepare_data(config, run_dir)  # reads every split first: a data error leaves no file behind
 
     seed_everything(config.seed)
-    started = time.perf_counter()  # the cost of the run includes building the method: OAS trains its anchor there
-    method, notes = build_run_method(config, data, run_dir, device)
+    started = time.perf_counter()  # the cost of the run includes building the method and its stages
+    store = stage_store(config, run_dir, tracker if rank == 0 else None, parent_run_id)
+    method, notes = build_run_method(config, data, run_dir, device, store)
+    stages = notes.get("stages", {})
+    # a stage counts in full in every run that starts from it (found trained or trained here), the
+    # time spent here on stages (training one, or waiting for another run's) not twice
+    stage_cost = sum(stage.seconds for stage in stages.values()) - (time.perf_counter() - started) \
+        if stages else 0.0
     if notes.get("glove") is not None:
         print(notes["glove"].describe(), flush=True)
     callbacks = list(callbacks or [])
@@ -240,7 +252,8 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
     if tracker is not None:
         previous = run_dir / MLFLOW_FILE
         reuse = recorded_run_id(previous)
-        tags = {**run_tags(config), "run_dir": str(run_dir), "device": describe(device)}
+        tags = {**run_tags(config), "run_dir": str(run_dir), "device": describe(device),
+                **{f"{STAGE_TAG}.{name}": stage.run_id for name, stage in stages.items() if stage.run_id}}
         run_id = tracker.start(run_name=run_name or f"{config.name}-{run_dir.name}", tags=tags,
                                params=config.flat(), run_id=reuse, parent_run_id=parent_run_id)
         previous.write_text(json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
@@ -261,8 +274,10 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
         (run_dir / "test_recall.md").write_text(test.to_markdown())
         if tracker is not None:
             tracker.log_recall_table(test, "test", epoch=state.epoch)
-            seconds = time.perf_counter() - started
+            seconds = time.perf_counter() - started + stage_cost
+            stage_metrics = {"stage_seconds": sum(stage.seconds for stage in stages.values())} if stages else {}
             tracker.log_final_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum,
-                                       "train_seconds": seconds, **device_hours(trainer.device, world_size, seconds)})
+                                       "train_seconds": seconds, **stage_metrics,
+                                       **device_hours(trainer.device, world_size, seconds)})
     return RunResult(run_dir, test, state.best_epoch, state.best_rsum, run_id,
-                     tracker.ui_hint() if tracker is not None else None, time.perf_counter() - started)
+                     tracker.ui_hint() if tracker is not None else None, time.perf_counter() - started + stage_cost)

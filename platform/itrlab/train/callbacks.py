@@ -1,0 +1,32 @@
+"""What a training reports at the end of each epoch: a line on the console, the metrics to MLflow."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from itrlab.tracking import MlflowTracker
+from itrlab.train.loop import EpochReport
+
+
+class ConsoleProgress:
+    """Prints one line per epoch."""
+
+    def __init__(self, stream: TextIO = sys.stdout, prefix: str = ""):
+        self.stream = stream
+        self.prefix = prefix
+
+    def on_epoch_end(self, report: EpochReport) -> None:
+        val = report.val
+        marker = " *best*" if report.is_best else ""
+        print(f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
+              f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
+              f"{report.seconds:5.1f}s{marker}", file=self.stream, flush=True)
+
+
+class MlflowEpochLogger:
+    def __init__(self, tracker: MlflowTracker):
+        self.tracker = tracker
+
+    def on_epoch_end(self, report: EpochReport) -> None:
+        self.tracker.log_metrics(report.metrics(), step=report.epoch)

@@ -1,0 +1,157 @@
+"""Stages: models trained before an experiment, once, and shared by every run that starts from them.
+
+A stage is an experiment of its own (``stages: [{name: base, overrides: [...], copy: [...]}]`` in a
+config, checked by :func:`itrlab.assembly.stage_configs`): ConVSE's base network (VSE++ with the
+image encoder fixed) is one, DBL's OAS anchor (the plain method) another. Per seed a stage is
+trained once, in ``<stages>/<name>-seed<seed>-<key>/`` (``output.stages``; by default ``stages/`` beside
+the run's folder, a sweep's in its own folder), where the key digests its resolved config
+(output and tracking aside) and the data's fingerprint: runs and sweep trials that need the same
+stage find it there. A run that finds the stage being trained waits on its lock instead of training
+it twice; a stage cut short continues from its ``last.pt``; a finished one holds ``stage.json``.
+
+Each stage trained here is an MLflow run of its own (tag ``itrlab.stage``), a child of the sweep's
+parent when there is one; the runs that start from it name it in ``itrlab.stage.<name>`` and count its
+training time in their cost (``stage_seconds``): a row's cost is what it would cost alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch import nn
+
+from itrlab.config import ExperimentConfig
+from itrlab.config.schema import StageSpec
+from itrlab.errors import UserInputError
+from itrlab.files import atomic_write_text, file_lock, read_json
+from itrlab.methods.base import MethodModule
+from itrlab.tracking import MlflowTracker
+from itrlab.train.callbacks import ConsoleProgress, MlflowEpochLogger
+from itrlab.train.checkpoint import MODEL, load_checkpoint, seed_everything
+from itrlab.train.loop import Trainer, TrainingData
+
+STAGE_TAG = "itrlab.stage"
+DONE = "stage.json"
+
+
+@dataclass(frozen=True)
+class TrainedStage:
+    """A finished stage: its folder, its model's weights, its MLflow run and what training it cost."""
+
+    name: str
+    folder: Path
+    run_id: str | None
+    seconds: float  # wall time of its training (every attempt), counted in each run that starts from it
+
+    @property
+    def model(self) -> Path:
+        return self.folder / MODEL
+
+
+@dataclass(frozen=True)
+class StageStore:
+    """Where stages are kept (``output.stages``; by default ``stages/`` beside the run's folder, a
+    sweep's ``<sweep folder>/stages``) and where one trained here logs: the MLflow store and experiment,
+    and the parent run (a sweep's); no MLflow run without ``tracking_uri``."""
+
+    root: Path
+    tracking_uri: str | None = None
+    experiment: str | None = None
+    parent_run_id: str | None = None
+
+
+def stage_key(config: ExperimentConfig, data_digest: str) -> str:
+    """What decides that two runs need the same stage: its resolved config and the data."""
+    tree = {key: value for key, value in config.dump().items() if key not in ("output", "tracking", "stages")}
+    payload = json.dumps({"config": tree, "data": data_digest}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def stage_folder(root: Path, name: str, config: ExperimentConfig, data_digest: str) -> Path:
+    return Path(root) / f"{name}-seed{config.seed}-{stage_key(config, data_digest)}"
+
+
+def trained_stage(name: str, config: ExperimentConfig, data: TrainingData, data_digest: str, *,
+                  store: StageStore, build: Callable[[ExperimentConfig], MethodModule],
+                  start: Callable[[MethodModule], None] | None = None, device=None) -> TrainedStage:
+    """The stage ``name`` (config ``config``), trained now unless another run has (or is training it:
+    then this waits). ``build`` makes the stage's method; ``start`` initialises it (from the stage before)."""
+    folder = stage_folder(store.root, name, config, data_digest)
+    folder.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder, blocking=True):
+        done = folder / DONE
+        if done.is_file():
+            record = read_json(done, f"stage {name}'s record")
+            return TrainedStage(name, folder, record.get("run_id"), float(record.get("seconds", 0.0)))
+        started = time.perf_counter()
+        earlier = float(read_json(folder / "seconds.json", "stage time").get("seconds", 0.0)) \
+            if (folder / "seconds.json").is_file() else 0.0
+        seed_everything(config.seed)
+        method = build(config)
+        if start is not None:
+            start(method)
+        callbacks: list = [ConsoleProgress(prefix=f"stage {name} ")]
+        tracker = run_id = None
+        if store.tracking_uri is not None:
+            tracker = MlflowTracker(store.experiment or config.experiment_name, store.tracking_uri)
+            record = folder / "mlflow_run.json"
+            previous = read_json(record, "stage run record").get("run_id") if record.is_file() else None
+            run_id = tracker.start(run_name=f"stage {name} seed={config.seed}",
+                                   tags={STAGE_TAG: name, "itrlab.stage_key": folder.name, "run_dir": str(folder)},
+                                   params=config.flat(), run_id=previous, parent_run_id=store.parent_run_id)
+            atomic_write_text(record, json.dumps({"run_id": run_id}))
+            callbacks.insert(0, MlflowEpochLogger(tracker))
+        trainer = Trainer(config, method, data, folder, callbacks, device=device)
+        print(f"stage {name}: training in {folder}", flush=True)
+        with tracker.ending() if tracker is not None else contextlib.nullcontext():
+            try:
+                trainer.fit()
+            finally:  # an interrupted stage keeps the time it took: the next attempt adds to it
+                atomic_write_text(folder / "seconds.json",
+                                  json.dumps({"seconds": earlier + time.perf_counter() - started}))
+            seconds = earlier + time.perf_counter() - started
+            if tracker is not None:
+                tracker.log_final_metrics({"stage_seconds": seconds})
+        atomic_write_text(done, json.dumps({"run_id": run_id, "seconds": seconds, "config": config.dump()}, indent=2))
+        return TrainedStage(name, folder, run_id, seconds)
+
+
+def _matching(names: Iterable[str], prefix: str) -> list[str]:
+    return [name for name in names if name == prefix or name.startswith(prefix + ".")]
+
+
+def start_from(method: nn.Module, stage: TrainedStage, spec: StageSpec) -> dict[str, int]:
+    """Copy the stage's weights under ``spec.copy`` into ``method`` and freeze those under ``spec.freeze``.
+
+    Parameters of ``method`` under a copied part that the stage lacks stay as built (a new projection
+    head); returns the counts ``copied`` and ``fresh``. A part that matches nothing on either side, or
+    a weight of another shape, is a UserInputError naming the stage and the part."""
+    source = load_checkpoint(stage.model)["model"]
+    target = method.state_dict()
+    update, fresh = {}, 0
+    for part in spec.copy_:
+        ours, theirs = _matching(target, part), _matching(source, part)
+        if not ours or not theirs:
+            lacking = "the next model" if not ours else f"stage {stage.name}'s model"
+            raise UserInputError(f"stages.{spec.name}.copy: {lacking} has no part '{part}' (its parts: "
+                                 f"{', '.join(sorted({k.rsplit('.', 1)[0] for k in (target if ours else source)})[:8])}, ...)")
+        for key in ours:
+            if key not in source:
+                fresh += 1
+                continue
+            if source[key].shape != target[key].shape:
+                raise UserInputError(f"stages.{spec.name}.copy: '{key}' is {tuple(source[key].shape)} in stage "
+                                     f"{stage.name} but {tuple(target[key].shape)} in the next model")
+            update[key] = source[key]
+    method.load_state_dict(update, strict=False)
+    for part in spec.freeze:
+        for name, parameter in method.named_parameters():
+            if name == part or name.startswith(part + "."):
+                parameter.requires_grad_(False)
+    return {"copied": len(update), "fresh": fresh}
