@@ -196,6 +196,8 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
 def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], sweep_dir: Path, tracking_uri: str,
                 state: dict[str, Any]) -> SweepResult:
     resume = bool(state)
+    if not (tree.get("output") or {}).get("stages"):  # the trials share their stages (itrlab.train.stages) here
+        tree = {**tree, "output": {**(tree.get("output") or {}), "stages": str(sweep_dir / "stages")}}
     first = trial_config(tree, {})
     generate_if_synthetic(first)  # once, before trials share it
     workers, cpus, gpus = spec.workers
