@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from itrlab.config.profiles import apply_profile
 from itrlab.config.loader import config_error_from_validation, config_dir, did_you_mean, read_yaml
 from itrlab.config.schema import Section, safe_name
 from itrlab.errors import ConfigError
@@ -134,6 +135,9 @@ class SweepSpec(Section):
     max_failures: int = Field(1, ge=0)
     asha: AshaSpec | None = None
     table: TableSpec | None = None
+    # the profile this spec was read under (itrlab.config.profiles) and how it deviates from the paper
+    profile: str | None = None
+    deviations: list[str] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -293,11 +297,13 @@ def resolve_sweep_path(sweep: str | Path) -> Path:
     raise ConfigError("sweep", str(sweep), f"known sweeps: {', '.join(known)}", did_you_mean(str(sweep), known))
 
 
-def load_sweep(sweep: str | Path) -> SweepSpec:
-    """Read and validate a sweep file (name under configs/sweeps/ or a path)."""
+def load_sweep(sweep: str | Path, profile: str | None = None) -> SweepSpec:
+    """Read and validate a sweep file (name under configs/sweeps/ or a path) under ``profile``
+    (:mod:`itrlab.config.profiles`; None: ``budget``, or the file as written when it has no profiles)."""
     path = resolve_sweep_path(sweep)
+    data = apply_profile(read_yaml(path, "sweep"), profile, where=f"{path.name}: ")
     try:
-        spec = SweepSpec.model_validate(read_yaml(path, "sweep"))
+        spec = SweepSpec.model_validate(data)
     except ValidationError as err:
         raise config_error_from_validation(err, SweepSpec, prefix=f"{path.name}: ") from None
     check_sweep_keys(spec, prefix=f"{path.name}: ")

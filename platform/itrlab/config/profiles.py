@@ -1,0 +1,105 @@
+"""Profiles of a sweep: one preset, run as the paper ran it (``paper``) or as a miniature of the same
+recipe (``budget``, the default).
+
+A sweep file may hold a ``profiles`` section::
+
+    profiles:
+      budget:
+        values: {main_lr: 0.00005, base_lr: 0.0005, head: 512}
+        deviations: ["synthetic 'small' data, not Flickr30K: ..."]
+      paper:
+        overrides: [defaults.dataset=f30k_precomp, eval.test_protocol=f30k_1k, train.batch_size=256]
+        values: {main_lr: 0.00002, base_lr: 0.0002, head: 2048}
+        deviations: ["GloVe 50-d, not word2vec 300-d: no 300-d vectors offline"]
+
+The chosen profile's ``values`` fill every ``${name}`` of the rest of the file (a whole value keeps its
+type; inside a string it is written in), its ``overrides`` follow the sweep's own, and its
+``deviations`` (every way the profile differs from the paper, and why) are tagged on every run.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from itrlab.config.loader import config_error_from_validation, did_you_mean
+from itrlab.config.schema import Section
+from itrlab.errors import ConfigError
+
+DEFAULT_PROFILE = "budget"
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class Profile(Section):
+    """One profile of a sweep file (see the module doc)."""
+
+    overrides: list[str] = Field(default_factory=list)
+    values: dict[str, Any] = Field(default_factory=dict)
+    deviations: list[str] = Field(default_factory=list)
+    seeds: list[int] | None = None  # the paper's runs may use fewer seeds than the miniature
+    resources: dict[str, float] | None = None  # what a trial asks of Ray under this profile (a GPU for paper)
+    concurrency: int | None = None
+    description: str = ""
+
+
+def _fill(node: Any, values: dict[str, Any], where: str) -> Any:
+    if isinstance(node, dict):
+        return {key: _fill(value, values, f"{where}.{key}" if where else str(key)) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_fill(value, values, f"{where}[{i}]") for i, value in enumerate(node)]
+    if not isinstance(node, str) or "${" not in node:
+        return node
+    names = PLACEHOLDER.findall(node)
+    missing = [name for name in names if name not in values]
+    if missing:
+        raise ConfigError(where, node, f"the profile defines no value '{missing[0]}' (its values: "
+                                       f"{', '.join(values) or 'none'})", did_you_mean(missing[0], list(values)))
+    whole = PLACEHOLDER.fullmatch(node)
+    if whole:
+        return values[whole.group(1)]
+    return PLACEHOLDER.sub(lambda m: _text(values[m.group(1)]), node)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def apply_profile(data: dict[str, Any], profile: str | None, where: str = "") -> dict[str, Any]:
+    """The sweep file's data as ``profile`` runs it (``None``: the default, ``budget``): values filled in,
+    the profile's overrides after the sweep's own, its name and deviations in ``profile`` and
+    ``deviations``. A file without profiles runs only as it is (``--profile`` is then an error)."""
+    raw = dict(data.get("profiles") or {})
+    body = {key: value for key, value in data.items() if key != "profiles"}
+    if not raw:
+        if profile not in (None, DEFAULT_PROFILE):
+            raise ConfigError(f"{where}--profile", profile, "this sweep defines no profiles: it runs only as written")
+        if PLACEHOLDER.search(str(body)):
+            raise ConfigError(f"{where}profiles", None, "the file uses ${...} values but defines no profiles")
+        return body
+    try:
+        profiles = {name: Profile.model_validate(section or {}) for name, section in raw.items()}
+    except ValidationError as err:
+        raise config_error_from_validation(err, Profile, prefix=f"{where}profiles.") from None
+    name = profile or DEFAULT_PROFILE
+    if name not in profiles:
+        raise ConfigError(f"{where}--profile", name, f"profiles of this sweep: {', '.join(profiles)}",
+                          did_you_mean(name, list(profiles)))
+    for other, section in profiles.items():  # every profile must fill every value: checked for all, not just this one
+        _fill(body, section.values, f"{where}(profile {other})")
+    chosen = profiles[name]
+    filled = _fill(body, chosen.values, where.rstrip(": "))
+    filled["overrides"] = [*filled.get("overrides", []), *_fill(chosen.overrides, chosen.values, "overrides")]
+    for key in ("seeds", "resources", "concurrency"):
+        if getattr(chosen, key) is not None:
+            filled[key] = getattr(chosen, key)
+    if chosen.description:
+        filled["description"] = f"{filled.get('description', '')}\n{chosen.description}".strip()
+    filled["profile"] = name
+    filled["deviations"] = chosen.deviations
+    return filled
