@@ -4,6 +4,7 @@ either has room for one trial (refused up front on this machine, a bounded wait 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import time
@@ -16,6 +17,7 @@ from itrlab import threads as thread_policy
 from itrlab.config.loader import config_dir
 from itrlab.errors import UserInputError
 from itrlab.config.sweep import SweepSpec
+from itrlab.sweep import progress
 
 LOOPBACK = "127.0.0.1"
 RESOURCE_WAIT_ENV = "ITRLAB_RESOURCE_WAIT_S"  # how long a sweep on a cluster waits for room for one trial
@@ -51,12 +53,41 @@ def init_ray(tracking_uri: str, logical_cpus: float = 0) -> bool:
     # Under `ray job submit` the job's runtime env already sets some; repeating a key is refused.
     env_vars = {key: value for key, value in wanted.items() if key not in os.environ}
     env_vars |= thread_policy.worker_env()  # OpenMP's wait policy for a cluster's workers (itrlab.threads)
+    runtime_env: dict[str, Any] = console_runtime_env(env_vars)
     # "local": a new Ray of its own, even where `ray start --head` runs on this machine (address=None
     # would join that one, and refuse num_cpus)
-    ray.init(address=address or "local", num_cpus=num_cpus,
-             runtime_env={"env_vars": env_vars} if env_vars else None,
+    ray.init(address=address or "local", num_cpus=num_cpus, runtime_env=runtime_env or None,
              log_to_driver=True, **({} if address else loopback_options()))
     return address is None
+
+
+def _job_runtime_env() -> dict[str, Any]:
+    """The runtime env of the ``ray job submit`` this driver runs under (ray.init refuses to set one of
+    its fields or environment variables again); empty outside a submitted job."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        runtime_env = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}").get("runtime_env")
+        return runtime_env if isinstance(runtime_env, dict) else {}
+    return {}
+
+
+def console_runtime_env(env_vars: dict[str, str]) -> dict[str, Any]:
+    """The runtime env of the sweep's Ray: ``env_vars`` plus the console's (:mod:`itrlab.sweep.progress`).
+
+    Quiet (no ``-v``): the variables that keep MLflow's progress bars off, and Ray's
+    ``worker_process_setup_hook`` that sets Tune's and Train's loggers to WARNING in every worker (their
+    "Checkpoint successfully created" line per epoch). Always: ``-v`` itself and the step counter's
+    interval when the user set them here, so that a cluster's trials see them too (a local Ray's
+    workers inherit them anyway). A key the submitted job's runtime env sets is left to it."""
+    env_vars = dict(env_vars) | progress.quiet_env()
+    env_vars |= {key: os.environ[key] for key in (progress.VERBOSE_ENV, progress.STEP_PROGRESS_ENV)
+                 if os.environ.get(key)}
+    job = _job_runtime_env()
+    env_vars = {key: value for key, value in env_vars.items() if key not in (job.get("env_vars") or {})}
+    runtime_env: dict[str, Any] = {"env_vars": env_vars} if env_vars else {}
+    if not progress.is_verbose() and "worker_process_setup_hook" not in job \
+            and "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR" not in os.environ:  # one hook of the user's own wins
+        runtime_env["worker_process_setup_hook"] = progress.WORKER_SETUP_HOOK
+    return runtime_env
 
 
 def trial_demand(spec: SweepSpec) -> tuple[dict[str, float], int, dict[str, float]]:

@@ -14,6 +14,8 @@ same order either way.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -73,6 +75,54 @@ class EpochCallback(Protocol):
 
 
 CUDA_READ_EVERY = 25  # on a GPU, losses are read (one device sync) every this many steps
+STEP_PROGRESS_ENV = "ITRLAB_STEP_PROGRESS_S"  # seconds between step lines within an epoch (default 30)
+STEP_PROGRESS_DEFAULT_S = 30.0
+
+
+def step_progress_interval() -> float:
+    """Seconds between step lines: ``$ITRLAB_STEP_PROGRESS_S``, default 30; 0 turns them off."""
+    raw = os.environ.get(STEP_PROGRESS_ENV, "").strip()
+    try:
+        value = float(raw) if raw else STEP_PROGRESS_DEFAULT_S
+    except ValueError:
+        return STEP_PROGRESS_DEFAULT_S
+    return value if math.isfinite(value) and value >= 0 else STEP_PROGRESS_DEFAULT_S
+
+
+def format_step_time(seconds: float) -> str:
+    """``1.2 s/step``, ``12 s/step``, ``0.045 s/step``."""
+    if seconds >= 10:
+        return f"{seconds:.0f} s/step"
+    if seconds >= 1:
+        return f"{seconds:.1f} s/step"
+    return f"{seconds:.2g} s/step"
+
+
+class StepCounter:
+    """Within an epoch, at most one line every ``interval`` seconds (0: none) on stdout::
+
+        epoch 3/10 · step 120/400 · 1.2 s/step
+
+    The first comes ``interval`` seconds into the epoch, so an epoch shorter than that prints nothing.
+    A sweep trial's stdout reaches the sweep's console through Ray (prefixed with the trial's process)."""
+
+    def __init__(self, epoch: int, epochs: int, steps: int, interval: float, clock=time.perf_counter, stream=None):
+        self.epoch, self.epochs, self.steps, self.interval = epoch, epochs, steps, interval
+        self.clock, self.stream = clock, stream
+        self.started = self.last = clock()
+
+    def step(self, done: int) -> str | None:
+        """After the epoch's ``done``-th step: the line, when one is due (and printed), else None."""
+        if self.interval <= 0:
+            return None
+        now = self.clock()
+        if now - self.last < self.interval:
+            return None
+        self.last = now
+        line = (f"epoch {self.epoch}/{self.epochs} · step {done}/{self.steps} · "
+                f"{format_step_time((now - self.started) / max(done, 1))}")
+        print(line, file=self.stream or sys.stdout, flush=True)
+        return line
 
 
 class _StepLog:
@@ -132,6 +182,7 @@ class Trainer:
     rank: int = 0  # data-parallel workers (Ray Train): each reads and trains every world_size-th batch
     world_size: int = 1
     device: torch.device | None = None  # None: train.device (Ray Train workers pass their own)
+    step_progress_s: float | None = None  # step lines within an epoch (StepCounter); None: $ITRLAB_STEP_PROGRESS_S or 30
 
     def __post_init__(self) -> None:
         train = self.config.train
@@ -245,9 +296,13 @@ class Trainer:
         self.method.train()
         self.method.set_epoch(epoch)
         log = _StepLog(epoch, every=1 if self.device.type != "cuda" else CUDA_READ_EVERY)
-        for batch in batches:  # this worker's share of the epoch's global batches
+        interval = step_progress_interval() if self.step_progress_s is None else self.step_progress_s
+        counter = StepCounter(epoch, self.config.train.epochs, self.steps_per_epoch,
+                              interval if self.rank == 0 else 0.0)  # one worker speaks for all
+        for done, batch in enumerate(batches, 1):  # this worker's share of the epoch's global batches
             batch = batch.to(self.device, non_blocking=True)
             log.add(self.state.step, self.train_step(batch, epoch))
+            counter.step(done)
         return log.means()
 
     def evaluate(self, split: PrecompSplit, protocol: str, method: MethodModule | None = None) -> RecallTable:

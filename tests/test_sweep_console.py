@@ -1,0 +1,278 @@
+"""What a sweep prints while it runs: the progress line and its ETA, the step counter within an epoch,
+and Ray's noise kept off the console unless ``-v`` (itrlab.sweep.progress)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+import pytest
+
+from conftest import REPO, tiny_config
+from itrlab.config.sweep import SweepSpec
+from itrlab.sweep import progress
+from itrlab.sweep.progress import (DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration,
+                                   progress_line, total_trials)
+from itrlab.train.loop import StepCounter, format_step_time
+from test_sweep_jobs import job_env, wait_for
+
+
+def start_driver(command: list[str], cwd, log_path, env) -> subprocess.Popen:
+    """The sweep driver in a session of its own (so that killing the group takes its Ray along)."""
+    with open(log_path, "w") as log:
+        return subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+class Clock:
+    """A clock a test moves by hand."""
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class FakeTrial:
+    trial_id: str
+    status: str = "PENDING"
+    last_result: dict = field(default_factory=dict)
+
+
+def grid_spec(**extra) -> SweepSpec:
+    return SweepSpec.model_validate({"name": "s", "experiment": "dbl_synthetic_tiny",
+                                     "grid": {"cooperative.strategy": ["A", "B", "C", "D", "E"]},
+                                     "seeds": [0, 1, 2], **extra})
+
+
+# --- the line and its arithmetic ---------------------------------------------------------------------
+
+
+def test_progress_line_format():
+    assert progress_line(15, 7, 2, 0, 6 * 60) == "7/15 trials done · 2 running · 0 failed · ETA 6 min"
+    assert progress_line(15, 0, 2, 1, None) == "0/15 trials done · 2 running · 1 failed · ETA unknown"
+    assert progress_line(3, 1, 0, 0, None, elapsed=14, interrupted=1) == \
+        "1/3 trials done · 0 running · 0 failed · 1 interrupted · took 14 s"
+    assert progress_line(3, 3, 0, 0, None, elapsed=125) == "3/3 trials done · 0 running · 0 failed · took 3 min"
+
+
+@pytest.mark.parametrize("seconds, shown", [(0, "0 s"), (44.2, "45 s"), (60, "1 min"), (61, "2 min"),
+                                            (3540, "59 min"), (3599, "1 h 00 min"), (3600, "1 h 00 min"), (2 * 3600 + 4 * 60 + 1, "2 h 05 min")])
+def test_durations_round_up(seconds, shown):
+    assert format_duration(seconds) == shown
+
+
+def test_eta_is_unknown_until_a_trial_ended():
+    assert eta_seconds(15, 0, [], [100.0, 50.0]) is None
+
+
+def test_eta_spreads_the_mean_trial_over_the_running_slots():
+    # 15 trials, 7 ended with a mean of 60 s; 2 running for 30 s and 0 s: 30 + 60 s left of them, and 6
+    # pending trials of 60 s each, shared by 2 slots: (90 + 360) / 2 = 225 s
+    assert eta_seconds(15, 7, [50.0, 70.0] + [60.0] * 5, [30.0, 0.0]) == pytest.approx(225.0)
+    # nothing pending: the sweep ends when its slowest running trial does, not at the shared average
+    assert eta_seconds(4, 2, [100.0, 100.0], [90.0, 10.0]) == pytest.approx(90.0)
+    # none running but some pending (between trials): one slot
+    assert eta_seconds(3, 1, [20.0], []) == pytest.approx(40.0)
+    # a running trial past the mean has nothing left of it
+    assert eta_seconds(2, 1, [10.0], [25.0]) == pytest.approx(0.0)
+
+
+def test_total_is_the_grid_times_seeds_or_optuna_trials():
+    assert total_trials(grid_spec()) == 15
+    optuna = SweepSpec.model_validate({"name": "s", "experiment": "dbl_synthetic_tiny", "optuna": {
+        "space": {"train.lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}}, "num_trials": 9}})
+    assert total_trials(optuna) == 9
+
+
+def test_callback_counts_times_and_prints_on_its_interval():
+    clock, out = Clock(), io.StringIO()
+    callback = SweepProgress(5, interval=30, clock=clock, stream=out)
+    trials = [FakeTrial(f"t{i}") for i in range(5)]
+    callback.setup(total_num_samples=5)
+
+    def step(seconds: float):
+        clock.now += seconds
+        callback.on_step_begin(iteration=0, trials=trials)
+
+    def start(trial):
+        trial.status = "RUNNING"
+        callback.on_trial_start(iteration=0, trials=trials, trial=trial)
+
+    start(trials[0]), start(trials[1])
+    step(10)
+    assert out.getvalue() == ""  # not yet 30 s
+    step(20)
+    assert out.getvalue().splitlines() == ["0/5 trials done · 2 running · 0 failed · ETA unknown"]
+    step(5)
+    assert len(out.getvalue().splitlines()) == 1  # at most one line per interval
+    clock.now += 15  # t0 ends after 50 s, t1 errors after 50 s
+    trials[0].status = "TERMINATED"
+    callback.on_trial_complete(iteration=0, trials=trials, trial=trials[0])
+    trials[1].status = "ERROR"
+    callback.on_trial_error(iteration=0, trials=trials, trial=trials[1])
+    clock.now += 10
+    start(trials[2])
+    step(20)  # t2 has run 20 s; mean 50 s: 30 s left of it, 2 pending of 50 s, one slot: 130 s
+    assert out.getvalue().splitlines()[-1] == "1/5 trials done · 1 running · 1 failed · ETA 3 min"
+    callback.on_experiment_end(trials=trials)
+    callback.on_experiment_end(trials=trials)
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "1/5 trials done · 1 running · 1 failed · took 2 min" and lines[-2] != lines[-1]
+
+
+def test_restored_trials_count_and_cut_short_ones_do_not():
+    """A resumed sweep counts the trials that ended before it (their time_total_s times the ETA); a trial
+    that Tune marks TERMINATED when Ctrl-C ends the sweep, without completing it, is interrupted."""
+    clock, out = Clock(), io.StringIO()
+    trials = [FakeTrial("a", "TERMINATED", {"time_total_s": 100.0}), FakeTrial("b", "ERROR"),
+              FakeTrial("c"), FakeTrial("d")]
+    callback = SweepProgress(4, interval=1, clock=clock, stream=out)
+    callback.setup()
+    trials[2].status = "RUNNING"
+    callback.on_trial_start(iteration=0, trials=trials, trial=trials[2])
+    clock.now += 40
+    callback.on_step_begin(iteration=1, trials=trials)
+    # mean 100 s (a); c has 60 s left, d pending 100 s, one slot: 160 s
+    assert out.getvalue().splitlines() == ["1/4 trials done · 1 running · 1 failed · ETA 3 min"]
+    trials[2].status = "TERMINATED"  # Ctrl-C: the end of the experiment stops it, no on_trial_complete
+    callback.on_experiment_end(trials=trials)
+    assert out.getvalue().splitlines()[-1] == "1/4 trials done · 0 running · 1 failed · 1 interrupted · took 40 s"
+
+
+def test_callback_pickles_without_its_stream():
+    """Tune saves the RunConfig, callbacks included, with the experiment's state."""
+    callback = SweepProgress(3, interval=1, stream=io.StringIO())
+    callback.setup()
+    copy = pickle.loads(pickle.dumps(callback))
+    assert copy.total == 3 and copy.stream is None and copy.interval == 1
+
+
+def test_interval_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv(progress.PROGRESS_ENV, "0.25")
+    assert SweepProgress(1).interval == 0.25
+    monkeypatch.setenv(progress.PROGRESS_ENV, "soon")
+    assert SweepProgress(1).interval == 30.0
+    monkeypatch.delenv(progress.PROGRESS_ENV)
+    assert SweepProgress(1).interval == 30.0
+
+
+def test_only_the_tuner_restore_hint_is_dropped():
+    hint = DropTunerRestoreHint()
+
+    def record(message: str, level=logging.WARNING):
+        return logging.LogRecord("ray.tune.tune", level, __file__, 1, message, None, None)
+
+    assert not hint.filter(record("Experiment has been interrupted, but the most recent state was saved.\n"
+                                  "Resume experiment with: Tuner.restore(path=\"/x\", trainable=...)"))
+    assert hint.filter(record("Stop signal received (e.g. via SIGINT/Ctrl+C), ending Ray Tune run."))
+    assert hint.filter(record("Trials did not complete: [t1]", level=logging.ERROR))
+
+
+def test_with_console_sets_verbosity_and_replaces_the_progress_callback(monkeypatch):
+    from ray import tune
+
+    for key in progress.QUIET_ENV:  # what the quiet console sets, restored after the test
+        monkeypatch.setenv(key, "placeholder")
+        monkeypatch.delenv(key)
+    monkeypatch.setattr(progress, "_set_here", {})
+    monkeypatch.setenv(progress.VERBOSE_ENV, "0")
+    old = SweepProgress(99)
+    config = progress.with_console(tune.RunConfig(callbacks=[old]), grid_spec())
+    assert config.verbose == 0
+    assert [type(c) for c in config.callbacks] == [SweepProgress] and config.callbacks[0].total == 15
+    assert progress.quiet_env()["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "false"
+    monkeypatch.setenv(progress.VERBOSE_ENV, "1")  # -v: Tune's default verbosity, the quiet variables gone
+    config = progress.with_console(tune.RunConfig(), grid_spec())
+    assert config.verbose == tune.RunConfig().verbose != 0
+    assert progress.quiet_env() == {} and "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR" not in os.environ
+
+
+# --- the step counter within an epoch ------------------------------------------------------------
+
+
+def test_step_counter_prints_at_most_once_per_interval():
+    clock, out = Clock(0.0), io.StringIO()
+    counter = StepCounter(3, 10, 400, interval=30, clock=clock, stream=out)
+    for step in range(1, 121):
+        clock.now += 1.5  # 1.5 s per step: a line at 30 s (step 20), 60 s, ...
+        counter.step(step)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "epoch 3/10 · step 20/400 · 1.5 s/step"
+    assert lines[1] == "epoch 3/10 · step 40/400 · 1.5 s/step"
+    assert len(lines) == 6  # 180 s: at 30, 60, ... 180 s
+
+
+def test_a_short_epoch_prints_nothing_and_zero_turns_it_off():
+    clock, out = Clock(0.0), io.StringIO()
+    counter = StepCounter(1, 2, 50, interval=30, clock=clock, stream=out)
+    for step in range(1, 51):
+        clock.now += 0.5  # 25 s in all
+        counter.step(step)
+    silent = StepCounter(1, 2, 50, interval=0, clock=clock, stream=out)
+    clock.now += 1000
+    assert silent.step(1) is None
+    assert out.getvalue() == ""
+    assert [format_step_time(s) for s in (0.0451, 1.23, 12.4)] == ["0.045 s/step", "1.2 s/step", "12 s/step"]
+
+
+def test_trainer_prints_steps_within_a_long_epoch(tiny_root, capsys, one_torch_thread):
+    """jobs/train.py's path: the Trainer prints step lines when its interval is shorter than an epoch."""
+    from itrlab.train import run_experiment
+    from itrlab.train.loop import STEP_PROGRESS_ENV
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STEP_PROGRESS_ENV, "0.000001")
+        run_experiment(tiny_config(tiny_root, "train.epochs=1"), tiny_root.parent / "run")
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch 1/1 · step ")]
+    assert lines and re.fullmatch(r"epoch 1/1 · step \d+/\d+ · [\d.e-]+ s/step", lines[0]), lines[:3]
+
+
+# --- the sweep as users run it ---------------------------------------------------------------------
+
+
+NOISE = ("snapshotting", "Tuner.restore", "Checkpoint successfully created", "Trial status:",
+         "Configuration for experiment", "Uploading artifacts", "Downloading artifacts", "it/s]")
+
+
+@pytest.mark.slow
+def test_tiny_sweep_console_is_quiet_with_a_progress_line(tmp_path):
+    """The tiny sweep as users run it, without -v: Ctrl-C once its first trial ended, then --resume.
+    Progress lines (the resumed one counting the trial restored), the pivot and itrlab's --resume hint;
+    none of Ray's repeated warnings, checkpoint lines, status tables, Tuner.restore hint or MLflow bars."""
+    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3"}
+    command = [sys.executable, str(REPO / "jobs" / "sweep.py"), "--preset", "dbl-tiny",
+               "--storage", str(tmp_path / "sweeps"), "train.epochs=5"]
+    log_path = tmp_path / "first.log"
+    driver = start_driver(command, tmp_path, log_path, env)
+    try:
+        wait_for(lambda: re.search(r"^1/2 trials done · 1 running", log_path.read_text(), re.M), driver, log_path,
+                 "the first trial's end", timeout=120, every=0.1)
+        os.kill(driver.pid, signal.SIGINT)
+        assert driver.wait(timeout=120) == 130, log_path.read_text()[-4000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    first = log_path.read_text()
+    assert "--resume continues it" in first, first[-4000:]
+    assert re.search(r"^1/2 trials done · 0 running · 0 failed · 1 interrupted · took ", first, re.M), first[-4000:]
+
+    done = subprocess.run([*command, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    second = done.stdout + done.stderr
+    assert done.returncode == 0, second[-4000:]
+    lines = re.findall(r"^(\d)/2 trials done · \d running · 0 failed · (ETA|took) ", done.stdout, re.M)
+    assert lines and all(count in "12" for count, _ in lines), second[-4000:]  # the restored trial counts
+    assert ("1", "ETA") in lines and lines[-1] == ("2", "took"), second[-4000:]
+    for noise in NOISE:
+        assert noise not in first + second, noise
+    assert "dbl_tiny: test results over seeds" in done.stdout  # the pivot
+    assert "dbl_tiny: trials ranked by" in done.stdout
