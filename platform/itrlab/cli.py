@@ -215,15 +215,21 @@ def sweep_spec_of(args: argparse.Namespace):
         hint = did_you_mean(args.preset or "", presets)
         raise UserInputError(f"--preset: got {args.preset!r}; presets: {', '.join(presets)}" + (f" ({hint})" if hint else ""))
     settings = {key: getattr(args, flag.lstrip("-").replace("-", "_")) for key, flag in SWEEP_FLAGS.items()}
-    return load_sweep(args.sweep or presets[args.preset]).with_settings(settings, labels=SWEEP_FLAGS)
+    return load_sweep(args.sweep or presets[args.preset], args.profile).with_settings(settings, labels=SWEEP_FLAGS)
 
 
 @_guarded
 def sweep_main(args: argparse.Namespace) -> int:
     sigterm_as_sigint()  # SIGTERM stops the sweep as Ctrl-C does: state saved, --resume continues it
     spec = sweep_spec_of(args)
-    from itrlab.sweep import run_sweep
+    if args.dry_run:
+        from itrlab.sweep.plan import print_plan
 
+        return print_plan(spec, args)
+    from itrlab.sweep import run_sweep
+    from itrlab.sweep.progress import set_verbose
+
+    set_verbose(args.verbose)  # before Ray starts: its workers inherit the console's settings
     try:
         result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
     except KeyboardInterrupt:  # outside Tune's own handling (say while Ray starts): the parent run is KILLED
@@ -289,6 +295,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--optuna", action="store_true", help="the Optuna preset (γ, α, strategy, scenario)")
     sweep.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
     sweep.add_argument("--resume", action="store_true", help="continue the newest interrupted invocation of the sweep")
+    sweep.add_argument("--profile", help="run the preset as the paper did ('paper': its data, shapes, encoders and "
+                                         "schedule) or as a miniature of the same recipe ('budget', the default)")
+    sweep.add_argument("--dry-run", action="store_true",
+                       help="print the trials, the stages they share, the resources and an estimate of the cost, "
+                            "and the command for a cluster; start nothing")
     sweep.add_argument("--storage", default="runs/sweeps", help="where sweep directories live (default: %(default)s)")
     sweep.add_argument("--cpus-per-trial", type=float, metavar="N",
                        help="CPUs per trial (per worker when num_workers > 1); default: the sweep file's resources.cpu")
@@ -297,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "trials train on the GPUs they get (train.device: auto)")
     sweep.add_argument("--concurrency", type=int, metavar="N",
                        help="trials at once; default: the sweep file's concurrency")
+    sweep.add_argument("-v", "--verbose", action="store_true",
+                       help="Ray's full console output (Tune's status tables, checkpoint lines, its warnings, "
+                            "MLflow's progress bars); default: itrlab's progress line every 30 s")
     sweep.add_argument("overrides", nargs="*", metavar="key=value", help="overrides of the base experiment")
     sweep.set_defaults(func=sweep_main)
 

@@ -546,4 +546,17 @@ def bench_cli(argv: list[str] | None = None) -> int:
     print(result.format(), flush=True)
     if args.json:
         args.json.write_text(json.dumps(result.to_dict(), indent=2))
+    record_throughput(config, result)
     return 0
+
+
+def record_throughput(config, result: BenchReport) -> None:
+    """The measured pairs per second, for the cost estimates of sweeps' dry runs (itrlab.train.throughput)."""
+    from itrlab.data.shape import data_shape
+    from itrlab.train.throughput import record, training_shape
+
+    splits = config.dataset.splits
+    shape = data_shape(config.dataset.root, (splits.train, splits.val, splits.test), config.dataset.captions_per_image)
+    path = record(result.device, training_shape(config, shape.regions, shape.feature_dim),
+                  result.median("pairs_per_second"))
+    print(f"bench_train: recorded in {path} (what `jobs/sweep.py --dry-run` estimates costs from)", flush=True)

@@ -153,6 +153,14 @@ def check_tune_state(tune_dir: Path) -> None:
                                  f"Restore the file, or run the sweep again without --resume") from None
 
 
+def profile_tags(spec: SweepSpec) -> dict[str, str]:
+    """The profile a sweep runs under and its deviations from the paper (itrlab.config.profiles), as tags
+    of the parent and of every trial."""
+    if spec.profile is None:
+        return {}
+    return {"itrlab.profile": spec.profile, "itrlab.deviations": "\n".join(spec.deviations) or "none"}
+
+
 def sweep_lock(sweep_dir: Path, name: str):
     """The running sweep's hold on its folder: a second --resume of it fails at once (exit 2)."""
     return file_lock(sweep_dir, blocking=False, what=f"sweep '{name}' ({sweep_dir})")
@@ -216,7 +224,8 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
                   "sweep.grid": json.dumps(spec.grid), "sweep.seeds": str(spec.seeds),
                   "sweep.optuna": spec.optuna.model_dump_json() if spec.optuna else "none",
                   "sweep.objective": f"{spec.objective.mode} {spec.objective.metric}"}
-        parent.start(run_name=run_name, tags={SWEEP_TAG: spec.name, "itrlab.sweep_dir": str(sweep_dir)}, params=params)
+        parent.start(run_name=run_name, tags={SWEEP_TAG: spec.name, "itrlab.sweep_dir": str(sweep_dir),
+                                              **profile_tags(spec)}, params=params)
         (sweep_dir / STATE_FILE).write_text(json.dumps({"parent_run_id": parent.run_id, "run_name": run_name,
                                                         "overrides": overrides, "tracking_uri": tracking_uri}))
     print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
@@ -224,7 +233,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
     try:
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
                                sweep_dir=str(sweep_dir), metric=spec.objective.metric,
-                               source=tuple(source_tags().items()))
+                               source=tuple({**source_tags(), **profile_tags(spec)}.items()))
         trainable = tune.with_resources(
             tune.with_parameters(trial_function(workers, cpus, gpus,
                                                 torch_trainer=spec.trainer == "torch"), context=context),
@@ -232,15 +241,18 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
             {"cpu": cpus, "gpu": gpus} if in_process else {"cpu": 0.1},
         )
         StopOnStorageError.reason = None
+        from itrlab.sweep.progress import restored_with_console, with_console  # progress line, quiet console
+
         if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
             tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
+            restored_with_console(tuner, spec)  # Tune brings back the saved RunConfig: this invocation's console
         else:
-            run_config = tune.RunConfig(
+            run_config = with_console(tune.RunConfig(
                 name="tune", storage_path=str(sweep_dir),
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
                 callbacks=[NoRetryOnInputError()], stop=StopOnStorageError(),
-            )
+            ), spec)
             tuner = tune.Tuner(trainable, param_space=param_space(spec), run_config=run_config,
                                tune_config=tune_config(spec, first.train.epochs, reuse_actors=in_process))
         with SigintWatch() as sigint:

@@ -1,0 +1,159 @@
+"""``--dry-run``: what a sweep would run and what it would cost; nothing starts (no Ray, no MLflow).
+
+Printed: the profile and its deviations from the paper, each trial's recipe (method, loss, batch,
+epochs, learning-rate schedule, embedding, text encoder, the method's own constants, the stages it
+starts from), the stages the trials share (one per seed and config, trained once), the resources a
+trial asks for, an estimate of the cost from the throughput measured on this machine
+(:mod:`itrlab.train.throughput`; or why there is none), and the command that runs it on a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from itrlab.assembly import stage_configs
+from itrlab.config import ExperimentConfig
+from itrlab.config.loader import config_dir, read_yaml
+from itrlab.config.sweep import SweepSpec, row_key, row_label
+from itrlab.sweep.runner import base_tree
+from itrlab.sweep.trial import trial_config
+from itrlab.train.stages import stage_key
+from itrlab.train.throughput import lookup, throughput_file, training_shape
+
+
+def schedule(config: ExperimentConfig) -> str:
+    """``2e-04 -> 2e-05 at epoch 15`` or ``2e-05 fixed``."""
+    train, text = config.train, f"{config.train.lr:.0e}"
+    lr = train.lr
+    for epoch in train.lr_decay_epochs:
+        lr *= train.lr_decay
+        text += f" -> {lr:.0e} at epoch {epoch}"
+    return text if train.lr_decay_epochs else text + " fixed"
+
+
+def recipe(config: ExperimentConfig) -> dict[str, str]:
+    loss = {k: v for k, v in config.loss.model_dump(by_alias=True).items() if k != "name" and v not in (None, 0, 0.0)}
+    if not config.loss.warmup_epochs:  # the warm-up loss matters only with warm-up epochs
+        loss.pop("warmup_loss", None)
+    text = config.model.text
+    return {
+        "method": config.method.name,
+        "loss": " ".join([config.loss.name, *(f"{k}={v}" for k, v in loss.items())]),
+        "batch": str(config.train.batch_size), "epochs": str(config.train.epochs), "lr": schedule(config),
+        "embed": str(config.model.embed_dim),
+        "text": f"{text.encoder} {text.word_dim}-d" + (f" GloVe {text.glove}" if text.glove else "")
+                if text.encoder == "bigru" else f"{text.encoder} {text.bert_path or '(packaged MiniLM-L6)'}",
+        "method settings": " ".join(f"{k}={v}" for k, v in config.method.params().items()) or "-",
+        "data": f"{config.dataset.name} ({config.eval.test_protocol})",
+    }
+
+
+def train_pairs(config: ExperimentConfig) -> tuple[int | None, tuple[int, int] | None, str]:
+    """Training pairs per epoch and the region-feature shape, read from the data when it is here, else
+    from the paper's data of the same name (configs/paper/data/); and where they came from."""
+    from itrlab.config.checks import check_data
+
+    try:
+        summary = check_data(config)
+        from itrlab.data.precomp import inspect_precomp
+
+        if config.dataset.kind == "precomp":
+            info = inspect_precomp(config.dataset.root, config.dataset.splits.train, None)
+            return summary.n_train_captions, (info.n_regions, info.feature_dim), "the data here"
+        from itrlab.config.checks import synthetic_spec_of
+
+        spec = synthetic_spec_of(config)
+        return summary.n_train_captions, (spec.n_regions, spec.feature_dim), "the synthetic spec"
+    except Exception:  # noqa: BLE001 - the data lives on the cluster: the paper's shape of its name
+        path = config_dir() / "paper" / "data" / f"{config.dataset.name}.yaml"
+        if path.is_file():
+            shape = read_yaml(path, "paper data")
+            return (shape["train_images"] * shape["captions_per_image"], (shape["regions"], shape["feature_dim"]),
+                    f"the published shape of {config.dataset.name} (the data is not here)")
+        return None, None, "unknown: the data is not here"
+
+
+def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
+    tree = base_tree(spec, list(args.overrides))
+    points = spec.search_corners() if spec.optuna else spec.grid_points()
+    configs = [trial_config(tree, point) for point in points]
+    workers, cpus, gpus = spec.workers
+    keys = spec.table.rows if spec.table else [k for k in (spec.grid or {})]
+    print(f"sweep {spec.name}" + (f", profile {spec.profile}" if spec.profile else "") +
+          f": {len(configs)} trial(s)" + (f" ({len(spec.seeds)} seed(s) each)" if spec.optuna is None else
+                                        f" (Optuna: {spec.optuna.n_trials} trials; the search's corners below)"))
+    print(f"each trial: {workers} worker(s) x {cpus:g} CPU" + (f" + {gpus:g} GPU" if gpus else "") +
+          f"; {spec.concurrency} at a time")
+    if spec.deviations:
+        print("deviations from the paper:")
+        print("\n".join(f"  - {line}" for line in spec.deviations))
+    print("\ntrials (one line per row; its seeds run the same recipe):")
+    rows: dict[str, dict[str, str]] = {}
+    settings: dict[str, str] = {}
+    stages: dict[tuple[str, int, str], dict] = {}
+    for point, config in zip(points, configs):
+        name = row_label(row_key(point, keys)) if keys else "-"
+        line = recipe(config)
+        settings[name] = line.pop("method settings")
+        used = []
+        for spec_stage, stage_config in zip(config.stages, stage_configs(config)):
+            key = (spec_stage.name, stage_config.seed, stage_key(stage_config, str(config.dataset.root)))
+            entry = stages.setdefault(key, {"config": stage_config, "rows": []})
+            entry["rows"].append(name)
+            used.append(spec_stage.name)
+        line["stages"] = ", ".join(used) or "-"
+        if name in rows:
+            rows[name]["seeds"] += f",{config.seed}"
+        else:
+            rows[name] = {"row": name, "seeds": str(config.seed), **line}
+    print(_table(list(rows.values())))
+    if any(value != "-" for value in settings.values()):
+        print("\nmethod settings (method.*):")
+        print("\n".join(f"  {name}: {value}" for name, value in settings.items()))
+    if stages:
+        print(f"\nstages: {len(stages)}, each trained once and shared by the trials that start from it:")
+        for (name, seed, _), entry in stages.items():
+            r = recipe(entry["config"])
+            print(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
+                  f"lr {r['lr']}; used by {', '.join(entry['rows'])}")
+    print("\n" + estimate(configs, [entry["config"] for entry in stages.values()], spec))
+    print("\non a cluster (RAY_ADDRESS set, or through the job API):")
+    flags = [*(["--preset", args.preset] if args.preset else ["--sweep", args.sweep]),
+             *(["--profile", spec.profile] if spec.profile else [])]
+    print(f"  ray job submit --working-dir . -- python jobs/sweep.py {shlex.join([*flags, *args.overrides])}")
+    return 0
+
+
+def estimate(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec) -> str:
+    """The training time of every trial and stage from the throughput measured here, or what is missing."""
+    device = "cuda" if spec.workers[2] else "cpu"
+    total, missing, sources = 0.0, [], set()
+    for config in [*configs, *stages]:
+        pairs, features, where = train_pairs(config)
+        shape = training_shape(config, *(features or (0, 0)))
+        measured = lookup(device, shape) if pairs else None
+        if measured is None:
+            missing.append(shape if pairs else f"{config.dataset.name}: {where}")
+            continue
+        total += measured.seconds(pairs * config.train.epochs)
+        sources.add(f"{measured.device}, {measured.measured}")
+    if missing:
+        unique = sorted(set(missing))
+        return (f"cost: no estimate: no throughput measured on a {device} device here for {len(unique)} shape(s) "
+                f"({'; '.join(unique[:3])}{' ...' if len(unique) > 3 else ''}) in {throughput_file()}; "
+                f"`python jobs/bench_train.py -c <experiment> <overrides>` on such a device records one")
+    hours = total / 3600
+    parallel = max(1, spec.concurrency)
+    return (f"cost: about {hours:.2f} {device.upper()}-worker-hours of training ({hours / parallel:.2f} h of wall time "
+            f"at {parallel} trial(s) at a time), evaluation not counted; from the throughput measured on "
+            f"{'; '.join(sorted(sources))}")
+
+
+def _table(rows: list[dict[str, str]]) -> str:
+    keys = list(rows[0]) if rows else []
+    widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in keys}
+    lines = ["  " + "  ".join(k.ljust(widths[k]) for k in keys)]
+    lines += ["  " + "  ".join(r[k].ljust(widths[k]) for k in keys) for r in rows]
+    return "\n".join(lines)
+
