@@ -1,0 +1,164 @@
+"""Profiles of a sweep (paper, budget) and --dry-run: the paper's recipe in one command, checked without
+Ray, MLflow or the data."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from itrlab.config.loader import config_dir, read_yaml
+from itrlab.config.profiles import apply_profile
+from itrlab.config.sweep import load_sweep
+from itrlab.errors import ConfigError
+from itrlab.sweep.runner import base_tree, profile_tags
+from itrlab.sweep.trial import trial_config
+
+
+def dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path),
+           "ITRLAB_CONFIG_DIR": str(REPO / "configs"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+           "ITRLAB_THROUGHPUT": str(tmp_path / "throughput.jsonl")}
+    return subprocess.run([sys.executable, str(REPO / "jobs" / "sweep.py"), *args], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=env)
+
+
+def test_values_fill_the_file_and_every_profile_must_define_them():
+    data = {"name": "s", "overrides": ["train.lr=${lr}"], "grid": {"variant": [{"name": "a", "train.epochs": "${n}"}]},
+            "profiles": {"budget": {"values": {"lr": 0.001, "n": 3}}, "paper": {"values": {"lr": 2e-4, "n": 30},
+                                                                                "overrides": ["train.batch_size=256"],
+                                                                                "deviations": ["no GPU"]}}}
+    budget = apply_profile(data, None)
+    assert budget["overrides"] == ["train.lr=0.001"] and budget["grid"]["variant"][0]["train.epochs"] == 3
+    assert budget["profile"] == "budget" and "profiles" not in budget
+    paper = apply_profile(data, "paper")
+    assert paper["overrides"] == ["train.lr=0.0002", "train.batch_size=256"] and paper["deviations"] == ["no GPU"]
+    with pytest.raises(ConfigError, match="profiles of this sweep: budget, paper"):
+        apply_profile(data, "papr")
+    del data["profiles"]["paper"]["values"]["n"]
+    with pytest.raises(ConfigError, match="the profile defines no value 'n'"):
+        apply_profile(data, "budget")  # every profile is checked, not only the one asked for
+    with pytest.raises(ConfigError, match="defines no profiles"):
+        apply_profile({"name": "s", "grid": {"a": [1]}}, "paper")
+
+
+@pytest.mark.parametrize("path", sorted((config_dir() / "sweeps").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_profile_of_every_preset_composes_every_trial(path):
+    profiles = list(read_yaml(path, "sweep").get("profiles") or {}) or [None]
+    for profile in profiles:
+        spec = load_sweep(path, profile)
+        tree = base_tree(spec, ["dataset.root=/data/nowhere"])
+        points = spec.search_corners() if spec.optuna else spec.grid_points()
+        configs = [trial_config(tree, point) for point in points]
+        if profile == "paper":  # the paper's data and protocol, and a reason for every difference
+            assert spec.deviations and all(c.eval.test_protocol != "all" for c in configs), path.stem
+            assert spec.resources.gpu >= 1
+
+
+def test_convse_paper_profile_is_the_papers_recipe():
+    spec = load_sweep("convse_table3", "paper")
+    configs = {point["variant"]["name"]: trial_config(base_tree(spec, []), point) for point in spec.grid_points()
+               if point["seed"] == 0}
+    convse, base = configs["ConVSE"], configs["VSE++"]
+    assert (convse.train.batch_size, convse.train.lr, convse.train.epochs, convse.train.lr_decay_epochs) == \
+        (256, 2e-5, 30, [])
+    assert (convse.model.embed_dim, convse.model.projection_hidden, convse.loss.tau) == (1024, 2048, 0.1)
+    assert (base.train.batch_size, base.train.lr, base.train.lr_decay_epochs) == (128, 2e-4, [15])
+    assert convse.dataset.name == "f30k_precomp" and convse.eval.test_protocol == "f30k_1k"
+    (stage,) = convse.stages
+    assert stage.name == "base" and "train.lr=0.0002" in stage.overrides
+    assert profile_tags(spec)["itrlab.profile"] == "paper" and "ResNet-152" in profile_tags(spec)["itrlab.deviations"]
+    assert load_sweep("convse_table3").profile == "budget"  # the default
+
+
+def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
+    done = dry_run(tmp_path, "--preset", "convse-table3", "--profile", "paper", "--dry-run",
+                   "dataset.root=/data/f30k_precomp")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "15 trial(s)" in out and "1 worker(s) x 4 CPU + 1 GPU" in out
+    convse = next(line for line in out.splitlines() if line.strip().startswith("ConVSE "))
+    assert all(part in convse for part in ("0,1,2", "256", " 30 ", "2e-05 fixed", "1024", "tau=0.1", "base"))
+    assert "stages: 3, each trained once" in out
+    assert out.count("used by ConVSE, ConVSE++") == 3  # one base per seed, not one per trial
+    assert "cost: no estimate" in out and "bench_train" in out
+    assert "ray job submit --working-dir . -- python jobs/sweep.py --preset convse-table3 --profile paper " \
+           "dataset.root=/data/f30k_precomp" in out
+    # no MLflow store, no runs folder, no data (HOME's caches aside)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
+    coder = dry_run(tmp_path, "--preset", "coder-table2", "--profile", "paper", "--dry-run",
+                    "dataset.root=/data/f30k_precomp")
+    assert coder.returncode == 0, coder.stderr
+    assert all(part in coder.stdout for part in ("queue_size=4096", "momentum=0.995", "K=10000",
+                                                 "2e-04 -> 2e-05 at epoch 15"))
+    assert " 128 " in next(line for line in coder.stdout.splitlines() if line.strip().startswith("+PGC"))
+
+
+def test_a_measured_throughput_gives_an_estimate(tmp_path):
+    from itrlab.train.throughput import record
+
+    spec = load_sweep("convse_table3")
+    shapes = set()
+    from itrlab.sweep.plan import train_pairs
+    from itrlab.train.throughput import training_shape
+    from itrlab.assembly import stage_configs
+
+    for point in spec.grid_points():
+        config = trial_config(base_tree(spec, [f"dataset.root={tmp_path / 'data'}"]), point)
+        for each in [config, *stage_configs(config)]:
+            _, features, _ = train_pairs(each)
+            shapes.add(training_shape(each, *features))
+    for shape in shapes:
+        record("cpu (2 threads)", shape, 2500.0, tmp_path / "throughput.jsonl")
+    done = dry_run(tmp_path, "--preset", "convse-table3", "--dry-run", f"dataset.root={tmp_path / 'data'}")
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("cost:"))
+    # 15 trials and 3 stages of 10 epochs x 25,000 pairs at 2,500 pairs/s: 18 x 100 s
+    assert "about 0.50 CPU-worker-hours" in line and "cpu (2 threads)" in line, line
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--preset", "convse-table3", "--profile", "papr"], "profiles of this sweep: budget, paper"),
+    (["--preset", "dbl-tiny", "--profile", "paper"], "this sweep defines no profiles"),
+])
+def test_a_bad_profile_is_one_line_and_exit_2(tmp_path, args, says):
+    done = dry_run(tmp_path, *args, "--dry-run")
+    assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def paper_rows(spec):
+    """The rows a paper profile's check trains: every row that starts from stages, and the last (the full method)."""
+    seed = spec.seeds[0]
+    points = [p for p in spec.grid_points() if p["seed"] == seed]
+    staged = [p for p in points if any("stages" in (v if isinstance(v, dict) else {}) for v in p.values())]
+    return list({id(p): p for p in [*staged[:1], points[-1]]}.values())
+
+
+PAPER_PRESETS = sorted(path.stem for path in (config_dir() / "sweeps").glob("*.yaml")
+                       if "paper" in (read_yaml(path, "sweep").get("profiles") or {}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", PAPER_PRESETS)
+def test_every_paper_profile_trains_end_to_end_on_paper_shaped_data(preset, tmp_path):
+    """The paper's shapes (36 x 2048 regions, its embedding sizes, encoders and stages) train an epoch and
+    evaluate on 128 / 32 / 32 synthetic images of that shape, on a CPU. Only what the tiny data cannot
+    hold changes: the test protocol (32 test images, not 1,000), and CODER's clusters, queues and concepts."""
+    from itrlab.train import run_experiment
+    from itrlab.train.experiment import generate_if_synthetic
+
+    spec = load_sweep(preset, "paper")
+    small = ["defaults.dataset=synthetic_paper_shape", f"dataset.root={tmp_path / 'data'}", "eval.val_protocol=all",
+             "eval.test_protocol=all", "train.epochs=1", "tracking.enabled=false", "train.device=cpu"]
+    if spec.experiment.startswith("coder"):
+        small += ["method.K=16", "method.queue_size=256", "method.concept_size=100"]  # 298 distinct words
+    tree = base_tree(spec, small)
+    for point in paper_rows(spec):
+        config = trial_config(tree, point)
+        generate_if_synthetic(config)
+        result = run_experiment(config, tmp_path / "runs" / f"row{point['seed']}-{len(list(tmp_path.glob('runs/*')))}")
+        assert result.test.rsum > 0 and result.best_epoch == 1
+        assert config.model.embed_dim == 1024
