@@ -251,3 +251,80 @@ def test_kmeans_errors():
         spherical_kmeans(torch.randn(10, 4), 11)
     with pytest.raises(ValueError, match="init"):
         spherical_kmeans(torch.randn(10, 4), 2, init="bogus")
+
+
+def attention_loop(q, w, y, smooth, normalise):
+    """Eq. 2 as written: a_i = softmax_i(λ_c · q W y_iᵀ) for one query, a plain loop (optionally of unit q, y_i)."""
+    import math
+
+    if normalise:
+        q = [v / math.sqrt(sum(u * u for u in q)) for v in q]
+        y = [[v / math.sqrt(sum(u * u for u in row)) for v in row] for row in y]
+    qw = [sum(q[k] * w[k][j] for k in range(len(q))) for j in range(len(w[0]))]
+    scores = [smooth * sum(qw[j] * yi[j] for j in range(len(qw))) for yi in y]
+    top = max(scores)
+    exps = [math.exp(s - top) for s in scores]
+    return [e / sum(exps) for e in exps]
+
+
+@pytest.mark.parametrize("normalise", [False, True])
+def test_concept_attention_is_eq_2_and_normalises_only_when_asked(normalise):
+    torch.manual_seed(0)
+    gcn = ConceptGCN(torch.eye(5), torch.randn(5, 4, dtype=torch.float64), out_dim=6).double()
+    emb = ConceptEmbedder(gcn, smooth=10.0, normalize_scores=normalise).double()
+    q = torch.randn(3, 6, dtype=torch.float64) * 0.3
+    y = emb.concepts()
+    _, weights = emb(q, "image", concepts=y, return_weights=True)
+    for n in range(3):
+        expected = attention_loop(q[n].tolist(), emb.image_proj.tolist(), y.tolist(), 10.0, normalise)
+        torch.testing.assert_close(weights[n], torch.tensor(expected, dtype=torch.float64), rtol=1e-12, atol=1e-14)
+    assert ConceptEmbedder(gcn).normalize_scores is False  # eq. 2's plain product by default
+
+
+def test_prototypes_start_in_the_space_they_score():
+    """After reclustering, prototype j is the unit mean of normalise(v^C + w^C) over the pairs of cluster j
+    (a plain loop), not the instance-space centroid the clusters were found with."""
+    import math
+
+    from itrlab.methods.coder.prototypes import ClusterPrototypes
+
+    torch.manual_seed(1)
+    n, dim, k = 40, 8, 4
+    centres = torch.randn(k, dim, dtype=torch.float64) * 4
+    image = centres.repeat_interleave(n // k, 0) + torch.randn(n, dim, dtype=torch.float64) * 0.1
+    caption = image + torch.randn(n, dim, dtype=torch.float64) * 0.1
+    image_c, caption_c = torch.randn(n, dim, dtype=torch.float64), torch.randn(n, dim, dtype=torch.float64)
+    prototypes = ClusterPrototypes(n, dim, k, iterations=10).double()
+    prototypes.recluster(image, caption, epoch=2, image_concepts=image_c, caption_concepts=caption_c)
+    labels = prototypes.labels.tolist()
+    for j in range(k):
+        total = [0.0] * dim
+        for pair in range(n):
+            if labels[pair] == j:
+                a, b = image_c[pair].tolist(), caption_c[pair].tolist()
+                na, nb = math.sqrt(sum(v * v for v in a)), math.sqrt(sum(v * v for v in b))
+                s = [x / na + y / nb for x, y in zip(a, b)]
+                ns = math.sqrt(sum(v * v for v in s))
+                total = [t + v / ns for t, v in zip(total, s)]
+        norm = math.sqrt(sum(v * v for v in total))
+        expected = torch.tensor([v / norm for v in total], dtype=torch.float64)
+        torch.testing.assert_close(prototypes.prototypes.weight[j], expected, rtol=1e-12, atol=1e-14)
+    assert sorted(set(labels)) == list(range(k))
+
+
+def test_the_optimizer_forgets_reinitialised_parameters_only():
+    from itrlab.methods.base import drop_reinitialised_state, mark_reinitialised
+
+    kept, reset = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.Adam([kept, reset], lr=0.1)
+    (kept.sum() + 2 * reset.sum()).backward()
+    optimizer.step()
+    before = {name: value.clone() for name, value in optimizer.state[kept].items()}
+    mark_reinitialised(reset)
+    assert drop_reinitialised_state(optimizer) == 1
+    assert reset not in optimizer.state and all(torch.equal(optimizer.state[kept][k], v) for k, v in before.items())
+    assert drop_reinitialised_state(optimizer) == 0  # once
+    optimizer.zero_grad()
+    (kept.sum() + 2 * reset.sum()).backward()
+    optimizer.step()
+    assert int(optimizer.state[reset]["step"]) == 1 and int(optimizer.state[kept]["step"]) == 2

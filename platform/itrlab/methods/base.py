@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import ClassVar, Protocol
 
+import torch
 from pydantic import ConfigDict, ValidationError
 from torch import Tensor, nn
 
@@ -78,6 +79,29 @@ class MethodSettings(MethodSection):
 def union(*names: Iterable[str]) -> tuple[str, ...]:
     """The names of all arguments, in first-seen order, once each."""
     return tuple(dict.fromkeys(n for group in names for n in group))
+
+
+REINITIALISED = "_itrlab_reinitialised"
+
+
+def mark_reinitialised(*parameters: nn.Parameter) -> None:
+    """Say that ``parameters`` were re-initialised (CODER's prototypes after reclustering): the trainer
+    drops their optimizer state (Adam's step and moments) before the next step, so that moments
+    gathered for the old values do not drive the new ones."""
+    for parameter in parameters:
+        setattr(parameter, REINITIALISED, True)
+
+
+def drop_reinitialised_state(optimizer: torch.optim.Optimizer) -> int:
+    """Forget the optimizer state of every parameter marked by :func:`mark_reinitialised`; how many."""
+    dropped = 0
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            if getattr(parameter, REINITIALISED, False):
+                optimizer.state.pop(parameter, None)
+                setattr(parameter, REINITIALISED, False)
+                dropped += 1
+    return dropped
 
 
 class MethodModule(nn.Module):

@@ -35,6 +35,7 @@ from itrlab.errors import ItrlabError, UserInputError
 from itrlab.eval import RecallTable, evaluate
 from itrlab.losses import LossOutput
 from itrlab.methods import MethodModule
+from itrlab.methods.base import drop_reinitialised_state
 from itrlab.train.device import resolve_device
 from itrlab.train.checkpoint import BEST, LAST, MODEL, TrainState, load_checkpoint, save_checkpoint, set_rng_state
 from itrlab.train.precision import MixedPrecision
@@ -295,6 +296,7 @@ class Trainer:
         batches = self.epoch_batches(epoch)
         self.method.train()
         self.method.set_epoch(epoch)
+        drop_reinitialised_state(self.optimizer)  # parameters a method re-initialised start with fresh moments
         log = _StepLog(epoch, every=1 if self.device.type != "cuda" else CUDA_READ_EVERY)
         interval = step_progress_interval() if self.step_progress_s is None else self.step_progress_s
         counter = StepCounter(epoch, self.config.train.epochs, self.steps_per_epoch,

@@ -11,10 +11,11 @@
   are buffers: checkpoints carry the graph and the word vectors.
 - :class:`ConceptEmbedder`: ``a_i = softmax_i(lambda_c · q W y_iᵀ)``, ``v^C = sum_i a_i y_i``
   (C eq. 2 = S eq. 6), with separate ``W^v`` (image side) and ``W^w`` (text side) in R^{FxF}, no
-  bias, lambda_c = 10 (CVSE's ``smooth_coef``, docs/papers/coder.md §A7.2). Spec choice, ``normalize_scores``
-  (default on): the score uses the L2-normalised query and concepts, ``q̂ W ŷ_iᵀ``, so that
-  lambda_c acts as the inverse temperature of a bounded score, as CVSE's does; off gives the
-  literal unnormalised product. The sum uses the GCN output y_i itself, as the equation has it.
+  bias, lambda_c = 10 (CVSE's ``smooth_coef``, docs/papers/coder.md §A7.2). The score is eq. 2's plain
+  product ``q W y_iᵀ``; ``normalize_scores`` (``method.concept_attention_normalise``, off by default)
+  L2-normalises the query and the concepts first, ``q̂ W ŷ_iᵀ``, so that lambda_c acts as the inverse
+  temperature of a bounded score, as CVSE's does. The sum uses the GCN output y_i itself, as the
+  equation has it.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class ConceptEmbedder(nn.Module):
     a step; with ``return_weights=True`` the attention ``a`` (B, g) comes too (rows sum to 1).
     """
 
-    def __init__(self, gcn: ConceptGCN, smooth: float = 10.0, normalize_scores: bool = True):
+    def __init__(self, gcn: ConceptGCN, smooth: float = 10.0, normalize_scores: bool = False):
         super().__init__()
         self.gcn = gcn
         dim = gcn.out_dim

@@ -41,7 +41,7 @@ from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn, dense_score_fn
 from itrlab.losses import LossOutput, Similarities, build_loss
-from itrlab.methods.base import MethodSettings, checked_task_loss, union
+from itrlab.methods.base import MethodSettings, checked_task_loss, mark_reinitialised, union
 from itrlab.methods.coder import losses as D
 from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import DualEncoderMethod
@@ -68,6 +68,8 @@ class CoderSettings(MethodSettings):
     graph_rescale: bool = False
     gcn_layers: int = Field(1, ge=1)
     concept_smooth: float = Field(10.0, gt=0, allow_inf_nan=False)  # λ_c of eq. 2
+    # eq. 2 scores concepts by the plain product q W yᵀ; true: of the L2-normalised q and y (CVSE's choice)
+    concept_attention_normalise: bool = False
     concept_div: Literal["std", "ent", "none"] = "std"
     concept_both_ways: bool = False  # also L_DCL(W^C, V^C) (C double-counts it; docs/papers/coder.md §A5)
     word_vectors: Literal["glove", "random"] = "glove"
@@ -152,7 +154,8 @@ class CoderMethod(DualEncoderMethod):
             self.text_concept_fc = nn.Linear(dim, dim)
             g = settings.concept_size
             gcn = ConceptGCN(torch.eye(g), torch.zeros(g, 50), dim, layers=settings.gcn_layers)
-            self.concept_embedder = ConceptEmbedder(gcn, smooth=settings.concept_smooth)
+            self.concept_embedder = ConceptEmbedder(gcn, smooth=settings.concept_smooth,
+                                                    normalize_scores=settings.concept_attention_normalise)
             self.concept_loss = build_loss("dcl", mu=params["mu"], gamma=params["gamma"], eps=params["eps"],
                                            div=settings.concept_div)
         if settings.pgc:
@@ -282,7 +285,14 @@ class CoderMethod(DualEncoderMethod):
             images, captions = self.encode_split(self._train_split, self._vocab, self.eval_batch_size,
                                                  encoder.encode_images, encoder.encode_captions)
             per_caption = images.repeat_interleave(self._train_split.captions_per_image, dim=0)
-            self.last_clustering = self.prototypes.recluster(per_caption, captions, epoch)
+            y = self.concept_embedder.concepts()  # the prototypes score concept embeddings: start them there
+            image_c, caption_c = self.encode_split(self._train_split, self._vocab, self.eval_batch_size,
+                                                   lambda b: self.image_concepts(b, y),
+                                                   lambda t, n: self.caption_concepts(t, n, y))
+            self.last_clustering = self.prototypes.recluster(
+                per_caption, captions, epoch,
+                image_c.repeat_interleave(self._train_split.captions_per_image, dim=0), caption_c)
+            mark_reinitialised(self.prototypes.prototypes.weight)  # Adam's moments of the old ids mean nothing now
 
     # ------------------------------------------------------------------ evaluation
 
