@@ -283,7 +283,7 @@ def test_spec_validation():
         with pytest.raises(ValueError) as info:
             synthetic_spec("tiny", **knobs)
         assert isinstance(info.value, UserInputError) and next(iter(knobs)) in str(info.value)
-    assert set(synthetic.SIZES) == {"tiny", "small", "f30k-shape"}
+    assert set(synthetic.SIZES) == {"tiny", "small", "paper-shape", "f30k-shape"}
     assert isinstance(synthetic_spec("small", seed=3), SyntheticSpec)
 
 
