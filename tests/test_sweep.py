@@ -141,6 +141,8 @@ def test_the_report_the_pivot_and_the_plots_read_in_the_mlflow_ui(variant_sweep,
 
     from servers import BIN, serve
 
+    from itrlab.tracking.mlflow_tracker import ui_hint
+
     workdir, result = variant_sweep
     client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("variant_sweep")
@@ -156,6 +158,8 @@ def test_the_report_the_pivot_and_the_plots_read_in_the_mlflow_ui(variant_sweep,
         with urlopen(f"{url}/get-artifact?path=sweep%2Freport.html&run_uuid={result.parent_run_id}") as response:
             served.write_bytes(response.read())
         report = browser_dom(served.as_uri())
+        # the experiment as itrlab's links open it: the runs table, not MLflow 3's GenAI overview
+        experiment_page = browser_dom(ui_hint(url, experiment.experiment_id).split("open ", 1)[1])
         table = browser_dom(f"{run_page}/artifacts/sweep/table.json")
         plot = browser_dom(f"{run_page}/artifacts/sweep/plots/pivot_test_rsum.png")
     assert "get-artifact?path=sweep%2Freport.html" in (workdir / "mlflow-ui.log").read_text()
@@ -167,6 +171,9 @@ def test_the_report_the_pivot_and_the_plots_read_in_the_mlflow_ui(variant_sweep,
     assert re.fullmatch(r"\d+\.\d", cells["chance"][7]) and "random scores" in cells["chance"][-1]
     assert f'<p class="headline">{html.escape(headline, quote=True)}</p>' in report
     assert result.headline == headline and "at 95% (2 seeds)" in headline
+    assert "<title>Runs - Experiment" in experiment_page, re.findall(r"<title>[^<]*", experiment_page)
+    parent_name = client.get_run(result.parent_run_id).info.run_name
+    assert parent_name in experiment_page  # the runs table: the sweep's parent run (its trials nest under it)
     assert "variant" in table and "test_rsum_mean" in table and "published" in table
     assert sorted(set(re.findall(r">([AF])<", table))) == ["A", "F"], "the swept column's cells are empty"
     assert re.search(r"<img[^>]+pivot_test_rsum\.png", plot), "the plot is not shown"

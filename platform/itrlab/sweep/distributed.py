@@ -21,7 +21,8 @@ import ray.train.torch
 from ray import tune
 
 from itrlab.sweep.trial import (EpochReporter, TrialContext, node_tags, restore_run_dir, reuse_child_run, run_trial,
-                                trial_config, trial_run_name, trial_tags, train_and_report)
+                                trial_config, trial_params, trial_run_name, trial_tags,
+                                train_and_report)
 from itrlab.tracking import MlflowTracker
 from itrlab.train import run_experiment
 
@@ -41,6 +42,7 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
         tracker = MlflowTracker(context.experiment, context.tracking_uri)
         reuse_child_run(tracker, run_dir, loop_config["trial_id"], context.parent_run_id)
         tracker.default_tags = {**loop_config["tags"], **node_tags(tracker, run_dir)}  # rank 0's node
+        tracker.default_params = trial_params(params)
     reporter = EpochReporter(run_dir, ray.train.report, ray.train.Checkpoint.from_directory if rank == 0 else None,
                              metric=context.metric)
     run_name = trial_run_name(params)

@@ -105,10 +105,20 @@ def trial_tags(trial_id: str, sweep_name: str, params: dict[str, Any], run_dir: 
     """Tags of a trial's MLflow child run: its id (how a restart finds the run), sweep and swept values,
     and ``run_dir``: where the trial's checkpoints live in the sweep's storage (not the temporary
     folder Ray runs the trial in)."""
-    tags = {TRIAL_TAG: trial_id, "itrlab.sweep": sweep_name, **{f"param.{k}": v for k, v in params.items()}}
+    tags = {TRIAL_TAG: trial_id, "itrlab.sweep": sweep_name}
+    for key, value in params.items():  # a named variant by its name (the UI groups by it), its settings apart
+        tags[f"param.{key}"] = label(value, key)
+        if isinstance(value, dict):
+            tags[f"param.{key}.settings"] = json.dumps({k: v for k, v in value.items() if k != "name"}, default=str)
     if run_dir:
         tags["run_dir"] = run_dir
     return tags
+
+
+def trial_params(params: dict[str, Any]) -> dict[str, str]:
+    """MLflow params a trial's run gets beside its config's: a named variant by its name (the UI's
+    group-by and the compare page's box plots split by params)."""
+    return {key: label(value, key) for key, value in params.items() if key == VARIANT}
 
 
 def node_tags(tracker: MlflowTracker, run_dir: Path) -> dict[str, str]:
@@ -215,6 +225,7 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     stored = str(Path(context.sweep_dir) / "tune" / run_dir.parent.name) if context.sweep_dir else None
     tracker.default_tags = {**dict(context.source), **trial_tags(trial_id, context.sweep_name, params, run_dir=stored),
                             **node_tags(tracker, run_dir)}
+    tracker.default_params = trial_params(params)
     reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric)
     run_name = trial_run_name(params)
     train_and_report(lambda: run_experiment(trial_config(context.base_tree, params), run_dir, callbacks=[reporter],

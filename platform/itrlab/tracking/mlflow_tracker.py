@@ -48,6 +48,10 @@ if TYPE_CHECKING:  # only for annotations: the store check runs before torch is 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 MAX_PARAMS_PER_BATCH = 100  # MLflow's log_batch limit
 PARENT_TAG = "mlflow.parentRunId"
+# MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the experiment says it holds
+# model training and the page is in the machine-learning view: then on the runs table
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
+ML_VIEW = "workflowType=machine_learning"
 STOP_REASON_TAG = "itrlab.stop_reason"  # why a run ended FAILED or KILLED, on one line
 
 logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -164,8 +168,9 @@ def source_tags() -> dict[str, str]:
 
 
 def ui_hint(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
-    """How a person opens the MLflow UI on this run."""
-    fragment = f"#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "")
+    """How a person opens the MLflow UI on this run (or experiment), in its machine-learning view: the
+    runs table, not MLflow 3's GenAI overview."""
+    fragment = f"#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "") + f"?{ML_VIEW}"
     if tracking_uri.startswith(("http://", "https://")):
         return f"open {tracking_uri.rstrip('/')}/{fragment}"
     return (f"run `mlflow ui --backend-store-uri {tracking_uri} --port 5000` "
@@ -214,6 +219,7 @@ class MlflowTracker:
         self.experiment = experiment
         self.run_id: str | None = None
         self.default_tags: dict[str, Any] = {}  # added to the tags of a run this tracker creates
+        self.default_params: dict[str, Any] = {}  # and to its params (a sweep trial's variant, by name)
 
     @classmethod
     def for_reading(cls, tracking_uri: str | None = None) -> "MlflowTracker":
@@ -223,15 +229,17 @@ class MlflowTracker:
         tracker.tracking_uri = resolve_tracking_uri(tracking_uri)
         tracker.client = MlflowClient(tracking_uri=tracker.tracking_uri)
         tracker.experiment_id = tracker.experiment = tracker.run_id = None
-        tracker.default_tags = {}
+        tracker.default_tags, tracker.default_params = {}, {}
         return tracker
 
     def _experiment_id(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
         if found is not None:
+            if found.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+                self.client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             return found.experiment_id
         try:
-            return self.client.create_experiment(name)
+            return self.client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
         except MlflowException:  # created by another process at the same moment (two sweeps, two trials)
             found = self.client.get_experiment_by_name(name)
             if found is None:
@@ -262,6 +270,9 @@ class MlflowTracker:
                 all_tags[PARENT_TAG] = parent_run_id
             run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=run_name)
             self.run_id = run.info.run_id
+        params = {**self.default_params, **params}
+        if run_id is not None:
+            params = {k: v for k, v in params.items() if k not in logged}
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=items[start:start + MAX_PARAMS_PER_BATCH])
@@ -339,8 +350,9 @@ class MlflowTracker:
     # -- logging ------------------------------------------------------------------------------
     @_store_writes
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        """Every metric, to 6 significant digits (31.8, not 31.799999999999997: the UI shows what is stored)."""
         timestamp = mlflow.utils.time.get_current_time_millis()
-        batch = [Metric(k, float(v), timestamp, step) for k, v in metrics.items()]
+        batch = [Metric(k, _significant(float(v)), timestamp, step) for k, v in metrics.items()]
         self.client.log_batch(self.run_id, metrics=batch)
 
     @_store_writes
