@@ -218,8 +218,25 @@ def sweep_spec_of(args: argparse.Namespace):
     return load_sweep(args.sweep or presets[args.preset], args.profile).with_settings(settings, labels=SWEEP_FLAGS)
 
 
+def list_main(args: argparse.Namespace) -> int:
+    """``--list``: every preset with its paper, table or figure, trials, profiles and time here."""
+    defaults = build_parser().parse_args(["sweep"])
+    others = [f"--{key.replace('_', '-')}" if key != "overrides" else " ".join(value)
+              for key, value in vars(args).items()
+              if key not in ("list", "func", "command") and value != getattr(defaults, key, None)]
+    if others:
+        raise UserInputError(f"--list takes no other flags or overrides (got {', '.join(others)}): "
+                             f"it lists the presets; run one with --preset NAME")
+    from itrlab.sweep.catalog import list_presets
+
+    print(list_presets(sweep_presets()))
+    return 0
+
+
 @_guarded
 def sweep_main(args: argparse.Namespace) -> int:
+    if args.list:
+        return list_main(args)
     sigterm_as_sigint()  # SIGTERM stops the sweep as Ctrl-C does: state saved, --resume continues it
     spec = sweep_spec_of(args)
     if args.dry_run:
@@ -289,9 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=check_config_main)
 
     sweep = sub.add_parser("sweep", help="run a sweep of trainings on Ray Tune (jobs/sweep.py, jobs/sweep_dbl.py)")
+    sweep.add_argument("--list", action="store_true",
+                       help="list every preset with its paper, table or figure, trial count, profiles and "
+                            "estimated time here, and exit")
     sweep.add_argument("--preset", default=None,
-                       help=f"a sweep file's name with dashes (coder-table2, ascl-table2, dbl-table4, ...; see "
-                            f"configs/sweeps/) or a DBL short name: {', '.join(PRESETS)}")
+                       help=f"a sweep file's name with dashes (coder-table2, ascl-table2, dbl-table4, ...; "
+                            f"--list shows them all) or a DBL short name: {', '.join(PRESETS)}")
     sweep.add_argument("--optuna", action="store_true", help="the Optuna preset (γ, α, strategy, scenario)")
     sweep.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
     sweep.add_argument("--resume", action="store_true", help="continue the newest interrupted invocation of the sweep")
@@ -347,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def sweep_dbl_cli(argv: Sequence[str] | None = None) -> int:
     """``jobs/sweep_dbl.py``: the ``sweep`` subcommand, DBL's Table IV grid unless told otherwise."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not any(a.startswith(("--preset", "--sweep", "--optuna")) for a in argv):
+    if not any(a.startswith(("--preset", "--sweep", "--optuna", "--list")) for a in argv):
         argv = ["--preset", "table4", *argv]
     return main(["sweep", *argv])
 
@@ -355,8 +375,8 @@ def sweep_dbl_cli(argv: Sequence[str] | None = None) -> int:
 def sweep_cli(argv: Sequence[str] | None = None) -> int:
     """``jobs/sweep.py``: the ``sweep`` subcommand for any paper's sweep (``--preset coder-table2``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not any(a.startswith(("--preset", "--sweep", "--optuna", "-h", "--help")) for a in argv):
-        print(f"itrlab: error: name a sweep: --preset NAME ({', '.join(sweep_presets())}) or --sweep FILE",
+    if not any(a.startswith(("--preset", "--sweep", "--optuna", "--list", "-h", "--help")) for a in argv):
+        print("itrlab: error: name a sweep: --preset NAME (--list shows them all) or --sweep FILE",
               file=sys.stderr)
         return 2
     return main(["sweep", *argv])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from dataclasses import dataclass
 
 from itrlab.assembly import stage_configs
 from itrlab.config import ExperimentConfig
@@ -74,15 +75,30 @@ def train_pairs(config: ExperimentConfig) -> tuple[int | None, tuple[int, int] |
         return None, None, "unknown: the data is not here"
 
 
-def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
-    tree = base_tree(spec, list(args.overrides))
+def trial_configs(spec: SweepSpec, overrides: list[str]) -> tuple[list[dict], list[ExperimentConfig]]:
+    """The sweep's grid points (an Optuna search's corners) and the validated config of each."""
+    tree = base_tree(spec, overrides)
     points = spec.search_corners() if spec.optuna else spec.grid_points()
-    configs = [trial_config(tree, point) for point in points]
+    return points, [trial_config(tree, point) for point in points]
+
+
+def shared_stages(configs: list[ExperimentConfig]) -> list[ExperimentConfig]:
+    """The stages the trials start from, each once: per seed, config and data."""
+    stages: dict[tuple[str, int, str], ExperimentConfig] = {}
+    for config in configs:
+        for spec_stage, stage_config in zip(config.stages, stage_configs(config)):
+            stages.setdefault((spec_stage.name, stage_config.seed, stage_key(stage_config, str(config.dataset.root))),
+                              stage_config)
+    return list(stages.values())
+
+
+def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
+    points, configs = trial_configs(spec, list(args.overrides))
     workers, cpus, gpus = spec.workers
     keys = spec.table.rows if spec.table else [k for k in (spec.grid or {})]
     print(f"sweep {spec.name}" + (f", profile {spec.profile}" if spec.profile else "") +
           f": {len(configs)} trial(s)" + (f" ({len(spec.seeds)} seed(s) each)" if spec.optuna is None else
-                                        f" (Optuna: {spec.optuna.n_trials} trials; the search's corners below)"))
+                                        f" (Optuna: {spec.optuna.num_trials} trials; the search's corners below)"))
     print(f"each trial: {workers} worker(s) x {cpus:g} CPU" + (f" + {gpus:g} GPU" if gpus else "") +
           f"; {spec.concurrency} at a time")
     if spec.deviations:
@@ -125,8 +141,22 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
     return 0
 
 
-def estimate(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec) -> str:
-    """The training time of every trial and stage from the throughput measured here, or what is missing."""
+@dataclass(frozen=True)
+class Estimate:
+    """Training seconds of a sweep's trials and stages from the throughput measured here (evaluation
+    not counted), the shapes never measured on its device, and the measurements used."""
+
+    device: str
+    seconds: float
+    missing: list[str]
+    sources: list[str]
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec) -> Estimate:
     device = "cuda" if spec.workers[2] else "cpu"
     total, missing, sources = 0.0, [], set()
     for config in [*configs, *stages]:
@@ -138,8 +168,15 @@ def estimate(configs: list[ExperimentConfig], stages: list[ExperimentConfig], sp
             continue
         total += measured.seconds(pairs * config.train.epochs)
         sources.add(f"{measured.device}, {measured.measured}")
-    if missing:
-        unique = sorted(set(missing))
+    return Estimate(device, total, sorted(set(missing)), sorted(sources))
+
+
+def estimate(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec) -> str:
+    """The training time of every trial and stage from the throughput measured here, or what is missing."""
+    measured = training_seconds(configs, stages, spec)
+    device, total, sources = measured.device, measured.seconds, measured.sources
+    if measured.missing:
+        unique = measured.missing
         return (f"cost: no estimate: no throughput measured on a {device} device here for {len(unique)} shape(s) "
                 f"({'; '.join(unique[:3])}{' ...' if len(unique) > 3 else ''}) in {throughput_file()}; "
                 f"`python jobs/bench_train.py -c <experiment> <overrides>` on such a device records one")
@@ -147,7 +184,7 @@ def estimate(configs: list[ExperimentConfig], stages: list[ExperimentConfig], sp
     parallel = max(1, spec.concurrency)
     return (f"cost: about {hours:.2f} {device.upper()}-worker-hours of training ({hours / parallel:.2f} h of wall time "
             f"at {parallel} trial(s) at a time), evaluation not counted; from the throughput measured on "
-            f"{'; '.join(sorted(sources))}")
+            f"{'; '.join(sources)}")
 
 
 def _table(rows: list[dict[str, str]]) -> str:

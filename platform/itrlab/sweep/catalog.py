@@ -1,0 +1,81 @@
+"""``--list``: every preset with what it reproduces (paper, table or figure), its trial count, its
+profiles and the time it would take here, estimated as ``--dry-run`` does (from the throughput
+``jobs/bench_train.py`` measured on this machine; "not measured" when it never measured a shape).
+
+A preset's title is its file's first comment line (``# CODER Table 2: components added ...``): the
+words before the colon name what it reproduces, the rest what it varies.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from itrlab.config.loader import read_yaml
+from itrlab.config.sweep import load_sweep, resolve_sweep_path
+from itrlab.sweep.plan import shared_stages, training_seconds, trial_configs
+
+
+@dataclass(frozen=True)
+class PresetEntry:
+    preset: str
+    reproduces: str
+    varies: str
+    trials: int
+    profiles: str
+    time_here: str
+
+
+PAPERS = ("DBL", "CODER", "ConVSE", "AsCL")
+
+
+def title_of(path: Path, width: int = 72) -> tuple[str, str]:
+    """(what the preset reproduces, what it varies) from the file's opening comment: its first sentence,
+    split at the first colon when a paper's name comes before it (``-`` for a preset of no paper)."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    text = " ".join(lines)
+    head, sep, rest = text.partition(":")
+    reproduces, text = (head.strip(), rest.strip()) if sep and head.startswith(PAPERS) else ("-", text)
+    sentence = re.split(r"(?<=\.)\s+(?=[A-Z])", text, maxsplit=1)[0].rstrip(".")
+    return reproduces or "-", sentence if len(sentence) <= width else sentence[:width - 1].rstrip() + "…"
+
+
+def time_here(seconds: float | None) -> str:
+    if seconds is None:
+        return "not measured"
+    if seconds < 3600:
+        return f"{max(1, round(seconds / 60))} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def preset_entry(preset: str, path: Path) -> PresetEntry:
+    """One preset's line, under its default profile (the budget miniature) and its own resources."""
+    spec = load_sweep(path)
+    points, configs = trial_configs(spec, [])
+    estimate = training_seconds(configs, shared_stages(configs), spec)
+    wall = estimate.seconds / max(1, spec.concurrency) if estimate.complete else None
+    trials = spec.optuna.num_trials if spec.optuna else len(points)
+    profiles = ", ".join(read_yaml(path, "sweep").get("profiles") or {}) or "-"
+    reproduces, varies = title_of(path)
+    return PresetEntry(preset, reproduces, varies, trials, profiles, time_here(wall))
+
+
+def list_presets(presets: dict[str, str]) -> str:
+    """The table ``--list`` prints: one line per preset file (a DBL short name beside its file's name)."""
+    aliases: dict[str, list[str]] = {}
+    for name, stem in presets.items():
+        aliases.setdefault(stem, []).append(name)
+    entries = [preset_entry(" / ".join(names), resolve_sweep_path(stem)) for stem, names in aliases.items()]
+    header = ("preset", "reproduces", "trials", "profiles", "time here", "varies")
+    rows = [header, *((e.preset, e.reproduces, str(e.trials), e.profiles, e.time_here, e.varies) for e in entries)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
+    return "\n".join(line.rstrip() for line in lines) + (
+        "\n\ntime here: training time of the default profile on this machine at the preset's concurrency, from the "
+        "throughput jobs/bench_train.py measured here (evaluation not counted); 'not measured' until it has "
+        "measured that shape.\nrun one: python jobs/sweep.py --preset NAME [--profile paper] [--dry-run]")

@@ -1,0 +1,67 @@
+"""``jobs/sweep.py --list``: every preset with its paper, table or figure, trial count, profiles and the
+time it would take here; bad combinations are one line and exit 2."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from itrlab.cli import sweep_cli, sweep_dbl_cli
+from itrlab.config.loader import config_dir
+from itrlab.config.sweep import load_sweep
+from itrlab.sweep.catalog import title_of
+from itrlab.sweep.plan import shared_stages, train_pairs, trial_configs
+from itrlab.train.throughput import record, training_shape
+from test_profiles import dry_run
+
+
+def test_list_names_every_preset_with_its_trials_and_a_time_where_measured(tmp_path):
+    spec = load_sweep("convse_table3")
+    _, configs = trial_configs(spec, [])
+    for config in [*configs, *shared_stages(configs)]:  # convse-table3's shapes measured at 2,500 pairs/s
+        _, features, _ = train_pairs(config)
+        record("cpu (2 threads)", training_shape(config, *features), 2500.0, tmp_path / "throughput.jsonl")
+
+    done = dry_run(tmp_path, "--list")
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip()}
+    for path in sorted((config_dir() / "sweeps").glob("*.yaml")):
+        preset = path.stem.replace("_", "-")
+        line = next((text for text in lines.values() if re.search(rf"(^|/ ){re.escape(preset)}\s", text)), None)
+        assert line is not None, f"{preset} is not listed"
+        sweep = load_sweep(path)
+        trials = sweep.optuna.num_trials if sweep.optuna else len(sweep.grid_points())
+        assert re.search(rf"\s{trials}\s", line), (preset, trials, line)
+    # 15 trials and 3 base stages of 10 epochs x 25,000 pairs at 2,500 pairs/s, one at a time: 30 min
+    assert "ConVSE Table III" in lines["convse-table3"] and " 30 min " in lines["convse-table3"]
+    assert "budget, paper" in lines["convse-table3"] and "not measured" in lines["coder-table2"]
+    assert "DBL Table IV" in lines["table4"] and "dbl-table4" in lines["table4"]  # the short name beside the file's
+
+
+def test_help_points_to_the_list(capsys):
+    with pytest.raises(SystemExit) as done:
+        sweep_cli(["--help"])
+    assert done.value.code == 0 and "--list" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cli, args, named", [
+    (sweep_cli, ["--list", "--preset", "coder-table2"], "--preset"),
+    (sweep_cli, ["--list", "train.epochs=3"], "train.epochs=3"),
+    (sweep_dbl_cli, ["--list", "--resume"], "--resume"),
+    (sweep_dbl_cli, ["--list", "--profile", "paper"], "--profile"),
+])
+def test_list_with_other_flags_is_one_line_and_exit_2(cli, args, named, capsys):
+    assert cli(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--list takes no other flags" in err and named in err, err
+
+
+def test_a_title_splits_at_the_paper(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("# CODER Table 2: components added one at a time to the BTR baseline (max of\n"
+                    "# hinges). Three seeds each, eq. 4 throughout.\nname: s\n")
+    assert title_of(path) == ("CODER Table 2", "components added one at a time to the BTR baseline (max of hinges)")
+    assert title_of(path, width=20) == ("CODER Table 2", "components added on…")
+    path.write_text("# A quick check of eq. 4: A against F.\nname: s\n")
+    assert title_of(path) == ("-", "A quick check of eq. 4: A against F")
