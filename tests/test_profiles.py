@@ -139,26 +139,74 @@ def paper_rows(spec):
 
 PAPER_PRESETS = sorted(path.stem for path in (config_dir() / "sweeps").glob("*.yaml")
                        if "paper" in (read_yaml(path, "sweep").get("profiles") or {}))
+# The paper's shapes at a CPU's scale: each recipe trains two steps (and a short third) at batch 16 on 7
+# training images of 36 x 2048 regions, then evaluates on 16 images. What that data cannot hold is scaled
+# with it: the batch (the papers' 64-256 make an xattn or AsCL step cost minutes and 10 GB on a CPU),
+# CODER's clusters, queues and concepts (35 training pairs, about 60 distinct words); a grid that sweeps
+# one of these keys gets the small value too.
+TRAIN_IMAGES = 7
+TINY_CONSTANTS = {"train.batch_size": 16, "method.K": 8, "method.queue_size": 32, "method.concept_size": 20}
+
+
+def small_tree(spec, root: Path):
+    small = ["defaults.dataset=synthetic_paper_shape", f"dataset.root={root}", "eval.val_protocol=all",
+             "eval.test_protocol=all", "train.epochs=1", "tracking.enabled=false", "train.device=cpu",
+             f"dataset.synthetic.knobs={{n_train: {TRAIN_IMAGES}, n_dev: 16, n_test: 16}}"]
+    small += [f"{key}={value}" for key, value in TINY_CONSTANTS.items()
+              if key.startswith("train.") or spec.experiment.startswith("coder")]
+    return base_tree(spec, small)
+
+
+def tiny_point(point: dict) -> dict:
+    """The grid point with the small constants, in its variant and the variant's stages too (a variant
+    may set the batch, its base stage another)."""
+    point = {**point, **{key: value for key, value in TINY_CONSTANTS.items() if key in point}}
+    variant = point.get("variant")
+    if isinstance(variant, dict):
+        variant = {**variant, **{key: value for key, value in TINY_CONSTANTS.items() if key in variant}}
+        if variant.get("stages"):
+            variant["stages"] = [{**stage, "overrides": [*stage.get("overrides", []),
+                                                         f"train.batch_size={TINY_CONSTANTS['train.batch_size']}"]}
+                                 for stage in variant["stages"]]
+        point["variant"] = variant
+    return point
+
+
+def recipe_shape(config) -> tuple:
+    """What decides whether a paper recipe runs end to end: the method, loss, text encoder, embedding,
+    pooling, cooperative scenario and stages (not the swept constants: their every trial composes, checked
+    above)."""
+    cooperative = getattr(config, "cooperative", None)
+    return (config.method.name, config.loss.name, config.model.text.encoder, config.model.embed_dim,
+            config.model.image.pooling, config.model.text.pooling, getattr(cooperative, "scenario", None), tuple(stage.name for stage in config.stages))
+
+
+def paper_recipes() -> list[tuple[str, int, str]]:
+    """Each distinct recipe of the paper profiles, once: (preset, grid point index, its shape)."""
+    seen: dict[tuple, tuple[str, int, str]] = {}
+    for preset in PAPER_PRESETS:
+        spec = load_sweep(preset, "paper")
+        tree = small_tree(spec, Path("/data/nowhere"))
+        points = spec.grid_points()
+        for point in paper_rows(spec):
+            shape = recipe_shape(trial_config(tree, tiny_point(point)))
+            seen.setdefault(shape, (preset, points.index(point), " ".join(map(str, shape[:3]))))
+    return list(seen.values())
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", PAPER_PRESETS)
-def test_every_paper_profile_trains_end_to_end_on_paper_shaped_data(preset, tmp_path):
-    """The paper's shapes (36 x 2048 regions, its embedding sizes, encoders and stages) train an epoch and
-    evaluate on 128 / 32 / 32 synthetic images of that shape, on a CPU. Only what the tiny data cannot
-    hold changes: the test protocol (32 test images, not 1,000), and CODER's clusters, queues and concepts."""
+@pytest.mark.parametrize("preset, index, shape", paper_recipes(), ids=lambda value: str(value).replace(" ", "-"))
+def test_every_paper_recipe_trains_end_to_end_on_paper_shaped_data(preset, index, shape, tmp_path):
+    """The paper's shapes (36 x 2048 regions, its embedding sizes, encoders, stages and schedule) train an
+    epoch of 3 steps and evaluate end to end, on a CPU: each distinct recipe of the paper profiles once (a
+    row that starts from stages, and the full method of each preset). Only what the tiny data cannot hold
+    changes (``TINY_CONSTANTS``, the test protocol)."""
     from itrlab.train import run_experiment
     from itrlab.train.experiment import generate_if_synthetic
 
     spec = load_sweep(preset, "paper")
-    small = ["defaults.dataset=synthetic_paper_shape", f"dataset.root={tmp_path / 'data'}", "eval.val_protocol=all",
-             "eval.test_protocol=all", "train.epochs=1", "tracking.enabled=false", "train.device=cpu"]
-    if spec.experiment.startswith("coder"):
-        small += ["method.K=16", "method.queue_size=256", "method.concept_size=100"]  # 298 distinct words
-    tree = base_tree(spec, small)
-    for point in paper_rows(spec):
-        config = trial_config(tree, point)
-        generate_if_synthetic(config)
-        result = run_experiment(config, tmp_path / "runs" / f"row{point['seed']}-{len(list(tmp_path.glob('runs/*')))}")
-        assert result.test.rsum > 0 and result.best_epoch == 1
-        assert config.model.embed_dim == 1024
+    config = trial_config(small_tree(spec, tmp_path / "data"), tiny_point(spec.grid_points()[index]))
+    generate_if_synthetic(config)
+    result = run_experiment(config, tmp_path / "run")
+    assert result.test.rsum > 0 and result.best_epoch == 1
+    assert config.model.embed_dim >= 1024 and config.dataset.name == "synthetic_paper_shape"
