@@ -277,6 +277,9 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
         with contextlib.suppress(Exception):
             parent.set_tags({STOP_REASON_TAG: failure_reason(err)})
         parent.end("FAILED")
+        if started_ray:  # the trials' processes end now: what Ray forwards of their exit comes before the one line
+            with contextlib.suppress(Exception):
+                ray.shutdown()
         raise
     best = best_row(rows, spec.objective.metric, spec.objective.mode)
     if interrupted:
