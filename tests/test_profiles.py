@@ -178,7 +178,8 @@ def recipe_shape(config) -> tuple:
     above)."""
     cooperative = getattr(config, "cooperative", None)
     return (config.method.name, config.loss.name, config.model.text.encoder, config.model.embed_dim,
-            config.model.image.pooling, config.model.text.pooling, getattr(cooperative, "scenario", None), tuple(stage.name for stage in config.stages))
+            config.model.image.pooling, config.model.text.pooling, getattr(cooperative, "scenario", None),
+            tuple(stage.name for stage in config.stages))
 
 
 def paper_recipes() -> list[tuple[str, int, str]]:

@@ -19,7 +19,7 @@ from conftest import REPO, tiny_config
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep import progress
 from itrlab.sweep.progress import (DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration,
-                                   progress_line, total_trials)
+                                   progress_line)
 from itrlab.train.loop import StepCounter, format_step_time
 from test_sweep_jobs import job_env, wait_for
 
@@ -88,10 +88,10 @@ def test_eta_spreads_the_mean_trial_over_the_running_slots():
 
 
 def test_total_is_the_grid_times_seeds_or_optuna_trials():
-    assert total_trials(grid_spec()) == 15
+    assert grid_spec().trial_count == 15
     optuna = SweepSpec.model_validate({"name": "s", "experiment": "dbl_synthetic_tiny", "optuna": {
         "space": {"train.lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}}, "num_trials": 9}})
-    assert total_trials(optuna) == 9
+    assert optuna.trial_count == 9
 
 
 def test_callback_counts_times_and_prints_on_its_interval():

@@ -214,6 +214,11 @@ class SweepSpec(Section):
                 points.append({**dict(zip(keys, values)), "seed": seed})
         return points
 
+    @property
+    def trial_count(self) -> int:
+        """The sweep's trials: the grid's points times its seeds, or Optuna's ``num_trials``."""
+        return self.optuna.num_trials if self.optuna is not None else len(self.grid_points())
+
     def search_corners(self) -> list[dict[str, Any]]:
         """One point per extreme value of each Optuna dimension (the others at their first corner)."""
         space = self.optuna.space

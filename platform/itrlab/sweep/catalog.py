@@ -56,13 +56,12 @@ def time_here(seconds: float | None) -> str:
 def preset_entry(preset: str, path: Path) -> PresetEntry:
     """One preset's line, under its default profile (the budget miniature) and its own resources."""
     spec = load_sweep(path)
-    points, configs = trial_configs(spec, [])
+    _, configs = trial_configs(spec, [])
     estimate = training_seconds(configs, shared_stages(configs), spec)
     wall = estimate.seconds / max(1, spec.concurrency) if estimate.complete else None
-    trials = spec.optuna.num_trials if spec.optuna else len(points)
     profiles = ", ".join(read_yaml(path, "sweep").get("profiles") or {}) or "-"
     reproduces, varies = title_of(path)
-    return PresetEntry(preset, reproduces, varies, trials, profiles, time_here(wall))
+    return PresetEntry(preset, reproduces, varies, spec.trial_count, profiles, time_here(wall))
 
 
 def list_presets(presets: dict[str, str]) -> str:

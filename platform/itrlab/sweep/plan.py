@@ -82,14 +82,16 @@ def trial_configs(spec: SweepSpec, overrides: list[str]) -> tuple[list[dict], li
     return points, [trial_config(tree, point) for point in points]
 
 
+def stages_of(config: ExperimentConfig) -> list[tuple[tuple[str, int, str], ExperimentConfig]]:
+    """The stages a trial starts from, each with what makes it one shared run: its name, seed and key
+    (its resolved config and data)."""
+    return [((spec_stage.name, stage_config.seed, stage_key(stage_config, str(config.dataset.root))), stage_config)
+            for spec_stage, stage_config in zip(config.stages, stage_configs(config))]
+
+
 def shared_stages(configs: list[ExperimentConfig]) -> list[ExperimentConfig]:
     """The stages the trials start from, each once: per seed, config and data."""
-    stages: dict[tuple[str, int, str], ExperimentConfig] = {}
-    for config in configs:
-        for spec_stage, stage_config in zip(config.stages, stage_configs(config)):
-            stages.setdefault((spec_stage.name, stage_config.seed, stage_key(stage_config, str(config.dataset.root))),
-                              stage_config)
-    return list(stages.values())
+    return list({key: stage for config in configs for key, stage in stages_of(config)}.values())
 
 
 def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
@@ -112,13 +114,10 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
         name = row_label(row_key(point, keys)) if keys else "-"
         line = recipe(config)
         settings[name] = line.pop("method settings")
-        used = []
-        for spec_stage, stage_config in zip(config.stages, stage_configs(config)):
-            key = (spec_stage.name, stage_config.seed, stage_key(stage_config, str(config.dataset.root)))
-            entry = stages.setdefault(key, {"config": stage_config, "rows": []})
-            entry["rows"].append(name)
-            used.append(spec_stage.name)
-        line["stages"] = ", ".join(used) or "-"
+        used = stages_of(config)
+        for key, stage_config in used:
+            stages.setdefault(key, {"config": stage_config, "rows": []})["rows"].append(name)
+        line["stages"] = ", ".join(key[0] for key, _ in used) or "-"
         if name in rows:
             rows[name]["seeds"] += f",{config.seed}"
         else:
@@ -174,11 +173,10 @@ def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentCon
 def estimate(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec) -> str:
     """The training time of every trial and stage from the throughput measured here, or what is missing."""
     measured = training_seconds(configs, stages, spec)
-    device, total, sources = measured.device, measured.seconds, measured.sources
-    if measured.missing:
-        unique = measured.missing
-        return (f"cost: no estimate: no throughput measured on a {device} device here for {len(unique)} shape(s) "
-                f"({'; '.join(unique[:3])}{' ...' if len(unique) > 3 else ''}) in {throughput_file()}; "
+    device, total, sources, missing = measured.device, measured.seconds, measured.sources, measured.missing
+    if missing:
+        return (f"cost: no estimate: no throughput measured on a {device} device here for {len(missing)} shape(s) "
+                f"({'; '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}) in {throughput_file()}; "
                 f"`python jobs/bench_train.py -c <experiment> <overrides>` on such a device records one")
     hours = total / 3600
     parallel = max(1, spec.concurrency)

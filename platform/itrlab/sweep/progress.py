@@ -134,7 +134,7 @@ def with_console(run_config: tune.RunConfig, spec: SweepSpec, **progress: Any) -
     if run_config.verbose is None:  # RunConfig's own default, as a fresh RunConfig() sets it
         run_config.verbose = tune.RunConfig().verbose
     kept = [c for c in (run_config.callbacks or []) if not isinstance(c, SweepProgress)]
-    run_config.callbacks = [*kept, SweepProgress(total_trials(spec), **progress)]
+    run_config.callbacks = [*kept, SweepProgress(spec.trial_count, **progress)]
     return run_config
 
 
@@ -147,11 +147,6 @@ def restored_with_console(tuner: tune.Tuner, spec: SweepSpec, **progress: Any) -
 
 
 # --- the progress line ---------------------------------------------------------------------------
-
-
-def total_trials(spec: SweepSpec) -> int:
-    """The sweep's trial count: the grid's points times its seeds, or Optuna's ``num_trials``."""
-    return spec.optuna.num_trials if spec.optuna is not None else len(spec.grid_points())
 
 
 def progress_interval() -> float:

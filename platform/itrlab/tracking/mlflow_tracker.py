@@ -250,6 +250,7 @@ class MlflowTracker:
     def start(self, run_name: str, tags: Mapping[str, Any], params: Mapping[str, str],
               run_id: str | None = None, parent_run_id: str | None = None) -> str:
         """Create a run, or reopen ``run_id`` (a resumed training) and mark it running again."""
+        params = {**self.default_params, **params}
         if run_id is not None:
             try:
                 self.client.get_run(run_id)
@@ -262,17 +263,13 @@ class MlflowTracker:
             previous = self.client.get_run(run_id).data
             if STOP_REASON_TAG in previous.tags:  # why it stopped last time no longer holds
                 self.client.delete_tag(run_id, STOP_REASON_TAG)
-            logged = previous.params
-            params = {k: v for k, v in params.items() if k not in logged}
+            params = {k: v for k, v in params.items() if k not in previous.params}
         else:
             all_tags = {**source_tags(), **{k: str(v) for k, v in {**tags, **self.default_tags}.items()}}
             if parent_run_id:
                 all_tags[PARENT_TAG] = parent_run_id
             run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=run_name)
             self.run_id = run.info.run_id
-        params = {**self.default_params, **params}
-        if run_id is not None:
-            params = {k: v for k, v in params.items() if k not in logged}
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=items[start:start + MAX_PARAMS_PER_BATCH])
