@@ -15,6 +15,7 @@ from conftest import REPO
 from itrlab.assembly import load_experiment, stage_configs
 from itrlab.errors import ConfigError, UserInputError
 from itrlab.methods import build_method
+from itrlab.models.encoders import ProjectionHead
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import load_checkpoint
 from itrlab.train.experiment import generate_if_synthetic
@@ -85,6 +86,21 @@ def test_the_next_model_starts_from_the_stage_with_new_heads(tmp_path):
     torch.save({"model": small.state_dict(), "state": {}, "rng": {}}, folder / "model.pt")
     with pytest.raises(UserInputError, match="stages.base.copy: 'model.image_encoder.fc.weight' is"):
         start_from(method, TrainedStage("base", folder, None, 1.0), config.stages[0])
+
+
+def test_a_new_projection_head_keeps_distinct_inputs_apart():
+    """The heads a ConVSE run adds to its base network start Xavier-uniform with zero biases: PyTorch's
+    default biases map every unit-norm input to almost the same vector (mean cosine 0.79 here), from
+    which ConVSE++'s hinge did not leave its plateau."""
+    torch.manual_seed(0)
+    head = ProjectionHead(128, 512)
+    for layer in (head.net[0], head.net[2]):
+        bound = (6 / (layer.in_features + layer.out_features)) ** 0.5
+        assert torch.count_nonzero(layer.bias) == 0 and layer.weight.abs().max() <= bound
+    inputs = torch.nn.functional.normalize(torch.randn(64, 128), dim=-1)
+    outputs = torch.nn.functional.normalize(head(inputs), dim=-1)
+    cosines = outputs @ outputs.T
+    assert (cosines.sum() - cosines.trace()) / (64 * 63) < 0.5  # 0.30 with this init, 0.79 with the default
 
 
 def test_a_stage_trains_once_and_a_run_that_finds_it_ends_the_same(tmp_path):
