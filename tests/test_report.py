@@ -160,3 +160,32 @@ def test_the_data_shape_is_read_from_the_files_not_the_name(tmp_path):
     spec = load_sweep("dbl_table4")
     numbers, note = published_numbers(spec, shape, "all")
     assert numbers is None and "synthetic True vs False" in note
+
+
+def test_other_pairs_of_rows_get_their_difference_with_welchs_interval():
+    """``table.compare`` (ConVSE Table III: ConVSE++ against ConVSE, besides both against VSE++): each pair's
+    difference of the objective with Welch's interval, a note under the table and in the summary."""
+    from itrlab.report.pivot import comparisons
+    from itrlab.report.stats import difference_interval
+
+    spec = load_sweep("convse_table3")
+    assert spec.table.compare == [("ConVSE++", "ConVSE")]
+    values = {"MVN": [250.0, 255.0, 260.0], "VSE": [270.0, 280.0, 275.0], "VSE++": [300.0, 310.0, 320.0],
+              "ConVSE": [290.0, 300.0, 295.0], "ConVSE++": [270.0, 282.0, 276.0]}
+    rows = cells("convse_table3", "variant", values)
+    (pair,) = comparisons(rows, spec, "test_rsum")
+    expected = difference_interval(values["ConVSE++"], values["ConVSE"])
+    assert (pair.row, pair.reference, pair.difference.value) == ("ConVSE++", "ConVSE", pytest.approx(-19.0))
+    assert pair.difference.half_width == pytest.approx(expected.half_width) and pair.difference.excludes_zero()
+    assert pair.to_dict()["seeds"] == 3
+    table = pivot(rows, spec, SYNTHETIC, "all")
+    level = chance_level(50, 5, "all")
+    top = headline(table, spec, level)
+    published, note = published_numbers(spec, SYNTHETIC, "all")
+    report = build_report(table, spec, ReportInputs(top, row_marks(table, spec, level), level, published, note,
+                                                    "cpu_hours", 2, [], [pair]))
+    assert (f"Other differences, with Welch's 95% interval: ConVSE++ vs ConVSE -19.0 ± {expected.half_width:.1f} "
+            f"(differs at 95%).") in report.notes
+    # a pair whose reference has one seed: the difference without an interval, and the seed count
+    (lone,) = comparisons(cells("convse_table3", "variant", {**values, "ConVSE": [295.0]}), spec, "test_rsum")
+    assert lone.difference.half_width is None and lone.difference.n == 1

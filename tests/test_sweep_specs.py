@@ -38,3 +38,17 @@ def test_grid_points_cover_every_combination_times_seeds():
     points = spec.grid_points()
     assert len(points) == 9 * 3
     assert {(p["cooperative.strategy"], p["seed"]) for p in points} == {(s, k) for s in "ABCDEFGHI" for k in (0, 1, 2)}
+
+
+@pytest.mark.parametrize("compare, says", [
+    ([["ConVSE++", "ConVSE+"]], "table.compare[0]': got 'ConVSE+'; the label of a row of the pivot"),
+    ([["ConVSE", "ConVSE"]], "table.compare[0]': got ['ConVSE', 'ConVSE']; two different rows"),
+])
+def test_a_comparison_names_two_rows_of_the_pivot(compare, says):
+    from itrlab.errors import ConfigError
+
+    spec = load_sweep("convse_table3")
+    spec = spec.model_copy(update={"table": spec.table.model_copy(update={"compare": compare})})
+    with pytest.raises(ConfigError, match=None) as caught:
+        check_table_rows(spec)
+    assert says in str(caught.value)

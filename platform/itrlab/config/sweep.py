@@ -115,6 +115,9 @@ class TableSpec(Section):
     # configs/paper/<name>.yaml: published numbers, shown beside ours only on the paper's data and protocol
     paper: str | None = None
     baseline: str | None = None  # the row the others are compared with, by its label ("A", "BTR"); default: the first
+    # further pairs [row, reference] (labels): each row's objective minus the reference's, with Welch's 95%
+    # interval, a line under the table (ConVSE Table III: ConVSE++ against ConVSE, besides both against VSE++)
+    compare: list[tuple[str, str]] = Field(default_factory=list)
 
 
 class SweepSpec(Section):
@@ -281,13 +284,16 @@ def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
         if key not in keys:
             raise ConfigError(f"{prefix}table.rows", key, f"rows are keys of the sweep's grid: {', '.join(keys)}",
                               did_you_mean(key, keys))
-    if spec.table.baseline is not None:
-
-        labels = list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))
-        if spec.table.baseline not in labels:
-            raise ConfigError(f"{prefix}table.baseline", spec.table.baseline,
-                              f"the label of a row of the pivot: {', '.join(labels)}",
-                              did_you_mean(spec.table.baseline, labels))
+    labels = list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))
+    named = [("table.baseline", spec.table.baseline)] if spec.table.baseline is not None else []
+    named += [(f"table.compare[{i}]", label) for i, pair in enumerate(spec.table.compare) for label in pair]
+    for field, label in named:
+        if label not in labels:
+            raise ConfigError(f"{prefix}{field}", label, f"the label of a row of the pivot: {', '.join(labels)}",
+                              did_you_mean(label, labels))
+    for i, (row, reference) in enumerate(spec.table.compare):
+        if row == reference:
+            raise ConfigError(f"{prefix}table.compare[{i}]", [row, reference], "two different rows")
 
 
 def resolve_sweep_path(sweep: str | Path) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 from itrlab.config.sweep import SweepSpec
 from itrlab.report.chance import ChanceLevel
 from itrlab.report.headline import Headline, RowMarks
+from itrlab.report.stats import Comparison
 from itrlab.report.summary import number
 
 RECALLS = ["test_i2t_R1", "test_i2t_R5", "test_i2t_R10", "test_t2i_R1", "test_t2i_R5", "test_t2i_R10", "test_rsum"]
@@ -128,6 +129,7 @@ class ReportInputs:
     cost_column: str  # cpu_hours | gpu_hours
     devices_per_trial: float
     provenance: list[str]
+    comparisons: list[Comparison] = field(default_factory=list)  # table.compare's pairs, in the objective
 
 
 def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) -> PaperReport:
@@ -175,6 +177,9 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
     if inputs.chance is not None:
         notes.append(f"Chance: {inputs.chance.description}; a row is 'at chance' when its rsum interval reaches the "
                      f"upper end of a random model's 95% range ({inputs.chance.rsum_high:.1f}).")
+    if inputs.comparisons:
+        notes.append("Other differences, with Welch's 95% interval: " + "; ".join(
+            _comparison(c, grid_seeds) for c in inputs.comparisons) + ".")
     notes.append(inputs.published_note)
     notes.append(f"Cost: wall / trial = the mean run time of a row's trials (building the method, training, the test "
                  f"evaluation); {unit} = the row's summed trial wall time x the {inputs.devices_per_trial:g} "
@@ -183,6 +188,15 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
                  f"total {_total(table, inputs.cost_column):.3g} {unit}.")
     return PaperReport(f"{spec.name}: test results over seeds {spec.seeds}", header, rows, kinds,
                        inputs.headline.text, [n for n in notes if n], inputs.provenance)
+
+
+def _comparison(comparison: Comparison, grid_seeds: int) -> str:
+    interval = comparison.difference
+    text = (f"{comparison.row} vs {comparison.reference} "
+            f"{cell(interval.value, interval.half_width, interval.n, grid_seeds, comparison.column, signed=True)}")
+    if interval.half_width is not None:
+        text += " (differs at 95%)" if interval.excludes_zero() else " (the interval holds 0)"
+    return text
 
 
 def _duration(seconds) -> str:

@@ -26,7 +26,7 @@ from itrlab.config.loader import config_dir, read_yaml
 from itrlab.config.sweep import SweepSpec
 from itrlab.data.shape import DataShape
 from itrlab.report.paper_report import report_columns
-from itrlab.report.stats import difference_interval, mean_interval
+from itrlab.report.stats import Comparison, difference_interval, mean_interval
 from itrlab.report.summary import TrialRow, row_key, row_label
 
 
@@ -89,6 +89,15 @@ def _grid_order(rows: list[TrialRow], spec: SweepSpec) -> dict[tuple, list[Trial
         if row.status == "finished":
             groups.setdefault(row_key(row.params, keys), []).append(row)
     return dict(sorted(groups.items(), key=lambda item: order.get(item[0], len(order))))
+
+
+def comparisons(rows: list[TrialRow], spec: SweepSpec, column: str) -> list[Comparison]:
+    """The ``table.compare`` pairs of rows, each row's ``column`` minus its reference's over their finished
+    seeds (a row without one gives no number: NaN)."""
+    groups = {row_label(key): members for key, members in _grid_order(rows, spec).items()}
+    return [Comparison(row, reference, column,
+                       difference_interval(_values(groups.get(row, []), column), _values(groups.get(reference, []), column)))
+            for row, reference in spec.table.compare]
 
 
 def pivot(rows: list[TrialRow], spec: SweepSpec, shape: DataShape | None = None,

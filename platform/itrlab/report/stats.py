@@ -64,3 +64,18 @@ def difference_interval(values: list[float], baseline: list[float], confidence: 
         return Interval(diff, 0.0, min(n, m))
     df = (va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (m - 1))
     return Interval(diff, float(student_t.ppf(0.5 + confidence / 2, df) * se), min(n, m))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``row`` minus ``reference`` in ``column``, with Welch's 95% interval over their seeds
+    (a pair of the sweep's ``table.compare``)."""
+
+    row: str
+    reference: str
+    column: str
+    difference: Interval
+
+    def to_dict(self) -> dict:
+        return {"row": self.row, "reference": self.reference, "column": self.column,
+                "difference": self.difference.value, "ci95": self.difference.half_width, "seeds": self.difference.n}

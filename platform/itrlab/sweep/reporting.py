@@ -24,7 +24,8 @@ from itrlab.errors import failure_reason
 from itrlab.report.chance import ChanceLevel, chance_level
 from itrlab.report.headline import Headline, headline, row_marks
 from itrlab.report.paper_report import PaperReport, ReportInputs, build_report
-from itrlab.report.pivot import pivot, published_numbers, trial_cost_unit
+from itrlab.report.pivot import comparisons, pivot, published_numbers, trial_cost_unit
+from itrlab.report.stats import Comparison
 from itrlab.report.plots import plot_curves, plot_pivot
 from itrlab.report.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
 from itrlab.sweep.outcome import RETRIED
@@ -78,7 +79,9 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
         chance = test_chance(shape, protocol)
         top = headline(grid, spec, chance)
         if top is not None:
-            report = build_report(grid, spec, report_inputs(grid, spec, config, shape, chance, top))
+            pairs = comparisons(rows, spec, top.column)
+            report = build_report(grid, spec, report_inputs(grid, spec, config, shape, chance, top, pairs))
+            summary["comparisons"] = [pair.to_dict() for pair in pairs]
     else:
         log_best_trial(spec, rows, parent)
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,7 +106,7 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
 
 
 def report_inputs(grid: dict[str, list], spec: SweepSpec, config: ExperimentConfig, shape: DataShape | None,
-                  chance: ChanceLevel | None, top: Headline) -> ReportInputs:
+                  chance: ChanceLevel | None, top: Headline, pairs: list[Comparison] = ()) -> ReportInputs:
     published, published_note = published_numbers(spec, shape, config.eval.test_protocol)
     cost_column, devices = trial_cost_unit(spec)
     provenance = [f"experiment {spec.experiment}" + (f" with {' '.join(spec.overrides)}" if spec.overrides else ""),
@@ -111,7 +114,7 @@ def report_inputs(grid: dict[str, list], spec: SweepSpec, config: ExperimentConf
                   f"test protocol {config.eval.test_protocol}",
                   f"objective {spec.objective.mode} {spec.objective.metric}; seeds {spec.seeds}"]
     return ReportInputs(top, row_marks(grid, spec, chance), chance, published, published_note, cost_column,
-                        devices, provenance)
+                        devices, provenance, list(pairs))
 
 
 def report_dict(report: PaperReport) -> dict:
