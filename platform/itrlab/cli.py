@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 from itrlab import threads
 from itrlab.errors import ItrlabError, UserInputError, report
-from itrlab.interrupts import ctrl_c_remembered, interruption, sigterm_as_sigint
+from itrlab.interrupts import interruption, sigterm_as_sigint
 
 DEFAULT_EXPERIMENT = "vsepp_synthetic_small"
 
@@ -79,7 +79,6 @@ def _resolve_run(args: argparse.Namespace):
 @_guarded
 def train_main(args: argparse.Namespace) -> int:
     sigterm_as_sigint()  # SIGTERM (Kubernetes, systemd, timeout) ends the run as Ctrl-C does
-    ctrl_c_remembered()  # a Ctrl-C that lands in a finalizer still ends the run at its next step
     experiment, run_dir, claim = _resolve_run(args)
     config = experiment.config
     from itrlab.tracking import MlflowTracker

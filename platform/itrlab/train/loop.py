@@ -32,7 +32,6 @@ from itrlab.data.dataset import ShardedBatchSampler
 from itrlab.data.prefetch import DevicePrefetcher
 from itrlab.data.resident import ResidentSplit, choose_data_path
 from itrlab.errors import ItrlabError, UserInputError
-from itrlab.interrupts import raise_if_interrupted
 from itrlab.eval import RecallTable, evaluate
 from itrlab.losses import LossOutput
 from itrlab.methods import MethodModule
@@ -303,7 +302,6 @@ class Trainer:
         counter = StepCounter(epoch, self.config.train.epochs, self.steps_per_epoch,
                               interval if self.rank == 0 else 0.0)  # one worker speaks for all
         for done, batch in enumerate(batches, 1):  # this worker's share of the epoch's global batches
-            raise_if_interrupted()  # a Ctrl-C whose KeyboardInterrupt Python dropped in a finalizer
             batch = batch.to(self.device, non_blocking=True)
             log.add(self.state.step, self.train_step(batch, epoch))
             counter.step(done)
