@@ -106,7 +106,7 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
 
 
 def report_inputs(grid: dict[str, list], spec: SweepSpec, config: ExperimentConfig, shape: DataShape | None,
-                  chance: ChanceLevel | None, top: Headline, pairs: list[Comparison] = ()) -> ReportInputs:
+                  chance: ChanceLevel | None, top: Headline, pairs: list[Comparison]) -> ReportInputs:
     published, published_note = published_numbers(spec, shape, config.eval.test_protocol)
     cost_column, devices = trial_cost_unit(spec)
     provenance = [f"experiment {spec.experiment}" + (f" with {' '.join(spec.overrides)}" if spec.overrides else ""),
@@ -114,7 +114,7 @@ def report_inputs(grid: dict[str, list], spec: SweepSpec, config: ExperimentConf
                   f"test protocol {config.eval.test_protocol}",
                   f"objective {spec.objective.mode} {spec.objective.metric}; seeds {spec.seeds}"]
     return ReportInputs(top, row_marks(grid, spec, chance), chance, published, published_note, cost_column,
-                        devices, provenance, list(pairs))
+                        devices, provenance, pairs)
 
 
 def report_dict(report: PaperReport) -> dict:
