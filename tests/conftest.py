@@ -85,3 +85,37 @@ def write_precomp(root: Path, sizes: dict[str, int], regions: int = 4, dim: int 
 @pytest.fixture
 def precomp_dir(tmp_path: Path) -> Path:
     return write_precomp(tmp_path / "precomp", {"train": 40, "dev": 10, "test": 10})
+
+
+def refused_setting(build, *args, **kwargs) -> str:
+    """The setting a typed constructor (a loss's, through ``validate_call``) refused, as its error names it:
+    pydantic's location, or a SettingError's ``setting``. Fails when ``build`` accepts the call."""
+    from pydantic import ValidationError
+
+    from itrlab.errors import SettingError
+
+    try:
+        build(*args, **kwargs)
+    except ValidationError as err:
+        return ".".join(str(part) for part in err.errors()[0]["loc"])
+    except SettingError as err:
+        return err.setting
+    raise AssertionError(f"{build} accepted {args} {kwargs}")
+
+
+def job_module(name: str):
+    """``jobs/<name>.py`` as a module (its ``__main__`` block not run): an entry point's own settings."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"itrlab_job_{name}", REPO / "jobs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sweep_dbl_cli(argv=None) -> int:
+    """``jobs/sweep_dbl.py`` with ``argv``: the generic sweep command with the DBL job's default preset and flags."""
+    from itrlab.cli import sweep_cli
+
+    job = job_module("sweep_dbl")
+    return sweep_cli(argv, default_preset=job.DEFAULT_PRESET, preset_flags=job.PRESET_FLAGS)

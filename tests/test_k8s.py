@@ -280,14 +280,16 @@ def entrypoint_args(docs) -> list[str]:
 
 
 def test_rayjob_entrypoint_is_the_sweep_job_with_flags_it_accepts(docs, overlay):
-    from itrlab.cli import PRESETS, build_parser, sweep_spec_of
+    from itrlab.cli import build_parser, sweep_spec_of
+    from itrlab.config.sweep import sweep_presets
     from itrlab.sweep.runner import base_tree, check_trials
 
     args = entrypoint_args(docs)
     parsed, rest = build_parser().parse_known_args(["sweep", *args])  # as itrlab.cli.main does
     assert not [a for a in rest if a.startswith("-")], rest
     overrides = [*parsed.overrides, *rest]
-    assert parsed.preset in PRESETS and (REPO / "configs" / "sweeps" / f"{PRESETS[parsed.preset]}.yaml").is_file()
+    presets = sweep_presets()
+    assert parsed.preset in presets and (REPO / "configs" / "sweeps" / f"{presets[parsed.preset]}.yaml").is_file()
     assert parsed.preset == ("smoke" if overlay == "dev-cpu" else "table4")
     # checkpoints, experiment state and data on the volume every Ray pod shares
     assert Path(parsed.storage).is_relative_to(SHARED_MOUNT)

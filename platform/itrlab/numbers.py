@@ -1,15 +1,21 @@
-"""One validator for the numeric settings of losses, methods and configs.
+"""One validator for the numeric settings of losses, methods and schemes.
 
 :func:`check_number` accepts a real, finite number (not a bool, not NaN or ±inf, not beyond
 float32's range, since the value ends up in float32 tensors) inside optional bounds and returns it
-as a float; otherwise it raises ``ValueError`` whose message says what is allowed. Losses call it
-in their constructors, and config checks build the losses, so a bad value is one clear message
-before anything starts.
+as a float; otherwise it raises ``ValueError`` whose message says what is allowed.
+
+Settings declare it through their types: :func:`number` is the annotation of a numeric setting
+(``tau: number(gt=0, meaning="the temperature τ") = 0.1``) in a loss's constructor or a settings
+class, and :data:`Flag` that of a true/false one. pydantic runs the check and names the setting that
+failed (its ``loc``), so a bad value is one clear message before anything starts.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Strict
 
 FLOAT32_MAX = 3.4028234663852886e38
 
@@ -52,3 +58,27 @@ def check_number(name: str, value: object, *, gt: float | None = None, ge: float
             or (lt is not None and not number < lt) or (le is not None and not number <= le)):
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return number
+
+
+def number(*, gt: float | None = None, ge: float | None = None, lt: float | None = None, le: float | None = None,
+           meaning: str | None = None) -> Any:
+    """The type of a numeric setting: a float checked by :func:`check_number` within the bounds.
+
+    For pydantic models and ``validate_call`` signatures; the error it raises says what is allowed and
+    pydantic's location names the setting."""
+    allowed = describe_bounds(gt, ge, lt, le) + (f" ({meaning})" if meaning else "")
+
+    def check(value: object) -> float:
+        if not is_finite_number(value):
+            raise ValueError(f"must be {allowed}")
+        number = float(value)  # type: ignore[arg-type]
+        if ((gt is not None and not number > gt) or (ge is not None and not number >= ge)
+                or (lt is not None and not number < lt) or (le is not None and not number <= le)):
+            raise ValueError(f"must be {allowed}")
+        return number
+
+    return Annotated[float, BeforeValidator(check)]
+
+
+Flag = Annotated[bool, Strict()]
+"""The type of a true/false setting: ``true`` or ``false`` only (not 1, not "yes")."""

@@ -17,6 +17,7 @@ rejects Tune grids. Keys are dotted config paths, as in command-line overrides::
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from itrlab.config.profiles import apply_profile
 from itrlab.config.loader import config_error_from_validation, config_dir, did_you_mean, read_yaml
-from itrlab.config.schema import Section, safe_name
+from itrlab.config.schema import NAME_PATTERN, Section, safe_name
 from itrlab.errors import ConfigError
 
 
@@ -58,12 +59,23 @@ def row_label(values) -> str:
 
 
 class SearchDimension(Section):
-    """One Optuna dimension: ``uniform``/``loguniform`` (low, high), ``int`` (low, high inclusive), ``choice`` (values)."""
+    """One Optuna dimension: ``uniform``/``loguniform`` (low, high), ``int`` (low, high inclusive), ``choice`` (values).
+
+    ``when`` makes it conditional: it is sampled (and its key set) only in the trials where each named
+    dimension took one of the listed values, as a setting exists only for some rows (DBL's α only for
+    its absolute losses: ``when: {cooperative.strategy: [C, E, G, H, I]}``). A named dimension is a
+    ``choice`` listed before this one, without a ``when`` of its own.
+    """
 
     type: Literal["uniform", "loguniform", "int", "choice"]
     low: float | None = None
     high: float | None = None
     values: list[Any] | None = None
+    when: dict[str, list[Any]] | None = None
+
+    def applies(self, point: dict[str, Any]) -> bool:
+        """Whether this dimension is sampled in a trial whose other values are ``point``."""
+        return all(point.get(key) in allowed for key, allowed in (self.when or {}).items())
 
     @model_validator(mode="after")
     def _bounds(self) -> "SearchDimension":
@@ -89,6 +101,22 @@ class OptunaSpec(Section):
     space: dict[str, SearchDimension]
     num_trials: int = Field(ge=1)
     seed: int = 0
+
+    @field_validator("space")
+    @classmethod
+    def _conditions_name_earlier_choices(cls, space: dict[str, SearchDimension]) -> dict[str, SearchDimension]:
+        keys = list(space)
+        for key, dim in space.items():
+            for name, allowed in (dim.when or {}).items():
+                parent = space.get(name)
+                if parent is None or keys.index(name) > keys.index(key) or parent.type != "choice" or parent.when:
+                    raise ValueError(f"{key}: 'when' names {name}, which must be a choice dimension listed before it, "
+                                     f"without a 'when' of its own")
+                unknown = [value for value in allowed if value not in parent.values]
+                if not allowed or unknown:
+                    raise ValueError(f"{key}: 'when' lists {unknown or 'nothing'} for {name}, whose values are "
+                                     f"{parent.values}")
+        return space
 
 
 class Objective(Section):
@@ -123,6 +151,8 @@ class TableSpec(Section):
 class SweepSpec(Section):
     name: str  # names the sweep's folder and MLflow experiment: one safe folder name
     description: str = ""
+    # short names of the preset beside its file's name with dashes (``jobs/sweep.py --preset smoke``)
+    aliases: list[str] = Field(default_factory=list)
     experiment: str
     overrides: list[str] = Field(default_factory=list)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
@@ -223,13 +253,27 @@ class SweepSpec(Section):
         return self.optuna.num_trials if self.optuna is not None else len(self.grid_points())
 
     def search_corners(self) -> list[dict[str, Any]]:
-        """One point per extreme value of each Optuna dimension (the others at their first corner)."""
+        """One point per extreme value of each Optuna dimension (the others at their first corner), a
+        conditional dimension's under the first values its condition allows; each point holds only the
+        dimensions that apply to it, as a trial would."""
         space = self.optuna.space
         first = {key: dim.corners()[0] for key, dim in space.items()}
-        points = [dict(first, seed=self.seeds[0])]
+
+        def point(**values: Any) -> dict[str, Any]:
+            chosen = {**first, **values}
+            return {**{k: v for k, v in chosen.items() if space[k].applies(chosen)}, "seed": self.seeds[0]}
+
+        points = [point()]
         for key, dim in space.items():
-            points += [dict(first, **{key: value}, seed=self.seeds[0]) for value in dim.corners()[1:]]
-        return points
+            condition = {name: allowed[0] for name, allowed in (dim.when or {}).items()}
+            corners = dim.corners() if condition else dim.corners()[1:]
+            points += [point(**condition, **{key: value}) for value in corners]
+        return list({json_key(p): p for p in points}.values())
+
+
+def json_key(point: dict[str, Any]) -> str:
+    """A point's identity (for dropping repeated corner points)."""
+    return json.dumps(point, sort_keys=True, default=str)
 
 
 def objective_metrics() -> list[str]:
@@ -306,6 +350,26 @@ def resolve_sweep_path(sweep: str | Path) -> Path:
         return candidate
     known = sorted(p.stem for p in folder.glob("*.yaml"))
     raise ConfigError("sweep", str(sweep), f"known sweeps: {', '.join(known)}", did_you_mean(str(sweep), known))
+
+
+def sweep_presets() -> dict[str, str]:
+    """Every preset by the names ``--preset`` takes: each file of ``configs/sweeps/`` by its name with
+    dashes (``coder_table2.yaml`` is ``coder-table2``) and by the short names its ``aliases`` key lists
+    (``dbl_smoke.yaml``: ``smoke``). A short name that is another preset's is a ConfigError."""
+    presets: dict[str, str] = {}
+    files = sorted((config_dir() / "sweeps").glob("*.yaml"))
+    for path in files:
+        presets[path.stem.replace("_", "-")] = path.stem
+    for path in files:
+        aliases = read_yaml(path, "sweep").get("aliases") or []
+        for alias in aliases if isinstance(aliases, list) else [aliases]:
+            if not isinstance(alias, str) or not NAME_PATTERN.fullmatch(alias):
+                raise ConfigError(f"{path.name}: aliases", alias, "short names are 1-100 letters, digits, '.', '_', "
+                                  "'-' or '+'")
+            if alias in presets:
+                raise ConfigError(f"{path.name}: aliases", alias, f"already the name of preset {presets[alias]}")
+            presets[alias] = path.stem
+    return presets
 
 
 def load_sweep(sweep: str | Path, profile: str | None = None) -> SweepSpec:

@@ -3,7 +3,8 @@ profiles and the time it would take here, estimated as ``--dry-run`` does (from 
 ``jobs/bench_train.py`` measured on this machine; "not measured" when it never measured a shape).
 
 A preset's title is its file's first comment line (``# CODER Table 2: components added ...``): the
-words before the colon name what it reproduces, the rest what it varies.
+words before the colon name what it reproduces when they begin with a registered paper's name
+(:data:`itrlab.methods.PAPERS`, declared by each paper's package), the rest what it varies.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from itrlab.config.loader import read_yaml
 from itrlab.config.sweep import load_sweep, resolve_sweep_path
+from itrlab.methods import PAPERS
 from itrlab.sweep.plan import shared_stages, training_seconds, trial_configs
 
 
@@ -27,9 +29,6 @@ class PresetEntry:
     time_here: str
 
 
-PAPERS = ("DBL", "CODER", "ConVSE", "AsCL")
-
-
 def title_of(path: Path, width: int = 72) -> tuple[str, str]:
     """(what the preset reproduces, what it varies) from the file's opening comment: its first sentence,
     split at the first colon when a paper's name comes before it (``-`` for a preset of no paper)."""
@@ -40,7 +39,7 @@ def title_of(path: Path, width: int = 72) -> tuple[str, str]:
         lines.append(line.lstrip("#").strip())
     text = " ".join(lines)
     head, sep, rest = text.partition(":")
-    reproduces, text = (head.strip(), rest.strip()) if sep and head.startswith(PAPERS) else ("-", text)
+    reproduces, text = (head.strip(), rest.strip()) if sep and head.startswith(tuple(PAPERS)) else ("-", text)
     sentence = re.split(r"(?<=\.)\s+(?=[A-Z])", text, maxsplit=1)[0].rstrip(".")
     return reproduces or "-", sentence if len(sentence) <= width else sentence[:width - 1].rstrip() + "…"
 
@@ -65,7 +64,7 @@ def preset_entry(preset: str, path: Path) -> PresetEntry:
 
 
 def list_presets(presets: dict[str, str]) -> str:
-    """The table ``--list`` prints: one line per preset file (a DBL short name beside its file's name)."""
+    """The table ``--list`` prints: one line per preset file (its short names beside its file's name)."""
     aliases: dict[str, list[str]] = {}
     for name, stem in presets.items():
         aliases.setdefault(stem, []).append(name)

@@ -32,12 +32,13 @@ import ray
 from ray import tune
 
 from itrlab.config import compose
-from itrlab.assembly import check_experiment
+from itrlab.assembly import absolute_paths, check_experiment
 from itrlab.errors import StorageError, UserInputError, failure_reason, one_line_logs
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
+from itrlab.sweep.search import optuna_search
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError,
                                   kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
@@ -70,16 +71,7 @@ class SweepResult:
 
 def base_tree(spec: SweepSpec, overrides: list[str]) -> dict[str, Any]:
     """The composed base experiment with paths made absolute (trials run in other directories)."""
-    tree = compose(spec.experiment, [*spec.overrides, *overrides])
-    dataset = tree.get("dataset", {})
-    if "root" in dataset:
-        dataset["root"] = str(Path(dataset["root"]).expanduser().resolve())
-    output = tree.setdefault("output", {})
-    output["dir"] = str(Path(output.get("dir", "runs")).expanduser().resolve())
-    cooperative = tree.get("cooperative") or {}
-    if cooperative.get("anchor_checkpoint"):
-        cooperative["anchor_checkpoint"] = str(Path(cooperative["anchor_checkpoint"]).expanduser().resolve())
-    return tree
+    return absolute_paths(compose(spec.experiment, [*spec.overrides, *overrides]))
 
 
 def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> None:
@@ -94,26 +86,18 @@ def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> None:
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
-    if spec.optuna is None:
-        space = {key: tune.grid_search(values) for key, values in spec.grid.items()}
-        space["seed"] = tune.grid_search(spec.seeds)
-        return space
-    samplers = {"uniform": lambda d: tune.uniform(d.low, d.high),
-                "loguniform": lambda d: tune.loguniform(d.low, d.high),
-                "int": lambda d: tune.randint(int(d.low), int(d.high) + 1),
-                "choice": lambda d: tune.choice(d.values)}
-    space = {key: samplers[dim.type](dim) for key, dim in spec.optuna.space.items()}
-    space["seed"] = spec.seeds[0]
+    """Tune's space: the grid and the seeds; for an Optuna sweep only the seed (Optuna suggests the rest)."""
+    if spec.optuna is not None:
+        return {"seed": spec.seeds[0]}
+    space = {key: tune.grid_search(values) for key, values in spec.grid.items()}
+    space["seed"] = tune.grid_search(spec.seeds)
     return space
 
 
 def tune_config(spec: SweepSpec, epochs: int, reuse_actors: bool) -> tune.TuneConfig:
     search_alg = scheduler = None
     if spec.optuna is not None:
-        import optuna
-        from ray.tune.search.optuna import OptunaSearch
-
-        search_alg = OptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.optuna.seed))
+        search_alg = optuna_search(spec)
     if spec.asha is not None:
         from ray.tune.schedulers import ASHAScheduler
 

@@ -35,6 +35,7 @@ from itrlab.data.tokenizers import build_text_tokenizer, load_text_tokenizer
 from itrlab.eval import RecallTable
 from itrlab.methods import BuildContext, build_method
 from itrlab.methods.base import MethodModule
+from itrlab.methods.registry import scheme_labels
 from itrlab.models.glove import GloveCoverage
 from itrlab.tracking import MlflowTracker
 from itrlab.train.callbacks import MlflowEpochLogger
@@ -175,22 +176,15 @@ def preparation_metrics(notes: dict) -> dict[str, float]:
     return metrics
 
 
-def cooperative_label(config: ExperimentConfig) -> str:
-    """The cooperative scheme on one line (``oss strategy=F``, ``oss loss=dml``), or ``none``."""
-    coop = config.cooperative
-    if coop is None:
-        return "none"
-    return f"{coop.scenario} " + (f"strategy={coop.strategy}" if coop.strategy else f"loss={coop.loss}")
-
-
 def run_tags(config: ExperimentConfig) -> dict[str, str]:
-    """Tags to filter runs by in the MLflow UI (``tags.cooperative = 'none'`` keeps plain VSE++ apart
-    from DBL's boosted VSE++), and the run's description (``mlflow.note.content``)."""
-    cooperative = cooperative_label(config)
-    scheme = "" if cooperative == "none" else f" under {cooperative}"
-    return {"method": config.method.name, "loss": config.loss.name, "cooperative": cooperative,
+    """Tags to filter runs by in the MLflow UI (each scheme's section on one line, ``none`` when unset:
+    ``tags.<section> = 'none'`` keeps a plain method apart from the same method inside a scheme), and the
+    run's description (``mlflow.note.content``)."""
+    schemes = scheme_labels(config)
+    inside = "".join(f" under {label}" for label in schemes.values() if label != "none")
+    return {"method": config.method.name, "loss": config.loss.name, **schemes,
             "dataset": config.dataset.name, "protocol": config.eval.test_protocol, "seed": str(config.seed),
-            "mlflow.note.content": f"{config.name}: method {config.method.name} (loss {config.loss.name}){scheme} "
+            "mlflow.note.content": f"{config.name}: method {config.method.name} (loss {config.loss.name}){inside} "
                                    f"on {config.dataset.name}, test protocol {config.eval.test_protocol}, "
                                    f"seed {config.seed}, {config.train.epochs} epochs"}
 
