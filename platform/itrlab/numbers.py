@@ -50,34 +50,29 @@ def check_number(name: str, value: object, *, gt: float | None = None, ge: float
 
     ``meaning`` (e.g. "the temperature τ") is added to the message.
     """
-    allowed = describe_bounds(gt, ge, lt, le) + (f" ({meaning})" if meaning else "")
-    if not is_finite_number(value):
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    number = float(value)  # type: ignore[arg-type]
-    if ((gt is not None and not number > gt) or (ge is not None and not number >= ge)
-            or (lt is not None and not number < lt) or (le is not None and not number <= le)):
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    return number
+    try:
+        return _bounded(value, gt, ge, lt, le, meaning)
+    except ValueError as err:
+        raise ValueError(f"{name} {err}, got {value!r}") from None
+
+
+def _bounded(value: object, gt: float | None, ge: float | None, lt: float | None, le: float | None,
+             meaning: str | None) -> float:
+    if is_finite_number(value):
+        number = float(value)  # type: ignore[arg-type]
+        if not ((gt is not None and not number > gt) or (ge is not None and not number >= ge)
+                or (lt is not None and not number < lt) or (le is not None and not number <= le)):
+            return number
+    raise ValueError("must be " + describe_bounds(gt, ge, lt, le) + (f" ({meaning})" if meaning else ""))
 
 
 def number(*, gt: float | None = None, ge: float | None = None, lt: float | None = None, le: float | None = None,
            meaning: str | None = None) -> Any:
-    """The type of a numeric setting: a float checked by :func:`check_number` within the bounds.
+    """The type of a numeric setting: a float checked as :func:`check_number` does, within the bounds.
 
-    For pydantic models and ``validate_call`` signatures; the error it raises says what is allowed and
-    pydantic's location names the setting."""
-    allowed = describe_bounds(gt, ge, lt, le) + (f" ({meaning})" if meaning else "")
-
-    def check(value: object) -> float:
-        if not is_finite_number(value):
-            raise ValueError(f"must be {allowed}")
-        number = float(value)  # type: ignore[arg-type]
-        if ((gt is not None and not number > gt) or (ge is not None and not number >= ge)
-                or (lt is not None and not number < lt) or (le is not None and not number <= le)):
-            raise ValueError(f"must be {allowed}")
-        return number
-
-    return Annotated[float, BeforeValidator(check)]
+    For pydantic models and ``validate_call`` signatures; the error says what is allowed, and pydantic's
+    location names the setting."""
+    return Annotated[float, BeforeValidator(lambda value: _bounded(value, gt, ge, lt, le, meaning))]
 
 
 Flag = Annotated[bool, Strict()]
