@@ -3,7 +3,8 @@
 Seeded random embeddings (5000 images x 25000 captions x 1024-d by default, exact in float32, so both
 must give bit-identical ranks), each implementation timed and its peak memory measured in a fresh
 subprocess (itrlab.bench.ranking). ``--interaction`` benchmarks the cross-attention model's sharded
-ScoreFn against a per-caption loop instead (itrlab.bench.interaction).
+ScoreFn against a per-caption loop instead (itrlab.bench.interaction): the method of the config
+xattn_synthetic_tiny (DBL's cross-attention baseline), its sizes set by the flags below.
 
 Exit status: 0 if ranks and tables are identical (``--interaction``: the two score matrices agree), 1 if
 not; 2 for a bad setting. Targets are printed, not enforced.
@@ -16,7 +17,25 @@ not; 2 for a bad setting. Targets are printed, not enforced.
 
 import sys
 
-from itrlab.bench.eval import main
+from itrlab.bench import eval as bench_eval
+from itrlab.bench.interaction import MethodUnderTest
+
+
+def cross_attention(args) -> MethodUnderTest:
+    """--interaction's method: xattn, its similarity size ``--sim-dim``, λ = 9, the shard budget
+    ``--shard-elements`` (default: the model's, itrlab.models.interaction.DEFAULT_SHARD_ELEMENTS)."""
+    from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS
+
+    if args.shard_elements is None:
+        args.shard_elements = DEFAULT_SHARD_ELEMENTS
+    return MethodUnderTest("xattn_synthetic_tiny", (f"method.sim_dim={args.sim_dim}", "method.attention_lambda=9.0",
+                                                    f"method.shard_elements={args.shard_elements}"),
+                           f"sim_dim={args.sim_dim}, λ=9", args.shard_elements)
+
+
+def main(argv=None) -> int:
+    return bench_eval.main(argv, cross_attention)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,14 +1,14 @@
 """The cross-attention scorer's benchmark (``jobs/bench_eval.py --interaction``): the sharded :data:`ScoreFn`
 of an interaction method against a per-caption loop.
 
-The method is the one of the experiment :data:`EXPERIMENT` (DBL's cross-attention baseline), built through
-the method registry from that config with the benchmark's sizes: seeded encoded features (1000 images x
-5000 captions, small dims by default), the method's sharded :data:`ScoreFn` driven by
-``itrlab.eval.evaluate``, against a per-caption Python loop that scores one caption against all images at
-a time (SCAN's ``xattn_score_t2i`` pattern). Both run in this process, one after the other, after a
-warm-up of each. Exit status: 0 if the two score matrices agree (allclose), 1 if not; whether the
-recall tables are identical is printed (an untrained head scores pairs nearly alike, so rounding can
-swap near-ties).
+The method is the one a :class:`MethodUnderTest` names (an experiment config and the overrides that give
+it the benchmark's sizes; ``jobs/bench_eval.py`` names DBL's cross-attention baseline), built through the
+method registry as a run builds it: seeded encoded features (1000 images x 5000 captions, small dims by
+default), the method's sharded :data:`ScoreFn` driven by ``itrlab.eval.evaluate``, against a per-caption
+Python loop that scores one caption against all images at a time (SCAN's ``xattn_score_t2i`` pattern).
+Both run in this process, one after the other, after a warm-up of each. Exit status: 0 if the two score
+matrices agree (allclose), 1 if not; whether the recall tables are identical is printed (an untrained
+head scores pairs nearly alike, so rounding can swap near-ties).
 """
 
 from __future__ import annotations
@@ -18,9 +18,18 @@ import json
 import os
 import statistics
 import time
+from dataclasses import dataclass
 
-EXPERIMENT = "xattn_synthetic_tiny"  # an interaction method (cross-attention, sharded scoring) on tiny data
-ATTENTION_LAMBDA = 9.0  # λ, the inverse temperature of the attention over regions
+
+@dataclass(frozen=True)
+class MethodUnderTest:
+    """The interaction method the benchmark measures: an experiment config, the overrides of its method's
+    own keys that set the benchmark's sizes, how the data line names them, and the shard budget."""
+
+    experiment: str
+    overrides: tuple[str, ...]
+    note: str  # e.g. "s=32, λ=9", in the data line
+    shard_budget: int  # elements of a shard's largest intermediate, in the data line
 
 
 def interaction_features(n_images: int, cpi: int, regions: int, dim: int, min_words: int, max_words: int,
@@ -46,42 +55,37 @@ def interaction_features(n_images: int, cpi: int, regions: int, dim: int, min_wo
 
 
 
-def interaction_method(dim: int, sim_dim: int, shard_elements: int):
-    """The method of :data:`EXPERIMENT` with ``dim``-d features and embeddings, a ``sim_dim``-d similarity
-    head, λ = 9, the shard budget ``shard_elements``; its text encoder (2 words, 2-d: unused here)
-    built from the registry as a run builds it."""
+def interaction_method(method: MethodUnderTest, dim: int):
+    """The method of ``method.experiment`` with ``dim``-d features and embeddings and its own overrides; its
+    text encoder (2 words, 2-d: unused here) built from the registry as a run builds it."""
     from itrlab.assembly import load_experiment
     from itrlab.methods.context import BuildContext
     from itrlab.methods.registry import METHODS
 
-    config = load_experiment(EXPERIMENT, [f"model.embed_dim={dim}", "model.text.word_dim=2",
-                                          f"method.sim_dim={sim_dim}", f"method.attention_lambda={ATTENTION_LAMBDA}",
-                                          f"method.shard_elements={shard_elements}"])
+    config = load_experiment(method.experiment, [f"model.embed_dim={dim}", "model.text.word_dim=2",
+                                                 *method.overrides])
     return METHODS[config.method.name].from_config(config, BuildContext(feature_dim=dim, vocab_size=2))
 
 
-def interaction_main(args: argparse.Namespace) -> int:
+def interaction_main(args: argparse.Namespace, under_test: MethodUnderTest) -> int:
     """``--interaction``: the sharded ScoreFn against a per-caption loop (see the module doc)."""
     import torch
 
     from itrlab.eval import evaluate, get_protocol
-    from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS
 
     images, dim = args.images, args.dim
     get_protocol(args.protocol).check(images)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.shard_elements is None:
-        args.shard_elements = DEFAULT_SHARD_ELEMENTS
     torch.manual_seed(args.seed)
-    method = interaction_method(dim, args.sim_dim, args.shard_elements)
+    method = interaction_method(under_test, dim)
     model = method.model.eval()
     regions, words, lengths = interaction_features(images, args.cpi, args.regions, dim, args.min_words,
                                                    args.max_words, args.seed)
     n_captions = len(lengths)
     print(f"data: {images} images x {args.regions} regions, {n_captions} captions x {args.min_words}-"
-          f"{args.max_words} words, d={dim}, sim_dim={args.sim_dim}, λ=9, float32; protocol {args.protocol}, "
-          f"chunk {args.chunk} images, shard budget {args.shard_elements} elements; seed {args.seed}")
+          f"{args.max_words} words, d={dim}, {under_test.note}, float32; protocol {args.protocol}, "
+          f"chunk {args.chunk} images, shard budget {under_test.shard_budget} elements; seed {args.seed}")
     load_before = os.getloadavg()[0]
 
     score_fn = method.split_score_fn(regions, words, lengths)
