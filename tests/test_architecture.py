@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "platform" / "itrlab"
 PAPERS = tuple(sorted(p.parent.name for p in (PACKAGE / "methods").glob("*/__init__.py")))  # one folder per paper
 # lowest first: a module may import its own layer and the ones before it
 LAYERS = [
-    {"errors", "numbers", "files", "interrupts", "threads"},
+    {"errors", "numbers", "files", "interrupts", "threads", "gpu_memory"},
     {"losses", "eval"},
     {"data"},
     {"models", "tracking"},
@@ -23,7 +23,7 @@ LAYERS = [
     {"assembly", "extract"},
     {"train"},
     {"sweep"},
-    {"bench", "cli"},
+    {"bench", "cli", "local_cluster"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
@@ -102,7 +102,7 @@ def test_no_module_names_a_papers_package_but_its_own(module):
 
 
 @pytest.mark.parametrize("library, allowed", [("mlflow", {"tracking"}),
-                                               ("ray", {"sweep", "train", "bench", "extract"})])
+                                               ("ray", {"sweep", "train", "bench", "extract", "local_cluster"})])
 def test_only_allowed_packages_import(library, allowed):
     offenders = sorted(m for m, deps in GRAPH.items() if any(d.split(".")[0] == library for d in deps)
                        and top(m) not in allowed)

@@ -335,7 +335,7 @@ def test_every_ray_pod_mounts_the_shared_volume(docs, overlay):
 
 def test_mlflow_and_config_variables_are_the_ones_itrlab_reads(docs, monkeypatch):
     from itrlab.config.loader import CONFIG_DIR_ENV, config_dir
-    from itrlab.tracking.mlflow_tracker import TRACKING_URI_ENV, resolve_tracking_uri
+    from itrlab.tracking import TRACKING_URI_ENV, resolve_tracking_uri
 
     job = find(docs, "RayJob", "itrlab-sweep")["spec"]
     runtime_env = yaml.safe_load(job["runtimeEnvYAML"])["env_vars"]

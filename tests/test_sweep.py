@@ -141,7 +141,7 @@ def test_the_report_the_pivot_and_the_plots_read_in_the_mlflow_ui(variant_sweep,
 
     from servers import BIN, serve
 
-    from itrlab.tracking.mlflow_tracker import ui_hint
+    from itrlab.tracking import ui_hint
 
     workdir, result = variant_sweep
     client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")

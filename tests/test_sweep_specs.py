@@ -109,3 +109,36 @@ def test_a_comparison_names_two_rows_of_the_pivot(compare, says):
     spec = spec.model_copy(update={"table": spec.table.model_copy(update={"compare": compare})})
     with pytest.raises(ConfigError, match=re.escape(says)):
         check_table_rows(spec)
+
+
+@pytest.mark.parametrize("name", ["dbl_tiny", "ascl_generators"])
+def test_grid_trials_take_the_configs_the_driver_checked(name, tmp_path, monkeypatch):
+    """check_config runs once per grid point, in the driver before Ray starts: every point as Tune hands it
+    to a trial (the grid resolved by Tune, named variants included) finds its checked config in the
+    trials' context, after Ray's pickling, equal to what checking it in the trial gives (the sweep's stages
+    folder included); the trial checks nothing again."""
+    from ray import cloudpickle
+    from ray.tune.search.variant_generator import generate_variants
+
+    from itrlab.sweep import trial
+    from itrlab.sweep.runner import param_space, share_stages
+
+    monkeypatch.chdir(tmp_path)
+    spec = load_sweep(name)
+    tree = base_tree(spec, [])
+    tree, checked = share_stages(tree, check_trials(spec, tree), tmp_path / "sweep")
+    assert len(checked) == len(spec.grid_points()) > 1
+    expected = {trial.point_key(point): trial.trial_config(tree, point) for point in spec.grid_points()}
+    context = cloudpickle.loads(cloudpickle.dumps(trial.TrialContext(tree, name, "", "", name, checked=checked)))
+
+    def checked_again(tree):
+        raise AssertionError("a grid trial checked its config again")
+    monkeypatch.setattr(trial, "check_config", checked_again)
+    points = [params for _, params in generate_variants(param_space(spec))]
+    assert len(points) == len(expected)
+    for params in points:
+        config = trial.config_of(context, params)
+        assert config == expected[trial.point_key(params)] and config.output.stages == tmp_path / "sweep" / "stages"
+        assert config is not context.checked[trial.point_key(params)]  # each trial its own copy
+    with pytest.raises(AssertionError, match="checked its config again"):  # a point no grid has: checked there
+        trial.config_of(context, {**points[0], "seed": 12345})

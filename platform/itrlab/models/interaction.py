@@ -45,6 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from itrlab.gpu_memory import free_memory_bytes
 from itrlab.models.encoders import RegionEncoder
 from itrlab.models.pooling import length_mask
 from itrlab.models.text_factory import TextEncoderSpec
@@ -238,8 +239,7 @@ def shard_budget(device: torch.device | str) -> int:
     """
     device = torch.device(device)
     if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        budget = free / 2 / (4 * _LIVE_INTERMEDIATES)
+        budget = free_memory_bytes(device) / 2 / (4 * _LIVE_INTERMEDIATES)
     else:
         cache = _last_level_cache_bytes()
         if cache is None:
