@@ -17,9 +17,8 @@ from itrlab.assembly import stage_configs
 from itrlab.config import ExperimentConfig
 from itrlab.config.loader import config_dir, read_yaml
 from itrlab.config.sweep import SweepSpec, row_key, row_label
-from itrlab.sweep.runner import base_tree
-from itrlab.sweep.trial import trial_config
-from itrlab.train.stages import stage_key
+from itrlab.sweep.points import base_tree, trial_config
+from itrlab.train.stage_identity import stage_key
 from itrlab.train.throughput import lookup, throughput_file, training_shape
 
 

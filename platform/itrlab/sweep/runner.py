@@ -31,8 +31,8 @@ from typing import Any
 import ray
 from ray import tune
 
-from itrlab.config import ExperimentConfig, compose
-from itrlab.assembly import absolute_paths, check_experiment
+from itrlab.config import ExperimentConfig
+from itrlab.assembly import check_experiment
 from itrlab.errors import StorageError, UserInputError, failure_reason, one_line_logs
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
@@ -45,7 +45,8 @@ from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorag
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
-from itrlab.sweep.trial import TrialContext, point_key, trial_config
+from itrlab.sweep.points import base_tree, point_key, trial_config
+from itrlab.sweep.trial import TrialContext
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
 from itrlab.train.experiment import generate_if_synthetic
 
@@ -67,11 +68,6 @@ class SweepResult:
     @property
     def failed(self) -> list[TrialRow]:
         return [row for row in self.rows if row.status == "error"]
-
-
-def base_tree(spec: SweepSpec, overrides: list[str]) -> dict[str, Any]:
-    """The composed base experiment with paths made absolute (trials run in other directories)."""
-    return absolute_paths(compose(spec.experiment, [*spec.overrides, *overrides]))
 
 
 def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> dict[str, ExperimentConfig]:
