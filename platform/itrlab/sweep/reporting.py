@@ -27,7 +27,8 @@ from itrlab.report.paper_report import PaperReport, ReportInputs, build_report
 from itrlab.report.pivot import comparisons, pivot, published_numbers, trial_cost_unit
 from itrlab.report.stats import Comparison
 from itrlab.report.plots import plot_curves, plot_pivot
-from itrlab.report.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
+from itrlab.report.summary import (TrialRow, best_row, objective_value, ranked_table, ranking_note, to_markdown,
+                                   to_text)
 from itrlab.sweep.outcome import RETRIED
 from itrlab.sweep.trial import TRIAL_TAG
 from itrlab.tracking import MlflowTracker
@@ -56,7 +57,7 @@ def test_chance(shape: DataShape | None, protocol: str) -> ChanceLevel | None:
 
 def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, config: ExperimentConfig) -> str | None:
     """Log and print the sweep's results (see the module doc); returns the headline (None without a table)."""
-    title = f"{spec.name}: trials ranked by {spec.objective.mode} {spec.objective.metric}"
+    title = f"{spec.name}: trials {ranking_note(spec)}"
     trials = ranked_table(rows, spec)
     parent.replace_table(trials, "sweep/trials.json")
     print("\n" + to_text({key: column for key, column in trials.items() if key != "reason"}, title))
@@ -145,7 +146,7 @@ def draw_plots(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, gri
     try:
         if grid is not None:
             path = plot_pivot(grid, spec, folder / "pivot_test_rsum.png",
-                              chance=chance.recalls["rsum"] if chance is not None else None)
+                              chance=chance.rsum_band if chance is not None else None)
             if path is not None:
                 plots["test rsum per row"] = path
         keys = spec.table.rows if spec.table is not None else []
