@@ -55,8 +55,11 @@ def test_chance(shape: DataShape | None, protocol: str) -> ChanceLevel | None:
         return None
 
 
-def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, config: ExperimentConfig) -> str | None:
-    """Log and print the sweep's results (see the module doc); returns the headline (None without a table)."""
+def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, config: ExperimentConfig,
+                 invocation_seconds: float | None = None) -> str | None:
+    """Log and print the sweep's results (see the module doc); returns the headline (None without a table).
+    ``invocation_seconds``: this invocation's wall time so far, the one wall time a sweep reports (a resumed
+    sweep's earlier invocations, and the gaps between them, are not in it)."""
     title = f"{spec.name}: trials {ranking_note(spec)}"
     trials = ranked_table(rows, spec)
     parent.replace_table(trials, "sweep/trials.json")
@@ -72,7 +75,8 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
     summary = {"sweep": spec.name, "description": spec.description, "experiment": spec.experiment,
                "grid": spec.grid, "seeds": spec.seeds, "objective": f"{spec.objective.mode} {spec.objective.metric}",
                "dataset": config.dataset.name, "data_shape": shape.to_dict() if shape else None,
-               "test_protocol": protocol, "trial_counts": counts, "trials": trials}
+               "test_protocol": protocol, "trial_counts": counts, "trials": trials, "ranking": ranking_note(spec),
+               "invocation_seconds": round(invocation_seconds, 1) if invocation_seconds is not None else None}
     grid, report, chance, top = None, None, None, None
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, shape, protocol)

@@ -45,6 +45,7 @@ from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorag
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
+from itrlab.sweep.board import BOARD_FOLDER
 from itrlab.sweep.points import base_tree, point_key, trial_config
 from itrlab.sweep.trial import TrialContext
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
@@ -153,6 +154,7 @@ def sweep_lock(sweep_dir: Path, name: str):
 def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bool = False,
               storage: Path = Path("runs/sweeps")) -> SweepResult:
     """Run (or resume) a sweep; every config is validated before Ray or MLflow start."""
+    started = time.monotonic()  # this invocation's wall time runs from here to its report
     overrides = list(overrides or [])
     check_sweep_keys(spec)
     storage = check_writable_dir(storage, "--storage")
@@ -178,7 +180,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
             sweep_dir = new_sweep_dir(storage, spec.name)
             held.enter_context(sweep_lock(sweep_dir, spec.name))
         try:
-            return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state)
+            return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state, started)
         except BaseException:
             if not resume and not (sweep_dir / STATE_FILE).exists():  # stopped before it began: leave no folder
                 shutil.rmtree(sweep_dir, ignore_errors=True)
@@ -186,7 +188,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
 
 
 def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, ExperimentConfig], overrides: list[str],
-                sweep_dir: Path, tracking_uri: str, state: dict[str, Any]) -> SweepResult:
+                sweep_dir: Path, tracking_uri: str, state: dict[str, Any], started: float) -> SweepResult:
     """The sweep's life, its folder locked: its data, Ray, the parent run, the trials, their report."""
     tree, checked = share_stages(tree, checked, sweep_dir)
     first = trial_config(tree, {})
@@ -201,7 +203,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, Experi
         tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=bool(state))
         rows, interrupted = fit_trials(tuner, spec, sweep_dir, started_ray)
         settle_trial_runs(parent, rows)
-        headline = report_sweep(spec, rows, parent, first)
+        headline = report_sweep(spec, rows, parent, first, invocation_seconds=time.monotonic() - started)
     except BaseException as err:
         end_parent_early(parent, err, started_ray)
         raise
@@ -259,6 +261,8 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
     """The Tuner of the trials: restored from the sweep's folder on ``--resume``, else new."""
     from itrlab.sweep.progress import restored_with_console, with_console  # progress line, quiet console
 
+    board = sweep_dir / BOARD_FOLDER  # where each trial notes its phase and step (itrlab.sweep.board)
+
     workers, cpus, gpus = spec.workers
     trainable = tune.with_resources(
         tune.with_parameters(trial_function(workers, cpus, gpus, torch_trainer=spec.trainer == "torch"),
@@ -268,14 +272,14 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
     )
     if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
         tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
-        restored_with_console(tuner, spec)  # Tune brings back the saved RunConfig: this invocation's console
+        restored_with_console(tuner, spec, board=board)  # Tune brings back the saved RunConfig: this invocation's console
         return tuner
     run_config = with_console(tune.RunConfig(
         name="tune", storage_path=str(sweep_dir),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=[NoRetryOnInputError()], stop=StopOnStorageError(),
-    ), spec)
+    ), spec, board=board)
     return tune.Tuner(trainable, param_space=param_space(spec), run_config=run_config,
                       tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
 

@@ -30,6 +30,7 @@ from ray import tune
 from itrlab.config import ExperimentConfig
 from itrlab.errors import StorageError, UserInputError, failure_reason
 from itrlab.config.sweep import VARIANT, label
+from itrlab.sweep.board import BOARD_FOLDER, BoardWriter
 from itrlab.sweep.points import point_key, trial_config
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
@@ -207,6 +208,11 @@ def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tr
                      **result.test.metrics(prefix="test_")})
 
 
+def board_writer(context: TrialContext, trial_id: str) -> list[BoardWriter]:
+    """The callback that notes the trial's phase and step on the sweep's progress board (none without a sweep folder)."""
+    return [BoardWriter(Path(context.sweep_dir) / BOARD_FOLDER, trial_id)] if context.sweep_dir else []
+
+
 def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     """The Tune function trainable."""
     tune_context = tune.get_context()
@@ -224,6 +230,7 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     tracker.default_params = trial_params(params)
     reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric)
     run_name = trial_run_name(params)
-    train_and_report(lambda: run_experiment(config_of(context, params), run_dir, callbacks=[reporter],
+    callbacks = [reporter, *board_writer(context, trial_id)]
+    train_and_report(lambda: run_experiment(config_of(context, params), run_dir, callbacks=callbacks,
                                             tracker=tracker, parent_run_id=context.parent_run_id, run_name=run_name),
                      reporter, tracker, run_name=run_name, parent_run_id=context.parent_run_id)
