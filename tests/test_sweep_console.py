@@ -68,6 +68,8 @@ def test_progress_line_format():
         "1/3 trials done · 0 running · 0 failed · 1 interrupted · took 14 s (this invocation)"
     assert progress_line(3, 3, 0, 0, None, elapsed=125) == \
         "3/3 trials done · 0 running · 0 failed · took 3 min (this invocation)"
+    # every trial ended, Tune not yet done with the sweep: no "ETA 0 s" (a line a loaded machine prints)
+    assert progress_line(3, 3, 0, 0, 0.0) == "3/3 trials done · 0 running · 0 failed · ending"
 
 
 @pytest.mark.parametrize("seconds, shown", [(0, "0 s"), (44.2, "45 s"), (60, "1 min"), (61, "2 min"),

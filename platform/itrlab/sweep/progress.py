@@ -17,8 +17,8 @@ e/E`` or ``testing``. Trials not started are ``queued`` behind the concurrency, 
 Ray starts a worker for them or waits for resources. The ETA (:func:`eta_seconds`) comes from the
 running trials' measured step rates (:meth:`~itrlab.sweep.board.TrialState.seconds_left`) and a whole
 trial's wall time for those not started (the mean of the trials that ended, else the running ones'
-projections); "ETA unknown" until it has a rate, and never 0 while a trial runs or waits. The final
-line's time is this invocation's own.
+projections); "ETA unknown" until it has a rate, and never 0 while a trial runs or waits ("ending"
+once every trial ended, before Tune ends the sweep). The final line's time is this invocation's own.
 
 **Quiet console** (unless ``itrlab sweep -v``, which keeps Ray's full output):
 
@@ -207,6 +207,8 @@ def progress_line(total: int, done: int, running: int, failed: int, eta: float |
                 f"{format_duration(elapsed)} (this invocation)")
     what = f": {', '.join(states)}" if states else ""
     waiting = f" · {pending}" if pending else ""
+    if not running and not pending:  # every trial ended; Tune has yet to end the sweep (not "ETA 0 s")
+        return f"{done}/{total} trials done · 0 running · {failed} failed · ending"
     return (f"{done}/{total} trials done · {running} running{what}{waiting} · {failed} failed · "
             f"ETA {'unknown' if eta is None else format_duration(eta)}")
 
