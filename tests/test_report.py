@@ -156,7 +156,8 @@ def test_one_seed_says_it_has_no_interval_and_each_metric_has_one_format():
                                                     1, []))
     assert report.notes[0].startswith("Cells: one run per row (seed 0): no interval") and "±" not in report.notes[0]
     assert not any("±" in cell for row in report.rows for cell in row)
-    assert f"reaches {level.rsum_high:.1f}" in report.notes[1] and "interval" not in report.notes[1]
+    assert f"rsum is at or below {level.rsum_high:.1f}, inside that band" in report.notes[1]
+    assert "interval" not in report.notes[1]
     # one format per metric, wherever it is shown: the report, the trials table, the results page
     assert fmt_cell(0.000353123, "test_md") == number(0.000353123, "md") == "0.000353"
     assert fmt_cell(75.6333, "test_rsum") == fmt_cell(75.6333, "rsum") == number(75.6333, "test_rsum") == "75.6"

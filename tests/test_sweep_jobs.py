@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -118,12 +119,16 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
                              start_new_session=True)  # its processes in a group of their own (stop_ray_head)
     assert started.returncode == 0, started.stdout + started.stderr
     try:
-        runtime_env = f'{{"env_vars": {{"MLFLOW_TRACKING_URI": "sqlite:///{tmp_path / "mlflow.db"}"}}}}'
-        submitted = subprocess.run(
-            [str(BIN / "ray"), "job", "submit", "--address", f"http://127.0.0.1:{dashboard}", "--working-dir", str(REPO),
-             "--runtime-env-json", runtime_env, "--", "python", "jobs/sweep_dbl.py", "--preset", "tiny",
-             "--storage", str(tmp_path / "sweeps")],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+        # the line the dry run prints, as a user copies it (in the repository), with this head's address
+        dry = subprocess.run([sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--preset", "tiny", "--dry-run",
+                              "--storage", str(tmp_path / "sweeps")], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        words = shlex.split(dry.stdout.split("on a Ray cluster", 1)[1].split("\n", 1)[1].replace("\\\n", " "))
+        assert words[:3] == ["RAY_AUTH_MODE=token", "ray", "job"], words  # the token: Ray 2.60 requires it
+        command = [str(BIN / "ray"), *words[2:]]
+        command[command.index("--address") + 1] = f"http://127.0.0.1:{dashboard}"
+        submitted = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
         assert submitted.returncode == 0, submitted.stdout[-4000:] + submitted.stderr[-2000:]
         assert "succeeded" in submitted.stdout + submitted.stderr
         # without RAY_ADDRESS a sweep starts a Ray of its own, even beside this machine's `ray start` cluster

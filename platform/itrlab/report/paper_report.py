@@ -99,7 +99,7 @@ thead th {{ border-bottom: 2px solid #444; }}
 tr.baseline td {{ font-weight: 600; }}
 tr.published td, tr.chance td {{ font-style: italic; color: #555; }}
 p.headline {{ font-size: 1.05em; font-weight: 600; }}
-figure {{ display: inline-block; margin: 1em 1em 0 0; }} img {{ max-width: 640px; }}
+figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{ max-width: min(640px, 100%); }}
 </style></head><body>
 <h1>{esc(self.title)}</h1>
 <ul>{"".join(f"<li>{esc(item)}</li>" for item in self.provenance)}</ul>
@@ -182,7 +182,8 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
         low, high = inputs.chance.rsum_band
         notes.append(f"Chance: {inputs.chance.description}; a random model's rsum falls in {low:.1f}-{high:.1f} "
                      f"95% of the time (the plot's grey band); a row is 'at chance' when its rsum "
-                     f"{'interval (its mean, with one seed)' if _any_interval(table) else 'mean'} reaches {high:.1f}.")
+                     f"{'interval starts (its mean, with one seed)' if _any_interval(table) else 'is'} at or below "
+                     f"{high:.1f}, inside that band.")
     if inputs.comparisons:
         notes.append("Other differences, with Welch's 95% interval: " + "; ".join(
             _comparison(c, grid_seeds) for c in inputs.comparisons) + ".")

@@ -72,7 +72,8 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
     if summary.get("description"):
         lines += [summary["description"].strip(), ""]
     provenance = [
-        f"- MLflow: parent run `{run['run_id']}` ({run.get('status', '?')}) in experiment `{run.get('experiment', '?')}`",
+        f"- MLflow: parent run `{run['run_id']}` ({run.get('status', '?')}) in experiment `{run.get('experiment', '?')}`"
+        + (f"; its trials, one row each: `<MLflow UI>{summary['runs_table']}`" if summary.get("runs_table") else ""),
         f"- experiment `{summary['experiment']}`, objective {summary['objective']}, seeds {summary['seeds']}",
         f"- data: `{summary.get('dataset') or '?'}`{_shape(summary)}, test protocol `{summary.get('test_protocol') or '?'}`",
         f"- trials: {total} ({', '.join(f'{v} {k}' for k, v in counts.items() if v)})",

@@ -10,8 +10,10 @@ trial asks for, an estimate of the cost from the throughput measured on this mac
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from itrlab.assembly import stage_configs
 from itrlab.config import ExperimentConfig
@@ -19,7 +21,10 @@ from itrlab.config.loader import config_dir, read_yaml
 from itrlab.config.sweep import SweepSpec, row_key, row_label
 from itrlab.sweep.points import base_tree, trial_config
 from itrlab.train.stage_identity import stage_key
+from itrlab.tracking.store import TRACKING_URI_ENV, resolve_tracking_uri
 from itrlab.train.throughput import lookup, throughput_file, training_shape
+
+RAY_DASHBOARD = "http://127.0.0.1:8265"  # a head on this machine (docs/sweeps.md); elsewhere, its dashboard address
 
 
 def schedule(config: ExperimentConfig) -> str:
@@ -132,11 +137,21 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
             print(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
                   f"lr {r['lr']}; used by {', '.join(entry['rows'])}")
     print("\n" + estimate(configs, [entry["config"] for entry in stages.values()], spec))
-    print("\non a cluster (RAY_ADDRESS set, or through the job API):")
-    flags = [*(["--preset", args.preset] if args.preset else ["--sweep", args.sweep]),
-             *(["--profile", spec.profile] if spec.profile else [])]
-    print(f"  ray job submit --working-dir . -- python jobs/sweep.py {shlex.join([*flags, *args.overrides])}")
+    print("\non a Ray cluster, with its token (docs/sweeps.md#running-on-a-ray-cluster; your head's dashboard address):")
+    print(submit_command(spec, args))
     return 0
+
+
+def submit_command(spec: SweepSpec, args: argparse.Namespace) -> str:
+    """The ``ray job submit`` line of this sweep as docs/sweeps.md gives it: the cluster's token, an absolute
+    MLflow store and storage folder (the job runs in a copy of the working folder, without runs/ or mlflow.db)."""
+    flags = [*(["--preset", args.preset] if args.preset else ["--sweep", args.sweep]),
+             *(["--profile", spec.profile] if spec.profile else []),
+             "--storage", str(Path(args.storage).absolute()), *args.overrides]
+    runtime = json.dumps({"env_vars": {TRACKING_URI_ENV: resolve_tracking_uri()}})
+    return (f"  RAY_AUTH_MODE=token ray job submit --address {RAY_DASHBOARD} --working-dir . \\\n"
+            f"      --runtime-env-json {shlex.quote(runtime)} \\\n"
+            f"      -- python jobs/sweep.py {shlex.join(flags)}")
 
 
 @dataclass(frozen=True)

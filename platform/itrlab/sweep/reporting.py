@@ -30,8 +30,10 @@ from itrlab.report.plots import plot_curves, plot_pivot
 from itrlab.report.summary import (TrialRow, best_row, objective_value, ranked_table, ranking_note, to_markdown,
                                    to_text)
 from itrlab.sweep.outcome import RETRIED
+from itrlab.sweep.runs_table import trials_view_id
 from itrlab.sweep.trial import TRIAL_TAG
 from itrlab.tracking import MlflowTracker
+from itrlab.tracking.store import ui_link
 
 STATUSES = ("finished", "diverged", "stopped", "error", "interrupted", "not started")
 
@@ -76,7 +78,9 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
                "grid": spec.grid, "seeds": spec.seeds, "objective": f"{spec.objective.mode} {spec.objective.metric}",
                "dataset": config.dataset.name, "data_shape": shape.to_dict() if shape else None,
                "test_protocol": protocol, "trial_counts": counts, "trials": trials, "ranking": ranking_note(spec),
-               "invocation_seconds": round(invocation_seconds, 1) if invocation_seconds is not None else None}
+               "invocation_seconds": round(invocation_seconds, 1) if invocation_seconds is not None else None,
+               # the trials in MLflow's runs table (itrlab.sweep.runs_table), under the UI's address
+               "runs_table": ui_link("", parent.experiment_id, view=trials_view_id(parent.run_id))}
     grid, report, chance, top = None, None, None, None
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, shape, protocol)
@@ -97,6 +101,8 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
         markdown = to_markdown(trials, title)
         if report is not None:
             parent.set_tags(top.tags())
+            parent.describe(f"**{top.text}**\n\nThe report: Artifacts, sweep/report.html (the same as sweep/report.md, "
+                            f"with the plots). The trials, {ranking_note(spec)}: sweep/trials.json.")
             parent.log_final_metrics(top.metrics)
             parent.log_text(report.html(plots), "sweep/report.html")
             parent.log_text(report.markdown({caption: f"plots/{path.name}" for caption, path in plots.items()}),

@@ -47,6 +47,7 @@ from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.board import BOARD_FOLDER
 from itrlab.sweep.points import base_tree, point_key, trial_config
+from itrlab.sweep.runs_table import save_trials_view
 from itrlab.sweep.trial import TrialContext
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
 from itrlab.train.experiment import generate_if_synthetic
@@ -195,6 +196,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, Experi
     generate_if_synthetic(first)  # once, before trials share it
     started_ray = start_ray(spec, tracking_uri)
     parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state)
+    view = save_trials_view(spec, parent, sweep_dir.name)  # what the printed link opens: the trials, one row each
     print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
     try:
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
@@ -207,7 +209,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, Experi
     except BaseException as err:
         end_parent_early(parent, err, started_ray)
         raise
-    return end_parent(spec, parent, rows, interrupted, sweep_dir, headline)
+    return end_parent(spec, parent, rows, interrupted, sweep_dir, headline, view)
 
 
 def share_stages(tree: dict[str, Any], checked: dict[str, ExperimentConfig],
@@ -318,8 +320,9 @@ def end_parent_early(parent: MlflowTracker, err: BaseException, started_ray: boo
 
 
 def end_parent(spec: SweepSpec, parent: MlflowTracker, rows: list[TrialRow], interrupted: bool, sweep_dir: Path,
-               headline: str | None) -> SweepResult:
-    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result."""
+               headline: str | None, view: str | None = None) -> SweepResult:
+    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result
+    (its link: the saved view ``view`` of the trials in the runs table)."""
     best = best_row(rows, spec.objective.metric, spec.objective.mode)
     if interrupted:
         status, reason = "KILLED", f"{interruption()[0]}; --resume continues the sweep"
@@ -332,7 +335,7 @@ def end_parent(spec: SweepSpec, parent: MlflowTracker, rows: list[TrialRow], int
     else:  # a resumed sweep that finishes no longer carries the reason it stopped before
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)
-    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status, headline)
+    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(view), interrupted, status, headline)
 
 
 # Tune's storage-sync errors repeat the same OSError with a traceback at every attempt; the sweep ends
