@@ -140,7 +140,8 @@ def test_trial_asking_more_cpus_than_the_machine_has_is_refused_up_front(tmp_pat
     ({"table": {"rows": ["cooperative.strategy"], "paper": "dbl_tabel4"}}, "did you mean 'dbl_table4'"),
     ({"table": {"rows": ["cooperative.strategi"]}}, "'table.rows': got 'cooperative.strategi'"),
     ({"table": {"rows": ["cooperative.strategy"], "columns": ["test_rsun"]}}, "did you mean 'test_rsum'"),
-], ids=["objective.metric", "table.paper", "table.rows", "table.columns"])
+    ({"table": {"rows": ["cooperative.strategy"], "anchors": "flickr8"}}, "'sweep.yaml: table.anchors': got 'flickr8'"),
+], ids=["objective.metric", "table.paper", "table.rows", "table.columns", "table.anchors"])
 def test_sweep_keys_that_name_nothing_exit_2_before_ray(tmp_path, monkeypatch, capsys, fields, fragment):
     from itrlab.cli import main
 

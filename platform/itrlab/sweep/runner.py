@@ -43,6 +43,7 @@ from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorag
                                   kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
+from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.trial import TrialContext, point_key, trial_config
@@ -159,6 +160,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
     """Run (or resume) a sweep; every config is validated before Ray or MLflow start."""
     overrides = list(overrides or [])
     check_sweep_keys(spec)
+    check_published(spec)
     storage = check_writable_dir(storage, "--storage")
     state: dict[str, Any] = {}
     if resume:
