@@ -1,6 +1,7 @@
 """``--list``: every preset with what it reproduces (paper, table or figure), its trial count, its
-profiles and the time it would take here, estimated as ``--dry-run`` does (from the throughput
-``jobs/bench_train.py`` measured on this machine; "not measured" when it never measured a shape).
+profiles and the time it would take here, as ``--dry-run`` works it out (from the throughput
+``jobs/bench_train.py`` measured on this machine, else estimated from the FLOPs of one step on a nominal
+device, marked "(est.)": :mod:`itrlab.sweep.cost`).
 
 A preset's title is its file's first comment line (``# CODER Table 2: components added ...``): the
 words before the colon name what it reproduces, the rest what it varies.
@@ -45,23 +46,23 @@ def title_of(path: Path, width: int = 72) -> tuple[str, str]:
     return reproduces or "-", sentence if len(sentence) <= width else sentence[:width - 1].rstrip() + "…"
 
 
-def time_here(seconds: float | None) -> str:
+def time_here(seconds: float | None, estimated: bool = False) -> str:
+    """``12 min``, ``3.4 h``; ``~12 min (est.)`` when estimated from counted FLOPs (itrlab.sweep.cost)."""
     if seconds is None:
-        return "not measured"
-    if seconds < 3600:
-        return f"{max(1, round(seconds / 60))} min"
-    return f"{seconds / 3600:.1f} h"
+        return "unknown"
+    text = f"{max(1, round(seconds / 60))} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+    return f"~{text} (est.)" if estimated else text
 
 
 def preset_entry(preset: str, path: Path) -> PresetEntry:
     """One preset's line, under its default profile (the budget miniature) and its own resources."""
     spec = load_sweep(path)
     _, configs = trial_configs(spec, [])
-    estimate = training_seconds(configs, shared_stages(configs), spec)
-    wall = estimate.seconds / max(1, spec.concurrency) if estimate.complete else None
+    cost = training_seconds(configs, shared_stages(configs), spec)
+    wall = cost.seconds / max(1, spec.concurrency) if cost.complete else None
     profiles = ", ".join(read_yaml(path, "sweep").get("profiles") or {}) or "-"
     reproduces, varies = title_of(path)
-    return PresetEntry(preset, reproduces, varies, spec.trial_count, profiles, time_here(wall))
+    return PresetEntry(preset, reproduces, varies, spec.trial_count, profiles, time_here(wall, bool(cost.estimated)))
 
 
 def list_presets(presets: dict[str, str]) -> str:
@@ -75,6 +76,7 @@ def list_presets(presets: dict[str, str]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
     return "\n".join(line.rstrip() for line in lines) + (
-        "\n\ntime here: training time of the default profile on this machine at the preset's concurrency, from the "
-        "throughput jobs/bench_train.py measured here (evaluation not counted); 'not measured' until it has "
-        "measured that shape.\nrun one: python jobs/sweep.py --preset NAME [--profile paper] [--dry-run]")
+        "\n\ntime here: training time of the default profile on this machine at the preset's concurrency (evaluation "
+        "not counted), from the throughput jobs/bench_train.py measured here, or '~... (est.)': estimated, not "
+        "measured, from the FLOPs of one step on a nominal device (--dry-run says how).\nrun one: python "
+        "jobs/sweep.py --preset NAME [--profile paper] [--dry-run]")

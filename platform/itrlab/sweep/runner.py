@@ -38,6 +38,8 @@ from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
+from itrlab.sweep.group_trial import run_group_trial
+from itrlab.sweep.groups import group_param_space, sweep_groups
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError,
                                   kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
@@ -183,6 +185,8 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
         overrides = state["overrides"]
     tree = base_tree(spec, overrides)
     check_trials(spec, tree)
+    if spec.group > 1:  # its groups, checked before Ray (itrlab.sweep.groups)
+        sweep_groups(spec, tree)
     check_table_rows(spec)
     check_local_resources(spec)
     tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
@@ -234,9 +238,10 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
                                sweep_dir=str(sweep_dir), metric=spec.objective.metric,
                                source=tuple({**source_tags(), **profile_tags(spec)}.items()))
+        groups = sweep_groups(spec, tree) if spec.group > 1 else None  # one Tune trial per group
+        function = run_group_trial if groups else trial_function(workers, cpus, gpus, torch_trainer=spec.trainer == "torch")
         trainable = tune.with_resources(
-            tune.with_parameters(trial_function(workers, cpus, gpus,
-                                                torch_trainer=spec.trainer == "torch"), context=context),
+            tune.with_parameters(function, context=context),
             # a TorchTrainer trial's own process only waits on its workers, which hold the resources
             {"cpu": cpus, "gpu": gpus} if in_process else {"cpu": 0.1},
         )
@@ -245,15 +250,16 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
 
         if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
             tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
-            restored_with_console(tuner, spec)  # Tune brings back the saved RunConfig: this invocation's console
+            restored_with_console(tuner, spec, total=len(groups or []))  # Tune brings back the saved RunConfig
         else:
             run_config = with_console(tune.RunConfig(
                 name="tune", storage_path=str(sweep_dir),
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
                 callbacks=[NoRetryOnInputError()], stop=StopOnStorageError(),
-            ), spec)
-            tuner = tune.Tuner(trainable, param_space=param_space(spec), run_config=run_config,
+            ), spec, total=len(groups or []))
+            tuner = tune.Tuner(trainable, param_space=group_param_space(groups) if groups else param_space(spec),
+                               run_config=run_config,
                                tune_config=tune_config(spec, first.train.epochs, reuse_actors=in_process))
         with SigintWatch() as sigint:
             results = fit_checking_storage(tuner, sweep_dir)

@@ -231,6 +231,7 @@ class StartedRun:
     stage_cost: float  # seconds of its stages beyond those spent here (a stage counts in full)
     started: float  # perf_counter when building the method began
     world_size: int = 1
+    device_share: float = 1.0  # of the devices it trains on: 1 / G for a member of a group of G
 
 
 def start_run(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
@@ -295,7 +296,7 @@ def finish_run(run: StartedRun) -> RunResult:
         stage_metrics = {"stage_seconds": sum(stage.seconds for stage in run.stages.values())} if run.stages else {}
         tracker.log_final_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum,
                                    "train_seconds": seconds, **stage_metrics,
-                                   **device_hours(trainer.device, run.world_size, seconds)})
+                                   **device_hours(trainer.device, run.world_size, seconds * run.device_share)})
     return RunResult(run.run_dir, test, state.best_epoch, state.best_rsum, run.run_id,
                      tracker.ui_hint() if tracker is not None else None, seconds)
 

@@ -75,6 +75,8 @@ def run_group(configs: Sequence[ExperimentConfig], run_dirs: Sequence[Path], *,
             endings[k].__enter__()
             if runs[k].trainer.resumed_from_epoch:
                 print(f"resuming {run_dirs[k]} after epoch {runs[k].trainer.resumed_from_epoch}", flush=True)
+        for run in runs.values():  # the members share the devices: each costs its share
+            run.device_share = 1.0 / len(runs)
         if runs:
             members = GroupedTrainer([run.trainer for run in runs.values()], on_epoch_end).fit()
             for k, member in zip(runs, members):
