@@ -127,6 +127,9 @@ class GroupedTrainer:
                 classes[key] = StepClass(make_batchable(copy.deepcopy(member.trainer.method)).train())
             classes[key].members.append(member)
         self.classes = list(classes.values())
+        every = 1 if self.device.type != "cuda" else CUDA_READ_EVERY
+        for member in self.members:  # train_epoch starts a fresh one per epoch
+            member.log = _StepLog(0, every)
         self._stack()
 
     # ------------------------------------------------------------------ stacking

@@ -25,11 +25,15 @@ def throughput_file() -> Path:
 
 
 def training_shape(config: ExperimentConfig, regions: int, feature_dim: int) -> str:
-    """``convse 36x2048 embed1024 bigru300 batch256 fp32``: what decides a training step's cost."""
+    """``convse 36x2048 embed1024 bigru300 batch256 fp32``: what decides a training step's cost; a
+    cooperative scheme with a loss adds its branches (``xattn ... fp32 oss x2``: DBL's rows B-I train two
+    models, its row A one)."""
     text = config.model.text
     encoder = f"{text.encoder}{text.word_dim}" if text.encoder == "bigru" else f"{text.encoder}:{text.bert_path}"
+    coop = config.cooperative
+    scheme = f" {coop.scenario} x{coop.branches}" if coop is not None and coop.strategy != "A" else ""
     return (f"{config.method.name} {regions}x{feature_dim} embed{config.model.embed_dim} {encoder} "
-            f"batch{config.train.batch_size} {config.train.precision}")
+            f"batch{config.train.batch_size} {config.train.precision}{scheme}")
 
 
 @dataclass(frozen=True)
