@@ -35,7 +35,7 @@ from ray import tune
 from itrlab.errors import StorageError, UserInputError, failure_reason
 from itrlab.report.summary import TrialRow
 from itrlab.sweep.groups import GROUP
-from itrlab.sweep.trial import (STORAGE_ERROR, TrialContext, node_tags, record_failure, restore_run_dir,
+from itrlab.sweep.trial import (STORAGE_ERROR, TrialContext, node_tags, record_failure, restored_trial_folder,
                                 reuse_child_run, trial_config, trial_params, trial_run_name, trial_tags)
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError
@@ -74,11 +74,7 @@ def _report(states: list[MemberState], metric: str, **extra: Any) -> dict[str, A
 
 def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
     """The Tune function trainable of one group (see the module doc)."""
-    tune_context = tune.get_context()
-    trial_id = tune_context.get_trial_id()
-    group_dir = Path(tune_context.get_trial_dir()) / "group"
-    group_dir.mkdir(parents=True, exist_ok=True)
-    restore_run_dir(group_dir, tune.get_checkpoint())
+    trial_id, group_dir = restored_trial_folder("group")
     # Tune keeps the trial's checkpoints in the sweep's storage: <trial>/checkpoint_*/m<k> per member
     stored = str(Path(context.sweep_dir) / "tune" / group_dir.parent.name) if context.sweep_dir else None
     points = params[GROUP]["members"]
