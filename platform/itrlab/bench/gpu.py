@@ -61,8 +61,8 @@ class Budget:
 class Check:
     device: torch.device
     quick: bool
-    root: Path
-    out: Path
+    root: Path  # the synthetic data
+    out: Path | None  # --out: everything here; None: the page to docs/results/, records to the throughput record
     lines: list[str] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
     records: list[tuple[str, float]] = field(default_factory=list)  # (shape, pairs/s) for throughput.jsonl
@@ -338,18 +338,19 @@ def _pct(value: float | None) -> str:
 
 def run_check(device: torch.device, out: Path | None, quick: bool = False, budget: float = 450.0,
               sections: list[str] | None = None) -> Path:
-    """Run the sections within ``budget`` seconds; returns the page written."""
+    """Run the sections within ``budget`` seconds; returns the page. The page, the figures and the
+    records are written after every section: a check stopped midway leaves what it measured."""
     from itrlab.config.checks import synthetic_spec_of
     from itrlab.data import generate_synthetic
     from itrlab.train.device import describe
-    from itrlab.train.throughput import record, throughput_file
 
     clock = Budget(budget)
     date = time.strftime("%Y-%m-%d")
     page_dir = out or Path("docs/results")
     page_dir.mkdir(parents=True, exist_ok=True)
+    page = page_dir / f"{date}-gpu-check.md"
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
-        check = Check(device, quick, Path(tmp) / "paper_shape", page_dir)
+        check = Check(device, quick, Path(tmp) / "paper_shape", out)
         check.say(f"# GPU check, {date}\n")
         check.say(f"Device: {describe(device)}; torch {torch.__version__}; "
                   f"{'quick (small sizes)' if quick else 'the papers dimensions'}; budget {budget:.0f} s. "
@@ -357,23 +358,33 @@ def run_check(device: torch.device, out: Path | None, quick: bool = False, budge
                   f"generated here. Written by `jobs/bench_gpu.py` (itrlab.bench.gpu).")
         generate_synthetic(check.root, synthetic_spec_of(preset_config(check, "convse_table3", 0)))
         names = sections or list(SECTIONS)
+        written = 0
         for i, name in enumerate(names):
             seconds = clock.section(name, names[i:])
             started = time.perf_counter()
             _guarded(check, name, lambda: SECTIONS[name](check, seconds))
             check.results.setdefault("seconds", {})[name] = time.perf_counter() - started
+            written = _write(check, page, date, written)
         check.say(f"\nTook {time.perf_counter() - clock.started:.0f} s. Busy: the GPU's utilisation sampled by NVML "
                   f"(or nvidia-smi) while timed; on a CPU, process CPU time over wall time x threads.")
-    page = page_dir / f"{date}-gpu-check.md"
-    page.write_text("\n".join(check.lines) + "\n", encoding="utf-8")
-    records = (out / "throughput.jsonl") if out else throughput_file()
-    for shape, pairs in check.records:
-        record(describe(device), shape, pairs, records)
-    if out:
-        (out / "gpu-check.json").write_text(json.dumps({"device": describe(device), "date": date, "quick": quick,
-                                                        **check.results}, indent=2, default=str))
-    print(f"bench_gpu: wrote {page} and {len(check.records)} throughput records to {records}", flush=True)
+        _write(check, page, date, written)
+    print(f"bench_gpu: wrote {page} and {len(check.records)} throughput records", flush=True)
     return page
+
+
+def _write(check: Check, page: Path, date: str, written: int) -> int:
+    """The page and (with --out) the figures as they stand; the throughput records not written yet."""
+    from itrlab.train.device import describe
+    from itrlab.train.throughput import record, throughput_file
+
+    page.write_text("\n".join(check.lines) + "\n", encoding="utf-8")
+    out = check.out
+    if out:
+        (out / "gpu-check.json").write_text(json.dumps({"device": describe(check.device), "date": date,
+                                                        "quick": check.quick, **check.results}, indent=2, default=str))
+    for shape, pairs in check.records[written:]:
+        record(describe(check.device), shape, pairs, (out / "throughput.jsonl") if out else throughput_file())
+    return len(check.records)
 
 
 def bench_gpu_cli(argv: list[str] | None = None) -> int:

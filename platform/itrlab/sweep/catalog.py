@@ -26,6 +26,7 @@ class PresetEntry:
     trials: int
     profiles: str
     time_here: str
+    device_hours: str  # the training's CPU- or GPU-hours (the same measured or estimated figures)
 
 
 PAPERS = ("DBL", "CODER", "ConVSE", "AsCL")
@@ -62,7 +63,11 @@ def preset_entry(preset: str, path: Path) -> PresetEntry:
     wall = cost.seconds / max(1, spec.concurrency) if cost.complete else None
     profiles = ", ".join(read_yaml(path, "sweep").get("profiles") or {}) or "-"
     reproduces, varies = title_of(path)
-    return PresetEntry(preset, reproduces, varies, spec.trial_count, profiles, time_here(wall, bool(cost.estimated)))
+    workers, cpus, gpus = spec.workers
+    unit, devices = ("GPU", gpus * workers) if gpus else ("CPU", cpus * workers)
+    hours = f"{cost.seconds * devices / 3600:.2g} {unit}-h" if cost.complete else "unknown"
+    return PresetEntry(preset, reproduces, varies, spec.trial_count, profiles, time_here(wall, bool(cost.estimated)),
+                       hours)
 
 
 def list_presets(presets: dict[str, str]) -> str:
@@ -71,12 +76,14 @@ def list_presets(presets: dict[str, str]) -> str:
     for name, stem in presets.items():
         aliases.setdefault(stem, []).append(name)
     entries = [preset_entry(" / ".join(names), resolve_sweep_path(stem)) for stem, names in aliases.items()]
-    header = ("preset", "reproduces", "trials", "profiles", "time here", "varies")
-    rows = [header, *((e.preset, e.reproduces, str(e.trials), e.profiles, e.time_here, e.varies) for e in entries)]
+    header = ("preset", "reproduces", "trials", "profiles", "time here", "device-hours", "varies")
+    rows = [header, *((e.preset, e.reproduces, str(e.trials), e.profiles, e.time_here, e.device_hours, e.varies)
+                      for e in entries)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
     return "\n".join(line.rstrip() for line in lines) + (
         "\n\ntime here: training time of the default profile on this machine at the preset's concurrency (evaluation "
-        "not counted), from the throughput jobs/bench_train.py measured here, or '~... (est.)': estimated, not "
-        "measured, from the FLOPs of one step on a nominal device (--dry-run says how).\nrun one: python "
+        "not counted), and its device-hours (wall time x the CPUs or GPUs a trial holds), from the throughput "
+        "measured here (jobs/bench_train.py, jobs/bench_group.py, jobs/bench_gpu.py), or '~... (est.)': estimated, "
+        "not measured, from the FLOPs of one step on a nominal device (--dry-run says how).\nrun one: python "
         "jobs/sweep.py --preset NAME [--profile paper] [--dry-run]")
