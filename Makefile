@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # session, on one process
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup test train bench-eval clean
+.PHONY: setup test train bench-eval gpu-check clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "itrlab needs Python >= 3.11; set PYTHON=python3.11")'
@@ -32,6 +32,14 @@ train: setup
 
 bench-eval: setup
 	$(PY) jobs/bench_eval.py
+
+# The GPU check (jobs/bench_gpu.py, docs/speed.md#the-gpu-check): on a machine without a package index,
+# with the packages of .gpu/ (docs/speed.md says how to make it); else with this checkout's venv (make setup).
+# GPU_CHECK_ARGS: e.g. --out /tmp/check --budget 300
+GPU_CHECK_ARGS ?=
+gpu-check:
+	@if [ -f .gpu/gpu_env.sh ]; then . .gpu/gpu_env.sh && python3 jobs/bench_gpu.py $(GPU_CHECK_ARGS); \
+	else $(PY) jobs/bench_gpu.py $(GPU_CHECK_ARGS); fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache runs data mlflow.db

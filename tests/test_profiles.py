@@ -23,7 +23,7 @@ def dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
            "ITRLAB_CONFIG_DIR": str(REPO / "configs"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
            "ITRLAB_THROUGHPUT": str(tmp_path / "throughput.jsonl")}
     return subprocess.run([sys.executable, str(REPO / "jobs" / "sweep.py"), *args], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path, env=env)
+                          timeout=600, cwd=tmp_path, env=env)
 
 
 def test_values_fill_the_file_and_every_profile_must_define_them():
@@ -84,11 +84,13 @@ def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
     assert all(part in convse for part in ("0,1,2", "256", " 30 ", "2e-05 fixed", "1024", "tau=0.1", "base"))
     assert "stages: 3, each trained once" in out
     assert out.count("used by ConVSE, ConVSE++") == 3  # one base per seed, not one per trial
-    assert "cost: no estimate" in out and "bench_train" in out
+    # nothing measured here: estimated from the FLOPs of one step, at G = 1 and at the profile's group of 3
+    assert "G = 1 (one trial per process): about" in out and "G = 3 (group: 3" in out and "GPU-hours" in out
+    assert "estimated, not measured" in out and "bench_gpu" in out
     assert "ray job submit --working-dir . -- python jobs/sweep.py --preset convse-table3 --profile paper " \
            "dataset.root=/data/f30k_precomp" in out
-    # no MLflow store, no runs folder, no data (HOME's caches aside)
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
+    # no MLflow store, no runs folder, no data (HOME's caches and the step counts beside the throughput record aside)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["step_counts.json"]
     coder = dry_run(tmp_path, "--preset", "coder-table2", "--profile", "paper", "--dry-run",
                     "dataset.root=/data/f30k_precomp")
     assert coder.returncode == 0, coder.stderr
@@ -115,9 +117,10 @@ def test_a_measured_throughput_gives_an_estimate(tmp_path):
         record("cpu (2 threads)", shape, 2500.0, tmp_path / "throughput.jsonl")
     done = dry_run(tmp_path, "--preset", "convse-table3", "--dry-run", f"dataset.root={tmp_path / 'data'}")
     assert done.returncode == 0, done.stderr
-    line = next(line for line in done.stdout.splitlines() if line.startswith("cost:"))
-    # 15 trials and 3 stages of 10 epochs x 25,000 pairs at 2,500 pairs/s: 18 x 100 s
-    assert "about 0.50 CPU-worker-hours" in line and "cpu (2 threads)" in line, line
+    line = next(line for line in done.stdout.splitlines() if line.strip().startswith("G = 1"))
+    # 15 trials and 3 stages of 10 epochs x 25,000 pairs at 2,500 pairs/s: 18 x 100 s, 2 CPUs each
+    assert "about 0.50 h of wall time, 1.00 CPU-hours" in line and "measured on cpu (2 threads)" in line, line
+    assert "estimated" not in line
 
 
 @pytest.mark.parametrize("args, says", [

@@ -169,6 +169,9 @@ class SweepSpec(Section):
     # torch: always a TorchTrainer (DDP) inside the trial
     trainer: Literal["auto", "torch"] = "auto"
     max_failures: int = Field(1, ge=0)
+    # trials of one model shape trained together in one process as one batched model, G per Ray trial
+    # (itrlab.sweep.groups); 1: one trial per training run
+    group: int = Field(1, ge=1)
     asha: AshaSpec | None = None
     table: TableSpec | None = None
     # the profile this spec was read under (itrlab.config.profiles) and how it deviates from the paper

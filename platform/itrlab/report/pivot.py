@@ -120,7 +120,9 @@ def pivot(rows: list[TrialRow], spec: SweepSpec, shape: DataShape | None = None,
     cost_column, per_trial = trial_cost_unit(spec)
     seconds = [_values(groups[group], "run_seconds") for group in keys]
     table["wall_s_mean"] = [mean_interval(values).value if values else None for values in seconds]
-    table[cost_column] = [sum(values) * per_trial / 3600 if values else None for values in seconds]
+    # a member of a group (itrlab.sweep.groups) holds its trial's devices with the others: its share
+    shares = [_values(groups[group], "cost_seconds") or values for group, values in zip(keys, seconds)]
+    table[cost_column] = [sum(values) * per_trial / 3600 if values else None for values in shares]
     if paper is not None:
         table["published"] = [absent or "" for _ in names]
     return table
