@@ -10,7 +10,7 @@ import ray
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 TESTS = Path(__file__).resolve().parent
