@@ -98,6 +98,9 @@ def precomp_dir(tmp_path: Path) -> Path:
 
 PROCESS_TIERS = ("e2e", "cluster")
 TIER_ORDER = ("cluster", "e2e", "slow")  # the longest modules first, so that they overlap the rest
+EXTERNAL_TOOLS = {"kubectl", "chromium", "chromium-browser", "initdb", "pg_ctl", "postgres", "setpriv", "mount",
+                  "umount", "ss"}
+UNGUARDED_POPEN_INIT = subprocess.Popen.__init__
 _PREFIXES = tuple({os.path.abspath(sys.prefix) + os.sep, os.path.realpath(sys.prefix) + os.sep})
 
 
@@ -116,11 +119,6 @@ def starts_a_job(program: str | os.PathLike | bytes) -> bool:
     return name.startswith("python") or name in EXTERNAL_TOOLS
 
 
-EXTERNAL_TOOLS = {"kubectl", "chromium", "chromium-browser", "initdb", "pg_ctl", "postgres", "setpriv", "mount",
-                  "umount", "ss"}
-_popen_init = subprocess.Popen.__init__
-
-
 def _refusing_popen(nodeid: str):
     def init(self, args, *rest, **kwargs):
         program = kwargs.get("executable") or (args if isinstance(args, (str, bytes, os.PathLike)) else args[0])
@@ -129,7 +127,7 @@ def _refusing_popen(nodeid: str):
         if starts_a_job(program):
             pytest.fail(f"{nodeid} starts {os.fsdecode(program)} without @pytest.mark.e2e (or cluster): "
                         "mark it, or it runs in the fast tier", pytrace=False)
-        _popen_init(self, args, *rest, **kwargs)
+        UNGUARDED_POPEN_INIT(self, args, *rest, **kwargs)
     return init
 
 
@@ -150,7 +148,7 @@ def _guarded(item):
     try:
         return (yield)
     finally:
-        subprocess.Popen.__init__ = _popen_init
+        subprocess.Popen.__init__ = UNGUARDED_POPEN_INIT
 
 
 def pytest_collection_modifyitems(items):
