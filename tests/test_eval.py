@@ -229,6 +229,7 @@ def test_dense_score_fn_normalize_and_torch_inputs():
         k: v for k, v in reference.to_dict().items() if k != "md"}
 
 
+@pytest.mark.e2e  # the job measures each evaluation in a Python subprocess of its own
 def test_bench_job_smoke(capsys):
     path = Path(__file__).resolve().parents[1] / "jobs" / "bench_eval.py"
     spec = importlib.util.spec_from_file_location("bench_eval", path)

@@ -56,7 +56,7 @@ def _distributions(wanted: list[str]) -> set[str]:
     return {name for name, _ in seen}
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_gpu_check_runs_on_a_cpu_and_imports_only_what_a_gpu_machine_has(tmp_path):
     """``--device cpu --quick``: every section at small sizes; the page, the figures, the throughput records
     and the log under ``--out``; and every module it imported comes from a distribution the GPU machine has
@@ -122,7 +122,7 @@ def _imported_by_itrlab(modules: list[str]) -> set[str]:
     return names
 
 
-@pytest.mark.slow  # two dry runs in subprocesses, each counting the FLOPs of two paper-sized steps
+@pytest.mark.e2e  # two dry runs in subprocesses, each counting the FLOPs of two paper-sized steps
 def test_a_dry_run_estimates_the_gpu_hours_of_a_paper_table_at_g_1_and_at_its_group(tmp_path):
     """On a machine that never measured it: an estimated wall time and GPU-hours for one H100-class GPU, at
     G = 1 and at the profile's G = 3, from the FLOPs of one step; a measurement then replaces it."""

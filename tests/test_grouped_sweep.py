@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 from itrlab.sweep import load_sweep, run_sweep
 from test_faults_sweep import ray_session  # noqa: F401  (a local Ray of 2 CPUs for this module)
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 def test_a_group_trains_its_members_as_runs_of_their_own(tmp_path, monkeypatch):

@@ -74,6 +74,7 @@ def test_convse_paper_profile_is_the_papers_recipe():
     assert load_sweep("convse_table3").profile == "budget"  # the default
 
 
+@pytest.mark.e2e
 def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
     done = dry_run(tmp_path, "--preset", "convse-table3", "--profile", "paper", "--dry-run",
                    "dataset.root=/data/f30k_precomp")
@@ -99,6 +100,7 @@ def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
     assert " 128 " in next(line for line in coder.stdout.splitlines() if line.strip().startswith("+PGC"))
 
 
+@pytest.mark.e2e
 def test_a_measured_throughput_gives_an_estimate(tmp_path):
     from itrlab.train.throughput import record
 
@@ -123,6 +125,7 @@ def test_a_measured_throughput_gives_an_estimate(tmp_path):
     assert "estimated" not in line
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, says", [
     (["--preset", "convse-table3", "--profile", "papr"], "profiles of this sweep: budget, paper"),
     (["--preset", "dbl-tiny", "--profile", "paper"], "this sweep defines no profiles"),
@@ -140,8 +143,11 @@ def paper_rows(spec):
     return list({id(p): p for p in [*staged[:1], points[-1]]}.values())
 
 
-PAPER_PRESETS = sorted(path.stem for path in (config_dir() / "sweeps").glob("*.yaml")
-                       if "paper" in (read_yaml(path, "sweep").get("profiles") or {}))
+def paper_presets() -> list[str]:
+    return sorted(path.stem for path in (config_dir() / "sweeps").glob("*.yaml")
+                  if "paper" in (read_yaml(path, "sweep").get("profiles") or {}))
+
+
 # The paper's shapes at a CPU's scale: each recipe trains two steps (and a short third) at batch 16 on 7
 # training images of 36 x 2048 regions, then evaluates on 16 images. What that data cannot hold is scaled
 # with it: the batch (the papers' 64-256 make an xattn or AsCL step cost minutes and 10 GB on a CPU),
@@ -188,7 +194,7 @@ def recipe_shape(config) -> tuple:
 def paper_recipes() -> list[tuple[str, int, str]]:
     """Each distinct recipe of the paper profiles, once: (preset, grid point index, its shape)."""
     seen: dict[tuple, tuple[str, int, str]] = {}
-    for preset in PAPER_PRESETS:
+    for preset in paper_presets():
         spec = load_sweep(preset, "paper")
         tree = small_tree(spec, Path("/data/nowhere"))
         points = spec.grid_points()
@@ -198,8 +204,27 @@ def paper_recipes() -> list[tuple[str, int, str]]:
     return list(seen.values())
 
 
+# paper_recipes() as of the presets: written out so that collecting this module (in every tier, on every
+# worker) loads no sweep; the next test fails, showing the new list, when a preset changes them
+PAPER_RECIPES = [
+    ("ascl_generators", 18, "ascl ascl bert"),
+    ("ascl_table2", 15, "ascl ascl_triplet bert"),
+    ("coder_batch", 15, "coder dcl bert"),
+    ("convse_table2", 0, "convsepp convsepp bigru"),
+    ("convse_table2", 27, "convsepp convsepp bigru"),
+    ("convse_table3", 9, "convse convse bigru"),
+    ("dbl_fig4_alpha", 12, "xattn vsepp bigru"),
+    ("dbl_table2", 33, "xattn vsepp bigru"),
+]
+
+
+def test_the_trained_recipes_are_every_distinct_paper_recipe():
+    found = paper_recipes()
+    assert found == PAPER_RECIPES, f"set PAPER_RECIPES to {found}"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("preset, index, shape", paper_recipes(), ids=lambda value: str(value).replace(" ", "-"))
+@pytest.mark.parametrize("preset, index, shape", PAPER_RECIPES, ids=lambda value: str(value).replace(" ", "-"))
 def test_every_paper_recipe_trains_end_to_end_on_paper_shaped_data(preset, index, shape, tmp_path):
     """The paper's shapes (36 x 2048 regions, its embedding sizes, encoders, stages and schedule) train an
     epoch of 3 steps and evaluate end to end, on a CPU: each distinct recipe of the paper profiles once (a

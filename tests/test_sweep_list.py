@@ -17,6 +17,7 @@ from itrlab.train.throughput import record, training_shape
 from test_profiles import dry_run
 
 
+@pytest.mark.e2e
 def test_list_names_every_preset_with_its_trials_and_a_time_where_measured(tmp_path):
     spec = load_sweep("convse_table3")
     _, configs = trial_configs(spec, [])
