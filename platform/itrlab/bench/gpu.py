@@ -235,8 +235,8 @@ def run_check(plan: CheckPlan, device: torch.device, out: Path | None, quick: bo
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
         check = Check(device, quick, Path(tmp) / "paper_shape", out, plan)
         check.say(f"# GPU check, {date}\n")
-        check.say(f"Device: {describe(device)}; torch {torch.__version__}; "
-                  f"{'quick (small sizes)' if quick else 'the papers dimensions'}; budget {budget:.0f} s. "
+        sizes = "quick (small sizes)" if quick else "the papers' dimensions"
+        check.say(f"Device: {describe(device)}; torch {torch.__version__}; {sizes}; budget {budget:.0f} s. "
                   f"Data: synthetic, of the papers' shape (36 x 2048 regions, captions of Flickr30K's length), "
                   f"generated here. Written by `jobs/bench_gpu.py` (itrlab.bench.gpu).")
         generate_synthetic(check.root, synthetic_spec_of(preset_config(check, plan.data.preset, plan.data.row)))
