@@ -131,6 +131,9 @@ def _batch(root, config):
     (["method.mdcl_mu=0"], "method.mdcl_mu"),
     (["method.concept_eps=-1"], "method.concept_eps"),
     (["method.mdcl_div=var"], "method.mdcl_div"),
+    (["method.mdcl_memory_div=1"], "method.mdcl_memory_div"),
+    (["method.lambda=0"], "method.lambda"),
+    (["method.pgc_temperature=0"], "method.pgc_temperature"),
     (["loss={name: vsepp, margin: 0.2}", "method.concepts=false", "method.pgc=false"], "method.mdcl_mu"),
     (["loss={name: vsepp, margin: 0.2}", "method.mdcl=false", "method.pgc=false"], "method.concept_mu"),
     (["method.typo=1"], "method.typo"),
@@ -145,7 +148,7 @@ def test_bad_settings_fail_before_anything_starts(tiny_root, overrides, field):
 
 
 def test_coder_inside_dbl_keeps_its_queues_and_parts(tmp_path, tiny_root):
-    config = coder(tiny_root, "cooperative={scenario: oss, strategy: F, gamma: 0.2, alpha: 0.5}", "train.epochs=1")
+    config = coder(tiny_root, "cooperative={scenario: oss, strategy: F, gamma: 0.2}", "train.epochs=1")
     parts = Parts()
     run_experiment(config, tmp_path / "dbl", callbacks=[parts])
     assert {"task", "cooperative", "task_mdcl", "task_concept", "branch1_task"} <= set(parts.epochs[0])

@@ -46,7 +46,7 @@ from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn, dense_score_fn
 from itrlab.losses import LossOutput, Similarities, build_loss
-from itrlab.methods.base import MethodSettings, checked_task_loss, mark_reinitialised, union
+from itrlab.methods.base import MethodSettings, build_task_loss, mark_reinitialised, union
 from itrlab.methods.coder import losses as D
 from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import DualEncoderMethod
@@ -56,7 +56,8 @@ from itrlab.models.ema import ema_update_, momentum_copy
 from itrlab.methods.coder.kmeans import cluster_count_problem
 from itrlab.methods.coder.memory import MomentumQueue
 from itrlab.models.pooling import build_pooling
-from itrlab.methods.coder.prototypes import ClusterPrototypes
+from itrlab.numbers import Flag, number
+from itrlab.methods.coder.prototypes import ClusterPrototypes, Reset
 
 
 class CoderSettings(MethodSettings):
@@ -64,23 +65,24 @@ class CoderSettings(MethodSettings):
 
     name: Literal["coder"] = "coder"
     # λ of eq. 8, the weight of L^I_DCL; null: 3 (C §4.2) for a DCL instance loss, 1 for any other (BTR's VSE++)
-    lambda_: float | None = Field(None, alias="lambda", gt=0, allow_inf_nan=False)
-    momentum: float = Field(0.995, ge=0, le=1)
+    lambda_: number(gt=0, meaning="the weight λ of the instance loss") | None = Field(None, alias="lambda")
+    momentum: number(ge=0, le=1, meaning="the momentum encoder's EMA momentum") = 0.995
     mdcl: bool = True
     queue_size: int = Field(4096, ge=1)
-    mdcl_positive: Literal["momentum", "online"] = "momentum"
-    # M-DCL's μ, γ, ε, diversity and memory diversity (eq. 6); null: the instance DCL's (one L_DCL, C §3.2)
-    mdcl_mu: float | None = Field(None, gt=0, allow_inf_nan=False)
-    mdcl_gamma: float | None = Field(None, allow_inf_nan=False)
-    mdcl_eps: float | None = Field(None, gt=0, allow_inf_nan=False)
-    mdcl_div: Literal["std", "ent", "none"] | None = None
-    mdcl_memory_div: bool | None = None
+    mdcl_positive: D.MdclPositive = "momentum"
+    # M-DCL's μ, γ, ε, diversity and memory diversity (eq. 6), typed as the loss's own parameters;
+    # null: the instance DCL's (one L_DCL, C §3.2)
+    mdcl_mu: D.Mu | None = None
+    mdcl_gamma: D.Gamma | None = None
+    mdcl_eps: D.Eps | None = None
+    mdcl_div: D.Diversity | None = None
+    mdcl_memory_div: Flag | None = None
     concepts: bool = True
     concept_size: int = Field(400, ge=3)  # g, split 7:2:1
-    graph_eps: float = Field(0.3, ge=0, le=1, allow_inf_nan=False)  # ε_g of S eq. 5 (not DCL's eps)
+    graph_eps: number(ge=0, le=1, meaning="the co-occurrence threshold ε_g of S eq. 5") = 0.3  # not DCL's eps
     graph_rescale: bool = False
     gcn_layers: int = Field(1, ge=1)
-    concept_smooth: float = Field(10.0, gt=0, allow_inf_nan=False)  # λ_c of eq. 2
+    concept_smooth: number(gt=0, meaning="the attention's inverse temperature λ_c of eq. 2") = 10.0
     # true: unit concepts ŷ (in the score and the sum) and a unit query in the score, q̂ W ŷᵀ (CVSE's);
     # false: eq. 2's plain product q W yᵀ over the GCN output, which saturates (docs/papers/coder.md#collapse)
     concept_attention_normalise: bool = True
@@ -89,20 +91,20 @@ class CoderSettings(MethodSettings):
     # false: the caption concept query reads the text encoder's word features under stop-gradient, so the
     # concept-level losses train the concept branch only (C Fig. 2); true: they also train the text encoder
     concept_text_gradient: bool = False
-    concept_div: Literal["std", "ent", "none"] = "std"
-    # the concept-level DCL's μ, γ, ε (C §3.3); null: the instance DCL's
-    concept_mu: float | None = Field(None, gt=0, allow_inf_nan=False)
-    concept_gamma: float | None = Field(None, allow_inf_nan=False)
-    concept_eps: float | None = Field(None, gt=0, allow_inf_nan=False)
+    concept_div: D.Diversity = "std"
+    # the concept-level DCL's μ, γ, ε (C §3.3), typed as the loss's own parameters; null: the instance DCL's
+    concept_mu: D.Mu | None = None
+    concept_gamma: D.Gamma | None = None
+    concept_eps: D.Eps | None = None
     concept_both_ways: bool = False  # also L_DCL(W^C, V^C) (C double-counts it; docs/papers/coder.md §A5)
     word_vectors: Literal["glove", "random"] = "glove"
-    beta: float = Field(0.9, ge=0, le=1)
+    beta: number(ge=0, le=1, meaning="the weight β of the instance similarity at inference") = 0.9
     pgc: bool = True
     K: int = Field(10000, ge=1)
     # τ of PGC's cosine classifier, cos(v^C, p_k)/τ (eq. 7 gives no scale; cosines alone keep the loss near
     # ln K); null: eq. 7's plain P^C v^C
-    pgc_temperature: float | None = Field(0.1, gt=0, allow_inf_nan=False)
-    pgc_reset: Literal["cluster_mean", "random"] = "cluster_mean"  # where the prototypes restart after a reclustering
+    pgc_temperature: number(gt=0, meaning="the temperature τ of PGC's cosine classifier") | None = 0.1
+    pgc_reset: Reset = "cluster_mean"  # where the prototypes restart after a reclustering
     kmeans_iterations: int = Field(20, ge=1)
 
 
@@ -153,6 +155,8 @@ def dcl_settings(settings: CoderSettings, loss: nn.Module, term: str, keys: tupl
 class CoderMethod(DualEncoderMethod):
     name = "coder"
     settings = CoderSettings
+    group_refusal = ("it keeps state outside its parameters (the momentum encoder's queues and the concept memory, "
+                     "updated after each step, and k-means prototypes re-clustered each epoch)")
     # the dual encoder's similarities, and the memory banks' (M-DCL, MB's memory diversity)
     provides = DualEncoderMethod.provides | frozenset(D.MEMORY_SCORES) | frozenset(D.MOMENTUM_POSITIVES)
 
@@ -174,7 +178,7 @@ class CoderMethod(DualEncoderMethod):
     def uses_memory(config: ExperimentConfig, settings: CoderSettings) -> bool:
         """The momentum encoder and queues exist for the M-DCL term, or for the instance loss's
         memory diversity (MB: Table 3 row 3 has MB without M-DCL)."""
-        return settings.mdcl or bool(set(getattr(checked_task_loss(config.loss), "requires", ())) & set(D.MEMORY_SCORES))
+        return settings.mdcl or bool(set(getattr(build_task_loss(config.loss), "requires", ())) & set(D.MEMORY_SCORES))
 
     @classmethod
     def check_data(cls, config: ExperimentConfig, summary: DataSummary) -> None:

@@ -19,6 +19,8 @@ resumed run continues with exactly what it had.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -26,7 +28,8 @@ from torch import Tensor, nn
 from itrlab.methods.coder.kmeans import spherical_kmeans
 
 
-RESETS = ("cluster_mean", "random")
+Reset = Literal["cluster_mean", "random"]  # where the prototypes restart after a reclustering
+RESETS = get_args(Reset)
 
 
 class ClusterPrototypes(nn.Module):
