@@ -29,15 +29,34 @@ class Parts:
         self.epochs.append(report.parts)
 
 
+COLLAPSE_FIGURES = {f"{name}_{side}" for name in ("attention_top", "attention_entropy", "concept_cosine")
+                    for side in ("image", "caption")}
+
+
 def test_full_coder_trains_with_all_four_losses(tmp_path, tiny_root):
     parts = Parts()
     result = run_experiment(coder(tiny_root, "train.epochs=2"), tmp_path / "run", callbacks=[parts])
-    assert {"instance", "mdcl", "concept", "pgc"} <= set(parts.epochs[0])
+    assert {"instance", "mdcl", "concept", "pgc", "pgc_image", "pgc_caption", "pgc_prototype_cosine"} <= set(parts.epochs[0])
     assert parts.epochs[0]["pgc_labelled"] == 0 and parts.epochs[1]["pgc_labelled"] == 1  # clustered before epoch 2
+    # the concept branch did not collapse (docs/papers/coder.md#collapse): logged every epoch
+    last = parts.epochs[-1]
+    assert COLLAPSE_FIGURES <= set(last)
+    assert last["attention_top_image"] < 0.9 and last["concept_cosine_image"] < 0.9 and last["concept_cosine_caption"] < 0.9
+    assert last["pgc_prototype_cosine"] < 0.9  # the prototypes can be told apart after the reset
     assert result.test.rsum > 0
     state = load_checkpoint(tmp_path / "run" / LAST)["model"]
     assert (state["queue.image_ids"] >= 0).all() and int(state["prototypes.clustered_epoch"]) == 2
     assert (tmp_path / "run" / "concepts.json").is_file()
+
+
+def test_the_collapse_check_fails_on_eq_2_as_written(tmp_path, tiny_root):
+    """Eq. 2's plain product with unstandardised queries collapses on the tiny data: every image on one
+    concept, every image concept embedding alike; the figures the test above bounds say so."""
+    parts = Parts()
+    run_experiment(coder(tiny_root, "train.epochs=2", "method.pgc=false", "method.concept_attention_normalise=false",
+                         "method.concept_query_norm=none"), tmp_path / "run", callbacks=[parts])
+    last = parts.epochs[-1]
+    assert last["attention_top_image"] > 0.9 and last["concept_cosine_image"] > 0.9
 
 
 def test_resume_restores_queue_momentum_encoder_and_prototypes_exactly(tmp_path, tiny_root):
@@ -109,6 +128,14 @@ def _batch(root, config):
     (["method.concept_size=1000"], "method.concept_size"),
     (["method.graph_eps=2"], "method.graph_eps"),
     (["method.pgc=true", "method.concepts=false"], "method.pgc"),
+    (["method.mdcl_mu=0"], "method.mdcl_mu"),
+    (["method.concept_eps=-1"], "method.concept_eps"),
+    (["method.mdcl_div=var"], "method.mdcl_div"),
+    (["method.mdcl_memory_div=1"], "method.mdcl_memory_div"),
+    (["method.lambda=0"], "method.lambda"),
+    (["method.pgc_temperature=0"], "method.pgc_temperature"),
+    (["loss={name: vsepp, margin: 0.2}", "method.concepts=false", "method.pgc=false"], "method.mdcl_mu"),
+    (["loss={name: vsepp, margin: 0.2}", "method.mdcl=false", "method.pgc=false"], "method.concept_mu"),
     (["method.typo=1"], "method.typo"),
 ])
 def test_bad_settings_fail_before_anything_starts(tiny_root, overrides, field):
@@ -128,3 +155,35 @@ def test_coder_inside_dbl_keeps_its_queues_and_parts(tmp_path, tiny_root):
     state = load_checkpoint(tmp_path / "dbl" / LAST)["model"]
     assert (state["branches.0.queue.image_ids"] >= 0).all() and (state["branches.1.queue.image_ids"] >= 0).all()
     assert isinstance(CooperativeMethod, type)
+
+
+BTR = ("loss={name: vsepp, margin: 0.2}", "method.mdcl=false", "method.concepts=false", "method.pgc=false")
+
+
+def test_the_btr_row_is_plain_vsepp(tiny_root):
+    """coder-table2's BTR row: the step's loss is VSE++'s alone, not λ times it (eq. 8's λ weights L^I_DCL)."""
+    config = coder(tiny_root, *BTR)
+    method = CoderMethod.from_config(config, _context(tiny_root, config))
+    output, sims = method.step(_batch(tiny_root, config))
+    assert method.instance_weight == 1.0 and set(output.parts) == {"instance"}
+    assert torch.equal(output.loss, method.loss(sims).loss)
+    assert CoderMethod.from_config(coder(tiny_root, *BTR, "method.lambda=2"), _context(tiny_root, config)).instance_weight == 2
+    full = coder(tiny_root)
+    assert CoderMethod.from_config(full, _context(tiny_root, full)).instance_weight == 3.0  # the paper's λ with DCL
+
+
+def test_mdcl_and_the_concept_dcl_take_their_own_keys_and_null_the_instance_dcls(tiny_root):
+    config = coder(tiny_root, "loss.mu=0.2", "loss.gamma=0.1", "loss.eps=0.05", "loss.div=ent", "loss.memory_div=false",
+                   "method.mdcl_gamma=0.4", "method.concept_mu=0.07")
+    method = CoderMethod.from_config(config, _context(tiny_root, config))
+    m, c = method.mdcl_loss, method.concept_loss
+    assert (m.mu, m.gamma, m.eps, m.div, m.memory_div) == (0.2, 0.4, 0.05, "ent", False)
+    assert (c.mu, c.gamma, c.eps, c.div) == (0.07, 0.1, 0.05, "std")  # the concept diversity is method.concept_div
+    given = ("method.mdcl_mu=0.3", "method.mdcl_gamma=0.2", "method.mdcl_eps=0.4", "method.mdcl_div=none",
+             "method.mdcl_memory_div=false", "method.concept_mu=0.5", "method.concept_gamma=-0.1", "method.concept_eps=0.6")
+    btr = coder(tiny_root, "loss={name: vsepp, margin: 0.2}", *given)  # the BTR loss with M-DCL and concepts: no DCL to copy
+    check_experiment(btr)
+    method = CoderMethod.from_config(btr, _context(tiny_root, btr))
+    m, c = method.mdcl_loss, method.concept_loss
+    assert (m.mu, m.gamma, m.eps, m.div, m.memory_div) == (0.3, 0.2, 0.4, "none", False)
+    assert (c.mu, c.gamma, c.eps) == (0.5, -0.1, 0.6) and method.instance_weight == 1.0

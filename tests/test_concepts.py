@@ -247,10 +247,25 @@ def test_kmeans_one_hot_sums_match_index_add():
 
 
 def test_kmeans_errors():
-    with pytest.raises(ValueError, match=r"k=11 clusters from N=10 points"):
+    with pytest.raises(ValueError, match=r"K=11 must be between 1 and the number of training pairs \(10\)"):
         spherical_kmeans(torch.randn(10, 4), 11)
     with pytest.raises(ValueError, match="init"):
         spherical_kmeans(torch.randn(10, 4), 2, init="bogus")
+
+
+def standardise_loop(queries, eps=1e-5):
+    """BatchNorm1d in training mode at its initial affine (1, 0): each column minus its batch mean, over
+    the square root of its biased batch variance + eps, a plain loop."""
+    import math
+
+    n, dim = len(queries), len(queries[0])
+    out = [[0.0] * dim for _ in range(n)]
+    for j in range(dim):
+        mean = sum(q[j] for q in queries) / n
+        var = sum((q[j] - mean) ** 2 for q in queries) / n
+        for i in range(n):
+            out[i][j] = (queries[i][j] - mean) / math.sqrt(var + eps)
+    return out
 
 
 def attention_loop(q, w, y, smooth, normalise):
@@ -268,17 +283,50 @@ def attention_loop(q, w, y, smooth, normalise):
 
 
 @pytest.mark.parametrize("normalise", [False, True])
-def test_concept_attention_is_eq_2_and_normalises_only_when_asked(normalise):
+@pytest.mark.parametrize("query_norm", ["none", "batch"])
+def test_concept_attention_is_eq_2_and_normalises_only_when_asked(normalise, query_norm):
+    """a (eq. 2) and v^C = Σ a_i y_i against loops: plain, with unit concepts and query (CVSE), and with
+    the queries batch-normalised first (CVSE's BatchNorm, training mode)."""
+    import math
+
     torch.manual_seed(0)
     gcn = ConceptGCN(torch.eye(5), torch.randn(5, 4, dtype=torch.float64), out_dim=6).double()
-    emb = ConceptEmbedder(gcn, smooth=10.0, normalize_scores=normalise).double()
-    q = torch.randn(3, 6, dtype=torch.float64) * 0.3
+    emb = ConceptEmbedder(gcn, smooth=10.0, normalize_scores=normalise, query_norm=query_norm).double()
+    q = torch.randn(3, 6, dtype=torch.float64) * 0.3 + 0.5
     y = emb.concepts()
-    _, weights = emb(q, "image", concepts=y, return_weights=True)
+    out, weights = emb(q, "image", concepts=y, return_weights=True)
+    raw = gcn().tolist()
+    basis = [[v / math.sqrt(sum(u * u for u in row)) for v in row] for row in raw] if normalise else raw
+    queries = standardise_loop(q.tolist()) if query_norm == "batch" else q.tolist()
     for n in range(3):
-        expected = attention_loop(q[n].tolist(), emb.image_proj.tolist(), y.tolist(), 10.0, normalise)
+        expected = attention_loop(queries[n], emb.image_proj.tolist(), raw, 10.0, normalise)
         torch.testing.assert_close(weights[n], torch.tensor(expected, dtype=torch.float64), rtol=1e-12, atol=1e-14)
-    assert ConceptEmbedder(gcn).normalize_scores is False  # eq. 2's plain product by default
+        summed = [sum(a * row[j] for a, row in zip(expected, basis)) for j in range(6)]
+        torch.testing.assert_close(out[n], torch.tensor(summed, dtype=torch.float64), rtol=1e-12, atol=1e-14)
+    assert ConceptEmbedder(gcn).normalize_scores is False and ConceptEmbedder(gcn).query_norm is None  # eq. 2 as written
+
+
+def test_collapse_figures_match_loops():
+    import math
+
+    from itrlab.methods.coder.concepts import collapse_figures
+
+    gen = torch.Generator().manual_seed(3)
+    embeddings = torch.randn(5, 4, generator=gen, dtype=torch.float64)
+    weights = torch.softmax(torch.randn(5, 7, generator=gen, dtype=torch.float64) * 2, dim=1)
+    figures = collapse_figures(embeddings, weights, "image")
+    e, w = embeddings.tolist(), weights.tolist()
+    unit = [[v / math.sqrt(sum(u * u for u in row)) for v in row] for row in e]
+    cosines = [sum(a * b for a, b in zip(unit[i], unit[j])) for i in range(5) for j in range(5) if i != j]
+    expected = {"attention_top_image": sum(max(row) for row in w) / 5,
+                "attention_entropy_image": sum(-sum(p * math.log(p) for p in row) for row in w) / 5,
+                "concept_cosine_image": sum(cosines) / len(cosines)}
+    assert set(figures) == set(expected)
+    for name, value in expected.items():
+        assert float(figures[name]) == pytest.approx(value, abs=1e-6)  # float32 figures for logging
+    alike = collapse_figures(torch.ones(4, 3), torch.eye(3)[[0, 0, 0, 0]], "text")
+    assert float(alike["attention_top_text"]) == 1 and float(alike["concept_cosine_text"]) == pytest.approx(1)
+    assert float(alike["attention_entropy_text"]) == 0
 
 
 def test_prototypes_start_in_the_space_they_score():
@@ -328,3 +376,71 @@ def test_the_optimizer_forgets_reinitialised_parameters_only():
     (kept.sum() + 2 * reset.sum()).backward()
     optimizer.step()
     assert int(optimizer.state[reset]["step"]) == 1 and int(optimizer.state[kept]["step"]) == 2
+
+
+def prototypes_loop_logits(v, p, temperature):
+    """Eq. 7's logits for one concept embedding: P^C v^C (None), or cos(v, p_k) / τ, a plain loop."""
+    import math
+
+    if temperature is None:
+        return [sum(a * b for a, b in zip(row, v)) for row in p]
+    nv = math.sqrt(sum(a * a for a in v))
+    return [sum(a * b for a, b in zip(row, v)) / (nv * math.sqrt(sum(a * a for a in row)) * temperature) for row in p]
+
+
+@pytest.mark.parametrize("temperature", [None, 0.1, 0.5])
+def test_pgc_logits_and_loss_with_a_temperature_match_eq_7_loops(temperature):
+    """PGC's loss on the prototypes' logits (a cosine classifier at τ, or eq. 7's plain P^C v^C) equals
+    CE(P_v, z) + CE(P_w, z) written as loops, batches holding two captions of one image included."""
+    import math
+
+    from itrlab.losses import Similarities
+    from itrlab.methods.coder.losses import PrototypeClusterLoss
+    from itrlab.methods.coder.prototypes import ClusterPrototypes
+
+    gen = torch.Generator().manual_seed(5)
+    prototypes = ClusterPrototypes(30, 6, 4, temperature=temperature).double()
+    with torch.no_grad():
+        prototypes.prototypes.weight.copy_(torch.randn(4, 6, generator=gen, dtype=torch.float64))
+    image_c, caption_c = (torch.randn(5, 6, generator=gen, dtype=torch.float64) for _ in range(2))
+    labels = torch.tensor([2, 0, 3, 3, -1])
+    sims = Similarities(image_c @ caption_c.T, torch.tensor([0, 1, 1, 2, 3]))
+    out = PrototypeClusterLoss()(sims.with_extras(image_cluster_logits=prototypes.logits(image_c),
+                                                  caption_cluster_logits=prototypes.logits(caption_c),
+                                                  cluster_labels=labels))
+    p = prototypes.prototypes.weight.tolist()
+    for part, embeddings in (("image", image_c), ("caption", caption_c)):
+        total = 0.0
+        for n, z in enumerate(labels.tolist()):
+            logits = prototypes_loop_logits(embeddings[n].tolist(), p, temperature)
+            torch.testing.assert_close(prototypes.logits(embeddings[n:n + 1])[0], torch.tensor(logits, dtype=torch.float64),
+                                       rtol=1e-12, atol=1e-12)
+            if z >= 0:
+                total -= logits[z] - math.log(sum(math.exp(x) for x in logits))
+        assert float(out.parts[part]) == pytest.approx(total / 5, abs=1e-9)
+
+
+def test_random_reset_gives_distinct_seeded_unit_prototypes():
+    """``reset="random"``: unit rows drawn from seed + epoch (told apart: pairwise cosines of random
+    directions, and mean_cosine agrees with a loop); the labels are still k-means's."""
+    from itrlab.methods.coder.prototypes import ClusterPrototypes
+
+    x = torch.nn.functional.normalize(torch.randn(60, 16, generator=torch.Generator().manual_seed(0)), dim=1)
+
+    def reset(seed, epoch):
+        prototypes = ClusterPrototypes(60, 16, 12, seed=seed, reset="random")
+        prototypes.recluster(x, x, epoch, image_concepts=x, caption_concepts=x)
+        return prototypes
+
+    a, b, c = reset(0, 2), reset(0, 2), reset(0, 3)
+    weight = a.prototypes.weight.detach()
+    assert torch.equal(weight, b.prototypes.weight) and not torch.equal(weight, c.prototypes.weight)
+    torch.testing.assert_close(weight.norm(dim=1), torch.ones(12))
+    cos = (weight @ weight.T)[~torch.eye(12, dtype=torch.bool)]
+    assert float(cos.abs().max()) < 0.9
+    assert float(a.mean_cosine()) == pytest.approx(float(cos.mean()), abs=1e-6)
+    assert torch.equal(a.labels, spherical_kmeans(x, 12, seed=2).labels)
+    with pytest.raises(ValueError, match="reset"):
+        ClusterPrototypes(60, 16, 12, reset="zeros")
+    with pytest.raises(ValueError, match="temperature"):
+        ClusterPrototypes(60, 16, 12, temperature=0.0)

@@ -15,6 +15,8 @@ import pytest
 
 from conftest import REPO
 
+pytestmark = pytest.mark.e2e  # a fresh interpreter per test: its imported modules counted
+
 HEAVY = ("torch", "ray", "mlflow")
 # a bad preset imports ~360 modules here (Python's own, yaml, pydantic, numpy for make-synthetic's
 # arguments), ~4,200 before (torch, Ray, MLflow, matplotlib, pandas): a budget between the two

@@ -1,5 +1,6 @@
 """What a sweep prints while it runs: the progress line and its ETA, the step counter within an epoch,
-and Ray's noise kept off the console unless ``-v`` (itrlab.sweep.progress)."""
+and Ray's noise kept off the console unless ``-v`` (itrlab.sweep.progress). The console of a real sweep,
+interrupted and resumed, is checked in tests/test_faults_jobs.py."""
 
 from __future__ import annotations
 
@@ -8,28 +9,17 @@ import logging
 import os
 import pickle
 import re
-import signal
-import subprocess
-import sys
 from dataclasses import dataclass, field
 
 import pytest
 
-from conftest import REPO, tiny_config
+from conftest import tiny_config
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep import progress
 from itrlab.sweep.board import BoardWriter, TrialState, read_state
 from itrlab.sweep.progress import (DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration,
                                    progress_line)
 from itrlab.train.loop import StepCounter, format_step_time
-from test_sweep_jobs import job_env, sweep_command, wait_for
-
-
-def start_driver(command: list[str], cwd, log_path, env) -> subprocess.Popen:
-    """The sweep driver in a session of its own (so that killing the group takes its Ray along)."""
-    with open(log_path, "w") as log:
-        return subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
 
 
 class Clock:
@@ -340,70 +330,3 @@ def test_trainer_prints_steps_within_a_long_epoch(tiny_root, capsys, one_torch_t
         run_experiment(tiny_config(tiny_root, "train.epochs=1"), tiny_root.parent / "run")
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch 1/1 · step ")]
     assert lines and re.fullmatch(r"epoch 1/1 · step \d+/\d+ · [\d.e-]+ s/step", lines[0]), lines[:3]
-
-
-# --- the sweep as users run it ---------------------------------------------------------------------
-
-
-NOISE = ("snapshotting", "Tuner.restore", "Checkpoint successfully created", "Trial status:",
-         "Configuration for experiment", "Uploading artifacts", "Downloading artifacts", "it/s]")
-
-
-@pytest.mark.slow
-def test_tiny_sweep_console_is_quiet_with_a_progress_line(tmp_path):
-    """The tiny sweep as users run it, without -v: Ctrl-C once its first trial ended, then --resume.
-    Progress lines (the resumed one counting the trial restored), the pivot and itrlab's --resume hint;
-    none of Ray's repeated warnings, checkpoint lines, status tables, Tuner.restore hint or MLflow bars."""
-    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3"}
-    command = [sys.executable, str(REPO / "jobs" / "sweep.py"), "--preset", "dbl-tiny",
-               "--storage", str(tmp_path / "sweeps"), "train.epochs=5"]
-    log_path = tmp_path / "first.log"
-    driver = start_driver(command, tmp_path, log_path, env)
-    try:
-        wait_for(lambda: re.search(r"^1/2 trials done · 1 running", log_path.read_text(), re.M), driver, log_path,
-                 "the first trial's end", timeout=120, every=0.1)
-        os.kill(driver.pid, signal.SIGINT)
-        assert driver.wait(timeout=120) == 130, log_path.read_text()[-4000:]
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-    first = log_path.read_text()
-    assert "--resume continues it" in first, first[-4000:]
-    assert re.search(r"^1/2 trials done · 0 running · 0 failed · 1 interrupted · took ", first, re.M), first[-4000:]
-
-    done = subprocess.run([*command, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    second = done.stdout + done.stderr
-    assert done.returncode == 0, second[-4000:]
-    lines = re.findall(r"^(\d)/2 trials done · \d running.* · 0 failed · (ETA|took) ", done.stdout, re.M)
-    assert lines and all(count in "12" for count, _ in lines), second[-4000:]  # the restored trial counts
-    assert ("1", "ETA") in lines and lines[-1] == ("2", "took"), second[-4000:]
-    for noise in NOISE:
-        assert noise not in first + second, noise
-    assert "dbl_tiny: test results over seeds" in done.stdout  # the pivot
-    assert "dbl_tiny: trials ranked by" in done.stdout
-
-
-@pytest.mark.slow
-def test_a_slow_trial_after_a_fast_one_never_shows_eta_0_s(tmp_path):
-    """One trial at a time: a 1-epoch trial, then a 4-epoch one of small batches. The old ETA (the mean of
-    the ended trials less the running one's time) said "ETA 0 s" through the slow trial's last epochs;
-    now every line while a trial has steps left gives a time from the step rate, the lines say what the
-    trials do (pending while Ray starts the worker, starting, epoch e/E step s/S), and the last line
-    gives this invocation's wall time."""
-    data = tmp_path / "data"
-    spec = {"name": "slow_after_fast", "experiment": "dbl_synthetic_tiny", "overrides": [f"dataset.root={data}",
-            "train.batch_size=8", "train.threads=1"],
-            "grid": {"variant": [{"name": "fast", "train.epochs": 1}, {"name": "slow", "train.epochs": 4}]},
-            "seeds": [0], "concurrency": 1, "resources": {"cpu": 1}, "table": {"rows": ["variant"]}}
-    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3", "ITRLAB_STEP_PROGRESS_S": "0"}
-    done = subprocess.run(sweep_command(tmp_path, spec), cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    lines = [line for line in done.stdout.splitlines() if re.match(r"\d/2 trials done · ", line)]
-    assert lines and all("ETA 0 s" not in line for line in lines), "\n".join(lines)
-    training = [line for line in lines if re.search(r"running: epoch \d/\d step \d+/\d+", line)]
-    assert any(line.startswith("1/2 trials done · 1 running: epoch 4/4 step ") for line in training), "\n".join(lines)
-    assert all(re.search(r"ETA (\d+ s|\d+ min|unknown)$", line) for line in training)
-    assert any("pending (Ray is starting a worker" in line or "running: starting" in line for line in lines)
-    assert any("1 queued (1 at a time)" in line for line in lines)  # the slow trial behind the fast one
-    assert re.search(r"^2/2 trials done · 0 running · 0 failed · took .+ \(this invocation\)$", lines[-1]), lines[-1]

@@ -17,9 +17,10 @@ import yaml
 from mlflow import MlflowClient
 
 from conftest import REPO
+from itrlab.sweep import progress
 from servers import free_port, stop_ray_head
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
 
 
@@ -53,11 +54,12 @@ def sweep_command(tmp_path: Path, spec: dict) -> list[str]:
     return [sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--sweep", str(sweep), "--storage", str(tmp_path / "sweeps")]
 
 
-def start_driver(command: list[str], tmp_path: Path, log_path: Path) -> subprocess.Popen:
-    """The sweep driver in a session of its own (so that killing the group takes its Ray along)."""
+def start_driver(command: list[str], tmp_path: Path, log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """The sweep driver in a session of its own (so that killing the group takes its Ray along), in
+    ``env`` (default: :func:`job_env`)."""
     with open(log_path, "w") as log:
-        return subprocess.Popen(command, cwd=tmp_path, env=job_env(tmp_path), stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(command, cwd=tmp_path, env=env or job_env(tmp_path), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def wait_for(ready, driver: subprocess.Popen, log_path: Path, what: str, timeout: float = 240, every: float = 0.5):
@@ -182,3 +184,30 @@ def test_crashed_trial_is_retried_from_its_last_checkpoint(tmp_path):
     assert sorted(set(steps)) == list(range(1, epochs + 1))
     assert all(steps.count(epoch) == 1 for epoch in range(1, resumed[0] + 1))  # checkpointed epochs not trained again
     assert "test_rsum" in children[0].data.metrics
+
+
+@pytest.mark.slow
+def test_a_slow_trial_after_a_fast_one_never_shows_eta_0_s(tmp_path):
+    """One trial at a time: a 1-epoch trial, then a 4-epoch one of small batches. The old ETA (the mean of
+    the ended trials less the running one's time) said "ETA 0 s" through the slow trial's last epochs;
+    now every line while a trial has steps left gives a time from the step rate, the lines say what the
+    trials do (pending while Ray starts the worker, starting, epoch e/E step s/S), and the last line
+    gives this invocation's wall time."""
+    data = tmp_path / "data"
+    spec = {"name": "slow_after_fast", "experiment": "dbl_synthetic_tiny", "overrides": [f"dataset.root={data}",
+            "train.batch_size=8", "train.threads=1"],
+            "grid": {"variant": [{"name": "fast", "train.epochs": 1}, {"name": "slow", "train.epochs": 4}]},
+            "seeds": [0], "concurrency": 1, "resources": {"cpu": 1}, "table": {"rows": ["variant"]}}
+    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3", "ITRLAB_STEP_PROGRESS_S": "0"}
+    done = subprocess.run(sweep_command(tmp_path, spec), cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    lines = [line for line in done.stdout.splitlines() if re.match(r"\d/2 trials done · ", line)]
+    assert lines and all("ETA 0 s" not in line for line in lines), "\n".join(lines)
+    training = [line for line in lines if re.search(r"running: epoch \d/\d step \d+/\d+", line)]
+    # the slow trial past the fast one's whole time (its epochs 2-4), with an ETA from its step rate
+    assert any(re.match(r"1/2 trials done · 1 running: epoch [234]/4 step ", line) for line in training), "\n".join(lines)
+    assert all(re.search(r"ETA (\d+ s|\d+ min|unknown)$", line) for line in training)
+    assert any("pending (Ray is starting a worker" in line or "running: starting" in line for line in lines)
+    assert any("1 queued (1 at a time)" in line for line in lines)  # the slow trial behind the fast one
+    assert re.search(r"^2/2 trials done · 0 running · 0 failed · took .+ \(this invocation\)$", lines[-1]), lines[-1]

@@ -38,11 +38,14 @@ from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
+from itrlab.sweep.group_trial import run_group_trial
+from itrlab.sweep.groups import group_param_space, sweep_groups
 from itrlab.sweep.search import optuna_search
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError,
                                   kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
+from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.board import BOARD_FOLDER
@@ -158,6 +161,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
     started = time.monotonic()  # this invocation's wall time runs from here to its report
     overrides = list(overrides or [])
     check_sweep_keys(spec)
+    check_published(spec)
     storage = check_writable_dir(storage, "--storage")
     state: dict[str, Any] = {}
     if resume:
@@ -170,6 +174,8 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
         overrides = state["overrides"]
     tree = base_tree(spec, overrides)
     checked = check_trials(spec, tree)
+    if spec.group > 1:  # its groups, checked before Ray (itrlab.sweep.groups)
+        sweep_groups(spec, tree)
     check_table_rows(spec)
     check_local_resources(spec)
     tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
@@ -266,24 +272,25 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
     board = sweep_dir / BOARD_FOLDER  # where each trial notes its phase and step (itrlab.sweep.board)
 
     workers, cpus, gpus = spec.workers
+    groups = sweep_groups(spec, context.base_tree) if spec.group > 1 else None  # one Tune trial per group
+    function = run_group_trial if groups else trial_function(workers, cpus, gpus, torch_trainer=spec.trainer == "torch")
     trainable = tune.with_resources(
-        tune.with_parameters(trial_function(workers, cpus, gpus, torch_trainer=spec.trainer == "torch"),
-                             context=context),
+        tune.with_parameters(function, context=context),
         # a TorchTrainer trial's own process only waits on its workers, which hold the resources
         {"cpu": cpus, "gpu": gpus} if in_process(spec) else {"cpu": 0.1},
     )
     if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
         tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
-        restored_with_console(tuner, spec, board=board)  # Tune brings back the saved RunConfig: this invocation's console
+        restored_with_console(tuner, spec, board=board, total=len(groups or []))  # Tune brings back the saved RunConfig: this invocation's console
         return tuner
     run_config = with_console(tune.RunConfig(
         name="tune", storage_path=str(sweep_dir),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=[NoRetryOnInputError()], stop=StopOnStorageError(),
-    ), spec, board=board)
-    return tune.Tuner(trainable, param_space=param_space(spec), run_config=run_config,
-                      tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
+    ), spec, board=board, total=len(groups or []))
+    return tune.Tuner(trainable, param_space=group_param_space(groups) if groups else param_space(spec),
+                      run_config=run_config, tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
 
 
 def fit_trials(tuner: tune.Tuner, spec: SweepSpec, sweep_dir: Path, started_ray: bool) -> tuple[list[TrialRow], bool]:

@@ -11,11 +11,16 @@
   are buffers: checkpoints carry the graph and the word vectors.
 - :class:`ConceptEmbedder`: ``a_i = softmax_i(lambda_c · q W y_iᵀ)``, ``v^C = sum_i a_i y_i``
   (C eq. 2 = S eq. 6), with separate ``W^v`` (image side) and ``W^w`` (text side) in R^{FxF}, no
-  bias, lambda_c = 10 (CVSE's ``smooth_coef``, docs/papers/coder.md §A7.2). The score is eq. 2's plain
-  product ``q W y_iᵀ``; ``normalize_scores`` (``method.concept_attention_normalise``, off by default)
-  L2-normalises the query and the concepts first, ``q̂ W ŷ_iᵀ``, so that lambda_c acts as the inverse
-  temperature of a bounded score, as CVSE's does. The sum uses the GCN output y_i itself, as the
-  equation has it.
+  bias, lambda_c = 10 (CVSE's ``smooth_coef``, docs/papers/coder.md §A7.2). As written (the class's
+  defaults) the score is the plain product over the GCN output, and it saturates: in the first epoch
+  every image attends to one concept (docs/papers/coder.md#collapse). CODER's defaults take CVSE's two
+  normalisations: ``normalize_scores`` (``method.concept_attention_normalise``) uses unit concepts ŷ_i
+  (CVSE's GCN output is L2-normalised), in the score and in the sum, and a unit query in the score,
+  so that lambda_c is the inverse temperature of a bounded score; ``query_norm="batch"``
+  (``method.concept_query_norm``) batch-normalises the query first (CVSE's FC -> BatchNorm), which
+  takes out the component all queries share.
+- :func:`collapse_figures`: the attention's top weight and entropy and the concept embeddings' mean
+  pairwise cosine of a batch, logged every epoch.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from itrlab.models.glove import GLOVE_DIM, glove_vectors
 
 RANDOM_STD = 0.7
 SIDES = ("image", "text")
+QUERY_NORMS = ("none", "batch")
 
 
 def concept_word_vectors(words: ConceptVocabulary | Sequence[str], source: str = "glove", dim: int = GLOVE_DIM,
@@ -77,10 +83,6 @@ class ConceptGCN(nn.Module):
         self.act = nn.LeakyReLU(negative_slope)
         self.out_dim = out_dim
 
-    @property
-    def num_concepts(self) -> int:
-        return self.features.shape[0]
-
     def forward(self) -> Tensor:
         """Y (g, out_dim): the concept representations."""
         h = self.features
@@ -109,10 +111,18 @@ class ConceptEmbedder(nn.Module):
     ``forward(query (B, F), side)`` -> ``(B, F)``; ``side`` is ``"image"`` (W^v) or ``"text"``
     (W^w). Pass ``concepts=`` (Y from one :meth:`concepts` call) to share Y between both sides of
     a step; with ``return_weights=True`` the attention ``a`` (B, g) comes too (rows sum to 1).
+
+    ``normalize_scores``: unit concepts ŷ_i (CVSE's GCN output), in the score and in the sum, and a
+    unit query in the score: ``a_i = softmax_i(lambda_c · q̂ W ŷ_iᵀ)``, ``v^C = sum_i a_i ŷ_i``.
+    ``query_norm="batch"``: the query is batch-normalised first (one BatchNorm1d per side, CVSE's
+    FC -> BatchNorm), which takes out the component every query shares.
     """
 
-    def __init__(self, gcn: ConceptGCN, smooth: float = 10.0, normalize_scores: bool = False):
+    def __init__(self, gcn: ConceptGCN, smooth: float = 10.0, normalize_scores: bool = False,
+                 query_norm: str = "none"):
         super().__init__()
+        if query_norm not in QUERY_NORMS:
+            raise ValueError(f"query_norm must be one of {QUERY_NORMS}, got {query_norm!r}")
         self.gcn = gcn
         dim = gcn.out_dim
         self.image_proj = nn.Parameter(torch.empty(dim, dim))
@@ -121,19 +131,23 @@ class ConceptEmbedder(nn.Module):
         nn.init.xavier_uniform_(self.text_proj)
         self.smooth = float(smooth)
         self.normalize_scores = normalize_scores
+        self.query_norm = nn.ModuleDict({side: nn.BatchNorm1d(dim) for side in SIDES}) if query_norm == "batch" else None
 
     def concepts(self) -> Tensor:
-        """Y (g, F), from the GCN."""
-        return self.gcn()
+        """Y (g, F) from the GCN; unit rows ŷ with ``normalize_scores``."""
+        y = self.gcn()
+        return F.normalize(y, dim=-1) if self.normalize_scores else y
 
     def attention(self, query: Tensor, side: str, concepts: Tensor | None = None) -> Tensor:
-        """``a = softmax_i(lambda_c · q W y_iᵀ)``, (B, g)."""
+        """``a = softmax_i(lambda_c · q W y_iᵀ)``, (B, g) (with ``normalize_scores``, of q̂ and ŷ_i)."""
         if side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {side!r}")
         y = self.concepts() if concepts is None else concepts
         if query.dim() != 2 or query.shape[1] != y.shape[1]:
             raise ValueError(f"expected queries of shape (B, {y.shape[1]}), got {tuple(query.shape)}")
         proj = self.image_proj if side == "image" else self.text_proj
+        if self.query_norm is not None:
+            query = self.query_norm[side](query)
         if self.normalize_scores:
             query, y = F.normalize(query, dim=-1), F.normalize(y, dim=-1)
         return torch.softmax(self.smooth * (query @ proj) @ y.T, dim=-1)
@@ -146,4 +160,20 @@ class ConceptEmbedder(nn.Module):
         return (out, weights) if return_weights else out
 
 
-__all__ = ["ConceptEmbedder", "ConceptGCN", "RANDOM_STD", "build_concept_gcn", "concept_word_vectors"]
+@torch.no_grad()
+def collapse_figures(embeddings: Tensor, weights: Tensor, side: str) -> dict[str, Tensor]:
+    """How far a batch's concept branch is from collapse, logged every epoch (docs/papers/coder.md#collapse):
+    ``attention_top_<side>``, the mean top attention weight (1: one concept per sample);
+    ``attention_entropy_<side>``, the mean attention entropy in nats (0: one concept, ln g: uniform);
+    ``concept_cosine_<side>``, the mean cosine over the batch's pairs of concept embeddings (1: all alike)."""
+    unit = F.normalize(embeddings.detach().float(), dim=-1)
+    n = unit.shape[0]
+    pairs = unit.sum(0).pow(2).sum() - unit.pow(2).sum()  # sum over i != j of cos(u_i, u_j)
+    weights = weights.detach().float()
+    return {f"attention_top_{side}": weights.max(dim=1).values.mean(),
+            f"attention_entropy_{side}": -torch.special.xlogy(weights, weights).sum(dim=1).mean(),
+            f"concept_cosine_{side}": pairs / max(n * (n - 1), 1)}
+
+
+__all__ = ["ConceptEmbedder", "ConceptGCN", "RANDOM_STD", "build_concept_gcn", "collapse_figures",
+           "concept_word_vectors"]

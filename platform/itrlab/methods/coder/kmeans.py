@@ -121,21 +121,28 @@ def _reseed(labels: Tensor, sims: Tensor, counts: Tensor) -> int:
     return len(movers)
 
 
+def cluster_count_problem(k: int, n: int) -> str | None:
+    """What is wrong with ``k`` clusters of ``n`` training pairs, or None: the one place of the rule
+    ``1 <= K <= N`` (CODER's config check and k-means both ask here)."""
+    if 1 <= k <= n:
+        return None
+    return f"must be between 1 and the number of training pairs ({n})"
+
+
 def spherical_kmeans(x: Tensor, k: int, iterations: int = 20, init: str | Tensor = "k-means++", seed: int = 0,
                      memory_budget: int = DEFAULT_BUDGET, stop_early: bool = True) -> KMeansResult:
     """Spherical k-means of the rows of ``x`` (N, d) into ``k`` clusters (module doc).
 
     ``init`` is ``"k-means++"``, ``"random"``, or a (k, d) tensor of starting centroids (a warm
-    start, e.g. the previous epoch's). Raises :class:`ValueError` when ``k`` exceeds the number
-    of points, or for a bad argument.
+    start, e.g. the previous epoch's). Raises :class:`ValueError` when ``k`` breaks
+    :func:`cluster_count_problem`'s rule, or for a bad argument.
     """
     if x.dim() != 2:
         raise ValueError(f"k-means expects an (N, d) matrix, got shape {tuple(x.shape)}")
     n = x.shape[0]
-    if k < 1:
-        raise ValueError(f"k-means needs k >= 1 clusters, got {k}")
-    if k > n:
-        raise ValueError(f"k-means cannot make k={k} clusters from N={n} points (k must be <= N)")
+    problem = cluster_count_problem(k, n)
+    if problem:
+        raise ValueError(f"k-means: K={k} {problem}")
     if iterations < 1:
         raise ValueError(f"k-means needs iterations >= 1, got {iterations}")
     if isinstance(init, Tensor):
@@ -167,4 +174,4 @@ def spherical_kmeans(x: Tensor, k: int, iterations: int = 20, init: str | Tensor
                         mean_similarity=float(sims.mean()), reseeded=reseeded)
 
 
-__all__ = ["INITS", "KMeansResult", "assign", "spherical_kmeans"]
+__all__ = ["INITS", "KMeansResult", "assign", "cluster_count_problem", "spherical_kmeans"]

@@ -21,8 +21,8 @@ name                       shape   meaning
 ``memory_image_ids``       (M,)    image id of memory entry ``m``; ``-1`` = empty or invalid slot
 ``i2t_momentum_pos``       (B,)    ``S(v_n, w̃_n)``: image anchor vs its own caption's momentum key
 ``t2i_momentum_pos``       (B,)    ``S(w_n, ṽ_n)``: caption anchor vs its own image's momentum key
-``image_cluster_logits``   (B, K)  ``P^C v^C_n`` (PGC, before the softmax)
-``caption_cluster_logits`` (B, K)  ``P^C w^C_n``
+``image_cluster_logits``   (B, K)  ``P^C v^C_n`` (PGC, before the softmax; with a temperature ``cos(v^C_n, p_k)/τ``)
+``caption_cluster_logits`` (B, K)  ``P^C w^C_n`` (or ``cos(w^C_n, p_k)/τ``)
 ``cluster_labels``         (B,)    pseudo-label ``z_n`` (integer); ``-1`` = no label yet
 =========================  ======  ===================================================================
 
@@ -312,8 +312,8 @@ class MemoryDCLLoss(DCLLoss):
 class PrototypeClusterLoss(RetrievalLoss):
     """PGC (C eq. 7; docs/papers/coder.md §A4): ``L = CE(P_v, z) + CE(P_w, z)`` with a shared prototype head.
 
-    Reads ``image_cluster_logits`` / ``caption_cluster_logits`` (B, K) (``P^C v^C`` / ``P^C w^C``,
-    the softmax is inside the cross-entropy) and ``cluster_labels`` (B,), integer, ``-1`` (any
+    Reads ``image_cluster_logits`` / ``caption_cluster_logits`` (B, K) (``P^C v^C`` / ``P^C w^C``, or
+    the cosines over a temperature the method's prototypes give; the softmax is inside the cross-entropy) and ``cluster_labels`` (B,), integer, ``-1`` (any
     negative) = no label yet. Each modality's term is a mean over the ``B`` pairs, an unlabelled
     pair adding 0 (a batch with no label gives 0 and a zero gradient, never NaN). No parameters.
     Parts: ``image`` (``L^v``), ``caption`` (``L^w``) and ``labelled`` (fraction of pairs with a label).

@@ -4,19 +4,24 @@ The method owns every stateful part; the losses (``itrlab.methods.coder.losses``
 
 * Instance level (C eq. 1): the dual encoder of the config (``model``: GPO or mean pooling,
   BiGRU or BERT); its loss is the ``loss`` section (``vsepp`` = BTR, ``dcl_i`` = IE, ``dcl`` = EE,
-  with ``memory_div: true`` = MB), weighted by λ (``method.lambda``, eq. 8).
+  with ``memory_div: true`` = MB), weighted by λ (``method.lambda``, eq. 8; null: 3 for a DCL, 1 for
+  BTR's VSE++, which is then plain VSE++).
 * M-DCL (eq. 6; docs/papers/coder.md §A3): a momentum copy of the instance encoder (``momentum`` 0.995, every step)
   and a pair-aligned queue of ``queue_size`` momentum embeddings (:class:`MomentumQueue`). The
   memory is the batch's momentum keys, then the queue; same-image entries are never negatives.
-  The M-DCL term takes μ, γ, ε and the diversity of the instance loss (``dcl_i``: none).
+  The M-DCL term's μ, γ, ε, diversity and memory diversity are ``mdcl_*`` (null: the instance DCL's).
 * Concepts (C §3.3; S eq. 4-6): ``concept_size`` words of the training captions split 7:2:1 by
   POS, their co-occurrence graph binarised at ``graph_eps``, a GCN over GloVe vectors, concept
-  embeddings by attention (λ_c = ``concept_smooth``), the concept-level DCL (batch only,
-  ``concept_div``). Queries (docs/papers/coder.md §A7.4): the image side pools its own region FC with the instance
-  encoder's pooling module; the text side pools the instance text encoder's word features with a
-  separate pooling and FC.
+  embeddings by attention (λ_c = ``concept_smooth``; unit concepts and batch-normalised queries, as
+  CVSE, docs/papers/coder.md#collapse), the concept-level DCL (batch only, ``concept_div``,
+  ``concept_mu/gamma/eps``). Queries (docs/papers/coder.md §A7.4): the image side pools its own region
+  FC with the instance encoder's pooling module; the text side pools the instance text encoder's word
+  features (under stop-gradient unless ``concept_text_gradient``) with a separate pooling and FC.
+  Every step logs how far the branch is from collapse (attention top weight and entropy, the mean
+  pairwise cosine of the concept embeddings).
 * PGC (eq. 7; docs/papers/coder.md §A4): ``K`` clusters of the training pairs, reclustered each epoch from the
-  second, on momentum embeddings (:class:`ClusterPrototypes`).
+  second, on momentum embeddings (:class:`ClusterPrototypes`), classified by cosines over a
+  temperature (``pgc_temperature``).
 * Inference (§3.5): S = β·instance + (1−β)·concept (β = ``beta``), computed as one dense product
   of ``[√β·v̂^I ; √(1−β)·v̂^C]`` with the caption counterpart.
 
@@ -46,36 +51,60 @@ from itrlab.methods.coder import losses as D
 from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import DualEncoderMethod
 from itrlab.methods.registry import register_method
-from itrlab.methods.coder.concepts import ConceptEmbedder, ConceptGCN
+from itrlab.methods.coder.concepts import ConceptEmbedder, ConceptGCN, collapse_figures
 from itrlab.models.ema import ema_update_, momentum_copy
+from itrlab.methods.coder.kmeans import cluster_count_problem
 from itrlab.methods.coder.memory import MomentumQueue
 from itrlab.models.pooling import build_pooling
-from itrlab.methods.coder.prototypes import ClusterPrototypes
+from itrlab.numbers import Flag, number
+from itrlab.methods.coder.prototypes import ClusterPrototypes, Reset
 
 
 class CoderSettings(MethodSettings):
     """CODER's keys in the ``method`` section (defaults: the paper's, docs/papers/coder.md)."""
 
     name: Literal["coder"] = "coder"
-    lambda_: float = Field(3.0, alias="lambda", gt=0, allow_inf_nan=False)  # λ of eq. 8
-    momentum: float = Field(0.995, ge=0, le=1)
+    # λ of eq. 8, the weight of L^I_DCL; null: 3 (C §4.2) for a DCL instance loss, 1 for any other (BTR's VSE++)
+    lambda_: number(gt=0, meaning="the weight λ of the instance loss") | None = Field(None, alias="lambda")
+    momentum: number(ge=0, le=1, meaning="the momentum encoder's EMA momentum") = 0.995
     mdcl: bool = True
     queue_size: int = Field(4096, ge=1)
-    mdcl_positive: Literal["momentum", "online"] = "momentum"
+    mdcl_positive: D.MdclPositive = "momentum"
+    # M-DCL's μ, γ, ε, diversity and memory diversity (eq. 6), typed as the loss's own parameters;
+    # null: the instance DCL's (one L_DCL, C §3.2)
+    mdcl_mu: D.Mu | None = None
+    mdcl_gamma: D.Gamma | None = None
+    mdcl_eps: D.Eps | None = None
+    mdcl_div: D.Diversity | None = None
+    mdcl_memory_div: Flag | None = None
     concepts: bool = True
     concept_size: int = Field(400, ge=3)  # g, split 7:2:1
-    graph_eps: float = Field(0.3, ge=0, le=1, allow_inf_nan=False)  # ε_g of S eq. 5 (not DCL's eps)
+    graph_eps: number(ge=0, le=1, meaning="the co-occurrence threshold ε_g of S eq. 5") = 0.3  # not DCL's eps
     graph_rescale: bool = False
     gcn_layers: int = Field(1, ge=1)
-    concept_smooth: float = Field(10.0, gt=0, allow_inf_nan=False)  # λ_c of eq. 2
-    # eq. 2 scores concepts by the plain product q W yᵀ; true: of the L2-normalised q and y (CVSE's choice)
-    concept_attention_normalise: bool = False
-    concept_div: Literal["std", "ent", "none"] = "std"
+    concept_smooth: number(gt=0, meaning="the attention's inverse temperature λ_c of eq. 2") = 10.0
+    # true: unit concepts ŷ (in the score and the sum) and a unit query in the score, q̂ W ŷᵀ (CVSE's);
+    # false: eq. 2's plain product q W yᵀ over the GCN output, which saturates (docs/papers/coder.md#collapse)
+    concept_attention_normalise: bool = True
+    # batch: the concept queries batch-normalised before the score (CVSE's FC -> BatchNorm); none: as eq. 2
+    concept_query_norm: Literal["batch", "none"] = "batch"
+    # false: the caption concept query reads the text encoder's word features under stop-gradient, so the
+    # concept-level losses train the concept branch only (C Fig. 2); true: they also train the text encoder
+    concept_text_gradient: bool = False
+    concept_div: D.Diversity = "std"
+    # the concept-level DCL's μ, γ, ε (C §3.3), typed as the loss's own parameters; null: the instance DCL's
+    concept_mu: D.Mu | None = None
+    concept_gamma: D.Gamma | None = None
+    concept_eps: D.Eps | None = None
     concept_both_ways: bool = False  # also L_DCL(W^C, V^C) (C double-counts it; docs/papers/coder.md §A5)
     word_vectors: Literal["glove", "random"] = "glove"
-    beta: float = Field(0.9, ge=0, le=1)
+    beta: number(ge=0, le=1, meaning="the weight β of the instance similarity at inference") = 0.9
     pgc: bool = True
     K: int = Field(10000, ge=1)
+    # τ of PGC's cosine classifier, cos(v^C, p_k)/τ (eq. 7 gives no scale; cosines alone keep the loss near
+    # ln K); null: eq. 7's plain P^C v^C
+    pgc_temperature: number(gt=0, meaning="the temperature τ of PGC's cosine classifier") | None = 0.1
+    pgc_reset: Reset = "cluster_mean"  # where the prototypes restart after a reclustering
     kmeans_iterations: int = Field(20, ge=1)
 
 
@@ -87,16 +116,47 @@ def distinct_words(captions_file) -> int:
         return len({word for line in f for word in tokenize(line)})
 
 
-def _dcl_params(loss: nn.Module) -> dict:
-    """μ, γ, ε, div and memory_div of a DCL-family instance loss (defaults for any other loss)."""
-    return {"mu": getattr(loss, "mu", 0.1), "gamma": getattr(loss, "gamma", 0.3), "eps": getattr(loss, "eps", 0.1),
-            "div": getattr(loss, "div", "std"), "memory_div": getattr(loss, "memory_div", True)}
+PAPER_LAMBDA = 3.0  # λ of eq. 8 (C §4.2)
+MDCL_KEYS = ("mu", "gamma", "eps", "div", "memory_div")
+CONCEPT_DCL_KEYS = ("mu", "gamma", "eps")
+
+
+def instance_dcl(loss: nn.Module) -> D.DCLLoss | None:
+    """The instance loss when it is a DCL (``dcl``, ``dcl_i``; behind a warm-up, the main loss), else None."""
+    loss = getattr(loss, "main", loss)
+    return loss if isinstance(loss, D.DCLLoss) else None
+
+
+def instance_lambda(settings: CoderSettings, loss: nn.Module) -> float:
+    """λ of eq. 8: ``method.lambda``, or when null 3 for a DCL instance loss and 1 (unweighted) for any
+    other, so that the BTR row is plain VSE++."""
+    if settings.lambda_ is not None:
+        return settings.lambda_
+    return PAPER_LAMBDA if instance_dcl(loss) is not None else 1.0
+
+
+def dcl_settings(settings: CoderSettings, loss: nn.Module, term: str, keys: tuple[str, ...]) -> dict:
+    """The settings ``keys`` of the ``term`` DCL (``mdcl``, ``concept``): ``method.<term>_<key>``, a null
+    taking the instance DCL's value; ConfigError when null has no instance DCL to take it from."""
+    instance, values = instance_dcl(loss), {}
+    for key in keys:
+        value = getattr(settings, f"{term}_{key}")
+        if value is None:
+            if instance is None:
+                raise ConfigError(f"method.{term}_{key}", None,
+                                  f"null takes the instance DCL's {key}, and the instance loss "
+                                  f"({getattr(loss, 'name', type(loss).__name__)}) is not a DCL: give a value")
+            value = getattr(instance, key)
+        values[key] = value
+    return values
 
 
 @register_method("coder")
 class CoderMethod(DualEncoderMethod):
     name = "coder"
     settings = CoderSettings
+    group_refusal = ("it keeps state outside its parameters (the momentum encoder's queues and the concept memory, "
+                     "updated after each step, and k-means prototypes re-clustered each epoch)")
     # the dual encoder's similarities, and the memory banks' (M-DCL, MB's memory diversity)
     provides = DualEncoderMethod.provides | frozenset(D.MEMORY_SCORES) | frozenset(D.MOMENTUM_POSITIVES)
 
@@ -109,6 +169,10 @@ class CoderMethod(DualEncoderMethod):
                               f"must be a multiple of train.batch_size ({config.train.batch_size}): whole batches are enqueued")
         if settings.pgc and not settings.concepts:
             raise ConfigError("method.pgc", True, "PGC classifies concept embeddings: it needs method.concepts=true")
+        if settings.mdcl:
+            dcl_settings(settings, loss, "mdcl", MDCL_KEYS)
+        if settings.concepts:
+            dcl_settings(settings, loss, "concept", CONCEPT_DCL_KEYS)
 
     @staticmethod
     def uses_memory(config: ExperimentConfig, settings: CoderSettings) -> bool:
@@ -120,8 +184,9 @@ class CoderMethod(DualEncoderMethod):
     def check_data(cls, config: ExperimentConfig, summary: DataSummary) -> None:
         settings = cls.method_settings(config)
         pairs = summary.n_train_captions
-        if settings.pgc and settings.K > pairs:
-            raise ConfigError("method.K", settings.K, f"must be at most the number of training pairs ({pairs})")
+        problem = cluster_count_problem(settings.K, pairs) if settings.pgc else None
+        if problem:
+            raise ConfigError("method.K", settings.K, problem)
         if cls.uses_memory(config, settings) and settings.queue_size > pairs:
             raise ConfigError("method.queue_size", settings.queue_size,
                               f"must be at most the number of training pairs ({pairs})")
@@ -141,13 +206,14 @@ class CoderMethod(DualEncoderMethod):
     def setup(self, settings: CoderSettings, context: BuildContext, config: ExperimentConfig) -> None:
         self.settings_ = settings
         dim = config.model.embed_dim
-        params = _dcl_params(self.loss)
+        self.instance_weight = instance_lambda(settings, self.loss)
         self.uses_memory_ = self.uses_memory(config, settings)
         if self.uses_memory_:
             self.momentum_model = momentum_copy(self.model)
             self.queue = MomentumQueue(settings.queue_size, dim)
         if settings.mdcl:
-            self.mdcl_loss = build_loss("mdcl", positive=settings.mdcl_positive, **params)
+            self.mdcl_loss = build_loss("mdcl", positive=settings.mdcl_positive,
+                                        **dcl_settings(settings, self.loss, "mdcl", MDCL_KEYS))
         if settings.concepts:
             self.concept_fc = nn.Linear(context.feature_dim, dim)
             self.text_concept_pool = build_pooling(config.model.text.pooling)
@@ -155,12 +221,14 @@ class CoderMethod(DualEncoderMethod):
             g = settings.concept_size
             gcn = ConceptGCN(torch.eye(g), torch.zeros(g, 50), dim, layers=settings.gcn_layers)
             self.concept_embedder = ConceptEmbedder(gcn, smooth=settings.concept_smooth,
-                                                    normalize_scores=settings.concept_attention_normalise)
-            self.concept_loss = build_loss("dcl", mu=params["mu"], gamma=params["gamma"], eps=params["eps"],
-                                           div=settings.concept_div)
+                                                    normalize_scores=settings.concept_attention_normalise,
+                                                    query_norm=settings.concept_query_norm)
+            self.concept_loss = build_loss("dcl", div=settings.concept_div,
+                                           **dcl_settings(settings, self.loss, "concept", CONCEPT_DCL_KEYS))
         if settings.pgc:
             n_pairs = context.train.n_captions if context.train is not None else settings.K
-            self.prototypes = ClusterPrototypes(n_pairs, dim, settings.K, settings.kmeans_iterations, seed=config.seed)
+            self.prototypes = ClusterPrototypes(n_pairs, dim, settings.K, settings.kmeans_iterations, seed=config.seed,
+                                                temperature=settings.pgc_temperature, reset=settings.pgc_reset)
             self.pgc_loss = build_loss("pgc")
         self.eval_batch_size = config.eval.batch_size
         self._pending: tuple[Tensor, Tensor, Tensor] | None = None
@@ -199,21 +267,30 @@ class CoderMethod(DualEncoderMethod):
 
     # ------------------------------------------------------------------ embeddings
 
-    def image_concepts(self, images: Tensor, y: Tensor | None = None) -> Tensor:
-        """Unit v^C (B, F) of eq. 2; the query (docs/papers/coder.md §A7.4) pools a separate region FC with the
-        instance encoder's pooling module."""
+    def image_concepts(self, images: Tensor, y: Tensor | None = None,
+                       return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Unit v^C (B, F) of eq. 2 (and the attention, (B, g)); the query (docs/papers/coder.md §A7.4) pools
+        a separate region FC with the instance encoder's pooling module."""
         n_regions = images.new_full((images.size(0),), images.size(1), dtype=torch.long)
         query = self.model.image_encoder.pool(self.concept_fc(images), n_regions)
-        return F.normalize(self.concept_embedder(query, "image", y), dim=-1)
+        return self._unit(self.concept_embedder(query, "image", y, return_weights=True), return_weights)
 
-    def caption_concepts(self, tokens: Tensor, lengths: Tensor, y: Tensor | None = None,
-                         words: Tensor | None = None) -> Tensor:
-        """Unit w^C (B, F) of eq. 2; the query pools the instance text encoder's word features (given,
-        or computed from the tokens) with a separate pooling and FC."""
+    def caption_concepts(self, tokens: Tensor, lengths: Tensor, y: Tensor | None = None, words: Tensor | None = None,
+                         return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Unit w^C (B, F) of eq. 2 (and the attention); the query pools the instance text encoder's word
+        features (given, or computed from the tokens; under stop-gradient unless
+        ``concept_text_gradient``) with a separate pooling and FC."""
         if words is None:
             words = self.model.text_encoder.word_features(tokens, lengths)
+        if not self.settings_.concept_text_gradient:
+            words = words.detach()
         query = self.text_concept_fc(self.text_concept_pool(words, lengths.to(words.device)))
-        return F.normalize(self.concept_embedder(query, "text", y), dim=-1)
+        return self._unit(self.concept_embedder(query, "text", y, return_weights=True), return_weights)
+
+    @staticmethod
+    def _unit(embedded: tuple[Tensor, Tensor], return_weights: bool) -> Tensor | tuple[Tensor, Tensor]:
+        embedding, weights = F.normalize(embedded[0], dim=-1), embedded[1]
+        return (embedding, weights) if return_weights else embedding
 
     # ------------------------------------------------------------------ training
 
@@ -228,15 +305,16 @@ class CoderMethod(DualEncoderMethod):
         if self.uses_memory_:
             sims = sims.with_extras(**self.memory_extras(batch, image_emb, caption_emb))
         instance = self.loss(sims)
-        total = settings.lambda_ * instance.loss
+        total = self.instance_weight * instance.loss
         parts = {"instance": instance.loss.detach()}
         if settings.mdcl:
             mdcl = self.mdcl_loss(sims).loss
             total, parts["mdcl"] = total + mdcl, mdcl.detach()
         if settings.concepts:
             y = self.concept_embedder.concepts()  # one GCN pass for both sides
-            image_c = self.image_concepts(batch.images, y)
-            caption_c = self.caption_concepts(batch.tokens, batch.lengths, y, words)
+            image_c, image_a = self.image_concepts(batch.images, y, return_weights=True)
+            caption_c, caption_a = self.caption_concepts(batch.tokens, batch.lengths, y, words, return_weights=True)
+            parts.update(collapse_figures(image_c, image_a, "image") | collapse_figures(caption_c, caption_a, "caption"))
             concept_sims = Similarities(image_c @ caption_c.T, batch.image_ids)
             concept = self.concept_loss(concept_sims).loss
             if settings.concept_both_ways:
@@ -248,7 +326,8 @@ class CoderMethod(DualEncoderMethod):
                     D.CAPTION_CLUSTER_LOGITS: self.prototypes.logits(caption_c),
                     D.CLUSTER_LABELS: self.prototypes.labels_of(batch.caption_ids)}))
                 total, parts["pgc"] = total + pgc.loss, pgc.loss.detach()
-                parts["pgc_labelled"] = pgc.parts["labelled"]
+                parts.update(pgc_image=pgc.parts["image"], pgc_caption=pgc.parts["caption"],
+                             pgc_labelled=pgc.parts["labelled"], pgc_prototype_cosine=self.prototypes.mean_cosine())
         return LossOutput(total, parts), sims
 
     @torch.no_grad()
