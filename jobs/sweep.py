@@ -6,7 +6,7 @@
     python jobs/sweep.py --preset dbl-table4         # = jobs/sweep_dbl.py
     python jobs/sweep.py --sweep my_sweep.yaml       # any sweep file
     python jobs/sweep.py --preset coder-table2 --resume
-    ray job submit --working-dir . -- python jobs/sweep.py --preset coder-table2
+    python jobs/sweep.py --preset coder-table2 --dry-run      # the trials, the cost, and the `ray job submit` line
 
 A preset is a file of configs/sweeps/ named with dashes. Same flags and machinery as
 jobs/sweep_dbl.py. Starts a local Ray when RAY_ADDRESS is unset.

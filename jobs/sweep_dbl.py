@@ -5,7 +5,7 @@
     python jobs/sweep_dbl.py --preset table2         # OAS/OSS/MSS against DR, RKD, DML, DINO, DINO*
     python jobs/sweep_dbl.py --optuna                # Optuna over strategy, scenario, γ and α
     python jobs/sweep_dbl.py --resume                # continue the interrupted sweep
-    ray job submit --working-dir . -- python jobs/sweep_dbl.py --preset smoke
+    python jobs/sweep_dbl.py --preset smoke --dry-run      # the trials, the cost, and the `ray job submit` line
 
 `jobs/sweep.py` with DBL's Table IV as the preset it runs unless told otherwise, and `--optuna` for
 `--preset dbl-optuna`; DBL's short preset names (smoke, table2, ...) are the `aliases` of its sweep files.

@@ -1,14 +1,21 @@
 """What the MLflow UI shows of itrlab's runs: the machine-learning view of an experiment (its runs table,
-not MLflow 3's GenAI overview), metrics without float noise, a sweep's variant by its name."""
+not MLflow 3's GenAI overview), a sweep's trials in a saved view, the one `mlflow ui` command, metrics
+without float noise, a sweep's variant by its name."""
 
 from __future__ import annotations
 
+import json
+
 from mlflow import MlflowClient
 
+from conftest import REPO
+from itrlab.config.sweep import load_sweep
+from itrlab.sweep.runs_table import trials_view
 from itrlab.sweep.trial import trial_params, trial_tags
-from itrlab.tracking import MlflowTracker
-from itrlab.tracking import ui_hint
+from itrlab.tracking import MlflowTracker, ui_hint
 from itrlab.tracking.mlflow_tracker import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+from itrlab.tracking.runs_view import KEEP_VIEWS
+from itrlab.tracking.store import ui_command
 
 
 def test_experiments_are_model_training_and_links_open_the_runs_table(tmp_path):
@@ -20,8 +27,47 @@ def test_experiments_are_model_training_and_links_open_the_runs_table(tmp_path):
     assert EXPERIMENT_KIND_TAG not in client.get_experiment(other).tags
     MlflowTracker("made elsewhere", uri)
     assert client.get_experiment(other).tags[EXPERIMENT_KIND_TAG] == "custom_model_development"
-    assert ui_hint("http://h:5000", "3").endswith("/#/experiments/3?workflowType=machine_learning")
+    assert ui_hint("http://h:5000", "3") == "open http://h:5000/#/experiments/3/runs?workflowType=machine_learning"
     assert ui_hint(uri, "3", "abc").endswith("#/experiments/3/runs/abc?workflowType=machine_learning")
+    assert ui_hint("http://h:5000/", "3", view="itrlab-x") == \
+        "open http://h:5000/#/experiments/3/runs?viewStateShareKey=itrlab-x&workflowType=machine_learning"
+
+
+def test_the_printed_ui_command_is_the_one_the_docs_give(monkeypatch):
+    """The venv's mlflow (not a bare `mlflow`, off PATH without the venv activated), one worker, MLflow's
+    job runner off, on loopback: printed by every run, and shown by docs/mlflow.md and the README."""
+    monkeypatch.chdir(REPO)
+    command = ui_command("sqlite:///HERE/mlflow.db")
+    assert command == ("MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false .venv/bin/mlflow ui --backend-store-uri "
+                       "sqlite:///HERE/mlflow.db --host 127.0.0.1 --port 5000 --workers 1")
+    documented = command.replace("HERE", "$PWD")
+    assert documented in (REPO / "docs" / "mlflow.md").read_text() and documented in (REPO / "README.md").read_text()
+    assert f"run `{command}` and open http://127.0.0.1:5000/#/experiments/1/runs/r?workflowType=machine_learning" \
+        == ui_hint("sqlite:///HERE/mlflow.db", "1", "r")
+
+
+def test_a_sweeps_view_shows_its_trials_with_their_values_and_results_first(tmp_path):
+    """The saved view a sweep's link opens: its parent's children, flat, best test rsum first, the swept
+    values, seed and results as the first columns; saved as MLflow's "Save view" saves one, replaced
+    when saved again, and only itrlab's newest views kept."""
+    spec = load_sweep("dbl_tiny")
+    view = trials_view(spec, "20261126-085735", "p1")
+    assert view.search == "tags.`mlflow.parentRunId` = 'p1'" and view.order_by == "test_rsum" and not view.ascending
+    assert view.columns()[:4] == ["tags.`param.cooperative.strategy`", "tags.`param.seed`", "metrics.`test_rsum`",
+                                  "metrics.`best_val_rsum`"]
+    state = view.state()
+    assert state["orderByKey"] == "metrics.`test_rsum`" and state["selectedColumns"] == state["columnOrder"]
+    tracker = MlflowTracker("views", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tracker.client.set_experiment_tag(tracker.experiment_id, "mlflow.sharedViewState.mine", "a person's view")
+    for i in range(KEEP_VIEWS + 3):
+        tracker.save_view(f"itrlab-{i}", view)
+    tracker.save_view("itrlab-0", view)  # again: replaced, not added
+    tags = tracker.client.get_experiment(tracker.experiment_id).tags
+    ours = [key for key in tags if key.startswith("mlflow.sharedViewState.itrlab-")]
+    assert len(ours) == KEEP_VIEWS and "mlflow.sharedViewState.itrlab-0" in ours
+    assert tags["mlflow.sharedViewState.mine"] == "a person's view"
+    envelope = json.loads(tags["mlflow.sharedViewState.itrlab-0"])
+    assert envelope["name"] == "dbl_tiny 20261126-085735: trials" and json.loads(envelope["state"]) == state
 
 
 def test_metrics_are_stored_to_six_significant_digits(tmp_path):

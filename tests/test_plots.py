@@ -1,4 +1,4 @@
-"""The sweep's plots read at a glance: bars from 0 with an x label, a chance line, intervals only
+"""The sweep's plots read at a glance: bars from 0 with an x label, a chance band, intervals only
 where rows have them, a tick at every swept value on a log axis; curves grouped by pivot row (one
 colour and one legend entry per row, a band over its seeds), whole epochs, and a log loss axis when
 the rows' losses differ in scale. Asserted on the matplotlib figures, not on the PNG files."""
@@ -42,17 +42,23 @@ def bands(ax) -> list[PolyCollection]:
     return [c for c in ax.collections if isinstance(c, PolyCollection)]
 
 
-def test_bars_start_at_zero_with_an_x_label_and_a_chance_line():
+def chance_bands(ax) -> list:
+    """The shaded chance band(s): patches labelled "chance ..." (axhspan)."""
+    return [p for p in ax.patches if p.get_label().startswith("chance")]
+
+
+def test_bars_start_at_zero_with_an_x_label_and_a_chance_band():
     spec = load_sweep("dbl_table4")
     means = [100.0 + 2 * i for i in range(9)]  # F (110) is 1.1x A (100): from 0 the bars say so
-    fig = pivot_figure(pivot_table("cooperative.strategy", STRATEGIES, means, [3.0] * 9), spec, chance=6.0)
+    fig = pivot_figure(pivot_table("cooperative.strategy", STRATEGIES, means, [3.0] * 9), spec, chance=(2.0, 6.0))
     ax = fig.axes[0]
     assert ax.get_ylim()[0] == 0
     assert ax.get_xlabel() == "cooperative.strategy"
     assert [t.get_text() for t in ax.get_xticklabels()] == STRATEGIES
-    chance = [line for line in ax.lines if line.get_label() == "chance"]
-    assert len(chance) == 1 and set(chance[0].get_ydata()) == {6.0} and chance[0].get_linestyle() == "--"
-    assert "chance" in legend_texts(ax) and "95% interval" in legend_texts(ax)
+    (band,) = chance_bands(ax)  # the random model's 95% range, the one the report's "at chance" reaches
+    ys = band.get_path().transformed(band.get_patch_transform()).vertices[:, 1]
+    assert min(ys) == pytest.approx(2.0) and max(ys) == pytest.approx(6.0)
+    assert "chance: random scores' 95% range (2.0-6.0)" in legend_texts(ax) and "95% interval" in legend_texts(ax)
     assert error_bar_count(ax) == 9
 
 
@@ -64,7 +70,7 @@ def test_one_seed_bars_have_no_interval_and_say_1_seed():
     assert not any("95% interval" in t for t in texts)
     assert any("1 seed" in t for t in texts)
     assert error_bar_count(ax) == 0
-    assert not [line for line in ax.lines if line.get_label() == "chance"]  # no chance given: no line
+    assert not chance_bands(ax)  # no chance given: no band
 
 
 def test_error_bars_only_on_rows_with_an_interval():
@@ -78,14 +84,14 @@ def test_error_bars_only_on_rows_with_an_interval():
 
 def test_log_tau_axis_has_a_tick_at_every_swept_value():
     spec = load_sweep("ascl_tau")
-    fig = pivot_figure(pivot_table("loss.tau", TAUS, [300, 320, 310, 280, 250], [5.0] * 5), spec, chance=6.0)
+    fig = pivot_figure(pivot_table("loss.tau", TAUS, [300, 320, 310, 280, 250], [5.0] * 5), spec, chance=(2.0, 6.0))
     ax = fig.axes[0]
     assert ax.get_xscale() == "log"
     assert list(ax.get_xticks()) == pytest.approx(TAUS)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.01", "0.02", "0.05", "0.1", "0.2"]
     assert len(ax.xaxis.get_minorticklocs()) == 0
     assert ax.get_xlabel() == "loss.tau"
-    assert any(line.get_label() == "chance" for line in ax.lines)
+    assert chance_bands(ax)
     assert [b.get_label() for b in bands(ax)] == ["95% interval"]
 
 
@@ -150,12 +156,16 @@ def test_epoch_ticks_are_whole_numbers():
         assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks)
 
 
-def test_loss_axis_is_log_when_scales_differ_100x_else_linear():
+def test_losses_of_different_scales_are_drawn_relative_to_their_first_epoch():
+    """A summed hinge near 200 beside an InfoNCE near 2: each row's curve starts at 1.0, so both descents
+    fill the panel; rows of one scale keep their logged values."""
     spec = load_sweep("dbl_table4")
-    top, bottom = curves_figure(seeds_of(list("AB"), [200.0, 2.0]), spec).axes
-    assert bottom.get_yscale() == "log" and top.get_yscale() == "linear"
+    _, bottom = curves_figure(seeds_of(list("AB"), [200.0, 2.0]), spec).axes
+    assert bottom.get_ylabel() == "training loss / its first epoch's"
+    assert [line.get_ydata()[0] for line in bottom.lines] == pytest.approx([1.0, 1.0])
+    assert all(min(line.get_ydata()) < 1.0 for line in bottom.lines)  # each row's descent is visible
     _, bottom = curves_figure(seeds_of(list("AB"), [3.0, 2.0]), spec).axes
-    assert bottom.get_yscale() == "linear"
+    assert bottom.get_ylabel() == "training loss" and bottom.lines[0].get_ydata()[0] != pytest.approx(1.0)
 
 
 def test_many_rows_get_distinct_colours_and_a_legend_below_the_panels():
@@ -181,7 +191,7 @@ def test_trials_without_a_row_are_rows_of_their_own():
 def test_plot_functions_write_png_and_close_their_figures(tmp_path):
     spec = load_sweep("dbl_table4")
     table = pivot_table("cooperative.strategy", STRATEGIES, [60.0] * 9, [1.0] * 9)
-    assert plot_pivot(table, spec, tmp_path / "pivot.png", chance=6.0) == tmp_path / "pivot.png"
+    assert plot_pivot(table, spec, tmp_path / "pivot.png", chance=(2.0, 6.0)) == tmp_path / "pivot.png"
     assert plot_curves(seeds_of(list("AB"), [2.0, 2.0]), spec, tmp_path / "curves.png") == tmp_path / "curves.png"
     for name in ("pivot.png", "curves.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -90,7 +90,9 @@ def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
     assert "G = 1 (one trial per process): about" in out and "G = 3" not in out and "GPU-hours" in out
     assert "--group G, trains G trials of one model shape together" in out
     assert "estimated, not measured" in out and "bench_gpu" in out
-    assert "ray job submit --working-dir . -- python jobs/sweep.py --preset convse-table3 --profile paper " \
+    assert "RAY_AUTH_MODE=token ray job submit --address http://127.0.0.1:8265 --working-dir . \\\n" in out
+    assert f'{{"env_vars": {{"MLFLOW_TRACKING_URI": "sqlite:///{tmp_path / "mlflow.db"}"}}}}' in out
+    assert f"-- python jobs/sweep.py --preset convse-table3 --profile paper --storage {tmp_path / 'runs' / 'sweeps'} " \
            "dataset.root=/data/f30k_precomp" in out
     # no MLflow store, no runs folder, no data (HOME's caches and the step counts beside the throughput record aside)
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["step_counts.json"]

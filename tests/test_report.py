@@ -18,7 +18,7 @@ from itrlab.report.chance import chance_level, image_to_text_hit
 from itrlab.report.headline import headline, row_marks
 from itrlab.report.paper_report import ReportInputs, build_report
 from itrlab.report.pivot import pivot, published_numbers, trial_cost_unit
-from itrlab.report.summary import TrialRow
+from itrlab.report.summary import TrialRow, fmt_cell, number
 
 SYNTHETIC = DataShape(200, 50, 50, 5, 6, 32, synthetic=True)
 F30K = DataShape(29000, 1014, 1000, 5, 36, 2048, synthetic=False)
@@ -98,14 +98,25 @@ def test_a_one_seed_row_beside_complete_rows_is_not_named():
 
 
 def test_rows_a_random_model_could_produce_are_at_chance_and_never_win():
-    level = chance_level(50, 5, "all")  # rsum ~ 32, a random model's 95% range up to ~ 50
+    level = chance_level(50, 5, "all")  # rsum ~ 62, a random model's 95% range up to ~ 90
+    reach = f"(rsum within a random model's 95% range, up to {level.rsum_band[1]:.1f})"
     table, spec = dbl_table({"A": [30.0, 31.0, 32.0], "F": [35.0, 36.0, 37.0]})  # F "beats" A, both at chance
     top = headline(table, spec, level)
-    assert top.winner is None and top.text.endswith("every row is at chance")
+    assert top.winner is None and top.text.endswith(f"every row is at chance {reach}")
     assert row_marks(table, spec, level).at_chance == [True, True]
     table, spec = dbl_table({"A": [30.0, 31.0, 32.0], "F": [170.0, 171.0, 172.0]})
     top = headline(table, spec, level)
-    assert top.winner == "F" and top.text.endswith("; at chance: A")
+    assert top.winner == "F" and top.text.endswith(f"; at chance {reach}: A")
+
+
+def test_the_plot_band_and_the_at_chance_mark_are_one_range():
+    """A row is "at chance" exactly when its rsum interval reaches the band the plot shades."""
+    level = chance_level(50, 5, "all")
+    low, high = level.rsum_band
+    assert 0 < low < level.recalls["rsum"] < high == level.rsum_high
+    means = {"A": [high - 1.0], "B": [high + 1.0]}  # one seed: the mean is what reaches the band, or not
+    table, spec = dbl_table(means)
+    assert row_marks(table, spec, level).at_chance == [True, False]
 
 
 def test_the_report_reads_like_a_papers_table():
@@ -116,21 +127,41 @@ def test_the_report_reads_like_a_papers_table():
     cost_column, devices = trial_cost_unit(spec)
     report = build_report(table, spec, ReportInputs(top, row_marks(table, spec, level), level, published, note,
                                                     cost_column, devices, ["experiment dbl_synthetic_small"]))
-    assert report.header[:9] == ["cooperative.strategy", "i2t R@1", "i2t R@5", "i2t R@10", "t2i R@1", "t2i R@5",
-                                 "t2i R@10", "rsum", "MD"]
+    assert report.header[:9] == ["cooperative.strategy", "rsum", "i2t R@1", "i2t R@5", "i2t R@10", "t2i R@1",
+                                 "t2i R@5", "t2i R@10", "MD"]  # rsum first: inside a narrow viewer
     first, c_row, f_row, chance_row = report.rows
-    assert first[0] == "A" and first[7] == "151.0 ± 2.5" and first[9] == "baseline"
-    assert c_row[7] == "200.0 (1 seed)" and c_row[-1] == "1 of 3 seeds"
+    assert first[0] == "A" and first[1] == "151.0 ± 2.5" and first[9] == "baseline"
+    assert c_row[1] == "200.0 (1 seed)" and c_row[-1] == "1 of 3 seeds"
     assert f_row[9].startswith("+20.0 ± ") and f_row[-1] == "best"
-    assert chance_row[0] == "chance" and chance_row[7] == f"{level.recalls['rsum']:.1f}"
+    low, high = level.rsum_band  # the chance row's rsum is the band the plot shades
+    assert chance_row[0] == "chance" and chance_row[1] == f"{low:.1f}-{high:.1f}"
+    assert chance_row[2] == f"{level.recalls['i2t_R1']:.1f}"
+    assert report.notes[0].startswith("Cells: mean ± 95% Student-t interval over seeds [0, 1, 2]")
     assert report.row_kinds == ["baseline", "result", "result", "chance"]
     assert any("left out, not comparable" in n for n in report.notes)  # synthetic data: no published rows
     page = report.html()
     assert "<th>i2t R@1</th>" in page and "151.0 ± 2.5" in page and 'class="chance"' in page
     assert html.escape(top.text) in page
     markdown = report.markdown()
-    assert "| A | 25.2 ± 0.4 |" in markdown and f"**{top.text}**" in markdown
+    assert "| A | 151.0 ± 2.5 | 25.2 ± 0.4 |" in markdown and f"**{top.text}**" in markdown
     assert report.text().splitlines()[-1] == top.text  # the console ends with the headline
+
+
+def test_one_seed_says_it_has_no_interval_and_each_metric_has_one_format():
+    spec = load_sweep("dbl_tiny")  # one seed
+    table = pivot(cells("dbl_tiny", "cooperative.strategy", {"A": [75.6], "F": [72.0]}), spec, SYNTHETIC, "all")
+    level = chance_level(50, 5, "all")
+    top = headline(table, spec, level)
+    report = build_report(table, spec, ReportInputs(top, row_marks(table, spec, level), level, None, "", "cpu_hours",
+                                                    1, []))
+    assert report.notes[0].startswith("Cells: one run per row (seed 0): no interval") and "±" not in report.notes[0]
+    assert not any("±" in cell for row in report.rows for cell in row)
+    assert f"rsum is at or below {level.rsum_high:.1f}, inside that band" in report.notes[1]
+    assert "interval" not in report.notes[1]
+    # one format per metric, wherever it is shown: the report, the trials table, the results page
+    assert fmt_cell(0.000353123, "test_md") == number(0.000353123, "md") == "0.000353"
+    assert fmt_cell(75.6333, "test_rsum") == fmt_cell(75.6333, "rsum") == number(75.6333, "test_rsum") == "75.6"
+    assert fmt_cell(5e-05, "train.lr") == "5e-05" and fmt_cell(0.2, "cooperative.gamma") == "0.2"
 
 
 def test_published_rows_appear_only_on_the_papers_data():

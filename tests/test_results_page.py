@@ -37,7 +37,16 @@ def test_the_page_holds_provenance_pivot_headline_trials_cost_and_plots():
     assert "| chance | 32.1 |" in page and "200 / 50 / 50 images x 5 captions, 6 x 32 features, synthetic" in page
     assert "**no row differs from A at 95% (1-2 seeds)**" in page and "Cost: wall / trial" in page
     assert "- `t2`: loss became nan" in page and "![sweep/plots/pivot_test_rsum.png](img/x.png)" in page
-    assert "trials: 4 (3 finished, 1 error)" in page and "1 min 0 s" in page
+    assert "trials: 4 (3 finished, 1 error)" in page
+    # a summary from before the invocation's time was recorded: the parent run's span, said to be so
+    assert "the parent run's span: 1 min 0 s (every invocation and the gaps between them)" in page
+
+
+def test_the_wall_time_is_the_invocations_own_and_the_ranking_is_said():
+    summary = {**SUMMARY, "invocation_seconds": 95.2, "ranking": "ranked by their best epoch's validation rsum"}
+    page = render(summary, RUN)
+    assert "wall time of the invocation that wrote these results: 1 min 35 s (its start to its report" in page
+    assert "parent run's span" not in page and "Trials ranked by their best epoch's validation rsum." in page
 
 
 def test_a_sweep_without_a_table_still_gets_its_trials():

@@ -137,9 +137,10 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def browser_dom(url: str) -> str:
-    """The page at ``url`` as headless Chromium renders it (its scripts run, their requests answered)."""
+    """The page at ``url`` as headless Chromium renders it at 1600 x 1000 (its scripts run, their requests
+    answered; the runs table renders the columns that fit the window)."""
     done = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                           "--virtual-time-budget=30000", "--dump-dom", url],
+                           "--window-size=1600,1000", "--virtual-time-budget=30000", "--dump-dom", url],
                           capture_output=True, text=True, timeout=180)
     return done.stdout
 
@@ -158,49 +159,77 @@ def variant_sweep(tmp_path_factory):
     return workdir, result
 
 
+def rsum_column_right_edge(report: Path, width: int) -> float:
+    """Where the report's rsum column ends, in pixels, when a browser ``width`` pixels wide shows it."""
+    probe = report.with_name("probe.html")
+    probe.write_text(report.read_text().replace("</body>", """<script>
+const th = [...document.querySelectorAll("th")].find(cell => cell.textContent === "rsum");
+document.body.setAttribute("data-rsum-right", th ? th.getBoundingClientRect().right : -1);
+</script></body>"""))
+    done = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                           f"--window-size={width},1000", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    return float(re.search(r'data-rsum-right="([-\d.]+)"', done.stdout).group(1))
+
+
+GENAI_ONLY = (">Judges<", ">Evaluation runs<", ">Sessions<")  # MLflow 3's GenAI sidebar, absent in model training
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="needs a headless browser: apt-get install chromium")
-def test_the_report_the_pivot_and_the_plots_read_in_the_mlflow_ui(variant_sweep, tmp_path):
-    """`mlflow ui` over a finished variant sweep, loaded by headless Chromium: the artifact view shows
-    sweep/report.html in MLflow's HTML frame, and that file, as the server hands it out, renders a table
-    of "mean ± interval" cells, the chance row and the headline; the pivot's table view shows every
-    column (dotted names used to render empty) and the plot is there."""
+def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, tmp_path):
+    """`mlflow ui` as docs/mlflow.md starts it, over a finished variant sweep, loaded by headless Chromium:
+    the link the sweep printed opens the runs table in the model-training view with every trial as a row
+    (not one collapsed parent), its variant and test rsum among the columns; the artifact view shows
+    sweep/report.html in MLflow's HTML frame, and that file renders "mean ± interval" cells, the chance
+    band and the headline, its rsum column inside the frame of a 1280-px window (about 480 px beside
+    MLflow's panels); the pivot's table view shows every column and the plot is there."""
     from urllib.request import urlopen
 
     from servers import BIN, serve
 
-    from itrlab.tracking import ui_hint
-
     workdir, result = variant_sweep
     client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("variant_sweep")
-    headline = client.get_run(result.parent_run_id).data.tags["itrlab.headline"]
-    command = [str(BIN / "mlflow"), "ui", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1",
-               "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}"]
+    parent = client.get_run(result.parent_run_id)
+    headline = parent.data.tags["itrlab.headline"]
+    printed = result.ui_hint  # run `<the command>` and open <the link>
+    command = printed.split("`")[1].split()
+    assert command[0] == "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" and command[-2:] == ["--workers", "1"]
+    command = ["env", command[0], str(BIN / "mlflow"), *command[2:]]
+    command[command.index("--port") + 1] = "{port}"
     with serve(command, workdir, "mlflow-ui", "/health", timeout=90) as url:
+        link = printed.split(" and open ", 1)[1].replace("http://127.0.0.1:5000", url)
+        runs_page = browser_dom(link)
         run_page = f"{url}/#/experiments/{experiment.experiment_id}/runs/{result.parent_run_id}"
-        view = browser_dom(f"{run_page}/artifacts/sweep/report.html")
-        assert 'class="mlflow-html-iframe"' in view, "the artifact view does not show the HTML report"
+        view = browser_dom(f"{run_page}/artifacts/sweep/report.html?workflowType=machine_learning")
         # the frame shows the file the UI fetches here (served as a download, so rendered from a copy)
         served = tmp_path / "report.html"
         with urlopen(f"{url}/get-artifact?path=sweep%2Freport.html&run_uuid={result.parent_run_id}") as response:
             served.write_bytes(response.read())
         report = browser_dom(served.as_uri())
-        # the experiment as itrlab's links open it: the runs table, not MLflow 3's GenAI overview
-        experiment_page = browser_dom(ui_hint(url, experiment.experiment_id).split("open ", 1)[1])
         table = browser_dom(f"{run_page}/artifacts/sweep/table.json")
         plot = browser_dom(f"{run_page}/artifacts/sweep/plots/pivot_test_rsum.png")
     assert "get-artifact?path=sweep%2Freport.html" in (workdir / "mlflow-ui.log").read_text()
+    # the sweep's link: its trials as rows, with their variant and test rsum, in the model-training view
+    kids = children(client, "variant_sweep", result.parent_run_id)
+    assert "<title>Runs - Experiment" in runs_page, re.findall(r"<title>[^<]*", runs_page)
+    assert all(kid.info.run_name in runs_page for kid in kids) and len(kids) == 4
+    assert parent.info.run_name not in runs_page  # not the collapsed parent: its trials
+    assert "param.variant" in runs_page and "test_rsum" in runs_page and "<strong>4</strong> matching runs" in runs_page
+    for kid in kids:
+        assert f'>{kid.data.metrics["test_rsum"]:g}<' in runs_page, kid.data.metrics["test_rsum"]
+    assert not [marker for marker in GENAI_ONLY if marker in runs_page + view]  # model training throughout
+    assert 'class="mlflow-html-iframe"' in view, "the artifact view does not show the HTML report"
+    assert headline in parent.data.tags["mlflow.note.content"]  # the run page's description: the headline in full
     rows = re.findall(r'<tr class="(\w+)">(.*?)</tr>', report, re.S)
     cells = {re.findall(r"<td>(.*?)</td>", row)[0]: re.findall(r"<td>(.*?)</td>", row) for _, row in rows}
     assert [kind for kind, _ in rows] == ["baseline", "result", "chance"] and set(cells) == {"A", "F", "chance"}
-    assert all(re.fullmatch(r"\d+\.\d ± \d+\.\d", cell) for cell in cells["A"][1:8])  # every recall and rsum
+    assert all(re.fullmatch(r"\d+\.\d ± \d+\.\d", cell) for cell in cells["A"][1:8])  # rsum and every recall
     assert cells["F"][9].startswith(("+", "-")) and " ± " in cells["F"][9]  # vs A, with Welch's interval
-    assert re.fullmatch(r"\d+\.\d", cells["chance"][7]) and "random scores" in cells["chance"][-1]
-    assert f'<p class="headline">{html.escape(headline, quote=True)}</p>' in report
+    assert re.fullmatch(r"\d+\.\d-\d+\.\d", cells["chance"][1]) and "random scores" in cells["chance"][-1]
+    assert f'<p class="headline">{html.escape(headline, quote=False)}</p>' in report  # as the DOM serialises text
     assert result.headline == headline and "at 95% (2 seeds)" in headline
-    assert "<title>Runs - Experiment" in experiment_page, re.findall(r"<title>[^<]*", experiment_page)
-    parent_name = client.get_run(result.parent_run_id).info.run_name
-    assert parent_name in experiment_page  # the runs table: the sweep's parent run (its trials nest under it)
+    assert 0 < rsum_column_right_edge(served, 480) <= 480  # rsum, right after the row label, inside the frame
     assert "variant" in table and "test_rsum_mean" in table and "published" in table
     assert sorted(set(re.findall(r">([AF])<", table))) == ["A", "F"], "the swept column's cells are empty"
     assert re.search(r"<img[^>]+pivot_test_rsum\.png", plot), "the plot is not shown"

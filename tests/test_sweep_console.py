@@ -16,6 +16,7 @@ import pytest
 from conftest import tiny_config
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep import progress
+from itrlab.sweep.board import BoardWriter, TrialState, read_state
 from itrlab.sweep.progress import (DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration,
                                    progress_line)
 from itrlab.train.loop import StepCounter, format_step_time
@@ -50,9 +51,15 @@ def grid_spec(**extra) -> SweepSpec:
 def test_progress_line_format():
     assert progress_line(15, 7, 2, 0, 6 * 60) == "7/15 trials done · 2 running · 0 failed · ETA 6 min"
     assert progress_line(15, 0, 2, 1, None) == "0/15 trials done · 2 running · 1 failed · ETA unknown"
+    assert progress_line(15, 7, 2, 0, 6 * 60, states=["starting", "epoch 2/10 step 120/400"],
+                         pending="6 queued (2 at a time)") == \
+        "7/15 trials done · 2 running: starting, epoch 2/10 step 120/400 · 6 queued (2 at a time) · 0 failed · ETA 6 min"
     assert progress_line(3, 1, 0, 0, None, elapsed=14, interrupted=1) == \
-        "1/3 trials done · 0 running · 0 failed · 1 interrupted · took 14 s"
-    assert progress_line(3, 3, 0, 0, None, elapsed=125) == "3/3 trials done · 0 running · 0 failed · took 3 min"
+        "1/3 trials done · 0 running · 0 failed · 1 interrupted · took 14 s (this invocation)"
+    assert progress_line(3, 3, 0, 0, None, elapsed=125) == \
+        "3/3 trials done · 0 running · 0 failed · took 3 min (this invocation)"
+    # every trial ended, Tune not yet done with the sweep: no "ETA 0 s" (a line a loaded machine prints)
+    assert progress_line(3, 3, 0, 0, 0.0) == "3/3 trials done · 0 running · 0 failed · ending"
 
 
 @pytest.mark.parametrize("seconds, shown", [(0, "0 s"), (44.2, "45 s"), (60, "1 min"), (61, "2 min"),
@@ -61,20 +68,77 @@ def test_durations_round_up(seconds, shown):
     assert format_duration(seconds) == shown
 
 
-def test_eta_is_unknown_until_a_trial_ended():
-    assert eta_seconds(15, 0, [], [100.0, 50.0]) is None
+def test_eta_is_unknown_until_every_running_trial_has_a_rate():
+    assert eta_seconds([None, 50.0], 0, None, 2) is None
+    assert eta_seconds([50.0], 3, None, 1) is None  # pending trials, and no whole trial measured
 
 
-def test_eta_spreads_the_mean_trial_over_the_running_slots():
-    # 15 trials, 7 ended with a mean of 60 s; 2 running for 30 s and 0 s: 30 + 60 s left of them, and 6
-    # pending trials of 60 s each, shared by 2 slots: (90 + 360) / 2 = 225 s
-    assert eta_seconds(15, 7, [50.0, 70.0] + [60.0] * 5, [30.0, 0.0]) == pytest.approx(225.0)
+def test_eta_spreads_the_work_over_the_slots_and_waits_for_the_slowest():
+    # 2 running with 30 and 60 s left, 6 pending trials of 60 s each, shared by 2 slots: (90 + 360) / 2 = 225 s
+    assert eta_seconds([30.0, 60.0], 6, 60.0, 2) == pytest.approx(225.0)
     # nothing pending: the sweep ends when its slowest running trial does, not at the shared average
-    assert eta_seconds(4, 2, [100.0, 100.0], [90.0, 10.0]) == pytest.approx(90.0)
+    assert eta_seconds([80.0, 10.0], 0, 100.0, 2) == pytest.approx(80.0)
     # none running but some pending (between trials): one slot
-    assert eta_seconds(3, 1, [20.0], []) == pytest.approx(40.0)
-    # a running trial past the mean has nothing left of it
-    assert eta_seconds(2, 1, [10.0], [25.0]) == pytest.approx(0.0)
+    assert eta_seconds([], 2, 20.0, 1) == pytest.approx(40.0)
+    # a trial with a fraction of a second left is not "0 s"
+    assert eta_seconds([0.2], 0, 10.0, 1) == 1.0 and format_duration(eta_seconds([0.2], 0, 10.0, 1)) == "1 s"
+
+
+def state(phase="training", epoch=3, epochs=3, step=46, steps=195, step_seconds=1.0, eval_seconds=None, updated=0.0):
+    return TrialState(phase, epoch, epochs, step, steps, step_seconds, eval_seconds, updated)
+
+
+def test_a_trial_with_steps_left_has_time_left_from_its_step_rate():
+    """The issue's case: epoch 3/3, step 46/195 at 1 s a step has 149 steps and the test left."""
+    assert state().seconds_left(now=0.0) == pytest.approx(149.0)
+    assert state(eval_seconds=5.0).seconds_left(now=0.0) == pytest.approx(149.0 + 2 * 5.0)  # validation, test
+    assert state(epoch=1).seconds_left(now=0.0) == pytest.approx(149.0 + 2 * 195.0)
+    # 10 s after the note: 139 s; however late the note, never less than a step (the trial has work left)
+    assert state().seconds_left(now=10.0) == pytest.approx(139.0)
+    assert state().seconds_left(now=10_000.0) == pytest.approx(1.0)
+    # evaluating the last epoch: what the evaluations take (or a step, before one was measured)
+    assert state(phase="validating", step=195, eval_seconds=5.0).seconds_left(now=0.0) == pytest.approx(10.0)
+    assert state(phase="testing", step=195, eval_seconds=5.0).seconds_left(now=100.0) == pytest.approx(5.0)
+    assert state(step_seconds=None).seconds_left(now=0.0) is None  # no rate yet: unknown
+    assert state().describe() == "epoch 3/3 step 46/195"
+    assert state(phase="validating").describe() == "validating epoch 3/3" and state(phase="testing").describe() == "testing"
+
+
+def test_the_board_holds_what_the_training_notes(tmp_path):
+    """A trial's training callback writes its phase and step; the driver reads it back, ignoring a note
+    older than the trial's start in this invocation (an earlier invocation's)."""
+    from itrlab.train.progress import TrainingProgress
+
+    writer = BoardWriter(tmp_path / "progress", "t1", clock=lambda: 500.0)
+    writer.on_progress(TrainingProgress("training", 2, 5, 10, 40, 0.5, 3.0))
+    read = read_state(tmp_path / "progress", "t1", since=400.0)
+    assert read == TrialState("training", 2, 5, 10, 40, 0.5, 3.0, 500.0)
+    assert read_state(tmp_path / "progress", "t1", since=600.0) is None  # an earlier invocation's note
+    assert read_state(tmp_path / "progress", "t2", since=None) is None and read_state(None, "t1", None) is None
+
+
+def test_the_trainer_notes_each_phase_and_its_step_rate(tiny_root, one_torch_thread):
+    """The Trainer tells a listening callback where it stands: each epoch's training (with its measured
+    seconds per step), each validation and the test evaluation."""
+    from itrlab.train import run_experiment
+
+    class Listener:
+        def __init__(self):
+            self.notes = []
+
+        def on_progress(self, progress):
+            self.notes.append(progress)
+
+        def on_epoch_end(self, report):
+            pass
+
+    listener = Listener()
+    run_experiment(tiny_config(tiny_root, "train.epochs=2"), tiny_root.parent / "run_notes", callbacks=[listener])
+    phases = [(n.phase, n.epoch) for n in listener.notes]
+    phases = [phase for i, phase in enumerate(phases) if i == 0 or phase != phases[i - 1]]  # each phase once
+    assert phases == [("training", 1), ("validating", 1), ("training", 2), ("validating", 2), ("testing", 2)]
+    second = [n for n in listener.notes if n.phase == "training" and n.epoch == 2][0]
+    assert second.step_seconds > 0 and second.eval_seconds > 0  # the first epoch's, measured
 
 
 def test_total_is_the_grid_times_seeds_or_optuna_trials():
@@ -102,7 +166,8 @@ def test_callback_counts_times_and_prints_on_its_interval():
     step(10)
     assert out.getvalue() == ""  # not yet 30 s
     step(20)
-    assert out.getvalue().splitlines() == ["0/5 trials done · 2 running · 0 failed · ETA unknown"]
+    assert out.getvalue().splitlines() == ["0/5 trials done · 2 running: starting, starting · 3 pending · 0 failed · "
+                                           "ETA unknown"]
     step(5)
     assert len(out.getvalue().splitlines()) == 1  # at most one line per interval
     clock.now += 15  # t0 ends after 50 s, t1 errors after 50 s
@@ -112,12 +177,13 @@ def test_callback_counts_times_and_prints_on_its_interval():
     callback.on_trial_error(iteration=0, trials=trials, trial=trials[1])
     clock.now += 10
     start(trials[2])
-    step(20)  # t2 has run 20 s; mean 50 s: 30 s left of it, 2 pending of 50 s, one slot: 130 s
-    assert out.getvalue().splitlines()[-1] == "1/5 trials done · 1 running · 1 failed · ETA 3 min"
+    step(20)  # t2 still starting (no note): a whole trial of 50 s, and 2 pending of 50 s, one slot: 150 s
+    assert out.getvalue().splitlines()[-1] == "1/5 trials done · 1 running: starting · 2 pending · 1 failed · ETA 3 min"
     callback.on_experiment_end(trials=trials)
     callback.on_experiment_end(trials=trials)
     lines = out.getvalue().splitlines()
-    assert lines[-1] == "1/5 trials done · 1 running · 1 failed · took 2 min" and lines[-2] != lines[-1]
+    assert lines[-1] == "1/5 trials done · 1 running · 1 failed · took 2 min (this invocation)"
+    assert lines[-2] != lines[-1]
 
 
 def test_restored_trials_count_and_cut_short_ones_do_not():
@@ -132,11 +198,50 @@ def test_restored_trials_count_and_cut_short_ones_do_not():
     callback.on_trial_start(iteration=0, trials=trials, trial=trials[2])
     clock.now += 40
     callback.on_step_begin(iteration=1, trials=trials)
-    # mean 100 s (a); c has 60 s left, d pending 100 s, one slot: 160 s
-    assert out.getvalue().splitlines() == ["1/4 trials done · 1 running · 1 failed · ETA 3 min"]
+    # mean 100 s (a); c is starting (a whole trial), d pending 100 s, one slot: 200 s
+    assert out.getvalue().splitlines() == ["1/4 trials done · 1 running: starting · 1 pending · 1 failed · ETA 4 min"]
     trials[2].status = "TERMINATED"  # Ctrl-C: the end of the experiment stops it, no on_trial_complete
     callback.on_experiment_end(trials=trials)
-    assert out.getvalue().splitlines()[-1] == "1/4 trials done · 0 running · 1 failed · 1 interrupted · took 40 s"
+    assert out.getvalue().splitlines()[-1] == \
+        "1/4 trials done · 0 running · 1 failed · 1 interrupted · took 40 s (this invocation)"
+
+
+def test_the_line_says_pending_starting_and_training_and_its_eta_is_never_0_with_steps_left(tmp_path):
+    """Two trials one at a time: both pending while Ray starts a worker, the first starting, then
+    training; once it ended (100 s), the second trains past that mean at epoch 3/3 step 46/195: the ETA
+    is its 149 steps at 1 s, not "0 s"."""
+    from itrlab.train.progress import TrainingProgress
+
+    clock, wall, out = Clock(), Clock(5000.0), io.StringIO()
+    board = tmp_path / "progress"
+    callback = SweepProgress(2, interval=1, clock=clock, stream=out, board=board, concurrency=1, wall=wall)
+    trials = [FakeTrial("t0"), FakeTrial("t1")]
+    callback.setup()
+
+    def line(after: float) -> str:
+        clock.now += after
+        wall.now += after
+        return callback.line(trials)
+
+    assert line(1) == ("0/2 trials done · 0 running · 2 pending (Ray is starting a worker, or waiting for resources) "
+                       "· 0 failed · ETA unknown")
+    trials[0].status = "RUNNING"
+    callback.on_trial_start(iteration=0, trials=trials, trial=trials[0])
+    assert line(1) == "0/2 trials done · 1 running: starting · 1 queued (1 at a time) · 0 failed · ETA unknown"
+    writer = BoardWriter(board, "t0", clock=wall)
+    writer.on_progress(TrainingProgress("training", 1, 3, 10, 20, 1.0, None))
+    # 10 steps and 2 epochs of 20 left at 1 s: 50 s; t1 a whole trial like t0 (its time so far + 50 s)
+    assert line(0) == "0/2 trials done · 1 running: epoch 1/3 step 10/20 · 1 queued (1 at a time) · 0 failed · ETA 2 min"
+    clock.now += 100
+    trials[0].status = "TERMINATED"
+    callback.on_trial_complete(iteration=0, trials=trials, trial=trials[0])
+    trials[1].status = "RUNNING"
+    callback.on_trial_start(iteration=0, trials=trials, trial=trials[1])
+    BoardWriter(board, "t1", clock=wall).on_progress(TrainingProgress("training", 3, 3, 46, 195, 1.0, None))
+    for _ in range(10):  # 150 s past the mean of the ended trial, the ETA follows the step rate
+        shown = line(15)
+        assert re.search(r"ETA (\d+) (s|min)$", shown) and not shown.endswith("ETA 0 s"), shown
+    assert shown.startswith("1/2 trials done · 1 running: epoch 3/3 step 46/195 · 0 failed · ETA ")
 
 
 def test_callback_pickles_without_its_stream():

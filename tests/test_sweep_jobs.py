@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import yaml
 from mlflow import MlflowClient
 
 from conftest import REPO
+from itrlab.sweep import progress
 from servers import free_port, stop_ray_head
 
 pytestmark = pytest.mark.e2e
@@ -119,12 +121,16 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
                              start_new_session=True)  # its processes in a group of their own (stop_ray_head)
     assert started.returncode == 0, started.stdout + started.stderr
     try:
-        runtime_env = f'{{"env_vars": {{"MLFLOW_TRACKING_URI": "sqlite:///{tmp_path / "mlflow.db"}"}}}}'
-        submitted = subprocess.run(
-            [str(BIN / "ray"), "job", "submit", "--address", f"http://127.0.0.1:{dashboard}", "--working-dir", str(REPO),
-             "--runtime-env-json", runtime_env, "--", "python", "jobs/sweep_dbl.py", "--preset", "tiny",
-             "--storage", str(tmp_path / "sweeps")],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+        # the line the dry run prints, as a user copies it (in the repository), with this head's address
+        dry = subprocess.run([sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--preset", "tiny", "--dry-run",
+                              "--storage", str(tmp_path / "sweeps")], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        words = shlex.split(dry.stdout.split("on a Ray cluster", 1)[1].split("\n", 1)[1].replace("\\\n", " "))
+        assert words[:3] == ["RAY_AUTH_MODE=token", "ray", "job"], words  # the token: Ray 2.60 requires it
+        command = [str(BIN / "ray"), *words[2:]]
+        command[command.index("--address") + 1] = f"http://127.0.0.1:{dashboard}"
+        submitted = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
         assert submitted.returncode == 0, submitted.stdout[-4000:] + submitted.stderr[-2000:]
         assert "succeeded" in submitted.stdout + submitted.stderr
         # without RAY_ADDRESS a sweep starts a Ray of its own, even beside this machine's `ray start` cluster
@@ -178,3 +184,30 @@ def test_crashed_trial_is_retried_from_its_last_checkpoint(tmp_path):
     assert sorted(set(steps)) == list(range(1, epochs + 1))
     assert all(steps.count(epoch) == 1 for epoch in range(1, resumed[0] + 1))  # checkpointed epochs not trained again
     assert "test_rsum" in children[0].data.metrics
+
+
+@pytest.mark.slow
+def test_a_slow_trial_after_a_fast_one_never_shows_eta_0_s(tmp_path):
+    """One trial at a time: a 1-epoch trial, then a 4-epoch one of small batches. The old ETA (the mean of
+    the ended trials less the running one's time) said "ETA 0 s" through the slow trial's last epochs;
+    now every line while a trial has steps left gives a time from the step rate, the lines say what the
+    trials do (pending while Ray starts the worker, starting, epoch e/E step s/S), and the last line
+    gives this invocation's wall time."""
+    data = tmp_path / "data"
+    spec = {"name": "slow_after_fast", "experiment": "dbl_synthetic_tiny", "overrides": [f"dataset.root={data}",
+            "train.batch_size=8", "train.threads=1"],
+            "grid": {"variant": [{"name": "fast", "train.epochs": 1}, {"name": "slow", "train.epochs": 4}]},
+            "seeds": [0], "concurrency": 1, "resources": {"cpu": 1}, "table": {"rows": ["variant"]}}
+    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3", "ITRLAB_STEP_PROGRESS_S": "0"}
+    done = subprocess.run(sweep_command(tmp_path, spec), cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    lines = [line for line in done.stdout.splitlines() if re.match(r"\d/2 trials done · ", line)]
+    assert lines and all("ETA 0 s" not in line for line in lines), "\n".join(lines)
+    training = [line for line in lines if re.search(r"running: epoch \d/\d step \d+/\d+", line)]
+    # the slow trial past the fast one's whole time (its epochs 2-4), with an ETA from its step rate
+    assert any(re.match(r"1/2 trials done · 1 running: epoch [234]/4 step ", line) for line in training), "\n".join(lines)
+    assert all(re.search(r"ETA (\d+ s|\d+ min|unknown)$", line) for line in training)
+    assert any("pending (Ray is starting a worker" in line or "running: starting" in line for line in lines)
+    assert any("1 queued (1 at a time)" in line for line in lines)  # the slow trial behind the fast one
+    assert re.search(r"^2/2 trials done · 0 running · 0 failed · took .+ \(this invocation\)$", lines[-1]), lines[-1]

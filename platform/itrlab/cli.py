@@ -194,7 +194,7 @@ SWEEP_FLAGS = {"resources.cpu": "--cpus-per-trial", "resources.gpu": "--gpus-per
 def sweep_spec_of(args: argparse.Namespace):
     """The sweep the ``sweep`` command's arguments name (``--sweep`` or a preset), with the flags of
     :data:`SWEEP_FLAGS` applied."""
-    from itrlab.sweep import load_sweep
+    from itrlab.config.sweep import load_sweep  # not itrlab.sweep's runner: no Ray or MLflow for a bad preset
 
     presets = sweep_presets()
     if args.sweep is None and args.preset not in presets:
@@ -227,6 +227,10 @@ def sweep_main(args: argparse.Namespace) -> int:
         return list_main(args)
     sigterm_as_sigint()  # SIGTERM stops the sweep as Ctrl-C does: state saved, --resume continues it
     spec = sweep_spec_of(args)
+    if not args.resume:  # an override's typo: one line before torch, Ray or MLflow are imported
+        from itrlab.sweep.points import check_structure
+
+        check_structure(spec, list(args.overrides))
     if args.dry_run:
         from itrlab.sweep.plan import print_plan
 

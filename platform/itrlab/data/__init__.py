@@ -1,26 +1,16 @@
-"""Data: the SCAN precomp layout, vocabulary, torch batches and the synthetic generator."""
+"""Data: the SCAN precomp layout, vocabulary, torch batches and the synthetic generator.
 
-from itrlab.data.dataset import (
-    Batch,
-    CaptionDataset,
-    CaptionTextDataset,
-    ImageBatch,
-    ImageDataset,
-    TextBatch,
-    collate,
-    collate_images,
-    collate_texts,
-    eval_loaders,
-    make_loader,
-)
-from itrlab.data.precomp import PrecompSplit, SplitInfo, inspect_precomp, open_precomp
-from itrlab.data.synthetic import SIZES, SyntheticSpec, generate_synthetic, synthetic_spec
-from itrlab.data.vocab import Vocabulary, tokenize
+The exports are imported when first used (:mod:`itrlab.lazy`): ``itrlab.data.synthetic``'s argument
+parser does not pull in torch's batches."""
 
-__all__ = [
-    "Batch", "CaptionDataset", "CaptionTextDataset", "ImageBatch", "ImageDataset", "TextBatch",
-    "collate", "collate_images", "collate_texts", "eval_loaders", "make_loader",
-    "PrecompSplit", "SplitInfo", "inspect_precomp", "open_precomp",
-    "SIZES", "SyntheticSpec", "generate_synthetic", "synthetic_spec",
-    "Vocabulary", "tokenize",
-]
+from itrlab.lazy import lazy_exports
+
+_EXPORTS = {
+    **dict.fromkeys(["Batch", "CaptionDataset", "CaptionTextDataset", "ImageBatch", "ImageDataset", "TextBatch",
+                     "collate", "collate_images", "collate_texts", "eval_loaders", "make_loader"], "dataset"),
+    **dict.fromkeys(["PrecompSplit", "SplitInfo", "inspect_precomp", "open_precomp"], "precomp"),
+    **dict.fromkeys(["SIZES", "SyntheticSpec", "generate_synthetic", "synthetic_spec"], "synthetic"),
+    **dict.fromkeys(["Vocabulary", "tokenize"], "vocab"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

@@ -11,40 +11,21 @@ Quick use::
     table = evaluate_embeddings(image_emb, caption_emb, protocol="coco_1k")
     table = evaluate(score_fn, n_images, protocol="f30k_1k", image_chunk=512)
     print(table.format()); mlflow_metrics = table.metrics(prefix="test_")
+
+The exports are imported when first used (:mod:`itrlab.lazy`): the metric names and protocols come
+without torch.
 """
 
-from itrlab.eval.protocols import PROTOCOLS, Protocol, ProtocolError, get_protocol
-from itrlab.eval.ranking import DEFAULT_IMAGE_CHUNK, Ranks, ScoreFn, compute_ranks, dense_score_fn
-from itrlab.eval.recall import (
-    METRIC_NAMES,
-    RecallTable,
-    evaluate,
-    evaluate_embeddings,
-    rank_folds,
-    table_from_folds,
-    table_from_ranks,
-)
-from itrlab.eval.reference import random_embeddings, reference_evaluate, reference_rank_folds, reference_ranks
+from itrlab.lazy import lazy_exports
 
-__all__ = [
-    "DEFAULT_IMAGE_CHUNK",
-    "METRIC_NAMES",
-    "PROTOCOLS",
-    "Protocol",
-    "ProtocolError",
-    "Ranks",
-    "RecallTable",
-    "ScoreFn",
-    "compute_ranks",
-    "dense_score_fn",
-    "evaluate",
-    "evaluate_embeddings",
-    "get_protocol",
-    "random_embeddings",
-    "rank_folds",
-    "reference_evaluate",
-    "reference_rank_folds",
-    "reference_ranks",
-    "table_from_folds",
-    "table_from_ranks",
-]
+_EXPORTS = {
+    **dict.fromkeys(["PROTOCOLS", "Protocol", "ProtocolError", "get_protocol"], "protocols"),
+    **dict.fromkeys(["DEFAULT_IMAGE_CHUNK", "Ranks", "ScoreFn", "compute_ranks", "dense_score_fn"], "ranking"),
+    "METRIC_NAMES": "names",
+    **dict.fromkeys(["RecallTable", "evaluate", "evaluate_embeddings", "rank_folds", "table_from_folds",
+                     "table_from_ranks"], "recall"),
+    **dict.fromkeys(["random_embeddings", "reference_evaluate", "reference_rank_folds", "reference_ranks"],
+                    "reference"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

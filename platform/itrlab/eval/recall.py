@@ -22,16 +22,10 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 from torch import Tensor
 
+from itrlab.eval.names import METRIC_NAMES
 from itrlab.eval.protocols import get_protocol
 from itrlab.eval.ranking import DEFAULT_IMAGE_CHUNK, Ranks, ScoreFn, compute_ranks, dense_score_fn
 
-# RecallTable field -> MLflow-safe metric name (MLflow refuses '@').
-METRIC_NAMES = {
-    "i2t_r1": "i2t_R1", "i2t_r5": "i2t_R5", "i2t_r10": "i2t_R10",
-    "t2i_r1": "t2i_R1", "t2i_r5": "t2i_R5", "t2i_r10": "t2i_R10",
-    "rsum": "rsum", "i2t_medr": "i2t_medr", "i2t_meanr": "i2t_meanr",
-    "t2i_medr": "t2i_medr", "t2i_meanr": "t2i_meanr", "md": "md",
-}
 DIRECTIONS = {"i2t": "image->text", "t2i": "text->image"}
 
 

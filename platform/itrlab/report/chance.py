@@ -11,8 +11,9 @@ of several folds averages the folds. The queries of one direction rank independe
 of the score matrix, so the spread of its recall sum follows from the per-query variance of
 ``I_1 + I_5 + I_10`` (nested hits: ``E[I_1 I_5] = p_1``); the two directions read the same matrix, so
 their spreads are added (an upper bound: their correlation is about 0.65).
-A row is *at chance* when its interval (its mean, with one seed) reaches the upper end of that
-random model's 95% range: its numbers could come from random scores.
+That 95% range of a random model's rsum (:attr:`ChanceLevel.rsum_band`) is the one notion of chance:
+the plots shade it, the report's chance row prints it, and a row is *at chance* when its interval (its
+mean, with one seed) reaches it: its numbers could come from random scores.
 """
 
 from __future__ import annotations
@@ -54,12 +55,20 @@ class ChanceLevel:
     description: str
 
     @property
+    def rsum_band(self) -> tuple[float, float]:
+        """A random model's 95% range of rsum: the one notion of chance, shaded in the plots, printed in
+        the report's chance row and reached by every row marked "at chance"."""
+        mean, half = self.recalls["rsum"], Z95 * self.rsum_sd
+        return max(mean - half, 0.0), mean + half
+
+    @property
     def rsum_high(self) -> float:
-        """The upper end of a random model's 95% range of rsum."""
-        return self.recalls["rsum"] + Z95 * self.rsum_sd
+        """The upper end of :attr:`rsum_band`."""
+        return self.rsum_band[1]
 
     def reaches(self, low: float) -> bool:
-        """Whether a row whose rsum interval starts at ``low`` could be a random model's."""
+        """Whether a row whose rsum interval starts at ``low`` (its mean, with one seed) reaches the band:
+        its numbers could be a random model's."""
         return low <= self.rsum_high
 
 

@@ -26,11 +26,13 @@ from itrlab.report.summary import number, row_label
 
 @dataclass(frozen=True)
 class RowMarks:
-    """Per pivot row: its label, whether it lacks seeds of the grid, whether it is at chance."""
+    """Per pivot row: its label, whether it lacks seeds of the grid, whether it is at chance (its rsum
+    reaches ``chance_high``, the upper end of a random model's 95% range, when the chance level is known)."""
 
     labels: list[str]
     incomplete: list[bool]
     at_chance: list[bool]
+    chance_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def row_marks(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | Non
         for i, (mean, half) in enumerate(zip(table["test_rsum_mean"], table["test_rsum_ci95"])):
             if _finite(mean):
                 at_chance[i] = chance.reaches(mean - half if _finite(half) else mean)
-    return RowMarks(labels, incomplete, at_chance)
+    return RowMarks(labels, incomplete, at_chance, chance.rsum_high if chance is not None else None)
 
 
 def headline(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None = None) -> Headline | None:
@@ -122,9 +124,11 @@ def _chance_note(marks: RowMarks) -> str:
     at = [label for label, flag in zip(marks.labels, marks.at_chance) if flag]
     if not at:
         return ""
+    reach = f" (rsum within a random model's 95% range, up to {marks.chance_high:.1f})" \
+        if marks.chance_high is not None else ""
     if len(at) == len(marks.labels):
-        return "; every row is at chance"
-    return f"; at chance: {', '.join(at)}"
+        return f"; every row is at chance{reach}"
+    return f"; at chance{reach}: {', '.join(at)}"
 
 
 def _incomplete_note(table: dict[str, list], marks: RowMarks, best: int, means: list, mode: str, column: str) -> str:

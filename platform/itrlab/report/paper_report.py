@@ -1,10 +1,12 @@
 """The sweep's report in a paper's layout: ``sweep/report.html`` and ``sweep/report.md`` on the parent
 run, and the same table last on the console.
 
-One row per grid row, in the grid's order; columns i2t R@1/5/10, t2i R@1/5/10, rsum (and MD where the
-sweep reports it), each cell "mean ± 95% interval" over seeds (the seed count added where it is not
-the grid's); the difference of the objective to the baseline with Welch's interval; the cost; a
-chance row (random scores on the test protocol); the published numbers as rows of their own, only
+One row per grid row, in the grid's order; columns rsum first (what rows are compared by, inside a
+1280-px viewer), then i2t R@1/5/10, t2i R@1/5/10 (and MD where the sweep reports it), each cell "mean
+± 95% interval" over seeds (the seed count added where it is not the grid's; with one seed a mean and
+no interval, and the notes say so); the difference of the objective to the baseline with Welch's
+interval; the cost; a chance row (random scores on the test protocol, its rsum cell the 95% range of
+a random model's: :attr:`~itrlab.report.chance.ChanceLevel.rsum_band`); the published numbers as rows of their own, only
 when the trials' data have the paper's shape (:mod:`itrlab.data.shape`); published anchors of other
 methods (:mod:`itrlab.report.anchors`) as reference rows last, under the same rule; the headline
 (:mod:`itrlab.report.headline`) and the plots. Pure data in, text out.
@@ -25,7 +27,7 @@ from itrlab.report.headline import Headline, RowMarks
 from itrlab.report.stats import Comparison
 from itrlab.report.summary import number
 
-RECALLS = ["test_i2t_R1", "test_i2t_R5", "test_i2t_R10", "test_t2i_R1", "test_t2i_R5", "test_t2i_R10", "test_rsum"]
+RECALLS = ["test_rsum", "test_i2t_R1", "test_i2t_R5", "test_i2t_R10", "test_t2i_R1", "test_t2i_R5", "test_t2i_R10"]
 HEADERS = {"test_i2t_R1": "i2t R@1", "test_i2t_R5": "i2t R@5", "test_i2t_R10": "i2t R@10",
            "test_t2i_R1": "t2i R@1", "test_t2i_R5": "t2i R@5", "test_t2i_R10": "t2i R@10",
            "test_rsum": "rsum", "test_md": "MD"}
@@ -35,7 +37,7 @@ QUOTED = ("published", "chance", "reference")  # row kinds that are no result of
 
 
 def report_columns(spec: SweepSpec) -> list[str]:
-    """The paper's columns: every recall and rsum, and MD when the sweep's table asks for it (DBL)."""
+    """The paper's columns: rsum, every recall, and MD when the sweep's table asks for it (DBL)."""
     return RECALLS + (["test_md"] if "test_md" in spec.table.columns else [])
 
 
@@ -96,12 +98,13 @@ body {{ font-family: system-ui, sans-serif; font-size: 14px; margin: 1em; color:
 h1 {{ font-size: 1.3em; }}
 table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; }}
 th, td {{ padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }}
+td:last-child {{ white-space: normal; text-align: left; min-width: 8em; }}
 th:first-child, td:first-child {{ text-align: left; }}
 thead th {{ border-bottom: 2px solid #444; }}
 tr.baseline td {{ font-weight: 600; }}
 tr.published td, tr.chance td, tr.reference td {{ font-style: italic; color: #555; }}
 p.headline {{ font-size: 1.05em; font-weight: 600; }}
-figure {{ display: inline-block; margin: 1em 1em 0 0; }} img {{ max-width: 640px; }}
+figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{ max-width: min(640px, 100%); }}
 </style></head><body>
 <h1>{esc(self.title)}</h1>
 <ul>{"".join(f"<li>{esc(item)}</li>" for item in self.provenance)}</ul>
@@ -173,18 +176,22 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
             kinds.append("published")
     if inputs.chance is not None:
         level = inputs.chance
-        rows.append(["chance"] + [number(level.recalls[c.removeprefix("test_")], c) if c != "test_md" else "-"
+        low, high = level.rsum_band
+        rows.append(["chance"] + [f"{low:.1f}-{high:.1f}" if c == "test_rsum" else
+                                  number(level.recalls[c.removeprefix("test_")], c) if c != "test_md" else "-"
                                   for c in columns]
-                    + ["", "", "", f"rsum of random scores ≤ {level.rsum_high:.1f} at 95%"])
+                    + ["", "", "", "random scores: rsum's 95% range, the recalls' expected values"])
         kinds.append("chance")
     for anchor in inputs.anchors:  # below everything of ours: never a row of the grid
         rows.append([f"{anchor.name} (published)", *_printed(anchor.numbers, columns), "", "", "", anchor.note()])
         kinds.append("reference")
-    notes = [f"Cells: mean ± 95% Student-t interval over seeds {spec.seeds} (the seed count where a row has fewer); "
-             f"'vs {baseline}': the difference of the means with Welch's 95% interval."]
+    notes = [_cells_note(table, spec, baseline)]
     if inputs.chance is not None:
-        notes.append(f"Chance: {inputs.chance.description}; a row is 'at chance' when its rsum interval reaches the "
-                     f"upper end of a random model's 95% range ({inputs.chance.rsum_high:.1f}).")
+        low, high = inputs.chance.rsum_band
+        notes.append(f"Chance: {inputs.chance.description}; a random model's rsum falls in {low:.1f}-{high:.1f} "
+                     f"95% of the time (the plot's grey band); a row is 'at chance' when its rsum "
+                     f"{'interval starts (its mean, with one seed)' if _any_interval(table) else 'is'} at or below "
+                     f"{high:.1f}, inside that band.")
     if inputs.comparisons:
         notes.append("Other differences, with Welch's 95% interval: " + "; ".join(
             _comparison(c, grid_seeds) for c in inputs.comparisons) + ".")
@@ -199,6 +206,21 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
                        inputs.headline.text, [n for n in notes if n], inputs.provenance)
 
 
+def _any_interval(table: dict[str, list]) -> bool:
+    """Whether some row has an interval (two seeds or more)."""
+    return any(isinstance(seeds, (int, float)) and seeds > 1 for seeds in table["seeds"])
+
+
+def _cells_note(table: dict[str, list], spec: SweepSpec, baseline: str) -> str:
+    """What a cell holds: "mean ± interval" only where rows have seeds to make one."""
+    if _any_interval(table):
+        return (f"Cells: mean ± 95% Student-t interval over seeds {spec.seeds} (the seed count where a row has "
+                f"fewer; one seed: its value, no interval); 'vs {baseline}': the difference of the means with "
+                f"Welch's 95% interval.")
+    seeds = ", ".join(map(str, spec.seeds))
+    return (f"Cells: one run per row (seed {seeds}{', the others missing' if len(spec.seeds) > 1 else ''}): "
+            f"no interval, so no difference can be told from noise; 'vs {baseline}': the difference of the two "
+            f"runs' values. Two seeds or more give each cell a 95% interval.")
 def _printed(numbers: dict[str, float], columns: list[str]) -> list[str]:
     """Published numbers (keyed ``i2t_R1``, ``rsum``...) in the report's ``columns``, ``-`` where absent."""
     return [number(numbers[c.removeprefix("test_")], c) if c.removeprefix("test_") in numbers else "-"

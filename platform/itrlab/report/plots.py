@@ -4,12 +4,16 @@
   γ and α, CODER's ε and K, AsCL's τ), the test metric against the swept value, a tick at every swept
   value (a log axis when they span 20x or more), the 95% interval over seeds as a band where rows have
   one; for any other grid, a bar per pivot row from 0, error bars on the rows with an interval. A
-  dashed line marks chance when it is known; "1 seed" replaces the interval in the legend when no row
-  has one. Published numbers are drawn only where the pivot holds them (the paper's data and protocol).
+  grey band shades chance when it is known: a random model's 95% range of rsum
+  (:attr:`itrlab.report.chance.ChanceLevel.rsum_band`), the band the report's "at chance" rows reach;
+  "1 seed" replaces the interval in the legend when no row has one. Published numbers are drawn only
+  where the pivot holds them (the paper's data and protocol).
 * :func:`plot_curves` (figure: :func:`curves_figure`): validation rsum and training loss per epoch,
   one colour per pivot row: the mean over the row's seeds and a band from their minimum to their
-  maximum. Each metric has its own panel and scale; the loss panel is logarithmic when the rows'
-  losses differ 20x or more.
+  maximum. Each metric has its own panel and scale. Losses of different families differ by orders of
+  magnitude (VSE's summed hinges start near 300, an InfoNCE near 4): when the rows' first-epoch losses
+  differ 3x or more, each row's loss is drawn relative to its own first epoch (1.0 there), so that every
+  row's descent is visible; otherwise as logged.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from itrlab.config.sweep import SweepSpec, row_key, row_label  # noqa: E402
 
-LOG_SPAN = 20  # swept values, or the rows' loss scales, spanning this factor or more get a log axis
+LOG_SPAN = 20  # swept values spanning this factor or more get a log axis
+LOSS_SPAN = 3  # rows whose first-epoch losses differ this factor or more are drawn relative to it
 MAX_VALUE_TICKS = 12  # a linear swept axis gets a tick per value up to this many values
 LEGEND_COLUMNS = 5  # the curves' legend (below the panels) has at most this many columns
 
@@ -56,7 +61,7 @@ def _save(fig: Figure | None, path: Path) -> Path | None:
 
 
 def pivot_figure(table: dict[str, list], spec: SweepSpec, column: str = "test_rsum",
-                 chance: float | None = None) -> Figure | None:
+                 chance: tuple[float, float] | None = None) -> Figure | None:
     """The pivot's ``column`` against its rows (see the module doc); None when there is nothing to draw."""
     means = [_finite(m) for m in table.get(f"{column}_mean") or []]
     if not any(m is not None for m in means):
@@ -80,8 +85,9 @@ def pivot_figure(table: dict[str, list], spec: SweepSpec, column: str = "test_rs
     points = [(x, p) for x, p in zip(positions, published) if _finite(p) is not None]
     if points:
         ax.plot(*zip(*points), linestyle="none", marker="x", color="black", label="published")
-    if chance is not None:
-        ax.axhline(chance, linestyle="--", color="grey", linewidth=1, label="chance")
+    if chance is not None:  # drawn under the bars and lines
+        ax.axhspan(*chance, color="grey", alpha=0.25, linewidth=0, zorder=0,
+                   label=f"chance: random scores' 95% range ({chance[0]:.1f}-{chance[1]:.1f})")
     ax.set_ylabel(f"test {name}")
     ax.set_title(f"{spec.name}: test {name}, seeds {spec.seeds}")
     ax.grid(alpha=0.3)
@@ -126,7 +132,7 @@ def _draw_bars(ax, labels: list[str], means: list, halves: list, ours: str) -> N
 
 
 def plot_pivot(table: dict[str, list], spec: SweepSpec, path: Path, column: str = "test_rsum",
-               chance: float | None = None) -> Path | None:
+               chance: tuple[float, float] | None = None) -> Path | None:
     """:func:`pivot_figure` written to ``path`` (PNG); None when there is nothing to draw."""
     return _save(pivot_figure(table, spec, column, chance), path)
 
@@ -160,6 +166,13 @@ def _over_seeds(series: list[list[tuple[int, float]]]) -> tuple[list, list, list
             [max(at[e]) for e in epochs])
 
 
+def _relative_losses(rows: list[str], by_row: dict[str, dict[str, list]]) -> bool:
+    """Whether the rows' losses are drawn relative to their first epoch: when the rows' first-epoch mean
+    losses (all positive) differ :data:`LOSS_SPAN` x or more."""
+    firsts = [mean[0] for mean in (_over_seeds(by_row[row]["loss"])[1] for row in rows) if mean]
+    return len(firsts) > 1 and min(firsts) > 0 and max(firsts) / min(firsts) >= LOSS_SPAN
+
+
 def curves_figure(curves: dict[str, dict], spec: SweepSpec) -> Figure | None:
     """``curves[trial name]`` = ``{"row": pivot row label, "rsum": [(epoch, value)], "loss": [...]}``: the
     rows' validation rsum and training loss per epoch (see the module doc); None when there is nothing."""
@@ -175,22 +188,21 @@ def curves_figure(curves: dict[str, dict], spec: SweepSpec) -> Figure | None:
     ncol = min(len(rows), LEGEND_COLUMNS)
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, dpi=100, layout="constrained",
                                       figsize=(7.0, 6.0 + 0.25 * math.ceil(len(rows) / ncol)))
-    handles, loss_scales = [], []
+    relative = _relative_losses(rows, by_row)
+    handles = []
     for row, colour in zip(rows, _row_colours(len(rows))):
         for ax, metric in ((top, "rsum"), (bottom, "loss")):
             epochs, mean, low, high = _over_seeds(by_row[row][metric])
             if not epochs:
                 continue
+            if metric == "loss" and relative:  # every first loss is positive (_relative_losses)
+                mean, low, high = ([v / mean[0] for v in values] for values in (mean, low, high))
             ax.plot(epochs, mean, color=colour, marker=".")
             if len(by_row[row][metric]) > 1:
                 ax.fill_between(epochs, low, high, color=colour, alpha=0.2, linewidth=0)
-            if metric == "loss":
-                loss_scales.append(statistics.median(mean))
         handles.append(Line2D([], [], color=colour, marker=".", label=row))
-    if loss_scales and min(loss_scales) > 0 and max(loss_scales) / min(loss_scales) >= LOG_SPAN:
-        bottom.set_yscale("log")
     top.set_ylabel("validation rsum")
-    bottom.set_ylabel("training loss" + (" (log scale)" if bottom.get_yscale() == "log" else ""))
+    bottom.set_ylabel("training loss / its first epoch's" if relative else "training loss")
     bottom.set_xlabel("epoch")
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
     top.set_title(f"{spec.name}: mean over each row's seeds; band: range over seeds")

@@ -37,12 +37,22 @@ def markdown_table(columns: dict[str, list]) -> str:
     return "\n".join(lines)
 
 
-def _duration(run: dict[str, Any]) -> str | None:
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min" if seconds >= 3600 else f"{seconds // 60} min {seconds % 60} s"
+
+
+def wall_time(summary: dict[str, Any], run: dict[str, Any]) -> str | None:
+    """The sweep's wall time, one definition: the invocation that wrote the summary, from its start to its
+    report (a resumed sweep's earlier invocations, and the gaps between them, not counted). A summary
+    written before it was recorded: the parent run's span, said to be so."""
+    if isinstance(summary.get("invocation_seconds"), (int, float)):
+        return (f"wall time of the invocation that wrote these results: {_duration(summary['invocation_seconds'])} "
+                f"(its start to its report; a resumed sweep's earlier invocations are not counted)")
     start, end = run.get("start_time"), run.get("end_time")
     if not start or not end:
         return None
-    seconds = round((end - start) / 1000)
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min" if seconds >= 3600 else f"{seconds // 60} min {seconds % 60} s"
+    return f"the parent run's span: {_duration((end - start) / 1000)} (every invocation and the gaps between them)"
 
 
 def _shape(summary: dict[str, Any]) -> str:
@@ -62,22 +72,23 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
     if summary.get("description"):
         lines += [summary["description"].strip(), ""]
     provenance = [
-        f"- MLflow: parent run `{run['run_id']}` ({run.get('status', '?')}) in experiment `{run.get('experiment', '?')}`",
+        f"- MLflow: parent run `{run['run_id']}` ({run.get('status', '?')}) in experiment `{run.get('experiment', '?')}`"
+        + (f"; its trials, one row each: `<MLflow UI>{summary['runs_table']}`" if summary.get("runs_table") else ""),
         f"- experiment `{summary['experiment']}`, objective {summary['objective']}, seeds {summary['seeds']}",
         f"- data: `{summary.get('dataset') or '?'}`{_shape(summary)}, test protocol `{summary.get('test_protocol') or '?'}`",
         f"- trials: {total} ({', '.join(f'{v} {k}' for k, v in counts.items() if v)})",
     ]
     if tags.get("mlflow.source.git.commit"):
         provenance.append(f"- code: commit `{tags['mlflow.source.git.commit'][:12]}`")
-    if _duration(run):
-        provenance.append(f"- wall time of the invocation: {_duration(run)}")
+    if wall_time(summary, run):
+        provenance.append(f"- {wall_time(summary, run)}")
     lines += provenance + [""]
     report = summary.get("report")
     if report:
         lines += ["## Results", "", f"**{report['headline']}**", "",
                   markdown_table({name: [row[j] for row in report["rows"]] for j, name in enumerate(report["header"])}),
                   "", *[f"{note}\n" for note in report["notes"]]]
-    lines += ["## Trials", "", markdown_table({k: v for k, v in summary["trials"].items() if k != "reason"}), ""]
+    lines += ["## Trials", "", *([f"Trials {summary['ranking']}.", ""] if summary.get("ranking") else []), markdown_table({k: v for k, v in summary["trials"].items() if k != "reason"}), ""]
     reasons = [(t, r) for t, r in zip(summary["trials"].get("trial", []), summary["trials"].get("reason", [])) if r]
     if reasons:
         lines += ["Trials that did not finish:", ""] + [f"- `{t}`: {r}" for t, r in reasons] + [""]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from itrlab.config.sweep import VARIANT, SweepSpec, label, row_key, row_label  # noqa: F401  (re-exported)
+from itrlab.eval.names import METRIC_NAMES
 
 
 @dataclass(frozen=True)
@@ -21,22 +22,29 @@ class TrialRow:
     reason: str | None = None  # why a trial did not finish, on one line
 
 
+def is_metric(column: str) -> bool:
+    """Whether ``column`` is a recall table's metric (``rsum``, ``test_i2t_R1``, ``best_val_rsum``, ``test_md``)."""
+    return column.removeprefix("test_").removeprefix("best_val_") in METRIC_NAMES.values()
+
+
+def number(value: float, column: str) -> str:
+    """A result as the papers print it, one format per metric wherever it is shown (the report, the trials
+    table, the console, the results page): recalls, rsum and ranks with one decimal, MD (similarity
+    units, often well below 1) with 3 significant digits."""
+    if column.endswith("_md") or column == "md":
+        return f"{value:.3g}"
+    return f"{value:.1f}"
+
+
 def fmt_cell(value: Any, column: str = "") -> str:
-    """A cell: recalls with 2 decimals, MD (similarity units, often well below 1) with 3."""
+    """A cell: a metric as :func:`number` prints it, any other number as short as it is exact (``5e-05``)."""
     if value is None:
         return "-"
     if isinstance(value, float):
         if math.isnan(value):
             return "nan"
-        return f"{value:.3f}" if "md" in column.split("_") else f"{value:.2f}"
+        return number(value, column) if is_metric(column) else f"{value:.6g}"
     return str(value)
-
-
-def number(value: float, column: str) -> str:
-    """A result as the papers print it: recalls and rsum with one decimal, MD with 3 significant digits."""
-    if column.endswith("_md") or column == "md":
-        return f"{value:.3g}"
-    return f"{value:.1f}"
 
 
 def objective_value(row: TrialRow, metric: str) -> Any:
@@ -59,6 +67,16 @@ def ranked(rows: list[TrialRow], metric: str, mode: str) -> list[TrialRow]:
 def best_row(rows: list[TrialRow], metric: str, mode: str) -> TrialRow | None:
     """The best finished trial (None when no trial finished)."""
     return next(iter(ranked([row for row in rows if row.status == "finished"], metric, mode)), None)
+
+
+def ranking_note(spec: SweepSpec) -> str:
+    """What the trials table is ranked by, and what its epoch columns are."""
+    metric = spec.objective.metric
+    by = (f"their best epoch's validation {metric}" if metric == "rsum" else
+          f"validation {metric} at their last epoch")
+    return (f"ranked by {by}, {'highest' if spec.objective.mode == 'max' else 'lowest'} first; best_epoch: the "
+            f"epoch of the highest validation rsum, whose checkpoint gave the test_* columns; epoch: the epochs "
+            f"it trained")
 
 
 def ranked_table(rows: list[TrialRow], spec: SweepSpec) -> dict[str, list]:

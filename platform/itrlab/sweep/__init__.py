@@ -1,7 +1,12 @@
 """Sweeps: Ray Tune (grid or Optuna) over training runs, every trial in MLflow (only this package,
-itrlab.train's callers and the distributed feature extraction import Ray)."""
+itrlab.train's callers and the distributed feature extraction import Ray).
 
-from itrlab.sweep.runner import SweepResult, run_sweep
-from itrlab.config.sweep import SweepSpec, load_sweep
+The exports are imported when first used (:mod:`itrlab.lazy`): ``itrlab.sweep.plan`` (``--dry-run``)
+and ``itrlab.sweep.catalog`` (``--list``) do not start by importing Ray and MLflow."""
 
-__all__ = ["SweepResult", "SweepSpec", "load_sweep", "run_sweep"]
+from itrlab.lazy import lazy_exports
+
+_EXPORTS = {"SweepResult": "runner", "run_sweep": "runner",
+            "SweepSpec": "itrlab.config.sweep", "load_sweep": "itrlab.config.sweep"}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

@@ -20,8 +20,8 @@ import ray.train
 import ray.train.torch
 from ray import tune
 
-from itrlab.sweep.trial import (EpochReporter, TrialContext, config_of, node_tags, restore_run_dir, reuse_child_run,
-                                run_trial, trial_params, trial_run_name, trial_tags, train_and_report)
+from itrlab.sweep.trial import (EpochReporter, TrialContext, board_writer, config_of, node_tags, restore_run_dir,
+                                reuse_child_run, run_trial, trial_params, trial_run_name, trial_tags, train_and_report)
 from itrlab.tracking import MlflowTracker
 from itrlab.train import run_experiment
 
@@ -50,7 +50,9 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
         config = config_of(context, params)
         # with GPUs, each worker sees its node's share: Ray Train names this worker's one
         device = ray.train.torch.get_device() if config.train.device == "auto" else None
-        return run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker,
+        # rank 0 notes the trial's phase and step on the sweep's progress board
+        callbacks = [reporter, *(board_writer(context, loop_config["trial_id"]) if rank == 0 else [])]
+        return run_experiment(config, run_dir, callbacks=callbacks, tracker=tracker,
                               parent_run_id=context.parent_run_id, run_name=run_name,
                               rank=rank, world_size=world_size, device=device)
     train_and_report(train, reporter, tracker, run_name=run_name, parent_run_id=context.parent_run_id)

@@ -26,7 +26,7 @@ from ray import tune
 from itrlab.config import ExperimentConfig
 from itrlab.config.sweep import SweepSpec, row_key, row_label
 from itrlab.errors import ConfigError, UserInputError
-from itrlab.sweep.trial import trial_config
+from itrlab.sweep.points import trial_config
 from itrlab.train.grouping import describe_shape, group_key, group_refusal, model_signature
 
 GROUP = "group"  # the param-space key of a grouped sweep's trials: {"index": i, "members": [grid point, ...]}

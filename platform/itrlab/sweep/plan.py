@@ -10,19 +10,21 @@ trial asks for, an estimate of the cost from the throughput measured on this mac
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
+from pathlib import Path
 
 from itrlab.assembly import stage_configs
 from itrlab.config import ExperimentConfig
 from itrlab.config.loader import config_dir, read_yaml
 from itrlab.config.sweep import SweepSpec, row_key, row_label
-from itrlab.sweep.runner import base_tree
-from itrlab.sweep.trial import trial_config
-from itrlab.train.stages import stage_key
 from itrlab.sweep.cost import Cost, group_seconds, source_line
-from itrlab.sweep.groups import plan_groups
-from itrlab.train.grouped import step_class_key
+from itrlab.sweep.points import base_tree, trial_config
+from itrlab.tracking.store import TRACKING_URI_ENV, resolve_tracking_uri
+from itrlab.train.stage_identity import stage_key
 from itrlab.train.throughput import throughput_file
+
+RAY_DASHBOARD = "http://127.0.0.1:8265"  # a head on this machine (docs/sweeps.md); elsewhere, its dashboard address
 
 
 def schedule(config: ExperimentConfig) -> str:
@@ -98,6 +100,8 @@ def shared_stages(configs: list[ExperimentConfig]) -> list[ExperimentConfig]:
 
 def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
     points, configs = trial_configs(spec, list(args.overrides))
+    if spec.group > 1:  # Ray's Tune and torch only for a grouped sweep
+        from itrlab.sweep.groups import plan_groups
     groups = plan_groups(spec, points, configs) if spec.group > 1 else []  # bad grouping: one line, exit 2
     workers, cpus, gpus = spec.workers
     keys = spec.table.rows if spec.table else [k for k in (spec.grid or {})]
@@ -142,11 +146,21 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
             print(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
                   f"lr {r['lr']}; used by {', '.join(entry['rows'])}")
     print("\n" + estimate(configs, [entry["config"] for entry in stages.values()], spec, points))
-    print("\non a cluster (RAY_ADDRESS set, or through the job API):")
-    flags = [*(["--preset", args.preset] if args.preset else ["--sweep", args.sweep]),
-             *(["--profile", spec.profile] if spec.profile else [])]
-    print(f"  ray job submit --working-dir . -- python jobs/sweep.py {shlex.join([*flags, *args.overrides])}")
+    print("\non a Ray cluster, with its token (docs/sweeps.md#running-on-a-ray-cluster; your head's dashboard address):")
+    print(submit_command(spec, args))
     return 0
+
+
+def submit_command(spec: SweepSpec, args: argparse.Namespace) -> str:
+    """The ``ray job submit`` line of this sweep as docs/sweeps.md gives it: the cluster's token, an absolute
+    MLflow store and storage folder (the job runs in a copy of the working folder, without runs/ or mlflow.db)."""
+    flags = [*(["--preset", args.preset] if args.preset else ["--sweep", args.sweep]),
+             *(["--profile", spec.profile] if spec.profile else []),
+             "--storage", str(Path(args.storage).absolute()), *args.overrides]
+    runtime = json.dumps({"env_vars": {TRACKING_URI_ENV: resolve_tracking_uri()}})
+    return (f"  RAY_AUTH_MODE=token ray job submit --address {RAY_DASHBOARD} --working-dir . \\\n"
+            f"      --runtime-env-json {shlex.quote(runtime)} \\\n"
+            f"      -- python jobs/sweep.py {shlex.join(flags)}")
 
 
 def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec,
@@ -170,6 +184,9 @@ def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentCon
         for config in configs:
             add(config)
         return cost
+    from itrlab.sweep.groups import plan_groups
+    from itrlab.train.grouped import step_class_key
+
     grouped = spec.model_copy(update={"group": group})
     for members in plan_groups(grouped, points or spec.grid_points(), configs):
         add(members.configs[0], len(members.configs), len({step_class_key(c) for c in members.configs}))

@@ -4,14 +4,21 @@
 ``$ITRLAB_SWEEP_PROGRESS_S`` seconds (default 30) while the sweep runs, and once when it ends, one
 line on stdout::
 
-    7/15 trials done · 2 running · 0 failed · ETA 6 min
+    7/15 trials done · 2 running: starting, epoch 2/10 step 120/400 · 6 queued (2 at a time) · 0 failed · ETA 6 min
+    15/15 trials done · 0 running · 0 failed · took 21 min (this invocation)
 
 *done* counts trials that finished or were stopped early (Tune's TERMINATED), *failed* those that
 errored for good (ERROR, after their retries); the total is the sweep's trial count (the grid times the
 seeds, or Optuna's ``num_trials``). The counts are read from Tune's trial list at every step, so a
-resumed sweep counts the trials it restored. The ETA (:func:`eta_seconds`) is the mean wall time of
-the trials that ended (measured from their start to their end in this invocation; a restored trial's
-``time_total_s``), spread over the trials running at once: "ETA unknown" until one trial has ended.
+resumed sweep counts the trials it restored. Each running trial says what it does, from the sweep's
+progress board (:mod:`itrlab.sweep.board`): ``starting`` until its training's first note (Ray's
+worker building the data, the model and any stages), then ``epoch e/E step s/S``, ``validating epoch
+e/E`` or ``testing``. Trials not started are ``queued`` behind the concurrency, or ``pending`` while
+Ray starts a worker for them or waits for resources. The ETA (:func:`eta_seconds`) comes from the
+running trials' measured step rates (:meth:`~itrlab.sweep.board.TrialState.seconds_left`) and a whole
+trial's wall time for those not started (the mean of the trials that ended, else the running ones'
+projections); "ETA unknown" until it has a rate, and never 0 while a trial runs or waits ("ending"
+once every trial ended, before Tune ends the sweep). The final line's time is this invocation's own.
 
 **Quiet console** (unless ``itrlab sweep -v``, which keeps Ray's full output):
 
@@ -39,15 +46,18 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from ray import tune
 
 from itrlab.config.sweep import SweepSpec
+from itrlab.sweep.board import TrialState, read_state
 from itrlab.train.loop import STEP_PROGRESS_ENV  # the step counter's interval: forwarded to a cluster's workers
 
 PROGRESS_ENV = "ITRLAB_SWEEP_PROGRESS_S"  # seconds between progress lines (default 30)
 PROGRESS_DEFAULT_S = 30.0
+LISTED_STATES = 3  # up to this many running trials are listed one by one, more are counted per phase
 VERBOSE_ENV = "ITRLAB_SWEEP_VERBOSE"  # "1": Ray's full console output (itrlab sweep -v)
 QUIET_ENV = {
     "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",  # 0: never warn (Ray's docs)
@@ -136,7 +146,7 @@ def with_console(run_config: tune.RunConfig, spec: SweepSpec, **progress: Any) -
     if run_config.verbose is None:  # RunConfig's own default, as a fresh RunConfig() sets it
         run_config.verbose = tune.RunConfig().verbose
     kept = [c for c in (run_config.callbacks or []) if not isinstance(c, SweepProgress)]
-    run_config.callbacks = [*kept, SweepProgress(total, **progress)]
+    run_config.callbacks = [*kept, SweepProgress(total, **{"concurrency": spec.concurrency, **progress})]
     return run_config
 
 
@@ -161,21 +171,20 @@ def progress_interval() -> float:
     return value if value > 0 and math.isfinite(value) else PROGRESS_DEFAULT_S
 
 
-def eta_seconds(total: int, ended: int, durations: list[float], running_elapsed: list[float]) -> float | None:
-    """Seconds until the sweep ends, or None before any trial ended.
+def eta_seconds(lefts: list[float | None], pending: int, typical: float | None, slots: int) -> float | None:
+    """Seconds until the sweep ends, or None while it cannot be told.
 
-    ``durations``: the wall times of the trials that ended; ``running_elapsed``: how long each running
-    trial has run. Each trial is taken to last the mean of ``durations``: a running one has what it lacks
-    of the mean left, a pending one (``total - ended - running``) the whole mean; the work is shared by
-    as many slots as trials run now (at least one), and the sweep ends no sooner than its slowest
-    running trial."""
-    if not durations:
+    ``lefts``: what each running trial has left (None: no measured rate yet, :meth:`TrialState.seconds_left`);
+    ``pending``: the trials not started; ``typical``: a whole trial's wall time (the mean of the trials
+    that ended, else of the running trials' projections); ``slots``: trials at once. The work is shared
+    by the slots, and the sweep ends no sooner than its slowest running trial. Never 0 while a trial
+    runs or waits: every part is at least a step's time."""
+    if any(left is None for left in lefts) or (pending and typical is None):
         return None
-    mean = sum(durations) / len(durations)
-    left = [max(mean - elapsed, 0.0) for elapsed in running_elapsed]
-    pending = max(total - ended - len(running_elapsed), 0)
-    shared = (sum(left) + pending * mean) / max(len(running_elapsed), 1)
-    return max(shared, max(left, default=0.0))
+    known = [left for left in lefts if left is not None]
+    shared = (sum(known) + pending * (typical or 0.0)) / max(slots, 1)
+    eta = max(shared, max(known, default=0.0))
+    return max(eta, 1.0) if known or pending else eta
 
 
 def format_duration(seconds: float) -> str:
@@ -189,31 +198,64 @@ def format_duration(seconds: float) -> str:
 
 
 def progress_line(total: int, done: int, running: int, failed: int, eta: float | None,
-                  elapsed: float | None = None, interrupted: int = 0) -> str:
-    """``7/15 trials done · 2 running · 0 failed · ETA 6 min``; with ``elapsed``, the final line
-    (``... · 1 interrupted · took 14 min`` when Ctrl-C cut trials short)."""
-    head = f"{done}/{total} trials done · {running} running · {failed} failed"
+                  elapsed: float | None = None, interrupted: int = 0, states: list[str] | None = None,
+                  pending: str = "") -> str:
+    """``7/15 trials done · 2 running: starting, epoch 2/10 step 120/400 · 6 queued · 0 failed · ETA 6 min``
+    (``states``: what each running trial does; ``pending``: the waiting trials, said); with ``elapsed``,
+    the final line (``... · 1 interrupted · took 14 min (this invocation)`` when Ctrl-C cut trials short)."""
     if elapsed is not None:
         cut = f" · {interrupted} interrupted" if interrupted else ""
-        return f"{head}{cut} · took {format_duration(elapsed)}"
-    return f"{head} · ETA {'unknown' if eta is None else format_duration(eta)}"
+        return (f"{done}/{total} trials done · {running} running · {failed} failed{cut} · took "
+                f"{format_duration(elapsed)} (this invocation)")
+    what = f": {', '.join(states)}" if states else ""
+    waiting = f" · {pending}" if pending else ""
+    if not running and not pending:  # every trial ended; Tune has yet to end the sweep (not "ETA 0 s")
+        return f"{done}/{total} trials done · 0 running · {failed} failed · ending"
+    return (f"{done}/{total} trials done · {running} running{what}{waiting} · {failed} failed · "
+            f"ETA {'unknown' if eta is None else format_duration(eta)}")
+
+
+def running_states(states: list[TrialState | None]) -> list[str]:
+    """What each running trial does (``starting`` before its first note), or per phase when more than
+    :data:`LISTED_STATES` run."""
+    shown = ["starting" if state is None else state.describe() for state in states]
+    if len(shown) <= LISTED_STATES:
+        return shown
+    phases = ["starting" if state is None else state.phase for state in states]
+    return [f"{phases.count(phase)} {phase}" for phase in dict.fromkeys(phases)]
+
+
+def pending_text(pending: int, running: int, concurrency: int | None) -> str:
+    """The trials Tune holds back: queued behind the concurrency, or waiting for Ray (resources, or the
+    worker process it starts for them)."""
+    if not pending:
+        return ""
+    if concurrency is None:
+        return f"{pending} pending"
+    if running >= concurrency:
+        return f"{pending} queued ({concurrency} at a time)"
+    return f"{pending} pending (Ray is starting a worker, or waiting for resources)"
 
 
 class SweepProgress(tune.Callback):
     """Prints :func:`progress_line` every ``interval`` seconds while Tune runs, and once at its end.
 
-    Counts come from Tune's trial list (TERMINATED: done, ERROR: failed, RUNNING: running), so trials
-    restored by ``--resume`` count; a trial's wall time runs from its first start in this invocation to
-    its end (a restored trial that had ended: its ``time_total_s``). Picklable: Tune saves its
-    RunConfig, callbacks included, with the experiment's state."""
+    Counts come from Tune's trial list (TERMINATED: done, ERROR: failed, RUNNING: running, PENDING:
+    waiting), so trials restored by ``--resume`` count; a trial's wall time runs from its first start in
+    this invocation to its end (a restored trial that had ended: its ``time_total_s``). What a running
+    trial does and has left comes from the sweep's progress board (``board``, :mod:`itrlab.sweep.board`).
+    Picklable: Tune saves its RunConfig, callbacks included, with the experiment's state."""
 
     def __init__(self, total: int, interval: float | None = None, clock: Callable[[], float] = time.monotonic,
-                 stream: TextIO | None = None):
+                 stream: TextIO | None = None, board: Path | None = None, concurrency: int | None = None,
+                 wall: Callable[[], float] = time.time):
         self.total = total
         self.interval = progress_interval() if interval is None else interval
         self.clock = clock
         self.stream = stream  # None: sys.stdout at the time of printing
+        self.board, self.concurrency, self.wall = board, concurrency, wall
         self.started: dict[str, float] = {}  # trial id -> first start seen in this invocation
+        self.started_wall: dict[str, float] = {}  # the same, in wall-clock time (the board's notes carry it)
         self.durations: dict[str, float] = {}  # trial id -> wall time of an ended trial
         self.completed: set[str] = set()  # ids of the trials Tune completed (finished, stopped) here
         self.begun: float | None = None
@@ -237,6 +279,7 @@ class SweepProgress(tune.Callback):
 
     def on_trial_start(self, iteration: int, trials: list, trial, **info) -> None:
         self.started.setdefault(trial.trial_id, self.clock())
+        self.started_wall.setdefault(trial.trial_id, self.wall())
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         self.completed.add(trial.trial_id)
@@ -302,10 +345,27 @@ class SweepProgress(tune.Callback):
         if final:
             return progress_line(total, done, running, failed, None, elapsed=now - (self.begun or now),
                                  interrupted=interrupted)
-        elapsed = [now - self.started[t.trial_id] for t in trials
-                   if getattr(t, "status", None) == "RUNNING" and t.trial_id in self.started]
-        elapsed += [0.0] * (running - len(elapsed))  # running, start not seen (cannot happen in Tune)
-        return progress_line(total, done, running, failed, eta_seconds(total, done + failed, self.wall_times(trials), elapsed))
+        active = [t for t in trials if getattr(t, "status", None) == "RUNNING"]
+        states = [read_state(self.board, t.trial_id, self.started_wall.get(t.trial_id)) for t in active]
+        pending = max(total - done - failed - interrupted - running, 0)
+        wall = self.wall()
+        lefts = [state.seconds_left(wall) if state is not None else None for state in states]
+        typical = self.typical_seconds(trials, active, lefts)
+        lefts = [typical if left is None else left for left in lefts]  # starting, or no step timed yet: a whole trial
+        slots = min(self.concurrency or max(running, 1), running + pending) or 1
+        return progress_line(total, done, running, failed, eta_seconds(lefts, pending, typical, slots),
+                             states=running_states(states), pending=pending_text(pending, running, self.concurrency))
+
+    def typical_seconds(self, trials: list, active: list, lefts: list[float | None]) -> float | None:
+        """A whole trial's wall time: the mean of the trials that ended, else of the running trials'
+        projections (their time so far and what they have left), else None."""
+        ended = self.wall_times(trials)
+        if ended:
+            return sum(ended) / len(ended)
+        now = self.clock()
+        projected = [now - self.started[t.trial_id] + left for t, left in zip(active, lefts)
+                     if left is not None and t.trial_id in self.started]
+        return sum(projected) / len(projected) if projected else None
 
     def print_line(self, trials: list, final: bool = False) -> None:
         self.last_line = self.clock()

@@ -29,10 +29,13 @@ from itrlab.report.paper_report import PaperReport, ReportInputs, build_report
 from itrlab.report.pivot import comparisons, pivot, published_numbers, trial_cost_unit
 from itrlab.report.stats import Comparison
 from itrlab.report.plots import plot_curves, plot_pivot
-from itrlab.report.summary import TrialRow, best_row, objective_value, ranked_table, to_markdown, to_text
+from itrlab.report.summary import (TrialRow, best_row, objective_value, ranked_table, ranking_note, to_markdown,
+                                   to_text)
 from itrlab.sweep.outcome import RETRIED
+from itrlab.sweep.runs_table import trials_view_id
 from itrlab.sweep.trial import TRIAL_TAG
 from itrlab.tracking import MlflowTracker
+from itrlab.tracking.store import ui_link
 
 STATUSES = ("finished", "diverged", "stopped", "error", "interrupted", "not started")
 
@@ -56,9 +59,12 @@ def test_chance(shape: DataShape | None, protocol: str) -> ChanceLevel | None:
         return None
 
 
-def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, config: ExperimentConfig) -> str | None:
-    """Log and print the sweep's results (see the module doc); returns the headline (None without a table)."""
-    title = f"{spec.name}: trials ranked by {spec.objective.mode} {spec.objective.metric}"
+def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, config: ExperimentConfig,
+                 invocation_seconds: float | None = None) -> str | None:
+    """Log and print the sweep's results (see the module doc); returns the headline (None without a table).
+    ``invocation_seconds``: this invocation's wall time so far, the one wall time a sweep reports (a resumed
+    sweep's earlier invocations, and the gaps between them, are not in it)."""
+    title = f"{spec.name}: trials {ranking_note(spec)}"
     trials = ranked_table(rows, spec)
     parent.replace_table(trials, "sweep/trials.json")
     print("\n" + to_text({key: column for key, column in trials.items() if key != "reason"}, title))
@@ -73,7 +79,10 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
     summary = {"sweep": spec.name, "description": spec.description, "experiment": spec.experiment,
                "grid": spec.grid, "seeds": spec.seeds, "objective": f"{spec.objective.mode} {spec.objective.metric}",
                "dataset": config.dataset.name, "data_shape": shape.to_dict() if shape else None,
-               "test_protocol": protocol, "trial_counts": counts, "trials": trials}
+               "test_protocol": protocol, "trial_counts": counts, "trials": trials, "ranking": ranking_note(spec),
+               "invocation_seconds": round(invocation_seconds, 1) if invocation_seconds is not None else None,
+               # the trials in MLflow's runs table (itrlab.sweep.runs_table), under the UI's address
+               "runs_table": ui_link("", parent.experiment_id, view=trials_view_id(parent.run_id))}
     grid, report, chance, top = None, None, None, None
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, shape, protocol)
@@ -94,6 +103,8 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
         markdown = to_markdown(trials, title)
         if report is not None:
             parent.set_tags(top.tags())
+            parent.describe(f"**{top.text}**\n\nThe report: Artifacts, sweep/report.html (the same as sweep/report.md, "
+                            f"with the plots). The trials, {ranking_note(spec)}: sweep/trials.json.")
             parent.log_final_metrics(top.metrics)
             parent.log_text(report.html(plots), "sweep/report.html")
             parent.log_text(report.markdown({caption: f"plots/{path.name}" for caption, path in plots.items()}),
@@ -149,7 +160,7 @@ def draw_plots(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, gri
     try:
         if grid is not None:
             path = plot_pivot(grid, spec, folder / "pivot_test_rsum.png",
-                              chance=chance.recalls["rsum"] if chance is not None else None)
+                              chance=chance.rsum_band if chance is not None else None)
             if path is not None:
                 plots["test rsum per row"] = path
         keys = spec.table.rows if spec.table is not None else []

@@ -31,8 +31,8 @@ from typing import Any
 import ray
 from ray import tune
 
-from itrlab.config import ExperimentConfig, compose
-from itrlab.assembly import absolute_paths, check_experiment
+from itrlab.config import ExperimentConfig
+from itrlab.assembly import check_experiment
 from itrlab.errors import StorageError, UserInputError, failure_reason, one_line_logs
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
@@ -48,7 +48,10 @@ from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
-from itrlab.sweep.trial import TrialContext, point_key, trial_config
+from itrlab.sweep.board import BOARD_FOLDER
+from itrlab.sweep.points import base_tree, point_key, trial_config
+from itrlab.sweep.runs_table import save_trials_view
+from itrlab.sweep.trial import TrialContext
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
 from itrlab.train.experiment import generate_if_synthetic
 
@@ -70,11 +73,6 @@ class SweepResult:
     @property
     def failed(self) -> list[TrialRow]:
         return [row for row in self.rows if row.status == "error"]
-
-
-def base_tree(spec: SweepSpec, overrides: list[str]) -> dict[str, Any]:
-    """The composed base experiment with paths made absolute (trials run in other directories)."""
-    return absolute_paths(compose(spec.experiment, [*spec.overrides, *overrides]))
 
 
 def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> dict[str, ExperimentConfig]:
@@ -160,6 +158,7 @@ def sweep_lock(sweep_dir: Path, name: str):
 def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bool = False,
               storage: Path = Path("runs/sweeps")) -> SweepResult:
     """Run (or resume) a sweep; every config is validated before Ray or MLflow start."""
+    started = time.monotonic()  # this invocation's wall time runs from here to its report
     overrides = list(overrides or [])
     check_sweep_keys(spec)
     check_published(spec)
@@ -188,7 +187,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
             sweep_dir = new_sweep_dir(storage, spec.name)
             held.enter_context(sweep_lock(sweep_dir, spec.name))
         try:
-            return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state)
+            return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state, started)
         except BaseException:
             if not resume and not (sweep_dir / STATE_FILE).exists():  # stopped before it began: leave no folder
                 shutil.rmtree(sweep_dir, ignore_errors=True)
@@ -196,13 +195,14 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
 
 
 def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, ExperimentConfig], overrides: list[str],
-                sweep_dir: Path, tracking_uri: str, state: dict[str, Any]) -> SweepResult:
+                sweep_dir: Path, tracking_uri: str, state: dict[str, Any], started: float) -> SweepResult:
     """The sweep's life, its folder locked: its data, Ray, the parent run, the trials, their report."""
     tree, checked = share_stages(tree, checked, sweep_dir)
     first = trial_config(tree, {})
     generate_if_synthetic(first)  # once, before trials share it
     started_ray = start_ray(spec, tracking_uri)
     parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state)
+    view = save_trials_view(spec, parent, sweep_dir.name)  # what the printed link opens: the trials, one row each
     print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
     try:
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
@@ -211,11 +211,11 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, Experi
         tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=bool(state))
         rows, interrupted = fit_trials(tuner, spec, sweep_dir, started_ray)
         settle_trial_runs(parent, rows)
-        headline = report_sweep(spec, rows, parent, first)
+        headline = report_sweep(spec, rows, parent, first, invocation_seconds=time.monotonic() - started)
     except BaseException as err:
         end_parent_early(parent, err, started_ray)
         raise
-    return end_parent(spec, parent, rows, interrupted, sweep_dir, headline)
+    return end_parent(spec, parent, rows, interrupted, sweep_dir, headline, view)
 
 
 def share_stages(tree: dict[str, Any], checked: dict[str, ExperimentConfig],
@@ -269,6 +269,8 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
     """The Tuner of the trials: restored from the sweep's folder on ``--resume``, else new."""
     from itrlab.sweep.progress import restored_with_console, with_console  # progress line, quiet console
 
+    board = sweep_dir / BOARD_FOLDER  # where each trial notes its phase and step (itrlab.sweep.board)
+
     workers, cpus, gpus = spec.workers
     groups = sweep_groups(spec, context.base_tree) if spec.group > 1 else None  # one Tune trial per group
     function = run_group_trial if groups else trial_function(workers, cpus, gpus, torch_trainer=spec.trainer == "torch")
@@ -279,14 +281,14 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
     )
     if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
         tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
-        restored_with_console(tuner, spec, total=len(groups or []))  # Tune brings back the saved RunConfig
+        restored_with_console(tuner, spec, board=board, total=len(groups or []))  # Tune brings back the saved RunConfig: this invocation's console
         return tuner
     run_config = with_console(tune.RunConfig(
         name="tune", storage_path=str(sweep_dir),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=[NoRetryOnInputError()], stop=StopOnStorageError(),
-    ), spec, total=len(groups or []))
+    ), spec, board=board, total=len(groups or []))
     return tune.Tuner(trainable, param_space=group_param_space(groups) if groups else param_space(spec),
                       run_config=run_config, tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
 
@@ -325,8 +327,9 @@ def end_parent_early(parent: MlflowTracker, err: BaseException, started_ray: boo
 
 
 def end_parent(spec: SweepSpec, parent: MlflowTracker, rows: list[TrialRow], interrupted: bool, sweep_dir: Path,
-               headline: str | None) -> SweepResult:
-    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result."""
+               headline: str | None, view: str | None = None) -> SweepResult:
+    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result
+    (its link: the saved view ``view`` of the trials in the runs table)."""
     best = best_row(rows, spec.objective.metric, spec.objective.mode)
     if interrupted:
         status, reason = "KILLED", f"{interruption()[0]}; --resume continues the sweep"
@@ -339,7 +342,7 @@ def end_parent(spec: SweepSpec, parent: MlflowTracker, rows: list[TrialRow], int
     else:  # a resumed sweep that finishes no longer carries the reason it stopped before
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)
-    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status, headline)
+    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(view), interrupted, status, headline)
 
 
 # Tune's storage-sync errors repeat the same OSError with a traceback at every attempt; the sweep ends

@@ -16,7 +16,6 @@ training started.
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import sys
@@ -28,11 +27,11 @@ from typing import Any, Callable
 import ray
 from ray import tune
 
-from itrlab.assembly import check_config
 from itrlab.config import ExperimentConfig
-from itrlab.config.loader import set_path
 from itrlab.errors import StorageError, UserInputError, failure_reason
 from itrlab.config.sweep import VARIANT, label
+from itrlab.sweep.board import BOARD_FOLDER, BoardWriter
+from itrlab.sweep.points import point_key, trial_config
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
 from itrlab.train.experiment import MLFLOW_FILE, recorded_run_id
@@ -60,25 +59,6 @@ class TrialContext:
     source: tuple[tuple[str, str], ...] = ()  # the driver's MLflow source tags (user, script, git commit)
     # the grid points' configs as the driver checked them before Ray started, by point_key(params)
     checked: dict[str, ExperimentConfig] = field(default_factory=dict)
-
-
-def point_key(params: dict[str, Any]) -> str:
-    """A trial's point (its dotted keys and values, a named variant's dict included) as one string, the
-    same for the driver's grid point and the params Tune hands the trial."""
-    return json.dumps(params, sort_keys=True, default=str)
-
-
-def trial_config(base_tree: dict[str, Any], params: dict[str, Any]) -> ExperimentConfig:
-    """The validated experiment config of one trial: the base tree with the trial's dotted keys set."""
-    tree = copy.deepcopy(base_tree)
-    for key, value in params.items():
-        if key == VARIANT:  # a named ablation row: several dotted keys at once
-            for path, setting in value.items():
-                if path != "name":
-                    set_path(tree, path.split("."), setting)
-        else:
-            set_path(tree, key.split("."), value)
-    return check_config(tree)
 
 
 def config_of(context: TrialContext, params: dict[str, Any]) -> ExperimentConfig:
@@ -228,6 +208,11 @@ def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tr
                      **result.test.metrics(prefix="test_")})
 
 
+def board_writer(context: TrialContext, trial_id: str) -> list[BoardWriter]:
+    """The callback that notes the trial's phase and step on the sweep's progress board (none without a sweep folder)."""
+    return [BoardWriter(Path(context.sweep_dir) / BOARD_FOLDER, trial_id)] if context.sweep_dir else []
+
+
 def restored_trial_folder(name: str) -> tuple[str, Path]:
     """This Tune trial's id and its folder ``name`` (under the trial's directory), holding the trial's latest
     checkpoint when it restarts."""
@@ -251,6 +236,7 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     tracker.default_params = trial_params(params)
     reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric)
     run_name = trial_run_name(params)
-    train_and_report(lambda: run_experiment(config_of(context, params), run_dir, callbacks=[reporter],
+    callbacks = [reporter, *board_writer(context, trial_id)]
+    train_and_report(lambda: run_experiment(config_of(context, params), run_dir, callbacks=callbacks,
                                             tracker=tracker, parent_run_id=context.parent_run_id, run_name=run_name),
                      reporter, tracker, run_name=run_name, parent_run_id=context.parent_run_id)

@@ -1,9 +1,15 @@
 """Experiment tracking in MLflow (the only package of itrlab that imports MLflow): :mod:`~itrlab.tracking.store`
 (which store, whether it works, source tags, UI links), :mod:`~itrlab.tracking.mlflow_tracker` (one run
-written and read back), :mod:`~itrlab.tracking.tables` (tables as the MLflow UI shows them)."""
+written and read back), :mod:`~itrlab.tracking.tables` (tables as the MLflow UI shows them),
+:mod:`~itrlab.tracking.runs_view` (saved views of an experiment's runs table).
 
-from itrlab.tracking.mlflow_tracker import STOP_REASON_TAG, MlflowTracker
-from itrlab.tracking.store import TRACKING_URI_ENV, check_tracking_store, resolve_tracking_uri, source_tags, ui_hint
+The exports are imported when first used (:mod:`itrlab.lazy`), and :mod:`~itrlab.tracking.store` imports
+MLflow only to check a store: ``--dry-run`` names the store a cluster job would log to without MLflow."""
 
-__all__ = ["STOP_REASON_TAG", "TRACKING_URI_ENV", "MlflowTracker", "check_tracking_store", "resolve_tracking_uri",
-           "source_tags", "ui_hint"]
+from itrlab.lazy import lazy_exports
+
+_EXPORTS = {"STOP_REASON_TAG": "mlflow_tracker", "MlflowTracker": "mlflow_tracker",
+            **dict.fromkeys(["TRACKING_URI_ENV", "check_tracking_store", "resolve_tracking_uri", "source_tags", "ui_hint"],
+                            "store")}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

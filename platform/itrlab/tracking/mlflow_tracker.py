@@ -29,6 +29,7 @@ from mlflow.exceptions import MlflowException
 
 from itrlab.errors import TrackingError, UserInputError, failure_reason, one_line_logs
 from itrlab.interrupts import interruption
+from itrlab.tracking.runs_view import RunsView, save_view
 from itrlab.tracking.store import resolve_tracking_uri, short_reason, source_tags, ui_hint
 from itrlab.tracking.tables import significant, write_table
 
@@ -40,6 +41,7 @@ PARENT_TAG = "mlflow.parentRunId"
 # MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the experiment says it holds
 # model training (and the page is in the machine-learning view: store.ML_VIEW): then on the runs table
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
+DESCRIPTION_TAG = "mlflow.note.content"  # a run's description
 STOP_REASON_TAG = "itrlab.stop_reason"  # why a run ended FAILED or KILLED, on one line
 
 
@@ -320,5 +322,15 @@ class MlflowTracker:
         except (MlflowException, OSError):
             return None
 
-    def ui_hint(self) -> str:
-        return ui_hint(self.tracking_uri, self.experiment_id, self.run_id)
+    def describe(self, text: str) -> None:
+        """The run's description (Markdown), shown in full at the top of its page in the MLflow UI."""
+        self.set_tags({DESCRIPTION_TAG: text})
+
+    @_store_writes
+    def save_view(self, view_id: str, view: RunsView) -> str:
+        """Save a view of the experiment's runs table (:mod:`itrlab.tracking.runs_view`); returns its id."""
+        return save_view(self.client, self.experiment_id, view_id, view)
+
+    def ui_hint(self, view: str | None = None) -> str:
+        """How to open this run in the MLflow UI, or the saved view ``view`` of its experiment's runs table."""
+        return ui_hint(self.tracking_uri, self.experiment_id, None if view else self.run_id, view)

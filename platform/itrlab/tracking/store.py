@@ -6,8 +6,9 @@ working directory (MLflow 3's own default, made explicit so that every process a
 :func:`check_tracking_store` runs before a training or a sweep starts: it fails within seconds, on one
 line, when the store does not answer or cannot be written, and it creates a new SQLite store once,
 under a lock, so that two commands started at the same moment do not both create its tables.
-:func:`source_tags` are MLflow's own source tags (user, script, git commit); :func:`ui_hint` says how a
-person opens a run in the MLflow UI.
+:func:`source_tags` are MLflow's own source tags (user, script, git commit); :func:`ui_command` is the one
+command that opens the UI, and :func:`ui_hint` says how a person opens a run, or a saved view of the runs
+table, in it.
 """
 
 from __future__ import annotations
@@ -18,16 +19,16 @@ import getpass
 import logging
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import unquote
 
-from mlflow import MlflowClient
-
 from itrlab.errors import UserInputError
 from itrlab.files import check_writable_dir, file_lock
+from itrlab.tracking.runs_view import VIEW_PARAM
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 # MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the page is in the
@@ -96,6 +97,8 @@ def check_tracking_store(tracking_uri: str | None = None, timeout_s: int = 5) ->
     (``http://``, ...) gets one request with no retries and a ``timeout_s`` limit. Returns the tracking
     URI; raises a UserInputError (one line: which store, what went wrong, what to do) otherwise.
     """
+    from mlflow import MlflowClient
+
     uri = resolve_tracking_uri(tracking_uri)
     hint = f"set {TRACKING_URI_ENV} to a store that works (or start its server)"
     database = sqlite_path(uri)
@@ -137,11 +140,41 @@ def source_tags() -> dict[str, str]:
     return tags
 
 
-def ui_hint(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
-    """How a person opens the MLflow UI on this run (or experiment), in its machine-learning view: the
-    runs table, not MLflow 3's GenAI overview."""
-    fragment = f"#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "") + f"?{ML_VIEW}"
+JOB_EXECUTION_OFF = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false"  # no job runner and 7 huey consumers (2.5 GB)
+UI_PORT = 5000
+
+
+def mlflow_program() -> str:
+    """The ``mlflow`` of this environment: the script beside the interpreter (relative to the working
+    folder when inside it: ``.venv/bin/mlflow``), else ``<python> -m mlflow``; never a bare ``mlflow``,
+    which is not on PATH unless the venv is activated."""
+    script = Path(sys.executable).parent / "mlflow"
+    if not script.is_file():
+        return f"{shlex.quote(sys.executable)} -m mlflow"
+    try:
+        return shlex.quote(str(script.absolute().relative_to(Path.cwd())))
+    except ValueError:
+        return shlex.quote(str(script))
+
+
+def ui_command(tracking_uri: str, port: int = UI_PORT) -> str:
+    """The one command that opens the MLflow UI on a store (docs/mlflow.md shows the same): this
+    environment's ``mlflow``, one server worker, MLflow's job runner off, on loopback."""
+    return (f"{JOB_EXECUTION_OFF} {mlflow_program()} ui --backend-store-uri {shlex.quote(tracking_uri)} "
+            f"--host 127.0.0.1 --port {port} --workers 1")
+
+
+def ui_link(base: str, experiment_id: str, run_id: str | None = None, view: str | None = None) -> str:
+    """A link into the MLflow UI at ``base``, in its model-training view: a run's page, a saved view of
+    the experiment's runs table (:mod:`itrlab.tracking.runs_view`), or the runs table."""
+    query = f"{VIEW_PARAM}={view}&{ML_VIEW}" if view else ML_VIEW
+    page = f"/runs/{run_id}" if run_id else "/runs"
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}{page}?{query}"
+
+
+def ui_hint(tracking_uri: str, experiment_id: str, run_id: str | None = None, view: str | None = None) -> str:
+    """How a person opens the MLflow UI on this run, or on a saved view of the experiment's runs table
+    (``view``), or on the runs table, in the model-training view (not MLflow 3's GenAI overview)."""
     if tracking_uri.startswith(("http://", "https://")):
-        return f"open {tracking_uri.rstrip('/')}/{fragment}"
-    return (f"run `mlflow ui --backend-store-uri {tracking_uri} --port 5000` "
-            f"and open http://127.0.0.1:5000/{fragment}")
+        return f"open {ui_link(tracking_uri, experiment_id, run_id, view)}"
+    return f"run `{ui_command(tracking_uri)}` and open {ui_link(f'http://127.0.0.1:{UI_PORT}', experiment_id, run_id, view)}"

@@ -1,8 +1,12 @@
-"""Training: the epoch loop, checkpoints and resume, and one whole run (data, model, MLflow)."""
+"""Training: the epoch loop, checkpoints and resume, and one whole run (data, model, MLflow).
 
-from itrlab.train.callbacks import ConsoleProgress
-from itrlab.train.experiment import RunResult, prepare_data, run_experiment
-from itrlab.train.loop import EpochReport, NonFiniteLossError, Trainer, TrainingData
+The exports are imported when first used (:mod:`itrlab.lazy`): ``itrlab.train.throughput`` and
+``itrlab.train.stage_identity`` (``--dry-run``) do not import MLflow."""
 
-__all__ = ["ConsoleProgress", "EpochReport", "NonFiniteLossError", "RunResult", "Trainer", "TrainingData",
-           "prepare_data", "run_experiment"]
+from itrlab.lazy import lazy_exports
+
+_EXPORTS = {"ConsoleProgress": "callbacks", "RunResult": "experiment", "prepare_data": "experiment",
+            "run_experiment": "experiment", "EpochReport": "loop", "NonFiniteLossError": "loop", "Trainer": "loop",
+            "TrainingData": "loop"}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

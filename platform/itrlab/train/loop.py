@@ -39,6 +39,7 @@ from itrlab.methods.base import drop_reinitialised_state
 from itrlab.train.device import resolve_device
 from itrlab.train.checkpoint import BEST, LAST, MODEL, TrainState, load_checkpoint, save_checkpoint, set_rng_state
 from itrlab.train.precision import MixedPrecision
+from itrlab.train.progress import ProgressNotifier
 from itrlab.train.schedule import StepDecaySchedule
 
 
@@ -213,6 +214,8 @@ class Trainer:
         if (self.run_dir / LAST).is_file():
             self._restore(load_checkpoint(self.run_dir / LAST))
         self.scheduler = self.schedule.scheduler(self.optimizer, last_step=self.state.step)
+        # where the training stands, for callbacks that listen (a sweep's progress board); one worker speaks
+        self.progress = ProgressNotifier(self.callbacks if self.rank == 0 else [], train.epochs, self.steps_per_epoch)
 
     def _restore(self, checkpoint: dict) -> None:
         """Continue from ``last.pt``; UserInputError when it does not fit this config (another width,
@@ -244,8 +247,9 @@ class Trainer:
         """After epoch ``epoch`` trained (mean ``loss`` and ``parts``; it began at ``started``, perf_counter):
         validation, the best score, the checkpoints, the callbacks. Grouped training
         (:mod:`itrlab.train.grouped`) trains its members' epochs together and ends each one's here."""
-        val = self.evaluate(self.data.val, self.config.eval.val_protocol)
-        auxiliary = self.evaluate_auxiliary(self.data.val, self.config.eval.val_protocol)
+        with self.progress.evaluating(epoch, "validating"):
+            val = self.evaluate(self.data.val, self.config.eval.val_protocol)
+            auxiliary = self.evaluate_auxiliary(self.data.val, self.config.eval.val_protocol)
         is_best = val.rsum > self.state.best_rsum
         self.state.epoch, self.state.history = epoch, [*self.state.history, {"epoch": epoch, "loss": loss, **val.metrics()}]
         if is_best:
@@ -309,10 +313,12 @@ class Trainer:
         interval = step_progress_interval() if self.step_progress_s is None else self.step_progress_s
         counter = StepCounter(epoch, self.config.train.epochs, self.steps_per_epoch,
                               interval if self.rank == 0 else 0.0)  # one worker speaks for all
+        self.progress.epoch_begins(epoch)
         for done, batch in enumerate(batches, 1):  # this worker's share of the epoch's global batches
             batch = batch.to(self.device, non_blocking=True)
             log.add(self.state.step, self.train_step(batch, epoch))
             counter.step(done)
+            self.progress.step(epoch, done)
         return log.means()
 
     def evaluate(self, split: PrecompSplit, protocol: str, method: MethodModule | None = None) -> RecallTable:
@@ -331,5 +337,6 @@ class Trainer:
         best = self.run_dir / BEST
         if best.is_file():
             self.method.load_state_dict(load_checkpoint(best)["model"])
-        return self.evaluate(self.data.test, self.config.eval.test_protocol)
+        with self.progress.evaluating(self.state.epoch, "testing"):
+            return self.evaluate(self.data.test, self.config.eval.test_protocol)
 

@@ -17,7 +17,6 @@ training time in their cost (``stage_seconds``): a row's cost is what it would c
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -35,6 +34,7 @@ from itrlab.tracking import MlflowTracker
 from itrlab.train.callbacks import ConsoleProgress, MlflowEpochLogger
 from itrlab.train.checkpoint import MODEL, load_checkpoint, seed_everything
 from itrlab.train.loop import Trainer, TrainingData
+from itrlab.train.stage_identity import stage_key
 
 STAGE_TAG = "itrlab.stage"
 DONE = "stage.json"
@@ -64,13 +64,6 @@ class StageStore:
     tracking_uri: str | None = None
     experiment: str | None = None
     parent_run_id: str | None = None
-
-
-def stage_key(config: ExperimentConfig, data_digest: str) -> str:
-    """What decides that two runs need the same stage: its resolved config and the data."""
-    tree = {key: value for key, value in config.dump().items() if key not in ("output", "tracking", "stages")}
-    payload = json.dumps({"config": tree, "data": data_digest}, sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
 def stage_folder(root: Path, name: str, config: ExperimentConfig, data_digest: str) -> Path:

@@ -1,0 +1,30 @@
+"""A package's exports, imported when first used (PEP 562's module ``__getattr__``).
+
+``import itrlab.eval`` or ``from itrlab.data.synthetic import ...`` runs the package's ``__init__``; when
+that imports every submodule, a command that only needs a name list or a parser pays for torch, Ray or
+MLflow before it can print its first line (an unknown preset, ``--help``). A package whose
+``__init__`` declares its exports with :func:`lazy_exports` imports a submodule only when one of its
+names is asked for; ``from itrlab.eval import evaluate`` works as before.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+
+def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package``, whose ``exports`` map each public name to the
+    module that defines it: a submodule's name (``"recall"``), or a full name (``"itrlab.config.sweep"``)."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module if "." in module else f"{package}.{module}"), name)
+
+    def __dir__() -> list[str]:
+        return sorted(exports)
+
+    return __getattr__, __dir__

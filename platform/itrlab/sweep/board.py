@@ -1,0 +1,95 @@
+"""A sweep's progress board: where each running trial stands, written by the trial and read by the
+driver's progress line (:mod:`itrlab.sweep.progress`).
+
+A trial's training (its rank-0 worker) writes ``<sweep dir>/progress/<trial id>.json`` whenever a phase
+begins and, within an epoch, at most every 2 s (:mod:`itrlab.train.progress`): its phase, epoch and step,
+its measured seconds per step and per validation, and the wall-clock time of the note. The sweep's
+storage is shared by every node of a cluster (docs/sweeps.md), so the driver reads the board wherever
+the trial runs. A note older than the trial's start in this invocation (an earlier invocation's) is
+ignored: that trial is still starting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from itrlab.files import atomic_write_text
+from itrlab.train.progress import TrainingProgress
+
+BOARD_FOLDER = "progress"  # under the sweep's folder
+
+
+class BoardWriter:
+    """A training callback of a trial: writes its :class:`~itrlab.train.progress.TrainingProgress` to the board.
+    A note that cannot be written is skipped: progress never fails a trial."""
+
+    def __init__(self, folder: Path, trial_id: str, clock=time.time):
+        self.path = Path(folder) / f"{trial_id}.json"
+        self.clock = clock
+
+    def on_progress(self, progress: TrainingProgress) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, json.dumps({**progress.to_dict(), "updated": self.clock()}))
+        except OSError:
+            pass
+
+    def on_epoch_end(self, report) -> None:  # a training callback gets every epoch's report; the board needs none
+        pass
+
+
+@dataclass(frozen=True)
+class TrialState:
+    """A running trial's last note on the board (see :class:`~itrlab.train.progress.TrainingProgress`)."""
+
+    phase: str
+    epoch: int
+    epochs: int
+    step: int
+    steps: int
+    step_seconds: float | None
+    eval_seconds: float | None
+    updated: float  # wall-clock time of the note
+
+    def describe(self) -> str:
+        """``epoch 3/10 step 46/195``, ``validating epoch 3/10``, ``testing``."""
+        if self.phase == "training":
+            return f"epoch {self.epoch}/{self.epochs} step {self.step}/{self.steps}"
+        if self.phase == "validating":
+            return f"validating epoch {self.epoch}/{self.epochs}"
+        return "testing"
+
+    def seconds_left(self, now: float) -> float | None:
+        """What the trial has left, from its measured step rate: the steps left of this and the later
+        epochs, and a validation per epoch left and the test evaluation, each as long as the last
+        validation (0 before the first is measured), less the time since the note. Never below one
+        step's time, nor a validation's when only evaluations are left: the trial has work left. None
+        before the first step was timed."""
+        step = self.step_seconds
+        if step is None or not math.isfinite(step) or step <= 0:
+            return None
+        evals = self.eval_seconds or 0.0
+        steps_left = (self.epochs - self.epoch) * self.steps + (self.steps - self.step if self.phase == "training" else 0)
+        validations_left = self.epochs - self.epoch + (self.phase != "testing")  # this epoch's, unless it is over
+        tests_left = 1
+        left = steps_left * step + (validations_left + tests_left) * evals
+        floor = evals if self.phase != "training" and evals > 0 else step
+        return max(left - max(now - self.updated, 0.0), floor)
+
+
+def read_state(folder: Path | None, trial_id: str, since: float | None) -> TrialState | None:
+    """The trial's note on the board, when there is one written at or after ``since`` (its start here)."""
+    if folder is None:
+        return None
+    try:
+        data = json.loads((Path(folder) / f"{trial_id}.json").read_text(encoding="utf-8"))
+        state = TrialState(str(data["phase"]), int(data["epoch"]), int(data["epochs"]), int(data["step"]),
+                           int(data["steps"]), data.get("step_seconds"), data.get("eval_seconds"),
+                           float(data["updated"]))
+    except (OSError, ValueError, KeyError, TypeError):  # no note yet, or one being replaced
+        return None
+    return state if since is None or state.updated >= since else None

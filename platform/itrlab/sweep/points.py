@@ -1,0 +1,62 @@
+"""A sweep's trials as configs: the composed base experiment, each point's checked config, and a
+point's identity. No Ray and no MLflow: ``--dry-run`` and ``--list`` compose every trial with these
+before anything starts, and the runner and each trial use the same functions.
+
+:func:`check_structure` checks every trial against the config layer's schema alone (unknown keys,
+types, ranges), without the method layer and so without torch: a misspelt override is one line in
+about a second. The method's own keys and checks follow in :func:`trial_config`, which builds the
+method registry (torch)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from itrlab.config import ExperimentConfig, compose, validate
+from itrlab.config.loader import set_path
+from itrlab.config.sweep import VARIANT, SweepSpec
+
+
+def base_tree(spec: SweepSpec, overrides: list[str]) -> dict[str, Any]:
+    """The composed base experiment with paths made absolute (trials run in other directories)."""
+    from itrlab.assembly import absolute_paths  # the method layer: torch
+
+    return absolute_paths(compose(spec.experiment, [*spec.overrides, *overrides]))
+
+
+def point_key(params: dict[str, Any]) -> str:
+    """A trial's point (its dotted keys and values, a named variant's dict included) as one string, the
+    same for the driver's grid point and the params Tune hands the trial."""
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def trial_tree(base_tree: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """The raw config tree of one trial: the base tree with the trial's dotted keys set."""
+    tree = copy.deepcopy(base_tree)
+    for key, value in params.items():
+        if key == VARIANT:  # a named ablation row: several dotted keys at once
+            for path, setting in value.items():
+                if path != "name":
+                    set_path(tree, path.split("."), setting)
+        else:
+            set_path(tree, key.split("."), value)
+    return tree
+
+
+def trial_config(base_tree: dict[str, Any], params: dict[str, Any]) -> ExperimentConfig:
+    """The validated experiment config of one trial (:func:`trial_tree`, checked with its method's settings)."""
+    from itrlab.assembly import check_config  # the method layer: torch
+
+    return check_config(trial_tree(base_tree, params))
+
+
+def check_structure(spec: SweepSpec, overrides: list[str]) -> None:
+    """Every trial's config (the grid's points, or the corners of an Optuna space) against the config
+    layer's schema: a ConfigError for an unknown key, a bad type or a value out of range in its sections,
+    before the method layer is imported. The method section, and the top-level sections that schemes
+    register (and so a misspelt top-level section), are checked later, by :func:`trial_config`."""
+    tree = compose(spec.experiment, [*spec.overrides, *overrides])
+    sections = set(ExperimentConfig.model_fields)
+    for point in spec.search_corners() if spec.optuna else spec.grid_points():
+        validate({key: value for key, value in trial_tree(tree, point).items() if key in sections})

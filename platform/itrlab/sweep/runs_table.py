@@ -1,0 +1,53 @@
+"""The MLflow runs table a sweep's link opens: a saved view of its trials (:mod:`itrlab.tracking.runs_view`),
+one row per trial, the swept values, the seed and the test results as its first columns, best first.
+
+Saved on the parent run's experiment when the parent run opens (the link works while the sweep runs) as
+the view ``itrlab-<parent run id>``, named ``<sweep> <invocation>: trials``; a resumed sweep saves it again.
+"""
+
+from __future__ import annotations
+
+from itrlab.config.sweep import SweepSpec
+from itrlab.eval.names import METRIC_NAMES
+from itrlab.tracking import MlflowTracker
+from itrlab.tracking.runs_view import ITRLAB_VIEW, RunsView, children_filter
+
+RECALLS = ["test_i2t_R1", "test_i2t_R5", "test_t2i_R1", "test_t2i_R5"]
+
+
+def swept_keys(spec: SweepSpec) -> list[str]:
+    """The keys a trial's row is told apart by: the table's rows, else the grid's or the search's keys."""
+    if spec.table is not None and spec.optuna is None:
+        keys = list(spec.table.rows)
+    elif spec.optuna is not None:
+        keys = list(spec.optuna.space)
+    else:
+        keys = list(spec.grid or {})
+    return [key for key in keys if key != "seed"]
+
+
+def trials_view(spec: SweepSpec, invocation: str, parent_run_id: str) -> RunsView:
+    """The view of one invocation's trials: its parent's children, sorted by the test counterpart of the
+    objective (test rsum for the loss), with the swept values (the ``param.<key>`` tags), the seed, the
+    profile, the test objective, the objective at the best epoch, R@1 and R@5 both ways and the table's
+    other test columns."""
+    metric = spec.objective.metric
+    test = f"test_{metric}" if metric in METRIC_NAMES.values() else "test_rsum"
+    ascending = spec.objective.mode == "min" and test != "test_rsum"
+    validation = f"best_val_{metric}" if metric == "rsum" else metric
+    extra = [c for c in (spec.table.columns if spec.table else []) if c.startswith("test_")]
+    metrics = list(dict.fromkeys([test, validation, *RECALLS, *extra]))
+    tags = [f"param.{key}" for key in swept_keys(spec)] + ["param.seed"] + (["itrlab.profile"] if spec.profile else [])
+    return RunsView(f"{spec.name} {invocation}: trials", children_filter(parent_run_id), test, ascending,
+                    tags, metrics)
+
+
+def trials_view_id(parent_run_id: str) -> str:
+    """The id of the view of a parent run's trials."""
+    return f"{ITRLAB_VIEW}{parent_run_id}"
+
+
+def save_trials_view(spec: SweepSpec, parent: MlflowTracker, invocation: str) -> str:
+    """Save the view of the trials of ``parent`` (the invocation's folder name, ``invocation``, names it);
+    returns its id (for :meth:`MlflowTracker.ui_hint`)."""
+    return parent.save_view(trials_view_id(parent.run_id), trials_view(spec, invocation, parent.run_id))

@@ -1,0 +1,74 @@
+"""Commands answer before they import what they do not need: a misspelt preset, ``--help``, a bad flag of
+``--list`` and a config error in an override print their line without importing torch, Ray or MLflow
+(:mod:`itrlab.lazy`), and ``--dry-run`` imports torch (the method registry composes every trial) but
+neither Ray nor MLflow. Counted in modules, not seconds: each command runs in a fresh interpreter,
+which reports the modules it imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.e2e  # a fresh interpreter per test: its imported modules counted
+
+HEAVY = ("torch", "ray", "mlflow")
+# a bad preset imports ~360 modules here (Python's own, yaml, pydantic, numpy for make-synthetic's
+# arguments), ~4,200 before (torch, Ray, MLflow, matplotlib, pandas): a budget between the two
+MODULE_BUDGET = 700
+
+RUN = """
+import json, runpy, sys
+sys.argv = [sys.argv[1], *sys.argv[3:]]
+code = 0
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as stop:
+    code = stop.code
+with open(__import__("os").environ["ITRLAB_MODULES_OUT"], "w") as out:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, out)
+"""
+
+
+def imports_of(tmp_path, job: str, *args: str) -> tuple[int, set[str], str, str]:
+    """Run ``jobs/<job> args`` in a fresh interpreter: its exit status, the top-level packages it
+    imported, its stdout and its stderr."""
+    out = tmp_path / "modules.json"
+    env = {**os.environ, "ITRLAB_MODULES_OUT": str(out), "PYTHONPATH": str(REPO / "platform"),
+           "ITRLAB_CONFIG_DIR": str(REPO / "configs")}
+    done = subprocess.run([sys.executable, "-c", RUN, str(REPO / "jobs" / job), "--", *args], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    record = json.loads(out.read_text())
+    return record["code"], set(record["modules"]), done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("args, status", [
+    (["--preset", "dbl-smok"], 2),
+    (["--help"], 0),
+    (["--list", "--concurrency", "2"], 2),
+    (["--preset", "tiny", "train.epohcs=2"], 2),
+])
+def test_errors_and_help_answer_without_torch_ray_or_mlflow(tmp_path, args, status):
+    code, modules, stdout, stderr = imports_of(tmp_path, "sweep.py", *args)
+    assert code == status, stderr
+    if status == 2:
+        assert len(stderr.strip().splitlines()) == 1 and stderr.startswith("itrlab"), stderr
+    assert not {m.split(".")[0] for m in modules} & set(HEAVY), sorted(set(HEAVY) & {m.split(".")[0] for m in modules})
+    assert len(modules) < MODULE_BUDGET, f"{len(modules)} modules imported"
+
+
+def test_the_bad_preset_names_the_nearest_one(tmp_path):
+    code, _, _, stderr = imports_of(tmp_path, "sweep_dbl.py", "--preset", "dbl-smok")
+    assert code == 2 and "did you mean 'dbl-smoke'?" in stderr
+
+
+def test_a_dry_run_imports_torch_for_the_method_registry_but_not_ray_or_mlflow(tmp_path):
+    code, modules, stdout, stderr = imports_of(tmp_path, "sweep.py", "--preset", "tiny", "--dry-run")
+    assert code == 0, stderr
+    assert "torch" in modules and not {m.split(".")[0] for m in modules} & {"ray", "mlflow"}
+    assert "ray job submit" in stdout
