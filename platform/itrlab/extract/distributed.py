@@ -1,6 +1,6 @@
 """Feature extraction across a Ray cluster when there is one, in this process otherwise.
 
-The job of :mod:`itrlab.extract.features` (same plan, chunks, shards, resume and assembly) with the
+The job of :mod:`itrlab.extract.job` (same plan, chunks, shards, resume and assembly) with the
 pending chunks computed by Ray tasks: each task gets one chunk's image bytes (read by the driver,
 so the workers need no access to the image folder), encodes them with EfficientNet-Lite0 (loaded
 once per worker process) using ``cpus_per_task`` torch threads, and returns the chunk's features;
@@ -29,9 +29,13 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from itrlab.extract import features as extract
+from itrlab.extract import job
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
-from itrlab.extract.features import Chunk, ChunkResult, ExtractOptions, Plan, RunStats
+from itrlab.extract.images import ImageSource, read_source
+from itrlab.extract.job import RunStats
+from itrlab.extract.model import ImageEncoder
+from itrlab.extract.plan import DTYPES, MANIFEST, WORK_DIR, ExtractOptions, Plan
+from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
 from itrlab.errors import ItrlabError, UserInputError, report
 
 DEFAULT_OUT = Path("data/coco_mini_precomp")
@@ -46,7 +50,7 @@ def ray_requested(flag: bool | None) -> bool:
     return bool(os.environ.get("RAY_ADDRESS"))
 
 
-def _chunk_task(chunk: Chunk, sources: list[extract.ImageSource], batch_size: int, dtype: str,
+def _chunk_task(chunk: Chunk, sources: list[ImageSource], batch_size: int, dtype: str,
                 threads: int, device: str) -> tuple[ChunkResult, float]:
     """A Ray task: encode one chunk; returns the result and the seconds spent loading the model."""
     import torch
@@ -56,9 +60,9 @@ def _chunk_task(chunk: Chunk, sources: list[extract.ImageSource], batch_size: in
     encoder = _WORKER_ENCODER.get(device)
     if encoder is None:
         start = time.perf_counter()
-        encoder = _WORKER_ENCODER[device] = extract.ImageEncoder(device)
+        encoder = _WORKER_ENCODER[device] = ImageEncoder(device)
         load = time.perf_counter() - start
-    return extract.encode_chunk(chunk, sources, encoder, batch_size, dtype), load
+    return encode_chunk(chunk, sources, encoder, batch_size, dtype), load
 
 
 def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
@@ -89,11 +93,11 @@ def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
         in_flight: dict[Any, Chunk] = {}
         start = time.perf_counter()
         try:
-            with extract.progress_bar(plan) as bar:
+            with job.progress_bar(plan) as bar:
                 while queue or in_flight:
                     while queue and len(in_flight) < 2 * slots:
                         chunk = queue.pop(0)
-                        sources = [extract.read_source(plan.images_dir, image) for image in chunk.images]
+                        sources = [read_source(plan.images_dir, image) for image in chunk.images]
                         ref = task.remote(chunk, sources, options.batch_size, options.dtype, cpus_per_task,
                                           options.device)
                         in_flight[ref] = chunk
@@ -103,7 +107,7 @@ def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
                         result, load = ray.get(done[0])
                     except ray.exceptions.RayError as exc:
                         raise ItrlabError(f"Ray task for chunk {chunk.name} failed: {exc}") from None
-                    extract.store_result(plan, chunk, result)
+                    job.store_result(plan, chunk, result)
                     stats.load_seconds = max(stats.load_seconds, load)
                     stats.images += len(chunk.images)
                     bar.update(len(chunk.images))
@@ -126,8 +130,8 @@ def extract_dataset(options: ExtractOptions, use_ray: bool | None = None, cpus_p
     if cpus_per_task < 1:
         raise UserInputError(f"--cpus-per-task: got {cpus_per_task}; must be >= 1")
     if ray_requested(use_ray):
-        return extract.extract_dataset(options, runner=lambda plan: run_ray(plan, cpus_per_task), log=log)
-    return extract.extract_dataset(options, runner=extract.run_local, log=log)
+        return job.extract_dataset(options, runner=lambda plan: run_ray(plan, cpus_per_task), log=log)
+    return job.extract_dataset(options, runner=job.run_local, log=log)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,7 +172,7 @@ def build_parser(default_images: Path | None = None, default_captions: Path | No
                        help="pad images with fewer captions by repeating theirs (default: exclude them)")
 
     run = parser.add_argument_group("extraction")
-    run.add_argument("--dtype", choices=extract.DTYPES, default="float32", help="storage dtype (default: %(default)s)")
+    run.add_argument("--dtype", choices=DTYPES, default="float32", help="storage dtype (default: %(default)s)")
     run.add_argument("--skip-bad", action="store_true",
                      help="leave out missing, unreadable or corrupt images (listed) instead of stopping")
     run.add_argument("--batch-size", type=int, default=16, help="images per forward pass (default: %(default)s)")
@@ -215,10 +219,10 @@ def main(argv: Sequence[str] | None = None, default_images: Path | None = None,
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        print(f"\nitrlab: interrupted; finished chunks are kept in {args.out / extract.WORK_DIR}: re-run the same "
+        print(f"\nitrlab: interrupted; finished chunks are kept in {args.out / WORK_DIR}: re-run the same "
               f"command to resume", file=sys.stderr)
         return 130
-    for line in extract.summary_lines(manifest):
+    for line in job.summary_lines(manifest):
         print(line)
-    print(f"output: {args.out} ({extract.MANIFEST}); total {time.perf_counter() - started:.1f} s")
+    print(f"output: {args.out} ({MANIFEST}); total {time.perf_counter() - started:.1f} s")
     return 0
