@@ -162,10 +162,10 @@ def test_protocol_size_checks(protocol, bad, good):
 
 
 def test_unknown_protocol_lists_names():
-    with pytest.raises(ValueError, match="known protocols: all, f30k_1k, coco_5k, coco_1k, 5fold") as err:
+    with pytest.raises(ValueError, match="known protocols: all, f30k_1k, f8k_1k, coco_5k, coco_1k, 5fold") as err:
         get_protocol("coco1k")
     assert isinstance(err.value, ProtocolError) and isinstance(err.value, UserInputError)
-    assert set(PROTOCOLS) == {"all", "f30k_1k", "coco_5k", "coco_1k", "5fold"}
+    assert set(PROTOCOLS) == {"all", "f30k_1k", "f8k_1k", "coco_5k", "coco_1k", "5fold"}
     assert [(s, e) for s, e in get_protocol("5fold").folds(10)] == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
 
 

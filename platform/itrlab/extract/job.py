@@ -35,6 +35,7 @@ import numpy as np
 
 from itrlab.errors import DataError, ItrlabError
 from itrlab.extract.images import PREPROCESSING, BadImagesError, path_source
+from itrlab.extract.layouts import derive_layouts, parse_pool
 from itrlab.extract.model import FEATURE_DIM, FEATURES, N_REGIONS, ImageEncoder, torch_threads
 from itrlab.extract.plan import FORMAT_VERSION, MANIFEST, ExtractOptions, Plan, extraction_lock, plan_splits, prepare
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk, read_shard_meta, write_shard
@@ -139,7 +140,9 @@ def assemble(plan: Plan, stats: RunStats, started: float) -> dict[str, Any]:
         "dtype": dtype,
         "files": {"regions": "{split}_ims.npy", "global": "{split}_global.npy",
                   "captions": "{split}_caps.txt", "ids": "{split}_ids.txt"},
-        "source": {"images": str(plan.images_dir.resolve()), "captions": str(Path(plan.options.captions).resolve())},
+        "source": {"images": str(plan.images_dir.resolve()), "captions": str(Path(plan.options.captions).resolve()),
+                   **({"flickr8k": str(Path(plan.options.flickr8k).resolve())} if plan.options.flickr8k else {})},
+        "images_sha256": plan.settings["images"],
         "splits": counts,
         "captions": plan.report,
         "bad_images": bad,
@@ -165,23 +168,27 @@ Runner = Callable[[Plan], RunStats]
 
 def extract_dataset(options: ExtractOptions, runner: Runner = run_local,
                     log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Run a whole job (validate, compute the missing chunks with ``runner``, assemble).
+    """Run a whole job (validate, compute the missing chunks with ``runner``, assemble), then derive
+    the layouts ``options.pool`` asks for from the stored grid (:mod:`itrlab.extract.layouts`).
 
-    Returns the manifest (``extract.json``). A finished folder with the same settings is left
-    as it is: nothing is computed and its manifest is returned with ``"up_to_date": True``.
+    Returns the manifest (``extract.json``), with ``"layouts"`` when some were asked for. A finished
+    folder with the same settings is left as it is: nothing is computed and its manifest is
+    returned with ``"up_to_date": True``.
     """
     started = time.perf_counter()
     planned = plan_splits(options, log)  # input errors before the output folder is created
     with extraction_lock(Path(options.out)):
         plan = prepare(options, log, planned)
         if plan.complete is not None:
-            log(f"{options.out} already holds this extraction ({plan.n_images} images); nothing to do")
-            return {**plan.complete, "up_to_date": True}
-        log(f"extracting {plan.n_pending} images ("
-            + ", ".join(f"{s} {len(ims)}" for s, ims in plan.splits.items())
-            + f" in all) -> {options.out}, {options.dtype}")
-        stats = runner(plan)
-        return assemble(plan, stats, started)
+            log(f"{options.out} already holds this extraction ({plan.n_images} images); nothing to extract")
+            manifest = {**plan.complete, "up_to_date": True}
+        else:
+            log(f"extracting {plan.n_pending} images ("
+                + ", ".join(f"{s} {len(ims)}" for s, ims in plan.splits.items())
+                + f" in all) -> {options.out}, {options.dtype}")
+            manifest = assemble(plan, runner(plan), started)
+        layouts = derive_layouts(plan.out, manifest, parse_pool(options.pool), log)
+        return {**manifest, "layouts": layouts} if layouts else manifest
 
 
 def summary_lines(manifest: dict[str, Any]) -> list[str]:
@@ -195,6 +202,8 @@ def summary_lines(manifest: dict[str, Any]) -> list[str]:
     if manifest["bad_images"]:
         lines.append(f"bad images skipped ({len(manifest['bad_images'])}): "
                      + "; ".join(f"{b['file_name']} ({b['problem']})" for b in manifest["bad_images"]))
+    for name, layout in manifest.get("layouts", {}).items():
+        lines.append(f"layout {name}/: {layout['regions']} region(s) per image, pooled from the grid")
     if manifest.get("up_to_date"):
         lines.append("nothing to extract: the output was already complete; when it was written:")
     lines.append(f"{run['images_this_run']} images extracted in {run['extract_s']:.1f} s: "
