@@ -127,6 +127,6 @@ def derive_layouts(out: str | Path, manifest: dict[str, Any], sizes: Sequence[in
             for split in splits:
                 open_precomp(folder, split, manifest["captions"]["per_image"])
             atomic_write_text(folder / LAYOUT_FILE, json.dumps(record, indent=1) + "\n")
-            log(f"layout {size}x{size} ({size * size} regions) derived from the grid -> {folder}")
+            log(f"layout {size}x{size} ({size * size} region(s)) derived from the grid -> {folder}")
         written[folder.name] = record
     return written
