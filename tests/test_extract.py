@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, SHARED
+from conftest import REPO, SHARED, interrupt_after_shards
 from itrlab.data import open_precomp
 from itrlab.extract import job as extract
 from itrlab.extract.captions import (
@@ -235,16 +235,7 @@ def test_float16_halves_the_file_and_needs_overwrite(reference, tmp_path):
 
 
 def test_resume_skips_finished_chunks(mini, counting, monkeypatch, reference):
-    written = []
-    real_write = extract.write_shard
-
-    def interrupt_after_two(work_dir, chunk, result):
-        if len(written) == 2:
-            raise KeyboardInterrupt
-        real_write(work_dir, chunk, result)
-        written.append(chunk.name)
-
-    monkeypatch.setattr(extract, "write_shard", interrupt_after_two)
+    written, restore = interrupt_after_shards(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         extract_dataset(options(mini, "out"))
     out = mini["tmp"] / "out"
@@ -253,7 +244,7 @@ def test_resume_skips_finished_chunks(mini, counting, monkeypatch, reference):
     assert written == ["train-00000", "train-00001"] and stored == 3  # train: 3 images in chunks of 2
     assert counting == [2, 1, 2]  # the third chunk was computed, then interrupted before it was stored
 
-    monkeypatch.setattr(extract, "write_shard", real_write)
+    restore()
     counting.clear()
     manifest = extract_dataset(options(mini, "out"))
     assert sum(counting) == 7 - stored  # only the images of the unfinished chunks

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SHARED
+from conftest import SHARED, interrupt_after_shards
 from itrlab.data import open_precomp
 from itrlab.errors import DataError
 from itrlab.extract import digests, job, plan, shards
@@ -275,20 +275,11 @@ def test_a_changed_setting_is_extracted_again_or_refused(original, encoded, tmp_
 def test_an_interrupted_extraction_resumes_without_reading_what_it_finished(original, encoded, tmp_path,
                                                                               monkeypatch):
     out = tmp_path / "out"
-    written: list[str] = []
-    real_write = job.write_shard
-
-    def interrupt_after_two(work_dir, chunk, result):
-        if len(written) == 2:
-            raise KeyboardInterrupt
-        real_write(work_dir, chunk, result)
-        written.append(chunk.name)
-
-    monkeypatch.setattr(job, "write_shard", interrupt_after_two)
+    written, restore = interrupt_after_shards(monkeypatch, 2)
     assert run(original, out) == 130
     assert written == ["train-00000", "train-00001"] and not (out / "extract.json").exists()
 
-    monkeypatch.setattr(job, "write_shard", real_write)
+    restore()
     read: list[str] = []
     real_load, real_check, real_sha = shards.try_load_image, plan.check_image, digests._sha256
     monkeypatch.setattr(shards, "try_load_image", lambda source: read.append(source.file_name) or real_load(source))
@@ -348,7 +339,8 @@ def test_flickr8k_photos_extract_and_train_an_epoch(tmp_path, capsys):
     assert "images/s" in capsys.readouterr().out
     assert np.load(out / "test_ims.npy", mmap_mode="r").shape == (6, 49, 1280)
     config = load_experiment("vsepp_flickr8k", [f"dataset.root={out / 'pool1x1'}", "tracking.enabled=false",
-                                                "train.epochs=1", "train.batch_size=24", "eval.test_protocol=all",
+                                                "train.epochs=1", "loss.warmup_epochs=0", "train.batch_size=24",
+                                                "eval.test_protocol=all",
                                                 "train.threads=1"])
     result = run_experiment(config, tmp_path / "run")
     assert result.test.n_images == 6 and np.isfinite(result.test.rsum)
