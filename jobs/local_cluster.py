@@ -11,12 +11,14 @@ Each node runs in a PID and mount namespace of its own (`unshare`; root, or unpr
 namespaces) and sees only its own temp and working folders plus `<root>/shared`, the storage
 every node shares (the RWX volume of k8s/). `up` prints the `ray job submit` line for a sweep.
 Needs PostgreSQL's server programs (Debian: apt-get install postgresql) unless --no-mlflow.
-Exit status: 0 done, 1 the cluster could not start (or no cluster under --root).
+Ctrl-C or SIGTERM (what `timeout`, CI and systemd send) during `up` stops everything it had started.
+Exit status: 0 done, 1 the cluster could not start (or no cluster under --root), 130 (Ctrl-C) or 143
+(SIGTERM) when interrupted.
 """
 
 import sys
 
-from itrlab.sweep.local_cluster import main
+from itrlab.local_cluster.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,6 +5,7 @@ itrlab.methods aside), and only the allowed packages import MLflow and Ray."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "platform" / "itrlab"
 PAPERS = tuple(sorted(p.parent.name for p in (PACKAGE / "methods").glob("*/__init__.py")))  # one folder per paper
 # lowest first: a module may import its own layer and the ones before it
 LAYERS = [
-    {"errors", "numbers", "files", "interrupts", "threads"},
+    {"errors", "numbers", "files", "interrupts", "threads", "gpu_memory"},
     {"losses", "eval"},
     {"data"},
     {"models", "tracking"},
@@ -22,7 +23,7 @@ LAYERS = [
     {"assembly", "extract"},
     {"train"},
     {"sweep"},
-    {"bench", "cli"},
+    {"bench", "cli", "local_cluster"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
@@ -101,7 +102,7 @@ def test_no_module_names_a_papers_package_but_its_own(module):
 
 
 @pytest.mark.parametrize("library, allowed", [("mlflow", {"tracking"}),
-                                               ("ray", {"sweep", "train", "bench", "extract"})])
+                                               ("ray", {"sweep", "train", "bench", "extract", "local_cluster"})])
 def test_only_allowed_packages_import(library, allowed):
     offenders = sorted(m for m, deps in GRAPH.items() if any(d.split(".")[0] == library for d in deps)
                        and top(m) not in allowed)
@@ -114,3 +115,88 @@ def test_no_source_cites_a_file_outside_the_repository():
     offenders = [str(f.relative_to(repo)) for f in files
                  if any(word in f.read_text(encoding="utf-8") for word in ("../shared", "DESIGN.md", "coder_ascl.md"))]
     assert not offenders
+
+
+# --------------------------------------------------------------------------- the platform names no paper
+
+# Words of ordinary use that some paper also uses as a setting's key (a random Generator, a weight
+# matrix, the K of R@K, the momentum of an EMA): the platform's own code may say them.
+GENERAL_WORDS = {"K", "p", "beta", "sigma", "momentum", "weight", "generator", "heads", "positives", "concepts",
+                 "lambda", "ema", "branches"}
+
+
+def paper_words() -> tuple[set[str], set[str]]:
+    """(names, settings): what names a paper outside its package. Names: its package's, and its registered
+    name (``DBL``), except a name the platform registers itself (the shared ``vse`` loss). Settings: the
+    keys of each scheme's section and of each method's settings that one paper's package declares (a key
+    two papers declare, such as the token-level scorers' shard budget, is shared) and no shared section has."""
+    import itrlab.methods as methods
+    from itrlab.config import schema
+    from itrlab.losses import LOSSES
+    from pydantic import BaseModel
+
+    platform_names = {name for name, cls in LOSSES.items() if not cls.__module__.startswith("itrlab.methods.")}
+    names = {*PAPERS, *(paper.name for paper in methods.PAPERS.values())} - platform_names
+    shared = {field.alias or name for cls in vars(schema).values() if isinstance(cls, type) and issubclass(cls, BaseModel)
+              for name, field in cls.model_fields.items()}
+    settings = {scheme.section for scheme in methods.SCHEMES.values()}
+    settings |= {name for scheme in methods.SCHEMES.values() for name in scheme.settings.model_fields}
+    declared: dict[str, set[str]] = {}  # a method setting: the paper packages that declare it
+    for cls in methods.METHODS.values():
+        for name, field in cls.settings.model_fields.items():
+            declared.setdefault(field.alias or name, set()).add(cls.__module__.split(".")[2])
+    settings |= {key for key, packages in declared.items() if len(packages) == 1}  # two papers': shared
+    return names, settings - shared - GENERAL_WORDS
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}
+
+
+def named_papers(path: Path, names: set[str], settings: set[str]) -> list[str]:
+    """What ``path``'s code (not its docstrings and comments, which may credit a paper's equation) says
+    of a paper: words of its strings, attributes, keyword arguments and names."""
+    lowered = {name.lower() for name in names}
+    found = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words = re.findall(r"[A-Za-z_][A-Za-z0-9_+]*", node.value)
+        elif isinstance(node, ast.Attribute):
+            words = [node.attr]
+        elif isinstance(node, ast.keyword) and node.arg:
+            words = [node.arg]
+        elif isinstance(node, ast.Name):  # a shared part's own parameter may share a setting's name: only names
+            found += [f"line {node.lineno}: {node.id}"] if node.id.lower() in lowered else []
+            continue
+        else:
+            continue
+        found += [f"line {node.lineno}: {word}" for word in words if word.lower() in lowered or word in settings]
+    return found
+
+
+def test_the_platform_names_no_paper_nor_a_papers_setting():
+    """Outside ``methods/<paper>/`` no code names a paper or a setting of one (a scheme's section, a
+    method's key): what a paper adds it declares in its package through the registries."""
+    names, settings = paper_words()
+    assert {"cooperative", "strategy", "queue_size"} <= settings and {"dbl", "DBL", "coder"} <= names
+    offenders = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).parts
+        if parts[0] == "methods" and len(parts) > 2:  # a paper's own package
+            continue
+        found = named_papers(path, names, settings)
+        if found:
+            offenders[str(path.relative_to(PACKAGE))] = found
+    assert not offenders, offenders
+
+
+def test_the_paper_name_check_catches_a_paper_in_code(tmp_path):
+    source = tmp_path / "special.py"
+    source.write_text('"""Credits DBL eq. 7 (a docstring may)."""\n\ndef tags(config):\n'
+                      '    return {"scheme": config.cooperative.strategy, "paper": "dbl"}\n', encoding="utf-8")
+    found = named_papers(source, {"DBL", "dbl"}, {"cooperative", "strategy"})
+    assert found == ["line 4: cooperative", "line 4: strategy", "line 4: dbl"] or sorted(found) == sorted(
+        ["line 4: cooperative", "line 4: strategy", "line 4: dbl"])

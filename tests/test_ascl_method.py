@@ -150,7 +150,7 @@ def test_bad_settings_fail_at_config_time(tmp_path, overrides, field):
 
 @pytest.mark.parametrize("scenario", ["oss", "mss"])
 def test_ascl_inside_dbl_trains_one_step(precomp_dir, scenario):
-    coop = f"cooperative={{scenario: {scenario}, strategy: F, gamma: 0.2, alpha: 0.5}}"
+    coop = f"cooperative={{scenario: {scenario}, strategy: F, gamma: 0.2}}"
     method, split, vocab = built(precomp_dir, coop)
     assert isinstance(method, CooperativeMethod) and all(isinstance(b, AsclMethod) for b in method.branches)
     batch = batch_of(split, vocab, list(range(0, 40, 5)))

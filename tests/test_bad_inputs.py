@@ -39,6 +39,20 @@ CONFIG_CASES = [
     (["method.name=nope"], "method.name"),
     (["method.nope=1"], "method.nope"),
     (["defaults.method=ascl", "method.cutoff_rows=1000"], "method.cutoff_rows"),
+    # a loss's typed settings: one it does not take, a value it refuses, a truth value for a number
+    (["loss.tau=0.1"], "loss.tau"),
+    (["loss.margin=true"], "loss.margin"),
+    (["defaults.method=coder", "loss.div=var"], "loss.div"),
+    # a scheme's section: settings its strategy or loss does not use (DBL's alpha for RM, anything for A)
+    (["cooperative={strategy: F, alpha: 0.9}"], "cooperative.alpha"),
+    (["cooperative={strategy: A, gamma: 0.2}"], "cooperative.gamma"),
+    (["cooperative={strategy: F, soft: true}"], "cooperative.soft"),
+    (["cooperative={loss: rm, hardest: violation}"], "cooperative.hardest"),
+    (["cooperative={strategy: G, alpha: -.inf}"], "cooperative.alpha"),
+    (["cooperative={strategy: G, ema: {start: 0.9}}"], "cooperative.ema"),
+    (["cooperative={scenario: oas, strategy: G, branches: 3}"], "cooperative.branches"),
+    (["cooperative={loss: dml, tau: 0}"], "cooperative.tau"),
+    (["cooperative={strategy: J}"], "cooperative.strategy"),
 ]
 
 

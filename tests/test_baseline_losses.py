@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from itrlab.losses import (
+from conftest import refused_setting
 
-    COOPERATIVE_LOSSES,
+from itrlab.losses import (
 
     LOSSES,
 
@@ -18,11 +18,7 @@ from itrlab.losses import (
 
     SumOfHingesLoss,
 
-    build_cooperative_loss,
-
     build_loss,
-
-    cooperative_loss_param_names,
 
     loss_param_names,
 
@@ -33,6 +29,8 @@ from itrlab.losses import (
 )
 
 from itrlab.methods.dbl import (
+
+    COOPERATIVE_LOSSES,
 
     CMPMLoss,
 
@@ -576,32 +574,32 @@ def test_registry_names_and_params():
     assert {"dr", "rkd", "dml", "dino", "dino_star"} <= set(COOPERATIVE_LOSSES)
     assert {"cmpm", "mpl"} <= set(LOSSES)
     assert "vse0" not in LOSSES and LOSSES["vse"] is SumOfHingesLoss  # VSE0 is "vse"
-    assert cooperative_loss_param_names("dr") == ("alpha", "beta", "list_len")
-    assert cooperative_loss_param_names("rkd") == ("relations",)
-    assert cooperative_loss_param_names("dml") == ("tau",)
-    assert cooperative_loss_param_names("dino") == ("tau_s", "tau_t", "center")
-    assert cooperative_loss_param_names("dino_star") == ("tau_s", "tau_t", "center")
+    assert COOPERATIVE_LOSSES.param_names("dr") == ("alpha", "beta", "list_len")
+    assert COOPERATIVE_LOSSES.param_names("rkd") == ("relations",)
+    assert COOPERATIVE_LOSSES.param_names("dml") == ("tau",)
+    assert COOPERATIVE_LOSSES.param_names("dino") == ("tau_s", "tau_t", "center")
+    assert COOPERATIVE_LOSSES.param_names("dino_star") == ("tau_s", "tau_t", "center")
     assert loss_param_names("cmpm") == ("tau", "eps")
     assert loss_param_names("mpl") == ("margin", "pos_coeffs", "neg_coeffs")
     for name, cls in [("dr", SoftDarkRankLoss), ("rkd", RelationalDistanceLoss), ("dml", MutualLearningLoss),
                       ("dino", DinoLoss), ("dino_star", DinoStarLoss)]:
-        assert COOPERATIVE_LOSSES[name] is cls and isinstance(build_cooperative_loss(name), cls)
-    dino = build_cooperative_loss("dino_star", tau_t=0.07)
+        assert COOPERATIVE_LOSSES[name] is cls and isinstance(COOPERATIVE_LOSSES.build(name), cls)
+    dino = COOPERATIVE_LOSSES.build("dino_star", tau_t=0.07)
     assert isinstance(dino, DinoStarLoss) and dino.tau_t == 0.07 and dino.tau_s == 0.1 and dino.center
-    assert build_cooperative_loss("rkd", relations="all").requires == ("i2i", "t2t")
+    assert COOPERATIVE_LOSSES.build("rkd", relations="all").requires == ("i2i", "t2t")
     mpl = build_loss("mpl", pos_coeffs=[0.4, -0.4])
     assert isinstance(mpl, MaxPolynomialLoss) and mpl.pos_coeffs == (0.4, -0.4) and mpl.margin == 0.2
     assert isinstance(build_loss("cmpm"), CMPMLoss)
 
 
 def test_registry_errors():
-    with pytest.raises(ValueError, match="takes: tau_s, tau_t, center"):
-        build_cooperative_loss("dino", tau=0.1)
-    with pytest.raises(ValueError, match="takes: alpha, beta, list_len"):
-        build_cooperative_loss("dr", margin=0.2)
-    with pytest.raises(ValueError):
-        build_cooperative_loss("dml", tau=-1)
-    with pytest.raises(ValueError, match="takes: tau, eps"):
-        build_loss("cmpm", margin=0.2)
+    assert refused_setting(COOPERATIVE_LOSSES.build, "dino", tau=0.1) == "tau"
+    assert refused_setting(COOPERATIVE_LOSSES.build, "dr", margin=0.2) == "margin"
+    assert refused_setting(COOPERATIVE_LOSSES.build, "dml", tau=-1) == "tau"
+    assert refused_setting(build_loss, "cmpm", margin=0.2) == "margin"
+    assert refused_setting(build_loss, "mpl", pos_coeffs=[]) == "pos_coeffs"
+    assert refused_setting(build_loss, "mpl", neg_coeffs=[0.1, "x"]) == "neg_coeffs.1"
+    assert refused_setting(COOPERATIVE_LOSSES.build, "dr", list_len=8) == "list_len"
+    assert refused_setting(COOPERATIVE_LOSSES.build, "rkd", relations="some") == "relations"
     with pytest.raises(ValueError, match="unknown cooperative loss"):
-        build_cooperative_loss("cmpm")  # a task loss, not a target-anchor loss
+        COOPERATIVE_LOSSES.build("cmpm")  # a task loss, not a target-anchor loss

@@ -121,7 +121,7 @@ def test_bad_settings_fail_before_anything_starts(tiny_root, overrides, field):
 
 
 def test_coder_inside_dbl_keeps_its_queues_and_parts(tmp_path, tiny_root):
-    config = coder(tiny_root, "cooperative={scenario: oss, strategy: F, gamma: 0.2, alpha: 0.5}", "train.epochs=1")
+    config = coder(tiny_root, "cooperative={scenario: oss, strategy: F, gamma: 0.2}", "train.epochs=1")
     parts = Parts()
     run_experiment(config, tmp_path / "dbl", callbacks=[parts])
     assert {"task", "cooperative", "task_mdcl", "task_concept", "branch1_task"} <= set(parts.epochs[0])

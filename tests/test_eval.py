@@ -229,6 +229,7 @@ def test_dense_score_fn_normalize_and_torch_inputs():
         k: v for k, v in reference.to_dict().items() if k != "md"}
 
 
+@pytest.mark.e2e  # the job measures each evaluation in a Python subprocess of its own
 def test_bench_job_smoke(capsys):
     path = Path(__file__).resolve().parents[1] / "jobs" / "bench_eval.py"
     spec = importlib.util.spec_from_file_location("bench_eval", path)
@@ -237,6 +238,22 @@ def test_bench_job_smoke(capsys):
     assert module.main(["--images", "30", "--dim", "8", "--repeats", "1", "--protocol", "5fold"]) == 0
     out = capsys.readouterr().out
     assert "identical ranks: True" in out and "speed-up" in out and "VmHWM" in out
+
+
+def test_bench_job_interaction_smoke(capsys, tmp_path):
+    """--interaction: the job's method built through the registry, its sharded scores equal to the loop's."""
+    path = Path(__file__).resolve().parents[1] / "jobs" / "bench_eval.py"
+    spec = importlib.util.spec_from_file_location("bench_eval", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out_json = tmp_path / "interaction.json"
+    assert module.main(["--interaction", "--images", "20", "--regions", "3", "--dim", "8", "--sim-dim", "4",
+                        "--shard-elements", "64", "--threads", "1", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "d=8, sim_dim=4, λ=9" in out and "shard budget 64 elements" in out and "scores allclose" in out
+    assert json.loads(out_json.read_text())["allclose"] is True
+    assert module.main(["--interaction", "--images", "20", "--dim", "8", "--sim-dim", "0"]) == 2  # refused: one line
+    assert "method.sim_dim" in capsys.readouterr().err
 
 
 def test_constant_scores_give_the_worst_ranks_not_perfect_recall():

@@ -20,7 +20,7 @@ from conftest import write_precomp
 from itrlab.cli import main
 from itrlab.sweep import load_sweep, run_sweep, runner
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -61,7 +61,7 @@ def test_data_error_inside_a_trial_is_shown_not_retried_and_fails_the_sweep(work
     features = np.load(root / "train_ims.npy")
     features[:] = np.nan
     np.save(root / "train_ims.npy", features)
-    monkeypatch.setattr(runner, "check_trials", lambda spec, tree: None)
+    monkeypatch.setattr(runner, "check_trials", lambda spec, tree: {})
     sweep = write_sweep(workdir / "sweep.yaml", name="nan_data", max_failures=2, grid={"cooperative.strategy": ["A", "F"]},
                         overrides=["dataset.kind=precomp", f"dataset.root={root}", "train.batch_size=16"])
 

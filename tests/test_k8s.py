@@ -142,6 +142,7 @@ def docs(overlay) -> list[dict]:
     return render(overlay)
 
 
+@pytest.mark.e2e
 def test_overlays_render(docs, overlay):
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     expected = {("Namespace", NAMESPACE), ("RayCluster", "itrlab"), ("RayJob", "itrlab-sweep"),
@@ -154,6 +155,7 @@ def test_overlays_render(docs, overlay):
     assert ("Deployment", "itrlab-s3") not in kinds or overlay == "dev-cpu"
 
 
+@pytest.mark.e2e
 def test_every_object_is_in_the_itrlab_namespace(docs):
     for doc in docs:
         if doc["kind"] != "Namespace":
@@ -172,6 +174,7 @@ def kubernetes_errors(doc: dict) -> str | None:
     return None
 
 
+@pytest.mark.e2e
 def test_builtin_objects_validate_against_the_kubernetes_schema(docs):
     builtin = [d for d in docs if not d["apiVersion"].startswith("ray.io/")]
     assert len(builtin) >= 10
@@ -179,6 +182,7 @@ def test_builtin_objects_validate_against_the_kubernetes_schema(docs):
     assert not errors, "\n".join(errors)
 
 
+@pytest.mark.e2e
 @needs_kubectl
 def test_kubernetes_schema_validation_is_strict():
     deployment = copy.deepcopy(find(render("dev-cpu"), "Deployment", "itrlab-mlflow"))
@@ -217,6 +221,7 @@ def crd_errors(doc: dict) -> list[str]:
     return [f"{doc['kind']} {'.'.join(map(str, e.path))}: {e.message}" for e in crd_validator(doc["kind"]).iter_errors(doc)]
 
 
+@pytest.mark.e2e
 @needs_crds
 def test_ray_objects_validate_against_the_kuberay_crds(docs):
     ray = [d for d in docs if d["apiVersion"].startswith("ray.io/")]
@@ -226,6 +231,7 @@ def test_ray_objects_validate_against_the_kuberay_crds(docs):
     assert not errors, "\n".join(errors)
 
 
+@pytest.mark.e2e
 @needs_crds
 @needs_kubectl
 def test_kuberay_crd_validation_is_strict():
@@ -242,6 +248,7 @@ def dockerfile_args(path: Path) -> dict[str, str]:
     return dict(re.findall(r"^ARG (\w+)=(\S+)", path.read_text(), flags=re.M))
 
 
+@pytest.mark.e2e
 def test_raycluster_head_gpu_workers_and_autoscaling(docs, overlay):
     cluster = find(docs, "RayCluster", "itrlab")["spec"]
     assert cluster["rayVersion"] == dockerfile_args(DOCKER / "itrlab.Dockerfile")["RAY_VERSION"]
@@ -264,6 +271,7 @@ def test_raycluster_head_gpu_workers_and_autoscaling(docs, overlay):
             assert float(limits["cpu"]) >= 2
 
 
+@pytest.mark.e2e
 def test_rayjob_runs_on_its_own_copy_of_the_cluster_and_cleans_up(docs):
     job = find(docs, "RayJob", "itrlab-sweep")["spec"]
     assert job["shutdownAfterJobFinishes"] is True
@@ -279,15 +287,18 @@ def entrypoint_args(docs) -> list[str]:
     return argv[2:]
 
 
+@pytest.mark.e2e
 def test_rayjob_entrypoint_is_the_sweep_job_with_flags_it_accepts(docs, overlay):
-    from itrlab.cli import PRESETS, build_parser, sweep_spec_of
+    from itrlab.cli import build_parser, sweep_spec_of
+    from itrlab.config.sweep import sweep_presets
     from itrlab.sweep.runner import base_tree, check_trials
 
     args = entrypoint_args(docs)
     parsed, rest = build_parser().parse_known_args(["sweep", *args])  # as itrlab.cli.main does
     assert not [a for a in rest if a.startswith("-")], rest
     overrides = [*parsed.overrides, *rest]
-    assert parsed.preset in PRESETS and (REPO / "configs" / "sweeps" / f"{PRESETS[parsed.preset]}.yaml").is_file()
+    presets = sweep_presets()
+    assert parsed.preset in presets and (REPO / "configs" / "sweeps" / f"{presets[parsed.preset]}.yaml").is_file()
     assert parsed.preset == ("smoke" if overlay == "dev-cpu" else "table4")
     # checkpoints, experiment state and data on the volume every Ray pod shares
     assert Path(parsed.storage).is_relative_to(SHARED_MOUNT)
@@ -314,6 +325,7 @@ def cpus(quantity) -> float:
     return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
+@pytest.mark.e2e
 def test_every_ray_pod_mounts_the_shared_volume(docs, overlay):
     claim = find(docs, "PersistentVolumeClaim", "itrlab-shared")
     assert claim["spec"]["accessModes"] == (["ReadWriteMany"] if overlay == "gpu" else ["ReadWriteOnce"])
@@ -331,9 +343,10 @@ def test_every_ray_pod_mounts_the_shared_volume(docs, overlay):
 
 # -- environment: the names the code reads ----------------------------------------------------
 
+@pytest.mark.e2e
 def test_mlflow_and_config_variables_are_the_ones_itrlab_reads(docs, monkeypatch):
     from itrlab.config.loader import CONFIG_DIR_ENV, config_dir
-    from itrlab.tracking.mlflow_tracker import TRACKING_URI_ENV, resolve_tracking_uri
+    from itrlab.tracking import TRACKING_URI_ENV, resolve_tracking_uri
 
     job = find(docs, "RayJob", "itrlab-sweep")["spec"]
     runtime_env = yaml.safe_load(job["runtimeEnvYAML"])["env_vars"]
@@ -363,6 +376,7 @@ def test_mlflow_and_config_variables_are_the_ones_itrlab_reads(docs, monkeypatch
     assert uri.netloc in allowed and uri.hostname in allowed
 
 
+@pytest.mark.e2e
 def test_ray_auth_variables_are_the_ones_ray_reads(docs, tmp_path):
     cluster = find(docs, "RayCluster", "itrlab")["spec"]
     assert cluster["authOptions"] == {"mode": "token", "secretName": "itrlab-ray-auth"}
@@ -385,6 +399,7 @@ def test_ray_auth_variables_are_the_ones_ray_reads(docs, tmp_path):
 
 # -- MLflow, PostgreSQL, S3 -----------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_mlflow_server_configuration(docs, overlay):
     container = mlflow_container(docs)
     assert container["command"] == ["mlflow", "server"]
@@ -427,6 +442,7 @@ def test_mlflow_server_configuration(docs, overlay):
         assert not [d for d in docs if d["metadata"]["name"] == "itrlab-s3"]
 
 
+@pytest.mark.e2e
 @needs_kubectl
 def test_gpu_overlay_has_the_larger_postgres_volume():
     def size(overlay: str) -> str:
@@ -441,6 +457,7 @@ def test_gpu_overlay_has_the_larger_postgres_volume():
 
 # -- security -------------------------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_secrets_are_referenced_never_literal(docs):
     assert not [d for d in docs if d["kind"] == "Secret"]
     for config_map in (d for d in docs if d["kind"] == "ConfigMap"):
@@ -473,6 +490,7 @@ def test_kubernetes_docs_show_how_to_create_the_secrets():
         assert f"k8s/overlays/{overlay}" in section
 
 
+@pytest.mark.e2e
 def test_services_are_internal(docs):
     for doc in docs:
         if doc["kind"] == "Service":
@@ -483,6 +501,7 @@ def test_services_are_internal(docs):
             assert not doc["spec"]["headGroupSpec"].get("enableIngress")
 
 
+@pytest.mark.e2e
 def test_containers_are_restricted_with_requests_and_limits(docs):
     namespace = find(docs, "Namespace", NAMESPACE)
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
@@ -514,6 +533,7 @@ def test_containers_are_restricted_with_requests_and_limits(docs):
     assert checked >= 8
 
 
+@pytest.mark.e2e
 def test_network_policies_select_every_pod(docs):
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
 
@@ -538,6 +558,7 @@ def test_network_policies_select_every_pod(docs):
                          "ports": [{"protocol": "TCP", "port": 5432}]}]
 
 
+@pytest.mark.e2e
 @needs_kubectl
 def test_checkov_fails_only_the_justified_checks(tmp_path):
     checkov = Path(sys.executable).parent / "checkov"
@@ -627,6 +648,7 @@ def test_mlflow_image_adds_postgres_and_s3_clients_at_the_project_pin():
     assert f"USER {RUN_AS_USER}:{RUN_AS_USER}" in run_instructions(dockerfile)
 
 
+@pytest.mark.e2e
 def test_dockerfiles_pass_hadolint():
     hadolint = Path(sys.executable).parent / "hadolint"
     if not hadolint.is_file():
@@ -637,6 +659,7 @@ def test_dockerfiles_pass_hadolint():
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
 
 
+@pytest.mark.e2e
 @needs_kubectl
 def test_images_are_the_project_ones_per_overlay():
     for overlay, tag in (("dev-cpu", "0.1.0-cpu"), ("gpu", "0.1.0-cuda")):

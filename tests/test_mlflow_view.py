@@ -7,7 +7,8 @@ from mlflow import MlflowClient
 
 from itrlab.sweep.trial import trial_params, trial_tags
 from itrlab.tracking import MlflowTracker
-from itrlab.tracking.mlflow_tracker import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, ui_hint
+from itrlab.tracking import ui_hint
+from itrlab.tracking.mlflow_tracker import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 
 
 def test_experiments_are_model_training_and_links_open_the_runs_table(tmp_path):

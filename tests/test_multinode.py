@@ -1,4 +1,4 @@
-"""A real multi-node Ray cluster on this machine (:mod:`itrlab.sweep.local_cluster`): a head with no CPUs and
+"""A real multi-node Ray cluster on this machine (:mod:`itrlab.local_cluster`): a head with no CPUs and
 two worker nodes, each in PID and mount namespaces of its own, sharing only ``<root>/shared`` (the RWX
 volume of k8s/) and loopback; MLflow as ``mlflow server`` on PostgreSQL with served artifacts, with the
 manifests' flags. Sweeps go in through ``ray job submit``: CODER's two tiny trials side by side on the two
@@ -22,7 +22,7 @@ import yaml
 from conftest import REPO
 from servers import BIN
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.cluster
 
 SWEEP = "dbl_smoke"
 NODE_TAG, NODES_TAG = "itrlab.node_id", "itrlab.node_ids"
@@ -36,7 +36,7 @@ DDP_TOLERANCE = 1e-9
 
 
 def skip_reason() -> str | None:
-    from itrlab.sweep.local_cluster import isolation_problem, postgres_bin
+    from itrlab.local_cluster import isolation_problem, postgres_bin
 
     if postgres_bin() is None:
         return ("PostgreSQL's server programs (initdb, postgres) are not installed: the multi-node cluster's MLflow "
@@ -53,7 +53,7 @@ def cluster(tmp_path_factory):
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    from itrlab.sweep.local_cluster import LocalCluster
+    from itrlab.local_cluster import LocalCluster
 
     started = time.monotonic()
     root = tmp_path_factory.mktemp("cluster")
@@ -251,3 +251,50 @@ def test_sweep_survives_a_lost_worker_node(cluster):
         assert {"recall/test.json", "recall/test_table.json", "recall/test.md"} <= listed
     # artifacts went to the server's destination folder, which no worker node can see
     assert any((cluster.mlflow_dir / "artifacts").rglob("test_table.json"))
+
+
+def test_sigterm_to_up_stops_everything_it_started(tmp_path):
+    """`jobs/local_cluster.py up` stopped by SIGTERM (what timeout, CI and systemd send) once PostgreSQL,
+    MLflow and every Ray node have started: it stops each of them as Ctrl-C does, deletes its local folder
+    and state file, says why on one line and exits 143."""
+    import os
+    import signal
+
+    from itrlab.local_cluster.processes import alive, in_namespace
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path / "cluster"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "platform")}
+    up = subprocess.Popen([str(BIN / "python"), str(REPO / "jobs" / "local_cluster.py"), "up", "--root", str(root),
+                           "--workers", "1", "--cpus-per-worker", "1"], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+    state = root / "cluster.json"  # written once every node is started, before the workers have joined
+    try:
+        deadline = time.monotonic() + 240
+        started = None
+        while started is None:
+            assert up.poll() is None, up.communicate()
+            assert time.monotonic() < deadline, "the cluster's state file did not appear"
+            time.sleep(0.2)
+            try:
+                started = json.loads(state.read_text())
+            except (OSError, ValueError):  # not written yet, or half
+                started = None
+        up.send_signal(signal.SIGTERM)
+        out, err = up.communicate(timeout=120)
+    finally:
+        if up.poll() is None:  # it did not stop: end it, and what it started with its state
+            up.kill()
+            from itrlab.local_cluster import LocalCluster
+
+            LocalCluster.load(root).stop()
+    assert up.returncode == 143, (out, err)
+    assert err.strip().splitlines()[-1] == ("itrlab: local cluster up: terminated (SIGTERM); stopped every process "
+                                            "it had started"), err
+    assert started["pg_pid"] and started["mlflow_pid"] and len(started["nodes"]) == 2
+    assert not alive(started["pg_pid"]) and not alive(started["mlflow_pid"])
+    for node in started["nodes"]:
+        assert not alive(node["pid"]) and not in_namespace(node["namespace"]), node
+    assert not Path(started["local"]).exists() and not state.exists()

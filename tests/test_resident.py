@@ -100,6 +100,20 @@ def test_auto_chooses_resident_on_a_gpu_where_the_split_fits(tmp_path):
         choose_data_path("gpu", CPU, split, 8)
 
 
+def test_free_memory_is_none_on_a_cpu_and_the_devices_free_bytes_on_a_gpu(tmp_path):
+    """The one helper that reads a GPU's free memory (the resident data path's and the shard budget's)."""
+    from itrlab.gpu_memory import free_memory_bytes
+
+    assert free_memory_bytes(CPU) is None
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU: the GPU half needs one")
+    gpu = torch.device("cuda", 0)
+    free, total = torch.cuda.mem_get_info(gpu)
+    assert 0 < free_memory_bytes(gpu) <= total
+    split = float16_split(tmp_path)  # a split far smaller than any GPU's free memory goes resident
+    assert choose_data_path("auto", gpu, split, 8) == "resident"
+
+
 def test_bench_train_reports_throughput_wait_share_and_floor(tmp_path, tiny_root, capsys):
     """jobs/bench_train.py's logic on the tiny data: every figure present, shares within [0, 1]."""
     import json

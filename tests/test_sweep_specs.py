@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from itrlab.cli import PRESETS
 from itrlab.config import config_dir
 from itrlab.sweep.runner import base_tree, check_trials
 from itrlab.config.sweep import check_table_rows, load_sweep
@@ -27,12 +26,69 @@ def test_shipped_sweep_validates(name, tmp_path, monkeypatch):
 
 
 def test_presets_name_shipped_sweeps():
-    from itrlab.cli import sweep_presets
+    from itrlab.config.sweep import sweep_presets
 
-    assert set(PRESETS.values()) <= set(SWEEPS)
-    assert {"smoke", "table4", "table2", "fig4-gamma", "fig4-alpha", "optuna"} <= set(PRESETS)
-    # jobs/sweep.py: every sweep file is a preset, by its name with dashes
-    assert {name.replace("_", "-") for name in SWEEPS} <= set(sweep_presets())
+    presets = sweep_presets()
+    # every sweep file is a preset, by its name with dashes, and by the short names its aliases list
+    assert {name.replace("_", "-") for name in SWEEPS} <= set(presets) and set(presets.values()) == set(SWEEPS)
+    assert {alias: presets[alias] for alias in ("smoke", "table4", "table2", "fig4-gamma", "fig4-alpha", "optuna")} == {
+        "smoke": "dbl_smoke", "table4": "dbl_table4", "table2": "dbl_table2", "fig4-gamma": "dbl_fig4_gamma",
+        "fig4-alpha": "dbl_fig4_alpha", "optuna": "dbl_optuna"}
+
+
+def test_a_short_name_taken_twice_is_refused(tmp_path, monkeypatch):
+    from itrlab.config.sweep import sweep_presets
+    from itrlab.errors import ConfigError
+
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "one.yaml").write_text("name: one\naliases: [quick]\n")
+    (tmp_path / "sweeps" / "two.yaml").write_text("name: two\naliases: [quick]\n")
+    monkeypatch.setenv("ITRLAB_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match="two.yaml: aliases.*'quick'.*already the name of preset one"):
+        sweep_presets()
+    (tmp_path / "sweeps" / "two.yaml").write_text("name: two\naliases: [one]\n")
+    with pytest.raises(ConfigError, match="already the name of preset one"):
+        sweep_presets()
+
+
+def test_a_conditional_search_dimension_applies_only_under_its_condition():
+    spec = load_sweep("dbl_optuna")
+    alpha = spec.optuna.space["cooperative.alpha"]
+    assert alpha.applies({"cooperative.strategy": "G"}) and not alpha.applies({"cooperative.strategy": "F"})
+    corners = spec.search_corners()
+    assert all(("cooperative.alpha" in point) == (point["cooperative.strategy"] in "CEGHI") for point in corners)
+    assert {point.get("cooperative.alpha") for point in corners} >= {0.1, 0.9}
+
+
+@pytest.mark.parametrize("when, says", [
+    ({"cooperative.scenario": ["oas"]}, "whose values are"),
+    ({"cooperative.gamma": [0.1]}, "must be a choice dimension listed before it"),
+    ({"train.lr": [0.1]}, "must be a choice dimension listed before it"),
+])
+def test_a_condition_names_an_earlier_choice_and_its_values(when, says, tmp_path):
+    from itrlab.errors import ConfigError
+
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nexperiment: dbl_synthetic_tiny\noptuna:\n  num_trials: 2\n  space:\n"
+        "    cooperative.scenario: {type: choice, values: [oss, mss]}\n"
+        "    cooperative.gamma: {type: uniform, low: 0.1, high: 0.3}\n"
+        f"    cooperative.alpha: {{type: uniform, low: 0.1, high: 0.9, when: {when}}}\n")
+    with pytest.raises(ConfigError, match=says):
+        load_sweep(tmp_path / "s.yaml")
+
+
+def test_the_search_space_suggests_a_conditional_dimension_only_under_its_condition():
+    import optuna
+
+    from itrlab.sweep.search import SearchSpace
+
+    space = SearchSpace(load_sweep("dbl_optuna").optuna.space)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(30):
+        trial = study.ask()
+        space(trial)
+        assert ("cooperative.alpha" in trial.params) == (trial.params["cooperative.strategy"] in "CEGHI"), trial.params
+        study.tell(trial, 0.0)
 
 
 def test_grid_points_cover_every_combination_times_seeds():
@@ -53,3 +109,36 @@ def test_a_comparison_names_two_rows_of_the_pivot(compare, says):
     spec = spec.model_copy(update={"table": spec.table.model_copy(update={"compare": compare})})
     with pytest.raises(ConfigError, match=re.escape(says)):
         check_table_rows(spec)
+
+
+@pytest.mark.parametrize("name", ["dbl_tiny", "ascl_generators"])
+def test_grid_trials_take_the_configs_the_driver_checked(name, tmp_path, monkeypatch):
+    """check_config runs once per grid point, in the driver before Ray starts: every point as Tune hands it
+    to a trial (the grid resolved by Tune, named variants included) finds its checked config in the
+    trials' context, after Ray's pickling, equal to what checking it in the trial gives (the sweep's stages
+    folder included); the trial checks nothing again."""
+    from ray import cloudpickle
+    from ray.tune.search.variant_generator import generate_variants
+
+    from itrlab.sweep import trial
+    from itrlab.sweep.runner import param_space, share_stages
+
+    monkeypatch.chdir(tmp_path)
+    spec = load_sweep(name)
+    tree = base_tree(spec, [])
+    tree, checked = share_stages(tree, check_trials(spec, tree), tmp_path / "sweep")
+    assert len(checked) == len(spec.grid_points()) > 1
+    expected = {trial.point_key(point): trial.trial_config(tree, point) for point in spec.grid_points()}
+    context = cloudpickle.loads(cloudpickle.dumps(trial.TrialContext(tree, name, "", "", name, checked=checked)))
+
+    def checked_again(tree):
+        raise AssertionError("a grid trial checked its config again")
+    monkeypatch.setattr(trial, "check_config", checked_again)
+    points = [params for _, params in generate_variants(param_space(spec))]
+    assert len(points) == len(expected)
+    for params in points:
+        config = trial.config_of(context, params)
+        assert config == expected[trial.point_key(params)] and config.output.stages == tmp_path / "sweep" / "stages"
+        assert config is not context.checked[trial.point_key(params)]  # each trial its own copy
+    with pytest.raises(AssertionError, match="checked its config again"):  # a point no grid has: checked there
+        trial.config_of(context, {**points[0], "seed": 12345})

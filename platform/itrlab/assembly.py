@@ -4,11 +4,12 @@ Every entry point (``itrlab train`` and ``check-config``, each sweep trial, the 
 through here, and each check runs once::
 
     tree = compose(name, overrides)        # itrlab.config: the files and the overrides, merged
-    config = check_config(tree)            # every section typed, ``method`` by its package's settings
-                                           # (a union keyed by method.name); the task loss built once
-                                           # (name, keys, values, warm-up) and what it reads held
-                                           # against what the method gives; the scheme's section
-                                           # (``cooperative``); the evaluation protocols
+    config = check_config(tree)            # every section typed once: ``method`` by its package's
+                                           # settings (a union keyed by method.name), each scheme's
+                                           # section by the settings its package registered; the task
+                                           # loss built once (its typed settings, warm-up) and what it
+                                           # reads held against what the method gives; the scheme's
+                                           # checks; the evaluation protocols
     experiment = check_experiment(config)  # the data: text-encoder files, split sizes, and the
                                            # method's own checks against them
 
@@ -23,19 +24,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Union
 
-from pydantic import Field, ValidationError, create_model
+from pydantic import BaseModel, Field, ValidationError, create_model
 from torch import nn
 
 import itrlab.methods  # noqa: F401  (the import list: every method package registers itself)
-from itrlab.config import ExperimentConfig, compose, validate
+from itrlab.config import ExperimentConfig, compose
 from itrlab.config.checks import DataSummary, check_data
-from itrlab.config.loader import config_error_from_validation, did_you_mean, parse_override, set_path
-from itrlab.errors import ConfigError
+from itrlab.config.loader import config_error_from_settings, config_error_from_validation, did_you_mean, parse_override, set_path
+from itrlab.errors import ConfigError, SettingError
 from itrlab.eval import PROTOCOLS
 from itrlab.losses import LOSSES
-from itrlab.methods.base import checked_task_loss
+from itrlab.methods.base import build_task_loss
 from itrlab.methods.context import BuildContext
-from itrlab.methods.registry import METHODS, scheme_of
+from itrlab.methods.registry import METHODS, SCHEMES, scheme_of
 
 
 @dataclass(frozen=True)
@@ -47,63 +48,80 @@ class Experiment:
 
 
 def _typed_schema() -> type[ExperimentConfig]:
-    """:class:`ExperimentConfig` with ``method`` typed by the registered methods' settings."""
+    """:class:`ExperimentConfig` with ``method`` typed by the registered methods' settings and a section
+    for each registered scheme, typed by its settings (absent: None)."""
     models = METHODS.settings_models()
     method = models[0] if len(models) == 1 else Annotated[Union[models], Field(discriminator="name")]
-    schema = create_model("AssembledConfig", __base__=ExperimentConfig, __module__=__name__, method=(method, ...))
+    sections = {scheme.section: (scheme.settings | None, None) for scheme in SCHEMES.values()}
+    schema = create_model("AssembledConfig", __base__=ExperimentConfig, __module__=__name__, method=(method, ...),
+                          **sections)
     schema.__qualname__ = "AssembledConfig"
     return schema
 
 
 AssembledConfig = _typed_schema()  # module-level, so that configs pickle by reference (Ray)
-_schema_methods = tuple(METHODS)
+_schema_parts = (tuple(METHODS), tuple(SCHEMES))
 
 
 def experiment_schema() -> type[ExperimentConfig]:
-    """The typed schema, rebuilt when a method was registered after this module was imported."""
-    global AssembledConfig, _schema_methods
-    if tuple(METHODS) != _schema_methods:
-        AssembledConfig, _schema_methods = _typed_schema(), tuple(METHODS)
+    """The typed schema, rebuilt when a method or scheme was registered after this module was imported."""
+    global AssembledConfig, _schema_parts
+    if (tuple(METHODS), tuple(SCHEMES)) != _schema_parts:
+        AssembledConfig, _schema_parts = _typed_schema(), (tuple(METHODS), tuple(SCHEMES))
     return AssembledConfig
 
 
 def check_loss(config: ExperimentConfig) -> nn.Module:
-    """The task loss: a known name, known keys, values its constructor accepts, a sane warm-up; built once."""
+    """The task loss, built once: a known name, its typed settings (a setting it does not take, or a value
+    it refuses, is a ConfigError on ``loss.<setting>``), a known warm-up loss that ends before training does."""
     loss = config.loss
-    if loss.name not in LOSSES:
-        raise ConfigError("loss.name", loss.name, f"known losses: {', '.join(sorted(LOSSES))}",
-                          did_you_mean(loss.name, LOSSES))
-    allowed = LOSSES.param_names(loss.name)
-    for key, value in loss.params().items():
-        if key not in allowed:
-            keys = ", ".join(("name", "warmup_epochs", "warmup_loss", *allowed))
-            raise ConfigError(f"loss.{key}", value, f"unknown key for loss '{loss.name}'; allowed: {keys}",
-                              did_you_mean(key, allowed))
-    if loss.warmup_epochs and loss.warmup_loss not in LOSSES:
-        raise ConfigError("loss.warmup_loss", loss.warmup_loss, f"known losses: {', '.join(sorted(LOSSES))}",
-                          did_you_mean(loss.warmup_loss, LOSSES))
+    for field, name in (("loss.name", loss.name), ("loss.warmup_loss", loss.warmup_loss if loss.warmup_epochs else None)):
+        if name is not None and name not in LOSSES:
+            raise ConfigError(field, name, f"known losses: {', '.join(sorted(LOSSES))}", did_you_mean(name, LOSSES))
     if loss.warmup_epochs >= config.train.epochs:
         raise ConfigError("loss.warmup_epochs", loss.warmup_epochs,
                           f"fewer than train.epochs ({config.train.epochs}), or the main loss '{loss.name}' never trains")
-    return checked_task_loss(loss)
+    try:
+        return build_task_loss(loss)
+    except (ValidationError, SettingError) as err:
+        allowed = ("name", "warmup_epochs", "warmup_loss", *LOSSES.param_names(loss.name))
+        raise config_error_from_settings(err, "loss", f"loss '{loss.name}'", allowed) from None
+
+
+def _method_name(tree: dict[str, Any]) -> str:
+    """The tree's ``method.name``, a registered method's (checked before the section is typed by it)."""
+    method = tree.get("method")
+    name = method.get("name") if isinstance(method, dict) else None
+    if name is None:
+        raise ConfigError("method.name", None, f"this key is required; known methods: {', '.join(sorted(METHODS))}")
+    if name not in METHODS:
+        raise ConfigError("method.name", name, f"known methods: {', '.join(sorted(METHODS))}", did_you_mean(name, METHODS))
+    return name
+
+
+def _typed(tree: dict[str, Any], method_settings: type[BaseModel]) -> ExperimentConfig:
+    """``tree`` validated once by the typed schema. An error inside the ``method`` section is reported by
+    the method's own settings class (pydantic's location through the union names the union's member)."""
+    try:
+        return experiment_schema().model_validate(tree)
+    except ValidationError as err:
+        error = err
+    if error.errors()[0]["loc"][:1] == ("method",):
+        try:
+            method_settings.model_validate(tree["method"])
+        except ValidationError as own:
+            raise config_error_from_validation(own, method_settings, prefix="method.") from None
+    raise config_error_from_validation(error, experiment_schema()) from None
 
 
 def check_config(tree: dict[str, Any]) -> ExperimentConfig:
     """A composed tree as a checked config (no data is touched); raises ConfigError."""
-    raw = validate(tree)
-    name = raw.method.name
-    if name not in METHODS:
-        raise ConfigError("method.name", name, f"known methods: {', '.join(sorted(METHODS))}", did_you_mean(name, METHODS))
-    method = METHODS[name]
-    try:
-        method.settings.model_validate(raw.method.model_dump(by_alias=True))
-    except ValidationError as err:
-        raise config_error_from_validation(err, method.settings, prefix="method.") from None
-    config = validate(tree, experiment_schema())
+    method = METHODS[_method_name(tree)]
+    config = _typed(tree, method.settings)
     method.validate_config(config, check_loss(config))
     scheme = scheme_of(config)
     if scheme is not None:
-        scheme.check(config)
+        setattr(config, scheme.section, scheme.check(config))
     for field in ("val_protocol", "test_protocol"):
         protocol = getattr(config.eval, field)
         if protocol not in PROTOCOLS:
@@ -111,6 +129,29 @@ def check_config(tree: dict[str, Any]) -> ExperimentConfig:
                               did_you_mean(protocol, PROTOCOLS))
     check_stage_parts(config, stage_configs(config))  # each stage is an experiment of its own: checked as one
     return config
+
+
+def _relative_paths(section: BaseModel, at: tuple[str, ...] = ()):
+    """(dotted key, path) of every relative path setting of a typed config, any section's."""
+    for name, field in type(section).model_fields.items():
+        value, key = getattr(section, name), (*at, field.alias or name)
+        if isinstance(value, BaseModel):
+            yield from _relative_paths(value, key)
+        elif isinstance(value, Path) and not value.is_absolute():
+            yield key, value
+
+
+def absolute_paths(tree: dict[str, Any]) -> dict[str, Any]:
+    """``tree`` with every path setting it resolves to (a data root, the output folder, a checkpoint a
+    scheme starts from ...) made absolute, for processes that run elsewhere (a sweep's trials). A tree
+    that does not validate is returned as it is: its own check reports why."""
+    try:
+        config = _typed(tree, METHODS[_method_name(tree)].settings)
+    except ConfigError:
+        return tree
+    for key, path in _relative_paths(config):
+        set_path(tree, list(key), str(path.expanduser().resolve()))
+    return tree
 
 
 def parameter_names(config: ExperimentConfig) -> set[str] | None:
@@ -177,5 +218,5 @@ def assemble(experiment: str | Path, overrides: list[str] | tuple[str, ...] = ()
     return check_experiment(load_experiment(experiment, overrides))
 
 
-__all__ = ["AssembledConfig", "Experiment", "assemble", "check_config", "check_experiment", "check_loss",
+__all__ = ["AssembledConfig", "Experiment", "absolute_paths", "assemble", "check_config", "check_experiment", "check_loss",
            "experiment_schema", "load_experiment", "stage_configs"]

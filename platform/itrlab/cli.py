@@ -179,23 +179,15 @@ def report_main(args: argparse.Namespace) -> int:
     return 0
 
 
-PRESETS = {
-    "smoke": "dbl_smoke", "table4": "dbl_table4", "table2": "dbl_table2",
-    "fig4-gamma": "dbl_fig4_gamma", "fig4-alpha": "dbl_fig4_alpha", "optuna": "dbl_optuna", "tiny": "dbl_tiny",
-}
-"""DBL's short preset names (``jobs/sweep_dbl.py --preset table2``)."""
-
-
 def sweep_presets() -> dict[str, str]:
-    """Every preset: DBL's short names, and each sweep file under ``configs/sweeps/`` by its name with
-    dashes (``coder_table2.yaml`` is ``--preset coder-table2``)."""
-    from itrlab.config import config_dir
+    """Every preset by the names ``--preset`` takes (:func:`itrlab.config.sweep.sweep_presets`)."""
+    from itrlab.config.sweep import sweep_presets as presets
 
-    files = sorted(path.stem for path in (config_dir() / "sweeps").glob("*.yaml"))
-    return {**PRESETS, **{stem.replace("_", "-"): stem for stem in files}}
+    return presets()
 
 
-SWEEP_FLAGS = {"resources.cpu": "--cpus-per-trial", "resources.gpu": "--gpus-per-trial", "concurrency": "--concurrency"}
+SWEEP_FLAGS = {"resources.cpu": "--cpus-per-trial", "resources.gpu": "--gpus-per-trial", "concurrency": "--concurrency",
+               "group": "--group"}
 """Sweep-file keys that command-line flags override."""
 
 
@@ -204,10 +196,6 @@ def sweep_spec_of(args: argparse.Namespace):
     :data:`SWEEP_FLAGS` applied."""
     from itrlab.sweep import load_sweep
 
-    if args.optuna:
-        args.preset = "optuna"
-    if args.sweep and args.preset:
-        raise UserInputError("give either --sweep or --preset, not both")
     presets = sweep_presets()
     if args.sweep is None and args.preset not in presets:
         from itrlab.config.loader import did_you_mean
@@ -289,7 +277,9 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argparse.ArgumentParser:
+    """The ``itrlab`` parser; ``preset_flags`` (``{"--optuna": ("dbl-optuna", "the Optuna search")}``) are
+    flags of an entry point that name one of its presets (``jobs/sweep_dbl.py --optuna``)."""
     parser = OneLineParser(prog="itrlab", description="Image-text retrieval experiments")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
@@ -309,11 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--list", action="store_true",
                        help="list every preset with its paper, table or figure, trial count, profiles and "
                             "estimated time here, and exit")
-    sweep.add_argument("--preset", default=None,
-                       help=f"a sweep file's name with dashes (coder-table2, ascl-table2, dbl-table4, ...; "
-                            f"--list shows them all) or a DBL short name: {', '.join(PRESETS)}")
-    sweep.add_argument("--optuna", action="store_true", help="the Optuna preset (γ, α, strategy, scenario)")
-    sweep.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
+    which = sweep.add_mutually_exclusive_group()
+    which.add_argument("--preset", default=None,
+                       help="a preset: a file of configs/sweeps/ by its name with dashes, or one of its short names "
+                            "(--list shows them all)")
+    which.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
+    for flag, (preset, meaning) in (preset_flags or {}).items():
+        which.add_argument(flag, dest="preset", action="store_const", const=preset, help=f"{meaning} (= --preset {preset})")
     sweep.add_argument("--resume", action="store_true", help="continue the newest interrupted invocation of the sweep")
     sweep.add_argument("--profile", help="run the preset as the paper did ('paper': its data, shapes, encoders and "
                                          "schedule) or as a miniature of the same recipe ('budget', the default)")
@@ -328,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "trials train on the GPUs they get (train.device: auto)")
     sweep.add_argument("--concurrency", type=int, metavar="N",
                        help="trials at once; default: the sweep file's concurrency")
+    sweep.add_argument("--group", type=int, metavar="G",
+                       help="train G trials of one model shape together in one process, as one batched model "
+                            "(each still its own MLflow run); default: the sweep file's group (1)")
     sweep.add_argument("-v", "--verbose", action="store_true",
                        help="Ray's full console output (Tune's status tables, checkpoint lines, its warnings, "
                             "MLflow's progress bars); default: itrlab's progress line every 30 s")
@@ -351,8 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, str]] | None = None) -> int:
+    parser = build_parser(preset_flags)
     # Overrides may come before or after flags (`--resume train.epochs=3`): argparse leaves the
     # ones after a flag unparsed, so collect them here.
     args, rest = parser.parse_known_args(argv)
@@ -364,22 +359,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return args.func(args)
 
 
-def sweep_dbl_cli(argv: Sequence[str] | None = None) -> int:
-    """``jobs/sweep_dbl.py``: the ``sweep`` subcommand, DBL's Table IV grid unless told otherwise."""
+def sweep_cli(argv: Sequence[str] | None = None, *, default_preset: str | None = None,
+              preset_flags: dict[str, tuple[str, str]] | None = None) -> int:
+    """``jobs/sweep.py`` (any paper's sweep: ``--preset coder-table2``) and a paper's own sweep job, which
+    gives its ``default_preset`` (run when no preset is named) and ``preset_flags`` (``--optuna``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not any(a.startswith(("--preset", "--sweep", "--optuna", "--list")) for a in argv):
-        argv = ["--preset", "table4", *argv]
-    return main(["sweep", *argv])
-
-
-def sweep_cli(argv: Sequence[str] | None = None) -> int:
-    """``jobs/sweep.py``: the ``sweep`` subcommand for any paper's sweep (``--preset coder-table2``)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not any(a.startswith(("--preset", "--sweep", "--optuna", "--list", "-h", "--help")) for a in argv):
-        print("itrlab: error: name a sweep: --preset NAME (--list shows them all) or --sweep FILE",
-              file=sys.stderr)
-        return 2
-    return main(["sweep", *argv])
+    names = ("--preset", "--sweep", "--list", "-h", "--help", *(preset_flags or {}))
+    if not any(a.startswith(names) for a in argv):
+        if default_preset is None:
+            print("itrlab: error: name a sweep: --preset NAME (--list shows them all) or --sweep FILE", file=sys.stderr)
+            return 2
+        argv = ["--preset", default_preset, *argv]
+    return main(["sweep", *argv], preset_flags)
 
 
 def train_cli(argv: Sequence[str] | None = None) -> int:

@@ -54,6 +54,19 @@ class ConfigError(UserInputError):
         return type(self), (self.field, self.value, self.allowed, self.hint)
 
 
+class SettingError(ValueError):
+    """A setting of a loss or a scheme that its constructor refuses for a reason its type cannot say
+    (it contradicts another setting, or changes nothing in this configuration). ``setting`` names it,
+    so that the config check reports ``<section>.<setting>`` without reading the message."""
+
+    def __init__(self, setting: str, value: object, allowed: str):
+        self.setting, self.value, self.allowed = setting, value, allowed
+        super().__init__(f"{setting}: got {value!r}; {allowed}")
+
+    def __reduce__(self):
+        return type(self), (self.setting, self.value, self.allowed)
+
+
 class DataError(UserInputError):
     """A data file is missing, unreadable or malformed.
 

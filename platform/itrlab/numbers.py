@@ -1,15 +1,21 @@
-"""One validator for the numeric settings of losses, methods and configs.
+"""One validator for the numeric settings of losses, methods and schemes.
 
 :func:`check_number` accepts a real, finite number (not a bool, not NaN or ±inf, not beyond
 float32's range, since the value ends up in float32 tensors) inside optional bounds and returns it
-as a float; otherwise it raises ``ValueError`` whose message says what is allowed. Losses call it
-in their constructors, and config checks build the losses, so a bad value is one clear message
-before anything starts.
+as a float; otherwise it raises ``ValueError`` whose message says what is allowed.
+
+Settings declare it through their types: :func:`number` is the annotation of a numeric setting
+(``tau: number(gt=0, meaning="the temperature τ") = 0.1``) in a loss's constructor or a settings
+class, and :data:`Flag` that of a true/false one. pydantic runs the check and names the setting that
+failed (its ``loc``), so a bad value is one clear message before anything starts.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Strict
 
 FLOAT32_MAX = 3.4028234663852886e38
 
@@ -44,11 +50,30 @@ def check_number(name: str, value: object, *, gt: float | None = None, ge: float
 
     ``meaning`` (e.g. "the temperature τ") is added to the message.
     """
-    allowed = describe_bounds(gt, ge, lt, le) + (f" ({meaning})" if meaning else "")
-    if not is_finite_number(value):
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    number = float(value)  # type: ignore[arg-type]
-    if ((gt is not None and not number > gt) or (ge is not None and not number >= ge)
-            or (lt is not None and not number < lt) or (le is not None and not number <= le)):
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    return number
+    try:
+        return _bounded(value, gt, ge, lt, le, meaning)
+    except ValueError as err:
+        raise ValueError(f"{name} {err}, got {value!r}") from None
+
+
+def _bounded(value: object, gt: float | None, ge: float | None, lt: float | None, le: float | None,
+             meaning: str | None) -> float:
+    if is_finite_number(value):
+        number = float(value)  # type: ignore[arg-type]
+        if not ((gt is not None and not number > gt) or (ge is not None and not number >= ge)
+                or (lt is not None and not number < lt) or (le is not None and not number <= le)):
+            return number
+    raise ValueError("must be " + describe_bounds(gt, ge, lt, le) + (f" ({meaning})" if meaning else ""))
+
+
+def number(*, gt: float | None = None, ge: float | None = None, lt: float | None = None, le: float | None = None,
+           meaning: str | None = None) -> Any:
+    """The type of a numeric setting: a float checked as :func:`check_number` does, within the bounds.
+
+    For pydantic models and ``validate_call`` signatures; the error says what is allowed, and pydantic's
+    location names the setting."""
+    return Annotated[float, BeforeValidator(lambda value: _bounded(value, gt, ge, lt, le, meaning))]
+
+
+Flag = Annotated[bool, Strict()]
+"""The type of a true/false setting: ``true`` or ``false`` only (not 1, not "yes")."""

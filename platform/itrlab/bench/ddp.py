@@ -5,7 +5,7 @@ Each configuration trains the same experiment on the same data for ``epochs`` ep
 with all C threads) and ``N x C/N`` (N workers of C/N threads, each reading its own shard of every
 epoch's batches, gradients averaged by DDP). Every worker builds
 its data, method and :class:`~itrlab.train.loop.Trainer` as a sweep trial does and times its epochs
-with :func:`~itrlab.bench.train.time_epoch` (no evaluation, MLflow off); rank 0's timings are the
+with :func:`~itrlab.bench.timing.time_epoch` (no evaluation, MLflow off); rank 0's timings are the
 configuration's. With N workers an epoch has 1/N of the steps per worker, so adding workers with
 their cores should take about 1/N of the time of one worker on one share (``N x C/N`` against
 ``1 x C/N``); against ``1 x C`` DDP competes with torch's own threading of each step over the cores.
@@ -24,7 +24,7 @@ import torch
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
-from itrlab.bench.train import time_epoch
+from itrlab.bench.timing import time_epoch
 from itrlab.train.checkpoint import seed_everything
 
 TIMINGS = "timings.json"

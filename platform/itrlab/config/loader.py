@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from itrlab.errors import ConfigError
+from itrlab.errors import ConfigError, SettingError
 from itrlab.config.schema import ExperimentConfig
 
 CONFIG_DIR_ENV = "ITRLAB_CONFIG_DIR"
@@ -181,15 +181,25 @@ def _model_at(loc: tuple, root: type[BaseModel] = ExperimentConfig) -> type[Base
     return model
 
 
-def config_error_from_value_error(section: str, params: dict[str, Any], err: Exception, field: str,
-                                  value: object) -> ConfigError:
-    """A constructor's ValueError as a ConfigError on the key it names (``section.key``, when the
-    message starts with one of ``params``' keys), else on ``field`` = ``value``."""
-    message = str(err)
-    key = next((k for k in sorted(params, key=len, reverse=True) if message.startswith(k)), None)
-    if key is None:
-        return ConfigError(field, value, message)
-    return ConfigError(f"{section}.{key}", params[key], message)
+def config_error_from_settings(err: Exception, section: str, owner: str, allowed: tuple[str, ...]) -> ConfigError:
+    """A loss's or a scheme's refusal of its settings as a ConfigError on ``<section>.<setting>``.
+
+    The setting is named by what refused it, never read from a message: pydantic's location of the
+    first error of a typed constructor (``validate_call``: a setting ``owner`` does not take, or a value
+    it does not accept), or :class:`~itrlab.errors.SettingError`'s ``setting``. ``allowed`` lists the
+    section's keys for an unknown one.
+    """
+    if isinstance(err, SettingError):
+        return ConfigError(f"{section}.{err.setting}", err.value, err.allowed)
+    if not isinstance(err, ValidationError):
+        raise TypeError(f"not a settings error: {err!r}")
+    first = err.errors()[0]
+    setting = ".".join(str(part) for part in first["loc"]) or "name"
+    value = first.get("input")
+    if first["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+        return ConfigError(f"{section}.{setting}", value, f"unknown key for {owner}; allowed: {', '.join(allowed)}",
+                           did_you_mean(setting, allowed))
+    return ConfigError(f"{section}.{setting}", value, first["msg"].removeprefix("Value error, "))
 
 
 def config_error_from_validation(err: ValidationError, root: type[BaseModel], prefix: str = "") -> ConfigError:

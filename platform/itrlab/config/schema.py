@@ -164,7 +164,11 @@ class ModelConfig(Section):
 
 
 class LossConfig(Section):
-    """The loss and its parameters; which parameters exist depends on ``name``."""
+    """The task loss: ``name``, an optional warm-up, and the loss's own settings beside them.
+
+    Which settings exist depends on ``name``: they are the registered loss's typed constructor
+    parameters (:mod:`itrlab.losses.registry`), checked when :mod:`itrlab.assembly` builds the loss.
+    """
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
@@ -176,37 +180,6 @@ class LossConfig(Section):
 
     def params(self) -> dict[str, Any]:
         """The loss's own parameters (``margin``, ``tau``, ...)."""
-        return dict(self.model_extra or {})
-
-
-class EmaConfig(Section):
-    """MSS: the anchor is an EMA of the target; momentum follows a cosine from ``start`` to ``end`` (DBL eq. 22)."""
-
-    start: float = Field(0.99995, ge=0, le=1)
-    end: float = Field(1.0, ge=0, le=1)
-
-
-class CooperativeConfig(Section):
-    """A cooperative scheme around the method: DBL boosting or a distillation / mutual-learning baseline.
-
-    ``scenario``: ``oas`` (frozen trained anchor, target warm-started from it), ``oss`` (branches
-    trained together from random initialisation), ``mss`` (the anchor is an EMA of the target).
-    ``loss`` names a cooperative loss (``rm``, ``am``, ``dml``, ...), or ``strategy`` a row of DBL's
-    Table IV (``A``-``I``; ``A`` = no boosting). The loss's own parameters (``gamma``, ``alpha``,
-    ``soft``, ``tau``, ...) sit beside them. The target trains on ``task + weight * cooperative``.
-    """
-
-    model_config = ConfigDict(extra="allow", validate_assignment=True)
-
-    scenario: Literal["oas", "oss", "mss"] = "oss"
-    loss: str | None = None
-    strategy: str | None = None
-    branches: int = Field(2, ge=2)
-    weight: float = Field(1.0, ge=0)
-    anchor_checkpoint: Path | None = None
-    ema: EmaConfig = Field(default_factory=EmaConfig)
-
-    def params(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
 
 
@@ -303,7 +276,6 @@ class ExperimentConfig(Section):
     method: MethodSection
     model: ModelConfig = Field(default_factory=ModelConfig)
     loss: LossConfig
-    cooperative: CooperativeConfig | None = None
     train: TrainConfig = Field(default_factory=TrainConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)

@@ -17,6 +17,7 @@ rejects Tune grids. Keys are dotted config paths, as in command-line overrides::
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from itrlab.config.profiles import apply_profile
 from itrlab.config.loader import config_error_from_validation, config_dir, did_you_mean, read_yaml
-from itrlab.config.schema import Section, safe_name
+from itrlab.config.schema import NAME_PATTERN, Section, safe_name
 from itrlab.errors import ConfigError
 
 
@@ -58,12 +59,23 @@ def row_label(values) -> str:
 
 
 class SearchDimension(Section):
-    """One Optuna dimension: ``uniform``/``loguniform`` (low, high), ``int`` (low, high inclusive), ``choice`` (values)."""
+    """One Optuna dimension: ``uniform``/``loguniform`` (low, high), ``int`` (low, high inclusive), ``choice`` (values).
+
+    ``when`` makes it conditional: it is sampled (and its key set) only in the trials where each named
+    dimension took one of the listed values, as a setting exists only for some rows (DBL's α only for
+    its absolute losses: ``when: {cooperative.strategy: [C, E, G, H, I]}``). A named dimension is a
+    ``choice`` listed before this one, without a ``when`` of its own.
+    """
 
     type: Literal["uniform", "loguniform", "int", "choice"]
     low: float | None = None
     high: float | None = None
     values: list[Any] | None = None
+    when: dict[str, list[Any]] | None = None
+
+    def applies(self, point: dict[str, Any]) -> bool:
+        """Whether this dimension is sampled in a trial whose other values are ``point``."""
+        return all(point.get(key) in allowed for key, allowed in (self.when or {}).items())
 
     @model_validator(mode="after")
     def _bounds(self) -> "SearchDimension":
@@ -90,6 +102,22 @@ class OptunaSpec(Section):
     num_trials: int = Field(ge=1)
     seed: int = 0
 
+    @field_validator("space")
+    @classmethod
+    def _conditions_name_earlier_choices(cls, space: dict[str, SearchDimension]) -> dict[str, SearchDimension]:
+        keys = list(space)
+        for key, dim in space.items():
+            for name, allowed in (dim.when or {}).items():
+                parent = space.get(name)
+                if parent is None or keys.index(name) > keys.index(key) or parent.type != "choice" or parent.when:
+                    raise ValueError(f"{key}: 'when' names {name}, which must be a choice dimension listed before it, "
+                                     f"without a 'when' of its own")
+                unknown = [value for value in allowed if value not in parent.values]
+                if not allowed or unknown:
+                    raise ValueError(f"{key}: 'when' lists {unknown or 'nothing'} for {name}, whose values are "
+                                     f"{parent.values}")
+        return space
+
 
 class Objective(Section):
     metric: str = "rsum"  # the validation metric reported every epoch
@@ -114,6 +142,9 @@ class TableSpec(Section):
     columns: list[str] = Field(default_factory=lambda: ["test_i2t_R1", "test_i2t_R5", "test_t2i_R1", "test_t2i_R5", "test_rsum", "test_md"])
     # configs/paper/<name>.yaml: published numbers, shown beside ours only on the paper's data and protocol
     paper: str | None = None
+    # configs/paper/anchors/<name>.yaml: published results of other methods on the same data and protocol,
+    # reference rows under the table (never rows of the grid), under the same rule as `paper`
+    anchors: str | None = None
     baseline: str | None = None  # the row the others are compared with, by its label ("A", "BTR"); default: the first
     # further pairs [row, reference] (labels): each row's objective minus the reference's, with Welch's 95%
     # interval, a line under the table (ConVSE Table III: ConVSE++ against ConVSE, besides both against VSE++)
@@ -123,6 +154,8 @@ class TableSpec(Section):
 class SweepSpec(Section):
     name: str  # names the sweep's folder and MLflow experiment: one safe folder name
     description: str = ""
+    # short names of the preset beside its file's name with dashes (``jobs/sweep.py --preset smoke``)
+    aliases: list[str] = Field(default_factory=list)
     experiment: str
     overrides: list[str] = Field(default_factory=list)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
@@ -136,6 +169,9 @@ class SweepSpec(Section):
     # torch: always a TorchTrainer (DDP) inside the trial
     trainer: Literal["auto", "torch"] = "auto"
     max_failures: int = Field(1, ge=0)
+    # trials of one model shape trained together in one process as one batched model, G per Ray trial
+    # (itrlab.sweep.groups); 1: one trial per training run
+    group: int = Field(1, ge=1)
     asha: AshaSpec | None = None
     table: TableSpec | None = None
     # the profile this spec was read under (itrlab.config.profiles) and how it deviates from the paper
@@ -223,13 +259,27 @@ class SweepSpec(Section):
         return self.optuna.num_trials if self.optuna is not None else len(self.grid_points())
 
     def search_corners(self) -> list[dict[str, Any]]:
-        """One point per extreme value of each Optuna dimension (the others at their first corner)."""
+        """One point per extreme value of each Optuna dimension (the others at their first corner), a
+        conditional dimension's under the first values its condition allows; each point holds only the
+        dimensions that apply to it, as a trial would."""
         space = self.optuna.space
         first = {key: dim.corners()[0] for key, dim in space.items()}
-        points = [dict(first, seed=self.seeds[0])]
+
+        def point(**values: Any) -> dict[str, Any]:
+            chosen = {**first, **values}
+            return {**{k: v for k, v in chosen.items() if space[k].applies(chosen)}, "seed": self.seeds[0]}
+
+        points = [point()]
         for key, dim in space.items():
-            points += [dict(first, **{key: value}, seed=self.seeds[0]) for value in dim.corners()[1:]]
-        return points
+            condition = {name: allowed[0] for name, allowed in (dim.when or {}).items()}
+            corners = dim.corners() if condition else dim.corners()[1:]
+            points += [point(**condition, **{key: value}) for value in corners]
+        return list({json_key(p): p for p in points}.values())
+
+
+def json_key(point: dict[str, Any]) -> str:
+    """A point's identity (for dropping repeated corner points)."""
+    return json.dumps(point, sort_keys=True, default=str)
 
 
 def objective_metrics() -> list[str]:
@@ -247,13 +297,18 @@ def table_columns() -> list[str]:
     return [*(f"test_{m}" for m in METRIC_NAMES.values()), *METRIC_NAMES.values(), "best_val_rsum", "best_epoch"]
 
 
-def papers() -> list[str]:
-    return sorted(p.stem for p in (config_dir() / "paper").glob("*.yaml"))
+PUBLISHED = {"paper": ("paper",), "anchors": ("paper", "anchors")}  # table key -> its folder under configs/
+
+
+def published_files(key: str) -> list[str]:
+    """What ``table.<key>`` may name: the files of ``configs/paper/`` (a paper's own tables) or of
+    ``configs/paper/anchors/`` (published results of other methods)."""
+    return sorted(p.stem for p in config_dir().joinpath(*PUBLISHED[key]).glob("*.yaml"))
 
 
 def check_sweep_keys(spec: SweepSpec, prefix: str = "") -> None:
-    """The names a sweep uses that the schema cannot check: the objective's metric, the table's columns
-    and paper. Checked before Ray starts (Tune would only fail after training, or after the whole sweep)."""
+    """The names a sweep uses that the schema cannot check: the objective's metric, the table's columns,
+    paper and anchors. Checked before Ray starts (Tune would only fail after training, or after the whole sweep)."""
     metrics = objective_metrics()
     if spec.objective.metric not in metrics:
         raise ConfigError(f"{prefix}objective.metric", spec.objective.metric,
@@ -266,12 +321,12 @@ def check_sweep_keys(spec: SweepSpec, prefix: str = "") -> None:
         if column not in columns:
             raise ConfigError(f"{prefix}table.columns", column, f"columns are metrics of a trial: {', '.join(columns)}",
                               did_you_mean(column, columns))
-    if spec.table.paper is not None:
-        known = papers()
-        if spec.table.paper not in known:
-            raise ConfigError(f"{prefix}table.paper", spec.table.paper,
-                              f"published tables under {config_dir() / 'paper'}: {', '.join(known) or 'none'}",
-                              did_you_mean(spec.table.paper, known))
+    for key, folder in PUBLISHED.items():
+        name = getattr(spec.table, key)
+        known = published_files(key)
+        if name is not None and name not in known:
+            raise ConfigError(f"{prefix}table.{key}", name, f"published {'tables' if key == 'paper' else key} under "
+                              f"{config_dir().joinpath(*folder)}: {', '.join(known) or 'none'}", did_you_mean(name, known))
 
 
 def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
@@ -306,6 +361,26 @@ def resolve_sweep_path(sweep: str | Path) -> Path:
         return candidate
     known = sorted(p.stem for p in folder.glob("*.yaml"))
     raise ConfigError("sweep", str(sweep), f"known sweeps: {', '.join(known)}", did_you_mean(str(sweep), known))
+
+
+def sweep_presets() -> dict[str, str]:
+    """Every preset by the names ``--preset`` takes: each file of ``configs/sweeps/`` by its name with
+    dashes (``coder_table2.yaml`` is ``coder-table2``) and by the short names its ``aliases`` key lists
+    (``dbl_smoke.yaml``: ``smoke``). A short name that is another preset's is a ConfigError."""
+    presets: dict[str, str] = {}
+    files = sorted((config_dir() / "sweeps").glob("*.yaml"))
+    for path in files:
+        presets[path.stem.replace("_", "-")] = path.stem
+    for path in files:
+        aliases = read_yaml(path, "sweep").get("aliases") or []
+        for alias in aliases if isinstance(aliases, list) else [aliases]:
+            if not isinstance(alias, str) or not NAME_PATTERN.fullmatch(alias):
+                raise ConfigError(f"{path.name}: aliases", alias, "short names are 1-100 letters, digits, '.', '_', "
+                                  "'-' or '+'")
+            if alias in presets:
+                raise ConfigError(f"{path.name}: aliases", alias, f"already the name of preset {presets[alias]}")
+            presets[alias] = path.stem
+    return presets
 
 
 def load_sweep(sweep: str | Path, profile: str | None = None) -> SweepSpec:

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from itrlab.data.dataset import Batch, CaptionDataset, stack_padded
 from itrlab.data.precomp import PrecompSplit
+from itrlab.gpu_memory import free_memory_bytes
 
 DATA_PATHS = ("auto", "resident", "loader")
 FREE_MEMORY_SHARE = 0.5  # auto: resident when the split needs at most this share of the free GPU memory
@@ -55,7 +56,7 @@ def choose_data_path(spec: str, device: torch.device, split: PrecompSplit, max_l
     if device.type != "cuda":
         return "loader"
     if free_bytes is None:
-        free_bytes = int(torch.cuda.mem_get_info(device)[0])
+        free_bytes = free_memory_bytes(device)
     return "resident" if resident_bytes(split, max_len) <= FREE_MEMORY_SHARE * free_bytes else "loader"
 
 

@@ -79,9 +79,6 @@ class Vocabulary:
     def word_to_id(self, word: str) -> int:
         return self._ids.get(word, UNK_ID)
 
-    def id_to_word(self, index: int) -> str:
-        return self._words[index]
-
     def encode(self, text: str, max_len: int | None = None) -> list[int]:
         """Token ids of ``text`` framed by ``<start>`` and ``<end>``; unknown words -> ``<unk>``.
 

@@ -20,22 +20,11 @@ from .base import (
     positive_mask,
     positive_scores,
 )
-from .registry import (
-    COOPERATIVE_LOSSES,
-    LOSSES,
-    LossRegistry,
-    build_cooperative_loss,
-    build_loss,
-    cooperative_loss_param_names,
-    loss_param_names,
-    register_cooperative_loss,
-    register_loss,
-)
+from .registry import LOSSES, LossRegistry, build_loss, loss_param_names, register_loss, registered_loss_classes
 from .schedule import WarmupLoss
 from .triplet import MaxOfHingesLoss, SumOfHingesLoss
 
 __all__ = [
-    "COOPERATIVE_LOSSES",
     "LOSSES",
     "LossOutput",
     "LossRegistry",
@@ -44,9 +33,7 @@ __all__ = [
     "Similarities",
     "SumOfHingesLoss",
     "WarmupLoss",
-    "build_cooperative_loss",
     "build_loss",
-    "cooperative_loss_param_names",
     "hardest_negative",
     "hardest_negative_hinge",
     "hinge",
@@ -57,6 +44,6 @@ __all__ = [
     "negative_mask",
     "positive_mask",
     "positive_scores",
-    "register_cooperative_loss",
     "register_loss",
+    "registered_loss_classes",
 ]

@@ -25,7 +25,7 @@ from typing import ClassVar, Literal
 import torch
 from torch import Tensor, nn
 
-from itrlab.numbers import check_number
+from itrlab.numbers import number
 
 Reduction = Literal["sum", "mean"]
 
@@ -208,14 +208,11 @@ def nce_term(positive: Tensor, candidates: list[tuple[Tensor, Tensor]], tau: flo
     return denominator - positive / tau
 
 
-def check_margin(margin: float) -> float:
-    """``margin`` as a float; ValueError unless it is a finite number >= 0."""
-    return check_number("margin", margin, ge=0)
+Margin = number(ge=0, meaning="the hinge margin")
+"""The type of a hinge margin setting (VSE's and VSE++'s α; DBL's γ of the task loss)."""
 
-
-def check_tau(tau: float) -> float:
-    """``tau`` (temperature) as a float; ValueError unless it is a finite number > 0."""
-    return check_number("tau", tau, gt=0)
+Temperature = number(gt=0, meaning="the temperature τ")
+"""The type of a softmax temperature setting τ."""
 
 
 # --------------------------------------------------------------------------- base class

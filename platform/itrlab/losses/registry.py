@@ -1,9 +1,15 @@
-"""Look up losses by name (the keys used in configs).
+"""Look up losses by name (the keys used in configs), and the one way their settings are checked.
 
-Two registries: ``LOSSES`` holds the task losses of one branch (``forward(sims)``);
-``COOPERATIVE_LOSSES`` holds the losses between a target and an anchor branch
-(``forward(target, anchor)``: DBL's boosting losses and the distillation / mutual-learning
-baselines). Loss modules register themselves with the ``register`` decorators.
+A :class:`LossRegistry` holds loss classes by their ``name``. ``LOSSES`` holds the task losses of one
+branch (``forward(sims)``); a paper's package may keep a registry of its own for losses of another
+kind (DBL's losses between two branches) and registers its classes there.
+
+**Settings.** A loss's settings are its constructor's parameters, typed with what each accepts
+(``tau: number(gt=0) = 0.1``, ``soft: Flag = False``, ``hardest: Literal[...]``). Registering a class
+wraps its constructor in pydantic's ``validate_call``, so every construction (from a config or from
+code) checks every setting, refuses a setting the loss does not take, and names the failing setting
+in the error's location. A check that a type cannot express (one setting contradicting another) raises
+:class:`~itrlab.errors.SettingError`, which names its setting too.
 """
 
 from __future__ import annotations
@@ -11,19 +17,31 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator, Mapping
 
+from pydantic import ConfigDict, validate_call
 from torch import nn
+
+SETTINGS_CALL = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
+"""How loss settings are validated: strict types (a bool is no number, a string no list), finite numbers."""
+
+_REGISTRIES: list["LossRegistry"] = []
 
 
 class LossRegistry(Mapping):
-    """Loss classes by their ``name`` attribute, with parameter-checked construction."""
+    """Loss classes by their ``name`` attribute, with settings-checked construction."""
 
     def __init__(self, kind: str):
         self.kind = kind
         self._classes: dict[str, type] = {}
+        _REGISTRIES.append(self)
 
     def register(self, cls: type) -> type:
+        """Add ``cls`` under ``cls.name``; its constructor validates its settings from now on."""
         if cls.name in self._classes:
             raise ValueError(f"{self.kind} {cls.name!r} is registered twice")
+        if "__init__" in vars(cls) or not getattr(cls.__init__, "__itrlab_validated__", False):
+            validated = validate_call(cls.__init__, config=SETTINGS_CALL)
+            validated.__itrlab_validated__ = True
+            cls.__init__ = validated
         self._classes[cls.name] = cls
         return cls
 
@@ -42,7 +60,7 @@ class LossRegistry(Mapping):
         return self._classes[name]
 
     def param_names(self, name: str) -> tuple[str, ...]:
-        """Names of the constructor parameters of ``name`` (e.g. ``("margin", "tau")``)."""
+        """The settings of ``name``: its constructor's parameters (e.g. ``("margin", "tau")``)."""
         signature = inspect.signature(self.get_class(name).__init__)
         return tuple(p for p in signature.parameters if p != "self")
 
@@ -50,21 +68,19 @@ class LossRegistry(Mapping):
         """Build ``name`` with ``params`` (unset ones keep their defaults).
 
         Raises:
-            ValueError: unknown name, a parameter the loss does not take, or a value out of range.
+            ValueError: an unknown name; pydantic's ValidationError (a ValueError) for a setting the
+                loss does not take or a value it does not accept; SettingError for a contradiction.
         """
-        cls = self.get_class(name)
-        allowed = self.param_names(name)
-        unknown = sorted(set(params) - set(allowed))
-        if unknown:
-            raise ValueError(f"{self.kind} {name!r} takes no parameter(s) {', '.join(unknown)}; "
-                             f"it takes: {', '.join(allowed) or 'none'}")
-        return cls(**params)
+        return self.get_class(name)(**params)
+
+
+def registered_loss_classes() -> set[type]:
+    """Every class of every loss registry (the task losses and any package's own kind)."""
+    return {cls for registry in _REGISTRIES for cls in registry.values()}
 
 
 LOSSES = LossRegistry("loss")
-COOPERATIVE_LOSSES = LossRegistry("cooperative loss")
 register_loss = LOSSES.register
-register_cooperative_loss = COOPERATIVE_LOSSES.register
 
 
 def loss_param_names(name: str) -> tuple[str, ...]:
@@ -73,11 +89,3 @@ def loss_param_names(name: str) -> tuple[str, ...]:
 
 def build_loss(name: str, **params: float) -> nn.Module:
     return LOSSES.build(name, **params)
-
-
-def cooperative_loss_param_names(name: str) -> tuple[str, ...]:
-    return COOPERATIVE_LOSSES.param_names(name)
-
-
-def build_cooperative_loss(name: str, **params) -> nn.Module:
-    return COOPERATIVE_LOSSES.build(name, **params)

@@ -14,7 +14,7 @@ from .registry import register_loss
 from .base import (
     RetrievalLoss,
     Similarities,
-    check_margin,
+    Margin,
     hardest_negative_hinge,
     hinge,
     masked_sum,
@@ -41,9 +41,9 @@ class SumOfHingesLoss(RetrievalLoss):
     name = "vse"
     reduction = "sum"
 
-    def __init__(self, margin: float = 0.2):
+    def __init__(self, margin: Margin = 0.2):
         super().__init__()
-        self.margin = check_margin(margin)
+        self.margin = margin
 
     def terms(self, sims: Similarities) -> tuple[Tensor, Tensor]:
         scores = sims.i2t
@@ -75,9 +75,9 @@ class MaxOfHingesLoss(RetrievalLoss):
     name = "vsepp"
     reduction = "sum"
 
-    def __init__(self, margin: float = 0.2):
+    def __init__(self, margin: Margin = 0.2):
         super().__init__()
-        self.margin = check_margin(margin)
+        self.margin = margin
 
     def terms(self, sims: Similarities) -> tuple[Tensor, Tensor]:
         scores = sims.i2t

@@ -29,7 +29,7 @@ import torch
 from pydantic import ConfigDict, ValidationError
 from torch import Tensor, nn
 
-from itrlab.config.loader import config_error_from_validation, config_error_from_value_error
+from itrlab.config.loader import config_error_from_validation
 from itrlab.config.schema import ExperimentConfig, LossConfig, MethodSection
 from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
@@ -60,14 +60,6 @@ def build_task_loss(config: LossConfig) -> nn.Module:
     accepted = LOSSES.param_names(config.warmup_loss)
     warmup = build_loss(config.warmup_loss, **{k: v for k, v in config.params().items() if k in accepted})
     return WarmupLoss(loss, warmup, config.warmup_epochs)
-
-
-def checked_task_loss(config: LossConfig) -> nn.Module:
-    """:func:`build_task_loss`, with a bad parameter value reported as a ConfigError on ``loss.<key>``."""
-    try:
-        return build_task_loss(config)
-    except (ValueError, TypeError) as err:
-        raise config_error_from_value_error("loss", config.params(), err, "loss.name", config.name) from None
 
 
 class MethodSettings(MethodSection):
@@ -121,6 +113,9 @@ class MethodModule(nn.Module):
     provides: ClassVar[frozenset[str]] = frozenset({"i2t", "image_ids", "i2i", "t2t"})
     loss: nn.Module  # the single-branch task loss, forward(Similarities) -> LossOutput
     text_lr: float | None = None  # learning rate of a pretrained text backbone (None: the main lr)
+    # why runs of this method cannot train as members of one batched model (itrlab.train.grouped), on one
+    # line; None: its step is a plain function of its parameters and batch, and it groups
+    group_refusal: ClassVar[str | None] = None
 
     # ------------------------------------------------------------------ building
 

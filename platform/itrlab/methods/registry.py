@@ -2,9 +2,10 @@
 
 Method classes register themselves with ``@register_method("name", ...)``; one class may serve
 several names (the dual encoders differ only in their config). A *scheme* wraps a method in
-branches (DBL's cooperative scheme, the ``cooperative`` config section): its package registers it
-with :func:`register_scheme`, so this module names no paper's classes. :func:`build_method` builds
-an assembled config's method, wrapped in its scheme when the config has one.
+branches when a config section of its own is set: its package registers it with
+:func:`register_scheme`, with the typed settings of that section, so that the platform names no
+scheme, section or setting of a paper. :func:`build_method` builds an assembled config's method,
+wrapped in its scheme when the config has one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from itrlab.config import ExperimentConfig
+from itrlab.config.schema import Section
 from itrlab.methods.base import MethodModule
 from itrlab.methods.context import BuildContext
 
@@ -54,16 +56,47 @@ register_method = METHODS.register
 class Scheme:
     """A wrapper of any method, used when its config ``section`` is set (not None).
 
-    ``check(config)`` raises ConfigError for a section it cannot run (at assembly); ``build(config,
-    make_branch, context)`` returns the wrapped method, calling ``make_branch()`` for each fresh branch.
+    ``settings`` types the section (the assembled config schema gets ``<section>: settings | None``);
+    ``check(config)`` raises ConfigError for a section it cannot run (at assembly, after typing) and
+    returns the section as it takes effect (settings left to their defaults filled in, so runs log them);
+    ``build(config, make_branch, context)`` returns the wrapped method, calling ``make_branch()`` for
+    each fresh branch; ``describe(settings)`` is the section on one line, for tags and run notes;
+    ``fresh(settings)`` the same scheme with every branch built fresh, none read from a checkpoint or
+    trained first (to count a step's cost or a model's shape without its data); ``structure(settings)``
+    what decides the cost of a step, in words (None: the section wraps nothing, a plain branch trains).
     """
 
     section: str
-    check: Callable[[ExperimentConfig], None]
+    settings: type[Section]
+    check: Callable[[ExperimentConfig], Section]
     build: Callable[[ExperimentConfig, Callable[[], MethodModule], BuildContext], MethodModule]
+    describe: Callable[[Section], str]
+    fresh: Callable[[Section], Section]
+    structure: Callable[[Section], str | None]
 
 
 SCHEMES: dict[str, Scheme] = {}
+
+
+@dataclass(frozen=True)
+class Paper:
+    """A paper whose methods itrlab reproduces: ``name`` as its presets' titles begin (``CODER Table 2:
+    ...``), ``citation`` for listings, ``page`` its page of the manual."""
+
+    name: str
+    citation: str
+    page: str
+
+
+PAPERS: dict[str, Paper] = {}
+
+
+def register_paper(paper: Paper) -> Paper:
+    """Declare a paper (its package's ``__init__`` does): the catalogue of presets reads them from here."""
+    if paper.name in PAPERS:
+        raise ValueError(f"paper {paper.name!r} is registered twice")
+    PAPERS[paper.name] = paper
+    return paper
 
 
 def register_scheme(scheme: Scheme) -> Scheme:
@@ -76,6 +109,32 @@ def register_scheme(scheme: Scheme) -> Scheme:
 def scheme_of(config: ExperimentConfig) -> Scheme | None:
     """The scheme whose config section ``config`` sets, if any."""
     return next((s for s in SCHEMES.values() if getattr(config, s.section, None) is not None), None)
+
+
+def with_fresh_branches(config: ExperimentConfig) -> ExperimentConfig:
+    """``config`` with its scheme's branches all built fresh (:attr:`Scheme.fresh`): nothing is read from a
+    checkpoint or trained first, so its shape and the cost of its step can be known without data."""
+    scheme = scheme_of(config)
+    if scheme is None:
+        return config
+    return config.model_copy(update={scheme.section: scheme.fresh(getattr(config, scheme.section))})
+
+
+def scheme_structure(config: ExperimentConfig) -> str | None:
+    """What decides the cost of ``config``'s step beyond its method and model: its scheme's structure
+    (None without a scheme, or where the scheme wraps nothing)."""
+    scheme = scheme_of(config)
+    return None if scheme is None else scheme.structure(getattr(config, scheme.section))
+
+
+def scheme_labels(config: ExperimentConfig) -> dict[str, str]:
+    """Each registered scheme's section on one line (``none`` where ``config`` does not set it): tags that
+    keep a plain run apart from the same method inside a scheme."""
+    labels = {}
+    for scheme in SCHEMES.values():
+        section = getattr(config, scheme.section, None)
+        labels[scheme.section] = "none" if section is None else scheme.describe(section)
+    return labels
 
 
 def build_method(config: ExperimentConfig, context: BuildContext | None = None, *,

@@ -20,9 +20,8 @@ import ray.train
 import ray.train.torch
 from ray import tune
 
-from itrlab.sweep.trial import (EpochReporter, TrialContext, node_tags, restore_run_dir, reuse_child_run, run_trial,
-                                trial_config, trial_params, trial_run_name, trial_tags,
-                                train_and_report)
+from itrlab.sweep.trial import (EpochReporter, TrialContext, config_of, node_tags, restore_run_dir, reuse_child_run,
+                                run_trial, trial_params, trial_run_name, trial_tags, train_and_report)
 from itrlab.tracking import MlflowTracker
 from itrlab.train import run_experiment
 
@@ -48,7 +47,7 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
     run_name = trial_run_name(params)
 
     def train():
-        config = trial_config(context.base_tree, params)
+        config = config_of(context, params)
         # with GPUs, each worker sees its node's share: Ray Train names this worker's one
         device = ray.train.torch.get_device() if config.train.device == "auto" else None
         return run_experiment(config, run_dir, callbacks=[reporter], tracker=tracker,

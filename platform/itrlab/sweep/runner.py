@@ -31,20 +31,24 @@ from typing import Any
 import ray
 from ray import tune
 
-from itrlab.config import compose
-from itrlab.assembly import check_experiment
+from itrlab.config import ExperimentConfig, compose
+from itrlab.assembly import absolute_paths, check_experiment
 from itrlab.errors import StorageError, UserInputError, failure_reason, one_line_logs
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
+from itrlab.sweep.group_trial import run_group_trial
+from itrlab.sweep.groups import group_param_space, sweep_groups
+from itrlab.sweep.search import optuna_search
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError,
                                   kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
+from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
-from itrlab.sweep.trial import TrialContext, trial_config
+from itrlab.sweep.trial import TrialContext, point_key, trial_config
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
 from itrlab.train.experiment import generate_if_synthetic
 
@@ -70,20 +74,14 @@ class SweepResult:
 
 def base_tree(spec: SweepSpec, overrides: list[str]) -> dict[str, Any]:
     """The composed base experiment with paths made absolute (trials run in other directories)."""
-    tree = compose(spec.experiment, [*spec.overrides, *overrides])
-    dataset = tree.get("dataset", {})
-    if "root" in dataset:
-        dataset["root"] = str(Path(dataset["root"]).expanduser().resolve())
-    output = tree.setdefault("output", {})
-    output["dir"] = str(Path(output.get("dir", "runs")).expanduser().resolve())
-    cooperative = tree.get("cooperative") or {}
-    if cooperative.get("anchor_checkpoint"):
-        cooperative["anchor_checkpoint"] = str(Path(cooperative["anchor_checkpoint"]).expanduser().resolve())
-    return tree
+    return absolute_paths(compose(spec.experiment, [*spec.overrides, *overrides]))
 
 
-def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> None:
-    """Validate every grid point (or the corners of the search space) before anything starts."""
+def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> dict[str, ExperimentConfig]:
+    """Validate every grid point (or the corners of the search space) before anything starts. Returns the
+    checked config of every grid point by :func:`~itrlab.sweep.trial.point_key`: the trials take them as
+    they are instead of checking them again (an Optuna trial's point is sampled once the sweep runs: it
+    checks its own, and this returns nothing)."""
     points = spec.search_corners() if spec.optuna else spec.grid_points()
     configs = [trial_config(tree, point) for point in points]
     check_experiment(configs[0])
@@ -91,29 +89,22 @@ def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> None:
         if config.dataset != configs[0].dataset or config.train.batch_size > configs[0].train.batch_size \
                 or config.method != configs[0].method:
             check_experiment(config)
+    return {} if spec.optuna else {point_key(point): config for point, config in zip(points, configs)}
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
-    if spec.optuna is None:
-        space = {key: tune.grid_search(values) for key, values in spec.grid.items()}
-        space["seed"] = tune.grid_search(spec.seeds)
-        return space
-    samplers = {"uniform": lambda d: tune.uniform(d.low, d.high),
-                "loguniform": lambda d: tune.loguniform(d.low, d.high),
-                "int": lambda d: tune.randint(int(d.low), int(d.high) + 1),
-                "choice": lambda d: tune.choice(d.values)}
-    space = {key: samplers[dim.type](dim) for key, dim in spec.optuna.space.items()}
-    space["seed"] = spec.seeds[0]
+    """Tune's space: the grid and the seeds; for an Optuna sweep only the seed (Optuna suggests the rest)."""
+    if spec.optuna is not None:
+        return {"seed": spec.seeds[0]}
+    space = {key: tune.grid_search(values) for key, values in spec.grid.items()}
+    space["seed"] = tune.grid_search(spec.seeds)
     return space
 
 
 def tune_config(spec: SweepSpec, epochs: int, reuse_actors: bool) -> tune.TuneConfig:
     search_alg = scheduler = None
     if spec.optuna is not None:
-        import optuna
-        from ray.tune.search.optuna import OptunaSearch
-
-        search_alg = OptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.optuna.seed))
+        search_alg = optuna_search(spec)
     if spec.asha is not None:
         from ray.tune.schedulers import ASHAScheduler
 
@@ -171,6 +162,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
     """Run (or resume) a sweep; every config is validated before Ray or MLflow start."""
     overrides = list(overrides or [])
     check_sweep_keys(spec)
+    check_published(spec)
     storage = check_writable_dir(storage, "--storage")
     state: dict[str, Any] = {}
     if resume:
@@ -182,7 +174,9 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
         state = json.loads((sweep_dir / STATE_FILE).read_text())
         overrides = state["overrides"]
     tree = base_tree(spec, overrides)
-    check_trials(spec, tree)
+    checked = check_trials(spec, tree)
+    if spec.group > 1:  # its groups, checked before Ray (itrlab.sweep.groups)
+        sweep_groups(spec, tree)
     check_table_rows(spec)
     check_local_resources(spec)
     tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
@@ -194,93 +188,145 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
             sweep_dir = new_sweep_dir(storage, spec.name)
             held.enter_context(sweep_lock(sweep_dir, spec.name))
         try:
-            return _run_locked(spec, tree, overrides, sweep_dir, tracking_uri, state)
+            return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state)
         except BaseException:
             if not resume and not (sweep_dir / STATE_FILE).exists():  # stopped before it began: leave no folder
                 shutil.rmtree(sweep_dir, ignore_errors=True)
             raise
 
 
-def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], sweep_dir: Path, tracking_uri: str,
-                state: dict[str, Any]) -> SweepResult:
-    resume = bool(state)
-    if not (tree.get("output") or {}).get("stages"):  # the trials share their stages (itrlab.train.stages) here
-        tree = {**tree, "output": {**(tree.get("output") or {}), "stages": str(sweep_dir / "stages")}}
+def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, ExperimentConfig], overrides: list[str],
+                sweep_dir: Path, tracking_uri: str, state: dict[str, Any]) -> SweepResult:
+    """The sweep's life, its folder locked: its data, Ray, the parent run, the trials, their report."""
+    tree, checked = share_stages(tree, checked, sweep_dir)
     first = trial_config(tree, {})
     generate_if_synthetic(first)  # once, before trials share it
-    workers, cpus, gpus = spec.workers
-    in_process = workers == 1 and spec.trainer == "auto"
-    started_ray = init_ray(tracking_uri, 0 if in_process else workers * cpus + 2)
-    sigterm_as_sigint()  # again: the Ray driver replaced the handler
-    if not started_ray:
-        wait_for_room(spec)
-
-    parent = MlflowTracker(spec.name, tracking_uri)
-    if resume:
-        parent.start(run_name=state["run_name"], tags={}, params={}, run_id=state["parent_run_id"])
-    else:
-        run_name = f"{spec.name}-{sweep_dir.name}"
-        params = {"sweep.experiment": spec.experiment, "sweep.overrides": " ".join([*spec.overrides, *overrides]),
-                  "sweep.grid": json.dumps(spec.grid), "sweep.seeds": str(spec.seeds),
-                  "sweep.optuna": spec.optuna.model_dump_json() if spec.optuna else "none",
-                  "sweep.objective": f"{spec.objective.mode} {spec.objective.metric}"}
-        parent.start(run_name=run_name, tags={SWEEP_TAG: spec.name, "itrlab.sweep_dir": str(sweep_dir),
-                                              **profile_tags(spec)}, params=params)
-        (sweep_dir / STATE_FILE).write_text(json.dumps({"parent_run_id": parent.run_id, "run_name": run_name,
-                                                        "overrides": overrides, "tracking_uri": tracking_uri}))
+    started_ray = start_ray(spec, tracking_uri)
+    parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state)
     print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
-
     try:
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
                                sweep_dir=str(sweep_dir), metric=spec.objective.metric,
-                               source=tuple({**source_tags(), **profile_tags(spec)}.items()))
-        trainable = tune.with_resources(
-            tune.with_parameters(trial_function(workers, cpus, gpus,
-                                                torch_trainer=spec.trainer == "torch"), context=context),
-            # a TorchTrainer trial's own process only waits on its workers, which hold the resources
-            {"cpu": cpus, "gpu": gpus} if in_process else {"cpu": 0.1},
-        )
-        StopOnStorageError.reason = None
-        from itrlab.sweep.progress import restored_with_console, with_console  # progress line, quiet console
-
-        if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
-            tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
-            restored_with_console(tuner, spec)  # Tune brings back the saved RunConfig: this invocation's console
-        else:
-            run_config = with_console(tune.RunConfig(
-                name="tune", storage_path=str(sweep_dir),
-                failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                callbacks=[NoRetryOnInputError()], stop=StopOnStorageError(),
-            ), spec)
-            tuner = tune.Tuner(trainable, param_space=param_space(spec), run_config=run_config,
-                               tune_config=tune_config(spec, first.train.epochs, reuse_actors=in_process))
-        with SigintWatch() as sigint:
-            results = fit_checking_storage(tuner, sweep_dir)
-        if StopOnStorageError.reason is not None:
-            raise StorageError(f"the sweep's storage can no longer be written: {StopOnStorageError.reason}; "
-                               f"--resume continues the sweep once it can")
-        rows, interrupted = trial_rows(results, sigint.interrupted)
-        if interrupted and started_ray:  # the cut-short trials' processes end before their runs are settled
-            ray.shutdown()
-        rows = with_unstarted(rows, spec)
+                               source=tuple({**source_tags(), **profile_tags(spec)}.items()), checked=checked)
+        tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=bool(state))
+        rows, interrupted = fit_trials(tuner, spec, sweep_dir, started_ray)
         settle_trial_runs(parent, rows)
-        top = report_sweep(spec, rows, parent, first)
-    except KeyboardInterrupt:
+        headline = report_sweep(spec, rows, parent, first)
+    except BaseException as err:
+        end_parent_early(parent, err, started_ray)
+        raise
+    return end_parent(spec, parent, rows, interrupted, sweep_dir, headline)
+
+
+def share_stages(tree: dict[str, Any], checked: dict[str, ExperimentConfig],
+                 sweep_dir: Path) -> tuple[dict[str, Any], dict[str, ExperimentConfig]]:
+    """The trials share their trained stages (:mod:`itrlab.train.stages`) in ``<sweep_dir>/stages`` unless the
+    experiment names a folder: set in the base tree and in the checked configs alike."""
+    if (tree.get("output") or {}).get("stages"):
+        return tree, checked
+    stages = sweep_dir / "stages"
+    for config in checked.values():
+        config.output.stages = stages
+    return {**tree, "output": {**(tree.get("output") or {}), "stages": str(stages)}}, checked
+
+
+def in_process(spec: SweepSpec) -> bool:
+    """Whether a trial trains in its own process (one worker), not through a TorchTrainer."""
+    return spec.workers[0] == 1 and spec.trainer == "auto"
+
+
+def start_ray(spec: SweepSpec, tracking_uri: str) -> bool:
+    """Join the cluster or start a local Ray (True: this process started it), with room for a trial."""
+    workers, cpus, _ = spec.workers
+    started_ray = init_ray(tracking_uri, 0 if in_process(spec) else workers * cpus + 2)
+    sigterm_as_sigint()  # again: the Ray driver replaced the handler
+    if not started_ray:
+        wait_for_room(spec)
+    return started_ray
+
+
+def open_parent_run(spec: SweepSpec, sweep_dir: Path, overrides: list[str], tracking_uri: str,
+                    state: dict[str, Any]) -> MlflowTracker:
+    """The sweep's parent run: reopened on ``--resume`` (``state``), else created with the sweep's params,
+    and the sweep's state file written beside it."""
+    parent = MlflowTracker(spec.name, tracking_uri)
+    if state:
+        parent.start(run_name=state["run_name"], tags={}, params={}, run_id=state["parent_run_id"])
+        return parent
+    run_name = f"{spec.name}-{sweep_dir.name}"
+    params = {"sweep.experiment": spec.experiment, "sweep.overrides": " ".join([*spec.overrides, *overrides]),
+              "sweep.grid": json.dumps(spec.grid), "sweep.seeds": str(spec.seeds),
+              "sweep.optuna": spec.optuna.model_dump_json() if spec.optuna else "none",
+              "sweep.objective": f"{spec.objective.mode} {spec.objective.metric}"}
+    parent.start(run_name=run_name, tags={SWEEP_TAG: spec.name, "itrlab.sweep_dir": str(sweep_dir),
+                                          **profile_tags(spec)}, params=params)
+    (sweep_dir / STATE_FILE).write_text(json.dumps({"parent_run_id": parent.run_id, "run_name": run_name,
+                                                    "overrides": overrides, "tracking_uri": tracking_uri}))
+    return parent
+
+
+def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs: int, resume: bool) -> tune.Tuner:
+    """The Tuner of the trials: restored from the sweep's folder on ``--resume``, else new."""
+    from itrlab.sweep.progress import restored_with_console, with_console  # progress line, quiet console
+
+    workers, cpus, gpus = spec.workers
+    groups = sweep_groups(spec, context.base_tree) if spec.group > 1 else None  # one Tune trial per group
+    function = run_group_trial if groups else trial_function(workers, cpus, gpus, torch_trainer=spec.trainer == "torch")
+    trainable = tune.with_resources(
+        tune.with_parameters(function, context=context),
+        # a TorchTrainer trial's own process only waits on its workers, which hold the resources
+        {"cpu": cpus, "gpu": gpus} if in_process(spec) else {"cpu": 0.1},
+    )
+    if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
+        tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
+        restored_with_console(tuner, spec, total=len(groups or []))  # Tune brings back the saved RunConfig
+        return tuner
+    run_config = with_console(tune.RunConfig(
+        name="tune", storage_path=str(sweep_dir),
+        failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        callbacks=[NoRetryOnInputError()], stop=StopOnStorageError(),
+    ), spec, total=len(groups or []))
+    return tune.Tuner(trainable, param_space=group_param_space(groups) if groups else param_space(spec),
+                      run_config=run_config, tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
+
+
+def fit_trials(tuner: tune.Tuner, spec: SweepSpec, sweep_dir: Path, started_ray: bool) -> tuple[list[TrialRow], bool]:
+    """Run the trials: a row per grid point (those never started included) and whether Ctrl-C or SIGTERM
+    cut the sweep short."""
+    StopOnStorageError.reason = None
+    with SigintWatch() as sigint:
+        results = fit_checking_storage(tuner, sweep_dir)
+    if StopOnStorageError.reason is not None:
+        raise StorageError(f"the sweep's storage can no longer be written: {StopOnStorageError.reason}; "
+                           f"--resume continues the sweep once it can")
+    rows, interrupted = trial_rows(results, sigint.interrupted)
+    if interrupted and started_ray:  # the cut-short trials' processes end before their runs are settled
+        ray.shutdown()
+    return with_unstarted(rows, spec), interrupted
+
+
+def end_parent_early(parent: MlflowTracker, err: BaseException, started_ray: bool) -> None:
+    """The sweep stopped by ``err`` before its report: the trials' runs still RUNNING and the parent end
+    KILLED (Ctrl-C, SIGTERM: ``--resume`` continues it) or FAILED, with the reason."""
+    if isinstance(err, KeyboardInterrupt):
         kill_running_trial_runs(parent, "the sweep was interrupted; --resume continues it")
         with contextlib.suppress(Exception):
             parent.set_tags({STOP_REASON_TAG: f"{interruption()[0]}; --resume continues the sweep"})
         parent.end("KILLED")
-        raise
-    except BaseException as err:
-        kill_running_trial_runs(parent, f"the sweep failed: {failure_reason(err)}")
+        return
+    kill_running_trial_runs(parent, f"the sweep failed: {failure_reason(err)}")
+    with contextlib.suppress(Exception):
+        parent.set_tags({STOP_REASON_TAG: failure_reason(err)})
+    parent.end("FAILED")
+    if started_ray:  # the trials' processes end now: what Ray forwards of their exit comes before the one line
         with contextlib.suppress(Exception):
-            parent.set_tags({STOP_REASON_TAG: failure_reason(err)})
-        parent.end("FAILED")
-        if started_ray:  # the trials' processes end now: what Ray forwards of their exit comes before the one line
-            with contextlib.suppress(Exception):
-                ray.shutdown()
-        raise
+            ray.shutdown()
+
+
+def end_parent(spec: SweepSpec, parent: MlflowTracker, rows: list[TrialRow], interrupted: bool, sweep_dir: Path,
+               headline: str | None) -> SweepResult:
+    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result."""
     best = best_row(rows, spec.objective.metric, spec.objective.mode)
     if interrupted:
         status, reason = "KILLED", f"{interruption()[0]}; --resume continues the sweep"
@@ -293,7 +339,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], overrides: list[str], swe
     else:  # a resumed sweep that finishes no longer carries the reason it stopped before
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)
-    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status, top)
+    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(), interrupted, status, headline)
 
 
 # Tune's storage-sync errors repeat the same OSError with a traceback at every attempt; the sweep ends

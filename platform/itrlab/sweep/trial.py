@@ -21,7 +21,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,6 +29,7 @@ import ray
 from ray import tune
 
 from itrlab.assembly import check_config
+from itrlab.config import ExperimentConfig
 from itrlab.config.loader import set_path
 from itrlab.errors import StorageError, UserInputError, failure_reason
 from itrlab.config.sweep import VARIANT, label
@@ -45,7 +46,8 @@ STORAGE_ERROR = "storage_error"  # in a trial's last result: it could not write 
 
 @dataclass(frozen=True)
 class TrialContext:
-    """What every trial of one sweep invocation shares (small: sent to each trial)."""
+    """What every trial of one sweep invocation shares (sent once, through Ray's object store, by
+    ``tune.with_parameters``)."""
 
     base_tree: dict[str, Any]  # the composed experiment, absolute paths
     experiment: str  # MLflow experiment of the sweep
@@ -56,9 +58,17 @@ class TrialContext:
     sweep_dir: str = ""  # the sweep's folder: Tune keeps each trial's checkpoints under <sweep_dir>/tune/<trial>
     metric: str = "rsum"  # the objective: every report carries it (NaN before the first epoch)
     source: tuple[tuple[str, str], ...] = ()  # the driver's MLflow source tags (user, script, git commit)
+    # the grid points' configs as the driver checked them before Ray started, by point_key(params)
+    checked: dict[str, ExperimentConfig] = field(default_factory=dict)
 
 
-def trial_config(base_tree: dict[str, Any], params: dict[str, Any]):
+def point_key(params: dict[str, Any]) -> str:
+    """A trial's point (its dotted keys and values, a named variant's dict included) as one string, the
+    same for the driver's grid point and the params Tune hands the trial."""
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def trial_config(base_tree: dict[str, Any], params: dict[str, Any]) -> ExperimentConfig:
     """The validated experiment config of one trial: the base tree with the trial's dotted keys set."""
     tree = copy.deepcopy(base_tree)
     for key, value in params.items():
@@ -69,6 +79,13 @@ def trial_config(base_tree: dict[str, Any], params: dict[str, Any]):
         else:
             set_path(tree, key.split("."), value)
     return check_config(tree)
+
+
+def config_of(context: TrialContext, params: dict[str, Any]) -> ExperimentConfig:
+    """A trial's checked config: the driver's for a grid point (checked once, before Ray started), else
+    (an Optuna trial's sampled point, or a context without them) checked here."""
+    checked = context.checked.get(point_key(params))
+    return checked.model_copy(deep=True) if checked is not None else trial_config(context.base_tree, params)
 
 
 class EpochReporter:
@@ -211,13 +228,19 @@ def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tr
                      **result.test.metrics(prefix="test_")})
 
 
+def restored_trial_folder(name: str) -> tuple[str, Path]:
+    """This Tune trial's id and its folder ``name`` (under the trial's directory), holding the trial's latest
+    checkpoint when it restarts."""
+    tune_context = tune.get_context()
+    folder = Path(tune_context.get_trial_dir()) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    restore_run_dir(folder, tune.get_checkpoint())
+    return tune_context.get_trial_id(), folder
+
+
 def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     """The Tune function trainable."""
-    tune_context = tune.get_context()
-    trial_id = tune_context.get_trial_id()
-    run_dir = Path(tune_context.get_trial_dir()) / "run"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    restore_run_dir(run_dir, tune.get_checkpoint())
+    trial_id, run_dir = restored_trial_folder("run")
 
     tracker = MlflowTracker(context.experiment, context.tracking_uri)
     reuse_child_run(tracker, run_dir, trial_id, context.parent_run_id)
@@ -228,6 +251,6 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     tracker.default_params = trial_params(params)
     reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric)
     run_name = trial_run_name(params)
-    train_and_report(lambda: run_experiment(trial_config(context.base_tree, params), run_dir, callbacks=[reporter],
+    train_and_report(lambda: run_experiment(config_of(context, params), run_dir, callbacks=[reporter],
                                             tracker=tracker, parent_run_id=context.parent_run_id, run_name=run_name),
                      reporter, tracker, run_name=run_name, parent_run_id=context.parent_run_id)

@@ -1,36 +1,25 @@
-"""MLflow tracking: the only module of itrlab that imports MLflow.
+"""MLflow tracking: :class:`MlflowTracker` writes one run, and reads runs back (the only package of itrlab that
+imports MLflow: this module, :mod:`~itrlab.tracking.store` and :mod:`~itrlab.tracking.tables`).
 
-One :class:`MlflowTracker` writes one run: the flattened config as params, per-epoch metrics,
-recall tables (as an MLflow table, JSON and Markdown), and tags naming the method, dataset,
-protocol and seed. It talks to MLflow through an explicit ``MlflowClient`` bound to one
-tracking URI, never through the process-global active run, so that several trackers (a sweep's
-parent and its trials) can live in one process.
-
-The tracking URI is ``MLFLOW_TRACKING_URI`` when set; otherwise a SQLite store ``mlflow.db`` in the
-working directory (MLflow 3's own default, made explicit so that every process agrees on it).
-
-:func:`check_tracking_store` runs before a training or a sweep starts: it fails within seconds, on one
-line, when the store does not answer or cannot be written, and it creates a new SQLite store once,
-under a lock, so that two commands started at the same moment do not both create its tables.
+One tracker writes one run: the flattened config as params, per-epoch metrics, recall tables (as an
+MLflow table, JSON and Markdown), and tags naming the method, dataset, protocol and seed. It talks to
+MLflow through an explicit ``MlflowClient`` bound to one tracking URI, never through the process-global
+active run, so that several trackers (a sweep's parent and its trials) can live in one process. How its
+run ends is one owner's (:meth:`MlflowTracker.ending`); a store that can no longer be written becomes one
+:class:`~itrlab.errors.TrackingError` line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import getpass
 import json
-import logging
-import math
 import os
-import re
-import subprocess
 import sqlite3
 import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
-from urllib.parse import unquote
 
 import mlflow
 from mlflow import MlflowClient
@@ -39,142 +28,19 @@ from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunStatus, Ru
 from mlflow.exceptions import MlflowException
 
 from itrlab.errors import TrackingError, UserInputError, failure_reason, one_line_logs
-from itrlab.files import check_writable_dir, file_lock
 from itrlab.interrupts import interruption
+from itrlab.tracking.store import resolve_tracking_uri, short_reason, source_tags, ui_hint
+from itrlab.tracking.tables import significant, write_table
 
 if TYPE_CHECKING:  # only for annotations: the store check runs before torch is imported
     from itrlab.eval import RecallTable
 
-TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 MAX_PARAMS_PER_BATCH = 100  # MLflow's log_batch limit
 PARENT_TAG = "mlflow.parentRunId"
 # MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the experiment says it holds
-# model training and the page is in the machine-learning view: then on the runs table
+# model training (and the page is in the machine-learning view: store.ML_VIEW): then on the runs table
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
-ML_VIEW = "workflowType=machine_learning"
 STOP_REASON_TAG = "itrlab.stop_reason"  # why a run ended FAILED or KILLED, on one line
-
-logging.getLogger("alembic").setLevel(logging.WARNING)
-logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables..."
-
-
-def resolve_tracking_uri(uri: str | None = None) -> str:
-    """The tracking URI to use: the argument, else ``$MLFLOW_TRACKING_URI``, else ``./mlflow.db``."""
-    if uri:
-        return uri
-    if os.environ.get(TRACKING_URI_ENV):
-        return os.environ[TRACKING_URI_ENV]
-    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
-
-
-def table_column(name: str) -> str:
-    """A column name MLflow's table view shows (it reads ``a.b`` as a nested path: an empty column)."""
-    return name.replace(".", "/")
-
-
-def _significant(value: Any, digits: int = 6) -> Any:
-    """A float cell to ``digits`` significant digits (not decimals: 5e-05 stays 5e-05); others as they are."""
-    return float(f"{value:.{digits}g}") if isinstance(value, float) and math.isfinite(value) else value
-
-
-def sqlite_path(tracking_uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` tracking URI (None for other stores)."""
-    prefix = "sqlite:///"  # SQLAlchemy's form: sqlite:///relative.db, sqlite:////absolute.db
-    if not tracking_uri.startswith(prefix):
-        return None
-    path = unquote(tracking_uri[len(prefix):].split("?", 1)[0])
-    return Path(path).absolute() if path and path != ":memory:" else None
-
-
-@contextlib.contextmanager
-def _quick_requests(timeout_s: int) -> Iterator[None]:
-    """MLflow's HTTP requests in this block: no retries, ``timeout_s`` seconds (by default MLflow retries
-    a dead server for minutes before it says anything)."""
-    wanted = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(timeout_s)}
-    saved = {key: os.environ.get(key) for key in wanted}
-    os.environ.update(wanted)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def _short_reason(err: BaseException) -> str:
-    """One line out of a (often very long) connection error: the errno text, a timeout, or the first line."""
-    text = str(err)
-    database = re.search(r"\((?:sqlite3|psycopg2?|pymysql)\.\w+\) ([^\n]+)", text)
-    if database:
-        return database.group(1).strip()
-    errno = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
-    if errno:
-        return errno[-1].strip().lower()
-    if "timed out" in text.lower() or "timeout" in type(err).__name__.lower():
-        return "no answer (timed out)"
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(err).__name__)
-    return first if len(first) <= 300 else first[:300] + "..."
-
-
-def check_tracking_store(tracking_uri: str | None = None, timeout_s: int = 5) -> str:
-    """Make sure the MLflow store answers and can be written, before anything expensive starts.
-
-    A ``sqlite:///`` store is created (tables and migrations) while holding an exclusive lock on the
-    database file, so that two commands started at once on a new store create it only once. A server
-    (``http://``, ...) gets one request with no retries and a ``timeout_s`` limit. Returns the tracking
-    URI; raises a UserInputError (one line: which store, what went wrong, what to do) otherwise.
-    """
-    uri = resolve_tracking_uri(tracking_uri)
-    hint = f"set {TRACKING_URI_ENV} to a store that works (or start its server)"
-    database = sqlite_path(uri)
-    try:
-        if database is not None:
-            if not database.parent.is_dir():
-                raise UserInputError(f"MLflow tracking store {uri}: the folder {database.parent} does not exist; {hint}")
-            check_writable_dir(database.parent, f"MLflow tracking store {uri} ({TRACKING_URI_ENV})")
-            with file_lock(database, what=f"the MLflow store {database}"):
-                MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
-        else:
-            with _quick_requests(timeout_s):
-                MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
-    except UserInputError:
-        raise
-    except PermissionError as err:
-        raise UserInputError(f"MLflow tracking store {uri}: cannot write {err.filename or database} "
-                             f"({err.strerror or 'permission denied'}); {hint}") from None
-    except Exception as err:  # MlflowException, requests' errors, sqlalchemy's errors, OSError
-        raise UserInputError(f"MLflow tracking store {uri} does not work: {_short_reason(err)}; {hint}") from None
-    return uri
-
-
-@functools.cache
-def source_tags() -> dict[str, str]:
-    """MLflow's own source tags, which ``MlflowClient.create_run`` (unlike ``mlflow.start_run``) leaves
-    unset: who ran it, which script, and the git commit of the code when it runs from a checkout."""
-    script = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] not in ("", "-c") else None
-    tags = {"mlflow.user": getpass.getuser(), "mlflow.source.type": "LOCAL"}
-    if script is not None:
-        tags["mlflow.source.name"] = str(script)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                                capture_output=True, text=True, timeout=5)
-        if commit.returncode == 0 and commit.stdout.strip():
-            tags["mlflow.source.git.commit"] = commit.stdout.strip()
-    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout (an installed wheel)
-        pass
-    return tags
-
-
-def ui_hint(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
-    """How a person opens the MLflow UI on this run (or experiment), in its machine-learning view: the
-    runs table, not MLflow 3's GenAI overview."""
-    fragment = f"#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "") + f"?{ML_VIEW}"
-    if tracking_uri.startswith(("http://", "https://")):
-        return f"open {tracking_uri.rstrip('/')}/{fragment}"
-    return (f"run `mlflow ui --backend-store-uri {tracking_uri} --port 5000` "
-            f"and open http://127.0.0.1:5000/{fragment}")
 
 
 one_line_logs("mlflow.store.db.utils")  # its store errors reach the user as one TrackingError line
@@ -192,11 +58,11 @@ def _store_writes(method):
             raise
         except (MlflowException, OSError, sqlite3.Error) as err:
             raise TrackingError(f"the MLflow store {self.tracking_uri} can no longer be written: "
-                                f"{_short_reason(err)}{_left_as_is(self)}") from None
+                                f"{short_reason(err)}{_left_as_is(self)}") from None
         except Exception as err:  # sqlalchemy's errors, unwrapped by MLflow in some paths
             if type(err).__module__.startswith("sqlalchemy"):
                 raise TrackingError(f"the MLflow store {self.tracking_uri} can no longer be written: "
-                                    f"{_short_reason(err)}{_left_as_is(self)}") from None
+                                    f"{short_reason(err)}{_left_as_is(self)}") from None
             raise
     return write
 
@@ -349,7 +215,7 @@ class MlflowTracker:
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Every metric, to 6 significant digits (31.8, not 31.799999999999997: the UI shows what is stored)."""
         timestamp = mlflow.utils.time.get_current_time_millis()
-        batch = [Metric(k, _significant(float(v)), timestamp, step) for k, v in metrics.items()]
+        batch = [Metric(k, significant(float(v)), timestamp, step) for k, v in metrics.items()]
         self.client.log_batch(self.run_id, metrics=batch)
 
     @_store_writes
@@ -401,12 +267,9 @@ class MlflowTracker:
         twice. This writes the same JSON layout (pandas' ``split`` orientation) over the old file, with
         floats to 6 significant digits (the UI shows them as written: ``13.8333333333``).
         """
-        import pandas as pd
-
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / Path(artifact_file).name
-            table = pd.DataFrame({table_column(key): [_significant(v) for v in values] for key, values in data.items()})
-            table.to_json(path, orient="split", index=False, date_format="iso")
+            write_table(data, path)
             self.client.log_artifact(self.run_id, str(path), str(Path(artifact_file).parent) or None)
         logged = json.loads(self.client.get_run(self.run_id).data.tags.get("mlflow.loggedArtifacts", "[]"))
         entry = {"path": artifact_file, "type": "table"}

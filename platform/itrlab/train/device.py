@@ -57,11 +57,3 @@ def resolve_precision(spec: str, device: torch.device) -> torch.dtype | None:
     if dtype is torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise ConfigError("train.precision", spec, f"{describe(device)} does not support bfloat16; use fp16 or fp32")
     return dtype
-
-
-def free_memory_bytes(device: torch.device) -> int | None:
-    """Free memory of a CUDA device in bytes (``torch.cuda.mem_get_info``); None on a CPU."""
-    if device.type != "cuda":
-        return None
-    free, _total = torch.cuda.mem_get_info(device)
-    return int(free)

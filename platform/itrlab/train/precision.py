@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from itrlab.eval import ScoreFn
-from itrlab.losses import COOPERATIVE_LOSSES, LOSSES, Similarities
+from itrlab.losses import Similarities, registered_loss_classes
 from itrlab.train.device import resolve_precision
 
 _HOOKED = "_itrlab_float32_loss_hook"
@@ -54,7 +54,7 @@ def _cast_loss_inputs(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tup
 def loss_modules(method: nn.Module) -> list[nn.Module]:
     """The method's loss modules: those of a registered loss class (any paper's package), and the
     shared ones defined under :mod:`itrlab.losses` (the warm-up wrapper)."""
-    registered = {*LOSSES.values(), *COOPERATIVE_LOSSES.values()}
+    registered = registered_loss_classes()
     return [m for m in method.modules() if type(m) in registered or type(m).__module__.startswith("itrlab.losses")]
 
 

@@ -5,7 +5,13 @@ type-I negatives and type-II/III positives; ``fusion`` and ``model`` the scorer 
 ``method`` puts them together.
 """
 
+from itrlab.methods.registry import Paper, register_paper
 from itrlab.methods.ascl.losses import AsymmetrySensitiveLoss, AsymmetryTripletLoss
 from itrlab.methods.ascl.method import AsclMethod, AsclSettings
 
-__all__ = ["AsclMethod", "AsclSettings", "AsymmetrySensitiveLoss", "AsymmetryTripletLoss"]
+PAPER = register_paper(Paper(
+    "AsCL",
+    "AsCL: An Asymmetry-sensitive Contrastive Learning Method for Image-Text Retrieval with Cross-Modal Fusion",
+    "docs/papers/ascl.md"))
+
+__all__ = ["PAPER", "AsclMethod", "AsclSettings", "AsymmetrySensitiveLoss", "AsymmetryTripletLoss"]

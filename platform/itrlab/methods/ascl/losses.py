@@ -55,16 +55,18 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from itrlab.numbers import check_number
+from itrlab.numbers import Flag
 
 from itrlab.losses.base import (
     LossOutput,
+    Margin,
     RetrievalLoss,
     Similarities,
     check_inputs,
     hardest_negative_hinge,
     nce_term,
     negative_mask,
+    Temperature,
 )
 from itrlab.losses.registry import register_loss
 
@@ -73,12 +75,6 @@ I2T_POS = "i2t_pos"
 I2T_POS_GENERATED_NEG = "i2t_pos_generated_neg"
 
 Candidates = list[tuple[Tensor, Tensor]]
-
-
-def _check_flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    return value
 
 
 def kept_generated(positive: Tensor, generated: Tensor) -> Tensor:
@@ -91,10 +87,9 @@ class _AsymmetryLoss(RetrievalLoss):
 
     requires: ClassVar[tuple[str, ...]] = ("i2t", "image_ids", I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG)
 
-    def __init__(self, use_positives: bool = True, use_negatives: bool = True):
+    def __init__(self, use_positives: Flag = True, use_negatives: Flag = True):
         super().__init__()
-        self.use_positives = _check_flag("use_positives", use_positives)
-        self.use_negatives = _check_flag("use_negatives", use_negatives)
+        self.use_positives, self.use_negatives = use_positives, use_negatives
         names = ["i2t", "image_ids"]
         if self.use_negatives:
             names.append(I2T_GENERATED_NEG)
@@ -177,9 +172,9 @@ class AsymmetrySensitiveLoss(_AsymmetryLoss):
     name = "ascl"
     reduction = "mean"
 
-    def __init__(self, tau: float = 0.05, use_positives: bool = True, use_negatives: bool = True):
+    def __init__(self, tau: Temperature = 0.05, use_positives: Flag = True, use_negatives: Flag = True):
         super().__init__(use_positives, use_negatives)
-        self.tau = check_number("tau", tau, gt=0, meaning="the temperature τ")
+        self.tau = tau
 
     def anchor_term(self, positive: Tensor, candidates: Candidates) -> Tensor:
         return nce_term(positive, candidates, self.tau)
@@ -197,9 +192,9 @@ class AsymmetryTripletLoss(_AsymmetryLoss):
     name = "ascl_triplet"
     reduction = "sum"
 
-    def __init__(self, margin: float = 0.2, use_positives: bool = True, use_negatives: bool = True):
+    def __init__(self, margin: Margin = 0.2, use_positives: Flag = True, use_negatives: Flag = True):
         super().__init__(use_positives, use_negatives)
-        self.margin = check_number("margin", margin, ge=0, meaning="the hinge margin")
+        self.margin = margin
 
     def anchor_term(self, positive: Tensor, candidates: Candidates) -> Tensor:
         scores = torch.cat([s for s, _ in candidates], dim=1)

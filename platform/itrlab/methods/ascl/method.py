@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field
 from torch import Tensor
 
 from itrlab.config import ExperimentConfig
@@ -48,7 +48,7 @@ from itrlab.methods.registry import register_method
 from itrlab.methods.ascl.model import (NOISE_SITES, AsclModel, CaptionPool, SampleGenerators, frame_ids,
                                      length_buckets, stack_padded)
 from itrlab.methods.ascl.text_augment import NEGATIVE_GENERATORS, POSITIVE_GENERATORS, NegativeGenerator, PositiveGenerator
-from itrlab.numbers import check_number
+from itrlab.numbers import number
 
 GENERATED = (I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG)
 PROVIDED = frozenset({"i2t", "image_ids", *GENERATED})
@@ -59,37 +59,24 @@ class AsclSettings(MethodSettings):
 
     name: Literal["ascl"] = "ascl"
     generator: Literal[NEGATIVE_GENERATORS] = "mixture"  # type-I negatives (Fig. 3b)
-    sigma: float = 1.0                    # Gaussian noise scale σ
-    p: float = 0.5                        # dropout probability
+    sigma: number(ge=0, meaning="the Gaussian noise scale σ of type-I negatives") = 1.0
+    p: number(ge=0, le=1, meaning="the dropout probability of type-I negatives") = 0.5
     cutoff_rows: int = Field(1, ge=0)     # tokens zeroed by token cutoff
     cutoff_cols: int = Field(1, ge=0)     # features zeroed by feature cutoff
     positives: Literal[POSITIVE_GENERATORS] = "mixture"  # type II (concat) / III (truncate) (Fig. 3a)
     noise_site: Literal[NOISE_SITES] = "input"  # input embeddings (re-encoded) or token features
-    u1: float = 0.8                       # weight of the local score (0.8 COCO, 0.6 F30K)
+    u1: number(ge=0, le=1, meaning="the weight of the local score, eq. 4") = 0.8  # 0.8 COCO, 0.6 F30K
     heads: int = Field(8, ge=1)           # H of the cross-attention (reference code)
     cross_attention: bool = True          # false: "w/o MF"
     shard_elements: int = Field(1 << 22, ge=1)  # evaluation: budget of a shard's largest intermediate
-
-    @field_validator("sigma")
-    @classmethod
-    def _sigma(cls, value: float) -> float:
-        return check_number("sigma", value, ge=0, meaning="the Gaussian noise scale σ of type-I negatives")
-
-    @field_validator("p")
-    @classmethod
-    def _p(cls, value: float) -> float:
-        return check_number("p", value, ge=0, le=1, meaning="the dropout probability of type-I negatives")
-
-    @field_validator("u1")
-    @classmethod
-    def _u1(cls, value: float) -> float:
-        return check_number("u1", value, ge=0, le=1, meaning="the weight of the local score, eq. 4")
 
 
 @register_method("ascl")
 class AsclMethod(MethodModule):
     name = "ascl"
     settings = AsclSettings
+    group_refusal = ("its step draws generated captions from a per-run generator on the host and groups captions "
+                     "by length (shapes that depend on the batch), which one vmapped step cannot do per member")
     provides = frozenset(PROVIDED)
 
     def __init__(self, model: AsclModel, loss: torch.nn.Module, generators: SampleGenerators, *, seed: int = 0,

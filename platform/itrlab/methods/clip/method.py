@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from typing import Literal
 
 import torch
-from pydantic import field_validator
 from torch import Tensor, nn
 
 from itrlab.config import ExperimentConfig
@@ -33,25 +32,16 @@ from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import DualEncoderMethod
 from itrlab.methods.registry import register_method
 from itrlab.models import DualEncoder
-from itrlab.numbers import check_number
+from itrlab.numbers import number
 
 
 class ClipSettings(MethodSettings):
     """CLIP's keys in the ``method`` section (the paper's values as defaults)."""
 
     name: Literal["clip"] = "clip"
-    init_tau: float = 0.07      # initial temperature τ: logit_scale starts at log(1/τ)
-    max_scale: float = 100.0    # cap of the inverse temperature s = exp(logit_scale)
-
-    @field_validator("init_tau", mode="before")
-    @classmethod
-    def _init_tau(cls, value: float) -> float:
-        return check_number("init_tau", value, gt=0, meaning="the initial temperature τ of the logits")
-
-    @field_validator("max_scale", mode="before")
-    @classmethod
-    def _max_scale(cls, value: float) -> float:
-        return check_number("max_scale", value, gt=0, meaning="the cap of the inverse temperature exp(logit_scale)")
+    # logit_scale starts at log(1/init_tau); the inverse temperature s = exp(logit_scale) stays <= max_scale
+    init_tau: number(gt=0, meaning="the initial temperature τ of the logits") = 0.07
+    max_scale: number(gt=0, meaning="the cap of the inverse temperature exp(logit_scale)") = 100.0
 
 
 @register_method("clip")

@@ -4,7 +4,12 @@
 and ``concept_vocab`` the method's stateful parts and data helpers; ``method`` puts them together.
 """
 
+from itrlab.methods.registry import Paper, register_paper
 from itrlab.methods.coder.losses import DCLInstanceLoss, DCLLoss, MemoryDCLLoss, PrototypeClusterLoss
 from itrlab.methods.coder.method import CoderMethod, CoderSettings
 
-__all__ = ["CoderMethod", "CoderSettings", "DCLInstanceLoss", "DCLLoss", "MemoryDCLLoss", "PrototypeClusterLoss"]
+PAPER = register_paper(Paper(
+    "CODER", "CODER: Coupled Diversity-Sensitive Momentum Contrastive Learning for Image-Text Retrieval (ECCV 2022)",
+    "docs/papers/coder.md"))
+
+__all__ = ["PAPER", "CoderMethod", "CoderSettings", "DCLInstanceLoss", "DCLLoss", "MemoryDCLLoss", "PrototypeClusterLoss"]

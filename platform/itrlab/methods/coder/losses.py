@@ -58,13 +58,13 @@ pairs add 0 and still count in ``B``); parts ``image`` / ``caption`` / ``labelle
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import ClassVar, Literal, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from itrlab.numbers import check_number
+from itrlab.numbers import Flag, number
 
 from itrlab.losses.base import (
     LossOutput,
@@ -89,8 +89,13 @@ IMAGE_CLUSTER_LOGITS = "image_cluster_logits"
 CAPTION_CLUSTER_LOGITS = "caption_cluster_logits"
 CLUSTER_LABELS = "cluster_labels"
 
-DIVERSITY_KINDS = ("std", "ent", "none")
-MDCL_POSITIVES = ("momentum", "online")
+Diversity = Literal["std", "ent", "none"]
+DIVERSITY_KINDS = get_args(Diversity)
+MdclPositive = Literal["momentum", "online"]
+MDCL_POSITIVES = get_args(MdclPositive)
+Mu = number(gt=0, meaning="the DCL temperature μ")
+Gamma = number(meaning="the DCL score offset γ")
+Eps = number(gt=0, meaning="the diversity parameter ε")
 MIN_SPREAD = 1e-6  # clamp of SD_n / H_n (docs/papers/coder.md §A2)
 MIN_POSITIVE = 1e-6  # clamp of 1 + S_nn (docs/papers/coder.md §A2)
 
@@ -98,12 +103,6 @@ MIN_POSITIVE = 1e-6  # clamp of 1 + S_nn (docs/papers/coder.md §A2)
 def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-    return value
-
-
-def _check_flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
     return value
 
 
@@ -227,14 +226,10 @@ class DCLLoss(RetrievalLoss):
     reduction = "mean"
     requires: ClassVar[tuple[str, ...]] = ("i2t", "image_ids")
 
-    def __init__(self, mu: float = 0.1, gamma: float = 0.3, eps: float = 0.1, div: str = "std",
-                 memory_div: bool = False):
+    def __init__(self, mu: Mu = 0.1, gamma: Gamma = 0.3, eps: Eps = 0.1, div: Diversity = "std",
+                 memory_div: Flag = False):
         super().__init__()
-        self.mu = check_number("mu", mu, gt=0, meaning="the DCL temperature μ")
-        self.gamma = check_number("gamma", gamma, meaning="the DCL score offset γ")
-        self.eps = check_number("eps", eps, gt=0, meaning="the diversity parameter ε")
-        self.div = _check_choice("div", div, DIVERSITY_KINDS)
-        self.memory_div = _check_flag("memory_div", memory_div)
+        self.mu, self.gamma, self.eps, self.div, self.memory_div = mu, gamma, eps, div, memory_div
         self.requires = ("i2t", "image_ids") + self._diversity_inputs()  # what this configuration reads
 
     def _diversity_inputs(self) -> tuple[str, ...]:
@@ -264,7 +259,7 @@ class DCLInstanceLoss(DCLLoss):
 
     name = "dcl_i"
 
-    def __init__(self, mu: float = 0.1, gamma: float = 0.3):
+    def __init__(self, mu: Mu = 0.1, gamma: Gamma = 0.3):
         super().__init__(mu=mu, gamma=gamma, div="none")
 
     def extra_repr(self) -> str:
@@ -290,10 +285,10 @@ class MemoryDCLLoss(DCLLoss):
 
     name = "mdcl"
 
-    def __init__(self, mu: float = 0.1, gamma: float = 0.3, eps: float = 0.1, div: str = "std",
-                 memory_div: bool = True, positive: str = "momentum"):
+    def __init__(self, mu: Mu = 0.1, gamma: Gamma = 0.3, eps: Eps = 0.1, div: Diversity = "std",
+                 memory_div: Flag = True, positive: MdclPositive = "momentum"):
         super().__init__(mu=mu, gamma=gamma, eps=eps, div=div, memory_div=memory_div)
-        self.positive = _check_choice("positive", positive, MDCL_POSITIVES)
+        self.positive = positive
         names = ("i2t", "image_ids") + MEMORY_SCORES + self._diversity_inputs()
         if self.positive == "momentum":
             names += MOMENTUM_POSITIVES

@@ -41,7 +41,7 @@ from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn, dense_score_fn
 from itrlab.losses import LossOutput, Similarities, build_loss
-from itrlab.methods.base import MethodSettings, checked_task_loss, mark_reinitialised, union
+from itrlab.methods.base import MethodSettings, build_task_loss, mark_reinitialised, union
 from itrlab.methods.coder import losses as D
 from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import DualEncoderMethod
@@ -97,6 +97,8 @@ def _dcl_params(loss: nn.Module) -> dict:
 class CoderMethod(DualEncoderMethod):
     name = "coder"
     settings = CoderSettings
+    group_refusal = ("it keeps state outside its parameters (the momentum encoder's queues and the concept memory, "
+                     "updated after each step, and k-means prototypes re-clustered each epoch)")
     # the dual encoder's similarities, and the memory banks' (M-DCL, MB's memory diversity)
     provides = DualEncoderMethod.provides | frozenset(D.MEMORY_SCORES) | frozenset(D.MOMENTUM_POSITIVES)
 
@@ -114,7 +116,7 @@ class CoderMethod(DualEncoderMethod):
     def uses_memory(config: ExperimentConfig, settings: CoderSettings) -> bool:
         """The momentum encoder and queues exist for the M-DCL term, or for the instance loss's
         memory diversity (MB: Table 3 row 3 has MB without M-DCL)."""
-        return settings.mdcl or bool(set(getattr(checked_task_loss(config.loss), "requires", ())) & set(D.MEMORY_SCORES))
+        return settings.mdcl or bool(set(getattr(build_task_loss(config.loss), "requires", ())) & set(D.MEMORY_SCORES))
 
     @classmethod
     def check_data(cls, config: ExperimentConfig, summary: DataSummary) -> None:

@@ -15,8 +15,8 @@ from itrlab.losses.registry import register_loss
 from itrlab.losses.base import (
     RetrievalLoss,
     Similarities,
-    check_margin,
-    check_tau,
+    Margin,
+    Temperature,
     hardest_negative_hinge,
     nce_term,
     negative_mask,
@@ -47,9 +47,9 @@ class MultimodalNCELoss(RetrievalLoss):
     requires = ("i2i", "t2t")
     reduction = "mean"
 
-    def __init__(self, tau: float = 0.1):
+    def __init__(self, tau: Temperature = 0.1):
         super().__init__()
-        self.tau = check_tau(tau)
+        self.tau = tau
 
     def terms(self, sims: Similarities) -> tuple[Tensor, Tensor]:
         scores = sims.i2t
@@ -78,9 +78,9 @@ class ContrastiveSumOfNegativesLoss(RetrievalLoss):
     name = "convse"
     reduction = "mean"
 
-    def __init__(self, tau: float = 0.1):
+    def __init__(self, tau: Temperature = 0.1):
         super().__init__()
-        self.tau = check_tau(tau)
+        self.tau = tau
 
     def terms(self, sims: Similarities) -> tuple[Tensor, Tensor]:
         scores = sims.i2t
@@ -111,10 +111,9 @@ class ContrastiveMaxOfNegativesLoss(RetrievalLoss):
     name = "convsepp"
     reduction = "mean"
 
-    def __init__(self, margin: float = 0.2, tau: float = 0.1):
+    def __init__(self, margin: Margin = 0.2, tau: Temperature = 0.1):
         super().__init__()
-        self.margin = check_margin(margin)
-        self.tau = check_tau(tau)
+        self.margin, self.tau = margin, tau
 
     def terms(self, sims: Similarities) -> tuple[Tensor, Tensor]:
         scores = sims.i2t

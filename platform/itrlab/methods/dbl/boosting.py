@@ -41,44 +41,30 @@ Defaults are the paper's: ``gamma = 0.2``, ``alpha = 0.5`` (``gamma_1 = alpha ga
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
 
-from itrlab.numbers import check_number
-
+from itrlab.errors import SettingError
 from itrlab.losses.base import LossOutput, Similarities, hinge, masked_sum, negative_mask
-from itrlab.methods.dbl.cooperative_loss import CooperativeLoss
-from itrlab.losses.registry import build_cooperative_loss, cooperative_loss_param_names, register_cooperative_loss
+from itrlab.methods.dbl.cooperative_loss import COOPERATIVE_LOSSES, CooperativeLoss, register_cooperative_loss
 from itrlab.methods.dbl.soft_margin import D_X, D_Y, gamma_sa, gamma_sa_negative
+from itrlab.numbers import Flag, number
 
-HARDEST_CHOICES = ("difference", "violation")
+# --------------------------------------------------------------------------- settings
 
-
-# --------------------------------------------------------------------------- parameters
-
-
-def check_gamma(gamma: float) -> float:
-    """``gamma`` as a float; ValueError unless it is a finite number >= 0."""
-    return check_number("gamma", gamma, ge=0)
+Gamma = number(ge=0, meaning="the boosting margin γ")
+Alpha = number(ge=0, le=1, meaning="the split α of γ between positive and negative pairs")
+Hardest = Literal["difference", "violation"]
 
 
-def check_alpha(alpha: float) -> float:
-    """``alpha`` as a float; ValueError unless it lies in [0, 1]."""
-    return check_number("alpha", alpha, ge=0, le=1)
-
-
-def _check_flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    return value
-
-
-def _check_hardest(hardest: object) -> str:
-    if hardest not in HARDEST_CHOICES:
-        raise ValueError(f"hardest must be one of {', '.join(HARDEST_CHOICES)}, got {hardest!r}")
-    return hardest  # type: ignore[return-value]
+def check_hardest_needs_soft(hardest: str, soft: bool) -> None:
+    """``hardest`` chooses between two readings of the soft margin only: without ``soft`` it changes nothing."""
+    if hardest != "difference" and not soft:
+        raise SettingError("hardest", hardest, "the hardest-negative rule differs only with soft margins "
+                                               "(soft: true); with a fixed γ both readings pick the same negative")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -169,10 +155,9 @@ class RelativeSumLoss(BoostingLoss):
 
     name = "rs"
 
-    def __init__(self, gamma: float = 0.2, soft: bool = False):
+    def __init__(self, gamma: Gamma = 0.2, soft: Flag = False):
         super().__init__()
-        self.gamma = check_gamma(gamma)
-        self.soft = _check_flag("soft", soft)
+        self.gamma, self.soft = gamma, soft
 
     def compare(self, target: Similarities, anchor: Similarities) -> LossOutput:
         negatives = negative_mask(target.image_ids)
@@ -207,11 +192,10 @@ class RelativeMaxLoss(BoostingLoss):
 
     name = "rm"
 
-    def __init__(self, gamma: float = 0.2, soft: bool = False, hardest: str = "difference"):
+    def __init__(self, gamma: Gamma = 0.2, soft: Flag = False, hardest: Hardest = "difference"):
         super().__init__()
-        self.gamma = check_gamma(gamma)
-        self.soft = _check_flag("soft", soft)
-        self.hardest = _check_hardest(hardest)
+        check_hardest_needs_soft(hardest, soft)
+        self.gamma, self.soft, self.hardest = gamma, soft, hardest
 
     def compare(self, target: Similarities, anchor: Similarities) -> LossOutput:
         negatives = negative_mask(target.image_ids)
@@ -230,11 +214,9 @@ class RelativeMaxLoss(BoostingLoss):
 
 
 class _AbsoluteLoss(BoostingLoss):
-    def __init__(self, gamma: float = 0.2, alpha: float = 0.5, soft: bool = False):
+    def __init__(self, gamma: Gamma = 0.2, alpha: Alpha = 0.5, soft: Flag = False):
         super().__init__()
-        self.gamma = check_gamma(gamma)
-        self.alpha = check_alpha(alpha)
-        self.soft = _check_flag("soft", soft)
+        self.gamma, self.alpha, self.soft = gamma, alpha, soft
 
     @property
     def gamma_1(self) -> float:
@@ -311,9 +293,10 @@ class AbsoluteMaxLoss(_AbsoluteLoss):
 
     name = "am"
 
-    def __init__(self, gamma: float = 0.2, alpha: float = 0.5, soft: bool = False, hardest: str = "difference"):
+    def __init__(self, gamma: Gamma = 0.2, alpha: Alpha = 0.5, soft: Flag = False, hardest: Hardest = "difference"):
         super().__init__(gamma, alpha, soft)
-        self.hardest = _check_hardest(hardest)
+        check_hardest_needs_soft(hardest, soft)
+        self.hardest = hardest
 
     def compare(self, target: Similarities, anchor: Similarities) -> LossOutput:
         negatives = negative_mask(target.image_ids)
@@ -350,26 +333,22 @@ class BoostingCombinationLoss(BoostingLoss):
     """
 
     name = "dbl"
-    RELATIVE: ClassVar[tuple[str, ...]] = ("rs", "rm")
-    ABSOLUTE: ClassVar[tuple[str, ...]] = ("as", "am")
-
     def __init__(
         self,
-        relative: str = "rm",
-        absolute: str = "am",
-        gamma: float = 0.2,
-        alpha: float = 0.5,
-        soft: bool = False,
-        hardest: str = "difference",
+        relative: Literal["rs", "rm"] = "rm",
+        absolute: Literal["as", "am"] = "am",
+        gamma: Gamma = 0.2,
+        alpha: Alpha = 0.5,
+        soft: Flag = False,
+        hardest: Hardest = "difference",
     ):
         super().__init__()
-        if relative not in self.RELATIVE:
-            raise ValueError(f"relative must be one of {', '.join(self.RELATIVE)}, got {relative!r}")
-        if absolute not in self.ABSOLUTE:
-            raise ValueError(f"absolute must be one of {', '.join(self.ABSOLUTE)}, got {absolute!r}")
+        if hardest != "difference" and relative == "rs" and absolute == "as":
+            raise SettingError("hardest", hardest, "the hardest-negative rule applies to the Max forms (rm, am); "
+                                                   "RS and AS sum over every negative")
+        check_hardest_needs_soft(hardest, soft)
         self.relative, self.absolute = relative, absolute
-        self.gamma, self.alpha = check_gamma(gamma), check_alpha(alpha)
-        self.soft, self.hardest = _check_flag("soft", soft), _check_hardest(hardest)
+        self.gamma, self.alpha, self.soft, self.hardest = gamma, alpha, soft, hardest
         self.relative_loss: BoostingLoss = (
             RelativeMaxLoss(gamma, soft, hardest) if relative == "rm" else RelativeSumLoss(gamma, soft)
         )
@@ -395,43 +374,46 @@ class BoostingCombinationLoss(BoostingLoss):
 # --------------------------------------------------------------------------- Table IV
 
 
-DBL_STRATEGIES: dict[str, tuple[str, dict] | None] = {
-    "A": None,
-    "B": ("rs", {}),
-    "C": ("as", {}),
-    "D": ("rm", {"soft": True}),
-    "E": ("am", {"soft": True}),
-    "F": ("rm", {}),
-    "G": ("am", {}),
-    "H": ("dbl", {"relative": "rs", "absolute": "as"}),
-    "I": ("dbl", {"relative": "rm", "absolute": "am"}),
+@dataclass(frozen=True)
+class Strategy:
+    """A model of Table IV: its cooperative loss (None: no boosting), the settings that define the row,
+    and the settings a config may give it (each changes the row's loss)."""
+
+    loss: str | None
+    row: dict[str, Any] = field(default_factory=dict)
+    settings: tuple[str, ...] = ()
+    summary: str = ""
+
+
+DBL_STRATEGIES: dict[str, Strategy] = {
+    "A": Strategy(None, summary="no boosting: the task loss alone"),
+    "B": Strategy("rs", settings=("gamma",), summary="RS"),
+    "C": Strategy("as", settings=("gamma", "alpha"), summary="AS"),
+    "D": Strategy("rm", {"soft": True}, ("gamma", "hardest"), "RM with the soft γ^SA"),
+    "E": Strategy("am", {"soft": True}, ("gamma", "alpha", "hardest"), "AM with the soft γ^SA"),
+    "F": Strategy("rm", settings=("gamma",), summary="RM"),
+    "G": Strategy("am", settings=("gamma", "alpha"), summary="AM"),
+    "H": Strategy("dbl", {"relative": "rs", "absolute": "as"}, ("gamma", "alpha"), "(RS + AS) / 2"),
+    "I": Strategy("dbl", {"relative": "rm", "absolute": "am"}, ("gamma", "alpha"), "(RM + AM) / 2"),
 }
-"""Table IV's models by letter: ``(cooperative-loss name, the parameters that define the row)``,
-or ``None`` for A (no boosting: the baseline trained with the task loss alone). Rows use the
-default ``gamma = 0.2``, ``alpha = 0.5``; see the module docstring for the table. Copy the
-parameter dict before changing it."""
+"""Table IV's models by letter (see the module docstring's table). Rows use the paper's defaults
+``gamma = 0.2``, ``alpha = 0.5`` unless a config sets them; ``alpha`` exists only for the rows with an
+absolute loss, ``hardest`` only for the soft rows, and A takes no setting."""
 
 
 def build_dbl_strategy(strategy: str, **params) -> BoostingLoss | None:
-    """The boosting loss of Table IV model ``strategy`` ("A".."I"); ``None`` for "A".
-
-    ``params`` (e.g. a sweep's ``gamma`` and ``alpha``) are added to the row's own. A
-    hyper-parameter the row's loss does not take among ``gamma`` / ``alpha`` is dropped (RS
-    and RM have no ``alpha``), so one sweep space serves every row; "A" takes none.
+    """The boosting loss of Table IV model ``strategy`` ("A".."I") with ``params``; ``None`` for "A".
 
     Raises:
-        ValueError: an unknown letter, a parameter that contradicts the row (``soft=False``
-            for D), or one the loss does not take (other than ``gamma`` / ``alpha``).
+        ValueError: an unknown letter; SettingError for a setting the row does not use (``alpha`` for
+            the relative rows F and B, anything for A) or one that would make it another row
+            (``soft``); pydantic's ValidationError for a value the loss does not accept.
     """
     if strategy not in DBL_STRATEGIES:
         raise ValueError(f"unknown DBL strategy {strategy!r}; known: {', '.join(DBL_STRATEGIES)}")
     row = DBL_STRATEGIES[strategy]
-    if row is None:
-        return None
-    name, row_params = row
     for key, value in params.items():
-        if key in row_params and row_params[key] != value:
-            raise ValueError(f"DBL strategy {strategy} sets {key}={row_params[key]!r}; got {key}={value!r}")
-    accepted = cooperative_loss_param_names(name)
-    extra = {k: v for k, v in params.items() if k in accepted or k not in ("gamma", "alpha")}
-    return build_cooperative_loss(name, **{**row_params, **extra})  # type: ignore[return-value]
+        if key not in row.settings:
+            takes = f"its settings: {', '.join(row.settings)}" if row.settings else "it takes no setting"
+            raise SettingError(key, value, f"strategy {strategy} ({row.summary}) does not use {key}; {takes}")
+    return None if row.loss is None else COOPERATIVE_LOSSES.build(row.loss, **row.row, **params)

@@ -1,7 +1,10 @@
-"""Base class of the losses between two branches that see the same batch.
+"""Base class of the losses between two branches that see the same batch, and their registry.
 
 A cooperative loss compares the target branch's similarities with an anchor branch's:
 DBL's boosting losses, and the distillation / mutual-learning baselines (DR, RKD, DML, DINO).
+They register in :data:`COOPERATIVE_LOSSES` (the ``cooperative.loss`` names), a
+:class:`~itrlab.losses.LossRegistry` of this package: their constructors' typed parameters are the
+section's settings, checked the way every loss's are.
 The anchor never receives gradient from it: :meth:`CooperativeLoss.forward` detaches the
 anchor's similarities before :meth:`compare` sees them. Schemes where both branches learn
 from each other (DML) call the loss twice with the roles swapped.
@@ -14,6 +17,10 @@ from typing import ClassVar
 from torch import nn
 
 from itrlab.losses.base import LossOutput, Similarities, check_inputs
+from itrlab.losses.registry import LossRegistry
+
+COOPERATIVE_LOSSES = LossRegistry("cooperative loss")
+register_cooperative_loss = COOPERATIVE_LOSSES.register
 
 
 def detached(sims: Similarities) -> Similarities:
@@ -35,7 +42,8 @@ class CooperativeLoss(nn.Module):
     mutual: ClassVar[bool] = False
 
     def forward(self, target: Similarities, anchor: Similarities) -> LossOutput:
-        if not target.image_ids.equal(anchor.image_ids):
+        # the same tensor (branches of one step) needs no comparison, which vmap could not batch (grouped training)
+        if target.image_ids is not anchor.image_ids and not target.image_ids.equal(anchor.image_ids):
             raise ValueError("target and anchor similarities must come from the same batch (same image_ids)")
         check_inputs(self, target)
         check_inputs(self, anchor)

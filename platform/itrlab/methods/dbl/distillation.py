@@ -34,25 +34,21 @@ from __future__ import annotations
 
 import itertools
 
+from typing import Annotated, Literal, get_args
+
 import torch
+from annotated_types import Interval
 from torch import Tensor
 
-from itrlab.numbers import check_number
-
-from itrlab.losses.base import LossOutput, Similarities, check_tau
-from itrlab.methods.dbl.cooperative_loss import CooperativeLoss
-from itrlab.losses.registry import register_cooperative_loss
+from itrlab.losses.base import LossOutput, Similarities, Temperature
+from itrlab.methods.dbl.cooperative_loss import CooperativeLoss, register_cooperative_loss
+from itrlab.numbers import Flag, number
 
 # Squared distances are clamped here before the square root (RKD's reference ``pdist``): the
 # root stays differentiable, and a clamped entry (a self- or duplicate-pair) gets no gradient.
 DISTANCE_EPS = 1e-12
 
 MAX_LIST_LEN = 7  # DarkRank's soft transfer sums over list_len! permutations (7! = 5040)
-
-
-def check_positive(name: str, value: float) -> float:
-    """``value`` as a float; ValueError unless it is a finite number > 0."""
-    return check_number(name, value, gt=0)
 
 
 def squared_distance(similarity: Tensor) -> Tensor:
@@ -128,13 +124,11 @@ class SoftDarkRankLoss(CooperativeLoss):
     name = "dr"
     reduction = "mean"
 
-    def __init__(self, alpha: float = 3.0, beta: float = 3.0, list_len: int = 4):
+    def __init__(self, alpha: number(gt=0, meaning="DarkRank's scale α") = 3.0,
+                 beta: number(gt=0, meaning="DarkRank's power β") = 3.0,
+                 list_len: Annotated[int, Interval(ge=2, le=MAX_LIST_LEN)] = 4):
         super().__init__()
-        self.alpha = check_positive("alpha", alpha)
-        self.beta = check_positive("beta", beta)
-        if isinstance(list_len, bool) or not isinstance(list_len, int) or not 2 <= list_len <= MAX_LIST_LEN:
-            raise ValueError(f"list_len must be an integer in [2, {MAX_LIST_LEN}], got {list_len!r}")
-        self.list_len = list_len
+        self.alpha, self.beta, self.list_len = alpha, beta, list_len
 
     def score(self, similarity: Tensor) -> Tensor:
         """DarkRank's ``S(x) = -alpha ||q - x||^beta`` with ``||q - x||^2 = 2 - 2 s``."""
@@ -160,7 +154,8 @@ class SoftDarkRankLoss(CooperativeLoss):
 
 # --------------------------------------------------------------------------- RKD
 
-RKD_RELATIONS = ("i2t", "all")
+RkdRelations = Literal["i2t", "all"]
+RKD_RELATIONS = get_args(RkdRelations)
 
 
 def huber(x: Tensor) -> Tensor:
@@ -204,10 +199,8 @@ class RelationalDistanceLoss(CooperativeLoss):
     name = "rkd"
     reduction = "mean"
 
-    def __init__(self, relations: str = "i2t"):
+    def __init__(self, relations: RkdRelations = "i2t"):
         super().__init__()
-        if relations not in RKD_RELATIONS:
-            raise ValueError(f"relations must be one of {', '.join(RKD_RELATIONS)}, got {relations!r}")
         self.relations = relations
         # Per instance: only the "all" form reads the same-modality similarities.
         self.requires = ("i2i", "t2t") if relations == "all" else ()
@@ -274,9 +267,9 @@ class MutualLearningLoss(CooperativeLoss):
     reduction = "mean"
     mutual = True  # both branches learn: the scheme calls it with the roles swapped for the peer
 
-    def __init__(self, tau: float = 0.1):
+    def __init__(self, tau: Temperature = 0.1):
         super().__init__()
-        self.tau = check_tau(tau)
+        self.tau = tau
 
     def compare(self, target: Similarities, anchor: Similarities) -> LossOutput:
         terms = []
@@ -328,13 +321,10 @@ class DinoLoss(CooperativeLoss):
     name = "dino"
     reduction = "mean"
 
-    def __init__(self, tau_s: float = 0.1, tau_t: float = 0.04, center: bool = True):
+    def __init__(self, tau_s: number(gt=0, meaning="the student's temperature") = 0.1,
+                 tau_t: number(gt=0, meaning="the teacher's temperature") = 0.04, center: Flag = True):
         super().__init__()
-        self.tau_s = check_positive("tau_s", tau_s)
-        self.tau_t = check_positive("tau_t", tau_t)
-        if not isinstance(center, bool):
-            raise ValueError(f"center must be True or False, got {center!r}")
-        self.center = center
+        self.tau_s, self.tau_t, self.center = tau_s, tau_t, center
 
     def log_distributions(self, target: Tensor, anchor: Tensor) -> tuple[Tensor, Tensor]:
         """Row-wise ``(log P_s, log P_t)`` of one direction (queries as rows)."""

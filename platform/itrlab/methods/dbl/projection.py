@@ -14,17 +14,20 @@ Both are :class:`~itrlab.losses.base.RetrievalLoss` es: per-anchor terms of the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 import torch
 from torch import Tensor
 
-from itrlab.numbers import check_number
+from annotated_types import MinLen
+
+from itrlab.numbers import number
 
 from itrlab.losses.base import (
     RetrievalLoss,
     Similarities,
-    check_margin,
-    check_tau,
+    Margin,
+    Temperature,
     hardest_negative,
     hinge,
     negative_mask,
@@ -68,10 +71,9 @@ class CMPMLoss(RetrievalLoss):
     name = "cmpm"
     reduction = "mean"
 
-    def __init__(self, tau: float = 0.1, eps: float = 1e-8):
+    def __init__(self, tau: Temperature = 0.1, eps: number(gt=0, meaning="the smoothing of log q") = 1e-8):
         super().__init__()
-        self.tau = check_tau(tau)
-        self.eps = check_number("eps", eps, gt=0)
+        self.tau, self.eps = tau, eps
 
     def matching_terms(self, scores: Tensor, matches: Tensor) -> Tensor:
         """(Q,) ``KL(p || q)`` per query row of ``scores`` against the ``matches`` rows."""
@@ -93,14 +95,8 @@ class CMPMLoss(RetrievalLoss):
 SATURATED_POSITIVE = 1 - 1e-5
 
 
-def check_coefficients(name: str, coeffs: Sequence[float]) -> tuple[float, ...]:
-    """``coeffs`` as a tuple of floats; ValueError unless a non-empty sequence of finite numbers."""
-    if isinstance(coeffs, (str, bytes)) or not isinstance(coeffs, Sequence) or len(coeffs) == 0:
-        raise ValueError(f"{name} must be a non-empty sequence of finite numbers, got {coeffs!r}")
-    try:
-        return tuple(check_number(name, c) for c in coeffs)
-    except ValueError:
-        raise ValueError(f"{name} must be a non-empty sequence of finite numbers, got {coeffs!r}") from None
+Coefficients = Annotated[Sequence[number()], MinLen(1)]
+"""The type of a polynomial's coefficients (lowest power first): a non-empty list of finite numbers."""
 
 
 def polynomial(coeffs: tuple[float, ...], x: Tensor) -> Tensor:
@@ -151,14 +147,12 @@ class MaxPolynomialLoss(RetrievalLoss):
 
     def __init__(
         self,
-        margin: float = 0.2,
-        pos_coeffs: Sequence[float] = (0.5, -0.7, 0.2),
-        neg_coeffs: Sequence[float] = (0.03, -0.4, 0.9),
+        margin: Margin = 0.2,
+        pos_coeffs: Coefficients = (0.5, -0.7, 0.2),
+        neg_coeffs: Coefficients = (0.03, -0.4, 0.9),
     ):
         super().__init__()
-        self.margin = check_margin(margin)
-        self.pos_coeffs = check_coefficients("pos_coeffs", pos_coeffs)
-        self.neg_coeffs = check_coefficients("neg_coeffs", neg_coeffs)
+        self.margin, self.pos_coeffs, self.neg_coeffs = margin, tuple(pos_coeffs), tuple(neg_coeffs)
 
     def anchor_terms(self, positive: Tensor, scores: Tensor, negatives: Tensor) -> Tensor:
         """(B,) MPL term of each anchor row of ``scores`` (negatives where ``negatives``)."""

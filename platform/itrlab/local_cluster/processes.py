@@ -1,0 +1,153 @@
+"""Processes of the local cluster: starting them in sessions of their own, waiting for them to answer,
+and ending them by their process group or their PID namespace, read only from ``/proc``.
+
+A pid read back from ``cluster.json`` may belong to another process by now, so nothing here signals a
+pid without checking what it runs (:func:`kill_group`) or which namespace it is in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable, Iterator
+
+LOOPBACK = "127.0.0.1"
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not start (a server did not answer, a node did not join): one line, and
+    the log file to read."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def popen(command: list[str], log: Path, tie_to_parent: bool = False, **kwargs) -> subprocess.Popen:
+    """``command`` in a session of its own (its process group ends with :func:`kill_group`), its output
+    appended to ``log``. ``tie_to_parent``: it is killed when the process that started it dies."""
+    def preexec() -> None:
+        if tie_to_parent:  # PR_SET_PDEATHSIG: SIGKILL when the starting thread's process dies
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    with open(log, "ab") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=preexec, **kwargs)
+
+
+def wait_until(ready: Callable[[], bool], timeout: float, what: str, process: subprocess.Popen | None = None,
+               log: Path | None = None, every: float = 0.3) -> None:
+    """Poll ``ready()`` (an exception counts as not ready) until it holds; a ClusterError naming ``what`` (and
+    ``log``) when ``process`` ended first or ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise ClusterError(f"{what}: the process ended with {process.returncode}" + (f"; see {log}" if log else ""))
+        with contextlib.suppress(Exception):
+            if ready():
+                return
+        time.sleep(every)
+    raise ClusterError(f"{what}: not ready within {timeout:.0f} s" + (f"; see {log}" if log else ""))
+
+
+def http_ok(url: str, headers: dict[str, str] | None = None) -> bool:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=5) as response:
+        return response.status == 200
+
+
+def alive(pid: int | None) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    if not pid:
+        return False
+    try:
+        state = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:"))
+    except (OSError, StopIteration):
+        return False
+    return "zombie" not in state
+
+
+def cmdline(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    return ""
+
+
+def kill_group(pid: int | None, program: str, sig: int = signal.SIGKILL) -> None:
+    """Signal the process group that ``pid`` leads, if ``pid`` still runs ``program``."""
+    if pid and program in cmdline(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
+
+
+def wait_gone(pid: int, timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for ``pid`` to end (reaping it when it is a child of this process)."""
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+
+
+def stop_group(pid: int, program: str, sig: int, timeout: float = 15.0) -> None:
+    """End a server's process group: ``sig`` (its own clean shutdown), then SIGKILL after ``timeout`` seconds."""
+    kill_group(pid, program, sig)
+    wait_gone(pid, timeout)
+    kill_group(pid, program)
+
+
+def pid_namespace(pid: int) -> str | None:
+    """The PID namespace of ``pid``, as its ``pid:[inode]`` link names it."""
+    with contextlib.suppress(OSError):
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    return None
+
+
+def in_namespace(namespace: str) -> list[int]:
+    """Live processes of a PID namespace (as the ``pid:[inode]`` link names it)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and pid_namespace(int(entry.name)) == namespace and alive(int(entry.name)):
+            pids.append(int(entry.name))
+    return pids
+
+
+def child_of(pid: int, timeout: float = 10.0) -> int | None:
+    """The first child of ``pid`` (the PID 1 of the namespace ``unshare --fork`` made)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            if children:
+                return int(children[0])
+        time.sleep(0.05)
+    return None
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM noted but not acted on within the block, then delivered to the handlers of the
+    moment: cleaning up after a first Ctrl-C or SIGTERM is not cut short by a second. A no-op outside the
+    main thread (where Python runs signal handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = (signal.SIGINT, signal.SIGTERM)
+    noted: list[int] = []
+    saved = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in held}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(noted):
+            signal.raise_signal(sig)

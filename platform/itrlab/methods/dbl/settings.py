@@ -1,0 +1,99 @@
+"""The ``cooperative`` config section: a scheme of branches around any method (DBL §III-C).
+
+``scenario``: ``oas`` (a frozen, trained anchor; the target warm-started from it), ``oss`` (branches
+trained together from random initialisation), ``mss`` (the anchor is an EMA of the target, eq. 22).
+``strategy`` names a model of DBL's Table IV (``A``-``I``; ``A`` = no boosting), or ``loss`` any
+cooperative loss (DBL's boosting losses, the distillation and mutual-learning baselines). The settings
+of that strategy or loss sit beside them (``gamma``, ``alpha``, ``soft``, ``tau``, ...): they are its
+constructor's typed parameters, checked when the section is checked, and a setting it does not use is
+refused. The target trains on ``task + weight * cooperative``.
+
+Three γ meet in a DBL config, each with its own key: ``cooperative.gamma`` is the boosting margin γ of
+eq. 7-10 (split by ``cooperative.alpha`` into γ₁ = αγ and γ₂ = γ − αγ for the absolute losses);
+``loss.margin`` is the margin of the task loss (the γ of VSE++'s L_raw, eq. 3); CODER's DCL has a
+``loss.gamma`` of its own (its score offset, a different quantity).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+
+from itrlab.config.schema import Section
+from itrlab.methods.dbl.boosting import DBL_STRATEGIES
+from itrlab.numbers import number
+
+Scenario = Literal["oas", "oss", "mss"]
+StrategyLetter = Literal[tuple(DBL_STRATEGIES)]  # type: ignore[valid-type]
+
+
+class EmaSettings(Section):
+    """MSS: the anchor is an EMA of the target; its momentum follows a cosine from ``start`` to ``end`` (eq. 22)."""
+
+    start: number(ge=0, le=1, meaning="the EMA momentum at the first step") = 0.99995
+    end: number(ge=0, le=1, meaning="the EMA momentum at the last step") = 1.0
+
+
+class CooperativeSettings(Section):
+    """The ``cooperative`` section (module docstring). Keys beyond the fixed ones are the settings of
+    its strategy's or loss's constructor, checked against it by :func:`~itrlab.methods.dbl.scheme.check_cooperative`."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True, allow_inf_nan=False)
+
+    scenario: Scenario = "oss"
+    loss: str | None = None
+    strategy: StrategyLetter | None = None
+    branches: int = Field(2, ge=2)
+    weight: number(ge=0, meaning="the weight of the cooperative loss beside the task loss") = 1.0
+    anchor_checkpoint: Path | None = None
+    ema: EmaSettings = Field(default_factory=EmaSettings)
+
+    @field_validator("branches")
+    @classmethod
+    def _two_branches_unless_oss(cls, branches: int, info: ValidationInfo) -> int:
+        scenario = info.data.get("scenario")
+        if scenario in ("oas", "mss") and branches != 2:
+            raise ValueError(f"the {scenario} scenario has exactly 2 branches; cohorts of more need oss")
+        return branches
+
+    @field_validator("anchor_checkpoint")
+    @classmethod
+    def _checkpoint_of_oas(cls, checkpoint: Path | None, info: ValidationInfo) -> Path | None:
+        if checkpoint is not None and info.data.get("scenario") != "oas":
+            raise ValueError("only the oas scenario takes an anchor checkpoint")
+        if checkpoint is not None and not checkpoint.is_file():
+            raise ValueError("must be an existing checkpoint file (model.pt or best.pt of a plain run)")
+        return checkpoint
+
+    @field_validator("ema")
+    @classmethod
+    def _ema_of_mss(cls, ema: EmaSettings, info: ValidationInfo) -> EmaSettings:
+        scenario = info.data.get("scenario")
+        if scenario != "mss":
+            raise ValueError(f"only the mss scenario has an EMA anchor; the {scenario} scenario does not use it")
+        return ema
+
+    def params(self) -> dict[str, Any]:
+        """The settings of the strategy or loss (``gamma``, ``alpha``, ``tau`` ...), as given."""
+        return dict(self.model_extra or {})
+
+    def describe(self) -> str:
+        """One line for tags and run descriptions: ``oss strategy=F``, ``oss loss=dml``."""
+        return f"{self.scenario} " + (f"strategy={self.strategy}" if self.strategy else f"loss={self.loss}")
+
+    def fresh(self) -> "CooperativeSettings":
+        """The scheme without a trained anchor: OAS's frozen anchor becomes MSS's, a copy of the target that
+        no loss trains (the same branches and the same step's work), built fresh; the others as they are."""
+        if self.scenario != "oas":
+            return self
+        return self.model_copy(update={"scenario": "mss", "anchor_checkpoint": None})
+
+    def structure(self) -> str | None:
+        """What decides a step's cost, in words: the scenario and the branches (``oss x2``); None for DBL's
+        row A (no boosting: a plain branch trains). The loss and its constants do not (element-wise work
+        on B x B matrices)."""
+        if self.strategy == "A":
+            return None
+        return f"{self.scenario} x{self.branches}"
