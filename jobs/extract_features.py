@@ -4,7 +4,7 @@
         --out data/coco_mini_precomp --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--ray]
 
 Re-running the same command resumes an interrupted job. See ``--help`` and
-``itrlab.extract.features`` for the output files and options (docs/data.md).
+``itrlab.extract.job`` for the output files and options (docs/data.md).
 """
 
 import sys

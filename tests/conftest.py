@@ -91,6 +91,25 @@ def precomp_dir(tmp_path: Path) -> Path:
     return write_precomp(tmp_path / "precomp", {"train": 40, "dev": 10, "test": 10})
 
 
+def interrupt_after_shards(monkeypatch, n: int):
+    """Make the extraction job raise KeyboardInterrupt (Ctrl-C) when it would write its ``n+1``-th shard.
+
+    Returns (the names of the shards written, a function that makes the job write normally again)."""
+    from itrlab.extract import job
+
+    written: list[str] = []
+    real_write = job.write_shard
+
+    def interrupting(work_dir, chunk, result):
+        if len(written) == n:
+            raise KeyboardInterrupt
+        real_write(work_dir, chunk, result)
+        written.append(chunk.name)
+
+    monkeypatch.setattr(job, "write_shard", interrupting)
+    return written, lambda: monkeypatch.setattr(job, "write_shard", real_write)
+
+
 def refused_setting(build, *args, **kwargs) -> str:
     """The setting a typed constructor (a loss's, through ``validate_call``) refused, as its error names it:
     pydantic's location, or a SettingError's ``setting``. Fails when ``build`` accepts the call."""

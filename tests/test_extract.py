@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, SHARED
+from conftest import REPO, SHARED, interrupt_after_shards
 from itrlab.data import open_precomp
-from itrlab.extract import features as extract
+from itrlab.extract import job as extract
 from itrlab.extract.captions import (
     CocoImage,
     assign_fractions,
@@ -22,7 +22,10 @@ from itrlab.extract.captions import (
     select_captions,
     split_sizes,
 )
-from itrlab.extract.features import BadImagesError, ExtractOptions, extract_dataset
+from itrlab.extract.images import BadImagesError, load_image
+from itrlab.extract.job import extract_dataset
+from itrlab.extract.model import ImageEncoder
+from itrlab.extract.plan import WORK_DIR, ExtractOptions
 from itrlab.extract.distributed import main as extract_main
 from itrlab.errors import DataError, UserInputError
 
@@ -86,7 +89,7 @@ def options(mini: dict, out: str, **kwargs) -> ExtractOptions:
     return ExtractOptions(images=mini["images"], captions=mini["captions"], out=mini["tmp"] / out, **kwargs)
 
 
-class CountingEncoder(extract.ImageEncoder):
+class CountingEncoder(ImageEncoder):
     images: list[int] = []  # images encoded by every instance, one entry per batch
 
     def __call__(self, pixels):
@@ -186,7 +189,7 @@ def test_layout_shapes_global_and_captions(reference):
     assert manifest["captions"]["dropped_captions"] == 2 and manifest["captions"]["truncated_images"] == 1
     assert [e["id"] for e in manifest["captions"]["excluded_images"]] == [mini["ids"][1]]
     assert {s: c["images"] for s, c in manifest["splits"].items()} == {"train": 3, "dev": 2, "test": 2}
-    assert not (out / extract.WORK_DIR).exists()  # shards removed after assembly
+    assert not (out / WORK_DIR).exists()  # shards removed after assembly
 
     by_id = {}
     for a in mini["annotations"]:
@@ -209,8 +212,8 @@ def test_layout_shapes_global_and_captions(reference):
 
     # each row is that image's own features: encoding it alone gives the same grid
     first = int((out / "train_ids.txt").read_text().split()[0])
-    pixels = extract.load_image(mini["images"] / mini["files"][mini["ids"].index(first)])
-    regions, pooled = extract.ImageEncoder()(pixels[None])
+    pixels = load_image(mini["images"] / mini["files"][mini["ids"].index(first)])
+    regions, pooled = ImageEncoder()(pixels[None])
     np.testing.assert_allclose(np.load(out / "train_ims.npy")[0], regions[0], rtol=1e-3, atol=1e-4)
 
 
@@ -232,30 +235,21 @@ def test_float16_halves_the_file_and_needs_overwrite(reference, tmp_path):
 
 
 def test_resume_skips_finished_chunks(mini, counting, monkeypatch, reference):
-    written = []
-    real_write = extract.write_shard
-
-    def interrupt_after_two(work_dir, chunk, result):
-        if len(written) == 2:
-            raise KeyboardInterrupt
-        real_write(work_dir, chunk, result)
-        written.append(chunk.name)
-
-    monkeypatch.setattr(extract, "write_shard", interrupt_after_two)
+    written, restore = interrupt_after_shards(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         extract_dataset(options(mini, "out"))
     out = mini["tmp"] / "out"
     assert not (out / "extract.json").exists()
-    stored = sum(len(json.loads((out / extract.WORK_DIR / f"{name}.json").read_text())["kept"]) for name in written)
+    stored = sum(len(json.loads((out / WORK_DIR / f"{name}.json").read_text())["kept"]) for name in written)
     assert written == ["train-00000", "train-00001"] and stored == 3  # train: 3 images in chunks of 2
     assert counting == [2, 1, 2]  # the third chunk was computed, then interrupted before it was stored
 
-    monkeypatch.setattr(extract, "write_shard", real_write)
+    restore()
     counting.clear()
     manifest = extract_dataset(options(mini, "out"))
     assert sum(counting) == 7 - stored  # only the images of the unfinished chunks
     assert manifest["run"]["images_this_run"] == 7 - stored
-    assert not (out / extract.WORK_DIR).exists()
+    assert not (out / WORK_DIR).exists()
 
     counting.clear()
     assert extract_dataset(options(mini, "out"))["fingerprint"] == manifest["fingerprint"]

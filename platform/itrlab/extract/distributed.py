@@ -1,6 +1,6 @@
 """Feature extraction across a Ray cluster when there is one, in this process otherwise.
 
-The job of :mod:`itrlab.extract.features` (same plan, chunks, shards, resume and assembly) with the
+The job of :mod:`itrlab.extract.job` (same plan, chunks, shards, resume and assembly) with the
 pending chunks computed by Ray tasks: each task gets one chunk's image bytes (read by the driver,
 so the workers need no access to the image folder), encodes them with EfficientNet-Lite0 (loaded
 once per worker process) using ``cpus_per_task`` torch threads, and returns the chunk's features;
@@ -17,7 +17,8 @@ Command line (``python jobs/extract_features.py --help``)::
 
     python jobs/extract_features.py --images DIR --captions captions.json --out data/coco_mini_precomp \\
         --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--skip-bad] [--pad-captions] \\
-        [--batch-size 16] [--chunk-size 256] [--ray]
+        [--batch-size 16] [--chunk-size 256] [--pool 3x3,1x1] [--ray]
+    python jobs/extract_features.py --flickr8k FLICKR8K_DIR --dtype float16 --pool 1x1  # -> data/flickr8k_precomp
 """
 
 from __future__ import annotations
@@ -29,12 +30,17 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from itrlab.extract import features as extract
+from itrlab.extract import job
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
-from itrlab.extract.features import Chunk, ChunkResult, ExtractOptions, Plan, RunStats
+from itrlab.extract.images import ImageSource, read_source
+from itrlab.extract.job import RunStats
+from itrlab.extract.model import ImageEncoder
+from itrlab.extract.plan import DTYPES, MANIFEST, WORK_DIR, ExtractOptions, Plan
+from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
 from itrlab.errors import ItrlabError, UserInputError, report
 
 DEFAULT_OUT = Path("data/coco_mini_precomp")
+DEFAULT_FLICKR8K_OUT = Path("data/flickr8k_precomp")  # configs/datasets/flickr8k_precomp.yaml reads it
 
 _WORKER_ENCODER: dict[str, Any] = {}  # one encoder per Ray worker process, by device
 
@@ -46,7 +52,7 @@ def ray_requested(flag: bool | None) -> bool:
     return bool(os.environ.get("RAY_ADDRESS"))
 
 
-def _chunk_task(chunk: Chunk, sources: list[extract.ImageSource], batch_size: int, dtype: str,
+def _chunk_task(chunk: Chunk, sources: list[ImageSource], batch_size: int, dtype: str,
                 threads: int, device: str) -> tuple[ChunkResult, float]:
     """A Ray task: encode one chunk; returns the result and the seconds spent loading the model."""
     import torch
@@ -56,9 +62,9 @@ def _chunk_task(chunk: Chunk, sources: list[extract.ImageSource], batch_size: in
     encoder = _WORKER_ENCODER.get(device)
     if encoder is None:
         start = time.perf_counter()
-        encoder = _WORKER_ENCODER[device] = extract.ImageEncoder(device)
+        encoder = _WORKER_ENCODER[device] = ImageEncoder(device)
         load = time.perf_counter() - start
-    return extract.encode_chunk(chunk, sources, encoder, batch_size, dtype), load
+    return encode_chunk(chunk, sources, encoder, batch_size, dtype), load
 
 
 def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
@@ -89,11 +95,11 @@ def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
         in_flight: dict[Any, Chunk] = {}
         start = time.perf_counter()
         try:
-            with extract.progress_bar(plan) as bar:
+            with job.progress_bar(plan) as bar:
                 while queue or in_flight:
                     while queue and len(in_flight) < 2 * slots:
                         chunk = queue.pop(0)
-                        sources = [extract.read_source(plan.images_dir, image) for image in chunk.images]
+                        sources = [read_source(plan.images_dir, image) for image in chunk.images]
                         ref = task.remote(chunk, sources, options.batch_size, options.dtype, cpus_per_task,
                                           options.device)
                         in_flight[ref] = chunk
@@ -103,7 +109,7 @@ def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
                         result, load = ray.get(done[0])
                     except ray.exceptions.RayError as exc:
                         raise ItrlabError(f"Ray task for chunk {chunk.name} failed: {exc}") from None
-                    extract.store_result(plan, chunk, result)
+                    job.store_result(plan, chunk, result)
                     stats.load_seconds = max(stats.load_seconds, load)
                     stats.images += len(chunk.images)
                     bar.update(len(chunk.images))
@@ -126,28 +132,31 @@ def extract_dataset(options: ExtractOptions, use_ray: bool | None = None, cpus_p
     if cpus_per_task < 1:
         raise UserInputError(f"--cpus-per-task: got {cpus_per_task}; must be >= 1")
     if ray_requested(use_ray):
-        return extract.extract_dataset(options, runner=lambda plan: run_ray(plan, cpus_per_task), log=log)
-    return extract.extract_dataset(options, runner=extract.run_local, log=log)
+        return job.extract_dataset(options, runner=lambda plan: run_ray(plan, cpus_per_task), log=log)
+    return job.extract_dataset(options, runner=job.run_local, log=log)
 
 
 # ---------------------------------------------------------------------------------------------
 # Command line
 
 
-def build_parser(default_images: Path | None = None, default_captions: Path | None = None) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="extract_features",
-        description="Turn a folder of images and a COCO caption file into the precomp layout with "
-                    "EfficientNet-Lite0 grid features (49 regions x 1280 per image). Resumable: re-run "
-                    "the same command after an interruption.")
+        description="Turn a folder of images and a COCO caption file, or a Flickr8K folder as downloaded, into "
+                    "the precomp layout with EfficientNet-Lite0 grid features (49 regions x 1280 per image). "
+                    "Resumable: re-run the same command after an interruption; a finished folder is reused while "
+                    "its images and settings are unchanged.")
     io_group = parser.add_argument_group("input and output")
-    io_group.add_argument("--images", type=Path, default=default_images, required=default_images is None,
-                          help="image folder (file names as in the caption file)"
-                               + (" (default: %(default)s)" if default_images else ""))
-    io_group.add_argument("--captions", type=Path, default=default_captions, required=default_captions is None,
-                          help="COCO-format caption JSON (images: id, file_name; annotations: image_id, caption)"
-                               + (" (default: %(default)s)" if default_captions else ""))
-    io_group.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
+    io_group.add_argument("--images", type=Path, default=None, help="image folder (file names as in the caption file)")
+    io_group.add_argument("--captions", type=Path, default=None,
+                          help="COCO-format caption JSON (images: id, file_name; annotations: image_id, caption)")
+    io_group.add_argument("--flickr8k", type=Path, default=None,
+                          help="instead of --images/--captions: a Flickr8K folder in its original form "
+                               "(Flicker8k_Dataset/, Flickr8k.token.txt, Flickr_8k.{train,dev,test}Images.txt), "
+                               "read with its official split")
+    io_group.add_argument("--out", type=Path, default=None,
+                          help=f"output folder (default: {DEFAULT_OUT}, with --flickr8k {DEFAULT_FLICKR8K_OUT})")
     io_group.add_argument("--overwrite", action="store_true",
                           help="replace an extraction with other settings in --out")
     io_group.add_argument("--keep-shards", action="store_true", help="keep the per-chunk shards after assembly")
@@ -168,7 +177,7 @@ def build_parser(default_images: Path | None = None, default_captions: Path | No
                        help="pad images with fewer captions by repeating theirs (default: exclude them)")
 
     run = parser.add_argument_group("extraction")
-    run.add_argument("--dtype", choices=extract.DTYPES, default="float32", help="storage dtype (default: %(default)s)")
+    run.add_argument("--dtype", choices=DTYPES, default="float32", help="storage dtype (default: %(default)s)")
     run.add_argument("--skip-bad", action="store_true",
                      help="leave out missing, unreadable or corrupt images (listed) instead of stopping")
     run.add_argument("--batch-size", type=int, default=16, help="images per forward pass (default: %(default)s)")
@@ -178,6 +187,10 @@ def build_parser(default_images: Path | None = None, default_captions: Path | No
                      help="torch threads in-process (default: the CPUs this process may use)")
     run.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: %(default)s)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--pool", default=None,
+                     help="also write layouts pooled from the stored 7x7 grid, each a precomp folder "
+                          "OUT/pool{G}x{G}/: e.g. 3x3,2x2,1x1 (1x1 = one vector per image); no second pass "
+                          "over the images")
     ray_group = run.add_mutually_exclusive_group()
     ray_group.add_argument("--ray", dest="ray", action="store_true", default=None,
                            help="run the chunks as Ray tasks (default when RAY_ADDRESS is set)")
@@ -190,20 +203,31 @@ def build_parser(default_images: Path | None = None, default_captions: Path | No
 def options_from_args(args: argparse.Namespace) -> ExtractOptions:
     names = tuple(n.strip() for n in args.split_names.split(",") if n.strip())
     fractions = args.split_fractions
-    if fractions is None and args.split_file is None:
+    if args.flickr8k is not None:
+        given = [option for option, value in (("--images", args.images), ("--captions", args.captions)) if value]
+        if given:
+            raise UserInputError(f"--flickr8k reads the images and captions of its folder; {', '.join(given)} "
+                                 f"does not apply")
+    elif fractions is None and args.split_file is None:
         fractions = "0.6,0.2,0.2" if len(names) == 3 else None
     return ExtractOptions(
-        images=args.images, captions=args.captions, out=args.out, split_fractions=fractions,
+        images=args.images, captions=args.captions, flickr8k=args.flickr8k, out=output_folder(args),
+        split_fractions=fractions, pool=args.pool,
         split_names=names, split_file=args.split_file, seed=args.seed, dtype=args.dtype, skip_bad=args.skip_bad,
         pad_captions=args.pad_captions, captions_per_image=args.captions_per_image, batch_size=args.batch_size,
         chunk_size=args.chunk_size, threads=args.threads, device=args.device, overwrite=args.overwrite,
         keep_shards=args.keep_shards, progress=not args.no_progress)
 
 
-def main(argv: Sequence[str] | None = None, default_images: Path | None = None,
-         default_captions: Path | None = None) -> int:
+def output_folder(args: argparse.Namespace) -> Path:
+    if args.out is not None:
+        return args.out
+    return DEFAULT_FLICKR8K_OUT if args.flickr8k is not None else DEFAULT_OUT
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     """The command line: prints the report and images/s; bad input exits with status 2."""
-    args = build_parser(default_images, default_captions).parse_args(argv)
+    args = build_parser().parse_args(argv)
 
     def log(message: str) -> None:
         print(f"extract: {message}", file=sys.stderr, flush=True)
@@ -215,10 +239,10 @@ def main(argv: Sequence[str] | None = None, default_images: Path | None = None,
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        print(f"\nitrlab: interrupted; finished chunks are kept in {args.out / extract.WORK_DIR}: re-run the same "
+        print(f"\nitrlab: interrupted; finished chunks are kept in {output_folder(args) / WORK_DIR}: re-run the same "
               f"command to resume", file=sys.stderr)
         return 130
-    for line in extract.summary_lines(manifest):
+    for line in job.summary_lines(manifest):
         print(line)
-    print(f"output: {args.out} ({extract.MANIFEST}); total {time.perf_counter() - started:.1f} s")
+    print(f"output: {output_folder(args)} ({MANIFEST}); total {time.perf_counter() - started:.1f} s")
     return 0

@@ -1,0 +1,76 @@
+"""Content digests of the images an extraction reads: what makes its output a cache of its inputs.
+
+Each image's digest is the sha256 of its file; the extraction's settings hold one digest over all
+of them (:func:`content_digest`), so a changed image changes the fingerprint and the output is
+extracted again. Hashing reads every file; to keep re-runs and resumes from reading finished
+images again, the digests are remembered in ``{out}/.image_digests.json`` by file name with the
+file's size and modification time (nanoseconds): a file whose size and time are unchanged is not
+read again, one whose size or time changed is hashed again (the way ``git status`` trusts stat).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Iterable
+
+from itrlab.files import atomic_write_text
+
+CACHE = ".image_digests.json"
+UNREADABLE = "unreadable"  # the digest of a missing or unreadable file (the image scan reports it)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_cache(path: Path) -> dict[str, list]:
+    try:
+        cache = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return cache if isinstance(cache, dict) else {}
+
+
+def image_digests(images_dir: Path, names: Iterable[str], out: Path) -> tuple[dict[str, str], list[str]]:
+    """({file name: sha256}, the names whose content differs from the remembered digest).
+
+    Reads only the files that are new to ``{out}/.image_digests.json`` or whose size or time
+    changed, and writes the updated record back (``out`` must exist).
+    """
+    cache_path = Path(out) / CACHE
+    cache = _read_cache(cache_path)
+    digests: dict[str, str] = {}
+    changed: list[str] = []
+    updated = False
+    for name in names:
+        path = Path(images_dir) / name
+        try:
+            stat = path.stat()
+            key = [stat.st_size, stat.st_mtime_ns]
+            entry = cache.get(name)
+            if isinstance(entry, list) and entry[:2] == key and len(entry) == 3:
+                digests[name] = entry[2]
+                continue
+            digests[name] = _sha256(path)
+        except OSError:
+            digests[name] = UNREADABLE
+            continue
+        if isinstance(entry, list) and len(entry) == 3 and entry[2] != digests[name]:
+            changed.append(name)
+        cache[name] = [*key, digests[name]]
+        updated = True
+    if updated:
+        atomic_write_text(cache_path, json.dumps(cache, separators=(",", ":")))
+    return digests, changed
+
+
+def content_digest(digests: dict[str, str]) -> str:
+    """One sha256 over every image's (file name, digest), in file-name order."""
+    text = "\n".join(f"{name}\t{digests[name]}" for name in sorted(digests))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
