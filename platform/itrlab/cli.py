@@ -81,6 +81,7 @@ def train_main(args: argparse.Namespace) -> int:
     sigterm_as_sigint()  # SIGTERM (Kubernetes, systemd, timeout) ends the run as Ctrl-C does
     experiment, run_dir, claim = _resolve_run(args)
     config = experiment.config
+    from itrlab.config.checks import check_data_content
     from itrlab.tracking import MlflowTracker
     from itrlab.train import ConsoleProgress, run_experiment
     from itrlab.train.device import describe, resolve_device
@@ -88,6 +89,7 @@ def train_main(args: argparse.Namespace) -> int:
     device = resolve_device(config.train.device)  # before MLflow or training start
     threads.apply(config.train.threads)  # torch's CPU threads (itrlab.threads), as printed below
     tracker = None
+    check_data_content(config)  # every data check that can run before MLflow and the run folder exist
     if config.tracking.enabled:
         from itrlab.tracking import check_tracking_store
 

@@ -45,7 +45,10 @@ class ConfigError(UserInputError):
         self.value = value
         self.allowed = allowed
         self.hint = hint
-        message = f"config error at '{field}': got {value!r}; {allowed}"
+        shown = repr(value)
+        if len(shown) > 200:  # a 5,000-character name stays one readable line
+            shown = f"{shown[:160]}... ({len(shown):,} characters)"
+        message = f"config error at '{field}': got {shown}; {allowed}"
         if hint:
             message += f" ({hint})"
         super().__init__(message)

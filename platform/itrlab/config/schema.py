@@ -264,9 +264,21 @@ class StageSpec(Section):
         return self
 
 
+MAX_EXPERIMENT_CHARS = 500  # MLflow's limit on an experiment's name
+
+
 class TrackingConfig(Section):
     enabled: bool = True
-    experiment: str | None = None
+    experiment: str | None = None  # the MLflow experiment (default: the config's name)
+
+    @field_validator("experiment")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and not (0 < len(value) <= MAX_EXPERIMENT_CHARS and value.isprintable()
+                                      and value.strip() == value):
+            raise ValueError(f"an MLflow experiment's name: printable text of 1-{MAX_EXPERIMENT_CHARS} characters, "
+                             f"without control or direction characters or surrounding spaces")
+        return value
 
 
 class ExperimentConfig(Section):

@@ -32,6 +32,7 @@ import ray
 from ray import tune
 
 from itrlab.config import ExperimentConfig, compose
+from itrlab.config.checks import check_data_content
 from itrlab.assembly import absolute_paths, check_experiment
 from itrlab.errors import StorageError, UserInputError, failure_reason, one_line_logs
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
@@ -173,6 +174,9 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
     checked = check_trials(spec, tree)
     check_table_rows(spec)
     check_local_resources(spec)
+    first = trial_config(tree, {})
+    for config in {str(c.dataset.root): c for c in (first, *checked.values())}.values():
+        check_data_content(config)  # captions and sampled features, before MLflow or the sweep's folder
     tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
 
     with contextlib.ExitStack() as held:
