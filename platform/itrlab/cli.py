@@ -91,9 +91,9 @@ def train_main(args: argparse.Namespace) -> int:
     tracker = None
     check_data_content(config)  # every data check that can run before MLflow and the run folder exist
     if config.tracking.enabled:
-        from itrlab.tracking import check_tracking_store
+        from itrlab.tracking import check_tracking_store, close_orphaned_runs
 
-        check_tracking_store()  # answers within seconds (a new SQLite store is created once, under a lock)
+        close_orphaned_runs(check_tracking_store())  # answers; runs of dead processes here end KILLED
     if claim:
         from itrlab.files import claim_new_dir
 
@@ -357,6 +357,36 @@ def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, s
     return args.func(args)
 
 
+@contextlib.contextmanager
+def watched(what: str):
+    """The job's watchdog (:mod:`itrlab.tracking.watchdog`, run as a script: the standard library only until
+    it has work): it ends the MLflow runs this process leaves RUNNING if it is killed outright. Told ``ok``
+    when the job ends its own way."""
+    import os
+    import subprocess
+
+    watchdog = Path(__file__).resolve().parent / "tracking" / "watchdog.py"
+    if os.environ.get("ITRLAB_WATCHDOG", "1").strip().lower() in ("0", "false", "no", "off"):  # its WATCHDOG_ENV
+        yield
+        return
+    read, write = os.pipe()
+    try:
+        subprocess.Popen([sys.executable, str(watchdog), str(read), str(os.getpid()), what], pass_fds=(read,),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        os.close(write)
+        write = None
+    finally:
+        os.close(read)
+    try:
+        yield
+    finally:
+        if write is not None:
+            with contextlib.suppress(OSError):
+                os.write(write, b"ok")
+            os.close(write)
+
+
 def sweep_cli(argv: Sequence[str] | None = None, *, default_preset: str | None = None,
               preset_flags: dict[str, tuple[str, str]] | None = None) -> int:
     """``jobs/sweep.py`` (any paper's sweep: ``--preset coder-table2``) and a paper's own sweep job, which
@@ -368,12 +398,14 @@ def sweep_cli(argv: Sequence[str] | None = None, *, default_preset: str | None =
             print("itrlab: error: name a sweep: --preset NAME (--list shows them all) or --sweep FILE", file=sys.stderr)
             return 2
         argv = ["--preset", default_preset, *argv]
-    return main(["sweep", *argv], preset_flags)
+    with watched("the sweep's driver"):
+        return main(["sweep", *argv], preset_flags)
 
 
 def train_cli(argv: Sequence[str] | None = None) -> int:
     """``jobs/train.py``: the ``train`` subcommand without its name."""
-    return main(["train", *(sys.argv[1:] if argv is None else argv)])
+    with watched("the training"):
+        return main(["train", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

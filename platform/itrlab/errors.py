@@ -29,6 +29,11 @@ class StorageError(ItrlabError):
     was written before is intact. The run ends FAILED with this reason."""
 
 
+class UnavailableError(ItrlabError):
+    """A service a job needs (the MLflow server, Ray's start on this machine) stayed busy past the documented
+    wait: not bad input, and nothing was started; try again later, or wait longer."""
+
+
 class TrackingError(ItrlabError):
     """The MLflow store stopped accepting writes during a run (a full disk, a server gone); the run is
     left as the store last recorded it, and ``--resume`` ends it properly once the store is back."""

@@ -47,7 +47,8 @@ from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.trial import TrialContext, point_key, trial_config
-from itrlab.tracking import STOP_REASON_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
+from itrlab.tracking import (OWNER_TAG, STOP_REASON_TAG, MlflowTracker, check_tracking_store, close_orphaned_runs,
+                             owner_id, resolve_tracking_uri, source_tags)
 from itrlab.train.experiment import generate_if_synthetic
 
 STATE_FILE = "itrlab_sweep.json"
@@ -178,6 +179,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
     for config in {str(c.dataset.root): c for c in (first, *checked.values())}.values():
         check_data_content(config)  # captions and sampled features, before MLflow or the sweep's folder
     tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
+    close_orphaned_runs(tracking_uri)  # runs of processes that died, on this machine: KILLED with the reason
 
     with contextlib.ExitStack() as held:
         if resume:
@@ -203,9 +205,10 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, Experi
     parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state)
     print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
     try:
+        source = {**source_tags(), **profile_tags(spec), OWNER_TAG: owner_id()}  # the driver settles the trials' runs
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
                                sweep_dir=str(sweep_dir), metric=spec.objective.metric,
-                               source=tuple({**source_tags(), **profile_tags(spec)}.items()), checked=checked)
+                               source=tuple(source.items()), checked=checked)
         tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=bool(state))
         rows, interrupted = fit_trials(tuner, spec, sweep_dir, started_ray)
         settle_trial_runs(parent, rows)
