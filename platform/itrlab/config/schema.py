@@ -9,6 +9,7 @@ the papers' symbols where the papers have them (``margin`` is α of ConVSE eq. 2
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -320,6 +321,22 @@ class ExperimentConfig(Section):
     def flat(self) -> dict[str, str]:
         """The config flattened to dotted keys, as logged to MLflow params."""
         return flatten(self.dump())
+
+
+def differences(recorded: dict[str, Any], now: dict[str, Any], what: str = "") -> list[str]:
+    """One line per key whose value differs between two flat records (``train.lr: recorded 0.0002, now
+    0.005``; a key only one of them has is ``absent`` in the other), ``what`` before each key."""
+    lines = []
+    for key in sorted(set(recorded) | set(now)):
+        if (key in recorded, recorded.get(key)) != (key in now, now.get(key)):
+            was, is_ = (_shown(d[key]) if key in d else "absent" for d in (recorded, now))
+            lines.append(f"{what}{key}: recorded {was}, now {is_}")
+    return lines
+
+
+def _shown(value: Any, width: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= width else text[:width // 2 - 1] + "…" + text[-(width // 2):]  # both ends: where lists differ
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
