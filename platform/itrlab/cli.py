@@ -251,7 +251,8 @@ def sweep_main(args: argparse.Namespace) -> int:
 
     set_verbose(args.verbose)  # before Ray starts: its workers inherit the console's settings
     try:
-        result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
+        result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage),
+                           allow_changes=args.allow_changes)
     except KeyboardInterrupt:  # outside Tune's own handling (say while Ray starts): the parent run is KILLED
         return interrupted(f"sweep {interruption()[0]}; --resume continues it")
     if result.best is not None and result.headline is None:  # no pivot (Optuna): the best trial is the result,
@@ -324,7 +325,12 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argp
     which.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
     for flag, (preset, meaning) in (preset_flags or {}).items():
         which.add_argument(flag, dest="preset", action="store_const", const=preset, help=f"{meaning} (= --preset {preset})")
-    sweep.add_argument("--resume", action="store_true", help="continue the newest interrupted invocation of the sweep")
+    sweep.add_argument("--resume", nargs="?", const=True, default=False, metavar="NAME",
+                       help="continue the newest interrupted invocation of the sweep (by its recorded start), or the "
+                            "invocation NAME (its folder's name: also a finished one)")
+    sweep.add_argument("--allow-changes", action="store_true",
+                       help="with --resume: run an edited sweep file, new overrides or changed data (recorded on the "
+                            "parent run) instead of refusing them")
     sweep.add_argument("--profile", help="run the preset as the paper did ('paper': its data, shapes, encoders and "
                                          "schedule) or as a miniature of the same recipe ('budget', the default)")
     sweep.add_argument("--dry-run", action="store_true",
@@ -366,6 +372,8 @@ def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, s
     # Overrides may come before or after flags (`--resume train.epochs=3`): argparse leaves the
     # ones after a flag unparsed, so collect them here.
     args, rest = parser.parse_known_args(argv)
+    if isinstance(getattr(args, "resume", None), str) and "=" in args.resume:  # `--resume key=value`: an override
+        rest, args.resume = [args.resume, *rest], True
     stray = [arg for arg in rest if arg.startswith("-") or not hasattr(args, "overrides")]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
