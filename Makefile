@@ -1,5 +1,6 @@
 # itrlab: `make test` sets everything up (virtual environment, CPU torch first, the project with
-# its dev extras) and runs the test suite. `make train` runs the demo training.
+# its dev extras) and runs the fast tier of the tests; `make test-all` (CI) runs every tier
+# (docs/tests.md#tiers). `make train` runs the demo training.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,8 +9,10 @@ PYTEST_ARGS ?=
 # test processes (pytest-xdist; 0 = one process); --dist loadfile keeps a module, and its Ray
 # session, on one process
 PYTEST_WORKERS ?= 2
+# the fast tier: no test that starts a process (e2e), the three-node cluster (cluster) or trains for long (slow)
+FAST_TIER := not e2e and not cluster and not slow
 
-.PHONY: setup test train bench-eval clean
+.PHONY: setup test test-all train bench-eval gpu-check clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "itrlab needs Python >= 3.11; set PYTHON=python3.11")'
@@ -22,16 +25,33 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# pytest exits 5 when it collected no tests: that is a failure here.
-test: setup
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
+# pytest with the arguments given, then PYTEST_ARGS; its exit 5 (no test collected) is a failure here.
+define pytest
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=25 $(1) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
+endef
+
+test: setup
+	$(call pytest,-m "$(FAST_TIER)")
+
+# every tier in one run: tests/conftest.py puts the cluster module first, then the other process-starting
+# modules, and --no-loadscope-reorder keeps that order, so the longest overlap the rest on the 2 workers
+test-all: setup
+	$(call pytest,--no-loadscope-reorder)
 
 train: setup
 	$(PY) jobs/train.py
 
 bench-eval: setup
 	$(PY) jobs/bench_eval.py
+
+# The GPU check (jobs/bench_gpu.py, docs/speed.md#the-gpu-check): on a machine without a package index,
+# with the packages of .gpu/ (docs/speed.md says how to make it); else with this checkout's venv (make setup).
+# GPU_CHECK_ARGS: e.g. --out /tmp/check --budget 300
+GPU_CHECK_ARGS ?=
+gpu-check:
+	@if [ -f .gpu/gpu_env.sh ]; then . .gpu/gpu_env.sh && python3 jobs/bench_gpu.py $(GPU_CHECK_ARGS); \
+	else $(PY) jobs/bench_gpu.py $(GPU_CHECK_ARGS); fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache runs data mlflow.db

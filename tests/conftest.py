@@ -1,8 +1,12 @@
-"""Shared fixtures: the repository's configs, tiny precomp folders, and helpers to run the CLI."""
+"""Shared fixtures: the repository's configs, tiny precomp folders, and helpers to run the CLI; the test
+tiers' run-time guard and their order under pytest-xdist (docs/tests.md#tiers)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -119,3 +123,76 @@ def sweep_dbl_cli(argv=None) -> int:
 
     job = job_module("sweep_dbl")
     return sweep_cli(argv, default_preset=job.DEFAULT_PRESET, preset_flags=job.PRESET_FLAGS)
+
+
+# -- tiers ----------------------------------------------------------------------------------------
+# A test that starts a process carries `e2e` or `cluster` (tests/test_tiers.py checks the source); this
+# guard catches at run time what the source does not show: itrlab code that an unmarked test calls and
+# that starts Ray (its binaries live in the virtual environment), a Python process or a server.
+
+PROCESS_TIERS = ("e2e", "cluster")
+TIER_ORDER = ("cluster", "e2e", "slow")  # the longest modules first, so that they overlap the rest
+EXTERNAL_TOOLS = {"kubectl", "chromium", "chromium-browser", "initdb", "pg_ctl", "postgres", "setpriv", "mount",
+                  "umount", "ss"}
+UNGUARDED_POPEN_INIT = subprocess.Popen.__init__
+_PREFIXES = tuple({os.path.abspath(sys.prefix) + os.sep, os.path.realpath(sys.prefix) + os.sep})
+
+
+def starts_a_job(program: str | os.PathLike | bytes) -> bool:
+    """Whether running ``program`` starts what only the process tiers may: Python (a training, a CLI job),
+    a program of the virtual environment (itrlab, mlflow, ray, moto_server, checkov, hadolint, Ray's own
+    binaries), or the external tools the tests use. Library helpers such as ``git`` pass."""
+    path = os.fsdecode(program)
+    if os.sep not in path:
+        path = shutil.which(path) or path
+    if path.startswith(_PREFIXES) or os.path.realpath(path).startswith(_PREFIXES):
+        return True
+    if os.path.realpath(path) == os.path.realpath(sys.executable):
+        return True
+    name = os.path.basename(path)
+    return name.startswith("python") or name in EXTERNAL_TOOLS
+
+
+def _refusing_popen(nodeid: str):
+    def init(self, args, *rest, **kwargs):
+        program = kwargs.get("executable") or (args if isinstance(args, (str, bytes, os.PathLike)) else args[0])
+        if kwargs.get("shell"):  # the first word of the command line
+            program = os.fsdecode(args if isinstance(args, (str, bytes)) else args[0]).split()[0]
+        if starts_a_job(program):
+            pytest.fail(f"{nodeid} starts {os.fsdecode(program)} without @pytest.mark.e2e (or cluster): "
+                        "mark it, or it runs in the fast tier", pytrace=False)
+        UNGUARDED_POPEN_INIT(self, args, *rest, **kwargs)
+    return init
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _guarded(item))
+
+
+def _guarded(item):
+    if any(item.get_closest_marker(name) for name in PROCESS_TIERS):
+        return (yield)
+    subprocess.Popen.__init__ = _refusing_popen(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        subprocess.Popen.__init__ = UNGUARDED_POPEN_INIT
+
+
+def pytest_collection_modifyitems(items):
+    """Modules in tier order (cluster, e2e, slow, then the fast ones), each kept whole and in its own order:
+    with ``--dist loadfile --no-loadscope-reorder`` the longest start first."""
+    def rank(item) -> int:
+        return min((i for i, name in enumerate(TIER_ORDER) if item.get_closest_marker(name)), default=len(TIER_ORDER))
+
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    order = sorted(modules, key=lambda module: min(rank(item) for item in modules[module]))
+    items[:] = [item for module in order for item in modules[module]]

@@ -128,8 +128,8 @@ GENERAL_WORDS = {"K", "p", "beta", "sigma", "momentum", "weight", "generator", "
 def paper_words() -> tuple[set[str], set[str]]:
     """(names, settings): what names a paper outside its package. Names: its package's, and its registered
     name (``DBL``), except a name the platform registers itself (the shared ``vse`` loss). Settings: the
-    keys of each scheme's section and of each method's settings that a paper's package declares and no
-    shared section has."""
+    keys of each scheme's section and of each method's settings that one paper's package declares (a key
+    two papers declare, such as the token-level scorers' shard budget, is shared) and no shared section has."""
     import itrlab.methods as methods
     from itrlab.config import schema
     from itrlab.losses import LOSSES
@@ -141,7 +141,11 @@ def paper_words() -> tuple[set[str], set[str]]:
               for name, field in cls.model_fields.items()}
     settings = {scheme.section for scheme in methods.SCHEMES.values()}
     settings |= {name for scheme in methods.SCHEMES.values() for name in scheme.settings.model_fields}
-    settings |= {field.alias or name for cls in methods.METHODS.values() for name, field in cls.settings.model_fields.items()}
+    declared: dict[str, set[str]] = {}  # a method setting: the paper packages that declare it
+    for cls in methods.METHODS.values():
+        for name, field in cls.settings.model_fields.items():
+            declared.setdefault(field.alias or name, set()).add(cls.__module__.split(".")[2])
+    settings |= {key for key, packages in declared.items() if len(packages) == 1}  # two papers': shared
     return names, settings - shared - GENERAL_WORDS
 
 

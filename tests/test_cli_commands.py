@@ -26,18 +26,21 @@ def run(*command: str, cwd: Path | None = None, timeout: float = 120) -> subproc
                                "HOME": tempfile.gettempdir(), "ITRLAB_CONFIG_DIR": str(REPO / "configs")})
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("subcommand", SUBCOMMANDS)
 def test_every_subcommand_has_help(subcommand):
     result = run(ITRLAB, subcommand, "--help")
     assert result.returncode == 0 and result.stdout.startswith(f"usage: itrlab {subcommand}"), result.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("job", JOBS)
 def test_every_job_has_help(job):
     result = run(sys.executable, f"jobs/{job}", "--help")
     assert result.returncode == 0 and result.stdout.startswith("usage:"), result.stderr[-2000:]
 
 
+@pytest.mark.e2e
 def test_make_synthetic_as_documented(tmp_path):
     result = run(ITRLAB, "make-synthetic", "--size", "tiny", "--out", str(tmp_path / "tiny"))
     assert result.returncode == 0, result.stderr
@@ -48,6 +51,7 @@ def test_make_synthetic_as_documented(tmp_path):
     assert knob.returncode == 2 and knob.stderr.strip().splitlines()[-1].startswith("itrlab: error:"), knob.stderr
 
 
+@pytest.mark.e2e
 def test_a_loss_the_method_cannot_feed_is_one_line_and_exit_2():
     result = run(ITRLAB, "check-config", "-c", "mvn_synthetic_small", "loss.name=ascl")
     assert result.returncode == 2, result.stderr
@@ -110,6 +114,7 @@ def test_every_documented_preset_exists(preset):
     assert preset in sweep_presets(), preset
 
 
+@pytest.mark.e2e
 def test_the_documented_demo_runs_on_tiny_data(tmp_path):
     result = run(sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny", "tracking.enabled=false",
                  f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}", cwd=tmp_path, timeout=300)

@@ -234,6 +234,7 @@ def test_loss_clip_with_a_method_without_logit_scale_is_a_config_error_on_loss_n
     assert err.value.field == "loss.name" and "logit_scale" in str(err.value), str(err.value)
 
 
+@pytest.mark.e2e
 def test_check_config_exits_2_with_one_line_for_loss_clip_with_vsepp(tmp_path):
     env = {**os.environ, "ITRLAB_CONFIG_DIR": str(REPO / "configs"), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "itrlab.cli", "check-config", "-c", "vsepp_synthetic_tiny",
@@ -260,6 +261,7 @@ def test_training_is_deterministic_and_learns_the_temperature(tmp_path, tiny_roo
     assert a["logit_scale"].item() != pytest.approx(math.log(1 / 0.07), abs=1e-6)  # it trained
 
 
+@pytest.mark.e2e
 def test_train_job_runs_clip_end_to_end(tmp_path, tiny_root):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_"))}
     env.update(ITRLAB_CONFIG_DIR=str(REPO / "configs"), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")

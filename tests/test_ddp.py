@@ -1,4 +1,5 @@
-"""Data-parallel training on Ray Train: two workers share each epoch, every sample once."""
+"""Data-parallel training on Ray Train: two workers share each epoch, every sample once; CODER's queue
+gathers every worker's keys. One TorchTrainer runs both checks (its start-up is most of the time)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import ray
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 TESTS = Path(__file__).resolve().parent
@@ -47,16 +48,11 @@ def record_epoch_batches(loop_config: dict) -> None:
     (run_dir / "batches.json").write_text(json.dumps({"epochs": epochs, "steps": trainer.state.step, "loss": loss}))
 
 
-def test_two_workers_see_each_sample_once_per_epoch(tmp_path, tiny_root):
-    from itrlab.data.synthetic import generate_synthetic, synthetic_spec
+def test_two_workers_see_each_sample_once_per_epoch(ddp_run):
+    from itrlab.data.synthetic import synthetic_spec
 
     spec = synthetic_spec("tiny")
-    generate_synthetic(tiny_root, spec)
-    trainer = TorchTrainer(record_epoch_batches, train_loop_config={"root": str(tiny_root), "out": str(tmp_path)},
-                           scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
-                           run_config=RunConfig(storage_path=str(tmp_path / "ray"), name="ddp_sampling"))
-    trainer.fit()
-    ranks = [json.loads((tmp_path / f"rank{r}" / "batches.json").read_text()) for r in range(2)]
+    ranks = [json.loads((ddp_run / f"rank{r}" / "batches.json").read_text()) for r in range(2)]
     n_captions = spec.n_train * spec.captions_per_image
     steps = n_captions // 16 // 2
     assert [r["steps"] for r in ranks] == [steps, steps]
@@ -94,15 +90,28 @@ def train_coder_epoch(loop_config: dict) -> None:
                                                     "pointer": int(method.queue.pointer)}))
 
 
-def test_coder_gathers_every_workers_keys_before_enqueueing(tmp_path, tiny_root):
+def both_checks(loop_config: dict) -> None:
+    """A Ray Train worker: the sampling check, then a CODER epoch, in one worker group."""
+    record_epoch_batches(loop_config)
+    train_coder_epoch(loop_config)
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tiny_root):
+    """The folder where both workers of one two-worker TorchTrainer wrote their records."""
     from itrlab.data.synthetic import generate_synthetic, synthetic_spec
 
     generate_synthetic(tiny_root, synthetic_spec("tiny"))
-    trainer = TorchTrainer(train_coder_epoch, train_loop_config={"root": str(tiny_root), "out": str(tmp_path)},
+    out = tiny_root.parent / "ddp"
+    trainer = TorchTrainer(both_checks, train_loop_config={"root": str(tiny_root), "out": str(out)},
                            scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
-                           run_config=RunConfig(storage_path=str(tmp_path / "ray"), name="ddp_coder"))
+                           run_config=RunConfig(storage_path=str(out / "ray"), name="ddp_checks"))
     trainer.fit()
-    ranks = [json.loads((tmp_path / f"coder{r}" / "queue.json").read_text()) for r in range(2)]
+    return out
+
+
+def test_coder_gathers_every_workers_keys_before_enqueueing(ddp_run):
+    ranks = [json.loads((ddp_run / f"coder{r}" / "queue.json").read_text()) for r in range(2)]
     assert ranks[0]["queue"] == ranks[1]["queue"]  # every worker holds the same queue...
     # ...of 64 slots = one global batch (2 x 32): the last step's keys of rank 0, then rank 1's
     assert ranks[0]["queue"] == ranks[0]["last"] + ranks[1]["last"] and ranks[0]["pointer"] == 0

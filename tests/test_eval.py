@@ -162,10 +162,10 @@ def test_protocol_size_checks(protocol, bad, good):
 
 
 def test_unknown_protocol_lists_names():
-    with pytest.raises(ValueError, match="known protocols: all, f30k_1k, coco_5k, coco_1k, 5fold") as err:
+    with pytest.raises(ValueError, match="known protocols: all, f30k_1k, f8k_1k, coco_5k, coco_1k, 5fold") as err:
         get_protocol("coco1k")
     assert isinstance(err.value, ProtocolError) and isinstance(err.value, UserInputError)
-    assert set(PROTOCOLS) == {"all", "f30k_1k", "coco_5k", "coco_1k", "5fold"}
+    assert set(PROTOCOLS) == {"all", "f30k_1k", "f8k_1k", "coco_5k", "coco_1k", "5fold"}
     assert [(s, e) for s, e in get_protocol("5fold").folds(10)] == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
 
 
@@ -229,6 +229,7 @@ def test_dense_score_fn_normalize_and_torch_inputs():
         k: v for k, v in reference.to_dict().items() if k != "md"}
 
 
+@pytest.mark.e2e  # the job measures each evaluation in a Python subprocess of its own
 def test_bench_job_smoke(capsys):
     path = Path(__file__).resolve().parents[1] / "jobs" / "bench_eval.py"
     spec = importlib.util.spec_from_file_location("bench_eval", path)

@@ -334,6 +334,7 @@ def test_cli_input_errors_exit_2_with_one_line(mini, capsys):
     assert "2 fractions for 3 splits" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_job_script_reports_bad_input_without_loading_the_model(tmp_path):
     result = subprocess.run([sys.executable, str(REPO / "jobs" / "extract_features.py"),
                              "--images", str(tmp_path), "--captions", str(tmp_path / "none.json"),
@@ -342,7 +343,7 @@ def test_job_script_reports_bad_input_without_loading_the_model(tmp_path):
     assert result.stderr.strip() == f"itrlab: error: data error in {tmp_path / 'none.json'}: file not found"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_ray_tasks_give_the_same_files(reference, tmp_path, monkeypatch):
     ray = pytest.importorskip("ray")
     from itrlab.extract.distributed import extract_dataset as extract_on_cluster

@@ -20,7 +20,7 @@ from mlflow import MlflowClient
 from servers import busy_proxy, mlflow_server
 from test_faults_cli import env_for, job, one_line_error, run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e  # real processes, signals and servers
 
 TRAIN = ("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=1")
 

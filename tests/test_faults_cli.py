@@ -73,6 +73,7 @@ def as_unprivileged(command: list[str]) -> list[str]:
 
 # -- MLflow unreachable (item 3) -------------------------------------------------------------------
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", [
     job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=1"),
     job("sweep_dbl.py", "--preset", "tiny", "--storage", "sweeps"),
@@ -90,6 +91,7 @@ def test_dead_mlflow_port_fails_in_seconds_with_one_line(tmp_path, command):
 
 # -- output not writable (item 11) -----------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_unwritable_sweep_storage_and_output_dir_fail_before_ray_or_mlflow(shared_dir):
     readonly = shared_dir / "readonly"
     readonly.mkdir()
@@ -108,6 +110,7 @@ def test_unwritable_sweep_storage_and_output_dir_fail_before_ray_or_mlflow(share
     assert list(readonly.iterdir()) == []
 
 
+@pytest.mark.e2e
 def test_unwritable_mlflow_store_fails_with_one_line(shared_dir):
     readonly = shared_dir / "readonly"
     readonly.mkdir()
@@ -123,6 +126,7 @@ def test_unwritable_mlflow_store_fails_with_one_line(shared_dir):
 
 # -- a trial larger than this machine (item 2) -----------------------------------------------------
 
+@pytest.mark.e2e
 def test_trial_asking_more_cpus_than_the_machine_has_is_refused_up_front(tmp_path):
     done, seconds = run(job("sweep_dbl.py", "--preset", "tiny", "--cpus-per-trial", "100000", "--storage", "sweeps",
                             f"dataset.root={tmp_path / 'data'}"), tmp_path, env_for(tmp_path))
@@ -140,7 +144,8 @@ def test_trial_asking_more_cpus_than_the_machine_has_is_refused_up_front(tmp_pat
     ({"table": {"rows": ["cooperative.strategy"], "paper": "dbl_tabel4"}}, "did you mean 'dbl_table4'"),
     ({"table": {"rows": ["cooperative.strategi"]}}, "'table.rows': got 'cooperative.strategi'"),
     ({"table": {"rows": ["cooperative.strategy"], "columns": ["test_rsun"]}}, "did you mean 'test_rsum'"),
-], ids=["objective.metric", "table.paper", "table.rows", "table.columns"])
+    ({"table": {"rows": ["cooperative.strategy"], "anchors": "flickr8"}}, "'sweep.yaml: table.anchors': got 'flickr8'"),
+], ids=["objective.metric", "table.paper", "table.rows", "table.columns", "table.anchors"])
 def test_sweep_keys_that_name_nothing_exit_2_before_ray(tmp_path, monkeypatch, capsys, fields, fragment):
     from itrlab.cli import main
 
@@ -171,6 +176,7 @@ print(MlflowTracker("same_sweep", uri).experiment_id)
 """
 
 
+@pytest.mark.e2e
 def test_new_sqlite_store_initialised_by_several_commands_at_once(tmp_path):
     """Three processes create the same new store and experiment at the same moment (each waits until
     all have imported MLflow): without the lock, all but one die on 'table ... already exists'."""
@@ -197,7 +203,6 @@ def ctrl_c_reaches_it() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
-@pytest.mark.slow
 def signal_training(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, str]:
     """A long tiny training in ``tmp_path`` sent ``signum`` once its first checkpoint exists; the
     process (ended) and its stderr."""
@@ -226,6 +231,7 @@ def the_run(tmp_path: Path):
     return run
 
 
+@pytest.mark.e2e
 def test_ctrl_c_during_training_ends_the_run_killed_with_one_line_and_130(tmp_path):
     process, err = signal_training(tmp_path, signal.SIGINT)
     assert process.returncode == 130, err[-3000:]

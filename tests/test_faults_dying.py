@@ -20,7 +20,7 @@ from mlflow import MlflowClient
 from conftest import write_precomp
 from test_faults_cli import ctrl_c_reaches_it, env_for, job
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e  # real processes, signals and servers
 
 
 def descendants(pid: int) -> dict[int, str]:

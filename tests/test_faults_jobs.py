@@ -1,6 +1,7 @@
 """The sweep job interrupted with Ctrl-C (a real SIGINT), then resumed while a second --resume of it is
-refused (issue #12); the local Ray it starts listens on loopback only, and each trial's MLflow run
-points at the folder that holds its checkpoints."""
+refused (issue #12); the local Ray it starts listens on loopback only, each trial's MLflow run points
+at the folder that holds its checkpoints, and the console shows progress lines, the pivot and the
+--resume hint without Ray's noise (itrlab.sweep.progress)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,15 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from test_sweep_jobs import start_driver, sweep_command, sweep_runs, wait_for
+from itrlab.sweep import progress
+from test_sweep_jobs import job_env, start_driver, sweep_command, sweep_runs, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]", "localhost")
+# what the console shows only with -v: Ray's repeated warnings, checkpoint lines, status tables, the
+# Tuner.restore hint, MLflow's progress bars
+NOISE = ("snapshotting", "Tuner.restore", "Checkpoint successfully created", "Trial status:",
+         "Configuration for experiment", "Uploading artifacts", "Downloading artifacts", "it/s]")
 
 
 def listening_sockets(session: int) -> list[str]:
@@ -46,13 +52,17 @@ def parent_table(tmp_path: Path, run_id: str, name: str) -> dict:
 
 
 def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
+    """Ctrl-C once the first of three trials ended (the second running): exit 130, runs KILLED, the trials
+    table and the console's interrupted line; then two --resume at once: one is refused, the other finishes
+    the sweep, its console counting the restored trial, quiet (no Ray noise) with the pivot."""
     command = sweep_command(tmp_path, {
         "name": "sigint_sweep", "experiment": "dbl_synthetic_tiny",
         "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=2"],
         "grid": {"cooperative.strategy": ["A", "F", "G"]}, "seeds": [0], "resources": {"cpu": 1},
         "table": {"rows": ["cooperative.strategy"], "paper": "dbl_table4"}})
+    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3"}  # a progress line every 0.3 s
     log_path = tmp_path / "first.log"
-    driver = start_driver(command, tmp_path, log_path)
+    driver = start_driver(command, tmp_path, log_path, env)
     try:
         def second_trial_running() -> bool:
             if "MLflow parent run" not in log_path.read_text():
@@ -69,7 +79,10 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-    assert log_path.read_text().rstrip().splitlines()[-1].startswith("itrlab: sweep interrupted (Ctrl-C); 1 of 3 trials")
+    first = log_path.read_text()
+    assert first.rstrip().splitlines()[-1].startswith("itrlab: sweep interrupted (Ctrl-C); 1 of 3 trials")
+    assert "--resume continues it" in first, first[-4000:]
+    assert re.search(r"^1/3 trials done · 0 running · 0 failed · 1 interrupted · took ", first, re.M), first[-4000:]
     (parent,), children = sweep_runs(tmp_path, "sigint_sweep")
     assert parent.info.status == "KILLED"
     status = {c.data.tags["param.cooperative.strategy"]: c.info.status for c in children}
@@ -82,7 +95,7 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
 
     # two --resume of the sweep at the same moment: one continues it, the other is refused at once
     logs = [tmp_path / "resume1.log", tmp_path / "resume2.log"]
-    drivers = [start_driver([*command, "--resume"], tmp_path, log) for log in logs]
+    drivers = [start_driver([*command, "--resume"], tmp_path, log, env) for log in logs]
     try:
         codes = [driver.wait(timeout=400) for driver in drivers]
     finally:
@@ -93,6 +106,13 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     refused = logs[codes.index(2)].read_text().strip().splitlines()
     assert len(refused) == 1 and refused[0].startswith("itrlab: error: sweep 'sigint_sweep'"), refused
     assert "in use by another process" in refused[0]
+    second = logs[codes.index(0)].read_text()
+    lines = re.findall(r"^(\d)/3 trials done · \d running · 0 failed · (ETA|took) ", second, re.M)
+    assert lines and all(count in "123" for count, _ in lines), second[-4000:]  # the restored trial counts
+    assert ("1", "ETA") in lines and lines[-1] == ("3", "took"), second[-4000:]
+    for noise in NOISE:
+        assert noise not in first + second, noise
+    assert "sigint_sweep: test results over seeds" in second and "sigint_sweep: trials ranked by" in second  # the pivot
 
     (parent,), children = sweep_runs(tmp_path, "sigint_sweep")
     assert parent.info.status == "FINISHED" and "itrlab.stop_reason" not in parent.data.tags

@@ -12,6 +12,8 @@ from mlflow import MlflowClient
 
 from test_faults_cli import env_for, job
 
+pytestmark = pytest.mark.e2e  # trainings in subprocesses, as users run them
+
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):

@@ -23,7 +23,7 @@ from mlflow import MlflowClient
 from conftest import REPO
 from test_faults_cli import ctrl_c_reaches_it, env_for, job
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e  # real processes, signals and servers
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from mlflow import MlflowClient
 from test_faults_cli import ctrl_c_reaches_it, env_for, job, one_line_error
 from test_faults_resume import finished_run  # noqa: F401 - the module's finished one-epoch run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e  # real processes, signals and servers
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ import pytest
 from test_faults_cli import signal_training, the_run
 from test_sweep_jobs import start_driver, sweep_command, sweep_runs, wait_for
 
+pytestmark = pytest.mark.e2e  # a training and a sweep driver in processes of their own
+
 
 def test_sigterm_during_training_ends_the_run_killed_with_one_line_and_143(tmp_path):
     process, err = signal_training(tmp_path, signal.SIGTERM)
@@ -24,7 +26,6 @@ def test_sigterm_during_training_ends_the_run_killed_with_one_line_and_143(tmp_p
     assert (tmp_path / "run" / "last.pt").is_file()
 
 
-@pytest.mark.slow
 def test_sigterm_to_the_sweep_driver_ends_it_like_ctrl_c(tmp_path):
     command = sweep_command(tmp_path, {
         "name": "sigterm_sweep", "experiment": "dbl_synthetic_tiny",

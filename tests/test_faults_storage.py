@@ -13,8 +13,6 @@ import pytest
 
 from test_sweep_jobs import start_driver, sweep_command, sweep_runs, wait_for
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture
 def tmpfs(tmp_path):
@@ -30,6 +28,7 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+@pytest.mark.e2e
 def test_storage_turned_read_only_mid_sweep_stops_it_with_one_line(tmp_path, tmpfs):
     command = sweep_command(tmp_path, {
         "name": "ro_sweep", "experiment": "dbl_synthetic_tiny",
@@ -61,6 +60,7 @@ def test_storage_turned_read_only_mid_sweep_stops_it_with_one_line(tmp_path, tmp
     assert len(children) <= 2  # the next trial did not start on storage that cannot be written
 
 
+@pytest.mark.e2e
 def test_extraction_to_a_read_only_folder_is_one_line_before_the_model_loads(tmp_path, tmpfs):
     import json
     import sys
@@ -116,6 +116,7 @@ def train_until_the_disk_fills(tmp_path, full_disk, *args: str) -> tuple[subproc
     return process, err
 
 
+@pytest.mark.e2e
 def test_mlflow_store_on_a_disk_that_fills_mid_run_is_one_line(tmp_path, tmpfs):
     process, err = train_until_the_disk_fills(tmp_path, tmpfs, f"MLFLOW_TRACKING_URI=sqlite:///{tmpfs / 'mlflow.db'}",
                                               "--run-dir", str(tmp_path / "run"))
@@ -126,6 +127,7 @@ def test_mlflow_store_on_a_disk_that_fills_mid_run_is_one_line(tmp_path, tmpfs):
     assert (tmp_path / "run" / "last.pt").is_file()
 
 
+@pytest.mark.e2e
 def test_a_run_folder_on_a_disk_that_fills_mid_run_is_one_line_and_keeps_the_last_checkpoint(tmp_path, tmpfs):
     from mlflow import MlflowClient
 

@@ -20,7 +20,7 @@ from conftest import write_precomp
 from itrlab.cli import main
 from itrlab.sweep import load_sweep, run_sweep, runner
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -145,6 +145,7 @@ def docs(overlay) -> list[dict]:
     return render(overlay)
 
 
+@pytest.mark.e2e
 def test_overlays_render(docs, overlay):
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     expected = {("Namespace", NAMESPACE), ("RayCluster", "itrlab"), ("RayJob", "itrlab-sweep"),
@@ -157,6 +158,7 @@ def test_overlays_render(docs, overlay):
     assert ("Deployment", "itrlab-s3") not in kinds or overlay == "dev-cpu"
 
 
+@pytest.mark.e2e
 def test_every_object_is_in_the_itrlab_namespace(docs):
     for doc in docs:
         if doc["kind"] != "Namespace":
@@ -175,6 +177,7 @@ def kubernetes_errors(doc: dict) -> str | None:
     return None
 
 
+@pytest.mark.e2e
 def test_builtin_objects_validate_against_the_kubernetes_schema(docs):
     builtin = [d for d in docs if not d["apiVersion"].startswith("ray.io/")]
     assert len(builtin) >= 10
@@ -182,6 +185,7 @@ def test_builtin_objects_validate_against_the_kubernetes_schema(docs):
     assert not errors, "\n".join(errors)
 
 
+@pytest.mark.e2e
 @needs_kubectl
 def test_kubernetes_schema_validation_is_strict():
     deployment = copy.deepcopy(find(render("dev-cpu"), "Deployment", "itrlab-mlflow"))
@@ -220,6 +224,7 @@ def crd_errors(doc: dict) -> list[str]:
     return [f"{doc['kind']} {'.'.join(map(str, e.path))}: {e.message}" for e in crd_validator(doc["kind"]).iter_errors(doc)]
 
 
+@pytest.mark.e2e
 @needs_crds
 def test_ray_objects_validate_against_the_kuberay_crds(docs):
     ray = [d for d in docs if d["apiVersion"].startswith("ray.io/")]
@@ -229,6 +234,7 @@ def test_ray_objects_validate_against_the_kuberay_crds(docs):
     assert not errors, "\n".join(errors)
 
 
+@pytest.mark.e2e
 @needs_crds
 @needs_kubectl
 def test_kuberay_crd_validation_is_strict():
@@ -245,6 +251,7 @@ def dockerfile_args(path: Path) -> dict[str, str]:
     return dict(re.findall(r"^ARG (\w+)=(\S+)", path.read_text(), flags=re.M))
 
 
+@pytest.mark.e2e
 def test_raycluster_head_gpu_workers_and_autoscaling(docs, overlay):
     cluster = find(docs, "RayCluster", "itrlab")["spec"]
     assert cluster["rayVersion"] == dockerfile_args(DOCKER / "itrlab.Dockerfile")["RAY_VERSION"]
@@ -267,6 +274,7 @@ def test_raycluster_head_gpu_workers_and_autoscaling(docs, overlay):
             assert float(limits["cpu"]) >= 2
 
 
+@pytest.mark.e2e
 def test_rayjob_runs_on_its_own_copy_of_the_cluster_and_cleans_up(docs):
     job = find(docs, "RayJob", "itrlab-sweep")["spec"]
     assert job["shutdownAfterJobFinishes"] is True
@@ -282,6 +290,7 @@ def entrypoint_args(docs) -> list[str]:
     return argv[2:]
 
 
+@pytest.mark.e2e
 def test_rayjob_entrypoint_is_the_sweep_job_with_flags_it_accepts(docs, overlay):
     from itrlab.cli import build_parser, sweep_spec_of
     from itrlab.config.sweep import sweep_presets
@@ -319,6 +328,7 @@ def cpus(quantity) -> float:
     return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
+@pytest.mark.e2e
 def test_every_ray_pod_mounts_the_shared_volume(docs, overlay):
     claim = find(docs, "PersistentVolumeClaim", "itrlab-shared")
     assert claim["spec"]["accessModes"] == (["ReadWriteMany"] if overlay == "gpu" else ["ReadWriteOnce"])
@@ -336,6 +346,7 @@ def test_every_ray_pod_mounts_the_shared_volume(docs, overlay):
 
 # -- environment: the names the code reads ----------------------------------------------------
 
+@pytest.mark.e2e
 def test_mlflow_and_config_variables_are_the_ones_itrlab_reads(docs, monkeypatch):
     from itrlab.config.loader import CONFIG_DIR_ENV, config_dir
     from itrlab.tracking import TRACKING_URI_ENV, resolve_tracking_uri
@@ -368,6 +379,7 @@ def test_mlflow_and_config_variables_are_the_ones_itrlab_reads(docs, monkeypatch
     assert uri.netloc in allowed and uri.hostname in allowed
 
 
+@pytest.mark.e2e
 def test_ray_auth_variables_are_the_ones_ray_reads(docs, tmp_path):
     cluster = find(docs, "RayCluster", "itrlab")["spec"]
     assert cluster["authOptions"] == {"mode": "token", "secretName": "itrlab-ray-auth"}
@@ -390,6 +402,7 @@ def test_ray_auth_variables_are_the_ones_ray_reads(docs, tmp_path):
 
 # -- MLflow, PostgreSQL, S3 -----------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_mlflow_server_configuration(docs, overlay):
     container = mlflow_container(docs)
     assert container["command"] == ["mlflow", "server"]
@@ -433,6 +446,7 @@ def test_mlflow_server_configuration(docs, overlay):
         assert not [d for d in docs if d["metadata"]["name"] == "itrlab-s3"]
 
 
+@pytest.mark.e2e
 @needs_kubectl
 def test_gpu_overlay_has_the_larger_postgres_volume():
     def size(overlay: str) -> str:
@@ -447,6 +461,7 @@ def test_gpu_overlay_has_the_larger_postgres_volume():
 
 # -- security -------------------------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_secrets_are_referenced_never_literal(docs):
     assert not [d for d in docs if d["kind"] == "Secret"]
     for config_map in (d for d in docs if d["kind"] == "ConfigMap"):
@@ -480,6 +495,7 @@ def test_kubernetes_docs_show_how_to_create_the_secrets():
         assert f"k8s/overlays/{overlay}" in section
 
 
+@pytest.mark.e2e
 def test_services_are_internal(docs):
     for doc in docs:
         if doc["kind"] == "Service":
@@ -490,6 +506,7 @@ def test_services_are_internal(docs):
             assert not doc["spec"]["headGroupSpec"].get("enableIngress")
 
 
+@pytest.mark.e2e
 def test_containers_are_restricted_with_requests_and_limits(docs):
     namespace = find(docs, "Namespace", NAMESPACE)
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
@@ -555,6 +572,7 @@ def admitted(policies: list[dict], target: dict[str, str], source: dict[str, str
     return False
 
 
+@pytest.mark.e2e
 def test_network_policies_select_every_pod(docs):
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
     for doc in docs:
@@ -569,6 +587,7 @@ def test_network_policies_select_every_pod(docs):
     assert deny == {"podSelector": {}, "policyTypes": ["Ingress"]}  # what no rule lets in stays out
 
 
+@pytest.mark.e2e
 def test_only_ray_pods_reach_mlflow_and_only_mlflow_its_stores(docs, overlay):
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
     mlflow, postgres, s3 = ({"app.kubernetes.io/name": name} for name in ("mlflow", "postgres", "s3"))
@@ -596,6 +615,7 @@ def test_only_ray_pods_reach_mlflow_and_only_mlflow_its_stores(docs, overlay):
     assert not admitted(policies, RAY_POD, other, 6379) and not admitted(policies, head, submitter, 6379)
 
 
+@pytest.mark.e2e
 def test_mlflow_asks_for_a_password_that_every_ray_pod_has(docs):
     container = mlflow_container(docs)
     flags = flags_of(container["args"])
@@ -620,6 +640,7 @@ def test_mlflow_asks_for_a_password_that_every_ray_pod_has(docs):
             assert (ref["name"], ref["key"]) == (admin[key]["name"], admin[key]["key"]), where
 
 
+@pytest.mark.e2e
 def test_only_the_ray_head_holds_the_sweep_signing_key(docs):
     from itrlab.sweep.integrity import KEY_ENV
 
@@ -640,6 +661,7 @@ def test_only_the_ray_head_holds_the_sweep_signing_key(docs):
             assert mount.get("readOnly") is True
 
 
+@pytest.mark.e2e
 def test_the_dev_object_store_binds_only_its_s3_port_to_the_pod_network(docs, overlay):
     if overlay != "dev-cpu":
         pytest.skip("the GPU overlay uses an external bucket")
@@ -650,6 +672,7 @@ def test_the_dev_object_store_binds_only_its_s3_port_to_the_pod_network(docs, ov
     assert flags["-s3.ip.bind"] == "0.0.0.0" and flags["-s3.port"] == "8333"
 
 
+@pytest.mark.e2e
 @needs_kubectl
 def test_checkov_fails_only_the_justified_checks(tmp_path):
     checkov = Path(sys.executable).parent / "checkov"
@@ -739,6 +762,7 @@ def test_mlflow_image_adds_postgres_and_s3_clients_at_the_project_pin():
     assert f"USER {RUN_AS_USER}:{RUN_AS_USER}" in run_instructions(dockerfile)
 
 
+@pytest.mark.e2e
 def test_dockerfiles_pass_hadolint():
     hadolint = Path(sys.executable).parent / "hadolint"
     if not hadolint.is_file():
@@ -749,6 +773,7 @@ def test_dockerfiles_pass_hadolint():
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
 
 
+@pytest.mark.e2e
 @needs_kubectl
 def test_images_are_the_project_ones_per_overlay():
     for overlay, tag in (("dev-cpu", "0.1.0-cpu"), ("gpu", "0.1.0-cuda")):

@@ -35,6 +35,7 @@ def random_batch(size=8, regions=6, dim=32, vocab=40, length=7, seed=0) -> Batch
                  lengths=torch.full((size,), length), image_ids=image_ids, caption_ids=torch.arange(size))
 
 
+@pytest.mark.e2e
 def test_import_config_does_not_import_the_method_layer():
     code = "import sys, itrlab.config; print(sorted(m for m in sys.modules if m.startswith(('itrlab.methods', 'itrlab.losses', 'torch'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -143,6 +144,7 @@ def test_settings_a_trial_would_reject_fail_at_config_time(tmp_path, experiment,
     assert err.value.field == field, str(err.value)
 
 
+@pytest.mark.e2e
 def test_check_config_exits_2_for_a_loss_it_cannot_build(tmp_path):
     env = {**os.environ, "ITRLAB_CONFIG_DIR": str(REPO / "configs")}
     proc = subprocess.run([sys.executable, "-m", "itrlab.cli", "check-config", "-c", "vsepp_synthetic_tiny",

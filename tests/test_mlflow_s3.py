@@ -31,7 +31,7 @@ from itrlab.eval import RecallTable
 from itrlab.tracking import MlflowTracker
 from servers import BIN, free_port, moto_server, stop, wait_http
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 BASE = REPO / "k8s" / "base"
 AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",

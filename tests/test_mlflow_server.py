@@ -14,7 +14,7 @@ from mlflow import MlflowClient
 from servers import mlflow_server
 from conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 RECALL_KEYS = ["i2t_R1", "i2t_R5", "i2t_R10", "t2i_R1", "t2i_R5", "t2i_R10", "rsum"]
 

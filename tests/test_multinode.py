@@ -22,7 +22,7 @@ import yaml
 from conftest import REPO
 from servers import BIN
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.cluster
 
 SWEEP = "dbl_smoke"
 NODE_TAG, NODES_TAG = "itrlab.node_id", "itrlab.node_ids"

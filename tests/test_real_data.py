@@ -131,6 +131,7 @@ def test_scan_layout_trains_and_evaluates_coco_1k_and_5k(tmp_path):
 # --- float16 storage ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_float16_features_halve_the_files_and_keep_the_recall(tmp_path):
     """A model trained on float32 features, evaluated on them and on a float16 copy: |Δ rsum| < 0.5.
 

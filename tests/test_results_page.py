@@ -1,16 +1,8 @@
-"""``itrlab report RUN_ID``: a sweep's dated results page, written from its parent run's summary
-(pure rendering tested on a fabricated summary; the command end to end on a real tiny sweep)."""
+"""``itrlab report RUN_ID``: a sweep's dated results page, written from its parent run's summary, its
+rendering tested on a fabricated summary (the command on a real tiny sweep: tests/test_sweep.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
-from conftest import REPO
 from itrlab.report.results_page import page_name, render
 
 RUN = {"run_id": "abc123", "experiment": "dbl_tiny", "status": "FINISHED", "start_time": 1795435200000,
@@ -52,39 +44,3 @@ def test_a_sweep_without_a_table_still_gets_its_trials():
     summary = {k: v for k, v in SUMMARY.items() if k not in ("report", "headline")}
     page = render(summary, RUN)
     assert "## Results" not in page and "## Trials" in page
-
-
-def env_for(workdir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_"))}
-    env.update(MLFLOW_TRACKING_URI=f"sqlite:///{workdir / 'mlflow.db'}", OMP_NUM_THREADS="1", HOME=str(workdir),
-               ITRLAB_CONFIG_DIR=str(REPO / "configs"), PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    return env
-
-
-@pytest.mark.slow
-def test_report_of_a_finished_tiny_sweep_and_of_a_run_that_is_no_sweep(tmp_path):
-    sweep = subprocess.run([sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--preset", "tiny", "--storage",
-                            str(tmp_path / "sweeps"), f"dataset.root={tmp_path / 'data'}"],
-                           cwd=tmp_path, env=env_for(tmp_path), capture_output=True, text=True, timeout=600)
-    assert sweep.returncode == 0, sweep.stderr[-3000:]
-    parent = sweep.stdout.split("MLflow: parent run ")[1].split()[0]
-    itrlab = str(Path(sys.executable).parent / "itrlab")
-    result = subprocess.run([itrlab, "report", parent, "--out", str(tmp_path / "results")], cwd=tmp_path,
-                            env=env_for(tmp_path), capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (page,) = (tmp_path / "results").glob("*-dbl_tiny.md")
-    text = page.read_text()
-    assert f"parent run `{parent}`" in text and "| A | " in text and "| F | " in text and "| chance | " in text
-    assert sorted(p.name.split("-dbl_tiny-")[1] for p in (tmp_path / "results" / "img").iterdir()) == [
-        "pivot_test_rsum.png", "trial_curves.png"]
-    assert result.stderr.strip() == ""  # no progress bars
-
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    child = next(r for r in client.search_runs([client.get_experiment_by_name("dbl_tiny").experiment_id])
-                 if "mlflow.parentRunId" in r.data.tags)
-    for run_id, message in ((child.info.run_id, "is not a sweep's parent run"), ("0" * 32, "no MLflow run")):
-        bad = subprocess.run([itrlab, "report", run_id, "--out", str(tmp_path / "results")], cwd=tmp_path,
-                             env=env_for(tmp_path), capture_output=True, text=True, timeout=120)
-        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and message in bad.stderr, bad.stderr

@@ -123,6 +123,7 @@ def test_a_stage_trains_once_and_a_run_that_finds_it_ends_the_same(tmp_path):
     assert len(list((tmp_path / "runs" / "stages").glob("base-seed1-*"))) == 1
 
 
+@pytest.mark.e2e
 def test_two_runs_started_at_once_train_the_stage_once(tmp_path):
     """Two `jobs/train.py` processes that need the same stage: one trains it, the other waits for it."""
     overrides = [f"dataset.root={tmp_path / 'data'}", "train.epochs=1", *CONVSE, f"stages=[{BASE}]",

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import mlflow
@@ -18,7 +19,7 @@ from mlflow import MlflowClient
 from itrlab.cli import main
 from itrlab.sweep import load_sweep, run_sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -104,6 +105,32 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
                                 "features, synthetic) are not the paper's Flickr30K 1K test")
     report = Path(client.download_artifacts(result.parent_run_id, "sweep/report.md", str(workdir))).read_text()
     assert "| A | " in report and "| *chance* | " in report and parent.tags["itrlab.headline"] in report
+
+
+def test_report_of_a_finished_sweep_and_of_a_run_that_is_no_sweep(tiny_sweep, tmp_path, monkeypatch, capsys):
+    """``itrlab report PARENT`` as users type it writes the dated page and its plots, quietly; a trial's
+    run or an unknown id is one line and exit 2."""
+    from test_sweep_jobs import job_env
+
+    workdir, result = tiny_sweep
+    itrlab = str(Path(sys.executable).parent / "itrlab")
+    done = subprocess.run([itrlab, "report", result.parent_run_id, "--out", str(tmp_path / "results")], cwd=tmp_path,
+                          env=job_env(workdir), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (page,) = (tmp_path / "results").glob("*-tiny_sweep.md")
+    text = page.read_text()
+    assert f"parent run `{result.parent_run_id}`" in text and "| A | " in text and "| F | " in text
+    assert "| chance | " in text
+    assert sorted(p.name.split("-tiny_sweep-")[1] for p in (tmp_path / "results" / "img").iterdir()) == [
+        "pivot_test_rsum.png", "trial_curves.png"]
+    assert done.stderr.strip() == ""  # no progress bars
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{workdir / 'mlflow.db'}")
+    child = children(MlflowClient(), "tiny_sweep", result.parent_run_id)[0]
+    for run_id, message in ((child.info.run_id, "is not a sweep's parent run"), ("0" * 32, "no MLflow run")):
+        assert main(["report", run_id, "--out", str(tmp_path / "refused")]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and message in err, err
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -1,5 +1,6 @@
 """What a sweep prints while it runs: the progress line and its ETA, the step counter within an epoch,
-and Ray's noise kept off the console unless ``-v`` (itrlab.sweep.progress)."""
+and Ray's noise kept off the console unless ``-v`` (itrlab.sweep.progress). The console of a real sweep,
+interrupted and resumed, is checked in tests/test_faults_jobs.py."""
 
 from __future__ import annotations
 
@@ -8,27 +9,16 @@ import logging
 import os
 import pickle
 import re
-import signal
-import subprocess
-import sys
 from dataclasses import dataclass, field
 
 import pytest
 
-from conftest import REPO, tiny_config
+from conftest import tiny_config
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep import progress
 from itrlab.sweep.progress import (DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration,
                                    progress_line)
 from itrlab.train.loop import StepCounter, format_step_time
-from test_sweep_jobs import job_env, wait_for
-
-
-def start_driver(command: list[str], cwd, log_path, env) -> subprocess.Popen:
-    """The sweep driver in a session of its own (so that killing the group takes its Ray along)."""
-    with open(log_path, "w") as log:
-        return subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
 
 
 class Clock:
@@ -235,44 +225,3 @@ def test_trainer_prints_steps_within_a_long_epoch(tiny_root, capsys, one_torch_t
         run_experiment(tiny_config(tiny_root, "train.epochs=1"), tiny_root.parent / "run")
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch 1/1 · step ")]
     assert lines and re.fullmatch(r"epoch 1/1 · step \d+/\d+ · [\d.e-]+ s/step", lines[0]), lines[:3]
-
-
-# --- the sweep as users run it ---------------------------------------------------------------------
-
-
-NOISE = ("snapshotting", "Tuner.restore", "Checkpoint successfully created", "Trial status:",
-         "Configuration for experiment", "Uploading artifacts", "Downloading artifacts", "it/s]")
-
-
-@pytest.mark.slow
-def test_tiny_sweep_console_is_quiet_with_a_progress_line(tmp_path):
-    """The tiny sweep as users run it, without -v: Ctrl-C once its first trial ended, then --resume.
-    Progress lines (the resumed one counting the trial restored), the pivot and itrlab's --resume hint;
-    none of Ray's repeated warnings, checkpoint lines, status tables, Tuner.restore hint or MLflow bars."""
-    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3"}
-    command = [sys.executable, str(REPO / "jobs" / "sweep.py"), "--preset", "dbl-tiny",
-               "--storage", str(tmp_path / "sweeps"), "train.epochs=5"]
-    log_path = tmp_path / "first.log"
-    driver = start_driver(command, tmp_path, log_path, env)
-    try:
-        wait_for(lambda: re.search(r"^1/2 trials done · 1 running", log_path.read_text(), re.M), driver, log_path,
-                 "the first trial's end", timeout=120, every=0.1)
-        os.kill(driver.pid, signal.SIGINT)
-        assert driver.wait(timeout=120) == 130, log_path.read_text()[-4000:]
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-    first = log_path.read_text()
-    assert "--resume continues it" in first, first[-4000:]
-    assert re.search(r"^1/2 trials done · 0 running · 0 failed · 1 interrupted · took ", first, re.M), first[-4000:]
-
-    done = subprocess.run([*command, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    second = done.stdout + done.stderr
-    assert done.returncode == 0, second[-4000:]
-    lines = re.findall(r"^(\d)/2 trials done · \d running · 0 failed · (ETA|took) ", done.stdout, re.M)
-    assert lines and all(count in "12" for count, _ in lines), second[-4000:]  # the restored trial counts
-    assert ("1", "ETA") in lines and lines[-1] == ("2", "took"), second[-4000:]
-    for noise in NOISE:
-        assert noise not in first + second, noise
-    assert "dbl_tiny: test results over seeds" in done.stdout  # the pivot
-    assert "dbl_tiny: trials ranked by" in done.stdout

@@ -18,7 +18,7 @@ from mlflow import MlflowClient
 from conftest import REPO
 from servers import free_port, stop_ray_head
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
 
 
@@ -52,11 +52,12 @@ def sweep_command(tmp_path: Path, spec: dict) -> list[str]:
     return [sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--sweep", str(sweep), "--storage", str(tmp_path / "sweeps")]
 
 
-def start_driver(command: list[str], tmp_path: Path, log_path: Path) -> subprocess.Popen:
-    """The sweep driver in a session of its own (so that killing the group takes its Ray along)."""
+def start_driver(command: list[str], tmp_path: Path, log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """The sweep driver in a session of its own (so that killing the group takes its Ray along), in
+    ``env`` (default: :func:`job_env`)."""
     with open(log_path, "w") as log:
-        return subprocess.Popen(command, cwd=tmp_path, env=job_env(tmp_path), stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(command, cwd=tmp_path, env=env or job_env(tmp_path), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def wait_for(ready, driver: subprocess.Popen, log_path: Path, what: str, timeout: float = 240, every: float = 0.5):

@@ -178,6 +178,7 @@ def test_init_ray_gives_the_wait_policy_to_ray_workers(monkeypatch):
     assert seen["runtime_env"]["env_vars"]["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
+@pytest.mark.e2e
 def test_the_cli_sets_the_wait_policy_before_torch_loads_openmp():
     """``itrlab`` / ``jobs/train.py`` import itrlab.cli first: libgomp then spins 0 (its own report,
     OMP_DISPLAY_ENV), and a user's own setting is kept."""
@@ -216,6 +217,7 @@ finally:
 """
 
 
+@pytest.mark.e2e
 def test_the_wait_policy_and_thread_count_reach_a_ray_trial(tmp_path):
     """A trial's worker process, started by the sweep's Ray, has the wait policy in its environment from
     its start (before it loads torch), and trains with the one CPU it reserved on this 2+ CPU machine."""

@@ -49,6 +49,7 @@ def test_resume_continues_epochs_schedule_and_results(tmp_path, tiny_root):
     assert resumed.test == straight.test
 
 
+@pytest.mark.e2e
 def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
     """`python jobs/train.py` in a fresh directory: progress, table, local SQLite MLflow, resume."""
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}

@@ -202,7 +202,8 @@ def sweep_presets() -> dict[str, str]:
     return presets()
 
 
-SWEEP_FLAGS = {"resources.cpu": "--cpus-per-trial", "resources.gpu": "--gpus-per-trial", "concurrency": "--concurrency"}
+SWEEP_FLAGS = {"resources.cpu": "--cpus-per-trial", "resources.gpu": "--gpus-per-trial", "concurrency": "--concurrency",
+               "group": "--group"}
 """Sweep-file keys that command-line flags override."""
 
 
@@ -344,6 +345,9 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argp
                             "trials train on the GPUs they get (train.device: auto)")
     sweep.add_argument("--concurrency", type=int, metavar="N",
                        help="trials at once; default: the sweep file's concurrency")
+    sweep.add_argument("--group", type=int, metavar="G",
+                       help="train G trials of one model shape together in one process, as one batched model "
+                            "(each still its own MLflow run); default: the sweep file's group (1)")
     sweep.add_argument("-v", "--verbose", action="store_true",
                        help="Ray's full console output (Tune's status tables, checkpoint lines, its warnings, "
                             "MLflow's progress bars); default: itrlab's progress line every 30 s")

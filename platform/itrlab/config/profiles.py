@@ -41,6 +41,7 @@ class Profile(Section):
     seeds: list[int] | None = None  # the paper's runs may use fewer seeds than the miniature
     resources: dict[str, float] | None = None  # what a trial asks of Ray under this profile (a GPU for paper)
     concurrency: int | None = None
+    group: int | None = None  # trials trained together per Ray trial (a GPU profile's grouping)
     description: str = ""
 
 
@@ -95,7 +96,7 @@ def apply_profile(data: dict[str, Any], profile: str | None, where: str = "") ->
     chosen = profiles[name]
     filled = _fill(body, chosen.values, where.rstrip(": "))
     filled["overrides"] = [*filled.get("overrides", []), *_fill(chosen.overrides, chosen.values, "overrides")]
-    for key in ("seeds", "resources", "concurrency"):
+    for key in ("seeds", "resources", "concurrency", "group"):
         if getattr(chosen, key) is not None:
             filled[key] = getattr(chosen, key)
     if chosen.description:

@@ -144,6 +144,9 @@ class TableSpec(Section):
     columns: list[str] = Field(default_factory=lambda: ["test_i2t_R1", "test_i2t_R5", "test_t2i_R1", "test_t2i_R5", "test_rsum", "test_md"])
     # configs/paper/<name>.yaml: published numbers, shown beside ours only on the paper's data and protocol
     paper: str | None = None
+    # configs/paper/anchors/<name>.yaml: published results of other methods on the same data and protocol,
+    # reference rows under the table (never rows of the grid), under the same rule as `paper`
+    anchors: str | None = None
     baseline: str | None = None  # the row the others are compared with, by its label ("A", "BTR"); default: the first
     # further pairs [row, reference] (labels): each row's objective minus the reference's, with Welch's 95%
     # interval, a line under the table (ConVSE Table III: ConVSE++ against ConVSE, besides both against VSE++)
@@ -168,6 +171,9 @@ class SweepSpec(Section):
     # torch: always a TorchTrainer (DDP) inside the trial
     trainer: Literal["auto", "torch"] = "auto"
     max_failures: int = Field(1, ge=0)
+    # trials of one model shape trained together in one process as one batched model, G per Ray trial
+    # (itrlab.sweep.groups); 1: one trial per training run
+    group: int = Field(1, ge=1)
     asha: AshaSpec | None = None
     table: TableSpec | None = None
     # the profile this spec was read under (itrlab.config.profiles) and how it deviates from the paper
@@ -307,13 +313,18 @@ def table_columns() -> list[str]:
     return [*(f"test_{m}" for m in METRIC_NAMES.values()), *METRIC_NAMES.values(), "best_val_rsum", "best_epoch"]
 
 
-def papers() -> list[str]:
-    return sorted(p.stem for p in (config_dir() / "paper").glob("*.yaml"))
+PUBLISHED = {"paper": ("paper",), "anchors": ("paper", "anchors")}  # table key -> its folder under configs/
+
+
+def published_files(key: str) -> list[str]:
+    """What ``table.<key>`` may name: the files of ``configs/paper/`` (a paper's own tables) or of
+    ``configs/paper/anchors/`` (published results of other methods)."""
+    return sorted(p.stem for p in config_dir().joinpath(*PUBLISHED[key]).glob("*.yaml"))
 
 
 def check_sweep_keys(spec: SweepSpec, prefix: str = "") -> None:
-    """The names a sweep uses that the schema cannot check: the objective's metric, the table's columns
-    and paper. Checked before Ray starts (Tune would only fail after training, or after the whole sweep)."""
+    """The names a sweep uses that the schema cannot check: the objective's metric, the table's columns,
+    paper and anchors. Checked before Ray starts (Tune would only fail after training, or after the whole sweep)."""
     metrics = objective_metrics()
     if spec.objective.metric not in metrics:
         raise ConfigError(f"{prefix}objective.metric", spec.objective.metric,
@@ -326,12 +337,12 @@ def check_sweep_keys(spec: SweepSpec, prefix: str = "") -> None:
         if column not in columns:
             raise ConfigError(f"{prefix}table.columns", column, f"columns are metrics of a trial: {', '.join(columns)}",
                               did_you_mean(column, columns))
-    if spec.table.paper is not None:
-        known = papers()
-        if spec.table.paper not in known:
-            raise ConfigError(f"{prefix}table.paper", spec.table.paper,
-                              f"published tables under {config_dir() / 'paper'}: {', '.join(known) or 'none'}",
-                              did_you_mean(spec.table.paper, known))
+    for key, folder in PUBLISHED.items():
+        name = getattr(spec.table, key)
+        known = published_files(key)
+        if name is not None and name not in known:
+            raise ConfigError(f"{prefix}table.{key}", name, f"published {'tables' if key == 'paper' else key} under "
+                              f"{config_dir().joinpath(*folder)}: {', '.join(known) or 'none'}", did_you_mean(name, known))
 
 
 def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:

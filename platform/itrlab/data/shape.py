@@ -5,6 +5,12 @@ A paper's numbers are comparable with ours only on the paper's data: Flickr30K's
 config proves nothing (a synthetic set renamed ``f30k_precomp`` is still synthetic), so the reports
 compare the shape read from the files themselves: the split sizes, the captions per image, the
 feature shape, and whether the folder is one itrlab generated (its ``synthetic.json``).
+
+What a published table needs is a :class:`ShapeRequirement` (``configs/paper/data/<name>.yaml``): the
+same fields, where the region features may be ``any``. The papers' own tables were measured on one
+feature set (SCAN's 36 x 2048 bottom-up regions) and require it; published anchors of other methods
+(Flickr8K's, with VGG or R-CNN features) stand beside results on the same images, split, captions and
+protocol whatever the features, and say which features they used.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from itrlab.data.precomp import inspect_precomp
+from itrlab.errors import ConfigError
 from itrlab.data.synthetic import MANIFEST
 
 
@@ -46,6 +53,67 @@ class DataShape:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DataShape":
         return cls(**{key: data[key] for key in cls.__dataclass_fields__})
+
+
+ANY = "any"  # a requirement's regions or feature_dim: any features
+SIZES = ("train_images", "val_images", "test_images", "captions_per_image")
+FEATURES = ("regions", "feature_dim")
+
+
+@dataclass(frozen=True)
+class ShapeRequirement:
+    """The data a published table's numbers were measured on, which ours must have for them to stand
+    beside ours: split sizes, captions per image and not synthetic always; region features exactly,
+    or any (``None``, written ``any`` in the file) where the published rows used other features."""
+
+    train_images: int
+    val_images: int
+    test_images: int
+    captions_per_image: int
+    regions: int | None
+    feature_dim: int | None
+    synthetic: bool
+
+    def describe(self) -> str:
+        """``6,000 / 1,000 / 1,000 images x 5 captions, any features`` (or ``36 x 2048 features``)."""
+        features = "any features" if self.regions is None and self.feature_dim is None else (
+            f"{self.regions or ANY} x {self.feature_dim or ANY} features")
+        text = (f"{self.train_images:,} / {self.val_images:,} / {self.test_images:,} images x "
+                f"{self.captions_per_image} captions, {features}")
+        return text + (", synthetic" if self.synthetic else "")
+
+    def differences(self, shape: DataShape) -> list[str]:
+        """The required fields in which ``shape`` (the trials' data) differs, as ``name ours vs theirs``."""
+        ours, required = asdict(shape), asdict(self)
+        return [f"{key.replace('_', ' ')} {ours[key]} vs {required[key]}" for key in required
+                if required[key] is not None and ours[key] != required[key]]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str) -> "ShapeRequirement":
+        """The requirement of a data file's ``data`` (``where``: the file, for errors): sizes are positive
+        integers, ``regions`` and ``feature_dim`` positive integers or ``any``, ``synthetic`` a boolean;
+        ``description`` may say in words what the data are. Anything else is a ConfigError."""
+        fields = [*SIZES, *FEATURES, "synthetic"]
+        unknown = sorted(set(data) - {*fields, "description"})
+        if unknown:
+            raise ConfigError(f"{where}: {unknown[0]}", data[unknown[0]], f"a data shape has the keys {', '.join(fields)}"
+                              " and description")
+        values: dict[str, Any] = {}
+        for key in fields:
+            if key not in data:
+                raise ConfigError(f"{where}: {key}", None, "a data shape names every one of " + ", ".join(fields))
+            value = data[key]
+            if key == "synthetic":
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{where}: synthetic", value, "true or false")
+            elif key in FEATURES and value == ANY:
+                value = None
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                allowed = "a positive integer" + (f" or '{ANY}' (published rows on other features)"
+                                                  if key in FEATURES else "")
+                raise ConfigError(f"{where}: {key}", value, allowed)
+            values[key] = value
+        return cls(**values)
 
 
 def data_shape(root: str | Path, splits: tuple[str, str, str], captions_per_image: int) -> DataShape:

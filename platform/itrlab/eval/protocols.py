@@ -10,6 +10,7 @@ name       folds                                            allowed split sizes
 =========  ===============================================  =====================
 all        one fold: every image of the split               any N >= 1
 f30k_1k    one fold (the Flickr30K 1K test split)           N == 1000
+f8k_1k     one fold (the Flickr8K 1K test split)            N == 1000
 coco_5k    one fold (the COCO 5K test split)                N == 5000
 coco_1k    5 folds of 1000 images (COCO 1K)                 N == 5000
 5fold      5 folds of N/5 images (the COCO-1K scheme)       N divisible by 5
@@ -81,6 +82,7 @@ PROTOCOLS: dict[str, Protocol] = {
     for p in (
         Protocol("all", 1, None, "rank against all images of the split"),
         Protocol("f30k_1k", 1, 1000, "Flickr30K 1K test: all 1000 images"),
+        Protocol("f8k_1k", 1, 1000, "Flickr8K 1K test: all 1000 images"),
         Protocol("coco_5k", 1, 5000, "COCO 5K test: all 5000 images"),
         Protocol("coco_1k", 5, 5000, "COCO 1K: mean over 5 folds of 1000 images"),
         Protocol("5fold", 5, None, "mean over 5 folds of N/5 images"),

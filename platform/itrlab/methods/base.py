@@ -113,6 +113,9 @@ class MethodModule(nn.Module):
     provides: ClassVar[frozenset[str]] = frozenset({"i2t", "image_ids", "i2i", "t2t"})
     loss: nn.Module  # the single-branch task loss, forward(Similarities) -> LossOutput
     text_lr: float | None = None  # learning rate of a pretrained text backbone (None: the main lr)
+    # why runs of this method cannot train as members of one batched model (itrlab.train.grouped), on one
+    # line; None: its step is a plain function of its parameters and batch, and it groups
+    group_refusal: ClassVar[str | None] = None
 
     # ------------------------------------------------------------------ building
 

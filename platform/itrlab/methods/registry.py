@@ -60,7 +60,10 @@ class Scheme:
     ``check(config)`` raises ConfigError for a section it cannot run (at assembly, after typing) and
     returns the section as it takes effect (settings left to their defaults filled in, so runs log them);
     ``build(config, make_branch, context)`` returns the wrapped method, calling ``make_branch()`` for
-    each fresh branch; ``describe(settings)`` is the section on one line, for tags and run notes.
+    each fresh branch; ``describe(settings)`` is the section on one line, for tags and run notes;
+    ``fresh(settings)`` the same scheme with every branch built fresh, none read from a checkpoint or
+    trained first (to count a step's cost or a model's shape without its data); ``structure(settings)``
+    what decides the cost of a step, in words (None: the section wraps nothing, a plain branch trains).
     """
 
     section: str
@@ -68,6 +71,8 @@ class Scheme:
     check: Callable[[ExperimentConfig], Section]
     build: Callable[[ExperimentConfig, Callable[[], MethodModule], BuildContext], MethodModule]
     describe: Callable[[Section], str]
+    fresh: Callable[[Section], Section]
+    structure: Callable[[Section], str | None]
 
 
 SCHEMES: dict[str, Scheme] = {}
@@ -104,6 +109,22 @@ def register_scheme(scheme: Scheme) -> Scheme:
 def scheme_of(config: ExperimentConfig) -> Scheme | None:
     """The scheme whose config section ``config`` sets, if any."""
     return next((s for s in SCHEMES.values() if getattr(config, s.section, None) is not None), None)
+
+
+def with_fresh_branches(config: ExperimentConfig) -> ExperimentConfig:
+    """``config`` with its scheme's branches all built fresh (:attr:`Scheme.fresh`): nothing is read from a
+    checkpoint or trained first, so its shape and the cost of its step can be known without data."""
+    scheme = scheme_of(config)
+    if scheme is None:
+        return config
+    return config.model_copy(update={scheme.section: scheme.fresh(getattr(config, scheme.section))})
+
+
+def scheme_structure(config: ExperimentConfig) -> str | None:
+    """What decides the cost of ``config``'s step beyond its method and model: its scheme's structure
+    (None without a scheme, or where the scheme wraps nothing)."""
+    scheme = scheme_of(config)
+    return None if scheme is None else scheme.structure(getattr(config, scheme.section))
 
 
 def scheme_labels(config: ExperimentConfig) -> dict[str, str]:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from itrlab.models.batched import MaskedGRU
 from itrlab.models.glove import GloveEmbedding
 from itrlab.models.pooling import build_pooling
 
@@ -93,9 +94,12 @@ class GRUTextEncoder(nn.Module):
 
     def features_from_embeddings(self, embeddings: Tensor, lengths: Tensor) -> Tensor:
         """:meth:`word_features` from given input embeddings (B, L, word_dim), perturbed or not."""
-        packed = pack_padded_sequence(embeddings, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, _ = self.gru(packed)
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=embeddings.size(1))
+        if isinstance(self.gru, MaskedGRU):  # grouped training (itrlab.models.batched): no packing under vmap
+            out = self.gru(embeddings, lengths)
+        else:
+            packed = pack_padded_sequence(embeddings, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            out, _ = self.gru(packed)
+            out, _ = pad_packed_sequence(out, batch_first=True, total_length=embeddings.size(1))
         half = out.size(-1) // 2
         return (out[..., :half] + out[..., half:]) / 2
 

@@ -119,6 +119,29 @@ def pair_scores(regions: Tensor, words: Tensor, lengths: Tensor, *, lambda_: flo
     return torch.tanh(F.linear(mean_alignment, score_weight, score_bias)).squeeze(-1)
 
 
+def padded_pair_scores(regions: Tensor, words: Tensor, lengths: Tensor, *, lambda_: float,
+                       sim_weight: Tensor, sim_bias: Tensor | None, score_weight: Tensor,
+                       score_bias: Tensor | None) -> Tensor:
+    """:func:`pair_scores` over the padded words, masked instead of packed: the same eq. 1-2, every
+    shape fixed by the inputs' (no boolean indexing), so that it runs under ``torch.func.vmap``
+    (grouped training, :mod:`itrlab.models.batched`). Padding is zero in the cosines, so it never
+    enters a norm, and is left out of the mean over words; it costs ``max_len / mean length`` times
+    the packed form's work and memory (intermediates of ``I x J x L x max(d, s)`` entries)."""
+    mask = length_mask(lengths.to(words.device), words.shape[1])             # (J, L)
+    keep = mask[None, :, :, None].to(words.dtype)
+    x = torch.matmul(words[None], regions.transpose(1, 2)[:, None])          # (I, J, L, R)
+    x = x.clamp(min=0) * keep
+    # over the caption's words; clamped before the root (the same value as the packed form's clamp after it)
+    # so that a region no word matches sends no 0/0 gradient back
+    norms = x.square().sum(2, keepdim=True).clamp(min=_EPS ** 2).sqrt()
+    attention = torch.softmax(x / (norms / lambda_), dim=3)
+    x = torch.matmul(attention, regions[:, None])                            # V': (I, J, L, d)
+    x = F.linear((x - words[None]).square(), sim_weight, sim_bias)           # (I, J, L, s)
+    x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp(min=_EPS)
+    mean_alignment = (x * keep).sum(2) / lengths.to(x.dtype).clamp(min=1)[None, :, None]
+    return torch.tanh(F.linear(mean_alignment, score_weight, score_bias)).squeeze(-1)
+
+
 class CrossAttentionSimilarity(nn.Module):
     """The learned part of eq. 1-2 on encoded features: λ, W1/b1 (d -> s) and W2/b2 (s -> 1).
 
@@ -138,11 +161,14 @@ class CrossAttentionSimilarity(nn.Module):
             nn.init.xavier_uniform_(layer.weight)
             nn.init.zeros_(layer.bias)
 
+    padded = False  # True: padded_pair_scores (grouped training under vmap), else the packed pair_scores
+
     def forward(self, regions: Tensor, words: Tensor, lengths: Tensor) -> Tensor:
         """(I, J) scores of all pairs of the two blocks (see :func:`pair_scores`)."""
-        return pair_scores(regions, words, lengths, lambda_=self.lambda_,
-                           sim_weight=self.sim.weight, sim_bias=self.sim.bias,
-                           score_weight=self.score.weight, score_bias=self.score.bias)
+        scores = padded_pair_scores if self.padded else pair_scores
+        return scores(regions, words, lengths, lambda_=self.lambda_,
+                      sim_weight=self.sim.weight, sim_bias=self.sim.bias,
+                      score_weight=self.score.weight, score_bias=self.score.bias)
 
 
 class InteractionModel(nn.Module):

@@ -5,7 +5,8 @@ One row per grid row, in the grid's order; columns i2t R@1/5/10, t2i R@1/5/10, r
 sweep reports it), each cell "mean ± 95% interval" over seeds (the seed count added where it is not
 the grid's); the difference of the objective to the baseline with Welch's interval; the cost; a
 chance row (random scores on the test protocol); the published numbers as rows of their own, only
-when the trials' data have the paper's shape (:mod:`itrlab.data.shape`); the headline
+when the trials' data have the paper's shape (:mod:`itrlab.data.shape`); published anchors of other
+methods (:mod:`itrlab.report.anchors`) as reference rows last, under the same rule; the headline
 (:mod:`itrlab.report.headline`) and the plots. Pure data in, text out.
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from itrlab.config.sweep import SweepSpec
+from itrlab.report.anchors import Anchor
 from itrlab.report.chance import ChanceLevel
 from itrlab.report.headline import Headline, RowMarks
 from itrlab.report.stats import Comparison
@@ -27,6 +29,9 @@ RECALLS = ["test_i2t_R1", "test_i2t_R5", "test_i2t_R10", "test_t2i_R1", "test_t2
 HEADERS = {"test_i2t_R1": "i2t R@1", "test_i2t_R5": "i2t R@5", "test_i2t_R10": "i2t R@10",
            "test_t2i_R1": "t2i R@1", "test_t2i_R5": "t2i R@5", "test_t2i_R10": "t2i R@10",
            "test_rsum": "rsum", "test_md": "MD"}
+
+
+QUOTED = ("published", "chance", "reference")  # row kinds that are no result of the grid
 
 
 def report_columns(spec: SweepSpec) -> list[str]:
@@ -57,7 +62,7 @@ class PaperReport:
     title: str
     header: list[str]
     rows: list[list[str]]
-    row_kinds: list[str]  # "result", "baseline", "published", "chance"
+    row_kinds: list[str]  # "result", "baseline", "published", "chance", "reference" (a published anchor)
     headline: str
     notes: list[str] = field(default_factory=list)
     provenance: list[str] = field(default_factory=list)
@@ -67,7 +72,7 @@ class PaperReport:
         lines = [f"## {self.title}", "", *[f"- {item}" for item in self.provenance], "",
                  f"**{self.headline}**", "", "| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
         for row, kind in zip(self.rows, self.row_kinds):
-            cells = [f"*{c}*" if kind in ("published", "chance") and c and c != "-" else c for c in row]
+            cells = [f"*{c}*" if kind in QUOTED and c and c != "-" else c for c in row]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines += ["", *self.notes]
         for caption, path in (plots or {}).items():
@@ -94,7 +99,7 @@ th, td {{ padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: righ
 th:first-child, td:first-child {{ text-align: left; }}
 thead th {{ border-bottom: 2px solid #444; }}
 tr.baseline td {{ font-weight: 600; }}
-tr.published td, tr.chance td {{ font-style: italic; color: #555; }}
+tr.published td, tr.chance td, tr.reference td {{ font-style: italic; color: #555; }}
 p.headline {{ font-size: 1.05em; font-weight: 600; }}
 figure {{ display: inline-block; margin: 1em 1em 0 0; }} img {{ max-width: 640px; }}
 </style></head><body>
@@ -130,6 +135,8 @@ class ReportInputs:
     devices_per_trial: float
     provenance: list[str]
     comparisons: list[Comparison] = field(default_factory=list)  # table.compare's pairs, in the objective
+    anchors: list[Anchor] = field(default_factory=list)  # published anchors, when comparable
+    anchors_note: str = ""  # what the anchors are, or why they are absent ("" when the sweep names none)
 
 
 def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) -> PaperReport:
@@ -162,9 +169,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
         kinds.append("baseline" if is_base else "result")
         numbers = (inputs.published or {}).get(label)
         if numbers:
-            rows.append([f"{label} (published)"] + [number(numbers[c.removeprefix("test_")], c)
-                                                     if c.removeprefix("test_") in numbers else "-" for c in columns]
-                        + ["", "", "", ""])
+            rows.append([f"{label} (published)", *_printed(numbers, columns), "", "", "", ""])
             kinds.append("published")
     if inputs.chance is not None:
         level = inputs.chance
@@ -172,6 +177,9 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
                                   for c in columns]
                     + ["", "", "", f"rsum of random scores ≤ {level.rsum_high:.1f} at 95%"])
         kinds.append("chance")
+    for anchor in inputs.anchors:  # below everything of ours: never a row of the grid
+        rows.append([f"{anchor.name} (published)", *_printed(anchor.numbers, columns), "", "", "", anchor.note()])
+        kinds.append("reference")
     notes = [f"Cells: mean ± 95% Student-t interval over seeds {spec.seeds} (the seed count where a row has fewer); "
              f"'vs {baseline}': the difference of the means with Welch's 95% interval."]
     if inputs.chance is not None:
@@ -181,6 +189,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
         notes.append("Other differences, with Welch's 95% interval: " + "; ".join(
             _comparison(c, grid_seeds) for c in inputs.comparisons) + ".")
     notes.append(inputs.published_note)
+    notes.append(inputs.anchors_note)
     notes.append(f"Cost: wall / trial = the mean run time of a row's trials (building the method, training, the test "
                  f"evaluation); {unit} = the row's summed trial wall time x the {inputs.devices_per_trial:g} "
                  f"{'GPU' if unit == 'GPU-h' else 'CPU'}{'' if inputs.devices_per_trial == 1 else 's'} each trial "
@@ -188,6 +197,12 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
                  f"total {_total(table, inputs.cost_column):.3g} {unit}.")
     return PaperReport(f"{spec.name}: test results over seeds {spec.seeds}", header, rows, kinds,
                        inputs.headline.text, [n for n in notes if n], inputs.provenance)
+
+
+def _printed(numbers: dict[str, float], columns: list[str]) -> list[str]:
+    """Published numbers (keyed ``i2t_R1``, ``rsum``...) in the report's ``columns``, ``-`` where absent."""
+    return [number(numbers[c.removeprefix("test_")], c) if c.removeprefix("test_") in numbers else "-"
+            for c in columns]
 
 
 def _comparison(comparison: Comparison, grid_seeds: int) -> str:

@@ -13,56 +13,35 @@ order. For each column (``test_rsum``, ...):
   trials ran on data of the paper's shape and its test protocol (``configs/paper/*.yaml``:
   ``matches: {dataset: f30k_precomp, test_protocol: f30k_1k}``, the shape in
   ``configs/paper/data/f30k_precomp.yaml``, compared with the shape read from the trials' files,
-  never with the data set's name). Otherwise the ``published`` column says why the numbers are
-  absent (a result on synthetic data beside a Flickr30K number means nothing).
+  never with the data set's name: :mod:`itrlab.report.published`). Otherwise the ``published``
+  column says why the numbers are absent (a result on synthetic data beside a Flickr30K number
+  means nothing).
+
+Published results of *other* methods on the same data (``table.anchors``) are no rows of this grid:
+:mod:`itrlab.report.anchors` gives them to the report as reference rows, under the same rule.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from itrlab.config.loader import config_dir, read_yaml
 from itrlab.config.sweep import SweepSpec
 from itrlab.data.shape import DataShape
+from itrlab.report.anchors import load_anchors
+from itrlab.report.published import PublishedSource
 from itrlab.report.paper_report import report_columns
 from itrlab.report.stats import Comparison, difference_interval, mean_interval
 from itrlab.report.summary import TrialRow, row_key, row_label
 
 
 @dataclass(frozen=True)
-class PaperTable:
-    """A published table (``configs/paper/<name>.yaml``) and the data its numbers were measured on."""
+class PaperTable(PublishedSource):
+    """A published table (``configs/paper/<name>.yaml``): numbers by the label of our row they stand
+    beside, and the data they were measured on (:class:`~itrlab.report.published.PublishedSource`)."""
 
-    name: str
-    rows: dict[str, dict[str, float]]
-    description: str  # "Flickr30K 1K test"
-    dataset: str | None  # the paper's data: configs/paper/data/<dataset>.yaml gives its shape
-    test_protocol: str | None  # f30k_1k, coco_1k, coco_5k
-
-    def data_shape(self) -> DataShape | None:
-        """The shape of the paper's data (None when the table names none)."""
-        if not self.dataset:
-            return None
-        data = read_yaml(config_dir() / "paper" / "data" / f"{self.dataset}.yaml", f"table.paper ({self.name})")
-        return DataShape.from_dict(data)
-
-    def comparable(self, shape: DataShape | None, test_protocol: str) -> str | None:
-        """None when results on data of ``shape`` under ``test_protocol`` may stand beside these numbers,
-        else why not (one line). The data are compared by their shape read from the files, never by
-        the data set's name."""
-        paper_shape = self.data_shape()
-        if paper_shape is None or self.test_protocol is None:
-            return f"not comparable: {self.name} does not say which data set and protocol its numbers use"
-        if shape is None:
-            return f"not comparable: the trials' data shape is unknown; the paper's numbers are {self.description}"
-        if shape != paper_shape:
-            return (f"not comparable: the trials' data ({shape.describe()}) are not the paper's {self.description} "
-                    f"({paper_shape.describe()}): {'; '.join(shape.differences(paper_shape))}")
-        if test_protocol != self.test_protocol:
-            return (f"not comparable: the trials used test protocol {test_protocol}; the paper's numbers are "
-                    f"{self.description} ({self.test_protocol})")
-        return None
+    rows: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def load_paper(name: str | None) -> PaperTable | None:
@@ -70,9 +49,19 @@ def load_paper(name: str | None) -> PaperTable | None:
     if not name:
         return None
     data = read_yaml(config_dir() / "paper" / f"{name}.yaml", "table.paper")
-    matches = data.get("matches") or {}
-    return PaperTable(name, {str(key): dict(values) for key, values in (data.get("rows") or {}).items()},
-                      str(data.get("dataset", "")), matches.get("dataset"), matches.get("test_protocol"))
+    return PaperTable(**PublishedSource.fields(name, data),
+                      rows={str(key): dict(values) for key, values in (data.get("rows") or {}).items()})
+
+
+def check_published(spec: SweepSpec) -> None:
+    """The published files a sweep names (``table.paper``, ``table.anchors``) and their data shapes read
+    and validate: a malformed one is a ConfigError before any training, not a report that fails after
+    the whole sweep."""
+    if spec.table is None:
+        return
+    for source in (load_paper(spec.table.paper), load_anchors(spec.table.anchors)):
+        if source is not None:
+            source.data_shape()
 
 
 def _values(members: list[TrialRow], column: str) -> list[float]:
@@ -131,7 +120,9 @@ def pivot(rows: list[TrialRow], spec: SweepSpec, shape: DataShape | None = None,
     cost_column, per_trial = trial_cost_unit(spec)
     seconds = [_values(groups[group], "run_seconds") for group in keys]
     table["wall_s_mean"] = [mean_interval(values).value if values else None for values in seconds]
-    table[cost_column] = [sum(values) * per_trial / 3600 if values else None for values in seconds]
+    # a member of a group (itrlab.sweep.groups) holds its trial's devices with the others: its share
+    shares = [_values(groups[group], "cost_seconds") or values for group, values in zip(keys, seconds)]
+    table[cost_column] = [sum(values) * per_trial / 3600 if values else None for values in shares]
     if paper is not None:
         table["published"] = [absent or "" for _ in names]
     return table

@@ -16,6 +16,7 @@ from ray import tune
 from itrlab.config.sweep import SweepSpec
 from itrlab.report.summary import TrialRow
 from itrlab.errors import failure_reason
+from itrlab.sweep.group_trial import member_rows
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR, TRIAL_TAG
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker
 
@@ -142,7 +143,7 @@ def trial_rows(results, interrupted: bool = False) -> tuple[list[TrialRow], bool
             status, reason = "stopped", reason or "stopped early by the scheduler (ASHA)"
         trial_id = getattr(trial, "trial_id", None) or metrics.get("trial_id") or str(result.path).rsplit("/", 1)[-1]
         rows.append(TrialRow(str(trial_id), dict(result.config or {}), metrics, status, reason))
-    return rows, interrupted
+    return member_rows(rows), interrupted  # a grouped sweep's trial: one row per member
 
 
 def _key(params: dict[str, Any]) -> str:

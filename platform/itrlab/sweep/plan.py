@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from dataclasses import dataclass
 
 from itrlab.assembly import stage_configs
 from itrlab.config import ExperimentConfig
@@ -20,7 +19,10 @@ from itrlab.config.sweep import SweepSpec, row_key, row_label
 from itrlab.sweep.runner import base_tree
 from itrlab.sweep.trial import trial_config
 from itrlab.train.stages import stage_key
-from itrlab.train.throughput import lookup, throughput_file, training_shape
+from itrlab.sweep.cost import Cost, group_seconds, source_line
+from itrlab.sweep.groups import plan_groups
+from itrlab.train.grouped import step_class_key
+from itrlab.train.throughput import throughput_file
 
 
 def schedule(config: ExperimentConfig) -> str:
@@ -96,6 +98,7 @@ def shared_stages(configs: list[ExperimentConfig]) -> list[ExperimentConfig]:
 
 def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
     points, configs = trial_configs(spec, list(args.overrides))
+    groups = plan_groups(spec, points, configs) if spec.group > 1 else []  # bad grouping: one line, exit 2
     workers, cpus, gpus = spec.workers
     keys = spec.table.rows if spec.table else [k for k in (spec.grid or {})]
     print(f"sweep {spec.name}" + (f", profile {spec.profile}" if spec.profile else "") +
@@ -126,13 +129,19 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
     if any(value != "-" for value in settings.values()):
         print("\nmethod settings (method.*):")
         print("\n".join(f"  {name}: {value}" for name, value in settings.items()))
+    if groups:
+        print(f"\ngroups: {len(groups)} Ray trial(s), each training up to {spec.group} trials together as one "
+              f"batched model (each still its own MLflow run):")
+        for group in groups:
+            print("  " + ", ".join(row_label(row_key(point, keys)) + f" seed {point['seed']}" if keys
+                                   else f"seed {point['seed']}" for point in group.points))
     if stages:
         print(f"\nstages: {len(stages)}, each trained once and shared by the trials that start from it:")
         for (name, seed, _), entry in stages.items():
             r = recipe(entry["config"])
             print(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
                   f"lr {r['lr']}; used by {', '.join(entry['rows'])}")
-    print("\n" + estimate(configs, [entry["config"] for entry in stages.values()], spec))
+    print("\n" + estimate(configs, [entry["config"] for entry in stages.values()], spec, points))
     print("\non a cluster (RAY_ADDRESS set, or through the job API):")
     flags = [*(["--preset", args.preset] if args.preset else ["--sweep", args.sweep]),
              *(["--profile", spec.profile] if spec.profile else [])]
@@ -140,49 +149,59 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
     return 0
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """Training seconds of a sweep's trials and stages from the throughput measured here (evaluation
-    not counted), the shapes never measured on its device, and the measurements used."""
+def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec,
+                     group: int = 1, points: list[dict] | None = None) -> Cost:
+    """The training time of every stage (each once, alone) and trial, the trials in groups of ``group``
+    (:mod:`itrlab.sweep.groups`; ``points``: the trials' grid points), measured here or estimated
+    (:mod:`itrlab.sweep.cost`)."""
+    _, cpus, gpus = spec.workers
+    cost = Cost("cuda" if gpus else "cpu")
+    shapes: dict[int, tuple] = {}
 
-    device: str
-    seconds: float
-    missing: list[str]
-    sources: list[str]
+    def add(config: ExperimentConfig, size: int = 1, classes: int = 1) -> None:
+        if id(config) not in shapes:
+            shapes[id(config)] = train_pairs(config)
+        pairs, features, where = shapes[id(config)]
+        group_seconds(config, size, cost.device, cpus, pairs, features, where, cost, classes)
 
-    @property
-    def complete(self) -> bool:
-        return not self.missing
+    for stage in stages:
+        add(stage)
+    if group == 1:
+        for config in configs:
+            add(config)
+        return cost
+    grouped = spec.model_copy(update={"group": group})
+    for members in plan_groups(grouped, points or spec.grid_points(), configs):
+        add(members.configs[0], len(members.configs), len({step_class_key(c) for c in members.configs}))
+    return cost
 
 
-def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec) -> Estimate:
-    device = "cuda" if spec.workers[2] else "cpu"
-    total, missing, sources = 0.0, [], set()
-    for config in [*configs, *stages]:
-        pairs, features, where = train_pairs(config)
-        shape = training_shape(config, *(features or (0, 0)))
-        measured = lookup(device, shape) if pairs else None
-        if measured is None:
-            missing.append(shape if pairs else f"{config.dataset.name}: {where}")
+def estimate(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec,
+             points: list[dict] | None = None) -> str:
+    """The cost lines of a dry run: at G = 1 (one trial per process) and at the sweep's group, each with
+    its wall time, its device-hours and where its figures came from."""
+    workers, cpus, gpus = spec.workers
+    unit, per_trial = ("GPU", gpus * workers) if gpus else ("CPU", cpus * workers)
+    lines = [f"cost: training only (evaluation not counted); each trial holds {per_trial:g} {unit}(s), "
+             f"{spec.concurrency} trial(s) at a time:"]
+    sizes = [1] if spec.group == 1 else [1, spec.group]
+    for size in sizes:
+        cost = training_seconds(configs, stages, spec, size, points)
+        what = "one trial per process" if size == 1 else f"group: {size}, trials of one shape trained together"
+        if not cost.complete:
+            lines.append(f"  G = {size} ({what}): no estimate: the shape of {'; '.join(sorted(set(cost.unknown)))}")
             continue
-        total += measured.seconds(pairs * config.train.epochs)
-        sources.add(f"{measured.device}, {measured.measured}")
-    return Estimate(device, total, sorted(set(missing)), sorted(sources))
-
-
-def estimate(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec) -> str:
-    """The training time of every trial and stage from the throughput measured here, or what is missing."""
-    measured = training_seconds(configs, stages, spec)
-    device, total, sources, missing = measured.device, measured.seconds, measured.sources, measured.missing
-    if missing:
-        return (f"cost: no estimate: no throughput measured on a {device} device here for {len(missing)} shape(s) "
-                f"({'; '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}) in {throughput_file()}; "
-                f"`python jobs/bench_train.py -c <experiment> <overrides>` on such a device records one")
-    hours = total / 3600
-    parallel = max(1, spec.concurrency)
-    return (f"cost: about {hours:.2f} {device.upper()}-worker-hours of training ({hours / parallel:.2f} h of wall time "
-            f"at {parallel} trial(s) at a time), evaluation not counted; from the throughput measured on "
-            f"{'; '.join(sources)}")
+        hours = cost.seconds / 3600
+        lines.append(f"  G = {size} ({what}): about {hours / max(1, spec.concurrency):.2f} h of wall time, "
+                     f"{hours * per_trial:.2f} {unit}-hours; {source_line(cost)}")
+    if spec.group == 1:
+        lines.append("  (group: G in the sweep file, or --group G, trains G trials of one model shape together as "
+                     "one batched model; the dry run then estimates both)")
+    if any("estimated" in line for line in lines):
+        lines.append(f"  a measurement replaces an estimate: `python jobs/bench_gpu.py` on a GPU, "
+                     f"`python jobs/bench_train.py -c <experiment> <overrides>` on this kind of device; records in "
+                     f"{throughput_file()}")
+    return "\n".join(lines)
 
 
 def _table(rows: list[dict[str, str]]) -> str:

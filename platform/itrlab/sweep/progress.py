@@ -128,13 +128,15 @@ def configure_console() -> None:
 def with_console(run_config: tune.RunConfig, spec: SweepSpec, **progress: Any) -> tune.RunConfig:
     """``run_config`` with this invocation's console: Tune's verbosity and a fresh :class:`SweepProgress`
     in place of any it had. Also for the RunConfig that ``Tuner.restore`` brings back from the saved
-    state (Tune reapplies the first invocation's, callbacks and verbosity included)."""
+    state (Tune reapplies the first invocation's, callbacks and verbosity included). ``total``: Tune's
+    trials, when they are not the sweep's (a grouped sweep counts its groups)."""
+    total = progress.pop("total", None) or spec.trial_count
     configure_console()
     run_config.verbose = tune_verbosity()
     if run_config.verbose is None:  # RunConfig's own default, as a fresh RunConfig() sets it
         run_config.verbose = tune.RunConfig().verbose
     kept = [c for c in (run_config.callbacks or []) if not isinstance(c, SweepProgress)]
-    run_config.callbacks = [*kept, SweepProgress(spec.trial_count, **progress)]
+    run_config.callbacks = [*kept, SweepProgress(total, **progress)]
     return run_config
 
 

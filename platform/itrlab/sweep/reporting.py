@@ -4,7 +4,8 @@
   those that did not finish;
 * for grids with a ``table`` section: ``sweep/table.json`` (the pivot as data), ``sweep/report.html``
   and ``sweep/report.md`` (the paper-shaped report: :mod:`itrlab.report.paper_report`), the one
-  headline (:mod:`itrlab.report.headline`) as tags and metrics, and the same table printed last;
+  headline (:mod:`itrlab.report.headline`) as tags and metrics, and the same table printed last
+  (published anchors of other methods, ``table.anchors``, as reference rows under it);
 * for Optuna sweeps (no grid to pivot): the best trial, as ``sweep/best.json``, a tag and metrics;
 * ``sweep/plots/`` and ``sweep/summary.json`` (what ``itrlab report`` writes a dated page from).
 
@@ -21,6 +22,7 @@ from itrlab.config.schema import ExperimentConfig
 from itrlab.config.sweep import SweepSpec, row_key, row_label
 from itrlab.data.shape import DataShape, data_shape
 from itrlab.errors import failure_reason
+from itrlab.report.anchors import reference_rows
 from itrlab.report.chance import ChanceLevel, chance_level
 from itrlab.report.headline import Headline, headline, row_marks
 from itrlab.report.paper_report import PaperReport, ReportInputs, build_report
@@ -97,7 +99,8 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
             parent.log_text(report.markdown({caption: f"plots/{path.name}" for caption, path in plots.items()}),
                             "sweep/report.md")
             markdown = report.markdown() + "\n" + markdown
-            summary.update(report=report_dict(report), headline=top.text, table_paper=spec.table.paper)
+            summary.update(report=report_dict(report), headline=top.text, table_paper=spec.table.paper,
+                           table_anchors=spec.table.anchors)
         parent.log_text(markdown, "sweep/summary.md")
     parent.log_dict(summary, "sweep/summary.json")
     if report is not None:
@@ -108,13 +111,14 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
 def report_inputs(grid: dict[str, list], spec: SweepSpec, config: ExperimentConfig, shape: DataShape | None,
                   chance: ChanceLevel | None, top: Headline, pairs: list[Comparison]) -> ReportInputs:
     published, published_note = published_numbers(spec, shape, config.eval.test_protocol)
+    anchors, anchors_note = reference_rows(spec, shape, config.eval.test_protocol)
     cost_column, devices = trial_cost_unit(spec)
     provenance = [f"experiment {spec.experiment}" + (f" with {' '.join(spec.overrides)}" if spec.overrides else ""),
                   f"data {config.dataset.name}: {shape.describe() if shape else 'shape unknown'}; "
                   f"test protocol {config.eval.test_protocol}",
                   f"objective {spec.objective.mode} {spec.objective.metric}; seeds {spec.seeds}"]
     return ReportInputs(top, row_marks(grid, spec, chance), chance, published, published_note, cost_column,
-                        devices, provenance, pairs)
+                        devices, provenance, pairs, anchors, anchors_note)
 
 
 def report_dict(report: PaperReport) -> dict:

@@ -14,7 +14,7 @@ sweep differs from the record (:func:`changes`: overrides given with ``--resume`
 recorded ones, and what they change shows in the resolved config) is refused with one line naming the first
 difference, unless ``--allow-changes``: then it runs the new settings and the parent run records them (a tag and a
 param). What Tune restores from its own saved state (the grid, the seeds, the Optuna space, the objective,
-ASHA, retries, workers) cannot change at all: a resumed Tune experiment adds and drops no trial.
+ASHA, retries, workers, grouping) cannot change at all: a resumed Tune experiment adds and drops no trial.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from itrlab.files import atomic_write_json
 STATE_FILE = "itrlab_sweep.json"
 STATE_LIMIT = 16 << 20  # bytes: a state file larger than this was not written by itrlab
 # what Tune restores from its saved state: a resumed sweep cannot change them
-FIXED = ("grid", "seeds", "optuna", "objective", "asha", "max_failures", "num_workers", "trainer")
+FIXED = ("grid", "seeds", "optuna", "objective", "asha", "max_failures", "num_workers", "trainer", "group")
 # how a sweep runs, not what: free to change on resume (--cpus-per-trial, --concurrency ...)
 FREE = ("name", "description", "aliases", "resources", "concurrency")
 
@@ -164,8 +164,8 @@ def check_unchanged(state: dict[str, Any], now: dict[str, Any], allow: bool, swe
     if fixed:
         raise UserInputError(f"--resume {sweep_dir.name}: {fixed[0]}" + (f" (and {len(fixed) - 1} more)" if fixed[1:] else "")
                              + "; Ray Tune resumes the trials it laid out and no others: start a new sweep to run "
-                               "these (the grid, seeds, Optuna space, objective, ASHA, retries and workers cannot "
-                               "change on --resume)")
+                               "these (the grid, seeds, Optuna space, objective, ASHA, retries, workers and grouping "
+                               "cannot change on --resume)")
     if free and not allow:
         raise UserInputError(f"--resume {sweep_dir.name}: the sweep differs from what its first invocation recorded: "
                              f"{free[0]}" + (f" (and {len(free) - 1} more)" if free[1:] else "")

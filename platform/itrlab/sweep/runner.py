@@ -43,6 +43,8 @@ from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep import integrity
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
+from itrlab.sweep.group_trial import run_group_trial
+from itrlab.sweep.groups import group_param_space, sweep_groups
 from itrlab.sweep.resume import (STATE_FILE, check_unchanged, data_digests, pick, read_state, record, set_status,
                                  write_state)
 from itrlab.sweep.search import optuna_search
@@ -50,6 +52,7 @@ from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorag
                                   kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
+from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.trial import TrialContext, point_key, trial_config
@@ -165,6 +168,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
     new overrides or other data, and records them on the parent run."""
     overrides = list(overrides or [])
     check_sweep_keys(spec)
+    check_published(spec)
     storage = check_writable_dir(storage, "--storage")
     with contextlib.ExitStack() as held:
         state: dict[str, Any] = {}
@@ -178,6 +182,8 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
             overrides = [*state["overrides"], *overrides]  # this command line's on top of the recorded ones
         tree = base_tree(spec, overrides)
         checked = check_trials(spec, tree)
+        if spec.group > 1:  # its groups, checked before Ray (itrlab.sweep.groups)
+            sweep_groups(spec, tree)
         check_table_rows(spec)
         check_local_resources(spec)
         first = trial_config(tree, {})
@@ -285,25 +291,26 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
     from itrlab.sweep.progress import restored_with_console, with_console  # progress line, quiet console
 
     workers, cpus, gpus = spec.workers
+    groups = sweep_groups(spec, context.base_tree) if spec.group > 1 else None  # one Tune trial per group
+    function = run_group_trial if groups else trial_function(workers, cpus, gpus, torch_trainer=spec.trainer == "torch")
     trainable = tune.with_resources(
-        tune.with_parameters(trial_function(workers, cpus, gpus, torch_trainer=spec.trainer == "torch"),
-                             context=context),
+        tune.with_parameters(function, context=context),
         # a TorchTrainer trial's own process only waits on its workers, which hold the resources
         {"cpu": cpus, "gpu": gpus} if in_process(spec) else {"cpu": 0.1},
     )
     if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
         integrity.verify(sweep_dir)  # again, just before Tune unpickles its state
         tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
-        restored_with_console(tuner, spec)  # Tune brings back the saved RunConfig: this invocation's console
+        restored_with_console(tuner, spec, total=len(groups or []))  # Tune brings back the saved RunConfig
         return tuner
     run_config = with_console(tune.RunConfig(
         name="tune", storage_path=str(sweep_dir),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=[NoRetryOnInputError(), integrity.StateSigner()], stop=StopOnStorageError(),
-    ), spec)
-    tuner = tune.Tuner(trainable, param_space=param_space(spec), run_config=run_config,
-                       tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
+    ), spec, total=len(groups or []))
+    tuner = tune.Tuner(trainable, param_space=group_param_space(groups) if groups else param_space(spec),
+                       run_config=run_config, tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
     integrity.sign(sweep_dir, sweep_dir / "tune", only={"tune/tuner.pkl"})  # Tune wrote it just now, once
     return tuner
 

@@ -228,13 +228,19 @@ def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tr
                      **result.test.metrics(prefix="test_")})
 
 
+def restored_trial_folder(name: str) -> tuple[str, Path]:
+    """This Tune trial's id and its folder ``name`` (under the trial's directory), holding the trial's latest
+    checkpoint when it restarts."""
+    tune_context = tune.get_context()
+    folder = Path(tune_context.get_trial_dir()) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    restore_run_dir(folder, tune.get_checkpoint())
+    return tune_context.get_trial_id(), folder
+
+
 def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     """The Tune function trainable."""
-    tune_context = tune.get_context()
-    trial_id = tune_context.get_trial_id()
-    run_dir = Path(tune_context.get_trial_dir()) / "run"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    restore_run_dir(run_dir, tune.get_checkpoint())
+    trial_id, run_dir = restored_trial_folder("run")
 
     tracker = MlflowTracker(context.experiment, context.tracking_uri)
     reuse_child_run(tracker, run_dir, trial_id, context.parent_run_id)

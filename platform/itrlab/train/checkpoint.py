@@ -82,11 +82,24 @@ def plain(value: Any) -> Any:
     return value
 
 
+def compact(value: Any) -> Any:
+    """``value`` with every tensor that views a larger storage copied out: ``torch.save`` writes a view's
+    whole storage, and a grouped run's weights are rows of the group's stacked tensors
+    (:mod:`itrlab.train.grouped`)."""
+    if isinstance(value, dict):
+        return {k: compact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(compact(v) for v in value)
+    if isinstance(value, torch.Tensor) and value.untyped_storage().nbytes() > value.numel() * value.element_size():
+        return value.clone()
+    return value
+
+
 def save_checkpoint(path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
                     state: TrainState, extra: dict[str, Any] | None = None) -> None:
     payload = {
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "model": compact(model.state_dict()),
+        "optimizer": compact(optimizer.state_dict()) if optimizer is not None else None,
         "state": plain(asdict(state)),
         "rng": rng_state(),
         "extra": plain(extra or {}),

@@ -213,15 +213,29 @@ def recorded_run_id(path: Path) -> str | None:
     return run_id
 
 
-def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
-                   tracker: MlflowTracker | None = None, parent_run_id: str | None = None,
-                   run_name: str | None = None, rank: int = 0, world_size: int = 1,
-                   device: torch.device | None = None) -> RunResult:
-    """Train (or continue training in ``run_dir``), then evaluate the best checkpoint on test once.
+@dataclass
+class StartedRun:
+    """A run built and opened (:func:`start_run`), ready to train: its trainer, its MLflow run (when
+    tracked), the stages it starts from and the clock of its cost."""
 
-    ``experiment``: an assembled experiment (:func:`itrlab.assembly.assemble`), or a config whose data
-    is checked here. ``device`` overrides ``train.device`` (a Ray Train worker passes the GPU Ray gave it).
-    """
+    config: ExperimentConfig
+    run_dir: Path
+    trainer: Trainer
+    tracker: MlflowTracker | None
+    run_id: str | None
+    stages: dict[str, TrainedStage]
+    stage_cost: float  # seconds of its stages beyond those spent here (a stage counts in full)
+    started: float  # perf_counter when building the method began
+    world_size: int = 1
+    device_share: float = 1.0  # of the devices it trains on: 1 / G for a member of a group of G
+
+
+def start_run(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
+              tracker: MlflowTracker | None = None, parent_run_id: str | None = None,
+              run_name: str | None = None, rank: int = 0, world_size: int = 1,
+              device: torch.device | None = None, shared_resident=None) -> StartedRun:
+    """Everything of :func:`run_experiment` before training: the data, the method (and its stages), the
+    trainer (restoring ``last.pt``), the MLflow run (reopened on resume) and ``config.yaml``."""
     if not isinstance(experiment, Experiment):
         experiment = check_experiment(experiment)
     config = experiment.config
@@ -243,7 +257,8 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
     callbacks = list(callbacks or [])
     # the trainer first: it restores last.pt, and a checkpoint that does not fit is refused before the
     # MLflow run is (re)opened, so a finished run never turns FAILED on a refused resume
-    trainer = Trainer(config, method, data, run_dir, callbacks, rank=rank, world_size=world_size, device=device)
+    trainer = Trainer(config, method, data, run_dir, callbacks, rank=rank, world_size=world_size, device=device,
+                      shared_resident=shared_resident)
     run_id = None
     if tracker is not None:
         previous = run_dir / MLFLOW_FILE
@@ -259,22 +274,43 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
             tracker.log_final_metrics(preparation_metrics(notes))
         # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
         # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
-        callbacks.insert(0, MlflowEpochLogger(tracker))
+        trainer.callbacks.insert(0, MlflowEpochLogger(tracker))
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config.dump(), sort_keys=False))  # once nothing was refused
     record_data(run_dir, config)  # what a --resume compares its data with (itrlab.train.provenance)
+    return StartedRun(config, run_dir, trainer, tracker, run_id, stages, stage_cost, started, world_size)
+
+
+def finish_run(run: StartedRun) -> RunResult:
+    """Everything of :func:`run_experiment` after training: the test table of the best checkpoint, on disk
+    and in MLflow with the run's cost."""
+    trainer, tracker, state = run.trainer, run.tracker, run.trainer.state
+    test = trainer.test()
+    (run.run_dir / "test_recall.json").write_text(json.dumps(test.to_dict(), indent=2))
+    (run.run_dir / "test_recall.md").write_text(test.to_markdown())
+    seconds = time.perf_counter() - run.started + run.stage_cost
+    if tracker is not None:
+        tracker.log_recall_table(test, "test", epoch=state.epoch)
+        stage_metrics = {"stage_seconds": sum(stage.seconds for stage in run.stages.values())} if run.stages else {}
+        tracker.log_final_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum,
+                                   "train_seconds": seconds, **stage_metrics,
+                                   **device_hours(trainer.device, run.world_size, seconds * run.device_share)})
+    return RunResult(run.run_dir, test, state.best_epoch, state.best_rsum, run.run_id,
+                     tracker.ui_hint() if tracker is not None else None, seconds)
+
+
+def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
+                   tracker: MlflowTracker | None = None, parent_run_id: str | None = None,
+                   run_name: str | None = None, rank: int = 0, world_size: int = 1,
+                   device: torch.device | None = None) -> RunResult:
+    """Train (or continue training in ``run_dir``), then evaluate the best checkpoint on test once.
+
+    ``experiment``: an assembled experiment (:func:`itrlab.assembly.assemble`), or a config whose data
+    is checked here. ``device`` overrides ``train.device`` (a Ray Train worker passes the GPU Ray gave it).
+    """
+    run = start_run(experiment, run_dir, callbacks=callbacks, tracker=tracker, parent_run_id=parent_run_id,
+                    run_name=run_name, rank=rank, world_size=world_size, device=device)
     with tracker.ending() if tracker is not None else contextlib.nullcontext():
-        if trainer.resumed_from_epoch:
-            print(f"resuming {run_dir} after epoch {trainer.resumed_from_epoch}", flush=True)
-        state = trainer.fit()
-        test = trainer.test()
-        (run_dir / "test_recall.json").write_text(json.dumps(test.to_dict(), indent=2))
-        (run_dir / "test_recall.md").write_text(test.to_markdown())
-        if tracker is not None:
-            tracker.log_recall_table(test, "test", epoch=state.epoch)
-            seconds = time.perf_counter() - started + stage_cost
-            stage_metrics = {"stage_seconds": sum(stage.seconds for stage in stages.values())} if stages else {}
-            tracker.log_final_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum,
-                                       "train_seconds": seconds, **stage_metrics,
-                                       **device_hours(trainer.device, world_size, seconds)})
-    return RunResult(run_dir, test, state.best_epoch, state.best_rsum, run_id,
-                     tracker.ui_hint() if tracker is not None else None, time.perf_counter() - started + stage_cost)
+        if run.trainer.resumed_from_epoch:
+            print(f"resuming {run_dir} after epoch {run.trainer.resumed_from_epoch}", flush=True)
+        run.trainer.fit()
+        return finish_run(run)

@@ -184,6 +184,7 @@ class Trainer:
     world_size: int = 1
     device: torch.device | None = None  # None: train.device (Ray Train workers pass their own)
     step_progress_s: float | None = None  # step lines within an epoch (StepCounter); None: $ITRLAB_STEP_PROGRESS_S or 30
+    shared_resident: ResidentSplit | None = None  # the device copy of the split another trainer made (grouped members)
 
     def __post_init__(self) -> None:
         train = self.config.train
@@ -195,7 +196,8 @@ class Trainer:
         self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=max_len,
                                       extra_fields=self.method.batch_extras())
         self.data_path = choose_data_path(train.data_path, self.device, self.data.train, max_len)
-        self.resident = ResidentSplit(self.dataset, self.device) if self.data_path == "resident" else None
+        self.resident = (self.shared_resident or ResidentSplit(self.dataset, self.device)) \
+            if self.data_path == "resident" else None
         self.steps_per_epoch = len(self.dataset) // train.batch_size // self.world_size
         if self.steps_per_epoch == 0:
             raise ValueError(f"{len(self.dataset)} captions make no batch of {train.batch_size} per worker "
@@ -238,23 +240,29 @@ class Trainer:
         for epoch in range(self.state.epoch + 1, self.config.train.epochs + 1):
             started = time.perf_counter()
             loss, parts = self.train_epoch(epoch)
-            val = self.evaluate(self.data.val, self.config.eval.val_protocol)
-            auxiliary = self.evaluate_auxiliary(self.data.val, self.config.eval.val_protocol)
-            is_best = val.rsum > self.state.best_rsum
-            self.state.epoch, self.state.history = epoch, [*self.state.history, {"epoch": epoch, "loss": loss, **val.metrics()}]
-            if is_best:
-                self.state.best_rsum, self.state.best_epoch = val.rsum, epoch
-            if self.rank == 0:  # the workers' weights are identical: one writes
-                if is_best:
-                    save_checkpoint(self.run_dir / BEST, model=self.method, optimizer=None, state=self.state)
-                    save_checkpoint(self.run_dir / MODEL, model=self.method.exported_model(), optimizer=None, state=self.state)
-                save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
-            report = EpochReport(epoch, self.config.train.epochs, self.state.step, self.scheduler.get_last_lr()[0],
-                                 loss, parts, val, is_best, self.state.best_rsum, time.perf_counter() - started,
-                                 auxiliary)
-            for callback in self.callbacks:
-                callback.on_epoch_end(report)
+            self.finish_epoch(epoch, loss, parts, started)
         return self.state
+
+    def finish_epoch(self, epoch: int, loss: float, parts: dict[str, float], started: float) -> None:
+        """After epoch ``epoch`` trained (mean ``loss`` and ``parts``; it began at ``started``, perf_counter):
+        validation, the best score, the checkpoints, the callbacks. Grouped training
+        (:mod:`itrlab.train.grouped`) trains its members' epochs together and ends each one's here."""
+        val = self.evaluate(self.data.val, self.config.eval.val_protocol)
+        auxiliary = self.evaluate_auxiliary(self.data.val, self.config.eval.val_protocol)
+        is_best = val.rsum > self.state.best_rsum
+        self.state.epoch, self.state.history = epoch, [*self.state.history, {"epoch": epoch, "loss": loss, **val.metrics()}]
+        if is_best:
+            self.state.best_rsum, self.state.best_epoch = val.rsum, epoch
+        if self.rank == 0:  # the workers' weights are identical: one writes
+            if is_best:
+                save_checkpoint(self.run_dir / BEST, model=self.method, optimizer=None, state=self.state)
+                save_checkpoint(self.run_dir / MODEL, model=self.method.exported_model(), optimizer=None, state=self.state)
+            save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
+        report = EpochReport(epoch, self.config.train.epochs, self.state.step, self.scheduler.get_last_lr()[0],
+                             loss, parts, val, is_best, self.state.best_rsum, time.perf_counter() - started,
+                             auxiliary)
+        for callback in self.callbacks:
+            callback.on_epoch_end(report)
 
     def epoch_loader(self, epoch: int) -> DataLoader:
         """This worker's batches of epoch ``epoch``: its share of one global order that depends only

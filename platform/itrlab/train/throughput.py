@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from itrlab.config import ExperimentConfig
+from itrlab.methods.registry import scheme_structure
 
 DEFAULT_FILE = Path("runs/bench/throughput.jsonl")
 
@@ -25,11 +26,14 @@ def throughput_file() -> Path:
 
 
 def training_shape(config: ExperimentConfig, regions: int, feature_dim: int) -> str:
-    """``convse 36x2048 embed1024 bigru300 batch256 fp32``: what decides a training step's cost."""
+    """``convse 36x2048 embed1024 bigru300 batch256 fp32``: what decides a training step's cost; a scheme
+    that wraps the method adds its structure (``xattn ... fp32 oss x2``: two branches train)."""
     text = config.model.text
     encoder = f"{text.encoder}{text.word_dim}" if text.encoder == "bigru" else f"{text.encoder}:{text.bert_path}"
+    structure = scheme_structure(config)
+    scheme = f" {structure}" if structure else ""
     return (f"{config.method.name} {regions}x{feature_dim} embed{config.model.embed_dim} {encoder} "
-            f"batch{config.train.batch_size} {config.train.precision}")
+            f"batch{config.train.batch_size} {config.train.precision}{scheme}")
 
 
 @dataclass(frozen=True)

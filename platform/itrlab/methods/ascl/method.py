@@ -75,6 +75,8 @@ class AsclSettings(MethodSettings):
 class AsclMethod(MethodModule):
     name = "ascl"
     settings = AsclSettings
+    group_refusal = ("its step draws generated captions from a per-run generator on the host and groups captions "
+                     "by length (shapes that depend on the batch), which one vmapped step cannot do per member")
     provides = frozenset(PROVIDED)
 
     def __init__(self, model: AsclModel, loss: torch.nn.Module, generators: SampleGenerators, *, seed: int = 0,

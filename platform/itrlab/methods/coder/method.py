@@ -97,6 +97,8 @@ def _dcl_params(loss: nn.Module) -> dict:
 class CoderMethod(DualEncoderMethod):
     name = "coder"
     settings = CoderSettings
+    group_refusal = ("it keeps state outside its parameters (the momentum encoder's queues and the concept memory, "
+                     "updated after each step, and k-means prototypes re-clustered each epoch)")
     # the dual encoder's similarities, and the memory banks' (M-DCL, MB's memory diversity)
     provides = DualEncoderMethod.provides | frozenset(D.MEMORY_SCORES) | frozenset(D.MOMENTUM_POSITIVES)
 

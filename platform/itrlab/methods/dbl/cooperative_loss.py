@@ -42,7 +42,8 @@ class CooperativeLoss(nn.Module):
     mutual: ClassVar[bool] = False
 
     def forward(self, target: Similarities, anchor: Similarities) -> LossOutput:
-        if not target.image_ids.equal(anchor.image_ids):
+        # the same tensor (branches of one step) needs no comparison, which vmap could not batch (grouped training)
+        if target.image_ids is not anchor.image_ids and not target.image_ids.equal(anchor.image_ids):
             raise ValueError("target and anchor similarities must come from the same batch (same image_ids)")
         check_inputs(self, target)
         check_inputs(self, anchor)

@@ -90,4 +90,5 @@ def build_cooperative(config: ExperimentConfig, make_branch: Callable[[], Method
 
 
 COOPERATIVE_SCHEME = register_scheme(Scheme(SECTION, CooperativeSettings, check_cooperative, build_cooperative,
-                                            CooperativeSettings.describe))
+                                            CooperativeSettings.describe, CooperativeSettings.fresh,
+                                            CooperativeSettings.structure))

@@ -82,3 +82,18 @@ class CooperativeSettings(Section):
     def describe(self) -> str:
         """One line for tags and run descriptions: ``oss strategy=F``, ``oss loss=dml``."""
         return f"{self.scenario} " + (f"strategy={self.strategy}" if self.strategy else f"loss={self.loss}")
+
+    def fresh(self) -> "CooperativeSettings":
+        """The scheme without a trained anchor: OAS's frozen anchor becomes MSS's, a copy of the target that
+        no loss trains (the same branches and the same step's work), built fresh; the others as they are."""
+        if self.scenario != "oas":
+            return self
+        return self.model_copy(update={"scenario": "mss", "anchor_checkpoint": None})
+
+    def structure(self) -> str | None:
+        """What decides a step's cost, in words: the scenario and the branches (``oss x2``); None for DBL's
+        row A (no boosting: a plain branch trains). The loss and its constants do not (element-wise work
+        on B x B matrices)."""
+        if self.strategy == "A":
+            return None
+        return f"{self.scenario} x{self.branches}"

@@ -1,0 +1,108 @@
+"""What a sweep costs before it runs: its training time and device-hours, one trial at a time and with
+its trials grouped (:mod:`itrlab.sweep.groups`), for ``--dry-run`` and ``--list``.
+
+For each trial and stage the time of a step comes from, in order:
+
+1. **measured**: the pairs per second that ``jobs/bench_train.py`` or ``jobs/bench_gpu.py`` recorded on
+   this kind of device for the trial's training shape (:mod:`itrlab.train.throughput`; a grouped
+   measurement per member, keyed by its G);
+2. **estimated, not measured**: the FLOPs and operators of one step counted on the meta device
+   (:mod:`itrlab.train.flops`) on the device's nominal throughput (:data:`NOMINAL`), as a roofline: a
+   step takes the longer of its arithmetic (G x FLOPs / (peak x efficiency)) and the host's time to
+   launch its operators (operators x seconds per operator; a grouped step launches one per operator
+   whatever its G).
+
+A trial's training time is its epochs x steps per epoch x the time of a step; a group's, its members'
+common schedule at the group's step time. Evaluation is not counted. The device is a GPU when a trial
+asks for one (an H100-class GPU in the nominal table), else the CPUs it reserves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from itrlab.config import ExperimentConfig
+from itrlab.train.flops import count_step
+from itrlab.train.throughput import lookup, training_shape
+
+CAPTION_TOKENS = 14  # a caption of Flickr30K's mean length (12.3 words; COCO 10.5) with its start and end tokens
+
+
+@dataclass(frozen=True)
+class Nominal:
+    """A device's nominal throughput: what an estimate assumes where nothing was measured."""
+
+    name: str
+    peak: dict[str, float]  # FLOP/s by train.precision, for one device (a GPU) or one CPU thread
+    efficiency: float  # the share of the peak that these models' matmuls reach
+    op_seconds: float  # host time to dispatch one operator (eager PyTorch)
+
+    def step_seconds(self, flops: float, ops: int, precision: str, group: int = 1, threads: float = 1) -> float:
+        compute = group * flops / (self.peak[precision] * threads * self.efficiency)
+        return max(compute, ops * self.op_seconds)
+
+
+NOMINAL = {
+    # NVIDIA H100 SXM: 989 TFLOP/s dense bf16/fp16 on tensor cores, 67 TFLOP/s fp32 (PyTorch's default fp32
+    # matmuls do not use TF32); 35% of it for these mid-sized matmuls; 20 µs of host time per operator
+    "cuda": Nominal("a nominal H100-class GPU (989 TFLOP/s bf16, 67 TFLOP/s fp32, at 35%; 20 µs per operator)",
+                    {"bf16": 989e12, "fp16": 989e12, "fp32": 67e12}, 0.35, 20e-6),
+    # one x86 core with AVX2: 2.5 GHz x 32 fp32 FLOP per cycle (two 8-wide FMAs), at 25%; bf16 no faster
+    "cpu": Nominal("a nominal x86 core per thread (80 GFLOP/s fp32 with AVX2, at 25%; 5 µs per operator)",
+                   {"bf16": 80e9, "fp16": 80e9, "fp32": 80e9}, 0.25, 5e-6),
+}
+
+
+def group_shape(shape: str, group: int) -> str:
+    """The throughput record's key of a grouped measurement (pairs/s per member at group size G)."""
+    return shape if group == 1 else f"{shape} group{group}"
+
+
+@dataclass
+class Cost:
+    """Training seconds of a set of groups on one device kind, and where each figure came from."""
+
+    device: str
+    seconds: float = 0.0  # every group's training time, summed (device time of one trial's devices)
+    measured: set[str] = field(default_factory=set)  # what measured it: "cuda:0 (NVIDIA H100 ...), 2026-12-01"
+    estimated: int = 0  # how many groups were estimated from counted FLOPs
+    unknown: list[str] = field(default_factory=list)  # what could not be estimated (no data shape)
+
+    @property
+    def complete(self) -> bool:
+        return not self.unknown
+
+
+def group_seconds(config: ExperimentConfig, size: int, device: str, threads: float, pairs: int | None,
+                  features: tuple[int, int] | None, where: str, cost: Cost, classes: int = 1) -> None:
+    """Add the training time of a group of ``size`` members of ``config``'s shape (``size`` 1: one run) whose
+    members fall in ``classes`` step classes (each launches its own operators: :mod:`itrlab.train.grouped`)."""
+    if not pairs or features is None:
+        cost.unknown.append(f"{config.dataset.name}: {where}")
+        return
+    shape = training_shape(config, *features)
+    measured = lookup(device, group_shape(shape, size))
+    if measured is not None:
+        cost.seconds += measured.seconds(pairs * config.train.epochs)
+        cost.measured.add(f"{measured.device}, {measured.measured}")
+        return
+    try:
+        counted = count_step(config, features[0], features[1], CAPTION_TOKENS)
+    except Exception as err:  # noqa: BLE001 - a step that cannot run on made-up inputs: no estimate, said why
+        cost.unknown.append(f"{shape}: its step could not be counted ({type(err).__name__}: {str(err)[:80]})")
+        return
+    step = NOMINAL[device].step_seconds(counted.flops, counted.ops * classes, config.train.precision, size,
+                                        threads if device == "cpu" else 1)
+    cost.seconds += step * (pairs // config.train.batch_size) * config.train.epochs
+    cost.estimated += 1
+
+
+def source_line(cost: Cost) -> str:
+    """Where a cost came from: measured, estimated, or both."""
+    parts = []
+    if cost.measured:
+        parts.append(f"measured on {'; '.join(sorted(cost.measured))}")
+    if cost.estimated:
+        parts.append(f"estimated, not measured ({cost.estimated} part(s)): FLOPs counted in one step "
+                     f"(torch.utils.flop_counter) on {NOMINAL[cost.device].name}")
+    return "; ".join(parts)

@@ -1,0 +1,131 @@
+"""The work of one training step, counted: what a sweep's cost is estimated from where no device of its
+kind measured it (:mod:`itrlab.sweep.cost`).
+
+:func:`count_step` runs one training step (forward and backward) of a config's method at its batch and
+the profile's shapes (region features, embedding, text encoder, captions of ``caption_tokens`` tokens)
+on the meta device, under ``torch.utils.flop_counter.FlopCounterMode`` and a counter of the operators
+dispatched: shapes only, no memory and no arithmetic, so a paper-sized step counts in well under a
+second. It runs the step as grouped training runs it (:mod:`itrlab.models.batched`: the GRU as the
+matmuls of its gates, xattn padded; every caption has the same length, so nothing is padded): the same
+matrix products as a run's own step, and the operators one grouped step dispatches whatever its G
+(under vmap each becomes one batched operator). A run's own step launches fewer (its GRU is one fused
+kernel on a GPU). FlopCounterMode counts matrix products and convolutions, which is where these models
+spend their arithmetic; the optimizer step and evaluation are not counted.
+
+A method whose step reads values (CODER's queues and k-means, AsCL's generators: ``.item()`` has no
+meaning on the meta device) is counted on the CPU instead, at batches of 2, 4 and 8 pairs with random
+weights and zero inputs: a step's FLOPs are a polynomial of degree 2 in the batch (the encoders are
+linear in it, the similarity matrices and pair scoring quadratic), so the three counts give it exactly at
+the config's batch. An OAS config is counted as MSS (a frozen anchor that scores the batch without
+gradient, no checkpoint to read).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from itrlab.config import ExperimentConfig
+from itrlab.files import atomic_write_json
+from itrlab.data import Batch
+from itrlab.methods import build_method
+from itrlab.methods.registry import scheme_structure, with_fresh_branches
+from itrlab.models.batched import make_batchable
+from itrlab.train.throughput import throughput_file
+
+COUNT_VOCAB = 1000  # the vocabulary of the counted model: an embedding lookup costs no FLOPs
+SMALL_BATCHES = (2, 4, 8)  # where a step cannot run on the meta device
+
+
+@dataclass(frozen=True)
+class StepCount:
+    """One training step of a config at its batch: FLOPs (forward + backward) and dispatched operators."""
+
+    flops: float
+    ops: int
+
+
+class _OpCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _counting_config(config: ExperimentConfig) -> ExperimentConfig:
+    return with_fresh_branches(config)
+
+
+CACHE_NAME = "step_counts.json"  # beside the throughput record: counts by shape, kept between dry runs
+_COUNTED: dict[str, StepCount] = {}
+
+
+def shape_key(config: ExperimentConfig) -> str:
+    """What decides a step's count: the method and its settings, the model section, its scheme's
+    structure (:func:`~itrlab.methods.registry.scheme_structure`: DBL's scenario and branches, none for
+    its row A) and the batch. The loss and its constants do not: losses are element-wise work on B x B
+    matrices, which FlopCounterMode does not count (the members of DBL Table IV's rows B-I count once)."""
+    dump = config.dump()
+    scheme = scheme_structure(config)
+    return json.dumps({"method": dump.get("method"), "model": dump.get("model"), "scheme": scheme,
+                       "batch": config.train.batch_size}, sort_keys=True, default=str)
+
+
+def count_step(config: ExperimentConfig, regions: int, feature_dim: int, caption_tokens: int) -> StepCount:
+    """FLOPs and operators of one training step of ``config`` at its batch (see the module doc); counted
+    once per :func:`shape_key`, data shape and torch version, and kept in ``step_counts.json`` beside the
+    throughput record (:func:`~itrlab.train.throughput.throughput_file`)."""
+    key = hashlib.sha256(json.dumps([shape_key(config), regions, feature_dim, caption_tokens,
+                                     torch.__version__]).encode()).hexdigest()[:20]
+    cache = throughput_file().parent / CACHE_NAME
+    if not _COUNTED and cache.is_file():
+        with contextlib.suppress(Exception):  # a damaged cache is counted again
+            _COUNTED.update({k: StepCount(*v) for k, v in json.loads(cache.read_text()).items()})
+    if key not in _COUNTED:
+        _COUNTED[key] = _count(_counting_config(config), regions, feature_dim, caption_tokens)
+        with contextlib.suppress(OSError):  # a read-only folder: counted again next time
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(cache, {k: [v.flops, v.ops] for k, v in _COUNTED.items()})
+    return _COUNTED[key]
+
+
+def _batch(size: int, regions: int, feature_dim: int, tokens: int) -> Batch:
+    return Batch(images=torch.zeros(size, regions, feature_dim), tokens=torch.ones(size, tokens, dtype=torch.long),
+                 lengths=torch.full((size,), tokens, dtype=torch.long), image_ids=torch.arange(size),
+                 caption_ids=torch.arange(size))
+
+
+def _run(method: torch.nn.Module, batch: Batch) -> tuple[float, int]:
+    flops, ops = FlopCounterMode(display=False), _OpCounter()
+    with flops, ops:
+        method(batch).loss.backward()
+    return float(flops.get_total_flops()), ops.count
+
+
+def _count(config: ExperimentConfig, regions: int, feature_dim: int, tokens: int) -> StepCount:
+    """On the meta device at the config's batch; a method whose step reads values (CODER's queues, AsCL's
+    generators) on the CPU at batches of 2, 4 and 8, the FLOPs' quadratic in the batch solved from them."""
+    try:
+        with torch.device("meta"), torch.inference_mode(False):
+            method = make_batchable(build_method(config, vocab_size=COUNT_VOCAB, feature_dim=feature_dim)).train()
+            return StepCount(*_run(method, _batch(config.train.batch_size, regions, feature_dim, tokens)))
+    except (RuntimeError, NotImplementedError):  # a value read on the meta device
+        pass
+    with torch.random.fork_rng(), torch.inference_mode(False):
+        torch.manual_seed(0)
+        method = build_method(config, vocab_size=COUNT_VOCAB, feature_dim=feature_dim).train()
+        counts = [_run(method, _batch(size, regions, feature_dim, tokens)) for size in SMALL_BATCHES]
+    x = torch.tensor(SMALL_BATCHES, dtype=torch.float64)
+    solved = torch.linalg.solve(torch.stack([torch.ones_like(x), x, x * x], dim=1),
+                                torch.tensor([flops for flops, _ in counts], dtype=torch.float64))
+    size = float(config.train.batch_size)
+    return StepCount(float(solved[0] + solved[1] * size + solved[2] * size * size), counts[0][1])

@@ -1,0 +1,72 @@
+"""Which runs can train together as one group (:mod:`itrlab.train.grouped`), decided from their configs
+before anything starts (a sweep checks its groups before Ray does).
+
+A run can be a member when its method's step is a plain function of its parameters and its batch: the
+dual encoders (VSE, VSE++, MVN, ConVSE, ConVSE++, CLIP), ``xattn``, and DBL's cooperative scheme
+around them (OSS, OAS, MSS). Refused, each with the reason on one line: methods that say why not
+(``MethodModule.group_refusal``: CODER's queues and k-means, AsCL's generators), a BERT text encoder,
+GPO pooling (its own packed GRU), fp16 (one gradient scaler would skip every member's step when one
+overflows).
+
+Members of one group share a **model shape** (the names and shapes of their parameters) and the
+same data, ``train`` and ``eval`` sections (one batch, schedule, epoch count and precision drive the
+group's step); they may differ in their seed, their loss and its constants, the cooperative strategy
+and anything else that leaves the parameters' shapes alone.
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from itrlab.config import ExperimentConfig
+from itrlab.methods import METHODS, build_method
+from itrlab.methods.registry import scheme_labels, with_fresh_branches
+
+# placeholders for the data's sizes in a shape signature: every member reads the same data, so only the
+# config's part of the shapes tells members apart
+_SIGNATURE_VOCAB, _SIGNATURE_FEATURES = 97, 89
+
+
+def group_refusal(config: ExperimentConfig) -> str | None:
+    """Why a run of ``config`` cannot be a member of a group, on one line; None when it can."""
+    reason = getattr(METHODS.get(config.method.name), "group_refusal", None)
+    if reason:
+        return f"method {config.method.name} cannot train in a group: {reason}"
+    text, image = config.model.text, config.model.image
+    if text.encoder != "bigru":
+        return (f"model.text.encoder={text.encoder} cannot train in a group: the pretrained transformer is not "
+                f"run under torch.func.vmap here (bigru is)")
+    for where, pooling in (("model.text.pooling", text.pooling), ("model.image.pooling", image.pooling)):
+        if pooling != "mean":
+            return f"{where}={pooling} cannot train in a group: GPO's weights come from a GRU over packed sequences"
+    if config.train.precision == "fp16":
+        return ("train.precision=fp16 cannot train in a group: one gradient scaler would skip every member's step "
+                "when one member's gradients overflow; use bf16")
+    return None
+
+
+def group_key(config: ExperimentConfig) -> str:
+    """What the members of one group must share besides the model shape: the data, the ``train`` and
+    ``eval`` sections and the captions' length (one batch, schedule and precision drive the step)."""
+    dump = config.dump()
+    shared = {"dataset": dump.get("dataset"), "train": dump.get("train"), "eval": dump.get("eval"),
+              "max_len": config.model.text.max_len}
+    return json.dumps(shared, sort_keys=True, default=str)
+
+
+def model_signature(config: ExperimentConfig) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The names and shapes of the parameters of ``config``'s method (built on the meta device: no memory,
+    no data; the data's sizes are placeholders, the same for every member). An OAS anchor is a branch like
+    OSS's: its checkpoint is not read here."""
+    config = with_fresh_branches(config)
+    with torch.device("meta"):
+        method = build_method(config, vocab_size=_SIGNATURE_VOCAB, feature_dim=_SIGNATURE_FEATURES)
+    return tuple((name, tuple(parameter.shape)) for name, parameter in method.named_parameters())
+
+
+def describe_shape(config: ExperimentConfig) -> str:
+    """A model shape in words, for messages: ``vsepp (2 branches, oss) embed 1024``."""
+    branches = "".join(f" ({label})" for label in scheme_labels(config).values() if label != "none")
+    return f"{config.method.name}{branches} embed {config.model.embed_dim}"

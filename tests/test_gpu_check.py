@@ -1,0 +1,169 @@
+"""The GPU check (``jobs/bench_gpu.py``) on a CPU at small sizes, what it imports, and the cost that a dry
+run prints before launch (issue #32)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SHARED
+from test_profiles import dry_run
+
+BUNDLER = SHARED / "tools" / "gpu_bundle.py"
+CHECK = """
+import json, runpy, sys
+sys.argv = ["bench_gpu.py", *sys.argv[2:]]
+try:
+    runpy.run_path({job!r}, run_name="__main__")
+except SystemExit as done:
+    code = done.code
+json.dump({{"code": code, "modules": sorted(sys.modules)}}, open(sys.argv[sys.argv.index("--out") + 1] + "/modules.json", "w"))
+"""
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _distributions(wanted: list[str]) -> set[str]:
+    """The distributions that ``wanted`` requirements (``ray[default,tune,train]==2.60.0``) bring, with the
+    extras they name, as installed here."""
+    from packaging.requirements import Requirement
+
+    seen: set[tuple[str, frozenset]] = set()
+    todo = [Requirement(w) for w in wanted]
+    while todo:
+        req = todo.pop()
+        key = (_normal(req.name), frozenset(req.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            requires = metadata.requires(req.name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for text in requires:
+            sub = Requirement(text)
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in (req.extras or {""})):
+                todo.append(sub)
+    return {name for name, _ in seen}
+
+
+@pytest.mark.e2e
+def test_the_gpu_check_runs_on_a_cpu_and_imports_only_what_a_gpu_machine_has(tmp_path):
+    """``--device cpu --quick``: every section at small sizes; the page, the figures, the throughput records
+    and the log under ``--out``; and every module it imported comes from a distribution the GPU machine has
+    or the bundle brings (jobs/bench_gpu.py must run there with ``source .gpu/gpu_env.sh``)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO / "platform"), "ITRLAB_CONFIG_DIR": str(REPO / "configs"),
+           "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    script = CHECK.format(job=str(REPO / "jobs" / "bench_gpu.py"))
+    done = subprocess.run([sys.executable, "-c", script, "x", "--device", "cpu", "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1200, cwd=tmp_path, env=env)
+    result = json.loads((out / "modules.json").read_text())
+    assert result["code"] in (0, None), done.stderr[-3000:]
+    page = next(out.glob("*-gpu-check.md")).read_text()
+    for heading in ("## Training", "## Grouped training", "## Evaluation", "of each paper profile"):
+        assert heading in page, page
+    assert "failed" not in page, page
+    figures = json.loads((out / "gpu-check.json").read_text())
+    assert {row["model"] for row in figures["train"]} == {"VSE++", "xattn", "xattn OSS F", "CODER", "AsCL"}
+    assert {(row["model"], row["group"]) for row in figures["grouped"]} >= {("VSE++", 1), ("VSE++", 3)}
+    records = [json.loads(line) for line in (out / "throughput.jsonl").read_text().splitlines()]
+    assert any(r["shape"].endswith("group3") for r in records) and all(r["pairs_per_second"] > 0 for r in records)
+    assert (out / "gpu-check.log").stat().st_size > 0
+    assert len(list(out.iterdir())) <= 8
+
+    if not BUNDLER.is_file():
+        pytest.skip(f"{BUNDLER} is not here: the GPU machine's package list is unknown")
+    text = BUNDLER.read_text()
+    present = set(re.search(r'PRESENT = set\("""(.*?)"""', text, re.S).group(1).split())
+    wanted = re.findall(r'"([^"]+)"', re.search(r"^WANTED = \[(.*)\]$", text, re.M).group(1))
+    assert any(w.startswith("ray") for w in wanted), wanted
+    available = {_normal(name) for name in present} | _distributions(wanted)
+    owners = metadata.packages_distributions()
+    loaded = {module.split(".")[0] for module in result["modules"]}
+    lacking = {}
+    for top in sorted(_imported_by_itrlab(result["modules"]) & loaded):  # what itrlab's code imported
+        if top in sys.stdlib_module_names or top.startswith("_") or top == "itrlab":
+            continue
+        dists = {_normal(dist) for dist in owners.get(top, [])}
+        if dists and not dists & available:  # a module that one of its distributions brings is there
+            lacking[top] = sorted(dists)
+    assert not lacking, f"bench_gpu imports what a GPU machine (or the bundle) lacks: {lacking}"
+
+
+def _imported_by_itrlab(modules: list[str]) -> set[str]:
+    """The top-level packages that the loaded itrlab modules import themselves (at module level or in a
+    function): third-party packages' own optional imports of what happens to be installed here are theirs."""
+    import ast
+    import importlib.util
+
+    names = set()
+    for module in modules:
+        if not module.startswith("itrlab"):
+            continue
+        spec = importlib.util.find_spec(module)
+        if spec is None or not str(spec.origin).endswith(".py"):
+            continue
+        for node in ast.walk(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.e2e  # two dry runs in subprocesses, each counting the FLOPs of two paper-sized steps
+def test_a_dry_run_estimates_the_gpu_hours_of_a_paper_table_at_g_1_and_at_its_group(tmp_path):
+    """On a machine that never measured it: an estimated wall time and GPU-hours for one H100-class GPU, at
+    G = 1 and at the profile's G = 3, from the FLOPs of one step; a measurement then replaces it."""
+    done = dry_run(tmp_path, "--preset", "dbl-table4", "--profile", "paper", "--dry-run",
+                   "dataset.root=/data/f30k_precomp")
+    assert done.returncode == 0, done.stderr
+    lines = {int(m.group(1)): line for line in done.stdout.splitlines()
+             if (m := re.match(r"\s+G = (\d+) \(", line))}
+    assert set(lines) == {1, 3}, done.stdout
+    hours = {}
+    for size, line in lines.items():
+        found = re.search(r"about ([0-9.]+) h of wall time, ([0-9.]+) GPU-hours; estimated, not measured", line)
+        assert found and "H100-class" in line, line
+        hours[size] = float(found.group(1))
+    assert 0 < hours[3] < hours[1]  # three members per step share the launches
+    assert "9 Ray trial(s)" in done.stdout and "A seed 0, A seed 1, A seed 2" in done.stdout
+
+    from itrlab.train.throughput import record
+
+    shapes = {"xattn 36x2048 embed1024 bigru300 batch128 fp32": 400.0,
+              "xattn 36x2048 embed1024 bigru300 batch128 fp32 oss x2": 200.0}
+    for shape, pairs in shapes.items():  # measured on an H100 (made up here): G = 1 is measured now
+        record("cuda:0 (NVIDIA H100 80GB HBM3)", shape, pairs, tmp_path / "throughput.jsonl")
+    again = dry_run(tmp_path, "--preset", "dbl-table4", "--profile", "paper", "--dry-run",
+                    "dataset.root=/data/f30k_precomp")
+    one = next(line for line in again.stdout.splitlines() if line.strip().startswith("G = 1"))
+    # row A: 3 trials x 40 epochs x 145,000 pairs at 400 pairs/s; rows B-I: 24 trials at 200 pairs/s
+    expected = (3 * 40 * 145_000 / 400 + 24 * 40 * 145_000 / 200) / 3600
+    assert "measured on cuda:0 (NVIDIA H100 80GB HBM3)" in one and "estimated" not in one, one
+    assert f"about {expected:.2f} h of wall time, {expected:.2f} GPU-hours" in one, one
+
+
+def test_the_grouped_step_counts_more_work_but_one_set_of_launches():
+    from itrlab.assembly import load_experiment
+    from itrlab.sweep.cost import NOMINAL
+    from itrlab.train.flops import count_step
+
+    config = load_experiment("vsepp_synthetic_small", ["model.embed_dim=1024", "model.text.word_dim=300"])
+    counted = count_step(config, 36, 2048, 14)
+    # the region FC alone: forward 2·B·R·D·E and its weight gradient as much again (regions need none)
+    assert counted.flops > 4 * 128 * 36 * 2048 * 1024 and counted.ops > 100
+    gpu = NOMINAL["cuda"]
+    one, three = (gpu.step_seconds(counted.flops, counted.ops, "fp32", g) for g in (1, 3))
+    assert three < 3 * one and three >= one
