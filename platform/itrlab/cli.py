@@ -108,6 +108,10 @@ def train_main(args: argparse.Namespace) -> int:
 
             run_dir = claim_new_dir(run_dir.parent, run_dir.name)
             held.enter_context(file_lock(run_dir, blocking=False, what=f"the run folder {run_dir}"))
+        if config.tracking.enabled:  # from here on it owns an MLflow run (itrlab.tracking.watchdog)
+            from itrlab.tracking.watchdog import watching
+
+            held.enter_context(watching("the training"))
         print(f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, dataset {config.dataset.name}, "
               f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}", flush=True)
         try:
@@ -386,36 +390,6 @@ def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, s
     return args.func(args)
 
 
-@contextlib.contextmanager
-def watched(what: str):
-    """The job's watchdog (:mod:`itrlab.tracking.watchdog`, run as a script: the standard library only until
-    it has work): it ends the MLflow runs this process leaves RUNNING if it is killed outright. Told ``ok``
-    when the job ends its own way."""
-    import os
-    import subprocess
-
-    watchdog = Path(__file__).resolve().parent / "tracking" / "watchdog.py"
-    if os.environ.get("ITRLAB_WATCHDOG", "1").strip().lower() in ("0", "false", "no", "off"):  # its WATCHDOG_ENV
-        yield
-        return
-    read, write = os.pipe()
-    try:
-        subprocess.Popen([sys.executable, str(watchdog), str(read), str(os.getpid()), what], pass_fds=(read,),
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
-    except OSError:
-        os.close(write)
-        write = None
-    finally:
-        os.close(read)
-    try:
-        yield
-    finally:
-        if write is not None:
-            with contextlib.suppress(OSError):
-                os.write(write, b"ok")
-            os.close(write)
-
-
 def sweep_cli(argv: Sequence[str] | None = None, *, default_preset: str | None = None,
               preset_flags: dict[str, tuple[str, str]] | None = None) -> int:
     """``jobs/sweep.py`` (any paper's sweep: ``--preset coder-table2``) and a paper's own sweep job, which
@@ -427,14 +401,12 @@ def sweep_cli(argv: Sequence[str] | None = None, *, default_preset: str | None =
             print("itrlab: error: name a sweep: --preset NAME (--list shows them all) or --sweep FILE", file=sys.stderr)
             return 2
         argv = ["--preset", default_preset, *argv]
-    with watched("the sweep's driver"):
-        return main(["sweep", *argv], preset_flags)
+    return main(["sweep", *argv], preset_flags)
 
 
 def train_cli(argv: Sequence[str] | None = None) -> int:
     """``jobs/train.py``: the ``train`` subcommand without its name."""
-    with watched("the training"):
-        return main(["train", *(sys.argv[1:] if argv is None else argv)])
+    return main(["train", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.trial import TrialContext, point_key, trial_config
+from itrlab.tracking.watchdog import watching
 from itrlab.tracking import (OWNER_TAG, STOP_REASON_TAG, MlflowTracker, check_tracking_store, close_orphaned_runs,
                              owner_id, resolve_tracking_uri, source_tags)
 from itrlab.train.experiment import generate_if_synthetic
@@ -199,6 +200,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
         if not resume:
             sweep_dir = new_sweep_dir(storage, spec.name)
             held.enter_context(sweep_lock(sweep_dir, spec.name))
+        held.enter_context(watching("the sweep's driver"))  # it owns the parent and trial runs from here on
         try:
             return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state)
         except BaseException:

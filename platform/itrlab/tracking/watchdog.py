@@ -7,7 +7,8 @@ Python handler runs). Every run itrlab starts or reopens carries the tag ``itrla
 ends it (:func:`itrlab.process_id.owner_id`; a sweep's driver for its parent and its trials, the training
 process for ``jobs/train.py``).
 
-``jobs/train.py`` and the sweep jobs start this file as a script (``itrlab.cli``), in a session of its own,
+A training (``itrlab.cli``) and a sweep's driver (``itrlab.sweep.runner``) start this file as a script once
+every check passed, just before they create or reopen a run (:func:`watching`), in a session of its own,
 holding the read end of a pipe whose write end the job keeps. A job that ends its own way (done, failed
 with its message, interrupted) writes ``ok`` first; a job killed outright closes the pipe without it, and
 the watchdog ends every RUNNING run the job owned KILLED, with the reason in ``itrlab.stop_reason``, and
@@ -20,14 +21,42 @@ on the same store closes such runs anyway (:func:`itrlab.tracking.owners.close_o
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 from itrlab.process_id import owner_id
 
 WATCHDOG_ENV = "ITRLAB_WATCHDOG"
 DONE = b"ok"
+
+
+@contextlib.contextmanager
+def watching(what: str) -> Iterator[None]:
+    """This process watched while the block runs: the watchdog is told ``ok`` when the block ends its own way
+    (an exception included); if the process dies outright, the pipe closes without it."""
+    if os.environ.get(WATCHDOG_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        yield
+        return
+    read, write = os.pipe()
+    try:
+        subprocess.Popen([sys.executable, str(Path(__file__).resolve()), str(read), str(os.getpid()), what],
+                         pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+    except OSError:  # no watchdog: the next command on the store closes what this one leaves RUNNING
+        os.close(write)
+        write = None
+    finally:
+        os.close(read)
+    try:
+        yield
+    finally:
+        if write is not None:
+            with contextlib.suppress(OSError):
+                os.write(write, DONE)
+            os.close(write)
 
 
 def main(argv: list[str]) -> int:
