@@ -68,7 +68,7 @@ def mlflow_server(workdir: Path, extra_args: tuple[str, ...] = ()):
     return serve([str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1",
                   "--backend-store-uri", f"sqlite:///{workdir / 'server.db'}",
                   "--serve-artifacts", "--artifacts-destination", str(workdir / "artifacts"), *extra_args],
-                 workdir, "mlflow-server", "/health", timeout=90)
+                 workdir, "mlflow-server", "/health", timeout=180)  # 85-90 s seen at load 15
 
 
 def moto_server(workdir: Path):
@@ -162,7 +162,7 @@ def busy_proxy(target: str, busy) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_POST = do_PATCH = do_DELETE = _answer
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer  # PUT: artifacts (mlflow-artifacts)
 
         def log_message(self, *args) -> None:
             pass
