@@ -62,6 +62,7 @@ def test_data_error_inside_a_trial_is_shown_not_retried_and_fails_the_sweep(work
     features[:] = np.nan
     np.save(root / "train_ims.npy", features)
     monkeypatch.setattr(runner, "check_trials", lambda spec, tree: {})
+    monkeypatch.setattr(runner, "check_data_content", lambda config: None)  # the driver's content check too
     sweep = write_sweep(workdir / "sweep.yaml", name="nan_data", max_failures=2, grid={"cooperative.strategy": ["A", "F"]},
                         overrides=["dataset.kind=precomp", f"dataset.root={root}", "train.batch_size=16"])
 
