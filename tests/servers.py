@@ -68,7 +68,7 @@ def mlflow_server(workdir: Path, extra_args: tuple[str, ...] = ()):
     return serve([str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1",
                   "--backend-store-uri", f"sqlite:///{workdir / 'server.db'}",
                   "--serve-artifacts", "--artifacts-destination", str(workdir / "artifacts"), *extra_args],
-                 workdir, "mlflow-server", "/health", timeout=90)
+                 workdir, "mlflow-server", "/health", timeout=180)  # 85-90 s seen at load 15
 
 
 def moto_server(workdir: Path):
@@ -128,3 +128,50 @@ def _state(pid: int) -> str:
         return next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:"))
     except (OSError, StopIteration):
         return "zombie"  # gone
+
+
+@contextlib.contextmanager
+def busy_proxy(target: str, busy) -> Iterator[str]:
+    """A loopback HTTP server in front of ``target`` that answers 503 (a busy shared server: up, but refusing
+    work) while ``busy()`` holds, and forwards every other request; yields its URL."""
+    import http.server
+    import threading
+    import urllib.error
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if busy():
+                self.send_response(503)
+                self.send_header("Content-Length", "4")
+                self.end_headers()
+                self.wfile.write(b"busy")
+                return
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+            request = urllib.request.Request(target + self.path, data=body or None, headers=headers,
+                                             method=self.command)
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    status, data, kind = response.status, response.read(), response.headers.get("Content-Type")
+            except urllib.error.HTTPError as err:
+                status, data, kind = err.code, err.read(), err.headers.get("Content-Type")
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            if kind:
+                self.send_header("Content-Type", kind)
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer  # PUT: artifacts (mlflow-artifacts)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -57,7 +57,7 @@ def unknown_record(run):
 CASES = [
     (truncate_last, (), "is not an itrlab checkpoint"),
     (symlink_last_to_config, (), "is not an itrlab checkpoint"),
-    (lambda run: None, ("model.embed_dim=64",), "does not fit this config"),
+    (lambda run: None, ("--allow-changes", "model.embed_dim=64"), "does not fit this config"),
     (garbage_record, (), "not valid JSON"),
     (unknown_record, (), "is not in the tracking store"),
 ]

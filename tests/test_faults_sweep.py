@@ -62,6 +62,7 @@ def test_data_error_inside_a_trial_is_shown_not_retried_and_fails_the_sweep(work
     features[:] = np.nan
     np.save(root / "train_ims.npy", features)
     monkeypatch.setattr(runner, "check_trials", lambda spec, tree: {})
+    monkeypatch.setattr(runner, "check_data_content", lambda config: None)  # the driver's content check too
     sweep = write_sweep(workdir / "sweep.yaml", name="nan_data", max_failures=2, grid={"cooperative.strategy": ["A", "F"]},
                         overrides=["dataset.kind=precomp", f"dataset.root={root}", "train.batch_size=16"])
 
@@ -126,7 +127,7 @@ def test_resume_of_a_finished_sweep_rewrites_its_tables_whole(workdir):
     sweep = load_sweep(write_sweep(workdir / "sweep.yaml", name="twice", table={"rows": ["cooperative.strategy"]},
                                    overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"]))
     first = run_sweep(sweep, storage=workdir / "sweeps")
-    run_sweep(sweep, storage=workdir / "sweeps", resume=True)
+    run_sweep(sweep, storage=workdir / "sweeps", resume=first.sweep_dir.name)  # a finished one: by its name
     ((parent,), (kid,)) = sweep_runs("twice")
     assert parent.info.run_id == first.parent_run_id and parent.info.status == "FINISHED"
     assert [m.step for m in MlflowClient().get_metric_history(kid.info.run_id, "rsum")] == [1]  # not trained again
@@ -136,7 +137,7 @@ def test_resume_of_a_finished_sweep_rewrites_its_tables_whole(workdir):
         assert trials["trial"] == [kid.data.tags["itrlab.trial_id"]] and trials["status"] == ["finished"]
         assert parent_table(first.parent_run_id, "sweep/table.json", dst)["cooperative/strategy"] == ["A"]
         if index == 0:
-            run_sweep(sweep, storage=workdir / "sweeps", resume=True)
+            run_sweep(sweep, storage=workdir / "sweeps", resume=first.sweep_dir.name)
 
 
 def test_resume_over_a_truncated_tune_state_is_refused_and_loses_nothing(workdir):
@@ -149,7 +150,7 @@ def test_resume_over_a_truncated_tune_state_is_refused_and_loses_nothing(workdir
     state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
     before = {r.info.run_id: r.info.status for r in sum(sweep_runs("truncated"), [])}
     with pytest.raises(runner.UserInputError, match="saved Tune state .* is damaged"):
-        run_sweep(sweep, storage=workdir / "sweeps", resume=True)
+        run_sweep(sweep, storage=workdir / "sweeps", resume=first.sweep_dir.name)
     assert {r.info.run_id: r.info.status for r in sum(sweep_runs("truncated"), [])} == before
     assert len(list((first.sweep_dir / "tune").glob("run_trial_*"))) == 1
 

@@ -50,7 +50,10 @@ SECRETS = {
     "itrlab-postgres": {"password"},
     "itrlab-s3": {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
     "itrlab-ray-auth": {"auth_token"},
+    "itrlab-mlflow-auth": {"username", "password", "flask_secret_key"},  # MLflow's basic-auth account
+    "itrlab-sweep-key": {"key"},  # signs the sweeps' saved Tune state (itrlab.sweep.integrity)
 }
+RAY_POD = {"app.kubernetes.io/name": "ray", "app.kubernetes.io/component": "ray-worker"}
 
 # checkov checks that fail on purpose. The test fails if any other check fails, and if one of
 # these no longer fails (a stale skip).
@@ -420,7 +423,8 @@ def test_mlflow_server_configuration(docs, overlay):
     assert postgres["spec"]["volumeClaimTemplates"]
 
     assert "--serve-artifacts" in flags  # workers need no S3 credentials
-    settings = find(docs, "ConfigMap")["data"]
+    settings = next(d for d in docs if d["kind"] == "ConfigMap"
+                    and d["metadata"]["name"].startswith("itrlab-mlflow-settings"))["data"]
     assert flags["--artifacts-destination"] == "$(MLFLOW_ARTIFACTS_DESTINATION)"
     assert urlparse(settings["MLFLOW_ARTIFACTS_DESTINATION"]).scheme == "s3"
     allowed = set(flags["--allowed-hosts"].split(","))
@@ -469,7 +473,8 @@ def test_secrets_are_referenced_never_literal(docs):
                 for env in container.get("env", []):
                     if re.search(r"PASSWORD|TOKEN|SECRET|ACCESS_KEY", env["name"]) and not env["name"].endswith("_FILE"):
                         assert "value" not in env, f"{where} {container['name']}: {env['name']} is literal"
-                        ref = env["valueFrom"]["secretKeyRef"]
+                    ref = env.get("valueFrom", {}).get("secretKeyRef")
+                    if ref:
                         used.setdefault(ref["name"], set()).add(ref["key"])
             for volume in pod.get("volumes", []):
                 if "secret" in volume:
@@ -533,21 +538,43 @@ def test_containers_are_restricted_with_requests_and_limits(docs):
     assert checked >= 8
 
 
+def selected(labels: dict[str, str], selector: dict) -> bool:
+    """Whether a pod with ``labels`` matches a label selector (matchLabels, In/NotIn expressions)."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expr in selector.get("matchExpressions", []):
+        value = labels.get(expr["key"])
+        if expr["operator"] == "In" and value not in expr["values"]:
+            return False
+        if expr["operator"] == "NotIn" and value in expr["values"]:
+            return False
+    return True
+
+
+def admitted(policies: list[dict], target: dict[str, str], source: dict[str, str], port: int,
+             namespace: str = NAMESPACE) -> bool:
+    """Whether the policies let a pod labelled ``source`` in ``namespace`` open ``port`` on a pod labelled ``target``
+    (Kubernetes' rules: a pod no policy selects admits everything; else the union of the selecting policies' rules)."""
+    chosen = [p for p in policies if selected(target, p["spec"]["podSelector"])]
+    if not chosen:
+        return True
+    for policy in chosen:
+        for rule in policy["spec"].get("ingress", []):
+            ports = [p["port"] for p in rule.get("ports", [])]
+            if ports and port not in ports:
+                continue
+            for peer in rule.get("from", [{}]):
+                same = "namespaceSelector" not in peer
+                in_namespace = (namespace == NAMESPACE) if same else selected(
+                    {"kubernetes.io/metadata.name": namespace}, peer["namespaceSelector"])
+                if in_namespace and selected(source, peer.get("podSelector", {})):
+                    return True
+    return False
+
+
 @pytest.mark.e2e
 def test_network_policies_select_every_pod(docs):
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
-
-    def selected(labels: dict[str, str], selector: dict) -> bool:
-        if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
-            return False
-        for expr in selector.get("matchExpressions", []):
-            value = labels.get(expr["key"])
-            if expr["operator"] == "In" and value not in expr["values"]:
-                return False
-            if expr["operator"] == "NotIn" and value in expr["values"]:
-                return False
-        return True
-
     for doc in docs:
         template = doc.get("spec", {}).get("template")
         if doc["kind"] in ("Deployment", "StatefulSet"):
@@ -556,6 +583,93 @@ def test_network_policies_select_every_pod(docs):
     postgres = find(docs, "NetworkPolicy", "itrlab-postgres")["spec"]["ingress"]
     assert postgres == [{"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mlflow"}}}],
                          "ports": [{"protocol": "TCP", "port": 5432}]}]
+    deny = find(docs, "NetworkPolicy", "itrlab-default-deny")["spec"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress"]}  # what no rule lets in stays out
+
+
+@pytest.mark.e2e
+def test_only_ray_pods_reach_mlflow_and_only_mlflow_its_stores(docs, overlay):
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    mlflow, postgres, s3 = ({"app.kubernetes.io/name": name} for name in ("mlflow", "postgres", "s3"))
+    head = {"app.kubernetes.io/name": "ray", "app.kubernetes.io/component": "ray-head"}
+    submitter = {"app.kubernetes.io/name": "ray", "app.kubernetes.io/component": "ray-job-submitter"}
+    other = {"app.kubernetes.io/name": "something-else"}
+    for source in (head, RAY_POD):
+        assert admitted(policies, mlflow, source, 5000)
+        assert admitted(policies, RAY_POD, source, 6379) and admitted(policies, head, source, 6379)  # Ray's own ports
+    for source in (submitter, other, postgres):
+        assert not admitted(policies, mlflow, source, 5000), source
+    assert admitted(policies, postgres, mlflow, 5432)
+    assert not admitted(policies, postgres, head, 5432) and not admitted(policies, postgres, RAY_POD, 5432)
+    if overlay == "dev-cpu":  # the in-cluster artifact store: MLflow only, its S3 port only
+        assert admitted(policies, s3, mlflow, 8333)
+        for source in (head, RAY_POD, other):
+            assert not admitted(policies, s3, source, 8333), source
+        assert not admitted(policies, s3, mlflow, 9333) and not admitted(policies, s3, mlflow, 8888)
+    # the Ray dashboard and job API: this namespace's pods and the KubeRay operator, not other namespaces
+    assert admitted(policies, head, submitter, 8265) and admitted(policies, head, other, 8265)
+    operator = {"app.kubernetes.io/name": "kuberay-operator"}
+    assert admitted(policies, head, operator, 8265, namespace="kuberay-system")
+    assert not admitted(policies, head, other, 8265, namespace="elsewhere")
+    assert not admitted(policies, head, operator, 8265, namespace="elsewhere")
+    assert not admitted(policies, RAY_POD, other, 6379) and not admitted(policies, head, submitter, 6379)
+
+
+@pytest.mark.e2e
+def test_mlflow_asks_for_a_password_that_every_ray_pod_has(docs):
+    container = mlflow_container(docs)
+    flags = flags_of(container["args"])
+    assert flags["--app-name"] == "basic-auth"
+    env = env_of(container)
+    config_path = Path(env["MLFLOW_AUTH_CONFIG_PATH"]["value"])
+    pod = find(docs, "Deployment", "itrlab-mlflow")["spec"]["template"]["spec"]
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == str(config_path.parent))
+    config_map = next(v for v in pod["volumes"] if v["name"] == mount["name"])["configMap"]["name"]
+    ini = find(docs, "ConfigMap", config_map)["data"][config_path.name]
+    assert "default_permission = NO_PERMISSIONS" in ini and "admin_password" not in ini
+    assert "database_uri = postgresql://mlflow@itrlab-postgres:5432/mlflow" in ini  # beside the runs, PGPASSWORD
+    admin = {key: env[f"MLFLOW_AUTH_ADMIN_{key.upper()}"]["valueFrom"]["secretKeyRef"] for key in ("username", "password")}
+    assert {ref["name"] for ref in admin.values()} == {"itrlab-mlflow-auth"}
+    assert env["MLFLOW_FLASK_SERVER_SECRET_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "itrlab-mlflow-auth"
+    for where, ray in ray_containers(docs):
+        if where == "RayJob.submitter":
+            continue
+        ray_env = env_of(ray)
+        for key in ("username", "password"):
+            ref = ray_env[f"MLFLOW_TRACKING_{key.upper()}"]["valueFrom"]["secretKeyRef"]
+            assert (ref["name"], ref["key"]) == (admin[key]["name"], admin[key]["key"]), where
+
+
+@pytest.mark.e2e
+def test_only_the_ray_head_holds_the_sweep_signing_key(docs):
+    from itrlab.sweep.integrity import KEY_ENV
+
+    for doc in docs:
+        for where, pod in pod_templates(doc):
+            secrets = {v["name"]: v["secret"] for v in pod.get("volumes", []) if "secret" in v}
+            keyed = {name for name, secret in secrets.items() if secret["secretName"] == "itrlab-sweep-key"}
+            if not where.endswith(".head"):
+                assert not keyed, where  # the workers run the trials, which write the shared storage
+                assert all(KEY_ENV not in env_of(c) for c in pod["containers"]), where
+                continue
+            (volume,) = keyed
+            assert secrets[volume]["defaultMode"] & 0o007 == 0, where  # not readable by others
+            container = pod["containers"][0]
+            mount = next(m for m in container["volumeMounts"] if m["name"] == volume)
+            item = secrets[volume]["items"][0]
+            assert env_of(container)[KEY_ENV]["value"] == f"{mount['mountPath']}/{item['path']}", where
+            assert mount.get("readOnly") is True
+
+
+@pytest.mark.e2e
+def test_the_dev_object_store_binds_only_its_s3_port_to_the_pod_network(docs, overlay):
+    if overlay != "dev-cpu":
+        pytest.skip("the GPU overlay uses an external bucket")
+    script = find(docs, "Deployment", "itrlab-s3")["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    command = script.split("exec weed server", 1)[1].replace("\\\n", " ").splitlines()[0]  # its continued lines
+    flags = flags_of(command.split())
+    assert flags["-ip.bind"] == "127.0.0.1"  # master, volume server, filer: inside the pod only
+    assert flags["-s3.ip.bind"] == "0.0.0.0" and flags["-s3.port"] == "8333"
 
 
 @pytest.mark.e2e

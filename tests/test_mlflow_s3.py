@@ -1,7 +1,9 @@
 """The MLflow server exactly as k8s/ configures it, for real, against a real S3 API.
 
 The command and flags come from k8s/base/mlflow.yaml and the settings from the base kustomization's
-ConfigMap, with three swaps only: SQLite for PostgreSQL, a loopback host and port, one worker.
+ConfigMaps (basic_auth.ini: MLflow's basic-auth app), with four swaps only: SQLite for PostgreSQL (the
+runs' store and the auth database), a loopback host and port, one worker. The client logs with the
+account the Secret gives the Ray pods; a request without it is refused (401).
 The S3 bucket is served by ``moto`` in server mode on loopback. A client without any S3
 credentials (like a Ray worker, which only has MLFLOW_TRACKING_URI) logs a run with a recall table
 through the server (--serve-artifacts), reads the artifacts back, and finds the objects in the
@@ -58,10 +60,18 @@ def expand(value: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, value)
 
 
-def status_with_host(port: int, host: str) -> int:
+ACCOUNT = ("itrlab", "itrlab-test-password-0123456789")  # the Secret itrlab-mlflow-auth's username and password
+
+
+def status_with_host(port: int, host: str, account: tuple[str, str] | None = ACCOUNT) -> int:
+    import base64
+
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {"Host": host}
+    if account:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(account).encode()).decode()
     try:
-        conn.request("GET", "/api/2.0/mlflow/experiments/search?max_results=1", headers={"Host": host})
+        conn.request("GET", "/api/2.0/mlflow/experiments/search?max_results=1", headers=headers)
         response = conn.getresponse()
         response.read()
         return response.status
@@ -69,7 +79,24 @@ def status_with_host(port: int, host: str) -> int:
         conn.close()
 
 
+def auth_config(container: dict, tmp_path: Path) -> dict[str, str]:
+    """The basic-auth settings the manifests mount (MLFLOW_AUTH_CONFIG_PATH), written under ``tmp_path`` with
+    SQLite for its PostgreSQL database; the environment that points the server at them."""
+    env = {e["name"]: e for e in container["env"]}
+    name = Path(env["MLFLOW_AUTH_CONFIG_PATH"]["value"]).name
+    ini = (BASE / name).read_text()
+    assert re.search(r"^database_uri = postgresql://", ini, flags=re.M)
+    ini = re.sub(r"^database_uri = .*$", f"database_uri = sqlite:///{tmp_path / 'auth.db'}", ini, flags=re.M)
+    (tmp_path / name).write_text(ini)
+    secrets = {"username": ACCOUNT[0], "password": ACCOUNT[1], "flask_secret_key": "test-flask-secret"}
+    values = {key: secrets[e["valueFrom"]["secretKeyRef"]["key"]] for key, e in env.items()
+              if e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "itrlab-mlflow-auth"}
+    assert set(values) == {"MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD", "MLFLOW_FLASK_SERVER_SECRET_KEY"}
+    return {**values, "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / name)}
+
+
 def test_manifest_mlflow_server_serves_s3_artifacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("flask_wtf", reason="MLflow's basic-auth app needs Flask-WTF (pip install -e '.[dev]')")
     container, settings = manifest_mlflow()
     assert container["command"] == ["mlflow", "server"]
     args = [expand(arg, settings) for arg in container["args"]]
@@ -97,12 +124,12 @@ def test_manifest_mlflow_server_serves_s3_artifacts(tmp_path: Path, monkeypatch:
         # MLFLOW_S3_ENDPOINT_URL as the dev-cpu overlay sets it for its in-cluster store
         server_env = {k: v for k, v in os.environ.items() if k not in AWS_VARS}
         server_env.update(settings, AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET,
-                          MLFLOW_S3_ENDPOINT_URL=s3_url, HOME=str(tmp_path))
+                          MLFLOW_S3_ENDPOINT_URL=s3_url, HOME=str(tmp_path), **auth_config(container, tmp_path))
         log = open(tmp_path / "mlflow-server.log", "wb")
         server = subprocess.Popen([str(BIN / "mlflow"), "server", *server_args], env=server_env, cwd=tmp_path,
                                   stdout=log, stderr=subprocess.STDOUT)
         try:
-            wait_http(f"{uri}/health", timeout=90, process=server)
+            wait_http(f"{uri}/health", timeout=300, process=server)  # basic-auth: 85 s on a loaded 2-core machine
 
             # The client has no S3 credentials whatsoever: only the tracking URI, as a Ray worker.
             for name in AWS_VARS:
@@ -110,6 +137,10 @@ def test_manifest_mlflow_server_serves_s3_artifacts(tmp_path: Path, monkeypatch:
             monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
             monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
             monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+            assert status_with_host(port, "itrlab-mlflow:5000", account=None) == 401  # no account, no answer
+            assert status_with_host(port, "itrlab-mlflow:5000", account=(ACCOUNT[0], "wrong")) == 401
+            monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", ACCOUNT[0])  # as the Ray pods get it
+            monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", ACCOUNT[1])
             tracker = MlflowTracker("k8s_s3_artifacts")
             assert tracker.tracking_uri == uri
             run_id = tracker.start(run_name="recall", tags={"method": "vsepp", "protocol": "all"},

@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # The MLflow tracking server image: MLflow at the project's pin plus the PostgreSQL driver
 # (psycopg 3: SQLAlchemy 2.1, which MLflow 3.17 installs, reads the manifests' postgresql:// URI with
-# psycopg, not psycopg2; the official MLflow image has neither) and boto3 for the S3 artifact store.
+# psycopg, not psycopg2; the official MLflow image has neither), boto3 for the S3 artifact store and
+# MLflow's auth extra (Flask-WTF) for its basic-auth app.
 #   docker build -f k8s/docker/mlflow.Dockerfile -t itrlab-mlflow:3.17.2 k8s/docker
 FROM python:3.11-slim-bookworm
 
@@ -16,7 +17,7 @@ ENV PYTHONUNBUFFERED=1 \
 RUN groupadd --gid 10001 mlflow \
     && useradd --uid 10001 --gid 10001 --create-home --home-dir /home/mlflow --shell /usr/sbin/nologin mlflow
 
-RUN pip install --no-cache-dir "mlflow==${MLFLOW_VERSION}" "psycopg[binary]==3.3.9" "boto3==1.44.5"
+RUN pip install --no-cache-dir "mlflow[auth]==${MLFLOW_VERSION}" "psycopg[binary]==3.3.9" "boto3==1.44.5"
 
 WORKDIR /home/mlflow
 USER 10001:10001

@@ -81,34 +81,54 @@ def train_main(args: argparse.Namespace) -> int:
     sigterm_as_sigint()  # SIGTERM (Kubernetes, systemd, timeout) ends the run as Ctrl-C does
     experiment, run_dir, claim = _resolve_run(args)
     config = experiment.config
+    from itrlab.config.checks import check_data_content
+    from itrlab.files import file_lock
     from itrlab.tracking import MlflowTracker
     from itrlab.train import ConsoleProgress, run_experiment
     from itrlab.train.device import describe, resolve_device
+    from itrlab.train.provenance import check_resume
 
     device = resolve_device(config.train.device)  # before MLflow or training start
     threads.apply(config.train.threads)  # torch's CPU threads (itrlab.threads), as printed below
     tracker = None
-    if config.tracking.enabled:
-        from itrlab.tracking import check_tracking_store
+    with contextlib.ExitStack() as held:
+        made = not claim and not run_dir.exists()  # a new --run-dir: removed again if nothing lands in it
+        if not claim:  # a resumed run or a --run-dir: held against a second process (exit 2 there)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            held.callback(lambda: made and run_dir.is_dir() and not any(run_dir.iterdir()) and run_dir.rmdir())
+            held.enter_context(file_lock(run_dir, blocking=False, what=f"the run folder {run_dir}"))
+        changes = check_resume(run_dir, config, args.allow_changes) if args.resume else []
+        check_data_content(config)  # every data check that can run before MLflow and the run folder exist
+        if config.tracking.enabled:
+            from itrlab.tracking import check_tracking_store, close_orphaned_runs
 
-        check_tracking_store()  # answers within seconds (a new SQLite store is created once, under a lock)
-    if claim:
-        from itrlab.files import claim_new_dir
+            close_orphaned_runs(check_tracking_store())  # answers; runs of dead processes here end KILLED
+        if claim:
+            from itrlab.files import claim_new_dir
 
-        run_dir = claim_new_dir(run_dir.parent, run_dir.name)
-    print(f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, dataset {config.dataset.name}, "
-          f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}", flush=True)
-    try:
+            run_dir = claim_new_dir(run_dir.parent, run_dir.name)
+            held.enter_context(file_lock(run_dir, blocking=False, what=f"the run folder {run_dir}"))
+        if config.tracking.enabled:  # from here on it owns an MLflow run (itrlab.tracking.watchdog)
+            from itrlab.tracking.watchdog import watching
+
+            held.enter_context(watching("the training"))
+        print(f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, dataset {config.dataset.name}, "
+              f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}", flush=True)
         try:
-            if config.tracking.enabled:
-                tracker = MlflowTracker(config.experiment_name)
-            result = run_experiment(experiment, run_dir, callbacks=[ConsoleProgress()], tracker=tracker, device=device)
-        finally:
-            if claim and run_dir.is_dir() and not any(run_dir.iterdir()):
-                run_dir.rmdir()  # a run that wrote nothing (its data failed a check) leaves no folder
-    except KeyboardInterrupt:  # the run was ended KILLED by run_experiment (tracker.ending)
-        resume = f"; continue it with: jobs/train.py --resume --run-dir {run_dir}" if (run_dir / "last.pt").is_file() else ""
-        return interrupted(f"{interruption()[0]}{', MLflow run KILLED' if tracker and tracker.run_id else ''}{resume}")
+            try:
+                if config.tracking.enabled:
+                    tracker = MlflowTracker(config.experiment_name)
+                    tracker.resume_changes = changes  # recorded on the run once it is reopened
+                if changes:
+                    print(f"--allow-changes: resuming with {len(changes)} change(s): {'; '.join(changes)}", flush=True)
+                result = run_experiment(experiment, run_dir, callbacks=[ConsoleProgress()], tracker=tracker,
+                                        device=device)
+            finally:
+                if claim and run_dir.is_dir() and not any(run_dir.iterdir()):
+                    run_dir.rmdir()  # a run that wrote nothing (its data failed a check) leaves no folder
+        except KeyboardInterrupt:  # the run was ended KILLED by run_experiment (tracker.ending)
+            resume = f"; continue it with: jobs/train.py --resume --run-dir {run_dir}" if (run_dir / "last.pt").is_file() else ""
+            return interrupted(f"{interruption()[0]}{', MLflow run KILLED' if tracker and tracker.run_id else ''}{resume}")
     print(f"\nbest epoch {result.best_epoch} (val rsum {result.best_val_rsum:.1f}); test, best checkpoint:")
     print(result.test.format())
     print(f"run directory: {result.run_dir}")
@@ -240,7 +260,8 @@ def sweep_main(args: argparse.Namespace) -> int:
 
     set_verbose(args.verbose)  # before Ray starts: its workers inherit the console's settings
     try:
-        result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage))
+        result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage),
+                           allow_changes=args.allow_changes)
     except KeyboardInterrupt:  # outside Tune's own handling (say while Ray starts): the parent run is KILLED
         return interrupted(f"sweep {interruption()[0]}; --resume continues it")
     if result.best is not None and result.headline is None:  # no pivot (Optuna): the best trial is the result,
@@ -292,6 +313,9 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argp
     train.add_argument("--run-dir", help="run directory (default: <output.dir>/<name>/<timestamp>)")
     train.add_argument("--resume", action="store_true",
                        help="continue the run in --run-dir, or the latest run of the experiment, from its last checkpoint")
+    train.add_argument("--allow-changes", action="store_true",
+                       help="with --resume: train on although the config or data differ from what the run recorded "
+                            "(the changes are recorded on its MLflow run)")
     train.set_defaults(func=train_main)
 
     check = sub.add_parser("check-config", help="validate a config against its data and print it resolved")
@@ -310,7 +334,12 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argp
     which.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
     for flag, (preset, meaning) in (preset_flags or {}).items():
         which.add_argument(flag, dest="preset", action="store_const", const=preset, help=f"{meaning} (= --preset {preset})")
-    sweep.add_argument("--resume", action="store_true", help="continue the newest interrupted invocation of the sweep")
+    sweep.add_argument("--resume", nargs="?", const=True, default=False, metavar="NAME",
+                       help="continue the newest interrupted invocation of the sweep (by its recorded start), or the "
+                            "invocation NAME (its folder's name: also a finished one)")
+    sweep.add_argument("--allow-changes", action="store_true",
+                       help="with --resume: run an edited sweep file, new overrides or changed data (recorded on the "
+                            "parent run) instead of refusing them")
     sweep.add_argument("--profile", help="run the preset as the paper did ('paper': its data, shapes, encoders and "
                                          "schedule) or as a miniature of the same recipe ('budget', the default)")
     sweep.add_argument("--dry-run", action="store_true",
@@ -355,6 +384,8 @@ def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, s
     # Overrides may come before or after flags (`--resume train.epochs=3`): argparse leaves the
     # ones after a flag unparsed, so collect them here.
     args, rest = parser.parse_known_args(argv)
+    if isinstance(getattr(args, "resume", None), str) and "=" in args.resume:  # `--resume key=value`: an override
+        rest, args.resume = [args.resume, *rest], True
     stray = [arg for arg in rest if arg.startswith("-") or not hasattr(args, "overrides")]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")

@@ -29,6 +29,11 @@ class StorageError(ItrlabError):
     was written before is intact. The run ends FAILED with this reason."""
 
 
+class UnavailableError(ItrlabError):
+    """A service a job needs (the MLflow server, Ray's start on this machine) stayed busy past the documented
+    wait: not bad input, and nothing was started; try again later, or wait longer."""
+
+
 class TrackingError(ItrlabError):
     """The MLflow store stopped accepting writes during a run (a full disk, a server gone); the run is
     left as the store last recorded it, and ``--resume`` ends it properly once the store is back."""
@@ -45,7 +50,10 @@ class ConfigError(UserInputError):
         self.value = value
         self.allowed = allowed
         self.hint = hint
-        message = f"config error at '{field}': got {value!r}; {allowed}"
+        shown = repr(value)
+        if len(shown) > 200:  # a 5,000-character name stays one readable line
+            shown = f"{shown[:160]}... ({len(shown):,} characters)"
+        message = f"config error at '{field}': got {shown}; {allowed}"
         if hint:
             message += f" ({hint})"
         super().__init__(message)

@@ -143,6 +143,22 @@ def claim_new_dir(parent: str | Path, name: str, attempts: int = 10_000) -> Path
     raise UserInputError(f"{parent}: no free folder name like {name}-N ({attempts:,} taken)")
 
 
+PATH_MAX, NAME_MAX = 4096, 255  # Linux's limits on a path and on one of its names, in bytes
+
+
+def check_path_length(path: str | Path, what: str) -> None:
+    """UserInputError when ``path`` (absolute) is longer than the system allows, or one of its names is, or it
+    holds characters that are not printable (control characters, direction marks)."""
+    text = str(Path(path).expanduser().absolute())
+    size = len(os.fsencode(text))
+    longest = max((len(os.fsencode(part)) for part in Path(text).parts), default=0)
+    if size >= PATH_MAX or longest > NAME_MAX:
+        raise UserInputError(f"{what}: the path {text[:80]}... is {size:,} bytes long, one of its names {longest:,}; "
+                             f"paths may hold {PATH_MAX - 1:,} bytes and names {NAME_MAX}")
+    if not text.isprintable():
+        raise UserInputError(f"{what}: the path {text!r} holds control or direction characters; name a plain folder")
+
+
 def check_writable_dir(path: str | Path, what: str) -> Path:
     """Make sure ``path`` is (or can be created as) a writable folder, without creating it.
 
@@ -151,12 +167,16 @@ def check_writable_dir(path: str | Path, what: str) -> Path:
     ignores those). Raises a UserInputError naming ``what`` (say ``--storage``) and the folder.
     Returns ``path`` resolved.
     """
-    path = Path(path).expanduser().resolve()
-    probe = path
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
+    check_path_length(path, what)
+    try:
+        path = Path(path).expanduser().resolve()
+        probe = path
+        while not probe.exists():
+            if probe.parent == probe:
+                break
+            probe = probe.parent
+    except OSError as err:  # a component that is a file, a loop of links ...
+        raise UserInputError(f"{what}: {str(path)[:200]} cannot be a folder: {err.strerror or err}") from None
     if not probe.is_dir():
         raise UserInputError(f"{what}: {path} cannot be a folder: {probe} is a file")
     try:

@@ -2,7 +2,9 @@
 
 ``check_data`` opens only file headers (array shapes, caption line counts) or the synthetic spec, so
 it is cheap, and runs before Ray, MLflow or training start. :mod:`itrlab.assembly` runs it, then the
-method's own checks against the sizes it returns.
+method's own checks against the sizes it returns. ``check_data_content`` reads what a run reads when it
+opens its data (every caption; the features of a sample of images), so that a command refuses bad data
+before it creates its MLflow store, run or run folder.
 """
 
 from __future__ import annotations
@@ -121,6 +123,19 @@ def check_text_encoder(config: ExperimentConfig) -> None:
             glove_files()
         except UserInputError as err:
             raise ConfigError("model.text.glove", True, str(err)) from None
+
+
+def check_data_content(config: ExperimentConfig) -> None:
+    """DataError for an empty caption line, invalid UTF-8 or NaN/inf features (in the images
+    :func:`~itrlab.data.precomp.open_precomp` samples) of any split on disk; synthetic data not generated yet
+    has nothing to read."""
+    from itrlab.data.precomp import open_precomp
+
+    dataset = config.dataset
+    if dataset.kind == "synthetic" and not (Path(dataset.root) / "synthetic.json").is_file():
+        return
+    for role in ("train", "val", "test"):
+        open_precomp(dataset.root, getattr(dataset.splits, role), dataset.captions_per_image)
 
 
 def check_data(config: ExperimentConfig) -> DataSummary:

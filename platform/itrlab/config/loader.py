@@ -13,7 +13,11 @@ over them, then the command-line overrides over that (``train.epochs=3 loss.marg
 ``[5, 8]`` a list, ``null`` None).
 
 Every problem becomes a :class:`~itrlab.errors.ConfigError` that names the field, the bad value and
-what is allowed, so the entry points can exit with status 2 before any expensive work.
+what is allowed, so the entry points can exit with status 2 before any expensive work. Limits hold before
+and while a file or an override is parsed, so that no input runs for minutes or fills the memory first: a
+file of at most :data:`MAX_FILE_BYTES`, nesting at most :data:`MAX_DEPTH` deep, at most :data:`MAX_ALIASES`
+YAML aliases, and at most :data:`MAX_NODES` values once aliases are expanded (an "alias bomb" of a few
+lines expands to billions).
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ from itrlab.errors import ConfigError, SettingError
 from itrlab.config.schema import ExperimentConfig
 
 CONFIG_DIR_ENV = "ITRLAB_CONFIG_DIR"
+MAX_FILE_BYTES = 256 << 10  # a config or sweep file: the largest here is a few KB (PyYAML took 30 s over 700 KB, loaded)
+MAX_OVERRIDE_CHARS = 1 << 16  # one key=value override
+MAX_DEPTH = 64  # nested mappings and lists
+MAX_ALIASES = 100  # YAML aliases (*name) in one document
+MAX_NODES = 200_000  # values of a document with its aliases expanded
 
 
 def config_dir() -> Path:
@@ -54,7 +63,25 @@ def did_you_mean(word: str, choices) -> str | None:
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key written twice in one mapping (plain YAML keeps the last)."""
+    """YAML's safe loader, refusing a key written twice in one mapping (plain YAML keeps the last), nesting
+    deeper than :data:`MAX_DEPTH` and more than :data:`MAX_ALIASES` aliases, as it composes."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = self._aliases = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _Limit(f"more than {MAX_ALIASES} aliases (*name)", self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Limit(f"nesting deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -67,11 +94,48 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+class _Limit(yaml.YAMLError):
+    def __init__(self, problem: str, mark=None):
+        super().__init__(problem)
+        self.problem, self.problem_mark = problem, mark
+
+
+def _expanded_size(value: Any, sizes: dict[int, int], open_: set[int]) -> int:
+    """How many values ``value`` holds with every alias expanded (shared parts counted each time they occur,
+    computed once each)."""
+    if not isinstance(value, (dict, list)):
+        return 1
+    key = id(value)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise _Limit("an alias refers to a value that contains it")
+    open_.add(key)
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+    total = 1 + sum(_expanded_size(item, sizes, open_) for item in items)
+    open_.discard(key)
+    sizes[key] = total
+    if total > MAX_NODES:
+        raise _Limit(f"more than {MAX_NODES:,} values once its aliases are expanded")
+    return total
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` parsed by the safe loader within the limits above (a yaml.YAMLError otherwise)."""
+    data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    _expanded_size(data, {}, set())
+    return data
+
+
 def read_yaml(path: Path, field: str = "config") -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(field, str(path), "the file does not exist")
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ConfigError(field, str(path), f"the file holds {size:,} bytes; a config or sweep file may hold "
+                                                f"{MAX_FILE_BYTES:,}")
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -96,11 +160,16 @@ def deep_merge(base: dict, over: dict) -> dict:
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
+    if len(text) > MAX_OVERRIDE_CHARS:
+        raise ConfigError("override", text[:60] + "...", f"an override holds at most {MAX_OVERRIDE_CHARS:,} "
+                                                         f"characters (this one {len(text):,})")
     key, sep, raw = text.partition("=")
     if not sep or not key or any(not part for part in key.split(".")):
         raise ConfigError("override", text, "overrides have the form section.key=value, e.g. train.epochs=3")
     try:
-        value = yaml.safe_load(raw) if raw != "" else ""
+        value = load_yaml(raw) if raw != "" else ""
+    except _Limit as err:
+        raise ConfigError(key, raw[:60] + ("..." if len(raw) > 60 else ""), f"the value has {err.problem}") from None
     except yaml.YAMLError:
         value = raw
     return key.split("."), value

@@ -9,6 +9,7 @@ the papers' symbols where the papers have them (``margin`` is α of ConVSE eq. 2
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -264,9 +265,21 @@ class StageSpec(Section):
         return self
 
 
+MAX_EXPERIMENT_CHARS = 500  # MLflow's limit on an experiment's name
+
+
 class TrackingConfig(Section):
     enabled: bool = True
-    experiment: str | None = None
+    experiment: str | None = None  # the MLflow experiment (default: the config's name)
+
+    @field_validator("experiment")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and not (0 < len(value) <= MAX_EXPERIMENT_CHARS and value.isprintable()
+                                      and value.strip() == value):
+            raise ValueError(f"an MLflow experiment's name: printable text of 1-{MAX_EXPERIMENT_CHARS} characters, "
+                             f"without control or direction characters or surrounding spaces")
+        return value
 
 
 class ExperimentConfig(Section):
@@ -308,6 +321,22 @@ class ExperimentConfig(Section):
     def flat(self) -> dict[str, str]:
         """The config flattened to dotted keys, as logged to MLflow params."""
         return flatten(self.dump())
+
+
+def differences(recorded: dict[str, Any], now: dict[str, Any], what: str = "") -> list[str]:
+    """One line per key whose value differs between two flat records (``train.lr: recorded 0.0002, now
+    0.005``; a key only one of them has is ``absent`` in the other), ``what`` before each key."""
+    lines = []
+    for key in sorted(set(recorded) | set(now)):
+        if (key in recorded, recorded.get(key)) != (key in now, now.get(key)):
+            was, is_ = (_shown(d[key]) if key in d else "absent" for d in (recorded, now))
+            lines.append(f"{what}{key}: recorded {was}, now {is_}")
+    return lines
+
+
+def _shown(value: Any, width: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= width else text[:width // 2 - 1] + "…" + text[-(width // 2):]  # both ends: where lists differ
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:

@@ -30,6 +30,8 @@ from itrlab.errors import ConfigError
 
 
 VARIANT = "variant"  # grid key whose values are named sets of overrides: {name: "+M-DCL", method.mdcl: true, ...}
+MAX_TRIALS = 10_000  # grid points times seeds, or Optuna's num_trials: checked before any point is listed
+MAX_LABEL_CHARS = 100  # a row's label names trial runs in MLflow (run names: 250 characters at most)
 
 
 def label(value: Any, key: str = "") -> Any:
@@ -99,7 +101,7 @@ class SearchDimension(Section):
 
 class OptunaSpec(Section):
     space: dict[str, SearchDimension]
-    num_trials: int = Field(ge=1)
+    num_trials: int = Field(ge=1, le=MAX_TRIALS)
     seed: int = 0
 
     @field_validator("space")
@@ -190,10 +192,20 @@ class SweepSpec(Section):
                              "(Optuna's searcher rejects Tune grids); write two sweep files")
         if self.optuna is None and not self.grid:
             raise ValueError("the grid is empty: list at least one key with its values (or give an optuna section)")
+        trials = len(self.seeds)
         for key, values in self.grid.items():
             if not isinstance(values, list) or not values:
                 raise ValueError(f"grid key '{key}' needs a non-empty list of values")
+            trials *= len(values)
+        if trials > MAX_TRIALS:
+            raise ValueError(f"the grid's points times the seeds make {trials:,} trials; a sweep runs at most "
+                             f"{MAX_TRIALS:,} (split it into several sweep files)")
+        for key, values in self.grid.items():
             shown = [label(value, key) for value in values]
+            bad = next((str(v) for v in shown if not _fits_a_run_name(str(v))), None)
+            if bad is not None:
+                raise ValueError(f"grid key '{key}': the row label {bad[:40]!r} must be printable text of 1-"
+                                 f"{MAX_LABEL_CHARS} characters (it names MLflow runs)")
             twice = sorted({str(v) for v in shown if shown.count(v) > 1})
             if twice:
                 what = "names" if key == VARIANT or any(isinstance(v, dict) for v in values) else "values"
@@ -275,6 +287,10 @@ class SweepSpec(Section):
             corners = dim.corners() if condition else dim.corners()[1:]
             points += [point(**condition, **{key: value}) for value in corners]
         return list({json_key(p): p for p in points}.values())
+
+
+def _fits_a_run_name(text: str) -> bool:
+    return 0 < len(text) <= MAX_LABEL_CHARS and text.isprintable()
 
 
 def json_key(point: dict[str, Any]) -> str:

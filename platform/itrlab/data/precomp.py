@@ -9,7 +9,10 @@ A split ``{split}`` under ``root`` is two files:
 Features are opened with ``np.load(mmap_mode="r")`` and never read whole: COCO's training
 features are about 33 GB, and concurrent trials on one node share the page cache of a single
 memory map. A :class:`PrecompSplit` pickles as its paths, not its data, so that worker processes
-re-open the map instead of receiving a copy.
+re-open the map instead of receiving a copy. Reading a memory map past the end of a file that shrank
+after it was opened kills the process with SIGBUS (no message, no handler): every read first checks the
+mapped file's size (:meth:`PrecompSplit.check_intact`, one ``fstat``), so a file truncated while a run reads
+it stops the run with a DataError instead.
 
 Every problem with the files is a :class:`~itrlab.errors.DataError` naming the file (and the
 1-based line for caption problems).
@@ -185,6 +188,11 @@ class PrecompSplit:
     features: np.ndarray  # np.memmap opened read-only; index it, never read it whole
     captions: list[str]
     captions_per_image: int
+    opened_bytes: int = 0  # the feature file's size when it was mapped (0: an array, not a map)
+
+    def __post_init__(self) -> None:
+        if not self.opened_bytes:
+            self.opened_bytes = _mapped_bytes(self.features)
 
     @property
     def n_images(self) -> int:
@@ -212,7 +220,17 @@ class PrecompSplit:
 
     def image_features(self, image_index: int) -> np.ndarray:
         """Region features of one image as float32 (R, D), read from the memory map."""
+        self.check_intact()
         return np.array(self.features[image_index], dtype=np.float32)
+
+    def check_intact(self) -> None:
+        """DataError when the mapped feature file is shorter than when it was opened (truncated or rewritten
+        in place while a run reads it): reading the map past the file's end would kill the process."""
+        now = _mapped_bytes(self.features)
+        if now < self.opened_bytes:
+            raise DataError(self.features_path, f"the file shrank from {self.opened_bytes:,} to {now:,} bytes while "
+                                                f"this run read it (truncated or rewritten in place); restore it "
+                                                f"and resume the run")
 
     def __getstate__(self) -> dict:
         # Pickle the path, not the data: workers re-open the memory map and share the cache.
@@ -223,6 +241,16 @@ class PrecompSplit:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.features = _open_features(self.features_path)
+        self.check_intact()
+
+
+def _mapped_bytes(features: np.ndarray) -> int:
+    """The current size of the file a memory map maps (its own descriptor's ``fstat``); 0 for an array."""
+    mapped = getattr(features, "_mmap", None)
+    try:
+        return mapped.size() if mapped is not None else 0
+    except (OSError, ValueError):  # a closed map
+        return 0
 
 
 def _open_features(path: Path) -> np.ndarray:

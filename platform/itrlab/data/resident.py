@@ -84,6 +84,7 @@ class ResidentSplit:
         split = dataset.split
         self.device = device
         self.extra_fields = dict(dataset.extra_fields)
+        split.check_intact()
         self.features = load_features(split.features, device)
         tokens, lengths = dataset.padded_captions()
         self.host_lengths = lengths  # the batch's longest caption is read here: no device sync per batch

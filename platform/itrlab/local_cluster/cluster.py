@@ -34,8 +34,8 @@ from typing import Any
 from itrlab.local_cluster.mlflow_server import BIN, mlflow_args, start_mlflow, stop_mlflow, wait_mlflow
 from itrlab.local_cluster.nodes import Node, end_node, isolation_problem, launch_node, list_ray_nodes, node_ip
 from itrlab.local_cluster.postgres import backend_store_uri, start_postgres, stop_postgres
-from itrlab.local_cluster.processes import (LOOPBACK, ClusterError, alive, free_port, http_ok, signals_held,
-                                            wait_until)
+from itrlab.local_cluster.processes import (LOOPBACK, STARTED, ClusterError, alive, free_port, http_ok,
+                                            kill_started, signals_held, wait_until)
 
 STATE_FILE = "cluster.json"
 REPO = Path(__file__).resolve().parents[3]
@@ -133,6 +133,7 @@ class LocalCluster:
                                f"or use another root")
         cluster = cls(root=root, workers=workers, cpus_per_worker=cpus_per_worker, node_env=dict(node_env or {}),
                       tie_to_parent=tie_to_parent)
+        started = len(STARTED)
         try:
             cluster._make_folders()
             if mlflow:
@@ -142,7 +143,12 @@ class LocalCluster:
             if mlflow:
                 wait_mlflow(server, cluster.root)
         except BaseException:
-            with signals_held():  # a second Ctrl-C or SIGTERM does not cut the cleanup short
+            # SIGKILL at once to all this start made (a start cut short keeps nothing worth a clean shutdown),
+            # then the folders: done in a second or two, within the grace that `docker stop`, CI runners and
+            # systemd give before their own SIGKILL (a graceful stop took more than 10 s, and SIGKILL then left
+            # PostgreSQL running). A second Ctrl-C or SIGTERM does not cut it short.
+            with signals_held():
+                kill_started(since=started)
                 cluster.stop()
             raise
         return cluster

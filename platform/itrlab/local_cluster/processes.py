@@ -32,17 +32,38 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+STARTED: list[subprocess.Popen] = []  # every process popen() started in this process, as soon as it exists
+
+
 def popen(command: list[str], log: Path, tie_to_parent: bool = False, **kwargs) -> subprocess.Popen:
     """``command`` in a session of its own (its process group ends with :func:`kill_group`), its output
-    appended to ``log``. ``tie_to_parent``: it is killed when the process that started it dies."""
+    appended to ``log``, and in :data:`STARTED` before a Ctrl-C or SIGTERM can interrupt anything (they are
+    held while it starts): a start cut short still knows every process it made (:func:`kill_started`).
+    ``tie_to_parent``: it is killed when the process that started it dies."""
     def preexec() -> None:
         if tie_to_parent:  # PR_SET_PDEATHSIG: SIGKILL when the starting thread's process dies
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    with open(log, "ab") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=preexec, **kwargs)
+    with open(log, "ab") as out, signals_held():
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=preexec, **kwargs)
+        STARTED.append(process)
+    return process
+
+
+def kill_started(since: int = 0, timeout: float = 15.0) -> None:
+    """SIGKILL the process group of every process :func:`popen` started here (from ``STARTED[since]`` on) that
+    still runs (an ``unshare`` of a node takes its namespace with it: ``--kill-child``), all at once, then reap
+    them: how a start cut short ends what it made, within seconds."""
+    for process in STARTED[since:]:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    for process in STARTED[since:]:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
 
 
 def wait_until(ready: Callable[[], bool], timeout: float, what: str, process: subprocess.Popen | None = None,

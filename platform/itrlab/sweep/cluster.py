@@ -1,5 +1,10 @@
 """The Ray a sweep runs on: a local one started on loopback only, or a cluster it joins, and whether
-either has room for one trial (refused up front on this machine, a bounded wait on a cluster)."""
+either has room for one trial (refused up front on this machine, a bounded wait on a cluster).
+
+A busy machine is not a broken one: Ray gives its node 30 s to register and then fails with a traceback.
+A local Ray whose start fails so is stopped (the processes this one started for it) and started again
+after a pause, ``$ITRLAB_RAY_START_ATTEMPTS`` times in all (default 3), saying so; then the sweep ends on
+one line (exit status 1) before any MLflow run exists."""
 
 from __future__ import annotations
 
@@ -15,13 +20,17 @@ import torch
 
 from itrlab import threads as thread_policy
 from itrlab.config.loader import config_dir
-from itrlab.errors import UserInputError
+from itrlab.errors import UnavailableError, UserInputError
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep import progress
 
 LOOPBACK = "127.0.0.1"
 RESOURCE_WAIT_ENV = "ITRLAB_RESOURCE_WAIT_S"  # how long a sweep on a cluster waits for room for one trial
 RESOURCE_WAIT_DEFAULT_S = 600.0
+START_ATTEMPTS_ENV = "ITRLAB_RAY_START_ATTEMPTS"  # how often a local Ray's start is tried on a busy machine
+START_ATTEMPTS_DEFAULT = 3
+RAY_PROGRAMS = ("gcs_server", "raylet", "ray/dashboard", "log_monitor", "ray_process_reaper", "runtime_env",
+                "monitor.py", "default_worker.py", "ray::")  # what ray.init starts on this machine
 
 
 def loopback_options() -> dict[str, Any]:
@@ -56,9 +65,75 @@ def init_ray(tracking_uri: str, logical_cpus: float = 0) -> bool:
     runtime_env: dict[str, Any] = console_runtime_env(env_vars)
     # "local": a new Ray of its own, even where `ray start --head` runs on this machine (address=None
     # would join that one, and refuse num_cpus)
-    ray.init(address=address or "local", num_cpus=num_cpus, runtime_env=runtime_env or None,
-             log_to_driver=True, **({} if address else loopback_options()))
+    options = dict(address=address or "local", num_cpus=num_cpus, runtime_env=runtime_env or None,
+                   log_to_driver=True, **({} if address else loopback_options()))
+    if address:
+        ray.init(**options)
+    else:
+        start_local_ray(options)
     return address is None
+
+
+def start_local_ray(options: dict[str, Any]) -> None:
+    """``ray.init(**options)`` of a local Ray, tried again after a pause when its start times out."""
+    try:
+        attempts = max(1, int(os.environ.get(START_ATTEMPTS_ENV) or START_ATTEMPTS_DEFAULT))
+    except ValueError:
+        raise UserInputError(f"{START_ATTEMPTS_ENV}={os.environ[START_ATTEMPTS_ENV]!r}: a whole number") from None
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(**options)
+            return
+        except Exception as err:  # noqa: BLE001 - Ray's start raises bare Exceptions
+            text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            if not _slow_start(err):
+                raise
+            stop_own_ray_processes()
+            if attempt == attempts:
+                raise UnavailableError(f"Ray did not start on this machine in {attempts} attempt(s) (the last: {text}); "
+                                       f"the machine is too busy now: nothing was started, try again later or allow "
+                                       f"more attempts (${START_ATTEMPTS_ENV})") from None
+            pause = 10.0 * attempt
+            print(f"itrlab: Ray did not start ({text}); the machine is busy: starting it again in {pause:g} s "
+                  f"(attempt {attempt + 1} of {attempts})", flush=True)
+            time.sleep(pause)
+
+
+def _slow_start(err: BaseException) -> bool:
+    """Whether Ray's start failed for want of time (its node or GCS did not come up in time)."""
+    text = str(err).lower()
+    return isinstance(err, TimeoutError) or "timed out" in text or "timeout" in text or "failed to connect to gcs" in text
+
+
+def stop_own_ray_processes(timeout_s: float = 15.0) -> None:
+    """After a failed start: ``ray.shutdown()``, and SIGKILL to what this process started for that Ray and still
+    runs (its children running one of Ray's programs, and theirs), by process id."""
+    import signal
+
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+    table = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = open(f"/proc/{entry.name}/stat").read()
+                cmdline = open(f"/proc/{entry.name}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+                table[int(entry.name)] = (int(stat[stat.rindex(")") + 2:].split()[1]), cmdline)
+    doomed = {pid for pid, (parent, cmd) in table.items() if parent == os.getpid() and any(p in cmd for p in RAY_PROGRAMS)}
+    while more := {pid for pid, (parent, _) in table.items() if parent in doomed} - doomed:
+        doomed |= more
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    for pid in doomed:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError, OSError):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+            if not os.path.exists(f"/proc/{pid}"):
+                break
+            time.sleep(0.1)
 
 
 def _job_runtime_env() -> dict[str, Any]:

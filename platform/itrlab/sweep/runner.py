@@ -8,7 +8,10 @@ seeds with 95% intervals, differences to the baseline row, a chance row, one hon
 published numbers where the data and protocol are the paper's).
 
 Sweep directories live under ``<storage>/<sweep name>/<timestamp>/`` (Tune's experiment state and
-the trials' checkpoints); ``--resume`` continues the newest one.
+the trials' checkpoints); ``--resume`` continues the newest unfinished one by its recorded start
+(:mod:`itrlab.sweep.resume`), and runs exactly what that invocation recorded (or, with ``--allow-changes``,
+records what changed on the parent run). Nothing Tune unpickles is read unless this installation's key
+signed it (:mod:`itrlab.sweep.integrity`).
 
 Every fault ends in a clear state. Before Ray or MLflow start: the sweep's keys, every trial's config
 and data, the storage folder, the resources a trial asks of a local Ray, and the MLflow store (which
@@ -32,14 +35,18 @@ import ray
 from ray import tune
 
 from itrlab.config import ExperimentConfig
+from itrlab.config.checks import check_data_content
 from itrlab.assembly import check_experiment
 from itrlab.errors import StorageError, UserInputError, failure_reason, one_line_logs
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
+from itrlab.sweep import integrity
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
 from itrlab.sweep.group_trial import run_group_trial
 from itrlab.sweep.groups import group_param_space, sweep_groups
+from itrlab.sweep.resume import (STATE_FILE, check_unchanged, data_digests, pick, read_state, record, set_status,
+                                 write_state)
 from itrlab.sweep.search import optuna_search
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError,
                                   kill_running_trial_runs, settle_trial_runs,
@@ -52,10 +59,11 @@ from itrlab.sweep.board import BOARD_FOLDER
 from itrlab.sweep.points import base_tree, point_key, trial_config
 from itrlab.sweep.runs_table import save_trials_view
 from itrlab.sweep.trial import TrialContext
-from itrlab.tracking import STOP_REASON_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri, source_tags
+from itrlab.tracking.watchdog import watching
+from itrlab.tracking import (OWNER_TAG, STOP_REASON_TAG, MlflowTracker, check_tracking_store, close_orphaned_runs,
+                             owner_id, resolve_tracking_uri, source_tags)
 from itrlab.train.experiment import generate_if_synthetic
 
-STATE_FILE = "itrlab_sweep.json"
 SWEEP_TAG = "itrlab.sweep"
 
 
@@ -116,11 +124,6 @@ def tune_config(spec: SweepSpec, epochs: int, reuse_actors: bool) -> tune.TuneCo
                            reuse_actors=reuse_actors)
 
 
-def latest_sweep_dir(storage: Path, name: str) -> Path | None:
-    runs = sorted(p for p in (storage / name).glob("*") if (p / STATE_FILE).is_file())
-    return runs[-1] if runs else None
-
-
 def new_sweep_dir(storage: Path, name: str) -> Path:
     """A fresh ``<storage>/<name>/<timestamp>`` folder (a suffix when two sweeps start in one second)."""
     return claim_new_dir(storage / name, time.strftime("%Y%m%d-%H%M%S"), attempts=100)
@@ -155,37 +158,48 @@ def sweep_lock(sweep_dir: Path, name: str):
     return file_lock(sweep_dir, blocking=False, what=f"sweep '{name}' ({sweep_dir})")
 
 
-def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bool = False,
-              storage: Path = Path("runs/sweeps")) -> SweepResult:
-    """Run (or resume) a sweep; every config is validated before Ray or MLflow start."""
+def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bool | str = False,
+              storage: Path = Path("runs/sweeps"), allow_changes: bool = False) -> SweepResult:
+    """Run (or resume) a sweep; every config is validated before Ray or MLflow start.
+
+    ``resume``: True continues the newest unfinished invocation, a folder name (or path) that one whatever
+    its state. A resume runs what the invocation recorded; ``allow_changes`` lets it run an edited sweep,
+    new overrides or other data, and records them on the parent run."""
     started = time.monotonic()  # this invocation's wall time runs from here to its report
     overrides = list(overrides or [])
     check_sweep_keys(spec)
     check_published(spec)
     storage = check_writable_dir(storage, "--storage")
-    state: dict[str, Any] = {}
-    if resume:
-        sweep_dir = latest_sweep_dir(storage, spec.name)
-        if sweep_dir is None:
-            raise UserInputError(f"--resume: no interrupted sweep '{spec.name}' under {storage / spec.name}")
-        check_writable_dir(sweep_dir, "--storage")
-        check_tune_state(sweep_dir / "tune")  # before anything is reopened
-        state = json.loads((sweep_dir / STATE_FILE).read_text())
-        overrides = state["overrides"]
-    tree = base_tree(spec, overrides)
-    checked = check_trials(spec, tree)
-    if spec.group > 1:  # its groups, checked before Ray (itrlab.sweep.groups)
-        sweep_groups(spec, tree)
-    check_table_rows(spec)
-    check_local_resources(spec)
-    tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
-
     with contextlib.ExitStack() as held:
+        state: dict[str, Any] = {}
         if resume:
-            held.enter_context(sweep_lock(sweep_dir, spec.name))
-        else:
+            sweep_dir = pick(storage, spec.name, resume if isinstance(resume, str) else None)
+            check_writable_dir(sweep_dir, "--storage")
+            held.enter_context(sweep_lock(sweep_dir, spec.name))  # a running sweep: refused at once
+            check_tune_state(sweep_dir / "tune")  # before anything is reopened
+            integrity.verify(sweep_dir)  # before anything is unpickled, Ray or MLflow started
+            state = read_state(sweep_dir)
+            overrides = [*state["overrides"], *overrides]  # this command line's on top of the recorded ones
+        tree = base_tree(spec, overrides)
+        checked = check_trials(spec, tree)
+        if spec.group > 1:  # its groups, checked before Ray (itrlab.sweep.groups)
+            sweep_groups(spec, tree)
+        check_table_rows(spec)
+        check_local_resources(spec)
+        first = trial_config(tree, {})
+        for config in {str(c.dataset.root): c for c in (first, *checked.values())}.values():
+            check_data_content(config)  # captions and sampled features, before MLflow or the sweep's folder
+        if resume:
+            generate_if_synthetic(first)  # the data the record's digest is compared with
+            now = record(spec, overrides, first, data_digests([first, *checked.values()]))
+            state["accepted"] = check_unchanged(state, now, allow_changes, sweep_dir)
+            state["now"] = now
+        tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
+        close_orphaned_runs(tracking_uri)  # runs of processes that died, on this machine: KILLED with the reason
+        if not resume:
             sweep_dir = new_sweep_dir(storage, spec.name)
             held.enter_context(sweep_lock(sweep_dir, spec.name))
+        held.enter_context(watching("the sweep's driver"))  # it owns the parent and trial runs from here on
         try:
             return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state, started)
         except BaseException:
@@ -197,23 +211,25 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
 def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, ExperimentConfig], overrides: list[str],
                 sweep_dir: Path, tracking_uri: str, state: dict[str, Any], started: float) -> SweepResult:
     """The sweep's life, its folder locked: its data, Ray, the parent run, the trials, their report."""
-    tree, checked = share_stages(tree, checked, sweep_dir)
     first = trial_config(tree, {})
     generate_if_synthetic(first)  # once, before trials share it
+    now = state.pop("now", None) or record(spec, overrides, first, data_digests([first, *checked.values()]))
+    tree, checked = share_stages(tree, checked, sweep_dir)
     started_ray = start_ray(spec, tracking_uri)
-    parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state)
+    parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state, now)
     view = save_trials_view(spec, parent, sweep_dir.name)  # what the printed link opens: the trials, one row each
     print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
     try:
+        source = {**source_tags(), **profile_tags(spec), OWNER_TAG: owner_id()}  # the driver settles the trials' runs
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
                                sweep_dir=str(sweep_dir), metric=spec.objective.metric,
-                               source=tuple({**source_tags(), **profile_tags(spec)}.items()), checked=checked)
+                               source=tuple(source.items()), checked=checked)
         tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=bool(state))
         rows, interrupted = fit_trials(tuner, spec, sweep_dir, started_ray)
         settle_trial_runs(parent, rows)
         headline = report_sweep(spec, rows, parent, first, invocation_seconds=time.monotonic() - started)
     except BaseException as err:
-        end_parent_early(parent, err, started_ray)
+        end_parent_early(parent, err, started_ray, sweep_dir)
         raise
     return end_parent(spec, parent, rows, interrupted, sweep_dir, headline, view)
 
@@ -246,12 +262,19 @@ def start_ray(spec: SweepSpec, tracking_uri: str) -> bool:
 
 
 def open_parent_run(spec: SweepSpec, sweep_dir: Path, overrides: list[str], tracking_uri: str,
-                    state: dict[str, Any]) -> MlflowTracker:
-    """The sweep's parent run: reopened on ``--resume`` (``state``), else created with the sweep's params,
-    and the sweep's state file written beside it."""
+                    state: dict[str, Any], now: dict[str, Any]) -> MlflowTracker:
+    """The sweep's parent run: reopened on ``--resume`` (``state``; the changes ``--allow-changes`` accepted
+    recorded on it), else created with the sweep's params; the sweep's state file written beside it."""
     parent = MlflowTracker(spec.name, tracking_uri)
     if state:
+        changes = state.pop("accepted", [])
         parent.start(run_name=state["run_name"], tags={}, params={}, run_id=state["parent_run_id"])
+        if changes:
+            parent.record_changes(changes)
+            print(f"--allow-changes: resuming with {len(changes)} change(s), recorded on the parent run: "
+                  f"{'; '.join(changes)}", flush=True)
+            state = {**state, **now}  # the next --resume compares with what runs now
+        write_state(sweep_dir, {**now, **state, "status": "RUNNING"})
         return parent
     run_name = f"{spec.name}-{sweep_dir.name}"
     params = {"sweep.experiment": spec.experiment, "sweep.overrides": " ".join([*spec.overrides, *overrides]),
@@ -260,8 +283,8 @@ def open_parent_run(spec: SweepSpec, sweep_dir: Path, overrides: list[str], trac
               "sweep.objective": f"{spec.objective.mode} {spec.objective.metric}"}
     parent.start(run_name=run_name, tags={SWEEP_TAG: spec.name, "itrlab.sweep_dir": str(sweep_dir),
                                           **profile_tags(spec)}, params=params)
-    (sweep_dir / STATE_FILE).write_text(json.dumps({"parent_run_id": parent.run_id, "run_name": run_name,
-                                                    "overrides": overrides, "tracking_uri": tracking_uri}))
+    write_state(sweep_dir, {"parent_run_id": parent.run_id, "run_name": run_name, "tracking_uri": tracking_uri,
+                            "started_at": time.time(), "status": "RUNNING", **now})
     return parent
 
 
@@ -280,6 +303,7 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
         {"cpu": cpus, "gpu": gpus} if in_process(spec) else {"cpu": 0.1},
     )
     if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
+        integrity.verify(sweep_dir)  # again, just before Tune unpickles its state
         tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
         restored_with_console(tuner, spec, board=board, total=len(groups or []))  # Tune brings back the saved RunConfig: this invocation's console
         return tuner
@@ -287,18 +311,24 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
         name="tune", storage_path=str(sweep_dir),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=[NoRetryOnInputError()], stop=StopOnStorageError(),
+        callbacks=[NoRetryOnInputError(), integrity.StateSigner()], stop=StopOnStorageError(),
     ), spec, board=board, total=len(groups or []))
-    return tune.Tuner(trainable, param_space=group_param_space(groups) if groups else param_space(spec),
-                      run_config=run_config, tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
+    tuner = tune.Tuner(trainable, param_space=group_param_space(groups) if groups else param_space(spec),
+                       run_config=run_config, tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
+    integrity.sign(sweep_dir, sweep_dir / "tune", only={"tune/tuner.pkl"})  # Tune wrote it just now, once
+    return tuner
 
 
 def fit_trials(tuner: tune.Tuner, spec: SweepSpec, sweep_dir: Path, started_ray: bool) -> tuple[list[TrialRow], bool]:
     """Run the trials: a row per grid point (those never started included) and whether Ctrl-C or SIGTERM
     cut the sweep short."""
     StopOnStorageError.reason = None
-    with SigintWatch() as sigint:
-        results = fit_checking_storage(tuner, sweep_dir)
+    integrity.StateSigner.staging = integrity.StateSigner.tune_dir = None
+    try:
+        with SigintWatch() as sigint:
+            results = fit_checking_storage(tuner, sweep_dir)
+    finally:
+        integrity.sign_after_fit(sweep_dir)  # what Tune saved last, signed from the driver's own copy
     if StopOnStorageError.reason is not None:
         raise StorageError(f"the sweep's storage can no longer be written: {StopOnStorageError.reason}; "
                            f"--resume continues the sweep once it can")
@@ -308,7 +338,7 @@ def fit_trials(tuner: tune.Tuner, spec: SweepSpec, sweep_dir: Path, started_ray:
     return with_unstarted(rows, spec), interrupted
 
 
-def end_parent_early(parent: MlflowTracker, err: BaseException, started_ray: bool) -> None:
+def end_parent_early(parent: MlflowTracker, err: BaseException, started_ray: bool, sweep_dir: Path) -> None:
     """The sweep stopped by ``err`` before its report: the trials' runs still RUNNING and the parent end
     KILLED (Ctrl-C, SIGTERM: ``--resume`` continues it) or FAILED, with the reason."""
     if isinstance(err, KeyboardInterrupt):
@@ -316,11 +346,13 @@ def end_parent_early(parent: MlflowTracker, err: BaseException, started_ray: boo
         with contextlib.suppress(Exception):
             parent.set_tags({STOP_REASON_TAG: f"{interruption()[0]}; --resume continues the sweep"})
         parent.end("KILLED")
+        set_status(sweep_dir, "KILLED")
         return
     kill_running_trial_runs(parent, f"the sweep failed: {failure_reason(err)}")
     with contextlib.suppress(Exception):
         parent.set_tags({STOP_REASON_TAG: failure_reason(err)})
     parent.end("FAILED")
+    set_status(sweep_dir, "FAILED")
     if started_ray:  # the trials' processes end now: what Ray forwards of their exit comes before the one line
         with contextlib.suppress(Exception):
             ray.shutdown()
@@ -342,6 +374,7 @@ def end_parent(spec: SweepSpec, parent: MlflowTracker, rows: list[TrialRow], int
     else:  # a resumed sweep that finishes no longer carries the reason it stopped before
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)
+    set_status(sweep_dir, status)
     return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(view), interrupted, status, headline)
 
 

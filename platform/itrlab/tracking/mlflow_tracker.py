@@ -18,6 +18,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
@@ -29,6 +30,7 @@ from mlflow.exceptions import MlflowException
 
 from itrlab.errors import TrackingError, UserInputError, failure_reason, one_line_logs
 from itrlab.interrupts import interruption
+from itrlab.process_id import owner_id
 from itrlab.tracking.runs_view import RunsView, save_view
 from itrlab.tracking.store import resolve_tracking_uri, short_reason, source_tags, ui_hint
 from itrlab.tracking.tables import significant, write_table
@@ -43,6 +45,20 @@ PARENT_TAG = "mlflow.parentRunId"
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 DESCRIPTION_TAG = "mlflow.note.content"  # a run's description
 STOP_REASON_TAG = "itrlab.stop_reason"  # why a run ended FAILED or KILLED, on one line
+OWNER_TAG = "itrlab.owner"  # the process that ends the run (itrlab.tracking.watchdog, itrlab.tracking.owners)
+CHANGES_TAG = "itrlab.resume_changes"  # what the latest --resume --allow-changes changed
+CLOCK_TAG = "itrlab.clock_warning"  # a run whose recorded start lies in the future of the clock that reopened it
+CLOCK_SLACK_MS = 60_000  # clocks of one cluster may differ this much without a warning
+
+
+def end_time_ms(start_ms: int | None, elapsed_s: float = 0.0) -> int:
+    """When a run ends, for MLflow (which shows end - start as its duration): now, or, when the run's start
+    lies in the future of this clock (a machine whose clock was ahead started it), its start plus the time
+    measured here on the monotonic clock: never a negative duration."""
+    now = int(time.time() * 1000)
+    if start_ms is not None and now < start_ms:
+        return int(start_ms + max(0.0, elapsed_s) * 1000)
+    return now
 
 
 one_line_logs("mlflow.store.db.utils")  # its store errors reach the user as one TrackingError line
@@ -83,11 +99,14 @@ class MlflowTracker:
         self.tracking_uri = resolve_tracking_uri(tracking_uri)
         mlflow.set_tracking_uri(self.tracking_uri)  # for the artifact helpers of log_table
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
+        self.run_id: str | None = None
         self.experiment_id = self._experiment_id(experiment)
         self.experiment = experiment
-        self.run_id: str | None = None
         self.default_tags: dict[str, Any] = {}  # added to the tags of a run this tracker creates
         self.default_params: dict[str, Any] = {}  # and to its params (a sweep trial's variant, by name)
+        self._start_ms: int | None = None  # the run's recorded start, and when this process took it up
+        self._taken_up = time.monotonic()
+        self.resume_changes: list[str] = []  # what a --resume --allow-changes changed: recorded when reopened
 
     @classmethod
     def for_reading(cls, tracking_uri: str | None = None) -> "MlflowTracker":
@@ -98,8 +117,10 @@ class MlflowTracker:
         tracker.client = MlflowClient(tracking_uri=tracker.tracking_uri)
         tracker.experiment_id = tracker.experiment = tracker.run_id = None
         tracker.default_tags, tracker.default_params = {}, {}
+        tracker._start_ms, tracker._taken_up, tracker.resume_changes = None, time.monotonic(), []
         return tracker
 
+    @_store_writes
     def _experiment_id(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
         if found is not None:
@@ -119,6 +140,10 @@ class MlflowTracker:
               run_id: str | None = None, parent_run_id: str | None = None) -> str:
         """Create a run, or reopen ``run_id`` (a resumed training) and mark it running again."""
         params = {**self.default_params, **params}
+        # the process that ends this run (a sweep's driver for its trials): runs it leaves RUNNING when
+        # it dies are closed by the next command (itrlab.tracking.owners)
+        owner = str(self.default_tags.get(OWNER_TAG) or tags.get(OWNER_TAG) or owner_id())
+        self._taken_up = time.monotonic()
         if run_id is not None:
             try:
                 self.client.get_run(run_id)
@@ -128,16 +153,24 @@ class MlflowTracker:
                                      f"store it was logged to, or delete mlflow_run.json to start a new run") from None
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")
-            previous = self.client.get_run(run_id).data
+            run = self.client.get_run(run_id)
+            previous = run.data
             if STOP_REASON_TAG in previous.tags:  # why it stopped last time no longer holds
                 self.client.delete_tag(run_id, STOP_REASON_TAG)
+            self.client.set_tag(run_id, OWNER_TAG, owner)
+            self._start_ms = run.info.start_time
+            self._warn_of_clock()
+            if self.resume_changes:
+                self.record_changes(self.resume_changes)
             params = {k: v for k, v in params.items() if k not in previous.params}
         else:
-            all_tags = {**source_tags(), **{k: str(v) for k, v in {**tags, **self.default_tags}.items()}}
+            all_tags = {**source_tags(), **{k: str(v) for k, v in {**tags, **self.default_tags}.items()},
+                        OWNER_TAG: owner}
             if parent_run_id:
                 all_tags[PARENT_TAG] = parent_run_id
             run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=run_name)
             self.run_id = run.info.run_id
+            self._start_ms = run.info.start_time
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=items[start:start + MAX_PARAMS_PER_BATCH])
@@ -150,10 +183,21 @@ class MlflowTracker:
                                        order_by=["attributes.start_time DESC"])
         return runs[0].info.run_id if runs else None
 
+    def _warn_of_clock(self) -> None:
+        """A reopened run whose recorded start lies in the future of this clock: said once, and tagged."""
+        ahead_ms = (self._start_ms or 0) - int(time.time() * 1000)
+        if ahead_ms > CLOCK_SLACK_MS:
+            note = (f"the run's recorded start is {ahead_ms / 1000:,.0f} s in the future of the clock of the machine "
+                    f"that resumed it (the clock that started it was ahead); its duration counts the time measured "
+                    f"on this machine's monotonic clock")
+            print(f"itrlab: warning: MLflow run {self.run_id}: {note}", file=sys.stderr, flush=True)
+            self.client.set_tag(self.run_id, CLOCK_TAG, note)
+
     @_store_writes
     def end(self, status: str = "FINISHED") -> None:
         if self.run_id is not None:
-            self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
+            self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)),
+                                       end_time=end_time_ms(self._start_ms, time.monotonic() - self._taken_up))
 
     def end_if_running(self, status: str) -> None:
         """End this run ``status`` unless it has ended already: a sweep's driver that was interrupted
@@ -204,7 +248,9 @@ class MlflowTracker:
         """End another run of this store (a sweep's trial left RUNNING by a killed process)."""
         if tags:
             self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
-        self.client.set_terminated(run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
+        start = self.client.get_run(run_id).info.start_time
+        self.client.set_terminated(run_id, status=RunStatus.to_string(RunStatus.from_string(status)),
+                                   end_time=end_time_ms(start))
 
     def child_runs(self, parent_run_id: str | None = None) -> list:
         """The runs of this experiment whose parent is ``parent_run_id`` (default: this tracker's run)."""
@@ -229,6 +275,18 @@ class MlflowTracker:
         show as a lone dot.
         """
         self.log_metrics(metrics, step=0)
+
+    @_store_writes
+    def record_changes(self, lines: list[str], run_id: str | None = None) -> int:
+        """What a ``--resume --allow-changes`` changed, on the run: the param ``resume.<n>.changes`` (a param is
+        never logged twice) and the tag ``itrlab.resume_changes`` (the latest). Returns n."""
+        run_id = run_id or self.run_id
+        known = self.client.get_run(run_id).data.params
+        count = 1 + sum(1 for key in known if key.startswith("resume.") and key.endswith(".changes"))
+        text = "; ".join(lines)
+        self.client.log_batch(run_id, params=[Param(f"resume.{count}.changes", text[:6000])],
+                              tags=[RunTag(CHANGES_TAG, f"resume {count}: {text}"[:8000])])
+        return count
 
     @_store_writes
     def set_tags(self, tags: Mapping[str, Any]) -> None:

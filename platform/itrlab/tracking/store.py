@@ -4,8 +4,14 @@ The tracking URI is ``MLFLOW_TRACKING_URI`` when set; otherwise a SQLite store `
 working directory (MLflow 3's own default, made explicit so that every process agrees on it).
 
 :func:`check_tracking_store` runs before a training or a sweep starts: it fails within seconds, on one
-line, when the store does not answer or cannot be written, and it creates a new SQLite store once,
-under a lock, so that two commands started at the same moment do not both create its tables.
+line, when the store does not work (nothing listens, a name that does not resolve, refused credentials)
+or cannot be written, and it creates a new SQLite store once, under a lock, so that two commands started
+at the same moment do not both create its tables. A server that is busy (it answers 429 or 5xx, or not in
+time) is not broken: the check says what it waits for and asks again with a growing pause, for at most
+``$ITRLAB_MLFLOW_WAIT_S`` seconds (default 120), then fails on one line (exit status 1). The MLflow
+client's own retries during a run are bounded too (:data:`CLIENT_LIMITS`, unless set): a request gives up
+after about a minute of 5xx answers, or four minutes of a server that does not answer, and the run ends
+with one line.
 :func:`source_tags` are MLflow's own source tags (user, script, git commit); :func:`ui_command` is the one
 command that opens the UI, and :func:`ui_hint` says how a person opens a run, or a saved view of the runs
 table, in it.
@@ -22,15 +28,26 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import unquote
 
-from itrlab.errors import UserInputError
+from itrlab.errors import UnavailableError, UserInputError
 from itrlab.files import check_writable_dir, file_lock
 from itrlab.tracking.runs_view import VIEW_PARAM
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+WAIT_ENV = "ITRLAB_MLFLOW_WAIT_S"  # how long the store check waits for a busy server
+WAIT_DEFAULT_S = 120.0
+# MLflow's own retries of a request (its defaults: 7 retries, 120 s each: minutes of silence, then tracebacks)
+CLIENT_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+for _key, _value in CLIENT_LIMITS.items():
+    os.environ.setdefault(_key, _value)
+# an answer of a server that works but cannot serve now
+BUSY = re.compile(r"too many (?:429|5\d\d) error responses|error code (?:429|5\d\d)|timed out|reset by peer|"
+                  r"RemoteDisconnected|Temporary failure|temporarily unavailable|503|504|502", re.IGNORECASE)
 # MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the page is in the
 # machine-learning view (and the experiment says it holds model training): then on the runs table
 ML_VIEW = "workflowType=machine_learning"
@@ -77,6 +94,9 @@ def _quick_requests(timeout_s: int) -> Iterator[None]:
 def short_reason(err: BaseException) -> str:
     """One line out of a (often very long) connection error: the errno text, a timeout, or the first line."""
     text = str(err)
+    status = re.search(r"too many (\d{3}) error responses", text)
+    if status:
+        return f"it answers HTTP {status.group(1)}"
     database = re.search(r"\((?:sqlite3|psycopg2?|pymysql)\.\w+\) ([^\n]+)", text)
     if database:
         return database.group(1).strip()
@@ -110,9 +130,8 @@ def check_tracking_store(tracking_uri: str | None = None, timeout_s: int = 5) ->
             with file_lock(database, what=f"the MLflow store {database}"):
                 MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
         else:
-            with _quick_requests(timeout_s):
-                MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
-    except UserInputError:
+            _ask_server(uri, timeout_s, hint)
+    except (UserInputError, UnavailableError):
         raise
     except PermissionError as err:
         raise UserInputError(f"MLflow tracking store {uri}: cannot write {err.filename or database} "
@@ -120,6 +139,37 @@ def check_tracking_store(tracking_uri: str | None = None, timeout_s: int = 5) ->
     except Exception as err:  # MlflowException, requests' errors, sqlalchemy's errors, OSError
         raise UserInputError(f"MLflow tracking store {uri} does not work: {short_reason(err)}; {hint}") from None
     return uri
+
+
+def _ask_server(uri: str, timeout_s: int, hint: str) -> None:
+    """One request to a tracking server, asked again with a growing pause while the server is busy, for at
+    most ``$ITRLAB_MLFLOW_WAIT_S`` seconds (said once, on stdout); another error is raised at once."""
+    from mlflow import MlflowClient
+
+    try:
+        wait_s = max(0.0, float(os.environ.get(WAIT_ENV) or WAIT_DEFAULT_S))
+    except ValueError:
+        raise UserInputError(f"{WAIT_ENV}={os.environ[WAIT_ENV]!r}: a number of seconds") from None
+    deadline, pause, attempts = time.monotonic() + wait_s, 1.0, 0
+    while True:
+        attempts += 1
+        try:
+            with _quick_requests(timeout_s):
+                MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+            return
+        except Exception as err:  # noqa: BLE001 - sorted into busy and broken here
+            if not BUSY.search(str(err)):
+                raise
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise UnavailableError(f"MLflow tracking store {uri} stayed busy for {wait_s:g} s ({attempts} "
+                                       f"request(s); the last: {short_reason(err)}); nothing was started: try again "
+                                       f"later, or wait longer (${WAIT_ENV})") from None
+            if attempts == 1:
+                print(f"itrlab: MLflow tracking store {uri} is busy ({short_reason(err)}); asking again for up to "
+                      f"{wait_s:g} s (${WAIT_ENV})", flush=True)
+            time.sleep(min(pause, left))
+            pause, timeout_s = min(pause * 2, 15.0), min(timeout_s * 2, 30)
 
 
 @functools.cache

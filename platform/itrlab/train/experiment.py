@@ -9,6 +9,7 @@ directory::
                            pretrained model directory whose tokenizer encodes them (BERT)
         last.pt, best.pt   checkpoints (see itrlab.train.checkpoint)
         mlflow_run.json    the MLflow run this directory logs to (reused on resume)
+        provenance.json    the digest of the data it trains on (a resume on other data is refused)
         test_recall.json   the final test table (also .md)
 """
 
@@ -42,6 +43,7 @@ from itrlab.train.callbacks import MlflowEpochLogger
 from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
 from itrlab.train.device import describe, resolve_device
 from itrlab.train.loop import EpochCallback, Trainer, TrainingData
+from itrlab.train.provenance import record_data
 from itrlab.train.stages import STAGE_TAG, StageStore, TrainedStage, start_from, trained_stage
 
 VOCAB_FILE = "vocab.json"
@@ -274,6 +276,7 @@ def start_run(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callb
         # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
         trainer.callbacks.insert(0, MlflowEpochLogger(tracker))
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config.dump(), sort_keys=False))  # once nothing was refused
+    record_data(run_dir, config)  # what a --resume compares its data with (itrlab.train.provenance)
     return StartedRun(config, run_dir, trainer, tracker, run_id, stages, stage_cost, started, world_size)
 
 

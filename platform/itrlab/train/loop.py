@@ -222,7 +222,10 @@ class Trainer:
         another method), before anything of the run is touched."""
         try:
             self.method.load_state_dict(checkpoint["model"])
+            configured = [{"initial_lr": g["lr"], "weight_decay": g["weight_decay"]} for g in self.optimizer.param_groups]
             self.optimizer.load_state_dict(checkpoint["optimizer"])
+            for group, settings in zip(self.optimizer.param_groups, configured):
+                group.update(settings)  # this config's rates (a --resume --allow-changes may change them), not the saved ones
             set_rng_state(checkpoint["rng"])
         except (RuntimeError, ValueError, KeyError, TypeError) as err:
             first = str(err).strip().splitlines()

@@ -1,0 +1,174 @@
+"""What ``--resume`` continues, and the proof that it runs what the sweep's first invocation recorded.
+
+Each invocation's folder ``<storage>/<sweep>/<timestamp>/`` holds its state file (:data:`STATE_FILE`): the
+MLflow parent run, the overrides, when it started (``started_at``, seconds since the epoch: the clock of
+the machine that started it, not the folder's name, which is local time) and how it ended (``status``:
+RUNNING until the driver ends the parent run FINISHED, FAILED or KILLED), and what it runs (:func:`record`):
+the sweep file's settings, the resolved config of its base trial (flattened; a key that an edited
+experiment file, an override or another version of the code's config schema adds, removes or changes
+differs) and the digest of its data (:func:`itrlab.data.precomp.fingerprint`).
+
+``--resume`` without a name continues the newest invocation that did not finish, by ``started_at``
+(:func:`pick`); a finished one is reopened only by its name (``--resume 20261126-080454``). A resume whose
+sweep differs from the record (:func:`changes`: overrides given with ``--resume`` apply on top of the
+recorded ones, and what they change shows in the resolved config) is refused with one line naming the first
+difference, unless ``--allow-changes``: then it runs the new settings and the parent run records them (a tag and a
+param). What Tune restores from its own saved state (the grid, the seeds, the Optuna space, the objective,
+ASHA, retries, workers, grouping) cannot change at all: a resumed Tune experiment adds and drops no trial.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from itrlab.config import ExperimentConfig
+from itrlab.config.schema import differences
+from itrlab.config.sweep import SweepSpec
+from itrlab.data.precomp import fingerprint
+from itrlab.errors import UserInputError
+from itrlab.files import atomic_write_json
+
+STATE_FILE = "itrlab_sweep.json"
+STATE_LIMIT = 16 << 20  # bytes: a state file larger than this was not written by itrlab
+# what Tune restores from its saved state: a resumed sweep cannot change them
+FIXED = ("grid", "seeds", "optuna", "objective", "asha", "max_failures", "num_workers", "trainer", "group")
+# how a sweep runs, not what: free to change on resume (--cpus-per-trial, --concurrency ...)
+FREE = ("name", "description", "aliases", "resources", "concurrency")
+
+
+def read_state(sweep_dir: Path) -> dict[str, Any]:
+    """The state file of an invocation (UserInputError when it is not one itrlab wrote)."""
+    path = sweep_dir / STATE_FILE
+    try:
+        if path.stat().st_size > STATE_LIMIT:
+            raise ValueError(f"{path.stat().st_size:,} bytes")
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(state, dict) or not isinstance(state.get("parent_run_id"), str) \
+                or not isinstance(state.get("overrides"), list):
+            raise ValueError("it names no parent run")
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise UserInputError(f"--resume: {path} is not a sweep's state as itrlab writes it ({err}); nothing was "
+                             f"run") from None
+    return state
+
+
+def write_state(sweep_dir: Path, state: dict[str, Any]) -> None:
+    atomic_write_json(sweep_dir / STATE_FILE, state)
+
+
+def set_status(sweep_dir: Path, status: str) -> None:
+    """How the invocation ended, in its state file (best effort: the parent run holds it too)."""
+    try:
+        state = read_state(sweep_dir)
+        write_state(sweep_dir, {**state, "status": status})
+    except (UserInputError, OSError):
+        pass
+
+
+def started_at(sweep_dir: Path, state: dict[str, Any]) -> float:
+    """When the invocation started: as recorded, else (a state of an itrlab before it recorded it) when its
+    state file was written."""
+    value = state.get("started_at")
+    if isinstance(value, (int, float)):
+        return float(value)
+    return (sweep_dir / STATE_FILE).stat().st_mtime
+
+
+def _when(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def pick(storage: Path, name: str, which: str | None) -> Path:
+    """The invocation ``--resume`` continues: ``which`` (a folder name under ``<storage>/<name>``, or a path)
+    whatever its state, else the newest unfinished one by its recorded start; a UserInputError when there
+    is none (naming the finished ones). Several unfinished ones: the newest, and a line that lists them."""
+    if which:
+        folder = Path(which) if os.sep in which else storage / name / which
+        if not (folder / STATE_FILE).is_file():
+            raise UserInputError(f"--resume {which}: {folder} holds no sweep state ({STATE_FILE}); "
+                                 f"{_listing(storage, name) or 'no invocation of ' + repr(name) + ' is there'}")
+        return folder.resolve()
+    candidates = _invocations(storage, name)
+    open_ones = [(start, folder, status) for start, folder, status in candidates if status != "FINISHED"]
+    if not open_ones:
+        finished = ", ".join(f"{folder.name} (started {_when(start)})" for start, folder, _ in candidates[-5:])
+        raise UserInputError(f"--resume: no interrupted sweep '{name}' under {storage / name}"
+                             + (f"; finished: {finished}: reopen one by name (--resume NAME)" if finished else ""))
+    start, folder, status = open_ones[-1]
+    if len(open_ones) > 1:
+        others = "; ".join(f"{f.name} (started {_when(s)}, {st.lower()})" for s, f, st in open_ones[-2::-1][:5])
+        print(f"--resume: continuing {folder.name} (started {_when(start)}), the newest of {len(open_ones)} "
+              f"interrupted invocations; also resumable: {others} (--resume NAME picks one)", flush=True)
+    return folder
+
+
+def _invocations(storage: Path, name: str) -> list[tuple[float, Path, str]]:
+    """(start, folder, status) of every invocation with a state file, oldest first."""
+    found = []
+    for folder in (storage / name).glob("*"):
+        if not (folder / STATE_FILE).is_file():
+            continue
+        try:
+            state = read_state(folder)
+        except UserInputError:
+            continue
+        status = state.get("status") if isinstance(state.get("status"), str) else "UNKNOWN"
+        found.append((started_at(folder, state), folder, status))
+    return sorted(found, key=lambda item: (item[0], item[1].name))
+
+
+def _listing(storage: Path, name: str) -> str:
+    items = _invocations(storage, name)
+    return "invocations: " + ", ".join(f"{f.name} ({st.lower()})" for _, f, st in items[-5:]) if items else ""
+
+
+def data_digests(configs: list[ExperimentConfig]) -> dict[str, str]:
+    """The digest of every data folder the trials read (those present)."""
+    roots = {str(config.dataset.root) for config in configs}
+    return {root: fingerprint(root) for root in sorted(roots) if Path(root).is_dir()}
+
+
+def record(spec: SweepSpec, overrides: list[str], base: ExperimentConfig, data: dict[str, str]) -> dict[str, Any]:
+    """What an invocation runs, as its state file records it."""
+    settings = {key: value for key, value in spec.model_dump(mode="json").items() if key not in FREE}
+    return {"spec": settings, "overrides": list(overrides), "config": base.flat(), "data": data}
+
+
+def changes(state: dict[str, Any], now: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(what cannot change on resume, what may with --allow-changes): one line per difference between the
+    recorded invocation and this one. A state without a record (an itrlab before it recorded one) differs
+    in nothing it did not record."""
+    spec_was, spec_now = state.get("spec"), now["spec"]
+    fixed, free = [], []
+    if isinstance(spec_was, dict):
+        fixed = differences({k: v for k, v in spec_was.items() if k in FIXED},
+                            {k: v for k, v in spec_now.items() if k in FIXED}, "the sweep file's ")
+        free = differences({k: v for k, v in spec_was.items() if k not in FIXED},
+                           {k: v for k, v in spec_now.items() if k not in FIXED}, "the sweep file's ")
+    if isinstance(state.get("config"), dict):
+        free += differences(state["config"], now["config"], "the resolved config's ")
+    if isinstance(state.get("data"), dict):
+        free += [f"the data in {root}: recorded digest {digest}, now {now['data'].get(root, 'absent')}"
+                 for root, digest in state["data"].items() if now["data"].get(root, digest) != digest]
+    return fixed, free
+
+
+def check_unchanged(state: dict[str, Any], now: dict[str, Any], allow: bool, sweep_dir: Path) -> list[str]:
+    """The differences ``--allow-changes`` accepts (empty when none); a UserInputError, one line, when one
+    cannot change or is not allowed."""
+    fixed, free = changes(state, now)
+    if fixed:
+        raise UserInputError(f"--resume {sweep_dir.name}: {fixed[0]}" + (f" (and {len(fixed) - 1} more)" if fixed[1:] else "")
+                             + "; Ray Tune resumes the trials it laid out and no others: start a new sweep to run "
+                               "these (the grid, seeds, Optuna space, objective, ASHA, retries, workers and grouping "
+                               "cannot change on --resume)")
+    if free and not allow:
+        raise UserInputError(f"--resume {sweep_dir.name}: the sweep differs from what its first invocation recorded: "
+                             f"{free[0]}" + (f" (and {len(free) - 1} more)" if free[1:] else "")
+                             + "; nothing was run. Resume without the change, pass --allow-changes to run it so "
+                               "(recorded on the parent run), or start a new sweep")
+    return free
