@@ -150,3 +150,26 @@ def test_grid_trials_take_the_configs_the_driver_checked(name, tmp_path, monkeyp
         assert config is not context.checked[trial.point_key(params)]  # each trial its own copy
     with pytest.raises(AssertionError, match="checked its config again"):  # a point no grid has: checked there
         trial.config_of(context, {**points[0], "seed": 12345})
+
+
+def test_a_base_that_only_the_grid_completes_gives_the_sweep_its_first_point(tmp_path, monkeypatch):
+    """A DBL sweep whose base names a cooperative scenario but no strategy (every grid point names one): the
+    base alone is no valid experiment, and the sweep's own steps (its data check, provenance, epochs) read
+    the first grid point's checked config instead of refusing the sweep."""
+    import yaml
+
+    from itrlab.errors import ConfigError
+    from itrlab.sweep.runner import first_trial
+    from itrlab.sweep.trial import trial_config
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "grid_only.yaml"
+    path.write_text(yaml.safe_dump({"name": "grid_only", "experiment": "dbl_synthetic_tiny", "seeds": [0],
+                                    "overrides": ["cooperative.strategy=null"],
+                                    "grid": {"cooperative.strategy": ["A", "F"]}}))
+    spec = load_sweep(path)
+    tree = base_tree(spec, [])
+    with pytest.raises(ConfigError, match="cooperative"):
+        trial_config(tree, {})
+    first = first_trial(tree, check_trials(spec, tree))
+    assert first.cooperative.strategy == "A"

@@ -186,7 +186,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
             sweep_groups(spec, tree)
         check_table_rows(spec)
         check_local_resources(spec)
-        first = trial_config(tree, {})
+        first = first_trial(tree, checked)
         for config in {str(c.dataset.root): c for c in (first, *checked.values())}.values():
             check_data_content(config)  # captions and sampled features, before MLflow or the sweep's folder
         if resume:
@@ -211,7 +211,7 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
 def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, ExperimentConfig], overrides: list[str],
                 sweep_dir: Path, tracking_uri: str, state: dict[str, Any], started: float) -> SweepResult:
     """The sweep's life, its folder locked: its data, Ray, the parent run, the trials, their report."""
-    first = trial_config(tree, {})
+    first = first_trial(tree, checked)
     generate_if_synthetic(first)  # once, before trials share it
     now = state.pop("now", None) or record(spec, overrides, first, data_digests([first, *checked.values()]))
     tree, checked = share_stages(tree, checked, sweep_dir)
@@ -232,6 +232,13 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, Experi
         end_parent_early(parent, err, started_ray, sweep_dir)
         raise
     return end_parent(spec, parent, rows, interrupted, sweep_dir, headline, view)
+
+
+def first_trial(tree: dict[str, Any], checked: dict[str, ExperimentConfig]) -> ExperimentConfig:
+    """The config the sweep's own steps read (its data, epochs and provenance): the first grid point's, as
+    checked; the base alone may lack what every point sets (a DBL sweep whose grid names the strategy).
+    An Optuna search checks no points here: its base."""
+    return next(iter(checked.values()), None) or trial_config(tree, {})
 
 
 def share_stages(tree: dict[str, Any], checked: dict[str, ExperimentConfig],
