@@ -25,7 +25,7 @@ def test_shipped_sweep_validates(name, tmp_path, monkeypatch):
     if dataset.get("kind") == "precomp" and not dataset.get("synthetic"):
         # a sweep on extracted real photos (flickr8k_precomp): a small folder of that layout, with the
         # 1,000 test images its protocol needs (f8k_1k), stands in for the features the fast tier never reads
-        write_precomp(tmp_path / dataset["root"], {"train": 40, "dev": 10, "test": 1000}, regions=1)
+        write_precomp(tmp_path / dataset["root"], {"train": 60, "dev": 10, "test": 1000}, regions=1)  # 300 captions: a batch of 256
     check_trials(spec, tree)
     if spec.table is not None and spec.table.paper:
         from itrlab.report.pivot import load_paper

@@ -194,7 +194,10 @@ class StateSigner(tune.Callback):
                 stamps[str(path)] = (info.st_mtime_ns, info.st_size)
         if everything or any(self._seen.get(name) != stamp for name, stamp in stamps.items()):
             self._seen.update(stamps)
-            sign(tune_dir.parent, staging)
+            try:
+                sign(tune_dir.parent, staging)
+            except OSError:  # a storage that can no longer be written: the sweep's storage check stops it on one
+                return      # line; the state left unsigned is refused by a --resume, never unpickled
 
     def on_trial_add(self, iteration: int, trials: list, trial, **info) -> None:
         self._folders([trial])

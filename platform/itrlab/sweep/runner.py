@@ -334,8 +334,14 @@ def fit_trials(tuner: tune.Tuner, spec: SweepSpec, sweep_dir: Path, started_ray:
     try:
         with SigintWatch() as sigint:
             results = fit_checking_storage(tuner, sweep_dir)
-    finally:
+    except BaseException:
+        with contextlib.suppress(OSError):  # a storage that can no longer be written: the error in flight says so
+            integrity.sign_after_fit(sweep_dir)
+        raise
+    try:
         integrity.sign_after_fit(sweep_dir)  # what Tune saved last, signed from the driver's own copy
+    except OSError as err:
+        StopOnStorageError.reason = StopOnStorageError.reason or f"{err.strerror or err}: {err.filename}"
     if StopOnStorageError.reason is not None:
         raise StorageError(f"the sweep's storage can no longer be written: {StopOnStorageError.reason}; "
                            f"--resume continues the sweep once it can")
