@@ -42,7 +42,8 @@ def start_mlflow(folder: Path, logs: Path, backend_store_uri: str, pg_password: 
     answers after ~15 s of schema migrations, time the caller uses to start the Ray nodes (:func:`wait_mlflow`)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AWS_"))}
-    env.update(PGPASSWORD=pg_password, HOME=str(folder))
+    # no job runner: it and its 7 huey consumers (2.5 GB) serve MLflow's GenAI jobs, which a sweep never asks for
+    env.update(PGPASSWORD=pg_password, HOME=str(folder), MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
     process = popen([str(BIN / "mlflow"), *mlflow_args(port, backend_store_uri, folder)], logs / LOG,
                     tie_to_parent, cwd=folder, env=env)
     return MlflowServer(f"http://{LOOPBACK}:{port}", process)
