@@ -18,6 +18,7 @@ import time
 import pytest
 from mlflow import MlflowClient
 
+from conftest import wait_for_first_epoch
 from servers import busy_proxy, mlflow_server
 from test_faults_cli import env_for, job, one_line_error, run
 
@@ -63,10 +64,7 @@ def test_a_server_that_turns_busy_during_a_run_ends_it_on_one_line(tmp_path):
                                            f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}"),
                                        cwd=tmp_path, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + 300
-            while "epoch   1/" not in log.read_text():
-                assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-                time.sleep(0.2)
+            wait_for_first_epoch(process, log, 300)
             turned.set()
             _, err = process.communicate(timeout=300)
         finally:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from conftest import REPO
+from conftest import REPO, wait_for_first_epoch
 from servers import free_port
 
 BIN = Path(sys.executable).parent
@@ -213,10 +213,7 @@ def signal_training(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, str]
                                    cwd=tmp_path, env=env_for(tmp_path), stdout=out, stderr=subprocess.PIPE, text=True,
                                    preexec_fn=ctrl_c_reaches_it)
     try:
-        deadline = time.monotonic() + 240
-        while "epoch   1/" not in log.read_text():  # a checkpoint exists
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
+        wait_for_first_epoch(process, log, 240)  # a checkpoint exists
         process.send_signal(signum)
         _, err = process.communicate(timeout=60)
     finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from conftest import write_precomp
+from conftest import wait_for_first_epoch, write_precomp
 from test_faults_cli import ctrl_c_reaches_it, env_for, job
 
 pytestmark = pytest.mark.e2e  # real processes, signals and servers
@@ -66,10 +66,7 @@ def long_training(tmp_path: Path, *overrides: str, env: dict[str, str] | None = 
                                        f"dataset.root={tmp_path / 'data'}", "--run-dir", str(tmp_path / "run"), *overrides),
                                    cwd=tmp_path, env=env or env_for(tmp_path), stdout=out, stderr=subprocess.PIPE,
                                    text=True, preexec_fn=ctrl_c_reaches_it)
-    deadline = time.monotonic() + 300
-    while "epoch   1/" not in log.read_text():
-        assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-        time.sleep(0.2)
+    wait_for_first_epoch(process, log, 300)
     return process, log
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
@@ -84,9 +83,8 @@ def train_until_the_disk_fills(tmp_path, full_disk, *args: str) -> tuple[subproc
     """A long tiny training (``args`` added) whose ``full_disk`` (a tmpfs) is filled once its first
     checkpoint exists; the process (ended) and its stderr."""
     import sys
-    import time
 
-    from conftest import REPO
+    from conftest import REPO, wait_for_first_epoch
     from test_faults_cli import env_for
 
     env = env_for(tmp_path)
@@ -98,10 +96,7 @@ def train_until_the_disk_fills(tmp_path, full_disk, *args: str) -> tuple[subproc
                                     "train.epochs=500", f"dataset.root={tmp_path / 'data'}", *extra],
                                    cwd=tmp_path, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 240
-        while "epoch   1/" not in log.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
+        wait_for_first_epoch(process, log, 240)
         with open(full_disk / "filler", "wb") as filler:  # the disk is full from here on
             try:
                 while True:
