@@ -28,7 +28,7 @@ from typing import Any
 from itrlab.config import ExperimentConfig
 from itrlab.config.schema import differences
 from itrlab.config.sweep import SweepSpec
-from itrlab.data.precomp import fingerprint
+from itrlab.train.provenance import data_digest
 from itrlab.errors import UserInputError
 from itrlab.files import atomic_write_json
 
@@ -128,8 +128,8 @@ def _listing(storage: Path, name: str) -> str:
 
 def data_digests(configs: list[ExperimentConfig]) -> dict[str, str]:
     """The digest of every data folder the trials read (those present)."""
-    roots = {str(config.dataset.root) for config in configs}
-    return {root: fingerprint(root) for root in sorted(roots) if Path(root).is_dir()}
+    by_root = {str(config.dataset.root): config for config in configs}
+    return {root: digest for root, config in sorted(by_root.items()) if (digest := data_digest(config)) is not None}
 
 
 def record(spec: SweepSpec, overrides: list[str], base: ExperimentConfig, data: dict[str, str]) -> dict[str, Any]:
