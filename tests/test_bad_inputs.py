@@ -113,3 +113,13 @@ def test_a_split_whose_features_have_another_width_is_one_line(tmp_path, capsys)
                  "dataset.synthetic=null", "train.batch_size=8"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "dev_ims.npy" in err and "width 12" in err, err
+
+
+@pytest.mark.parametrize("flag", ["--epochs", "--floor-steps", "--max-steps", "--repeats"])
+def test_a_benchmark_count_below_one_is_one_line_and_exit_2(flag, capsys):
+    """A count of 0 steps once divided by zero after the model was built; now argparse refuses it."""
+    from itrlab.bench.train import bench_cli
+
+    with pytest.raises(SystemExit) as exited:
+        bench_cli([flag, "0"])
+    assert exited.value.code == 2 and f"argument {flag}: 0 is less than 1" in capsys.readouterr().err

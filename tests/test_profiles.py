@@ -56,6 +56,26 @@ def test_every_profile_of_every_preset_composes_every_trial(path):
         if profile == "paper":  # the paper's data and protocol, and a reason for every difference
             assert spec.deviations and all(c.eval.test_protocol != "all" for c in configs), path.stem
             assert spec.resources.gpu >= 1
+        if profile == "flickr8k":  # real photos, their 1K test, one-thread trials side by side, reasons
+            assert spec.deviations and spec.experiment.endswith("_flickr8k"), path.stem
+            assert all((c.dataset.name, c.eval.test_protocol, c.train.threads) == ("flickr8k_precomp", "f8k_1k", 1)
+                       for c in configs), path.stem
+            assert spec.resources.cpu * spec.concurrency <= 2 and spec.table.anchors == "flickr8k", path.stem
+
+
+def test_every_preset_of_a_published_table_has_a_flickr8k_profile():
+    assert paper_presets() and all("flickr8k" in read_yaml(config_dir() / "sweeps" / f"{name}.yaml", "sweep")["profiles"]
+                                   for name in paper_presets())
+
+
+def test_a_profile_names_its_own_experiment_and_vsepp_rows_warm_up_only_there():
+    flickr = load_sweep("convse_table3", "flickr8k")
+    assert (flickr.experiment, load_sweep("convse_table3").experiment) == ("vsepp_flickr8k", "vsepp_synthetic_small")
+    rows = {p["variant"]["name"]: trial_config(base_tree(flickr, []), p) for p in flickr.grid_points() if p["seed"] == 0}
+    assert rows["VSE++"].loss.warmup_epochs == 1 and rows["ConVSE"].loss.warmup_epochs == 0
+    assert "warmup_epochs: 1" in rows["ConVSE"].stages[0].overrides[1]  # its VSE++ base warms up too
+    budget = load_sweep("convse_table3")
+    assert all(trial_config(base_tree(budget, []), p).loss.warmup_epochs == 0 for p in budget.grid_points())
 
 
 def test_convse_paper_profile_is_the_papers_recipe():

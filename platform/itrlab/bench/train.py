@@ -18,6 +18,17 @@ from itrlab.bench.busy import ChildFailed, format_busy, run_busy_bench, run_poli
 from itrlab.bench.floor import record_throughput, run_bench
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: an integer >= 1 (a count of steps, epochs or repeats)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1")
+    return value
+
+
 def bench_cli(argv: list[str] | None = None) -> int:
     """``jobs/bench_train.py [-c NAME] [--epochs N] [--precision P] [--data-path D] [--busy N] [key=value ...]``."""
     from itrlab.assembly import load_experiment
@@ -26,17 +37,17 @@ def bench_cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Time training epochs against the in-run compute floor, "
                                      "or (--busy N) beside N busy processes against quiet epochs.")
     parser.add_argument("-c", "--config", default="vsepp_synthetic_small", help="experiment (default vsepp_synthetic_small)")
-    parser.add_argument("--epochs", type=int, default=2, help="timed epochs (default 2)")
+    parser.add_argument("--epochs", type=_at_least_one, default=2, help="timed epochs (default 2)")
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], help="train.precision (default: the config's)")
     parser.add_argument("--data-path", choices=["auto", "resident", "loader"], help="train.data_path (default: the config's)")
-    parser.add_argument("--floor-steps", type=int, default=30, help="floor steps after each epoch (default 30)")
+    parser.add_argument("--floor-steps", type=_at_least_one, default=30, help="floor steps after each epoch (default 30)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed warm-up steps (default 5)")
-    parser.add_argument("--max-steps", type=int, help="time only the first N steps of each epoch")
+    parser.add_argument("--max-steps", type=_at_least_one, help="time only the first N steps of each epoch")
     parser.add_argument("--threads", type=int, help="train.threads: torch threads (default: the thread policy's "
                         "choice, see itrlab.threads)")
     parser.add_argument("--busy", type=int, metavar="N", help="time epochs beside N busy processes against quiet "
                         "epochs, under the new thread policy and the old (see the module doc)")
-    parser.add_argument("--repeats", type=int, default=3, help="--busy: quiet and busy epochs per policy (default 3)")
+    parser.add_argument("--repeats", type=_at_least_one, default=3, help="--busy: quiet and busy epochs per policy (default 3)")
     parser.add_argument("--policy", choices=["both", "new", "old"], default="both",
                         help="--busy: which thread policies to time, each in its own process (default both)")
     parser.add_argument("--epoch-limit", type=float, default=60.0, help="--busy: stop an epoch after this many "

@@ -14,7 +14,10 @@ A sweep file may hold a ``profiles`` section::
 
 The chosen profile's ``values`` fill every ``${name}`` of the rest of the file (a whole value keeps its
 type; inside a string it is written in), its ``overrides`` follow the sweep's own, and its
-``deviations`` (every way the profile differs from the paper, and why) are tagged on every run.
+``deviations`` (every way the profile differs from the paper, and why) are tagged on every run. A
+profile may name its own base ``experiment`` (``flickr8k``: the real-data recipe of
+``configs/experiments/*_flickr8k.yaml``) and its own ``seeds``, ``resources``, ``concurrency`` and
+``group``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Profile(Section):
     resources: dict[str, float] | None = None  # what a trial asks of Ray under this profile (a GPU for paper)
     concurrency: int | None = None
     group: int | None = None  # trials trained together per Ray trial (a GPU profile's grouping)
+    experiment: str | None = None  # the base experiment this profile trains (e.g. a real data set's recipe)
     description: str = ""
 
 
@@ -96,7 +100,7 @@ def apply_profile(data: dict[str, Any], profile: str | None, where: str = "") ->
     chosen = profiles[name]
     filled = _fill(body, chosen.values, where.rstrip(": "))
     filled["overrides"] = [*filled.get("overrides", []), *_fill(chosen.overrides, chosen.values, "overrides")]
-    for key in ("seeds", "resources", "concurrency", "group"):
+    for key in ("experiment", "seeds", "resources", "concurrency", "group"):
         if getattr(chosen, key) is not None:
             filled[key] = getattr(chosen, key)
     if chosen.description:
