@@ -43,6 +43,9 @@ def test_values_fill_the_file_and_every_profile_must_define_them():
         apply_profile(data, "budget")  # every profile is checked, not only the one asked for
     with pytest.raises(ConfigError, match="defines no profiles"):
         apply_profile({"name": "s", "grid": {"a": [1]}}, "paper")
+    for bad in ("../up", ".hidden", "a b", 7):  # a profile names a results page and tags runs
+        with pytest.raises(ConfigError, match="a profile's name is letters, digits"):
+            apply_profile({"name": "s", "profiles": {bad: {}}}, None)
 
 
 @pytest.mark.parametrize("path", sorted((config_dir() / "sweeps").glob("*.yaml")), ids=lambda p: p.stem)

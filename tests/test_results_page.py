@@ -53,3 +53,33 @@ def test_a_sweep_without_a_table_still_gets_its_trials():
     summary = {k: v for k, v in SUMMARY.items() if k not in ("report", "headline")}
     page = render(summary, RUN)
     assert "## Results" not in page and "## Trials" in page
+
+
+def test_what_the_runs_show_means_each_rows_losses_and_parts_over_its_finished_seeds():
+    """The losses at the first and last epoch and the loss's parts, per row in the report's order; a trial
+    that did not finish, or that has no run, is left out; a part a row does not log is '-'."""
+    from itrlab.report.diagnostics import diagnostics
+
+    summary = {**SUMMARY, "table_rows": ["cooperative.strategy"],
+               "trials": {"trial": ["a0", "a1", "f0", "f1"], "status": ["finished", "finished", "finished", "error"],
+                          "cooperative.strategy": ["A", "A", "F", "F"], "seed": [0, 1, 0, 1]}}
+    runs = {"a0": {"loss": [(1, 10.0), (2, 6.0)], "metrics": {"loss": 6.0, "rsum": 80.0}},
+            "a1": {"loss": [(1, 12.0), (2, 6.0)], "metrics": {"loss": 6.0}},
+            "f0": {"loss": [(1, 20.0), (2, 19.0)], "metrics": {"loss_boost": 3.5, "loss_task": 15.5}},
+            "f1": {"loss": [(1, 1.0), (2, 1.0)], "metrics": {"loss_boost": 99.0}}}  # its trial failed: not counted
+    table = diagnostics(summary, runs)
+    assert table["header"] == ["row", "seeds", "loss, epoch 1", "loss, last epoch", "last / first", "boost", "task"]
+    assert table["rows"] == [["A", 2, 11.0, 6.0, 0.55, None, None], ["F", 1, 20.0, 19.0, 0.95, 3.5, 15.5]]
+    page = render(summary, RUN, diagnostics=table)
+    assert "## What the runs show" in page and "| A | 2 | 11 | 6 | 0.55 |  |  |" in page
+    assert "| F | 1 | 20 | 19 | 0.95 | 3.5 | 15.5 |" in page and "at epoch 1 and at the last epoch (2)" in page
+    assert page.index("## What the runs show") < page.index("## Trials")
+    # no finished trial with a loss history, or a summary whose rows cannot be named: no section
+    assert diagnostics(summary, {}) is None and diagnostics({**summary, "table_rows": ["nope"], "grid": {}}, runs) is None
+    assert "## What the runs show" not in render(summary, RUN)
+
+
+def test_a_profile_other_than_budget_names_its_page():
+    """Two profiles of one sweep on one day get two pages (coder_table2's budget and flickr8k runs)."""
+    assert page_name({**RUN, "tags": {"itrlab.profile": "flickr8k"}}, SUMMARY) == "2026-11-23-dbl_tiny-flickr8k"
+    assert page_name({**RUN, "tags": {"itrlab.profile": "budget"}}, SUMMARY) == "2026-11-23-dbl_tiny"

@@ -121,6 +121,10 @@ def test_report_of_a_finished_sweep_and_of_a_run_that_is_no_sweep(tiny_sweep, tm
     text = page.read_text()
     assert f"parent run `{result.parent_run_id}`" in text and "| A | " in text and "| F | " in text
     assert "| chance | " in text
+    # what the runs show: each row's training loss at its first and last epoch, from the trials' runs
+    section = text[text.index("## What the runs show"):text.index("## Trials")]
+    assert "| row | seeds | loss, epoch 1 | loss, last epoch | last / first |" in section
+    assert re.search(r"\| A \| \d \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|", section), section
     assert sorted(p.name.split("-tiny_sweep-")[1] for p in (tmp_path / "results" / "img").iterdir()) == [
         "pivot_test_rsum.png", "trial_curves.png"]
     assert done.stderr.strip() == ""  # no progress bars

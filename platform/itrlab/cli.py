@@ -171,6 +171,7 @@ def report_main(args: argparse.Namespace) -> int:
     import tempfile
 
     from itrlab.files import check_writable_dir
+    from itrlab.report.diagnostics import diagnostics
     from itrlab.report.results_page import page_name, render
     from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri
 
@@ -194,7 +195,8 @@ def report_main(args: argparse.Namespace) -> int:
                 images[artifact] = f"img/{target.name}"
         page = out / f"{name}.md"
         out.mkdir(parents=True, exist_ok=True)
-        page.write_text(render(summary, run, images), encoding="utf-8")
+        shown = diagnostics(summary, tracker.trial_runs(args.run_id))
+        page.write_text(render(summary, run, images, shown), encoding="utf-8")
     print(f"results page: {page}")
     return 0
 

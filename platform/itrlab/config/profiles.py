@@ -33,6 +33,7 @@ from itrlab.errors import ConfigError
 
 DEFAULT_PROFILE = "budget"
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 class Profile(Section):
@@ -87,6 +88,10 @@ def apply_profile(data: dict[str, Any], profile: str | None, where: str = "") ->
         if PLACEHOLDER.search(str(body)):
             raise ConfigError(f"{where}profiles", None, "the file uses ${...} values but defines no profiles")
         return body
+    for name in raw:  # a profile's name tags its runs and names its results page (itrlab.report.results_page)
+        if not isinstance(name, str) or not PROFILE_NAME.fullmatch(name):
+            raise ConfigError(f"{where}profiles", name, "a profile's name is letters, digits, '-' and '_', "
+                                                        "starting with a letter or digit (e.g. flickr8k)")
     try:
         profiles = {name: Profile.model_validate(section or {}) for name, section in raw.items()}
     except ValidationError as err:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from itrlab.config.profiles import DEFAULT_PROFILE
 from itrlab.data.shape import DataShape
 from itrlab.report.summary import fmt_cell
 
@@ -21,8 +22,10 @@ def page_date(run: dict[str, Any]) -> str:
 
 
 def page_name(run: dict[str, Any], summary: dict[str, Any]) -> str:
-    """``<date>-<sweep>``: the file stem of the page (a sweep's name is one folder name)."""
-    return f"{page_date(run)}-{summary['sweep']}"
+    """``<date>-<sweep>``, and ``-<profile>`` for a profile other than the default (``budget``): the file
+    stem of the page (a sweep's and a profile's names are folder names)."""
+    profile = run.get("tags", {}).get("itrlab.profile")
+    return f"{page_date(run)}-{summary['sweep']}" + (f"-{profile}" if profile and profile != DEFAULT_PROFILE else "")
 
 
 def markdown_table(columns: dict[str, list]) -> str:
@@ -60,11 +63,13 @@ def _shape(summary: dict[str, Any]) -> str:
     return f" ({DataShape.from_dict(shape).describe()})" if shape else ""
 
 
-def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] | None = None) -> str:
+def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] | None = None,
+           diagnostics: dict[str, Any] | None = None) -> str:
     """The page: title, provenance, the sweep's report (:mod:`itrlab.report.paper_report`: the headline,
     mean ± 95% interval over seeds, differences to the baseline, the chance row, published numbers
-    where the data are the paper's, the cost), the trials and the plots (``plots``: artifact path ->
-    the image's path relative to the page)."""
+    where the data are the paper's, the cost), what the runs show (``diagnostics``,
+    :mod:`itrlab.report.diagnostics`: losses and their parts per row), the trials and the plots (``plots``:
+    artifact path -> the image's path relative to the page)."""
     tags = run.get("tags", {})
     counts = summary.get("trial_counts", {})
     total = sum(counts.values())
@@ -88,6 +93,10 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
         lines += ["## Results", "", f"**{report['headline']}**", "",
                   markdown_table({name: [row[j] for row in report["rows"]] for j, name in enumerate(report["header"])}),
                   "", *[f"{note}\n" for note in report["notes"]]]
+    if diagnostics:
+        lines += ["## What the runs show", "",
+                  markdown_table({name: [row[j] for row in diagnostics["rows"]] for j, name in enumerate(diagnostics["header"])}),
+                  "", *[f"{note}\n" for note in diagnostics["notes"]]]
     lines += ["## Trials", "", *([f"Trials {summary['ranking']}.", ""] if summary.get("ranking") else []), markdown_table({k: v for k, v in summary["trials"].items() if k != "reason"}), ""]
     reasons = [(t, r) for t, r in zip(summary["trials"].get("trial", []), summary["trials"].get("reason", [])) if r]
     if reasons:

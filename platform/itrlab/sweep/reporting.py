@@ -80,6 +80,7 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
                "grid": spec.grid, "seeds": spec.seeds, "objective": f"{spec.objective.mode} {spec.objective.metric}",
                "dataset": config.dataset.name, "data_shape": shape.to_dict() if shape else None,
                "test_protocol": protocol, "trial_counts": counts, "trials": trials, "ranking": ranking_note(spec),
+               "table_rows": spec.table.rows if spec.table is not None else None,
                "invocation_seconds": round(invocation_seconds, 1) if invocation_seconds is not None else None,
                # the trials in MLflow's runs table (itrlab.sweep.runs_table), under the UI's address
                "runs_table": ui_link("", parent.experiment_id, view=trials_view_id(parent.run_id))}

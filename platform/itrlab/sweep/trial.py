@@ -33,10 +33,10 @@ from itrlab.config.sweep import VARIANT, label
 from itrlab.sweep.board import BOARD_FOLDER, BoardWriter
 from itrlab.sweep.points import point_key, trial_config
 from itrlab.tracking import MlflowTracker
+from itrlab.tracking.mlflow_tracker import TRIAL_ID_TAG as TRIAL_TAG
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
 from itrlab.train.experiment import MLFLOW_FILE, recorded_run_id
 
-TRIAL_TAG = "itrlab.trial_id"
 NODE_TAG = "itrlab.node_id"  # the Ray node of the trial's latest attempt
 NODES_TAG = "itrlab.node_ids"  # every attempt's node, in order: a trial retried after a lost node names both
 INPUT_ERROR = "input_error"  # in a trial's last result: it failed on its input, do not retry it

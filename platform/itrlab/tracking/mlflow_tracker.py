@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # only for annotations: the store check runs before torch is 
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's log_batch limit
 PARENT_TAG = "mlflow.parentRunId"
+TRIAL_ID_TAG = "itrlab.trial_id"  # a sweep trial's id on its run
 # MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the experiment says it holds
 # model training (and the page is in the machine-learning view: store.ML_VIEW): then on the runs table
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
@@ -351,6 +352,21 @@ class MlflowTracker:
     def log_file(self, path: str | Path, artifact_dir: str | None = None) -> None:
         """Log the file ``path`` (a plot, say) under ``artifact_dir`` of this run."""
         self.client.log_artifact(self.run_id, str(path), artifact_dir)
+
+    def trial_runs(self, parent_run_id: str) -> dict[str, dict[str, Any]]:
+        """The trials of the sweep whose parent run is ``parent_run_id``, by trial id: each child run's
+        latest metrics (``metrics``) and its training loss per epoch (``loss``: (epoch, value) in order).
+        A trial retried in a new run counts once: its run that finished, else its newest."""
+        parent = self.client.get_run(parent_run_id)
+        runs = self.client.search_runs([parent.info.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent_run_id}'",
+                                       max_results=50000, order_by=["attributes.start_time ASC"])
+        trials: dict[str, Any] = {}
+        for run in runs:  # later (and finished) runs of one trial replace earlier ones
+            trial = run.data.tags.get(TRIAL_ID_TAG)
+            if trial and (trial not in trials or run.info.status == "FINISHED" or trials[trial].info.status != "FINISHED"):
+                trials[trial] = run
+        return {trial: {"metrics": dict(run.data.metrics), "loss": self.metric_history(run.info.run_id, "loss")}
+                for trial, run in trials.items()}
 
     def metric_history(self, run_id: str, key: str) -> list[tuple[int, float]]:
         """(step, value) of every logged value of ``key`` in ``run_id``, in step order."""
