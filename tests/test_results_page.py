@@ -83,3 +83,4 @@ def test_a_profile_other_than_budget_names_its_page():
     """Two profiles of one sweep on one day get two pages (coder_table2's budget and flickr8k runs)."""
     assert page_name({**RUN, "tags": {"itrlab.profile": "flickr8k"}}, SUMMARY) == "2026-11-23-dbl_tiny-flickr8k"
     assert page_name({**RUN, "tags": {"itrlab.profile": "budget"}}, SUMMARY) == "2026-11-23-dbl_tiny"
+    assert render(SUMMARY, {**RUN, "tags": {"itrlab.profile": "flickr8k"}}).startswith("# dbl_tiny --profile flickr8k: 2026-11-23\n")

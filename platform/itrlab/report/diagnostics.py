@@ -35,8 +35,9 @@ def finished_rows(summary: dict[str, Any]) -> dict[str, str]:
 
 
 def _mean(values: list[float]) -> float | None:
+    """The mean of the finite values, to 4 significant digits (what a reader compares), or None."""
     finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-    return statistics.fmean(finite) if finite else None
+    return float(f"{statistics.fmean(finite):.4g}") if finite else None
 
 
 def diagnostics(summary: dict[str, Any], runs: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

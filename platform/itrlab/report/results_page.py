@@ -73,7 +73,9 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
     tags = run.get("tags", {})
     counts = summary.get("trial_counts", {})
     total = sum(counts.values())
-    lines = [f"# {summary['sweep']}: {page_date(run)}", ""]
+    profile = tags.get("itrlab.profile")
+    shown = f"{summary['sweep']} --profile {profile}" if profile and profile != DEFAULT_PROFILE else summary["sweep"]
+    lines = [f"# {shown}: {page_date(run)}", ""]
     if summary.get("description"):
         lines += [summary["description"].strip(), ""]
     provenance = [
