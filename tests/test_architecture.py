@@ -102,7 +102,7 @@ def test_no_module_names_a_papers_package_but_its_own(module):
 
 
 @pytest.mark.parametrize("library, allowed", [("mlflow", {"tracking"}),
-                                               ("ray", {"sweep", "train", "bench", "extract", "local_cluster"})])
+                                               ("ray", {"sweep", "train", "bench", "extract"})])
 def test_only_allowed_packages_import(library, allowed):
     offenders = sorted(m for m, deps in GRAPH.items() if any(d.split(".")[0] == library for d in deps)
                        and top(m) not in allowed)
