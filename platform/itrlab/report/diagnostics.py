@@ -15,6 +15,8 @@ import math
 import statistics
 from typing import Any
 
+from itrlab.config.sweep import row_label
+
 PART_PREFIX = "loss_"  # the parts of an epoch's loss, as the training loop logs them (itrlab.train.loop)
 
 
@@ -30,7 +32,7 @@ def finished_rows(summary: dict[str, Any]) -> dict[str, str]:
     ids, statuses = trials.get("trial", []), trials.get("status", [])
     if not keys or any(key not in trials for key in keys):
         return {}
-    return {trial: " / ".join(str(trials[key][i]) for key in keys)
+    return {trial: row_label([trials[key][i] for key in keys])
             for i, (trial, status) in enumerate(zip(ids, statuses)) if status == "finished"}
 
 

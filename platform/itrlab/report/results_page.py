@@ -21,11 +21,17 @@ def page_date(run: dict[str, Any]) -> str:
     return dt.datetime.fromtimestamp(started / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d")
 
 
+def _other_profile(run: dict[str, Any]) -> str | None:
+    """The profile the sweep ran under when it is not the default (``budget``), else None."""
+    profile = run.get("tags", {}).get("itrlab.profile")
+    return profile if profile and profile != DEFAULT_PROFILE else None
+
+
 def page_name(run: dict[str, Any], summary: dict[str, Any]) -> str:
     """``<date>-<sweep>``, and ``-<profile>`` for a profile other than the default (``budget``): the file
     stem of the page (a sweep's and a profile's names are folder names)."""
-    profile = run.get("tags", {}).get("itrlab.profile")
-    return f"{page_date(run)}-{summary['sweep']}" + (f"-{profile}" if profile and profile != DEFAULT_PROFILE else "")
+    profile = _other_profile(run)
+    return f"{page_date(run)}-{summary['sweep']}" + (f"-{profile}" if profile else "")
 
 
 def markdown_table(columns: dict[str, list]) -> str:
@@ -73,9 +79,8 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
     tags = run.get("tags", {})
     counts = summary.get("trial_counts", {})
     total = sum(counts.values())
-    profile = tags.get("itrlab.profile")
-    shown = f"{summary['sweep']} --profile {profile}" if profile and profile != DEFAULT_PROFILE else summary["sweep"]
-    lines = [f"# {shown}: {page_date(run)}", ""]
+    profile = _other_profile(run)
+    lines = [f"# {summary['sweep']}" + (f" --profile {profile}" if profile else "") + f": {page_date(run)}", ""]
     if summary.get("description"):
         lines += [summary["description"].strip(), ""]
     provenance = [

@@ -254,9 +254,11 @@ class MlflowTracker:
                                    end_time=end_time_ms(start))
 
     def child_runs(self, parent_run_id: str | None = None) -> list:
-        """The runs of this experiment whose parent is ``parent_run_id`` (default: this tracker's run)."""
+        """The runs whose parent is ``parent_run_id`` (default: this tracker's run), in the parent's
+        experiment (this tracker's, or the parent's own for a tracker :meth:`for_reading`), newest first."""
         parent = parent_run_id or self.run_id
-        return self.client.search_runs([self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent}'",
+        experiment_id = self.experiment_id or self.client.get_run(parent).info.experiment_id
+        return self.client.search_runs([experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent}'",
                                        max_results=50000)
 
     # -- logging ------------------------------------------------------------------------------
@@ -357,11 +359,9 @@ class MlflowTracker:
         """The trials of the sweep whose parent run is ``parent_run_id``, by trial id: each child run's
         latest metrics (``metrics``) and its training loss per epoch (``loss``: (epoch, value) in order).
         A trial retried in a new run counts once: its run that finished, else its newest."""
-        parent = self.client.get_run(parent_run_id)
-        runs = self.client.search_runs([parent.info.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent_run_id}'",
-                                       max_results=50000, order_by=["attributes.start_time ASC"])
         trials: dict[str, Any] = {}
-        for run in runs:  # later (and finished) runs of one trial replace earlier ones
+        for run in sorted(self.child_runs(parent_run_id), key=lambda run: run.info.start_time):  # later (and
+            # finished) runs of a trial replace its earlier ones
             trial = run.data.tags.get(TRIAL_ID_TAG)
             if trial and (trial not in trials or run.info.status == "FINISHED" or trials[trial].info.status != "FINISHED"):
                 trials[trial] = run
