@@ -29,6 +29,10 @@ RESOURCE_WAIT_ENV = "ITRLAB_RESOURCE_WAIT_S"  # how long a sweep on a cluster wa
 RESOURCE_WAIT_DEFAULT_S = 600.0
 START_ATTEMPTS_ENV = "ITRLAB_RAY_START_ATTEMPTS"  # how often a local Ray's start is tried on a busy machine
 START_ATTEMPTS_DEFAULT = 3
+# The Ray dashboard of a sweep's own local Ray: started where a trial runs a TorchTrainer (Train inside
+# Tune frees a stopped trial's workers through it), else only when asked (it costs about 3 s of start-up
+# and 4.6 CPU-s per sweep on 2 cores, docs/speed.md#cpu-figures)
+DASHBOARD_ENV = "ITRLAB_RAY_DASHBOARD"
 RAY_PROGRAMS = ("gcs_server", "raylet", "ray/dashboard", "log_monitor", "ray_process_reaper", "runtime_env",
                 "monitor.py", "default_worker.py", "ray::")  # what ray.init starts on this machine
 
@@ -49,11 +53,21 @@ def loopback_options() -> dict[str, Any]:
     return {"_node_ip_address": LOOPBACK, "dashboard_host": LOOPBACK}
 
 
-def init_ray(tracking_uri: str, logical_cpus: float = 0) -> bool:
+def wants_dashboard(needed: bool) -> bool:
+    """Whether a local Ray starts its dashboard: where the sweep ``needed`` it (TorchTrainer trials), or
+    ``$ITRLAB_RAY_DASHBOARD=1`` asks for it (to watch the trials at http://127.0.0.1:8265)."""
+    value = os.environ.get(DASHBOARD_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise UserInputError(f"{DASHBOARD_ENV}={value!r}: 1 (start the Ray dashboard) or 0 (only where trials need it)")
+    return needed or value == "1"
+
+
+def init_ray(tracking_uri: str, logical_cpus: float = 0, dashboard: bool = True) -> bool:
     """Join ``$RAY_ADDRESS`` (a cluster, or the job's own cluster under ``ray job submit``) or start a
     local Ray, on loopback only, with at least ``logical_cpus`` (a TorchTrainer trial needs CPUs to spare
-    beside its workers for its controller, or it waits forever on a 2-core machine). Returns whether
-    this process started Ray itself (False: it joined a cluster, or Ray was already initialised)."""
+    beside its workers for its controller, or it waits forever on a 2-core machine), and its dashboard
+    where ``dashboard`` needs it or :func:`wants_dashboard` asks. Returns whether this process started
+    Ray itself (False: it joined a cluster, or Ray was already initialised)."""
     if ray.is_initialized():
         return False
     address = os.environ.get("RAY_ADDRESS") or None
@@ -66,7 +80,8 @@ def init_ray(tracking_uri: str, logical_cpus: float = 0) -> bool:
     # "local": a new Ray of its own, even where `ray start --head` runs on this machine (address=None
     # would join that one, and refuse num_cpus)
     options = dict(address=address or "local", num_cpus=num_cpus, runtime_env=runtime_env or None,
-                   log_to_driver=True, **({} if address else loopback_options()))
+                   log_to_driver=True,
+                   **({} if address else {**loopback_options(), "include_dashboard": wants_dashboard(dashboard)}))
     if address:
         ray.init(**options)
     else:
@@ -186,6 +201,7 @@ def check_local_resources(spec: SweepSpec) -> None:
     :func:`wait_for_room` waits a bounded time instead."""
     if os.environ.get("RAY_ADDRESS") or ray.is_initialized():
         return
+    wants_dashboard(False)  # a bad $ITRLAB_RAY_DASHBOARD, refused before MLflow or the sweep's folder
     workers, cpus, gpus = spec.workers
     machine = os.cpu_count() or 1
     if cpus * workers > machine:

@@ -261,7 +261,8 @@ def in_process(spec: SweepSpec) -> bool:
 def start_ray(spec: SweepSpec, tracking_uri: str) -> bool:
     """Join the cluster or start a local Ray (True: this process started it), with room for a trial."""
     workers, cpus, _ = spec.workers
-    started_ray = init_ray(tracking_uri, 0 if in_process(spec) else workers * cpus + 2)
+    fast = in_process(spec)  # one-worker trials: no TorchTrainer, so no need of the dashboard
+    started_ray = init_ray(tracking_uri, 0 if fast else workers * cpus + 2, dashboard=not fast)
     sigterm_as_sigint()  # again: the Ray driver replaced the handler
     if not started_ray:
         wait_for_room(spec)
