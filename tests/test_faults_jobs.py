@@ -1,5 +1,5 @@
 """The sweep job interrupted with Ctrl-C (a real SIGINT), then resumed while a second --resume of it is
-refused (issue #12); the local Ray it starts listens on loopback only, each trial's MLflow run points
+refused (issue #12), that resume killed outright (SIGKILL) and the sweep resumed again; the local Ray it starts listens on loopback only, each trial's MLflow run points
 at the folder that holds its checkpoints, and the console shows progress lines, the pivot and the
 --resume hint without Ray's noise (itrlab.sweep.progress)."""
 
@@ -11,6 +11,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,10 @@ def parent_table(tmp_path: Path, run_id: str, name: str) -> dict:
 
 def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     """Ctrl-C once the first of three trials ended (the second running): exit 130, runs KILLED, the trials
-    table and the console's interrupted line; then two --resume at once: one is refused, the other finishes
-    the sweep, its console counting the restored trial, quiet (no Ray noise) with the pivot."""
+    table and the console's interrupted line; then two --resume at once: one is refused, the other goes on,
+    its console counting the restored trial, until it is killed outright (SIGKILL to it and the Ray it
+    started) once the second trial finished; a last --resume finishes the sweep, quiet (no Ray noise) with
+    the pivot, and no trial that had finished is trained again."""
     command = sweep_command(tmp_path, {
         "name": "sigint_sweep", "experiment": "dbl_synthetic_tiny",
         "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=2"],
@@ -97,24 +100,59 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     logs = [tmp_path / "resume1.log", tmp_path / "resume2.log"]
     drivers = [start_driver([*command, "--resume"], tmp_path, log, env) for log in logs]
     try:
-        codes = [driver.wait(timeout=400) for driver in drivers]
+        deadline = time.monotonic() + 120
+        while all(driver.poll() is None for driver in drivers):
+            assert time.monotonic() < deadline, "neither --resume was refused"
+            time.sleep(0.2)
+        refused_at = next(i for i, driver in enumerate(drivers) if driver.poll() is not None)
+        assert drivers[refused_at].returncode == 2, [log.read_text()[-3000:] for log in logs]
+        refused = logs[refused_at].read_text().strip().splitlines()
+        assert len(refused) == 1 and refused[0].startswith("itrlab: error: sweep 'sigint_sweep'"), refused
+        assert "in use by another process" in refused[0]
+        resumed, resumed_log = drivers[1 - refused_at], logs[1 - refused_at]
+
+        # the resumed driver killed outright (it and its Ray) once F finished and G runs
+        def second_trial_finished() -> bool:
+            _, children = sweep_runs(tmp_path, "sigint_sweep", polling=True)
+            return sum(c.info.status == "FINISHED" for c in children) == 2 and len(children) == 3
+
+        wait_for(second_trial_finished, resumed, resumed_log, "the second trial's end", every=0.3)
+        os.killpg(resumed.pid, signal.SIGKILL)
+        resumed.wait()
     finally:
         for driver in drivers:
             if driver.poll() is None:
                 os.killpg(driver.pid, signal.SIGKILL)
-    assert sorted(codes) == [0, 2], [log.read_text()[-3000:] for log in logs]
-    refused = logs[codes.index(2)].read_text().strip().splitlines()
-    assert len(refused) == 1 and refused[0].startswith("itrlab: error: sweep 'sigint_sweep'"), refused
-    assert "in use by another process" in refused[0]
-    second = logs[codes.index(0)].read_text()
-    lines = re.findall(r"^(\d)/3 trials done · \d running.* · 0 failed · (ETA|took) ", second, re.M)
-    assert lines and all(count in "123" for count, _ in lines), second[-4000:]  # the restored trial counts
-    assert ("1", "ETA") in lines and lines[-1] == ("3", "took"), second[-4000:]
+    second = resumed_log.read_text()
+    counts = re.findall(r"^(\d)/3 trials done · \d running.* · 0 failed · ETA ", second, re.M)
+    assert "1" in counts and set(counts) <= {"1", "2"}, second[-4000:]  # the restored trial counts
+    _, before = sweep_runs(tmp_path, "sigint_sweep")
+    finished_before = [c for c in before if c.info.status == "FINISHED"]
+    assert sorted(c.data.tags["param.cooperative.strategy"] for c in finished_before) == ["A", "F"]
+    # G, interrupted: RUNNING, or KILLED by the driver's watchdog (itrlab.tracking.watchdog)
+    finished_ids = {c.info.run_id for c in finished_before}
+    assert {c.info.status for c in before if c.info.run_id not in finished_ids} <= {"RUNNING", "KILLED"}
+
+    last = subprocess.run([*command, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert last.returncode == 0, last.stdout[-3000:] + last.stderr[-3000:]
+    third = last.stdout + last.stderr
+    lines = re.findall(r"^(\d)/3 trials done · \d running.* · 0 failed · (ETA|took) ", third, re.M)
+    # from 1 or 2 done: the killed driver's last snapshot of Tune's state may predate F's end (F then
+    # restores its last epoch's checkpoint and trains nothing)
+    assert lines and lines[-1] == ("3", "took") and all(count in "123" for count, _ in lines), third[-4000:]
     for noise in NOISE:
-        assert noise not in first + second, noise
-    assert "sigint_sweep: test results over seeds" in second and "sigint_sweep: trials ranked by" in second  # the pivot
+        assert noise not in first + second + third, noise
+    assert "sigint_sweep: test results over seeds" in third and "sigint_sweep: trials ranked by" in third  # the pivot
 
     (parent,), children = sweep_runs(tmp_path, "sigint_sweep")
+    assert len({c.data.tags["itrlab.trial_id"] for c in children}) == 3
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for run in finished_before:  # a finished trial is not trained again: no epoch logged after its end
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "rsum")]
+        strategy = run.data.tags["param.cooperative.strategy"]
+        # A ended before any interruption: each epoch once. F was stopped by Ctrl-C, which may land between
+        # an epoch's MLflow metrics and its checkpoint: that epoch is trained, and logged, again
+        assert (steps == [1, 2]) if strategy == "A" else (steps[-1] == 2 and steps.count(2) == 1), (strategy, steps)
     assert parent.info.status == "FINISHED" and "itrlab.stop_reason" not in parent.data.tags
     assert sorted(c.data.tags["param.cooperative.strategy"] for c in children) == ["A", "F", "G"]
     assert {c.info.status for c in children} == {"FINISHED"}
@@ -129,6 +167,7 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
         ids = {c.data.tags["itrlab.trial_id"] for c in children}
         assert sorted(trials["trial"]) == sorted(ids) and all(isinstance(t, str) for t in trials["trial"])
         assert trials["status"] == ["finished"] * 3
+        assert [int(epoch) for epoch in trials["epoch"]] == [2, 2, 2]  # a trial restored at its end too
         grid = parent_table(tmp_path, run_id, "sweep/table.json")
         assert sorted(grid["cooperative/strategy"]) == ["A", "F", "G"] and grid["seeds"] == [1, 1, 1]
 

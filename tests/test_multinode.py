@@ -167,8 +167,11 @@ def test_sweep_survives_a_lost_worker_node(cluster):
     client = MlflowClient(tracking_uri=cluster.mlflow_uri)
     storage = cluster.shared / "sweeps"
     log = cluster.root / "sweep-job.log"
+    # the preset's `small` data cut to 1,500 training images (its own folder): a third of the epoch, still
+    # seconds long, so the node dies while its trial trains (and the sweep takes a third of the time)
     job = submit(cluster, ["jobs/sweep_dbl.py", "--preset", "smoke", "--storage", str(storage),
-                           f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'small'}"], log)
+                           f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'small_1500'}",
+                           "dataset.synthetic.knobs={n_train: 1500, n_dev: 100, n_test: 200}"], log)
 
     def checkpointed_trial():
         """The RUNNING child run of a trial that Tune has a checkpoint of (its first result is recorded, in

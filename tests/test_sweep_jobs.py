@@ -1,4 +1,5 @@
-"""The sweep job as users run it, in subprocesses: interrupted and resumed, and through `ray job submit`."""
+"""The sweep job as users run it, in subprocesses: through `ray job submit`, a crashed trial retried, the
+progress line's ETA (interrupted and resumed: tests/test_faults_jobs.py)."""
 
 from __future__ import annotations
 
@@ -71,43 +72,6 @@ def wait_for(ready, driver: subprocess.Popen, log_path: Path, what: str, timeout
         assert driver.poll() is None, log_path.read_text()[-3000:]
         time.sleep(every)
     pytest.fail(f"{what} did not happen in time")
-
-
-def test_interrupted_sweep_resumes_without_rerunning_or_duplicating(tmp_path):
-    command = sweep_command(tmp_path, {
-        "name": "resume_sweep", "experiment": "dbl_synthetic_tiny",
-        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=3"],
-        "grid": {"cooperative.strategy": ["A", "F", "G"]}, "seeds": [0], "resources": {"cpu": 2}})
-    log_path = tmp_path / "first.log"
-    driver = start_driver(command, tmp_path, log_path)
-
-    def first_trial_finished() -> bool:  # and the next one started
-        # read the store only once the driver has created it (its first line names the parent
-        # run): a second process initialising a fresh SQLite store at the same time races it
-        if "MLflow parent run" not in log_path.read_text():
-            return False
-        _, children = sweep_runs(tmp_path, "resume_sweep", polling=True)
-        return any(c.info.status == "FINISHED" for c in children) and len(children) >= 2
-
-    wait_for(first_trial_finished, driver, log_path, "the first trial's end")
-    os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray it started
-    driver.wait()
-    _, before = sweep_runs(tmp_path, "resume_sweep")
-    # the interrupted trial (RUNNING, or KILLED by the driver's watchdog: itrlab.tracking.watchdog)
-    assert any(c.info.status in ("RUNNING", "KILLED") for c in before)
-
-    done = subprocess.run([*command, "--resume"], cwd=tmp_path, env=job_env(tmp_path), capture_output=True,
-                          text=True, timeout=400)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    parents, children = sweep_runs(tmp_path, "resume_sweep")
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert sorted(c.data.tags["param.cooperative.strategy"] for c in children) == ["A", "F", "G"]
-    assert {c.info.status for c in children} == {"FINISHED"}
-    assert len({c.data.tags["itrlab.trial_id"] for c in children}) == 3
-    finished_first = [c for c in before if c.info.status == "FINISHED"]
-    for run in finished_first:  # a finished trial is not trained again: its epochs were logged once
-        history = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_metric_history(run.info.run_id, "rsum")
-        assert [m.step for m in history] == [1, 2, 3]
 
 
 def test_ray_job_submit_against_a_local_head(tmp_path):

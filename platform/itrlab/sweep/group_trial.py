@@ -125,7 +125,8 @@ def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
         state, run_dir = states[k], group_dir / f"m{k}"
         if result.failure is None:
             run = result.result
-            state.metrics.update({"done": 1, "best_epoch": run.best_epoch, "best_val_rsum": run.best_val_rsum,
+            state.metrics.update({"done": 1, "epoch": run.epochs, "best_epoch": run.best_epoch,
+                                  "best_val_rsum": run.best_val_rsum,
                                   "run_seconds": run.seconds, "cost_seconds": run.seconds / len(todo),
                                   "trial_end_time": time.time(), **run.test.metrics(prefix="test_")})
             _end_member(state, run_dir, "finished", None, None, names[k], context)

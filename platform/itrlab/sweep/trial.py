@@ -203,7 +203,9 @@ def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tr
     except Exception as err:  # Tune retries the trial (into the same run) up to max_failures times
         record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
         raise
-    reporter.report({**reporter.last, "done": 1, "best_epoch": result.best_epoch, "best_val_rsum": result.best_val_rsum,
+    # "epoch" from the result too: a trial restored from its last epoch's checkpoint trains no epoch here
+    reporter.report({**reporter.last, "done": 1, "epoch": result.epochs, "best_epoch": result.best_epoch,
+                     "best_val_rsum": result.best_val_rsum,
                      "run_seconds": result.seconds, "trial_end_time": time.time(),
                      **result.test.metrics(prefix="test_")})
 

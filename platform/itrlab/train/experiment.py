@@ -59,6 +59,7 @@ class RunResult:
     mlflow_run_id: str | None
     mlflow_hint: str | None
     seconds: float = 0.0  # building the method (OAS: training its anchor), training, test evaluation: wall clock
+    epochs: int = 0  # the epochs the run has trained, a restored checkpoint's included
 
 
 def generate_if_synthetic(config: ExperimentConfig) -> None:
@@ -295,7 +296,7 @@ def finish_run(run: StartedRun) -> RunResult:
                                    "train_seconds": seconds, **stage_metrics,
                                    **device_hours(trainer.device, run.world_size, seconds * run.device_share)})
     return RunResult(run.run_dir, test, state.best_epoch, state.best_rsum, run.run_id,
-                     tracker.ui_hint() if tracker is not None else None, seconds)
+                     tracker.ui_hint() if tracker is not None else None, seconds, state.epoch)
 
 
 def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
