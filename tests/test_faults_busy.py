@@ -27,18 +27,25 @@ pytestmark = pytest.mark.e2e  # real processes, signals and servers
 TRAIN = ("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=1")
 
 
-def test_a_busy_mlflow_server_is_waited_for_and_then_used(tmp_path):
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One real ``mlflow server`` for the module's tests (each logs to an experiment of its own, through a
+    proxy of its own that answers 503 when the test says so)."""
+    with mlflow_server(tmp_path_factory.mktemp("mlflow")) as uri:
+        yield uri
+
+
+def test_a_busy_mlflow_server_is_waited_for_and_then_used(tmp_path, server):
     """The first three requests answered 503 (by count, not time: a loaded machine imports for longer)."""
-    with mlflow_server(tmp_path) as server:
-        answered = itertools.count()
-        with busy_proxy(server, busy=lambda: next(answered) < 3) as busy:
-            done, _ = run(job(*TRAIN, f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}"), tmp_path,
-                          env_for(tmp_path, busy), timeout=600)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-        assert f"MLflow tracking store {busy} is busy (it answers HTTP 503); asking again" in done.stdout
-        client = MlflowClient(tracking_uri=server)
-        (finished,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
-        assert finished.info.status == "FINISHED"
+    answered = itertools.count()
+    with busy_proxy(server, busy=lambda: next(answered) < 3) as busy:
+        done, _ = run(job(*TRAIN, f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}",
+                          "tracking.experiment=busy_waited"), tmp_path, env_for(tmp_path, busy), timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert f"MLflow tracking store {busy} is busy (it answers HTTP 503); asking again" in done.stdout
+    client = MlflowClient(tracking_uri=server)
+    (finished,) = client.search_runs([client.get_experiment_by_name("busy_waited").experiment_id])
+    assert finished.info.status == "FINISHED"
 
 
 def test_a_server_busy_past_the_limit_is_one_line_and_exit_1(tmp_path):
@@ -52,16 +59,17 @@ def test_a_server_busy_past_the_limit_is_one_line_and_exit_1(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_server_that_turns_busy_during_a_run_ends_it_on_one_line(tmp_path):
+def test_a_server_that_turns_busy_during_a_run_ends_it_on_one_line(tmp_path, server):
     """MLflow's own retries are bounded (here 2, the test's setting of MLFLOW_HTTP_REQUEST_MAX_RETRIES; itrlab's
     default 5 with back-off, about a minute of 503s): then one line, exit status 1, no traceback."""
     turned = threading.Event()
-    with mlflow_server(tmp_path) as server, busy_proxy(server, busy=turned.is_set) as proxy:
+    with busy_proxy(server, busy=turned.is_set) as proxy:
         env = {**env_for(tmp_path, proxy), "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "ITRLAB_WATCHDOG": "0"}
         log = tmp_path / "train.log"
         with open(log, "w") as out:
             process = subprocess.Popen(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=400",
-                                           f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}"),
+                                           f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}",
+                                           "tracking.experiment=busy_during"),
                                        cwd=tmp_path, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
         try:
             wait_for_first_epoch(process, log, 300)

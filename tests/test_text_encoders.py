@@ -297,9 +297,10 @@ def test_training_with_a_frozen_bert_text_encoder(tmp_path, tiny_root, small_ber
     assert isinstance(again.vocab, PretrainedTokenizer) and again.vocab.path == small_bert_dir.resolve()
 
 
-def test_training_with_glove_logs_coverage(tmp_path, tiny_root, capsys):
+def test_training_with_glove_logs_coverage(tmp_path, tiny_root, capsys, monkeypatch):
     from itrlab.tracking import MlflowTracker
 
+    monkeypatch.chdir(tmp_path)  # a SQLite store's artifacts go to ./mlruns: not into the checkout
     tracker = MlflowTracker("glove", f"sqlite:///{tmp_path / 'mlflow.db'}")
     config = tiny_config(tiny_root, "model.text.glove=true")
     result = run_experiment(config, tmp_path / "run", tracker=tracker)
