@@ -3,7 +3,7 @@ rendering tested on a fabricated summary (the command on a real tiny sweep: test
 
 from __future__ import annotations
 
-from itrlab.report.results_page import page_name, render
+from itrlab.report.results_page import page_name, render, unused_page_name
 
 RUN = {"run_id": "abc123", "experiment": "dbl_tiny", "status": "FINISHED", "start_time": 1795435200000,
        "end_time": 1795435260000, "tags": {"mlflow.source.git.commit": "0123456789abcdef"}}
@@ -84,3 +84,15 @@ def test_a_profile_other_than_budget_names_its_page():
     assert page_name({**RUN, "tags": {"itrlab.profile": "flickr8k"}}, SUMMARY) == "2026-11-23-dbl_tiny-flickr8k"
     assert page_name({**RUN, "tags": {"itrlab.profile": "budget"}}, SUMMARY) == "2026-11-23-dbl_tiny"
     assert render(SUMMARY, {**RUN, "tags": {"itrlab.profile": "flickr8k"}}).startswith("# dbl_tiny --profile flickr8k: 2026-11-23\n")
+
+
+def test_a_page_of_another_sweep_is_never_written_over(tmp_path):
+    """The same sweep twice on one day (on a GPU, then on a CPU): the second page gets the next free name;
+    the page of the same parent run is written again in place."""
+    assert unused_page_name(tmp_path, "2026-11-23-dbl_tiny", "abc123") == "2026-11-23-dbl_tiny"
+    (tmp_path / "2026-11-23-dbl_tiny.md").write_text(render(SUMMARY, RUN))
+    assert unused_page_name(tmp_path, "2026-11-23-dbl_tiny", "abc123") == "2026-11-23-dbl_tiny"
+    assert unused_page_name(tmp_path, "2026-11-23-dbl_tiny", "def456") == "2026-11-23-dbl_tiny-2"
+    (tmp_path / "2026-11-23-dbl_tiny-2.md").write_text(render(SUMMARY, {**RUN, "run_id": "def456"}))
+    assert unused_page_name(tmp_path, "2026-11-23-dbl_tiny", "def456") == "2026-11-23-dbl_tiny-2"
+    assert unused_page_name(tmp_path, "2026-11-23-dbl_tiny", "0a0b0c") == "2026-11-23-dbl_tiny-3"

@@ -172,7 +172,7 @@ def report_main(args: argparse.Namespace) -> int:
 
     from itrlab.files import check_writable_dir
     from itrlab.report.diagnostics import diagnostics
-    from itrlab.report.results_page import page_name, render
+    from itrlab.report.results_page import page_name, render, unused_page_name
     from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri
 
     out = check_writable_dir(args.out, "--out")
@@ -184,7 +184,7 @@ def report_main(args: argparse.Namespace) -> int:
             raise UserInputError(f"run {args.run_id} is not a sweep's parent run: it has no sweep/summary.json "
                                  f"(give the parent run of a finished sweep, as its last line printed)")
         summary = json.loads(path.read_text())
-        name = page_name(run, summary)
+        name = unused_page_name(out, page_name(run, summary), args.run_id)
         images = {}
         for artifact in summary.get("plots", []):
             image = tracker.download_artifact(args.run_id, artifact, tmp)

@@ -9,6 +9,7 @@ run, the commit, the data set and protocol) and how it was counted.
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 from itrlab.config.profiles import DEFAULT_PROFILE
@@ -32,6 +33,18 @@ def page_name(run: dict[str, Any], summary: dict[str, Any]) -> str:
     stem of the page (a sweep's and a profile's names are folder names)."""
     profile = _other_profile(run)
     return f"{page_date(run)}-{summary['sweep']}" + (f"-{profile}" if profile else "")
+
+
+def unused_page_name(out: Path, name: str, run_id: str) -> str:
+    """``name``, else ``name-2``, ``name-3``, ...: the first whose page in ``out`` does not hold another
+    sweep's results (the same sweep run twice on one day: on a GPU, then on a CPU). A page of the same
+    parent run is written again in place."""
+    candidate, count = name, 1
+    while (out / f"{candidate}.md").is_file() and \
+            f"parent run `{run_id}`" not in (out / f"{candidate}.md").read_text(encoding="utf-8"):
+        count += 1
+        candidate = f"{name}-{count}"
+    return candidate
 
 
 def markdown_table(columns: dict[str, list]) -> str:
