@@ -35,13 +35,17 @@ def page_name(run: dict[str, Any], summary: dict[str, Any]) -> str:
     return f"{page_date(run)}-{summary['sweep']}" + (f"-{profile}" if profile else "")
 
 
+def _parent_run(run_id: str) -> str:
+    """How a page names its sweep's parent run (its provenance line), and how a page is recognised as that run's."""
+    return f"parent run `{run_id}`"
+
+
 def unused_page_name(out: Path, name: str, run_id: str) -> str:
     """``name``, else ``name-2``, ``name-3``, ...: the first whose page in ``out`` does not hold another
     sweep's results (the same sweep run twice on one day: on a GPU, then on a CPU). A page of the same
     parent run is written again in place."""
     candidate, count = name, 1
-    while (out / f"{candidate}.md").is_file() and \
-            f"parent run `{run_id}`" not in (out / f"{candidate}.md").read_text(encoding="utf-8"):
+    while (page := out / f"{candidate}.md").is_file() and _parent_run(run_id) not in page.read_text(encoding="utf-8"):
         count += 1
         candidate = f"{name}-{count}"
     return candidate
@@ -97,7 +101,7 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
     if summary.get("description"):
         lines += [summary["description"].strip(), ""]
     provenance = [
-        f"- MLflow: parent run `{run['run_id']}` ({run.get('status', '?')}) in experiment `{run.get('experiment', '?')}`"
+        f"- MLflow: {_parent_run(run['run_id'])} ({run.get('status', '?')}) in experiment `{run.get('experiment', '?')}`"
         + (f"; its trials, one row each: `<MLflow UI>{summary['runs_table']}`" if summary.get("runs_table") else ""),
         f"- experiment `{summary['experiment']}`, objective {summary['objective']}, seeds {summary['seeds']}",
         f"- data: `{summary.get('dataset') or '?'}`{_shape(summary)}, test protocol `{summary.get('test_protocol') or '?'}`",
