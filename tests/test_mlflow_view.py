@@ -91,3 +91,18 @@ def test_a_variant_is_logged_by_its_name(tmp_path):
     run_id = tracker.start(run_name="+M-DCL seed=1", tags=tags, params={"train.lr": "0.0005"})
     logged = tracker.client.get_run(run_id).data
     assert logged.params == {"variant": "+M-DCL", "train.lr": "0.0005"} and logged.tags["param.variant"] == "+M-DCL"
+
+
+def test_a_reopened_run_points_at_where_it_lives_now(tmp_path):
+    """A trial restarted after its driver died may train in a new folder: reopening its run updates the
+    tags that say where it lives (its ``run_dir``), keeps the others."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = MlflowTracker("moved", uri)
+    first.default_tags = {"run_dir": "/sweep/tune/trial_a", "itrlab.trial_id": "t1"}
+    run_id = first.start(run_name="t1", tags={"kept": "yes"}, params={})
+    first.end("KILLED")
+    again = MlflowTracker("moved", uri)
+    again.default_tags = {"run_dir": "/sweep/tune/trial_b", "itrlab.trial_id": "t1"}
+    assert again.start(run_name="t1", tags={}, params={}, run_id=run_id) == run_id
+    tags = MlflowClient(uri).get_run(run_id).data.tags
+    assert (tags["run_dir"], tags["itrlab.trial_id"], tags["kept"]) == ("/sweep/tune/trial_b", "t1", "yes")

@@ -103,7 +103,7 @@ class MlflowTracker:
         self.run_id: str | None = None
         self.experiment_id = self._experiment_id(experiment)
         self.experiment = experiment
-        self.default_tags: dict[str, Any] = {}  # added to the tags of a run this tracker creates
+        self.default_tags: dict[str, Any] = {}  # added to the tags of a run this tracker creates or reopens
         self.default_params: dict[str, Any] = {}  # and to its params (a sweep trial's variant, by name)
         self._start_ms: int | None = None  # the run's recorded start, and when this process took it up
         self._taken_up = time.monotonic()
@@ -158,7 +158,9 @@ class MlflowTracker:
             previous = run.data
             if STOP_REASON_TAG in previous.tags:  # why it stopped last time no longer holds
                 self.client.delete_tag(run_id, STOP_REASON_TAG)
-            self.client.set_tag(run_id, OWNER_TAG, owner)
+            # where the run lives now (a trial restarted after its sweep's driver died may get a new folder)
+            moved = {k: str(v) for k, v in self.default_tags.items() if previous.tags.get(k) != str(v)}
+            self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in {**moved, OWNER_TAG: owner}.items()])
             self._start_ms = run.info.start_time
             self._warn_of_clock()
             if self.resume_changes:
