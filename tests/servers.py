@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,13 +12,9 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
+from itrlab.local_cluster.processes import free_port  # noqa: F401  # one port never given twice
+
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_http(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:

@@ -26,10 +26,19 @@ class ClusterError(RuntimeError):
     the log file to read."""
 
 
+_GIVEN_PORTS: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+    """A loopback port free now and not handed out before by this process: the kernel may give the same
+    free port to two binds in a row, and Ray refuses a head whose components share one."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind((LOOPBACK, 0))
+            port = sock.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
 
 
 STARTED: list[subprocess.Popen] = []  # every process popen() started in this process, as soon as it exists
