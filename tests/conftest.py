@@ -24,6 +24,17 @@ SHARED = REPO.parent / "shared"
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _shared_step_counts(tmp_path_factory):
+    """One cache of counted training steps (itrlab.train.flops) for the whole run, both xdist workers and
+    the commands the tests start: each paper recipe's step is counted once (about a second each), not once
+    per test that lists presets or dry-runs one."""
+    base = tmp_path_factory.getbasetemp()
+    os.environ["ITRLAB_STEP_COUNTS"] = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+                                           / "step_counts.json")
+    yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _repo_configs():
     """Tests read the repository's configs wherever they run from."""
     previous = os.environ.get("ITRLAB_CONFIG_DIR")

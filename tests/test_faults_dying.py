@@ -1,8 +1,9 @@
-"""Every fault ends in a final state (issue #30 item 5), with real processes and signals: a sweep's driver that
-loses its raylet (Ray's core worker ends it on the spot), a training killed by SIGBUS, feature files truncated
-while a run reads them, a run whose process was killed with its watchdog off (closed by the next command on
-the store). No run is left RUNNING; each ends with its reason in ``itrlab.stop_reason``. And ``jobs/local_cluster.py
-up`` stopped by SIGTERM leaves nothing of what it started."""
+"""Every fault ends in a final state (issue #30 item 5), with real processes and signals: a sweep's driver
+whose first Ray start times out starts another, then loses its raylet (Ray's core worker ends it on the
+spot), a training killed by SIGBUS, feature files truncated while a run reads them, a run whose process
+was killed with its watchdog off (closed by the next command on the store). No run is left RUNNING; each
+ends with its reason in ``itrlab.stop_reason``. And ``jobs/local_cluster.py up`` stopped by SIGTERM
+leaves nothing of what it started."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -70,22 +72,46 @@ def long_training(tmp_path: Path, *overrides: str, env: dict[str, str] | None = 
     return process, log
 
 
-def test_a_driver_that_loses_its_raylet_leaves_no_run_running(tmp_path):
+def stop_first_raylet_of(driver: subprocess.Popen, stopped: list[int]) -> None:
+    """SIGSTOP the first raylet the driver starts (a machine too busy to schedule it): Ray gives its node 30 s."""
+    while driver.poll() is None:
+        for pid, cmd in descendants(driver.pid).items():
+            if cmd.split(" ")[0].endswith("/raylet"):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+                return
+        time.sleep(0.05)
+
+
+def test_a_ray_start_that_times_out_is_tried_again_and_a_lost_raylet_leaves_no_run_running(tmp_path):
+    """The sweep's first local Ray never registers its node (its raylet stopped): Ray gives up after 30 s
+    and the driver starts another. That Ray's raylet is then killed while a trial trains: Ray's core worker
+    ends the driver on the spot, and every run it started ends KILLED with the reason (the watchdog)."""
     env = env_for(tmp_path)
     driver = subprocess.Popen(job("sweep_dbl.py", "--preset", "tiny", "--storage", str(tmp_path / "sweeps"),
                                   f"dataset.root={tmp_path / 'data'}", "train.epochs=50"), cwd=tmp_path, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stopped: list[int] = []
+    watcher = threading.Thread(target=stop_first_raylet_of, args=(driver, stopped), daemon=True)
+    watcher.start()
     try:
         deadline = time.monotonic() + 600
         while not any(p.stat().st_size for p in tmp_path.glob("sweeps/dbl_tiny/*/tune/*/result.json")):
             assert driver.poll() is None and time.monotonic() < deadline
             time.sleep(0.5)
-        (raylet,) = [pid for pid, cmd in descendants(driver.pid).items() if cmd.split(" ")[0].endswith("/raylet")]
+        assert stopped, "no raylet was seen"
+        (raylet,) = [pid for pid, cmd in descendants(driver.pid).items()
+                     if cmd.split(" ")[0].endswith("/raylet") and pid not in stopped]
         os.kill(raylet, signal.SIGKILL)
-        _, err = driver.communicate(timeout=300)
+        out, err = driver.communicate(timeout=300)
     finally:
+        for pid in stopped:  # never left stopped, whatever happened
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if driver.poll() is None:
             driver.kill()
+    assert "Ray did not start (The current node timed out during startup" in out, out[-3000:]
+    assert "(attempt 2 of 3)" in out and "Traceback" not in out
     assert driver.returncode != 0
     runs = settled(env["MLFLOW_TRACKING_URI"])
     assert len(runs) >= 2  # the parent and the trial that ran

@@ -26,9 +26,17 @@ def finished_run(tmp_path_factory):
     return root
 
 
-def resume(root, *overrides):
-    return subprocess.run(job("train.py", "--resume", "--run-dir", str(root / "run"), "train.epochs=2", *overrides),
-                          cwd=root, env=env_for(root), capture_output=True, text=True, timeout=300)
+def resume(root, capsys, *overrides) -> tuple[int, str]:
+    """``jobs/train.py --resume`` of the run in ``root``, in this process (a refusal happens before any
+    training, so no subprocess is needed to see it): its exit status and what it wrote to stderr."""
+    from itrlab.cli import main
+
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}")
+        code = main(["train", "--resume", "--run-dir", str(root / "run"), "train.epochs=2", *overrides])
+    return code, capsys.readouterr().err
 
 
 def run_status(root) -> str:
@@ -66,16 +74,16 @@ CASES = [
 @pytest.mark.parametrize("damage, overrides, message", CASES,
                          ids=["truncated last.pt", "last.pt links to another file", "another width",
                               "mlflow_run.json not JSON", "mlflow_run.json names no run"])
-def test_a_refused_resume_is_one_line_and_leaves_the_finished_run_alone(finished_run, tmp_path, damage, overrides,
-                                                                         message):
+def test_a_refused_resume_is_one_line_and_leaves_the_finished_run_alone(finished_run, tmp_path, capsys, damage,
+                                                                         overrides, message):
     root = tmp_path / "copy"
     shutil.copytree(finished_run, root, symlinks=True)
     config_before = (root / "run" / "config.yaml").read_text()
     damage(root / "run")
-    result = resume(root, *overrides)
-    assert result.returncode == 2, result.stderr[-3000:]
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], result.stderr[-3000:]
+    code, err = resume(root, capsys, *overrides)
+    assert code == 2, err[-3000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], err[-3000:]
     assert run_status(root) == "FINISHED"
     assert (root / "run" / "config.yaml").read_text() == config_before
 

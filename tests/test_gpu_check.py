@@ -168,3 +168,26 @@ def test_the_grouped_step_counts_more_work_but_one_set_of_launches():
     gpu = NOMINAL["cuda"]
     one, three = (gpu.step_seconds(counted.flops, counted.ops, "fp32", g) for g in (1, 3))
     assert three < 3 * one and three >= one
+
+
+def test_counted_steps_are_kept_beside_the_throughput_record_or_where_asked(tmp_path, monkeypatch):
+    """``step_counts.json`` beside the throughput record; ``$ITRLAB_STEP_COUNTS`` elsewhere. A count is read
+    back, and two processes' counts in one file both stay (each merges the file before it writes)."""
+    from itrlab.assembly import load_experiment
+    from itrlab.train import flops
+
+    monkeypatch.delenv(flops.CACHE_ENV, raising=False)
+    monkeypatch.setenv("ITRLAB_THROUGHPUT", str(tmp_path / "bench" / "throughput.jsonl"))
+    assert flops.step_counts_file() == tmp_path / "bench" / "step_counts.json"
+    cache = tmp_path / "shared.json"
+    monkeypatch.setenv(flops.CACHE_ENV, str(cache))
+    assert flops.step_counts_file() == cache
+    cache.write_text(json.dumps({"counted-elsewhere": [1.0, 2]}))
+    monkeypatch.setattr(flops, "_COUNTED", {})
+    config = load_experiment("vsepp_synthetic_small", [])
+    counted = flops.count_step(config, 4, 16, 5)
+    kept = json.loads(cache.read_text())
+    assert kept["counted-elsewhere"] == [1.0, 2] and [counted.flops, counted.ops] in kept.values()
+    monkeypatch.setattr(flops, "_COUNTED", {})
+    monkeypatch.setattr(flops, "_count", lambda *args: pytest.fail("counted again"))
+    assert flops.count_step(config, 4, 16, 5) == counted

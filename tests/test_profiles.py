@@ -3,6 +3,7 @@ Ray, MLflow or the data."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from itrlab.sweep.trial import trial_config
 def dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path),
            "ITRLAB_CONFIG_DIR": str(REPO / "configs"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-           "ITRLAB_THROUGHPUT": str(tmp_path / "throughput.jsonl")}
+           "ITRLAB_THROUGHPUT": str(tmp_path / "throughput.jsonl"), "ITRLAB_STEP_COUNTS": os.environ["ITRLAB_STEP_COUNTS"]}
     return subprocess.run([sys.executable, str(REPO / "jobs" / "sweep.py"), *args], capture_output=True, text=True,
                           timeout=600, cwd=tmp_path, env=env)
 
@@ -117,8 +118,8 @@ def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
     assert f'{{"env_vars": {{"MLFLOW_TRACKING_URI": "sqlite:///{tmp_path / "mlflow.db"}"}}}}' in out
     assert f"-- python jobs/sweep.py --preset convse-table3 --profile paper --storage {tmp_path / 'runs' / 'sweeps'} " \
            "dataset.root=/data/f30k_precomp" in out
-    # no MLflow store, no runs folder, no data (HOME's caches and the step counts beside the throughput record aside)
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["step_counts.json"]
+    # no MLflow store, no runs folder, no data (HOME's caches aside; the step counts went to $ITRLAB_STEP_COUNTS)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
     coder = dry_run(tmp_path, "--preset", "coder-table2", "--profile", "paper", "--dry-run",
                     "dataset.root=/data/f30k_precomp")
     assert coder.returncode == 0, coder.stderr

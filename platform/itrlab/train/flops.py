@@ -25,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -66,7 +68,20 @@ def _counting_config(config: ExperimentConfig) -> ExperimentConfig:
 
 
 CACHE_NAME = "step_counts.json"  # beside the throughput record: counts by shape, kept between dry runs
+CACHE_ENV = "ITRLAB_STEP_COUNTS"  # or this file: one cache for several throughput records (tests share one)
 _COUNTED: dict[str, StepCount] = {}
+
+
+def step_counts_file() -> Path:
+    """Where counted steps are kept: ``$ITRLAB_STEP_COUNTS``, else ``step_counts.json`` beside the throughput
+    record (:func:`~itrlab.train.throughput.throughput_file`)."""
+    return Path(os.environ.get(CACHE_ENV) or throughput_file().parent / CACHE_NAME)
+
+
+def _read_counts(cache: Path) -> dict[str, StepCount]:
+    with contextlib.suppress(Exception):  # absent or damaged: counted again
+        return {k: StepCount(*v) for k, v in json.loads(cache.read_text()).items()}
+    return {}
 
 
 def shape_key(config: ExperimentConfig) -> str:
@@ -82,19 +97,19 @@ def shape_key(config: ExperimentConfig) -> str:
 
 def count_step(config: ExperimentConfig, regions: int, feature_dim: int, caption_tokens: int) -> StepCount:
     """FLOPs and operators of one training step of ``config`` at its batch (see the module doc); counted
-    once per :func:`shape_key`, data shape and torch version, and kept in ``step_counts.json`` beside the
-    throughput record (:func:`~itrlab.train.throughput.throughput_file`)."""
+    once per :func:`shape_key`, data shape and torch version, and kept in :func:`step_counts_file` (a
+    paper profile's step takes about a second to count; ``--list`` counts every preset's on its first call)."""
     key = hashlib.sha256(json.dumps([shape_key(config), regions, feature_dim, caption_tokens,
                                      torch.__version__]).encode()).hexdigest()[:20]
-    cache = throughput_file().parent / CACHE_NAME
-    if not _COUNTED and cache.is_file():
-        with contextlib.suppress(Exception):  # a damaged cache is counted again
-            _COUNTED.update({k: StepCount(*v) for k, v in json.loads(cache.read_text()).items()})
+    cache = step_counts_file()
+    if key not in _COUNTED:
+        _COUNTED.update(_read_counts(cache))  # what another process counted meanwhile too
     if key not in _COUNTED:
         _COUNTED[key] = _count(_counting_config(config), regions, feature_dim, caption_tokens)
         with contextlib.suppress(OSError):  # a read-only folder: counted again next time
             cache.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(cache, {k: [v.flops, v.ops] for k, v in _COUNTED.items()})
+            merged = _read_counts(cache) | _COUNTED  # two processes counting at once lose nothing
+            atomic_write_json(cache, {k: [v.flops, v.ops] for k, v in merged.items()})
     return _COUNTED[key]
 
 
