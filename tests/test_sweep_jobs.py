@@ -114,25 +114,35 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
     assert all("test_rsum" in c.data.metrics for c in children)
 
 
-def test_crashed_trial_is_retried_from_its_last_checkpoint(tmp_path):
-    """Kill a trial's process mid-run: Tune retries it (max_failures: 1) from the checkpoint of its
-    last reported epoch, into the same MLflow run, and the sweep finishes."""
-    epochs = 6
-    command = sweep_command(tmp_path, {
-        "name": "crash_sweep", "experiment": "dbl_synthetic_tiny",
-        "overrides": [f"dataset.root={tmp_path / 'data'}", f"train.epochs={epochs}"],
-        "grid": {"cooperative.strategy": ["F"]}, "seeds": [0], "resources": {"cpu": 2}, "max_failures": 1})
-    log_path = tmp_path / "sweep.log"
-    driver = start_driver(command, tmp_path, log_path)
+@pytest.mark.slow
+def test_a_crashed_trial_is_retried_from_its_checkpoint_and_the_eta_never_says_0_s(tmp_path):
+    """One trial at a time: a 1-epoch trial, then a 4-epoch one of small batches whose process is killed
+    once it has checkpointed two epochs. Tune retries it (max_failures: 1) from the checkpoint of its last
+    reported epoch, into the same MLflow run, and the sweep finishes.
 
-    def reported() -> list[str]:  # the trial's Tune results so far, one line per report
-        results = list((tmp_path / "sweeps").glob("crash_sweep/*/tune/*/result.json"))
-        return results[0].read_text().splitlines() if results else []
+    Meanwhile the progress line: the old ETA (the mean of the ended trials less the running one's time)
+    said "ETA 0 s" through the slow trial's last epochs; now every line while a trial has steps left gives a
+    time from the step rate, the lines say what the trials do (pending while Ray starts the worker,
+    starting, epoch e/E step s/S), and the last line gives this invocation's wall time."""
+    epochs = 4
+    spec = {"name": "slow_after_fast", "experiment": "dbl_synthetic_tiny",
+            "overrides": [f"dataset.root={tmp_path / 'data'}", "train.batch_size=8", "train.threads=1"],
+            "grid": {"variant": [{"name": "fast", "train.epochs": 1}, {"name": "slow", "train.epochs": epochs}]},
+            "seeds": [0], "concurrency": 1, "resources": {"cpu": 1}, "max_failures": 1,
+            "table": {"rows": ["variant"]}}
+    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3", "ITRLAB_STEP_PROGRESS_S": "0"}
+    log_path = tmp_path / "sweep.log"
+    driver = start_driver(sweep_command(tmp_path, spec), tmp_path, log_path, env)
+
+    def slow_trial_reports() -> list[str]:
+        found = [r for r in (tmp_path / "sweeps").glob("slow_after_fast/*/tune/*/result.json")
+                 if "variant=name_slow" in r.parent.name]  # Tune names the folder by the variant
+        return found[0].read_text().splitlines() if found else []
 
     try:
-        wait_for(lambda: len(reported()) >= 2, driver, log_path, "two reported (and checkpointed) epochs", every=0.2)
-        trial_pid = json.loads(reported()[-1])["pid"]
-        os.kill(trial_pid, signal.SIGKILL)  # the trial's worker process, as the OOM killer would
+        wait_for(lambda: len(slow_trial_reports()) >= 2, driver, log_path, "two reported (and checkpointed) epochs",
+                 every=0.2)
+        os.kill(json.loads(slow_trial_reports()[-1])["pid"], signal.SIGKILL)  # as the OOM killer would
         assert driver.wait(timeout=400) == 0, log_path.read_text()[-4000:]
     finally:
         if driver.poll() is None:
@@ -140,34 +150,17 @@ def test_crashed_trial_is_retried_from_its_last_checkpoint(tmp_path):
     output = log_path.read_text()
     resumed = [int(m) for m in re.findall(r"resuming \S+ after epoch (\d+)", output)]
     assert len(resumed) == 1 and 2 <= resumed[0] < epochs, output[-4000:]  # from a checkpoint, not from scratch
-    parents, children = sweep_runs(tmp_path, "crash_sweep")
+    parents, children = sweep_runs(tmp_path, "slow_after_fast")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert len(children) == 1 and children[0].info.status == "FINISHED"  # the retry reused the trial's run
-    history = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_metric_history(
-        children[0].info.run_id, "rsum")
-    steps = [m.step for m in history]
+    assert len(children) == 2 and {c.info.status for c in children} == {"FINISHED"}  # the retry reused its run
+    (slow,) = [c for c in children if c.data.tags["param.variant"] == "slow"]
+    steps = [m.step for m in MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_metric_history(
+        slow.info.run_id, "rsum")]
     assert sorted(set(steps)) == list(range(1, epochs + 1))
     assert all(steps.count(epoch) == 1 for epoch in range(1, resumed[0] + 1))  # checkpointed epochs not trained again
-    assert "test_rsum" in children[0].data.metrics
+    assert "test_rsum" in slow.data.metrics
 
-
-@pytest.mark.slow
-def test_a_slow_trial_after_a_fast_one_never_shows_eta_0_s(tmp_path):
-    """One trial at a time: a 1-epoch trial, then a 4-epoch one of small batches. The old ETA (the mean of
-    the ended trials less the running one's time) said "ETA 0 s" through the slow trial's last epochs;
-    now every line while a trial has steps left gives a time from the step rate, the lines say what the
-    trials do (pending while Ray starts the worker, starting, epoch e/E step s/S), and the last line
-    gives this invocation's wall time."""
-    data = tmp_path / "data"
-    spec = {"name": "slow_after_fast", "experiment": "dbl_synthetic_tiny", "overrides": [f"dataset.root={data}",
-            "train.batch_size=8", "train.threads=1"],
-            "grid": {"variant": [{"name": "fast", "train.epochs": 1}, {"name": "slow", "train.epochs": 4}]},
-            "seeds": [0], "concurrency": 1, "resources": {"cpu": 1}, "table": {"rows": ["variant"]}}
-    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3", "ITRLAB_STEP_PROGRESS_S": "0"}
-    done = subprocess.run(sweep_command(tmp_path, spec), cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    lines = [line for line in done.stdout.splitlines() if re.match(r"\d/2 trials done · ", line)]
+    lines = [line for line in output.splitlines() if re.match(r"\d/2 trials done · ", line)]
     assert lines and all("ETA 0 s" not in line for line in lines), "\n".join(lines)
     training = [line for line in lines if re.search(r"running: epoch \d/\d step \d+/\d+", line)]
     # the slow trial past the fast one's whole time (its epochs 2-4), with an ETA from its step rate
