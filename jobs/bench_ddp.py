@@ -18,8 +18,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from itrlab.bench.ddp import run_scaling
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -32,6 +30,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.workers < 2 or args.epochs < 1 or args.cores % args.workers:
         parser.error(f"--workers must be >= 2 and divide --cores ({args.cores}); --epochs >= 1")
+    from itrlab.bench.ddp import run_scaling  # after the arguments: --help answers without loading Ray and torch
 
     workdir = Path(tempfile.mkdtemp(prefix="itrlab-bench-ddp-"))
     overrides = [*args.overrides, f"output.dir={workdir / 'runs'}"]

@@ -17,10 +17,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import ray
-
-from itrlab.bench.sweep_overhead import measure, overhead_sweep
-
 TARGET_SECONDS = 1.0
 
 
@@ -31,6 +27,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.trials < 3:
         parser.error("--trials must be at least 3 (the first trial is left out of the median)")
+    # after the arguments: --help and a bad argument answer without loading Ray, torch and MLflow
+    import ray
+
+    from itrlab.bench.sweep_overhead import measure, overhead_sweep
 
     workdir = Path(tempfile.mkdtemp(prefix="itrlab-bench-sweep-"))
     os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{workdir / 'mlflow.db'}")

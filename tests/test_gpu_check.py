@@ -66,7 +66,9 @@ def test_the_gpu_check_runs_on_a_cpu_and_imports_only_what_a_gpu_machine_has(tmp
     env = {**os.environ, "PYTHONPATH": str(REPO / "platform"), "ITRLAB_CONFIG_DIR": str(REPO / "configs"),
            "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
     script = CHECK.format(job=str(REPO / "jobs" / "bench_gpu.py"))
-    done = subprocess.run([sys.executable, "-c", script, "x", "--device", "cpu", "--quick", "--out", str(out)],
+    # a 20 s budget: each section at its floor (one measurement of each), about 40 s on 2 cores, not 55
+    done = subprocess.run([sys.executable, "-c", script, "x", "--device", "cpu", "--quick", "--budget", "20",
+                           "--out", str(out)],
                           capture_output=True, text=True, timeout=1200, cwd=tmp_path, env=env)
     result = json.loads((out / "modules.json").read_text())
     assert result["code"] in (0, None), done.stderr[-3000:]

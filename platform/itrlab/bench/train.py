@@ -14,9 +14,6 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from itrlab.bench.busy import ChildFailed, format_busy, run_busy_bench, run_policy_child
-from itrlab.bench.floor import record_throughput, run_bench
-
 
 def _at_least_one(text: str) -> int:
     """An argparse type: an integer >= 1 (a count of steps, epochs or repeats)."""
@@ -31,9 +28,6 @@ def _at_least_one(text: str) -> int:
 
 def bench_cli(argv: list[str] | None = None) -> int:
     """``jobs/bench_train.py [-c NAME] [--epochs N] [--precision P] [--data-path D] [--busy N] [key=value ...]``."""
-    from itrlab.assembly import load_experiment
-    from itrlab.errors import ItrlabError, report
-
     parser = argparse.ArgumentParser(description="Time training epochs against the in-run compute floor, "
                                      "or (--busy N) beside N busy processes against quiet epochs.")
     parser.add_argument("-c", "--config", default="vsepp_synthetic_small", help="experiment (default vsepp_synthetic_small)")
@@ -56,6 +50,12 @@ def bench_cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
     args = parser.parse_args(argv)
+    # after the arguments: --help and a bad argument answer without loading torch
+    from itrlab.assembly import load_experiment
+    from itrlab.bench.busy import ChildFailed, format_busy, run_busy_bench, run_policy_child
+    from itrlab.bench.floor import record_throughput, run_bench
+    from itrlab.errors import ItrlabError, report
+
     overrides = list(args.overrides)
     if args.precision:
         overrides.append(f"train.precision={args.precision}")
