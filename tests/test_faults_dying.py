@@ -72,14 +72,18 @@ def long_training(tmp_path: Path, *overrides: str, env: dict[str, str] | None = 
     return process, log
 
 
+def raylets_of(pid: int) -> list[int]:
+    """The raylets among ``pid``'s live descendants (one per local Ray it started)."""
+    return [child for child, cmd in descendants(pid).items() if cmd.split(" ")[0].endswith("/raylet")]
+
+
 def stop_first_raylet_of(driver: subprocess.Popen, stopped: list[int]) -> None:
     """SIGSTOP the first raylet the driver starts (a machine too busy to schedule it): Ray gives its node 30 s."""
     while driver.poll() is None:
-        for pid, cmd in descendants(driver.pid).items():
-            if cmd.split(" ")[0].endswith("/raylet"):
-                os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
-                return
+        for pid in raylets_of(driver.pid):
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+            return
         time.sleep(0.05)
 
 
@@ -100,8 +104,7 @@ def test_a_ray_start_that_times_out_is_tried_again_and_a_lost_raylet_leaves_no_r
             assert driver.poll() is None and time.monotonic() < deadline
             time.sleep(0.5)
         assert stopped, "no raylet was seen"
-        (raylet,) = [pid for pid, cmd in descendants(driver.pid).items()
-                     if cmd.split(" ")[0].endswith("/raylet") and pid not in stopped]
+        (raylet,) = [pid for pid in raylets_of(driver.pid) if pid not in stopped]
         os.kill(raylet, signal.SIGKILL)
         out, err = driver.communicate(timeout=300)
     finally:
