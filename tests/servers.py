@@ -41,16 +41,18 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def serve(command: list[str], workdir: Path, name: str, health_path: str, timeout: float) -> Iterator[str]:
+def serve(command: list[str], workdir: Path, name: str, health_path: str, timeout: float,
+          env: dict[str, str] | None = None) -> Iterator[str]:
     """Run ``command`` (which serves HTTP on ``url``'s port) until the block ends; yields the URL.
 
-    ``command`` holds ``{port}``, filled with a free loopback port; output goes to ``<name>.log``.
+    ``command`` holds ``{port}``, filled with a free loopback port; output goes to ``<name>.log``; ``env``
+    is added to this process's environment.
     """
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with open(workdir / f"{name}.log", "wb") as log:
         process = subprocess.Popen([arg.format(port=port) for arg in command], stdout=log,
-                                   stderr=subprocess.STDOUT, cwd=workdir)
+                                   stderr=subprocess.STDOUT, cwd=workdir, env={**os.environ, **(env or {})})
         try:
             wait_http(f"{url}{health_path}", timeout=timeout, process=process)
             yield url
@@ -59,11 +61,13 @@ def serve(command: list[str], workdir: Path, name: str, health_path: str, timeou
 
 
 def mlflow_server(workdir: Path, extra_args: tuple[str, ...] = ()):
-    """``mlflow server`` with a SQLite backend and served artifacts; yields its http URI."""
+    """``mlflow server`` with a SQLite backend and served artifacts, its job runner off as every server and
+    UI the project starts or documents (7 huey consumers, about 40 CPU-seconds here); yields its http URI."""
     return serve([str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1",
                   "--backend-store-uri", f"sqlite:///{workdir / 'server.db'}",
                   "--serve-artifacts", "--artifacts-destination", str(workdir / "artifacts"), *extra_args],
-                 workdir, "mlflow-server", "/health", timeout=180)  # 85-90 s seen at load 15
+                 workdir, "mlflow-server", "/health", timeout=180,  # 85-90 s seen at load 15
+                 env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
 
 
 def moto_server(workdir: Path):

@@ -427,6 +427,7 @@ def test_mlflow_server_configuration(docs, overlay):
                     and d["metadata"]["name"].startswith("itrlab-mlflow-settings"))["data"]
     assert flags["--artifacts-destination"] == "$(MLFLOW_ARTIFACTS_DESTINATION)"
     assert urlparse(settings["MLFLOW_ARTIFACTS_DESTINATION"]).scheme == "s3"
+    assert settings["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"  # its huey consumers: 2.5 GB, the limit 2Gi
     allowed = set(flags["--allowed-hosts"].split(","))
     for name in ("itrlab-mlflow", f"itrlab-mlflow.{NAMESPACE}", f"itrlab-mlflow.{NAMESPACE}.svc",
                  f"itrlab-mlflow.{NAMESPACE}.svc.cluster.local"):

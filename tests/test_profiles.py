@@ -177,18 +177,18 @@ def paper_presets() -> list[str]:
 
 
 # The paper's shapes at a CPU's scale: each recipe trains two steps (and a short third) at batch 16 on 7
-# training images of 36 x 2048 regions, then evaluates on 16 images. What that data cannot hold is scaled
-# with it: the batch (the papers' 64-256 make an xattn or AsCL step cost minutes and 10 GB on a CPU),
-# CODER's clusters, queues and concepts (35 training pairs, about 60 distinct words); a grid that sweeps
-# one of these keys gets the small value too.
-TRAIN_IMAGES = 7
+# training images of 36 x 2048 regions, then evaluates on 8 images (40 captions: AsCL and xattn score every
+# pair). What that data cannot hold is scaled with it: the batch (the papers' 64-256 make an xattn or AsCL
+# step cost minutes and 10 GB on a CPU), CODER's clusters, queues and concepts (35 training pairs, about 60
+# distinct words); a grid that sweeps one of these keys gets the small value too.
+TRAIN_IMAGES, EVAL_IMAGES = 7, 8
 TINY_CONSTANTS = {"train.batch_size": 16, "method.K": 8, "method.queue_size": 32, "method.concept_size": 20}
 
 
 def small_tree(spec, root: Path):
     small = ["defaults.dataset=synthetic_paper_shape", f"dataset.root={root}", "eval.val_protocol=all",
              "eval.test_protocol=all", "train.epochs=1", "tracking.enabled=false", "train.device=cpu",
-             f"dataset.synthetic.knobs={{n_train: {TRAIN_IMAGES}, n_dev: 16, n_test: 16}}"]
+             f"dataset.synthetic.knobs={{n_train: {TRAIN_IMAGES}, n_dev: {EVAL_IMAGES}, n_test: {EVAL_IMAGES}}}"]
     small += [f"{key}={value}" for key, value in TINY_CONSTANTS.items()
               if key.startswith("train.") or spec.experiment.startswith("coder")]
     return base_tree(spec, small)
