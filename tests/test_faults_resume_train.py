@@ -15,6 +15,7 @@ from mlflow import MlflowClient
 
 from test_faults_cli import ctrl_c_reaches_it, env_for, job, one_line_error
 from test_faults_resume import finished_run  # noqa: F401 - the module's finished one-epoch run
+from test_faults_resume import resume as resume_here  # in this process: exit status and stderr
 
 pytestmark = pytest.mark.e2e  # real processes, signals and servers
 
@@ -49,25 +50,27 @@ def resume(root, *args):
     return job("train.py", "--resume", "--run-dir", str(root / "run"), *args)
 
 
-def test_a_resume_on_other_data_is_refused_and_the_result_kept(copy):
+def refused_line(code: int, err: str) -> str:
+    """The one line a refused resume wrote (exit 2, no traceback)."""
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err[-3000:]
+    return err.strip()
+
+
+def test_a_resume_on_other_data_is_refused_and_the_result_kept(copy, capsys):
     _, before = the_run(copy)
-    done = subprocess.run(resume(copy, "train.epochs=4", f"dataset.root={copy / 'other'}", "dataset.synthetic.seed=1"),
-                          cwd=copy, env=env_for(copy), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2, done.stderr[-3000:]
-    line = one_line_error(done)
+    # in this process, as test_faults_resume.py's refusals: a refusal comes before any training
+    line = refused_line(*resume_here(copy, capsys, "train.epochs=4", f"dataset.root={copy / 'other'}",
+                                     "dataset.synthetic.seed=1"))
     assert "the config's dataset.root: recorded" in line and "(and 1 more)" in line and "--allow-changes" in line
     _, after = the_run(copy)
     assert after.info.status == "FINISHED" and after.data.metrics["test_rsum"] == before.data.metrics["test_rsum"]
     assert not (copy / "other").exists()
 
 
-def test_data_changed_under_the_same_folder_is_refused(copy):
+def test_data_changed_under_the_same_folder_is_refused(copy, capsys):
     features = copy / "data" / "train_ims.npy"
     features.write_bytes(features.read_bytes()[:-4] + b"\x00\x00\x80\x3f")
-    done = subprocess.run(resume(copy, "train.epochs=2"), cwd=copy, env=env_for(copy), capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 2, done.stderr[-3000:]
-    assert f"the data in {copy / 'data'}: recorded digest" in one_line_error(done)
+    assert f"the data in {copy / 'data'}: recorded digest" in refused_line(*resume_here(copy, capsys))
     assert the_run(copy)[1].info.status == "FINISHED"
 
 
