@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from itrlab.local_cluster.processes import free_port  # noqa: F401  # one port never given twice
+from itrlab.tracking.store import JOB_EXECUTION_ENV
 
 BIN = Path(sys.executable).parent
 
@@ -67,7 +68,7 @@ def mlflow_server(workdir: Path, extra_args: tuple[str, ...] = ()):
                   "--backend-store-uri", f"sqlite:///{workdir / 'server.db'}",
                   "--serve-artifacts", "--artifacts-destination", str(workdir / "artifacts"), *extra_args],
                  workdir, "mlflow-server", "/health", timeout=180,  # 85-90 s seen at load 15
-                 env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+                 env=JOB_EXECUTION_ENV)
 
 
 def moto_server(workdir: Path):

@@ -39,6 +39,12 @@ def resume(root, capsys, *overrides) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def refused_line(code: int, err: str) -> str:
+    """The one line a refused :func:`resume` wrote: exit 2, one line on stderr (no traceback)."""
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err[-3000:]
+    return err.strip()
+
+
 def run_status(root) -> str:
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
@@ -80,10 +86,7 @@ def test_a_refused_resume_is_one_line_and_leaves_the_finished_run_alone(finished
     shutil.copytree(finished_run, root, symlinks=True)
     config_before = (root / "run" / "config.yaml").read_text()
     damage(root / "run")
-    code, err = resume(root, capsys, *overrides)
-    assert code == 2, err[-3000:]
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], err[-3000:]
+    assert message in refused_line(*resume(root, capsys, *overrides))
     assert run_status(root) == "FINISHED"
     assert (root / "run" / "config.yaml").read_text() == config_before
 

@@ -15,7 +15,7 @@ from mlflow import MlflowClient
 
 from test_faults_cli import ctrl_c_reaches_it, env_for, job, one_line_error
 from test_faults_resume import finished_run  # noqa: F401 - the module's finished one-epoch run
-from test_faults_resume import resume as resume_here  # in this process: exit status and stderr
+from test_faults_resume import refused_line, resume as resume_here  # in this process: exit status and stderr
 
 pytestmark = pytest.mark.e2e  # real processes, signals and servers
 
@@ -48,12 +48,6 @@ def the_run(root):
 
 def resume(root, *args):
     return job("train.py", "--resume", "--run-dir", str(root / "run"), *args)
-
-
-def refused_line(code: int, err: str) -> str:
-    """The one line a refused resume wrote (exit 2, no traceback)."""
-    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err[-3000:]
-    return err.strip()
 
 
 def test_a_resume_on_other_data_is_refused_and_the_result_kept(copy, capsys):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from itrlab.local_cluster.processes import LOOPBACK, free_port, http_ok, popen, stop_group, wait_until
+from itrlab.tracking.store import JOB_EXECUTION_ENV
 
 BIN = Path(sys.executable).parent  # the environment's programs: mlflow, ray
 ALLOWED_HOSTS = "localhost,localhost:*,127.0.0.1,127.0.0.1:*"  # the manifest's loopback entries
@@ -42,8 +43,7 @@ def start_mlflow(folder: Path, logs: Path, backend_store_uri: str, pg_password: 
     answers after ~15 s of schema migrations, time the caller uses to start the Ray nodes (:func:`wait_mlflow`)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AWS_"))}
-    # no job runner: it and its 7 huey consumers (2.5 GB) serve MLflow's GenAI jobs, which a sweep never asks for
-    env.update(PGPASSWORD=pg_password, HOME=str(folder), MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    env.update(PGPASSWORD=pg_password, HOME=str(folder), **JOB_EXECUTION_ENV)  # no job runner
     process = popen([str(BIN / "mlflow"), *mlflow_args(port, backend_store_uri, folder)], logs / LOG,
                     tie_to_parent, cwd=folder, env=env)
     return MlflowServer(f"http://{LOOPBACK}:{port}", process)
