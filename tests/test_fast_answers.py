@@ -72,3 +72,24 @@ def test_a_dry_run_imports_torch_for_the_method_registry_but_not_ray_or_mlflow(t
     assert code == 0, stderr
     assert "torch" in modules and not {m.split(".")[0] for m in modules} & {"ray", "mlflow"}
     assert "ray job submit" in stdout
+
+
+def test_the_quiet_sweeps_worker_hook_imports_neither_torch_nor_tune(tmp_path, monkeypatch):
+    """Ray runs a quiet sweep's ``worker_process_setup_hook`` in every worker process of its job, Ray Train's
+    controller and helper actors included: loading it (as Ray does, by its dotted name) costs them no
+    torch, Ray Tune or MLflow import (itrlab.sweep.quiet_workers)."""
+    from itrlab.sweep import cluster, progress
+
+    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
+    monkeypatch.setenv(progress.VERBOSE_ENV, "0")
+    hook = cluster.console_runtime_env({})["worker_process_setup_hook"]
+    module, _, name = hook.rpartition(".")
+    code = ("import importlib, json, logging, sys\nimport ray\n"  # a Ray worker has Ray loaded
+            f"getattr(importlib.import_module({module!r}), {name!r})()\n"
+            "print(json.dumps([sorted(sys.modules), logging.getLogger('ray.train').level]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "platform")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules, level = json.loads(done.stdout.splitlines()[-1])
+    assert not {m.split(".")[0] for m in modules} & {"torch", "mlflow"} and "ray.tune" not in modules
+    assert level == 30  # WARNING: Train's per-epoch INFO lines off

@@ -23,6 +23,7 @@ from itrlab.config.loader import config_dir
 from itrlab.errors import UnavailableError, UserInputError
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep import progress
+from itrlab.sweep.quiet_workers import WORKER_SETUP_HOOK
 
 LOOPBACK = "127.0.0.1"
 RESOURCE_WAIT_ENV = "ITRLAB_RESOURCE_WAIT_S"  # how long a sweep on a cluster waits for room for one trial
@@ -176,7 +177,7 @@ def console_runtime_env(env_vars: dict[str, str]) -> dict[str, Any]:
     runtime_env: dict[str, Any] = {"env_vars": env_vars} if env_vars else {}
     if not progress.is_verbose() and "worker_process_setup_hook" not in job \
             and "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR" not in os.environ:  # one hook of the user's own wins
-        runtime_env["worker_process_setup_hook"] = progress.WORKER_SETUP_HOOK
+        runtime_env["worker_process_setup_hook"] = WORKER_SETUP_HOOK
     return runtime_env
 
 

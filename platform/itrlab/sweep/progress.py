@@ -31,8 +31,9 @@ once every trial ended, before Tune ends the sweep). The final line's time is th
 - ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false`` in the driver and every trial process (the runtime env
   of :func:`itrlab.sweep.cluster.init_ray`): no tqdm bars for artifact uploads and downloads;
 - the ``ray.tune`` and ``ray.train`` loggers at WARNING in the driver and, through Ray's
-  ``worker_process_setup_hook`` (:func:`quiet_worker_logs`), in every worker: no "Checkpoint
-  successfully created at ..." line per epoch; warnings and errors stay.
+  ``worker_process_setup_hook`` (:func:`itrlab.sweep.quiet_workers.quiet_worker_logs`, in a module of its
+  own that imports nothing heavy), in every worker: no "Checkpoint successfully created at ..." line per
+  epoch; warnings and errors stay.
 
 A value the user set for one of these variables wins. Always, with or without ``-v``: Tune's "Resume
 experiment with: Tuner.restore(...)" after Ctrl-C is dropped (:class:`DropTunerRestoreHint`), since a
@@ -53,6 +54,7 @@ from ray import tune
 
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep.board import TrialState, read_state
+from itrlab.sweep.quiet_workers import QUIET_LOGGERS
 from itrlab.train.loop import STEP_PROGRESS_ENV  # the step counter's interval: forwarded to a cluster's workers
 
 PROGRESS_ENV = "ITRLAB_SWEEP_PROGRESS_S"  # seconds between progress lines (default 30)
@@ -66,8 +68,6 @@ QUIET_ENV = {
     # experiment header (search algorithm, scheduler, TensorBoard command) at verbose=0
     "RAY_AIR_NEW_OUTPUT": "0",
 }
-QUIET_LOGGERS = ("ray.tune", "ray.train")  # INFO lines: checkpoint paths, "Wrote the latest version ..."
-WORKER_SETUP_HOOK = f"{__name__}.quiet_worker_logs"
 
 _set_here: dict[str, str] = {}  # what quiet_env put in this process's os.environ
 
@@ -102,13 +102,6 @@ def quiet_env() -> dict[str, str]:
         if key not in os.environ:
             os.environ[key] = _set_here[key] = value
     return {key: value for key, value in _set_here.items() if os.environ.get(key) == value}
-
-
-def quiet_worker_logs() -> None:
-    """Ray's ``worker_process_setup_hook`` for a quiet sweep: Tune's and Train's INFO lines off in every
-    worker process (trials, Ray Train workers); their warnings and errors stay."""
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class DropTunerRestoreHint(logging.Filter):
