@@ -3,6 +3,7 @@ run prints before launch (issue #32)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -170,6 +171,47 @@ def test_the_grouped_step_counts_more_work_but_one_set_of_launches():
     gpu = NOMINAL["cuda"]
     one, three = (gpu.step_seconds(counted.flops, counted.ops, "fp32", g) for g in (1, 3))
     assert three < 3 * one and three >= one
+
+
+@pytest.mark.parametrize("experiment, device", [("vsepp_synthetic_small", "meta"), ("coder_synthetic_tiny", "meta"),
+                                                ("ascl_synthetic_tiny", "cpu")])
+def test_the_step_counter_gives_flop_counter_modes_flops_and_every_operator(experiment, device):
+    """itrlab's one dispatch mode against torch's ``FlopCounterMode`` and a plain operator counter stacked
+    (what it replaced), on one training step: the same FLOPs and operators, on the meta device and, for a
+    method that reads values (AsCL's generators), on the CPU."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from itrlab.assembly import load_experiment
+    from itrlab.methods import build_method
+    from itrlab.models.batched import make_batchable
+    from itrlab.train import flops
+
+    class Operators(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.count += 1
+            return func(*args, **(kwargs or {}))
+
+    config = flops._counting_config(load_experiment(experiment, ["train.batch_size=8"]))
+
+    def step(*modes) -> None:
+        """One training step at batch 8 under ``modes`` (entered in order: the last sees each operator first)."""
+        with torch.random.fork_rng(), torch.device(device), torch.inference_mode(False), contextlib.ExitStack() as stack:
+            torch.manual_seed(0)
+            method = build_method(config, vocab_size=flops.COUNT_VOCAB, feature_dim=16)
+            method = (make_batchable(method) if device == "meta" else method).train()
+            for mode in modes:
+                stack.enter_context(mode)
+            method(flops._batch(8, 4, 16, 5)).loss.backward()
+
+    reference, operators, counted = FlopCounterMode(display=False), Operators(), flops._StepCounter()
+    step(reference, operators)
+    step(counted)
+    assert reference.get_total_flops() > 0 and operators.count > 50
+    assert (counted.flops, counted.ops) == (reference.get_total_flops(), operators.count)
 
 
 def test_counted_steps_are_kept_beside_the_throughput_record_or_where_asked(tmp_path, monkeypatch):
