@@ -46,8 +46,11 @@ CLIENT_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5", "MLFLOW_HTTP_REQUEST_BA
 for _key, _value in CLIENT_LIMITS.items():
     os.environ.setdefault(_key, _value)
 # an answer of a server that works but cannot serve now
+# A status code alone counts where no digit, dot, colon or equals sign touches it: a refused connection to
+# port 50321 ("port=50321", "127.0.0.1:50321/api") is broken, not a 503
 BUSY = re.compile(r"too many (?:429|5\d\d) error responses|error code (?:429|5\d\d)|timed out|reset by peer|"
-                  r"RemoteDisconnected|Temporary failure|temporarily unavailable|503|504|502", re.IGNORECASE)
+                  r"RemoteDisconnected|Temporary failure|temporarily unavailable|(?<![\d.:=])50[234](?![\d.])",
+                  re.IGNORECASE)
 # MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the page is in the
 # machine-learning view (and the experiment says it holds model training): then on the runs table
 ML_VIEW = "workflowType=machine_learning"
