@@ -199,7 +199,8 @@ def test_the_step_counter_gives_flop_counter_modes_flops_and_every_operator(expe
 
     def step(*modes) -> None:
         """One training step at batch 8 under ``modes`` (entered in order: the last sees each operator first)."""
-        with torch.random.fork_rng(), torch.device(device), torch.inference_mode(False), contextlib.ExitStack() as stack:
+        with torch.random.fork_rng(), torch.device(device), torch.inference_mode(False), \
+                contextlib.ExitStack() as stack:
             torch.manual_seed(0)
             method = build_method(config, vocab_size=flops.COUNT_VOCAB, feature_dim=16)
             method = (make_batchable(method) if device == "meta" else method).train()

@@ -5,12 +5,13 @@ kind measured it (:mod:`itrlab.sweep.cost`).
 the profile's shapes (region features, embedding, text encoder, captions of ``caption_tokens`` tokens)
 on the meta device, under one dispatch mode that counts the operators and their FLOPs by the formulas
 of ``torch.utils.flop_counter`` (:class:`_StepCounter`): shapes only, no memory and no arithmetic, so a
-paper-sized step counts in well under a second. It runs the step as grouped training runs it (:mod:`itrlab.models.batched`: the GRU as the
-matmuls of its gates, xattn padded; every caption has the same length, so nothing is padded): the same
-matrix products as a run's own step, and the operators one grouped step dispatches whatever its G
-(under vmap each becomes one batched operator). A run's own step launches fewer (its GRU is one fused
-kernel on a GPU). Those formulas count matrix products, convolutions and attention, which is where these models
-spend their arithmetic; the optimizer step and evaluation are not counted.
+paper-sized step counts in well under a second. It runs the step as grouped training runs it
+(:mod:`itrlab.models.batched`: the GRU as the matmuls of its gates, xattn padded; every caption has the
+same length, so nothing is padded): the same matrix products as a run's own step, and the operators one
+grouped step dispatches whatever its G (under vmap each becomes one batched operator). A run's own step
+launches fewer (its GRU is one fused kernel on a GPU). Those formulas count matrix products,
+convolutions and attention, which is where these models spend their arithmetic; the optimizer step and
+evaluation are not counted.
 
 A method whose step reads values (CODER's queues and k-means, AsCL's generators: ``.item()`` has no
 meaning on the meta device) is counted on the CPU instead, at batches of 2, 4 and 8 pairs with random
