@@ -54,7 +54,7 @@ from ray import tune
 
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep.board import TrialState, read_state
-from itrlab.sweep.quiet_workers import QUIET_LOGGERS
+from itrlab.sweep.quiet_workers import quiet_worker_logs
 from itrlab.train.loop import STEP_PROGRESS_ENV  # the step counter's interval: forwarded to a cluster's workers
 
 PROGRESS_ENV = "ITRLAB_SWEEP_PROGRESS_S"  # seconds between progress lines (default 30)
@@ -124,8 +124,7 @@ def configure_console() -> None:
         tune_logger.addFilter(DropTunerRestoreHint())
     quiet_env()
     if not is_verbose():
-        for name in QUIET_LOGGERS:
-            logging.getLogger(name).setLevel(logging.WARNING)
+        quiet_worker_logs()  # the driver's loggers as every worker's
 
 
 def with_console(run_config: tune.RunConfig, spec: SweepSpec, **progress: Any) -> tune.RunConfig:
