@@ -109,6 +109,8 @@ def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
     assert all(part in convse for part in ("0,1,2", "256", " 30 ", "2e-05 fixed", "1024", "tau=0.1", "base"))
     assert "stages: 3, each trained once" in out
     assert out.count("used by ConVSE, ConVSE++") == 3  # one base per seed, not one per trial
+    # the VSE++ row trains the base's recipe from scratch: its model is the stage, not trained again
+    assert out.count("; the VSE++ row's training, kept as the stage") == 3
     # nothing measured here: estimated from the FLOPs of one step; the profile does not group (measured on an
     # H100: VSE++ at G = 3 was slower than one run at a time), so the dry run says how to ask for a group
     assert "G = 1 (one trial per process): about" in out and "G = 3" not in out and "GPU-hours" in out

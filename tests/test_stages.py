@@ -19,6 +19,7 @@ from itrlab.models.encoders import ProjectionHead
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import load_checkpoint
 from itrlab.train.experiment import generate_if_synthetic
+from itrlab.data.precomp import fingerprint
 from itrlab.train.stages import TrainedStage, start_from, stage_key
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -121,6 +122,39 @@ def test_a_stage_trains_once_and_a_run_that_finds_it_ends_the_same(tmp_path):
     # another seed: its own stage
     run_experiment(config.model_copy(update={"seed": 1}), tmp_path / "runs" / "third")
     assert len(list((tmp_path / "runs" / "stages").glob("base-seed1-*"))) == 1
+
+
+def test_a_run_of_the_stages_recipe_is_kept_as_the_stage_and_nothing_trains_it_again(tmp_path, capsys):
+    """A run that shares the stage folder and trains the stage's config from scratch (ConVSE's VSE++ row)
+    keeps its best model as the stage: the ConVSE run starts from it and ends as if it had trained it."""
+    data = tmp_path / "data"
+    shared = convse(data, "train.epochs=2", f"output.stages={tmp_path / 'shared'}")
+    generate_if_synthetic(shared)
+    (base,) = stage_configs(shared)  # the VSE++ row: the stage's config, output.stages included
+    base.output.keep_as_stage = True  # as a sweep sets it on such a row (tests/test_sweep_jobs.py)
+    row = run_experiment(base, tmp_path / "runs" / "vsepp")
+    (kept,) = (tmp_path / "shared").iterdir()
+    assert kept.name == f"run-seed0-{stage_key(base, fingerprint(data))}"
+    record = json.loads((kept / "stage.json").read_text())
+    assert record["run_dir"] == str(row.run_dir) and 0 < record["seconds"] <= row.seconds
+    assert (kept / "model.pt").read_bytes() == (row.run_dir / "model.pt").read_bytes()
+    capsys.readouterr()
+    found = run_experiment(shared, tmp_path / "runs" / "convse")
+    out = capsys.readouterr().out
+    assert f"stage base: trained already in {kept}" in out and "stage base: training in" not in out
+    assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == sorted([kept.name, f"base-{kept.name[4:]}"])
+    assert not list((tmp_path / "shared" / f"base-{kept.name[4:]}").iterdir())  # its lock only: nothing trained
+    # the same run with the stage trained for it: the same result
+    trained = run_experiment(convse(data, "train.epochs=2", f"output.stages={tmp_path / 'own'}"), tmp_path / "runs" / "own")
+    assert found.test.to_dict() == trained.test.to_dict()
+    # kept only when asked, from a run that trained from scratch: not the ConVSE runs (they start from a
+    # stage, asked or not), not a run of the stage's recipe that was not asked
+    asked = convse(data, "train.epochs=1", f"output.stages={tmp_path / 'own'}", "output.keep_as_stage=true")
+    run_experiment(asked, tmp_path / "runs" / "asked")
+    base.output.keep_as_stage, base.output.stages = False, tmp_path / "unasked"
+    run_experiment(base, tmp_path / "runs" / "unasked")
+    assert {p.name.split("-")[0] for p in (tmp_path / "own").iterdir()} == {"base"}  # its 2- and 1-epoch stages
+    assert not (tmp_path / "unasked").exists()
 
 
 @pytest.mark.e2e

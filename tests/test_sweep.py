@@ -251,6 +251,30 @@ def test_diverging_trial_stops_with_its_reason_and_the_sweep_goes_on(workdir):
     assert kids["0.2"].info.status == "FINISHED"
 
 
+def test_a_row_that_is_another_rows_stage_trains_it_once(workdir):
+    """ConVSE's shape: the VSE++ row trains the ConVSE row's base network as it is, so its model is the
+    stage: no stage run trains it again, and the ConVSE run names the VSE++ run as its base."""
+    base = {"name": "base", "copy": ["model.image_encoder", "model.text_encoder"],
+            "overrides": ["method.name=vsepp", "loss={name: vsepp, margin: 0.2}", "model.projection_hidden=null"]}
+    sweep = write_sweep(workdir / "sweep.yaml", name="stage_row_sweep", experiment="vsepp_synthetic_tiny",
+                        overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"],
+                        grid={"variant": [{"name": "VSE++", "loss": {"name": "vsepp", "margin": 0.2}},
+                                          {"name": "ConVSE", "method.name": "convse", "model.projection_hidden": 16,
+                                           "loss": {"name": "convse", "tau": 0.1}, "stages": [base]}]},
+                        table={"rows": ["variant"]})
+    result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
+    assert [row.status for row in result.rows] == ["finished", "finished"]
+    client = MlflowClient()
+    kids = children(client, "stage_row_sweep", result.parent_run_id)
+    assert len(kids) == 2 and not [k for k in kids if "itrlab.stage" in k.data.tags]  # no stage trained alone
+    (row,) = [k for k in kids if "itrlab.stage.base" not in k.data.tags]
+    (convse,) = [k for k in kids if "itrlab.stage.base" in k.data.tags]
+    assert convse.data.tags["itrlab.stage.base"] == row.info.run_id
+    assert convse.data.metrics["stage_seconds"] > 0
+    (sweep_dir,) = (workdir / "sweeps" / "stage_row_sweep").iterdir()
+    assert [p.name.split("-")[0] for p in (sweep_dir / "stages").iterdir() if (p / "stage.json").is_file()] == ["run"]
+
+
 def test_optuna_search_runs_its_trials(workdir):
     sweep = write_sweep(workdir / "sweep.yaml", name="optuna_sweep", grid={}, table=None,
                         optuna={"space": {"cooperative.gamma": {"type": "uniform", "low": 0.1, "high": 0.3},

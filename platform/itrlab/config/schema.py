@@ -228,6 +228,9 @@ class OutputConfig(Section):
     # where trained stages are kept and shared (default: stages/ beside the run's folder; a sweep's:
     # <sweep folder>/stages)
     stages: Path | None = None
+    # keep this run's best model in `stages` as the stage of its own config, for the runs that start from
+    # such a stage (a sweep sets it on a row that is another row's stage, as ConVSE's VSE++ row)
+    keep_as_stage: bool = False
 
 
 class StageSpec(Section):

@@ -93,9 +93,25 @@ def stages_of(config: ExperimentConfig) -> list[tuple[tuple[str, int, str], Expe
             for spec_stage, stage_config in zip(config.stages, stage_configs(config))]
 
 
+def own_key(config: ExperimentConfig) -> tuple[int, str]:
+    """The seed and key a stage of exactly ``config`` would have: a trial that trains from scratch keeps its
+    model under it (:func:`itrlab.train.stages.publish_run`)."""
+    return config.seed, stage_key(config, str(config.dataset.root))
+
+
+def stages_trained_by_rows(configs: list[ExperimentConfig]) -> set[tuple[int, str]]:
+    """The (seed, key) of every stage of the trials that another trial trains from scratch as it is (ConVSE's
+    base network is its VSE++ row): that trial keeps its model as the stage (``output.keep_as_stage``)."""
+    needed = {key[1:] for config in configs for key, _ in stages_of(config)}
+    return {own_key(config) for config in configs if not config.stages} & needed
+
+
 def shared_stages(configs: list[ExperimentConfig]) -> list[ExperimentConfig]:
-    """The stages the trials start from, each once: per seed, config and data."""
-    return list({key: stage for config in configs for key, stage in stages_of(config)}.values())
+    """The stages the trials start from, each once: per seed, config and data, less those that a trial
+    trains from scratch as it is (its model is kept as the stage: :func:`itrlab.train.stages.publish_run`)."""
+    rows = stages_trained_by_rows(configs)
+    stages = {key[1:]: stage for config in configs for key, stage in stages_of(config)}
+    return [stage for key, stage in stages.items() if key not in rows]
 
 
 def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
@@ -117,8 +133,11 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
     rows: dict[str, dict[str, str]] = {}
     settings: dict[str, str] = {}
     stages: dict[tuple[str, int, str], dict] = {}
+    trained_by: dict[tuple[int, str], str] = {}  # a stage that a row trains as it is: that row
     for point, config in zip(points, configs):
         name = row_label(row_key(point, keys)) if keys else "-"
+        if not config.stages:
+            trained_by[own_key(config)] = name
         line = recipe(config)
         settings[name] = line.pop("method settings")
         used = stages_of(config)
@@ -141,11 +160,14 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
                                    else f"seed {point['seed']}" for point in group.points))
     if stages:
         print(f"\nstages: {len(stages)}, each trained once and shared by the trials that start from it:")
-        for (name, seed, _), entry in stages.items():
+        for (name, seed, key), entry in stages.items():
             r = recipe(entry["config"])
+            row = trained_by.get((seed, key))
             print(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
-                  f"lr {r['lr']}; used by {', '.join(entry['rows'])}")
-    print("\n" + estimate(configs, [entry["config"] for entry in stages.values()], spec, points))
+                  f"lr {r['lr']}; used by {', '.join(entry['rows'])}"
+                  + (f"; the {row} row's training, kept as the stage" if row else ""))
+    alone = [entry["config"] for (_, seed, key), entry in stages.items() if (seed, key) not in trained_by]
+    print("\n" + estimate(configs, alone, spec, points))
     print("\non a Ray cluster, with its token (docs/sweeps.md#running-on-a-ray-cluster; your head's dashboard address):")
     print(submit_command(spec, args))
     return 0

@@ -56,6 +56,7 @@ from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.board import BOARD_FOLDER
+from itrlab.sweep.plan import own_key, stages_trained_by_rows
 from itrlab.sweep.points import base_tree, point_key, trial_config
 from itrlab.sweep.runs_table import save_trials_view
 from itrlab.sweep.trial import TrialContext
@@ -244,13 +245,18 @@ def first_trial(tree: dict[str, Any], checked: dict[str, ExperimentConfig]) -> E
 def share_stages(tree: dict[str, Any], checked: dict[str, ExperimentConfig],
                  sweep_dir: Path) -> tuple[dict[str, Any], dict[str, ExperimentConfig]]:
     """The trials share their trained stages (:mod:`itrlab.train.stages`) in ``<sweep_dir>/stages`` unless the
-    experiment names a folder: set in the base tree and in the checked configs alike."""
-    if (tree.get("output") or {}).get("stages"):
-        return tree, checked
-    stages = sweep_dir / "stages"
+    experiment names a folder: set in the base tree and in the checked configs alike. A trial that trains
+    another trial's stage from scratch as it is (ConVSE's VSE++ row, its base network) keeps its model there
+    as that stage (``output.keep_as_stage``): the stage is not trained a second time."""
+    if not (tree.get("output") or {}).get("stages"):
+        stages = sweep_dir / "stages"
+        for config in checked.values():
+            config.output.stages = stages
+        tree = {**tree, "output": {**(tree.get("output") or {}), "stages": str(stages)}}
+    kept = stages_trained_by_rows(list(checked.values()))
     for config in checked.values():
-        config.output.stages = stages
-    return {**tree, "output": {**(tree.get("output") or {}), "stages": str(stages)}}, checked
+        config.output.keep_as_stage = not config.stages and own_key(config) in kept
+    return tree, checked
 
 
 def in_process(spec: SweepSpec) -> bool:

@@ -44,7 +44,7 @@ from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
 from itrlab.train.device import describe, resolve_device
 from itrlab.train.loop import EpochCallback, Trainer, TrainingData
 from itrlab.train.provenance import record_data
-from itrlab.train.stages import STAGE_TAG, StageStore, TrainedStage, start_from, trained_stage
+from itrlab.train.stages import STAGE_TAG, StageStore, TrainedStage, publish_run, start_from, trained_stage
 
 VOCAB_FILE = "vocab.json"
 MLFLOW_FILE = "mlflow_run.json"
@@ -281,10 +281,23 @@ def start_run(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callb
     return StartedRun(config, run_dir, trainer, tracker, run_id, stages, stage_cost, started, world_size)
 
 
+def keeps_model_as_stage(run: StartedRun) -> bool:
+    """Whether ``run`` keeps its best model as the stage of its config (:func:`itrlab.train.stages.publish_run`):
+    it is asked to (``output.keep_as_stage``, which a sweep sets on a row that is another row's stage), has a
+    stage folder to share (``output.stages``), trained from scratch (no stage, no OAS anchor) on whole
+    devices, and this is the process that writes its model."""
+    output = run.config.output
+    return (output.keep_as_stage and output.stages is not None and not run.stages and run.trainer.rank == 0
+            and run.device_share == 1.0)
+
+
 def finish_run(run: StartedRun) -> RunResult:
     """Everything of :func:`run_experiment` after training: the test table of the best checkpoint, on disk
     and in MLflow with the run's cost."""
     trainer, tracker, state = run.trainer, run.tracker, run.trainer.state
+    if keeps_model_as_stage(run):
+        publish_run(run.config.output.stages, run.config, fingerprint(run.config.dataset.root), run.run_dir,
+                    run.run_id, time.perf_counter() - run.started)
     test = trainer.test()
     (run.run_dir / "test_recall.json").write_text(json.dumps(test.to_dict(), indent=2))
     (run.run_dir / "test_recall.md").write_text(test.to_markdown())

@@ -9,6 +9,12 @@ the run's folder, a sweep's in its own folder), where the key digests its resolv
 stage find it there. A run that finds the stage being trained waits on its lock instead of training
 it twice; a stage cut short continues from its ``last.pt``; a finished one holds ``stage.json``.
 
+A run that trained the same config from scratch is the same training (same seed, same steps: ConVSE's
+VSE++ row and its base network agree to the last digit), so it is not trained twice either: a run that
+shares a stage folder (``output.stages``, which every sweep sets) and finished its epochs from scratch
+keeps its best model there as ``run-seed<seed>-<key>/`` (:func:`publish_run`), and a stage of the same
+key, under any name, starts from it (:func:`find_trained`).
+
 Each stage trained here is an MLflow run of its own (tag ``itrlab.stage``), a child of the sweep's
 parent when there is one; the runs that start from it name it in ``itrlab.stage.<name>`` and count its
 training time in their cost (``stage_seconds``): a row's cost is what it would cost alone.
@@ -18,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -38,6 +46,7 @@ from itrlab.train.stage_identity import stage_key
 
 STAGE_TAG = "itrlab.stage"
 DONE = "stage.json"
+RUN_STAGE = "run"  # the name under which a finished run keeps its model as a stage (publish_run)
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,38 @@ def stage_folder(root: Path, name: str, config: ExperimentConfig, data_digest: s
     return Path(root) / f"{name}-seed{config.seed}-{stage_key(config, data_digest)}"
 
 
+def find_trained(root: Path, config: ExperimentConfig, data_digest: str) -> Path | None:
+    """A finished folder of ``config`` on this data under any name: a stage trained for another name, or a
+    run kept as one (:func:`publish_run`); None when there is none."""
+    for folder in sorted(Path(root).glob(f"*-seed{config.seed}-{stage_key(config, data_digest)}")):
+        if (folder / DONE).is_file():
+            return folder
+    return None
+
+
+def _found(name: str, folder: Path) -> TrainedStage:
+    record = read_json(folder / DONE, f"stage {name}'s record")
+    return TrainedStage(name, folder, record.get("run_id"), float(record.get("seconds", 0.0)))
+
+
+def publish_run(root: Path, config: ExperimentConfig, data_digest: str, run_dir: Path, run_id: str | None,
+                seconds: float) -> Path:
+    """Keep the best model of a run that trained ``config`` from scratch through its last epoch as the stage
+    of that config (``<root>/run-seed<seed>-<key>/``): a stage of the same key starts from it instead of
+    training it again, and names the run (``run_id``) and its training time (``seconds``) as the stage's.
+    Written under the folder's lock, the model before the record; a folder already finished stays."""
+    folder = stage_folder(root, RUN_STAGE, config, data_digest)
+    folder.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder, blocking=True):
+        if not (folder / DONE).is_file():
+            partial = folder / f"{MODEL}.part"
+            shutil.copyfile(Path(run_dir) / MODEL, partial)
+            os.replace(partial, folder / MODEL)
+            atomic_write_text(folder / DONE, json.dumps({"run_id": run_id, "seconds": seconds, "run_dir": str(run_dir),
+                                                         "config": config.dump()}, indent=2, default=str))
+    return folder
+
+
 def trained_stage(name: str, config: ExperimentConfig, data: TrainingData, data_digest: str, *,
                   store: StageStore, build: Callable[[ExperimentConfig], MethodModule],
                   start: Callable[[MethodModule], None] | None = None, device=None) -> TrainedStage:
@@ -80,8 +121,11 @@ def trained_stage(name: str, config: ExperimentConfig, data: TrainingData, data_
     with file_lock(folder, blocking=True):
         done = folder / DONE
         if done.is_file():
-            record = read_json(done, f"stage {name}'s record")
-            return TrainedStage(name, folder, record.get("run_id"), float(record.get("seconds", 0.0)))
+            return _found(name, folder)
+        found = find_trained(store.root, config, data_digest)
+        if found is not None:  # a run of the same config, or a stage of another name, trained it
+            print(f"stage {name}: trained already in {found}", flush=True)
+            return _found(name, found)
         started = time.perf_counter()
         earlier = float(read_json(folder / "seconds.json", "stage time").get("seconds", 0.0)) \
             if (folder / "seconds.json").is_file() else 0.0
