@@ -145,7 +145,8 @@ def test_a_run_of_the_stages_recipe_is_kept_as_the_stage_and_nothing_trains_it_a
     assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == sorted([kept.name, f"base-{kept.name[4:]}"])
     assert not list((tmp_path / "shared" / f"base-{kept.name[4:]}").iterdir())  # its lock only: nothing trained
     # the same run with the stage trained for it: the same result
-    trained = run_experiment(convse(data, "train.epochs=2", f"output.stages={tmp_path / 'own'}"), tmp_path / "runs" / "own")
+    own = convse(data, "train.epochs=2", f"output.stages={tmp_path / 'own'}")
+    trained = run_experiment(own, tmp_path / "runs" / "own")
     assert found.test.to_dict() == trained.test.to_dict()
     # kept only when asked, from a run that trained from scratch: not the ConVSE runs (they start from a
     # stage, asked or not), not a run of the stage's recipe that was not asked

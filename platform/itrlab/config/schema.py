@@ -229,7 +229,7 @@ class OutputConfig(Section):
     # <sweep folder>/stages)
     stages: Path | None = None
     # keep this run's best model in `stages` as the stage of its own config, for the runs that start from
-    # such a stage (a sweep sets it on a row that is another row's stage, as ConVSE's VSE++ row)
+    # such a stage (a sweep sets it on a row that is another row's stage, docs/training.md#stages)
     keep_as_stage: bool = False
 
 

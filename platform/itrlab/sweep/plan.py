@@ -100,8 +100,8 @@ def own_key(config: ExperimentConfig) -> tuple[int, str]:
 
 
 def stages_trained_by_rows(configs: list[ExperimentConfig]) -> set[tuple[int, str]]:
-    """The (seed, key) of every stage of the trials that another trial trains from scratch as it is (ConVSE's
-    base network is its VSE++ row): that trial keeps its model as the stage (``output.keep_as_stage``)."""
+    """The (seed, key) of every stage of the trials that another trial trains from scratch as it is (a base
+    network that is also a baseline row): that trial keeps its model as the stage (``output.keep_as_stage``)."""
     needed = {key[1:] for config in configs for key, _ in stages_of(config)}
     return {own_key(config) for config in configs if not config.stages} & needed
 

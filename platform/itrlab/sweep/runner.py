@@ -246,8 +246,8 @@ def share_stages(tree: dict[str, Any], checked: dict[str, ExperimentConfig],
                  sweep_dir: Path) -> tuple[dict[str, Any], dict[str, ExperimentConfig]]:
     """The trials share their trained stages (:mod:`itrlab.train.stages`) in ``<sweep_dir>/stages`` unless the
     experiment names a folder: set in the base tree and in the checked configs alike. A trial that trains
-    another trial's stage from scratch as it is (ConVSE's VSE++ row, its base network) keeps its model there
-    as that stage (``output.keep_as_stage``): the stage is not trained a second time."""
+    another trial's stage from scratch as it is (a baseline row that is the other rows' base network) keeps
+    its model there as that stage (``output.keep_as_stage``): the stage is not trained a second time."""
     if not (tree.get("output") or {}).get("stages"):
         stages = sweep_dir / "stages"
         for config in checked.values():

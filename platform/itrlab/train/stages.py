@@ -9,11 +9,12 @@ the run's folder, a sweep's in its own folder), where the key digests its resolv
 stage find it there. A run that finds the stage being trained waits on its lock instead of training
 it twice; a stage cut short continues from its ``last.pt``; a finished one holds ``stage.json``.
 
-A run that trained the same config from scratch is the same training (same seed, same steps: ConVSE's
-VSE++ row and its base network agree to the last digit), so it is not trained twice either: a run that
-shares a stage folder (``output.stages``, which every sweep sets) and finished its epochs from scratch
-keeps its best model there as ``run-seed<seed>-<key>/`` (:func:`publish_run`), and a stage of the same
-key, under any name, starts from it (:func:`find_trained`).
+A run that trained the same config from scratch is the same training (same seed, same steps: measured,
+a sweep row and the stage of its recipe agree to the last digit of every epoch's recall), so it is not
+trained twice either: a run asked to (``output.keep_as_stage``, which a sweep sets on a row that is
+another row's stage) keeps its best model in the stage folder as ``run-seed<seed>-<key>/`` once it
+finished its epochs from scratch (:func:`publish_run`), and a stage of the same key, under any name,
+starts from it (:func:`find_trained`).
 
 Each stage trained here is an MLflow run of its own (tag ``itrlab.stage``), a child of the sweep's
 parent when there is one; the runs that start from it name it in ``itrlab.stage.<name>`` and count its
