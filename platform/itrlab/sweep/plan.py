@@ -166,8 +166,7 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
             print(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
                   f"lr {r['lr']}; used by {', '.join(entry['rows'])}"
                   + (f"; the {row} row's training, kept as the stage" if row else ""))
-    alone = [entry["config"] for (_, seed, key), entry in stages.items() if (seed, key) not in trained_by]
-    print("\n" + estimate(configs, alone, spec, points))
+    print("\n" + estimate(configs, shared_stages(configs), spec, points))
     print("\non a Ray cluster, with its token (docs/sweeps.md#running-on-a-ray-cluster; your head's dashboard address):")
     print(submit_command(spec, args))
     return 0
