@@ -17,7 +17,10 @@ once per item instead of once per pair. :meth:`CrossModalAttention.attend` compu
 pairs with three large matrix products and the softmax over the outermost axis (layout notes there):
 on one CPU thread, D = 64, 8 heads, 2.3-2.5x faster (forward and backward, 32 x 128 pairs) and 3-4x
 faster (evaluation shards of ~4,000 pairs) than the same products with the softmax over the last axis
-(2026-11-27), which had been 1.3-2.7x faster than per-head einsums.
+(2026-11-27), which had been 1.3-2.7x faster than per-head einsums. With 36 keys (SCAN's regions, the
+T2I direction of the ``paper`` profiles) the last axis is the faster one (that direction 0.8x of the
+old layout), but its I2T twin over ~15 words gains 1.8-3.6x: a pair of directions at 36 regions 1.3x
+(training) and 1.8x (evaluation) faster than before.
 
 **Scores** (eq. 2-4), ``R`` the cosine::
 
