@@ -29,6 +29,9 @@ CONFIG_CASES = [
     (["model.embed_dim=1000000000"], "model.embed_dim"),
     (["train.loader_workers=100000"], "train.loader_workers"),
     (["loss.margin=.inf"], "loss.margin"),
+    # a learning-rate decay that can never fire: at or after the last epoch
+    (["train.epochs=4", "train.lr_decay_epochs=[4]"], "train.lr_decay_epochs"),
+    (["train.epochs=1", "train.lr_decay_epochs=[1]"], "train.lr_decay_epochs"),
     # names are one folder name
     (["name=../../../../x"], "name"),
     (["name=a/b"], "name"),
@@ -38,7 +41,7 @@ CONFIG_CASES = [
     (["defaults.method=mvn", "loss={name: ascl}"], "loss.name"),
     (["method.name=nope"], "method.name"),
     (["method.nope=1"], "method.nope"),
-    (["defaults.method=ascl", "method.cutoff_rows=1000"], "method.cutoff_rows"),
+    (["defaults.method=ascl", "train.lr_decay_epochs=[]", "method.cutoff_rows=1000"], "method.cutoff_rows"),
     # a loss's typed settings: one it does not take, a value it refuses, a truth value for a number
     (["loss.tau=0.1"], "loss.tau"),
     (["loss.margin=true"], "loss.margin"),

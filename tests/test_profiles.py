@@ -51,12 +51,18 @@ def test_values_fill_the_file_and_every_profile_must_define_them():
 
 @pytest.mark.parametrize("path", sorted((config_dir() / "sweeps").glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_profile_of_every_preset_composes_every_trial(path):
+    """Every trial of every profile, and every stage a trial trains first, is a valid config: among the checks,
+    no lr_decay_epochs milestone at or past its train.epochs (one that would never fire)."""
+    from itrlab.assembly import stage_configs
+
     profiles = list(read_yaml(path, "sweep").get("profiles") or {}) or [None]
     for profile in profiles:
         spec = load_sweep(path, profile)
         tree = base_tree(spec, ["dataset.root=/data/nowhere"])
         points = spec.search_corners() if spec.optuna else spec.grid_points()
         configs = [trial_config(tree, point) for point in points]
+        for config in [c for trial in configs for c in (trial, *stage_configs(trial))]:
+            assert all(e < config.train.epochs for e in config.train.lr_decay_epochs), (path.stem, profile)
         if profile == "paper":  # the paper's data and protocol, and a reason for every difference
             assert spec.deviations and all(c.eval.test_protocol != "all" for c in configs), path.stem
             assert spec.resources.gpu >= 1
@@ -74,7 +80,7 @@ def test_every_preset_of_a_published_table_has_a_flickr8k_profile():
 
 def test_a_profile_names_its_own_experiment_and_vsepp_rows_warm_up_only_there():
     flickr = load_sweep("convse_table3", "flickr8k")
-    assert (flickr.experiment, load_sweep("convse_table3").experiment) == ("vsepp_flickr8k", "vsepp_synthetic_small")
+    assert (flickr.experiment, load_sweep("convse_table3").experiment) == ("vsepp_bigru_flickr8k", "vsepp_synthetic_small")
     rows = {p["variant"]["name"]: trial_config(base_tree(flickr, []), p) for p in flickr.grid_points() if p["seed"] == 0}
     assert rows["VSE++"].loss.warmup_epochs == 1 and rows["ConVSE"].loss.warmup_epochs == 0
     assert "warmup_epochs: 1" in rows["ConVSE"].stages[0].overrides[1]  # its VSE++ base warms up too
@@ -190,7 +196,8 @@ TINY_CONSTANTS = {"train.batch_size": 16, "method.K": 8, "method.queue_size": 32
 
 def small_tree(spec, root: Path):
     small = ["defaults.dataset=synthetic_paper_shape", f"dataset.root={root}", "eval.val_protocol=all",
-             "eval.test_protocol=all", "train.epochs=1", "tracking.enabled=false", "train.device=cpu",
+             "eval.test_protocol=all", "train.epochs=1", "train.lr_decay_epochs=[]", "tracking.enabled=false",
+             "train.device=cpu",
              f"dataset.synthetic.knobs={{n_train: {TRAIN_IMAGES}, n_dev: {EVAL_IMAGES}, n_test: {EVAL_IMAGES}}}"]
     small += [f"{key}={value}" for key, value in TINY_CONSTANTS.items()
               if key.startswith("train.") or spec.experiment.startswith("coder")]
@@ -206,7 +213,8 @@ def tiny_point(point: dict) -> dict:
         variant = {**variant, **{key: value for key, value in TINY_CONSTANTS.items() if key in variant}}
         if variant.get("stages"):
             variant["stages"] = [{**stage, "overrides": [*stage.get("overrides", []),
-                                                         f"train.batch_size={TINY_CONSTANTS['train.batch_size']}"]}
+                                                         f"train.batch_size={TINY_CONSTANTS['train.batch_size']}",
+                                                         "train.lr_decay_epochs=[]"]}  # the stage trains 1 epoch too
                                  for stage in variant["stages"]]
         point["variant"] = variant
     return point

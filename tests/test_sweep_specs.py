@@ -10,7 +10,7 @@ from itrlab.config import config_dir
 from itrlab.sweep.runner import base_tree, check_trials
 from itrlab.config.sweep import check_table_rows, load_sweep
 
-from conftest import write_precomp
+from conftest import write_precomp, write_text_features
 
 SWEEPS = sorted(p.stem for p in (config_dir() / "sweeps").glob("*.yaml"))
 
@@ -26,6 +26,8 @@ def test_shipped_sweep_validates(name, tmp_path, monkeypatch):
         # a sweep on extracted real photos (flickr8k_precomp): a small folder of that layout, with the
         # 1,000 test images its protocol needs (f8k_1k), stands in for the features the fast tier never reads
         write_precomp(tmp_path / dataset["root"], {"train": 60, "dev": 10, "test": 1000}, regions=1)  # 300 captions: a batch of 256
+        if tree["model"].get("text", {}).get("encoder") == "precomp":
+            write_text_features(tmp_path / dataset["root"])
     check_trials(spec, tree)
     if spec.table is not None and spec.table.paper:
         from itrlab.report.pivot import load_paper
@@ -173,3 +175,19 @@ def test_a_base_that_only_the_grid_completes_gives_the_sweep_its_first_point(tmp
         trial_config(tree, {})
     first = first_trial(tree, check_trials(spec, tree))
     assert first.cooperative.strategy == "A"
+
+
+
+@pytest.mark.parametrize("overrides,says", [
+    (["train.epochs=5", "train.lr_decay_epochs=[5]"], "5 can never fire with train.epochs=5"),
+    (["train.epochs=8", "train.lr_decay_epochs=[4,9]"], "9 can never fire with train.epochs=8"),
+    (["train.epochs=1", "train.lr_decay_epochs=[1]"], "leave lr_decay_epochs empty"),
+])
+def test_a_decay_that_cannot_fire_is_refused_with_its_key_value_and_epochs(overrides, says):
+    from itrlab.assembly import load_experiment
+    from itrlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(says)) as caught:
+        load_experiment("vsepp_synthetic_tiny", overrides)
+    assert caught.value.field == "train.lr_decay_epochs"
+    load_experiment("vsepp_synthetic_tiny", ["train.epochs=5", "train.lr_decay_epochs=[4]"])  # the last epoch decays

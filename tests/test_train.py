@@ -35,7 +35,7 @@ def test_resume_continues_epochs_schedule_and_results(tmp_path, tiny_root):
     straight = run_experiment(tiny_config(tiny_root, "train.epochs=4", *overrides), tmp_path / "straight")
 
     interrupted = tmp_path / "interrupted"
-    run_experiment(tiny_config(tiny_root, "train.epochs=2", *overrides), interrupted)
+    run_experiment(tiny_config(tiny_root, "train.epochs=3", *overrides), interrupted)
     resumed = run_experiment(tiny_config(tiny_root, "train.epochs=4", *overrides), interrupted)
 
     a = load_checkpoint(tmp_path / "straight" / LAST)

