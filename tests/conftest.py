@@ -3,6 +3,7 @@ tiers' run-time guard and their order under pytest-xdist (docs/tests.md#tiers)."
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -72,6 +73,22 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture(scope="session")
+def small_bert_dir(tmp_path_factory) -> Path:
+    """A local model directory: the packaged MiniLM cut to its first layer (fast, and it exercises
+    ``model.text.bert_path`` and ``--text-model``)."""
+    from itrlab.data.tokenizers import PretrainedTokenizer
+    from itrlab.models.bert_text import load_pretrained_model
+
+    path = tmp_path_factory.mktemp("bert1")
+    model = load_pretrained_model(None)
+    model.encoder.layer = model.encoder.layer[:1]
+    model.config.num_hidden_layers = 1
+    model.save_pretrained(path)
+    PretrainedTokenizer().hf_tokenizer.save_pretrained(path)
+    return path
+
+
 @pytest.fixture(scope="module")
 def tiny_root(tmp_path_factory) -> Path:
     """Where a module's runs generate (once) and share the tiny synthetic dataset."""
@@ -95,6 +112,31 @@ def write_precomp(root: Path, sizes: dict[str, int], regions: int = 4, dim: int 
         lines = [" ".join(rng.choice(words, size=4)) for _ in range(n * cpi)]
         (root / f"{split}_caps.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
+
+
+def write_text_features(root: Path, width: int = 384, seed: int = 0) -> Path:
+    """Random stored text features of every split of the precomp folder ``root`` (``root/text``), in itrlab's
+    layout with the captions' digests: what ``model.text.encoder=precomp`` checks and reads, without running
+    a text model (a caption of n words gets n + 2 states)."""
+    from itrlab.data import text_features as tf
+    from itrlab.data.precomp import read_captions
+
+    rng = np.random.default_rng(seed)
+    folder = root / tf.DEFAULT_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    splits = {}
+    for path in sorted(root.glob("*_caps.txt")):
+        split = path.name[:-len("_caps.txt")]
+        captions = read_captions(root, split)
+        lengths = np.array([len(c.split()) + 2 for c in captions], dtype=np.int32)
+        np.save(tf.tokens_path(folder, split), rng.standard_normal((int(lengths.sum()), width)).astype(np.float16))
+        np.save(tf.lengths_path(folder, split), lengths)
+        splits[split] = {"captions": len(captions), "captions_sha256": tf.captions_digest(captions),
+                         "tokens": int(lengths.sum())}
+    manifest = {"format": tf.FORMAT, "version": tf.FORMAT_VERSION, "model": {"name": "random"}, "hidden_size": width,
+                "kinds": ["tokens"], "splits": splits}
+    (folder / tf.MANIFEST).write_text(json.dumps(manifest))
+    return folder
 
 
 @pytest.fixture

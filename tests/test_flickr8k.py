@@ -309,8 +309,9 @@ def test_an_image_touched_but_unchanged_is_hashed_again_not_extracted(original, 
 @pytest.mark.slow
 @pytest.mark.skipif(not (FLICKR8K / "images").is_dir(),
                     reason=f"Flickr8K not found at {FLICKR8K}; it lives beside the checkout in ../shared/data/flickr8k")
-def test_flickr8k_photos_extract_and_train_an_epoch(tmp_path, capsys):
-    """36 real photos (24 / 6 / 6) laid out as the original download, one command, one epoch of VSE++."""
+def test_flickr8k_photos_extract_and_train_an_epoch(tmp_path, capsys, small_bert_dir):
+    """36 real photos (24 / 6 / 6) laid out as the original download, one command for the image and text
+    features, one epoch of VSE++ on them."""
     from itrlab.assembly import load_experiment
     from itrlab.train import run_experiment
 
@@ -335,12 +336,14 @@ def test_flickr8k_photos_extract_and_train_an_epoch(tmp_path, capsys):
 
     out = tmp_path / "flickr8k_precomp"
     assert extract_main(["--flickr8k", str(root), "--out", str(out), "--dtype", "float16", "--pool", "1x1",
-                         "--threads", "1", "--no-progress"]) == 0, capsys.readouterr().err
-    assert "images/s" in capsys.readouterr().out
+                         "--text", "--text-model", str(small_bert_dir), "--threads", "1", "--no-progress"]) == 0, \
+        capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert "images/s" in printed and "captions/s" in printed
     assert np.load(out / "test_ims.npy", mmap_mode="r").shape == (6, 49, 1280)
+    assert np.load(out / "text" / "test_lengths.npy").shape == (30,)
     config = load_experiment("vsepp_flickr8k", [f"dataset.root={out / 'pool1x1'}", "tracking.enabled=false",
-                                                "train.epochs=1", "loss.warmup_epochs=0", "train.batch_size=24",
-                                                "eval.test_protocol=all",
-                                                "train.threads=1"])
+                                                "train.epochs=1", "loss.warmup_epochs=0", "train.lr_decay_epochs=[]",
+                                                "train.batch_size=24", "eval.test_protocol=all", "train.threads=1"])
     result = run_experiment(config, tmp_path / "run")
     assert result.test.n_images == 6 and np.isfinite(result.test.rsum)

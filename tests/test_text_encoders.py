@@ -43,20 +43,6 @@ def tokenizer() -> PretrainedTokenizer:
     return PretrainedTokenizer()
 
 
-@pytest.fixture(scope="module")
-def small_bert_dir(tmp_path_factory, minilm, tokenizer) -> Path:
-    """A local model directory: the packaged MiniLM cut to its first layer."""
-    import copy
-
-    path = tmp_path_factory.mktemp("bert1")
-    model = copy.deepcopy(minilm.bert)
-    model.encoder.layer = model.encoder.layer[:1]
-    model.config.num_hidden_layers = 1
-    model.save_pretrained(path)
-    tokenizer.hf_tokenizer.save_pretrained(path)
-    return path
-
-
 def tiny_config(root: Path, *overrides: str):
     return conftest.tiny_config(root, "train.epochs=1", *overrides)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -24,6 +25,18 @@ def _at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is less than 1")
     return value
+
+
+def step_ratio(result, baseline, overrides: str) -> str:
+    """One line: the median step of ``result`` and of ``baseline`` (epoch time over its steps; the floor's
+    step beside it), and how many times the baseline's step is."""
+    def step(report) -> float:
+        return report.median("seconds") / report.epochs[0].steps
+
+    return (f"step ratio: {1000 * step(result):.1f} ms/step against the baseline's {1000 * step(baseline):.1f} "
+            f"(medians of {len(result.epochs)} epoch(s) each): the baseline's step is "
+            f"{step(baseline) / step(result):.1f}x this one (floors {1000 * result.floor_step:.1f} and "
+            f"{1000 * baseline.floor_step:.1f} ms: {baseline.floor_step / result.floor_step:.1f}x); baseline: {overrides}")
 
 
 def bench_cli(argv: list[str] | None = None) -> int:
@@ -47,6 +60,11 @@ def bench_cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--epoch-limit", type=float, default=60.0, help="--busy: stop an epoch after this many "
                         "seconds and count its time per step (default 60)")
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # one policy's child process
+    parser.add_argument("--baseline", metavar="'[EXPERIMENT] [key=value ...]'",
+                        help="also time a baseline in this run and print the ratio of the two median steps: another "
+                             "experiment, or this one with overrides, or both (the overrides given to this run apply "
+                             "to it too): e.g. -c vsepp_flickr8k --baseline vsepp_bigru_flickr8k, the BiGRU recipe "
+                             "against stored text features")
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
     args = parser.parse_args(argv)
@@ -65,11 +83,28 @@ def bench_cli(argv: list[str] | None = None) -> int:
         overrides.append(f"train.threads={args.threads}")
     if args.busy is not None and (args.busy < 0 or args.repeats < 1):
         parser.error("--busy must be >= 0 and --repeats >= 1")
+    if args.baseline is not None and args.busy is not None:
+        parser.error("--baseline times plain epochs: it does not combine with --busy")
+    baseline = None
     try:
         config = load_experiment(args.config, overrides)
+        if args.baseline is not None:  # checked before anything is timed
+            words = shlex.split(args.baseline)
+            named = words[:1] if words and "=" not in words[0] else []
+            baseline = load_experiment(named[0] if named else args.config, [*overrides, *words[len(named):]])
         if args.busy is None:
             result = run_bench(config, epochs=args.epochs, floor_steps=args.floor_steps, warmup=args.warmup,
                                max_steps=args.max_steps)
+            if baseline is not None:
+                print(result.format(), flush=True)
+                print(f"bench_train: the baseline ({args.baseline}) ...", flush=True)
+                against = run_bench(baseline, epochs=args.epochs, floor_steps=args.floor_steps, warmup=args.warmup,
+                                    max_steps=args.max_steps)
+                print(against.format(), flush=True)
+                print(step_ratio(result, against, args.baseline), flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps({"run": result.to_dict(), "baseline": against.to_dict()}, indent=2))
+                return 0
         elif args.in_process:
             busy = run_busy_bench(config, args.busy, repeats=args.repeats, warmup=args.warmup,
                                   max_steps=args.max_steps, time_limit=args.epoch_limit,

@@ -125,6 +125,24 @@ def check_text_encoder(config: ExperimentConfig) -> None:
             raise ConfigError("model.text.glove", True, str(err)) from None
 
 
+def check_stored_text(config: ExperimentConfig) -> None:
+    """With ``model.text.encoder=precomp``: the stored text features exist, hold token states, are whole, and
+    belong to each split's captions in their order (a DataError naming the file otherwise). Synthetic data not
+    generated yet has no captions to hold them against."""
+    from itrlab.data.precomp import read_captions
+    from itrlab.data.text_features import TextFeatures, resolve_folder
+
+    dataset = config.dataset
+    if config.model.text.encoder != "precomp":
+        return
+    if dataset.kind == "synthetic" and not (Path(dataset.root) / "synthetic.json").is_file():
+        return
+    features = TextFeatures(resolve_folder(dataset.root, dataset.text_features))
+    for role in ("train", "val", "test"):
+        split = getattr(dataset.splits, role)
+        features.check_split(split, read_captions(dataset.root, split), "tokens")
+
+
 def check_data_content(config: ExperimentConfig) -> None:
     """DataError for an empty caption line, invalid UTF-8 or NaN/inf features (in the images
     :func:`~itrlab.data.precomp.open_precomp` samples) of any split on disk; synthetic data not generated yet
@@ -147,6 +165,7 @@ def check_data(config: ExperimentConfig) -> DataSummary:
         summary = _synthetic_summary(config)
     else:
         summary = _precomp_summary(config)
+    check_stored_text(config)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if config.train.loader_workers > 4 * cores:
         raise ConfigError("train.loader_workers", config.train.loader_workers,
@@ -163,4 +182,4 @@ def check_data(config: ExperimentConfig) -> DataSummary:
     return summary
 
 
-__all__ = ["DataError", "DataSummary", "check_data", "check_text_encoder"]
+__all__ = ["DataError", "DataSummary", "check_data", "check_stored_text", "check_text_encoder"]

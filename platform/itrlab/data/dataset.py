@@ -21,6 +21,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from itrlab.data.precomp import PrecompSplit
+from itrlab.data.text_features import TextFeatures
 from itrlab.data.vocab import PAD_ID, Vocabulary
 
 DEFAULT_MAX_LEN = 64  # tokens per caption, <start> and <end> included
@@ -46,7 +47,7 @@ class Batch(_Movable):
     """A training batch of B (image, caption) pairs."""
 
     images: Tensor       # (B, R, D) float32 region features of each pair's image
-    tokens: Tensor       # (B, L) long, padded with 0 (<pad>)
+    tokens: Tensor       # (B, L) long, padded with 0 (<pad>); stored text features: (B, L, H) token states
     lengths: Tensor      # (B,) long, true lengths (<start> and <end> included)
     image_ids: Tensor    # (B,) long, image index in the split; equal ids are positives
     caption_ids: Tensor  # (B,) long, caption index in the split
@@ -68,7 +69,7 @@ class ImageBatch(_Movable):
 class TextBatch(_Movable):
     """Captions of a split, for encoding the whole split."""
 
-    tokens: Tensor       # (B, L) long, padded with 0
+    tokens: Tensor       # (B, L) long, padded with 0; stored text features: (B, L, H) token states
     lengths: Tensor      # (B,) long
     caption_ids: Tensor  # (B,) long
     image_ids: Tensor    # (B,) long, the image each caption describes
@@ -95,6 +96,15 @@ class _EncodedCaptions:
         return tokens, lengths
 
 
+def encoded_captions(split: PrecompSplit, vocab, max_len: int):
+    """Every caption of ``split`` as the text encoder reads it: token ids of ``vocab`` (a vocabulary or a
+    pretrained tokenizer), or, when ``vocab`` is stored :class:`~itrlab.data.text_features.TextFeatures`, the
+    stored token states (checked against the split's captions)."""
+    if isinstance(vocab, TextFeatures):
+        return vocab.open_split(split.split, split.captions, max_len)
+    return _EncodedCaptions(split, vocab, max_len)
+
+
 def length_positions(lengths: Tensor, width: int) -> Tensor:
     """(C, width) bool, True at the first ``lengths[c]`` positions of each row."""
     return torch.arange(width)[None, :] < lengths[:, None]
@@ -111,7 +121,7 @@ class CaptionDataset(Dataset):
         self.vocab = vocab
         self.max_len = max_len
         self.extra_fields = dict(extra_fields or {})
-        self._captions = _EncodedCaptions(split, vocab, max_len)
+        self._captions = encoded_captions(split, vocab, max_len)
 
     def __len__(self) -> int:
         return self.split.n_captions
@@ -146,7 +156,7 @@ class CaptionTextDataset(Dataset):
 
     def __init__(self, split: PrecompSplit, vocab: Vocabulary, max_len: int = DEFAULT_MAX_LEN):
         self.split = split
-        self._captions = _EncodedCaptions(split, vocab, max_len)
+        self._captions = encoded_captions(split, vocab, max_len)
 
     def __len__(self) -> int:
         return self.split.n_captions
@@ -156,9 +166,11 @@ class CaptionTextDataset(Dataset):
 
 
 def pad_tokens(sequences: list[Tensor]) -> tuple[Tensor, Tensor]:
-    """Stack 1-D token tensors into (B, L_max) padded with ``<pad>`` = 0, plus their lengths."""
+    """Stack token tensors into (B, L_max) padded with ``<pad>`` = 0, plus their lengths; (L, H) stored
+    token states stack into (B, L_max, H), zero at padding."""
     lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
-    tokens = torch.full((len(sequences), int(lengths.max())), PAD_ID, dtype=torch.long)
+    first = sequences[0]
+    tokens = torch.full((len(sequences), int(lengths.max()), *first.shape[1:]), PAD_ID, dtype=first.dtype)
     for row, seq in enumerate(sequences):
         tokens[row, :len(seq)] = seq
     return tokens, lengths

@@ -161,6 +161,12 @@ def _parse_captions(path: Path, data: bytes) -> list[str]:
     return captions
 
 
+def read_captions(root: str | Path, split: str) -> list[str]:
+    """A split's caption lines, checked as :func:`open_precomp` checks them (UTF-8, none empty)."""
+    path = captions_path(root, split)
+    return _parse_captions(path, _read_caption_bytes(path))
+
+
 def _check_finite(path: Path, features: np.ndarray, check_samples: int, seed: int) -> None:
     """Look for NaN/inf in ``check_samples`` images chosen with ``seed`` (all if fewer)."""
     n = features.shape[0]

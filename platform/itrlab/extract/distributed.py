@@ -18,7 +18,8 @@ Command line (``python jobs/extract_features.py --help``)::
     python jobs/extract_features.py --images DIR --captions captions.json --out data/coco_mini_precomp \\
         --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--skip-bad] [--pad-captions] \\
         [--batch-size 16] [--chunk-size 256] [--pool 3x3,1x1] [--ray]
-    python jobs/extract_features.py --flickr8k FLICKR8K_DIR --dtype float16 --pool 1x1  # -> data/flickr8k_precomp
+    python jobs/extract_features.py --flickr8k FLICKR8K_DIR --dtype float16 --pool 1x1 --text  # -> data/flickr8k_precomp
+    python jobs/extract_features.py --text-only --out data/f30k_precomp   # text features of any precomp folder
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from itrlab.extract.job import RunStats
 from itrlab.extract.model import ImageEncoder
 from itrlab.extract.plan import DTYPES, MANIFEST, WORK_DIR, ExtractOptions, Plan
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
+from itrlab.extract import text as text_job
 from itrlab.errors import ItrlabError, UserInputError, report
 
 DEFAULT_OUT = Path("data/coco_mini_precomp")
@@ -197,6 +199,18 @@ def build_parser() -> argparse.ArgumentParser:
     ray_group.add_argument("--no-ray", dest="ray", action="store_false", help="run in this process even if RAY_ADDRESS is set")
     run.add_argument("--cpus-per-task", type=int, default=1,
                      help="CPUs (and torch threads) per Ray task (default: %(default)s)")
+
+    text = parser.add_argument_group("text features (model.text.encoder=precomp, docs/data.md#text-features)")
+    text.add_argument("--text", nargs="?", const="tokens", default=None, choices=list(text_job.TEXT_KINDS),
+                      help="also encode every caption once with the packaged MiniLM into OUT/text/: its token states "
+                           "(tokens, the default), its sentence vectors (sentence) or both")
+    text.add_argument("--text-only", action="store_true",
+                      help="only the text features, of the precomp folder --out (any precomp folder, SCAN's too)")
+    text.add_argument("--text-model", type=Path, default=None,
+                      help="a local Hugging Face model folder (default: the packaged all-MiniLM-L6-v2)")
+    text.add_argument("--text-max-len", type=int, default=64,
+                      help="tokens per caption, [CLS] and [SEP] included (default: %(default)s)")
+    text.add_argument("--text-batch-size", type=int, default=128, help="captions per forward pass (default: %(default)s)")
     return parser
 
 
@@ -225,6 +239,25 @@ def output_folder(args: argparse.Namespace) -> Path:
     return DEFAULT_FLICKR8K_OUT if args.flickr8k is not None else DEFAULT_OUT
 
 
+def text_options_from_args(args: argparse.Namespace) -> text_job.TextOptions | None:
+    """What ``--text`` / ``--text-only`` ask for (None: no text features); checked before any work."""
+    if args.text_only:
+        images = [flag for flag, value in (("--images", args.images), ("--captions", args.captions),
+                                           ("--flickr8k", args.flickr8k)) if value is not None]
+        if images:
+            raise UserInputError(f"--text-only encodes the captions of the precomp folder --out; {', '.join(images)} "
+                                 f"does not apply")
+        if args.out is None:
+            raise UserInputError("--text-only needs --out: the precomp folder whose captions to encode")
+    elif args.text is None:
+        return None
+    options = text_job.TextOptions(precomp=output_folder(args), kind=args.text or "tokens", model_dir=args.text_model,
+                                   max_len=args.text_max_len, batch_size=args.text_batch_size, threads=args.threads,
+                                   device=args.device, overwrite=args.overwrite, progress=not args.no_progress)
+    options.check()
+    return options
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: prints the report and images/s; bad input exits with status 2."""
     args = build_parser().parse_args(argv)
@@ -233,16 +266,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"extract: {message}", file=sys.stderr, flush=True)
 
     started = time.perf_counter()
+    lines: list[str] = []
+    text_options = None
     try:
-        options = options_from_args(args)
-        manifest = extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task, log=log)
+        text_options = text_options_from_args(args)
+        if not args.text_only:
+            options = options_from_args(args)
+            lines += job.summary_lines(extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task,
+                                                       log=log))
+        if text_options is not None:
+            lines += text_job.summary_lines(text_job.extract_text(text_options, log=log))
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        print(f"\nitrlab: interrupted; finished chunks are kept in {output_folder(args) / WORK_DIR}: re-run the same "
-              f"command to resume", file=sys.stderr)
+        work = text_options.folder / text_job.WORK_DIR if args.text_only else output_folder(args) / WORK_DIR
+        print(f"\nitrlab: interrupted; finished chunks are kept in {work}: re-run the same command to resume",
+              file=sys.stderr)
         return 130
-    for line in job.summary_lines(manifest):
+    for line in lines:
         print(line)
-    print(f"output: {output_folder(args)} ({MANIFEST}); total {time.perf_counter() - started:.1f} s")
+    written = f"{output_folder(args)} ({MANIFEST})" if not args.text_only else ""
+    if text_options is not None:
+        written += (", " if written else "") + f"{text_options.folder} ({text_job.MANIFEST})"
+    print(f"output: {written}; total {time.perf_counter() - started:.1f} s")
     return 0

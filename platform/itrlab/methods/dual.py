@@ -33,9 +33,10 @@ from itrlab.models.text_factory import TextEncoderSpec
 
 
 def text_encoder_spec(text: TextEncoderConfig) -> TextEncoderSpec:
-    """The text encoder a config's ``model.text`` section asks for (BiGRU, GloVe-BiGRU or BERT)."""
+    """The text encoder a config's ``model.text`` section asks for (BiGRU, GloVe-BiGRU, BERT or stored states)."""
     return TextEncoderSpec(encoder=text.encoder, word_dim=text.word_dim, num_layers=text.num_layers,
-                           pooling=text.pooling, glove=text.glove, bert_path=text.bert_path, freeze=text.freeze)
+                           pooling=text.pooling, glove=text.glove, bert_path=text.bert_path, freeze=text.freeze,
+                           mlp_hidden=text.mlp_hidden)
 
 
 class DualEncoderMethod(MethodModule):

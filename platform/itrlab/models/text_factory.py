@@ -3,7 +3,10 @@
 ``bigru``: word embedding (random, or GloVe 6B 50-d with ``glove=True``) -> BiGRU -> pooling.
 ``bert``: a pretrained transformer from a local directory (``bert_path``; None = the packaged
 all-MiniLM-L6-v2) -> linear projection -> pooling; ``freeze`` fixes its weights.
-Both return unit vectors (B, embed_dim) from ``(tokens, lengths)`` and per-token features from
+``precomp``: that transformer's token states, stored once (:mod:`itrlab.models.stored_text`) -> linear
+projection (or an MLP of ``mlp_hidden``) -> pooling; its input width is ``vocab_size`` (the stored
+features' ``len``: their width).
+All return unit vectors (B, embed_dim) from ``(tokens, lengths)`` and per-token features from
 ``word_features(tokens, lengths)`` (BERT also as ``token_features``).
 
 :class:`TextEncoderSpec` holds the choice; models call ``spec.build(...)`` where they create their
@@ -19,12 +22,13 @@ from torch import nn
 
 from itrlab.models.encoders import GRUTextEncoder
 
-TEXT_ENCODERS = ("bigru", "bert")
+TEXT_ENCODERS = ("bigru", "bert", "precomp")
 
 
 def build_text_encoder(encoder: str = "bigru", *, vocab_size: int, embed_dim: int, word_dim: int = 300,
                        num_layers: int = 1, pooling: str = "mean", projection_hidden: int | None = None,
-                       glove: bool = False, bert_path: str | Path | None = None, freeze: bool = False) -> nn.Module:
+                       glove: bool = False, bert_path: str | Path | None = None, freeze: bool = False,
+                       mlp_hidden: int | None = None) -> nn.Module:
     """The text encoder: ``vocab_size``/``word_dim``/``num_layers``/``glove`` apply to ``bigru``,
     ``bert_path``/``freeze`` to ``bert`` (whose vocabulary is its tokenizer's)."""
     if encoder == "bigru":
@@ -33,6 +37,10 @@ def build_text_encoder(encoder: str = "bigru", *, vocab_size: int, embed_dim: in
         from itrlab.models.bert_text import BertTextEncoder  # imports transformers: only when asked for
 
         return BertTextEncoder(bert_path, embed_dim, pooling, freeze=freeze, projection_hidden=projection_hidden)
+    if encoder == "precomp":
+        from itrlab.models.stored_text import StoredTextEncoder
+
+        return StoredTextEncoder(vocab_size, embed_dim, pooling, projection_hidden, mlp_hidden)
     raise ValueError(f"unknown text encoder {encoder!r}; allowed: {', '.join(TEXT_ENCODERS)}")
 
 
@@ -47,12 +55,13 @@ class TextEncoderSpec:
     glove: bool = False
     bert_path: str | Path | None = None
     freeze: bool = False
+    mlp_hidden: int | None = None
 
     def build(self, *, vocab_size: int, embed_dim: int, projection_hidden: int | None = None) -> nn.Module:
         return build_text_encoder(self.encoder, vocab_size=vocab_size, embed_dim=embed_dim, word_dim=self.word_dim,
                                   num_layers=self.num_layers, pooling=self.pooling,
                                   projection_hidden=projection_hidden, glove=self.glove,
-                                  bert_path=self.bert_path, freeze=self.freeze)
+                                  bert_path=self.bert_path, freeze=self.freeze, mlp_hidden=self.mlp_hidden)
 
 
 __all__ = ["TEXT_ENCODERS", "TextEncoderSpec", "build_text_encoder"]

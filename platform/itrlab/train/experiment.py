@@ -5,8 +5,9 @@ directory::
 
     runs/<experiment>/<run>/
         config.yaml        the resolved config
-        vocab.json         the text tokenizer: vocabulary of the training captions (BiGRU), or the
-                           pretrained model directory whose tokenizer encodes them (BERT)
+        vocab.json         the text tokenizer: vocabulary of the training captions (BiGRU), the
+                           pretrained model directory whose tokenizer encodes them (BERT), or the folder
+                           of stored text features (precomp)
         last.pt, best.pt   checkpoints (see itrlab.train.checkpoint)
         mlflow_run.json    the MLflow run this directory logs to (reused on resume)
         provenance.json    the digest of the data it trains on (a resume on other data is refused)
@@ -32,6 +33,7 @@ from itrlab.errors import UserInputError
 from itrlab.files import read_json
 from itrlab.data import generate_synthetic, open_precomp
 from itrlab.data.precomp import fingerprint
+from itrlab.data.text_features import resolve_folder
 from itrlab.data.tokenizers import build_text_tokenizer, load_text_tokenizer
 from itrlab.eval import RecallTable
 from itrlab.methods import BuildContext, build_method
@@ -86,7 +88,8 @@ def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
         vocab = load_text_tokenizer(vocab_path, text.encoder, text.bert_path)
     else:
         vocab = build_text_tokenizer(text.encoder, splits["train"].captions, min_count=text.vocab_min_count,
-                                     model_dir=text.bert_path)
+                                     model_dir=text.bert_path,
+                                     features_dir=resolve_folder(dataset.root, dataset.text_features))
         run_dir.mkdir(parents=True, exist_ok=True)  # only once every split has been read
         vocab.save(vocab_path)
     return TrainingData(vocab=vocab, **splits)

@@ -43,6 +43,7 @@ from itrlab.models.batched import make_batchable
 from itrlab.train.throughput import throughput_file
 
 COUNT_VOCAB = 1000  # the vocabulary of the counted model: an embedding lookup costs no FLOPs
+STORED_TEXT_WIDTH = 384  # stored text features (model.text.encoder=precomp): the packaged MiniLM's states
 SMALL_BATCHES = (2, 4, 8)  # where a step cannot run on the meta device
 
 
@@ -126,8 +127,18 @@ def count_step(config: ExperimentConfig, regions: int, feature_dim: int, caption
     return _COUNTED[key]
 
 
-def _batch(size: int, regions: int, feature_dim: int, tokens: int) -> Batch:
-    return Batch(images=torch.zeros(size, regions, feature_dim), tokens=torch.ones(size, tokens, dtype=torch.long),
+def _text_input(config: ExperimentConfig) -> int:
+    """The text encoder's input size in the counted model: a vocabulary (ids: an embedding lookup costs no
+    FLOPs), or the width of stored token states (``precomp``: the packaged MiniLM's hidden size)."""
+    return STORED_TEXT_WIDTH if config.model.text.encoder == "precomp" else COUNT_VOCAB
+
+
+def _batch(config: ExperimentConfig, size: int, regions: int, feature_dim: int, tokens: int) -> Batch:
+    if config.model.text.encoder == "precomp":
+        text = torch.zeros(size, tokens, STORED_TEXT_WIDTH)
+    else:
+        text = torch.ones(size, tokens, dtype=torch.long)
+    return Batch(images=torch.zeros(size, regions, feature_dim), tokens=text,
                  lengths=torch.full((size,), tokens, dtype=torch.long), image_ids=torch.arange(size),
                  caption_ids=torch.arange(size))
 
@@ -143,14 +154,14 @@ def _count(config: ExperimentConfig, regions: int, feature_dim: int, tokens: int
     generators) on the CPU at batches of 2, 4 and 8, the FLOPs' quadratic in the batch solved from them."""
     try:
         with torch.device("meta"), torch.inference_mode(False):
-            method = make_batchable(build_method(config, vocab_size=COUNT_VOCAB, feature_dim=feature_dim)).train()
-            return StepCount(*_run(method, _batch(config.train.batch_size, regions, feature_dim, tokens)))
+            method = make_batchable(build_method(config, vocab_size=_text_input(config), feature_dim=feature_dim)).train()
+            return StepCount(*_run(method, _batch(config, config.train.batch_size, regions, feature_dim, tokens)))
     except (RuntimeError, NotImplementedError):  # a value read on the meta device
         pass
     with torch.random.fork_rng(), torch.inference_mode(False):
         torch.manual_seed(0)
-        method = build_method(config, vocab_size=COUNT_VOCAB, feature_dim=feature_dim).train()
-        counts = [_run(method, _batch(size, regions, feature_dim, tokens)) for size in SMALL_BATCHES]
+        method = build_method(config, vocab_size=_text_input(config), feature_dim=feature_dim).train()
+        counts = [_run(method, _batch(config, size, regions, feature_dim, tokens)) for size in SMALL_BATCHES]
     x = torch.tensor(SMALL_BATCHES, dtype=torch.float64)
     solved = torch.linalg.solve(torch.stack([torch.ones_like(x), x, x * x], dim=1),
                                 torch.tensor([flops for flops, _ in counts], dtype=torch.float64))

@@ -36,8 +36,9 @@ def group_refusal(config: ExperimentConfig) -> str | None:
         return f"method {config.method.name} cannot train in a group: {reason}"
     text, image = config.model.text, config.model.image
     if text.encoder != "bigru":
-        return (f"model.text.encoder={text.encoder} cannot train in a group: the pretrained transformer is not "
-                f"run under torch.func.vmap here (bigru is)")
+        what = ("its stored token states are not padded across the members' batches here" if text.encoder == "precomp"
+                else "the pretrained transformer is not run under torch.func.vmap here")
+        return f"model.text.encoder={text.encoder} cannot train in a group: {what} (bigru is)"
     for where, pooling in (("model.text.pooling", text.pooling), ("model.image.pooling", image.pooling)):
         if pooling != "mean":
             return f"{where}={pooling} cannot train in a group: GPO's weights come from a GRU over packed sequences"

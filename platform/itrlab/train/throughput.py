@@ -29,7 +29,8 @@ def training_shape(config: ExperimentConfig, regions: int, feature_dim: int) -> 
     """``convse 36x2048 embed1024 bigru300 batch256 fp32``: what decides a training step's cost; a scheme
     that wraps the method adds its structure (``xattn ... fp32 oss x2``: two branches train)."""
     text = config.model.text
-    encoder = f"{text.encoder}{text.word_dim}" if text.encoder == "bigru" else f"{text.encoder}:{text.bert_path}"
+    encoder = {"bigru": f"bigru{text.word_dim}", "precomp": f"precomp{f'-mlp{text.mlp_hidden}' if text.mlp_hidden else ''}"
+               }.get(text.encoder, f"{text.encoder}:{text.bert_path}")
     structure = scheme_structure(config)
     scheme = f" {structure}" if structure else ""
     return (f"{config.method.name} {regions}x{feature_dim} embed{config.model.embed_dim} {encoder} "

@@ -95,6 +95,11 @@ class AsclMethod(MethodModule):
         settings = cls.method_settings(config)
         refuse_pooled_settings(config, "attends over every token and region and pools them itself (eq. 1-3): "
                                        "a pooled (GPO) encoder has no place in its fusion scorer")
+        if config.model.text.encoder == "precomp":
+            raise ConfigError("model.text.encoder", "precomp",
+                              "AsCL edits captions and encodes them again (type-II concatenation and type-III "
+                              "truncation of token ids, §II-B; noise on the encoder's input embeddings): stored "
+                              "text features hold no ids to edit and no encoder to run; use bigru or bert")
         if settings.cutoff_rows >= config.model.text.max_len:
             raise ConfigError("method.cutoff_rows", settings.cutoff_rows,
                               f"fewer than model.text.max_len ({config.model.text.max_len}) tokens: token cutoff "

@@ -1,0 +1,236 @@
+"""Text features computed once (``jobs/extract_features.py --text``) and the encoder that reads them
+(``model.text.encoder=precomp``): the stored states are the model's own, the folder is a resumable cache
+tied to its captions, bad folders stop a run before it trains, and every method that reads token-level
+text trains on them.
+
+Speed: the packaged MiniLM cut to one layer (conftest's ``small_bert_dir``) encodes a few hundred short
+captions of a small precomp folder.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import conftest
+from itrlab.cli import main
+from itrlab.data.dataset import pad_tokens
+from itrlab.data.text_features import TextFeatures, captions_digest, resolve_folder, tokens_path
+from itrlab.data.tokenizers import PretrainedTokenizer, load_text_tokenizer
+from itrlab.errors import DataError
+from itrlab.extract import text as text_job
+from itrlab.extract.distributed import main as extract_main
+from itrlab.models.bert_text import BertTextEncoder, load_pretrained_model
+from itrlab.models.stored_text import StoredTextEncoder
+
+SIZES = {"train": 40, "dev": 10, "test": 10}  # 300 captions
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory, small_bert_dir) -> Path:
+    """A small precomp folder with its text features (token states and sentence vectors), chunks of 64."""
+    root = conftest.write_precomp(tmp_path_factory.mktemp("data") / "precomp", SIZES)
+    text_job.extract_text(text_job.TextOptions(root, kind="both", model_dir=small_bert_dir, chunk_size=64,
+                                               progress=False))
+    return root
+
+
+def copy_of(stored: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(stored, tmp_path / "copy"))
+
+
+def test_stored_states_are_the_models_own(stored, small_bert_dir):
+    """Each caption's stored states equal the model's last hidden states for it alone (float16 rounding),
+    its sentence vector their unit mean; the folder keeps the captions' digest."""
+    features = TextFeatures(stored / "text")
+    captions = (stored / "train_caps.txt").read_text().splitlines()
+    split = features.open_split("train", captions)
+    tokenizer, model = PretrainedTokenizer(small_bert_dir), load_pretrained_model(small_bert_dir).eval()
+    sentences = np.load(stored / "text" / "train_sentence.npy")
+    for index in (0, 7, 63, 64, 199):  # both sides of a chunk boundary
+        ids = torch.tensor([tokenizer.encode(captions[index], max_len=64)])
+        with torch.no_grad():
+            expected = model(input_ids=ids).last_hidden_state[0]
+        assert torch.allclose(split[index], expected, atol=2e-2, rtol=1e-2)
+        assert np.allclose(sentences[index], torch.nn.functional.normalize(expected.mean(0), dim=0), atol=2e-3)
+    assert features.splits["train"]["captions_sha256"] == captions_digest(captions)
+    assert len(split) == 200 and features.width == 384 and set(features.kinds) == {"tokens", "sentence"}
+
+
+def test_the_stored_encoder_is_the_frozen_bert_encoder_run_ahead_of_time(stored, small_bert_dir):
+    """The same projection over stored states and over the frozen transformer gives the same embeddings."""
+    torch.manual_seed(0)
+    bert = BertTextEncoder(small_bert_dir, embed_dim=16, pooling="mean", freeze=True).eval()
+    encoder = StoredTextEncoder(384, 16, "mean").eval()
+    encoder.fc.load_state_dict(bert.fc.state_dict())
+    captions = (stored / "dev_caps.txt").read_text().splitlines()
+    split = TextFeatures(stored / "text").open_split("dev", captions)
+    states, lengths = pad_tokens([split[i] for i in range(6)])
+    tokenizer = PretrainedTokenizer(small_bert_dir)
+    ids, id_lengths = pad_tokens([torch.tensor(tokenizer.encode(c, max_len=64)) for c in captions[:6]])
+    assert torch.equal(lengths, id_lengths)
+    with torch.no_grad():
+        assert torch.allclose(encoder(states, lengths), bert(ids, id_lengths), atol=5e-3)
+
+
+def test_a_rerun_computes_nothing_and_an_interrupted_run_resumes(stored, tmp_path, small_bert_dir, monkeypatch):
+    root = copy_of(stored, tmp_path)
+    options = text_job.TextOptions(root, kind="both", model_dir=small_bert_dir, chunk_size=64, progress=False)
+    assert text_job.extract_text(options).get("up_to_date") is True
+    before = {p.name: p.read_bytes() for p in (root / "text").glob("*.npy")}
+    shutil.rmtree(root / "text")
+    real_savez, written = np.savez, []
+
+    def interrupting(path, **arrays):
+        if len(written) == 2:
+            raise KeyboardInterrupt
+        real_savez(path, **arrays)
+        written.append(path)
+    monkeypatch.setattr(text_job.np, "savez", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        text_job.extract_text(options)
+    assert not (root / "text" / "text.json").exists() and len(list((root / "text" / ".work").glob("*.npz"))) == 2
+    monkeypatch.setattr(text_job.np, "savez", real_savez)
+    computed = []
+    monkeypatch.setattr(text_job.CaptionEncoder, "encode", counting(text_job.CaptionEncoder.encode, computed))
+    manifest = text_job.extract_text(options)
+    # chunks in split order: dev (50 captions), test (50), train (64, 64, 64, 8): dev and test were kept
+    assert manifest["run"]["captions_this_run"] == 200 and len(computed) == 4
+    assert {p.name: p.read_bytes() for p in (root / "text").glob("*.npy")} == before
+    assert not (root / "text" / ".work").exists()
+
+
+def counting(function, calls):
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        return function(*args, **kwargs)
+    return wrapped
+
+
+def test_another_kind_or_length_is_refused_without_overwrite_and_changed_captions_extract_again(
+        stored, tmp_path, small_bert_dir, capsys):
+    root = copy_of(stored, tmp_path)
+    argv = ["--text-only", "--out", str(root), "--text-model", str(small_bert_dir), "--no-progress"]
+    assert extract_main([*argv, "--text", "tokens"]) == 2
+    assert "holds text features with other settings (kinds" in capsys.readouterr().err
+    lines = (root / "test_caps.txt").read_text().splitlines()
+    (root / "test_caps.txt").write_text("\n".join(["a new caption", *lines[1:]]) + "\n")
+    assert extract_main([*argv, "--text", "both"]) == 0
+    assert "out of date (splits changed)" in capsys.readouterr().err
+    features = TextFeatures(root / "text")
+    features.check_split("test", (root / "test_caps.txt").read_text().splitlines())
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--text-only"], "--text-only needs --out"),
+    (["--text-only", "--out", "x", "--images", "y"], "--images does not apply"),
+    (["--text-only", "--out", "x", "--text-max-len", "1"], "--text-max-len: got 1; must be >= 2"),
+])
+def test_text_flags_are_checked_before_any_work(argv, says, capsys):
+    assert extract_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1
+
+
+def tiny_config(root: Path, *overrides: str, experiment: str = "vsepp_synthetic_tiny"):
+    from itrlab.assembly import load_experiment
+
+    return load_experiment(experiment, [*on_stored_text(root), "train.epochs=1", "train.batch_size=16",
+                                        "tracking.enabled=false", *overrides])
+
+
+def on_stored_text(root: Path, *overrides: str) -> list[str]:
+    """The overrides that train on the precomp folder ``root`` with its stored text features."""
+    return ["dataset.kind=precomp", f"dataset.root={root}", "model.text.encoder=precomp", *overrides]
+
+
+def refused(capsys, root: Path, *overrides: str) -> str:
+    assert main(["check-config", "-c", "vsepp_synthetic_tiny", *on_stored_text(root, *overrides)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_text_features_of_other_captions_are_refused_before_training(stored, tmp_path, capsys):
+    root = copy_of(stored, tmp_path)
+    lines = (root / "train_caps.txt").read_text().splitlines()
+    (root / "train_caps.txt").write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n")  # another order
+    err = refused(capsys, root)
+    assert "text.json" in err and "split 'train': these text features belong to other captions" in err
+
+
+def test_a_truncated_or_missing_text_file_is_refused(stored, tmp_path, capsys):
+    root = copy_of(stored, tmp_path)
+    path = tokens_path(root / "text", "dev")
+    path.write_bytes(path.read_bytes()[:-4096])
+    err = refused(capsys, root)
+    assert "dev_tokens.npy" in err and "truncated" in err
+    path.unlink()
+    assert "dev_tokens.npy: missing" in refused(capsys, root)
+    shutil.rmtree(root / "text")
+    assert "no text features here (write them with jobs/extract_features.py --text" in refused(capsys, root)
+
+
+def test_sentence_vectors_alone_cannot_feed_a_token_level_encoder(stored, tmp_path, capsys, small_bert_dir):
+    root = conftest.write_precomp(tmp_path / "sentences", SIZES)
+    text_job.extract_text(text_job.TextOptions(root, kind="sentence", model_dir=small_bert_dir, progress=False))
+    assert "holds sentence, not tokens states" in refused(capsys, root)
+
+
+def test_an_explicit_folder_and_a_pooled_layout_find_their_features(stored, tmp_path):
+    assert resolve_folder(stored) == stored / "text"
+    layout = tmp_path / "pool1x1"
+    layout.mkdir()
+    (layout / "layout.json").write_text("{}")
+    (tmp_path / "text").mkdir()
+    assert resolve_folder(layout) == tmp_path / "text"  # a derived layout reads its grid's features
+    assert resolve_folder(layout, tmp_path / "elsewhere") == tmp_path / "elsewhere"
+
+
+def test_training_on_stored_text_features_and_its_resume(stored, tmp_path):
+    from itrlab.train import prepare_data, run_experiment
+
+    config = tiny_config(stored)
+    result = run_experiment(config, tmp_path / "run")
+    assert 0 < result.test.rsum <= 600
+    saved = json.loads((tmp_path / "run" / "vocab.json").read_text())
+    assert saved["folder"] == str((stored / "text").resolve())
+    again = prepare_data(config, tmp_path / "run")  # what a resumed run does
+    assert isinstance(again.vocab, TextFeatures) and again.vocab == TextFeatures(stored / "text")
+
+
+def test_a_resume_refuses_text_features_that_changed(stored, tmp_path, small_bert_dir):
+    root = copy_of(stored, tmp_path)
+    vocab_file = tmp_path / "vocab.json"
+    TextFeatures(root / "text").save(vocab_file)
+    text_job.extract_text(text_job.TextOptions(root, kind="both", max_len=8, model_dir=small_bert_dir,
+                                               overwrite=True, progress=False))
+    with pytest.raises(DataError, match="changed since this run started"):
+        load_text_tokenizer(vocab_file, "precomp")
+
+
+@pytest.mark.parametrize("experiment,method,overrides", [
+    ("vsepp_synthetic_tiny", "vsepp", ["model.text.pooling=gpo"]),
+    ("xattn_synthetic_tiny", "xattn", []),
+    ("coder_synthetic_tiny", "coder", ["method.concept_size=6"]),  # the folder's captions use 8 words
+])
+def test_every_token_level_method_trains_on_stored_states(stored, tmp_path, experiment, method, overrides):
+    """Dual encoders with GPO, xattn's cross-attention over token features and CODER's concept branch (its
+    query pools the text encoder's word features) all train on stored states."""
+    from itrlab.train import run_experiment
+
+    config = tiny_config(stored, *overrides, experiment=experiment)
+    assert config.method.name == method
+    result = run_experiment(config, tmp_path / "run")
+    assert 0 < result.test.rsum <= 600
+
+
+def test_ascl_refuses_stored_states_with_one_line(stored, capsys):
+    assert main(["check-config", "-c", "ascl_synthetic_tiny", *on_stored_text(stored)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "model.text.encoder" in err and "stored text features hold no ids to edit" in err
