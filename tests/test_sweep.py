@@ -123,8 +123,8 @@ def test_report_of_a_finished_sweep_and_of_a_run_that_is_no_sweep(tiny_sweep, tm
     assert "| chance | " in text
     # what the runs show: each row's training loss at its first and last epoch, from the trials' runs
     section = text[text.index("## What the runs show"):text.index("## Trials")]
-    assert "| row | seeds | loss, epoch 1 | loss, last epoch | last / first |" in section
-    assert re.search(r"\| A \| \d \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|", section), section
+    assert "| row | seeds | part | from epoch | first | to epoch | last | last - first |" in section
+    assert re.search(r"\| A \| 1 \| loss \(total\) \| 1 \| [0-9.]+ \| 2 \| [0-9.]+ \| -?[0-9.]+ \|", section), section
     assert sorted(p.name.split("-tiny_sweep-")[1] for p in (tmp_path / "results" / "img").iterdir()) == [
         "pivot_test_rsum.png", "trial_curves.png"]
     assert done.stderr.strip() == ""  # no progress bars
