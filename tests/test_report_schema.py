@@ -4,8 +4,8 @@ Every tampered variant of the probe's classes (not JSON, empty, a list, non-UTF-
 used in paths, rows as a string, missing keys, columns of unequal length, deep nesting, huge files and
 descriptions, wrong types and ranges) is logged as a parent run's summary in a real MLflow store, and
 ``itrlab report`` answers each with one line on stderr and exit status 2, writing no page; the same
-command on the untampered summary writes its page. A sweep still running, or one that ended before its
-report, and ``--out ''`` get lines that say so.
+command on the untampered summary writes its page. A sweep still running, one that ended before its
+report, a sweep's trial and ``--out ''`` get lines that say so.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ TAMPERED = {
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A SQLite MLflow store with one finished sweep parent run per summary (the valid one and each variant),
-    one running parent run and one killed one (neither wrote a summary): name -> run id."""
+    one running parent run and one killed one (neither wrote a summary), and a trial of the valid one."""
     from itrlab.tracking import SWEEP_TAG, MlflowTracker
 
     folder = tmp_path_factory.mktemp("summaries")
@@ -122,6 +122,9 @@ def store(tmp_path_factory):
     runs["running"] = tracker.start(run_name="running", tags={SWEEP_TAG: "dbl_tiny"}, params={})
     runs["killed"] = MlflowTracker("dbl_tiny", uri).start(run_name="killed", tags={SWEEP_TAG: "dbl_tiny"}, params={})
     tracker.end_run(runs["killed"], "KILLED")
+    runs["trial"] = MlflowTracker("dbl_tiny", uri).start(run_name="trial", tags={SWEEP_TAG: "dbl_tiny"}, params={},
+                                                          parent_run_id=runs["valid"])
+    tracker.end_run(runs["trial"], "FINISHED")
     return folder, uri, runs
 
 
@@ -156,6 +159,9 @@ def test_a_running_or_unfinished_sweep_and_an_empty_out_are_named(store, capsys)
                                    f"running: its results (sweep/summary.json) are written when it ends; report it then"]
     status, err = report(store, "killed", str(folder / "killed"), capsys)
     assert status == 2 and len(err) == 1 and "ended KILLED before it wrote its results" in err[0]
+    status, err = report(store, "trial", str(folder / "trial"), capsys)
+    assert status == 2 and err == [f"itrlab: error: run {runs['trial']} is not a sweep's parent run: it is a trial of "
+                                   f"sweep 'dbl_tiny'; give its parent run {runs['valid']}"]
     status, err = report(store, "valid", "", capsys)
     assert status == 2 and err == ["itrlab: error: --out: got an empty path; give the folder of the page "
                                    "(default: docs/results)"]

@@ -238,7 +238,7 @@ def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, t
     assert cells["F"][9].startswith(("+", "-")) and " ± " in cells["F"][9]  # vs A, with Welch's interval
     assert re.fullmatch(r"\d+\.\d-\d+\.\d", cells["chance"][1]) and "random scores" in cells["chance"][-1]
     assert f'<p class="headline">{html.escape(headline, quote=False)}</p>' in report  # as the DOM serialises text
-    assert result.headline == headline and "at 95% (2 seeds)" in headline
+    assert result.headline == headline and "(2 seeds)" in headline  # "at 95%", or inconclusive: still learning
     assert 0 < rsum_column_right_edge(served, 480) <= 480  # rsum, right after the row label, inside the frame
     assert "variant" in table and "test_rsum_mean" in table and "published" in table
     assert sorted(set(re.findall(r">([AF])<", table))) == ["A", "F"], "the swept column's cells are empty"

@@ -175,7 +175,7 @@ def report_main(args: argparse.Namespace) -> int:
     from itrlab.report.diagnostics import diagnostics
     from itrlab.report.results_page import check_profile, page_name, render, unused_page_name
     from itrlab.report.summary_schema import read_summary
-    from itrlab.tracking import SWEEP_TAG, MlflowTracker, check_tracking_store, resolve_tracking_uri
+    from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri
 
     if not args.out.strip():  # Path("") is the current folder: never where a page goes by accident
         raise UserInputError("--out: got an empty path; give the folder of the page (default: docs/results)")
@@ -186,7 +186,7 @@ def report_main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = tracker.download_artifact(args.run_id, "sweep/summary.json", tmp)
         if path is None:
-            raise UserInputError(_no_summary(args.run_id, run, run["tags"].get(SWEEP_TAG)))
+            raise UserInputError(_no_summary(args.run_id, run))
         summary = read_summary(path, f"run {args.run_id}: sweep/summary.json")
         name = unused_page_name(out, page_name(run, summary), args.run_id)
         images = {}
@@ -208,9 +208,15 @@ def report_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _no_summary(run_id: str, run: dict, sweep: str | None) -> str:
-    """Why a run has no ``sweep/summary.json``: a sweep still running, one that ended before its report, or
-    a run that is no sweep's parent."""
+def _no_summary(run_id: str, run: dict) -> str:
+    """Why a run has no ``sweep/summary.json``: a sweep still running, one that ended before its report, a
+    sweep's trial, or a run of no sweep."""
+    from itrlab.tracking.mlflow_tracker import PARENT_TAG, SWEEP_TAG
+
+    sweep, parent = run["tags"].get(SWEEP_TAG), run["tags"].get(PARENT_TAG)
+    if sweep and parent:
+        return (f"run {run_id} is not a sweep's parent run: it is a trial of sweep '{sweep}'; give its parent run "
+                f"{parent}")
     if sweep and run.get("status") == "RUNNING":
         return (f"run {run_id} is the parent run of sweep '{sweep}', still running: its results "
                 f"(sweep/summary.json) are written when it ends; report it then")
