@@ -88,7 +88,8 @@ def test_what_the_runs_show_reads_each_part_from_its_own_first_epoch_against_its
                              ["F", 1, "cluster", "2", 2.3, "3", 1.15, -1.15, 50.0, "floor 0; ln K"],
                              ["F", 1, "labelled", "3", 1.0, "3", 1.0, 0.0, None, "statistic; floor 0; a share"],
                              ["F", 1, "signed", "1", 4.0, "3", -0.15, -4.15, None, ""]]
-    assert "after the loss's warm-up, where a row has one (1 epoch of another loss, not read)" in table["notes"][0]
+    assert "the first epoch after the loss's warm-up, if it has one (here 1 epoch of another loss, not read), at " \
+           "which it is not 0" in table["notes"][0]
     page = render(summary, RUN, diagnostics=table)
     assert "## What the runs show" in page and "| A | 2 | loss (total) | 2 | 11 | 3 | 6 | -5 |  |  |" in page
     assert "| F | 1 | cluster | 2 | 2.3 | 3 | 1.15 | -1.15 | 50 | floor 0; ln K |" in page

@@ -41,7 +41,7 @@ class Convergence:
 
     def to_dict(self) -> dict:
         return {"seeds": self.seeds, "epochs": self.epochs, "best_epoch": self.best_epoch, "since": self.since,
-                "rise": round(self.rise, 4), "spread": None if self.spread is None else round(self.spread, 4),
+                "rise": round(self.rise, 2), "spread": None if self.spread is None else round(self.spread, 2),
                 "still_learning": self.learning}
 
 

@@ -175,15 +175,14 @@ def diagnostics(summary: dict[str, Any], runs: dict[str, dict[str, Any]],
                           _mean([r.last - r.first for r in found]),
                           None if _statistic(bound) else _to_floor(found, floor), "; ".join(said)])
     trained = sorted(w for w in warmups if w)
-    warmup = "after the loss's warm-up, where a row has one" + (
-        f" ({' or '.join(map(str, trained))} epoch{'s' if trained != [1] else ''} of another loss, not read)"
-        if trained else "")
+    warmup = (f" (here {' or '.join(map(str, trained))} epoch{'s' if trained != [1] else ''} of another loss, not read)"
+              if trained else "")
     notes = [f"Means over each row's finished seeds (their count in 'seeds') of the trials' MLflow runs. Each part "
-             f"of the loss is read from its own first epoch ('from epoch'): the first {warmup} at which it is not "
-             f"0 (a term switched on later logs 0 before); the total from the first epoch at which every term it "
-             f"sums is on. 'first' and 'last' are its values there and at the last epoch, 'last - first' their "
-             f"difference per seed. A ratio is given only against a floor the method declares: '% of the way "
-             f"to its floor' is how far the part went from its first value towards it; a part that can go below "
-             f"zero, or whose floor is unknown, gets none, since a ratio to 0 says nothing of it. A statistic is "
-             f"a figure logged beside the loss, no term of it."]
+             f"of the loss is read from its own first epoch ('from epoch'): the first epoch after the loss's warm-up, "
+             f"if it has one{warmup}, at which it is not 0 (a term switched on later logs 0 before); the total from "
+             f"the first epoch at which every term it sums is on. 'first' and 'last' are its values there and at the "
+             f"last epoch, 'last - first' their difference per seed. A ratio is given only against a floor the "
+             f"method declares: '% of the way to its floor' is how far the part went from its first value towards "
+             f"it; a part that can go below zero, or whose floor is unknown, gets none, since a ratio to 0 says "
+             f"nothing of it. A statistic is a figure logged beside the loss, no term of it."]
     return {"header": header, "rows": table, "notes": notes}

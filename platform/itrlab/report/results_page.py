@@ -106,7 +106,7 @@ def convergence_columns(convergence: dict[str, dict[str, Any]]) -> dict[str, lis
 
 def _shape(summary: dict[str, Any]) -> str:
     shape = summary.get("data_shape")
-    return f" ({DataShape.from_dict(shape).describe()})" if shape else ""
+    return f" {md_text(f'({DataShape.from_dict(shape).describe()})')}" if shape else ""
 
 
 def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] | None = None,
@@ -131,7 +131,7 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
         f"{md_code(run.get('experiment', '?'))}{runs_table}",
         f"- experiment {md_code(summary['experiment'])}, objective {md_text(summary['objective'])}, "
         f"seeds {md_text(summary['seeds'])}",
-        f"- data: {md_code(summary.get('dataset') or '?')}{md_text(_shape(summary))}, test protocol "
+        f"- data: {md_code(summary.get('dataset') or '?')}{_shape(summary)}, test protocol "
         f"{md_code(summary.get('test_protocol') or '?')}",
         f"- trials: {total} ({md_text(', '.join(f'{v} {k}' for k, v in counts.items() if v))})",
     ]
