@@ -274,7 +274,8 @@ def test_a_headline_never_calls_a_row_still_learning_no_better_than_the_baseline
     learning = {row: found.learning for row, found in converged.items()}
     table, spec = dbl_table({"A": [150.0, 151.0, 152.0], "F": [170.0, 171.0, 172.0], "C": [150.0, 152.0, 151.0]})
     top, report = report_of(table, spec, level, learning, converged)
-    assert top.winner == "F" and "; still learning, so at this budget only: F (best validation epoch 2 of 2)" in top.text
+    assert top.winner == "F"
+    assert "; still learning, so at this budget only: F (best validation epoch 2 of 2)" in top.text
     assert any(note.startswith("Still learning: a row whose mean validation rsum") and "Still learning here: F." in note
                and note.endswith("Not judged (no validation history): C.") for note in report.notes)
 
@@ -294,13 +295,14 @@ def test_rows_that_share_seeds_are_compared_paired_and_the_page_says_which_inter
     assert top.winner == "B" and top.interval == "paired"
     assert top.text.endswith(f"+5.0 ± {paired.half_width:.1f} over A at 95% (3 seeds), paired by seed")
     assert report.header[9:11] == ["rsum vs A", "rsum vs A, paired"]
-    assert report.rows[1][9] == f"+5.0 ± {welch.half_width:.1f}" and report.rows[1][10] == f"+5.0 ± {paired.half_width:.1f}"
+    assert report.rows[1][9:11] == [f"+5.0 ± {welch.half_width:.1f}", f"+5.0 ± {paired.half_width:.1f}"]
     assert "The headline's interval: the paired one (the per-seed differences over the seeds both rows finished)." \
         in report.notes
     # B has one seed in common with A: Welch's interval, said to be so; no paired column
     rows = cells("dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "B": [170.0, 171.0, 172.0]})
     rows = [row if not row.trial_id.startswith("B") else
-            TrialRow(row.trial_id, {**row.params, "seed": row.params["seed"] + 2}, row.metrics, row.status) for row in rows]
+            TrialRow(row.trial_id, {**row.params, "seed": row.params["seed"] + 2}, row.metrics, row.status)
+            for row in rows]
     table = pivot(rows, load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2, 3, 4]}), SYNTHETIC, "all")
     top, report = report_of(table, load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2, 3, 4]}), level)
     assert top.interval == "Welch" and "paired" not in top.text and "rsum vs A, paired" not in report.header
@@ -326,11 +328,13 @@ def test_a_row_whose_every_seed_diverged_stays_in_the_table_and_the_headline_nam
     top, report = report_of(table, spec, chance_level(50, 5, "all"))
     assert top.winner == "F" and "; no result: C (diverged 3/3: loss became nan at epoch 2 | step 7)" in top.text
     c_row = report.rows[1]
-    assert c_row[0] == "C" and c_row[1] == "-" and c_row[-1] == "0 of 3 seeds, diverged 3/3: loss became nan at epoch 2 | step 7"
+    assert c_row[0] == "C" and c_row[1] == "-"
+    assert c_row[-1] == "0 of 3 seeds, diverged 3/3: loss became nan at epoch 2 | step 7"
     assert "| C | - |" in report.markdown() and "step 7 |" in report.markdown().split("| C |")[1].splitlines()[0]
     # some seeds failed: the row keeps its mean and says what became of the others
     rows = cells("dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "F": [170.0]})
-    rows += [TrialRow(f"F{seed}x", {"cooperative.strategy": "F", "seed": seed}, {}, "error", "killed") for seed in (1, 2)]
+    rows += [TrialRow(f"F{seed}x", {"cooperative.strategy": "F", "seed": seed}, {}, "error", "killed")
+             for seed in (1, 2)]
     top = headline(pivot(rows, spec, SYNTHETIC, "all"), spec)
     assert "fewer seeds than the grid: F (1 seed; failed 2/3)" in top.text
     # every row diverged: the headline says so, and the report still has a table

@@ -29,9 +29,11 @@ VALID = {"sweep": "dbl_tiny", "description": "DBL's strategies", "experiment": "
                         "regions": 6, "feature_dim": 32, "synthetic": True},
          "report": {"title": "dbl_tiny: test results over seeds [0, 1]",
                     "header": ["cooperative.strategy", "rsum", "rsum vs A", "note"],
-                    "rows": [["A", "84.4 ± 3.1", "baseline", ""], ["F", "68.8 (1 seed)", "-15.6 (1 seed)", "1 of 2 seeds"]],
+                    "rows": [["A", "84.4 ± 3.1", "baseline", ""],
+                             ["F", "68.8 (1 seed)", "-15.6 (1 seed)", "1 of 2 seeds"]],
                     "row_kinds": ["baseline", "result"], "headline": "no row differs from A at 95% (1-2 seeds)",
-                    "notes": ["Cells: mean ± 95% Student-t interval"], "provenance": ["experiment dbl_synthetic_tiny"]},
+                    "notes": ["Cells: mean ± 95% Student-t interval"],
+                    "provenance": ["experiment dbl_synthetic_tiny"]},
          "headline": "no row differs from A at 95% (1-2 seeds)",
          "convergence": {"A": {"seeds": 2, "epochs": 4, "best_epoch": 3, "since": 3, "rise": -1.0, "spread": 2.0,
                                "still_learning": ""}},
@@ -85,7 +87,8 @@ TAMPERED = {
     "trials a list": (changed("trials", [1, 2]), "'trials': got [1, 2]; a mapping"),
     "rows as a string": (changed("report.rows", "A | 84.4"), "'report.rows': got 'A | 84.4'; a list"),
     "a row short of the header": (changed("report.rows.1", ["F", "68.8"]), "'report.rows[1]': got '2 cells'"),
-    "columns of unequal length": (changed("trials.status", ["finished"]), "'trials.status': got '1 rows'; columns of one length"),
+    "columns of unequal length": (changed("trials.status", ["finished"]),
+                                  "'trials.status': got '1 rows'; columns of one length"),
     "a cell that is a mapping": (changed("trials.rsum", [{"x": 1}, None]), "'trials.rsum[0]'"),
     "a negative trial count": (changed("trial_counts.finished", -3), "'trial_counts.finished': got -3"),
     "a count as a string": (changed("trial_counts.error", "1"), "'trial_counts.error': got '1'"),
@@ -156,7 +159,8 @@ def test_a_running_or_unfinished_sweep_and_an_empty_out_are_named(store, capsys)
     folder, _, runs = store
     status, err = report(store, "running", str(folder / "running"), capsys)
     assert status == 2 and err == [f"itrlab: error: run {runs['running']} is the parent run of sweep 'dbl_tiny', still "
-                                   f"running: its results (sweep/summary.json) are written when it ends; report it then"]
+                                   f"running: its results (sweep/summary.json) are written when it ends; report it "
+                                   f"then"]
     status, err = report(store, "killed", str(folder / "killed"), capsys)
     assert status == 2 and len(err) == 1 and "ended KILLED before it wrote its results" in err[0]
     status, err = report(store, "trial", str(folder / "trial"), capsys)

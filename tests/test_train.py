@@ -112,7 +112,8 @@ def test_one_seed_gives_two_rows_that_differ_in_the_loss_the_same_batches_and_in
         weights = {key: value.clone() for key, value in run.trainer.method.state_dict().items()}
         return (first.caption_ids, second.caption_ids), weights
 
-    (order, weights), (other_order, other_weights) = first_steps("max", "loss.name=vsepp"), first_steps("sum", "loss.name=vse")
+    order, weights = first_steps("max", "loss.name=vsepp")
+    other_order, other_weights = first_steps("sum", "loss.name=vse")
     assert all(torch.equal(a, b) for a, b in zip(order, other_order))
     assert weights.keys() == other_weights.keys() and all(torch.equal(weights[k], other_weights[k]) for k in weights)
     (seed_order, seed_weights) = first_steps("seed1", "loss.name=vsepp", "seed=1")

@@ -146,7 +146,8 @@ def headline(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None
                f"{_pm(table[f'{column}_ci95'][best], column)} ({seeds_text})" + _learning_note(marks, [best])
         return Headline(text + notes, column, None, baseline, metrics)
     if base not in rows:
-        text = (f"no comparison: the baseline {baseline} has no result ({marks.what_became(base) or 'no finished seed'})"
+        became = marks.what_became(base) or "no finished seed"
+        text = (f"no comparison: the baseline {baseline} has no result ({became})"
                 f"; highest mean: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
                 f"{_pm(table[f'{column}_ci95'][best], column)}")
         return Headline(text + notes, column, None, baseline, metrics)

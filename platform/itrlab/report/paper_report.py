@@ -196,7 +196,8 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
         rows.append(["chance"] + [f"{low:.1f}-{high:.1f}" if c == "test_rsum" else
                                   number(level.recalls[c.removeprefix("test_")], c) if c != "test_md" else "-"
                                   for c in columns]
-                    + [""] * (len(header) - 2 - len(columns)) + ["random scores: rsum's 95% range, the recalls' expected values"])
+                    + [""] * (len(header) - 2 - len(columns))
+                    + ["random scores: rsum's 95% range, the recalls' expected values"])
         kinds.append("chance")
     for anchor in inputs.anchors:  # below everything of ours: never a row of the grid
         rows.append([f"{anchor.name} (published)", *_printed(anchor.numbers, columns),

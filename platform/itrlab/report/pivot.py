@@ -122,8 +122,9 @@ def comparisons(rows: list[TrialRow], spec: SweepSpec, column: str) -> list[Comp
     pairs = []
     for row, reference in spec.table.compare:
         mine, theirs = groups.get(row, []), groups.get(reference, [])
-        pairs.append(Comparison(row, reference, column, difference_interval(_values(mine, column), _values(theirs, column)),
-                                paired_interval(_by_seed(mine, column), _by_seed(theirs, column))))
+        welch = difference_interval(_values(mine, column), _values(theirs, column))
+        pairs.append(Comparison(row, reference, column, welch, paired_interval(_by_seed(mine, column),
+                                                                               _by_seed(theirs, column))))
     return pairs
 
 
@@ -159,7 +160,8 @@ def pivot(rows: list[TrialRow], spec: SweepSpec, shape: DataShape | None = None,
         if paper is not None and absent is None:
             published = [paper.rows.get(name, {}).get(column.removeprefix("test_")) for name in names]
             table[f"{column}_paper"] = published
-            table[f"{column}_vs_paper"] = [None if p is None or not m.n else m.value - p for m, p in zip(means, published)]
+            table[f"{column}_vs_paper"] = [None if p is None or not m.n else m.value - p
+                                           for m, p in zip(means, published)]
     table["baseline"] = [name == baseline for name in names]
     table["unfinished"] = [unfinished(groups[group]) for group in keys]
     cost_column, per_trial = trial_cost_unit(spec)
