@@ -171,3 +171,51 @@ def test_a_running_or_unfinished_sweep_and_an_empty_out_are_named(store, capsys)
                                    "(default: docs/results)"]
     status, err = report(store, "valid", "  ", capsys)
     assert status == 2 and "--out: got an empty path" in err[0]
+
+
+def test_every_mutation_of_the_valid_summary_is_refused_in_one_line_or_rendered():
+    """3,000 seeded mutations (1 to 3 keys anywhere set to another type or value, or removed): the check
+    refuses each with a SummaryError of one line, or the page renders it; nothing else is raised."""
+    import random
+
+    from itrlab.report.diagnostics import diagnostics
+    from itrlab.report.results_page import render
+    from itrlab.report.summary_schema import SummaryError, check_summary
+
+    values = [None, 0, -1, 1.5, True, "", "x", "../x", [], {}, [1], {"a": 1}, ["a"], [["a"]], "a\nb", 10 ** 12,
+              [None], {"": []}]
+
+    def paths(node, path=()):
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in children:
+            yield (*path, key)
+            yield from paths(child, (*path, key))
+
+    keys = list(paths(VALID))
+    run = {"run_id": "abc", "experiment": "e", "status": "FINISHED", "start_time": 0, "end_time": 1000, "tags": {}}
+    runs = {trial: {"history": {"loss": [(1, 2.0), (2, 1.0)], "loss_i2t": [(1, 1.0), (2, 0.5)]}}
+            for trial in ("t1", "t2")}
+    rng, refused, rendered = random.Random(0), 0, 0
+    for _ in range(3000):
+        data = copy.deepcopy(VALID)
+        for _ in range(rng.randint(1, 3)):
+            *parents, last = rng.choice(keys)
+            node = data
+            for key in parents:
+                node = node[key] if isinstance(node, dict) and key in node or isinstance(node, list) \
+                    and isinstance(key, int) and key < len(node) else None
+                if node is None:
+                    break
+            if isinstance(node, dict) and rng.random() < 0.2:
+                node.pop(last, None)
+            elif isinstance(node, dict) or isinstance(node, list) and isinstance(last, int) and last < len(node):
+                node[last] = copy.deepcopy(rng.choice(values))
+        try:
+            summary = check_summary(data, "summary.json")
+        except SummaryError as err:
+            assert "\n" not in str(err)
+            refused += 1
+            continue
+        render(summary, run, {}, diagnostics(summary, runs))
+        rendered += 1
+    assert refused > 1000 and rendered > 300  # both sides exercised

@@ -180,7 +180,7 @@ def _report(check: _Check, report: Any) -> None:
     kinds = check.texts(report.get("row_kinds", []), "report.row_kinds", 40, ROWS)
     if kinds and (len(kinds) != len(rows) or any(kind not in ROW_KINDS for kind in kinds)):
         raise check.fail("report.row_kinds", kinds[:5], f"one of {', '.join(ROW_KINDS)} per row ({len(rows)})")
-    check.texts(report.get("notes", []), "report.notes", TEXT)
+    check.texts(report.get("notes"), "report.notes", TEXT)
     check.texts(report.get("provenance", []), "report.provenance", TEXT)
 
 
