@@ -91,7 +91,7 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
                # the trials in MLflow's runs table (itrlab.sweep.runs_table), under the UI's address
                "runs_table": ui_link("", parent.experiment_id, view=trials_view_id(parent.run_id))}
     grid, report, chance, top = None, None, None, None
-    runs = parent.trial_runs(parent.run_id)  # the trials' curves: the plots, and which rows still learn
+    runs = trial_curves(parent)
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, shape, protocol)
         parent.replace_table(grid, "sweep/table.json")
@@ -145,6 +145,17 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [json_safe(item) for item in value]
     return value
+
+
+def trial_curves(parent: MlflowTracker) -> dict[str, dict]:
+    """The trials' runs with their validation rsum and training loss per epoch (the plots, and which rows
+    still learn); none, said on one line, when the store cannot give them: a finished sweep's results are
+    logged without them (no row is then judged still learning)."""
+    try:
+        return parent.trial_runs(parent.run_id, parts=False)
+    except Exception as err:  # noqa: BLE001 - the curves must never fail a finished sweep's report
+        print(f"itrlab: the trials' curves were not read: {failure_reason(err)}", file=sys.stderr, flush=True)
+        return {}
 
 
 def validation_curves(spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dict]) -> dict[str, list]:

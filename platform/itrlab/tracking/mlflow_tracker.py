@@ -358,12 +358,12 @@ class MlflowTracker:
         """Log the file ``path`` (a plot, say) under ``artifact_dir`` of this run."""
         self.client.log_artifact(self.run_id, str(path), artifact_dir)
 
-    def trial_runs(self, parent_run_id: str) -> dict[str, dict[str, Any]]:
+    def trial_runs(self, parent_run_id: str, parts: bool = True) -> dict[str, dict[str, Any]]:
         """The trials of the sweep whose parent run is ``parent_run_id``, by trial id: each child run's
         name, status, latest metrics (``metrics``), params and tags, and per epoch (``history``: series ->
-        (epoch, value) in order) its validation rsum, training loss and every part of the loss it logged
-        (``loss`` repeats the training loss's). A trial retried in a new run counts once: its run that
-        finished, else its newest."""
+        (epoch, value) in order) its validation rsum, training loss and (``parts``) every part of the loss
+        it logged (``loss`` repeats the training loss's). A trial retried in a new run counts once: its run
+        that finished, else its newest."""
         trials: dict[str, Any] = {}
         for run in sorted(self.child_runs(parent_run_id), key=lambda run: run.info.start_time):  # later (and
             # finished) runs of a trial replace its earlier ones
@@ -372,7 +372,7 @@ class MlflowTracker:
                 trials[trial] = run
         found = {}
         for trial, run in trials.items():
-            keys = ["rsum", *sorted(key for key in run.data.metrics if key == "loss" or key.startswith("loss_"))]
+            keys = ["rsum", "loss", *sorted(key for key in run.data.metrics if parts and key.startswith("loss_"))]
             history = {key: self.metric_history(run.info.run_id, key) for key in dict.fromkeys(keys)}
             found[trial] = {"name": run.info.run_name or run.info.run_id, "status": run.info.status,
                             "metrics": dict(run.data.metrics), "params": dict(run.data.params),
