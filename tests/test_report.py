@@ -71,7 +71,8 @@ def dbl_table(values: dict[str, list[float]]):
 
 
 def test_overlapping_intervals_name_no_winner():
-    table, spec = dbl_table({"A": [150.0, 160.0, 170.0], "B": [155.0, 165.0, 175.0]})
+    # B's seeds in another order than A's: neither Welch's nor the paired interval excludes 0
+    table, spec = dbl_table({"A": [150.0, 160.0, 170.0], "B": [175.0, 155.0, 165.0]})
     top = headline(table, spec, chance_level(50, 5, "all"))
     assert top.winner is None and "best_row" not in str(top.tags())
     assert top.text.startswith("no row differs from A at 95% (3 seeds)") and "highest mean: B, +5.0 ± " in top.text
@@ -220,3 +221,126 @@ def test_other_pairs_of_rows_get_their_difference_with_welchs_interval():
     # a pair whose reference has one seed: the difference without an interval, and the seed count
     (lone,) = comparisons(cells("convse_table3", "variant", {**values, "ConVSE": [295.0]}), spec, "test_rsum")
     assert lone.difference.half_width is None and lone.difference.n == 1
+
+
+def report_of(table, spec, level=None, learning=None, converged=None, pairs=()):
+    top = headline(table, spec, level, learning)
+    return top, build_report(table, spec, ReportInputs(top, row_marks(table, spec, level, learning), level, None, "",
+                                                       "cpu_hours", 1, [], list(pairs), convergence=converged))
+
+
+def test_a_row_is_still_learning_when_its_best_epoch_is_its_last_or_its_tail_rises_past_its_seed_spread():
+    from itrlab.report.convergence import convergence
+
+    def curve(values):
+        return list(enumerate(values, start=1))
+
+    rising = convergence([curve([100, 150, 170, 180]), curve([110, 140, 175, 190])])
+    assert (rising.best_epoch, rising.epochs, rising.learning) == (4, 4, "best validation epoch 4 of 4")
+    # peaked at epoch 3, then down and up again: epochs 8 -> 10 (the last fifth) rise by 6, the seeds differ by 1.4
+    tail = convergence([curve([100, 150, 200, 190, 185, 180, 178, 176, 180, 183]),
+                        curve([100, 150, 201, 190, 185, 180, 178, 178, 182, 185])])
+    assert tail.best_epoch == 3 and tail.since == 8 and tail.rise == pytest.approx(7.0)
+    assert tail.spread == pytest.approx(1.414, abs=1e-3)
+    assert tail.learning == "validation rsum +7.0 from epoch 8 to 10, more than its seed spread 1.4"
+    # the same tail, but seeds 10 apart at the end: a rise within the spread is no learning
+    noisy = convergence([curve([100, 150, 200, 190, 185, 180, 178, 176, 180, 178]),
+                         curve([100, 150, 201, 190, 185, 180, 178, 178, 182, 192])])
+    assert noisy.learning == "" and noisy.rise < noisy.spread
+    flat = convergence([curve([100, 200, 199, 198, 198])])  # one seed: any rise would count; this one falls
+    assert flat.learning == "" and flat.spread is None and flat.best_epoch == 2
+    assert convergence([]) is None and convergence([[(1, math.nan)]]) is None
+
+
+def test_a_headline_never_calls_a_row_still_learning_no_better_than_the_baseline():
+    """Issue 41: with a row still learning, "no row differs" becomes "inconclusive", naming why."""
+    level = chance_level(50, 5, "all")
+    table, spec = dbl_table({"A": [150.0, 160.0, 170.0], "B": [175.0, 155.0, 165.0], "C": [160.0, 150.0, 171.0]})
+    assert headline(table, spec, level).text.startswith("no row differs from A at 95% (3 seeds)")
+    why = "best validation epoch 4 of 4"
+    top, report = report_of(table, spec, level, {"C": why}, converged={})
+    assert top.text.startswith("no converged row differs from A at 95% (3 seeds); inconclusive for the rows still "
+                               f"learning: C ({why})")
+    assert report.rows[2][-1] == f"still learning: {why}"
+    top = headline(table, spec, level, {"A": why})  # the baseline still learning: every comparison is open
+    assert top.text.startswith(f"inconclusive against A (3 seeds): still learning: A ({why})") and top.winner is None
+    assert "differs" not in top.text.split(";")[0] and "beats" not in top.text
+    top = headline(table, spec, level, {"B": why, "C": why})
+    assert top.text.startswith(f"inconclusive against A (3 seeds): still learning: B ({why}), C ({why})")
+    # a winner still learning keeps its name, said to hold at this budget only; the notes give the rule
+    from itrlab.report.convergence import convergence
+
+    converged = {"A": convergence([[(1, 100.0), (2, 120.0), (3, 119.0)]]), "F": convergence([[(1, 100.0), (2, 130.0)]])}
+    learning = {row: found.learning for row, found in converged.items()}
+    table, spec = dbl_table({"A": [150.0, 151.0, 152.0], "F": [170.0, 171.0, 172.0], "C": [150.0, 152.0, 151.0]})
+    top, report = report_of(table, spec, level, learning, converged)
+    assert top.winner == "F"
+    assert "; still learning, so at this budget only: F (best validation epoch 2 of 2)" in top.text
+    assert any(note.startswith("Still learning: a row whose mean validation rsum") and "Still learning here: F." in note
+               and note.endswith("Not judged (no validation history): C.") for note in report.notes)
+
+
+def test_rows_that_share_seeds_are_compared_paired_and_the_page_says_which_interval_the_headline_used():
+    """Issue 41: the per-seed differences' t interval beside Welch's; the headline uses the paired one."""
+    from itrlab.report.stats import difference_interval
+
+    level = chance_level(50, 5, "all")
+    table, spec = dbl_table({"A": [150.0, 160.0, 170.0], "B": [155.0, 166.0, 174.0]})
+    welch = difference_interval([155.0, 166.0, 174.0], [150.0, 160.0, 170.0])
+    assert not welch.excludes_zero()  # Welch's interval holds 0: the seeds' spread swamps the difference
+    assert table["test_rsum_diff_paired"][1] == pytest.approx(5.0) and table["test_rsum_diff_paired_seeds"][1] == 3
+    paired = mean_interval_of([5.0, 6.0, 4.0])
+    assert table["test_rsum_diff_paired_ci95"][1] == pytest.approx(paired.half_width)
+    top, report = report_of(table, spec, level)
+    assert top.winner == "B" and top.interval == "paired"
+    assert top.text.endswith(f"+5.0 ± {paired.half_width:.1f} over A at 95% (3 seeds), paired by seed")
+    assert report.header[9:11] == ["rsum vs A", "rsum vs A, paired"]
+    assert report.rows[1][9:11] == [f"+5.0 ± {welch.half_width:.1f}", f"+5.0 ± {paired.half_width:.1f}"]
+    assert "The headline's interval: the paired one (the per-seed differences over the seeds both rows finished)." \
+        in report.notes
+    # B has one seed in common with A: Welch's interval, said to be so; no paired column
+    rows = cells("dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "B": [170.0, 171.0, 172.0]})
+    rows = [row if not row.trial_id.startswith("B") else
+            TrialRow(row.trial_id, {**row.params, "seed": row.params["seed"] + 2}, row.metrics, row.status)
+            for row in rows]
+    table = pivot(rows, load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2, 3, 4]}), SYNTHETIC, "all")
+    top, report = report_of(table, load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2, 3, 4]}), level)
+    assert top.interval == "Welch" and "paired" not in top.text and "rsum vs A, paired" not in report.header
+    assert "The headline's interval: Welch's (the two rows share fewer than two finished seeds)." in report.notes
+
+
+def mean_interval_of(values):
+    from itrlab.report.stats import mean_interval
+
+    return mean_interval(values)
+
+
+def test_a_row_whose_every_seed_diverged_stays_in_the_table_and_the_headline_names_it():
+    """Issue 45: a row that vanished reads as a row never run."""
+    spec = load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2]})
+    rows = cells("dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "F": [170.0, 171.0, 172.0]})
+    rows += [TrialRow(f"C{seed}", {"cooperative.strategy": "C", "seed": seed}, {"loss": math.nan}, "diverged",
+                      "loss became nan at epoch 2 | step 7") for seed in range(3)]
+    table = pivot(rows, spec, SYNTHETIC, "all")
+    assert table["cooperative.strategy"] == ["A", "C", "F"] and table["seeds"] == [3, 0, 3]
+    assert table["test_rsum_mean"][1] is None and table["unfinished"] == [
+        "", "diverged 3/3: loss became nan at epoch 2 | step 7", ""]
+    top, report = report_of(table, spec, chance_level(50, 5, "all"))
+    assert top.winner == "F" and "; no result: C (diverged 3/3: loss became nan at epoch 2 | step 7)" in top.text
+    c_row = report.rows[1]
+    assert c_row[0] == "C" and c_row[1] == "-"
+    assert c_row[-1] == "0 of 3 seeds, diverged 3/3: loss became nan at epoch 2 | step 7"
+    assert "| C | - |" in report.markdown() and "step 7 |" in report.markdown().split("| C |")[1].splitlines()[0]
+    # some seeds failed: the row keeps its mean and says what became of the others
+    rows = cells("dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "F": [170.0]})
+    rows += [TrialRow(f"F{seed}x", {"cooperative.strategy": "F", "seed": seed}, {}, "error", "killed")
+             for seed in (1, 2)]
+    top = headline(pivot(rows, spec, SYNTHETIC, "all"), spec)
+    assert "fewer seeds than the grid: F (1 seed; failed 2/3)" in top.text
+    # every row diverged: the headline says so, and the report still has a table
+    rows = [TrialRow(f"{s}{seed}", {"cooperative.strategy": s, "seed": seed}, {}, "diverged", "loss became inf")
+            for s in "AF" for seed in range(3)]
+    table = pivot(rows, spec, SYNTHETIC, "all")
+    top, report = report_of(table, spec)
+    assert top.text == ("no row finished: A (diverged 3/3: loss became inf), F (diverged 3/3: loss became inf)")
+    assert [row[0] for row in report.rows] == ["A", "F"] and top.winner is None

@@ -55,25 +55,48 @@ def test_a_sweep_without_a_table_still_gets_its_trials():
     assert "## Results" not in page and "## Trials" in page
 
 
-def test_what_the_runs_show_means_each_rows_losses_and_parts_over_its_finished_seeds():
-    """The losses at the first and last epoch and the loss's parts, per row in the report's order; a trial
-    that did not finish, or that has no run, is left out; a part a row does not log is '-'."""
+def test_what_the_runs_show_reads_each_part_from_its_own_first_epoch_against_its_floor():
+    """Issue 41: never one "last / first" of a total across rows whose first epoch is another loss. A warm-up
+    epoch (another loss) is not read; a term switched on after epoch 1 (0 before) is read from its first
+    epoch, and so is the total that sums it; a statistic logged beside the loss moves no total; a ratio
+    is given only against a declared floor, never for a part that can go below zero. A trial that did
+    not finish, or that has no run, is left out."""
+    from itrlab.losses.parts import PartBound
     from itrlab.report.diagnostics import diagnostics
 
     summary = {**SUMMARY, "table_rows": ["cooperative.strategy"],
                "trials": {"trial": ["a0", "a1", "f0", "f1"], "status": ["finished", "finished", "finished", "error"],
                           "cooperative.strategy": ["A", "A", "F", "F"], "seed": [0, 1, 0, 1]}}
-    runs = {"a0": {"loss": [(1, 10.0), (2, 6.0)], "metrics": {"loss": 6.0, "rsum": 80.0}},
-            "a1": {"loss": [(1, 12.0), (2, 6.0)], "metrics": {"loss": 6.0}},
-            "f0": {"loss": [(1, 20.0), (2, 19.0)], "metrics": {"loss_boost": 3.5, "loss_task": 15.5}},
-            "f1": {"loss": [(1, 1.0), (2, 1.0)], "metrics": {"loss_boost": 99.0}}}  # its trial failed: not counted
-    table = diagnostics(summary, runs)
-    assert table["header"] == ["row", "seeds", "loss, epoch 1", "loss, last epoch", "last / first", "boost", "task"]
-    assert table["rows"] == [["A", 2, 11.0, 6.0, 0.55, None, None], ["F", 1, 20.0, 19.0, 0.95, 3.5, 15.5]]
+    warmup = {"params": {"loss.warmup_epochs": "1"}, "tags": {"method": "plain"}}
+    runs = {"a0": {**warmup, "history": {"loss": [(1, 1860.0), (2, 10.0), (3, 6.0)],  # epoch 1: the warm-up's loss
+                                         "loss_i2t": [(1, 930.0), (2, 5.0), (3, 3.0)]}},
+            "a1": {**warmup, "history": {"loss": [(1, 1800.0), (2, 12.0), (3, 6.0)],
+                                         "loss_i2t": [(1, 900.0), (2, 6.0), (3, 3.0)]}},
+            "f0": {"params": {"loss.warmup_epochs": "0"}, "tags": {"method": "clustered"},
+                   "history": {"loss": [(1, 4.0), (2, 5.0), (3, 3.0)],
+                               "loss_cluster": [(1, 0.0), (2, 2.3), (3, 1.15)],  # on from epoch 2
+                               "loss_labelled": [(1, 0.0), (2, 0.0), (3, 1.0)],  # a statistic: moves no total
+                               "loss_signed": [(1, 4.0), (2, 2.7), (3, -0.15)]}},  # can go below zero
+            "f1": {"history": {"loss": [(1, 1.0), (2, 1.0)]}}}  # its trial failed: not counted
+    bounds = {"clustered": {"cluster": PartBound(0.0, "ln K"), "labelled": PartBound(0.0, "a share", statistic=True)}}
+    table = diagnostics(summary, runs, bounds)
+    assert table["header"] == ["row", "seeds", "part", "from epoch", "first", "to epoch", "last", "last - first",
+                               "% of the way to its floor", "floor / plateau"]
+    assert table["rows"] == [["A", 2, "loss (total)", "2", 11.0, "3", 6.0, -5.0, None, ""],
+                             ["A", 2, "i2t", "2", 5.5, "3", 3.0, -2.5, None, ""],
+                             ["F", 1, "loss (total)", "2", 5.0, "3", 3.0, -2.0, None, ""],
+                             ["F", 1, "cluster", "2", 2.3, "3", 1.15, -1.15, 50.0, "floor 0; ln K"],
+                             ["F", 1, "labelled", "3", 1.0, "3", 1.0, 0.0, None, "statistic; floor 0; a share"],
+                             ["F", 1, "signed", "1", 4.0, "3", -0.15, -4.15, None, ""]]
+    assert "the first epoch after the loss's warm-up, if it has one (here 1 epoch of another loss, not read), at " \
+           "which it is not 0" in table["notes"][0]
     page = render(summary, RUN, diagnostics=table)
-    assert "## What the runs show" in page and "| A | 2 | 11 | 6 | 0.55 |  |  |" in page
-    assert "| F | 1 | 20 | 19 | 0.95 | 3.5 | 15.5 |" in page and "at epoch 1 and at the last epoch (2)" in page
+    assert "## What the runs show" in page and "| A | 2 | loss (total) | 2 | 11 | 3 | 6 | -5 |  |  |" in page
+    assert "| F | 1 | cluster | 2 | 2.3 | 3 | 1.15 | -1.15 | 50 | floor 0; ln K |" in page
     assert page.index("## What the runs show") < page.index("## Trials")
+    # a run as older callers give it (the total's history alone): the total from epoch 1
+    old = diagnostics(summary, {"a0": {"loss": [(1, 10.0), (2, 6.0)], "metrics": {}}})
+    assert old["rows"] == [["A", 1, "loss (total)", "1", 10.0, "2", 6.0, -4.0, None, ""]]
     # no finished trial with a loss history, or a summary whose rows cannot be named: no section
     assert diagnostics(summary, {}) is None and diagnostics({**summary, "table_rows": ["nope"], "grid": {}}, runs) is None
     assert "## What the runs show" not in render(summary, RUN)

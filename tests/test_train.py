@@ -97,3 +97,25 @@ def test_warmup_loss_trains_the_first_epochs_then_switches(tmp_path, tiny_root):
     # epoch 2 runs VSE++ from VSE's epoch-1 weights: the max of hinges is far below the sum over all negatives
     assert warm_history[1]["loss"] < 0.5 * vse_history[1]["loss"]
     assert warm.test != vse.test
+
+
+def test_one_seed_gives_two_rows_that_differ_in_the_loss_the_same_batches_and_initial_weights(tmp_path, tiny_root):
+    """Why the report pairs two rows by seed (itrlab.report.stats.paired_interval, issue 41): runs of one seed
+    that differ only in the loss start from the same weights of every part they share (here the whole
+    model) and read the same batches in the same order; another seed changes both."""
+    from itrlab.train.experiment import start_run
+
+    def first_steps(name: str, *overrides: str):
+        run = start_run(tiny_config(tiny_root, *overrides), tmp_path / name)
+        batches = iter(run.trainer.epoch_batches(1))
+        first, second = next(batches), next(batches)
+        weights = {key: value.clone() for key, value in run.trainer.method.state_dict().items()}
+        return (first.caption_ids, second.caption_ids), weights
+
+    order, weights = first_steps("max", "loss.name=vsepp")
+    other_order, other_weights = first_steps("sum", "loss.name=vse")
+    assert all(torch.equal(a, b) for a, b in zip(order, other_order))
+    assert weights.keys() == other_weights.keys() and all(torch.equal(weights[k], other_weights[k]) for k in weights)
+    (seed_order, seed_weights) = first_steps("seed1", "loss.name=vsepp", "seed=1")
+    assert not torch.equal(order[0], seed_order[0])
+    assert any(not torch.equal(weights[k], seed_weights[k]) for k in weights if weights[k].is_floating_point())

@@ -22,7 +22,7 @@ Life cycle of a method, and the hooks a subclass may override:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import ClassVar, Protocol
 
 import torch
@@ -35,6 +35,7 @@ from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn
 from itrlab.losses import LOSSES, LossOutput, Similarities, WarmupLoss, build_loss
+from itrlab.losses.parts import PartBound
 from itrlab.methods.context import BuildContext
 from itrlab.models.glove import init_glove_embeddings
 
@@ -116,6 +117,9 @@ class MethodModule(nn.Module):
     # why runs of this method cannot train as members of one batched model (itrlab.train.grouped), on one
     # line; None: its step is a plain function of its parameters and batch, and it groups
     group_refusal: ClassVar[str | None] = None
+    # what is known of the parts of the loss it logs (loss_<part>), by part name: a floor, a plateau, a
+    # statistic beside the loss (itrlab.losses.parts); the report reads each part against them
+    part_bounds: ClassVar[Mapping[str, PartBound]] = {}
 
     # ------------------------------------------------------------------ building
 

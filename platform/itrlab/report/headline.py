@@ -3,36 +3,56 @@
 The row with the best mean of the test objective (``test_<objective.metric>``, else test rsum) is
 named the winner only when
 
-* it is not the baseline, and its difference to the baseline has a 95% Welch interval that excludes
-  0 on the better side (two seeds or more on both sides: one seed has no interval, so no winner);
+* it is not the baseline, and its difference to the baseline has a 95% interval that excludes 0 on the
+  better side: the paired interval (the per-seed differences, :func:`itrlab.report.stats.paired_interval`)
+  where the two rows share two seeds or more, else Welch's (two seeds or more on both sides: one seed has
+  no interval, so no winner); :attr:`Headline.interval` says which, and the report says it under the table;
 * it has every seed of the grid whenever some row has (a row cut short by Ctrl-C or failures is
   marked and never named over a complete one).
 
-Otherwise the headline says "no row differs from <baseline> at 95% (n seeds)". Rows whose numbers a
-random model could produce (:mod:`itrlab.report.chance`) are marked "at chance", and a winner at
-chance is no winner either. The same headline is printed, tagged (``itrlab.headline``,
+Otherwise the headline says "no row differs from <baseline> at 95% (n seeds)", unless a row is still
+learning (:mod:`itrlab.report.convergence`): a row whose validation was still rising measured the budget,
+so the headline never says it fails to beat (or does not differ from) the baseline. With the baseline or
+every other row still learning the comparison is "inconclusive", and the headline names the rows and
+why; with some rows still learning it speaks of the converged rows and calls the rest inconclusive.
+Rows whose numbers a random model could produce (:mod:`itrlab.report.chance`) are marked "at chance",
+and a winner at chance is no winner either. A row whose every seed diverged or failed is named with
+what became of it (issue 45). The same headline is printed, tagged (``itrlab.headline``,
 ``itrlab.best_row`` only for a winner) and logged as metrics.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from itrlab.config.sweep import SweepSpec
 from itrlab.report.chance import ChanceLevel
 from itrlab.report.summary import number, row_label
 
+PAIRED, WELCH = "paired", "Welch"
+
 
 @dataclass(frozen=True)
 class RowMarks:
     """Per pivot row: its label, whether it lacks seeds of the grid, whether it is at chance (its rsum
-    reaches ``chance_high``, the upper end of a random model's 95% range, when the chance level is known)."""
+    reaches ``chance_high``, the upper end of a random model's 95% range, when the chance level is known),
+    why it is still learning (``""``: it is not, or it is not known) and what became of its trials that did
+    not finish (the pivot's ``unfinished``)."""
 
     labels: list[str]
     incomplete: list[bool]
     at_chance: list[bool]
     chance_high: float | None = None
+    learning: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
+
+    def still_learning(self, i: int) -> str:
+        return self.learning[i] if i < len(self.learning) else ""
+
+    def what_became(self, i: int) -> str:
+        return self.unfinished[i] if i < len(self.unfinished) else ""
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,7 @@ class Headline:
     winner: str | None  # the row named best (None: no row differs from the baseline at 95%)
     baseline: str | None
     metrics: dict[str, float] = field(default_factory=dict)
+    interval: str = ""  # the interval the headline's difference used: "paired", "Welch", "" (none)
 
     def tags(self) -> dict[str, str]:
         return {"itrlab.headline": self.text, **({"itrlab.best_row": self.winner} if self.winner else {})}
@@ -59,7 +80,9 @@ def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def row_marks(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None) -> RowMarks:
+def row_marks(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None,
+              learning: Mapping[str, str] | None = None) -> RowMarks:
+    """The marks of the pivot's rows; ``learning``: row label -> why it is still learning."""
     labels = [row_label(table[key][i] for key in spec.table.rows) for i in range(len(table["seeds"]))]
     incomplete = [seeds < len(spec.seeds) for seeds in table["seeds"]]
     at_chance = [False] * len(labels)
@@ -67,49 +90,121 @@ def row_marks(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | Non
         for i, (mean, half) in enumerate(zip(table["test_rsum_mean"], table["test_rsum_ci95"])):
             if _finite(mean):
                 at_chance[i] = chance.reaches(mean - half if _finite(half) else mean)
-    return RowMarks(labels, incomplete, at_chance, chance.rsum_high if chance is not None else None)
+    return RowMarks(labels, incomplete, at_chance, chance.rsum_high if chance is not None else None,
+                    [(learning or {}).get(label, "") for label in labels],
+                    list(table.get("unfinished") or [""] * len(labels)))
 
 
-def headline(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None = None) -> Headline | None:
-    """The headline of the pivot ``table`` (see the module doc); None when no row has a finite mean."""
+def difference(table: dict[str, list], column: str, i: int) -> tuple[float | None, float | None, str, int | None]:
+    """Row ``i``'s difference to the baseline in ``column``: the paired one where it has an interval, else
+    Welch's: ``(value, half-width, "paired" | "Welch" | "", paired seeds)``."""
+    paired, half = table.get(f"{column}_diff_paired", []), table.get(f"{column}_diff_paired_ci95", [])
+    if i < len(half) and _finite(half[i]) and _finite(paired[i]):
+        return float(paired[i]), float(half[i]), PAIRED, table[f"{column}_diff_paired_seeds"][i]
+    diff, welch = table[f"{column}_diff"][i], table[f"{column}_diff_ci95"][i]
+    return (float(diff) if _finite(diff) else None, float(welch) if _finite(welch) else None,
+            WELCH if _finite(welch) else "", None)
+
+
+def headline(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None = None,
+             learning: Mapping[str, str] | None = None) -> Headline | None:
+    """The headline of the pivot ``table`` (see the module doc); None when the pivot has no row.
+    ``learning``: row label -> why it is still learning (:func:`itrlab.report.convergence.row_convergence`)."""
     column, mode = objective_column(table, spec)
-    marks = row_marks(table, spec, chance)
-    means = table.get(f"{column}_mean", [])
-    rows = [i for i, mean in enumerate(means) if _finite(mean)]
-    if not rows:
+    marks = row_marks(table, spec, chance, learning)
+    if not marks.labels:
         return None
-    complete = [i for i in rows if not marks.incomplete[i]]
-    candidates = complete or rows
-    best = (max if mode == "max" else min)(candidates, key=lambda i: means[i])
+    means = table.get(f"{column}_mean", [None] * len(marks.labels))
+    rows = [i for i, mean in enumerate(means) if _finite(mean)]
     base = next((i for i, flag in enumerate(table["baseline"]) if flag), None)
     baseline = marks.labels[base] if base is not None else None
     name = column.removeprefix("test_")
+    if not rows:
+        return Headline("no row finished: " + _listed(marks, range(len(marks.labels))), column, None, baseline)
+    complete = [i for i in rows if not marks.incomplete[i]]
+    candidates = complete or rows
+    best = (max if mode == "max" else min)(candidates, key=lambda i: means[i])
     seeds = table["seeds"][best]
     metrics = {f"best_row_{name}_mean": float(means[best]), "best_row_seeds": float(seeds)}
-    diff, half = table[f"{column}_diff"][best], table[f"{column}_diff_ci95"][best]
-    better = _finite(diff) and _finite(half) and (diff - half > 0 if mode == "max" else diff + half < 0)
-    chance_note = _chance_note(marks) + _incomplete_note(table, marks, best, means, mode, column)
+    diff, half, interval, paired_seeds = difference(table, column, best)
+    better = diff is not None and half is not None and (diff - half > 0 if mode == "max" else diff + half < 0)
+    notes = (_chance_note(marks, rows) + _incomplete_note(table, marks, best, means, mode, column)
+             + _no_result_note(marks, [i for i in range(len(means)) if i not in rows and i != base]))
     if best != base and better and not marks.at_chance[best]:
-        metrics[f"best_row_{name}_vs_baseline"] = float(diff)
-        metrics[f"best_row_{name}_vs_baseline_ci95"] = float(half)
+        metrics[f"best_row_{name}_vs_baseline"] = diff
+        metrics[f"best_row_{name}_vs_baseline_ci95"] = half
         text = (f"best row: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
-                f"{_pm(table[f'{column}_ci95'][best], column)}, {_signed(diff, column)} ± {number(float(half), column)} "
-                f"over {baseline} at 95% ({seeds} seeds)")
-        return Headline(text + chance_note, column, marks.labels[best], baseline, metrics)
+                f"{_pm(table[f'{column}_ci95'][best], column)}, {_signed(diff, column)} ± {number(half, column)} "
+                f"over {baseline} at 95% ({seeds} seeds){_paired_words(interval, paired_seeds, seeds)}")
+        return Headline(text + _learning_note(marks, [base, best]) + notes, column, marks.labels[best], baseline,
+                        metrics, interval)
     counts = sorted({table["seeds"][i] for i in rows})
     seeds_text = f"{counts[0]} seed{'s' if counts[0] != 1 else ''}" if len(counts) == 1 else \
         f"{counts[0]}-{counts[-1]} seeds"
-    if baseline is None or len(rows) == 1:
+    if baseline is None or len(rows) == 1 and base in rows:
         text = f"one row: {marks.labels[best]}, test {name} {number(float(means[best]), column)}" \
-               f"{_pm(table[f'{column}_ci95'][best], column)} ({seeds_text})"
-    else:
-        differs = any(_finite(d) and _finite(h) and abs(d) > h
-                      for d, h in zip(table[f"{column}_diff"], table[f"{column}_diff_ci95"]))
-        text = f"no row {'beats' if differs else 'differs from'} {baseline} at 95% ({seeds_text})"
-        if best != base and _finite(diff):
-            text += f"; highest mean: {marks.labels[best]}, {_signed(diff, column)}" + \
-                    (f" ± {number(float(half), column)}" if _finite(half) else " (no interval with one seed)")
-    return Headline(text + chance_note, column, None, baseline, metrics)
+               f"{_pm(table[f'{column}_ci95'][best], column)} ({seeds_text})" + _learning_note(marks, [best])
+        return Headline(text + notes, column, None, baseline, metrics)
+    if base not in rows:
+        became = marks.what_became(base) or "no finished seed"
+        text = (f"no comparison: the baseline {baseline} has no result ({became})"
+                f"; highest mean: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
+                f"{_pm(table[f'{column}_ci95'][best], column)}")
+        return Headline(text + notes, column, None, baseline, metrics)
+    text = _comparison_text(table, column, marks, base, [i for i in rows if i != base], seeds_text)
+    if best != base and diff is not None:
+        text += f"; highest mean: {marks.labels[best]}, {_signed(diff, column)}" + \
+                (f" ± {number(half, column)}{_paired_words(interval, paired_seeds, seeds)}" if half is not None
+                 else " (no interval with one seed)")
+    return Headline(text + notes, column, None, baseline, metrics, interval if best != base else "")
+
+
+def _comparison_text(table: dict[str, list], column: str, marks: RowMarks, base: int, others: list[int],
+                     seeds_text: str) -> str:
+    """"no row differs from A" when every row converged; "inconclusive" where the baseline or every other row
+    was still learning; else a statement on the converged rows, the others named inconclusive."""
+    baseline = marks.labels[base]
+    learning = [i for i in others if marks.still_learning(i)]
+    if marks.still_learning(base) or len(learning) == len(others):
+        named = ([base] if marks.still_learning(base) else []) + learning
+        return f"inconclusive against {baseline} ({seeds_text}): still learning: {_reasons(marks, named)}"
+    converged = [i for i in others if i not in learning]
+    differs = any(_differs(table, column, i) for i in converged)
+    text = (f"{'no row' if not learning else 'no converged row'} {'beats' if differs else 'differs from'} "
+            f"{baseline} at 95% ({seeds_text})")
+    if learning:
+        text += f"; inconclusive for the rows still learning: {_reasons(marks, learning)}"
+    return text
+
+
+def _differs(table: dict[str, list], column: str, i: int) -> bool:
+    diff, half, _, _ = difference(table, column, i)
+    return diff is not None and half is not None and abs(diff) > half
+
+
+def _paired_words(interval: str, paired_seeds: int | None, seeds: int) -> str:
+    if interval != PAIRED:
+        return ""
+    return ", paired by seed" if paired_seeds == seeds else f", paired over the {paired_seeds} seeds both finished"
+
+
+def _reasons(marks: RowMarks, rows: list[int]) -> str:
+    return ", ".join(f"{marks.labels[i]} ({marks.still_learning(i)})" for i in rows)
+
+
+def _learning_note(marks: RowMarks, rows: list[int | None]) -> str:
+    """The rows of a statement that were still learning: what it says holds at this budget only."""
+    named = [i for i in dict.fromkeys(rows) if i is not None and marks.still_learning(i)]
+    return f"; still learning, so at this budget only: {_reasons(marks, named)}" if named else ""
+
+
+def _listed(marks: RowMarks, rows) -> str:
+    return ", ".join(f"{marks.labels[i]} ({marks.what_became(i) or 'no finished seed'})" for i in rows)
+
+
+def _no_result_note(marks: RowMarks, rows: list[int]) -> str:
+    """Rows whose every seed diverged or failed: named, with what became of them (never left out)."""
+    return f"; no result: {_listed(marks, rows)}" if rows else ""
 
 
 def _pm(half, column: str) -> str:
@@ -120,13 +215,14 @@ def _signed(value: float, column: str) -> str:
     return ("+" if value >= 0 else "") + number(float(value), column)
 
 
-def _chance_note(marks: RowMarks) -> str:
+def _chance_note(marks: RowMarks, rows: list[int]) -> str:
+    """The rows (of ``rows``, those with a result) at chance."""
     at = [label for label, flag in zip(marks.labels, marks.at_chance) if flag]
     if not at:
         return ""
     reach = f" (rsum within a random model's 95% range, up to {marks.chance_high:.1f})" \
         if marks.chance_high is not None else ""
-    if len(at) == len(marks.labels):
+    if len(at) == len(rows):
         return f"; every row is at chance{reach}"
     return f"; at chance{reach}: {', '.join(at)}"
 
@@ -136,7 +232,8 @@ def _incomplete_note(table: dict[str, list], marks: RowMarks, best: int, means: 
     short = [i for i, flag in enumerate(marks.incomplete) if flag and _finite(means[i])]
     if not short:
         return ""
-    listed = ", ".join(f"{marks.labels[i]} ({table['seeds'][i]} seed{'s' if table['seeds'][i] != 1 else ''})"
+    listed = ", ".join(f"{marks.labels[i]} ({table['seeds'][i]} seed{'s' if table['seeds'][i] != 1 else ''}"
+                       + (f"; {marks.what_became(i).split(': ', 1)[0]}" if marks.what_became(i) else "") + ")"
                        for i in short)
     ahead = [i for i in short if (means[i] > means[best] if mode == "max" else means[i] < means[best])]
     note = f"; fewer seeds than the grid: {listed}"

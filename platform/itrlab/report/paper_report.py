@@ -5,17 +5,19 @@ One row per grid row, in the grid's order; columns rsum first (what rows are com
 1280-px viewer), then i2t R@1/5/10, t2i R@1/5/10 (and MD where the sweep reports it), each cell "mean
 ± 95% interval" over seeds (the seed count added where it is not the grid's; with one seed a mean and
 no interval, and the notes say so); the difference of the objective to the baseline with Welch's
-interval; the cost; a chance row (random scores on the test protocol, its rsum cell the 95% range of
+interval and, where the rows share seeds, the paired one (the notes say which the headline used); the
+cost; a note per row (seeds missing, what became of trials that did not finish, at chance, still
+learning, best); a chance row (random scores on the test protocol, its rsum cell the 95% range of
 a random model's: :attr:`~itrlab.report.chance.ChanceLevel.rsum_band`); the published numbers as rows of their own, only
 when the trials' data have the paper's shape (:mod:`itrlab.data.shape`); published anchors of other
 methods (:mod:`itrlab.report.anchors`) as reference rows last, under the same rule; the headline
-(:mod:`itrlab.report.headline`) and the plots. Pure data in, text out.
+(:mod:`itrlab.report.headline`) and the plots. Pure data in, text out: every text is escaped for the
+page it goes to (:mod:`itrlab.report.escape`), so that a label reads as written, never as markup.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +25,11 @@ from pathlib import Path
 from itrlab.config.sweep import SweepSpec
 from itrlab.report.anchors import Anchor
 from itrlab.report.chance import ChanceLevel
-from itrlab.report.headline import Headline, RowMarks
+from itrlab.report.convergence import TAIL, Convergence
+from itrlab.report.escape import html_text, md_text, visible
+from itrlab.report.headline import PAIRED, WELCH, Headline, RowMarks
 from itrlab.report.stats import Comparison
-from itrlab.report.summary import number
+from itrlab.report.summary import markdown_table, number
 
 RECALLS = ["test_rsum", "test_i2t_R1", "test_i2t_R5", "test_i2t_R10", "test_t2i_R1", "test_t2i_R5", "test_t2i_R10"]
 HEADERS = {"test_i2t_R1": "i2t R@1", "test_i2t_R5": "i2t R@5", "test_i2t_R10": "i2t R@10",
@@ -71,21 +75,19 @@ class PaperReport:
 
     def markdown(self, plots: dict[str, str] | None = None) -> str:
         """Markdown; ``plots`` maps a caption to an image path relative to the page."""
-        lines = [f"## {self.title}", "", *[f"- {item}" for item in self.provenance], "",
-                 f"**{self.headline}**", "", "| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
-        for row, kind in zip(self.rows, self.row_kinds):
-            cells = [f"*{c}*" if kind in QUOTED and c and c != "-" else c for c in row]
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-        lines += ["", *self.notes]
+        lines = [f"## {md_text(self.title)}", "", *[f"- {md_text(item)}" for item in self.provenance], "",
+                 f"**{md_text(self.headline)}**", "",
+                 markdown_table(self.header, self.rows, [kind in QUOTED for kind in self.row_kinds]), "",
+                 *[md_text(note) + "\n" for note in self.notes]]
         for caption, path in (plots or {}).items():
-            lines += ["", f"![{caption}]({path})"]
-        return "\n".join(lines) + "\n"
+            lines += [f"![{md_text(caption)}]({path})", ""]
+        return "\n".join(lines).rstrip("\n") + "\n"
 
     def html(self, plots: dict[str, Path] | None = None) -> str:
         """One self-contained HTML page (``plots``: caption -> PNG file, embedded as data URIs)."""
-        esc = html.escape
+        esc = html_text
         head = "".join(f"<th>{esc(h)}</th>" for h in self.header)
-        body = "\n".join(f'<tr class="{kind}">' + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>"
+        body = "\n".join(f'<tr class="{esc(kind)}">' + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>"
                          for row, kind in zip(self.rows, self.row_kinds))
         images = "".join(
             f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,'
@@ -118,11 +120,12 @@ figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{
 """
 
     def text(self) -> str:
-        """The console's aligned table, with the headline under it."""
-        widths = [max(len(h), *(len(r[j]) for r in self.rows)) for j, h in enumerate(self.header)]
-        lines = [self.title, "  ".join(h.ljust(w) for h, w in zip(self.header, widths))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in self.rows]
-        return "\n".join([*lines, *self.notes, self.headline])
+        """The console's aligned table, with the headline under it (a label's newline shown as ``␊``)."""
+        header, rows = [visible(h) for h in self.header], [[visible(c) for c in row] for row in self.rows]
+        widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(header)]
+        lines = [visible(self.title), "  ".join(h.ljust(w) for h, w in zip(header, widths))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+        return "\n".join([*lines, *map(visible, self.notes), visible(self.headline)])
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,7 @@ class ReportInputs:
     comparisons: list[Comparison] = field(default_factory=list)  # table.compare's pairs, in the objective
     anchors: list[Anchor] = field(default_factory=list)  # published anchors, when comparable
     anchors_note: str = ""  # what the anchors are, or why they are absent ("" when the sweep names none)
+    convergence: dict[str, Convergence] | None = None  # per row label; None: the validation curves are unknown
 
 
 def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) -> PaperReport:
@@ -150,7 +154,9 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
     grid_seeds = len(spec.seeds)
     unit = "GPU-h" if inputs.cost_column == "gpu_hours" else "CPU-h"
     baseline = inputs.headline.baseline or "baseline"
-    header = [" / ".join(keys), *(HEADERS[c] for c in columns), f"{HEADERS.get(objective, objective)} vs {baseline}",
+    versus = f"{HEADERS.get(objective, objective)} vs {baseline}"
+    paired = any(_finite(h) for h in table.get(f"{objective}_diff_paired_ci95", []))
+    header = [" / ".join(keys), *(HEADERS[c] for c in columns), versus, *([f"{versus}, paired"] if paired else []),
               "wall / trial", unit, "note"]
     rows, kinds = [], []
     for i, label in enumerate(inputs.marks.labels):
@@ -160,11 +166,21 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
         is_base = bool(table["baseline"][i])
         cells.append("baseline" if is_base else cell(table[f"{objective}_diff"][i], table[f"{objective}_diff_ci95"][i],
                                                      seeds, grid_seeds, objective, signed=True))
+        if paired:
+            pairs = table[f"{objective}_diff_paired_seeds"][i]
+            cells.append("baseline" if is_base else cell(table[f"{objective}_diff_paired"][i],
+                                                         table[f"{objective}_diff_paired_ci95"][i],
+                                                         pairs if pairs is not None else 0, grid_seeds, objective,
+                                                         signed=True))
         wall, hours = table["wall_s_mean"][i], table[inputs.cost_column][i]
         cells += [_duration(wall), "-" if not _finite(hours) else f"{hours:.3g}"]
         note = [f"{seeds} of {grid_seeds} seeds"] if inputs.marks.incomplete[i] else []
+        if inputs.marks.what_became(i):
+            note.append(inputs.marks.what_became(i))
         if inputs.marks.at_chance[i]:
             note.append("at chance")
+        if inputs.marks.still_learning(i):
+            note.append(f"still learning: {inputs.marks.still_learning(i)}")
         if inputs.headline.winner == label:
             note.append("best")
         cells.append(", ".join(note))
@@ -172,7 +188,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
         kinds.append("baseline" if is_base else "result")
         numbers = (inputs.published or {}).get(label)
         if numbers:
-            rows.append([f"{label} (published)", *_printed(numbers, columns), "", "", "", ""])
+            rows.append([f"{label} (published)", *_printed(numbers, columns), *[""] * (len(header) - 1 - len(columns))])
             kinds.append("published")
     if inputs.chance is not None:
         level = inputs.chance
@@ -180,12 +196,21 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
         rows.append(["chance"] + [f"{low:.1f}-{high:.1f}" if c == "test_rsum" else
                                   number(level.recalls[c.removeprefix("test_")], c) if c != "test_md" else "-"
                                   for c in columns]
-                    + ["", "", "", "random scores: rsum's 95% range, the recalls' expected values"])
+                    + [""] * (len(header) - 2 - len(columns))
+                    + ["random scores: rsum's 95% range, the recalls' expected values"])
         kinds.append("chance")
     for anchor in inputs.anchors:  # below everything of ours: never a row of the grid
-        rows.append([f"{anchor.name} (published)", *_printed(anchor.numbers, columns), "", "", "", anchor.note()])
+        rows.append([f"{anchor.name} (published)", *_printed(anchor.numbers, columns),
+                     *[""] * (len(header) - 2 - len(columns)), anchor.note()])
         kinds.append("reference")
     notes = [_cells_note(table, spec, baseline)]
+    if paired:
+        notes.append(f"'vs {baseline}, paired': the mean of the per-seed differences over the seeds both rows "
+                     f"finished (their count where it is not the grid's), with the Student-t 95% interval of those "
+                     f"differences: a seed fixes the data order and the initialisation of the parts two rows share, "
+                     f"so its share of the noise cancels.")
+    notes.append(_interval_note(inputs.headline))
+    notes.append(_convergence_note(inputs.convergence, inputs.marks))
     if inputs.chance is not None:
         low, high = inputs.chance.rsum_band
         notes.append(f"Chance: {inputs.chance.description}; a random model's rsum falls in {low:.1f}-{high:.1f} "
@@ -195,6 +220,10 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
     if inputs.comparisons:
         notes.append("Other differences, with Welch's 95% interval: " + "; ".join(
             _comparison(c, grid_seeds) for c in inputs.comparisons) + ".")
+        paired_pairs = [c for c in inputs.comparisons if c.paired is not None]
+        if paired_pairs:
+            notes.append("Other differences, paired by seed: " + "; ".join(
+                _comparison(c, grid_seeds, paired=True) for c in paired_pairs) + ".")
     notes.append(inputs.published_note)
     notes.append(inputs.anchors_note)
     notes.append(f"Cost: wall / trial = the mean run time of a row's trials (building the method, training, the test "
@@ -227,8 +256,32 @@ def _printed(numbers: dict[str, float], columns: list[str]) -> list[str]:
             for c in columns]
 
 
-def _comparison(comparison: Comparison, grid_seeds: int) -> str:
-    interval = comparison.difference
+def _interval_note(top: Headline) -> str:
+    """Which interval the headline's difference used."""
+    if top.interval == PAIRED:
+        return ("The headline's interval: the paired one (the per-seed differences over the seeds both rows "
+                "finished).")
+    if top.interval == WELCH:
+        return "The headline's interval: Welch's (the two rows share fewer than two finished seeds)."
+    return ""
+
+
+def _convergence_note(found: dict[str, Convergence] | None, marks: RowMarks) -> str:
+    """The still-learning rule, and the rows it marks (:mod:`itrlab.report.convergence`)."""
+    if found is None:
+        return ""
+    learning = [label for i, label in enumerate(marks.labels) if marks.still_learning(i)]
+    unknown = [label for label in marks.labels if label not in found]
+    return (f"Still learning: a row whose mean validation rsum over its seeds peaks at its last epoch, or rose over "
+            f"the last 1/{TAIL} of its epochs by more than its seeds' spread (their standard deviation at the last "
+            f"epoch); its numbers measure the budget, not the method, and the headline calls no comparison with it "
+            f"a tie or a loss. "
+            + (f"Still learning here: {', '.join(learning)}." if learning else "No row was still learning.")
+            + (f" Not judged (no validation history): {', '.join(unknown)}." if unknown else ""))
+
+
+def _comparison(comparison: Comparison, grid_seeds: int, paired: bool = False) -> str:
+    interval = comparison.paired if paired else comparison.difference
     text = (f"{comparison.row} vs {comparison.reference} "
             f"{cell(interval.value, interval.half_width, interval.n, grid_seeds, comparison.column, signed=True)}")
     if interval.half_width is not None:

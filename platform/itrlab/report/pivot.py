@@ -7,6 +7,12 @@ order. For each column (``test_rsum``, ...):
   95% Student-t interval (None with one seed: the console says "1 seed", never ``± 0.00``);
 * ``<col>_diff`` and ``<col>_diff_ci95``: the difference to the baseline row (``table.baseline``, by
   default the first row) with Welch's 95% interval, so that "F beats A" is a statement with a margin;
+* ``<col>_diff_paired``, ``<col>_diff_paired_ci95`` and ``<col>_diff_paired_seeds``: where the row and
+  the baseline share two seeds or more, the mean of the per-seed differences with its Student-t interval,
+  and the seeds it pairs (:func:`itrlab.report.stats.paired_interval`); None elsewhere;
+* ``unfinished``: what became of a row's trials that did not finish (``diverged 3/3: <reason>``, ``""``
+  when all finished). A row whose every seed diverged or failed stays in the table, its numbers blank
+  (issue 45: a row that vanished reads as a row never run);
 * ``wall_s_mean`` and ``cpu_hours`` (``gpu_hours`` when trials hold GPUs): the cost of the row, its
   trials' mean wall time and their summed wall time x the devices a trial holds;
 * ``<col>_paper`` and ``<col>_vs_paper``: the published number and ours minus it, only when the
@@ -32,7 +38,7 @@ from itrlab.data.shape import DataShape
 from itrlab.report.anchors import load_anchors
 from itrlab.report.published import PublishedSource
 from itrlab.report.paper_report import report_columns
-from itrlab.report.stats import Comparison, difference_interval, mean_interval
+from itrlab.report.stats import Comparison, difference_interval, mean_interval, paired_interval
 from itrlab.report.summary import TrialRow, row_key, row_label
 
 
@@ -65,28 +71,61 @@ def check_published(spec: SweepSpec) -> None:
 
 
 def _values(members: list[TrialRow], column: str) -> list[float]:
-    return [float(m.metrics[column]) for m in members
-            if isinstance(m.metrics.get(column), (int, float)) and math.isfinite(m.metrics[column])]
+    return list(_by_seed(members, column).values())
+
+
+def _by_seed(members: list[TrialRow], column: str) -> dict[int, float]:
+    """The finished members' finite ``column`` by seed (a trial without a seed gets a key of its own)."""
+    values: dict = {}
+    for member in members:
+        value = member.metrics.get(column)
+        if member.status == "finished" and isinstance(value, (int, float)) and math.isfinite(value):
+            seed = member.params.get("seed")  # never paired by chance: the trial id is no other row's
+            values[seed if isinstance(seed, int) and seed not in values else ("trial", member.trial_id)] = float(value)
+    return values
 
 
 def _grid_order(rows: list[TrialRow], spec: SweepSpec) -> dict[tuple, list[TrialRow]]:
-    """Finished trials grouped by their row labels, the groups in the order of the sweep's grid."""
+    """Every trial grouped by its row labels (finished or not: a row whose seeds all diverged is still a row),
+    the groups in the order of the sweep's grid."""
     keys = spec.table.rows
     order = {row_key(point, keys): i for i, point in enumerate(spec.grid_points())}
     groups: dict[tuple, list[TrialRow]] = {}
     for row in rows:
-        if row.status == "finished":
-            groups.setdefault(row_key(row.params, keys), []).append(row)
+        groups.setdefault(row_key(row.params, keys), []).append(row)
     return dict(sorted(groups.items(), key=lambda item: order.get(item[0], len(order))))
+
+
+UNFINISHED = {"diverged": "diverged", "error": "failed", "stopped": "stopped early", "interrupted": "interrupted",
+              "not started": "not started"}
+"""How the report names each status of a trial that did not finish (:class:`~itrlab.report.summary.TrialRow`)."""
+REASON_CHARS = 160  # a row's reason in the table: the first trial's, cut to this length (the trials table has all)
+
+
+def unfinished(members: list[TrialRow]) -> str:
+    """What became of a row's trials that did not finish: ``diverged 3/3: <the first one's reason>``,
+    statuses joined by ``, ``; ``""`` when every trial finished."""
+    counts = {status: sum(m.status == status for m in members) for status in UNFINISHED}
+    parts = [f"{UNFINISHED[status]} {count}/{len(members)}" for status, count in counts.items() if count]
+    if not parts:
+        return ""
+    reason = next((" ".join(m.reason.split()) for m in members if m.status != "finished" and m.reason), "")
+    if len(reason) > REASON_CHARS:
+        reason = reason[:REASON_CHARS - 1] + "…"
+    return ", ".join(parts) + (f": {reason}" if reason else "")
 
 
 def comparisons(rows: list[TrialRow], spec: SweepSpec, column: str) -> list[Comparison]:
     """The ``table.compare`` pairs of rows, each row's ``column`` minus its reference's over their finished
-    seeds (a row without one gives no number: NaN)."""
+    seeds (a row without one gives no number: NaN), Welch's and, where they share seeds, paired."""
     groups = {row_label(key): members for key, members in _grid_order(rows, spec).items()}
-    return [Comparison(row, reference, column,
-                       difference_interval(_values(groups.get(row, []), column), _values(groups.get(reference, []), column)))
-            for row, reference in spec.table.compare]
+    pairs = []
+    for row, reference in spec.table.compare:
+        mine, theirs = groups.get(row, []), groups.get(reference, [])
+        welch = difference_interval(_values(mine, column), _values(theirs, column))
+        pairs.append(Comparison(row, reference, column, welch, paired_interval(_by_seed(mine, column),
+                                                                               _by_seed(theirs, column))))
+    return pairs
 
 
 def pivot(rows: list[TrialRow], spec: SweepSpec, shape: DataShape | None = None,
@@ -103,20 +142,28 @@ def pivot(rows: list[TrialRow], spec: SweepSpec, shape: DataShape | None = None,
     absent = paper.comparable(shape, test_protocol) if paper else None
 
     table: dict[str, list] = {key: [group[i] for group in keys] for i, key in enumerate(table_spec.rows)}
-    table["seeds"] = [len(groups[group]) for group in keys]
+    table["seeds"] = [sum(m.status == "finished" for m in groups[group]) for group in keys]
+    base_members = groups[keys[names.index(baseline)]] if baseline is not None else []
     for column in dict.fromkeys([*table_spec.columns, *report_columns(spec)]):
-        base = _values(groups[keys[names.index(baseline)]], column) if baseline is not None else []
+        base, base_seeds = _values(base_members, column), _by_seed(base_members, column)
         means = [mean_interval(_values(groups[group], column)) for group in keys]
         diffs = [difference_interval(_values(groups[group], column), base) for group in keys]
-        table[f"{column}_mean"] = [m.value for m in means]
+        paired = [None if name == baseline else paired_interval(_by_seed(groups[group], column), base_seeds)
+                  for name, group in zip(names, keys)]
+        table[f"{column}_mean"] = [m.value if m.n else None for m in means]  # None: no finished seed
         table[f"{column}_ci95"] = [m.half_width for m in means]
-        table[f"{column}_diff"] = [None if name == baseline else d.value for name, d in zip(names, diffs)]
+        table[f"{column}_diff"] = [None if name == baseline or not d.n else d.value for name, d in zip(names, diffs)]
         table[f"{column}_diff_ci95"] = [None if name == baseline else d.half_width for name, d in zip(names, diffs)]
+        table[f"{column}_diff_paired"] = [p.value if p else None for p in paired]
+        table[f"{column}_diff_paired_ci95"] = [p.half_width if p else None for p in paired]
+        table[f"{column}_diff_paired_seeds"] = [p.n if p else None for p in paired]
         if paper is not None and absent is None:
             published = [paper.rows.get(name, {}).get(column.removeprefix("test_")) for name in names]
             table[f"{column}_paper"] = published
-            table[f"{column}_vs_paper"] = [None if p is None else m.value - p for m, p in zip(means, published)]
+            table[f"{column}_vs_paper"] = [None if p is None or not m.n else m.value - p
+                                           for m, p in zip(means, published)]
     table["baseline"] = [name == baseline for name in names]
+    table["unfinished"] = [unfinished(groups[group]) for group in keys]
     cost_column, per_trial = trial_cost_unit(spec)
     seconds = [_values(groups[group], "run_seconds") for group in keys]
     table["wall_s_mean"] = [mean_interval(values).value if values else None for values in seconds]

@@ -3,7 +3,10 @@
 ``itrlab report RUN_ID`` reads the parent run's ``sweep/summary.json`` (written by the sweep runner at
 the end of every invocation) and its record in MLflow, and renders them here: pure data in, Markdown
 out. Measured results are never hand-edited prose: the page says where every number comes from (the
-run, the commit, the data set and protocol) and how it was counted.
+run, the commit, the data set and protocol) and how it was counted. Every text from the summary or the
+run's record is escaped for Markdown (:mod:`itrlab.report.escape`): a label reads as written, never as
+markup, and a ``|`` in it never shifts a table's columns. The summary is checked before it gets here
+(:mod:`itrlab.report.summary_schema`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ from typing import Any
 
 from itrlab.config.profiles import DEFAULT_PROFILE
 from itrlab.data.shape import DataShape
-from itrlab.report.summary import fmt_cell
+from itrlab.report.convergence import TAIL
+from itrlab.report.escape import md_code, md_text
+from itrlab.errors import UserInputError
+from itrlab.report.summary import fmt_cell, markdown_table as table_of_rows
+from itrlab.report.summary_schema import NAME
+
+
+PROFILE_TAG = "itrlab.profile"  # the profile a sweep ran under (itrlab.sweep.runner)
+
 
 def page_date(run: dict[str, Any]) -> str:
     """The run's start date (UTC), ``YYYY-MM-DD``: the page's date."""
@@ -24,8 +35,17 @@ def page_date(run: dict[str, Any]) -> str:
 
 def _other_profile(run: dict[str, Any]) -> str | None:
     """The profile the sweep ran under when it is not the default (``budget``), else None."""
-    profile = run.get("tags", {}).get("itrlab.profile")
+    profile = run.get("tags", {}).get(PROFILE_TAG)
     return profile if profile and profile != DEFAULT_PROFILE else None
+
+
+def check_profile(run: dict[str, Any]) -> None:
+    """The run's profile tag names the page's file too: a plain name, else one line (exit status 2)."""
+    profile = run.get("tags", {}).get(PROFILE_TAG)
+    if profile is not None and not NAME.fullmatch(profile):
+        shown = repr(profile) if len(profile) <= 80 else f"{profile[:60]!r}... ({len(profile):,} characters)"
+        raise UserInputError(f"run {run.get('run_id')}: tag {PROFILE_TAG}: got {shown}; a profile's name (letters, "
+                             f"digits, '_', '.', '-', no path)")
 
 
 def page_name(run: dict[str, Any], summary: dict[str, Any]) -> str:
@@ -52,15 +72,11 @@ def unused_page_name(out: Path, name: str, run_id: str) -> str:
 
 
 def markdown_table(columns: dict[str, list]) -> str:
-    """A Markdown table of ``columns`` (equal lengths); numbers shown as the console shows them."""
+    """A Markdown table of ``columns`` (equal lengths); numbers shown as the console shows them, None blank."""
     names = list(columns)
     rows = len(next(iter(columns.values()), []))
-    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-    for i in range(rows):
-        cells = [columns[name][i] for name in names]
-        lines.append("| " + " | ".join("" if c is None else (fmt_cell(c, name) if isinstance(c, float) else str(c))
-                                       for c, name in zip(cells, names)) + " |")
-    return "\n".join(lines)
+    return table_of_rows(names, [["" if c is None else (fmt_cell(c, name) if isinstance(c, float) else str(c))
+                                  for c, name in ((columns[name][i], name) for name in names)] for i in range(rows)])
 
 
 def _duration(seconds: float) -> str:
@@ -81,9 +97,16 @@ def wall_time(summary: dict[str, Any], run: dict[str, Any]) -> str | None:
     return f"the parent run's span: {_duration((end - start) / 1000)} (every invocation and the gaps between them)"
 
 
+def convergence_columns(convergence: dict[str, dict[str, Any]]) -> dict[str, list]:
+    """The summary's ``convergence`` (row label -> :meth:`~itrlab.report.convergence.Convergence.to_dict`)
+    as the page's columns."""
+    keys = ["seeds", "epochs", "best_epoch", "since", "rise", "spread", "still_learning"]
+    return {"row": list(convergence), **{key: [row.get(key) for row in convergence.values()] for key in keys}}
+
+
 def _shape(summary: dict[str, Any]) -> str:
     shape = summary.get("data_shape")
-    return f" ({DataShape.from_dict(shape).describe()})" if shape else ""
+    return f" {md_text(f'({DataShape.from_dict(shape).describe()})')}" if shape else ""
 
 
 def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] | None = None,
@@ -97,35 +120,47 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
     counts = summary.get("trial_counts", {})
     total = sum(counts.values())
     profile = _other_profile(run)
-    lines = [f"# {summary['sweep']}" + (f" --profile {profile}" if profile else "") + f": {page_date(run)}", ""]
+    lines = [f"# {md_text(summary['sweep'])}" + (f" --profile {md_text(profile)}" if profile else "")
+             + f": {page_date(run)}", ""]
     if summary.get("description"):
-        lines += [summary["description"].strip(), ""]
+        lines += [md_text(summary["description"].strip()), ""]
+    runs_table = f"; its trials, one row each: {md_code('<MLflow UI>' + summary['runs_table'])}" \
+        if summary.get("runs_table") else ""
     provenance = [
-        f"- MLflow: {_parent_run(run['run_id'])} ({run.get('status', '?')}) in experiment `{run.get('experiment', '?')}`"
-        + (f"; its trials, one row each: `<MLflow UI>{summary['runs_table']}`" if summary.get("runs_table") else ""),
-        f"- experiment `{summary['experiment']}`, objective {summary['objective']}, seeds {summary['seeds']}",
-        f"- data: `{summary.get('dataset') or '?'}`{_shape(summary)}, test protocol `{summary.get('test_protocol') or '?'}`",
-        f"- trials: {total} ({', '.join(f'{v} {k}' for k, v in counts.items() if v)})",
+        f"- MLflow: {_parent_run(run['run_id'])} ({md_text(run.get('status', '?'))}) in experiment "
+        f"{md_code(run.get('experiment', '?'))}{runs_table}",
+        f"- experiment {md_code(summary['experiment'])}, objective {md_text(summary['objective'])}, "
+        f"seeds {md_text(summary['seeds'])}",
+        f"- data: {md_code(summary.get('dataset') or '?')}{_shape(summary)}, test protocol "
+        f"{md_code(summary.get('test_protocol') or '?')}",
+        f"- trials: {total} ({md_text(', '.join(f'{v} {k}' for k, v in counts.items() if v))})",
     ]
     if tags.get("mlflow.source.git.commit"):
-        provenance.append(f"- code: commit `{tags['mlflow.source.git.commit'][:12]}`")
+        provenance.append(f"- code: commit {md_code(tags['mlflow.source.git.commit'][:12])}")
     if wall_time(summary, run):
-        provenance.append(f"- {wall_time(summary, run)}")
+        provenance.append(f"- {md_text(wall_time(summary, run))}")
     lines += provenance + [""]
     report = summary.get("report")
     if report:
-        lines += ["## Results", "", f"**{report['headline']}**", "",
-                  markdown_table({name: [row[j] for row in report["rows"]] for j, name in enumerate(report["header"])}),
-                  "", *[f"{note}\n" for note in report["notes"]]]
+        lines += ["## Results", "", f"**{md_text(report['headline'])}**", "",
+                  table_of_rows(report["header"], report["rows"]),
+                  "", *[f"{md_text(note)}\n" for note in report["notes"]]]
+    if summary.get("convergence"):
+        lines += ["## Converged?", "", markdown_table(convergence_columns(summary["convergence"])), "",
+                  "Per row: the epochs it trained, the epoch of its best mean validation rsum, the rise of that mean "
+                  f"over the last 1/{TAIL} of the epochs (from 'since') and its seeds' spread at the last epoch; "
+                  "'still learning' says why a row is (itrlab.report.convergence).", ""]
     if diagnostics:
         lines += ["## What the runs show", "",
                   markdown_table({name: [row[j] for row in diagnostics["rows"]] for j, name in enumerate(diagnostics["header"])}),
-                  "", *[f"{note}\n" for note in diagnostics["notes"]]]
-    lines += ["## Trials", "", *([f"Trials {summary['ranking']}.", ""] if summary.get("ranking") else []), markdown_table({k: v for k, v in summary["trials"].items() if k != "reason"}), ""]
+                  "", *[f"{md_text(note)}\n" for note in diagnostics["notes"]]]
+    lines += ["## Trials", "", *([f"Trials {md_text(summary['ranking'])}.", ""] if summary.get("ranking") else []),
+              markdown_table({k: v for k, v in summary["trials"].items() if k != "reason"}), ""]
     reasons = [(t, r) for t, r in zip(summary["trials"].get("trial", []), summary["trials"].get("reason", [])) if r]
     if reasons:
-        lines += ["Trials that did not finish:", ""] + [f"- `{t}`: {r}" for t, r in reasons] + [""]
+        lines += ["Trials that did not finish:", ""] + [f"- {md_code(t)}: {md_text(r)}" for t, r in reasons] + [""]
     for artifact, image in (plots or {}).items():
-        lines += [f"![{artifact}]({image})", ""]
-    lines += [f"Written by `itrlab report {run['run_id']}` from the run's `sweep/summary.json`; not edited by hand."]
+        lines += [f"![{md_text(artifact)}]({image})", ""]
+    command = f"itrlab report {run['run_id']}"
+    lines += [f"Written by {md_code(command)} from the run's {md_code('sweep/summary.json')}; not edited by hand."]
     return "\n".join(lines) + "\n"

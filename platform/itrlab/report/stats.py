@@ -1,5 +1,11 @@
 """Intervals over seeds for the sweep's pivot: a mean with its Student-t confidence interval, and the
-difference of two rows' means with Welch's interval, so that "F beats A" comes with a margin.
+difference of two rows' means with Welch's interval, so that "F beats A" comes with a margin; where two
+rows share their seeds, also the paired difference: the Student-t interval of the per-seed differences.
+
+Pairing is sound because a seed fixes a run's data order and the initialisation of the parts two
+configs share (tests/test_train.py: two configs that differ only in the loss see the same first batch
+and start from the same image-encoder weights), so the seed's share of the noise cancels in the
+difference (issue 41). The paired interval counts only the seeds both rows finished.
 
 With one seed there is no interval (``half_width`` is None and the tables say "1 seed"), never
 ``± 0.00``.
@@ -66,16 +72,33 @@ def difference_interval(values: list[float], baseline: list[float], confidence: 
     return Interval(diff, float(student_t.ppf(0.5 + confidence / 2, df) * se), min(n, m))
 
 
+PAIRED_SEEDS = 2  # the seeds two rows must share for a paired interval (one difference has no spread)
+
+
+def paired_interval(values: dict[int, float], baseline: dict[int, float],
+                    confidence: float = CONFIDENCE) -> Interval | None:
+    """The mean of ``values[s] - baseline[s]`` over the seeds ``s`` both hold, with the Student-t interval
+    of those differences (n - 1 degrees of freedom); None unless they share :data:`PAIRED_SEEDS` seeds."""
+    shared = sorted(set(values) & set(baseline))
+    if len(shared) < PAIRED_SEEDS:
+        return None
+    return mean_interval([values[seed] - baseline[seed] for seed in shared], confidence)
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """``row`` minus ``reference`` in ``column``, with Welch's 95% interval over their seeds
-    (a pair of the sweep's ``table.compare``)."""
+    """``row`` minus ``reference`` in ``column``, with Welch's 95% interval over their seeds and, where
+    they share two seeds or more, the paired interval over those (a pair of the sweep's ``table.compare``)."""
 
     row: str
     reference: str
     column: str
     difference: Interval
+    paired: Interval | None = None
 
     def to_dict(self) -> dict:
+        paired = self.paired
         return {"row": self.row, "reference": self.reference, "column": self.column,
-                "difference": self.difference.value, "ci95": self.difference.half_width, "seeds": self.difference.n}
+                "difference": self.difference.value, "ci95": self.difference.half_width, "seeds": self.difference.n,
+                "paired": paired.value if paired else None, "paired_ci95": paired.half_width if paired else None,
+                "paired_seeds": paired.n if paired else None}

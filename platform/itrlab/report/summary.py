@@ -1,5 +1,5 @@
 """The sweep's trials: one row per trial, ranked by the objective, and the table formats (Markdown,
-console) shared with the pivot (:mod:`itrlab.report.pivot`)."""
+console) shared with the pivot (:mod:`itrlab.report.pivot`), the report and the results page."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from itrlab.config.sweep import VARIANT, SweepSpec, label, row_key, row_label  # noqa: F401  (re-exported)
 from itrlab.eval.names import METRIC_NAMES
+from itrlab.report.escape import md_cell, md_text, visible
 
 
 @dataclass(frozen=True)
@@ -99,18 +100,33 @@ def ranked_table(rows: list[TrialRow], spec: SweepSpec) -> dict[str, list]:
     return table
 
 
-def to_markdown(table: dict[str, list], title: str) -> str:
-    keys = list(table)
-    lines = [f"### {title}", "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    for index in range(len(table[keys[0]]) if keys else 0):
-        lines.append("| " + " | ".join(fmt_cell(table[k][index], k) for k in keys) + " |")
+def markdown_table(header: list[str], rows: list[list[Any]], emphasised: list[bool] | None = None) -> str:
+    """A Markdown table of text cells, each escaped (:func:`~itrlab.report.escape.md_cell`: a ``|`` or a
+    newline in a label never shifts a column, ``<script>`` stays text); the non-empty cells of the rows
+    ``emphasised`` marks in italics. Every row has the header's cells."""
+    lines = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    for row, italic in zip(rows, emphasised or [False] * len(rows)):
+        cells = [md_cell(c) for c in row]
+        lines.append("| " + " | ".join(f"*{c}*" if italic and c and c != "-" else c for c in cells) + " |")
     return "\n".join(lines)
 
 
+def columns_markdown(columns: dict[str, list]) -> str:
+    """A Markdown table of ``columns`` (equal lengths), each value as :func:`fmt_cell` shows it."""
+    keys = list(columns)
+    count = len(columns[keys[0]]) if keys else 0
+    return markdown_table(keys, [[fmt_cell(columns[k][i], k) for k in keys] for i in range(count)])
+
+
+def to_markdown(table: dict[str, list], title: str) -> str:
+    return f"### {md_text(title)}\n\n" + columns_markdown(table)
+
+
 def to_text(table: dict[str, list], title: str, limit: int = 40) -> str:
-    """A plain aligned table for the console."""
+    """A plain aligned table for the console (a label's newline shown as ``␊``)."""
     keys = list(table)
-    cells = [[fmt_cell(table[k][i], k) for k in keys] for i in range(min(limit, len(table[keys[0]]) if keys else 0))]
+    cells = [[visible(fmt_cell(table[k][i], k)) for k in keys]
+             for i in range(min(limit, len(table[keys[0]]) if keys else 0))]
     widths = [max([len(k)] + [len(r[j]) for r in cells]) for j, k in enumerate(keys)]
     out = [title, "  ".join(k.ljust(w) for k, w in zip(keys, widths))]
     out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]

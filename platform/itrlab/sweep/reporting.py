@@ -5,18 +5,23 @@
 * for grids with a ``table`` section: ``sweep/table.json`` (the pivot as data), ``sweep/report.html``
   and ``sweep/report.md`` (the paper-shaped report: :mod:`itrlab.report.paper_report`), the one
   headline (:mod:`itrlab.report.headline`) as tags and metrics, and the same table printed last
-  (published anchors of other methods, ``table.anchors``, as reference rows under it);
+  (published anchors of other methods, ``table.anchors``, as reference rows under it); which rows were
+  still learning (:mod:`itrlab.report.convergence`), judged from the trials' validation rsum per epoch in
+  MLflow and kept in the summary (``convergence``);
 * for Optuna sweeps (no grid to pivot): the best trial, as ``sweep/best.json``, a tag and metrics;
 * ``sweep/plots/`` and ``sweep/summary.json`` (what ``itrlab report`` writes a dated page from).
 
-The tables are rewritten whole: a resumed sweep's rows replace those of the previous invocation.
+The tables are rewritten whole: a resumed sweep's rows replace those of the previous invocation. The
+summary holds no NaN or infinity (JSON has none: ``itrlab report`` refuses them), a missing number is null.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from itrlab.config.schema import ExperimentConfig
 from itrlab.config.sweep import SweepSpec, row_key, row_label
@@ -24,6 +29,8 @@ from itrlab.data.shape import DataShape, data_shape
 from itrlab.errors import failure_reason
 from itrlab.report.anchors import reference_rows
 from itrlab.report.chance import ChanceLevel, chance_level
+from itrlab.report.convergence import Convergence, row_convergence
+from itrlab.report.escape import md_text
 from itrlab.report.headline import Headline, headline, row_marks
 from itrlab.report.paper_report import PaperReport, ReportInputs, build_report
 from itrlab.report.pivot import comparisons, pivot, published_numbers, trial_cost_unit
@@ -33,7 +40,6 @@ from itrlab.report.summary import (TrialRow, best_row, objective_value, ranked_t
                                    to_text)
 from itrlab.sweep.outcome import RETRIED
 from itrlab.sweep.runs_table import trials_view_id
-from itrlab.sweep.trial import TRIAL_TAG
 from itrlab.tracking import MlflowTracker
 from itrlab.tracking.store import ui_link
 
@@ -85,27 +91,29 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
                # the trials in MLflow's runs table (itrlab.sweep.runs_table), under the UI's address
                "runs_table": ui_link("", parent.experiment_id, view=trials_view_id(parent.run_id))}
     grid, report, chance, top = None, None, None, None
+    runs = trial_curves(parent)
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, shape, protocol)
         parent.replace_table(grid, "sweep/table.json")
         chance = test_chance(shape, protocol)
-        top = headline(grid, spec, chance)
+        converged = row_convergence(validation_curves(spec, rows, runs))
+        top = headline(grid, spec, chance, {row: found.learning for row, found in converged.items()})
+        summary["convergence"] = {row: found.to_dict() for row, found in converged.items()}
         if top is not None:
             pairs = comparisons(rows, spec, top.column)
-            report = build_report(grid, spec, report_inputs(grid, spec, config, shape, chance, top, pairs))
+            report = build_report(grid, spec, report_inputs(grid, spec, config, shape, chance, top, pairs, converged))
             summary["comparisons"] = [pair.to_dict() for pair in pairs]
     else:
         log_best_trial(spec, rows, parent)
     with tempfile.TemporaryDirectory() as tmp:
-        plots = draw_plots(spec, rows, parent, grid, chance, Path(tmp))
+        plots = draw_plots(spec, rows, runs, grid, chance, Path(tmp))
         for path in plots.values():
             parent.log_file(path, "sweep/plots")
         summary["plots"] = [f"sweep/plots/{path.name}" for path in plots.values()]
         markdown = to_markdown(trials, title)
         if report is not None:
             parent.set_tags(top.tags())
-            parent.describe(f"**{top.text}**\n\nThe report: Artifacts, sweep/report.html (the same as sweep/report.md, "
-                            f"with the plots). The trials, {ranking_note(spec)}: sweep/trials.json.")
+            parent.describe(description(top, spec))
             parent.log_final_metrics(top.metrics)
             parent.log_text(report.html(plots), "sweep/report.html")
             parent.log_text(report.markdown({caption: f"plots/{path.name}" for caption, path in plots.items()}),
@@ -114,14 +122,55 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
             summary.update(report=report_dict(report), headline=top.text, table_paper=spec.table.paper,
                            table_anchors=spec.table.anchors)
         parent.log_text(markdown, "sweep/summary.md")
-    parent.log_dict(summary, "sweep/summary.json")
+    parent.log_dict(json_safe(summary), "sweep/summary.json")
     if report is not None:
         print("\n" + report.text(), flush=True)
     return top.text if top is not None else None
 
 
+def description(top: Headline, spec: SweepSpec) -> str:
+    """The parent run's MLflow description (``mlflow.note.content``, Markdown in the UI): the headline, its
+    labels escaped (:func:`~itrlab.report.escape.md_text`), and where the report and the trials are."""
+    return (f"**{md_text(top.text)}**\n\nThe report: Artifacts, sweep/report.html (the same as sweep/report.md, with "
+            f"the plots). The trials, {md_text(ranking_note(spec))}: sweep/trials.json.")
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinity (a diverged trial's metric) as None: strict JSON, as ``itrlab
+    report`` reads it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def trial_curves(parent: MlflowTracker) -> dict[str, dict]:
+    """The trials' runs with their validation rsum and training loss per epoch (the plots, and which rows
+    still learn); none, said on one line, when the store cannot give them: a finished sweep's results are
+    logged without them (no row is then judged still learning)."""
+    try:
+        return parent.trial_runs(parent.run_id, parts=False)
+    except Exception as err:  # noqa: BLE001 - the curves must never fail a finished sweep's report
+        print(f"itrlab: the trials' curves were not read: {failure_reason(err)}", file=sys.stderr, flush=True)
+        return {}
+
+
+def validation_curves(spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dict]) -> dict[str, list]:
+    """Pivot row label -> its finished trials' validation rsum per epoch (from their MLflow runs)."""
+    curves: dict[str, list] = {}
+    for row in rows:
+        history = (runs.get(row.trial_id) or {}).get("history", {}).get("rsum")
+        if row.status == "finished" and history:
+            curves.setdefault(row_label(row_key(row.params, spec.table.rows)), []).append(history)
+    return curves
+
+
 def report_inputs(grid: dict[str, list], spec: SweepSpec, config: ExperimentConfig, shape: DataShape | None,
-                  chance: ChanceLevel | None, top: Headline, pairs: list[Comparison]) -> ReportInputs:
+                  chance: ChanceLevel | None, top: Headline, pairs: list[Comparison],
+                  converged: dict[str, Convergence] | None = None) -> ReportInputs:
     published, published_note = published_numbers(spec, shape, config.eval.test_protocol)
     anchors, anchors_note = reference_rows(spec, shape, config.eval.test_protocol)
     cost_column, devices = trial_cost_unit(spec)
@@ -129,8 +178,9 @@ def report_inputs(grid: dict[str, list], spec: SweepSpec, config: ExperimentConf
                   f"data {config.dataset.name}: {shape.describe() if shape else 'shape unknown'}; "
                   f"test protocol {config.eval.test_protocol}",
                   f"objective {spec.objective.mode} {spec.objective.metric}; seeds {spec.seeds}"]
-    return ReportInputs(top, row_marks(grid, spec, chance), chance, published, published_note, cost_column,
-                        devices, provenance, pairs, anchors, anchors_note)
+    learning = {row: found.learning for row, found in (converged or {}).items()}
+    return ReportInputs(top, row_marks(grid, spec, chance, learning), chance, published, published_note, cost_column,
+                        devices, provenance, pairs, anchors, anchors_note, converged)
 
 
 def report_dict(report: PaperReport) -> dict:
@@ -153,9 +203,10 @@ def log_best_trial(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker)
                               **finals})
 
 
-def draw_plots(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, grid: dict[str, list] | None,
+def draw_plots(spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dict], grid: dict[str, list] | None,
                chance: ChanceLevel | None, folder: Path) -> dict[str, Path]:
-    """The pivot's plot and the trials' curves grouped by row, as PNG files in ``folder``: caption -> file.
+    """The pivot's plot and the trials' curves grouped by row (``runs``: their MLflow runs,
+    :meth:`~itrlab.tracking.MlflowTracker.trial_runs`), as PNG files in ``folder``: caption -> file.
     A plot that fails is reported on one line: the sweep's results are logged without it."""
     plots: dict[str, Path] = {}
     try:
@@ -166,12 +217,9 @@ def draw_plots(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, gri
                 plots["test rsum per row"] = path
         keys = spec.table.rows if spec.table is not None else []
         row_of = {row.trial_id: row_label(row_key(row.params, keys)) for row in rows} if keys else {}
-        curves = {}
-        for run in parent.child_runs():
-            name = run.info.run_name or run.info.run_id
-            trial = run.data.tags.get(TRIAL_TAG)
-            curves[name] = {"row": row_of.get(trial, name),
-                            **{key: parent.metric_history(run.info.run_id, key) for key in ("rsum", "loss")}}
+        curves = {run["name"]: {"row": row_of.get(trial, run["name"]),
+                                **{key: run["history"].get(key, []) for key in ("rsum", "loss")}}
+                  for trial, run in runs.items()}
         path = plot_curves(curves, spec, folder / "trial_curves.png")
         if path is not None:
             plots["validation rsum and training loss per epoch"] = path

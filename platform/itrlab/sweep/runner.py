@@ -61,11 +61,9 @@ from itrlab.sweep.points import base_tree, point_key, trial_config
 from itrlab.sweep.runs_table import save_trials_view
 from itrlab.sweep.trial import TrialContext
 from itrlab.tracking.watchdog import watching
-from itrlab.tracking import (OWNER_TAG, STOP_REASON_TAG, MlflowTracker, check_tracking_store, close_orphaned_runs,
-                             owner_id, resolve_tracking_uri, source_tags)
+from itrlab.tracking import (OWNER_TAG, STOP_REASON_TAG, SWEEP_TAG, MlflowTracker, check_tracking_store,
+                             close_orphaned_runs, owner_id, resolve_tracking_uri, source_tags)
 from itrlab.train.experiment import generate_if_synthetic
-
-SWEEP_TAG = "itrlab.sweep"
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # only for annotations: the store check runs before torch is 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's log_batch limit
 PARENT_TAG = "mlflow.parentRunId"
 TRIAL_ID_TAG = "itrlab.trial_id"  # a sweep trial's id on its run
+SWEEP_TAG = "itrlab.sweep"  # a sweep's parent run: the sweep's name
 # MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the experiment says it holds
 # model training (and the page is in the machine-learning view: store.ML_VIEW): then on the runs table
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
@@ -357,18 +358,26 @@ class MlflowTracker:
         """Log the file ``path`` (a plot, say) under ``artifact_dir`` of this run."""
         self.client.log_artifact(self.run_id, str(path), artifact_dir)
 
-    def trial_runs(self, parent_run_id: str) -> dict[str, dict[str, Any]]:
+    def trial_runs(self, parent_run_id: str, parts: bool = True) -> dict[str, dict[str, Any]]:
         """The trials of the sweep whose parent run is ``parent_run_id``, by trial id: each child run's
-        latest metrics (``metrics``) and its training loss per epoch (``loss``: (epoch, value) in order).
-        A trial retried in a new run counts once: its run that finished, else its newest."""
+        name, status, latest metrics (``metrics``), params and tags, and per epoch (``history``: series ->
+        (epoch, value) in order) its validation rsum, training loss and (``parts``) every part of the loss
+        it logged (``loss`` repeats the training loss's). A trial retried in a new run counts once: its run
+        that finished, else its newest."""
         trials: dict[str, Any] = {}
         for run in sorted(self.child_runs(parent_run_id), key=lambda run: run.info.start_time):  # later (and
             # finished) runs of a trial replace its earlier ones
             trial = run.data.tags.get(TRIAL_ID_TAG)
             if trial and (trial not in trials or run.info.status == "FINISHED" or trials[trial].info.status != "FINISHED"):
                 trials[trial] = run
-        return {trial: {"metrics": dict(run.data.metrics), "loss": self.metric_history(run.info.run_id, "loss")}
-                for trial, run in trials.items()}
+        found = {}
+        for trial, run in trials.items():
+            keys = ["rsum", "loss", *sorted(key for key in run.data.metrics if parts and key.startswith("loss_"))]
+            history = {key: self.metric_history(run.info.run_id, key) for key in dict.fromkeys(keys)}
+            found[trial] = {"name": run.info.run_name or run.info.run_id, "status": run.info.status,
+                            "metrics": dict(run.data.metrics), "params": dict(run.data.params),
+                            "tags": dict(run.data.tags), "history": history, "loss": history.get("loss", [])}
+        return found
 
     def metric_history(self, run_id: str, key: str) -> list[tuple[int, float]]:
         """(step, value) of every logged value of ``key`` in ``run_id``, in step order."""

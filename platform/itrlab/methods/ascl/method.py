@@ -39,6 +39,7 @@ from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn
 from itrlab.losses import Similarities
+from itrlab.losses.parts import PartBound
 from itrlab.methods.ascl.losses import I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG
 from itrlab.methods.base import MethodModule, MethodSettings, build_task_loss
 from itrlab.methods.context import BuildContext
@@ -78,6 +79,8 @@ class AsclMethod(MethodModule):
     group_refusal = ("its step draws generated captions from a per-run generator on the host and groups captions "
                      "by length (shapes that depend on the batch), which one vmapped step cannot do per member")
     provides = frozenset(PROVIDED)
+    part_bounds = {"dropped_generated": PartBound(0.0, "the share of generated negatives dropped by alpha",
+                                                  statistic=True)}
 
     def __init__(self, model: AsclModel, loss: torch.nn.Module, generators: SampleGenerators, *, seed: int = 0,
                  max_len: int = 64, shard_elements: int | None = 1 << 22):

@@ -46,6 +46,7 @@ from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn, dense_score_fn
 from itrlab.losses import LossOutput, Similarities, build_loss
+from itrlab.losses.parts import PartBound
 from itrlab.methods.base import MethodSettings, build_task_loss, mark_reinitialised, union
 from itrlab.methods.coder import losses as D
 from itrlab.methods.context import BuildContext
@@ -159,6 +160,21 @@ class CoderMethod(DualEncoderMethod):
                      "updated after each step, and k-means prototypes re-clustered each epoch)")
     # the dual encoder's similarities, and the memory banks' (M-DCL, MB's memory diversity)
     provides = DualEncoderMethod.provides | frozenset(D.MEMORY_SCORES) | frozenset(D.MOMENTUM_POSITIVES)
+    # PGC's cross-entropies (eq. 7) and the concept branch's collapse figures (concepts.collapse_figures);
+    # DCL's terms (instance, mdcl, concept) can go below zero: no floor
+    part_bounds = {
+        **dict.fromkeys(("pgc", "pgc_image", "pgc_caption"),
+                        PartBound(0.0, "ln K: uniform over the K clusters; 0 before the first clustering (epoch 1)")),
+        "pgc_labelled": PartBound(0.0, "the share of pairs with a cluster label (0 before the first clustering)",
+                                  statistic=True),
+        "pgc_prototype_cosine": PartBound(plateau="the prototypes' mean cosine; 1: all alike", statistic=True),
+        **{f"attention_top_{side}": PartBound(plateau="1: one concept per sample (collapse)", statistic=True)
+           for side in ("image", "caption")},
+        **{f"attention_entropy_{side}": PartBound(0.0, "0: one concept per sample (collapse); ln g: uniform",
+                                                  statistic=True) for side in ("image", "caption")},
+        **{f"concept_cosine_{side}": PartBound(plateau="1: all concept embeddings alike (collapse)", statistic=True)
+           for side in ("image", "caption")},
+    }
 
     @classmethod
     def validate_config(cls, config: ExperimentConfig, loss: nn.Module) -> None:
