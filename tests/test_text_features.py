@@ -234,3 +234,17 @@ def test_ascl_refuses_stored_states_with_one_line(stored, capsys):
     assert main(["check-config", "-c", "ascl_synthetic_tiny", *on_stored_text(stored)]) == 2
     err = capsys.readouterr().err.strip()
     assert "model.text.encoder" in err and "stored text features hold no ids to edit" in err
+
+
+def test_resident_and_loader_batches_of_stored_states_train_the_same_model(stored, tmp_path):
+    """The resident split holds the states in float16, the loader's items are float32 copies of the same
+    float16 values: the same seed trains the same model either way (and the resident size counts them)."""
+    from itrlab.data.resident import resident_bytes
+    from itrlab.data.precomp import open_precomp
+    from itrlab.train import run_experiment
+
+    tables = [run_experiment(tiny_config(stored, f"train.data_path={path}"), tmp_path / path).test
+              for path in ("loader", "resident")]
+    assert tables[0] == tables[1]
+    split = open_precomp(stored, "train")
+    assert resident_bytes(split, 16, text_width=384) > 200 * 16 * 384 * 2 > resident_bytes(split, 16)

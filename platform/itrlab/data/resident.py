@@ -37,17 +37,20 @@ FREE_MEMORY_SHARE = 0.5  # auto: resident when the split needs at most this shar
 _CHUNK_BYTES = 256 << 20  # features are copied to the device in chunks of this size
 
 
-def resident_bytes(split: PrecompSplit, max_len: int) -> int:
-    """Device memory a :class:`ResidentSplit` of ``split`` takes (features, padded tokens, lengths), at most."""
+def resident_bytes(split: PrecompSplit, max_len: int, text_width: int = 0) -> int:
+    """Device memory a :class:`ResidentSplit` of ``split`` takes (features, padded tokens, lengths), at most:
+    token ids take 8 bytes a token; stored text states (``text_width`` > 0) ``text_width`` float16 values."""
     features = split.features.size * split.features.dtype.itemsize
-    return int(features + split.n_captions * (max_len + 2) * 8)
+    per_token = 2 * text_width if text_width else 8
+    return int(features + split.n_captions * (max_len * per_token + 16))
 
 
 def choose_data_path(spec: str, device: torch.device, split: PrecompSplit, max_len: int,
-                     free_bytes: int | None = None) -> str:
+                     free_bytes: int | None = None, text_width: int = 0) -> str:
     """``resident`` or ``loader`` for ``train.data_path`` = ``spec`` on ``device``.
 
-    ``free_bytes``: the device's free memory (default: ``torch.cuda.mem_get_info`` on a GPU).
+    ``free_bytes``: the device's free memory (default: ``torch.cuda.mem_get_info`` on a GPU); ``text_width``:
+    the width of stored text states (0: token ids).
     """
     if spec not in DATA_PATHS:
         raise ValueError(f"data path must be one of {', '.join(DATA_PATHS)}, got {spec!r}")
@@ -57,7 +60,7 @@ def choose_data_path(spec: str, device: torch.device, split: PrecompSplit, max_l
         return "loader"
     if free_bytes is None:
         free_bytes = free_memory_bytes(device)
-    return "resident" if resident_bytes(split, max_len) <= FREE_MEMORY_SHARE * free_bytes else "loader"
+    return "resident" if resident_bytes(split, max_len, text_width) <= FREE_MEMORY_SHARE * free_bytes else "loader"
 
 
 def load_features(features: np.ndarray, device: torch.device, chunk_bytes: int = _CHUNK_BYTES) -> Tensor:

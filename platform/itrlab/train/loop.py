@@ -31,6 +31,7 @@ from itrlab.data import Batch, CaptionDataset, PrecompSplit, Vocabulary, make_lo
 from itrlab.data.dataset import ShardedBatchSampler
 from itrlab.data.prefetch import DevicePrefetcher
 from itrlab.data.resident import ResidentSplit, choose_data_path
+from itrlab.data.text_features import TextFeatures
 from itrlab.errors import ItrlabError, UserInputError
 from itrlab.eval import RecallTable, evaluate
 from itrlab.losses import LossOutput
@@ -196,7 +197,8 @@ class Trainer:
         max_len = self.config.model.text.max_len
         self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=max_len,
                                       extra_fields=self.method.batch_extras())
-        self.data_path = choose_data_path(train.data_path, self.device, self.data.train, max_len)
+        text_width = len(self.data.vocab) if isinstance(self.data.vocab, TextFeatures) else 0
+        self.data_path = choose_data_path(train.data_path, self.device, self.data.train, max_len, text_width=text_width)
         self.resident = (self.shared_resident or ResidentSplit(self.dataset, self.device)) \
             if self.data_path == "resident" else None
         self.steps_per_epoch = len(self.dataset) // train.batch_size // self.world_size
