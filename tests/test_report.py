@@ -309,6 +309,21 @@ def test_rows_that_share_seeds_are_compared_paired_and_the_page_says_which_inter
     assert "The headline's interval: Welch's (the two rows share fewer than two finished seeds)." in report.notes
 
 
+def test_a_baseline_below_which_every_row_lies_is_said_to_beat_them():
+    """The best row is the baseline and every other row is below it at 95%: the headline says so, with each
+    difference and its interval (VSE++ over VSE on Flickr8K read "no row beats VSE++" before)."""
+    level = chance_level(50, 5, "all")
+    table, spec = dbl_table({"A": [170.0, 176.0, 181.0], "B": [160.0, 167.0, 171.0], "C": [165.0, 171.0, 177.0]})
+    top, report = report_of(table, spec, level)
+    paired_b, paired_c = mean_interval_of([-10.0, -9.0, -10.0]), mean_interval_of([-5.0, -5.0, -4.0])
+    assert top.winner is None and top.interval == "paired"
+    assert top.text == (f"A beats every row at 95% (3 seeds): B -9.7 ± {paired_b.half_width:.1f} (paired), "
+                        f"C -4.7 ± {paired_c.half_width:.1f} (paired)")
+    assert "The headline's interval: the paired one" in " ".join(report.notes)
+    table, spec = dbl_table({"A": [170.0, 176.0, 181.0], "B": [160.0, 167.0, 171.0], "C": [169.0, 177.0, 180.0]})
+    assert report_of(table, spec, level)[0].text.startswith("no row beats A at 95%")  # C is not below A
+
+
 def mean_interval_of(values):
     from itrlab.report.stats import mean_interval
 

@@ -135,7 +135,7 @@ class SplitText:
         out = torch.zeros((len(self), width, self.width), dtype=torch.float16)
         for index in range(len(self)):
             start = int(self.offsets[index])
-            out[index, :kept[index]] = torch.from_numpy(np.asarray(self.states[start:start + kept[index]]))
+            out[index, :kept[index]] = torch.from_numpy(np.array(self.states[start:start + kept[index]]))
         return out, torch.from_numpy(kept.astype(np.int64))
 
 

@@ -151,30 +151,44 @@ def headline(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None
                 f"; highest mean: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
                 f"{_pm(table[f'{column}_ci95'][best], column)}")
         return Headline(text + notes, column, None, baseline, metrics)
-    text = _comparison_text(table, column, marks, base, [i for i in rows if i != base], seeds_text)
+    text, used = _comparison_text(table, column, marks, base, [i for i in rows if i != base], seeds_text)
     if best != base and diff is not None:
         text += f"; highest mean: {marks.labels[best]}, {_signed(diff, column)}" + \
                 (f" ± {number(half, column)}{_paired_words(interval, paired_seeds, seeds)}" if half is not None
                  else " (no interval with one seed)")
-    return Headline(text + notes, column, None, baseline, metrics, interval if best != base else "")
+    return Headline(text + notes, column, None, baseline, metrics, interval if best != base else used)
 
 
 def _comparison_text(table: dict[str, list], column: str, marks: RowMarks, base: int, others: list[int],
-                     seeds_text: str) -> str:
-    """"no row differs from A" when every row converged; "inconclusive" where the baseline or every other row
-    was still learning; else a statement on the converged rows, the others named inconclusive."""
+                     seeds_text: str) -> tuple[str, str]:
+    """"no row differs from A" when every row converged; "A beats every row" when each converged row is below
+    it at 95%; "inconclusive" where the baseline or every other row was still learning; else a statement on
+    the converged rows, the others named inconclusive. With the interval the differences named used ("" when
+    none is named)."""
     baseline = marks.labels[base]
     learning = [i for i in others if marks.still_learning(i)]
     if marks.still_learning(base) or len(learning) == len(others):
         named = ([base] if marks.still_learning(base) else []) + learning
-        return f"inconclusive against {baseline} ({seeds_text}): still learning: {_reasons(marks, named)}"
+        return f"inconclusive against {baseline} ({seeds_text}): still learning: {_reasons(marks, named)}", ""
     converged = [i for i in others if i not in learning]
     differs = any(_differs(table, column, i) for i in converged)
-    text = (f"{'no row' if not learning else 'no converged row'} {'beats' if differs else 'differs from'} "
-            f"{baseline} at 95% ({seeds_text})")
+    used = ""
+    if converged and all(_differs(table, column, i) for i in converged):  # the baseline beats every row
+        text = (f"{baseline} beats {'every converged row' if learning else 'every row'} at 95% ({seeds_text}): "
+                + ", ".join(_difference_words(table, column, marks, i) for i in converged))
+        used = ", ".join(sorted({difference(table, column, i)[2] for i in converged}))
+    else:
+        text = (f"{'no row' if not learning else 'no converged row'} {'beats' if differs else 'differs from'} "
+                f"{baseline} at 95% ({seeds_text})")
     if learning:
         text += f"; inconclusive for the rows still learning: {_reasons(marks, learning)}"
-    return text
+    return text, used
+
+
+def _difference_words(table: dict[str, list], column: str, marks: RowMarks, i: int) -> str:
+    """``VSE -8.7 ± 2.4 (paired by seed)``: row ``i``'s difference to the baseline and its interval's kind."""
+    diff, half, interval, _ = difference(table, column, i)
+    return f"{marks.labels[i]} {_signed(diff, column)} ± {number(half, column)} ({interval or 'no interval'})"
 
 
 def _differs(table: dict[str, list], column: str, i: int) -> bool:
