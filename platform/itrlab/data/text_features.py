@@ -168,7 +168,12 @@ class TextFeatures:
 
     @property
     def fingerprint(self) -> str:
-        """A digest of the manifest (model, settings, every split's caption digest and counts)."""
+        """What the features were computed from: the extraction's digest of its model, settings and every
+        split's captions (the same inputs extracted again give the same fingerprint); a manifest without one,
+        a digest of the whole manifest."""
+        recorded = self.manifest.get("fingerprint")
+        if isinstance(recorded, str) and recorded:
+            return recorded
         return hashlib.sha256(json.dumps(self.manifest, sort_keys=True).encode()).hexdigest()[:16]
 
     def __len__(self) -> int:
