@@ -266,6 +266,10 @@ def sweep_main(args: argparse.Namespace) -> int:
                            allow_changes=args.allow_changes)
     except KeyboardInterrupt:  # outside Tune's own handling (say while Ray starts): the parent run is KILLED
         return interrupted(f"sweep {interruption()[0]}; --resume continues it")
+    if result.unchanged:
+        print(f"sweep {spec.name}: {result.sweep_dir} finished and has no trial left to run: nothing was run, its "
+              f"MLflow parent run {result.parent_run_id} and its report are as they were")
+        return 0
     if result.best is not None and result.headline is None:  # no pivot (Optuna): the best trial is the result,
         # ranked as the table ranks it, by the objective at the trial's best epoch; a pivot's headline was printed last
         from itrlab.report.summary import objective_value
