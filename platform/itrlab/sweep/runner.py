@@ -37,7 +37,7 @@ from ray import tune
 from itrlab.config import ExperimentConfig
 from itrlab.config.checks import check_data_content
 from itrlab.assembly import check_experiment
-from itrlab.errors import StorageError, UserInputError, failure_reason, one_line_logs
+from itrlab.errors import StorageError, UserInputError, failure_reason
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep import integrity
@@ -48,6 +48,7 @@ from itrlab.sweep.groups import group_param_space, sweep_groups
 from itrlab.sweep.resume import (STATE_FILE, check_tune_state, check_unchanged, data_digests, nothing_left_to_run,
                                  pick, read_state, record, set_status, write_state)
 from itrlab.sweep.search import optuna_search
+from itrlab.sweep.storage import fit_checking_storage, storage_failure
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError,
                                   kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
@@ -346,7 +347,7 @@ def fit_trials(tuner: tune.Tuner, spec: SweepSpec, sweep_dir: Path, started_ray:
     try:
         integrity.sign_after_fit(sweep_dir)  # what Tune saved last, signed from the driver's own copy
     except OSError as err:
-        StopOnStorageError.reason = StopOnStorageError.reason or f"{err.strerror or err}: {err.filename}"
+        StopOnStorageError.reason = StopOnStorageError.reason or storage_failure(err, sweep_dir)
     if StopOnStorageError.reason is not None:
         raise StorageError(f"the sweep's storage can no longer be written: {StopOnStorageError.reason}; "
                            f"--resume continues the sweep once it can")
@@ -396,23 +397,3 @@ def end_parent(spec: SweepSpec, parent: MlflowTracker, rows: list[TrialRow], int
     parent.end(status)
     set_status(sweep_dir, status)
     return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(view), interrupted, status, headline)
-
-
-# Tune's storage-sync errors repeat the same OSError with a traceback at every attempt; the sweep ends
-# with one line that says what broke
-one_line_logs("ray.tune.execution.experiment_state", "ray.train._internal.syncer")
-
-
-def fit_checking_storage(tuner: tune.Tuner, sweep_dir: Path):
-    """``tuner.fit()``; a sweep folder that can no longer be written (a disk turned read-only, a folder
-    replaced) becomes one clear error instead of Tune's traceback. The trials' runs end FAILED (their
-    checkpoints could not be stored) and the parent FAILED with this reason."""
-    try:
-        return tuner.fit()
-    except OSError as err:
-        try:
-            check_writable_dir(sweep_dir / "tune", "--storage")
-        except UserInputError as unwritable:
-            raise StorageError(f"the sweep's storage can no longer be written: {unwritable}; "
-                              f"{failure_reason(err)}") from None
-        raise
