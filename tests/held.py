@@ -68,6 +68,21 @@ def _signal_all(pids: list[int], signum: int) -> None:
             os.kill(pid, signum)
 
 
+@contextlib.contextmanager
+def stopped(pids: list[int], timeout: float = 60) -> Iterator[list[int]]:
+    """``pids`` stopped (SIGSTOP), each seen stopped before this yields; continued (SIGCONT) on leaving (a
+    process killed meanwhile is gone)."""
+    deadline = time.monotonic() + timeout
+    try:
+        _signal_all(pids, signal.SIGSTOP)
+        while not all(_stopped(pid) for pid in pids):  # SIGSTOP acts when the kernel next runs them
+            assert time.monotonic() < deadline, "a process did not stop"
+            time.sleep(0.01)
+        yield pids
+    finally:
+        _signal_all(pids, signal.SIGCONT)
+
+
 def board_notes(storage: Path) -> dict[str, dict]:
     """The progress board of every sweep under ``storage`` (``<storage>/<sweep>/<folder>/progress/*.json``):
     trial id -> its last note (phase, epoch, epochs ...); a note being replaced is skipped."""
@@ -101,25 +116,15 @@ def held(processes: Callable[[], list[int]], ready: Callable[[], bool], alive: C
     were stopped and no other had appeared; yields their pids and continues them (SIGCONT) on leaving (a
     process the test killed meanwhile is gone). Fails when ``alive()`` stops holding, or after ``timeout``
     seconds, with ``what`` (what the test waited for) in the message."""
-    stopped: list[int] = []
     deadline = time.monotonic() + timeout
-    try:
-        while True:
-            assert alive(), f"{what}: the job ended first"
-            assert time.monotonic() < deadline, f"{what}: not seen in {timeout:.0f} s"
-            stopped = processes()
-            _signal_all(stopped, signal.SIGSTOP)
-            while not all(_stopped(pid) for pid in stopped):  # SIGSTOP acts when the kernel next runs them
-                assert time.monotonic() < deadline, f"{what}: a process did not stop"
-                time.sleep(0.01)
-            if stopped and ready() and set(processes()) <= set(stopped):
-                break
-            _signal_all(stopped, signal.SIGCONT)
-            stopped = []
-            time.sleep(0.2)
-        yield stopped
-    finally:
-        _signal_all(stopped, signal.SIGCONT)
+    while True:
+        assert alive(), f"{what}: the job ended first"
+        assert time.monotonic() < deadline, f"{what}: not seen in {timeout:.0f} s"
+        with stopped(processes()) as pids:
+            if pids and ready() and set(processes()) <= set(pids):
+                yield pids
+                return
+        time.sleep(0.2)
 
 
 def trials_held(driver: subprocess.Popen | None, ready: Callable[[], bool], what: str = "a trial training",

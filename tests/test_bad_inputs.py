@@ -127,7 +127,7 @@ def test_a_benchmark_count_below_one_is_one_line_and_exit_2(flag, capsys):
 
 @pytest.mark.parametrize("command", ["train", "check-config"])
 def test_a_config_that_is_a_folder_says_so(tmp_path, monkeypatch, capsys, command):
-    """``-c <folder>`` names the folder as a folder, not as a file that does not exist (issue #45 item 5)."""
+    """``-c <folder>`` names the folder as a folder, not as a file that does not exist (issue #45 item 7)."""
     monkeypatch.chdir(tmp_path)
     assert main([command, "-c", str(tmp_path)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
@@ -142,7 +142,7 @@ def test_a_config_that_is_a_folder_says_so(tmp_path, monkeypatch, capsys, comman
 ])
 def test_a_sweep_signing_key_missing_or_others_can_read_stops_before_ray_and_mlflow(tmp_path, monkeypatch, capsys,
                                                                                    key, fragment):
-    """The key named by ITRLAB_SECRET_FILE is checked before anything starts (issue #45 item 5): one line naming
+    """The key named by ITRLAB_SECRET_FILE is checked before anything starts (issue #45 item 7): one line naming
     the file, exit 2, no MLflow store, no sweep folder, no Ray."""
     import sys
 

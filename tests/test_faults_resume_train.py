@@ -80,7 +80,7 @@ def recorded(root) -> dict:
 
 
 def test_a_resume_of_a_finished_run_changes_nothing_recorded(copy, capsys):
-    """Issue #45 item 3: nothing left to train, so no second test evaluation, no new train_seconds or cpu_hours,
+    """Issue #45 item 4: nothing left to train, so no second test evaluation, no new train_seconds or cpu_hours,
     no new end time; it says so and exits 0 (in this process: it stops before MLflow is opened)."""
     from itrlab.cli import main
 
@@ -101,7 +101,7 @@ def test_a_resume_of_a_finished_run_changes_nothing_recorded(copy, capsys):
                                     ("dataset.splits.test=dev", "eval.test_protocol=5fold")],
                          ids=["another test split", "another test protocol", "both"])
 def test_allow_changes_never_evaluates_a_run_on_other_test_data(copy, capsys, change):
-    """Issue #45 item 3: an evaluation on other data, or under another protocol, is a new record: refused with
+    """Issue #45 item 4: an evaluation on other data, or under another protocol, is a new record: refused with
     one line even with --allow-changes (and with more epochs to train), the run's results and config kept."""
     before = recorded(copy)
     line = refused_line(*resume_here(copy, capsys, "--allow-changes", *change))

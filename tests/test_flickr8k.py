@@ -209,7 +209,8 @@ def _outside(kind: str):
         path = o["root"] / SPLIT_FILES["test"]
         path.write_text(path.read_text() + name + "\n")
         line = len(path.read_text().splitlines())
-        return Path(f"{path}:{line}"), f"the image {name!r} is outside the image folder {o['root'] / IMAGES_DIR} ({how})"
+        return Path(f"{path}:{line}"), (f"the image {name!r} is outside the image folder "
+                                        f"{o['root'] / IMAGES_DIR} ({how})")
     return change
 
 

@@ -195,7 +195,7 @@ def test_a_manifest_rolled_back_with_its_files_is_refused(tmp_path, key):
 
 
 def test_a_key_others_can_read_or_that_is_missing_is_refused_before_anything(tmp_path, key, monkeypatch):
-    """Issue #45 item 5: the key named by ITRLAB_SECRET_FILE must exist, be a file and be private (0600)."""
+    """Issue #45 item 7: the key named by ITRLAB_SECRET_FILE must exist, be a file and be private (0600)."""
     named = tmp_path / "sweep-key"
     named.write_text("a" * 64)
     named.chmod(0o644)

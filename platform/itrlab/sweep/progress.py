@@ -7,12 +7,12 @@ line on stdout::
     7/15 trials done · 2 running: starting, epoch 2/10 step 120/400 · 6 queued (2 at a time) · 0 failed · ETA 6 min
     15/15 trials done · 0 running · 0 failed · took 21 min (this invocation)
 
-*done* counts trials that finished or were stopped early (Tune's TERMINATED), *failed* those whose run
-ended FAILED: errored for good (ERROR, after their retries), or ended on a result that says how they failed
-(a checkpoint the storage did not take, bad input, a loss that diverged; issue #45); the total is the sweep's trial count (the grid times the
-seeds, or Optuna's ``num_trials``). The counts are read from Tune's trial list at every step, so a
-resumed sweep counts the trials it restored. Each running trial says what it does, from the sweep's
-progress board (:mod:`itrlab.sweep.board`): ``starting`` until its training's first note (Ray's
+*done* counts trials that finished or were stopped early (Tune's TERMINATED), *failed* those whose run ended
+FAILED: errored for good (ERROR, after their retries), or ended on a result that says how they failed (a
+checkpoint the storage did not take, bad input, a loss that diverged; issue #45); the total is the sweep's
+trial count (the grid times the seeds, or Optuna's ``num_trials``). The counts are read from Tune's trial
+list at every step, so a resumed sweep counts the trials it restored. Each running trial says what it does,
+from the sweep's progress board (:mod:`itrlab.sweep.board`): ``starting`` until its training's first note (Ray's
 worker building the data, the model and any stages), then ``epoch e/E step s/S``, ``validating epoch
 e/E`` or ``testing``. Trials not started are ``queued`` behind the concurrency, or ``pending`` while
 Ray starts a worker for them or waits for resources. The ETA (:func:`eta_seconds`) comes from the

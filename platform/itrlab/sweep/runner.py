@@ -157,7 +157,8 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
     check_sweep_keys(spec)
     check_published(spec)
     storage = check_writable_dir(storage, "--storage")
-    integrity.installation_key()  # the signing key: a file only its owner reads, checked before anything starts
+    # the signing key: a file only its owner reads, checked before anything starts (a resume never makes one up)
+    integrity.installation_key(create=not resume)
     with contextlib.ExitStack() as held:
         state: dict[str, Any] = {}
         signed = None  # a resumed sweep's identity and the generation of its signed state (itrlab.sweep.integrity)

@@ -276,7 +276,8 @@ def start_run(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callb
         # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
         # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
         trainer.callbacks.insert(0, MlflowEpochLogger(tracker))
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(config.dump(), sort_keys=False))  # once nothing was refused
+    # once nothing was refused
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(config.dump(), sort_keys=False))
     record_data(run_dir, config)  # what a --resume compares its data with (itrlab.train.provenance)
     return StartedRun(config, run_dir, trainer, tracker, run_id, stages, stage_cost, started, world_size)
 
