@@ -192,6 +192,9 @@ def test_a_manifest_rolled_back_with_its_files_is_refused(tmp_path, key):
     with pytest.raises(UserInputError, match=r"is an older state of this sweep \(generation 1; its parent run "
                                              r"recorded 2 .*rolled back is refused"):
         integrity.verify(sweep, SWEEP, at_least=recorded)
+    shutil.rmtree(sweep / "tune")  # the state removed altogether: no fresh start in its place
+    with pytest.raises(UserInputError, match=r"holds none of the Tune state its parent run recorded \(generation 2\)"):
+        integrity.verify(sweep, SWEEP, at_least=recorded)
 
 
 def test_a_key_others_can_read_or_that_is_missing_is_refused_before_anything(tmp_path, key, monkeypatch):

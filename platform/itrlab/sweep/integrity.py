@@ -253,6 +253,9 @@ def verify(sweep_dir: Path, sweep: str, at_least: int = 0) -> int:
     tune_dir = sweep_dir / TUNE_DIR
     files = signed_files(tune_dir)
     if not files:
+        if at_least:  # its parent run recorded a saved state: a folder emptied is no fresh start
+            raise UserInputError(f"--resume: {tune_dir} holds none of the Tune state its parent run recorded "
+                                 f"(generation {at_least}); nothing was started: restore it, or start the sweep anew")
         return 0
     key = installation_key(create=False)
     path = sweep_dir / MANIFEST
