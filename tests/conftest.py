@@ -163,17 +163,6 @@ def interrupt_after_shards(monkeypatch, n: int):
     return written, lambda: monkeypatch.setattr(job, "write_shard", real_write)
 
 
-def wait_for_first_epoch(process: subprocess.Popen, log: Path, seconds: float) -> None:
-    """Until a training job ``process`` logged its first epoch to ``log`` (its checkpoint exists); fails with
-    the log's tail if the job ends first or ``seconds`` pass."""
-    import time
-
-    deadline = time.monotonic() + seconds
-    while "epoch   1/" not in log.read_text():
-        assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-        time.sleep(0.2)
-
-
 def refused_setting(build, *args, **kwargs) -> str:
     """The setting a typed constructor (a loss's, through ``validate_call``) refused, as its error names it:
     pydantic's location, or a SettingError's ``setting``. Fails when ``build`` accepts the call."""

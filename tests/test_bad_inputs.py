@@ -126,3 +126,43 @@ def test_a_benchmark_count_below_one_is_one_line_and_exit_2(flag, capsys):
     with pytest.raises(SystemExit) as exited:
         bench_cli([flag, "0"])
     assert exited.value.code == 2 and f"argument {flag}: 0 is less than 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["train", "check-config"])
+def test_a_config_that_is_a_folder_says_so(tmp_path, monkeypatch, capsys, command):
+    """``-c <folder>`` names the folder as a folder, not as a file that does not exist (issue #45 item 7)."""
+    monkeypatch.chdir(tmp_path)
+    assert main([command, "-c", str(tmp_path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"got '{tmp_path}'; it is a folder; name a YAML file" in lines[0], lines
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("key, fragment", [
+    ("absent", "does not exist (ITRLAB_SECRET_FILE names it)"),
+    ("readable", "has mode 0644: others can read or change it; run `chmod 600"),
+    ("folder", "is not a file (ITRLAB_SECRET_FILE names it)"),
+])
+def test_a_sweep_signing_key_missing_or_others_can_read_stops_before_ray_and_mlflow(tmp_path, monkeypatch, capsys,
+                                                                                   key, fragment):
+    """The key named by ITRLAB_SECRET_FILE is checked before anything starts (issue #45 item 7): one line naming
+    the file, exit 2, no MLflow store, no sweep folder, no Ray."""
+    import sys
+
+    import yaml
+
+    path = {"absent": tmp_path / "absent", "readable": tmp_path / "key", "folder": tmp_path}[key]
+    if key == "readable":
+        path.write_text("k" * 64)
+        path.chmod(0o644)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("ITRLAB_SECRET_FILE", str(path))
+    spec = {"name": "keyed", "experiment": "dbl_synthetic_tiny", "overrides": [f"dataset.root={tmp_path / 'data'}"],
+            "grid": {"cooperative.strategy": ["A"]}, "seeds": [0]}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["sweep", "--sweep", str(tmp_path / "sweep.yaml"), "--storage", str(tmp_path / "sweeps")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"the sweep signing key {path} " in lines[0] and fragment in lines[0], lines
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "sweeps").exists()
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()

@@ -328,6 +328,27 @@ def test_cli_input_errors_exit_2_with_one_line(mini, capsys):
     assert "2 fractions for 3 splits" in capsys.readouterr().err
 
 
+@needs_coco_mini
+@pytest.mark.parametrize("kind", ["..", "absolute", "link"])
+def test_an_image_named_outside_the_image_folder_is_one_line_before_anything_is_read(mini, capsys, kind):
+    """A COCO caption file whose file_name leaves --images (issue #45 item 7): through '..', as an absolute
+    path, or through a link inside the folder; the photo exists out there, and is never read."""
+    outside = mini["tmp"] / "elsewhere.jpg"
+    shutil.copy(mini["images"] / mini["files"][0], outside)
+    name = {"..": "../elsewhere.jpg", "absolute": str(outside), "link": "linked.jpg"}[kind]
+    if kind == "link":
+        (mini["images"] / "linked.jpg").symlink_to(outside)
+    doc = json.loads(mini["captions"].read_text())
+    doc["images"][0]["file_name"] = name
+    captions = write_json(mini["tmp"] / "outside.json", doc)
+    assert extract_main(["--images", str(mini["images"]), "--captions", str(captions), "--out",
+                         str(mini["tmp"] / "out"), "--no-progress", "--split-fractions", "0.5,0.25,0.25"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"itrlab: error: data error in {captions}: the image {name!r} is outside the image "
+                          f"folder {mini['images']}") and "\n" not in err, err
+    assert not (mini["tmp"] / "out").exists()
+
+
 @pytest.mark.e2e
 def test_job_script_reports_bad_input_without_loading_the_model(tmp_path):
     result = subprocess.run([sys.executable, str(REPO / "jobs" / "extract_features.py"),

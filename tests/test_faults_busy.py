@@ -14,7 +14,7 @@ import time
 import pytest
 from mlflow import MlflowClient
 
-from conftest import wait_for_first_epoch
+from held import training_held
 from servers import busy_proxy, mlflow_server
 from test_faults_cli import env_for, job, one_line_error, run
 
@@ -68,8 +68,8 @@ def test_a_server_that_turns_busy_during_a_run_ends_it_on_one_line(tmp_path, ser
                                            "tracking.experiment=busy_during"),
                                        cwd=tmp_path, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
         try:
-            wait_for_first_epoch(process, log, 300)
-            turned.set()
+            with training_held(process, log):  # the server turns busy before the training can end
+                turned.set()
             _, err = process.communicate(timeout=300)
         finally:
             if process.poll() is None:

@@ -18,7 +18,8 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from conftest import REPO, wait_for_first_epoch
+from conftest import REPO
+from held import training_held
 from servers import free_port
 
 BIN = Path(sys.executable).parent
@@ -213,8 +214,8 @@ def signal_training(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, str]
                                    cwd=tmp_path, env=env_for(tmp_path), stdout=out, stderr=subprocess.PIPE, text=True,
                                    preexec_fn=ctrl_c_reaches_it)
     try:
-        wait_for_first_epoch(process, log, 240)  # a checkpoint exists
-        process.send_signal(signum)
+        with training_held(process, log, 240):  # a checkpoint exists; the signal is delivered when it continues
+            process.send_signal(signum)
         _, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:

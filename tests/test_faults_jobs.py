@@ -18,8 +18,15 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from held import board_notes, notes_since, training, training_alone, trials_held
 from itrlab.sweep import progress
-from test_sweep_jobs import job_env, start_driver, sweep_command, sweep_runs, wait_for
+from test_sweep_jobs import job_env, start_driver, sweep_command, sweep_runs
+
+
+def one_ended_one_training(notes: dict[str, dict]) -> bool:
+    """Two trials on the board: one ended (its last note: testing, after which it ends its run), one training."""
+    return sorted(training(note) for note in notes.values()) == [False, True] and \
+        any(note.get("phase") == "testing" for note in notes.values())
 
 pytestmark = pytest.mark.e2e
 LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]", "localhost")
@@ -68,18 +75,13 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     log_path = tmp_path / "first.log"
     driver = start_driver(command, tmp_path, log_path, env)
     try:
-        def second_trial_running() -> bool:
-            if "MLflow parent run" not in log_path.read_text():
-                return False
-            _, children = sweep_runs(tmp_path, "sigint_sweep", polling=True)
-            return any(c.info.status == "FINISHED" for c in children) and len(children) == 2
-
-        wait_for(second_trial_running, driver, log_path, "the second trial's start", every=0.3)
-        if shutil.which("ss"):  # the Ray this sweep started listens on loopback only
-            sockets = listening_sockets(driver.pid)
-            assert sockets and all(s.startswith(LOOPBACK) for s in sockets), sockets
-        driver.send_signal(signal.SIGINT)  # Ctrl-C, to the driver only
-        assert driver.wait(timeout=180) == 130, log_path.read_text()[-4000:]
+        # the second trial held while it trains, the first one ended (its last note: testing)
+        with trials_held(driver, lambda: one_ended_one_training(board_notes(tmp_path / "sweeps")), log=log_path):
+            if shutil.which("ss"):  # the Ray this sweep started listens on loopback only
+                sockets = listening_sockets(driver.pid)
+                assert sockets and all(s.startswith(LOOPBACK) for s in sockets), sockets
+            driver.send_signal(signal.SIGINT)  # Ctrl-C, to the driver only
+            assert driver.wait(timeout=180) == 130, log_path.read_text()[-4000:]  # Tune ends the held trial
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
@@ -99,6 +101,7 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
 
     # two --resume of the sweep at the same moment: one continues it, the other is refused at once
     logs = [tmp_path / "resume1.log", tmp_path / "resume2.log"]
+    began = time.time()
     drivers = [start_driver([*command, "--resume"], tmp_path, log, env) for log in logs]
     try:
         deadline = time.monotonic() + 120
@@ -112,14 +115,11 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
         assert "in use by another process" in refused[0]
         resumed, resumed_log = drivers[1 - refused_at], logs[1 - refused_at]
 
-        # the resumed driver killed outright (it and its Ray) once F finished and G runs
-        def second_trial_finished() -> bool:
-            _, children = sweep_runs(tmp_path, "sigint_sweep", polling=True)
-            return sum(c.info.status == "FINISHED" for c in children) == 2 and len(children) == 3
-
-        wait_for(second_trial_finished, resumed, resumed_log, "the second trial's end", every=0.3)
-        os.killpg(resumed.pid, signal.SIGKILL)
-        resumed.wait()
+        # the resumed driver killed outright (it and its Ray) once F finished and G runs, G held meanwhile
+        with trials_held(resumed, lambda: one_ended_one_training(notes_since(tmp_path / "sweeps", began)),
+                         log=resumed_log):
+            os.killpg(resumed.pid, signal.SIGKILL)
+            resumed.wait()
     finally:
         for driver in drivers:
             if driver.poll() is None:
@@ -185,11 +185,14 @@ def test_storage_that_breaks_mid_sweep_fails_the_sweep_with_one_line(tmp_path):
     log_path = tmp_path / "broken.log"
     driver = start_driver(command, tmp_path, log_path)
     try:
-        wait_for(lambda: any((tmp_path / "sweeps").glob("broken_storage/*/tune/*/checkpoint_*")), driver, log_path,
-                 "the first checkpoint", every=0.2)
-        (tune_dir,) = (tmp_path / "sweeps" / "broken_storage").glob("*/tune")
-        tune_dir.rename(tune_dir.with_name("tune.moved"))
-        tune_dir.write_text("not a folder any more")
+        def first_checkpoint_stored() -> bool:
+            return training_alone(tmp_path / "sweeps") and \
+                any((tmp_path / "sweeps").glob("broken_storage/*/tune/*/checkpoint_*"))
+
+        with trials_held(driver, first_checkpoint_stored, log=log_path):  # it cannot end before the storage breaks
+            (tune_dir,) = (tmp_path / "sweeps" / "broken_storage").glob("*/tune")
+            tune_dir.rename(tune_dir.with_name("tune.moved"))
+            tune_dir.write_text("not a folder any more")
         assert driver.wait(timeout=300) == 1, log_path.read_text()[-4000:]
     finally:
         if driver.poll() is None:

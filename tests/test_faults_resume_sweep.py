@@ -3,8 +3,11 @@ storage that Ray Tune would unpickle is read unless this installation's key sign
 whose pickle runs a command, a planted searcher state, a planted error.pkl); an edited sweep file, a new
 override or changed data are refused with one line naming the difference (exit 2, before Ray or MLflow);
 ``--allow-changes`` runs them and records them on the parent run, while a second ``--resume`` of the same
-sweep is refused at once. The refusals run in this process (they stop before Ray starts), the sweep and its
-resume as the job itself."""
+sweep is refused at once. Once it finished (issue #45 item 1): its folder rolled back to the interrupted
+state, or another sweep's signed state copied in, is refused with one line and its parent run stays
+FINISHED. The refusals run in this process (they stop before Ray starts), the sweeps and the resume as the
+job itself. Each moment a test acts on ("a trial trains", "the resume runs") is held: the trial's Ray
+workers are stopped while the test acts (tests/held.py), so no trial outruns it."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import yaml
 from mlflow import MlflowClient
 
 from conftest import REPO
+from held import notes_since, training, training_alone, trials_held
 from test_faults_cli import ctrl_c_reaches_it, env_for, job
 
 pytestmark = pytest.mark.e2e  # real processes, signals and servers
@@ -41,15 +45,20 @@ def interrupted(tmp_path_factory):
         driver = subprocess.Popen(job("sweep.py", "--sweep", str(root / "sweep.yaml"), "--storage", str(root / "sweeps")),
                                   cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=ctrl_c_reaches_it)
     try:
-        deadline = time.monotonic() + 900
-        while not any(p.stat().st_size for p in root.glob("sweeps/dbl_tiny/*/tune/*/result.json")):
-            assert driver.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-        driver.send_signal(signal.SIGINT)
-        assert driver.wait(timeout=300) == 130, log.read_text()[-3000:]
+        # trial A held while it trains (F cannot start before it ends): Ctrl-C cuts A short, F never started
+        with trials_held(driver, lambda: training_alone(root / "sweeps"), log=log):
+            driver.send_signal(signal.SIGINT)
+            assert driver.wait(timeout=300) == 130, log.read_text()[-3000:]  # Tune ends the held trial itself
     finally:
         if driver.poll() is None:
             driver.kill()
+    (folder,) = (root / "sweeps" / "dbl_tiny").iterdir()
+    saved = root / "interrupted-state"  # what a rollback of the folder puts back (test_a_rolled_back_...)
+    (saved / "tune").mkdir(parents=True)
+    shutil.copy2(folder / "itrlab_signatures.json", saved)
+    for path in (folder / "tune").iterdir():
+        if path.is_file():
+            shutil.copy2(path, saved / "tune")
     return root, env
 
 
@@ -67,27 +76,28 @@ def resume(root: Path, *extra: str) -> list[str]:
     return ["sweep", "--sweep", str(root / "sweep.yaml"), "--storage", str(root / "sweeps"), "--resume", *extra]
 
 
-def statuses(root: Path) -> dict[str, str]:
-    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
-    runs = client.search_runs([client.get_experiment_by_name("dbl_tiny").experiment_id])
-    return {run.info.run_id: run.info.status for run in runs}
-
-
-def refused(root: Path, capsys, argv: list[str], fragment: str) -> str:
-    """``itrlab argv`` exits 2 with one line holding ``fragment``; no run changed, Ray never started."""
+def refused(root: Path, capsys, argv: list[str], fragment: str, parent: str = "KILLED") -> str:
+    """``itrlab argv`` exits 2 with one line holding ``fragment``; no run changed (the parent stays ``parent``),
+    Ray never started."""
     from itrlab.cli import main
 
-    before = statuses(root)
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    before = {run.info.run_id: (run.info.status, run.info.end_time, run.data.tags) for run in all_runs(client)}
     code = main(argv)
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert code == 2, out[-2000:] + err[-2000:]
     assert len(lines) == 1 and fragment in lines[0], err[-3000:]
-    assert statuses(root) == before and "KILLED" in before.values()
+    assert {run.info.run_id: (run.info.status, run.info.end_time, run.data.tags) for run in all_runs(client)} == before
+    assert parent in {status for status, _, tags in before.values() if "mlflow.parentRunId" not in tags}
     import ray
 
     assert not ray.is_initialized()
     return lines[0]
+
+
+def all_runs(client: MlflowClient) -> list:
+    return client.search_runs([e.experiment_id for e in client.search_experiments()])
 
 
 class RunsACommand:
@@ -160,17 +170,18 @@ def test_allow_changes_runs_them_records_them_and_a_second_resume_waits_for_none
     with open(log, "w") as out:
         first = subprocess.Popen(job("sweep.py", *resume(root, "--allow-changes", "train.lr=0.005")[1:]), cwd=root,
                                  env=env, stdout=out, stderr=subprocess.STDOUT)
+    began = time.time()
     try:
-        deadline = time.monotonic() + 600
-        while "--allow-changes: resuming with" not in log.read_text():
-            assert first.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-        second = subprocess.run(job("sweep.py", *resume(root)[1:]), cwd=root, env=env, capture_output=True, text=True,
-                                timeout=300)
+        # the resume held while its first trial trains: the second --resume comes while it runs, by construction
+        with trials_held(first, lambda: any(training(note) for note in notes_since(root / "sweeps", began).values()),
+                         log=log):
+            second = subprocess.run(job("sweep.py", *resume(root)[1:]), cwd=root, env=env, capture_output=True,
+                                    text=True, timeout=300)
         assert first.wait(timeout=900) == 0, log.read_text()[-3000:]
     finally:
         if first.poll() is None:
             first.kill()
+    assert "--allow-changes: resuming with" in log.read_text()
     assert second.returncode == 2, second.stderr[-2000:]
     assert len(second.stderr.strip().splitlines()) == 1 and "is in use by another process" in second.stderr
     client = MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
@@ -181,4 +192,47 @@ def test_allow_changes_runs_them_records_them_and_a_second_resume_waits_for_none
     assert parent.data.params["resume.1.changes"] == "the resolved config's train.lr: recorded 0.001, now 0.005"
     assert parent.data.tags["itrlab.resume_changes"].startswith("resume 1: the resolved config's train.lr")
     assert "0.005" in {k.data.params.get("train.lr") for k in kids}  # the trial that had not started ran it
-    shutil.rmtree(root / "sweeps", ignore_errors=True)
+
+
+def test_a_rolled_back_sweep_folder_is_refused_and_its_parent_stays_finished(here, capsys):
+    """After the sweep finished: its Tune state and signature manifest put back as they were when it was
+    interrupted (valid signatures of this sweep, of an older generation than its parent run recorded)."""
+    folder = the_sweep(here)
+    now = here / "finished-state"
+    shutil.copytree(folder / "tune", now / "tune", ignore=lambda _, names: [n for n in names if n.startswith("run_")])
+    shutil.copy2(folder / "itrlab_signatures.json", now)
+    try:
+        saved = {path.name for path in (here / "interrupted-state" / "tune").iterdir()}
+        for path in (folder / "tune").iterdir():  # the folder's own files exactly as they were then
+            if path.is_file() and path.name not in saved:
+                path.unlink()
+        for name in saved:
+            shutil.copy2(here / "interrupted-state" / "tune" / name, folder / "tune" / name)
+        shutil.copy2(here / "interrupted-state" / "itrlab_signatures.json", folder)
+        line = refused(here, capsys, resume(here, folder.name), "is an older state of this sweep", parent="FINISHED")
+    finally:
+        shutil.copytree(now / "tune", folder / "tune", dirs_exist_ok=True)
+        shutil.copy2(now / "itrlab_signatures.json", folder)
+    assert "rolled back is refused" in line
+
+
+def test_another_sweeps_signed_state_copied_in_is_refused_and_its_parent_stays_finished(interrupted, here, capsys):
+    """Another sweep of this installation, finished: its signed tune/*.json, tuner.pkl and signature manifest
+    copied into this sweep's folder. Its signatures name the other sweep: refused before Tune reads a byte."""
+    spec = yaml.safe_load((here / "sweep.yaml").read_text())
+    (here / "other.yaml").write_text(yaml.safe_dump({**spec, "name": "dbl_tiny_other",
+                                                     "grid": {"cooperative.strategy": ["A"]},
+                                                     "overrides": [*spec["overrides"][:1], "train.epochs=1"]}))
+    other = subprocess.run(job("sweep.py", "--sweep", str(here / "other.yaml"), "--storage", str(here / "sweeps")),
+                           cwd=here, env=interrupted[1], capture_output=True, text=True, timeout=900)
+    assert other.returncode == 0, other.stdout[-3000:] + other.stderr[-3000:]
+    (theirs,) = (here / "sweeps" / "dbl_tiny_other").iterdir()
+    folder = the_sweep(here)
+    for path in (theirs / "tune").iterdir():
+        if path.is_file() and path.suffix in (".json", ".pkl"):
+            shutil.copy2(path, folder / "tune" / path.name)
+    shutil.copy2(theirs / "itrlab_signatures.json", folder)
+    line = refused(here, capsys, resume(here, folder.name), "are those of the sweep 'dbl_tiny_other/",
+                   parent="FINISHED")
+    assert f"not of this one (dbl_tiny/{folder.name} (parent run " in line and "copied from another sweep" in line
+    shutil.rmtree(here / "sweeps", ignore_errors=True)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 from mlflow import MlflowClient
 
+from held import process_held
 from test_faults_cli import ctrl_c_reaches_it, env_for, job, one_line_error
 from test_faults_resume import finished_run  # noqa: F401 - the module's finished one-epoch run
 from test_faults_resume import refused_line, resume as resume_here  # in this process: exit status and stderr
@@ -68,6 +68,59 @@ def test_data_changed_under_the_same_folder_is_refused(copy, capsys):
     assert the_run(copy)[1].info.status == "FINISHED"
 
 
+def recorded(root) -> dict:
+    """What the run has recorded: its MLflow status, end, metrics (with their histories), params and tags, and
+    the files of its folder that hold results."""
+    client, run = the_run(root)
+    histories = {key: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)]
+                 for key in run.data.metrics}
+    return {"status": run.info.status, "end": run.info.end_time, "histories": histories,
+            "params": run.data.params, "tags": run.data.tags,
+            "files": {name: (root / "run" / name).read_bytes() for name in ("config.yaml", "test_recall.json")}}
+
+
+def test_a_resume_of_a_finished_run_changes_nothing_recorded(copy, capsys):
+    """Issue #45 item 4: nothing left to train, so no second test evaluation, no new train_seconds or cpu_hours,
+    no new end time; it says so and exits 0 (in this process: it stops before MLflow is opened)."""
+    from itrlab.cli import main
+
+    before = recorded(copy)
+    assert "train_seconds" in before["histories"] and "cpu_hours" in before["histories"]
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(copy)
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{copy / 'mlflow.db'}")
+        assert main(["train", "--resume", "--run-dir", str(copy / "run")]) == 0
+    out = capsys.readouterr().out
+    assert f"itrlab: {copy / 'run'} finished after 1 epochs (test rsum " in out, out
+    assert "nothing to train and changed nothing recorded" in out
+    assert recorded(copy) == before
+
+
+@pytest.mark.parametrize("change", [("dataset.splits.test=dev",), ("eval.test_protocol=5fold",),
+                                    ("dataset.splits.test=dev", "eval.test_protocol=5fold")],
+                         ids=["another test split", "another test protocol", "both"])
+def test_allow_changes_never_evaluates_a_run_on_other_test_data(copy, capsys, change):
+    """Issue #45 item 4: an evaluation on other data, or under another protocol, is a new record: refused with
+    one line even with --allow-changes (and with more epochs to train), the run's results and config kept."""
+    before = recorded(copy)
+    line = refused_line(*resume_here(copy, capsys, "--allow-changes", *change))
+    assert f"the config's {change[0].split('=')[0]}: recorded " in line, line
+    assert "an evaluation on other data or under another protocol is a new record" in line
+    assert ("(and 1 more)" in line) == (len(change) == 2)
+    assert recorded(copy) == before
+
+
+def test_the_same_data_moved_to_another_folder_is_no_new_evaluation(copy, capsys):
+    """The data's digest says it is the same data: a resume may follow it to its new folder (--allow-changes,
+    recorded), which is not an evaluation on other data."""
+    shutil.copytree(copy / "data", copy / "moved")
+    code, err = resume_here(copy, capsys, f"dataset.root={copy / 'moved'}")
+    line = refused_line(code, err)
+    assert "the config's dataset.root: recorded" in line and "--allow-changes" in line
+    assert "is a new record" not in line  # the ordinary refusal of a change, which --allow-changes accepts
+
+
 def test_allow_changes_trains_on_and_records_the_change(copy):
     done = subprocess.run(resume(copy, "--allow-changes", "train.epochs=2", "train.lr=0.002"), cwd=copy,
                           env=env_for(copy), capture_output=True, text=True, timeout=600)
@@ -87,14 +140,12 @@ def test_two_resumes_of_one_run_folder_train_once(copy):
         first = subprocess.Popen(resume(copy, "train.epochs=500"), cwd=copy, env=env, stdout=out,
                                  stderr=subprocess.STDOUT, preexec_fn=ctrl_c_reaches_it)
     try:
-        deadline = time.monotonic() + 300
-        while "resuming" not in log.read_text():  # it holds the folder
-            assert first.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
-        second = subprocess.run(resume(copy, "train.epochs=500"), cwd=copy, env=env, capture_output=True, text=True,
-                                timeout=300)
-        assert first.poll() is None, log.read_text()[-3000:]  # still training while the second was refused
-        first.send_signal(signal.SIGINT)
+        # it holds the folder and trained an epoch more, stopped: it cannot finish meanwhile
+        with process_held(first, log, "epoch   2/500"):
+            second = subprocess.run(resume(copy, "train.epochs=500"), cwd=copy, env=env, capture_output=True,
+                                    text=True, timeout=300)
+            assert first.poll() is None, log.read_text()[-3000:]  # still training while the second was refused
+            first.send_signal(signal.SIGINT)  # delivered once it continues
         assert first.wait(timeout=300) == 130, log.read_text()[-3000:]
     finally:
         if first.poll() is None:

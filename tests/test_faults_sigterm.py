@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 
 from test_faults_cli import signal_training, the_run
-from test_sweep_jobs import start_driver, sweep_command, sweep_runs, wait_for
+from held import training_alone, trials_held
+from test_sweep_jobs import start_driver, sweep_command, sweep_runs
 
 pytestmark = pytest.mark.e2e  # a training and a sweep driver in processes of their own
 
@@ -34,16 +34,10 @@ def test_sigterm_to_the_sweep_driver_ends_it_like_ctrl_c(tmp_path):
     log_path = tmp_path / "driver.log"
     driver = start_driver(command, tmp_path, log_path)
     try:
-        def a_trial_reported() -> bool:
-            if "MLflow parent run" not in log_path.read_text():
-                return False
-            _, children = sweep_runs(tmp_path, "sigterm_sweep", polling=True)
-            return bool(children)
-
-        wait_for(a_trial_reported, driver, log_path, "a trial's start", every=0.3)
-        time.sleep(2)
-        driver.send_signal(signal.SIGTERM)  # to the driver only, as a pod's container runtime does
-        assert driver.wait(timeout=180) == 143, log_path.read_text()[-4000:]
+        # a trial held while it trains: the signal comes before the sweep could end, however fast it is
+        with trials_held(driver, lambda: training_alone(tmp_path / "sweeps"), log=log_path):
+            driver.send_signal(signal.SIGTERM)  # to the driver only, as a pod's container runtime does
+            assert driver.wait(timeout=180) == 143, log_path.read_text()[-4000:]  # Tune ends the held trial
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)

@@ -1,16 +1,22 @@
-"""Storage that fails under a running sweep (issue #23), on a real file system: a tmpfs mounted by the
-test and turned read-only mid-sweep. The sweep stops with one line and exit 1, every MLflow run ends
-with a status and a reason, none RUNNING. Skipped where the test cannot mount (not root)."""
+"""Storage that fails under a running sweep or training (issue #23), on a real file system: a tmpfs mounted by
+the test, turned read-only or filled mid-run. The job stops with one line and exit 1 (a full disk named:
+"no space left on <folder>", issue #45 item 6), every MLflow run ends with a status and a reason, none
+RUNNING, and the checkpoints stay whole. Each change comes while the job is held (its trial's Ray workers,
+or the training process, stopped: tests/held.py), so it cannot finish first. Skipped where the test cannot
+mount (not root)."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from test_sweep_jobs import start_driver, sweep_command, sweep_runs, wait_for
+from held import trials_held, training_alone, training_held
+from test_sweep_jobs import start_driver, sweep_command, sweep_runs
 
 
 @pytest.fixture
@@ -37,12 +43,11 @@ def test_storage_turned_read_only_mid_sweep_stops_it_with_one_line(tmp_path, tmp
     log_path = tmp_path / "driver.log"
     driver = start_driver(command, tmp_path, log_path)
     try:
-        def first_epoch_reported() -> bool:
-            _, children = sweep_runs(tmp_path, "ro_sweep", polling=True)
-            return any(list((tmpfs / "sweeps").rglob("last.pt"))) and bool(children)
+        def first_checkpoint_stored() -> bool:
+            return training_alone(tmpfs / "sweeps") and any((tmpfs / "sweeps").rglob("last.pt"))
 
-        wait_for(first_epoch_reported, driver, log_path, "the first checkpoint", every=0.3)
-        subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+        with trials_held(driver, first_checkpoint_stored, log=log_path):
+            subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
         code = driver.wait(timeout=240)
     finally:
         if driver.poll() is None:
@@ -79,12 +84,26 @@ def test_extraction_to_a_read_only_folder_is_one_line_before_the_model_loads(tmp
     assert len(lines) == 1 and "--out" in lines[0] and "Read-only file system" in lines[0], result.stderr
 
 
-def train_until_the_disk_fills(tmp_path, full_disk, *args: str) -> tuple[subprocess.Popen, str]:
-    """A long tiny training (``args`` added) whose ``full_disk`` (a tmpfs) is filled once its first
-    checkpoint exists; the process (ended) and its stderr."""
+def fill(disk: Path, leave: int = 0) -> None:
+    """Fill ``disk`` (a tmpfs), then free ``leave`` bytes: less than a checkpoint, which then fails part-way
+    (torch's writer says "unexpected pos ..." of such a write)."""
+    with open(disk / "filler", "wb") as filler:
+        try:
+            while True:
+                filler.write(b"\0" * (1 << 20))
+                filler.flush()
+        except OSError:
+            pass
+    if leave:
+        os.truncate(disk / "filler", max((disk / "filler").stat().st_size - leave, 0))
+
+
+def train_until_the_disk_fills(tmp_path, full_disk, *args: str, leave: int = 0) -> tuple[subprocess.Popen, str]:
+    """A long tiny training (``args`` added) whose ``full_disk`` (a tmpfs) is filled (:func:`fill`) once its
+    first checkpoint exists, while the training is stopped; the process (ended) and its stderr."""
     import sys
 
-    from conftest import REPO, wait_for_first_epoch
+    from conftest import REPO
     from test_faults_cli import env_for
 
     env = env_for(tmp_path)
@@ -96,14 +115,8 @@ def train_until_the_disk_fills(tmp_path, full_disk, *args: str) -> tuple[subproc
                                     "train.epochs=500", f"dataset.root={tmp_path / 'data'}", *extra],
                                    cwd=tmp_path, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for_first_epoch(process, log, 240)
-        with open(full_disk / "filler", "wb") as filler:  # the disk is full from here on
-            try:
-                while True:
-                    filler.write(b"\0" * (1 << 20))
-                    filler.flush()
-            except OSError:
-                pass
+        with training_held(process, log, 240):  # the disk is full from here on
+            fill(full_disk, leave)
         _, err = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
@@ -135,6 +148,65 @@ def test_a_run_folder_on_a_disk_that_fills_mid_run_is_one_line_and_keeps_the_las
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (record,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
     assert record.info.status == "FAILED" and "cannot write the checkpoint" in record.data.tags["itrlab.stop_reason"]
+
+
+@pytest.mark.e2e
+def test_a_checkpoint_that_no_longer_fits_says_no_space_left_and_the_checkpoints_stay_whole(tmp_path, tmpfs):
+    """Issue #45 item 6: 8 KiB left, less than a checkpoint: torch's writer fails part-way ("unexpected pos
+    48384 vs 48336", a 40-line traceback before); now one line naming the full disk, the run FAILED with it,
+    and every checkpoint of the folder loads whole."""
+    from mlflow import MlflowClient
+
+    from itrlab.train.checkpoint import BEST, LAST, load_checkpoint
+
+    run = tmpfs / "run"
+    process, err = train_until_the_disk_fills(tmp_path, tmpfs, "--run-dir", str(run), leave=8 << 10)
+    assert process.returncode == 1, err[-3000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and "unexpected pos" not in err, err[-3000:]
+    assert lines[0].startswith("itrlab: run failed: cannot write the checkpoint ") and \
+        f": no space left on {run}; the previous one is kept" in lines[0], lines[0]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (record,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
+    assert record.info.status == "FAILED" and f"no space left on {run}" in record.data.tags["itrlab.stop_reason"]
+    for name in (LAST, BEST):
+        assert load_checkpoint(run / name)["state"].epoch >= 1, name
+    assert not list(run.glob("*.tmp"))  # no half-written file left behind
+
+
+@pytest.mark.e2e
+def test_a_sweep_whose_storage_fills_says_no_space_left_and_counts_the_trial_failed(tmp_path, tmpfs):
+    """Issue #45 item 6: the sweep's storage full while a trial trains: one line naming the full disk, exit 1,
+    the parent and the trial FAILED with it, the progress line's trial failed, not done."""
+    command = sweep_command(tmp_path, {
+        "name": "full_sweep", "experiment": "dbl_synthetic_tiny",
+        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=40"],
+        "grid": {"cooperative.strategy": ["A", "F"]}, "seeds": [0], "resources": {"cpu": 1}})
+    command[command.index("--storage") + 1] = str(tmpfs / "sweeps")
+    log_path = tmp_path / "driver.log"
+    driver = start_driver(command, tmp_path, log_path)
+    try:
+        def first_checkpoint_stored() -> bool:
+            return training_alone(tmpfs / "sweeps") and any((tmpfs / "sweeps").rglob("last.pt"))
+
+        with trials_held(driver, first_checkpoint_stored, log=log_path):
+            fill(tmpfs)
+        code = driver.wait(timeout=240)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    text = log_path.read_text()
+    (folder,) = (tmpfs / "sweeps" / "full_sweep").iterdir()
+    assert code == 1, text[-4000:]
+    last = text.rstrip().splitlines()[-1]
+    assert last.startswith("itrlab: run failed: the sweep's storage can no longer be written: ") and \
+        f"no space left on {folder}" in last, text[-4000:]
+    assert "Traceback" not in text, text[-6000:]
+    assert re.search(r"^0/2 trials done · 0 running · 1 failed · took ", text, re.M), text[-4000:]
+    (parent,), children = sweep_runs(tmp_path, "full_sweep")
+    assert parent.info.status == "FAILED" and f"no space left on {folder}" in parent.data.tags["itrlab.stop_reason"]
+    assert len(children) == 1 and children[0].info.status == "FAILED"
+    assert f"no space left on {folder}" in children[0].data.tags["itrlab.stop_reason"]
 
 
 def test_a_data_error_found_when_a_split_is_read_leaves_no_run_folder(tmp_path):

@@ -17,6 +17,7 @@ import yaml
 from mlflow import MlflowClient
 
 from conftest import write_precomp
+from held import trial_processes, training_alone, trials_held
 from itrlab.cli import main
 from itrlab.sweep import load_sweep, run_sweep, runner
 
@@ -90,16 +91,13 @@ def test_trial_killed_more_often_than_max_failures_ends_failed(workdir, capsys):
     killed: list[int] = []
 
     def kill_after_first_epoch():
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and not killed:
-            for path in (workdir / "sweeps").glob("killed/*/tune/*/result.json"):
-                lines = path.read_text().splitlines()
-                if lines:
-                    pid = json.loads(lines[-1])["pid"]
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                    return
-            time.sleep(0.2)
+        def checkpointed() -> bool:  # the trial trains on after its first checkpoint
+            return training_alone(workdir / "sweeps") and any((workdir / "sweeps").glob("killed/*/tune/*/checkpoint_*"))
+
+        with trials_held(None, checkpointed, timeout=240) as workers:  # held: it cannot end before the kill
+            for pid in trial_processes(workers):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
 
     killer = threading.Thread(target=kill_after_first_epoch, daemon=True)
     killer.start()
@@ -121,15 +119,26 @@ def parent_table(run_id: str, name: str, dst: Path) -> dict:
     return {column: [row[i] for row in data["data"]] for i, column in enumerate(data["columns"])}
 
 
-def test_resume_of_a_finished_sweep_rewrites_its_tables_whole(workdir):
-    """--resume of a finished sweep trains nothing and leaves one row per trial in the parent's tables
-    (MLflow's log_table appended a second copy, and turned ids that look like numbers into integers)."""
+def test_resume_of_a_finished_sweep_changes_nothing_recorded(workdir, capsys):
+    """--resume of a finished sweep with no trial left to run trains nothing and changes nothing recorded: the
+    parent's end time, its metrics and tags (the report's, issue #45 item 4) and its tables, one row per trial
+    (MLflow's log_table once appended a second copy, and turned ids that look like numbers into integers)."""
     sweep = load_sweep(write_sweep(workdir / "sweep.yaml", name="twice", table={"rows": ["cooperative.strategy"]},
                                    overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"]))
     first = run_sweep(sweep, storage=workdir / "sweeps")
-    run_sweep(sweep, storage=workdir / "sweeps", resume=first.sweep_dir.name)  # a finished one: by its name
+    before = MlflowClient().get_run(first.parent_run_id)
+    again = run_sweep(sweep, storage=workdir / "sweeps", resume=first.sweep_dir.name)  # a finished one: by its name
+    assert again.unchanged and again.parent_run_id == first.parent_run_id
+    after = MlflowClient().get_run(first.parent_run_id)
+    assert (after.info.status, after.info.end_time) == ("FINISHED", before.info.end_time)
+    assert after.data.metrics == before.data.metrics and after.data.tags == before.data.tags
+    capsys.readouterr()
+    assert main(["sweep", "--sweep", str(workdir / "sweep.yaml"), "--storage", str(workdir / "sweeps"),
+                 "--resume", first.sweep_dir.name]) == 0
+    assert f"{first.sweep_dir} finished and has no trial left to run: nothing was run" in capsys.readouterr().out
     ((parent,), (kid,)) = sweep_runs("twice")
     assert parent.info.run_id == first.parent_run_id and parent.info.status == "FINISHED"
+    assert parent.info.end_time == before.info.end_time
     assert [m.step for m in MlflowClient().get_metric_history(kid.info.run_id, "rsum")] == [1]  # not trained again
     for index, dst in enumerate((workdir / "a", workdir / "b")):
         dst.mkdir()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -190,10 +191,35 @@ def _caption_count(drop: bool):
     return change
 
 
+def _outside(kind: str):
+    """A photo outside the image folder (it exists, with its 5 captions), named in the test list by a path
+    through '..', by its absolute path, or through a link inside the folder that leads to it."""
+    def change(o: dict) -> tuple[Path, str]:
+        elsewhere = o["root"].parent / "elsewhere"
+        elsewhere.mkdir(exist_ok=True)
+        write_jpeg(elsewhere / "x.jpg", seed=99)
+        if kind == "..":
+            name, how = "../../elsewhere/x.jpg", "a path through '..'"
+        elif kind == "absolute":
+            name, how = str(elsewhere / "x.jpg"), "an absolute path"
+        else:
+            (o["root"] / IMAGES_DIR / "linked.jpg").symlink_to(elsewhere / "x.jpg")
+            name, how = "linked.jpg", f"a link to {elsewhere / 'x.jpg'}, outside it"
+        with open(o["root"] / TOKEN_FILE, "a") as tokens:
+            tokens.writelines(f"{name}#{n}\tA photo from elsewhere , caption {n} .\n" for n in range(5))
+        path = o["root"] / SPLIT_FILES["test"]
+        path.write_text(path.read_text() + name + "\n")
+        line = len(path.read_text().splitlines())
+        return Path(f"{path}:{line}"), (f"the image {name!r} is outside the image folder "
+                                        f"{o['root'] / IMAGES_DIR} ({how})")
+    return change
+
+
 @pytest.mark.parametrize("breaks", [_drop_token_file, _drop_image, _unknown_in_list, _caption_count(True),
-                                    _caption_count(False)],
+                                    _caption_count(False), _outside(".."), _outside("absolute"),
+                                    _outside("link")],
                          ids=["no token file", "image missing", "unknown image in a list", "4 captions",
-                              "6 captions"])
+                              "6 captions", "a path through ..", "an absolute path", "a link leading out"])
 def test_bad_folder_is_one_line_exit_2_before_anything_is_written(original, tmp_path, capsys, breaks, monkeypatch):
     monkeypatch.setattr(job, "ImageEncoder", None)  # never reached
     path, problem = breaks(original)
@@ -329,8 +355,8 @@ def test_flickr8k_photos_extract_and_train_an_epoch(tmp_path, capsys, small_bert
     chosen = {"train": splits["train"][:24], "dev": splits["dev"][:6], "test": splits["test"][:6]}
     for split, names in chosen.items():
         (root / SPLIT_FILES[split]).write_text("\n".join(names) + "\n")
-        for name in names:
-            (root / IMAGES_DIR / name).symlink_to(FLICKR8K / "images" / name)
+        for name in names:  # copies: a link leading out of the image folder is refused (issue #45 item 7)
+            shutil.copyfile(FLICKR8K / "images" / name, root / IMAGES_DIR / name)
     (root / TOKEN_FILE).write_text("".join(f"{name}#{n}\t{text}\n" for names in chosen.values() for name in names
                                            for n, text in enumerate(captions[name])), encoding="utf-8")
 

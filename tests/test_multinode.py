@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from held import ray_workers, stopped
 from servers import BIN
 
 pytestmark = pytest.mark.cluster
@@ -186,17 +187,26 @@ def test_sweep_survives_a_lost_worker_node(cluster):
                 return run
         return None
 
-    victim = None
+    victim = lost = None
     deadline = time.monotonic() + 240
     while victim is None:
         assert job.poll() is None, f"the job ended before a trial checkpointed:\n{log.read_text()[-4000:]}"
         assert time.monotonic() < deadline, "no trial checkpointed in time"
         try:
-            victim = checkpointed_trial()
+            candidate = checkpointed_trial()
         except Exception:  # the store busy or the experiment not there yet: look again
-            victim = None
-        time.sleep(0.5)
-    lost = cluster.lose_node(victim.data.tags[NODE_TAG])  # every process of that node, at once
+            candidate = None
+        if candidate is not None:
+            node = cluster.node(candidate.data.tags[NODE_TAG])
+            # the node's Ray workers held, then its trial's run read again: still RUNNING, it cannot end before
+            # its node is lost, however fast it trains (tests/held.py)
+            with stopped(ray_workers(node.pid)) as workers:
+                assert workers, f"no Ray worker of {node.name} (pid {node.pid}) was found to hold"
+                if client.get_run(candidate.info.run_id).info.status == "RUNNING":
+                    victim = candidate
+                    lost = cluster.lose_node(node.node_id)  # every process of that node, at once
+        if victim is None:
+            time.sleep(0.5)
     lost_at = time.monotonic() - started
     output = finish(job, log, 400)
     elapsed = time.monotonic() - started

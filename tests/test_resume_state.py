@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import time
 
@@ -64,6 +65,9 @@ def key(tmp_path, monkeypatch):
     return tmp_path / "home" / ".config" / "itrlab" / "secret"
 
 
+SWEEP = "sweep/20261126-080454 (parent run p1)"  # the identity a signature binds a file to (integrity.identity)
+
+
 def tune_state(sweep):
     tune = sweep / "tune"
     (tune / "trial_0").mkdir(parents=True)
@@ -77,11 +81,13 @@ def tune_state(sweep):
 def test_signed_state_verifies_and_the_key_is_created_private(tmp_path, key):
     sweep = tmp_path / "sweep"
     tune = tune_state(sweep)
-    integrity.sign(sweep, tune)
-    integrity.verify(sweep)
+    integrity.sign(sweep, tune, SWEEP)
+    assert integrity.verify(sweep, SWEEP) == 1  # the manifest's generation
     assert stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_bytes().strip()) == 64
     manifest = json.loads((sweep / integrity.MANIFEST).read_text())["files"]
     assert set(manifest) == {"tune/tuner.pkl", "tune/experiment_state-1.json", "tune/trial_0/error.pkl"}
+    assert integrity.identity(tmp_path / "dbl_tiny" / "20261126-080454", "abc") == \
+        "dbl_tiny/20261126-080454 (parent run abc)"
 
 
 @pytest.mark.parametrize("tamper, why", [
@@ -94,22 +100,121 @@ def test_signed_state_verifies_and_the_key_is_created_private(tmp_path, key):
 def test_state_changed_or_planted_after_signing_is_refused(tmp_path, key, tamper, why):
     sweep = tmp_path / "sweep"
     tune = tune_state(sweep)
-    integrity.sign(sweep, tune)
+    integrity.sign(sweep, tune, SWEEP)
     tamper(tune)
     with pytest.raises(UserInputError, match=why):
-        integrity.verify(sweep)
+        integrity.verify(sweep, SWEEP)
 
 
 def test_another_installations_key_or_none_refuses(tmp_path, key, monkeypatch):
     sweep = tmp_path / "sweep"
     tune_state(sweep)
-    integrity.sign(sweep, sweep / "tune")
+    integrity.sign(sweep, sweep / "tune", SWEEP)
     other = tmp_path / "other-key"
     other.write_text("f" * 64)
+    other.chmod(0o600)
     monkeypatch.setenv(integrity.KEY_ENV, str(other))
-    with pytest.raises(UserInputError, match="no valid signature of this installation's key"):
-        integrity.verify(sweep)
+    with pytest.raises(UserInputError, match="sealed with another key than this installation's"):
+        integrity.verify(sweep, SWEEP)
     monkeypatch.setenv(integrity.KEY_ENV, str(tmp_path / "missing"))  # a Secret not mounted: never made up
     with pytest.raises(UserInputError, match="does not exist"):
-        integrity.verify(sweep)
+        integrity.verify(sweep, SWEEP)
     assert not (tmp_path / "missing").exists()
+
+
+def test_state_copied_from_another_sweep_is_refused(tmp_path, key):
+    """Issue #45 item 1: another sweep's signed files, with or without its manifest, do not verify here."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    tune_state(ours)
+    integrity.sign(ours, ours / "tune", SWEEP)
+    tune_state(theirs)
+    (theirs / "tune" / "tuner.pkl").write_bytes(b"their tuner")
+    other = "sweep/20261127-090000 (parent run p2)"
+    integrity.sign(theirs, theirs / "tune", other)
+    shutil.copyfile(theirs / "tune" / "tuner.pkl", ours / "tune" / "tuner.pkl")  # their file, our manifest
+    with pytest.raises(UserInputError, match="tuner.pkl was changed after itrlab saved it"):
+        integrity.verify(ours, SWEEP)
+    shutil.copyfile(theirs / integrity.MANIFEST, ours / integrity.MANIFEST)  # and their manifest
+    with pytest.raises(UserInputError, match=r"are those of the sweep 'sweep/20261127-090000 \(parent run p2\)', "
+                                             r"not of this one .*copied from another sweep is refused"):
+        integrity.verify(ours, SWEEP)
+    manifest = json.loads((ours / integrity.MANIFEST).read_text())
+    manifest["sweep"] = SWEEP  # their manifest relabelled: its seal no longer holds
+    (ours / integrity.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(UserInputError, match="was changed after itrlab wrote it"):
+        integrity.verify(ours, SWEEP)
+
+
+def test_a_version_the_storage_outgrew_is_refused_as_rolled_back(tmp_path, key):
+    """Tune saves a file in the driver's staging folder (signed there) and uploads it later: a version stays
+    valid until the storage holds a newer one, then it is refused as a rollback."""
+    sweep, staging = tmp_path / "sweep", tmp_path / "staging"
+    storage = tune_state(sweep)
+    staging.mkdir()
+    state = "experiment_state-1.json"
+    versions = [b'{"v": 1}', b'{"v": 2}', b'{"v": 3}']
+    (staging / state).write_bytes(versions[0])
+    integrity.sign(sweep, staging, SWEEP)
+    integrity.sign(sweep, storage, SWEEP, only={"tune/tuner.pkl", "tune/trial_0/error.pkl"})
+    (storage / state).write_bytes(versions[0])  # uploaded
+    (staging / state).write_bytes(versions[1])
+    integrity.sign(sweep, staging, SWEEP)  # saved, not uploaded yet: both stay valid
+    integrity.verify(sweep, SWEEP)
+    (storage / state).write_bytes(versions[1])  # uploaded
+    (staging / state).write_bytes(versions[2])
+    integrity.sign(sweep, staging, SWEEP)  # the storage holds version 2 now: version 1 is outgrown
+    (storage / state).write_bytes(versions[2])
+    integrity.sign(sweep, staging, SWEEP)  # what the end of an invocation does, once Tune's last upload is done
+    newest = integrity.verify(sweep, SWEEP)
+    for old in versions[:2]:
+        (storage / state).write_bytes(old)
+        with pytest.raises(UserInputError, match="is an older version of the file itrlab saved last"):
+            integrity.verify(sweep, SWEEP)
+    (storage / state).write_bytes(versions[2])
+    assert integrity.verify(sweep, SWEEP, at_least=newest) == newest
+
+
+def test_a_manifest_rolled_back_with_its_files_is_refused(tmp_path, key):
+    """The whole folder, manifest included, put back as it was: its generation is below what the parent run
+    recorded when the last invocation ended (integrity.GENERATION_TAG)."""
+    sweep = tmp_path / "sweep"
+    tune = tune_state(sweep)
+    integrity.sign(sweep, tune, SWEEP)
+    backup = tmp_path / "backup"
+    shutil.copytree(sweep, backup)
+    (tune / "experiment_state-1.json").write_text('{"later": true}')
+    integrity.sign(sweep, tune, SWEEP)
+    recorded = integrity.generation(sweep, SWEEP)
+    assert integrity.recorded_generation({integrity.GENERATION_TAG: str(recorded)}) == recorded == 2
+    shutil.rmtree(sweep)
+    shutil.copytree(backup, sweep)
+    assert integrity.verify(sweep, SWEEP) == 1  # valid in itself
+    with pytest.raises(UserInputError, match=r"is an older state of this sweep \(generation 1; its parent run "
+                                             r"recorded 2 .*rolled back is refused"):
+        integrity.verify(sweep, SWEEP, at_least=recorded)
+    shutil.rmtree(sweep / "tune")  # the state removed altogether: no fresh start in its place
+    with pytest.raises(UserInputError, match=r"holds none of the Tune state its parent run recorded \(generation 2\)"):
+        integrity.verify(sweep, SWEEP, at_least=recorded)
+
+
+def test_a_key_others_can_read_or_that_is_missing_is_refused_before_anything(tmp_path, key, monkeypatch):
+    """Issue #45 item 7: the key named by ITRLAB_SECRET_FILE must exist, be a file and be private (0600)."""
+    named = tmp_path / "sweep-key"
+    named.write_text("a" * 64)
+    named.chmod(0o644)
+    monkeypatch.setenv(integrity.KEY_ENV, str(named))
+    with pytest.raises(UserInputError, match=rf"sweep signing key {named} has mode 0644: others can read or change "
+                                             rf"it; run `chmod 600 {named}`"):
+        integrity.installation_key()
+    named.chmod(0o640)
+    with pytest.raises(UserInputError, match="has mode 0640"):
+        integrity.installation_key()
+    named.chmod(0o600)
+    assert integrity.installation_key() == b"a" * 64
+    monkeypatch.setenv(integrity.KEY_ENV, str(tmp_path))
+    with pytest.raises(UserInputError, match="is not a file"):
+        integrity.installation_key()
+    monkeypatch.setenv(integrity.KEY_ENV, str(tmp_path / "absent"))
+    with pytest.raises(UserInputError, match=f"sweep signing key {tmp_path / 'absent'} does not exist "
+                                             f"\\({integrity.KEY_ENV} names it\\)"):
+        integrity.installation_key()

@@ -206,6 +206,23 @@ def test_restored_trials_count_and_cut_short_ones_do_not():
         "1/4 trials done · 0 running · 1 failed · 1 interrupted · took 40 s (this invocation)"
 
 
+@pytest.mark.parametrize("how", [{"storage_error": 1, "stop_reason": "no space left on /mnt/s"},
+                                 {"input_error": 1}, {"diverged": 1}],
+                         ids=["its checkpoint not stored", "its input", "its loss diverged"])
+def test_a_trial_that_ended_on_a_failure_counts_as_failed_not_done(how):
+    """Issue #45 item 4: Tune ends such a trial TERMINATED (a stopper, or the trial returned after reporting
+    how it failed); its run is FAILED, and the line says failed (once a full disk read "1/3 trials done")."""
+    clock, out = Clock(), io.StringIO()
+    trials = [FakeTrial("a", "TERMINATED", {"done": 1}), FakeTrial("b", "TERMINATED", how), FakeTrial("c")]
+    callback = SweepProgress(3, interval=1, clock=clock, stream=out)
+    callback.setup()
+    for trial in trials[:2]:
+        callback.on_trial_start(iteration=0, trials=trials, trial=trial)
+        callback.on_trial_complete(iteration=0, trials=trials, trial=trial)
+    callback.on_experiment_end(trials=trials)
+    assert out.getvalue().splitlines()[-1].startswith("1/3 trials done · 0 running · 1 failed · took ")
+
+
 def test_the_line_says_pending_starting_and_training_and_its_eta_is_never_0_with_steps_left(tmp_path):
     """Two trials one at a time: both pending while Ray starts a worker, the first starting, then
     training; once it ended (100 s), the second trains past that mean at epoch 3/3 step 46/195: the ETA

@@ -3,14 +3,12 @@ progress line's ETA (interrupted and resumed: tests/test_faults_jobs.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,8 @@ import yaml
 from mlflow import MlflowClient
 
 from conftest import REPO
+from held import board_notes, trial_processes, trials_held
+from held import training as in_training
 from itrlab.sweep import progress
 from servers import free_port, stop_ray_head
 
@@ -61,17 +61,6 @@ def start_driver(command: list[str], tmp_path: Path, log_path: Path, env: dict[s
     with open(log_path, "w") as log:
         return subprocess.Popen(command, cwd=tmp_path, env=env or job_env(tmp_path), stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def wait_for(ready, driver: subprocess.Popen, log_path: Path, what: str, timeout: float = 240, every: float = 0.5):
-    """Poll ``ready()`` until it holds, failing if the driver exits first or ``timeout`` passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ready():
-            return
-        assert driver.poll() is None, log_path.read_text()[-3000:]
-        time.sleep(every)
-    pytest.fail(f"{what} did not happen in time")
 
 
 def test_ray_job_submit_against_a_local_head(tmp_path):
@@ -134,15 +123,14 @@ def test_a_crashed_trial_is_retried_from_its_checkpoint_and_the_eta_never_says_0
     log_path = tmp_path / "sweep.log"
     driver = start_driver(sweep_command(tmp_path, spec), tmp_path, log_path, env)
 
-    def slow_trial_reports() -> list[str]:
-        found = [r for r in (tmp_path / "sweeps").glob("slow_after_fast/*/tune/*/result.json")
-                 if "variant=name_slow" in r.parent.name]  # Tune names the folder by the variant
-        return found[0].read_text().splitlines() if found else []
+    def slow_trial_past_two_epochs() -> bool:  # it trains its third epoch or later: two reported and checkpointed
+        return any(note.get("epochs") == epochs and in_training(note) and note.get("epoch", 0) >= 3
+                   for note in board_notes(tmp_path / "sweeps").values())
 
     try:
-        wait_for(lambda: len(slow_trial_reports()) >= 2, driver, log_path, "two reported (and checkpointed) epochs",
-                 every=0.2)
-        os.kill(json.loads(slow_trial_reports()[-1])["pid"], signal.SIGKILL)  # as the OOM killer would
+        with trials_held(driver, slow_trial_past_two_epochs, log=log_path) as workers:  # it cannot end first
+            for pid in trial_processes(workers):
+                os.kill(pid, signal.SIGKILL)  # as the OOM killer would
         assert driver.wait(timeout=400) == 0, log_path.read_text()[-4000:]
     finally:
         if driver.poll() is None:

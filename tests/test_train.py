@@ -80,6 +80,9 @@ def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
     # final values sit at step 0, which MLflow's chart view draws as one bar per run, not a lone dot
     for key in ("test_rsum", "best_epoch", "cpu_hours"):
         assert {m.step for m in client.get_metric_history(run.info.run_id, key)} == {0}, key
+    # the run trained further: its cost is both trainings', never the second's alone (issue #45 item 4)
+    first, both = [m.value for m in client.get_metric_history(run.info.run_id, "train_seconds")]
+    assert both > first > 0
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     mlflow.set_experiment("vsepp_synthetic_tiny")
     table = mlflow.load_table("recall/test_table.json", run_ids=[run.info.run_id])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from itrlab import threads
-from itrlab.errors import ItrlabError, UserInputError, report
+from itrlab.errors import ItrlabError, StorageError, UserInputError, disk_full, failure_reason, report
 from itrlab.interrupts import interruption, sigterm_as_sigint
 
 DEFAULT_EXPERIMENT = "vsepp_synthetic_small"
@@ -38,6 +38,10 @@ def _guarded(main: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
             return report(err)
         except KeyboardInterrupt:
             return interrupted()
+        except OSError as err:  # a full disk met by a write of its own: one line, the run FAILED with it
+            if not disk_full(err):
+                raise
+            return report(StorageError(failure_reason(err)))
     return run
 
 
@@ -86,7 +90,7 @@ def train_main(args: argparse.Namespace) -> int:
     from itrlab.tracking import MlflowTracker
     from itrlab.train import ConsoleProgress, run_experiment
     from itrlab.train.device import describe, resolve_device
-    from itrlab.train.provenance import check_resume
+    from itrlab.train.provenance import check_resume, finished_resume
 
     device = resolve_device(config.train.device)  # before MLflow or training start
     threads.apply(config.train.threads)  # torch's CPU threads (itrlab.threads), as printed below
@@ -98,6 +102,10 @@ def train_main(args: argparse.Namespace) -> int:
             held.callback(lambda: made and run_dir.is_dir() and not any(run_dir.iterdir()) and run_dir.rmdir())
             held.enter_context(file_lock(run_dir, blocking=False, what=f"the run folder {run_dir}"))
         changes = check_resume(run_dir, config, args.allow_changes) if args.resume else []
+        unchanged = finished_resume(run_dir, config) if args.resume else None
+        if unchanged is not None:  # a FINISHED run: its recorded results stay as they are
+            print(unchanged, flush=True)
+            return 0
         check_data_content(config)  # every data check that can run before MLflow and the run folder exist
         if config.tracking.enabled:
             from itrlab.tracking import check_tracking_store, close_orphaned_runs
@@ -292,6 +300,10 @@ def sweep_main(args: argparse.Namespace) -> int:
                            allow_changes=args.allow_changes)
     except KeyboardInterrupt:  # outside Tune's own handling (say while Ray starts): the parent run is KILLED
         return interrupted(f"sweep {interruption()[0]}; --resume continues it")
+    if result.unchanged:
+        print(f"sweep {spec.name}: {result.sweep_dir} finished and has no trial left to run: nothing was run, its "
+              f"MLflow parent run {result.parent_run_id} and its report are as they were")
+        return 0
     if result.best is not None and result.headline is None:  # no pivot (Optuna): the best trial is the result,
         # ranked as the table ranks it, by the objective at the trial's best epoch; a pivot's headline was printed last
         from itrlab.report.summary import objective_value
@@ -343,7 +355,8 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argp
                        help="continue the run in --run-dir, or the latest run of the experiment, from its last checkpoint")
     train.add_argument("--allow-changes", action="store_true",
                        help="with --resume: train on although the config or data differ from what the run recorded "
-                            "(the changes are recorded on its MLflow run)")
+                            "(the changes are recorded on its MLflow run); other test data or another test protocol "
+                            "is never accepted (a new record)")
     train.set_defaults(func=train_main)
 
     check = sub.add_parser("check-config", help="validate a config against its data and print it resolved")

@@ -7,7 +7,9 @@ and exit with status 2 before any expensive work (Ray, MLflow, training) starts.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -99,10 +101,29 @@ def report(err: ItrlabError) -> int:
     return err.exit_code
 
 
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, or a user's quota used up
+
+
+def disk_full(err: BaseException) -> bool:
+    """Whether ``err`` says a disk (or a quota) is full: ENOSPC or EDQUOT, also as the text of a library's
+    error that wraps it (pyarrow's file system, torch's writer)."""
+    if isinstance(err, OSError) and err.errno in NO_SPACE:
+        return True
+    return any(os.strerror(code) in str(err) for code in NO_SPACE)
+
+
+def no_space(where: str | Path) -> str:
+    """The one way itrlab names a full disk (issue #45 item 6): ``no space left on <folder>``."""
+    return f"no space left on {where}"
+
+
 def failure_reason(err: BaseException) -> str:
-    """One line for a person: the message of an itrlab error, else the exception's type and first line."""
+    """One line for a person: the message of an itrlab error; a full disk as ``no space left on <folder of
+    the file>``; else the exception's type and first line."""
     if isinstance(err, ItrlabError):
         return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if disk_full(err) and isinstance(err, OSError) and err.filename:
+        return f"{no_space(Path(os.fsdecode(err.filename)).parent)} (writing {os.fsdecode(err.filename)})"
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 

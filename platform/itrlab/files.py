@@ -25,16 +25,48 @@ from typing import Any, BinaryIO
 from itrlab.errors import DataError, UserInputError
 
 
+class _Writes:
+    """A binary file as ``write`` sees it, keeping the first OSError a write raised: a writer that turns it into
+    an error of its own (torch's zip writer says ``unexpected pos 48384 vs 48336`` on a full disk) does not
+    hide it."""
+
+    def __init__(self, file: BinaryIO):
+        self.file, self.error = file, None
+
+    def write(self, data) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as err:
+            self.error = self.error or err
+            raise
+
+    def __getattr__(self, name: str):
+        return getattr(self.file, name)
+
+
 def atomic_write_bytes(path: str | Path, write: Callable[[BinaryIO], Any]) -> None:
-    """Call ``write(f)`` on a temporary sibling of ``path``, fsync it, and rename it over ``path``."""
+    """Call ``write(f)`` on a temporary sibling of ``path``, fsync it, and rename it over ``path``. An OSError
+    of the file system (a full disk) is raised as itself, with the file's name, whatever ``write`` made of it."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as f:
-            write(f)
+            writes = _Writes(f)
+            try:
+                write(writes)
+            except Exception as err:
+                if writes.error is None or err is writes.error:
+                    raise
+                raise writes.error from None
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if err.filename is None:  # a write's or fsync's error names no file: this one
+            err.filename = str(path)
+        raise
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -128,8 +128,11 @@ def load_yaml(text: str) -> Any:
 
 
 def read_yaml(path: Path, field: str = "config") -> dict[str, Any]:
+    if path.is_dir():
+        raise ConfigError(field, str(path), "it is a folder; name a YAML file (or an experiment by its name)")
     if not path.is_file():
-        raise ConfigError(field, str(path), "the file does not exist")
+        raise ConfigError(field, str(path), "the file does not exist" if not path.exists()
+                          else "it is not a regular file; name a YAML file")
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:

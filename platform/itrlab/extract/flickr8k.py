@@ -15,8 +15,9 @@ are counted and left out.
 
 Bad input is one :class:`~itrlab.errors.DataError` naming the file, raised before anything is
 written: a missing file or folder, a malformed token line, a blank caption, an image in two lists,
-a listed image without captions in the token file, a listed image missing from the folder, or a
-listed image with a number of captions other than 5.
+a listed image without captions in the token file, a listed image outside the image folder (an absolute
+path, ``..``, a link leading out: :mod:`itrlab.extract.image_paths`), a listed image missing from the
+folder, or a listed image with a number of captions other than 5.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 from itrlab.errors import DataError
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, CaptionSelection, CocoImage, normalise_caption
+from itrlab.extract.image_paths import check_inside
 
 IMAGES_DIR = "Flicker8k_Dataset"
 TOKEN_FILE = "Flickr8k.token.txt"
@@ -131,6 +133,8 @@ def read_flickr8k(root: str | Path) -> Flickr8k:
         if unknown:
             raise DataError(path, f"{len(unknown)} listed image(s) have no caption in {TOKEN_FILE}: "
                                   f"{_listing([name for name, _ in unknown])}", line=unknown[0][1])
+    for split, names in lists.items():  # every listed photo inside the image folder (issue #45)
+        check_inside(images_dir, names, root / SPLIT_FILES[split])
     missing = sorted(name for name in where if not (images_dir / name).is_file())
     if missing:
         raise DataError(images_dir / missing[0], f"image missing: {len(missing)} image(s) listed in the split "

@@ -41,6 +41,7 @@ from itrlab.extract.captions import (
 from itrlab.extract.digests import content_digest, image_digests
 from itrlab.extract.flickr8k import IMAGES_DIR, TOKEN_FILE, read_flickr8k
 from itrlab.extract.images import PREPROCESSING, BadImagesError, check_image
+from itrlab.extract.image_paths import check_inside
 from itrlab.extract.layouts import layout_folders, parse_pool
 from itrlab.extract.model import model_info
 from itrlab.extract.shards import Chunk, read_shard_meta
@@ -207,6 +208,7 @@ def _split_plan(options: ExtractOptions, log: Callable[[str], None]) -> SplitPla
         fractions = parse_fractions(options.split_fractions, names)
         splits = assign_fractions(selection.images, fractions, names, options.seed)
         split_source = {"fractions": dict(zip(names, fractions)), "seed": options.seed}
+    check_inside(Path(options.images), ((im.file_name, None) for ims in splits.values() for im in ims), coco.path)
     report = {"images_in_file": len(coco.images), "annotations": coco.n_annotations,
               "blank_captions": coco.blank_captions, **selection.to_json(),
               "unassigned_images": unassigned, "split": split_source}

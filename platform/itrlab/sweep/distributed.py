@@ -43,7 +43,7 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
         tracker.default_tags = {**loop_config["tags"], **node_tags(tracker, run_dir)}  # rank 0's node
         tracker.default_params = trial_params(params)
     reporter = EpochReporter(run_dir, ray.train.report, ray.train.Checkpoint.from_directory if rank == 0 else None,
-                             metric=context.metric)
+                             metric=context.metric, storage=context.sweep_dir)
     run_name = trial_run_name(params)
 
     def train():

@@ -36,7 +36,8 @@ from itrlab.errors import StorageError, UserInputError, failure_reason
 from itrlab.report.summary import TrialRow
 from itrlab.sweep.groups import GROUP
 from itrlab.sweep.trial import (STORAGE_ERROR, TrialContext, node_tags, record_failure, restored_trial_folder,
-                                reuse_child_run, trial_config, trial_params, trial_run_name, trial_tags)
+                                reuse_child_run, trial_config, trial_params, trial_run_name, trial_tags,
+                                unstored_checkpoint)
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError
 from itrlab.train.group_run import run_group
@@ -108,8 +109,7 @@ def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
         try:
             tune.report({"epoch": epoch, **_report(states, context.metric)}, checkpoint=checkpoint)
         except OSError as err:
-            raise StorageError(f"the checkpoint of epoch {epoch} cannot be stored in the sweep's storage: "
-                               f"{err.strerror or failure_reason(err)}") from None
+            raise unstored_checkpoint(epoch, err, context.sweep_dir) from None
 
     started = time.perf_counter()
     try:

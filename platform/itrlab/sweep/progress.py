@@ -7,11 +7,12 @@ line on stdout::
     7/15 trials done · 2 running: starting, epoch 2/10 step 120/400 · 6 queued (2 at a time) · 0 failed · ETA 6 min
     15/15 trials done · 0 running · 0 failed · took 21 min (this invocation)
 
-*done* counts trials that finished or were stopped early (Tune's TERMINATED), *failed* those that
-errored for good (ERROR, after their retries); the total is the sweep's trial count (the grid times the
-seeds, or Optuna's ``num_trials``). The counts are read from Tune's trial list at every step, so a
-resumed sweep counts the trials it restored. Each running trial says what it does, from the sweep's
-progress board (:mod:`itrlab.sweep.board`): ``starting`` until its training's first note (Ray's
+*done* counts trials that finished or were stopped early (Tune's TERMINATED), *failed* those whose run ended
+FAILED: errored for good (ERROR, after their retries), or ended on a result that says how they failed (a
+checkpoint the storage did not take, bad input, a loss that diverged; issue #45); the total is the sweep's
+trial count (the grid times the seeds, or Optuna's ``num_trials``). The counts are read from Tune's trial
+list at every step, so a resumed sweep counts the trials it restored. Each running trial says what it does,
+from the sweep's progress board (:mod:`itrlab.sweep.board`): ``starting`` until its training's first note (Ray's
 worker building the data, the model and any stages), then ``epoch e/E step s/S``, ``validating epoch
 e/E`` or ``testing``. Trials not started are ``queued`` behind the concurrency, or ``pending`` while
 Ray starts a worker for them or waits for resources. The ETA (:func:`eta_seconds`) comes from the
@@ -55,9 +56,11 @@ from ray import tune
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep.board import TrialState, read_state
 from itrlab.sweep.quiet_workers import quiet_worker_logs
+from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR
 from itrlab.train.loop import STEP_PROGRESS_ENV  # the step counter's interval: forwarded to a cluster's workers
 
 PROGRESS_ENV = "ITRLAB_SWEEP_PROGRESS_S"  # seconds between progress lines (default 30)
+FAILED_RESULTS = (STORAGE_ERROR, INPUT_ERROR, "diverged")  # a trial's last result that says its run ended FAILED
 PROGRESS_DEFAULT_S = 30.0
 LISTED_STATES = 3  # up to this many running trials are listed one by one, more are counted per phase
 VERBOSE_ENV = "ITRLAB_SWEEP_VERBOSE"  # "1": Ray's full console output (itrlab sweep -v)
@@ -300,14 +303,17 @@ class SweepProgress(tune.Callback):
             self.durations[trial.trial_id] = now - start
 
     def counts(self, trials: list) -> tuple[int, int, int, int]:
-        """(done, running, failed, interrupted) among ``trials``. Done: TERMINATED, and either completed
+        """(done, running, failed, interrupted) among ``trials``. Failed: ERROR (after its retries), or ended
+        (TERMINATED) on a result that says it failed (its checkpoint could not be stored, its input was bad,
+        its loss diverged: its run is FAILED; issue #45). Done: TERMINATED otherwise, and either completed
         in this invocation or restored so (never started here): Tune also marks TERMINATED the trials
         that the end of an interrupted sweep cut short, without completing them; those are interrupted."""
         done = running = failed = interrupted = 0
         for trial in trials:
             status = getattr(trial, "status", None)
-            if status == "ERROR":
-                failed += 1
+            last = getattr(trial, "last_result", None) or {}
+            if status == "ERROR" or (status == "TERMINATED" and any(last.get(key) for key in FAILED_RESULTS)):
+                failed += 1  # its run ended FAILED: an error, or a trial that reported how it failed and ended
             elif status == "TERMINATED" and (trial.trial_id in self.completed or trial.trial_id not in self.started):
                 done += 1
             elif status == "TERMINATED":

@@ -56,6 +56,43 @@ def read_state(sweep_dir: Path) -> dict[str, Any]:
     return state
 
 
+def check_tune_state(tune_dir: Path) -> None:
+    """Tune's saved state of an interrupted sweep, readable whole, or a UserInputError.
+
+    Tune "restores" a state file cut short (a full disk, a crash while writing) by restarting the
+    experiment with one empty trial, ignoring every trial it had; refuse instead, leaving the trials'
+    checkpoints and MLflow runs as they are.
+    """
+    for path in sorted(tune_dir.glob("experiment_state-*.json")):
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise UserInputError(f"--resume: the sweep's saved Tune state {path} is damaged ({err}); nothing was "
+                                 f"run: its trials' checkpoints under {tune_dir} and their MLflow runs are kept. "
+                                 f"Restore the file, or run the sweep again without --resume") from None
+
+
+def tune_statuses(tune_dir: Path) -> list[str] | None:
+    """The status Tune saved for each trial (TERMINATED, ERROR, PENDING ...), from the newest experiment state
+    (the plain JSON fields of each trial's record: nothing is unpickled); None when there is none to read."""
+    states = sorted(tune_dir.glob("experiment_state-*.json"))
+    if not states:
+        return None
+    try:
+        trials = json.loads(states[-1].read_text(encoding="utf-8"))["trial_data"]
+        return [str(json.loads(record[0])["status"]) for record in trials]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def nothing_left_to_run(sweep_dir: Path, state: dict[str, Any]) -> bool:
+    """Whether ``--resume`` of this invocation would run nothing: it ended FINISHED and Tune holds every trial
+    as ended (TERMINATED; an ERROR trial is retried by a resume). Such a resume changes nothing already
+    recorded: not the parent run's end, its invocation time or its report (issue #45)."""
+    statuses = tune_statuses(sweep_dir / "tune") if state.get("status") == "FINISHED" else None
+    return bool(statuses) and all(status == "TERMINATED" for status in statuses)
+
+
 def write_state(sweep_dir: Path, state: dict[str, Any]) -> None:
     atomic_write_json(sweep_dir / STATE_FILE, state)
 

@@ -37,7 +37,7 @@ from ray import tune
 from itrlab.config import ExperimentConfig
 from itrlab.config.checks import check_data_content
 from itrlab.assembly import check_experiment
-from itrlab.errors import StorageError, UserInputError, failure_reason, one_line_logs
+from itrlab.errors import StorageError, UserInputError, failure_reason
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep import integrity
@@ -45,9 +45,10 @@ from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.distributed import trial_function
 from itrlab.sweep.group_trial import run_group_trial
 from itrlab.sweep.groups import group_param_space, sweep_groups
-from itrlab.sweep.resume import (STATE_FILE, check_unchanged, data_digests, pick, read_state, record, set_status,
-                                 write_state)
+from itrlab.sweep.resume import (STATE_FILE, check_tune_state, check_unchanged, data_digests, nothing_left_to_run,
+                                 pick, read_state, record, set_status, write_state)
 from itrlab.sweep.search import optuna_search
+from itrlab.sweep.storage import fit_checking_storage, storage_failure
 from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError,
                                   kill_running_trial_runs, settle_trial_runs,
                                   trial_rows, with_unstarted)
@@ -76,6 +77,7 @@ class SweepResult:
     interrupted: bool = False  # stopped by Ctrl-C / SIGINT: --resume continues it
     status: str = "FINISHED"  # of the parent run: FINISHED, FAILED (no trial finished) or KILLED
     headline: str | None = None  # the pivot's one headline (itrlab.report.headline); None without a table
+    unchanged: bool = False  # a --resume of a finished sweep that had nothing left to run: nothing was touched
 
     @property
     def failed(self) -> list[TrialRow]:
@@ -128,22 +130,6 @@ def new_sweep_dir(storage: Path, name: str) -> Path:
     return claim_new_dir(storage / name, time.strftime("%Y%m%d-%H%M%S"), attempts=100)
 
 
-def check_tune_state(tune_dir: Path) -> None:
-    """Tune's saved state of an interrupted sweep, readable whole, or a UserInputError.
-
-    Tune "restores" a state file cut short (a full disk, a crash while writing) by restarting the
-    experiment with one empty trial, ignoring every trial it had; refuse instead, leaving the trials'
-    checkpoints and MLflow runs as they are.
-    """
-    for path in sorted(tune_dir.glob("experiment_state-*.json")):
-        try:
-            json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise UserInputError(f"--resume: the sweep's saved Tune state {path} is damaged ({err}); nothing was "
-                                 f"run: its trials' checkpoints under {tune_dir} and their MLflow runs are kept. "
-                                 f"Restore the file, or run the sweep again without --resume") from None
-
-
 def profile_tags(spec: SweepSpec) -> dict[str, str]:
     """The profile a sweep runs under and its deviations from the paper (itrlab.config.profiles), as tags
     of the parent and of every trial."""
@@ -169,15 +155,21 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
     check_sweep_keys(spec)
     check_published(spec)
     storage = check_writable_dir(storage, "--storage")
+    # the signing key: a file only its owner reads, checked before anything starts (a resume never makes one up)
+    integrity.installation_key(create=not resume)
     with contextlib.ExitStack() as held:
         state: dict[str, Any] = {}
+        signed = None  # a resumed sweep's identity and the generation of its signed state (itrlab.sweep.integrity)
         if resume:
             sweep_dir = pick(storage, spec.name, resume if isinstance(resume, str) else None)
             check_writable_dir(sweep_dir, "--storage")
             held.enter_context(sweep_lock(sweep_dir, spec.name))  # a running sweep: refused at once
             check_tune_state(sweep_dir / "tune")  # before anything is reopened
-            integrity.verify(sweep_dir)  # before anything is unpickled, Ray or MLflow started
             state = read_state(sweep_dir)
+            identity = integrity.identity(sweep_dir, state["parent_run_id"])
+            signed = (identity, integrity.verify(sweep_dir, identity))  # before anything is unpickled or started
+            if nothing_left_to_run(sweep_dir, state):  # a finished sweep: its recorded results stay as they are
+                return SweepResult([], None, sweep_dir, state["parent_run_id"], "", unchanged=True)
             overrides = [*state["overrides"], *overrides]  # this command line's on top of the recorded ones
         tree = base_tree(spec, overrides)
         checked = check_trials(spec, tree)
@@ -194,13 +186,16 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
             state["accepted"] = check_unchanged(state, now, allow_changes, sweep_dir)
             state["now"] = now
         tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
+        if signed is not None:  # a folder rolled back to a state older than its parent run recorded: refused
+            recorded = MlflowTracker.for_reading(tracking_uri).run_record(state["parent_run_id"])["tags"]
+            signed = (signed[0], integrity.verify(sweep_dir, signed[0], integrity.recorded_generation(recorded)))
         close_orphaned_runs(tracking_uri)  # runs of processes that died, on this machine: KILLED with the reason
         if not resume:
             sweep_dir = new_sweep_dir(storage, spec.name)
             held.enter_context(sweep_lock(sweep_dir, spec.name))
         held.enter_context(watching("the sweep's driver"))  # it owns the parent and trial runs from here on
         try:
-            return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state, started)
+            return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state, started, signed)
         except BaseException:
             if not resume and not (sweep_dir / STATE_FILE).exists():  # stopped before it began: leave no folder
                 shutil.rmtree(sweep_dir, ignore_errors=True)
@@ -208,8 +203,10 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
 
 
 def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, ExperimentConfig], overrides: list[str],
-                sweep_dir: Path, tracking_uri: str, state: dict[str, Any], started: float) -> SweepResult:
-    """The sweep's life, its folder locked: its data, Ray, the parent run, the trials, their report."""
+                sweep_dir: Path, tracking_uri: str, state: dict[str, Any], started: float,
+                signed: tuple[str, int] | None) -> SweepResult:
+    """The sweep's life, its folder locked: its data, Ray, the parent run, the trials, their report. ``signed``:
+    a resumed sweep's identity and the generation of its verified state (:mod:`itrlab.sweep.integrity`)."""
     first = first_trial(tree, checked)
     generate_if_synthetic(first)  # once, before trials share it
     now = state.pop("now", None) or record(spec, overrides, first, data_digests([first, *checked.values()]))
@@ -218,12 +215,13 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, Experi
     parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state, now)
     view = save_trials_view(spec, parent, sweep_dir.name)  # what the printed link opens: the trials, one row each
     print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
+    integrity.StateSigner.sweep = signed[0] if signed else integrity.identity(sweep_dir, parent.run_id)
     try:
         source = {**source_tags(), **profile_tags(spec), OWNER_TAG: owner_id()}  # the driver settles the trials' runs
         context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
                                sweep_dir=str(sweep_dir), metric=spec.objective.metric,
                                source=tuple(source.items()), checked=checked)
-        tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=bool(state))
+        tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=signed[1] if signed else None)
         rows, interrupted = fit_trials(tuner, spec, sweep_dir, started_ray)
         settle_trial_runs(parent, rows)
         headline = report_sweep(spec, rows, parent, first, invocation_seconds=time.monotonic() - started)
@@ -300,8 +298,9 @@ def open_parent_run(spec: SweepSpec, sweep_dir: Path, overrides: list[str], trac
     return parent
 
 
-def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs: int, resume: bool) -> tune.Tuner:
-    """The Tuner of the trials: restored from the sweep's folder on ``--resume``, else new."""
+def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs: int, resume: int | None) -> tune.Tuner:
+    """The Tuner of the trials: restored from the sweep's folder on ``--resume`` (``resume``: the generation of
+    its state as verified before Ray started), else new."""
     from itrlab.sweep.progress import restored_with_console, with_console  # progress line, quiet console
 
     board = sweep_dir / BOARD_FOLDER  # where each trial notes its phase and step (itrlab.sweep.board)
@@ -314,8 +313,9 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
         # a TorchTrainer trial's own process only waits on its workers, which hold the resources
         {"cpu": cpus, "gpu": gpus} if in_process(spec) else {"cpu": 0.1},
     )
-    if resume and tune.Tuner.can_restore(str(sweep_dir / "tune")):
-        integrity.verify(sweep_dir)  # again, just before Tune unpickles its state
+    sweep = integrity.StateSigner.sweep
+    if resume is not None and tune.Tuner.can_restore(str(sweep_dir / "tune")):
+        integrity.verify(sweep_dir, sweep, at_least=resume)  # again, just before Tune unpickles its state
         tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
         restored_with_console(tuner, spec, board=board, total=len(groups or []))  # Tune brings back the saved RunConfig: this invocation's console
         return tuner
@@ -327,7 +327,7 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
     ), spec, board=board, total=len(groups or []))
     tuner = tune.Tuner(trainable, param_space=group_param_space(groups) if groups else param_space(spec),
                        run_config=run_config, tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
-    integrity.sign(sweep_dir, sweep_dir / "tune", only={"tune/tuner.pkl"})  # Tune wrote it just now, once
+    integrity.sign(sweep_dir, sweep_dir / "tune", sweep, only={"tune/tuner.pkl"})  # Tune wrote it just now, once
     return tuner
 
 
@@ -346,7 +346,7 @@ def fit_trials(tuner: tune.Tuner, spec: SweepSpec, sweep_dir: Path, started_ray:
     try:
         integrity.sign_after_fit(sweep_dir)  # what Tune saved last, signed from the driver's own copy
     except OSError as err:
-        StopOnStorageError.reason = StopOnStorageError.reason or f"{err.strerror or err}: {err.filename}"
+        StopOnStorageError.reason = StopOnStorageError.reason or storage_failure(err, sweep_dir)
     if StopOnStorageError.reason is not None:
         raise StorageError(f"the sweep's storage can no longer be written: {StopOnStorageError.reason}; "
                            f"--resume continues the sweep once it can")
@@ -362,13 +362,14 @@ def end_parent_early(parent: MlflowTracker, err: BaseException, started_ray: boo
     if isinstance(err, KeyboardInterrupt):
         kill_running_trial_runs(parent, "the sweep was interrupted; --resume continues it")
         with contextlib.suppress(Exception):
-            parent.set_tags({STOP_REASON_TAG: f"{interruption()[0]}; --resume continues the sweep"})
+            parent.set_tags({STOP_REASON_TAG: f"{interruption()[0]}; --resume continues the sweep",
+                             **integrity.generation_tag(sweep_dir)})
         parent.end("KILLED")
         set_status(sweep_dir, "KILLED")
         return
     kill_running_trial_runs(parent, f"the sweep failed: {failure_reason(err)}")
     with contextlib.suppress(Exception):
-        parent.set_tags({STOP_REASON_TAG: failure_reason(err)})
+        parent.set_tags({STOP_REASON_TAG: failure_reason(err), **integrity.generation_tag(sweep_dir)})
     parent.end("FAILED")
     set_status(sweep_dir, "FAILED")
     if started_ray:  # the trials' processes end now: what Ray forwards of their exit comes before the one line
@@ -387,30 +388,11 @@ def end_parent(spec: SweepSpec, parent: MlflowTracker, rows: list[TrialRow], int
         status, reason = "FAILED", "no trial finished"
     else:
         status, reason = "FINISHED", None
-    if reason:
-        parent.set_tags({STOP_REASON_TAG: reason})
-    else:  # a resumed sweep that finishes no longer carries the reason it stopped before
+    tags = {**({STOP_REASON_TAG: reason} if reason else {}), **integrity.generation_tag(sweep_dir)}
+    if tags:
+        parent.set_tags(tags)
+    if not reason:  # a resumed sweep that finishes no longer carries the reason it stopped before
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)
     set_status(sweep_dir, status)
     return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(view), interrupted, status, headline)
-
-
-# Tune's storage-sync errors repeat the same OSError with a traceback at every attempt; the sweep ends
-# with one line that says what broke
-one_line_logs("ray.tune.execution.experiment_state", "ray.train._internal.syncer")
-
-
-def fit_checking_storage(tuner: tune.Tuner, sweep_dir: Path):
-    """``tuner.fit()``; a sweep folder that can no longer be written (a disk turned read-only, a folder
-    replaced) becomes one clear error instead of Tune's traceback. The trials' runs end FAILED (their
-    checkpoints could not be stored) and the parent FAILED with this reason."""
-    try:
-        return tuner.fit()
-    except OSError as err:
-        try:
-            check_writable_dir(sweep_dir / "tune", "--storage")
-        except UserInputError as unwritable:
-            raise StorageError(f"the sweep's storage can no longer be written: {unwritable}; "
-                              f"{failure_reason(err)}") from None
-        raise

@@ -28,7 +28,7 @@ import ray
 from ray import tune
 
 from itrlab.config import ExperimentConfig
-from itrlab.errors import StorageError, UserInputError, failure_reason
+from itrlab.errors import StorageError, UserInputError, disk_full, failure_reason, no_space
 from itrlab.config.sweep import VARIANT, label
 from itrlab.sweep.board import BOARD_FOLDER, BoardWriter
 from itrlab.sweep.points import point_key, trial_config
@@ -74,8 +74,9 @@ class EpochReporter:
     given (a function trial, or a TorchTrainer's rank 0). ``last`` holds the latest metrics."""
 
     def __init__(self, run_dir: Path, report: Callable[..., None], make_checkpoint: Callable[[str], Any] | None,
-                 metric: str = "rsum"):
+                 metric: str = "rsum", storage: str | None = None):
         self.run_dir, self.report, self.make_checkpoint = run_dir, report, make_checkpoint
+        self.storage = storage  # the sweep's folder, named when its disk is full
         self.last: dict[str, float] = {"rsum": float("nan"), metric: float("nan")}
 
     def on_epoch_end(self, report: EpochReport) -> None:
@@ -86,8 +87,14 @@ class EpochReporter:
         except OSError as err:  # Tune copies the checkpoint into the sweep's storage here
             if checkpoint is None:
                 raise
-            raise StorageError(f"the checkpoint of epoch {report.epoch} cannot be stored in the sweep's storage: "
-                               f"{err.strerror or failure_reason(err)}") from None
+            raise unstored_checkpoint(report.epoch, err, self.storage) from None
+
+
+def unstored_checkpoint(epoch: int, err: OSError, storage: str | None) -> StorageError:
+    """The error of an epoch's checkpoint that the sweep's storage did not take; a full disk is named as one
+    (``no space left on <the sweep's folder>``, issue #45 item 6)."""
+    why = no_space(storage or "the sweep's storage") if disk_full(err) else (err.strerror or failure_reason(err))
+    return StorageError(f"the checkpoint of epoch {epoch} cannot be stored in the sweep's storage: {why}")
 
 
 def restore_run_dir(run_dir: Path, checkpoint) -> None:
@@ -236,7 +243,8 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     tracker.default_tags = {**dict(context.source), **trial_tags(trial_id, context.sweep_name, params, run_dir=stored),
                             **node_tags(tracker, run_dir)}
     tracker.default_params = trial_params(params)
-    reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric)
+    reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric,
+                             storage=context.sweep_dir)
     run_name = trial_run_name(params)
     callbacks = [reporter, *board_writer(context, trial_id)]
     train_and_report(lambda: run_experiment(config_of(context, params), run_dir, callbacks=callbacks,

@@ -282,6 +282,11 @@ class MlflowTracker:
         """
         self.log_metrics(metrics, step=0)
 
+    def run_metrics(self, keys: tuple[str, ...]) -> dict[str, float]:
+        """The latest values of ``keys`` that this tracker's run holds (a key it lacks is left out)."""
+        metrics = self.client.get_run(self.run_id).data.metrics if self.run_id else {}
+        return {key: float(metrics[key]) for key in keys if key in metrics}
+
     @_store_writes
     def record_changes(self, lines: list[str], run_id: str | None = None) -> int:
         """What a ``--resume --allow-changes`` changed, on the run: the param ``resume.<n>.changes`` (a param is

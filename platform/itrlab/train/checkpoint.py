@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from itrlab.errors import StorageError, UserInputError
+from itrlab.errors import StorageError, UserInputError, disk_full, no_space
 from itrlab.files import atomic_write_bytes, load_tensors
 
 LAST = "last.pt"  # everything needed to continue the run
@@ -107,8 +107,8 @@ def save_checkpoint(path: Path, *, model: torch.nn.Module, optimizer: torch.opti
     try:
         atomic_write_bytes(path, lambda f: torch.save(payload, f))
     except OSError as err:  # a full or read-only disk: the previous file is intact (atomic rename)
-        raise StorageError(f"cannot write the checkpoint {path}: {err.strerror or err}; the previous one is "
-                           f"kept") from None
+        why = no_space(Path(path).parent) if disk_full(err) else err.strerror or str(err)
+        raise StorageError(f"cannot write the checkpoint {path}: {why}; the previous one is kept") from None
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:

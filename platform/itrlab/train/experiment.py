@@ -30,7 +30,7 @@ from itrlab.config import ExperimentConfig
 from itrlab.assembly import Experiment, check_experiment, stage_configs
 from itrlab.config.checks import synthetic_spec_of
 from itrlab.errors import UserInputError
-from itrlab.files import read_json
+from itrlab.files import atomic_write_text, read_json
 from itrlab.data import generate_synthetic, open_precomp
 from itrlab.data.precomp import fingerprint
 from itrlab.data.text_features import resolve_folder
@@ -45,7 +45,7 @@ from itrlab.train.callbacks import MlflowEpochLogger
 from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
 from itrlab.train.device import describe, resolve_device
 from itrlab.train.loop import EpochCallback, Trainer, TrainingData
-from itrlab.train.provenance import record_data
+from itrlab.train.provenance import TEST_RECALL, record_data
 from itrlab.train.stages import STAGE_TAG, StageStore, TrainedStage, publish_run, start_from, trained_stage
 
 VOCAB_FILE = "vocab.json"
@@ -271,7 +271,7 @@ def start_run(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callb
                 **{f"{STAGE_TAG}.{name}": stage.run_id for name, stage in stages.items() if stage.run_id}}
         run_id = tracker.start(run_name=run_name or f"{config.name}-{run_dir.name}", tags=tags,
                                params=config.flat(), run_id=reuse, parent_run_id=parent_run_id)
-        previous.write_text(json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
+        atomic_write_text(previous, json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
         if not reuse:
             tracker.log_dataset(config.dataset.name, fingerprint(config.dataset.root), str(config.dataset.root))
         if preparation_metrics(notes):
@@ -279,7 +279,8 @@ def start_run(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callb
         # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
         # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
         trainer.callbacks.insert(0, MlflowEpochLogger(tracker))
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.dump(), sort_keys=False))  # once nothing was refused
+    # once nothing was refused
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(config.dump(), sort_keys=False))
     record_data(run_dir, config)  # what a --resume compares its data with (itrlab.train.provenance)
     return StartedRun(config, run_dir, trainer, tracker, run_id, stages, stage_cost, started, world_size)
 
@@ -302,15 +303,17 @@ def finish_run(run: StartedRun) -> RunResult:
         publish_run(run.config.output.stages, run.config, fingerprint(run.config.dataset.root), run.run_dir,
                     run.run_id, time.perf_counter() - run.started)
     test = trainer.test()
-    (run.run_dir / "test_recall.json").write_text(json.dumps(test.to_dict(), indent=2))
-    (run.run_dir / "test_recall.md").write_text(test.to_markdown())
+    atomic_write_text(run.run_dir / "test_recall.md", test.to_markdown())
+    atomic_write_text(run.run_dir / TEST_RECALL, json.dumps(test.to_dict(), indent=2))  # last: the run finished
     seconds = time.perf_counter() - run.started + run.stage_cost
     if tracker is not None:
+        cost = {"train_seconds": seconds, **device_hours(trainer.device, run.world_size, seconds * run.device_share)}
+        # a finished run trained further (--resume with a larger train.epochs): its earlier training counts too
+        earlier = tracker.run_metrics(tuple(cost))
         tracker.log_recall_table(test, "test", epoch=state.epoch)
         stage_metrics = {"stage_seconds": sum(stage.seconds for stage in run.stages.values())} if run.stages else {}
-        tracker.log_final_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum,
-                                   "train_seconds": seconds, **stage_metrics,
-                                   **device_hours(trainer.device, run.world_size, seconds * run.device_share)})
+        tracker.log_final_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum, **stage_metrics,
+                                   **{key: value + earlier.get(key, 0.0) for key, value in cost.items()}})
     return RunResult(run.run_dir, test, state.best_epoch, state.best_rsum, run.run_id,
                      tracker.ui_hint() if tracker is not None else None, seconds, state.epoch)
 
