@@ -206,7 +206,7 @@ def test_the_step_counter_gives_flop_counter_modes_flops_and_every_operator(expe
             method = (make_batchable(method) if device == "meta" else method).train()
             for mode in modes:
                 stack.enter_context(mode)
-            method(flops._batch(8, 4, 16, 5)).loss.backward()
+            method(flops._batch(config, 8, 4, 16, 5)).loss.backward()
 
     reference, operators, counted = FlopCounterMode(display=False), Operators(), flops._StepCounter()
     step(reference, operators)

@@ -69,7 +69,7 @@ def test_coco_mini_photos_to_recall_table(tmp_path, capsys):
     assert {s: c["images"] for s, c in manifest["splits"].items()} == sizes
 
     config = load_experiment("coco_mini_bert", [
-        f"dataset.root={out}", "tracking.enabled=false", "train.epochs=1", "train.batch_size=10",
+        f"dataset.root={out}", "tracking.enabled=false", "train.epochs=1", "train.lr_decay_epochs=[]", "train.batch_size=10",
         "train.warmup_steps=0", "model.text.max_len=16"])
     assert config.model.text.encoder == "bert" and config.model.text.freeze
     result = run_experiment(config, tmp_path / "run")

@@ -181,7 +181,7 @@ def test_a_base_that_only_the_grid_completes_gives_the_sweep_its_first_point(tmp
 @pytest.mark.parametrize("overrides,says", [
     (["train.epochs=5", "train.lr_decay_epochs=[5]"], "5 can never fire with train.epochs=5"),
     (["train.epochs=8", "train.lr_decay_epochs=[4,9]"], "9 can never fire with train.epochs=8"),
-    (["train.epochs=1", "train.lr_decay_epochs=[1]"], "leave lr_decay_epochs empty"),
+    (["train.epochs=1", "train.lr_decay_epochs=[1]"], "set train.lr_decay_epochs=[] (no decay)"),
 ])
 def test_a_decay_that_cannot_fire_is_refused_with_its_key_value_and_epochs(overrides, says):
     from itrlab.assembly import load_experiment

@@ -238,8 +238,8 @@ class TrainConfig(Section):
             raise ValueError(f"{late[0]} can never fire with train.epochs={epochs}: the rate changes once epoch "
                              f"{late[0]} has completed, and epoch {epochs} is the last; allowed: "
                              f"{'1 to ' if epochs > 2 else ''}{epochs - 1} ({epochs - 1}: the last epoch alone at "
-                             f"x lr_decay)" if epochs > 1 else
-                             f"{late[0]} can never fire with train.epochs=1; leave lr_decay_epochs empty")
+                             f"x lr_decay), or train.lr_decay_epochs=[] for no decay" if epochs > 1 else
+                             f"{late[0]} can never fire with train.epochs=1; set train.lr_decay_epochs=[] (no decay)")
         return milestones
 
 
