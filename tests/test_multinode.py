@@ -215,7 +215,9 @@ def test_sweep_survives_a_lost_worker_node(cluster):
 
     assert job.returncode == 0 and "succeeded" in output, output[-6000:]
     # the report's headline, then where MLflow holds the runs
-    assert re.search(r"no row (differs from|beats) \w+ at 95%|best row: ", output) and "MLflow: parent run" in output
+    # (a short sweep's rows are often still learning: an inconclusive headline is one too)
+    assert re.search(r"no (converged )?row (differs from|beats) \w+ at 95%|best row: |inconclusive against \w+|"
+                     r"\w+ beats every", output) and "MLflow: parent run" in output
     assert len([node for node in cluster.ray_nodes() if not node["is_head_node"]]) == 1  # the lost node is gone
 
     # MLflow: one parent and one child per grid point, none RUNNING, all through the server

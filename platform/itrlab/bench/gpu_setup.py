@@ -87,7 +87,8 @@ def overrides(check: Check, method: str) -> list[str]:
     sizes = (96, 32, 64) if check.quick else (1024, 100, 1000)
     small = ["defaults.dataset=synthetic_paper_shape", f"dataset.root={check.root}", PAPER % sizes,
              "eval.val_protocol=all", "eval.test_protocol=all", "tracking.enabled=false",
-             f"train.device={check.device.type}", "train.epochs=1", "train.threads=0", "train.warmup_steps=0"]
+             f"train.device={check.device.type}", "train.epochs=1", "train.lr_decay_epochs=[]", "train.threads=0",
+             "train.warmup_steps=0"]
     if check.quick:  # the papers' shapes scaled down so that the CPU check takes about a minute
         small += ["model.embed_dim=64", "model.text.word_dim=32", "train.batch_size=16"]
     sizing = (check.plan.sizing if check.plan else {}).get(method)
