@@ -78,6 +78,7 @@ class TextPlan:
     captions: dict[str, list[str]]
     settings: dict[str, Any]
     fingerprint: str
+    model_dir: Path | None = None  # where the model was found (recorded, not part of the fingerprint)
     pending: list[tuple[str, int]] = field(default_factory=list)  # (split, chunk index)
 
     @property
@@ -102,8 +103,8 @@ def precomp_splits(folder: Path) -> list[str]:
 
 
 def model_identity(model_dir: Path) -> dict[str, Any]:
-    """What identifies the text model: its folder's name and a digest of its config and weight files' sizes and
-    first MiB (cheap; changes when the model is replaced)."""
+    """What identifies the text model wherever it is installed: its folder's name and a digest of its config and
+    weight files' names, sizes and first MiB (cheap; changes when the model is replaced)."""
     digest = hashlib.sha256()
     for path in sorted(Path(model_dir).iterdir()):
         if path.is_file() and (path.suffix in (".json", ".safetensors", ".bin", ".txt", ".model")):
@@ -112,7 +113,7 @@ def model_identity(model_dir: Path) -> dict[str, Any]:
                 digest.update(handle.read(1 << 20))
     folder = Path(model_dir)
     name = folder.parent.name if folder.name == "model" else folder.name  # a pip package's model/ folder
-    return {"name": name, "dir": str(model_dir), "sha256": digest.hexdigest()[:16]}
+    return {"name": name, "sha256": digest.hexdigest()[:16]}
 
 
 def plan_text(options: TextOptions, log: Callable[[str], None]) -> TextPlan | dict[str, Any]:
@@ -147,8 +148,7 @@ def plan_text(options: TextOptions, log: Callable[[str], None]) -> TextPlan | di
                    and old.get("settings", {}).get(name) != settings[name]]
         log(f"text features in {options.folder} are out of date ({' and '.join(changed) or 'format'} changed): "
             f"extracting them again")
-    plan = TextPlan(options, captions, settings, fingerprint)
-    return plan
+    return TextPlan(options, captions, settings, fingerprint, model_dir=model_dir)
 
 
 def _prepare_work(plan: TextPlan) -> None:
@@ -278,7 +278,7 @@ def _assemble(plan: TextPlan, stats: dict[str, float], started: float) -> dict[s
         splits[split] = {**plan.settings["splits"][split], "tokens": int(lengths.sum()),
                          "max_tokens": int(lengths.max()), "mean_tokens": round(float(lengths.mean()), 2)}
     manifest = {"format": FORMAT, "version": FORMAT_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "model": plan.settings["model"], "hidden_size": hidden, "max_len": plan.settings["max_len"],
+                "model": {**plan.settings["model"], "dir": str(plan.model_dir)}, "hidden_size": hidden, "max_len": plan.settings["max_len"],
                 "dtype": DTYPE, "kinds": kinds, "source": str(Path(plan.options.precomp).resolve()),
                 "splits": splits,
                 "run": {key: round(value, 2) if isinstance(value, float) else value for key, value in stats.items()}
