@@ -230,6 +230,40 @@ def test_every_token_level_method_trains_on_stored_states(stored, tmp_path, expe
     assert 0 < result.test.rsum <= 600
 
 
+@pytest.mark.parametrize("text_gradient", ["false", "true"])
+def test_coder_pools_the_stored_states_once_as_it_pools_their_projections(stored, tmp_path, text_gradient):
+    """Over stored states with mean pooling, CODER's caption embedding and caption concept query are the mean
+    state projected once (``pooled_once``): the loss, its parts and every gradient equal those of projecting
+    every token first and pooling the projections, with the concept query under stop-gradient or not."""
+    from itrlab.data import CaptionDataset, collate
+    from itrlab.methods import BuildContext
+    from itrlab.methods.coder import CoderMethod
+    from itrlab.train import prepare_data
+
+    config = tiny_config(stored, "method.concept_size=6", f"method.concept_text_gradient={text_gradient}",
+                         experiment="coder_synthetic_tiny")
+    data = prepare_data(config, tmp_path / "ctx")
+    context = BuildContext.of(vocab=data.vocab, splits={"train": data.train, "val": data.val, "test": data.test})
+    method = CoderMethod.from_config(config, context).train()
+    method.prepare(context)  # the concept graph and word vectors: without them every concept is zero
+    batch = collate([CaptionDataset(data.train, data.vocab)[i] for i in range(16)])
+    assert method.pooled_once
+
+    def step(pooled_once: bool):
+        method.pooled_once = pooled_once
+        method.zero_grad()
+        output = method.step(batch)[0]
+        output.loss.backward()
+        return output, {name: p.grad.clone() for name, p in method.named_parameters() if p.grad is not None}
+
+    (once, once_grads), (per_token, per_token_grads) = step(True), step(False)
+    assert torch.allclose(once.loss, per_token.loss, atol=1e-6) and once.parts.keys() == per_token.parts.keys()
+    assert all(torch.allclose(once.parts[k], per_token.parts[k], atol=1e-5) for k in once.parts)
+    assert once_grads.keys() == per_token_grads.keys() and "model.text_encoder.fc.weight" in once_grads
+    assert all(torch.allclose(once_grads[k], per_token_grads[k], atol=1e-5) for k in once_grads)
+    assert once.parts["concept"] > 0 and once_grads["text_concept_fc.weight"].abs().sum() > 0
+
+
 def test_ascl_refuses_stored_states_with_one_line(stored, capsys):
     assert main(["check-config", "-c", "ascl_synthetic_tiny", *on_stored_text(stored)]) == 2
     err = capsys.readouterr().err.strip()

@@ -55,16 +55,31 @@ class StoredTextEncoder(nn.Module):
 
     def pool_features(self, words: Tensor, lengths: Tensor) -> Tensor:
         """(B, embed_dim) unit vectors from token features: pooling, head, L2 norm."""
-        return F.normalize(self.head(self.pool(words, lengths)), dim=-1)
+        return self.embed_pooled(self.pool(words, lengths))
+
+    def embed_pooled(self, pooled: Tensor) -> Tensor:
+        """(B, embed_dim) unit vectors from pooled token features: head, L2 norm."""
+        return F.normalize(self.head(pooled), dim=-1)
+
+    @property
+    def mean_first(self) -> bool:
+        """Whether :meth:`pooled_word_features` averages the states before projecting them (mean pooling over
+        a linear projection)."""
+        return isinstance(self.pool, MeanPooling) and isinstance(self.fc, nn.Linear)
+
+    def pooled_word_features(self, states: Tensor, lengths: Tensor) -> Tensor:
+        """(B, embed_dim) the pooling of :meth:`word_features`, not normalised. With mean pooling and a linear
+        projection the mean of the projected tokens is the projection of the mean token (W·mean(s) + b): the
+        tokens are averaged first, one projection per caption instead of one per token (about 15x fewer FLOPs
+        on Flickr8K's captions)."""
+        if self.mean_first:
+            return self.fc(self.pool(self.input_embeddings(states), lengths.to(states.device)))
+        return self.pool(self.word_features(states, lengths), lengths.to(states.device))
 
     def forward(self, states: Tensor, lengths: Tensor) -> Tensor:
-        """(B, embed_dim) unit vectors. With mean pooling and a linear projection the mean of the projected
-        tokens is the projection of the mean token (W·mean(s) + b): the tokens are averaged first, one
-        projection per caption instead of one per token (about 15x fewer FLOPs on Flickr8K's captions)."""
-        if isinstance(self.pool, MeanPooling) and isinstance(self.fc, nn.Linear):
-            pooled = self.fc(self.pool(self.input_embeddings(states), lengths.to(states.device)))
-            return F.normalize(self.head(pooled), dim=-1)
-        return self.pool_features(self.word_features(states, lengths), lengths)
+        """(B, embed_dim) unit vectors: :meth:`pooled_word_features` (averaged first where that is the same),
+        head, L2 norm."""
+        return self.embed_pooled(self.pooled_word_features(states, lengths))
 
 
 __all__ = ["StoredTextEncoder"]
