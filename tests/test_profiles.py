@@ -80,10 +80,18 @@ def test_every_preset_of_a_published_table_has_a_flickr8k_profile():
 
 def test_a_profile_names_its_own_experiment_and_vsepp_rows_warm_up_only_there():
     flickr = load_sweep("convse_table3", "flickr8k")
-    assert (flickr.experiment, load_sweep("convse_table3").experiment) == ("vsepp_bigru_flickr8k", "vsepp_synthetic_small")
+    assert (flickr.experiment, load_sweep("convse_table3").experiment) == ("vsepp_flickr8k", "vsepp_synthetic_small")
     rows = {p["variant"]["name"]: trial_config(base_tree(flickr, []), p) for p in flickr.grid_points() if p["seed"] == 0}
     assert rows["VSE++"].loss.warmup_epochs == 1 and rows["ConVSE"].loss.warmup_epochs == 0
     assert "warmup_epochs: 1" in rows["ConVSE"].stages[0].overrides[1]  # its VSE++ base warms up too
+    # the heads' stage has its own length; the base trains the VSE++ row's schedule, so that row is the base
+    from itrlab.assembly import stage_configs
+    from itrlab.sweep.plan import stages_trained_by_rows
+
+    (base,) = stage_configs(rows["ConVSE"])
+    assert base.train.epochs == rows["VSE++"].train.epochs != rows["ConVSE"].train.epochs
+    configs = [trial_config(base_tree(flickr, ["dataset.root=/data/nowhere"]), p) for p in flickr.grid_points()]
+    assert len(stages_trained_by_rows(configs)) == len(flickr.seeds)  # every seed's base: its VSE++ row, kept
     budget = load_sweep("convse_table3")
     assert all(trial_config(base_tree(budget, []), p).loss.warmup_epochs == 0 for p in budget.grid_points())
 
