@@ -33,10 +33,11 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
-@pytest.mark.e2e
-def test_storage_turned_read_only_mid_sweep_stops_it_with_one_line(tmp_path, tmpfs):
+def sweep_broken_mid_trial(tmp_path: Path, tmpfs: Path, name: str, breaking) -> tuple[int, str]:
+    """A two-trial tiny sweep storing on ``tmpfs``; once its first checkpoint is stored, ``breaking()`` runs while
+    its trial is held (it cannot end first). The driver's exit status and log (the driver killed if it hangs)."""
     command = sweep_command(tmp_path, {
-        "name": "ro_sweep", "experiment": "dbl_synthetic_tiny",
+        "name": name, "experiment": "dbl_synthetic_tiny",
         "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=40"],
         "grid": {"cooperative.strategy": ["A", "F"]}, "seeds": [0], "resources": {"cpu": 1}})
     command[command.index("--storage") + 1] = str(tmpfs / "sweeps")
@@ -47,12 +48,18 @@ def test_storage_turned_read_only_mid_sweep_stops_it_with_one_line(tmp_path, tmp
             return training_alone(tmpfs / "sweeps") and any((tmpfs / "sweeps").rglob("last.pt"))
 
         with trials_held(driver, first_checkpoint_stored, log=log_path):
-            subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+            breaking()
         code = driver.wait(timeout=240)
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-    text = log_path.read_text()
+    return code, log_path.read_text()
+
+
+@pytest.mark.e2e
+def test_storage_turned_read_only_mid_sweep_stops_it_with_one_line(tmp_path, tmpfs):
+    code, text = sweep_broken_mid_trial(
+        tmp_path, tmpfs, "ro_sweep", lambda: subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True))
     assert code == 1, text[-4000:]
     last = text.rstrip().splitlines()[-1]
     assert last.startswith("itrlab: run failed: the sweep's storage can no longer be written"), text[-4000:]
@@ -178,24 +185,7 @@ def test_a_checkpoint_that_no_longer_fits_says_no_space_left_and_the_checkpoints
 def test_a_sweep_whose_storage_fills_says_no_space_left_and_counts_the_trial_failed(tmp_path, tmpfs):
     """Issue #45 item 6: the sweep's storage full while a trial trains: one line naming the full disk, exit 1,
     the parent and the trial FAILED with it, the progress line's trial failed, not done."""
-    command = sweep_command(tmp_path, {
-        "name": "full_sweep", "experiment": "dbl_synthetic_tiny",
-        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=40"],
-        "grid": {"cooperative.strategy": ["A", "F"]}, "seeds": [0], "resources": {"cpu": 1}})
-    command[command.index("--storage") + 1] = str(tmpfs / "sweeps")
-    log_path = tmp_path / "driver.log"
-    driver = start_driver(command, tmp_path, log_path)
-    try:
-        def first_checkpoint_stored() -> bool:
-            return training_alone(tmpfs / "sweeps") and any((tmpfs / "sweeps").rglob("last.pt"))
-
-        with trials_held(driver, first_checkpoint_stored, log=log_path):
-            fill(tmpfs)
-        code = driver.wait(timeout=240)
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-    text = log_path.read_text()
+    code, text = sweep_broken_mid_trial(tmp_path, tmpfs, "full_sweep", lambda: fill(tmpfs))
     (folder,) = (tmpfs / "sweeps" / "full_sweep").iterdir()
     assert code == 1, text[-4000:]
     last = text.rstrip().splitlines()[-1]
