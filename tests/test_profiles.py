@@ -199,7 +199,8 @@ def paper_presets() -> list[str]:
 # step cost minutes and 10 GB on a CPU), CODER's clusters, queues and concepts (35 training pairs, about 60
 # distinct words); a grid that sweeps one of these keys gets the small value too.
 TRAIN_IMAGES, EVAL_IMAGES = 7, 8
-TINY_CONSTANTS = {"train.batch_size": 16, "method.K": 8, "method.queue_size": 32, "method.concept_size": 20}
+TINY_CONSTANTS = {"train.batch_size": 16, "method.K": 8, "method.queue_size": 32, "method.concept_size": 20,
+                  "train.epochs": 1}  # a variant's own length (ConVSE's heads) too
 
 
 def small_tree(spec, root: Path):
