@@ -11,10 +11,11 @@ image region features (column ``features``: one (R, D) nested list per row).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
 import os
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +57,22 @@ class ItrlabPyfunc(mlflow.pyfunc.PythonModel):
                              f"column (region features per image); got columns {sorted(columns) or 'none'}")
 
 
+@contextlib.contextmanager
+def quiet_logger(name: str):
+    """The logger ``name`` says only errors inside the block."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def save_pyfunc(bundle: str | Path, destination: str | Path, loader: str, requirements: list[str]) -> Path:
     """The MLflow model folder of the itrlab model folder ``bundle`` at ``destination`` (which must not exist)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # it copies the bundle: no bars
-    with warnings.catch_warnings():  # predict takes a frame of captions or of features: no type-hint schema
-        warnings.filterwarnings("ignore", message=".*type hints to the `predict` method", category=UserWarning)
+    with quiet_logger("mlflow.pyfunc"):  # its warning that a frame of captions or features has no schema
         mlflow.pyfunc.save_model(str(destination), python_model=str(CODE), artifacts={BUNDLE: str(bundle)},
                                  model_config={"loader": loader},
                                  pip_requirements=[f"mlflow=={mlflow.__version__}", *requirements])
