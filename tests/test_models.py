@@ -171,6 +171,7 @@ def test_bad_inputs_are_one_line_and_exit_2(inside, capsys):
     folder, runs = inside
     vsepp = f"runs:/{runs['vsepp'][1]}/model"
     assert "coco_5k" in refused(capsys, vsepp, "--protocol", "coco_5k")
+    assert "named twice" in refused(capsys, vsepp, vsepp)
     assert "unknown evaluation protocol" in refused(capsys, vsepp, "--protocol", "coco_9k")
     other = write_precomp(folder / "other", {"train": 20, "dev": 10, "test": 10}, regions=4, dim=8)
     assert "expects (N, " in refused(capsys, vsepp, "--data", other)

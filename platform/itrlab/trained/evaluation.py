@@ -65,6 +65,10 @@ def open_eval_split(models: Sequence[TrainedModel], data: str | Path | None = No
     Without ``data``: the first model's own data set and (without ``split``) its test split, under its test
     protocol; with ``data`` (a precomp folder): its ``split`` (default ``test``) under ``protocol`` (default
     ``all``)."""
+    named = [model.source for model in models]
+    twice = sorted({source for source in named if named.count(source) > 1})
+    if twice:
+        raise UserInputError(f"model {twice[0]} is named twice; an ensemble's members are different models")
     check_ensemble(models)
     own = models[0].config
     if protocol is not None:

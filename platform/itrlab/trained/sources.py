@@ -35,23 +35,19 @@ def bundle_from_run(run_dir: Path, destination: Path, run_id: str | None = None)
 def load_model(source: str | Path, tracking_uri: str | None = None) -> TrainedModel:
     """The trained model at ``source``: an MLflow model URI, a run id (its ``model`` artifact), a run folder or
     a model folder; UserInputError (one line) for anything else."""
-    text = str(source)
-    path = Path(text).expanduser()
-    if path.is_dir():
-        from itrlab.tracking.models import bundle_of
-
-        if (path / INFO).is_file():
-            return open_bundle(path, text)
-        inner = bundle_of(path)
-        if inner is not None:
-            return open_bundle(inner, text)
-        scratch = Path(tempfile.mkdtemp(prefix="itrlab-model-"))
-        return open_bundle(bundle_from_run(path, scratch / "bundle"), text)
     from itrlab.tracking.models import bundle_of, download_model, is_model_uri
 
+    text = str(source)
+    path = Path(text).expanduser()
+    if path.is_dir() and (path / INFO).is_file():
+        return open_bundle(path, text)
+    if path.is_dir() and bundle_of(path) is not None:
+        return open_bundle(bundle_of(path), text)
     if RUN_ID.fullmatch(text):
         text = f"runs:/{text}/model"
-    elif not is_model_uri(text):
+    elif not path.is_dir() and not is_model_uri(text):
         raise UserInputError(f"model {text!r}: not a folder, an MLflow run id or a model URI (runs:/<run id>/model)")
-    folder = download_model(text, tempfile.mkdtemp(prefix="itrlab-model-"), tracking_uri)
-    return open_bundle(bundle_of(folder), text)
+    with tempfile.TemporaryDirectory(prefix="itrlab-model-") as scratch:  # the model is in memory once opened
+        if path.is_dir():  # a run folder
+            return open_bundle(bundle_from_run(path, Path(scratch) / "bundle"), text)
+        return open_bundle(bundle_of(download_model(text, scratch, tracking_uri)), text)
