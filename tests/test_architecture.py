@@ -21,7 +21,7 @@ LAYERS = [
     {"config"},
     {"methods", "report"},
     {"assembly", "extract"},
-    {"train"},
+    {"train", "trained"},
     {"sweep"},
     {"bench", "cli", "local_cluster"},
 ]

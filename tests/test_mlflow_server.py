@@ -55,3 +55,13 @@ def test_training_logs_to_a_real_mlflow_server(tmp_path):
         assert saved["protocol"] == "all"
         assert saved["rsum"] == pytest.approx(run.data.metrics["test_rsum"])
         assert saved == json.loads((tmp_path / "run" / "test_recall.json").read_text())
+
+        # the run's model (issue 43): `itrlab evaluate` downloads it through the server and gives its test table
+        evaluated = subprocess.run(
+            [sys.executable, "-m", "itrlab.cli", "evaluate", f"runs:/{run.info.run_id}/model", "--out",
+             str(tmp_path / "evaluated.json")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+        tables = json.loads((tmp_path / "evaluated.json").read_text())
+        assert tables["members"][f"runs:/{run.info.run_id}/model"] == saved
+        evaluation = client.get_run(evaluated.stdout.strip().splitlines()[-1].split()[2])
+        assert evaluation.data.tags["itrlab.source_run.1"] == run.info.run_id

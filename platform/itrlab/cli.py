@@ -1,4 +1,4 @@
-"""Command-line entry points: ``itrlab train``, ``itrlab check-config``, ``itrlab make-synthetic``.
+"""Command-line entry points: ``itrlab train``, ``itrlab check-config``, ``itrlab evaluate``, ``itrlab make-synthetic``.
 
 ``jobs/train.py`` is ``itrlab train``. Bad input (config, override, data, an output folder that cannot
 be written, an MLflow store that does not answer) prints one line naming the field, the bad value and
@@ -328,6 +328,35 @@ def sweep_main(args: argparse.Namespace) -> int:
     return 0
 
 
+@_guarded
+def evaluate_main(args: argparse.Namespace) -> int:
+    """``itrlab evaluate MODEL [MODEL ...]``: every check first (models, data, protocol: exit 2), then the
+    tables, printed, written (``--out``) and logged to one MLflow run tagged with its source runs."""
+    from itrlab.trained import evaluate_models, load_model, open_eval_split
+
+    models = [load_model(source, args.tracking_uri) for source in args.models]
+    data = open_eval_split(models, args.data, args.split, args.protocol)
+    tracker = None
+    if not args.no_tracking:
+        from itrlab.tracking import MlflowTracker, check_tracking_store
+
+        check_tracking_store(args.tracking_uri)
+        tracker = MlflowTracker(args.experiment, args.tracking_uri)
+    result = evaluate_models(models, data)
+    print(result.format())
+    if args.out:
+        from itrlab.files import atomic_write_json
+
+        atomic_write_json(Path(args.out), result.to_dict())
+        print(f"written: {args.out}")
+    if tracker is not None:
+        from itrlab.trained.evaluation import log_evaluation
+
+        run_id = log_evaluation(tracker, models, result)
+        print(f"MLflow: run {run_id} in experiment '{args.experiment}' at {tracker.tracking_uri}")
+    return 0
+
+
 def _add_experiment_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--config", default=DEFAULT_EXPERIMENT,
                         help="experiment name under configs/experiments/ or a YAML path (default: %(default)s)")
@@ -410,6 +439,23 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argp
     report.add_argument("--out", default="docs/results", help="folder of the page (default: %(default)s)")
     report.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     report.set_defaults(func=report_main)
+
+    evaluate = sub.add_parser("evaluate", help="evaluate trained models (or their ensemble) on a data set, split "
+                                                "and protocol (docs/models.md)")
+    evaluate.add_argument("models", nargs="+", metavar="MODEL",
+                          help="runs:/<run id>/model, a run id, a run folder or a model folder; two or more: "
+                               "their ensemble (the mean of their similarities) too")
+    evaluate.add_argument("--data", help="a precomp data folder (default: the first model's own data set)")
+    evaluate.add_argument("--split",
+                          help="the split's file prefix (default: the model's test split; with --data: test)")
+    evaluate.add_argument("--protocol", help="f30k_1k, f8k_1k, coco_5k, coco_1k (5 folds), 5fold, all (default: the "
+                                             "model's test protocol on its own test split, else all)")
+    evaluate.add_argument("--out", help="write the tables as JSON to this file")
+    evaluate.add_argument("--experiment", default="evaluate",
+                          help="MLflow experiment of the run (default: %(default)s)")
+    evaluate.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    evaluate.add_argument("--no-tracking", action="store_true", help="log no MLflow run")
+    evaluate.set_defaults(func=evaluate_main)
 
     from itrlab.data.synthetic import add_arguments as add_synthetic_arguments
 

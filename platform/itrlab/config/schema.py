@@ -258,6 +258,9 @@ class OutputConfig(Section):
     # keep this run's best model in `stages` as the stage of its own config, for the runs that start from
     # such a stage (a sweep sets it on a row that is another row's stage, docs/training.md#stages)
     keep_as_stage: bool = False
+    # the run's best model logged to MLflow as a model (`runs:/<id>/model`: weights, config, tokenizer,
+    # feature layout, test table; docs/models.md); `none`: not logged
+    log_model: Literal["best", "none"] = "best"
 
 
 class StageSpec(Section):

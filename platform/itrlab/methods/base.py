@@ -120,6 +120,9 @@ class MethodModule(nn.Module):
     # what is known of the parts of the loss it logs (loss_<part>), by part name: a floor, a plateau, a
     # statistic beside the loss (itrlab.losses.parts); the report reads each part against them
     part_bounds: ClassVar[Mapping[str, PartBound]] = {}
+    # whether it embeds images and captions apart (``embed_images(features)``, ``embed_captions(tokens,
+    # lengths)``) and scores them by a product; False: it scores image-caption pairs jointly (issue 43)
+    embeds_apart: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ building
 

@@ -28,10 +28,19 @@ class BuildContext:
     run_dir: Path | None = None
     train_anchor: Callable[[Any], Path] | None = None  # config of the plain method -> its model.pt
     notes: dict[str, Any] = field(default_factory=dict)
+    # captions of the training split when only their count is known (a trained model rebuilt without its
+    # data, itrlab.trained: state sized by the training set, CODER's prototypes, keeps its shape)
+    train_size: int | None = None
 
     @property
     def train(self) -> PrecompSplit | None:
         return self.splits.get("train")
+
+    @property
+    def n_train_captions(self) -> int | None:
+        """Captions of the training split: the opened split's, else ``train_size`` (None: not known)."""
+        train = self.train
+        return train.n_captions if train is not None else self.train_size
 
     @property
     def split_sizes(self) -> dict[str, int]:

@@ -41,6 +41,7 @@ def text_encoder_spec(text: TextEncoderConfig) -> TextEncoderSpec:
 
 class DualEncoderMethod(MethodModule):
     name = "dual"
+    embeds_apart = True  # images and captions have embeddings of their own (issue 43: a trained model embeds)
 
     def __init__(self, model: DualEncoder, loss: torch.nn.Module, max_len: int = 64):
         super().__init__()
@@ -90,9 +91,17 @@ class DualEncoderMethod(MethodModule):
         self.train(was_training)
         return images, captions
 
+    def embed_images(self, images: Tensor) -> Tensor:
+        """The embeddings (B, d) of a batch of region features (B, R, D): what the split's scores compare."""
+        return self.model.encode_images(images)
+
+    def embed_captions(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """The embeddings (B, d) of a batch of encoded captions (token ids, or stored token states)."""
+        return self.model.encode_captions(tokens, lengths)
+
     def embed_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor]:
         """Embeddings of every image (N, d) and every caption (cpi·N, d) of a split."""
-        return self.encode_split(split, vocab, batch_size, self.model.encode_images, self.model.encode_captions)
+        return self.encode_split(split, vocab, batch_size, self.embed_images, self.embed_captions)
 
     def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
         return dense_score_fn(*self.embed_split(split, vocab, batch_size))

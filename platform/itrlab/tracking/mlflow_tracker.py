@@ -1,5 +1,6 @@
 """MLflow tracking: :class:`MlflowTracker` writes one run, and reads runs back (the only package of itrlab that
-imports MLflow: this module, :mod:`~itrlab.tracking.store` and :mod:`~itrlab.tracking.tables`).
+imports MLflow: this module, :mod:`~itrlab.tracking.store`, :mod:`~itrlab.tracking.tables` and
+:mod:`~itrlab.tracking.models`).
 
 One tracker writes one run: the flattened config as params, per-epoch metrics, recall tables (as an
 MLflow table, JSON and Markdown), and tags naming the method, dataset, protocol and seed. It talks to
@@ -357,6 +358,14 @@ class MlflowTracker:
         dataset = MlflowDataset(name=name, digest=digest, source_type="local", source=json.dumps({"uri": source}))
         self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset, tags=[InputTag("mlflow.data.context",
                                                                                            context)])])
+
+    @_store_writes
+    def log_model(self, bundle: str | Path, loader: str, requirements: list[str]) -> str:
+        """Log the itrlab model folder ``bundle`` as this run's MLflow model (``pyfunc``, artifact ``model``,
+        :mod:`itrlab.tracking.models`); its URI."""
+        from itrlab.tracking.models import log_model_folder
+
+        return log_model_folder(self.client, self.run_id, bundle, loader, requirements)
 
     @_store_writes
     def log_file(self, path: str | Path, artifact_dir: str | None = None) -> None:

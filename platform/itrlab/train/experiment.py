@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from itrlab.methods.base import MethodModule
 from itrlab.methods.registry import scheme_labels
 from itrlab.models.glove import GloveCoverage
 from itrlab.tracking import MlflowTracker
+from itrlab.trained.sources import LOADER, REQUIREMENTS, bundle_from_run
 from itrlab.train.callbacks import MlflowEpochLogger
 from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
 from itrlab.train.device import describe, resolve_device
@@ -311,11 +313,20 @@ def finish_run(run: StartedRun) -> RunResult:
         # a finished run trained further (--resume with a larger train.epochs): its earlier training counts too
         earlier = tracker.run_metrics(tuple(cost))
         tracker.log_recall_table(test, "test", epoch=state.epoch)
+        if run.config.output.log_model == "best" and trainer.rank == 0:
+            log_best_model(run)
         stage_metrics = {"stage_seconds": sum(stage.seconds for stage in run.stages.values())} if run.stages else {}
         tracker.log_final_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum, **stage_metrics,
                                    **{key: value + earlier.get(key, 0.0) for key, value in cost.items()}})
     return RunResult(run.run_dir, test, state.best_epoch, state.best_rsum, run.run_id,
                      tracker.ui_hint() if tracker is not None else None, seconds, state.epoch)
+
+
+def log_best_model(run: StartedRun) -> str:
+    """The run's best model logged to its MLflow run as a model (``runs:/<id>/model``, docs/models.md)."""
+    with tempfile.TemporaryDirectory(prefix="itrlab-bundle-") as scratch:
+        bundle = bundle_from_run(run.run_dir, Path(scratch) / "bundle", run.run_id)
+        return run.tracker.log_model(bundle, LOADER, REQUIREMENTS)
 
 
 def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,

@@ -32,7 +32,7 @@ config (``configs/sweeps/coder_*.yaml``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 import torch
@@ -246,7 +246,7 @@ class CoderMethod(DualEncoderMethod):
         self.pooled_once = bool(getattr(self.model.text_encoder, "mean_first", False)) and (
             not settings.concepts or isinstance(self.text_concept_pool, MeanPooling))
         if settings.pgc:
-            n_pairs = context.train.n_captions if context.train is not None else settings.K
+            n_pairs = context.n_train_captions or settings.K
             self.prototypes = ClusterPrototypes(n_pairs, dim, settings.K, settings.kmeans_iterations, seed=config.seed,
                                                 temperature=settings.pgc_temperature, reset=settings.pgc_reset)
             self.pgc_loss = build_loss("pgc")
@@ -414,18 +414,22 @@ class CoderMethod(DualEncoderMethod):
 
     # ------------------------------------------------------------------ evaluation
 
-    @torch.no_grad()
-    def embed_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor]:
-        """``[√β·v̂^I ; √(1−β)·v̂^C]`` per image and the caption counterpart (β = 1 without concepts)."""
-        images, captions = super().embed_split(split, vocab, batch_size)
+    def _joint(self, instance: Tensor, concept: Callable[[Tensor], Tensor]) -> Tensor:
+        """``[√β·v̂ ; √(1−β)·v̂^C]`` (β = 1 without concepts: ``instance`` alone)."""
         beta = self.settings_.beta if self.settings_.concepts else 1.0
         if beta == 1.0:
-            return images, captions
-        y = self.concept_embedder.concepts()
-        image_c, caption_c = self.encode_split(split, vocab, batch_size, lambda b: self.image_concepts(b, y),
-                                               lambda t, n: self.caption_concepts(t, n, y))
-        a, b = math.sqrt(beta), math.sqrt(1 - beta)
-        return torch.cat([a * images, b * image_c], 1), torch.cat([a * captions, b * caption_c], 1)
+            return instance
+        concepts = concept(self.concept_embedder.concepts())
+        return torch.cat([math.sqrt(beta) * instance, math.sqrt(1 - beta) * concepts], 1)
+
+    def embed_images(self, images: Tensor) -> Tensor:
+        """``[√β·v̂^I ; √(1−β)·v̂^C]`` of a batch of images."""
+        return self._joint(self.model.encode_images(images), lambda y: self.image_concepts(images, y))
+
+    def embed_captions(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """The caption counterpart of :meth:`embed_images`."""
+        return self._joint(self.model.encode_captions(tokens, lengths),
+                           lambda y: self.caption_concepts(tokens, lengths, y))
 
     def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
         return dense_score_fn(*self.embed_split(split, vocab, batch_size))

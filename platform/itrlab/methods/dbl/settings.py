@@ -71,7 +71,8 @@ class CooperativeSettings(Section):
     @classmethod
     def _ema_of_mss(cls, ema: EmaSettings, info: ValidationInfo) -> EmaSettings:
         scenario = info.data.get("scenario")
-        if scenario != "mss":
+        # the default, written out (a run's config.yaml, read back by --resume or a logged model), sets nothing
+        if scenario != "mss" and ema != EmaSettings():
             raise ValueError(f"only the mss scenario has an EMA anchor; the {scenario} scenario does not use it")
         return ema
 
