@@ -89,7 +89,21 @@ def test_generated_negative_above_the_positive_is_dropped():
     dropped = int((sims.extras["i2t_generated_neg"] > sims.i2t.diagonal()[:, None]).sum()
                   + (sims.extras["i2t_pos_generated_neg"] > sims.extras["i2t_pos"].diagonal()[:, None]).sum())
     assert dropped >= 2 and out.parts["dropped_generated"].item() == pytest.approx(dropped / 50)
-    assert set(out.parts) == {"i2t", "t2i", "L_I", "L_II_III", "dropped_generated"}
+    assert set(out.parts) == {"i2t", "t2i", "L_I", "L_II_III", "dropped_generated", "own_outscores"}
+
+
+@pytest.mark.parametrize("use_positives", [True, False])
+def test_own_outscores_counts_the_negatives_above_the_caption_they_were_made_from(use_positives):
+    sims = make_sims(LAYOUTS["distinct"], above=True)
+    sims.extras["i2t_generated_neg"][3, 3] = sims.i2t[3, 3] + 0.1  # anchor 3's own negative outscores it
+    pairs = [(sims.i2t, sims.extras["i2t_generated_neg"])]
+    if use_positives:
+        pairs.append((sims.extras["i2t_pos"], sims.extras["i2t_pos_generated_neg"]))
+    own = sum(int((generated.diagonal() > scores.diagonal()).sum()) for scores, generated in pairs)
+    assert 1 <= own < 5 * len(pairs)
+    out = build_loss("ascl", tau=0.1, use_positives=use_positives)(sims)
+    assert out.parts["own_outscores"].item() == pytest.approx(own / (5 * len(pairs)))
+    assert "own_outscores" not in build_loss("ascl", tau=0.1, use_negatives=False)(sims).parts
 
 
 @pytest.mark.parametrize("name", ["ascl", "ascl_triplet"])

@@ -106,7 +106,7 @@ def test_type_two_positives_concatenate_two_captions_of_the_image_from_the_split
     method, split, vocab = built(precomp_dir, "method.positives=concat")
     batch = batch_of(split, vocab, [0, 5, 10])   # images 0, 1, 2, one caption each: the pool gives the rest
     tokens, lengths = method.generators.positive_tokens(batch.tokens, batch.lengths, batch.image_ids,
-                                                        torch.Generator().manual_seed(0))
+                                                        batch.caption_ids, torch.Generator().manual_seed(0))
     for row, (image, n) in enumerate(zip(batch.image_ids.tolist(), lengths.tolist())):
         words = tokens[row, 1:n - 1].tolist()
         captions = [vocab.encode(c)[1:-1] for c in split.captions[image * 5:(image + 1) * 5]]

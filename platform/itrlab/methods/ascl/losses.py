@@ -44,8 +44,10 @@ VSE++'s max hinge ``[m + max(candidates) - positive]_+`` (margin 0.2) over the s
 sets (α included), **summed** over the batch as itrlab's ``vsepp``.
 
 Parts for logging: ``i2t`` / ``t2i`` (image- / caption-anchor halves), ``L_I``, ``L_II_III``
-(absent when ``use_positives`` is False) and ``dropped_generated`` (the fraction of generated
-negatives α dropped).
+(absent when ``use_positives`` is False), ``dropped_generated`` (the fraction of generated
+negatives α dropped: of all B x N, each against each anchor's positive) and ``own_outscores`` (the share of
+generated negatives that outscore the caption they were made from, ``S(I_i, T⁻_i) > S(I_i, T_i)``; with N = B
+only; issue 42: a noise too strong to confuse the scorer leaves it near 0, one too weak near ½).
 """
 
 from __future__ import annotations
@@ -103,29 +105,34 @@ class _AsymmetryLoss(RetrievalLoss):
         """(B,) loss of each anchor with ``positive`` (B,) against ``(scores, mask)`` candidate sets."""
         raise NotImplementedError
 
-    def half(self, scores: Tensor, generated: Tensor | None, negatives: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def half(self, scores: Tensor, generated: Tensor | None,
+             negatives: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """One of eq. 5 / eq. 6 for captions ``scores`` (B, B) and generated negatives (B, N).
 
-        Returns the per-anchor image-anchor (i2t) and caption-anchor (t2i) terms, and the
-        number of generated negatives dropped by α.
+        Returns the per-anchor image-anchor (i2t) and caption-anchor (t2i) terms, the number of
+        generated negatives dropped by α, and the number of anchors whose own generated negative
+        (column i, N = B) outscores their positive.
         """
         positive = scores.diagonal()
         caption_anchor = self.anchor_term(positive, [(scores.T, negatives.T)])
         candidates: Candidates = [(scores, negatives)]
-        dropped = scores.new_zeros(())
+        dropped = own = scores.new_zeros(())
         if generated is not None:
             kept = kept_generated(positive, generated)
             candidates.append((generated, kept))
             dropped = (~kept).sum().to(scores.dtype)
-        return self.anchor_term(positive, candidates), caption_anchor, dropped
+            if generated.shape[1] == generated.shape[0]:
+                own = (~kept.diagonal()).sum().to(scores.dtype)
+        return self.anchor_term(positive, candidates), caption_anchor, dropped, own
 
     def forward(self, sims: Similarities) -> LossOutput:
         check_inputs(self, sims)
         negatives = negative_mask(sims.image_ids)
         generated = sims.get(I2T_GENERATED_NEG) if self.use_negatives else None
         self._check_generated(sims, generated)
-        i2t_1, t2i_1, dropped = self.half(sims.i2t, generated, negatives)
+        i2t_1, t2i_1, dropped, own = self.half(sims.i2t, generated, negatives)
         total = 0 if generated is None else generated.numel()
+        anchors = 0 if generated is None or generated.shape[1] != generated.shape[0] else generated.shape[0]
         parts = {"L_I": self.reduce(i2t_1 + t2i_1).detach()}
         if self.use_positives:
             positives = sims.get(I2T_POS)
@@ -134,15 +141,18 @@ class _AsymmetryLoss(RetrievalLoss):
                                  f"got {tuple(positives.shape)}")
             noisy = sims.get(I2T_POS_GENERATED_NEG) if self.use_negatives else None
             self._check_generated(sims, noisy)
-            i2t_2, t2i_2, dropped_2 = self.half(positives, noisy, negatives)
+            i2t_2, t2i_2, dropped_2, own_2 = self.half(positives, noisy, negatives)
             parts["L_II_III"] = self.reduce(i2t_2 + t2i_2).detach()
             i2t, t2i = 0.5 * (i2t_1 + i2t_2), 0.5 * (t2i_1 + t2i_2)
-            dropped = dropped + dropped_2
+            dropped, own = dropped + dropped_2, own + own_2
             total += 0 if noisy is None else noisy.numel()
+            anchors += 0 if noisy is None or noisy.shape[1] != noisy.shape[0] else noisy.shape[0]
         else:
             i2t, t2i = i2t_1, t2i_1
         out = self.output(i2t, t2i)
         parts["dropped_generated"] = (dropped / max(total, 1)).detach()
+        if anchors:
+            parts["own_outscores"] = (own / anchors).detach()
         return LossOutput(loss=out.loss, parts={**out.parts, **parts})
 
     def reduce(self, values: Tensor) -> Tensor:

@@ -7,7 +7,8 @@ and hierarchical cross-modal fusion scored without any ground-truth leak (``docs
   (``u1``, ``heads``; ``cross_attention: false`` is "w/o MF").
 * Generated samples (§II-B, docs/papers/ascl.md §B1), in :meth:`AsclMethod.batch_similarities`, only those the
   loss reads: ``T⁻`` by the negative ``generator`` (``gaussian`` σ = ``sigma``, ``shuffle``,
-  ``token_cutoff``, ``feature_cutoff``, ``cutoff``, ``dropout`` p = ``p``, ``mixture``) at the
+  ``token_cutoff``, ``feature_cutoff``, ``cutoff``, ``dropout`` p = ``p``, ``mixture``; σ in
+  ``sigma_units``: ``absolute`` or ``std``, the perturbed entries' standard deviation) at the
   ``noise_site`` (``input`` embeddings, re-encoded; or the encoded ``features``); ``T⁺`` by the
   ``positives`` generator (``concat`` = type II, two captions of the image from the batch and the
   training split's pool; ``truncate`` = type III; ``mixture``); ``T̃⁻`` = the noise on ``T⁺``.
@@ -23,6 +24,10 @@ and hierarchical cross-modal fusion scored without any ground-truth leak (``docs
   shards (:func:`~itrlab.methods.sharded.encode_split_features` and
   :func:`~itrlab.methods.sharded.sharded_score_fn`, shared with ``xattn``): no pair ever looks
   up its ground-truth partner, unlike the reference code (docs/papers/ascl.md §B3, #leak-free-scoring).
+* Stored text features (``model.text.encoder: precomp``, issue 42): the captions arrive as a frozen MiniLM's
+  token states; ``T⁺`` cuts and joins states (:mod:`itrlab.methods.ascl.stored_positives`), ``T⁻`` perturbs
+  the states (``input``) or ``W`` (``features``) without re-encoding, so ``shuffle`` (a no-op there) is
+  refused and ``mixture`` draws from the other four (docs/papers/ascl.md#stored-text-features).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from torch import Tensor
 
 from itrlab.config import ExperimentConfig
 from itrlab.data import Batch, PrecompSplit, Vocabulary
+from itrlab.data.text_features import TextFeatures
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn
 from itrlab.losses import Similarities
@@ -48,11 +54,15 @@ from itrlab.methods.sharded import encode_split_features, refuse_pooled_settings
 from itrlab.methods.registry import register_method
 from itrlab.methods.ascl.model import (NOISE_SITES, AsclModel, CaptionPool, SampleGenerators, frame_ids,
                                      length_buckets, stack_padded)
-from itrlab.methods.ascl.text_augment import NEGATIVE_GENERATORS, POSITIVE_GENERATORS, NegativeGenerator, PositiveGenerator
+from itrlab.methods.ascl.stored_positives import StatePool
+from itrlab.methods.ascl.text_augment import (MIXTURE_OF, NEGATIVE_GENERATORS, POSITIVE_GENERATORS, SIGMA_UNITS,
+                                              NegativeGenerator, PositiveGenerator)
 from itrlab.numbers import number
 
 GENERATED = (I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG)
 PROVIDED = frozenset({"i2t", "image_ids", *GENERATED})
+STORED = "precomp"  # model.text.encoder of stored token states
+ORDER_BLIND = ("shuffle",)  # perturbations nothing after stored states would see (no re-encoding)
 
 
 class AsclSettings(MethodSettings):
@@ -61,6 +71,7 @@ class AsclSettings(MethodSettings):
     name: Literal["ascl"] = "ascl"
     generator: Literal[NEGATIVE_GENERATORS] = "mixture"  # type-I negatives (Fig. 3b)
     sigma: number(ge=0, meaning="the Gaussian noise scale σ of type-I negatives") = 1.0
+    sigma_units: Literal[SIGMA_UNITS] = "absolute"  # σ as is (reference code) | x the perturbed entries' std
     p: number(ge=0, le=1, meaning="the dropout probability of type-I negatives") = 0.5
     cutoff_rows: int = Field(1, ge=0)     # tokens zeroed by token cutoff
     cutoff_cols: int = Field(1, ge=0)     # features zeroed by feature cutoff
@@ -80,7 +91,9 @@ class AsclMethod(MethodModule):
                      "by length (shapes that depend on the batch), which one vmapped step cannot do per member")
     provides = frozenset(PROVIDED)
     part_bounds = {"dropped_generated": PartBound(0.0, "the share of generated negatives dropped by alpha",
-                                                  statistic=True)}
+                                                  statistic=True),
+                   "own_outscores": PartBound(0.0, "the share of generated negatives that outscore the caption "
+                                                   "they were made from", statistic=True)}
 
     def __init__(self, model: AsclModel, loss: torch.nn.Module, generators: SampleGenerators, *, seed: int = 0,
                  max_len: int = 64, shard_elements: int | None = 1 << 22):
@@ -98,11 +111,11 @@ class AsclMethod(MethodModule):
         settings = cls.method_settings(config)
         refuse_pooled_settings(config, "attends over every token and region and pools them itself (eq. 1-3): "
                                        "a pooled (GPO) encoder has no place in its fusion scorer")
-        if config.model.text.encoder == "precomp":
-            raise ConfigError("model.text.encoder", "precomp",
-                              "AsCL edits captions and encodes them again (type-II concatenation and type-III "
-                              "truncation of token ids, §II-B; noise on the encoder's input embeddings): stored "
-                              "text features hold no ids to edit and no encoder to run; use bigru or bert")
+        if config.model.text.encoder == STORED and settings.generator in ORDER_BLIND:
+            raise ConfigError("method.generator", settings.generator,
+                              "stored text states are not encoded again, and the fusion scorer's attention and "
+                              "means ignore order: a shuffle of them is a no-op; use another generator (mixture "
+                              "draws from the other four), or model.text.encoder=bigru or bert")
         if settings.cutoff_rows >= config.model.text.max_len:
             raise ConfigError("method.cutoff_rows", settings.cutoff_rows,
                               f"fewer than model.text.max_len ({config.model.text.max_len}) tokens: token cutoff "
@@ -124,29 +137,42 @@ class AsclMethod(MethodModule):
         model = AsclModel.build(feature_dim=context.feature_dim, vocab_size=context.vocab_size,
                                 embed_dim=model_config.embed_dim, heads=settings.heads, u1=settings.u1,
                                 cross_attention=settings.cross_attention, text=spec)
-        tokenizer = context.vocab
-        if tokenizer is None and spec.encoder == "bert":  # bare builds (unit tests): the model's own tokenizer
-            from itrlab.data.tokenizers import PretrainedTokenizer
+        max_len, stored = model_config.text.max_len, spec.encoder == STORED
+        if stored:  # states framed by [CLS] / [SEP]; positives edit position ids, then frame them
+            start, end, continuation, protect_ends = None, None, frozenset(), True
+            positive_max_len, mixture = max_len - 2, tuple(m for m in MIXTURE_OF if m not in ORDER_BLIND)
+        else:
+            tokenizer = context.vocab
+            if tokenizer is None and spec.encoder == "bert":  # bare builds (unit tests): the model's own tokenizer
+                from itrlab.data.tokenizers import PretrainedTokenizer
 
-            tokenizer = PretrainedTokenizer(spec.bert_path)
-        start, end, continuation = frame_ids(tokenizer)
+                tokenizer = PretrainedTokenizer(spec.bert_path)
+            start, end, continuation = frame_ids(tokenizer)
+            protect_ends, positive_max_len, mixture = start is not None and end is not None, max_len, MIXTURE_OF
         generators = SampleGenerators(
             NegativeGenerator(settings.generator, settings.sigma, settings.p, settings.cutoff_rows,
-                              settings.cutoff_cols, protect_ends=start is not None and end is not None),
-            PositiveGenerator(settings.positives, start, end, max_len=model_config.text.max_len,
+                              settings.cutoff_cols, protect_ends=protect_ends, sigma_units=settings.sigma_units,
+                              mixture_of=mixture),
+            PositiveGenerator(settings.positives, start, end, max_len=positive_max_len,
                               continuation_ids=continuation),
-            settings.noise_site)
+            settings.noise_site, stored_stride=max_len + 1 if stored else None)
         method = cls(model, build_task_loss(config.loss), generators, seed=config.seed,
                      max_len=model_config.text.max_len, shard_elements=settings.shard_elements)
         method.text_lr = model_config.text.lr
         return method
 
     def prepare(self, context: BuildContext) -> None:
-        """GloVe rows (BiGRU), and the training captions of each image for type-II positives."""
+        """GloVe rows (BiGRU), and the training captions of each image for type-II positives (token ids, or
+        the training split's stored states)."""
         super().prepare(context)
-        train = context.train
-        if train is not None and context.vocab is not None:
-            self.generators.pool = CaptionPool(train.captions, train.captions_per_image, context.vocab, self.max_len)
+        train, vocab = context.train, context.vocab
+        if train is None or vocab is None:
+            return
+        if isinstance(vocab, TextFeatures):
+            states = vocab.open_split(train.split, train.captions, self.max_len)
+            self.generators.pool = StatePool(states, train.captions_per_image, self.generators.stored_stride)
+        else:
+            self.generators.pool = CaptionPool(train.captions, train.captions_per_image, vocab, self.max_len)
 
     # ------------------------------------------------------------------ training
 
@@ -167,7 +193,8 @@ class AsclMethod(MethodModule):
         generator = self._generator() if needs & set(GENERATED) else None
         tokens, lengths, size = batch.tokens, batch.lengths, len(batch)
         if needs & {I2T_POS, I2T_POS_GENERATED_NEG}:  # T⁺ joins T: [T; T⁺]
-            plus, plus_lengths = self.generators.positive_tokens(tokens, lengths, batch.image_ids, generator)
+            plus, plus_lengths = self.generators.positive_tokens(tokens, lengths, batch.image_ids, batch.caption_ids,
+                                                                 generator)
             tokens, lengths = stack_padded(tokens, plus), torch.cat([lengths, plus_lengths])
         negative = bool(needs & {I2T_GENERATED_NEG, I2T_POS_GENERATED_NEG})
         clean, noisy = self.score_captions(regions, global_feats, tokens, lengths, negative, generator)

@@ -12,6 +12,10 @@ sample generators with their caption pool.
   pool of every training caption of an image that type II concatenates from.
 * :class:`CaptionPool`: the training split's captions by image id, tokenised on first use.
   Shared, never copied (``deepcopy`` returns it): it is data, not state.
+
+On stored text features (``model.text.encoder: precomp``) the "tokens" are a frozen MiniLM's token states:
+the positives cut and join states (:mod:`itrlab.methods.ascl.stored_positives`), the negatives perturb the
+states (``input``) or their projection ``W`` (``features``), and nothing is encoded again.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from torch import Tensor, nn
 from itrlab.models.encoders import RegionEncoder
 from itrlab.methods.ascl.fusion import DEFAULT_HEADS, HierarchicalFusion, global_image_feature
 from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS
+from itrlab.methods.ascl.stored_positives import StatePool, stored_positives
 from itrlab.methods.ascl.text_augment import NegativeGenerator, PositiveGenerator
 from itrlab.models.text_factory import TextEncoderSpec
 
@@ -119,22 +124,30 @@ class SampleGenerators(nn.Module):
     default: ConSERT practice, the paper's "textual embedding layers"); ``features`` perturbs the
     encoded token features ``W`` (no re-encoding; a shuffle is then a no-op for the fusion scorer,
     whose attention and means ignore order, which the method refuses at config time).
+
+    ``stored_stride``: set on stored token states (the longest caption's states + 1): the positives are then
+    states cut and joined (:func:`~itrlab.methods.ascl.stored_positives.stored_positives`), not token ids.
     """
 
-    def __init__(self, negatives: NegativeGenerator, positives: PositiveGenerator, noise_site: str = "input"):
+    def __init__(self, negatives: NegativeGenerator, positives: PositiveGenerator, noise_site: str = "input",
+                 stored_stride: int | None = None):
         super().__init__()
         if noise_site not in NOISE_SITES:
             raise ValueError(f"unknown noise site {noise_site!r}; allowed: {', '.join(NOISE_SITES)}")
         self.negatives, self.positives, self.noise_site = negatives, positives, noise_site
-        self.pool: CaptionPool | None = None
+        self.stored_stride = stored_stride
+        self.pool: CaptionPool | StatePool | None = None
 
     def extra_repr(self) -> str:
-        return f"noise_site={self.noise_site}"
+        return f"noise_site={self.noise_site}" + (", stored states" if self.stored_stride else "")
 
-    def positive_tokens(self, tokens: Tensor, lengths: Tensor, image_ids: Tensor,
+    def positive_tokens(self, tokens: Tensor, lengths: Tensor, image_ids: Tensor, caption_ids: Tensor,
                         generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        """``T⁺`` token ids (B, L') and lengths: type II (two captions of the image, from the batch
-        and the pool) or type III (truncation), one type per sample."""
+        """``T⁺`` token ids (B, L') (or stored states (B, L', H)) and lengths: type II (two captions of the
+        image, from the batch and the pool) or type III (truncation), one type per sample."""
+        if self.stored_stride is not None:
+            return stored_positives(self.positives, tokens, lengths, image_ids, caption_ids, generator, self.pool,
+                                    self.stored_stride)
         tokens_plus, lengths_plus, _ = self.positives(tokens, lengths, image_ids, generator, pool=self.pool)
         return tokens_plus, lengths_plus
 
@@ -156,9 +169,16 @@ class SampleGenerators(nn.Module):
 
 
 def stack_padded(first: Tensor, second: Tensor) -> Tensor:
-    """Two padded token batches (B1, L1) and (B2, L2) as one (B1 + B2, max(L1, L2)), padded with 0."""
+    """Two padded token batches (B1, L1, ...) and (B2, L2, ...) as one (B1 + B2, max(L1, L2), ...), padded with 0
+    (token ids, or stored states in the wider of the two dtypes)."""
     width = max(first.shape[1], second.shape[1])
-    pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[1]))  # noqa: E731
+    dtype = torch.promote_types(first.dtype, second.dtype)
+
+    def pad(t: Tensor) -> Tensor:
+        out = t.new_zeros((t.shape[0], width, *t.shape[2:]), dtype=dtype)
+        out[:, :t.shape[1]] = t
+        return out
+
     return torch.cat([pad(first), pad(second)])
 
 

@@ -5,7 +5,10 @@ encoder's INPUT embeddings ``W`` (B, L, E), which the method then re-encodes (Co
 the paper's "textual embedding layers"; spec flag ``noise_site``). :class:`NegativeGenerator`:
 
 ==================  ===========================================================================
-``gaussian``        ``W + σ·N(0, 1)`` (σ = ``sigma``, default 1)
+``gaussian``        ``W + σ·s·N(0, 1)``: σ = ``sigma``; ``s`` = 1 (``sigma_units: absolute``, the
+                    reference code's σ = 1) or the standard deviation of the entries it perturbs in
+                    this batch (``sigma_units: std``, detached), so that σ means the same on word
+                    embeddings of std 0.06 and on contextual states of std 0.5 (issue 42)
 ``shuffle``         a uniformly random permutation of the caption's tokens
 ``token_cutoff``    zero ``cutoff_rows`` (default 1) random rows (tokens)
 ``feature_cutoff``  zero ``cutoff_cols`` (default 1) random columns (features) of the caption's rows
@@ -13,7 +16,8 @@ the paper's "textual embedding layers"; spec flag ``noise_site``). :class:`Negat
 ``dropout``         zero each entry with probability ``p`` (default 0.5), scale the rest by
                     1/(1 - p) (``torch.nn.functional.dropout``'s convention)
 ``mixture``         per sample, one of gaussian, shuffle, token_cutoff, feature_cutoff, dropout,
-                    uniformly (Fig. 3b "Mixture")
+                    uniformly (Fig. 3b "Mixture"); ``mixture_of`` narrows the choice (stored text
+                    states: no shuffle, which nothing after them would see)
 ==================  ===========================================================================
 
 Defaults are the reference code's (the paper gives none). Every perturbation touches only the
@@ -54,6 +58,7 @@ from itrlab.numbers import check_number
 
 NEGATIVE_GENERATORS = ("gaussian", "shuffle", "token_cutoff", "feature_cutoff", "cutoff", "dropout", "mixture")
 MIXTURE_OF = ("gaussian", "shuffle", "token_cutoff", "feature_cutoff", "dropout")
+SIGMA_UNITS = ("absolute", "std")
 POSITIVE_GENERATORS = ("concat", "truncate", "mixture")
 CONCAT, TRUNCATE = 0, 1  # values of PositiveGenerator's ``kinds`` (type II, type III)
 
@@ -92,16 +97,23 @@ class NegativeGenerator(nn.Module):
     Args:
         kind: one of :data:`NEGATIVE_GENERATORS`.
         sigma: Gaussian noise scale σ >= 0.
+        sigma_units: ``absolute`` (noise σ·N(0, 1)) or ``std`` (σ times the std of the perturbed entries).
         p: dropout probability in [0, 1].
         cutoff_rows / cutoff_cols: tokens / features zeroed by the cutoffs (integers >= 0).
         protect_ends: leave the first and last real token (the frame) untouched.
+        mixture_of: the perturbations ``mixture`` chooses from (a non-empty subset of :data:`MIXTURE_OF`).
     """
 
     def __init__(self, kind: str = "mixture", sigma: float = 1.0, p: float = 0.5, cutoff_rows: int = 1,
-                 cutoff_cols: int = 1, protect_ends: bool = True):
+                 cutoff_cols: int = 1, protect_ends: bool = True, sigma_units: str = "absolute",
+                 mixture_of: Sequence[str] = MIXTURE_OF):
         super().__init__()
         self.kind = _check_choice("negative generator", kind, NEGATIVE_GENERATORS)
         self.sigma = check_number("sigma", sigma, ge=0, meaning="the Gaussian noise scale σ")
+        self.sigma_units = _check_choice("sigma unit", sigma_units, SIGMA_UNITS)
+        self.mixture_of = tuple(_check_choice("mixture member", m, MIXTURE_OF) for m in mixture_of)
+        if not self.mixture_of:
+            raise ValueError(f"mixture_of must name at least one of {', '.join(MIXTURE_OF)}")
         self.p = check_number("p", p, ge=0, le=1, meaning="the dropout probability")
         self.cutoff_rows = _check_count("cutoff_rows", cutoff_rows)
         self.cutoff_cols = _check_count("cutoff_cols", cutoff_cols)
@@ -110,8 +122,9 @@ class NegativeGenerator(nn.Module):
         self.protect_ends = protect_ends
 
     def extra_repr(self) -> str:
-        return (f"kind={self.kind}, sigma={self.sigma}, p={self.p}, cutoff_rows={self.cutoff_rows}, "
-                f"cutoff_cols={self.cutoff_cols}, protect_ends={self.protect_ends}")
+        return (f"kind={self.kind}, sigma={self.sigma}, sigma_units={self.sigma_units}, p={self.p}, "
+                f"cutoff_rows={self.cutoff_rows}, cutoff_cols={self.cutoff_cols}, protect_ends={self.protect_ends}"
+                + (f", mixture_of={self.mixture_of}" if self.mixture_of != MIXTURE_OF else ""))
 
     def span(self, lengths: Tensor, max_len: int) -> tuple[Tensor, Tensor, Tensor]:
         """(first (B,), stop (B,), mask (B, L)): the positions each perturbation may touch."""
@@ -128,7 +141,7 @@ class NegativeGenerator(nn.Module):
                              f"and {tuple(lengths.shape)}")
         lengths = lengths.to(embeddings.device)
         if self.kind in ("mixture", "cutoff"):
-            options = MIXTURE_OF if self.kind == "mixture" else ("token_cutoff", "feature_cutoff")
+            options = self.mixture_of if self.kind == "mixture" else ("token_cutoff", "feature_cutoff")
             choice = (_uniform((embeddings.shape[0],), generator, lengths.float()) * len(options)).long()
             choice = choice.clamp(max=len(options) - 1)
             out = embeddings
@@ -138,13 +151,23 @@ class NegativeGenerator(nn.Module):
             return out
         return self.perturb(self.kind, embeddings, lengths, generator)
 
+    def noise_scale(self, x: Tensor, span: Tensor) -> Tensor | float:
+        """σ in the units of ``sigma_units``: σ, or σ times the std of the entries in the span (detached; one
+        figure per batch, so a caption's noise does not depend on its own length)."""
+        if self.sigma_units == "absolute":
+            return self.sigma
+        entries = x.detach()[span]
+        if entries.numel() < 2:
+            return self.sigma
+        return self.sigma * entries.std()
+
     def perturb(self, kind: str, x: Tensor, lengths: Tensor, generator: torch.Generator | None) -> Tensor:
         """One elementary perturbation of :data:`MIXTURE_OF` on the whole batch."""
         batch, max_len, dim = x.shape
         first, stop, span = self.span(lengths, max_len)
         inside = span[:, :, None]
         if kind == "gaussian":
-            return x + self.sigma * _normal(tuple(x.shape), generator, x) * inside.to(x.dtype)
+            return x + self.noise_scale(x, span) * _normal(tuple(x.shape), generator, x) * inside.to(x.dtype)
         if kind == "dropout":
             drop = (_uniform(tuple(x.shape), generator, x) < self.p) & inside
             scale = 0.0 if self.p >= 1 else 1.0 / (1.0 - self.p)
@@ -256,4 +279,4 @@ class PositiveGenerator(nn.Module):
 
 
 __all__ = ["CONCAT", "MIXTURE_OF", "NEGATIVE_GENERATORS", "NegativeGenerator", "POSITIVE_GENERATORS",
-           "PositiveGenerator", "TRUNCATE"]
+           "PositiveGenerator", "SIGMA_UNITS", "TRUNCATE"]
