@@ -288,9 +288,10 @@ def sweep_main(args: argparse.Namespace) -> int:
 
         check_structure(spec, list(args.overrides))
     if args.dry_run:
+        from itrlab.sweep.estimates import cost_lines
         from itrlab.sweep.plan import print_plan
 
-        return print_plan(spec, args, cluster_command(args))
+        return print_plan(spec, args, cost_lines(spec, list(args.overrides)), cluster_command(args))
     from itrlab.sweep import run_sweep
     from itrlab.sweep.progress import set_verbose
 
@@ -333,18 +334,15 @@ def cluster_command(args: argparse.Namespace) -> list[str]:
     it: less ``--dry-run``, with ``--storage`` absolute (the job runs in a copy of this folder). Written from the
     parsed arguments, so that the line parses back to the same arguments (tests/test_printed_commands.py)."""
     program, preset_flags = args.invocation
+    by_flag = {preset: flag for flag, (preset, _) in preset_flags.items()}  # a preset the job names by a flag
     sweep = _subparser(build_parser(preset_flags), "sweep")
     words, skip = [], ("help", "list", "dry_run", "overrides", "storage")
     for action in sweep._actions:
         value = getattr(args, action.dest, None)
-        if action.dest in skip or value == action.default and action.dest != "preset":
-            continue
+        if action.dest in skip or value == action.default or action.dest == "preset" and action.const is not None:
+            continue  # a preset flag (--optuna) is written by --preset's action, below
         if action.dest == "preset":
-            if value is None or isinstance(action, argparse._StoreConstAction) and action.const != value:
-                continue
-            if not isinstance(action, argparse._StoreConstAction) and value in {c for c, _ in preset_flags.values()}:
-                continue  # named by its own flag (--optuna)
-            words += [action.option_strings[-1]] + ([] if isinstance(action, argparse._StoreConstAction) else [value])
+            words += [by_flag[value]] if value in by_flag else ["--preset", value]
         elif value is True:
             words.append(action.option_strings[-1])
         else:

@@ -176,3 +176,29 @@ def sweep_estimate(spec: SweepSpec, overrides: list[str]) -> list[Figure]:
         return [asdict(figure) for figure in figures], roots
 
     return [Figure(**figure) for figure in cached(["estimate", spec.model_dump(mode="json"), list(overrides)], compute)]
+
+
+def cost_lines(spec: SweepSpec, overrides: list[str]) -> str:
+    """The cost lines of a dry run: at G = 1 (one trial per process) and at the sweep's group, each with
+    its wall time, its device-hours and where its figures came from, in the words of --list
+    (:func:`sweep_estimate`: the same figures, from the same cache)."""
+    from itrlab.train.throughput import throughput_file
+
+    workers, cpus, gpus = spec.workers
+    unit, per_trial = ("GPU", gpus * workers) if gpus else ("CPU", cpus * workers)
+    lines = [f"cost: training only (evaluation not counted); each trial holds {per_trial:g} {unit}(s), "
+             f"{spec.concurrency} trial(s) at a time:"]
+    figures = sweep_estimate(spec, overrides)
+    for figure in figures:
+        what = ("one trial per process" if figure.group == 1
+                else f"group: {figure.group}, trials of one shape trained together")
+        source = f"; {figure.source}" if figure.source else ""
+        lines.append(f"  G = {figure.group} ({what}): {figure.text()}{source}")
+    if spec.group == 1:
+        lines.append("  (group: G in the sweep file, or --group G, trains G trials of one model shape together as "
+                     "one batched model; the dry run then estimates both)")
+    if any(figure.estimated for figure in figures):
+        lines.append(f"  a measurement replaces an estimate: `python jobs/bench_gpu.py` on a GPU, "
+                     f"`python jobs/bench_train.py -c <experiment> <overrides>` on this kind of device; records in "
+                     f"{throughput_file()}")
+    return "\n".join(lines)

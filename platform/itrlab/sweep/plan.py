@@ -22,7 +22,6 @@ from itrlab.sweep.cost import Cost, group_seconds
 from itrlab.sweep.points import base_tree, trial_config
 from itrlab.tracking.store import TRACKING_URI_ENV, resolve_tracking_uri
 from itrlab.train.stage_identity import stage_key
-from itrlab.train.throughput import throughput_file
 
 RAY_DASHBOARD = "http://127.0.0.1:8265"  # a head on this machine (docs/sweeps.md); elsewhere, its dashboard address
 
@@ -134,9 +133,10 @@ def shared_stages(configs: list[ExperimentConfig]) -> list[ExperimentConfig]:
     return [stage for key, stage in stages.items() if key not in rows]
 
 
-def print_plan(spec: SweepSpec, args: argparse.Namespace, command: list[str]) -> int:
-    """Print the dry run of ``spec``; ``command``: the words that run it on a cluster (the command given, less
-    --dry-run: :func:`itrlab.cli.cluster_command`)."""
+def print_plan(spec: SweepSpec, args: argparse.Namespace, cost: str, command: list[str]) -> int:
+    """Print the dry run of ``spec``; ``cost``: its cost lines (:func:`itrlab.sweep.estimates.cost_lines`, the
+    figures --list prints); ``command``: the words that run it on a cluster (the command given, less --dry-run:
+    :func:`itrlab.cli.cluster_command`)."""
     points, configs = trial_configs(spec, list(args.overrides))
     if spec.group > 1:  # Ray's Tune and torch only for a grouped sweep
         from itrlab.sweep.groups import plan_groups
@@ -188,7 +188,7 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace, command: list[str]) ->
             print(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
                   f"lr {r['lr']}; used by {', '.join(entry['rows'])}"
                   + (f"; the {row} row's training, kept as the stage" if row else ""))
-    print("\n" + estimate(spec, list(args.overrides)))
+    print("\n" + cost)
     print("\non a Ray cluster, with its token (docs/sweeps.md#running-on-a-ray-cluster; your head's dashboard address):")
     print(submit_command(command))
     return 0
@@ -231,32 +231,6 @@ def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentCon
     for members in plan_groups(grouped, points or spec.grid_points(), configs):
         add(members.configs[0], len(members.configs), len({step_class_key(c) for c in members.configs}))
     return cost
-
-
-def estimate(spec: SweepSpec, overrides: list[str]) -> str:
-    """The cost lines of a dry run: at G = 1 (one trial per process) and at the sweep's group, each with
-    its wall time, its device-hours and where its figures came from, in the words of --list
-    (:func:`itrlab.sweep.estimates.sweep_estimate`: the same figures, from the same cache)."""
-    from itrlab.sweep.estimates import sweep_estimate
-
-    workers, cpus, gpus = spec.workers
-    unit, per_trial = ("GPU", gpus * workers) if gpus else ("CPU", cpus * workers)
-    lines = [f"cost: training only (evaluation not counted); each trial holds {per_trial:g} {unit}(s), "
-             f"{spec.concurrency} trial(s) at a time:"]
-    figures = sweep_estimate(spec, overrides)
-    for figure in figures:
-        what = ("one trial per process" if figure.group == 1
-                else f"group: {figure.group}, trials of one shape trained together")
-        source = f"; {figure.source}" if figure.source else ""
-        lines.append(f"  G = {figure.group} ({what}): {figure.text()}{source}")
-    if spec.group == 1:
-        lines.append("  (group: G in the sweep file, or --group G, trains G trials of one model shape together as "
-                     "one batched model; the dry run then estimates both)")
-    if any(figure.estimated for figure in figures):
-        lines.append(f"  a measurement replaces an estimate: `python jobs/bench_gpu.py` on a GPU, "
-                     f"`python jobs/bench_train.py -c <experiment> <overrides>` on this kind of device; records in "
-                     f"{throughput_file()}")
-    return "\n".join(lines)
 
 
 def _table(rows: list[dict[str, str]]) -> str:
