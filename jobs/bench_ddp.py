@@ -20,8 +20,14 @@ from pathlib import Path
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-c", "--config", default="vsepp_synthetic_small", help="experiment (default: %(default)s)")
+    from itrlab.config.choices import ChoicesHelpFormatter, experiment_names, list_choices
+
+    class Formatter(ChoicesHelpFormatter, argparse.RawDescriptionHelpFormatter):
+        pass
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=Formatter)
+    list_choices(parser.add_argument("-c", "--config", default="vsepp_synthetic_small",
+                                     help="experiment (default: %(default)s)"), experiment_names)
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs per configuration (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=2, help="data-parallel workers N (default: %(default)s)")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1,

@@ -27,7 +27,12 @@ def test_list_names_every_preset_with_its_trials_and_a_time_where_measured(tmp_p
 
     done = dry_run(tmp_path, "--list")
     assert done.returncode == 0 and not done.stderr.strip(), done.stderr
-    lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip()}
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip() and line[0] != " "}
+    profiles = {}  # (preset, profile): its line; a preset's first line names its default profile
+    for line in done.stdout.splitlines()[1:]:
+        if line.strip() and not line.startswith("training time") and len(line.split()) > 2:
+            preset = line.split()[0] if line[0] != " " else preset
+            profiles[(preset, line.split()[1] if line[0] != " " else line.split()[0])] = line
     for path in sorted((config_dir() / "sweeps").glob("*.yaml")):
         preset = path.stem.replace("_", "-")
         line = next((text for text in lines.values() if re.search(rf"(^|/ ){re.escape(preset)}\s", text)), None)
@@ -37,9 +42,12 @@ def test_list_names_every_preset_with_its_trials_and_a_time_where_measured(tmp_p
         assert re.search(rf"\s{trials}\s", line), (preset, trials, line)
     # 15 trials of 10 epochs x 25,000 pairs at 2,500 pairs/s, one at a time: 25 min (the 3 base stages are
     # the VSE++ rows' training, kept as the stages: not trained again)
-    assert "ConVSE Table III" in lines["convse-table3"] and " 25 min " in lines["convse-table3"]
-    # never measured here: estimated from the FLOPs of one step, and marked so
-    assert "budget, paper" in lines["convse-table3"] and re.search(r"~[0-9.]+ (min|h) \(est\.\)", lines["coder-table2"])
+    assert "ConVSE Table III" in lines["convse-table3"] and " about 25 min of wall time" in lines["convse-table3"]
+    assert "(measured)" in lines["convse-table3"]
+    # every profile on its own line; never measured here: estimated from the FLOPs of one step, and marked so
+    assert {("convse-table3", name) for name in ("budget", "paper", "flickr8k")} <= set(profiles)
+    assert re.search(r"about [0-9.]+ (min|h) of wall time, [0-9.]+ CPU-hours \(estimated\)", lines["coder-table2"])
+    assert re.search(r"GPU-hours \(estimated\)", profiles[("coder-table2", "paper")])
     assert "DBL Table IV" in lines["dbl-table4"] and "dbl-table4 / table4 " in lines["dbl-table4"]  # its short name beside
 
 

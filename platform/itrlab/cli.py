@@ -267,7 +267,7 @@ def list_main(args: argparse.Namespace) -> int:
     defaults = build_parser().parse_args(["sweep"])
     others = [f"--{key.replace('_', '-')}" if key != "overrides" else " ".join(value)
               for key, value in vars(args).items()
-              if key not in ("list", "func", "command") and value != getattr(defaults, key, None)]
+              if key not in ("list", "func", "command", "invocation") and value != getattr(defaults, key, None)]
     if others:
         raise UserInputError(f"--list takes no other flags or overrides (got {', '.join(others)}): "
                              f"it lists the presets; run one with --preset NAME")
@@ -288,9 +288,10 @@ def sweep_main(args: argparse.Namespace) -> int:
 
         check_structure(spec, list(args.overrides))
     if args.dry_run:
+        from itrlab.sweep.estimates import cost_lines
         from itrlab.sweep.plan import print_plan
 
-        return print_plan(spec, args)
+        return print_plan(spec, args, cost_lines(spec, list(args.overrides)), cluster_command(args))
     from itrlab.sweep import run_sweep
     from itrlab.sweep.progress import set_verbose
 
@@ -357,9 +358,37 @@ def evaluate_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def cluster_command(args: argparse.Namespace) -> list[str]:
+    """The words of the command given (its program and script, every flag and override), as a cluster job runs
+    it: less ``--dry-run``, with ``--storage`` absolute (the job runs in a copy of this folder). Written from the
+    parsed arguments, so that the line parses back to the same arguments (tests/test_printed_commands.py)."""
+    program, preset_flags = args.invocation
+    by_flag = {preset: flag for flag, (preset, _) in preset_flags.items()}  # a preset the job names by a flag
+    sweep = _subparser(build_parser(preset_flags), "sweep")
+    words, skip = [], ("help", "list", "dry_run", "overrides", "storage")
+    for action in sweep._actions:
+        value = getattr(args, action.dest, None)
+        if action.dest in skip or value == action.default or action.dest == "preset" and action.const is not None:
+            continue  # a preset flag (--optuna) is written by --preset's action, below
+        if action.dest == "preset":
+            words += [by_flag[value]] if value in by_flag else ["--preset", value]
+        elif value is True:
+            words.append(action.option_strings[-1])
+        else:
+            words += [action.option_strings[-1], format(value, "g") if isinstance(value, float) else str(value)]
+    return [*program, *words, "--storage", str(Path(args.storage).absolute()), *args.overrides]
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+
+
 def _add_experiment_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-c", "--config", default=DEFAULT_EXPERIMENT,
-                        help="experiment name under configs/experiments/ or a YAML path (default: %(default)s)")
+    from itrlab.config.choices import experiment_names, list_choices
+
+    list_choices(parser.add_argument("-c", "--config", default=DEFAULT_EXPERIMENT,
+                                     help="experiment name under configs/experiments/ or a YAML path "
+                                          "(default: %(default)s)"), experiment_names)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3")
 
 
@@ -367,13 +396,21 @@ class OneLineParser(argparse.ArgumentParser):
     """Bad arguments are one line on stderr and exit status 2, like every other bad input (``--help``
     shows the usage)."""
 
+    def __init__(self, *args, **kwargs):
+        from itrlab.config.choices import ChoicesHelpFormatter
+
+        kwargs.setdefault("formatter_class", ChoicesHelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argparse.ArgumentParser:
+def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None,
+                 sweep_prog: str | None = None) -> argparse.ArgumentParser:
     """The ``itrlab`` parser; ``preset_flags`` (``{"--optuna": ("dbl-optuna", "the Optuna search")}``) are
-    flags of an entry point that name one of its presets (``jobs/sweep_dbl.py --optuna``)."""
+    flags of an entry point that name one of its presets (``jobs/sweep_dbl.py --optuna``); ``sweep_prog``: the
+    sweep command's name in its usage line (the job's script; default ``itrlab sweep``)."""
     parser = OneLineParser(prog="itrlab", description="Image-text retrieval experiments")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
@@ -393,14 +430,17 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argp
     check.add_argument("--no-data", action="store_true", help="do not look at the data files")
     check.set_defaults(func=check_config_main)
 
-    sweep = sub.add_parser("sweep", help="run a sweep of trainings on Ray Tune (jobs/sweep.py, jobs/sweep_dbl.py)")
+    sweep = sub.add_parser("sweep", help="run a sweep of trainings on Ray Tune (jobs/sweep.py, jobs/sweep_dbl.py)",
+                           **({"prog": sweep_prog} if sweep_prog else {}))
     sweep.add_argument("--list", action="store_true",
-                       help="list every preset with its paper, table or figure, trial count, profiles and "
-                            "estimated time here, and exit")
+                       help="list every preset with its paper, table or figure, and each of its profiles with its "
+                            "trial count and the estimate its --dry-run prints, and exit")
+    from itrlab.config.choices import list_choices, preset_names, profile_names
+
     which = sweep.add_mutually_exclusive_group()
-    which.add_argument("--preset", default=None,
-                       help="a preset: a file of configs/sweeps/ by its name with dashes, or one of its short names "
-                            "(--list shows them all)")
+    list_choices(which.add_argument("--preset", default=None,
+                                    help="a preset: a file of configs/sweeps/ by its name with dashes, or one of its "
+                                         "short names (--list shows what each reproduces)"), preset_names)
     which.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
     for flag, (preset, meaning) in (preset_flags or {}).items():
         which.add_argument(flag, dest="preset", action="store_const", const=preset, help=f"{meaning} (= --preset {preset})")
@@ -410,8 +450,10 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argp
     sweep.add_argument("--allow-changes", action="store_true",
                        help="with --resume: run an edited sweep file, new overrides or changed data (recorded on the "
                             "parent run) instead of refusing them")
-    sweep.add_argument("--profile", help="run the preset as the paper did ('paper': its data, shapes, encoders and "
-                                         "schedule) or as a miniature of the same recipe ('budget', the default)")
+    list_choices(sweep.add_argument("--profile", help="how to run the preset: 'paper' as the paper did (its data, "
+                                                      "shapes, encoders and schedule), 'budget' (the default) as a "
+                                                      "miniature of the same recipe, or another profile the preset "
+                                                      "defines (--list shows each preset's)"), profile_names)
     sweep.add_argument("--dry-run", action="store_true",
                        help="print the trials, the stages they share, the resources and an estimate of the cost, "
                             "and the command for a cluster; start nothing")
@@ -466,8 +508,17 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None) -> argp
     return parser
 
 
-def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, str]] | None = None) -> int:
-    parser = build_parser(preset_flags)
+def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, str]] | None = None,
+         program: Sequence[str] = ("itrlab", "sweep")) -> int:
+    """``itrlab`` (``program``: the words that start a sweep as it was started, for the lines it prints)."""
+    args = parse_args(argv, preset_flags, program)
+    return args.func(args)
+
+
+def parse_args(argv: Sequence[str] | None, preset_flags: dict[str, tuple[str, str]] | None = None,
+               program: Sequence[str] = ("itrlab", "sweep")) -> argparse.Namespace:
+    """The arguments of ``argv`` as :func:`main` runs them."""
+    parser = build_parser(preset_flags, " ".join(program[1:]) if program[0] == "python" else None)
     # Overrides may come before or after flags (`--resume train.epochs=3`): argparse leaves the
     # ones after a flag unparsed, so collect them here.
     args, rest = parser.parse_known_args(argv)
@@ -478,21 +529,41 @@ def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, s
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if rest:
         args.overrides = [*args.overrides, *rest]
-    return args.func(args)
+    args.invocation = (list(program), dict(preset_flags or {}))
+    return args
+
+
+def job_script(path: str) -> str:
+    """A job's script as a command names it: relative to this folder when inside it (a cluster job runs in a
+    copy of this folder), else as given."""
+    with contextlib.suppress(ValueError):
+        return str(Path(path).absolute().relative_to(Path.cwd()))
+    return path
 
 
 def sweep_cli(argv: Sequence[str] | None = None, *, default_preset: str | None = None,
-              preset_flags: dict[str, tuple[str, str]] | None = None) -> int:
+              preset_flags: dict[str, tuple[str, str]] | None = None, script: str | None = None) -> int:
     """``jobs/sweep.py`` (any paper's sweep: ``--preset coder-table2``) and a paper's own sweep job, which
-    gives its ``default_preset`` (run when no preset is named) and ``preset_flags`` (``--optuna``)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    gives its ``default_preset`` (run when no preset is named) and ``preset_flags`` (``--optuna``); ``script``
+    (default: the running script) is what the lines it prints name (``jobs/sweep_dbl.py``, not jobs/sweep.py)."""
+    program = ["python", job_script(script or sys.argv[0])]
+    argv = sweep_argv(list(sys.argv[1:] if argv is None else argv), default_preset, preset_flags)
+    if argv is None:
+        print("itrlab: error: name a sweep: --preset NAME (--list shows them all) or --sweep FILE", file=sys.stderr)
+        return 2
+    return main(argv, preset_flags, program)
+
+
+def sweep_argv(argv: list[str], default_preset: str | None = None,
+               preset_flags: dict[str, tuple[str, str]] | None = None) -> list[str] | None:
+    """``itrlab``'s arguments of a sweep job's ``argv``: the default preset added where none is named (None:
+    there is none to add)."""
     names = ("--preset", "--sweep", "--list", "-h", "--help", *(preset_flags or {}))
     if not any(a.startswith(names) for a in argv):
         if default_preset is None:
-            print("itrlab: error: name a sweep: --preset NAME (--list shows them all) or --sweep FILE", file=sys.stderr)
-            return 2
+            return None
         argv = ["--preset", default_preset, *argv]
-    return main(["sweep", *argv], preset_flags)
+    return ["sweep", *argv]
 
 
 def train_cli(argv: Sequence[str] | None = None) -> int:

@@ -266,10 +266,14 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     from itrlab.train.grouping import group_key, model_signature
     from itrlab.train.throughput import record, training_shape
 
+    from itrlab.config.choices import ChoicesHelpFormatter, list_choices, preset_names, profile_names
+
     parser = argparse.ArgumentParser(description="Grouped training against one run at a time: a sweep's rows, "
-                                     "their seeds trained alone and as one group, in one process.")
-    parser.add_argument("--preset", required=True, help="the sweep, a preset as jobs/sweep.py names it (--list)")
-    parser.add_argument("--profile", help="its profile (default: budget)")
+                                     "their seeds trained alone and as one group, in one process.",
+                                     formatter_class=ChoicesHelpFormatter)
+    list_choices(parser.add_argument("--preset", required=True,
+                                     help="the sweep, a preset as jobs/sweep.py names it (--list)"), preset_names)
+    list_choices(parser.add_argument("--profile", help="its profile (default: budget)"), profile_names)
     parser.add_argument("--rows", help="comma-separated row labels to measure (default: every row)")
     parser.add_argument("--group", type=int, default=3, help="G, the seeds of a row trained together (default 3)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per repeat (default 20)")

@@ -41,12 +41,19 @@ def step_ratio(result, baseline, overrides: str) -> str:
 
 def bench_cli(argv: list[str] | None = None) -> int:
     """``jobs/bench_train.py [-c NAME] [--epochs N] [--precision P] [--data-path D] [--busy N] [key=value ...]``."""
+    from itrlab.config.choices import ChoicesHelpFormatter, experiment_names, list_choices, literal_values
+    from itrlab.config.schema import TrainConfig
+
     parser = argparse.ArgumentParser(description="Time training epochs against the in-run compute floor, "
-                                     "or (--busy N) beside N busy processes against quiet epochs.")
-    parser.add_argument("-c", "--config", default="vsepp_synthetic_small", help="experiment (default vsepp_synthetic_small)")
+                                     "or (--busy N) beside N busy processes against quiet epochs.",
+                                     formatter_class=ChoicesHelpFormatter)
+    list_choices(parser.add_argument("-c", "--config", default="vsepp_synthetic_small",
+                                     help="experiment (default vsepp_synthetic_small)"), experiment_names)
     parser.add_argument("--epochs", type=_at_least_one, default=2, help="timed epochs (default 2)")
-    parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], help="train.precision (default: the config's)")
-    parser.add_argument("--data-path", choices=["auto", "resident", "loader"], help="train.data_path (default: the config's)")
+    parser.add_argument("--precision", choices=literal_values(TrainConfig, "precision"),
+                        help="train.precision (default: the config's)")
+    parser.add_argument("--data-path", choices=literal_values(TrainConfig, "data_path"),
+                        help="train.data_path (default: the config's)")
     parser.add_argument("--floor-steps", type=_at_least_one, default=30, help="floor steps after each epoch (default 30)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed warm-up steps (default 5)")
     parser.add_argument("--max-steps", type=_at_least_one, help="time only the first N steps of each epoch")

@@ -1,7 +1,7 @@
-"""``--list``: every preset with what it reproduces (paper, table or figure), its trial count, its
-profiles and the time it would take here, as ``--dry-run`` works it out (from the throughput
-``jobs/bench_train.py`` measured on this machine, else estimated from the FLOPs of one step on a nominal
-device, marked "(est.)": :mod:`itrlab.sweep.cost`).
+"""``--list``: every preset with what it reproduces (paper, table or figure), and one line per profile with
+its trial count and the time it would take here: the figure ``--dry-run`` prints, from the same function and
+the same cache (:mod:`itrlab.sweep.estimates`; measured where a benchmark recorded the step, else estimated
+from the FLOPs of one step on a nominal device: :mod:`itrlab.sweep.cost`), marked measured or estimated.
 
 A preset's title is its file's first comment line (``# CODER Table 2: components added ...``): the
 words before the colon name what it reproduces when they begin with a registered paper's name
@@ -15,20 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from itrlab.config.loader import read_yaml
+from itrlab.config.profiles import DEFAULT_PROFILE
 from itrlab.config.sweep import load_sweep, resolve_sweep_path
-from itrlab.methods import PAPERS
-from itrlab.sweep.plan import shared_stages, training_seconds, trial_configs
+from itrlab.sweep.estimates import Figure, cached, estimates_file, sweep_estimate
 
 
 @dataclass(frozen=True)
 class PresetEntry:
+    """One line of ``--list``: a preset under one of its profiles."""
+
     preset: str
+    profile: str
     reproduces: str
     varies: str
     trials: int
-    profiles: str
-    time_here: str
-    device_hours: str  # the training's CPU- or GPU-hours (the same measured or estimated figures)
+    estimate: str  # the dry run's G line for the sweep's own group (itrlab.sweep.estimates), and its kind
 
 
 def title_of(path: Path, width: int = 72) -> tuple[str, str]:
@@ -40,49 +41,52 @@ def title_of(path: Path, width: int = 72) -> tuple[str, str]:
             break
         lines.append(line.lstrip("#").strip())
     text = " ".join(lines)
+    from itrlab.methods import PAPERS  # the method layer (torch): only when the title is not kept
+
     head, sep, rest = text.partition(":")
     reproduces, text = (head.strip(), rest.strip()) if sep and head.startswith(tuple(PAPERS)) else ("-", text)
     sentence = re.split(r"(?<=\.)\s+(?=[A-Z])", text, maxsplit=1)[0].rstrip(".")
     return reproduces or "-", sentence if len(sentence) <= width else sentence[:width - 1].rstrip() + "…"
 
 
-def time_here(seconds: float | None, estimated: bool = False) -> str:
-    """``12 min``, ``3.4 h``; ``~12 min (est.)`` when estimated from counted FLOPs (itrlab.sweep.cost)."""
-    if seconds is None:
-        return "unknown"
-    text = f"{max(1, round(seconds / 60))} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
-    return f"~{text} (est.)" if estimated else text
+def estimate_cell(figure: Figure) -> str:
+    """The figure --dry-run prints for the sweep's own group, marked measured or estimated."""
+    return figure.text() + (f" ({figure.kind()})" if figure.kind() else "")
 
 
-def preset_entry(preset: str, path: Path) -> PresetEntry:
-    """One preset's line, under its default profile (the budget miniature) and its own resources."""
-    spec = load_sweep(path)
-    _, configs = trial_configs(spec, [])
-    cost = training_seconds(configs, shared_stages(configs), spec)
-    wall = cost.seconds / max(1, spec.concurrency) if cost.complete else None
-    profiles = ", ".join(read_yaml(path, "sweep").get("profiles") or {}) or "-"
-    reproduces, varies = title_of(path)
-    workers, cpus, gpus = spec.workers
-    unit, devices = ("GPU", gpus * workers) if gpus else ("CPU", cpus * workers)
-    hours = f"{cost.seconds * devices / 3600:.2g} {unit}-h" if cost.complete else "unknown"
-    return PresetEntry(preset, reproduces, varies, spec.trial_count, profiles, time_here(wall, bool(cost.estimated)),
-                       hours)
+def profiles_of(path: Path) -> list[str | None]:
+    """A preset's profiles, the default first (``[None]``: a file without profiles runs as written)."""
+    names = list(read_yaml(path, "sweep").get("profiles") or {})
+    return sorted(names, key=lambda name: name != DEFAULT_PROFILE) or [None]
+
+
+def preset_entries(preset: str, path: Path) -> list[PresetEntry]:
+    """One line per profile of a preset, each with the estimate its dry run prints at the sweep's group."""
+    reproduces, varies = cached(["title", str(path)], lambda: (list(title_of(path)), []))
+    entries = []
+    for profile in profiles_of(path):
+        spec = load_sweep(path, profile)
+        figure = next(f for f in sweep_estimate(spec, []) if f.group == spec.group)
+        entries.append(PresetEntry(preset, profile or "-", reproduces, varies, spec.trial_count, estimate_cell(figure)))
+    return entries
 
 
 def list_presets(presets: dict[str, str]) -> str:
-    """The table ``--list`` prints: one line per preset file (its short names beside its file's name)."""
+    """The table ``--list`` prints: one line per preset file and profile (its short names beside its file's name)."""
     aliases: dict[str, list[str]] = {}
     for name, stem in presets.items():
         aliases.setdefault(stem, []).append(name)
-    entries = [preset_entry(" / ".join(names), resolve_sweep_path(stem)) for stem, names in aliases.items()]
-    header = ("preset", "reproduces", "trials", "profiles", "time here", "device-hours", "varies")
-    rows = [header, *((e.preset, e.reproduces, str(e.trials), e.profiles, e.time_here, e.device_hours, e.varies)
-                      for e in entries)]
+    header = ("preset", "profile", "reproduces", "trials", "training time here (as --dry-run)", "varies")
+    rows = [header]
+    for stem, names in aliases.items():
+        for i, e in enumerate(preset_entries(" / ".join(names), resolve_sweep_path(stem))):
+            rows.append((e.preset if i == 0 else "", e.profile, e.reproduces if i == 0 else "", str(e.trials),
+                         e.estimate, e.varies if i == 0 else ""))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
     return "\n".join(line.rstrip() for line in lines) + (
-        "\n\ntime here: training time of the default profile on this machine at the preset's concurrency (evaluation "
-        "not counted), and its device-hours (wall time x the CPUs or GPUs a trial holds), from the throughput "
-        "measured here (jobs/bench_train.py, jobs/bench_group.py, jobs/bench_gpu.py), or '~... (est.)': estimated, "
-        "not measured, from the FLOPs of one step on a nominal device (--dry-run says how).\nrun one: python "
-        "jobs/sweep.py --preset NAME [--profile paper] [--dry-run]")
+        f"\n\ntraining time here: what `--dry-run` prints for the profile at the sweep's group and concurrency "
+        f"(evaluation not counted), with its device-hours (wall time x the CPUs or GPUs a trial holds): measured "
+        f"where jobs/bench_train.py, jobs/bench_group.py or jobs/bench_gpu.py recorded the step here, else estimated "
+        f"from the FLOPs of one step on a nominal device (--dry-run says which). Kept per code version in "
+        f"{estimates_file()}.\nrun one: python jobs/sweep.py --preset NAME [--profile NAME] [--dry-run]")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import time
@@ -90,15 +91,40 @@ def init_ray(tracking_uri: str, logical_cpus: float = 0, dashboard: bool = True)
     return address is None
 
 
+# Ray 2.60 turns token authentication on for every new local Ray when RAY_AUTH_MODE is unset
+# (ray._private.worker.init -> authentication_token_setup.enable_token_auth_by_default) and says so with a
+# warning on every start (issue 46: the smoke sweep opened with it). Authentication stays on; for the Ray a
+# sweep starts itself on loopback, the sentence is dropped. Joining a cluster (RAY_ADDRESS) is untouched.
+TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+TOKEN_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
+
+
+def _not_the_token_notice(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(TOKEN_AUTH_NOTICE)
+
+
+@contextlib.contextmanager
+def token_notice_dropped():
+    """Ray's notice that it turned token authentication on by default, dropped while a local Ray starts."""
+    logger = logging.getLogger(TOKEN_AUTH_LOGGER)
+    logger.addFilter(_not_the_token_notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_not_the_token_notice)
+
+
 def start_local_ray(options: dict[str, Any]) -> None:
-    """``ray.init(**options)`` of a local Ray, tried again after a pause when its start times out."""
+    """``ray.init(**options)`` of a local Ray, tried again after a pause when its start times out; Ray's
+    notice that token authentication is on by default is dropped (:func:`token_notice_dropped`)."""
     try:
         attempts = max(1, int(os.environ.get(START_ATTEMPTS_ENV) or START_ATTEMPTS_DEFAULT))
     except ValueError:
         raise UserInputError(f"{START_ATTEMPTS_ENV}={os.environ[START_ATTEMPTS_ENV]!r}: a whole number") from None
     for attempt in range(1, attempts + 1):
         try:
-            ray.init(**options)
+            with token_notice_dropped():
+                ray.init(**options)
             return
         except Exception as err:  # noqa: BLE001 - Ray's start raises bare Exceptions
             text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

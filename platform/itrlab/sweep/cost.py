@@ -19,12 +19,14 @@ asks for one (an H100-class GPU in the nominal table), else the CPUs it reserves
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from itrlab.config import ExperimentConfig
 from itrlab.train.flops import count_step
 from itrlab.train.throughput import lookup, training_shape
 
+log = logging.getLogger(__name__)
 CAPTION_TOKENS = 14  # a caption of Flickr30K's mean length (12.3 words; COCO 10.5) with its start and end tokens
 
 
@@ -66,7 +68,10 @@ class Cost:
     seconds: float = 0.0  # every group's training time, summed (device time of one trial's devices)
     measured: set[str] = field(default_factory=set)  # what measured it: "cuda:0 (NVIDIA H100 ...), 2026-12-01"
     estimated: int = 0  # how many groups were estimated from counted FLOPs
-    unknown: list[str] = field(default_factory=list)  # what could not be estimated (no data shape)
+    # which shapes each figure covers (training shape: its trainings), measured and estimated
+    measured_shapes: dict[str, int] = field(default_factory=dict)
+    estimated_shapes: dict[str, int] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)  # why a part could not be estimated: clauses of a sentence
 
     @property
     def complete(self) -> bool:
@@ -78,31 +83,40 @@ def group_seconds(config: ExperimentConfig, size: int, device: str, threads: flo
     """Add the training time of a group of ``size`` members of ``config``'s shape (``size`` 1: one run) whose
     members fall in ``classes`` step classes (each launches its own operators: :mod:`itrlab.train.grouped`)."""
     if not pairs or features is None:
-        cost.unknown.append(f"{config.dataset.name}: {where}")
+        cost.unknown.append(where)
         return
     shape = training_shape(config, *features)
     measured = lookup(device, group_shape(shape, size))
     if measured is not None:
         cost.seconds += measured.seconds(pairs * config.train.epochs)
         cost.measured.add(f"{measured.device}, {measured.measured}")
+        cost.measured_shapes[shape] = cost.measured_shapes.get(shape, 0) + 1
         return
     try:
         counted = count_step(config, features[0], features[1], CAPTION_TOKENS)
-    except Exception as err:  # noqa: BLE001 - a step that cannot run on made-up inputs: no estimate, said why
-        cost.unknown.append(f"{shape}: its step could not be counted ({type(err).__name__}: {str(err)[:80]})")
+    except Exception:  # noqa: BLE001 - a step that cannot run on made-up inputs: no estimate, said why
+        log.warning("counting one step of %s failed", shape, exc_info=True)
+        cost.unknown.append(f"one training step of {shape} could not be counted on made-up inputs of its shape "
+                            f"(the error is in the log)")
         return
     step = NOMINAL[device].step_seconds(counted.flops, counted.ops * classes, config.train.precision, size,
                                         threads if device == "cpu" else 1)
     cost.seconds += step * (pairs // config.train.batch_size) * config.train.epochs
     cost.estimated += 1
+    cost.estimated_shapes[shape] = cost.estimated_shapes.get(shape, 0) + 1
 
 
 def source_line(cost: Cost) -> str:
     """Where a cost came from: measured, estimated, or both."""
     parts = []
     if cost.measured:
-        parts.append(f"measured on {'; '.join(sorted(cost.measured))}")
+        parts.append(f"measured on {'; '.join(sorted(cost.measured))}: {_shapes(cost.measured_shapes)}")
     if cost.estimated:
-        parts.append(f"estimated, not measured ({cost.estimated} part(s)): FLOPs counted in one step "
+        parts.append(f"estimated, not measured: {_shapes(cost.estimated_shapes)}, from the FLOPs counted in one step "
                      f"(torch.utils.flop_counter) on {NOMINAL[cost.device].name}")
     return "; ".join(parts)
+
+
+def _shapes(counts: dict[str, int]) -> str:
+    """``vsepp 1x1280 ... fp32 (x5), convse ... (x10)``: which training shapes, and how many trainings each."""
+    return ", ".join(f"{shape} (x{count})" for shape, count in counts.items())

@@ -18,11 +18,10 @@ from itrlab.assembly import stage_configs
 from itrlab.config import ExperimentConfig
 from itrlab.config.loader import config_dir, read_yaml
 from itrlab.config.sweep import SweepSpec, row_key, row_label
-from itrlab.sweep.cost import Cost, group_seconds, source_line
+from itrlab.sweep.cost import Cost, group_seconds
 from itrlab.sweep.points import base_tree, trial_config
 from itrlab.tracking.store import TRACKING_URI_ENV, resolve_tracking_uri
 from itrlab.train.stage_identity import stage_key
-from itrlab.train.throughput import throughput_file
 
 RAY_DASHBOARD = "http://127.0.0.1:8265"  # a head on this machine (docs/sweeps.md); elsewhere, its dashboard address
 
@@ -54,9 +53,22 @@ def recipe(config: ExperimentConfig) -> dict[str, str]:
     }
 
 
+def declared_shape(config: ExperimentConfig) -> tuple[int, int] | None:
+    """The region features ``configs/datasets/shapes/<dataset>.yaml`` declares for ``dataset.root``'s folder
+    (what the extraction writes there), or None."""
+    path = config_dir() / "datasets" / "shapes" / f"{config.dataset.name}.yaml"
+    if not path.is_file():
+        return None
+    shape = read_yaml(path, "data shape")
+    regions = (shape.get("regions") or {}).get(Path(config.dataset.root).name)
+    dim = shape.get("feature_dim")
+    return (regions, dim) if isinstance(regions, int) and isinstance(dim, int) else None
+
+
 def train_pairs(config: ExperimentConfig) -> tuple[int | None, tuple[int, int] | None, str]:
-    """Training pairs per epoch and the region-feature shape, read from the data when it is here, else
-    from the paper's data of the same name (configs/paper/data/); and where they came from."""
+    """Training pairs per epoch and the region-feature shape, read from the data when it is here, else from
+    the shape declared for its folder (configs/datasets/shapes/) and the paper's data of the same name
+    (configs/paper/data/); and where they came from, or why they are unknown (a sentence's clause)."""
     from itrlab.config.checks import check_data
 
     try:
@@ -70,13 +82,20 @@ def train_pairs(config: ExperimentConfig) -> tuple[int | None, tuple[int, int] |
 
         spec = synthetic_spec_of(config)
         return summary.n_train_captions, (spec.n_regions, spec.feature_dim), "the synthetic spec"
-    except Exception:  # noqa: BLE001 - the data lives on the cluster: the paper's shape of its name
-        path = config_dir() / "paper" / "data" / f"{config.dataset.name}.yaml"
-        if path.is_file():
-            shape = read_yaml(path, "paper data")
-            return (shape["train_images"] * shape["captions_per_image"], (shape["regions"], shape["feature_dim"]),
-                    f"the published shape of {config.dataset.name} (the data is not here)")
-        return None, None, "unknown: the data is not here"
+    except Exception:  # noqa: BLE001 - the data is not here (or lives on the cluster): its declared shape
+        pass
+    name = config.dataset.name
+    path = config_dir() / "paper" / "data" / f"{name}.yaml"
+    paper = read_yaml(path, "paper data") if path.is_file() else {}
+    pairs = paper.get("train_images", 0) * paper.get("captions_per_image", 0) or None
+    published = (paper.get("regions"), paper.get("feature_dim"))
+    features = declared_shape(config) or (published if all(isinstance(n, int) for n in published) else None)
+    if pairs is None:
+        return None, None, f"the data of {name} is not here and configs/paper/data/ gives no size of it"
+    if features is None:
+        return pairs, None, (f"the region features of {name} are not here and no shape is declared for "
+                             f"{Path(config.dataset.root).name} (configs/datasets/shapes/{name}.yaml)")
+    return pairs, features, f"the declared shape of {name} (the data is not here)"
 
 
 def trial_configs(spec: SweepSpec, overrides: list[str]) -> tuple[list[dict], list[ExperimentConfig]]:
@@ -114,7 +133,10 @@ def shared_stages(configs: list[ExperimentConfig]) -> list[ExperimentConfig]:
     return [stage for key, stage in stages.items() if key not in rows]
 
 
-def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
+def print_plan(spec: SweepSpec, args: argparse.Namespace, cost: str, command: list[str]) -> int:
+    """Print the dry run of ``spec``; ``cost``: its cost lines (:func:`itrlab.sweep.estimates.cost_lines`, the
+    figures --list prints); ``command``: the words that run it on a cluster (the command given, less --dry-run:
+    :func:`itrlab.cli.cluster_command`)."""
     points, configs = trial_configs(spec, list(args.overrides))
     if spec.group > 1:  # Ray's Tune and torch only for a grouped sweep
         from itrlab.sweep.groups import plan_groups
@@ -166,22 +188,19 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace) -> int:
             print(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
                   f"lr {r['lr']}; used by {', '.join(entry['rows'])}"
                   + (f"; the {row} row's training, kept as the stage" if row else ""))
-    print("\n" + estimate(configs, shared_stages(configs), spec, points))
+    print("\n" + cost)
     print("\non a Ray cluster, with its token (docs/sweeps.md#running-on-a-ray-cluster; your head's dashboard address):")
-    print(submit_command(spec, args))
+    print(submit_command(command))
     return 0
 
 
-def submit_command(spec: SweepSpec, args: argparse.Namespace) -> str:
-    """The ``ray job submit`` line of this sweep as docs/sweeps.md gives it: the cluster's token, an absolute
-    MLflow store and storage folder (the job runs in a copy of the working folder, without runs/ or mlflow.db)."""
-    flags = [*(["--preset", args.preset] if args.preset else ["--sweep", args.sweep]),
-             *(["--profile", spec.profile] if spec.profile else []),
-             "--storage", str(Path(args.storage).absolute()), *args.overrides]
+def submit_command(command: list[str]) -> str:
+    """The ``ray job submit`` line of ``command`` as docs/sweeps.md gives it: the cluster's token, an absolute
+    MLflow store (the job runs in a copy of the working folder, without runs/ or mlflow.db)."""
     runtime = json.dumps({"env_vars": {TRACKING_URI_ENV: resolve_tracking_uri()}})
     return (f"  RAY_AUTH_MODE=token ray job submit --address {RAY_DASHBOARD} --working-dir . \\\n"
             f"      --runtime-env-json {shlex.quote(runtime)} \\\n"
-            f"      -- python jobs/sweep.py {shlex.join(flags)}")
+            f"      -- {shlex.join(command)}")
 
 
 def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec,
@@ -212,34 +231,6 @@ def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentCon
     for members in plan_groups(grouped, points or spec.grid_points(), configs):
         add(members.configs[0], len(members.configs), len({step_class_key(c) for c in members.configs}))
     return cost
-
-
-def estimate(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec,
-             points: list[dict] | None = None) -> str:
-    """The cost lines of a dry run: at G = 1 (one trial per process) and at the sweep's group, each with
-    its wall time, its device-hours and where its figures came from."""
-    workers, cpus, gpus = spec.workers
-    unit, per_trial = ("GPU", gpus * workers) if gpus else ("CPU", cpus * workers)
-    lines = [f"cost: training only (evaluation not counted); each trial holds {per_trial:g} {unit}(s), "
-             f"{spec.concurrency} trial(s) at a time:"]
-    sizes = [1] if spec.group == 1 else [1, spec.group]
-    for size in sizes:
-        cost = training_seconds(configs, stages, spec, size, points)
-        what = "one trial per process" if size == 1 else f"group: {size}, trials of one shape trained together"
-        if not cost.complete:
-            lines.append(f"  G = {size} ({what}): no estimate: the shape of {'; '.join(sorted(set(cost.unknown)))}")
-            continue
-        hours = cost.seconds / 3600
-        lines.append(f"  G = {size} ({what}): about {hours / max(1, spec.concurrency):.2f} h of wall time, "
-                     f"{hours * per_trial:.2f} {unit}-hours; {source_line(cost)}")
-    if spec.group == 1:
-        lines.append("  (group: G in the sweep file, or --group G, trains G trials of one model shape together as "
-                     "one batched model; the dry run then estimates both)")
-    if any("estimated" in line for line in lines):
-        lines.append(f"  a measurement replaces an estimate: `python jobs/bench_gpu.py` on a GPU, "
-                     f"`python jobs/bench_train.py -c <experiment> <overrides>` on this kind of device; records in "
-                     f"{throughput_file()}")
-    return "\n".join(lines)
 
 
 def _table(rows: list[dict[str, str]]) -> str:

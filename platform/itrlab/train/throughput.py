@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from itrlab.config import ExperimentConfig
-from itrlab.methods.registry import scheme_structure
 
 DEFAULT_FILE = Path("runs/bench/throughput.jsonl")
 
@@ -28,6 +27,8 @@ def throughput_file() -> Path:
 def training_shape(config: ExperimentConfig, regions: int, feature_dim: int) -> str:
     """``convse 36x2048 embed1024 bigru300 batch256 fp32``: what decides a training step's cost; a scheme
     that wraps the method adds its structure (``xattn ... fp32 oss x2``: two branches train)."""
+    from itrlab.methods.registry import scheme_structure  # the method layer (torch): not for a record's path
+
     text = config.model.text
     encoder = {"bigru": f"bigru{text.word_dim}", "precomp": f"precomp{f'-mlp{text.mlp_hidden}' if text.mlp_hidden else ''}"
                }.get(text.encoder, f"{text.encoder}:{text.bert_path}")
