@@ -153,3 +153,20 @@ def test_the_documented_extraction_of_the_shipped_copy_writes_where_the_experime
     assert words[words.index("--out") + 1] == str(root.parent) and root.name == "pool1x1"
     assert "1x1" in words[words.index("--pool") + 1].split(",") and "--text" in words
     assert load_experiment("vsepp_flickr8k").model.text.encoder == "precomp"
+
+
+def test_a_sweep_names_the_data_folder_its_trials_read(tmp_path, monkeypatch):
+    """What `jobs/sweep_dbl.py --preset smoke` started elsewhere lists: its base experiment's data folder as
+    written (relative: read from the working folder), with the overrides given."""
+    from itrlab.cli import sweep_data_root, sweep_presets
+    from itrlab.config.sweep import load_sweep
+
+    spec = load_sweep(sweep_presets()["dbl-smoke"], None)
+    assert sweep_data_root(spec, []) == "data/synthetic/small"
+    assert sweep_data_root(spec, ["dataset.root=/x"]) == "/x"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    here = tmp_path.resolve()
+    assert elsewhere_line([("data", sweep_data_root(spec, [])), ("the sweep folders", "runs/sweeps")]) == (
+        f"working in {here}, not in the project folder {REPO}: data {here}/data/synthetic/small, the sweep folders "
+        f"{here}/runs/sweeps (relative paths are read from the working folder; cd {REPO} to use the project's)")
