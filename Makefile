@@ -1,6 +1,6 @@
 # itrlab: `make test` sets everything up (virtual environment, CPU torch first, the project with
 # its dev extras) and runs the fast tier of the tests; `make test-all` (CI) runs every tier
-# (docs/tests.md#tiers). `make train` runs the demo training.
+# (docs/tests.md#tiers). `make sweep` runs the main job (the smoke DBL sweep), `make train` the demo training.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -12,7 +12,7 @@ PYTEST_WORKERS ?= 2
 # the fast tier: no test that starts a process (e2e), the three-node cluster (cluster) or trains for long (slow)
 FAST_TIER := not e2e and not cluster and not slow
 
-.PHONY: setup test test-all train bench-eval gpu-check clean
+.PHONY: setup test test-all sweep train bench-eval gpu-check clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "itrlab needs Python >= 3.11; set PYTHON=python3.11")'
@@ -38,6 +38,11 @@ test: setup
 # modules, and --no-loadscope-reorder keeps that order, so the longest overlap the rest on the 2 workers
 test-all: setup
 	$(call pytest,--no-loadscope-reorder)
+
+# the main job: DBL's smoke sweep (A vs F on synthetic data) on a local Ray; SWEEP_ARGS: e.g. --dry-run
+SWEEP_ARGS ?= --preset smoke
+sweep: setup
+	$(PY) jobs/sweep_dbl.py $(SWEEP_ARGS)
 
 train: setup
 	$(PY) jobs/train.py

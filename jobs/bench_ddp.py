@@ -12,6 +12,8 @@ workers against one worker on one share (target: about 1/N, each added worker br
 against one worker on all cores. See itrlab.bench.ddp.
 """
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import argparse
 import os
 import sys

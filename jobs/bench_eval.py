@@ -15,6 +15,8 @@ not; 2 for a bad setting. Targets are printed, not enforced.
     python jobs/bench_eval.py --interaction --images 200 --regions 10 --dim 32
 """
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import sys
 
 from itrlab.bench import eval as bench_eval

@@ -11,6 +11,8 @@ PLAN names what is measured: paper profiles' trials by preset and row, and how C
 check's 1,024 training images and run on a bare GPU machine without spaCy or GloVe.
 """
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import sys
 
 # importing itrlab sets OpenMP's wait policy first (itrlab.threads)

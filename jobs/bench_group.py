@@ -6,6 +6,8 @@ share, the ratio against G = 1 and the table's wall time. See itrlab.bench.group
     python jobs/bench_group.py --preset dbl-table4 --rows A,F --group 3 --steps 20
 """
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import sys
 
 from itrlab.bench.grouped import bench_group_cli  # importing itrlab sets OpenMP's wait policy first (itrlab.threads)

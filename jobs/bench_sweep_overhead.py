@@ -10,6 +10,8 @@ ratio, and the target (in-process overhead under 1 s per trial on 2 CPUs).
 
 from __future__ import annotations
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import argparse
 import os
 import statistics

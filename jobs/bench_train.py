@@ -16,6 +16,8 @@ epochs in the same process, under the thread policy of itrlab.threads and under 
     python jobs/bench_train.py --busy 1 --max-steps 60 --policy new
 """
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import sys
 
 from itrlab.bench.train import bench_cli  # importing itrlab sets OpenMP's wait policy first (itrlab.threads)

@@ -7,6 +7,8 @@ Re-running the same command resumes an interrupted job. See ``--help`` and
 ``itrlab.extract.job`` for the output files and options (docs/data.md).
 """
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import sys
 
 from itrlab.extract.distributed import main

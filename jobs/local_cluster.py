@@ -16,6 +16,8 @@ Exit status: 0 done, 1 the cluster could not start (or no cluster under --root),
 (SIGTERM) when interrupted.
 """
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import sys
 
 from itrlab.local_cluster.cli import main

@@ -12,6 +12,8 @@ A preset is a file of configs/sweeps/ named with dashes. Same flags and machiner
 jobs/sweep_dbl.py. Starts a local Ray when RAY_ADDRESS is unset.
 """
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import sys
 
 from itrlab.cli import sweep_cli

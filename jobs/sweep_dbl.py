@@ -14,6 +14,8 @@ job's cluster). Exit status: 0 no trial failed (and one finished), 1 a trial fai
 2 bad input (before Ray or MLflow start), 130 interrupted by Ctrl-C (`--resume` continues).
 """
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import sys
 
 from itrlab.cli import sweep_cli

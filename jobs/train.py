@@ -8,6 +8,8 @@ Exit status: 0 done, 1 the run failed, 2 bad input (before MLflow or training st
 by Ctrl-C (the MLflow run ends KILLED; --resume continues from the last checkpoint).
 """
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
+
 import sys
 
 from itrlab.cli import train_cli

@@ -22,6 +22,8 @@ os.environ.setdefault("OMP_NUM_THREADS", str(threads.cpu_share(int(os.environ.ge
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+# a job loaded as a module finds what it imports first (jobs/_bootstrap.py), as `python jobs/NAME.py` does
+sys.path.insert(0, str(REPO / "jobs"))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -17,7 +17,7 @@ from itrlab.cli import main, sweep_presets
 
 ITRLAB = str(Path(sys.executable).parent / "itrlab")
 SUBCOMMANDS = ["train", "check-config", "sweep", "make-synthetic", "report"]
-JOBS = sorted(path.name for path in (REPO / "jobs").glob("*.py"))
+JOBS = sorted(path.name for path in (REPO / "jobs").glob("[!_]*.py"))  # _bootstrap.py: what each job imports first
 
 
 def run(*command: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -88,7 +88,7 @@ CASES = [
     (["dataset.root=/nonexistent/itrlab"], "dataset.root", ["/nonexistent/itrlab", "existing directory"]),
     (["dataset.kind=folder"], "dataset.kind", ["'folder'", "precomp", "synthetic"]),
     (["loss.warmup_epochs=1", "loss.warmup_loss=vse_sum"], "loss.warmup_loss", ["'vse_sum'", "known losses"]),
-    (["loss.warmup_epochs=50"], "loss.warmup_epochs", ["50", "fewer than train.epochs"]),
+    (["loss.warmup_epochs=50"], "loss.warmup_epochs", ["50", "too short for this schedule", "train.epochs=51 or more"]),
     (["loss.warmup_epochs=-1"], "loss.warmup_epochs", ["-1", "greater than or equal to 0"]),
     (["train.device=gpu"], "train.device", ["'gpu'", "auto|cpu|cuda"]),
 ]

@@ -25,6 +25,7 @@ MODULE_BUDGET = 700
 RUN = """
 import json, runpy, sys
 sys.argv = [sys.argv[1], *sys.argv[3:]]
+sys.path.insert(0, __import__("os").path.dirname(sys.argv[0]))  # as `python JOB` does
 code = 0
 try:
     runpy.run_path(sys.argv[0], run_name="__main__")

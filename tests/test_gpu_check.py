@@ -21,6 +21,7 @@ BUNDLER = SHARED / "tools" / "gpu_bundle.py"
 CHECK = """
 import json, runpy, sys
 sys.argv = ["bench_gpu.py", *sys.argv[2:]]
+sys.path.insert(0, __import__("os").path.dirname({job!r}))  # as `python JOB` does
 try:
     runpy.run_path({job!r}, run_name="__main__")
 except SystemExit as done:

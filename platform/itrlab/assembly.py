@@ -29,6 +29,7 @@ from torch import nn
 
 import itrlab.methods  # noqa: F401  (the import list: every method package registers itself)
 from itrlab.config import ExperimentConfig, compose
+from itrlab.config.schema import LossConfig, TrainConfig
 from itrlab.config.checks import DataSummary, check_data
 from itrlab.config.loader import config_error_from_settings, config_error_from_validation, did_you_mean, parse_override, set_path
 from itrlab.errors import ConfigError, SettingError
@@ -73,14 +74,12 @@ def experiment_schema() -> type[ExperimentConfig]:
 
 def check_loss(config: ExperimentConfig) -> nn.Module:
     """The task loss, built once: a known name, its typed settings (a setting it does not take, or a value
-    it refuses, is a ConfigError on ``loss.<setting>``), a known warm-up loss that ends before training does."""
+    it refuses, is a ConfigError on ``loss.<setting>``), a known warm-up loss (that it ends before training does:
+    :func:`check_length`)."""
     loss = config.loss
     for field, name in (("loss.name", loss.name), ("loss.warmup_loss", loss.warmup_loss if loss.warmup_epochs else None)):
         if name is not None and name not in LOSSES:
             raise ConfigError(field, name, f"known losses: {', '.join(sorted(LOSSES))}", did_you_mean(name, LOSSES))
-    if loss.warmup_epochs >= config.train.epochs:
-        raise ConfigError("loss.warmup_epochs", loss.warmup_epochs,
-                          f"fewer than train.epochs ({config.train.epochs}), or the main loss '{loss.name}' never trains")
     try:
         return build_task_loss(loss)
     except (ValidationError, SettingError) as err:
@@ -114,8 +113,46 @@ def _typed(tree: dict[str, Any], method_settings: type[BaseModel]) -> Experiment
     raise config_error_from_validation(error, experiment_schema()) from None
 
 
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_length(tree: dict[str, Any]) -> None:
+    """A run at least as long as its loss's warm-up (issue 46: ``train.epochs=1`` on an experiment whose
+    warm-up takes its first epoch), refused with one sentence that gives every setting the run needs: the
+    epochs its warm-up and its learning-rate decay call for, or the overrides of a short run. Checked on the
+    composed tree, before typing, so that a decay the short run cannot reach is named in the same sentence
+    (a decay alone that cannot fire is the schema's own error, :class:`itrlab.config.schema.TrainConfig`);
+    values of the wrong type are left to the typing."""
+    train, loss = tree.get("train") or {}, tree.get("loss") or {}
+    if not isinstance(train, dict) or not isinstance(loss, dict):
+        return
+    epochs = train.get("epochs", TrainConfig.model_fields["epochs"].default)
+    warmup, milestones = loss.get("warmup_epochs", 0), train.get("lr_decay_epochs") or []
+    if not (_count(epochs) and _count(warmup) and isinstance(milestones, list) and all(map(_count, milestones))):
+        return
+    if not 0 < epochs <= warmup:
+        return
+    main, before = loss.get("name"), loss.get("warmup_loss", LossConfig.model_fields["warmup_loss"].default)
+    late = [e for e in milestones if e >= epochs]
+    needed = max([warmup + 1, *(e + 1 for e in late)])
+    first = "first epoch" if warmup == 1 else f"first {warmup} epochs"
+    why = (f"loss.warmup_epochs={warmup} trains the warm-up loss '{before}' for the {first} and the main loss "
+           f"'{main}' only after {'it' if warmup == 1 else 'them'}")
+    if late:
+        why += (f", and train.lr_decay_epochs={milestones} decays the rate after epoch {late[-1]} "
+                f"({late[0]} can never fire with train.epochs={epochs})")
+    short = f"train.epochs={warmup + 1}" + (" train.lr_decay_epochs=[]" if late else "")
+    fix = (f"set train.epochs={needed} or more" + (f", or for a short run {short}" if short != f"train.epochs={needed}"
+                                                   else ""))
+    raise ConfigError("train.epochs" if late else "loss.warmup_epochs", epochs if late else warmup,
+                      f"train.epochs={epochs} is too short for this schedule: {why}; {fix} "
+                      "(docs/training.md#a-short-run)")
+
+
 def check_config(tree: dict[str, Any]) -> ExperimentConfig:
     """A composed tree as a checked config (no data is touched); raises ConfigError."""
+    check_length(tree)
     method = METHODS[_method_name(tree)]
     config = _typed(tree, method.settings)
     method.validate_config(config, check_loss(config))
@@ -218,5 +255,5 @@ def assemble(experiment: str | Path, overrides: list[str] | tuple[str, ...] = ()
     return check_experiment(load_experiment(experiment, overrides))
 
 
-__all__ = ["AssembledConfig", "Experiment", "absolute_paths", "assemble", "check_config", "check_experiment", "check_loss",
-           "experiment_schema", "load_experiment", "stage_configs"]
+__all__ = ["AssembledConfig", "Experiment", "absolute_paths", "assemble", "check_config", "check_experiment",
+           "check_length", "check_loss", "experiment_schema", "load_experiment", "stage_configs"]

@@ -80,6 +80,15 @@ def _resolve_run(args: argparse.Namespace):
     return experiment, run_dir, not args.resume and not args.run_dir
 
 
+def say_where_it_writes(paths: list[tuple[str, Path | str | None]], tracking: bool = True) -> None:
+    """One line, before the work starts, when relative paths land outside the project folder (itrlab.workdir)."""
+    from itrlab.workdir import elsewhere_line
+
+    line = elsewhere_line(paths, tracking)
+    if line:
+        print(f"itrlab: {line}", flush=True)
+
+
 @_guarded
 def train_main(args: argparse.Namespace) -> int:
     sigterm_as_sigint()  # SIGTERM (Kubernetes, systemd, timeout) ends the run as Ctrl-C does
@@ -88,7 +97,7 @@ def train_main(args: argparse.Namespace) -> int:
     from itrlab.config.checks import check_data_content
     from itrlab.files import file_lock
     from itrlab.tracking import MlflowTracker
-    from itrlab.train import ConsoleProgress, run_experiment
+    from itrlab.train import ConsoleProgress, LossHistory, run_experiment
     from itrlab.train.device import describe, resolve_device
     from itrlab.train.provenance import check_resume, finished_resume
 
@@ -120,6 +129,7 @@ def train_main(args: argparse.Namespace) -> int:
             from itrlab.tracking.watchdog import watching
 
             held.enter_context(watching("the training"))
+        say_where_it_writes([("data", config.dataset.root), ("the run folder", run_dir)], config.tracking.enabled)
         print(f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, dataset {config.dataset.name}, "
               f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}", flush=True)
         try:
@@ -129,7 +139,8 @@ def train_main(args: argparse.Namespace) -> int:
                     tracker.resume_changes = changes  # recorded on the run once it is reopened
                 if changes:
                     print(f"--allow-changes: resuming with {len(changes)} change(s): {'; '.join(changes)}", flush=True)
-                result = run_experiment(experiment, run_dir, callbacks=[ConsoleProgress()], tracker=tracker,
+                history = LossHistory()
+                result = run_experiment(experiment, run_dir, callbacks=[ConsoleProgress(), history], tracker=tracker,
                                         device=device)
             finally:
                 if claim and run_dir.is_dir() and not any(run_dir.iterdir()):
@@ -143,7 +154,22 @@ def train_main(args: argparse.Namespace) -> int:
     if tracker is not None:
         print(f"MLflow: run {result.mlflow_run_id} in experiment '{config.experiment_name}' at {tracker.tracking_uri}")
         print(f"MLflow UI: {result.mlflow_hint}")
+    for line in run_verdicts(config, result.test.rsum, history.series):
+        print(f"itrlab: {line}")
     return 0
+
+
+def run_verdicts(config, test_rsum: float, history: dict[str, list[tuple[int, float]]]) -> list[str]:
+    """What a training's last lines say of its result: at chance on its test protocol, or a loss that never
+    left its plateau (itrlab.report.verdict), with what to try (docs/training.md#at-chance-or-on-a-plateau)."""
+    from itrlab.report.chance import chance_on_test, config_data_shape
+    from itrlab.report.verdict import verdicts
+
+    chance = chance_on_test(config_data_shape(config), config.eval.test_protocol)
+    found = verdicts(test_rsum, chance, history, config.loss.warmup_epochs)
+    if found:
+        found.append("this run measured its settings, not the method: see docs/training.md#at-chance-or-on-a-plateau")
+    return found
 
 
 @_guarded
@@ -262,6 +288,17 @@ def sweep_spec_of(args: argparse.Namespace):
     return load_sweep(args.sweep or presets[args.preset], args.profile).with_settings(settings, labels=SWEEP_FLAGS)
 
 
+def sweep_data_root(spec, overrides: list[str]) -> str | None:
+    """The data folder the sweep's base experiment names, as written (None when it names none)."""
+    from itrlab.config import compose
+
+    try:
+        dataset = compose(spec.experiment, [*spec.overrides, *overrides]).get("dataset") or {}
+    except ItrlabError:
+        return None
+    return dataset.get("root") if isinstance(dataset, dict) and isinstance(dataset.get("root"), str) else None
+
+
 def list_main(args: argparse.Namespace) -> int:
     """``--list``: every preset with its paper, table or figure, trials, profiles and time here."""
     defaults = build_parser().parse_args(["sweep"])
@@ -294,6 +331,8 @@ def sweep_main(args: argparse.Namespace) -> int:
         return print_plan(spec, args, cost_lines(spec, list(args.overrides)), cluster_command(args))
     from itrlab.sweep import run_sweep
     from itrlab.sweep.progress import set_verbose
+
+    say_where_it_writes([("data", sweep_data_root(spec, args.overrides)), ("the sweep folders", args.storage)])
 
     set_verbose(args.verbose)  # before Ray starts: its workers inherit the console's settings
     try:

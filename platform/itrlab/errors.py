@@ -14,6 +14,12 @@ import sys
 from pathlib import Path
 
 
+def resolved_from(path: str | Path) -> str:
+    """`` (relative to <working folder>)`` for a relative path, else nothing: an error about a relative path
+    names the folder it was resolved from (issue 46: a job started in another folder)."""
+    return "" if Path(path).expanduser().is_absolute() else f" (relative to {Path.cwd()})"
+
+
 class ItrlabError(Exception):
     """Base class of the errors itrlab raises on purpose."""
 
@@ -87,7 +93,7 @@ class DataError(UserInputError):
         self.path = Path(path)
         self.problem = problem
         self.line = line
-        where = f"{self.path}" if line is None else f"{self.path}:{line}"
+        where = (f"{self.path}" if line is None else f"{self.path}:{line}") + resolved_from(self.path)
         super().__init__(f"data error in {where}: {problem}")
 
     def __reduce__(self):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from itrlab.config.schema import ExperimentConfig
-from itrlab.errors import ConfigError, DataError
+from itrlab.errors import ConfigError, DataError, resolved_from
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,9 @@ def _precomp_summary(config: ExperimentConfig) -> DataSummary:
 
     dataset = config.dataset
     if not dataset.root.is_dir():
-        raise ConfigError("dataset.root", str(dataset.root), "must be an existing directory holding {split}_ims.npy and {split}_caps.txt")
+        raise ConfigError("dataset.root", str(dataset.root),
+                          f"must be an existing directory holding {{split}}_ims.npy and {{split}}_caps.txt"
+                          f"{resolved_from(dataset.root)}")
     sizes, width = {}, None
     for role in ("train", "val", "test"):
         split = getattr(dataset.splits, role)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -41,7 +42,6 @@ from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
 from itrlab.extract import text as text_job
 from itrlab.errors import ItrlabError, UserInputError, report
 
-DEFAULT_OUT = Path("data/coco_mini_precomp")
 DEFAULT_FLICKR8K_OUT = Path("data/flickr8k_precomp")  # configs/datasets/flickr8k_precomp.yaml reads it
 
 _WORKER_ENCODER: dict[str, Any] = {}  # one encoder per Ray worker process, by device
@@ -158,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "(Flicker8k_Dataset/, Flickr8k.token.txt, Flickr_8k.{train,dev,test}Images.txt), "
                                "read with its official split")
     io_group.add_argument("--out", type=Path, default=None,
-                          help=f"output folder (default: {DEFAULT_OUT}, with --flickr8k {DEFAULT_FLICKR8K_OUT})")
+                          help=f"output folder (with --flickr8k: {DEFAULT_FLICKR8K_OUT}; with --images: required, "
+                               "the `root` of the data set config that reads it)")
     io_group.add_argument("--overwrite", action="store_true",
                           help="replace an extraction with other settings in --out")
     io_group.add_argument("--keep-shards", action="store_true", help="keep the per-chunk shards after assembly")
@@ -233,10 +234,37 @@ def options_from_args(args: argparse.Namespace) -> ExtractOptions:
         keep_shards=args.keep_shards, progress=not args.no_progress)
 
 
+def dataset_roots() -> list[str]:
+    """The precomp folders the data set configs read (``root`` of ``configs/datasets/*.yaml``, synthetic ones
+    left out): where an extraction's ``--out`` must point for an experiment to find it."""
+    import yaml
+
+    from itrlab.config.loader import config_dir
+
+    roots = []
+    for path in sorted((config_dir() / "datasets").glob("*.yaml")):
+        try:
+            tree = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(tree, dict) and tree.get("kind", "precomp") == "precomp" and isinstance(tree.get("root"), str):
+            root = Path(tree["root"])
+            pooled = re.fullmatch(r"pool(\d+x\d+)", root.name)  # a pooled layout of the grid: --out its parent
+            roots.append(f"{root.parent} with --pool {pooled.group(1)} ({path.stem})" if pooled else
+                         f"{root} ({path.stem})")
+    return roots
+
+
 def output_folder(args: argparse.Namespace) -> Path:
+    """``--out``; with ``--flickr8k`` it defaults to the folder Flickr8K's data set config reads. ``--images``
+    names no data set (issue 46: its old default, a COCO sample's folder, was wrong for any other photos):
+    without ``--out`` it is refused, with the folders the data set configs read."""
     if args.out is not None:
         return args.out
-    return DEFAULT_FLICKR8K_OUT if args.flickr8k is not None else DEFAULT_OUT
+    if args.flickr8k is not None:
+        return DEFAULT_FLICKR8K_OUT
+    raise UserInputError("--images needs --out: the precomp folder to write, the `root` of the data set config "
+                         f"that will read it: {', '.join(dataset_roots()) or 'configs/datasets/*.yaml'}")
 
 
 def text_options_from_args(args: argparse.Namespace) -> text_job.TextOptions | None:

@@ -20,8 +20,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from itrlab.eval import get_protocol
+
+if TYPE_CHECKING:
+    from itrlab.config.schema import ExperimentConfig
+    from itrlab.data.shape import DataShape
 
 KS = (1, 5, 10)
 Z95 = 1.959963984540054  # the normal 97.5% quantile: a two-sided 95% range
@@ -86,3 +91,26 @@ def chance_level(test_images: int, captions_per_image: int, protocol: str) -> Ch
     sd = 100 * per_fold / math.sqrt(len(folds))
     what = f"{len(folds)} folds of {n} images" if len(folds) > 1 else f"{n} images"
     return ChanceLevel(recalls, sd, f"random scores on {what} x {captions_per_image} captions")
+
+
+def config_data_shape(config: ExperimentConfig) -> DataShape | None:
+    """The shape of ``config``'s data, read from its files (None when they cannot be read)."""
+    from itrlab.data.shape import data_shape
+
+    dataset = config.dataset
+    try:
+        return data_shape(dataset.root, (dataset.splits.train, dataset.splits.val, dataset.splits.test),
+                          dataset.captions_per_image)
+    except Exception:  # noqa: BLE001 - the caller then says the shape is unknown
+        return None
+
+
+def chance_on_test(shape: DataShape | None, protocol: str) -> ChanceLevel | None:
+    """The chance level of ``protocol`` on the test split of data of ``shape`` (None: unknown, or a protocol
+    that does not fit the split)."""
+    if shape is None:
+        return None
+    try:
+        return chance_level(shape.test_images, shape.captions_per_image, protocol)
+    except ValueError:
+        return None

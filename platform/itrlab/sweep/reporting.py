@@ -25,10 +25,10 @@ from typing import Any
 
 from itrlab.config.schema import ExperimentConfig
 from itrlab.config.sweep import SweepSpec, row_key, row_label
-from itrlab.data.shape import DataShape, data_shape
+from itrlab.data.shape import DataShape
 from itrlab.errors import failure_reason
 from itrlab.report.anchors import reference_rows
-from itrlab.report.chance import ChanceLevel, chance_level
+from itrlab.report.chance import ChanceLevel, config_data_shape, chance_on_test
 from itrlab.report.convergence import Convergence, row_convergence
 from itrlab.report.escape import md_text
 from itrlab.report.headline import Headline, headline, row_marks
@@ -44,25 +44,6 @@ from itrlab.tracking import MlflowTracker
 from itrlab.tracking.store import ui_link
 
 STATUSES = ("finished", "diverged", "stopped", "error", "interrupted", "not started")
-
-
-def trials_data_shape(config: ExperimentConfig) -> DataShape | None:
-    """The shape of the trials' data, read from its files (None when they cannot be read)."""
-    dataset = config.dataset
-    try:
-        return data_shape(dataset.root, (dataset.splits.train, dataset.splits.val, dataset.splits.test),
-                          dataset.captions_per_image)
-    except Exception:  # noqa: BLE001 - the report then says the shape is unknown
-        return None
-
-
-def test_chance(shape: DataShape | None, protocol: str) -> ChanceLevel | None:
-    if shape is None:
-        return None
-    try:
-        return chance_level(shape.test_images, shape.captions_per_image, protocol)
-    except ValueError:
-        return None
 
 
 def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, config: ExperimentConfig,
@@ -81,7 +62,7 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
             print(f"trial {row.trial_id} {row.metrics[RETRIED]}", file=sys.stderr, flush=True)
     counts = {status: sum(r.status == status for r in rows) for status in STATUSES}
     parent.log_final_metrics({f"trials_{k.replace(' ', '_')}": v for k, v in counts.items()})
-    shape, protocol = trials_data_shape(config), config.eval.test_protocol
+    shape, protocol = config_data_shape(config), config.eval.test_protocol
     summary = {"sweep": spec.name, "description": spec.description, "experiment": spec.experiment,
                "grid": spec.grid, "seeds": spec.seeds, "objective": f"{spec.objective.mode} {spec.objective.metric}",
                "dataset": config.dataset.name, "data_shape": shape.to_dict() if shape else None,
@@ -95,7 +76,7 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, shape, protocol)
         parent.replace_table(grid, "sweep/table.json")
-        chance = test_chance(shape, protocol)
+        chance = chance_on_test(shape, protocol)
         converged = row_convergence(validation_curves(spec, rows, runs))
         top = headline(grid, spec, chance, {row: found.learning for row, found in converged.items()})
         summary["convergence"] = {row: found.to_dict() for row, found in converged.items()}

@@ -24,6 +24,18 @@ class ConsoleProgress:
               f"{report.seconds:5.1f}s{marker}", file=self.stream, flush=True)
 
 
+class LossHistory:
+    """The training loss and its parts per epoch, as this process saw them (``loss``, ``loss_<part>`` ->
+    [(epoch, value)]): what the CLI's last lines read the loss's plateau from (itrlab.report.verdict)."""
+
+    def __init__(self):
+        self.series: dict[str, list[tuple[int, float]]] = {}
+
+    def on_epoch_end(self, report: EpochReport) -> None:
+        for name, value in {"loss": report.loss, **{f"loss_{k}": v for k, v in report.parts.items()}}.items():
+            self.series.setdefault(name, []).append((report.epoch, float(value)))
+
+
 class MlflowEpochLogger:
     def __init__(self, tracker: MlflowTracker):
         self.tracker = tracker
