@@ -85,11 +85,14 @@ def test_a_job_started_without_the_venv_says_how_to_start_it(job, tmp_path):
 @pytest.mark.e2e
 def test_make_sweep_runs_the_smoke_sweep_in_the_venv_after_its_set_up(tmp_path):
     venv = Path(sys.executable).parent.parent
-    done = subprocess.run(["make", "-n", "sweep", f"VENV={venv}"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    # --no-print-directory: under an outer make (make test-all) a nested one prints "Leaving directory" last
+    done = subprocess.run(["make", "--no-print-directory", "-n", "sweep", f"VENV={venv}"], capture_output=True,
+                          text=True, timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[-1] == f"{venv}/bin/python jobs/sweep_dbl.py --preset smoke"
     assert "\nsweep: setup\n" in (REPO / "Makefile").read_text()  # the venv set up first
-    dry = subprocess.run(["make", "-n", "sweep", f"VENV={venv}", "SWEEP_ARGS=--preset smoke --dry-run"],
+    dry = subprocess.run(["make", "--no-print-directory", "-n", "sweep", f"VENV={venv}",
+                          "SWEEP_ARGS=--preset smoke --dry-run"],
                          capture_output=True, text=True, timeout=60, cwd=REPO)
     assert dry.stdout.strip().splitlines()[-1].endswith("jobs/sweep_dbl.py --preset smoke --dry-run")

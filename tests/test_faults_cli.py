@@ -6,6 +6,7 @@ and Ctrl-C during a training. None of these starts Ray."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -87,7 +88,9 @@ def test_dead_mlflow_port_fails_in_seconds_with_one_line(tmp_path, command):
     assert line.startswith(f"itrlab: error: MLflow tracking store {uri} does not work: connection refused"), line
     assert seconds < 60, seconds  # was about 250 s (MLflow's retries); mostly imports here
     assert not (tmp_path / "runs").exists() and not (tmp_path / "sweeps").exists()
-    assert "sweep" not in done.stdout  # Ray never started
+    # Ray never started: no sweep line (the one line saying where a job run outside the project writes aside)
+    assert not re.search(r"^sweep \S+:", done.stdout, re.M)
+    assert "Started a local Ray" not in done.stdout + done.stderr
 
 
 # -- output not writable (item 11) -----------------------------------------------------------------

@@ -22,7 +22,8 @@ from itrlab.sweep.trial import trial_config
 def dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path),
            "ITRLAB_CONFIG_DIR": str(REPO / "configs"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-           "ITRLAB_THROUGHPUT": str(tmp_path / "throughput.jsonl"), "ITRLAB_STEP_COUNTS": os.environ["ITRLAB_STEP_COUNTS"]}
+           "ITRLAB_THROUGHPUT": str(tmp_path / "throughput.jsonl"), "ITRLAB_STEP_COUNTS": os.environ["ITRLAB_STEP_COUNTS"],
+           "ITRLAB_ESTIMATES": str(tmp_path / ".estimates.json")}  # the estimates' cache: a dot file
     return subprocess.run([sys.executable, str(REPO / "jobs" / "sweep.py"), *args], capture_output=True, text=True,
                           timeout=600, cwd=tmp_path, env=env)
 
@@ -136,7 +137,8 @@ def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
     assert f"-- python {REPO / 'jobs' / 'sweep.py'} --preset convse-table3 --profile paper --storage " \
            f"{tmp_path / 'runs' / 'sweeps'} " \
            "dataset.root=/data/f30k_precomp" in out
-    # no MLflow store, no runs folder, no data (HOME's caches aside; the step counts went to $ITRLAB_STEP_COUNTS)
+    # no MLflow store, no runs folder, no data (HOME's caches aside; the step counts went to $ITRLAB_STEP_COUNTS,
+    # the estimates' cache to a dot file)
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
     coder = dry_run(tmp_path, "--preset", "coder-table2", "--profile", "paper", "--dry-run",
                     "dataset.root=/data/f30k_precomp")

@@ -28,11 +28,11 @@ def test_list_names_every_preset_with_its_trials_and_a_time_where_measured(tmp_p
     done = dry_run(tmp_path, "--list")
     assert done.returncode == 0 and not done.stderr.strip(), done.stderr
     lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip() and line[0] != " "}
-    profiles = {}  # (preset, profile): its line; a preset's first line names its default profile
+    profiles, current = {}, None  # (preset, profile): its line; a preset's first line names its default profile
     for line in done.stdout.splitlines()[1:]:
         if line.strip() and not line.startswith("training time") and len(line.split()) > 2:
-            preset = line.split()[0] if line[0] != " " else preset
-            profiles[(preset, line.split()[1] if line[0] != " " else line.split()[0])] = line
+            current = line.split()[0] if line[0] != " " else current
+            profiles[(current, line.split()[1] if line[0] != " " else line.split()[0])] = line
     for path in sorted((config_dir() / "sweeps").glob("*.yaml")):
         preset = path.stem.replace("_", "-")
         line = next((text for text in lines.values() if re.search(rf"(^|/ ){re.escape(preset)}\s", text)), None)
