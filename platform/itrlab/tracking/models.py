@@ -110,7 +110,8 @@ def download_model(uri: str, destination: str | Path, tracking_uri: str | None =
 
 def log_model_folder(client, run_id: str, bundle: str | Path, loader: str, requirements: list[str]) -> str:
     """Log ``bundle`` as run ``run_id``'s pyfunc model (artifact ``model``); its URI ``runs:/<id>/model``."""
-    with tempfile.TemporaryDirectory(prefix="itrlab-model-") as scratch:
+    # not "itrlab-": /tmp/itrlab-* are local clusters' folders (itrlab.local_cluster), which tests count
+    with tempfile.TemporaryDirectory(prefix="itrlab_model_") as scratch:
         folder = save_pyfunc(bundle, Path(scratch) / ARTIFACT, loader, requirements)
         client.log_artifacts(run_id, str(folder), ARTIFACT)
     return f"runs:/{run_id}/{ARTIFACT}"

@@ -324,7 +324,8 @@ def finish_run(run: StartedRun) -> RunResult:
 
 def log_best_model(run: StartedRun) -> str:
     """The run's best model logged to its MLflow run as a model (``runs:/<id>/model``, docs/models.md)."""
-    with tempfile.TemporaryDirectory(prefix="itrlab-bundle-") as scratch:
+    # not "itrlab-": /tmp/itrlab-* are local clusters' folders (itrlab.local_cluster), which tests count
+    with tempfile.TemporaryDirectory(prefix="itrlab_bundle_") as scratch:
         bundle = bundle_from_run(run.run_dir, Path(scratch) / "bundle", run.run_id)
         return run.tracker.log_model(bundle, LOADER, REQUIREMENTS)
 

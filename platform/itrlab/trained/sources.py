@@ -47,7 +47,7 @@ def load_model(source: str | Path, tracking_uri: str | None = None) -> TrainedMo
         text = f"runs:/{text}/model"
     elif not path.is_dir() and not is_model_uri(text):
         raise UserInputError(f"model {text!r}: not a folder, an MLflow run id or a model URI (runs:/<run id>/model)")
-    with tempfile.TemporaryDirectory(prefix="itrlab-model-") as scratch:  # the model is in memory once opened
+    with tempfile.TemporaryDirectory(prefix="itrlab_model_") as scratch:  # the model is in memory once opened
         if path.is_dir():  # a run folder
             return open_bundle(bundle_from_run(path, Path(scratch) / "bundle"), text)
         return open_bundle(bundle_of(download_model(text, scratch, tracking_uri)), text)
