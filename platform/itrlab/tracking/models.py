@@ -1,33 +1,44 @@
 """Trained models as MLflow models (issue 43): a model folder written by :mod:`itrlab.trained` logged as the
 run's ``model`` artifact through the ``pyfunc`` flavor, and models read back by URI.
 
-The folder (weights, config, tokenizer, feature layout, test table) travels as the pyfunc's artifact
-``bundle``; the flavor's code is :mod:`itrlab.tracking.model_code` (MLflow's models from code: no pickled
-Python object is written or read). :class:`ItrlabPyfunc` opens the folder through ``loader``, a
-``module:function`` that the layer which knows how to build a method names when it logs (this package sits
-below the methods and may not import them), and its ``predict`` embeds captions (column ``caption``) or
-image region features (column ``features``: one (R, D) nested list per row).
+The folder (weights, config, tokenizer, feature layout, test table) travels as the model's data,
+``artifacts/bundle``. The MLflow model is written here, not by ``mlflow.pyfunc.save_model``: that call checks
+its requirements against every installed distribution (``warn_dependency_requirement_mismatches``, a scan of
+site-packages that cost 0.5-2 s per process on 2 shared cores, 18 s under a profiler), which a training run has no
+use for. :func:`save_pyfunc` writes ``MLmodel`` through ``mlflow.pyfunc.add_to_model`` with this module as the
+flavor's loader (:func:`_load_pyfunc`, no pickled Python object), and the environment files
+(``requirements.txt``, ``conda.yaml``, ``python_env.yaml``) with the installed versions of the few packages it
+names, so that ``mlflow.pyfunc.load_model`` and ``mlflow models serve`` open it as any pyfunc model.
+:class:`ItrlabPyfunc` opens the folder through ``loader``, a ``module:function`` that the layer which knows how
+to build a method names when it logs (this package sits below the methods and may not import them), and its
+``predict`` embeds captions (column ``caption``) or image region features (column ``features``: one (R, D)
+nested list per row). A model logged before (MLflow's models from code) holds its own code file, which builds an
+:class:`ItrlabPyfunc` through ``load_context``: it loads as it did.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import logging
+import importlib.metadata
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import mlflow
 import pandas as pd
+import yaml
 from mlflow.exceptions import MlflowException
+from mlflow.models import Model
+from mlflow.utils.environment import _mlflow_conda_env, _PythonEnv
 
 from itrlab.errors import UserInputError
 
 ARTIFACT = "model"  # the run's artifact path of its model: runs:/<id>/model
 BUNDLE = "bundle"  # the pyfunc's artifact that holds itrlab's model folder
-CODE = Path(__file__).with_name("model_code.py")
+MODEL_TAG = "itrlab.model"  # on a run that logged its model: the model's URI (a sweep's report links it)
+GALLERY_TAG = "itrlab.gallery"  # on a run that logged a retrieval gallery: its artifact path
 
 
 def load_loader(name: str):
@@ -57,26 +68,52 @@ class ItrlabPyfunc(mlflow.pyfunc.PythonModel):
                              f"column (region features per image); got columns {sorted(columns) or 'none'}")
 
 
-@contextlib.contextmanager
-def quiet_logger(name: str):
-    """The logger ``name`` says only errors inside the block."""
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+class LoadedPyfunc:
+    """What the pyfunc flavor's loader returns: ``predict(frame, params)`` of an opened :class:`ItrlabPyfunc`."""
+
+    def __init__(self, model: ItrlabPyfunc):
+        self.model = model
+
+    def predict(self, model_input: pd.DataFrame, params: dict[str, Any] | None = None):
+        return self.model.predict(None, model_input, params)
+
+
+def _load_pyfunc(data_path: str, model_config: dict[str, Any] | None = None) -> LoadedPyfunc:
+    """The pyfunc flavor's loader (``loader_module`` of the models :func:`save_pyfunc` writes): the itrlab model
+    folder at ``data_path`` opened by the ``loader`` its ``model_config`` names."""
+    opened = ItrlabPyfunc()
+    opened.model = load_loader((model_config or {})["loader"])(data_path)
+    return LoadedPyfunc(opened)
+
+
+def pinned(requirements: list[str]) -> list[str]:
+    """``requirements`` (distribution names) pinned to their installed versions, MLflow's first: one metadata
+    lookup each, not a scan of every installed distribution."""
+    pins = [f"mlflow=={mlflow.__version__}"]
+    for name in requirements:
+        try:
+            pins.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pins.append(name)
+    return pins
 
 
 def save_pyfunc(bundle: str | Path, destination: str | Path, loader: str, requirements: list[str]) -> Path:
     """The MLflow model folder of the itrlab model folder ``bundle`` at ``destination`` (which must not exist)."""
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # it copies the bundle: no bars
-    with quiet_logger("mlflow.pyfunc"):  # its warning that a frame of captions or features has no schema
-        mlflow.pyfunc.save_model(str(destination), python_model=str(CODE), artifacts={BUNDLE: str(bundle)},
-                                 model_config={"loader": loader},
-                                 pip_requirements=[f"mlflow=={mlflow.__version__}", *requirements])
-    return Path(destination)
+    destination = Path(destination)
+    destination.mkdir(parents=True)
+    data = Path("artifacts") / BUNDLE
+    shutil.copytree(bundle, destination / data)
+    pins = pinned(requirements)
+    (destination / "requirements.txt").write_text("\n".join(pins) + "\n")
+    with open(destination / "conda.yaml", "w") as out:
+        yaml.safe_dump(_mlflow_conda_env(additional_pip_deps=pins, install_mlflow=False), out, default_flow_style=False)
+    _PythonEnv.current().to_yaml(str(destination / "python_env.yaml"))
+    model = Model()
+    mlflow.pyfunc.add_to_model(model, loader_module=__name__, data=str(data), conda_env="conda.yaml",
+                               python_env="python_env.yaml", model_config={"loader": loader})
+    model.save(str(destination / "MLmodel"))
+    return destination
 
 
 def bundle_of(model_folder: str | Path) -> Path | None:
@@ -114,4 +151,12 @@ def log_model_folder(client, run_id: str, bundle: str | Path, loader: str, requi
     with tempfile.TemporaryDirectory(prefix="itrlab_model_") as scratch:
         folder = save_pyfunc(bundle, Path(scratch) / ARTIFACT, loader, requirements)
         client.log_artifacts(run_id, str(folder), ARTIFACT)
-    return f"runs:/{run_id}/{ARTIFACT}"
+    uri = f"runs:/{run_id}/{ARTIFACT}"
+    client.set_tag(run_id, MODEL_TAG, uri)
+    return uri
+
+
+def log_gallery(client, run_id: str, page: str, artifact: str) -> None:
+    """The gallery page ``page`` as run ``run_id``'s artifact ``artifact``, named by the run's tag."""
+    client.log_text(run_id, page, artifact)
+    client.set_tag(run_id, GALLERY_TAG, artifact)
