@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import ray
 import yaml
 from mlflow import MlflowClient
 
+from browser import CHROMIUM, NEEDS_CHROMIUM, browser_dom
 from itrlab.cli import main
 from itrlab.sweep import load_sweep, run_sweep
 
@@ -111,6 +111,11 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
                                 "features, synthetic) are not the paper's Flickr30K 1K test")
     report = Path(client.download_artifacts(result.parent_run_id, "sweep/report.md", str(workdir))).read_text()
     assert "| A | " in report and "| *chance* | " in report and parent.tags["itrlab.headline"] in report
+    # each trial's model linked (issue 43): the trials table and the report name its runs:/ URI
+    models = {f"runs:/{kid.info.run_id}/model" for kid in kids}
+    assert {kid.data.tags["itrlab.model"] for kid in kids} == models
+    assert set(summary["trials"]["model"]) == models and "gallery" not in summary["trials"]  # no photos here
+    assert all(model in report for model in models)
 
 
 def test_report_of_a_finished_sweep_and_of_a_run_that_is_no_sweep(tiny_sweep, tmp_path, monkeypatch, capsys):
@@ -126,6 +131,7 @@ def test_report_of_a_finished_sweep_and_of_a_run_that_is_no_sweep(tiny_sweep, tm
     (page,) = (tmp_path / "results").glob("*-tiny_sweep.md")
     text = page.read_text()
     assert f"parent run `{result.parent_run_id}`" in text and "| A | " in text and "| F | " in text
+    assert len(re.findall(r"\| runs:/[0-9a-f]{32}/model \|", text)) == 2  # each trial's model, in its row
     assert "| chance | " in text
     # what the runs show: each row's training loss at its first and last epoch, from the trials' runs
     section = text[text.index("## What the runs show"):text.index("## Trials")]
@@ -141,18 +147,6 @@ def test_report_of_a_finished_sweep_and_of_a_run_that_is_no_sweep(tiny_sweep, tm
         assert main(["report", run_id, "--out", str(tmp_path / "refused")]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and message in err, err
-
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def browser_dom(url: str) -> str:
-    """The page at ``url`` as headless Chromium renders it at 1600 x 1000 (its scripts run, their requests
-    answered; the runs table renders the columns that fit the window)."""
-    done = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                           "--window-size=1600,1000", "--virtual-time-budget=30000", "--dump-dom", url],
-                          capture_output=True, text=True, timeout=180)
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -176,16 +170,14 @@ def rsum_column_right_edge(report: Path, width: int) -> float:
 const th = [...document.querySelectorAll("th")].find(cell => cell.textContent === "rsum");
 document.body.setAttribute("data-rsum-right", th ? th.getBoundingClientRect().right : -1);
 </script></body>"""))
-    done = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                           f"--window-size={width},1000", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    return float(re.search(r'data-rsum-right="([-\d.]+)"', done.stdout).group(1))
+    dom = browser_dom(probe.as_uri(), width=width, budget_ms=5000, timeout=120)
+    return float(re.search(r'data-rsum-right="([-\d.]+)"', dom).group(1))
 
 
 GENAI_ONLY = (">Judges<", ">Evaluation runs<", ">Sessions<")  # MLflow 3's GenAI sidebar, absent in model training
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs a headless browser: apt-get install chromium")
+@pytest.mark.skipif(CHROMIUM is None, reason=NEEDS_CHROMIUM)
 def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, tmp_path):
     """`mlflow ui` as docs/mlflow.md starts it, over a finished variant sweep, loaded by headless Chromium:
     the link the sweep printed opens the runs table in the model-training view with every trial as a row

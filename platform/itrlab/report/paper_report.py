@@ -38,6 +38,9 @@ HEADERS = {"test_i2t_R1": "i2t R@1", "test_i2t_R5": "i2t R@5", "test_i2t_R10": "
 
 
 QUOTED = ("published", "chance", "reference")  # row kinds that are no result of the grid
+MODEL_COLUMNS = ["row", "trial", "model", "gallery"]
+MODELS_NOTE = ("Each trial's model: itrlab.load_model, itrlab evaluate, itrlab retrieve and mlflow models serve take "
+               "its URI (docs/models.md); its gallery (data from photos) opens in the MLflow UI at the link shown.")
 
 
 def report_columns(spec: SweepSpec) -> list[str]:
@@ -72,6 +75,8 @@ class PaperReport:
     headline: str
     notes: list[str] = field(default_factory=list)
     provenance: list[str] = field(default_factory=list)
+    # each trial's model: row label, trial, model URI (runs:/<id>/model), its gallery in the MLflow UI or ""
+    models: list[list[str]] = field(default_factory=list)
 
     def markdown(self, plots: dict[str, str] | None = None) -> str:
         """Markdown; ``plots`` maps a caption to an image path relative to the page."""
@@ -79,6 +84,8 @@ class PaperReport:
                  f"**{md_text(self.headline)}**", "",
                  markdown_table(self.header, self.rows, [kind in QUOTED for kind in self.row_kinds]), "",
                  *[md_text(note) + "\n" for note in self.notes]]
+        if self.models:
+            lines += [f"{md_text(MODELS_NOTE)}\n", markdown_table(MODEL_COLUMNS, self.models), ""]
         for caption, path in (plots or {}).items():
             lines += [f"![{md_text(caption)}]({path})", ""]
         return "\n".join(lines).rstrip("\n") + "\n"
@@ -115,9 +122,19 @@ figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{
 {body}
 </tbody></table>
 {"".join(f"<p>{esc(note)}</p>" for note in self.notes)}
+{self._models_html()}
 {images}
 </body></html>
 """
+
+    def _models_html(self) -> str:
+        if not self.models:
+            return ""
+        head = "".join(f"<th>{html_text(h)}</th>" for h in MODEL_COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td><code>{html_text(c)}</code></td>" for c in row) + "</tr>"
+                       for row in self.models)
+        return (f'<p>{html_text(MODELS_NOTE)}</p><table class="models"><thead><tr>{head}</tr></thead>'
+                f'<tbody>{body}</tbody></table>')
 
     def text(self) -> str:
         """The console's aligned table, with the headline under it (a label's newline shown as ``␊``)."""

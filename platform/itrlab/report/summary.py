@@ -80,14 +80,18 @@ def ranking_note(spec: SweepSpec) -> str:
             f"it trained")
 
 
-def ranked_table(rows: list[TrialRow], spec: SweepSpec) -> dict[str, list]:
-    """Columns for ``mlflow.log_table`` / Markdown: trial, status, params, objective, test metrics, and
+def ranked_table(rows: list[TrialRow], spec: SweepSpec, links: dict[str, dict[str, str]] | None = None
+                 ) -> dict[str, list]:
+    """Columns for ``mlflow.log_table`` / Markdown: trial, status, params, objective, test metrics, ``links``
+    (column -> trial -> text: each trial's model URI, its gallery; a column only where a trial has one), and
     why a trial did not finish (``reason``, last)."""
     metric = spec.objective.metric
     param_keys = sorted({k for row in rows for k in row.params})
     # the objective at the best epoch (whose checkpoint gave the test columns), and that epoch
     metric_keys = [metric, "best_epoch", "test_rsum", "test_i2t_R1", "test_t2i_R1", "test_md", "epoch"]
-    table: dict[str, list] = {key: [] for key in ["rank", "trial", "status", *param_keys, *metric_keys, "reason"]}
+    links = {column: by_trial for column, by_trial in (links or {}).items() if by_trial}
+    table: dict[str, list] = {key: [] for key in ["rank", "trial", "status", *param_keys, *metric_keys, *links,
+                                                  "reason"]}
     for position, row in enumerate(ranked(rows, metric, spec.objective.mode), start=1):
         table["rank"].append(position)
         table["trial"].append(row.trial_id)
@@ -96,6 +100,8 @@ def ranked_table(rows: list[TrialRow], spec: SweepSpec) -> dict[str, list]:
             table[key].append(label(row.params.get(key), key))
         for key in metric_keys:
             table[key].append(objective_value(row, key) if key == metric else row.metrics.get(key))
+        for column, by_trial in links.items():
+            table[column].append(by_trial.get(row.trial_id, ""))
         table["reason"].append(row.reason or "")
     return table
 

@@ -41,6 +41,7 @@ from itrlab.report.summary import (TrialRow, best_row, objective_value, ranked_t
 from itrlab.sweep.outcome import RETRIED
 from itrlab.sweep.runs_table import trials_view_id
 from itrlab.tracking import MlflowTracker
+from itrlab.tracking.models import GALLERY_TAG, MODEL_TAG
 from itrlab.tracking.store import ui_link
 
 STATUSES = ("finished", "diverged", "stopped", "error", "interrupted", "not started")
@@ -52,7 +53,9 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
     ``invocation_seconds``: this invocation's wall time so far, the one wall time a sweep reports (a resumed
     sweep's earlier invocations, and the gaps between them, are not in it)."""
     title = f"{spec.name}: trials {ranking_note(spec)}"
-    trials = ranked_table(rows, spec)
+    runs = trial_curves(parent)
+    links = trial_links(parent, runs)
+    trials = ranked_table(rows, spec, links)
     parent.replace_table(trials, "sweep/trials.json")
     print("\n" + to_text({key: column for key, column in trials.items() if key != "reason"}, title))
     for row in rows:  # reasons on stderr
@@ -72,7 +75,6 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
                # the trials in MLflow's runs table (itrlab.sweep.runs_table), under the UI's address
                "runs_table": ui_link("", parent.experiment_id, view=trials_view_id(parent.run_id))}
     grid, report, chance, top = None, None, None, None
-    runs = trial_curves(parent)
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, shape, protocol)
         parent.replace_table(grid, "sweep/table.json")
@@ -83,6 +85,7 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
         if top is not None:
             pairs = comparisons(rows, spec, top.column)
             report = build_report(grid, spec, report_inputs(grid, spec, config, shape, chance, top, pairs, converged))
+            report.models = model_rows(spec, rows, links)
             summary["comparisons"] = [pair.to_dict() for pair in pairs]
     else:
         log_best_trial(spec, rows, parent)
@@ -107,6 +110,24 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
     if report is not None:
         print("\n" + report.text(), flush=True)
     return top.text if top is not None else None
+
+
+def trial_links(parent: MlflowTracker, runs: dict[str, dict]) -> dict[str, dict[str, str]]:
+    """Each trial's model (``model``: its URI, ``runs:/<id>/model``, what ``itrlab.load_model`` and ``itrlab
+    evaluate`` take) and retrieval gallery (``gallery``: its page in the MLflow UI, under the UI's address), from
+    the tags its run set when it logged them (issue 43)."""
+    models = {trial: run["tags"][MODEL_TAG] for trial, run in runs.items() if run["tags"].get(MODEL_TAG)}
+    galleries = {trial: ui_link("", parent.experiment_id, run["run_id"], artifact=run["tags"][GALLERY_TAG])
+                 for trial, run in runs.items() if run["tags"].get(GALLERY_TAG)}
+    return {"model": models, "gallery": galleries}
+
+
+def model_rows(spec: SweepSpec, rows: list[TrialRow], links: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The report's list of models: row label, trial, model URI, gallery link, for each trial that logged a
+    model, in the order of the rows."""
+    models, galleries = links.get("model", {}), links.get("gallery", {})
+    return [[row_label(row_key(row.params, spec.table.rows)), row.trial_id, models[row.trial_id],
+             galleries.get(row.trial_id, "")] for row in rows if row.trial_id in models]
 
 
 def description(top: Headline, spec: SweepSpec) -> str:

@@ -368,13 +368,21 @@ class MlflowTracker:
         return log_model_folder(self.client, self.run_id, bundle, loader, requirements)
 
     @_store_writes
+    def log_gallery(self, page: str, artifact: str, run_id: str | None = None) -> None:
+        """The retrieval gallery ``page`` (HTML) as the artifact ``artifact`` of this run, or of ``run_id`` (a
+        finished run whose model it shows); the run's tag ``itrlab.gallery`` names it."""
+        from itrlab.tracking.models import log_gallery
+
+        log_gallery(self.client, run_id or self.run_id, page, artifact)
+
+    @_store_writes
     def log_file(self, path: str | Path, artifact_dir: str | None = None) -> None:
         """Log the file ``path`` (a plot, say) under ``artifact_dir`` of this run."""
         self.client.log_artifact(self.run_id, str(path), artifact_dir)
 
     def trial_runs(self, parent_run_id: str, parts: bool = True) -> dict[str, dict[str, Any]]:
         """The trials of the sweep whose parent run is ``parent_run_id``, by trial id: each child run's
-        name, status, latest metrics (``metrics``), params and tags, and per epoch (``history``: series ->
+        name, run id, status, latest metrics (``metrics``), params and tags, and per epoch (``history``: series ->
         (epoch, value) in order) its validation rsum, training loss and (``parts``) every part of the loss
         it logged (``loss`` repeats the training loss's). A trial retried in a new run counts once: its run
         that finished, else its newest."""
@@ -388,7 +396,8 @@ class MlflowTracker:
         for trial, run in trials.items():
             keys = ["rsum", "loss", *sorted(key for key in run.data.metrics if parts and key.startswith("loss_"))]
             history = {key: self.metric_history(run.info.run_id, key) for key in dict.fromkeys(keys)}
-            found[trial] = {"name": run.info.run_name or run.info.run_id, "status": run.info.status,
+            found[trial] = {"name": run.info.run_name or run.info.run_id, "run_id": run.info.run_id,
+                            "status": run.info.status,
                             "metrics": dict(run.data.metrics), "params": dict(run.data.params),
                             "tags": dict(run.data.tags), "history": history, "loss": history.get("loss", [])}
         return found

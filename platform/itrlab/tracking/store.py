@@ -220,11 +220,12 @@ def ui_command(tracking_uri: str, port: int = UI_PORT) -> str:
             f"--host 127.0.0.1 --port {port} --workers 1")
 
 
-def ui_link(base: str, experiment_id: str, run_id: str | None = None, view: str | None = None) -> str:
-    """A link into the MLflow UI at ``base``, in its model-training view: a run's page, a saved view of
-    the experiment's runs table (:mod:`itrlab.tracking.runs_view`), or the runs table."""
+def ui_link(base: str, experiment_id: str, run_id: str | None = None, view: str | None = None,
+            artifact: str | None = None) -> str:
+    """A link into the MLflow UI at ``base``, in its model-training view: a run's page (its ``artifact``'s view),
+    a saved view of the experiment's runs table (:mod:`itrlab.tracking.runs_view`), or the runs table."""
     query = f"{VIEW_PARAM}={view}&{ML_VIEW}" if view else ML_VIEW
-    page = f"/runs/{run_id}" if run_id else "/runs"
+    page = (f"/runs/{run_id}" + (f"/artifacts/{artifact}" if artifact else "")) if run_id else "/runs"
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}{page}?{query}"
 
 
