@@ -7,34 +7,17 @@ folder, in process); the tests load the logged models and evaluate them.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import write_precomp
+from trained_runs import itrlab, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 METHODS = {"vsepp": "vsepp_synthetic_tiny", "dbl": "dbl_synthetic_tiny", "coder": "coder_synthetic_tiny",
            "ascl": "ascl_synthetic_tiny", "xattn": "xattn_synthetic_tiny"}
-
-
-def itrlab(*argv: str) -> int:
-    from itrlab.cli import main
-
-    return main([str(a) for a in argv])
-
-
-def train(experiment: str, run_dir: Path, *overrides: str) -> str | None:
-    """A run trained in this process (``itrlab train`` would start its MLflow watchdog process); its run id."""
-    from itrlab.assembly import assemble
-    from itrlab.tracking import MlflowTracker
-    from itrlab.train import run_experiment
-
-    built = assemble(experiment, ["train.epochs=1", *overrides])
-    tracker = MlflowTracker(built.config.experiment_name) if built.config.tracking.enabled else None
-    return run_experiment(built, run_dir, tracker=tracker).mlflow_run_id
 
 
 @pytest.fixture(scope="module")

@@ -285,3 +285,31 @@ def test_resident_and_loader_batches_of_stored_states_train_the_same_model(store
     assert tables[0] == tables[1]
     split = open_precomp(stored, "train")
     assert resident_bytes(split, 16, text_width=384) > 200 * 16 * 384 * 2 > resident_bytes(split, 16)
+
+
+def test_a_model_on_stored_text_embeds_new_captions_with_their_text_model(stored, tmp_path):
+    """A typed caption gets its states from the text model that computed the stored ones (issue 43: retrieve,
+    serve): a split's own captions typed in score as their stored states do; a text model gone or replaced is
+    one line."""
+    import itrlab
+    from itrlab.data import open_precomp
+    from itrlab.errors import UserInputError
+    from itrlab.trained.new_text import NewTextFeatures
+    from itrlab.train import run_experiment
+
+    run_experiment(tiny_config(stored), tmp_path / "run")
+    model = itrlab.load_model(tmp_path / "run")
+    split = open_precomp(stored, "test", 5)
+    from_stored = model.score_fn(split)(slice(0, split.n_images), slice(0, 4))
+    typed = model.score(split.features[:], split.captions[:4])
+    assert typed.shape == from_stored.shape == (split.n_images, 4)
+    assert torch.allclose(typed, from_stored, atol=1e-3), (typed - from_stored).abs().max()
+    assert model.embed_captions(["a caption no data set holds"]).shape[0] == 1
+    for key, value, says in (("dir", str(tmp_path / "gone"), "which is not there"),
+                             ("sha256", "0" * 16, "is not the one that computed")):
+        copy = copy_of(stored, tmp_path / key)
+        manifest = json.loads((copy / "text" / "text.json").read_text())
+        manifest["model"][key] = value
+        (copy / "text" / "text.json").write_text(json.dumps(manifest))
+        with pytest.raises(UserInputError, match=says):
+            NewTextFeatures.of(TextFeatures(copy / "text"))

@@ -1,4 +1,5 @@
-"""Command-line entry points: ``itrlab train``, ``itrlab check-config``, ``itrlab evaluate``, ``itrlab make-synthetic``.
+"""Command-line entry points: ``itrlab train``, ``itrlab check-config``, ``itrlab evaluate``, ``itrlab retrieve``,
+``itrlab gallery``, ``itrlab make-synthetic``.
 
 ``jobs/train.py`` is ``itrlab train``. Bad input (config, override, data, an output folder that cannot
 be written, an MLflow store that does not answer) prints one line naming the field, the bad value and
@@ -397,6 +398,59 @@ def evaluate_main(args: argparse.Namespace) -> int:
     return 0
 
 
+@_guarded
+def retrieve_main(args: argparse.Namespace) -> int:
+    """``itrlab retrieve MODEL --caption TEXT | --image ID``: the top-k images of a typed caption, or the top-k
+    captions of an image of the split; every check (model, data, the caption, the id, k) before scoring."""
+    from itrlab.trained import load_model, open_eval_split
+    from itrlab.trained.photos import split_images
+    from itrlab.trained.retrieval import (captions_for_image, check_caption, check_k, format_captions,
+                                          format_images, images_for_text)
+
+    if args.caption is not None:
+        check_caption(args.caption)
+    model = load_model(args.model, args.tracking_uri)
+    split = open_eval_split([model], args.data, args.split, "all").split
+    images = split_images(split)
+    where = f"split {split.split} of {split.root}"
+    if args.caption is not None:
+        ranking = images_for_text(model, split, images, args.caption, args.k)
+        print(format_images(ranking, f"{args.caption!r} ({where}, {split.n_images:,} images)"))
+        return 0
+    row = images.row_of(args.image)
+    k = check_k(args.k, split.n_captions)
+    photo = images.photo(row)
+    ranking = captions_for_image(model.score_fn(split), split, images, row, k)
+    print(format_captions(ranking, f"image {args.image}" + (f" ({photo})" if photo else "") + f" ({where})"))
+    return 0
+
+
+@_guarded
+def gallery_main(args: argparse.Namespace) -> int:
+    """``itrlab gallery MODEL --out FILE``: the retrieval gallery of a split whose data came from photos, written
+    to ``--out`` and (``--log``) to the MLflow run the model came from; a split without photos is one line."""
+    from itrlab.files import atomic_write_text, check_writable_dir
+    from itrlab.trained import load_model, open_eval_split
+    from itrlab.trained.gallery import ARTIFACT, build_gallery, render
+    from itrlab.trained.photos import split_images
+
+    out = Path(args.out)
+    check_writable_dir(out.parent, "--out")
+    model = load_model(args.model, args.tracking_uri)
+    if args.log and model.info.run_id is None:
+        raise UserInputError(f"--log: {args.model} names no MLflow run (a model folder without one); drop --log")
+    data = open_eval_split([model], args.data, args.split, "all")
+    page = render(build_gallery(model, data, split_images(data.split), args.n, args.seed))
+    atomic_write_text(out, page)
+    print(f"gallery: {out}")
+    if args.log:
+        from itrlab.tracking import MlflowTracker
+
+        MlflowTracker.for_reading(args.tracking_uri).log_gallery(page, ARTIFACT, model.info.run_id)
+        print(f"MLflow: {ARTIFACT} of run {model.info.run_id}")
+    return 0
+
+
 def cluster_command(args: argparse.Namespace) -> list[str]:
     """The words of the command given (its program and script, every flag and override), as a cluster job runs
     it: less ``--dry-run``, with ``--storage`` absolute (the job runs in a copy of this folder). Written from the
@@ -537,6 +591,34 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None,
     evaluate.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     evaluate.add_argument("--no-tracking", action="store_true", help="log no MLflow run")
     evaluate.set_defaults(func=evaluate_main)
+
+    model_help = "runs:/<run id>/model, a run id, a run folder or a model folder"
+    data_help = "a precomp data folder (default: the model's own data set)"
+    retrieve = sub.add_parser("retrieve", help="the top-k images of a typed caption, or the top-k captions of an image "
+                                                "(docs/models.md)")
+    retrieve.add_argument("model", metavar="MODEL", help=model_help)
+    query = retrieve.add_mutually_exclusive_group(required=True)
+    query.add_argument("--caption", help="text to search the split's images for")
+    query.add_argument("--image", type=int, metavar="ID", help="an image id of the split (its _ids.txt; without one: "
+                                                                "its row) whose captions to rank")
+    retrieve.add_argument("-k", type=int, default=5, help="how many results (default: %(default)s)")
+    retrieve.add_argument("--data", help=data_help)
+    retrieve.add_argument("--split", help="the split's file prefix (default: the model's test split; with --data: "
+                                          "test)")
+    retrieve.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    retrieve.set_defaults(func=retrieve_main)
+
+    gallery = sub.add_parser("gallery", help="an HTML page of what a model retrieves, with thumbnails, for data "
+                                              "extracted from photos (docs/models.md)")
+    gallery.add_argument("model", metavar="MODEL", help=model_help)
+    gallery.add_argument("--out", required=True, help="the HTML file to write")
+    gallery.add_argument("-n", type=int, default=8, help="captions, and images, to sample (default: %(default)s)")
+    gallery.add_argument("--seed", type=int, default=0, help="the sample's seed (default: %(default)s)")
+    gallery.add_argument("--data", help=data_help)
+    gallery.add_argument("--split", help="the split's file prefix (default: the model's test split; with --data: test)")
+    gallery.add_argument("--log", action="store_true", help="also log it as gallery.html of the model's MLflow run")
+    gallery.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    gallery.set_defaults(func=gallery_main)
 
     from itrlab.data.synthetic import add_arguments as add_synthetic_arguments
 

@@ -259,7 +259,8 @@ class OutputConfig(Section):
     # such a stage (a sweep sets it on a row that is another row's stage, docs/training.md#stages)
     keep_as_stage: bool = False
     # the run's best model logged to MLflow as a model (`runs:/<id>/model`: weights, config, tokenizer,
-    # feature layout, test table; docs/models.md); `none`: not logged
+    # feature layout, test table; docs/models.md), and on data extracted from photos its retrieval gallery
+    # (`gallery.html`); `none`: neither
     log_model: Literal["best", "none"] = "best"
 
 

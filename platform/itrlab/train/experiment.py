@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import tempfile
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from itrlab import threads as thread_policy
 from itrlab.config import ExperimentConfig
 from itrlab.assembly import Experiment, check_experiment, stage_configs
 from itrlab.config.checks import synthetic_spec_of
-from itrlab.errors import UserInputError
+from itrlab.errors import UserInputError, failure_reason
 from itrlab.files import atomic_write_text, read_json
 from itrlab.data import generate_synthetic, open_precomp
 from itrlab.data.precomp import fingerprint
@@ -42,6 +43,7 @@ from itrlab.methods.base import MethodModule
 from itrlab.methods.registry import scheme_labels
 from itrlab.models.glove import GloveCoverage
 from itrlab.tracking import MlflowTracker
+from itrlab.trained.gallery import ARTIFACT as GALLERY, bundle_gallery
 from itrlab.trained.sources import LOADER, REQUIREMENTS, bundle_from_run
 from itrlab.train.callbacks import MlflowEpochLogger
 from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
@@ -50,6 +52,7 @@ from itrlab.train.loop import EpochCallback, Trainer, TrainingData
 from itrlab.train.provenance import TEST_RECALL, record_data
 from itrlab.train.stages import STAGE_TAG, StageStore, TrainedStage, publish_run, start_from, trained_stage
 
+_log = logging.getLogger(__name__)
 VOCAB_FILE = "vocab.json"
 MLFLOW_FILE = "mlflow_run.json"
 
@@ -323,11 +326,20 @@ def finish_run(run: StartedRun) -> RunResult:
 
 
 def log_best_model(run: StartedRun) -> str:
-    """The run's best model logged to its MLflow run as a model (``runs:/<id>/model``, docs/models.md)."""
+    """The run's best model logged to its MLflow run as a model (``runs:/<id>/model``, docs/models.md), and,
+    when its data came from photos, the gallery of what it retrieves (``gallery.html``)."""
     # not "itrlab-": /tmp/itrlab-* are local clusters' folders (itrlab.local_cluster), which tests count
     with tempfile.TemporaryDirectory(prefix="itrlab_bundle_") as scratch:
         bundle = bundle_from_run(run.run_dir, Path(scratch) / "bundle", run.run_id)
-        return run.tracker.log_model(bundle, LOADER, REQUIREMENTS)
+        uri = run.tracker.log_model(bundle, LOADER, REQUIREMENTS)
+        try:
+            page = bundle_gallery(bundle)
+        except Exception as err:  # noqa: BLE001 - a gallery never fails a run whose model and table are logged
+            _log.warning("the run's retrieval gallery was not made: %s", failure_reason(err))
+            page = None
+        if page is not None:
+            run.tracker.log_gallery(page, GALLERY)
+        return uri
 
 
 def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,

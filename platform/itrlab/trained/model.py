@@ -74,6 +74,14 @@ class TrainedModel:
         if isinstance(self.tokenizer, TextFeatures):
             self.tokenizer.check_split(split.split, split.captions)
 
+    def check_new_text(self) -> None:
+        """Ready to embed new text: a model that reads stored text features gets their text model (checked: there,
+        and the one that computed them; else UserInputError, :mod:`itrlab.trained.new_text`)."""
+        from itrlab.trained.new_text import NewTextFeatures
+
+        if isinstance(self.tokenizer, TextFeatures) and not isinstance(self.tokenizer, NewTextFeatures):
+            self.tokenizer = NewTextFeatures.of(self.tokenizer, self.batch_size)
+
     def _query(self, features: np.ndarray | None, captions: Sequence[str]) -> PrecompSplit:
         if features is None:
             features = np.zeros((0, self.info.n_regions, self.info.feature_dim), dtype=np.float32)
@@ -92,9 +100,7 @@ class TrainedModel:
     def embed_captions(self, captions: Sequence[str]) -> Tensor:
         """The embeddings (M, d) of raw ``captions``, tokenized as the model's training captions were."""
         self._require_embeddings("caption")
-        if isinstance(self.tokenizer, TextFeatures):
-            raise UserInputError("this model reads stored text features of its data set's captions; it cannot "
-                                 "embed new text (train it with model.text.encoder=bert to embed any caption)")
+        self.check_new_text()
         _, texts = eval_loaders(self._query(None, captions), self.tokenizer, self.batch_size,
                                 self.config.model.text.max_len)
         return torch.cat([self.method.embed_captions(batch.tokens, batch.lengths) for batch in texts])
@@ -102,6 +108,7 @@ class TrainedModel:
     def score(self, features: np.ndarray | Tensor, captions: Sequence[str]) -> Tensor:
         """Scores (N, M) of every image of ``features`` (N, R, D) against every caption, for any method."""
         self.check_features(features)
+        self.check_new_text()
         split = self._query(np.asarray(features, dtype=np.float32), captions)
         return self.method.score_fn(split, self.tokenizer, self.batch_size)(slice(0, split.n_images),
                                                                            slice(0, len(captions)))

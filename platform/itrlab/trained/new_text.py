@@ -1,0 +1,74 @@
+"""New captions for a model that reads stored text features (issue 43: ``itrlab retrieve --caption`` and a served
+model answer typed text).
+
+Such a model trained on token states that the text model named in the features' ``text.json`` computed once
+(:mod:`itrlab.extract.text`). A typed caption gets its states from that same model, with the same tokenizer and
+``max_len``, through the extraction's own encoder (:class:`~itrlab.extract.text.CaptionEncoder`), provided the
+model is still where the features say and is the same model (its identity digest); otherwise one line says so,
+before anything is scored. A split whose captions are the stored ones reads the stored states, as before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from itrlab.data.text_features import TextFeatures, captions_digest
+from itrlab.errors import UserInputError
+
+
+class TypedStates:
+    """Captions' token states held in memory, indexed as a stored split's
+    (:class:`~itrlab.data.text_features.SplitText`)."""
+
+    def __init__(self, states: list[np.ndarray], max_len: int | None):
+        self.states, self.max_len = states, max_len
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(self.states[index][:self.max_len], dtype=np.float32))
+
+
+class NewTextFeatures(TextFeatures):
+    """Stored text features that also encode new captions with the text model that computed them."""
+
+    def __init__(self, stored: TextFeatures, batch_size: int = 64):
+        self.__dict__.update(stored.__dict__)
+        self.batch_size = batch_size
+        self._encoder = None
+
+    @classmethod
+    def of(cls, stored: TextFeatures, batch_size: int = 64) -> "NewTextFeatures":
+        """``stored`` with its text model checked: there, and the one that computed the features."""
+        from itrlab.extract.text import model_identity
+
+        model = stored.model
+        folder = Path(str(model.get("dir", "")))
+        if not model.get("dir") or not folder.is_dir():
+            raise UserInputError(f"this model reads text features computed by the text model {model.get('name')} at "
+                                 f"{folder}, which is not there: it embeds its data set's captions only (install that "
+                                 f"model to embed new text)")
+        found = model_identity(folder).get("sha256")
+        if found != model.get("sha256"):
+            raise UserInputError(f"the text model at {folder} (digest {found}) is not the one that computed this "
+                                 f"model's text features (digest {model.get('sha256')}); new text would be embedded "
+                                 f"unlike its training captions")
+        return cls(stored, batch_size)
+
+    def _stored(self, split: str, captions) -> bool:
+        entry = self.splits.get(split) or {}
+        return entry.get("captions") == len(captions) and entry.get("captions_sha256") == captions_digest(captions)
+
+    def open_split(self, split: str, captions, max_len: int | None = None):
+        if self._stored(split, captions):
+            return super().open_split(split, captions, max_len)
+        if self._encoder is None:
+            from itrlab.extract.text import CaptionEncoder
+
+            self._encoder = CaptionEncoder(Path(self.model["dir"]), "cpu", int(self.manifest.get("max_len", 64)))
+        states, _ = self._encoder.encode(list(captions), self.batch_size)
+        return TypedStates(states, max_len)

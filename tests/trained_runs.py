@@ -1,0 +1,24 @@
+"""Trainings in the test process whose models the tests of trained models use (issue 43), and the ``itrlab``
+command run in process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def itrlab(*argv) -> int:
+    """``itrlab ARGV`` in this process; its exit status."""
+    from itrlab.cli import main
+
+    return main([str(a) for a in argv])
+
+
+def train(experiment: str, run_dir: Path, *overrides: str) -> str | None:
+    """A run trained in this process (``itrlab train`` would start its MLflow watchdog process); its run id."""
+    from itrlab.assembly import assemble
+    from itrlab.tracking import MlflowTracker
+    from itrlab.train import run_experiment
+
+    built = assemble(experiment, ["train.epochs=1", *overrides])
+    tracker = MlflowTracker(built.config.experiment_name) if built.config.tracking.enabled else None
+    return run_experiment(built, run_dir, tracker=tracker).mlflow_run_id
