@@ -19,7 +19,7 @@ import pytest
 
 from browser import CHROMIUM, NEEDS_CHROMIUM, browser_dom
 from conftest import SHARED
-from trained_runs import itrlab, train
+from trained_runs import itrlab, train, work_in
 
 COCO_MINI = SHARED / "data" / "coco_mini"
 MARKUP = '<img src=x onerror="document.body.dataset.pwned=1"> & <b>bold</b>'
@@ -62,8 +62,7 @@ def photo_run(tmp_path_factory):
                                    split_fractions="0.6,0.2,0.2", dtype="float16", pool="1x1", progress=False,
                                    batch_size=8))
     with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(folder)
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+        work_in(patch, folder)
         run_id = train("vsepp_synthetic_tiny", folder / "runs" / "photos", "dataset.kind=precomp",
                        f"dataset.root={folder / 'precomp' / 'pool1x1'}", "train.batch_size=16")
         train("vsepp_synthetic_tiny", folder / "runs" / "synthetic", f"dataset.root={folder / 'tiny'}",
@@ -74,8 +73,7 @@ def photo_run(tmp_path_factory):
 @pytest.fixture
 def inside(photo_run, monkeypatch):
     folder, run_id = photo_run
-    monkeypatch.chdir(folder)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+    work_in(monkeypatch, folder)
     return folder, run_id
 
 

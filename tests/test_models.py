@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import write_precomp
-from trained_runs import itrlab, train
+from trained_runs import itrlab, train, work_in
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -25,8 +25,7 @@ def trained(tmp_path_factory):
     """Each method's run folder and MLflow run id, and the folder and store they share."""
     folder = tmp_path_factory.mktemp("models")
     with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(folder)
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+        work_in(patch, folder)
         runs = {}
         for name, experiment in METHODS.items():
             run_dir = folder / "runs" / name
@@ -37,8 +36,7 @@ def trained(tmp_path_factory):
 @pytest.fixture
 def inside(trained, monkeypatch):
     folder, runs = trained
-    monkeypatch.chdir(folder)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+    work_in(monkeypatch, folder)
     return folder, runs
 
 

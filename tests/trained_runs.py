@@ -13,6 +13,13 @@ def itrlab(*argv) -> int:
     return main([str(a) for a in argv])
 
 
+def work_in(patch, folder: Path) -> None:
+    """``patch`` (a MonkeyPatch) moves into ``folder`` and points MLflow at the folder's ``mlflow.db``, as a user
+    who trains there with the default store."""
+    patch.chdir(folder)
+    patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{folder / 'mlflow.db'}")
+
+
 def train(experiment: str, run_dir: Path, *overrides: str) -> str | None:
     """A run trained in this process (``itrlab train`` would start its MLflow watchdog process); its run id."""
     from itrlab.assembly import assemble
