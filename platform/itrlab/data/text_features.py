@@ -189,6 +189,11 @@ class TextFeatures:
         raise TypeError("stored text features encode no new text: their captions arrive as states "
                         "(model.text.encoder=precomp)")
 
+    def holds(self, split: str, captions: Sequence[str]) -> bool:
+        """Whether ``split``'s stored states are those of ``captions`` (their count and digest)."""
+        entry = self.splits.get(split) or {}
+        return entry.get("captions") == len(captions) and entry.get("captions_sha256") == captions_digest(captions)
+
     def check_split(self, split: str, captions: Sequence[str], kind: str = "tokens") -> None:
         """DataError naming the file unless ``split``'s stored ``kind`` is there, whole, and of these captions."""
         manifest_file = self.folder / MANIFEST
@@ -199,7 +204,7 @@ class TextFeatures:
         entry = self.splits.get(split)
         if entry is None:
             raise DataError(manifest_file, f"has no split {split!r} (it holds {', '.join(sorted(self.splits))})")
-        if entry.get("captions") != len(captions) or entry.get("captions_sha256") != captions_digest(captions):
+        if not self.holds(split, captions):
             raise DataError(manifest_file, f"split {split!r}: these text features belong to other captions "
                                            f"({entry.get('captions')} captions, digest {str(entry.get('captions_sha256'))[:12]}; "
                                            f"the data set's {split}_caps.txt has {len(captions)}, digest "

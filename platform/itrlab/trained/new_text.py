@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from itrlab.data.text_features import TextFeatures, captions_digest
+from itrlab.data.text_features import TextFeatures
 from itrlab.errors import UserInputError
 
 
@@ -59,12 +59,8 @@ class NewTextFeatures(TextFeatures):
                                  f"unlike its training captions")
         return cls(stored, batch_size)
 
-    def _stored(self, split: str, captions) -> bool:
-        entry = self.splits.get(split) or {}
-        return entry.get("captions") == len(captions) and entry.get("captions_sha256") == captions_digest(captions)
-
     def open_split(self, split: str, captions, max_len: int | None = None):
-        if self._stored(split, captions):
+        if self.holds(split, captions):
             return super().open_split(split, captions, max_len)
         if self._encoder is None:
             from itrlab.extract.text import CaptionEncoder
