@@ -23,7 +23,7 @@ LAYERS = [
     {"assembly", "extract"},
     {"train", "trained"},
     {"sweep"},
-    {"bench", "cli", "local_cluster"},
+    {"bench", "cli", "local_cluster", "documented"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import REPO
 from itrlab.cli import main, sweep_presets
+from itrlab.documented.catalogue import documented_lines
 
 ITRLAB = str(Path(sys.executable).parent / "itrlab")
 SUBCOMMANDS = ["train", "check-config", "sweep", "make-synthetic", "report"]
@@ -59,32 +60,10 @@ def test_a_loss_the_method_cannot_feed_is_one_line_and_exit_2():
     assert line.startswith("itrlab: error: config error at 'loss.name'") and "i2t_generated_neg" in line
 
 
-def shell_blocks(page: Path) -> list[str]:
-    """The fenced code blocks of a Markdown page that hold shell commands (``bash``, ``sh`` or no info)."""
-    blocks, current, fence = [], None, None
-    for line in page.read_text(encoding="utf-8").splitlines():
-        stripped = line.strip()
-        if current is None and stripped.startswith("```"):
-            fence, current = stripped[3:].strip(), []
-        elif current is not None and stripped.startswith("```"):
-            if fence in ("bash", "sh", "shell", ""):
-                blocks.append("\n".join(current))
-            current = None
-        elif current is not None:
-            current.append(line)
-    return blocks
-
-
 def documented_commands(pattern: str) -> list[str]:
-    """The shell lines of the README's and docs/' code blocks that run ``pattern`` (comments dropped)."""
-    lines = []
-    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
-        for block in shell_blocks(page):
-            for line in block.replace("\\\n", " ").splitlines():
-                line = line.split(" #", 1)[0].strip()
-                if re.search(pattern, line) and not line.startswith("#"):
-                    lines.append(line)
-    return lines
+    """The shell lines of the README's and docs/' code blocks that run ``pattern`` (comments dropped), as
+    itrlab.documented.catalogue reads them."""
+    return [line for _, line in documented_lines(REPO) if re.search(pattern, line)]
 
 
 TRAININGS = [line for line in documented_commands(r"(jobs/train\.py|itrlab (train|check-config))")
