@@ -216,3 +216,11 @@ def test_two_documented_trainings_end_off_chance_in_one_process(tmp_path, monkey
         assert main(["train", *split(text)[2:], f"output.dir={runs}"]) == 0, text
         result = read_result(capsys.readouterr().out, TRAINING, folder or tmp_path)
         assert result.verdict == OFF_CHANCE and result.test_rsum > result.chance[1], (text, result)
+
+
+def test_a_failure_is_told_by_the_commands_own_last_line():
+    from itrlab.documented.check import failure_line
+
+    noise = "itrlab: run failed: Ray did not start\nE1128 09:12:32 thread_pool.cc:232] Waiting for thread pool\n"
+    assert failure_line(noise) == "itrlab: run failed: Ray did not start"
+    assert failure_line("Traceback ...\nValueError: x\n") == "ValueError: x" and failure_line("") == "no output"

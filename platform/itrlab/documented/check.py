@@ -224,13 +224,20 @@ def run_command(command: Command, repo: Path, budget: Budget, python: str, log_f
     if code is None:
         return _with(base, f"{FAILED}stopped at this check's budget of {duration(budget.training_s)}")
     if code != 0:
-        tail = [line for line in output.strip().splitlines() if line.strip()][-1:] or ["no output"]
-        return _with(base, f"{FAILED}exit {code}: {tail[0][:300]}")
+        return _with(base, f"{FAILED}exit {code}: {failure_line(output)}")
     try:
         result = read_result(output, command.kind, repo)
     except (RuntimeError, OSError, KeyError, ValueError) as err:
         return _with(base, f"{FAILED}its result could not be read: {err}")
     return Entry(command.text, command.pages, result.verdict, measured, wall, result.test_rsum, result.chance)
+
+
+def failure_line(output: str) -> str:
+    """The line that says why a command failed: its last ``itrlab:`` line (Ray's and gRPC's shutdown noise comes
+    after it), else its last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith("itrlab:")]
+    return ((said or lines)[-1:] or ["no output"])[0][:300]
 
 
 def _with(entry: Entry, verdict: str) -> Entry:
@@ -285,7 +292,7 @@ def check(repo: Path, commands: list[Command], python: str, budget: Budget, log_
           selected: Callable[[Command], bool] = lambda command: True, previous: dict[str, Entry] | None = None,
           done: Callable[[list[Entry]], None] = lambda rows: None) -> list[Entry]:
     """One row per command: run (or reasoned) where ``selected``, or where ``previous`` (an earlier page) lacks
-    it; else its row of ``previous``. ``done`` gets the rows so far (:func:`rows_of`) after each command run."""
+    it; else its row of ``previous``. ``done`` gets the rows so far (:func:`rows_of`) after each new row."""
     previous = previous or {}
     texts = {c.text for c in commands}
     rows: dict[str, Entry] = {}
@@ -296,6 +303,7 @@ def check(repo: Path, commands: list[Command], python: str, budget: Budget, log_
         if reason is not None:
             log.info("%s: not run: %s", command.text, reason)
             rows[command.text] = Entry(command.text, command.pages, NOT_RUN + reason)
+            done(rows_of(commands, rows, previous))
             continue
         log.info("%s: running (%d of %d; log %s)", command.text, number, len(commands), log_dir)
         rows[command.text] = entry = run_command(command, repo, budget, python,

@@ -63,7 +63,7 @@ def duration(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60} s"
+        return f"{seconds // 60} min" + (f" {seconds % 60} s" if seconds % 60 else "")
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
