@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO
 from itrlab.documented.catalogue import SWEEP, TRAINING, Command, catalogue, make_recipes
-from itrlab.documented.check import Budget, alias_target, read_result, reason_not_run, rows_of
+from itrlab.documented.check import Budget, aliases, read_result, reason_not_run, rows_of
 from itrlab.documented.page import (AT_CHANCE, NOT_RUN, OFF_CHANCE, ON_PLATEAU, Entry, newest_page, read_page,
                                     render)
 from itrlab.report.chance import chance_level
@@ -98,12 +98,15 @@ def test_make_targets_are_read_from_the_makefile():
     assert recipes["train"] == "python jobs/train.py" and recipes["sweep"] == "python jobs/sweep_dbl.py --preset smoke"
 
 
-def test_a_make_target_and_a_run_dir_share_the_result_of_the_command_they_run():
-    texts = {"python jobs/train.py", "python jobs/sweep_dbl.py --preset smoke"}
-    assert alias_target(Command("make sweep", SWEEP, (), runs="python jobs/sweep_dbl.py --preset smoke"), texts) == \
-        "python jobs/sweep_dbl.py --preset smoke"
-    assert alias_target(Command("python jobs/train.py --run-dir runs/mine", TRAINING, ()), texts) == "python jobs/train.py"
-    assert alias_target(Command("python jobs/train.py -c x --run-dir r", TRAINING, ()), texts) is None
+def test_a_make_target_and_a_training_of_the_same_config_share_a_row():
+    commands = [Command(text, TRAINING, ()) for text in (
+        "python jobs/train.py", "python jobs/train.py --run-dir runs/mine", "python jobs/train.py -c vsepp_synthetic_small "
+        "output.log_model=none", "python jobs/train.py train.epochs=12", "python jobs/train.py --resume")]
+    commands.insert(0, Command("make train", TRAINING, (), runs="python jobs/train.py"))
+    assert aliases(commands) == {"make train": "python jobs/train.py",
+                                 "python jobs/train.py --run-dir runs/mine": "python jobs/train.py",
+                                 "python jobs/train.py -c vsepp_synthetic_small output.log_model=none":
+                                     "python jobs/train.py"}
 
 
 def test_rows_carry_the_earlier_page_and_an_alias_takes_its_targets_figures():
@@ -111,12 +114,14 @@ def test_rows_carry_the_earlier_page_and_an_alias_takes_its_targets_figures():
                 Command("python jobs/train.py", TRAINING, ("README.md", "docs/t.md")),
                 Command("python jobs/train.py -c x", TRAINING, ("docs/x.md",))]
     before = Entry("python jobs/train.py", ("README.md",), OFF_CHANCE, "2026-11-28, load 2.0", 300.0, 249.2, (1.6, 4.7))
-    rows = rows_of(commands, {}, {before.command: before})
+    alias = {"make train": "python jobs/train.py"}
+    rows = rows_of(commands, {}, {before.command: before}, alias)
     assert [row.command for row in rows] == ["make train", "python jobs/train.py"]  # -c x: not run, not on the page
     assert rows[0].alias_of == "python jobs/train.py" and (rows[0].test_rsum, rows[0].wall_s) == (249.2, 300.0)
     assert rows[1].pages == ("README.md", "docs/t.md") and rows[1].measured == "2026-11-28, load 2.0"
     now = Entry("python jobs/train.py -c x", ("docs/x.md",), f"{AT_CHANCE}", "2026-11-29, load 1.0", 60.0, 3.0)
-    assert rows_of(commands, {now.command: now}, {})[-1] == now and len(rows_of(commands, {now.command: now}, {})) == 2
+    assert rows_of(commands, {now.command: now}, {}, alias)[-1] == now
+    assert len(rows_of(commands, {now.command: now}, {}, alias)) == 2
 
 
 @pytest.mark.parametrize("text, says", [

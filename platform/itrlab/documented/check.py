@@ -10,13 +10,15 @@ model's 95% range of rsum on the run's test protocol (:func:`itrlab.report.chanc
 Not run, with the reason on the page (:func:`reason_not_run`): a command handed to another program (``ray job
 submit``: a cluster), ``--resume`` (it continues a run), a ``--sweep`` file or data folder or text model this
 machine lacks, GPUs where torch sees none, and a sweep whose dry run (``--dry-run``, the figure ``--list`` prints)
-puts its training over the sweep budget (with the sweep's newest results page, where one exists). A make target
-and a command that differs from another only by ``--run-dir`` give that command's result (``as: ...``). Anything
+puts its training over the sweep budget (with the sweep's newest results page, where one exists). A make target,
+and a training of the same config as an earlier one but for where it writes (``--run-dir``, ``output.*``), give
+that command's result (``as: ...``). Anything
 else runs; one that fails or outlasts the budget is recorded as failed, which the fast tier refuses.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from itrlab.documented.catalogue import SWEEP, Command, split
+from itrlab.documented.catalogue import SWEEP, TRAINING, Command, split
 from itrlab.documented.page import (ALIAS, AT_CHANCE, FAILED, NOT_RUN, OFF_CHANCE, ON_PLATEAU, Entry, duration,
                                     parse_duration)
 from itrlab.errors import ItrlabError
@@ -258,26 +260,49 @@ def stop(process: subprocess.Popen) -> None:
             continue
 
 
-def alias_target(command: Command, texts: set[str]) -> str | None:
-    """The catalogued command whose result ``command`` shares: a make target's recipe, or the same command without
-    ``--run-dir DIR`` (a folder of the reader's choice: the same training, seed and data)."""
-    if command.runs:
-        return command.runs if command.runs in texts else None
-    words = command.text.split()
-    if "--run-dir" in words:
-        i = words.index("--run-dir")
-        plain = " ".join(words[:i] + words[i + 2:])
-        return plain if plain in texts else None
-    return None
+def training_identity(command: Command) -> str | None:
+    """What a training trains: its resolved config without ``output`` and ``tracking`` (where it writes, whether
+    it logs a model), as JSON; None for a sweep, a command handed elsewhere, ``--resume``, or a config that fails."""
+    from itrlab.assembly import load_experiment
+    from itrlab.cli import parse_args
+
+    words = split(command.runs) if command.runs else command.words
+    if command.kind != TRAINING or command.through or "--resume" in words:
+        return None
+    try:
+        args = parse_args(["train", *words[2:]])
+        config = load_experiment(args.config, args.overrides).model_dump(mode="json")
+    except (ItrlabError, SystemExit):
+        return None
+    return json.dumps({key: value for key, value in config.items() if key not in ("output", "tracking")},
+                      sort_keys=True, default=str)
 
 
-def rows_of(commands: list[Command], rows: dict[str, Entry], previous: dict[str, Entry]) -> list[Entry]:
-    """The page's rows in the commands' order: each command's row of this check, else of ``previous`` (carried,
-    shown in the pages that show it now); an alias (:func:`alias_target`) takes its target's figures."""
+def aliases(commands: list[Command], identity: Callable[[Command], str | None] = training_identity) -> dict[str, str]:
+    """Commands whose row is another's: a make target whose recipe is catalogued, and a training that trains what an
+    earlier one does (:func:`training_identity`: the same config but for where it writes, ``--run-dir`` or
+    ``output.*``): {command: the command whose row it takes}."""
     texts = {c.text for c in commands}
+    found, first = {}, {}
+    for command in commands:
+        if command.runs in texts:
+            found[command.text] = command.runs
+            continue
+        key = identity(command)
+        if key is not None and key in first:
+            found[command.text] = first[key]
+        elif key is not None:
+            first[key] = command.text
+    return {text: found.get(target, target) for text, target in found.items()}
+
+
+def rows_of(commands: list[Command], rows: dict[str, Entry], previous: dict[str, Entry],
+            alias: dict[str, str]) -> list[Entry]:
+    """The page's rows in the commands' order: each command's row of this check, else of ``previous`` (carried,
+    shown in the pages that show it now); an alias (:func:`aliases`) takes its target's figures."""
     found = {}
     for command in commands:
-        target = alias_target(command, texts)
+        target = alias.get(command.text)
         if target is not None:
             source = rows.get(target) or previous.get(target)
             found[command.text] = Entry(command.text, command.pages, ALIAS + target,
@@ -294,24 +319,24 @@ def check(repo: Path, commands: list[Command], python: str, budget: Budget, log_
     """One row per command: run (or reasoned) where ``selected``, or where ``previous`` (an earlier page) lacks
     it; else its row of ``previous``. ``done`` gets the rows so far (:func:`rows_of`) after each new row."""
     previous = previous or {}
-    texts = {c.text for c in commands}
+    alias = aliases(commands)
     rows: dict[str, Entry] = {}
     for number, command in enumerate(commands, 1):
-        if (not selected(command) and command.text in previous) or alias_target(command, texts) is not None:
+        if (not selected(command) and command.text in previous) or command.text in alias:
             continue
         reason = reason_not_run(command, repo, budget, python)
         if reason is not None:
             log.info("%s: not run: %s", command.text, reason)
             rows[command.text] = Entry(command.text, command.pages, NOT_RUN + reason)
-            done(rows_of(commands, rows, previous))
+            done(rows_of(commands, rows, previous, alias))
             continue
         log.info("%s: running (%d of %d; log %s)", command.text, number, len(commands), log_dir)
         rows[command.text] = entry = run_command(command, repo, budget, python,
                                                  log_dir / f"{number:02d}-{slug(command.text)}.log")
         log.info("%s: %s%s", command.text, entry.verdict,
                  f", test rsum {entry.test_rsum:.1f}" if entry.test_rsum is not None else "")
-        done(rows_of(commands, rows, previous))
-    return rows_of(commands, rows, previous)
+        done(rows_of(commands, rows, previous, alias))
+    return rows_of(commands, rows, previous, alias)
 
 
 def slug(text: str) -> str:
@@ -338,8 +363,8 @@ def preamble(started: str, repo: Path, budget: Budget) -> str:
         "*measured*: the date of the row's run and the machine's load average (1 min) when it ended; *test rsum*: "
         "a sweep's lowest trial's; *random model (95%)*: the range of a random model's rsum on the run's test "
         "protocol ([at chance](../training.md#at-chance-or-on-a-plateau)); *verdict*: `off chance` when its last "
-        "lines said neither `at chance` nor `on its plateau`, `as:` the result of the command a make target runs "
-        "or of the same command without `--run-dir`.\n\n"
+        "lines said neither `at chance` nor `on its plateau`, `as:` the result of the command a make target runs, "
+        "or of an earlier training of the same config but for where it writes (`--run-dir`, `output.*`).\n\n"
         f"Last run: {started}, commit {commit_of(repo)}, on {os.cpu_count()} CPU cores (Linux "
         f"{os.uname().machine}), the job at nice {os.nice(0)}; a training's limit {duration(budget.training_s)}, a "
         f"sweep run only when its `--dry-run` puts its training at {duration(budget.sweep_s)} or less.")
