@@ -235,11 +235,12 @@ def options_from_args(args: argparse.Namespace) -> ExtractOptions:
 
 
 def dataset_roots() -> list[str]:
-    """The precomp folders the data set configs read (``root`` of ``configs/datasets/*.yaml``, synthetic ones
-    left out): where an extraction's ``--out`` must point for an experiment to find it."""
+    """The precomp folders the data set configs read (``root`` of ``configs/datasets/*.yaml``, those of a kind
+    that generates its data left out): where an extraction's ``--out`` must point for an experiment to find it."""
     import yaml
 
     from itrlab.config.loader import config_dir
+    from itrlab.data.kinds import DATASET_KINDS
 
     roots = []
     for path in sorted((config_dir() / "datasets").glob("*.yaml")):
@@ -247,7 +248,8 @@ def dataset_roots() -> list[str]:
             tree = yaml.safe_load(path.read_text()) or {}
         except (OSError, yaml.YAMLError):
             continue
-        if isinstance(tree, dict) and tree.get("kind", "precomp") == "precomp" and isinstance(tree.get("root"), str):
+        kind = DATASET_KINDS.get(tree.get("kind", "precomp")) if isinstance(tree, dict) else None
+        if kind is not None and not kind.generates and isinstance(tree.get("root"), str):
             root = Path(tree["root"])
             pooled = re.fullmatch(r"pool(\d+x\d+)", root.name)  # a pooled layout of the grid: --out its parent
             roots.append(f"{root.parent} with --pool {pooled.group(1)} ({path.stem})" if pooled else
