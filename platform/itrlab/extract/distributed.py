@@ -19,6 +19,7 @@ Command line (``python jobs/extract_features.py --help``)::
         --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--skip-bad] [--pad-captions] \\
         [--batch-size 16] [--chunk-size 256] [--pool 3x3,1x1] [--ray]
     python jobs/extract_features.py --flickr8k FLICKR8K_DIR --dtype float16 --pool 1x1 --text  # -> data/flickr8k_precomp
+    python jobs/extract_features.py --format NAME --annotations PATH [--images DIR] --out DIR  # any registered format
     python jobs/extract_features.py --text-only --out data/f30k_precomp   # text features of any precomp folder
 """
 
@@ -32,17 +33,17 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from itrlab.config.choices import ChoicesHelpFormatter, list_choices
 from itrlab.extract import job
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
 from itrlab.extract.images import ImageSource, read_source
 from itrlab.extract.job import RunStats
 from itrlab.extract.model import ImageEncoder
 from itrlab.extract.plan import DTYPES, MANIFEST, WORK_DIR, ExtractOptions, Plan
+from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, format_names
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
 from itrlab.extract import text as text_job
 from itrlab.errors import ItrlabError, UserInputError, report
-
-DEFAULT_FLICKR8K_OUT = Path("data/flickr8k_precomp")  # configs/datasets/flickr8k_precomp.yaml reads it
 
 _WORKER_ENCODER: dict[str, Any] = {}  # one encoder per Ray worker process, by device
 
@@ -144,22 +145,29 @@ def extract_dataset(options: ExtractOptions, use_ray: bool | None = None, cpus_p
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="extract_features",
-        description="Turn a folder of images and a COCO caption file, or a Flickr8K folder as downloaded, into "
-                    "the precomp layout with EfficientNet-Lite0 grid features (49 regions x 1280 per image). "
-                    "Resumable: re-run the same command after an interruption; a finished folder is reused while "
-                    "its images and settings are unchanged.")
+        prog="extract_features", formatter_class=ChoicesHelpFormatter,
+        description="Turn a data set's photos and captions (a folder of images and a COCO caption file, a Flickr8K "
+                    "folder as downloaded, or another --format) into the precomp layout with EfficientNet-Lite0 grid "
+                    "features (49 regions x 1280 per image). Resumable: re-run the same command after an "
+                    "interruption; a finished folder is reused while its images and settings are unchanged.")
     io_group = parser.add_argument_group("input and output")
+    list_choices(io_group.add_argument("--format", default=None,
+                                       help=f"the data set's format: what --annotations names and which options apply "
+                                            f"(default: {DEFAULT_FORMAT}; docs/data.md)"), format_names)
     io_group.add_argument("--images", type=Path, default=None, help="image folder (file names as in the caption file)")
-    io_group.add_argument("--captions", type=Path, default=None,
-                          help="COCO-format caption JSON (images: id, file_name; annotations: image_id, caption)")
-    io_group.add_argument("--flickr8k", type=Path, default=None,
-                          help="instead of --images/--captions: a Flickr8K folder in its original form "
-                               "(Flicker8k_Dataset/, Flickr8k.token.txt, Flickr_8k.{train,dev,test}Images.txt), "
-                               "read with its official split")
+    io_group.add_argument("--annotations", "--captions", dest="captions", type=Path, default=None, metavar="PATH",
+                          help="what the format reads the captions from; with the default format the COCO-format "
+                               "caption JSON (images: id, file_name; annotations: image_id, caption)")
+    for name, reader in READERS.items():
+        if reader.shorthand:
+            io_group.add_argument(f"--{name}", dest=_shorthand(name), type=Path, default=None, metavar="PATH",
+                                  help=f"instead of --images/--captions: --format {name} --annotations PATH, "
+                                       f"{reader.summary}")
     io_group.add_argument("--out", type=Path, default=None,
-                          help=f"output folder (with --flickr8k: {DEFAULT_FLICKR8K_OUT}; with --images: required, "
-                               "the `root` of the data set config that reads it)")
+                          help="output folder (required unless the format has a default, such as "
+                               + "; ".join(f"{reader.flag()}: {reader.default_out}" for reader in READERS.values()
+                                           if reader.default_out is not None)
+                               + "), the `root` of the data set config that reads it")
     io_group.add_argument("--overwrite", action="store_true",
                           help="replace an extraction with other settings in --out")
     io_group.add_argument("--keep-shards", action="store_true", help="keep the per-chunk shards after assembly")
@@ -215,18 +223,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _shorthand(name: str) -> str:
+    return f"format_{name}"  # the argparse destination of a format's own flag (--flickr8k DIR)
+
+
+def chosen_format(args: argparse.Namespace) -> tuple[type[Reader], Path | None]:
+    """The reader the command line asks for (``--format``, or a format's own flag) and what it reads the captions
+    from; a UserInputError for an unknown format or a flag that contradicts another."""
+    flags = [(READERS[name], value) for name in READERS if (value := getattr(args, _shorthand(name), None)) is not None]
+    if not flags:
+        return READERS.lookup(args.format or DEFAULT_FORMAT), args.captions
+    reader, path = flags[0]
+    given = [option for option, value in (("--images", args.images), ("--captions", args.captions),
+                                          ("--format", args.format), *((f"--{r.name}", v) for r, v in flags[1:]))
+             if value is not None]
+    if given:
+        raise UserInputError(f"{reader.flag()} reads the images and captions of its folder; {', '.join(given)} "
+                             f"does not apply")
+    return reader, path
+
+
 def options_from_args(args: argparse.Namespace) -> ExtractOptions:
     names = tuple(n.strip() for n in args.split_names.split(",") if n.strip())
     fractions = args.split_fractions
-    if args.flickr8k is not None:
-        given = [option for option, value in (("--images", args.images), ("--captions", args.captions)) if value]
-        if given:
-            raise UserInputError(f"--flickr8k reads the images and captions of its folder; {', '.join(given)} "
-                                 f"does not apply")
-    elif fractions is None and args.split_file is None:
+    reader, captions = chosen_format(args)
+    if not reader.own_split and fractions is None and args.split_file is None:
         fractions = "0.6,0.2,0.2" if len(names) == 3 else None
     return ExtractOptions(
-        images=args.images, captions=args.captions, flickr8k=args.flickr8k, out=output_folder(args),
+        images=args.images, captions=captions, format=reader.name, out=output_folder(args),
         split_fractions=fractions, pool=args.pool,
         split_names=names, split_file=args.split_file, seed=args.seed, dtype=args.dtype, skip_bad=args.skip_bad,
         pad_captions=args.pad_captions, captions_per_image=args.captions_per_image, batch_size=args.batch_size,
@@ -258,14 +282,16 @@ def dataset_roots() -> list[str]:
 
 
 def output_folder(args: argparse.Namespace) -> Path:
-    """``--out``; with ``--flickr8k`` it defaults to the folder Flickr8K's data set config reads. ``--images``
-    names no data set (issue 46: its old default, a COCO sample's folder, was wrong for any other photos):
-    without ``--out`` it is refused, with the folders the data set configs read."""
+    """``--out``; with a format that has one (``--flickr8k``) it defaults to the folder its data set config reads.
+    ``--images`` names no data set (issue 46: its old default, a COCO sample's folder, was wrong for any other
+    photos): without ``--out`` it is refused, with the folders the data set configs read."""
     if args.out is not None:
         return args.out
-    if args.flickr8k is not None:
-        return DEFAULT_FLICKR8K_OUT
-    raise UserInputError("--images needs --out: the precomp folder to write, the `root` of the data set config "
+    reader, _ = chosen_format(args)
+    if reader.default_out is not None:
+        return reader.default_out
+    asked = f"--format {args.format}" if args.format else "--images"
+    raise UserInputError(f"{asked} needs --out: the precomp folder to write, the `root` of the data set config "
                          f"that will read it: {', '.join(dataset_roots()) or 'configs/datasets/*.yaml'}")
 
 
@@ -273,7 +299,9 @@ def text_options_from_args(args: argparse.Namespace) -> text_job.TextOptions | N
     """What ``--text`` / ``--text-only`` ask for (None: no text features); checked before any work."""
     if args.text_only:
         images = [flag for flag, value in (("--images", args.images), ("--captions", args.captions),
-                                           ("--flickr8k", args.flickr8k)) if value is not None]
+                                           ("--format", args.format),
+                                           *((f"--{name}", getattr(args, _shorthand(name), None)) for name in READERS))
+                  if value is not None]
         if images:
             raise UserInputError(f"--text-only encodes the captions of the precomp folder --out; {', '.join(images)} "
                                  f"does not apply")
