@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from itrlab.config.schema import ExperimentConfig
-from itrlab.data.kinds import DataSummary, kind_of
+from itrlab.data.kinds import STORED_FEATURES, DataSummary, kind_of
 from itrlab.errors import ConfigError, DataError
 
 
@@ -51,21 +51,13 @@ def check_text_encoder(config: ExperimentConfig) -> None:
 
 
 def check_stored_text(config: ExperimentConfig) -> None:
-    """With ``model.text.encoder=precomp``: the stored text features exist, hold token states, are whole, and
-    belong to each split's captions in their order (a DataError naming the file otherwise). Synthetic data not
-    generated yet has no captions to hold them against."""
-    from itrlab.data.precomp import read_captions
-    from itrlab.data.text_features import TextFeatures, resolve_folder
-
-    dataset = config.dataset
-    if config.model.text.encoder != "precomp":
-        return
-    if not kind_of(dataset).on_disk():
-        return
-    features = TextFeatures(resolve_folder(dataset.root, dataset.text_features))
-    for role in ("train", "val", "test"):
-        split = getattr(dataset.splits, role)
-        features.check_split(split, read_captions(dataset.root, split), "tokens")
+    """The features stored beside the data that the config reads (:data:`~itrlab.data.kinds.STORED_FEATURES`; with
+    ``model.text.encoder=precomp``, the text features): there, whole, and of each split's captions in their order
+    (a DataError naming the file otherwise)."""
+    kind = kind_of(config.dataset)
+    for stored in STORED_FEATURES.values():
+        if stored.wanted(config):
+            stored.check(config, kind)
 
 
 def check_data_content(config: ExperimentConfig) -> None:

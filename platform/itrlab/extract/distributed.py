@@ -42,7 +42,8 @@ from itrlab.extract.model import ImageEncoder
 from itrlab.extract.plan import DTYPES, MANIFEST, WORK_DIR, ExtractOptions, Plan
 from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, format_names
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
-from itrlab.extract import text as text_job
+from itrlab.extract import text  # noqa: F401  the import list of the steps after the images: each registers itself
+from itrlab.extract.steps import STEPS, Step
 from itrlab.errors import ItrlabError, UserInputError, report
 
 _WORKER_ENCODER: dict[str, Any] = {}  # one encoder per Ray worker process, by device
@@ -209,17 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cpus-per-task", type=int, default=1,
                      help="CPUs (and torch threads) per Ray task (default: %(default)s)")
 
-    text = parser.add_argument_group("text features (model.text.encoder=precomp, docs/data.md#text-features)")
-    text.add_argument("--text", nargs="?", const="tokens", default=None, choices=list(text_job.TEXT_KINDS),
-                      help="also encode every caption once with the packaged MiniLM into OUT/text/: its token states "
-                           "(tokens, the default), its sentence vectors (sentence) or both")
-    text.add_argument("--text-only", action="store_true",
-                      help="only the text features, of the precomp folder --out (any precomp folder, SCAN's too)")
-    text.add_argument("--text-model", type=Path, default=None,
-                      help="a local Hugging Face model folder (default: the packaged all-MiniLM-L6-v2)")
-    text.add_argument("--text-max-len", type=int, default=64,
-                      help="tokens per caption, [CLS] and [SEP] included (default: %(default)s)")
-    text.add_argument("--text-batch-size", type=int, default=128, help="captions per forward pass (default: %(default)s)")
+    for step in STEPS.values():
+        step.add_arguments(parser)
     return parser
 
 
@@ -295,25 +287,21 @@ def output_folder(args: argparse.Namespace) -> Path:
                          f"that will read it: {', '.join(dataset_roots()) or 'configs/datasets/*.yaml'}")
 
 
-def text_options_from_args(args: argparse.Namespace) -> text_job.TextOptions | None:
-    """What ``--text`` / ``--text-only`` ask for (None: no text features); checked before any work."""
-    if args.text_only:
-        images = [flag for flag, value in (("--images", args.images), ("--captions", args.captions),
-                                           ("--format", args.format),
-                                           *((f"--{name}", getattr(args, _shorthand(name), None)) for name in READERS))
-                  if value is not None]
-        if images:
-            raise UserInputError(f"--text-only encodes the captions of the precomp folder --out; {', '.join(images)} "
-                                 f"does not apply")
-        if args.out is None:
-            raise UserInputError("--text-only needs --out: the precomp folder whose captions to encode")
-    elif args.text is None:
-        return None
-    options = text_job.TextOptions(precomp=output_folder(args), kind=args.text or "tokens", model_dir=args.text_model,
-                                   max_len=args.text_max_len, batch_size=args.text_batch_size, threads=args.threads,
-                                   device=args.device, overwrite=args.overwrite, progress=not args.no_progress)
-    options.check()
-    return options
+def input_flags(args: argparse.Namespace) -> list[str]:
+    """The flags given that name the photos and captions to read."""
+    return [flag for flag, value in (("--images", args.images), ("--captions", args.captions), ("--format", args.format),
+                                     *((f"--{name}", getattr(args, _shorthand(name), None)) for name in READERS))
+            if value is not None]
+
+
+def step_options(args: argparse.Namespace) -> tuple[list[tuple[type[Step], Any]], bool]:
+    """The steps after the images that the flags ask for (:mod:`itrlab.extract.steps`: ``--text``), each with its
+    options, checked before any work; and whether one runs alone (``--text-only``: no image is extracted)."""
+    alone = [said for step in STEPS.values() if (said := step.only(args)) is not None]
+    if alone and input_flags(args):
+        raise UserInputError(f"{alone[0]}; {', '.join(input_flags(args))} does not apply")
+    chosen = [(step, step.options(args, lambda: output_folder(args))) for step in STEPS.values()]
+    return [(step, options) for step, options in chosen if options is not None], bool(alone)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -325,26 +313,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     lines: list[str] = []
-    text_options = None
+    steps: list[tuple[type[Step], Any]] = []
+    alone = False
     try:
-        text_options = text_options_from_args(args)
-        if not args.text_only:
+        steps, alone = step_options(args)
+        if not alone:
             options = options_from_args(args)
             lines += job.summary_lines(extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task,
                                                        log=log))
-        if text_options is not None:
-            lines += text_job.summary_lines(text_job.extract_text(text_options, log=log))
+        for step, chosen in steps:
+            lines += step.run(chosen, log)
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        work = text_options.folder / text_job.WORK_DIR if args.text_only else output_folder(args) / WORK_DIR
+        work = steps[0][0].work_dir(steps[0][1]) if alone and steps else output_folder(args) / WORK_DIR
         print(f"\nitrlab: interrupted; finished chunks are kept in {work}: re-run the same command to resume",
               file=sys.stderr)
         return 130
     for line in lines:
         print(line)
-    written = f"{output_folder(args)} ({MANIFEST})" if not args.text_only else ""
-    if text_options is not None:
-        written += (", " if written else "") + f"{text_options.folder} ({text_job.MANIFEST})"
+    written = ", ".join([*([] if alone else [f"{output_folder(args)} ({MANIFEST})"]),
+                         *(step.written(options) for step, options in steps)])
     print(f"output: {written}; total {time.perf_counter() - started:.1f} s")
     return 0

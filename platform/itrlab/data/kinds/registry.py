@@ -118,6 +118,36 @@ DATASET_KINDS = KindRegistry()
 register_kind = DATASET_KINDS.register
 
 
+class StoredFeatures:
+    """Features computed once and stored beside a data set's files, read by a run instead of computed at every
+    step (the text model's token states: :mod:`itrlab.data.text_features`); registered with
+    ``@register_stored("name")``. ``wanted(config)``: whether a config reads them; ``check(config, kind)``: that
+    they are there, whole and of this data (a DataError naming the file), before anything starts."""
+
+    name: ClassVar[str] = ""
+
+    @classmethod
+    def wanted(cls, config: Any) -> bool:
+        raise NotImplementedError
+
+    @classmethod
+    def check(cls, config: Any, kind: "DatasetKind") -> None:
+        raise NotImplementedError
+
+
+STORED_FEATURES: dict[str, type[StoredFeatures]] = {}
+
+
+def register_stored(name: str) -> Callable[[type[StoredFeatures]], type[StoredFeatures]]:
+    def decorate(cls: type[StoredFeatures]) -> type[StoredFeatures]:
+        if name in STORED_FEATURES:
+            raise ValueError(f"stored features {name!r} are registered twice")
+        cls.name = name
+        STORED_FEATURES[name] = cls
+        return cls
+    return decorate
+
+
 def kind_of(dataset: Any) -> DatasetKind:
     """The registered kind of a typed ``dataset`` section, bound to it."""
     try:
@@ -127,4 +157,5 @@ def kind_of(dataset: Any) -> DatasetKind:
     return cls(dataset)
 
 
-__all__ = ["DATASET_KINDS", "ROLES", "DataSummary", "DatasetKind", "KindRegistry", "kind_of", "register_kind"]
+__all__ = ["DATASET_KINDS", "ROLES", "STORED_FEATURES", "DataSummary", "DatasetKind", "KindRegistry", "StoredFeatures",
+           "kind_of", "register_kind", "register_stored"]
