@@ -7,7 +7,7 @@ from itrlab.extract.readers.registry import (DEFAULT_FORMAT, READERS, Reader, Sp
                                              reader_of_source, register_reader)
 
 # the import list: each format's module registers its reader
-from itrlab.extract.readers import coco, flickr8k  # noqa: E402,F401  isort: skip
+from itrlab.extract.readers import coco, flickr8k, karpathy  # noqa: E402,F401  isort: skip
 
 __all__ = ["DEFAULT_FORMAT", "READERS", "Reader", "SplitPlan", "format_names", "reader_of_source",
            "register_reader"]
