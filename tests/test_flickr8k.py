@@ -22,7 +22,8 @@ from conftest import SHARED, interrupt_after_shards
 from itrlab.data import open_precomp
 from itrlab.errors import DataError
 from itrlab.extract import digests, job, plan, shards
-from itrlab.extract.distributed import main as extract_main
+from itrlab.extract.distributed import build_parser, main as extract_main
+from itrlab.extract.readers import READERS
 from itrlab.extract.readers.flickr8k import IMAGES_DIR, SPLIT_FILES, TOKEN_FILE, read_flickr8k
 from itrlab.extract.layouts import LAYOUT_FILE, pool_bins, pool_regions
 from itrlab.extract.model import FEATURE_DIM, N_REGIONS
@@ -163,6 +164,8 @@ def test_the_format_flag_is_what_flickr8k_stands_for(original, encoded, tmp_path
     capsys.readouterr()
     assert run(original, tmp_path / "c", "--format", "coco") == 2
     assert "--flickr8k reads the images and captions of its folder; --format does not apply" in capsys.readouterr().err
+    shown = " ".join(build_parser().format_help().split())
+    assert f"choices: {', '.join(sorted(READERS))})" in shown and "--flickr8k PATH" in shown
 
 
 def test_pooling_bins_are_adaptive_average_pooling():

@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from itrlab.config.choices import ChoicesHelpFormatter, list_choices
 from itrlab.extract import job
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
 from itrlab.extract.images import ImageSource, read_source
@@ -146,15 +145,15 @@ def extract_dataset(options: ExtractOptions, use_ray: bool | None = None, cpus_p
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="extract_features", formatter_class=ChoicesHelpFormatter,
+        prog="extract_features",
         description="Turn a data set's photos and captions (a folder of images and a COCO caption file, a Flickr8K "
                     "folder as downloaded, or another --format) into the precomp layout with EfficientNet-Lite0 grid "
                     "features (49 regions x 1280 per image). Resumable: re-run the same command after an "
                     "interruption; a finished folder is reused while its images and settings are unchanged.")
     io_group = parser.add_argument_group("input and output")
-    list_choices(io_group.add_argument("--format", default=None,
-                                       help=f"the data set's format: what --annotations names and which options apply "
-                                            f"(default: {DEFAULT_FORMAT}; docs/data.md)"), format_names)
+    io_group.add_argument("--format", default=None,
+                          help=f"the data set's format: what --annotations names and which options apply "
+                               f"(default: {DEFAULT_FORMAT}; docs/data.md#formats; choices: {', '.join(format_names())})")
     io_group.add_argument("--images", type=Path, default=None, help="image folder (file names as in the caption file)")
     io_group.add_argument("--annotations", "--captions", dest="captions", type=Path, default=None, metavar="PATH",
                           help="what the format reads the captions from; with the default format the COCO-format "
