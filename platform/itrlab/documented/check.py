@@ -12,8 +12,8 @@ submit``: a cluster), ``--resume`` (it continues a run), a ``--sweep`` file or d
 machine lacks, GPUs where torch sees none, and a sweep whose dry run (``--dry-run``, the figure ``--list`` prints)
 puts its training over the sweep budget (with the sweep's newest results page, where one exists). A make target,
 and a training of the same config as an earlier one but for where it writes (``--run-dir``, ``output.*``), give
-that command's result (``as: ...``). Anything
-else runs; one that fails or outlasts the budget is recorded as failed, which the fast tier refuses.
+that command's result (``as: ...``). Anything else runs; one that fails or outlasts the budget is recorded as
+failed, which the fast tier refuses.
 """
 
 from __future__ import annotations
