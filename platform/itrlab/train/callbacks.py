@@ -10,9 +10,11 @@ from itrlab.train.loop import EpochReport
 
 
 class ConsoleProgress:
-    """Prints one line per epoch."""
+    """Prints one line per epoch, to ``stream`` or, by default, to whatever ``sys.stdout`` is when the line is
+    printed: a default read once, when the class was defined, kept a stream that pytest's capture (or any
+    redirect) had closed since, and a second training in the same process failed on it."""
 
-    def __init__(self, stream: TextIO = sys.stdout, prefix: str = ""):
+    def __init__(self, stream: TextIO | None = None, prefix: str = ""):
         self.stream = stream
         self.prefix = prefix
 
@@ -21,7 +23,7 @@ class ConsoleProgress:
         marker = " *best*" if report.is_best else ""
         print(f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
               f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
-              f"{report.seconds:5.1f}s{marker}", file=self.stream, flush=True)
+              f"{report.seconds:5.1f}s{marker}", file=self.stream or sys.stdout, flush=True)
 
 
 class LossHistory:
