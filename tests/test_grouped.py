@@ -18,8 +18,8 @@ from itrlab.models.interaction import pair_scores, padded_pair_scores
 from itrlab.train import NonFiniteLossError, run_experiment
 from itrlab.train.checkpoint import load_checkpoint
 from itrlab.train.experiment import start_run
-from itrlab.train.group_run import run_group
-from itrlab.train.grouped import GroupedTrainer
+from itrlab.train.grouped.run import run_group
+from itrlab.train.grouped.trainer import GroupedTrainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

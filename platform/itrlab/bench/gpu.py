@@ -58,7 +58,7 @@ class Budget:
 
 
 def train_section(check: Check, seconds: float) -> None:
-    from itrlab.bench.grouped import BusySampler
+    from itrlab.bench.grouped_throughput import BusySampler
     from itrlab.bench.timing import bench_trainer, floor_batches, time_epoch, time_floor
     from itrlab.train.throughput import training_shape
 
@@ -99,7 +99,7 @@ def train_section(check: Check, seconds: float) -> None:
 
 
 def grouped_section(check: Check, seconds: float) -> None:
-    from itrlab.bench.grouped import time_group
+    from itrlab.bench.grouped_throughput import time_group
     from itrlab.sweep.cost import group_shape
     from itrlab.train.throughput import training_shape
 

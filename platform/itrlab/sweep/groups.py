@@ -27,7 +27,7 @@ from itrlab.config import ExperimentConfig
 from itrlab.config.sweep import SweepSpec, row_key, row_label
 from itrlab.errors import ConfigError, UserInputError
 from itrlab.sweep.points import trial_config
-from itrlab.train.grouping import describe_shape, group_key, group_refusal, model_signature
+from itrlab.train.grouped.membership import describe_shape, group_key, group_refusal, model_signature
 
 GROUP = "group"  # the param-space key of a grouped sweep's trials: {"index": i, "members": [grid point, ...]}
 

@@ -34,7 +34,7 @@ import torch
 
 from itrlab.config import ExperimentConfig
 from itrlab.train.experiment import start_run
-from itrlab.train.grouped import GroupedTrainer
+from itrlab.train.grouped.trainer import GroupedTrainer
 from itrlab.train.loop import Trainer
 
 
@@ -235,7 +235,7 @@ def table_seconds(configs: list[ExperimentConfig], measured: dict[tuple, Timing]
     """The training time of the sweep's trials whose shape was measured, one at a time and in groups of
     ``group``, from the measured pairs per second; and how many trials that covers."""
     from itrlab.sweep.plan import train_pairs
-    from itrlab.train.grouping import group_key, model_signature
+    from itrlab.train.grouped.membership import group_key, model_signature
 
     alone = grouped = 0.0
     covered = 0
@@ -263,7 +263,7 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     from itrlab.sweep.cost import group_shape
     from itrlab.sweep.plan import train_pairs
     from itrlab.train.device import describe
-    from itrlab.train.grouping import group_key, model_signature
+    from itrlab.train.grouped.membership import group_key, model_signature
     from itrlab.train.throughput import record, training_shape
 
     from itrlab.config.choices import ChoicesHelpFormatter, list_choices, preset_names, profile_names
