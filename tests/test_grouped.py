@@ -151,7 +151,7 @@ def test_members_of_different_shapes_are_refused(tiny_root, tmp_path):
 
 def plan(preset: str, profile: str | None, group: int):
     from itrlab.sweep.groups import plan_groups
-    from itrlab.sweep.plan import trial_configs
+    from itrlab.sweep.dry_run import trial_configs
 
     spec = load_sweep(preset, profile).with_settings({"group": group})
     points, trial = trial_configs(spec, ["dataset.root=/data/nowhere"])

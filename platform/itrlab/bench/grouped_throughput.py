@@ -215,7 +215,7 @@ def row_configs(spec, overrides: list[str], rows: list[str] | None, group: int):
     """Per selected row of the sweep (its label): its first ``group`` seeds' grid points and configs; and
     every trial's (point, config)."""
     from itrlab.config.sweep import row_key, row_label
-    from itrlab.sweep.plan import trial_configs
+    from itrlab.sweep.dry_run import trial_configs
 
     points, configs = trial_configs(spec, overrides)
     keys = spec.table.rows if spec.table else list(spec.grid)
@@ -234,7 +234,7 @@ def row_configs(spec, overrides: list[str], rows: list[str] | None, group: int):
 def table_seconds(configs: list[ExperimentConfig], measured: dict[tuple, Timing], group: int) -> tuple[float, float, int]:
     """The training time of the sweep's trials whose shape was measured, one at a time and in groups of
     ``group``, from the measured pairs per second; and how many trials that covers."""
-    from itrlab.sweep.plan import train_pairs
+    from itrlab.sweep.dry_run import train_pairs
     from itrlab.train.grouped.membership import group_key, model_signature
 
     alone = grouped = 0.0
@@ -261,7 +261,7 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     from itrlab.config.sweep import load_sweep
     from itrlab.errors import ItrlabError, report
     from itrlab.sweep.cost import group_shape
-    from itrlab.sweep.plan import train_pairs
+    from itrlab.sweep.dry_run import train_pairs
     from itrlab.train.device import describe
     from itrlab.train.grouped.membership import group_key, model_signature
     from itrlab.train.throughput import record, training_shape

@@ -70,7 +70,7 @@ def _reason(unknown: list[str]) -> str:
 
 def work_out(spec: SweepSpec, overrides: list[str]) -> tuple[list[Figure], list[str]]:
     """The figures of ``spec`` (with ``overrides``) at G = 1 and at its group, and the data folders they read."""
-    from itrlab.sweep.plan import shared_stages, training_seconds, trial_configs
+    from itrlab.sweep.dry_run import shared_stages, training_seconds, trial_configs
 
     points, configs = trial_configs(spec, overrides)
     stages = shared_stages(configs)

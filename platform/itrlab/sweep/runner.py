@@ -57,7 +57,7 @@ from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.board import BOARD_FOLDER
-from itrlab.sweep.plan import own_key, stages_trained_by_rows
+from itrlab.sweep.dry_run import own_key, stages_trained_by_rows
 from itrlab.sweep.points import base_tree, point_key, trial_config
 from itrlab.sweep.runs_table import save_trials_view
 from itrlab.sweep.trial import TrialContext
