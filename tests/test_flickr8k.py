@@ -22,7 +22,7 @@ from conftest import SHARED, interrupt_after_shards
 from itrlab.data import open_precomp
 from itrlab.errors import DataError
 from itrlab.extract import digests, job, plan, shards
-from itrlab.extract.distributed import build_parser, main as extract_main
+from itrlab.extract.ray_tasks import build_parser, main as extract_main
 from itrlab.extract.readers import READERS
 from itrlab.extract.readers.flickr8k import IMAGES_DIR, SPLIT_FILES, TOKEN_FILE, read_flickr8k
 from itrlab.extract.layouts import LAYOUT_FILE, pool_bins, pool_regions

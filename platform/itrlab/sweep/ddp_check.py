@@ -18,7 +18,7 @@ def _ddp_worker(loop_config: dict[str, Any]) -> None:
     import ray
     import ray.train
 
-    from itrlab.sweep.distributed import worker_loop
+    from itrlab.sweep.ddp_trial import worker_loop
 
     rank = ray.train.get_context().get_world_rank()
     nodes = Path(loop_config["nodes_dir"])

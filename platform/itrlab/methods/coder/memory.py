@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from itrlab.models.distributed import gather_from_all
+from itrlab.models.gather import gather_from_all
 
 
 class MomentumQueue(nn.Module):
