@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from itrlab.files import atomic_write_text
-from itrlab.train.progress import TrainingProgress
+from itrlab.train.training_progress import TrainingProgress
 
 BOARD_FOLDER = "progress"  # under the sweep's folder
 
