@@ -17,7 +17,7 @@ sweep layer (the DDP check trains as a sweep trial does) and nothing in the pack
 a test bench, not part of a run.
 """
 
-from itrlab.local_cluster.cluster import LocalCluster
+from itrlab.local_cluster.lifecycle import LocalCluster
 from itrlab.local_cluster.nodes import isolation_problem
 from itrlab.local_cluster.postgres import postgres_bin
 from itrlab.local_cluster.processes import ClusterError
