@@ -24,7 +24,7 @@ from itrlab.extract.captions import (
 )
 from itrlab.extract.images import BadImagesError, load_image
 from itrlab.extract.job import extract_dataset
-from itrlab.extract.model import ImageEncoder
+from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.plan import WORK_DIR, ExtractOptions
 from itrlab.extract.ray_tasks import main as extract_main
 from itrlab.errors import DataError, UserInputError

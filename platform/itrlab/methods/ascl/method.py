@@ -52,7 +52,7 @@ from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import text_encoder_spec
 from itrlab.methods.sharded import encode_split_features, refuse_pooled_settings, sharded_score_fn
 from itrlab.methods.registry import register_method
-from itrlab.methods.ascl.model import (NOISE_SITES, AsclModel, CaptionPool, SampleGenerators, frame_ids,
+from itrlab.methods.ascl.networks import (NOISE_SITES, AsclModel, CaptionPool, SampleGenerators, frame_ids,
                                      length_buckets, stack_padded)
 from itrlab.methods.ascl.stored_positives import StatePool
 from itrlab.methods.ascl.text_augment import (MIXTURE_OF, NEGATIVE_GENERATORS, POSITIVE_GENERATORS, SIGMA_UNITS,
