@@ -20,7 +20,7 @@ import _bootstrap  # noqa: F401 - first: a python without itrlab says how to sta
 import sys
 
 from itrlab.bench import eval as bench_eval
-from itrlab.bench.interaction import MethodUnderTest
+from itrlab.bench.interaction_speed import MethodUnderTest
 
 
 def cross_attention(args) -> MethodUnderTest:

@@ -12,8 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Callable
 
-from itrlab.bench.interaction import MethodUnderTest, interaction_main
-from itrlab.bench.ranking import ranking_main, worker
+from itrlab.bench.interaction_speed import MethodUnderTest, interaction_main
+from itrlab.bench.ranking_speed import ranking_main, worker
 from itrlab.errors import ItrlabError, report
 
 DESCRIPTION = "Benchmark: block-wise evaluation (itrlab.eval) against SCAN's per-query numpy loop."
