@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from itrlab.config import ExperimentConfig
 from itrlab.methods.dbl.loss_settings import COOPERATIVE_LOSSES
-from itrlab.methods.dbl.settings import SECTION, CooperativeSettings
+from itrlab.methods.dbl.cooperative_settings import SECTION, CooperativeSettings
 from itrlab.methods.registry import Scheme, register_scheme
 
 if TYPE_CHECKING:
