@@ -1,6 +1,6 @@
 """Grouped training against one run at a time: a sweep's rows, their seeds trained alone and as one
 group (several models of one shape as one batched model), in one process; pairs/s per member, the busy
-share, the ratio against G = 1 and the table's wall time. See itrlab.bench.grouped.
+share, the ratio against G = 1 and the table's wall time. See itrlab.bench.grouped_throughput.
 
     python jobs/bench_group.py --preset convse-table3 --rows VSE,VSE++ --group 3
     python jobs/bench_group.py --preset dbl-table4 --rows A,F --group 3 --steps 20

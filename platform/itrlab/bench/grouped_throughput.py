@@ -6,7 +6,7 @@ For G runs of one model shape (a table row's seeds), each built as a run builds 
 optimizer steps on the runs' own batches (their loaders or resident splits: data included):
 
 * **G = 1**: each run alone, one after the other (its own :class:`~itrlab.train.loop.Trainer` step);
-* **G**: the G runs as one group (:class:`~itrlab.train.grouped.GroupedTrainer`), every step training
+* **G**: the G runs as one group (:class:`~itrlab.train.grouped.trainer.GroupedTrainer`), every step training
   every member on its own batch.
 
 Each after ``warmup`` untimed steps, alternating ``repeats`` times (both see the same machine load);

@@ -17,7 +17,7 @@ Bad images: missing, unreadable or corrupt images are found before the model loa
 job with their list (:class:`~itrlab.extract.images.BadImagesError`, exit status 2); with
 ``skip_bad`` they are left out and listed in the output and the manifest.
 
-:mod:`itrlab.extract.distributed` runs the same chunks as Ray tasks.
+:mod:`itrlab.extract.ray_tasks` runs the same chunks as Ray tasks.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ PLACEMENTS = ("STRICT_SPREAD", "STRICT_PACK")  # the two ranks on two nodes, the
 
 def _ddp_worker(loop_config: dict[str, Any]) -> None:
     """A Ray Train worker of the DDP check: notes its node on the shared storage, then trains as a
-    sweep trial's TorchTrainer worker does (:func:`itrlab.sweep.distributed.worker_loop`)."""
+    sweep trial's TorchTrainer worker does (:func:`itrlab.sweep.ddp_trial.worker_loop`)."""
     import ray
     import ray.train
 

@@ -1,7 +1,7 @@
 """AsCL (Gong et al.): generated samples per asymmetry type, the asymmetry-sensitive loss with τ,
 and hierarchical cross-modal fusion scored without any ground-truth leak (``docs/papers/ascl.md`` §B).
 
-* Model (:class:`~itrlab.methods.ascl.model.AsclModel`): region projection ``V``, the config's text
+* Model (:class:`~itrlab.methods.ascl.networks.AsclModel`): region projection ``V``, the config's text
   encoder's token features ``W`` (BERT in ``configs/methods/ascl.yaml``; a BiGRU works the same
   way), the global image feature ``G`` (mean of the raw regions), and the fusion scorer of eq. 1-4
   (``u1``, ``heads``; ``cross_attention: false`` is "w/o MF").
