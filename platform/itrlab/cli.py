@@ -327,7 +327,7 @@ def sweep_main(args: argparse.Namespace) -> int:
         check_structure(spec, list(args.overrides))
     if args.dry_run:
         from itrlab.sweep.estimates import cost_lines
-        from itrlab.sweep.plan import print_plan
+        from itrlab.sweep.dry_run import print_plan
 
         return print_plan(spec, args, cost_lines(spec, list(args.overrides)), cluster_command(args))
     from itrlab.sweep import run_sweep

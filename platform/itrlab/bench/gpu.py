@@ -9,7 +9,7 @@ says how many steps it timed; a section that fails is reported and the next one 
   and under OSS, CODER, AsCL), each in fp32 and bf16 (:mod:`itrlab.bench.timing`: pairs/s, the device's busy
   share, epoch / floor); a method whose optional packages a bare GPU machine lacks runs without the parts
   that need them, as the plan's sizing says, and the page says so;
-* **grouped**: the plan's trials at their group sizes (VSE++ at G = 1, 3, 9, 27, ...) (:mod:`itrlab.bench.grouped`:
+* **grouped**: the plan's trials at their group sizes (VSE++ at G = 1, 3, 9, 27, ...) (:mod:`itrlab.bench.grouped_throughput`:
   pairs/s per member, the ratio against one run at a time, busy share, peak memory);
 * **eval**: the plan's evaluations (dense and token-level) of a 1,000-image test split (5,000 captions) at
   the default shard budget;
@@ -58,7 +58,7 @@ class Budget:
 
 
 def train_section(check: Check, seconds: float) -> None:
-    from itrlab.bench.grouped import BusySampler
+    from itrlab.bench.grouped_throughput import BusySampler
     from itrlab.bench.timing import bench_trainer, floor_batches, time_epoch, time_floor
     from itrlab.train.throughput import training_shape
 
@@ -99,7 +99,7 @@ def train_section(check: Check, seconds: float) -> None:
 
 
 def grouped_section(check: Check, seconds: float) -> None:
-    from itrlab.bench.grouped import time_group
+    from itrlab.bench.grouped_throughput import time_group
     from itrlab.sweep.cost import group_shape
     from itrlab.train.throughput import training_shape
 

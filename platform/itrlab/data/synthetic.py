@@ -19,6 +19,8 @@ caption's mentioned concepts) for analysis, and the directory gets ``synthetic.j
 and the generator version), written last: a directory without it is an unfinished generation.
 Features are streamed to disk in chunks of 64 MB, so "f30k-shape" (about 4.3 GB in float16)
 never needs to fit in memory. The same spec gives byte-identical files.
+
+Registered as the ``synthetic`` dataset kind by :mod:`itrlab.data.kinds.synthetic` (one generator: hence one file name).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep import integrity
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
-from itrlab.sweep.distributed import trial_function
+from itrlab.sweep.ddp_trial import trial_function
 from itrlab.sweep.group_trial import run_group_trial
 from itrlab.sweep.groups import group_param_space, sweep_groups
 from itrlab.sweep.resume import (STATE_FILE, check_tune_state, check_unchanged, data_digests, nothing_left_to_run,
@@ -57,7 +57,7 @@ from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.board import BOARD_FOLDER
-from itrlab.sweep.plan import own_key, stages_trained_by_rows
+from itrlab.sweep.dry_run import own_key, stages_trained_by_rows
 from itrlab.sweep.points import base_tree, point_key, trial_config
 from itrlab.sweep.runs_table import save_trials_view
 from itrlab.sweep.trial import TrialContext

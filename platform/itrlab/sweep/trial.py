@@ -2,7 +2,7 @@
 
 A one-worker trial trains inside its own trial process (the fast path: well under a second of
 overhead). ``num_workers > 1`` starts a Ray Train ``TorchTrainer`` inside the trial (see
-:mod:`itrlab.sweep.distributed`). After every epoch the trial reports the epoch's metrics with a
+:mod:`itrlab.sweep.ddp_trial`). After every epoch the trial reports the epoch's metrics with a
 Tune checkpoint of its run directory; a restarted trial (a crash retried under
 ``max_failures``, or ``--resume`` of an interrupted sweep) restores that directory and the
 trainer continues from ``last.pt``. Its MLflow child run is found again by the trial id tag, so a

@@ -40,7 +40,7 @@ from itrlab.methods.base import drop_reinitialised_state
 from itrlab.train.device import resolve_device
 from itrlab.train.checkpoint import BEST, LAST, MODEL, TrainState, load_checkpoint, save_checkpoint, set_rng_state
 from itrlab.train.precision import MixedPrecision
-from itrlab.train.progress import ProgressNotifier
+from itrlab.train.training_progress import ProgressNotifier
 from itrlab.train.schedule import StepDecaySchedule
 
 

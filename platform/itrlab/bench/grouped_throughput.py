@@ -6,7 +6,7 @@ For G runs of one model shape (a table row's seeds), each built as a run builds 
 optimizer steps on the runs' own batches (their loaders or resident splits: data included):
 
 * **G = 1**: each run alone, one after the other (its own :class:`~itrlab.train.loop.Trainer` step);
-* **G**: the G runs as one group (:class:`~itrlab.train.grouped.GroupedTrainer`), every step training
+* **G**: the G runs as one group (:class:`~itrlab.train.grouped.trainer.GroupedTrainer`), every step training
   every member on its own batch.
 
 Each after ``warmup`` untimed steps, alternating ``repeats`` times (both see the same machine load);
@@ -34,7 +34,7 @@ import torch
 
 from itrlab.config import ExperimentConfig
 from itrlab.train.experiment import start_run
-from itrlab.train.grouped import GroupedTrainer
+from itrlab.train.grouped.trainer import GroupedTrainer
 from itrlab.train.loop import Trainer
 
 
@@ -215,7 +215,7 @@ def row_configs(spec, overrides: list[str], rows: list[str] | None, group: int):
     """Per selected row of the sweep (its label): its first ``group`` seeds' grid points and configs; and
     every trial's (point, config)."""
     from itrlab.config.sweep import row_key, row_label
-    from itrlab.sweep.plan import trial_configs
+    from itrlab.sweep.dry_run import trial_configs
 
     points, configs = trial_configs(spec, overrides)
     keys = spec.table.rows if spec.table else list(spec.grid)
@@ -234,8 +234,8 @@ def row_configs(spec, overrides: list[str], rows: list[str] | None, group: int):
 def table_seconds(configs: list[ExperimentConfig], measured: dict[tuple, Timing], group: int) -> tuple[float, float, int]:
     """The training time of the sweep's trials whose shape was measured, one at a time and in groups of
     ``group``, from the measured pairs per second; and how many trials that covers."""
-    from itrlab.sweep.plan import train_pairs
-    from itrlab.train.grouping import group_key, model_signature
+    from itrlab.sweep.dry_run import train_pairs
+    from itrlab.train.grouped.membership import group_key, model_signature
 
     alone = grouped = 0.0
     covered = 0
@@ -261,9 +261,9 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     from itrlab.config.sweep import load_sweep
     from itrlab.errors import ItrlabError, report
     from itrlab.sweep.cost import group_shape
-    from itrlab.sweep.plan import train_pairs
+    from itrlab.sweep.dry_run import train_pairs
     from itrlab.train.device import describe
-    from itrlab.train.grouping import group_key, model_signature
+    from itrlab.train.grouped.membership import group_key, model_signature
     from itrlab.train.throughput import record, training_shape
 
     from itrlab.config.choices import ChoicesHelpFormatter, list_choices, preset_names, profile_names

@@ -219,7 +219,7 @@ def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentCon
             add(config)
         return cost
     from itrlab.sweep.groups import plan_groups
-    from itrlab.train.grouped import step_class_key
+    from itrlab.train.grouped.trainer import step_class_key
 
     grouped = spec.model_copy(update={"group": group})
     for members in plan_groups(grouped, points or spec.grid_points(), configs):

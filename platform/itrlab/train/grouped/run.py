@@ -23,7 +23,7 @@ from itrlab.config import ExperimentConfig
 from itrlab.errors import StorageError
 from itrlab.tracking import MlflowTracker
 from itrlab.train.experiment import RunResult, StartedRun, finish_run, start_run
-from itrlab.train.grouped import GroupedTrainer
+from itrlab.train.grouped.trainer import GroupedTrainer
 from itrlab.train.loop import EpochCallback
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from itrlab.interrupts import interruption, sigterm_as_sigint
-from itrlab.local_cluster.cluster import STATE_FILE, LocalCluster
+from itrlab.local_cluster.lifecycle import STATE_FILE, LocalCluster
 from itrlab.local_cluster.processes import ClusterError
 
 DESCRIPTION = "A multi-node Ray cluster on one machine, to check here what a KubeRay cluster does (docs/cluster.md)."

@@ -37,7 +37,7 @@ from itrlab.extract import job
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
 from itrlab.extract.images import ImageSource, read_source
 from itrlab.extract.job import RunStats
-from itrlab.extract.model import ImageEncoder
+from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.plan import DTYPES, MANIFEST, WORK_DIR, ExtractOptions, Plan
 from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, format_names
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
