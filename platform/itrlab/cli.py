@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from itrlab import threads
+from itrlab.console_log import configure as configure_console
 from itrlab.errors import ItrlabError, StorageError, UserInputError, disk_full, failure_reason, report
 from itrlab.interrupts import interruption, sigterm_as_sigint
 
@@ -632,6 +633,7 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None,
 def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, str]] | None = None,
          program: Sequence[str] = ("itrlab", "sweep")) -> int:
     """``itrlab`` (``program``: the words that start a sweep as it was started, for the lines it prints)."""
+    configure_console()  # the library logs; the command line shows its records as plain lines (itrlab.console_log)
     args = parse_args(argv, preset_flags, program)
     return args.func(args)
 

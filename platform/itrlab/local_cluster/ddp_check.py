@@ -7,11 +7,14 @@ driver's disk and of the shared storage. Run on the cluster, its driver on the h
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
+
+_log = logging.getLogger(__name__)
 
 
 def ddp_check(storage: Path, overrides: Sequence[str] = (),
@@ -37,6 +40,5 @@ def ddp_check(storage: Path, overrides: Sequence[str] = (),
               "workers_see": seen}
     (storage / "ddp_check.json").write_text(json.dumps(report, indent=2))
     for placement, run in runs.items():
-        print(f"{placement}: ranks on nodes {run['nodes']}; test_rsum {run['metrics'].get('test_rsum')!r}",
-              flush=True)
+        _log.info(f"{placement}: ranks on nodes {run['nodes']}; test_rsum {run['metrics'].get('test_rsum')!r}")
     return report
