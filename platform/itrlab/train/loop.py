@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
