@@ -12,7 +12,8 @@ _log = logging.getLogger(__name__)
 
 
 class ConsoleProgress:
-    """One line per epoch, logged (the console's stdout); ``stream``: written there instead."""
+    """One line per epoch, logged (the console's stdout: whatever ``sys.stdout`` is when the line is logged,
+    itrlab.console_log); ``stream``: written there instead."""
 
     def __init__(self, stream: TextIO | None = None, prefix: str = ""):
         self.stream = stream
