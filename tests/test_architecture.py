@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "platform" / "itrlab"
 PAPERS = tuple(sorted(p.parent.name for p in (PACKAGE / "methods").glob("*/__init__.py")))  # one folder per paper
 # lowest first: a module may import its own layer and the ones before it
 LAYERS = [
-    {"errors", "numbers", "files", "interrupts", "threads", "gpu_memory", "lazy", "process_id", "workdir"},
+    {"errors", "numbers", "files", "interrupts", "threads", "gpu_memory", "lazy", "process_id", "workdir", "console_log"},
     {"losses", "eval"},
     {"data"},
     {"models", "tracking"},

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 import tempfile
 import time
@@ -38,6 +39,8 @@ import torch
 
 from itrlab.methods.registry import scheme_labels, with_fresh_branches
 from itrlab.bench.gpu_setup import Check, CheckPlan, guarded, missing_packages_notes, pct, preset_config
+
+_log = logging.getLogger(__name__)
 
 SHARES = {"train": 0.36, "grouped": 0.30, "eval": 0.10, "profiles": 0.24}  # of the budget after the set-up
 
@@ -251,7 +254,7 @@ def run_check(plan: CheckPlan, device: torch.device, out: Path | None, quick: bo
         check.say(f"\nTook {time.perf_counter() - clock.started:.0f} s. Busy: the GPU's utilisation sampled by NVML "
                   f"(or nvidia-smi) while timed; on a CPU, process CPU time over wall time x threads.")
         _write(check, page, date, written)
-    print(f"bench_gpu: wrote {page} and {len(check.records)} throughput records", flush=True)
+    _log.info(f"bench_gpu: wrote {page} and {len(check.records)} throughput records")
     return page
 
 
@@ -302,7 +305,7 @@ def bench_gpu_cli(plan: CheckPlan, argv: list[str] | None = None) -> int:
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        print("bench_gpu: interrupted", file=sys.stderr, flush=True)
+        _log.warning("bench_gpu: interrupted")
         return 130
     finally:
         if log is not None:

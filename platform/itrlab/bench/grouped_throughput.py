@@ -20,6 +20,7 @@ how much faster the group trains its G runs than one run at a time would. **busy
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import statistics
 import subprocess
@@ -36,6 +37,8 @@ from itrlab.config import ExperimentConfig
 from itrlab.train.experiment import start_run
 from itrlab.train.grouped.trainer import GroupedTrainer
 from itrlab.train.loop import Trainer
+
+_log = logging.getLogger(__name__)
 
 
 class BusySampler:
@@ -291,7 +294,7 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
         measured: dict[tuple, Timing] = {}
         lines = []
         for row, members in chosen.items():
-            print(f"bench_group: row {row}: {len(members)} seeds alone and as one group ...", flush=True)
+            _log.info(f"bench_group: row {row}: {len(members)} seeds alone and as one group ...")
             timing = time_group(members, args.steps, args.warmup, args.repeats)
             config = members[0]
             measured.setdefault((group_key(config), model_signature(config)), timing)
@@ -307,22 +310,22 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        print("bench_group: interrupted", file=sys.stderr, flush=True)
+        _log.warning("bench_group: interrupted")
         return 130
     group = args.group
     header = ("row", "pairs/s alone", f"pairs/s per member at G={group}", "busy alone", "busy grouped",
               "ratio vs G=1")
     widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
-    print(f"\n{spec.name} ({spec.profile or 'as written'}): G = {group}, {device}, {args.steps} steps x "
-          f"{args.repeats} repeats (medians); ratio = G x pairs/s per member / pairs/s alone (> 1: the group is faster)")
+    _log.info(f"\n{spec.name} ({spec.profile or 'as written'}): G = {group}, {device}, {args.steps} steps x "
+              f"{args.repeats} repeats (medians); ratio = G x pairs/s per member / pairs/s alone (> 1: the group is faster)")
     for line in [header, *lines]:
-        print("  " + "  ".join(str(cell).rjust(width) for cell, width in zip(line, widths)))
+        _log.info("  " + "  ".join(str(cell).rjust(width) for cell, width in zip(line, widths)))
     alone, grouped, covered = table_seconds(configs, measured, group)
     if covered:
-        print(f"table ({covered} of {len(configs)} trials, those of the measured shapes; training only): "
-              f"{alone / 3600:.2f} h one trial at a time, {grouped / 3600:.2f} h at G = {group} "
-              f"(G = {group} takes {grouped / alone:.2f}x the time)")
-    print("recorded in the throughput record (what `jobs/sweep.py --dry-run` reads)", flush=True)
+        _log.info(f"table ({covered} of {len(configs)} trials, those of the measured shapes; training only): "
+                  f"{alone / 3600:.2f} h one trial at a time, {grouped / 3600:.2f} h at G = {group} "
+                  f"(G = {group} takes {grouped / alone:.2f}x the time)")
+    _log.info("recorded in the throughput record (what `jobs/sweep.py --dry-run` reads)")
     return 0
 
 
