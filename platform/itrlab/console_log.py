@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TextIO
 
 CONSOLE_ENV = "ITRLAB_CONSOLE"  # the level the command line's console shows ("INFO"), for its child processes
 TO_STDERR = {"to_stderr": True}  # ``log.info(..., extra=TO_STDERR)``: on stderr whatever its level
@@ -75,3 +76,13 @@ def follow() -> None:
     if not level or any(isinstance(h, ConsoleHandler) for h in logging.getLogger(ROOT).handlers):
         return
     configure(level if isinstance(logging.getLevelName(level), int) else logging.INFO)
+
+
+def emit(logger: logging.Logger, line: str, stream: TextIO | None = None) -> None:
+    """A progress line: to ``stream`` when the caller passed one (a test, a notebook cell), else logged at INFO
+    through ``logger`` (what the command line's console prints on stdout)."""
+    if stream is None:
+        logger.info(line)
+    else:
+        stream.write(line + "\n")
+        stream.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TextIO
 
+from itrlab.console_log import emit
 from itrlab.tracking import MlflowTracker
 from itrlab.train.loop import EpochReport
 
@@ -25,11 +26,7 @@ class ConsoleProgress:
         line = (f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
                 f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
                 f"{report.seconds:5.1f}s{marker}")
-        if self.stream is None:
-            _log.info(line)
-        else:
-            self.stream.write(line + "\n")
-            self.stream.flush()
+        emit(_log, line, self.stream)
 
 
 class LossHistory:

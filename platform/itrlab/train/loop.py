@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from itrlab.console_log import emit
 from itrlab.config import ExperimentConfig
 from itrlab.data import Batch, CaptionDataset, PrecompSplit, Vocabulary, make_loader
 from itrlab.data.dataset import ShardedBatchSampler
@@ -127,11 +128,7 @@ class StepCounter:
         self.last = now
         line = (f"epoch {self.epoch}/{self.epochs} · step {done}/{self.steps} · "
                 f"{format_step_time((now - self.started) / max(done, 1))}")
-        if self.stream is None:
-            _log.info(line)
-        else:
-            self.stream.write(line + "\n")
-            self.stream.flush()
+        emit(_log, line, self.stream)
         return line
 
 
