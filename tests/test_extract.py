@@ -327,6 +327,11 @@ def test_cli_input_errors_exit_2_with_one_line(mini, capsys):
     assert extract_main([*base, "--captions", str(mini["captions"]), "--split-fractions", "0.5,0.5"]) == 2
     assert "2 fractions for 3 splits" in capsys.readouterr().err
 
+    assert extract_main([*base, "--annotations", str(mini["captions"]), "--format", "cocoa"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("itrlab: error: --format: got 'cocoa'; known formats: coco, ") and \
+        err.endswith("(did you mean 'coco'?)") and "\n" not in err
+
 
 @needs_coco_mini
 @pytest.mark.parametrize("kind", ["..", "absolute", "link"])

@@ -1,7 +1,8 @@
 """Commands answer before they import what they do not need: a misspelt preset, ``--help``, a bad flag of
-``--list`` and a config error in an override print their line without importing torch, Ray or MLflow
-(:mod:`itrlab.lazy`), and ``--dry-run`` imports torch (the method registry composes every trial) but
-neither Ray nor MLflow. Counted in modules, not seconds: each command runs in a fresh interpreter,
+``--list``, a config error in an override and a bad setting of a loss or a scheme (typed by their declared
+settings) print their line without importing torch, Ray or MLflow (:mod:`itrlab.lazy`), and ``--dry-run``
+imports torch (the method registry composes every trial) but neither Ray nor MLflow; checking a config
+builds no module. Counted in modules, not seconds: each command runs in a fresh interpreter,
 which reports the modules it imported."""
 
 from __future__ import annotations
@@ -53,14 +54,30 @@ def imports_of(tmp_path, job: str, *args: str) -> tuple[int, set[str], str, str]
     (["--help"], 0),
     (["--list", "--concurrency", "2"], 2),
     (["--preset", "tiny", "train.epohcs=2"], 2),
+    (["--preset", "dbl-fig4-alpha", "--dry-run", "cooperative.gamma=-1"], 2),  # a scheme's setting, typed without torch
+    (["--preset", "dbl-table4", "--dry-run", "loss.margin=-1"], 2),  # a loss's setting, typed without torch
 ])
 def test_errors_and_help_answer_without_torch_ray_or_mlflow(tmp_path, args, status):
     code, modules, stdout, stderr = imports_of(tmp_path, "sweep.py", *args)
     assert code == status, stderr
+    if "cooperative.gamma=-1" in args:
+        assert "config error at 'cooperative.gamma': got -1; must be a finite number >= 0 (the boosting margin γ)" in stderr
     if status == 2:
         assert len(stderr.strip().splitlines()) == 1 and stderr.startswith("itrlab"), stderr
     assert not {m.split(".")[0] for m in modules} & set(HEAVY), sorted(set(HEAVY) & {m.split(".")[0] for m in modules})
     assert len(modules) < MODULE_BUDGET, f"{len(modules)} modules imported"
+
+
+def test_checking_a_config_builds_no_module(tmp_path):
+    """A config check types every section (the loss's and a scheme's settings included) and builds nothing:
+    the losses are built once, by the run that trains them."""
+    code = ("import gc, sys\nfrom itrlab.assembly import load_experiment\nimport torch\n"
+            "load_experiment('dbl_synthetic_tiny', ['cooperative.strategy=I'])\n"
+            "print(sum(isinstance(o, torch.nn.Module) for o in gc.get_objects()), 'itrlab.methods.dbl.boosting' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "platform"), "ITRLAB_CONFIG_DIR": str(REPO / "configs")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "False"]
 
 
 def test_the_bad_preset_names_the_nearest_one(tmp_path):

@@ -22,8 +22,9 @@ from conftest import SHARED, interrupt_after_shards
 from itrlab.data import open_precomp
 from itrlab.errors import DataError
 from itrlab.extract import digests, job, plan, shards
-from itrlab.extract.distributed import main as extract_main
-from itrlab.extract.flickr8k import IMAGES_DIR, SPLIT_FILES, TOKEN_FILE, read_flickr8k
+from itrlab.extract.distributed import build_parser, main as extract_main
+from itrlab.extract.readers import READERS
+from itrlab.extract.readers.flickr8k import IMAGES_DIR, SPLIT_FILES, TOKEN_FILE, read_flickr8k
 from itrlab.extract.layouts import LAYOUT_FILE, pool_bins, pool_regions
 from itrlab.extract.model import FEATURE_DIM, N_REGIONS
 from itrlab.extract.plan import WORK_DIR, ExtractOptions
@@ -148,6 +149,23 @@ def test_the_coco_form_of_the_same_photos_gives_the_same_files(original, encoded
     for split in SIZES:
         for suffix in ("ims.npy", "global.npy", "caps.txt", "ids.txt"):
             assert (tmp_path / "a" / f"{split}_{suffix}").read_bytes() == (tmp_path / "b" / f"{split}_{suffix}").read_bytes()
+
+
+def test_the_format_flag_is_what_flickr8k_stands_for(original, encoded, tmp_path, capsys):
+    """``--flickr8k DIR`` is ``--format flickr8k --annotations DIR``: the same files; with --format beside it, refused."""
+    assert run(original, tmp_path / "a") == 0
+    assert extract_main(["--format", "flickr8k", "--annotations", str(original["root"]), "--out", str(tmp_path / "b"),
+                         "--no-progress", "--chunk-size", "2", "--batch-size", "2"]) == 0
+    for split in SIZES:
+        for suffix in ("ims.npy", "caps.txt", "ids.txt"):
+            assert (tmp_path / "a" / f"{split}_{suffix}").read_bytes() == (tmp_path / "b" / f"{split}_{suffix}").read_bytes()
+    assert json.loads((tmp_path / "b" / "extract.json").read_text())["source"] == \
+        json.loads((tmp_path / "a" / "extract.json").read_text())["source"]
+    capsys.readouterr()
+    assert run(original, tmp_path / "c", "--format", "coco") == 2
+    assert "--flickr8k reads the images and captions of its folder; --format does not apply" in capsys.readouterr().err
+    shown = " ".join(build_parser().format_help().split())
+    assert f"choices: {', '.join(sorted(READERS))})" in shown and "--flickr8k PATH" in shown
 
 
 def test_pooling_bins_are_adaptive_average_pooling():
@@ -320,7 +338,7 @@ def test_an_interrupted_extraction_resumes_without_reading_what_it_finished(orig
 
 def test_an_image_touched_but_unchanged_is_hashed_again_not_extracted(original, encoded, tmp_path):
     out = tmp_path / "out"
-    options = ExtractOptions(out=out, flickr8k=original["root"], chunk_size=4, progress=False)
+    options = ExtractOptions(out=out, format="flickr8k", captions=original["root"], chunk_size=4, progress=False)
     first = job.extract_dataset(options)
     path = original["root"] / IMAGES_DIR / original["lists"]["train"][0]
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))

@@ -191,3 +191,22 @@ def test_a_decay_that_cannot_fire_is_refused_with_its_key_value_and_epochs(overr
         load_experiment("vsepp_synthetic_tiny", overrides)
     assert caught.value.field == "train.lr_decay_epochs"
     load_experiment("vsepp_synthetic_tiny", ["train.epochs=5", "train.lr_decay_epochs=[4]"])  # the last epoch decays
+
+
+@pytest.mark.parametrize("preset, overrides, field, says", [
+    ("dbl_fig4_alpha", ["cooperative.gamma=-1"], "cooperative.gamma", "must be a finite number >= 0 (the boosting margin γ)"),
+    ("dbl_table4", ["cooperative.gamma=-1"], "cooperative.gamma", "strategy A (no boosting: the task loss alone) does not use gamma"),
+    ("dbl_fig4_alpha", ["cooperative.loss=rm"], "cooperative.loss", "give either cooperative.loss or cooperative.strategy"),
+    ("dbl_table4", ["loss.margni=0.1"], "loss.margni", "unknown key for loss 'vsepp'"),
+    ("dbl_table4", ["loss.name=vssepp"], "loss.name", "did you mean 'vsepp'?"),
+    ("dbl_table4", ["cooperatve.strategy=F"], "cooperatve", "unknown key"),
+])
+def test_the_pre_check_types_the_loss_and_the_schemes_sections(preset, overrides, field, says):
+    """The torch-free pre-check of every trial (--dry-run, --list, a sweep's start) types the loss section and
+    each scheme's section by their declared settings: a bad setting is the config check's own line."""
+    from itrlab.errors import ConfigError
+    from itrlab.sweep.points import check_structure
+
+    with pytest.raises(ConfigError) as caught:
+        check_structure(load_sweep(preset), overrides)
+    assert caught.value.field == field and says in str(caught.value), str(caught.value)

@@ -4,12 +4,12 @@ Every entry point (``itrlab train`` and ``check-config``, each sweep trial, the 
 through here, and each check runs once::
 
     tree = compose(name, overrides)        # itrlab.config: the files and the overrides, merged
-    config = check_config(tree)            # every section typed once: ``method`` by its package's
-                                           # settings (a union keyed by method.name), each scheme's
-                                           # section by the settings its package registered; the task
-                                           # loss built once (its typed settings, warm-up) and what it
-                                           # reads held against what the method gives; the scheme's
-                                           # checks; the evaluation protocols
+    config = check_config(tree)            # every section typed once: ``loss`` by its loss's declared
+                                           # settings and each scheme's section by the settings its
+                                           # package registered (itrlab.methods.sections, no torch),
+                                           # ``method`` by its package's settings (a union keyed by
+                                           # method.name); what the loss reads held against what the
+                                           # method gives; the evaluation protocols
     experiment = check_experiment(config)  # the data: text-encoder files, split sizes, and the
                                            # method's own checks against them
 
@@ -25,19 +25,17 @@ from pathlib import Path
 from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, Field, ValidationError, create_model
-from torch import nn
 
-import itrlab.methods  # noqa: F401  (the import list: every method package registers itself)
+import itrlab.methods  # noqa: F401  (the import list: every method package declares itself)
 from itrlab.config import ExperimentConfig, compose
 from itrlab.config.schema import LossConfig, TrainConfig
 from itrlab.config.checks import DataSummary, check_data
-from itrlab.config.loader import config_error_from_settings, config_error_from_validation, did_you_mean, parse_override, set_path
-from itrlab.errors import ConfigError, SettingError
+from itrlab.config.loader import config_error_from_validation, did_you_mean, parse_override, set_path
+from itrlab.errors import ConfigError
 from itrlab.eval import PROTOCOLS
-from itrlab.losses import LOSSES
-from itrlab.methods.base import build_task_loss
 from itrlab.methods.context import BuildContext
-from itrlab.methods.registry import METHODS, SCHEMES, scheme_of
+from itrlab.methods.registry import METHODS, SCHEMES
+from itrlab.methods.sections import declared_schema
 
 
 @dataclass(frozen=True)
@@ -49,13 +47,11 @@ class Experiment:
 
 
 def _typed_schema() -> type[ExperimentConfig]:
-    """:class:`ExperimentConfig` with ``method`` typed by the registered methods' settings and a section
-    for each registered scheme, typed by its settings (absent: None)."""
+    """The declared schema (:func:`~itrlab.methods.sections.declared_schema`: the ``loss`` section and a
+    section for each registered scheme typed by their settings) with ``method`` typed by the methods' settings."""
     models = METHODS.settings_models()
     method = models[0] if len(models) == 1 else Annotated[Union[models], Field(discriminator="name")]
-    sections = {scheme.section: (scheme.settings | None, None) for scheme in SCHEMES.values()}
-    schema = create_model("AssembledConfig", __base__=ExperimentConfig, __module__=__name__, method=(method, ...),
-                          **sections)
+    schema = create_model("AssembledConfig", __base__=declared_schema(), __module__=__name__, method=(method, ...))
     schema.__qualname__ = "AssembledConfig"
     return schema
 
@@ -70,21 +66,6 @@ def experiment_schema() -> type[ExperimentConfig]:
     if (tuple(METHODS), tuple(SCHEMES)) != _schema_parts:
         AssembledConfig, _schema_parts = _typed_schema(), (tuple(METHODS), tuple(SCHEMES))
     return AssembledConfig
-
-
-def check_loss(config: ExperimentConfig) -> nn.Module:
-    """The task loss, built once: a known name, its typed settings (a setting it does not take, or a value
-    it refuses, is a ConfigError on ``loss.<setting>``), a known warm-up loss (that it ends before training does:
-    :func:`check_length`)."""
-    loss = config.loss
-    for field, name in (("loss.name", loss.name), ("loss.warmup_loss", loss.warmup_loss if loss.warmup_epochs else None)):
-        if name is not None and name not in LOSSES:
-            raise ConfigError(field, name, f"known losses: {', '.join(sorted(LOSSES))}", did_you_mean(name, LOSSES))
-    try:
-        return build_task_loss(loss)
-    except (ValidationError, SettingError) as err:
-        allowed = ("name", "warmup_epochs", "warmup_loss", *LOSSES.param_names(loss.name))
-        raise config_error_from_settings(err, "loss", f"loss '{loss.name}'", allowed) from None
 
 
 def _method_name(tree: dict[str, Any]) -> str:
@@ -155,10 +136,7 @@ def check_config(tree: dict[str, Any]) -> ExperimentConfig:
     check_length(tree)
     method = METHODS[_method_name(tree)]
     config = _typed(tree, method.settings)
-    method.validate_config(config, check_loss(config))
-    scheme = scheme_of(config)
-    if scheme is not None:
-        setattr(config, scheme.section, scheme.check(config))
+    method.validate_config(config)
     for field in ("val_protocol", "test_protocol"):
         protocol = getattr(config.eval, field)
         if protocol not in PROTOCOLS:
@@ -256,4 +234,4 @@ def assemble(experiment: str | Path, overrides: list[str] | tuple[str, ...] = ()
 
 
 __all__ = ["AssembledConfig", "Experiment", "absolute_paths", "assemble", "check_config", "check_experiment",
-           "check_length", "check_loss", "experiment_schema", "load_experiment", "stage_configs"]
+           "check_length", "experiment_schema", "load_experiment", "stage_configs"]

@@ -21,8 +21,7 @@ import torch
 from itrlab.config import ExperimentConfig
 from itrlab.config.loader import config_dir, read_yaml
 from itrlab.config.sweep import load_sweep, resolve_sweep_path
-from itrlab.config.checks import synthetic_spec_of
-from itrlab.data import generate_synthetic
+from itrlab.data.kinds import kind_of
 from itrlab.data.precomp import captions_path, read_captions
 from itrlab.data.tokenizers import PretrainedTokenizer, Vocabulary
 from itrlab.methods import METHODS
@@ -100,13 +99,15 @@ def model_size(preset: str, profile: str, config: ExperimentConfig) -> ModelSize
 
 
 def with_data(config: ExperimentConfig, scratch: Path) -> ExperimentConfig:
-    """``config``, its synthetic data generated under ``scratch`` when its folder holds none (the data folder a
-    training would write is left alone)."""
-    if config.dataset.kind != "synthetic" or captions_path(config.dataset.root, config.dataset.splits.train).is_file():
+    """``config``, the data its kind generates (the synthetic data) generated under ``scratch`` when its folder
+    holds none (the data folder a training would write is left alone)."""
+    kind = kind_of(config.dataset)
+    if not kind.generates or kind.on_disk():
         return config
     root = scratch / f"{config.dataset.name}-{len(list(scratch.iterdir()))}"
-    generate_synthetic(root, synthetic_spec_of(config))
-    return config.model_copy(update={"dataset": config.dataset.model_copy(update={"root": root})})
+    moved = config.model_copy(update={"dataset": config.dataset.model_copy(update={"root": root})})
+    kind_of(moved.dataset).prepare()
+    return moved
 
 
 def preset_sizes(preset: str) -> list[ModelSize]:

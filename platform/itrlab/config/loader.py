@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticCustomError
 
 from itrlab.errors import ConfigError, SettingError
 from itrlab.config.schema import ExperimentConfig
@@ -274,9 +275,21 @@ def config_error_from_settings(err: Exception, section: str, owner: str, allowed
     return ConfigError(f"{section}.{setting}", value, first["msg"].removeprefix("Value error, "))
 
 
+REFUSED = "itrlab_refused"
+
+
+def refused(error: ConfigError) -> PydanticCustomError:
+    """A section's refusal of one of its keys, raised from the section's validator: pydantic carries
+    ``error`` (which names ``<section>.<key>``) as one of the section's errors, in the schema's order, and
+    :func:`config_error_from_validation` gives it back as it is."""
+    return PydanticCustomError(REFUSED, "{message}", {"message": str(error), "error": error})
+
+
 def config_error_from_validation(err: ValidationError, root: type[BaseModel], prefix: str = "") -> ConfigError:
     """The first pydantic error as a ConfigError naming the field, the value and what is allowed."""
     first = err.errors()[0]
+    if first["type"] == REFUSED:
+        return first["ctx"]["error"]
     loc = tuple(str(p) for p in first["loc"])
     field = prefix + (".".join(loc) or "config")
     value = first.get("input")

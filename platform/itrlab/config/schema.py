@@ -77,7 +77,7 @@ class SplitNames(Section):
 
 class DatasetConfig(Section):
     name: str
-    kind: Literal["precomp", "synthetic"]
+    kind: str  # a registered dataset kind (itrlab.data.kinds: precomp, synthetic, ...)
     root: Path
     splits: SplitNames = Field(default_factory=SplitNames)
     captions_per_image: int = Field(5, ge=1)
@@ -86,10 +86,20 @@ class DatasetConfig(Section):
     # null = <root>/text, or, for a pooled layout derived from a grid, the grid's text/ (docs/data.md)
     text_features: Path | None = None
 
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        from itrlab.data.kinds import DATASET_KINDS
+
+        if kind not in DATASET_KINDS:
+            raise ValueError(DATASET_KINDS.unknown(kind))
+        return kind
+
     @model_validator(mode="after")
-    def _synthetic_needs_spec(self) -> "DatasetConfig":
-        if self.kind == "synthetic" and self.synthetic is None:
-            raise ValueError("a dataset of kind 'synthetic' needs a 'synthetic' section (size, seed, knobs)")
+    def _kind_reads_the_section(self) -> "DatasetConfig":
+        from itrlab.data.kinds import DATASET_KINDS
+
+        DATASET_KINDS[self.kind].check_section(self)
         return self
 
 

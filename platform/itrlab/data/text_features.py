@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from itrlab.data.kinds.registry import StoredFeatures, register_stored
 from itrlab.errors import DataError
 from itrlab.files import atomic_write_text, read_json
 
@@ -244,6 +245,29 @@ class TextFeatures:
         return features
 
 
+@register_stored("text")
+class StoredText(StoredFeatures):
+    """The text features as a data set's stored features: read with ``model.text.encoder=precomp``, checked
+    before anything starts (:func:`itrlab.config.checks.check_data`); data its kind generates, not written yet,
+    has no captions to hold them against."""
+
+    @classmethod
+    def wanted(cls, config) -> bool:
+        return config.model.text.encoder == "precomp"
+
+    @classmethod
+    def check(cls, config, kind) -> None:
+        from itrlab.data.precomp import read_captions
+
+        dataset = config.dataset
+        if not kind.on_disk():
+            return
+        features = TextFeatures(resolve_folder(dataset.root, dataset.text_features))
+        for role in ("train", "val", "test"):
+            split = kind.split_name(role)
+            features.check_split(split, read_captions(dataset.root, split), "tokens")
+
+
 def _check_array(path: Path, shape: tuple[int, ...]) -> None:
     """DataError unless ``path`` is a whole .npy of ``shape`` (a truncated file is caught by its size)."""
     if not path.is_file():
@@ -257,5 +281,5 @@ def _check_array(path: Path, shape: tuple[int, ...]) -> None:
                               f"extraction")
 
 
-__all__ = ["DEFAULT_FOLDER", "KINDS", "MANIFEST", "SplitText", "TOKENIZER_FORMAT", "TextFeatures",
+__all__ = ["DEFAULT_FOLDER", "KINDS", "MANIFEST", "SplitText", "StoredText", "TOKENIZER_FORMAT", "TextFeatures",
            "captions_digest", "lengths_path", "resolve_folder", "sentence_path", "tokens_path"]

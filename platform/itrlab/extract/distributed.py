@@ -19,6 +19,7 @@ Command line (``python jobs/extract_features.py --help``)::
         --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--skip-bad] [--pad-captions] \\
         [--batch-size 16] [--chunk-size 256] [--pool 3x3,1x1] [--ray]
     python jobs/extract_features.py --flickr8k FLICKR8K_DIR --dtype float16 --pool 1x1 --text  # -> data/flickr8k_precomp
+    python jobs/extract_features.py --format NAME --annotations PATH [--images DIR] --out DIR  # any registered format
     python jobs/extract_features.py --text-only --out data/f30k_precomp   # text features of any precomp folder
 """
 
@@ -38,11 +39,11 @@ from itrlab.extract.images import ImageSource, read_source
 from itrlab.extract.job import RunStats
 from itrlab.extract.model import ImageEncoder
 from itrlab.extract.plan import DTYPES, MANIFEST, WORK_DIR, ExtractOptions, Plan
+from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, format_names
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
-from itrlab.extract import text as text_job
+from itrlab.extract import text  # noqa: F401  the import list of the steps after the images: each registers itself
+from itrlab.extract.steps import STEPS, Step
 from itrlab.errors import ItrlabError, UserInputError, report
-
-DEFAULT_FLICKR8K_OUT = Path("data/flickr8k_precomp")  # configs/datasets/flickr8k_precomp.yaml reads it
 
 _WORKER_ENCODER: dict[str, Any] = {}  # one encoder per Ray worker process, by device
 
@@ -145,21 +146,28 @@ def extract_dataset(options: ExtractOptions, use_ray: bool | None = None, cpus_p
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="extract_features",
-        description="Turn a folder of images and a COCO caption file, or a Flickr8K folder as downloaded, into "
-                    "the precomp layout with EfficientNet-Lite0 grid features (49 regions x 1280 per image). "
-                    "Resumable: re-run the same command after an interruption; a finished folder is reused while "
-                    "its images and settings are unchanged.")
+        description="Turn a data set's photos and captions (a folder of images and a COCO caption file, a Flickr8K "
+                    "folder as downloaded, or another --format) into the precomp layout with EfficientNet-Lite0 grid "
+                    "features (49 regions x 1280 per image). Resumable: re-run the same command after an "
+                    "interruption; a finished folder is reused while its images and settings are unchanged.")
     io_group = parser.add_argument_group("input and output")
+    io_group.add_argument("--format", default=None,
+                          help=f"the data set's format: what --annotations names and which options apply "
+                               f"(default: {DEFAULT_FORMAT}; docs/data.md#formats; choices: {', '.join(format_names())})")
     io_group.add_argument("--images", type=Path, default=None, help="image folder (file names as in the caption file)")
-    io_group.add_argument("--captions", type=Path, default=None,
-                          help="COCO-format caption JSON (images: id, file_name; annotations: image_id, caption)")
-    io_group.add_argument("--flickr8k", type=Path, default=None,
-                          help="instead of --images/--captions: a Flickr8K folder in its original form "
-                               "(Flicker8k_Dataset/, Flickr8k.token.txt, Flickr_8k.{train,dev,test}Images.txt), "
-                               "read with its official split")
+    io_group.add_argument("--annotations", "--captions", dest="captions", type=Path, default=None, metavar="PATH",
+                          help="what the format reads the captions from; with the default format the COCO-format "
+                               "caption JSON (images: id, file_name; annotations: image_id, caption)")
+    for name, reader in READERS.items():
+        if reader.shorthand:
+            io_group.add_argument(f"--{name}", dest=_shorthand(name), type=Path, default=None, metavar="PATH",
+                                  help=f"instead of --images/--captions: --format {name} --annotations PATH, "
+                                       f"{reader.summary}")
     io_group.add_argument("--out", type=Path, default=None,
-                          help=f"output folder (with --flickr8k: {DEFAULT_FLICKR8K_OUT}; with --images: required, "
-                               "the `root` of the data set config that reads it)")
+                          help="output folder (required unless the format has a default, such as "
+                               + "; ".join(f"{reader.flag()}: {reader.default_out}" for reader in READERS.values()
+                                           if reader.default_out is not None)
+                               + "), the `root` of the data set config that reads it")
     io_group.add_argument("--overwrite", action="store_true",
                           help="replace an extraction with other settings in --out")
     io_group.add_argument("--keep-shards", action="store_true", help="keep the per-chunk shards after assembly")
@@ -201,32 +209,39 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cpus-per-task", type=int, default=1,
                      help="CPUs (and torch threads) per Ray task (default: %(default)s)")
 
-    text = parser.add_argument_group("text features (model.text.encoder=precomp, docs/data.md#text-features)")
-    text.add_argument("--text", nargs="?", const="tokens", default=None, choices=list(text_job.TEXT_KINDS),
-                      help="also encode every caption once with the packaged MiniLM into OUT/text/: its token states "
-                           "(tokens, the default), its sentence vectors (sentence) or both")
-    text.add_argument("--text-only", action="store_true",
-                      help="only the text features, of the precomp folder --out (any precomp folder, SCAN's too)")
-    text.add_argument("--text-model", type=Path, default=None,
-                      help="a local Hugging Face model folder (default: the packaged all-MiniLM-L6-v2)")
-    text.add_argument("--text-max-len", type=int, default=64,
-                      help="tokens per caption, [CLS] and [SEP] included (default: %(default)s)")
-    text.add_argument("--text-batch-size", type=int, default=128, help="captions per forward pass (default: %(default)s)")
+    for step in STEPS.values():
+        step.add_arguments(parser)
     return parser
+
+
+def _shorthand(name: str) -> str:
+    return f"format_{name}"  # the argparse destination of a format's own flag (--flickr8k DIR)
+
+
+def chosen_format(args: argparse.Namespace) -> tuple[type[Reader], Path | None]:
+    """The reader the command line asks for (``--format``, or a format's own flag) and what it reads the captions
+    from; a UserInputError for an unknown format or a flag that contradicts another."""
+    flags = [(READERS[name], value) for name in READERS if (value := getattr(args, _shorthand(name), None)) is not None]
+    if not flags:
+        return READERS.lookup(args.format or DEFAULT_FORMAT), args.captions
+    reader, path = flags[0]
+    given = [option for option, value in (("--images", args.images), ("--captions", args.captions),
+                                          ("--format", args.format), *((f"--{r.name}", v) for r, v in flags[1:]))
+             if value is not None]
+    if given:
+        raise UserInputError(f"{reader.flag()} reads the images and captions of its folder; {', '.join(given)} "
+                             f"does not apply")
+    return reader, path
 
 
 def options_from_args(args: argparse.Namespace) -> ExtractOptions:
     names = tuple(n.strip() for n in args.split_names.split(",") if n.strip())
     fractions = args.split_fractions
-    if args.flickr8k is not None:
-        given = [option for option, value in (("--images", args.images), ("--captions", args.captions)) if value]
-        if given:
-            raise UserInputError(f"--flickr8k reads the images and captions of its folder; {', '.join(given)} "
-                                 f"does not apply")
-    elif fractions is None and args.split_file is None:
+    reader, captions = chosen_format(args)
+    if not reader.own_split and fractions is None and args.split_file is None:
         fractions = "0.6,0.2,0.2" if len(names) == 3 else None
     return ExtractOptions(
-        images=args.images, captions=args.captions, flickr8k=args.flickr8k, out=output_folder(args),
+        images=args.images, captions=captions, format=reader.name, out=output_folder(args),
         split_fractions=fractions, pool=args.pool,
         split_names=names, split_file=args.split_file, seed=args.seed, dtype=args.dtype, skip_bad=args.skip_bad,
         pad_captions=args.pad_captions, captions_per_image=args.captions_per_image, batch_size=args.batch_size,
@@ -235,11 +250,12 @@ def options_from_args(args: argparse.Namespace) -> ExtractOptions:
 
 
 def dataset_roots() -> list[str]:
-    """The precomp folders the data set configs read (``root`` of ``configs/datasets/*.yaml``, synthetic ones
-    left out): where an extraction's ``--out`` must point for an experiment to find it."""
+    """The precomp folders the data set configs read (``root`` of ``configs/datasets/*.yaml``, those of a kind
+    that generates its data left out): where an extraction's ``--out`` must point for an experiment to find it."""
     import yaml
 
     from itrlab.config.loader import config_dir
+    from itrlab.data.kinds import DATASET_KINDS
 
     roots = []
     for path in sorted((config_dir() / "datasets").glob("*.yaml")):
@@ -247,7 +263,8 @@ def dataset_roots() -> list[str]:
             tree = yaml.safe_load(path.read_text()) or {}
         except (OSError, yaml.YAMLError):
             continue
-        if isinstance(tree, dict) and tree.get("kind", "precomp") == "precomp" and isinstance(tree.get("root"), str):
+        kind = DATASET_KINDS.get(tree.get("kind", "precomp")) if isinstance(tree, dict) else None
+        if kind is not None and not kind.generates and isinstance(tree.get("root"), str):
             root = Path(tree["root"])
             pooled = re.fullmatch(r"pool(\d+x\d+)", root.name)  # a pooled layout of the grid: --out its parent
             roots.append(f"{root.parent} with --pool {pooled.group(1)} ({path.stem})" if pooled else
@@ -256,34 +273,34 @@ def dataset_roots() -> list[str]:
 
 
 def output_folder(args: argparse.Namespace) -> Path:
-    """``--out``; with ``--flickr8k`` it defaults to the folder Flickr8K's data set config reads. ``--images``
-    names no data set (issue 46: its old default, a COCO sample's folder, was wrong for any other photos):
-    without ``--out`` it is refused, with the folders the data set configs read."""
+    """``--out``; with a format that has one (``--flickr8k``) it defaults to the folder its data set config reads.
+    ``--images`` names no data set (issue 46: its old default, a COCO sample's folder, was wrong for any other
+    photos): without ``--out`` it is refused, with the folders the data set configs read."""
     if args.out is not None:
         return args.out
-    if args.flickr8k is not None:
-        return DEFAULT_FLICKR8K_OUT
-    raise UserInputError("--images needs --out: the precomp folder to write, the `root` of the data set config "
+    reader, _ = chosen_format(args)
+    if reader.default_out is not None:
+        return reader.default_out
+    asked = f"--format {args.format}" if args.format else "--images"
+    raise UserInputError(f"{asked} needs --out: the precomp folder to write, the `root` of the data set config "
                          f"that will read it: {', '.join(dataset_roots()) or 'configs/datasets/*.yaml'}")
 
 
-def text_options_from_args(args: argparse.Namespace) -> text_job.TextOptions | None:
-    """What ``--text`` / ``--text-only`` ask for (None: no text features); checked before any work."""
-    if args.text_only:
-        images = [flag for flag, value in (("--images", args.images), ("--captions", args.captions),
-                                           ("--flickr8k", args.flickr8k)) if value is not None]
-        if images:
-            raise UserInputError(f"--text-only encodes the captions of the precomp folder --out; {', '.join(images)} "
-                                 f"does not apply")
-        if args.out is None:
-            raise UserInputError("--text-only needs --out: the precomp folder whose captions to encode")
-    elif args.text is None:
-        return None
-    options = text_job.TextOptions(precomp=output_folder(args), kind=args.text or "tokens", model_dir=args.text_model,
-                                   max_len=args.text_max_len, batch_size=args.text_batch_size, threads=args.threads,
-                                   device=args.device, overwrite=args.overwrite, progress=not args.no_progress)
-    options.check()
-    return options
+def input_flags(args: argparse.Namespace) -> list[str]:
+    """The flags given that name the photos and captions to read."""
+    return [flag for flag, value in (("--images", args.images), ("--captions", args.captions), ("--format", args.format),
+                                     *((f"--{name}", getattr(args, _shorthand(name), None)) for name in READERS))
+            if value is not None]
+
+
+def step_options(args: argparse.Namespace) -> tuple[list[tuple[type[Step], Any]], bool]:
+    """The steps after the images that the flags ask for (:mod:`itrlab.extract.steps`: ``--text``), each with its
+    options, checked before any work; and whether one runs alone (``--text-only``: no image is extracted)."""
+    alone = [said for step in STEPS.values() if (said := step.only(args)) is not None]
+    if alone and input_flags(args):
+        raise UserInputError(f"{alone[0]}; {', '.join(input_flags(args))} does not apply")
+    chosen = [(step, step.options(args, lambda: output_folder(args))) for step in STEPS.values()]
+    return [(step, options) for step, options in chosen if options is not None], bool(alone)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -295,26 +312,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     lines: list[str] = []
-    text_options = None
+    steps: list[tuple[type[Step], Any]] = []
+    alone = False
     try:
-        text_options = text_options_from_args(args)
-        if not args.text_only:
+        steps, alone = step_options(args)
+        if not alone:
             options = options_from_args(args)
             lines += job.summary_lines(extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task,
                                                        log=log))
-        if text_options is not None:
-            lines += text_job.summary_lines(text_job.extract_text(text_options, log=log))
+        for step, chosen in steps:
+            lines += step.run(chosen, log)
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        work = text_options.folder / text_job.WORK_DIR if args.text_only else output_folder(args) / WORK_DIR
+        work = steps[0][0].work_dir(steps[0][1]) if alone and steps else output_folder(args) / WORK_DIR
         print(f"\nitrlab: interrupted; finished chunks are kept in {work}: re-run the same command to resume",
               file=sys.stderr)
         return 130
     for line in lines:
         print(line)
-    written = f"{output_folder(args)} ({MANIFEST})" if not args.text_only else ""
-    if text_options is not None:
-        written += (", " if written else "") + f"{text_options.folder} ({text_job.MANIFEST})"
+    written = ", ".join([*([] if alone else [f"{output_folder(args)} ({MANIFEST})"]),
+                         *(step.written(options) for step, options in steps)])
     print(f"output: {written}; total {time.perf_counter() - started:.1f} s")
     return 0

@@ -1,4 +1,4 @@
-"""The extraction job: a folder of images and a COCO caption file -> the precomp layout.
+"""The extraction job: a data set's photos and captions (in any registered format) -> the precomp layout.
 
 Per split it writes
 
@@ -140,8 +140,7 @@ def assemble(plan: Plan, stats: RunStats, started: float) -> dict[str, Any]:
         "dtype": dtype,
         "files": {"regions": "{split}_ims.npy", "global": "{split}_global.npy",
                   "captions": "{split}_caps.txt", "ids": "{split}_ids.txt"},
-        "source": {"images": str(plan.images_dir.resolve()), "captions": str(Path(plan.options.captions).resolve()),
-                   **({"flickr8k": str(Path(plan.options.flickr8k).resolve())} if plan.options.flickr8k else {})},
+        "source": plan.options.reader().source(),
         "images_sha256": plan.settings["images"],
         "splits": counts,
         "captions": plan.report,

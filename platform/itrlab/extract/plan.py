@@ -1,9 +1,9 @@
 """The plan of an extraction job: its options, its splits, its chunks, and which are already done.
 
-Everything here runs before the model loads. :func:`plan_splits` reads the captions (a COCO caption
-file, or a Flickr8K folder in its original form: :mod:`itrlab.extract.flickr8k`) and chooses the
-captions and the splits, writing nothing. :func:`prepare` checks the output folder against the
-fingerprint of the settings, which include a content digest of every image
+Everything here runs before the model loads. :func:`plan_splits` reads the captions with the reader of the
+options' format (:mod:`itrlab.extract.readers`: COCO-format captions, a Flickr8K folder in its original form,
+...) and chooses the captions and the splits, writing nothing. :func:`prepare` checks the output folder against
+the fingerprint of the settings, which include a content digest of every image
 (:mod:`itrlab.extract.digests`), so the output is a cache of its inputs:
 
 - the same fingerprint: a finished extraction is left as it is, an unfinished one resumes;
@@ -27,22 +27,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from itrlab.errors import DataError, UserInputError
-from itrlab.extract.captions import (
-    CAPTIONS_PER_IMAGE,
-    DEFAULT_SPLIT_NAMES,
-    CocoImage,
-    assign_fractions,
-    assign_from_file,
-    check_split_names,
-    load_coco_captions,
-    parse_fractions,
-    select_captions,
-)
+from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES, CocoImage
 from itrlab.extract.digests import content_digest, image_digests
-from itrlab.extract.flickr8k import IMAGES_DIR, TOKEN_FILE, read_flickr8k
 from itrlab.extract.images import PREPROCESSING, BadImagesError, check_image
-from itrlab.extract.image_paths import check_inside
 from itrlab.extract.layouts import layout_folders, parse_pool
+from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, SplitPlan
 from itrlab.extract.model import model_info
 from itrlab.extract.shards import Chunk, read_shard_meta
 from itrlab.files import atomic_write_text, check_writable_dir, file_lock
@@ -58,15 +47,17 @@ FOLLOWS_INPUTS = frozenset({"format_version", "model", "preprocessing", "images"
 class ExtractOptions:
     """Everything a feature-extraction job needs (the command line's options).
 
-    The input is ``images`` and ``captions`` (COCO format) with ``split_fractions`` or
-    ``split_file``, or ``flickr8k``: a Flickr8K folder in its original form, whose official split
-    and 5 captions per image are used as they are.
+    ``format`` names the reader (:mod:`itrlab.extract.readers`) of ``captions``, what the data set's captions
+    come from (``--annotations``, alias ``--captions``): a COCO caption file with the photos in ``images`` and
+    ``split_fractions`` or ``split_file`` (``coco``, the default), a Flickr8K folder in its original form whose
+    official split and 5 captions per image are used as they are (``flickr8k``), ... Which options apply is the
+    format's to say.
     """
 
     out: Path
     images: Path | None = None
     captions: Path | None = None
-    flickr8k: Path | None = None
+    format: str = DEFAULT_FORMAT
     split_fractions: str | Sequence[float] | None = None
     split_names: Sequence[str] = DEFAULT_SPLIT_NAMES
     split_file: Path | None = None
@@ -84,10 +75,13 @@ class ExtractOptions:
     progress: bool = True
     pool: str | Sequence[int] | None = None  # layouts derived from the grid: "3x3,1x1" (itrlab.extract.layouts)
 
-    def __post_init__(self) -> None:
-        if self.flickr8k is not None:
-            self.images = self.images or Path(self.flickr8k) / IMAGES_DIR
-            self.captions = self.captions or Path(self.flickr8k) / TOKEN_FILE
+    def reader(self) -> Reader:
+        """The reader of ``format``, bound to these options (a UserInputError for an unknown format)."""
+        return READERS.lookup(self.format)(self)
+
+    @property
+    def images_dir(self) -> Path:
+        return self.reader().images_dir()
 
     def check(self) -> None:
         """Option errors, before anything is read."""
@@ -100,34 +94,10 @@ class ExtractOptions:
         if self.threads is not None and self.threads < 1:
             raise UserInputError(f"--threads: got {self.threads!r}; must be >= 1")
         parse_pool(self.pool)
-        if self.flickr8k is not None:
-            self._check_flickr8k()
-        else:
-            self._check_coco()
+        self.reader().check()
         if Path(self.out).exists() and not Path(self.out).is_dir():
             raise UserInputError(f"--out {self.out}: exists and is not a folder")
         check_writable_dir(self.out, "--out")  # a read-only file system: one line before the model loads
-
-    def _check_coco(self) -> None:
-        if self.images is None or self.captions is None:
-            raise UserInputError("pass --images and --captions (a COCO caption file), or --flickr8k DIR")
-        if self.split_file is not None and self.split_fractions is not None:
-            raise UserInputError("--split-file and --split-fractions exclude each other; pass one")
-        if self.split_file is None and self.split_fractions is None:
-            raise UserInputError("pass --split-fractions (e.g. 0.6,0.2,0.2) or --split-file")
-        images = Path(self.images)
-        if not images.is_dir():
-            raise DataError(images, "image folder not found" if not images.exists() else "not a folder")
-
-    def _check_flickr8k(self) -> None:
-        given = [option for option, value in (("--split-file", self.split_file),
-                                              ("--split-fractions", self.split_fractions),
-                                              ("--pad-captions", self.pad_captions or None)) if value is not None]
-        if self.captions_per_image != CAPTIONS_PER_IMAGE:
-            given.append("--captions-per-image")
-        if given:
-            raise UserInputError(f"--flickr8k reads Flickr8K's official split and its {CAPTIONS_PER_IMAGE} captions "
-                                 f"per image; {', '.join(given)} does not apply")
 
 
 @dataclass
@@ -154,7 +124,7 @@ class Plan:
 
     @property
     def images_dir(self) -> Path:
-        return Path(self.options.images)
+        return self.options.images_dir
 
     @property
     def n_images(self) -> int:
@@ -167,54 +137,6 @@ class Plan:
 
 def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
-
-
-SplitPlan = tuple[dict[str, list[CocoImage]], dict[str, Any], list[str]]  # splits, report, messages
-
-
-def _flickr8k_plan(options: ExtractOptions, log: Callable[[str], None]) -> SplitPlan:
-    data = read_flickr8k(options.flickr8k)
-    report = data.report()
-    messages = [f"Flickr8K: {data.token_lines} captions of {data.token_images} images in {data.token_path}; "
-                + ", ".join(f"{split} {len(images)}" for split, images in data.splits.items()) + " images"]
-    if report["unassigned_images"]:
-        messages.append(f"{report['unassigned_images']} images of {TOKEN_FILE} are in no split list and are left out")
-    for line in messages:
-        log(line)
-    return data.splits, report, messages
-
-
-def _split_plan(options: ExtractOptions, log: Callable[[str], None]) -> SplitPlan:
-    if options.flickr8k is not None:
-        return _flickr8k_plan(options, log)
-    coco = load_coco_captions(options.captions)
-    selection = select_captions(coco, options.captions_per_image, pad=options.pad_captions)
-    messages = [f"captions: {len(coco.images)} images, {coco.n_annotations} annotations in {coco.path}"]
-    if coco.blank_captions:
-        messages.append(f"{coco.blank_captions} blank captions left out")
-    messages += selection.summary()
-    if not selection.images:
-        raise DataError(coco.path, f"no image has {options.captions_per_image} captions"
-                                   + ("" if options.pad_captions else " (--pad-captions pads images with fewer)"))
-    unassigned = 0
-    if options.split_file is not None:
-        splits, unassigned = assign_from_file(selection.images, options.split_file, coco.images)
-        if unassigned:
-            messages.append(f"{unassigned} images with captions are in no split of {options.split_file} "
-                            f"and are left out")
-        split_source: dict[str, Any] = {"file": str(Path(options.split_file).resolve())}
-    else:
-        names = check_split_names(options.split_names)
-        fractions = parse_fractions(options.split_fractions, names)
-        splits = assign_fractions(selection.images, fractions, names, options.seed)
-        split_source = {"fractions": dict(zip(names, fractions)), "seed": options.seed}
-    check_inside(Path(options.images), ((im.file_name, None) for ims in splits.values() for im in ims), coco.path)
-    report = {"images_in_file": len(coco.images), "annotations": coco.n_annotations,
-              "blank_captions": coco.blank_captions, **selection.to_json(),
-              "unassigned_images": unassigned, "split": split_source}
-    for line in messages:
-        log(line)
-    return splits, report, messages
 
 
 def _output_files(out: Path, splits: Sequence[str]) -> list[Path]:
@@ -258,9 +180,13 @@ def _clear(out: Path, splits: Sequence[str]) -> None:
 
 
 def plan_splits(options: ExtractOptions, log: Callable[[str], None] = lambda s: None) -> SplitPlan:
-    """Check the options, read the caption file, choose the captions and the splits (no writes)."""
+    """Check the options, read the captions with the format's reader, choose the captions and the splits (no
+    writes)."""
     options.check()
-    return _split_plan(options, log)
+    splits, report, messages = options.reader().read()
+    for line in messages:
+        log(line)
+    return splits, report, messages
 
 
 def prepare(options: ExtractOptions, log: Callable[[str], None] = lambda s: None,
@@ -272,7 +198,7 @@ def prepare(options: ExtractOptions, log: Callable[[str], None] = lambda s: None
     """
     splits, report, messages = planned if planned is not None else plan_splits(options, log)
     out = Path(options.out)
-    digests, changed = image_digests(Path(options.images), [im.file_name for ims in splits.values() for im in ims],
+    digests, changed = image_digests(options.images_dir, [im.file_name for ims in splits.values() for im in ims],
                                      out)
     if changed:
         log(f"{len(changed)} image(s) changed since they were last read: {', '.join(changed[:5])}"

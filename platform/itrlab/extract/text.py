@@ -16,6 +16,7 @@ shards in ``{out}/.work/`` while the job runs, so Ctrl-C loses at most one chunk
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -34,6 +35,7 @@ from itrlab.data.text_features import (DEFAULT_FOLDER, FORMAT, FORMAT_VERSION, M
                                        captions_digest, lengths_path, sentence_path, tokens_path)
 from itrlab.errors import DataError, UserInputError
 from itrlab.extract.plan import extraction_lock
+from itrlab.extract.steps import Step, register_step
 from itrlab.files import atomic_write_text, read_json
 
 TEXT_KINDS = {"tokens": ("tokens",), "sentence": ("sentence",), "both": ("tokens", "sentence")}
@@ -322,4 +324,53 @@ def summary_lines(manifest: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["TEXT_KINDS", "TextOptions", "extract_text", "precomp_splits", "summary_lines"]
+@register_step("text")
+class TextStep(Step):
+    """``--text`` after the images, or ``--text-only`` on any precomp folder (docs/data.md#text-features)."""
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        text = parser.add_argument_group("text features (model.text.encoder=precomp, docs/data.md#text-features)")
+        text.add_argument("--text", nargs="?", const="tokens", default=None, choices=list(TEXT_KINDS),
+                          help="also encode every caption once with the packaged MiniLM into OUT/text/: its token "
+                               "states (tokens, the default), its sentence vectors (sentence) or both")
+        text.add_argument("--text-only", action="store_true",
+                          help="only the text features, of the precomp folder --out (any precomp folder, SCAN's too)")
+        text.add_argument("--text-model", type=Path, default=None,
+                          help="a local Hugging Face model folder (default: the packaged all-MiniLM-L6-v2)")
+        text.add_argument("--text-max-len", type=int, default=64,
+                          help="tokens per caption, [CLS] and [SEP] included (default: %(default)s)")
+        text.add_argument("--text-batch-size", type=int, default=128,
+                          help="captions per forward pass (default: %(default)s)")
+
+    @classmethod
+    def only(cls, args: argparse.Namespace) -> str | None:
+        return "--text-only encodes the captions of the precomp folder --out" if args.text_only else None
+
+    @classmethod
+    def options(cls, args: argparse.Namespace, out: Callable[[], Path]) -> TextOptions | None:
+        if args.text_only:
+            if args.out is None:
+                raise UserInputError("--text-only needs --out: the precomp folder whose captions to encode")
+        elif args.text is None:
+            return None
+        options = TextOptions(precomp=out(), kind=args.text or "tokens", model_dir=args.text_model,
+                              max_len=args.text_max_len, batch_size=args.text_batch_size, threads=args.threads,
+                              device=args.device, overwrite=args.overwrite, progress=not args.no_progress)
+        options.check()
+        return options
+
+    @classmethod
+    def run(cls, options: TextOptions, log: Callable[[str], None]) -> list[str]:
+        return summary_lines(extract_text(options, log=log))
+
+    @classmethod
+    def work_dir(cls, options: TextOptions) -> Path:
+        return options.folder / WORK_DIR
+
+    @classmethod
+    def written(cls, options: TextOptions) -> str:
+        return f"{options.folder} ({MANIFEST})"
+
+
+__all__ = ["TEXT_KINDS", "TextOptions", "TextStep", "extract_text", "precomp_splits", "summary_lines"]

@@ -25,7 +25,7 @@ from typing import ClassVar, Literal
 import torch
 from torch import Tensor, nn
 
-from itrlab.numbers import number
+from itrlab.losses.settings import Margin, Temperature  # noqa: F401  (the settings' types, declared without torch)
 
 Reduction = Literal["sum", "mean"]
 
@@ -208,13 +208,6 @@ def nce_term(positive: Tensor, candidates: list[tuple[Tensor, Tensor]], tau: flo
     return denominator - positive / tau
 
 
-Margin = number(ge=0, meaning="the hinge margin")
-"""The type of a hinge margin setting (VSE's and VSE++'s α; DBL's γ of the task loss)."""
-
-Temperature = number(gt=0, meaning="the temperature τ")
-"""The type of a softmax temperature setting τ."""
-
-
 # --------------------------------------------------------------------------- base class
 
 
@@ -232,6 +225,12 @@ class RetrievalLoss(nn.Module):
     name: ClassVar[str]
     requires: tuple[str, ...] = ()
     reduction: ClassVar[Reduction]
+
+    @classmethod
+    def reads(cls, settings) -> tuple[str, ...]:
+        """The inputs a loss of these typed settings reads (its ``requires``), known before it is built: a
+        loss whose inputs depend on its settings says so here."""
+        return tuple(cls.requires)
 
     def terms(self, sims: Similarities) -> tuple[Tensor, Tensor]:
         raise NotImplementedError

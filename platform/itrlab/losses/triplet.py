@@ -14,7 +14,6 @@ from .registry import register_loss
 from .base import (
     RetrievalLoss,
     Similarities,
-    Margin,
     hardest_negative_hinge,
     hinge,
     masked_sum,
@@ -41,7 +40,7 @@ class SumOfHingesLoss(RetrievalLoss):
     name = "vse"
     reduction = "sum"
 
-    def __init__(self, margin: Margin = 0.2):
+    def __init__(self, margin: float):
         super().__init__()
         self.margin = margin
 
@@ -75,7 +74,7 @@ class MaxOfHingesLoss(RetrievalLoss):
     name = "vsepp"
     reduction = "sum"
 
-    def __init__(self, margin: Margin = 0.2):
+    def __init__(self, margin: float):
         super().__init__()
         self.margin = margin
 

@@ -11,8 +11,8 @@ Life cycle of a method, and the hooks a subclass may override:
 
 1. ``validate_config(config)`` (classmethod) at config-check time (:mod:`itrlab.assembly`, once per
    run or trial): whatever the method cannot use. The ``method`` section is already typed by
-   ``settings``; the base class checks that the task loss reads only similarities the method
-   provides (``provided_similarities``).
+   ``settings`` and the ``loss`` section by its loss's settings; the base class checks that the task
+   loss reads only similarities the method provides (``provides``), without building it.
 2. ``from_config(config, context)`` (classmethod): a fresh, randomly initialised method.
 3. ``prepare(context)``: initialisation from data, for a fresh method only (GloVe word vectors,
    concept vocabularies); never called on one loaded from a checkpoint.
@@ -34,9 +34,10 @@ from itrlab.config.schema import ExperimentConfig, LossConfig, MethodSection
 from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn
-from itrlab.losses import LOSSES, LossOutput, Similarities, WarmupLoss, build_loss
+from itrlab.losses import LOSSES, LossOutput, Similarities, WarmupLoss
 from itrlab.losses.parts import PartBound
 from itrlab.methods.context import BuildContext
+from itrlab.methods.loss_section import loss_settings
 from itrlab.models.glove import init_glove_embeddings
 
 
@@ -51,16 +52,20 @@ class Method(Protocol):
 
 
 def build_task_loss(config: LossConfig) -> nn.Module:
-    """The ``loss`` section's task loss, behind a :class:`WarmupLoss` when ``warmup_epochs`` > 0.
+    """The ``loss`` section's task loss, built from its typed settings, behind a :class:`WarmupLoss` when
+    ``warmup_epochs`` > 0 (the warm-up loss gets those of the main loss's settings that it takes: ``margin``
+    for ``vse``)."""
+    main, warmup = loss_settings(config)
+    loss = LOSSES.build(config.name, main)
+    return loss if warmup is None else WarmupLoss(loss, LOSSES.build(config.warmup_loss, warmup), config.warmup_epochs)
 
-    The warm-up loss gets those of the main loss's parameters that it takes (``margin`` for ``vse``).
-    """
-    loss = build_loss(config.name, **config.params())
-    if config.warmup_epochs == 0:
-        return loss
-    accepted = LOSSES.param_names(config.warmup_loss)
-    warmup = build_loss(config.warmup_loss, **{k: v for k, v in config.params().items() if k in accepted})
-    return WarmupLoss(loss, warmup, config.warmup_epochs)
+
+def task_loss_requires(config: LossConfig) -> tuple[str, ...]:
+    """What the ``loss`` section's task loss reads (its ``requires``; with a warm-up, the warm-up loss's
+    too), known from its typed settings without building it."""
+    main, warmup = loss_settings(config)
+    reads = LOSSES[config.name].reads(main)
+    return reads if warmup is None else tuple(dict.fromkeys((*reads, *LOSSES[config.warmup_loss].reads(warmup))))
 
 
 class MethodSettings(MethodSection):
@@ -127,12 +132,12 @@ class MethodModule(nn.Module):
     # ------------------------------------------------------------------ building
 
     @classmethod
-    def validate_config(cls, config: ExperimentConfig, loss: nn.Module) -> None:
-        """Raise ConfigError for a config this method cannot train; ``loss`` is the built task loss.
+    def validate_config(cls, config: ExperimentConfig) -> None:
+        """Raise ConfigError for a config this method cannot train (its sections are typed already).
 
-        The base check: the loss reads only similarities this method provides (``provides``).
+        The base check: the task loss reads only similarities this method provides (``provides``).
         """
-        missing = [name for name in getattr(loss, "requires", ()) if name not in cls.provides]
+        missing = [name for name in task_loss_requires(config.loss) if name not in cls.provides]
         if missing:
             raise ConfigError("loss.name", config.loss.name,
                               f"method '{config.method.name}' gives its losses {', '.join(sorted(cls.provides))}; "

@@ -1,51 +1,71 @@
 """Methods by name (the names a config's ``method.name`` may take), and how a config builds one.
 
-Method classes register themselves with ``@register_method("name", ...)``; one class may serve
-several names (the dual encoders differ only in their config). A *scheme* wraps a method in
-branches when a config section of its own is set: its package registers it with
-:func:`register_scheme`, with the typed settings of that section, so that the platform names no
-scheme, section or setting of a paper. :func:`build_method` builds an assembled config's method,
-wrapped in its scheme when the config has one.
+Nothing here imports torch: a paper's package declares, without torch, the names of its methods and
+the module that defines them (:meth:`MethodRegistry.declare`), its schemes and its losses' settings;
+the classes are imported when first looked up. Method classes register themselves with
+``@register_method("name", ...)``; one class may serve several names (the dual encoders differ only
+in their config). A *scheme* wraps a method in branches when a config section of its own is set: its
+package registers it with :func:`register_scheme`, with the typed settings of that section, so that
+the platform names no scheme, section or setting of a paper. :func:`build_method` builds an assembled
+config's method, wrapped in its scheme when the config has one.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from itrlab.config import ExperimentConfig
 from itrlab.config.schema import Section
-from itrlab.methods.base import MethodModule
-from itrlab.methods.context import BuildContext
+
+if TYPE_CHECKING:
+    from itrlab.methods.base import MethodModule
+    from itrlab.methods.context import BuildContext
 
 
 class MethodRegistry(Mapping):
-    """Method classes by config name."""
+    """Method classes by config name: declared names (no torch), their classes imported when first looked up."""
 
     def __init__(self) -> None:
         self._classes: dict[str, type[MethodModule]] = {}
+        self._modules: dict[str, str] = {}
+
+    def declare(self, module: str, *names: str) -> None:
+        """Declare methods ``names``, whose classes ``module`` registers when it is imported."""
+        for name in names:
+            if name in self._modules:
+                raise ValueError(f"method {name!r} is declared twice")
+            self._modules[name] = module
 
     def register(self, *names: str) -> Callable[[type[MethodModule]], type[MethodModule]]:
         def decorate(cls: type[MethodModule]) -> type[MethodModule]:
             for name in names:
-                if name in self._classes:
-                    raise ValueError(f"method {name!r} is registered twice")
+                declared = self._modules.get(name, cls.__module__)
+                if name in self._classes or declared != cls.__module__:
+                    raise ValueError(f"method {name!r} is registered twice ({declared} registers it)")
                 self._classes[name] = cls
             return cls
         return decorate
 
     def __getitem__(self, name: str) -> type[MethodModule]:
+        if name not in self._classes and name in self._modules:
+            importlib.import_module(self._modules[name])
         return self._classes[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._modules or name in self._classes
+
     def __iter__(self) -> Iterator[str]:
-        return iter(self._classes)
+        return iter(dict.fromkeys([*self._modules, *self._classes]))
 
     def __len__(self) -> int:
-        return len(self._classes)
+        return len(dict.fromkeys([*self._modules, *self._classes]))
 
     def settings_models(self) -> tuple[type, ...]:
-        """The distinct settings classes of the registered methods (the ``method`` section's union)."""
-        return tuple(dict.fromkeys(cls.settings for cls in self._classes.values()))
+        """The distinct settings classes of the methods (the ``method`` section's union; imports every method)."""
+        return tuple(dict.fromkeys(self[name].settings for name in self))
 
 
 METHODS = MethodRegistry()
@@ -56,9 +76,9 @@ register_method = METHODS.register
 class Scheme:
     """A wrapper of any method, used when its config ``section`` is set (not None).
 
-    ``settings`` types the section (the assembled config schema gets ``<section>: settings | None``);
-    ``check(config)`` raises ConfigError for a section it cannot run (at assembly, after typing) and
-    returns the section as it takes effect (settings left to their defaults filled in, so runs log them);
+    ``settings`` types the section (the config schema gets ``<section>: settings | None``): without
+    torch, once, with what it cannot run refused on ``<section>.<key>`` and the settings left to their
+    defaults filled in (so that runs log them);
     ``build(config, make_branch, context)`` returns the wrapped method, calling ``make_branch()`` for
     each fresh branch; ``describe(settings)`` is the section on one line, for tags and run notes;
     ``fresh(settings)`` the same scheme with every branch built fresh, none read from a checkpoint or
@@ -68,7 +88,6 @@ class Scheme:
 
     section: str
     settings: type[Section]
-    check: Callable[[ExperimentConfig], Section]
     build: Callable[[ExperimentConfig, Callable[[], MethodModule], BuildContext], MethodModule]
     describe: Callable[[Section], str]
     fresh: Callable[[Section], Section]
@@ -144,6 +163,8 @@ def build_method(config: ExperimentConfig, context: BuildContext | None = None, 
     Without a context (unit tests), ``vocab_size`` and ``feature_dim`` make a bare one. Every
     branch built fresh is prepared (GloVe ...).
     """
+    from itrlab.methods.context import BuildContext  # the data layer
+
     if context is None:
         if vocab_size is None or feature_dim is None:
             raise TypeError("build_method needs a BuildContext, or vocab_size and feature_dim")

@@ -70,18 +70,12 @@ def train_pairs(config: ExperimentConfig) -> tuple[int | None, tuple[int, int] |
     the shape declared for its folder (configs/datasets/shapes/) and the paper's data of the same name
     (configs/paper/data/); and where they came from, or why they are unknown (a sentence's clause)."""
     from itrlab.config.checks import check_data
+    from itrlab.data.kinds import kind_of
 
     try:
         summary = check_data(config)
-        from itrlab.data.precomp import inspect_precomp
-
-        if config.dataset.kind == "precomp":
-            info = inspect_precomp(config.dataset.root, config.dataset.splits.train, None)
-            return summary.n_train_captions, (info.n_regions, info.feature_dim), "the data here"
-        from itrlab.config.checks import synthetic_spec_of
-
-        spec = synthetic_spec_of(config)
-        return summary.n_train_captions, (spec.n_regions, spec.feature_dim), "the synthetic spec"
+        kind = kind_of(config.dataset)
+        return summary.n_train_captions, kind.shape(), kind.shape_from
     except Exception:  # noqa: BLE001 - the data is not here (or lives on the cluster): its declared shape
         pass
     name = config.dataset.name

@@ -2,10 +2,10 @@
 point's identity. No Ray and no MLflow: ``--dry-run`` and ``--list`` compose every trial with these
 before anything starts, and the runner and each trial use the same functions.
 
-:func:`check_structure` checks every trial against the config layer's schema alone (unknown keys,
-types, ranges), without the method layer and so without torch: a misspelt override is one line in
-about a second. The method's own keys and checks follow in :func:`trial_config`, which builds the
-method registry (torch)."""
+:func:`check_structure` checks every trial against the declared schema (unknown keys, types, ranges of
+every section, the loss's and each scheme's settings typed by their declarations), without torch: a
+misspelt override or a bad setting of a loss or a scheme is one line in about a second. The method's own
+keys and checks follow in :func:`trial_config`, which imports the methods (torch)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 from itrlab.config import ExperimentConfig, compose, validate
 from itrlab.config.loader import set_path
 from itrlab.config.sweep import VARIANT, SweepSpec
+from itrlab.methods.sections import declared_schema
 
 
 def base_tree(spec: SweepSpec, overrides: list[str]) -> dict[str, Any]:
@@ -52,11 +53,11 @@ def trial_config(base_tree: dict[str, Any], params: dict[str, Any]) -> Experimen
 
 
 def check_structure(spec: SweepSpec, overrides: list[str]) -> None:
-    """Every trial's config (the grid's points, or the corners of an Optuna space) against the config
-    layer's schema: a ConfigError for an unknown key, a bad type or a value out of range in its sections,
-    before the method layer is imported. The method section, and the top-level sections that schemes
-    register (and so a misspelt top-level section), are checked later, by :func:`trial_config`."""
+    """Every trial's config (the grid's points, or the corners of an Optuna space) against the declared
+    schema (:func:`~itrlab.methods.sections.declared_schema`): a ConfigError for an unknown key or section,
+    a bad type or a value out of range, a loss's or a scheme's setting it does not take or accept, before
+    torch is imported. The method section's own keys are checked later, by :func:`trial_config`."""
     tree = compose(spec.experiment, [*spec.overrides, *overrides])
-    sections = set(ExperimentConfig.model_fields)
+    schema = declared_schema()
     for point in spec.search_corners() if spec.optuna else spec.grid_points():
-        validate({key: value for key, value in trial_tree(tree, point).items() if key in sections})
+        validate(trial_tree(tree, point), schema)

@@ -30,10 +30,9 @@ import yaml
 from itrlab import threads as thread_policy
 from itrlab.config import ExperimentConfig
 from itrlab.assembly import Experiment, check_experiment, stage_configs
-from itrlab.config.checks import synthetic_spec_of
 from itrlab.errors import UserInputError, failure_reason
 from itrlab.files import atomic_write_text, read_json
-from itrlab.data import generate_synthetic, open_precomp
+from itrlab.data.kinds import kind_of
 from itrlab.data.precomp import fingerprint
 from itrlab.data.text_features import resolve_folder
 from itrlab.data.tokenizers import build_text_tokenizer, load_text_tokenizer
@@ -70,10 +69,9 @@ class RunResult:
 
 
 def generate_if_synthetic(config: ExperimentConfig) -> None:
-    """Generate the synthetic data set ``config`` names, at its ``dataset.root`` (idempotent: an existing
-    one of the same spec is kept); real data is left alone."""
-    if config.dataset.kind == "synthetic":
-        generate_synthetic(config.dataset.root, synthetic_spec_of(config))
+    """Write the files that ``config``'s dataset kind makes on first use, at its ``dataset.root`` (the synthetic
+    generator's; idempotent: an existing one of the same spec is kept); data read as it is is left alone."""
+    kind_of(config.dataset).prepare()
 
 
 def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
@@ -84,9 +82,9 @@ def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
     before.
     """
     dataset = config.dataset
-    generate_if_synthetic(config)
-    splits = {role: open_precomp(dataset.root, getattr(dataset.splits, role), dataset.captions_per_image)
-              for role in ("train", "val", "test")}
+    kind = kind_of(dataset)
+    kind.prepare()
+    splits = {role: kind.open_split(role) for role in ("train", "val", "test")}
     text = config.model.text
     vocab_path = run_dir / VOCAB_FILE
     if vocab_path.is_file():

@@ -318,12 +318,17 @@ class Trainer:
         self.method.after_step(self.state.step, self.total_steps)
         return output
 
+    def begin_epoch(self, epoch: int) -> None:
+        """Before epoch ``epoch``'s first step: the method in training mode and told the epoch (epoch-scheduled
+        losses, re-clustering), and fresh optimizer moments for the parameters it re-initialised."""
+        self.method.train()
+        self.method.set_epoch(epoch)
+        drop_reinitialised_state(self.optimizer)
+
     def train_epoch(self, epoch: int) -> tuple[float, dict[str, float]]:
         """One pass over this worker's share of the training captions; returns the mean loss and parts."""
         batches = self.epoch_batches(epoch)
-        self.method.train()
-        self.method.set_epoch(epoch)
-        drop_reinitialised_state(self.optimizer)  # parameters a method re-initialised start with fresh moments
+        self.begin_epoch(epoch)
         log = _StepLog(epoch, every=1 if self.device.type != "cuda" else CUDA_READ_EVERY)
         interval = step_progress_interval() if self.step_progress_s is None else self.step_progress_s
         counter = StepCounter(epoch, self.config.train.epochs, self.steps_per_epoch,

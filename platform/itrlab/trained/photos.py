@@ -1,8 +1,8 @@
 """Which image a precomp split's row is, and where its photo is (issue 43: retrieval you can look at).
 
 A folder written by the feature extraction (:mod:`itrlab.extract.job`) keeps ``{split}_ids.txt`` (the image id of
-each row) and ``extract.json``, whose ``source`` names the photo folder and the caption file (COCO format, or a
-Flickr8K folder in its original form) that maps an id to its file; a pooled layout (``pool1x1/``, written by
+each row) and ``extract.json``, whose ``source`` names the photo folder and the caption source (in the format it
+was read in, :mod:`itrlab.extract.readers`) that maps an id to its file; a pooled layout (``pool1x1/``, written by
 :mod:`itrlab.extract.layouts`) keeps the ids and a ``layout.json``, its grid's manifest one folder up. A folder
 without ids (SCAN's precomp files, the synthetic data) names its images by their row (0, 1, ...), and has no
 photos.
@@ -53,21 +53,15 @@ def manifest_of(root: Path) -> Path | None:
 
 def photo_names(manifest: Path) -> tuple[Path, dict[int, str]] | None:
     """The photo folder the manifest's extraction read and each image id's file in it; None when the manifest
-    names no source, or its caption file or photo folder is gone."""
-    from itrlab.extract.captions import load_coco_captions
-    from itrlab.extract.flickr8k import read_flickr8k
+    names no source, or its caption source or photo folder is gone."""
+    from itrlab.extract.readers import reader_of_source
 
     source = read_json(manifest, "extraction manifest").get("source") or {}
     folder = Path(source.get("images", ""))
     if not source.get("images") or not folder.is_dir():
         return None
-    if source.get("flickr8k"):
-        if not Path(source["flickr8k"]).is_dir():
-            return None
-        images = [image for split in read_flickr8k(source["flickr8k"]).splits.values() for image in split]
-    elif source.get("captions") and Path(source["captions"]).is_file():
-        images = list(load_coco_captions(source["captions"]).images)
-    else:
+    images = reader_of_source(source).images_of(source)  # read again by the format that read them
+    if images is None:
         return None
     return folder, {image.image_id: image.file_name for image in images}
 

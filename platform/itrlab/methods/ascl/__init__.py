@@ -1,17 +1,25 @@
 """AsCL (Gong et al.): the asymmetry-sensitive contrastive loss, its sample generators and fusion scorer.
+``losses`` holds the loss (eq. 5-7) and its "w triplet" variant (their settings: ``loss_settings``);
+``text_augment`` the generators of type-I negatives and type-II/III positives; ``fusion`` and ``model``
+the scorer (eq. 1-4); ``method`` puts them together.
 
-``losses`` holds the loss (eq. 5-7) and its "w triplet" variant; ``text_augment`` the generators of
-type-I negatives and type-II/III positives; ``fusion`` and ``model`` the scorer (eq. 1-4);
-``method`` puts them together.
+Importing the package declares, without torch, the paper, its method and its losses' settings; the
+method and the losses are imported when first used (:mod:`itrlab.lazy`).
 """
 
-from itrlab.methods.registry import Paper, register_paper
-from itrlab.methods.ascl.losses import AsymmetrySensitiveLoss, AsymmetryTripletLoss
-from itrlab.methods.ascl.method import AsclMethod, AsclSettings
+from itrlab.lazy import lazy_exports
+from itrlab.methods.ascl import loss_settings  # noqa: F401  (declares its losses' settings)
+from itrlab.methods.registry import METHODS, Paper, register_paper
 
+METHODS.declare("itrlab.methods.ascl.method", "ascl")
 PAPER = register_paper(Paper(
     "AsCL",
     "AsCL: An Asymmetry-sensitive Contrastive Learning Method for Image-Text Retrieval with Cross-Modal Fusion",
     "docs/papers/ascl.md"))
 
-__all__ = ["PAPER", "AsclMethod", "AsclSettings", "AsymmetrySensitiveLoss", "AsymmetryTripletLoss"]
+_EXPORTS = {
+    **dict.fromkeys(["AsymmetrySensitiveLoss", "AsymmetryTripletLoss"], "losses"),
+    **dict.fromkeys(["AsclMethod", "AsclSettings"], "method"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ["PAPER", *_EXPORTS]

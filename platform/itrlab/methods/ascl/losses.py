@@ -57,18 +57,14 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from itrlab.numbers import Flag
-
 from itrlab.losses.base import (
     LossOutput,
-    Margin,
     RetrievalLoss,
     Similarities,
     check_inputs,
     hardest_negative_hinge,
     nce_term,
     negative_mask,
-    Temperature,
 )
 from itrlab.losses.registry import register_loss
 
@@ -89,17 +85,26 @@ class _AsymmetryLoss(RetrievalLoss):
 
     requires: ClassVar[tuple[str, ...]] = ("i2t", "image_ids", I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG)
 
-    def __init__(self, use_positives: Flag = True, use_negatives: Flag = True):
+    def __init__(self, use_positives: bool, use_negatives: bool):
         super().__init__()
         self.use_positives, self.use_negatives = use_positives, use_negatives
+        self.requires = self.inputs(use_positives, use_negatives)  # instance attribute: what this configuration reads
+
+    @classmethod
+    def reads(cls, settings) -> tuple[str, ...]:
+        return cls.inputs(settings.use_positives, settings.use_negatives)
+
+    @staticmethod
+    def inputs(use_positives: bool, use_negatives: bool) -> tuple[str, ...]:
+        """The similarities the loss reads with these settings: the generated negatives and positives it uses."""
         names = ["i2t", "image_ids"]
-        if self.use_negatives:
+        if use_negatives:
             names.append(I2T_GENERATED_NEG)
-        if self.use_positives:
+        if use_positives:
             names.append(I2T_POS)
-            if self.use_negatives:
+            if use_negatives:
                 names.append(I2T_POS_GENERATED_NEG)
-        self.requires = tuple(names)  # instance attribute: what this configuration reads
+        return tuple(names)
 
     def anchor_term(self, positive: Tensor, candidates: Candidates) -> Tensor:
         """(B,) loss of each anchor with ``positive`` (B,) against ``(scores, mask)`` candidate sets."""
@@ -182,7 +187,7 @@ class AsymmetrySensitiveLoss(_AsymmetryLoss):
     name = "ascl"
     reduction = "mean"
 
-    def __init__(self, tau: Temperature = 0.05, use_positives: Flag = True, use_negatives: Flag = True):
+    def __init__(self, tau: float, use_positives: bool, use_negatives: bool):
         super().__init__(use_positives, use_negatives)
         self.tau = tau
 
@@ -202,7 +207,7 @@ class AsymmetryTripletLoss(_AsymmetryLoss):
     name = "ascl_triplet"
     reduction = "sum"
 
-    def __init__(self, margin: Margin = 0.2, use_positives: Flag = True, use_negatives: Flag = True):
+    def __init__(self, margin: float, use_positives: bool, use_negatives: bool):
         super().__init__(use_positives, use_negatives)
         self.margin = margin
 

@@ -105,9 +105,9 @@ class AsclMethod(MethodModule):
     # ------------------------------------------------------------------ building
 
     @classmethod
-    def validate_config(cls, config: ExperimentConfig, loss: torch.nn.Module) -> None:
+    def validate_config(cls, config: ExperimentConfig) -> None:
         """What the fusion scorer cannot use (module docstring)."""
-        super().validate_config(config, loss)
+        super().validate_config(config)
         settings = cls.method_settings(config)
         refuse_pooled_settings(config, "attends over every token and region and pools them itself (eq. 1-3): "
                                        "a pooled (GPO) encoder has no place in its fusion scorer")

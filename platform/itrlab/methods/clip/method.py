@@ -61,9 +61,9 @@ class ClipMethod(DualEncoderMethod):
     # ------------------------------------------------------------------ building
 
     @classmethod
-    def validate_config(cls, config: ExperimentConfig, loss: nn.Module) -> None:
+    def validate_config(cls, config: ExperimentConfig) -> None:
         """The base check (the loss reads only what the method gives), and τ_0 within the cap."""
-        super().validate_config(config, loss)
+        super().validate_config(config)
         settings = cls.method_settings(config)
         if 1.0 / settings.init_tau > settings.max_scale:
             raise ConfigError("method.init_tau", settings.init_tau,

@@ -58,13 +58,13 @@ pairs add 0 and still count in ``B``); parts ``image`` / ``caption`` / ``labelle
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal, get_args
+from typing import ClassVar, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from itrlab.numbers import Flag, number
+from itrlab.methods.coder.loss_settings import Diversity, Eps, Gamma, MdclPositive, Mu  # noqa: F401  (the settings' types)
 
 from itrlab.losses.base import (
     LossOutput,
@@ -89,13 +89,8 @@ IMAGE_CLUSTER_LOGITS = "image_cluster_logits"
 CAPTION_CLUSTER_LOGITS = "caption_cluster_logits"
 CLUSTER_LABELS = "cluster_labels"
 
-Diversity = Literal["std", "ent", "none"]
 DIVERSITY_KINDS = get_args(Diversity)
-MdclPositive = Literal["momentum", "online"]
 MDCL_POSITIVES = get_args(MdclPositive)
-Mu = number(gt=0, meaning="the DCL temperature μ")
-Gamma = number(meaning="the DCL score offset γ")
-Eps = number(gt=0, meaning="the diversity parameter ε")
 MIN_SPREAD = 1e-6  # clamp of SD_n / H_n (docs/papers/coder.md §A2)
 MIN_POSITIVE = 1e-6  # clamp of 1 + S_nn (docs/papers/coder.md §A2)
 
@@ -202,6 +197,14 @@ def dcl_term(positive: Tensor, scores: Tensor, negatives: Tensor, mu: float, gam
     return mu * (spread - torch.log((1 + positive).clamp(min=MIN_POSITIVE)))
 
 
+def diversity_inputs(div: str, memory_div: bool) -> tuple[str, ...]:
+    """What the diversity reads beyond the batch: the memory banks for MB (and the momentum positives for
+    the entropy); nothing without ``memory_div`` or with ``div="none"``."""
+    if not memory_div or div == "none":
+        return ()
+    return MEMORY_SCORES + (MOMENTUM_POSITIVES if div == "ent" else ())
+
+
 # --------------------------------------------------------------------------- losses
 
 
@@ -226,16 +229,14 @@ class DCLLoss(RetrievalLoss):
     reduction = "mean"
     requires: ClassVar[tuple[str, ...]] = ("i2t", "image_ids")
 
-    def __init__(self, mu: Mu = 0.1, gamma: Gamma = 0.3, eps: Eps = 0.1, div: Diversity = "std",
-                 memory_div: Flag = False):
+    def __init__(self, mu: float, gamma: float, eps: float, div: str, memory_div: bool):
         super().__init__()
         self.mu, self.gamma, self.eps, self.div, self.memory_div = mu, gamma, eps, div, memory_div
-        self.requires = ("i2t", "image_ids") + self._diversity_inputs()  # what this configuration reads
+        self.requires = ("i2t", "image_ids") + diversity_inputs(div, memory_div)  # what this configuration reads
 
-    def _diversity_inputs(self) -> tuple[str, ...]:
-        if not self.memory_div or self.div == "none":
-            return ()
-        return MEMORY_SCORES + (MOMENTUM_POSITIVES if self.div == "ent" else ())
+    @classmethod
+    def reads(cls, settings) -> tuple[str, ...]:
+        return ("i2t", "image_ids") + diversity_inputs(settings.div, settings.memory_div)
 
     def terms(self, sims: Similarities) -> tuple[Tensor, Tensor]:
         scores, negatives = sims.i2t, negative_mask(sims.image_ids)
@@ -259,8 +260,12 @@ class DCLInstanceLoss(DCLLoss):
 
     name = "dcl_i"
 
-    def __init__(self, mu: Mu = 0.1, gamma: Gamma = 0.3):
+    def __init__(self, mu: float, gamma: float):
         super().__init__(mu=mu, gamma=gamma, div="none")
+
+    @classmethod
+    def reads(cls, settings) -> tuple[str, ...]:
+        return ("i2t", "image_ids")
 
     def extra_repr(self) -> str:
         return f"mu={self.mu}, gamma={self.gamma}"
@@ -285,14 +290,21 @@ class MemoryDCLLoss(DCLLoss):
 
     name = "mdcl"
 
-    def __init__(self, mu: Mu = 0.1, gamma: Gamma = 0.3, eps: Eps = 0.1, div: Diversity = "std",
-                 memory_div: Flag = True, positive: MdclPositive = "momentum"):
+    def __init__(self, mu: float, gamma: float, eps: float, div: str, memory_div: bool, positive: str):
         super().__init__(mu=mu, gamma=gamma, eps=eps, div=div, memory_div=memory_div)
         self.positive = positive
-        names = ("i2t", "image_ids") + MEMORY_SCORES + self._diversity_inputs()
-        if self.positive == "momentum":
+        self.requires = self.memory_inputs(div, memory_div, positive)
+
+    @classmethod
+    def reads(cls, settings) -> tuple[str, ...]:
+        return cls.memory_inputs(settings.div, settings.memory_div, settings.positive)
+
+    @staticmethod
+    def memory_inputs(div: str, memory_div: bool, positive: str) -> tuple[str, ...]:
+        names = ("i2t", "image_ids") + MEMORY_SCORES + diversity_inputs(div, memory_div)
+        if positive == "momentum":
             names += MOMENTUM_POSITIVES
-        self.requires = tuple(dict.fromkeys(names))
+        return tuple(dict.fromkeys(names))
 
     def terms(self, sims: Similarities) -> tuple[Tensor, Tensor]:
         negatives = memory_negative_mask(sims.image_ids, sims.get(MEMORY_IMAGE_IDS))

@@ -45,9 +45,9 @@ from itrlab.config.checks import DataSummary
 from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn, dense_score_fn
-from itrlab.losses import LossOutput, Similarities, build_loss
+from itrlab.losses import LOSSES, LossOutput, Similarities, build_loss
 from itrlab.losses.parts import PartBound
-from itrlab.methods.base import MethodSettings, build_task_loss, mark_reinitialised, union
+from itrlab.methods.base import MethodSettings, mark_reinitialised, task_loss_requires, union
 from itrlab.methods.coder import losses as D
 from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import DualEncoderMethod
@@ -136,20 +136,22 @@ def instance_lambda(settings: CoderSettings, loss: nn.Module) -> float:
     return PAPER_LAMBDA if instance_dcl(loss) is not None else 1.0
 
 
+def check_dcl_nulls(settings: CoderSettings, loss_name: str, is_dcl: bool, term: str, keys: tuple[str, ...]) -> None:
+    """ConfigError for a null ``method.<term>_<key>`` when the instance loss ``loss_name`` is not a DCL: null
+    takes the instance DCL's value."""
+    for key in keys:
+        if getattr(settings, f"{term}_{key}") is None and not is_dcl:
+            raise ConfigError(f"method.{term}_{key}", None, f"null takes the instance DCL's {key}, and the instance loss "
+                                                            f"({loss_name}) is not a DCL: give a value")
+
+
 def dcl_settings(settings: CoderSettings, loss: nn.Module, term: str, keys: tuple[str, ...]) -> dict:
     """The settings ``keys`` of the ``term`` DCL (``mdcl``, ``concept``): ``method.<term>_<key>``, a null
-    taking the instance DCL's value; ConfigError when null has no instance DCL to take it from."""
-    instance, values = instance_dcl(loss), {}
-    for key in keys:
-        value = getattr(settings, f"{term}_{key}")
-        if value is None:
-            if instance is None:
-                raise ConfigError(f"method.{term}_{key}", None,
-                                  f"null takes the instance DCL's {key}, and the instance loss "
-                                  f"({getattr(loss, 'name', type(loss).__name__)}) is not a DCL: give a value")
-            value = getattr(instance, key)
-        values[key] = value
-    return values
+    taking the value of the instance DCL ``loss`` (as built); ConfigError when null has no instance DCL to take it from."""
+    instance = instance_dcl(loss)
+    check_dcl_nulls(settings, getattr(loss, "name", type(loss).__name__), instance is not None, term, keys)
+    given = {key: getattr(settings, f"{term}_{key}") for key in keys}
+    return {key: getattr(instance, key) if value is None else value for key, value in given.items()}
 
 
 @register_method("coder")
@@ -177,24 +179,25 @@ class CoderMethod(DualEncoderMethod):
     }
 
     @classmethod
-    def validate_config(cls, config: ExperimentConfig, loss: nn.Module) -> None:
-        super().validate_config(config, loss)
+    def validate_config(cls, config: ExperimentConfig) -> None:
+        super().validate_config(config)
         settings = cls.method_settings(config)
         if cls.uses_memory(config, settings) and settings.queue_size % config.train.batch_size:
             raise ConfigError("method.queue_size", settings.queue_size,
                               f"must be a multiple of train.batch_size ({config.train.batch_size}): whole batches are enqueued")
         if settings.pgc and not settings.concepts:
             raise ConfigError("method.pgc", True, "PGC classifies concept embeddings: it needs method.concepts=true")
+        is_dcl = issubclass(LOSSES[config.loss.name], D.DCLLoss)  # the class: no loss is built to check a config
         if settings.mdcl:
-            dcl_settings(settings, loss, "mdcl", MDCL_KEYS)
+            check_dcl_nulls(settings, config.loss.name, is_dcl, "mdcl", MDCL_KEYS)
         if settings.concepts:
-            dcl_settings(settings, loss, "concept", CONCEPT_DCL_KEYS)
+            check_dcl_nulls(settings, config.loss.name, is_dcl, "concept", CONCEPT_DCL_KEYS)
 
     @staticmethod
     def uses_memory(config: ExperimentConfig, settings: CoderSettings) -> bool:
         """The momentum encoder and queues exist for the M-DCL term, or for the instance loss's
         memory diversity (MB: Table 3 row 3 has MB without M-DCL)."""
-        return settings.mdcl or bool(set(getattr(build_task_loss(config.loss), "requires", ())) & set(D.MEMORY_SCORES))
+        return settings.mdcl or bool(set(task_loss_requires(config.loss)) & set(D.MEMORY_SCORES))
 
     @classmethod
     def check_data(cls, config: ExperimentConfig, summary: DataSummary) -> None:

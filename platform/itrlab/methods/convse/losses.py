@@ -15,8 +15,6 @@ from itrlab.losses.registry import register_loss
 from itrlab.losses.base import (
     RetrievalLoss,
     Similarities,
-    Margin,
-    Temperature,
     hardest_negative_hinge,
     nce_term,
     negative_mask,
@@ -47,7 +45,7 @@ class MultimodalNCELoss(RetrievalLoss):
     requires = ("i2i", "t2t")
     reduction = "mean"
 
-    def __init__(self, tau: Temperature = 0.1):
+    def __init__(self, tau: float):
         super().__init__()
         self.tau = tau
 
@@ -78,7 +76,7 @@ class ContrastiveSumOfNegativesLoss(RetrievalLoss):
     name = "convse"
     reduction = "mean"
 
-    def __init__(self, tau: Temperature = 0.1):
+    def __init__(self, tau: float):
         super().__init__()
         self.tau = tau
 
@@ -111,7 +109,7 @@ class ContrastiveMaxOfNegativesLoss(RetrievalLoss):
     name = "convsepp"
     reduction = "mean"
 
-    def __init__(self, margin: Margin = 0.2, tau: Temperature = 0.1):
+    def __init__(self, margin: float, tau: float):
         super().__init__()
         self.margin, self.tau = margin, tau
 

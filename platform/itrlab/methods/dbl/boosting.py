@@ -18,21 +18,8 @@ like the task loss it is added to at 1:1: ``L_raw`` (eq. 3) and VSE++ (``vsepp``
 in itrlab and in the authors' code. A mean would scale ``L_boo`` by ``1/B`` against
 ``L_raw`` and change the paper's balance.
 
-Strategies of Table IV (configurations under OSS on Flickr30K; ``*`` = soft ``gamma^SA``):
-
-=====  ====  ====  ====  ====  =========================  ================================
-model  RS    RM    AS    AM    loss                       :data:`DBL_STRATEGIES` entry
-=====  ====  ====  ====  ====  =========================  ================================
-A                              task loss only (baseline)  ``None``
-B      x                       RS                         ``rs``
-C                  x           AS                         ``as``
-D            x*                RM, soft                   ``rm``, ``soft=True``
-E                        x*    AM, soft                   ``am``, ``soft=True``
-F            x                 RM (recommended)           ``rm``
-G                        x     AM (recommended)           ``am``
-H      x           x           (RS + AS) / 2              ``dbl``, ``relative=rs, absolute=as``
-I            x           x     (RM + AM) / 2              ``dbl``, ``relative=rm, absolute=am``
-=====  ====  ====  ====  ====  =========================  ================================
+Table IV's strategies (models A-I) are :data:`~itrlab.methods.dbl.strategies.DBL_STRATEGIES`; the
+settings of these losses are declared in :mod:`~itrlab.methods.dbl.loss_settings`.
 
 Defaults are the paper's: ``gamma = 0.2``, ``alpha = 0.5`` (``gamma_1 = alpha gamma``,
 ``gamma_2 = gamma - alpha gamma``).
@@ -41,30 +28,15 @@ Defaults are the paper's: ``gamma = 0.2``, ``alpha = 0.5`` (``gamma_1 = alpha ga
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
-from itrlab.errors import SettingError
 from itrlab.losses.base import LossOutput, Similarities, hinge, masked_sum, negative_mask
 from itrlab.methods.dbl.cooperative_loss import COOPERATIVE_LOSSES, CooperativeLoss, register_cooperative_loss
 from itrlab.methods.dbl.soft_margin import D_X, D_Y, gamma_sa, gamma_sa_negative
-from itrlab.numbers import Flag, number
-
-# --------------------------------------------------------------------------- settings
-
-Gamma = number(ge=0, meaning="the boosting margin γ")
-Alpha = number(ge=0, le=1, meaning="the split α of γ between positive and negative pairs")
-Hardest = Literal["difference", "violation"]
-
-
-def check_hardest_needs_soft(hardest: str, soft: bool) -> None:
-    """``hardest`` chooses between two readings of the soft margin only: without ``soft`` it changes nothing."""
-    if hardest != "difference" and not soft:
-        raise SettingError("hardest", hardest, "the hardest-negative rule differs only with soft margins "
-                                               "(soft: true); with a fixed γ both readings pick the same negative")
+from itrlab.methods.dbl.strategies import DBL_STRATEGIES, strategy_settings  # noqa: F401  (re-exported)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -155,7 +127,7 @@ class RelativeSumLoss(BoostingLoss):
 
     name = "rs"
 
-    def __init__(self, gamma: Gamma = 0.2, soft: Flag = False):
+    def __init__(self, gamma: float, soft: bool):
         super().__init__()
         self.gamma, self.soft = gamma, soft
 
@@ -192,9 +164,8 @@ class RelativeMaxLoss(BoostingLoss):
 
     name = "rm"
 
-    def __init__(self, gamma: Gamma = 0.2, soft: Flag = False, hardest: Hardest = "difference"):
+    def __init__(self, gamma: float, soft: bool, hardest: str):
         super().__init__()
-        check_hardest_needs_soft(hardest, soft)
         self.gamma, self.soft, self.hardest = gamma, soft, hardest
 
     def compare(self, target: Similarities, anchor: Similarities) -> LossOutput:
@@ -214,7 +185,7 @@ class RelativeMaxLoss(BoostingLoss):
 
 
 class _AbsoluteLoss(BoostingLoss):
-    def __init__(self, gamma: Gamma = 0.2, alpha: Alpha = 0.5, soft: Flag = False):
+    def __init__(self, gamma: float, alpha: float, soft: bool):
         super().__init__()
         self.gamma, self.alpha, self.soft = gamma, alpha, soft
 
@@ -293,9 +264,8 @@ class AbsoluteMaxLoss(_AbsoluteLoss):
 
     name = "am"
 
-    def __init__(self, gamma: Gamma = 0.2, alpha: Alpha = 0.5, soft: Flag = False, hardest: Hardest = "difference"):
+    def __init__(self, gamma: float, alpha: float, soft: bool, hardest: str):
         super().__init__(gamma, alpha, soft)
-        check_hardest_needs_soft(hardest, soft)
         self.hardest = hardest
 
     def compare(self, target: Similarities, anchor: Similarities) -> LossOutput:
@@ -333,20 +303,8 @@ class BoostingCombinationLoss(BoostingLoss):
     """
 
     name = "dbl"
-    def __init__(
-        self,
-        relative: Literal["rs", "rm"] = "rm",
-        absolute: Literal["as", "am"] = "am",
-        gamma: Gamma = 0.2,
-        alpha: Alpha = 0.5,
-        soft: Flag = False,
-        hardest: Hardest = "difference",
-    ):
+    def __init__(self, relative: str, absolute: str, gamma: float, alpha: float, soft: bool, hardest: str):
         super().__init__()
-        if hardest != "difference" and relative == "rs" and absolute == "as":
-            raise SettingError("hardest", hardest, "the hardest-negative rule applies to the Max forms (rm, am); "
-                                                   "RS and AS sum over every negative")
-        check_hardest_needs_soft(hardest, soft)
         self.relative, self.absolute = relative, absolute
         self.gamma, self.alpha, self.soft, self.hardest = gamma, alpha, soft, hardest
         self.relative_loss: BoostingLoss = (
@@ -374,46 +332,10 @@ class BoostingCombinationLoss(BoostingLoss):
 # --------------------------------------------------------------------------- Table IV
 
 
-@dataclass(frozen=True)
-class Strategy:
-    """A model of Table IV: its cooperative loss (None: no boosting), the settings that define the row,
-    and the settings a config may give it (each changes the row's loss)."""
-
-    loss: str | None
-    row: dict[str, Any] = field(default_factory=dict)
-    settings: tuple[str, ...] = ()
-    summary: str = ""
-
-
-DBL_STRATEGIES: dict[str, Strategy] = {
-    "A": Strategy(None, summary="no boosting: the task loss alone"),
-    "B": Strategy("rs", settings=("gamma",), summary="RS"),
-    "C": Strategy("as", settings=("gamma", "alpha"), summary="AS"),
-    "D": Strategy("rm", {"soft": True}, ("gamma", "hardest"), "RM with the soft γ^SA"),
-    "E": Strategy("am", {"soft": True}, ("gamma", "alpha", "hardest"), "AM with the soft γ^SA"),
-    "F": Strategy("rm", settings=("gamma",), summary="RM"),
-    "G": Strategy("am", settings=("gamma", "alpha"), summary="AM"),
-    "H": Strategy("dbl", {"relative": "rs", "absolute": "as"}, ("gamma", "alpha"), "(RS + AS) / 2"),
-    "I": Strategy("dbl", {"relative": "rm", "absolute": "am"}, ("gamma", "alpha"), "(RM + AM) / 2"),
-}
-"""Table IV's models by letter (see the module docstring's table). Rows use the paper's defaults
-``gamma = 0.2``, ``alpha = 0.5`` unless a config sets them; ``alpha`` exists only for the rows with an
-absolute loss, ``hardest`` only for the soft rows, and A takes no setting."""
-
-
 def build_dbl_strategy(strategy: str, **params) -> BoostingLoss | None:
     """The boosting loss of Table IV model ``strategy`` ("A".."I") with ``params``; ``None`` for "A".
 
-    Raises:
-        ValueError: an unknown letter; SettingError for a setting the row does not use (``alpha`` for
-            the relative rows F and B, anything for A) or one that would make it another row
-            (``soft``); pydantic's ValidationError for a value the loss does not accept.
+    Raises as :func:`~itrlab.methods.dbl.strategies.strategy_settings` does.
     """
-    if strategy not in DBL_STRATEGIES:
-        raise ValueError(f"unknown DBL strategy {strategy!r}; known: {', '.join(DBL_STRATEGIES)}")
-    row = DBL_STRATEGIES[strategy]
-    for key, value in params.items():
-        if key not in row.settings:
-            takes = f"its settings: {', '.join(row.settings)}" if row.settings else "it takes no setting"
-            raise SettingError(key, value, f"strategy {strategy} ({row.summary}) does not use {key}; {takes}")
-    return None if row.loss is None else COOPERATIVE_LOSSES.build(row.loss, **row.row, **params)
+    typed = strategy_settings(strategy, params)
+    return None if typed is None else COOPERATIVE_LOSSES.build(*typed)

@@ -3,8 +3,8 @@
 A cooperative loss compares the target branch's similarities with an anchor branch's:
 DBL's boosting losses, and the distillation / mutual-learning baselines (DR, RKD, DML, DINO).
 They register in :data:`COOPERATIVE_LOSSES` (the ``cooperative.loss`` names), a
-:class:`~itrlab.losses.LossRegistry` of this package: their constructors' typed parameters are the
-section's settings, checked the way every loss's are.
+:class:`~itrlab.losses.LossRegistry` of this package: their settings, declared in
+:mod:`.loss_settings`, are the section's settings, typed the way every loss's are.
 The anchor never receives gradient from it: :meth:`CooperativeLoss.forward` detaches the
 anchor's similarities before :meth:`compare` sees them. Schemes where both branches learn
 from each other (DML) call the loss twice with the roles swapped.
@@ -17,9 +17,8 @@ from typing import ClassVar
 from torch import nn
 
 from itrlab.losses.base import LossOutput, Similarities, check_inputs
-from itrlab.losses.registry import LossRegistry
+from itrlab.methods.dbl.loss_settings import COOPERATIVE_LOSSES
 
-COOPERATIVE_LOSSES = LossRegistry("cooperative loss")
 register_cooperative_loss = COOPERATIVE_LOSSES.register
 
 

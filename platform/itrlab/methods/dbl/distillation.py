@@ -34,21 +34,19 @@ from __future__ import annotations
 
 import itertools
 
-from typing import Annotated, Literal, get_args
+from typing import get_args
 
 import torch
-from annotated_types import Interval
 from torch import Tensor
 
-from itrlab.losses.base import LossOutput, Similarities, Temperature
+from itrlab.losses.base import LossOutput, Similarities
 from itrlab.methods.dbl.cooperative_loss import CooperativeLoss, register_cooperative_loss
-from itrlab.numbers import Flag, number
+from itrlab.methods.dbl.loss_settings import MAX_LIST_LEN, RkdRelations  # noqa: F401  (the settings' bounds)
 
 # Squared distances are clamped here before the square root (RKD's reference ``pdist``): the
 # root stays differentiable, and a clamped entry (a self- or duplicate-pair) gets no gradient.
 DISTANCE_EPS = 1e-12
 
-MAX_LIST_LEN = 7  # DarkRank's soft transfer sums over list_len! permutations (7! = 5040)
 
 
 def squared_distance(similarity: Tensor) -> Tensor:
@@ -124,9 +122,7 @@ class SoftDarkRankLoss(CooperativeLoss):
     name = "dr"
     reduction = "mean"
 
-    def __init__(self, alpha: number(gt=0, meaning="DarkRank's scale α") = 3.0,
-                 beta: number(gt=0, meaning="DarkRank's power β") = 3.0,
-                 list_len: Annotated[int, Interval(ge=2, le=MAX_LIST_LEN)] = 4):
+    def __init__(self, alpha: float, beta: float, list_len: int):
         super().__init__()
         self.alpha, self.beta, self.list_len = alpha, beta, list_len
 
@@ -154,7 +150,6 @@ class SoftDarkRankLoss(CooperativeLoss):
 
 # --------------------------------------------------------------------------- RKD
 
-RkdRelations = Literal["i2t", "all"]
 RKD_RELATIONS = get_args(RkdRelations)
 
 
@@ -199,7 +194,7 @@ class RelationalDistanceLoss(CooperativeLoss):
     name = "rkd"
     reduction = "mean"
 
-    def __init__(self, relations: RkdRelations = "i2t"):
+    def __init__(self, relations: str):
         super().__init__()
         self.relations = relations
         # Per instance: only the "all" form reads the same-modality similarities.
@@ -267,7 +262,7 @@ class MutualLearningLoss(CooperativeLoss):
     reduction = "mean"
     mutual = True  # both branches learn: the scheme calls it with the roles swapped for the peer
 
-    def __init__(self, tau: Temperature = 0.1):
+    def __init__(self, tau: float):
         super().__init__()
         self.tau = tau
 
@@ -321,8 +316,7 @@ class DinoLoss(CooperativeLoss):
     name = "dino"
     reduction = "mean"
 
-    def __init__(self, tau_s: number(gt=0, meaning="the student's temperature") = 0.1,
-                 tau_t: number(gt=0, meaning="the teacher's temperature") = 0.04, center: Flag = True):
+    def __init__(self, tau_s: float, tau_t: float, center: bool):
         super().__init__()
         self.tau_s, self.tau_t, self.center = tau_s, tau_t, center
 

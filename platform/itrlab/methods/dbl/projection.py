@@ -13,21 +13,12 @@ Both are :class:`~itrlab.losses.base.RetrievalLoss` es: per-anchor terms of the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated
-
 import torch
 from torch import Tensor
-
-from annotated_types import MinLen
-
-from itrlab.numbers import number
 
 from itrlab.losses.base import (
     RetrievalLoss,
     Similarities,
-    Margin,
-    Temperature,
     hardest_negative,
     hinge,
     negative_mask,
@@ -71,7 +62,7 @@ class CMPMLoss(RetrievalLoss):
     name = "cmpm"
     reduction = "mean"
 
-    def __init__(self, tau: Temperature = 0.1, eps: number(gt=0, meaning="the smoothing of log q") = 1e-8):
+    def __init__(self, tau: float, eps: float):
         super().__init__()
         self.tau, self.eps = tau, eps
 
@@ -93,10 +84,6 @@ class CMPMLoss(RetrievalLoss):
 
 # The reference code leaves out a pair whose positive similarity is already (numerically) 1.
 SATURATED_POSITIVE = 1 - 1e-5
-
-
-Coefficients = Annotated[Sequence[number()], MinLen(1)]
-"""The type of a polynomial's coefficients (lowest power first): a non-empty list of finite numbers."""
 
 
 def polynomial(coeffs: tuple[float, ...], x: Tensor) -> Tensor:
@@ -145,12 +132,7 @@ class MaxPolynomialLoss(RetrievalLoss):
     name = "mpl"
     reduction = "mean"
 
-    def __init__(
-        self,
-        margin: Margin = 0.2,
-        pos_coeffs: Coefficients = (0.5, -0.7, 0.2),
-        neg_coeffs: Coefficients = (0.03, -0.4, 0.9),
-    ):
+    def __init__(self, margin: float, pos_coeffs: tuple[float, ...], neg_coeffs: tuple[float, ...]):
         super().__init__()
         self.margin, self.pos_coeffs, self.neg_coeffs = margin, tuple(pos_coeffs), tuple(neg_coeffs)
 

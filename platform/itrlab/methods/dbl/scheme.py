@@ -1,69 +1,36 @@
-"""The ``cooperative`` config section as a scheme around any method: its settings, checks and build.
+"""The ``cooperative`` config section as a scheme around any method: how it wraps a method.
 
-A DBL ``strategy`` letter (Table IV) fixes the cooperative loss and its flags; the settings the row
-uses (``gamma``, ``alpha`` for the absolute rows, ``hardest`` for the soft ones) may sit beside it.
-Otherwise ``loss`` names any cooperative loss (DBL's boosting losses, or the distillation and
-mutual-learning baselines) with its settings. The OAS anchor is trained first by the trainer
-(``BuildContext.train_anchor``) unless ``anchor_checkpoint`` names one.
+The section is typed, without torch, by :class:`~itrlab.methods.dbl.settings.CooperativeSettings`: a DBL
+``strategy`` letter (Table IV) fixes the cooperative loss and its flags, with the settings the row uses
+(``gamma``, ``alpha`` for the absolute rows, ``hardest`` for the soft ones) beside it; otherwise ``loss``
+names any cooperative loss (DBL's boosting losses, or the distillation and mutual-learning baselines)
+with its settings. Here the loss is built, once, from those typed settings, when a run builds its method.
+The OAS anchor is trained first by the trainer (``BuildContext.train_anchor``) unless
+``anchor_checkpoint`` names one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from itrlab.config import ExperimentConfig
-from itrlab.config.loader import config_error_from_settings, did_you_mean
-from itrlab.errors import ConfigError, SettingError
-from itrlab.methods.base import MethodModule
-from itrlab.methods.context import BuildContext
-from itrlab.methods.dbl.boosting import DBL_STRATEGIES, build_dbl_strategy
-from itrlab.methods.dbl.cooperative import CooperativeMethod
-from itrlab.methods.dbl.cooperative_loss import COOPERATIVE_LOSSES, CooperativeLoss
-from itrlab.methods.dbl.settings import CooperativeSettings
+from itrlab.methods.dbl.loss_settings import COOPERATIVE_LOSSES
+from itrlab.methods.dbl.settings import SECTION, CooperativeSettings
 from itrlab.methods.registry import Scheme, register_scheme
 
-SECTION = "cooperative"
-FIXED_KEYS = tuple(CooperativeSettings.model_fields)
+if TYPE_CHECKING:
+    from itrlab.methods.base import MethodModule
+    from itrlab.methods.context import BuildContext
+    from itrlab.methods.dbl.cooperative_loss import CooperativeLoss
 
 
 def cooperative_loss(cooperative: CooperativeSettings | None) -> CooperativeLoss | None:
-    """The cooperative loss a config section asks for, or None (no section, or DBL's row A)."""
-    if cooperative is None:
-        return None
-    if cooperative.strategy is not None:
-        return build_dbl_strategy(cooperative.strategy, **cooperative.params())
-    return COOPERATIVE_LOSSES.build(cooperative.loss, **cooperative.params())
-
-
-def check_cooperative(config: ExperimentConfig) -> CooperativeSettings:
-    """One of loss/strategy, a known loss, and settings its strategy or loss uses and accepts; the section
-    with the settings in effect (the loss's defaults of those not given), so that a run logs them all."""
-    cooperative: CooperativeSettings = config.cooperative
-    if cooperative.strategy is not None:
-        if cooperative.loss is not None:
-            raise ConfigError("cooperative.loss", cooperative.loss, "give either cooperative.loss or cooperative.strategy, not both")
-        owner = f"strategy {cooperative.strategy}"
-        allowed = DBL_STRATEGIES[cooperative.strategy].settings
-    elif cooperative.loss is None:
-        raise ConfigError("cooperative.loss", None, f"name a cooperative loss ({', '.join(sorted(COOPERATIVE_LOSSES))}) "
-                          f"or a DBL strategy ({', '.join(DBL_STRATEGIES)})")
-    elif cooperative.loss not in COOPERATIVE_LOSSES:
-        raise ConfigError("cooperative.loss", cooperative.loss, f"known cooperative losses: {', '.join(sorted(COOPERATIVE_LOSSES))}",
-                          did_you_mean(cooperative.loss, COOPERATIVE_LOSSES))
-    else:
-        owner = f"cooperative loss '{cooperative.loss}'"
-        allowed = COOPERATIVE_LOSSES.param_names(cooperative.loss)
-    try:
-        loss = cooperative_loss(cooperative)
-    except (ValidationError, SettingError) as err:
-        raise config_error_from_settings(err, SECTION, owner, (*FIXED_KEYS, *allowed)) from None
-    defaults = {key: getattr(loss, key) for key in allowed if key not in cooperative.params() and hasattr(loss, key)}
-    if not defaults:
-        return cooperative
-    return CooperativeSettings.model_validate({**cooperative.model_dump(exclude_unset=True), **defaults})
+    """The cooperative loss a config section asks for, built from its typed settings, or None (no section,
+    or DBL's row A)."""
+    typed = None if cooperative is None else cooperative.loss_settings()
+    return None if typed is None else COOPERATIVE_LOSSES.build(*typed)
 
 
 def build_cooperative(config: ExperimentConfig, make_branch: Callable[[], MethodModule],
@@ -73,6 +40,8 @@ def build_cooperative(config: ExperimentConfig, make_branch: Callable[[], Method
     An OAS anchor loaded from a checkpoint keeps the weights it was trained to; without a checkpoint
     the trainer trains the plain method first (``context.train_anchor``).
     """
+    from itrlab.methods.dbl.cooperative import CooperativeMethod  # torch: only when a run builds its method
+
     loss = cooperative_loss(config.cooperative)
     if loss is None:
         return make_branch()
@@ -89,6 +58,6 @@ def build_cooperative(config: ExperimentConfig, make_branch: Callable[[], Method
     )
 
 
-COOPERATIVE_SCHEME = register_scheme(Scheme(SECTION, CooperativeSettings, check_cooperative, build_cooperative,
+COOPERATIVE_SCHEME = register_scheme(Scheme(SECTION, CooperativeSettings, build_cooperative,
                                             CooperativeSettings.describe, CooperativeSettings.fresh,
                                             CooperativeSettings.structure))

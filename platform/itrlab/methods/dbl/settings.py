@@ -4,9 +4,10 @@
 trained together from random initialisation), ``mss`` (the anchor is an EMA of the target, eq. 22).
 ``strategy`` names a model of DBL's Table IV (``A``-``I``; ``A`` = no boosting), or ``loss`` any
 cooperative loss (DBL's boosting losses, the distillation and mutual-learning baselines). The settings
-of that strategy or loss sit beside them (``gamma``, ``alpha``, ``soft``, ``tau``, ...): they are its
-constructor's typed parameters, checked when the section is checked, and a setting it does not use is
-refused. The target trains on ``task + weight * cooperative``.
+of that strategy or loss sit beside them (``gamma``, ``alpha``, ``soft``, ``tau``, ...): they are typed
+by the loss's declared settings (:mod:`.loss_settings`) when the section is typed, without torch, and a
+setting it does not use is refused; those left to their defaults are filled in, so that a run logs the
+settings in effect. The target trains on ``task + weight * cooperative``.
 
 Three γ meet in a DBL config, each with its own key: ``cooperative.gamma`` is the boosting margin γ of
 eq. 7-10 (split by ``cooperative.alpha`` into γ₁ = αγ and γ₂ = γ − αγ for the absolute losses);
@@ -19,11 +20,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
+from itrlab.config.loader import config_error_from_settings, did_you_mean, refused
 from itrlab.config.schema import Section
-from itrlab.methods.dbl.boosting import DBL_STRATEGIES
+from itrlab.errors import ConfigError, SettingError
+from itrlab.losses.registry import LossSettings
+from itrlab.methods.dbl.loss_settings import COOPERATIVE_LOSSES
+from itrlab.methods.dbl.strategies import DBL_STRATEGIES, strategy_settings
 from itrlab.numbers import number
+
+SECTION = "cooperative"
 
 Scenario = Literal["oas", "oss", "mss"]
 StrategyLetter = Literal[tuple(DBL_STRATEGIES)]  # type: ignore[valid-type]
@@ -38,9 +45,10 @@ class EmaSettings(Section):
 
 class CooperativeSettings(Section):
     """The ``cooperative`` section (module docstring). Keys beyond the fixed ones are the settings of
-    its strategy's or loss's constructor, checked against it by :func:`~itrlab.methods.dbl.scheme.check_cooperative`."""
+    its strategy's or loss's, typed by them when the section is (:meth:`loss_settings`)."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True, allow_inf_nan=False)
+    _loss: tuple[str, LossSettings] | None = PrivateAttr(None)
 
     scenario: Scenario = "oss"
     loss: str | None = None
@@ -76,9 +84,27 @@ class CooperativeSettings(Section):
             raise ValueError(f"only the mss scenario has an EMA anchor; the {scenario} scenario does not use it")
         return ema
 
+    @model_validator(mode="after")
+    def _settings_in_effect(self) -> "CooperativeSettings":
+        """One of loss/strategy, a known loss, and settings its strategy or loss uses and accepts, typed; the
+        settings it uses that were not given, filled in with their defaults (a run logs them all)."""
+        try:
+            self._loss, allowed = typed_loss(self)
+        except ConfigError as err:
+            raise refused(err) from None
+        if self._loss is not None:
+            given = self.params()
+            self.__pydantic_extra__.update({key: value for key, value in dict(self._loss[1]).items()
+                                            if key in allowed and key not in given})
+        return self
+
     def params(self) -> dict[str, Any]:
-        """The settings of the strategy or loss (``gamma``, ``alpha``, ``tau`` ...), as given."""
+        """The settings of the strategy or loss (``gamma``, ``alpha``, ``tau`` ...), as given and filled in."""
         return dict(self.model_extra or {})
+
+    def loss_settings(self) -> tuple[str, LossSettings] | None:
+        """The cooperative loss's name and typed settings (None for DBL's row A: no boosting)."""
+        return self._loss
 
     def describe(self) -> str:
         """One line for tags and run descriptions: ``oss strategy=F``, ``oss loss=dml``."""
@@ -98,3 +124,26 @@ class CooperativeSettings(Section):
         if self.strategy == "A":
             return None
         return f"{self.scenario} x{self.branches}"
+
+
+def typed_loss(section: CooperativeSettings) -> tuple[tuple[str, LossSettings] | None, tuple[str, ...]]:
+    """The loss ``section`` asks for with its typed settings (None: DBL's row A), and the settings a config
+    may give it; a ConfigError on ``cooperative.<key>`` for what it cannot run."""
+    if section.strategy is not None:
+        if section.loss is not None:
+            raise ConfigError("cooperative.loss", section.loss, "give either cooperative.loss or cooperative.strategy, not both")
+        owner, allowed = f"strategy {section.strategy}", DBL_STRATEGIES[section.strategy].settings
+    elif section.loss is None:
+        raise ConfigError("cooperative.loss", None, f"name a cooperative loss ({', '.join(sorted(COOPERATIVE_LOSSES))}) "
+                          f"or a DBL strategy ({', '.join(DBL_STRATEGIES)})")
+    elif section.loss not in COOPERATIVE_LOSSES:
+        raise ConfigError("cooperative.loss", section.loss, f"known cooperative losses: {', '.join(sorted(COOPERATIVE_LOSSES))}",
+                          did_you_mean(section.loss, COOPERATIVE_LOSSES))
+    else:
+        owner, allowed = f"cooperative loss '{section.loss}'", COOPERATIVE_LOSSES.param_names(section.loss)
+    try:
+        if section.strategy is not None:
+            return strategy_settings(section.strategy, section.params()), allowed
+        return (section.loss, COOPERATIVE_LOSSES.typed(section.loss, section.params())), allowed
+    except (ValidationError, SettingError) as err:
+        raise config_error_from_settings(err, SECTION, owner, (*CooperativeSettings.model_fields, *allowed)) from None

@@ -1,5 +1,12 @@
-"""xattn: DBL's single-branch interaction baseline (cross-attention scorer, DBL eq. 1-2)."""
+"""xattn: DBL's single-branch interaction baseline (cross-attention scorer, DBL eq. 1-2).
 
-from itrlab.methods.xattn.method import InteractionMethod, XattnSettings
+Importing the package declares the method without torch; it is imported when first used (:mod:`itrlab.lazy`)."""
 
-__all__ = ["InteractionMethod", "XattnSettings"]
+from itrlab.lazy import lazy_exports
+from itrlab.methods.registry import METHODS
+
+METHODS.declare("itrlab.methods.xattn.method", "xattn")
+
+_EXPORTS = dict.fromkeys(["InteractionMethod", "XattnSettings"], "method")
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

@@ -18,7 +18,7 @@ from typing import Literal
 
 import torch
 from pydantic import Field
-from torch import Tensor, nn
+from torch import Tensor
 
 from itrlab.config import ExperimentConfig
 from itrlab.data import Batch, PrecompSplit, Vocabulary
@@ -60,9 +60,9 @@ class InteractionMethod(MethodModule):
         self.shard_elements = shard_elements  # elements; None: one shard; "device": shard_budget(device)
 
     @classmethod
-    def validate_config(cls, config: ExperimentConfig, loss: nn.Module) -> None:
+    def validate_config(cls, config: ExperimentConfig) -> None:
         """Settings of the dual encoders that this model has no place for: refused rather than ignored."""
-        super().validate_config(config, loss)
+        super().validate_config(config)
         refuse_pooled_settings(config, "scores words against regions and pools nothing")
 
     @classmethod

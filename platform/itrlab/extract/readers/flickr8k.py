@@ -1,4 +1,4 @@
-"""Flickr8K in its original form: the folder researchers download, read as it is.
+"""The ``flickr8k`` format: Flickr8K in its original form, the folder researchers download, read as it is.
 
 The folder holds
 
@@ -29,6 +29,7 @@ from typing import Any
 from itrlab.errors import DataError
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, CaptionSelection, CocoImage, normalise_caption
 from itrlab.extract.image_paths import check_inside
+from itrlab.extract.readers.registry import Reader, SplitPlan, register_reader
 
 IMAGES_DIR = "Flicker8k_Dataset"
 TOKEN_FILE = "Flickr8k.token.txt"
@@ -150,3 +151,42 @@ def read_flickr8k(root: str | Path) -> Flickr8k:
                       for name in sorted(name for name, _ in names)]
               for split, names in lists.items()}
     return Flickr8k(root, splits, len(tokens), token_lines)
+
+
+@register_reader("flickr8k")
+class Flickr8kReader(Reader):
+    """``--flickr8k DIR`` (``--format flickr8k --annotations DIR``): the folder as downloaded, its official split and
+    its 5 captions per image as they are; the output defaults to the folder Flickr8K's data set config reads."""
+
+    summary = "a Flickr8K folder in its original form (Flicker8k_Dataset/, Flickr8k.token.txt, " \
+              "Flickr_8k.{train,dev,test}Images.txt), read with its official split"
+    images_inside = IMAGES_DIR
+    reads = f"Flickr8K's official split and its {CAPTIONS_PER_IMAGE} captions per image"
+    own_split = True
+    fixed_captions = True
+    default_out = Path("data/flickr8k_precomp")  # configs/datasets/flickr8k_precomp.yaml reads it
+    shorthand = True
+
+    def needs(self) -> str:
+        return f"{self.flag()} needs the Flickr8K folder; {LAYOUT}"
+
+    def read(self) -> SplitPlan:
+        data = read_flickr8k(self.options.captions)
+        report = data.report()
+        messages = [f"Flickr8K: {data.token_lines} captions of {data.token_images} images in {data.token_path}; "
+                    + ", ".join(f"{split} {len(images)}" for split, images in data.splits.items()) + " images"]
+        if report["unassigned_images"]:
+            messages.append(f"{report['unassigned_images']} images of {TOKEN_FILE} are in no split list and are "
+                            f"left out")
+        return data.splits, report, messages
+
+    def source(self) -> dict[str, str]:
+        root = Path(self.options.captions)
+        return {"images": str(self.images_dir().resolve()), "captions": str((root / TOKEN_FILE).resolve()),
+                "flickr8k": str(root.resolve())}
+
+    @classmethod
+    def images_of(cls, source: dict[str, str]) -> list[CocoImage] | None:
+        if not Path(source[cls.name]).is_dir():
+            return None
+        return [image for split in read_flickr8k(source[cls.name]).splits.values() for image in split]

@@ -1,0 +1,161 @@
+"""Dataset kinds by name: the values a config's ``dataset.kind`` may take, and what each does with its data.
+
+A *kind* is how a data set's files come to be under ``dataset.root`` and how they are checked and opened: read
+as they are (``precomp``), generated on first use (``synthetic``), or anything a new kind's module says. Each
+kind's module registers its class with ``@register_kind("name")`` (:mod:`itrlab.data.kinds` imports them);
+the config checks, training and the sweep's dry run call the kind's methods and name no kind. An unknown name
+is one config error with the known names (and the closest one). ``docs/adding-a-dataset.md`` is the guide.
+
+This layer knows no config class: a kind is built from the typed ``dataset`` section
+(:class:`itrlab.config.schema.DatasetConfig`) and reads its fields (``root``, ``splits``,
+``captions_per_image``, and a section of its own where it has one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from itrlab.errors import ConfigError
+
+ROLES = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class DataSummary:
+    """Sizes of the three splits, known before any feature is read."""
+
+    n_images: dict[str, int]  # by role: train, val, test
+    captions_per_image: int
+    generated: bool  # data its kind writes on first use, not written yet
+
+    @property
+    def n_train_captions(self) -> int:
+        return self.n_images["train"] * self.captions_per_image
+
+
+class DatasetKind:
+    """One on-disk layout of a data set, bound to a ``dataset`` section (``self.dataset``).
+
+    Subclasses set ``name`` (by :func:`register_kind`), ``holds`` (what ``dataset.root`` holds, in words),
+    ``generates`` (whether the kind writes its files itself on first use: an extraction never writes them) and
+    ``shape_from``, and implement :meth:`summary`, :meth:`shape` and :meth:`open_split`.
+    """
+
+    name: ClassVar[str] = ""
+    holds: ClassVar[str] = ""
+    generates: ClassVar[bool] = False
+    shape_from: ClassVar[str] = "the data here"  # where :meth:`shape` reads it, for the dry run's words
+
+    def __init__(self, dataset: Any):
+        self.dataset = dataset
+
+    @classmethod
+    def check_section(cls, dataset: Any) -> None:
+        """ValueError for a ``dataset`` section this kind cannot read (when the config is typed; no file read)."""
+
+    def on_disk(self) -> bool:
+        """Whether the files are under ``root`` (a kind that generates them may not have yet)."""
+        return True
+
+    def prepare(self) -> None:
+        """Write the files the kind makes on first use (idempotent); a kind read as it is has nothing to do."""
+
+    def summary(self) -> DataSummary:
+        """The splits' sizes from headers or a spec, cheaply (before Ray, MLflow or training start);
+        ConfigError or DataError for data that does not fit the section."""
+        raise NotImplementedError
+
+    def shape(self) -> tuple[int, int]:
+        """(regions, feature width) of the image features, without reading them (the sweep's dry run)."""
+        raise NotImplementedError
+
+    def open_split(self, role: str):
+        """The split of ``role`` (train, val, test) opened and checked: a
+        :class:`~itrlab.data.precomp.PrecompSplit` (or an object with its interface)."""
+        raise NotImplementedError
+
+    def split_name(self, role: str) -> str:
+        """The file prefix of ``role``'s split (``dataset.splits``)."""
+        return getattr(self.dataset.splits, role)
+
+
+class KindRegistry(Mapping):
+    """Dataset kind classes by config name."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type[DatasetKind]] = {}
+
+    def register(self, name: str) -> Callable[[type[DatasetKind]], type[DatasetKind]]:
+        def decorate(cls: type[DatasetKind]) -> type[DatasetKind]:
+            if name in self._classes:
+                raise ValueError(f"dataset kind {name!r} is registered twice")
+            cls.name = name
+            self._classes[name] = cls
+            return cls
+        return decorate
+
+    def __getitem__(self, name: str) -> type[DatasetKind]:
+        return self._classes[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._classes)
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+    def unknown(self, name: object) -> str:
+        """What is allowed instead of ``name``, with the closest known name: a config error's text."""
+        import difflib
+
+        known = sorted(self._classes)
+        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
+        return f"known dataset kinds: {', '.join(known)}" + (f" (did you mean '{close[0]}'?)" if close else "")
+
+
+DATASET_KINDS = KindRegistry()
+register_kind = DATASET_KINDS.register
+
+
+class StoredFeatures:
+    """Features computed once and stored beside a data set's files, read by a run instead of computed at every
+    step (the text model's token states: :mod:`itrlab.data.text_features`); registered with
+    ``@register_stored("name")``. ``wanted(config)``: whether a config reads them; ``check(config, kind)``: that
+    they are there, whole and of this data (a DataError naming the file), before anything starts."""
+
+    name: ClassVar[str] = ""
+
+    @classmethod
+    def wanted(cls, config: Any) -> bool:
+        raise NotImplementedError
+
+    @classmethod
+    def check(cls, config: Any, kind: "DatasetKind") -> None:
+        raise NotImplementedError
+
+
+STORED_FEATURES: dict[str, type[StoredFeatures]] = {}
+
+
+def register_stored(name: str) -> Callable[[type[StoredFeatures]], type[StoredFeatures]]:
+    def decorate(cls: type[StoredFeatures]) -> type[StoredFeatures]:
+        if name in STORED_FEATURES:
+            raise ValueError(f"stored features {name!r} are registered twice")
+        cls.name = name
+        STORED_FEATURES[name] = cls
+        return cls
+    return decorate
+
+
+def kind_of(dataset: Any) -> DatasetKind:
+    """The registered kind of a typed ``dataset`` section, bound to it."""
+    try:
+        cls = DATASET_KINDS[dataset.kind]
+    except KeyError:
+        raise ConfigError("dataset.kind", dataset.kind, DATASET_KINDS.unknown(dataset.kind)) from None
+    return cls(dataset)
+
+
+__all__ = ["DATASET_KINDS", "ROLES", "STORED_FEATURES", "DataSummary", "DatasetKind", "KindRegistry", "StoredFeatures",
+           "kind_of", "register_kind", "register_stored"]

@@ -1,0 +1,183 @@
+"""Raw data-set formats by name: the values of the extraction's ``--format``, and how each reads a data set's
+photos and captions (and its split, where the format has one) into the extraction plan.
+
+A *reader* turns what a data set ships (an image folder and a caption file, or a folder as downloaded) into
+splits of :class:`~itrlab.extract.captions.CocoImage` (an id, a file name inside the image folder, the image's
+captions) before anything is written; everything after (chunks, digests, resume, the precomp files) is the same
+for every format. Each reader's module registers its class with ``@register_reader("name")``
+(:mod:`itrlab.extract.readers` imports them); the job and its command line name no format.
+``docs/adding-a-dataset.md`` is the guide.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from itrlab.errors import DataError, UserInputError
+from itrlab.extract.captions import CAPTIONS_PER_IMAGE, CaptionSelection, CocoImage, select_captions
+from itrlab.extract.image_paths import check_inside
+
+DEFAULT_FORMAT = "coco"  # --format when none is given (and the format of a manifest whose source names none)
+# a reader's plan: {split: images in their order}, the manifest's caption statistics, the lines it reports
+SplitPlan = tuple[dict[str, list[CocoImage]], dict[str, Any], list[str]]
+
+
+class Reader:
+    """One raw format, bound to the extraction's options (``self.options``: an ``ExtractOptions``).
+
+    ``options.captions`` is what the format reads its captions from (``--annotations``, alias ``--captions``): a
+    file, or the data set's folder. Class attributes say which options apply:
+
+    - ``summary``: that path in words (``--help``, errors);
+    - ``images_inside``: the image folder inside that folder (a format read from one folder): ``--images`` does
+      not apply; None: the photos are in ``--images``;
+    - ``reads``: what the format fixes itself, in words (its split, its captions); with ``own_split``,
+      ``--split-file``/``--split-fractions`` do not apply, with ``fixed_captions``, ``--captions-per-image``/
+      ``--pad-captions`` do not;
+    - ``default_out``: ``--out`` when none is given (None: ``--out`` is required);
+    - ``shorthand``: ``--<name> PATH`` stands for ``--format <name> --annotations PATH`` (a flag of its own).
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    images_inside: ClassVar[str | None] = None
+    reads: ClassVar[str] = ""
+    own_split: ClassVar[bool] = False
+    fixed_captions: ClassVar[bool] = False
+    default_out: ClassVar[Path | None] = None
+    shorthand: ClassVar[bool] = False
+
+    def __init__(self, options: Any):
+        self.options = options
+
+    @classmethod
+    def flag(cls) -> str:
+        """How the command line names this format in messages."""
+        return f"--{cls.name}" if cls.shorthand else f"--format {cls.name}"
+
+    def needs(self) -> str:
+        """The input options this format reads, for the error that says one is missing."""
+        if self.images_inside is not None:
+            return f"{self.flag()} needs {self.summary}"
+        return f"{self.flag()} needs --images and --annotations ({self.summary})"
+
+    def check(self) -> None:
+        """Option errors, before anything is read (a UserInputError of one line)."""
+        options = self.options
+        given = []
+        if self.own_split:
+            given += [flag for flag, value in (("--split-file", options.split_file),
+                                               ("--split-fractions", options.split_fractions)) if value is not None]
+        if self.fixed_captions:
+            given += ["--pad-captions"] if options.pad_captions else []
+            given += ["--captions-per-image"] if options.captions_per_image != CAPTIONS_PER_IMAGE else []
+        if given:
+            raise UserInputError(f"{self.flag()} reads {self.reads}; {', '.join(given)} does not apply")
+        if self.images_inside is not None and options.images is not None:
+            raise UserInputError(f"{self.flag()} reads the images and captions of its folder; --images does not apply")
+        if options.captions is None or (self.images_inside is None and options.images is None):
+            raise UserInputError(self.needs())
+        if not self.own_split:
+            if options.split_file is not None and options.split_fractions is not None:
+                raise UserInputError("--split-file and --split-fractions exclude each other; pass one")
+            if options.split_file is None and options.split_fractions is None:
+                raise UserInputError("pass --split-fractions (e.g. 0.6,0.2,0.2) or --split-file")
+        if self.images_inside is None:
+            images = Path(options.images)
+            if not images.is_dir():
+                raise DataError(images, "image folder not found" if not images.exists() else "not a folder")
+
+    def images_dir(self) -> Path:
+        """The folder the images' file names are relative to."""
+        if self.images_inside is not None:
+            return Path(self.options.captions) / self.images_inside
+        return Path(self.options.images)
+
+    def read(self) -> SplitPlan:
+        """Read and check the captions (and the split), choose each split's images: nothing is written, no
+        image is decoded; every problem a DataError naming the file."""
+        raise NotImplementedError
+
+    def source(self) -> dict[str, str]:
+        """The manifest's ``source``: the image folder, the caption file, and the format by a key of its own
+        (its name, naming the path it read: :func:`reader_of_source` finds the format by it)."""
+        path = str(Path(self.options.captions).resolve())
+        return {"images": str(self.images_dir().resolve()), "captions": path, self.name: path}
+
+    @classmethod
+    def images_of(cls, source: dict[str, str]) -> list[CocoImage] | None:
+        """Every image an extraction with this manifest ``source`` read (ids and file names), read again from
+        its caption source; None when that is gone. For a trained model's photos (:mod:`itrlab.trained.photos`)."""
+        raise NotImplementedError
+
+    # --- steps that formats share ---------------------------------------------------------------------
+
+    def select(self, images: Sequence[CocoImage], path: Path, messages: list[str]) -> CaptionSelection:
+        """``--captions-per-image`` captions for each image (``--pad-captions``), what it changed appended to
+        ``messages``; a DataError naming ``path`` when no image is left."""
+        options = self.options
+        selection = select_captions(images, options.captions_per_image, pad=options.pad_captions)
+        messages += selection.summary()
+        if not selection.images:
+            raise DataError(path, f"no image has {options.captions_per_image} captions"
+                                  + ("" if options.pad_captions else " (--pad-captions pads images with fewer)"))
+        return selection
+
+    def check_inside(self, splits: dict[str, list[CocoImage]], listing: Path) -> None:
+        """Every chosen image a file name inside the image folder (:mod:`itrlab.extract.image_paths`)."""
+        check_inside(self.images_dir(), ((im.file_name, None) for ims in splits.values() for im in ims), listing)
+
+
+class ReaderRegistry(Mapping):
+    """Reader classes by format name."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type[Reader]] = {}
+
+    def register(self, name: str) -> Callable[[type[Reader]], type[Reader]]:
+        def decorate(cls: type[Reader]) -> type[Reader]:
+            if name in self._classes:
+                raise ValueError(f"data set format {name!r} is registered twice")
+            cls.name = name
+            self._classes[name] = cls
+            return cls
+        return decorate
+
+    def __getitem__(self, name: str) -> type[Reader]:
+        return self._classes[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._classes)
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+    def lookup(self, name: str) -> type[Reader]:
+        """The reader of format ``name``; a UserInputError naming the known formats (and the closest) otherwise."""
+        if name in self._classes:
+            return self._classes[name]
+        close = difflib.get_close_matches(str(name), list(self._classes), n=1, cutoff=0.5)
+        raise UserInputError(f"--format: got {name!r}; known formats: {', '.join(sorted(self._classes))}"
+                             + (f" (did you mean '{close[0]}'?)" if close else ""))
+
+
+READERS = ReaderRegistry()
+register_reader = READERS.register
+
+
+def format_names() -> list[str]:
+    """The registered formats, for ``--help``."""
+    return sorted(READERS)
+
+
+def reader_of_source(source: dict[str, str]) -> type[Reader]:
+    """The reader that wrote an extraction manifest's ``source``: the format whose name is one of its keys, else
+    the default (manifests of COCO-format captions name none)."""
+    return next((cls for name, cls in READERS.items() if name in source), READERS[DEFAULT_FORMAT])
+
+
+__all__ = ["DEFAULT_FORMAT", "READERS", "Reader", "SplitPlan", "format_names", "reader_of_source",
+           "register_reader"]
