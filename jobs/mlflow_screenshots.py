@@ -1,5 +1,6 @@
-"""The MLflow UI's pages of a finished sweep, as a person first opens them, in headless Chromium at 1280 and 1600 px:
-which test recalls each page shows without a click, and a screenshot of each (docs/mlflow.md, docs/img/).
+"""Which test recalls a finished sweep's MLflow pages show without a click, and their screenshots.
+
+The pages as a person first opens them, in headless Chromium at 1280 and 1600 px (docs/mlflow.md, docs/img/).
 
 Starts the UI with the command a sweep prints, on a free loopback port, over the sweep's store; opens a trial's
 page, the runs table of the sweep's link and ``sweep/report.html`` (itrlab.sweep.ui_pages); stops the UI and
