@@ -123,3 +123,22 @@ def test_one_seed_gives_two_rows_that_differ_in_the_loss_the_same_batches_and_in
     (seed_order, seed_weights) = first_steps("seed1", "loss.name=vsepp", "seed=1")
     assert not torch.equal(order[0], seed_order[0])
     assert any(not torch.equal(weights[k], seed_weights[k]) for k in weights if weights[k].is_floating_point())
+
+
+def test_the_epoch_line_goes_to_the_stdout_of_the_moment_it_is_printed(monkeypatch):
+    """A second training in one process printed to the stream that was sys.stdout when the class was defined,
+    closed since by pytest's capture of an earlier test ("I/O operation on closed file")."""
+    import io
+
+    from itrlab.eval.recall import RecallTable
+    from itrlab.train import ConsoleProgress
+    from itrlab.train.loop import EpochReport
+
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stdout", first)
+    progress = ConsoleProgress()
+    first.close()
+    monkeypatch.setattr(sys, "stdout", second)
+    val = RecallTable("all", 50, 1, 10.0, 20.0, 30.0, 5.0, 15.0, 25.0, 105.0, 3.0, 4.0, 5.0, 6.0, 0.1)
+    progress.on_epoch_end(EpochReport(1, 2, 10, 1e-3, 2.5, {}, val, True, 105.0, 1.5))
+    assert second.getvalue().startswith("epoch   1/2  loss    2.5000")

@@ -14,11 +14,11 @@ PLACEMENTS = ("STRICT_SPREAD", "STRICT_PACK")  # the two ranks on two nodes, the
 
 def _ddp_worker(loop_config: dict[str, Any]) -> None:
     """A Ray Train worker of the DDP check: notes its node on the shared storage, then trains as a
-    sweep trial's TorchTrainer worker does (:func:`itrlab.sweep.distributed.worker_loop`)."""
+    sweep trial's TorchTrainer worker does (:func:`itrlab.sweep.ddp_trial.worker_loop`)."""
     import ray
     import ray.train
 
-    from itrlab.sweep.distributed import worker_loop
+    from itrlab.sweep.ddp_trial import worker_loop
 
     rank = ray.train.get_context().get_world_rank()
     nodes = Path(loop_config["nodes_dir"])

@@ -3,7 +3,7 @@ train together in one process as one batched model (:mod:`itrlab.train.grouped`)
 
 **Packing.** Trials are grouped in grid order (a row's seeds are neighbours) among those that can share a
 step: one model shape (the names and shapes of their parameters) and one data, ``train`` and ``eval``
-section (:mod:`itrlab.train.grouping`). Each such set is cut into groups of G; its last group may be
+section (:mod:`itrlab.train.grouped.membership`). Each such set is cut into groups of G; its last group may be
 smaller. DBL Table IV at G = 3 gives nine groups, one per strategy (its seeds); at G = 8 its
 strategies B-I (two branches) form three groups while A (the plain model) stays a group of 3.
 
@@ -27,7 +27,7 @@ from itrlab.config import ExperimentConfig
 from itrlab.config.sweep import SweepSpec, row_key, row_label
 from itrlab.errors import ConfigError, UserInputError
 from itrlab.sweep.points import trial_config
-from itrlab.train.grouping import describe_shape, group_key, group_refusal, model_signature
+from itrlab.train.grouped.membership import describe_shape, group_key, group_refusal, model_signature
 
 GROUP = "group"  # the param-space key of a grouped sweep's trials: {"index": i, "members": [grid point, ...]}
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import sqlite3
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +38,8 @@ from itrlab.tracking.chart_names import chart_name, flat_metrics, logged_flat
 from itrlab.tracking.runs_view import RunsView, save_view
 from itrlab.tracking.store import resolve_tracking_uri, short_reason, source_tags, ui_hint
 from itrlab.tracking.tables import significant, write_table
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # only for annotations: the store check runs before torch is imported
     from itrlab.eval import RecallTable
@@ -201,7 +203,7 @@ class MlflowTracker:
             note = (f"the run's recorded start is {ahead_ms / 1000:,.0f} s in the future of the clock of the machine "
                     f"that resumed it (the clock that started it was ahead); its duration counts the time measured "
                     f"on this machine's monotonic clock")
-            print(f"itrlab: warning: MLflow run {self.run_id}: {note}", file=sys.stderr, flush=True)
+            _log.warning(f"itrlab: warning: MLflow run {self.run_id}: {note}")
             self.client.set_tag(self.run_id, CLOCK_TAG, note)
 
     @_store_writes
@@ -248,7 +250,7 @@ class MlflowTracker:
         try:
             self.stop(status, reason)
         except Exception as err:  # the block's own error is the one to show
-            print(f"itrlab: could not end the MLflow run {status}: {failure_reason(err)}", file=sys.stderr)
+            _log.warning(f"itrlab: could not end the MLflow run {status}: {failure_reason(err)}")
 
     def status(self, run_id: str | None = None) -> str | None:
         """The status (RUNNING, FINISHED, FAILED, KILLED) of ``run_id`` (default: this tracker's run)."""

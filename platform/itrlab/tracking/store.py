@@ -37,6 +37,8 @@ from itrlab.errors import UnavailableError, UserInputError
 from itrlab.files import check_writable_dir, file_lock
 from itrlab.tracking.runs_view import VIEW_PARAM
 
+_log = logging.getLogger(__name__)
+
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 WAIT_ENV = "ITRLAB_MLFLOW_WAIT_S"  # how long the store check waits for a busy server
 WAIT_DEFAULT_S = 120.0
@@ -171,8 +173,8 @@ def _ask_server(uri: str, timeout_s: int, hint: str) -> None:
                                        f"request(s); the last: {short_reason(err)}); nothing was started: try again "
                                        f"later, or wait longer (${WAIT_ENV})") from None
             if attempts == 1:
-                print(f"itrlab: MLflow tracking store {uri} is busy ({short_reason(err)}); asking again for up to "
-                      f"{wait_s:g} s (${WAIT_ENV})", flush=True)
+                _log.info(f"itrlab: MLflow tracking store {uri} is busy ({short_reason(err)}); asking again for up to "
+                          f"{wait_s:g} s (${WAIT_ENV})")
             time.sleep(min(pause, left))
             pause, timeout_s = min(pause * 2, 15.0), min(timeout_s * 2, 30)
 

@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 from typing import TextIO
 
 from itrlab.tracking import MlflowTracker
 from itrlab.train.loop import EpochReport
 
+_log = logging.getLogger(__name__)
+
 
 class ConsoleProgress:
-    """Prints one line per epoch."""
+    """One line per epoch, logged (the console's stdout: whatever ``sys.stdout`` is when the line is logged,
+    itrlab.console_log); ``stream``: written there instead."""
 
-    def __init__(self, stream: TextIO = sys.stdout, prefix: str = ""):
+    def __init__(self, stream: TextIO | None = None, prefix: str = ""):
         self.stream = stream
         self.prefix = prefix
 
     def on_epoch_end(self, report: EpochReport) -> None:
         val = report.val
         marker = " *best*" if report.is_best else ""
-        print(f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
-              f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
-              f"{report.seconds:5.1f}s{marker}", file=self.stream, flush=True)
+        line = (f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
+                f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
+                f"{report.seconds:5.1f}s{marker}")
+        if self.stream is None:
+            _log.info(line)
+        else:
+            self.stream.write(line + "\n")
+            self.stream.flush()
 
 
 class LossHistory:
