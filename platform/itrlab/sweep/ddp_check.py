@@ -55,9 +55,8 @@ def ddp_run(tree: dict[str, Any], placement: str, storage: Path, tracking_uri: s
     # the run's metrics as MLflow holds them (the last epoch's validation, the test table, ...)
     tracker = MlflowTracker(name, tracking_uri)
     run_id = tracker.find_run({TRIAL_TAG: name})
-    run = tracker.client.get_run(run_id)
-    return {"name": name, "placement": placement, "nodes": nodes, "run_id": run_id, "status": run.info.status,
-            "metrics": dict(run.data.metrics)}
+    return {"name": name, "placement": placement, "nodes": nodes, "run_id": run_id, "status": tracker.status(run_id),
+            "metrics": tracker.metrics(run_id)}
 
 
 def probe_workers(paths: Sequence[str]) -> dict[str, dict[str, Any]]:
