@@ -85,6 +85,8 @@ def mlflow_ui(tracking_uri: str, folder: Path, timeout: float = 600) -> Iterator
     words = shlex.split(ui_command(tracking_uri, port))
     env = dict(word.split("=", 1) for word in words if re.fullmatch(r"[A-Z_]+=.*", word))
     command = [word for word in words if word.split("=", 1)[0] not in env]
+    if os.sep in command[0]:  # the printed `.venv/bin/mlflow` is the caller's, not the log folder's
+        command[0] = str(Path(command[0]).resolve())
     log = folder / "mlflow-ui.log"
     with open(log, "ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True,
