@@ -238,12 +238,12 @@ def table_seconds(configs: list[ExperimentConfig], measured: dict[tuple, Timing]
     """The training time of the sweep's trials whose shape was measured, one at a time and in groups of
     ``group``, from the measured pairs per second; and how many trials that covers."""
     from itrlab.sweep.dry_run import train_pairs
-    from itrlab.train.grouped.membership import group_key, model_signature
+    from itrlab.train.grouped.membership import shared_step
 
     alone = grouped = 0.0
     covered = 0
     for config in configs:
-        timing = measured.get((group_key(config), model_signature(config)))
+        timing = measured.get(shared_step(config))
         pairs, _, _ = train_pairs(config)
         if timing is None or not pairs:
             continue
@@ -266,7 +266,7 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     from itrlab.sweep.cost import group_shape
     from itrlab.sweep.dry_run import train_pairs
     from itrlab.train.device import describe
-    from itrlab.train.grouped.membership import group_key, model_signature
+    from itrlab.train.grouped.membership import shared_step
     from itrlab.train.throughput import record, training_shape
 
     from itrlab.config.choices import ChoicesHelpFormatter, list_choices, preset_names, profile_names
@@ -297,7 +297,7 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
             _log.info(f"bench_group: row {row}: {len(members)} seeds alone and as one group ...")
             timing = time_group(members, args.steps, args.warmup, args.repeats)
             config = members[0]
-            measured.setdefault((group_key(config), model_signature(config)), timing)
+            measured.setdefault(shared_step(config), timing)
             busy = timing.summary()
             lines.append((row, f"{timing.member_pairs_solo:,.0f}", f"{timing.member_pairs_grouped:,.0f}",
                           _share(busy["busy_solo"]), _share(busy["busy_grouped"]), f"{timing.ratio:.2f}x"))
