@@ -1,9 +1,11 @@
 """What every job does first: a python that cannot import itrlab ends in one line that says how to start the
-job, not in a ``ModuleNotFoundError`` (issue 46: ``python jobs/sweep_dbl.py`` outside the venv).
+job, not in a ``ModuleNotFoundError`` (issue 46: ``python jobs/sweep_dbl.py`` outside the venv); then the job's
+console: itrlab logs, and a job shows its records as plain lines (:func:`itrlab.console_log.configure`).
 
 ``python jobs/NAME.py`` puts this folder first on ``sys.path``, so each job's ``import _bootstrap``, before
-it imports itrlab, finds this file. It reads the standard library only, and only looks the packages up
-(nothing is imported): a job's ``--help`` stays as fast as before.
+it imports itrlab, finds this file. The check reads the standard library only, and only looks the packages
+up; the console imports ``itrlab.console_log`` alone (the standard library's ``logging``): a job's ``--help``
+stays as fast as before.
 """
 
 from __future__ import annotations
@@ -45,4 +47,13 @@ def require_venv() -> None:
         raise SystemExit(EXIT_BAD_START)
 
 
+def configure_console() -> None:
+    """The job's console (:mod:`itrlab.console_log`): itrlab's INFO records as lines on stdout, its warnings
+    and errors on stderr, as the command line has always shown them."""
+    from itrlab.console_log import configure
+
+    configure()
+
+
 require_venv()
+configure_console()

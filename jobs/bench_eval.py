@@ -2,8 +2,8 @@
 
 Seeded random embeddings (5000 images x 25000 captions x 1024-d by default, exact in float32, so both
 must give bit-identical ranks), each implementation timed and its peak memory measured in a fresh
-subprocess (itrlab.bench.ranking). ``--interaction`` benchmarks the cross-attention model's sharded
-ScoreFn against a per-caption loop instead (itrlab.bench.interaction): the method of the config
+subprocess (itrlab.bench.ranking_speed). ``--interaction`` benchmarks the cross-attention model's sharded
+ScoreFn against a per-caption loop instead (itrlab.bench.interaction_speed): the method of the config
 xattn_synthetic_tiny (DBL's cross-attention baseline), its sizes set by the flags below.
 
 Exit status: 0 if ranks and tables are identical (``--interaction``: the two score matrices agree), 1 if
@@ -20,7 +20,7 @@ import _bootstrap  # noqa: F401 - first: a python without itrlab says how to sta
 import sys
 
 from itrlab.bench import eval as bench_eval
-from itrlab.bench.interaction import MethodUnderTest
+from itrlab.bench.interaction_speed import MethodUnderTest
 
 
 def cross_attention(args) -> MethodUnderTest:

@@ -15,9 +15,12 @@ import sys
 
 from itrlab.errors import ItrlabError, report
 
+# the sweeps whose profiles are measured by default: VSE++ (ConVSE's Table III), then each paper's main table
+PRESETS = ["convse_table3", "convse_table2", "dbl_table2", "coder_table2", "ascl_table2"]
+
 
 def main(argv=None) -> int:
-    from itrlab.bench.model_size import PRESETS, preset_sizes, table
+    from itrlab.bench.model_size import preset_sizes, table
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", action="append", help=f"a preset (repeatable; default: {', '.join(PRESETS)})")

@@ -11,7 +11,7 @@ import _bootstrap  # noqa: F401 - first: a python without itrlab says how to sta
 
 import sys
 
-from itrlab.extract.distributed import main
+from itrlab.extract.ray_tasks import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,7 +20,7 @@ import _bootstrap  # noqa: F401 - first: a python without itrlab says how to sta
 
 import sys
 
-from itrlab.local_cluster.cli import main
+from itrlab.local_cluster.commands import main
 
 if __name__ == "__main__":
     sys.exit(main())

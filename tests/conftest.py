@@ -13,12 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from itrlab import threads
+from itrlab import console_log, threads
 
 # Before any test imports torch (itrlab.threads): OpenMP's threads sleep when they wait, and the
 # pytest-xdist workers, which share the machine, each take their share of its CPUs as torch threads.
 threads.configure_env()
 os.environ.setdefault("OMP_NUM_THREADS", str(threads.cpu_share(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))))
+
+# The library logs; the tests read what a command shows, so their process has the command line's console
+# (itrlab.console_log): INFO records as lines on stdout, warnings on stderr (tests/test_console_log.py
+# checks an embedding without it in a process of its own)
+console_log.configure()
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

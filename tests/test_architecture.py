@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "platform" / "itrlab"
 PAPERS = tuple(sorted(p.parent.name for p in (PACKAGE / "methods").glob("*/__init__.py")))  # one folder per paper
 # lowest first: a module may import its own layer and the ones before it
 LAYERS = [
-    {"errors", "numbers", "files", "interrupts", "threads", "gpu_memory", "lazy", "process_id", "workdir"},
+    {"errors", "numbers", "files", "interrupts", "threads", "gpu_memory", "lazy", "process_id", "workdir", "console_log"},
     {"losses", "eval"},
     {"data"},
     {"models", "tracking"},
@@ -200,3 +200,80 @@ def test_the_paper_name_check_catches_a_paper_in_code(tmp_path):
     found = named_papers(source, {"DBL", "dbl"}, {"cooperative", "strategy"})
     assert found == ["line 4: cooperative", "line 4: strategy", "line 4: dbl"] or sorted(found) == sorted(
         ["line 4: cooperative", "line 4: strategy", "line 4: dbl"])
+
+
+# --------------------------------------------------------------------------- file names say what they hold
+
+# File names two modules may share because they hold the same concept in two places; each module's
+# docstring names another module of its group, so that a reader of either learns of the other.
+SAME_CONCEPT = {
+    "base.py": ("the contract a layer's parts implement: a loss's, a method's",
+                {"losses/base.py", "methods/base.py"}),
+    "registry.py": ("a registry of named parts that a config or a flag names",
+                    {"losses/registry.py", "methods/registry.py", "data/kinds/registry.py",
+                     "extract/readers/registry.py"}),
+    "ddp_check.py": ("the local cluster's DDP check: its driver, without Ray, and its Ray side",
+                     {"local_cluster/ddp_check.py", "sweep/ddp_check.py"}),
+    "precomp.py": ("the precomp layout: read, and registered as a dataset kind",
+                   {"data/precomp.py", "data/kinds/precomp.py"}),
+    "synthetic.py": ("the synthetic data: generated, and registered as a dataset kind",
+                     {"data/synthetic.py", "data/kinds/synthetic.py"}),
+}
+# A paper's package keeps its parts in the files docs/adding-a-method.md names (methods/<paper>/method.py,
+# ...): the same concept in every paper's package.
+PAPER_LAYOUT = ("method.py", "losses.py", "loss_settings.py")
+
+
+def shared_file_names(paths: list[str]) -> dict[str, set[str]]:
+    """File names (``__init__.py`` and a paper package's layout aside) that two or more of ``paths``
+    (relative to the package, ``/``-separated) share, and the paths that share each."""
+    by_name: dict[str, set[str]] = {}
+    for path in paths:
+        parts = path.split("/")
+        if parts[-1] == "__init__.py" or (len(parts) == 3 and parts[0] == "methods" and parts[2] in PAPER_LAYOUT):
+            continue
+        by_name.setdefault(parts[-1], set()).add(path)
+    return {name: found for name, found in by_name.items() if len(found) > 1}
+
+
+def unexplained_names(paths: list[str]) -> dict[str, list[str]]:
+    return {name: sorted(found) for name, found in shared_file_names(paths).items()
+            if not found <= SAME_CONCEPT.get(name, ("", set()))[1]}
+
+
+def package_paths() -> list[str]:
+    return sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py"))
+
+
+def test_no_two_modules_share_a_file_name():
+    """Two modules of different concepts do not share a file name (``plan.py`` for a sweep's dry run and an
+    extraction's options): rename one to say what it holds, or, for the same concept in two places, add the
+    pair to SAME_CONCEPT with each docstring naming the other."""
+    assert not unexplained_names(package_paths()), unexplained_names(package_paths())
+
+
+@pytest.mark.parametrize("name", sorted(SAME_CONCEPT))
+def test_modules_of_one_concept_say_so_in_their_docstrings(name):
+    _, paths = SAME_CONCEPT[name]
+    modules = {path: "itrlab." + path.removesuffix(".py").replace("/", ".") for path in paths}
+    assert all((PACKAGE / path).is_file() for path in paths), f"SAME_CONCEPT names a module that is gone: {name}"
+    silent = [path for path in sorted(paths)
+              if not any(other in (ast.get_docstring(ast.parse((PACKAGE / path).read_text(encoding="utf-8"))) or "")
+                         for other in set(modules.values()) - {modules[path]})]
+    assert not silent, f"these modules' docstrings name no other {name} of one concept with them: {silent}"
+
+
+def test_the_paper_layout_is_the_method_guide():
+    guide = (PACKAGE.parents[1] / "docs" / "adding-a-method.md").read_text(encoding="utf-8")
+    assert all(f"methods/<name>/{name}" in guide for name in PAPER_LAYOUT)
+
+
+def test_the_name_check_catches_a_repeated_name():
+    paths = ["sweep/plan.py", "extract/plan.py", "methods/vse/method.py", "methods/clip/method.py",
+             "data/precomp.py", "data/kinds/precomp.py", "train/__init__.py", "sweep/__init__.py",
+             "methods/dbl/settings.py", "losses/settings.py", "methods/vse/parts/method.py", "bench/method.py"]
+    assert unexplained_names(paths) == {"plan.py": ["extract/plan.py", "sweep/plan.py"],
+                                        "settings.py": ["losses/settings.py", "methods/dbl/settings.py"],
+                                        "method.py": ["bench/method.py", "methods/vse/parts/method.py"]}
+    assert unexplained_names([*paths[4:6], "eval/precomp.py"]) == {
+        "precomp.py": ["data/kinds/precomp.py", "data/precomp.py", "eval/precomp.py"]}

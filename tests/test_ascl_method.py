@@ -17,7 +17,7 @@ from itrlab.methods.ascl.losses import I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENER
 from itrlab.methods import BuildContext, build_method
 from itrlab.methods.dbl import CooperativeMethod
 from itrlab.methods.ascl.method import AsclMethod
-from itrlab.methods.ascl.model import length_buckets
+from itrlab.methods.ascl.networks import length_buckets
 from itrlab.train import run_experiment
 
 GENERATED = (I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG)

@@ -24,9 +24,9 @@ from itrlab.extract.captions import (
 )
 from itrlab.extract.images import BadImagesError, load_image
 from itrlab.extract.job import extract_dataset
-from itrlab.extract.model import ImageEncoder
+from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.plan import WORK_DIR, ExtractOptions
-from itrlab.extract.distributed import main as extract_main
+from itrlab.extract.ray_tasks import main as extract_main
 from itrlab.errors import DataError, UserInputError
 
 COCO_MINI = SHARED / "data" / "coco_mini"
@@ -366,7 +366,7 @@ def test_job_script_reports_bad_input_without_loading_the_model(tmp_path):
 @pytest.mark.e2e
 def test_ray_tasks_give_the_same_files(reference, tmp_path, monkeypatch):
     ray = pytest.importorskip("ray")
-    from itrlab.extract.distributed import extract_dataset as extract_on_cluster
+    from itrlab.extract.ray_tasks import extract_dataset as extract_on_cluster
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")

@@ -20,6 +20,7 @@ from mlflow import MlflowClient
 
 from held import board_notes, notes_since, training, training_alone, trials_held
 from itrlab.sweep import progress
+from itrlab.tracking.chart_names import chart_name
 from test_sweep_jobs import job_env, start_driver, sweep_command, sweep_runs
 
 
@@ -149,7 +150,7 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     assert len({c.data.tags["itrlab.trial_id"] for c in children}) == 3
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     for run in finished_before:  # a finished trial is not trained again: no epoch logged after its end
-        steps = [m.step for m in client.get_metric_history(run.info.run_id, "rsum")]
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, chart_name("rsum"))]
         strategy = run.data.tags["param.cooperative.strategy"]
         # A ended before any interruption: each epoch once. F was stopped by Ctrl-C, which may land between
         # an epoch's MLflow metrics and its checkpoint: that epoch is trained, and logged, again

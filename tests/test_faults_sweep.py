@@ -20,6 +20,7 @@ from conftest import write_precomp
 from held import trial_processes, training_alone, trials_held
 from itrlab.cli import main
 from itrlab.sweep import load_sweep, run_sweep, runner
+from itrlab.tracking.chart_names import chart_name
 
 pytestmark = pytest.mark.e2e
 
@@ -139,7 +140,7 @@ def test_resume_of_a_finished_sweep_changes_nothing_recorded(workdir, capsys):
     ((parent,), (kid,)) = sweep_runs("twice")
     assert parent.info.run_id == first.parent_run_id and parent.info.status == "FINISHED"
     assert parent.info.end_time == before.info.end_time
-    assert [m.step for m in MlflowClient().get_metric_history(kid.info.run_id, "rsum")] == [1]  # not trained again
+    assert [m.step for m in MlflowClient().get_metric_history(kid.info.run_id, chart_name("rsum"))] == [1]  # not trained again
     for index, dst in enumerate((workdir / "a", workdir / "b")):
         dst.mkdir()
         trials = parent_table(first.parent_run_id, "sweep/trials.json", dst)

@@ -22,11 +22,11 @@ from conftest import SHARED, interrupt_after_shards
 from itrlab.data import open_precomp
 from itrlab.errors import DataError
 from itrlab.extract import digests, job, plan, shards
-from itrlab.extract.distributed import build_parser, main as extract_main
+from itrlab.extract.ray_tasks import build_parser, main as extract_main
 from itrlab.extract.readers import READERS
 from itrlab.extract.readers.flickr8k import IMAGES_DIR, SPLIT_FILES, TOKEN_FILE, read_flickr8k
 from itrlab.extract.layouts import LAYOUT_FILE, pool_bins, pool_regions
-from itrlab.extract.model import FEATURE_DIM, N_REGIONS
+from itrlab.extract.image_encoder import FEATURE_DIM, N_REGIONS
 from itrlab.extract.plan import WORK_DIR, ExtractOptions
 
 SIZES = {"train": 4, "dev": 2, "test": 2}

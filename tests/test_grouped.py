@@ -18,8 +18,8 @@ from itrlab.models.interaction import pair_scores, padded_pair_scores
 from itrlab.train import NonFiniteLossError, run_experiment
 from itrlab.train.checkpoint import load_checkpoint
 from itrlab.train.experiment import start_run
-from itrlab.train.group_run import run_group
-from itrlab.train.grouped import GroupedTrainer
+from itrlab.train.grouped.run import run_group
+from itrlab.train.grouped.trainer import GroupedTrainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -151,7 +151,7 @@ def test_members_of_different_shapes_are_refused(tiny_root, tmp_path):
 
 def plan(preset: str, profile: str | None, group: int):
     from itrlab.sweep.groups import plan_groups
-    from itrlab.sweep.plan import trial_configs
+    from itrlab.sweep.dry_run import trial_configs
 
     spec = load_sweep(preset, profile).with_settings({"group": group})
     points, trial = trial_configs(spec, ["dataset.root=/data/nowhere"])

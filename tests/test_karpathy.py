@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED
-from itrlab.extract.distributed import main as extract_main
+from itrlab.extract.ray_tasks import main as extract_main
 from itrlab.extract.plan import ExtractOptions, plan_splits
 from itrlab.trained.photos import photo_names
 

@@ -42,8 +42,8 @@ from itrlab.losses.registry import loss_registries
 from itrlab.methods import METHODS
 from itrlab.train.checkpoint import LAST, save_checkpoint
 from itrlab.train.experiment import build_run_method, prepare_data, start_run
-from itrlab.train.grouped import GroupedTrainer
-from itrlab.train.grouping import group_refusal
+from itrlab.train.grouped.trainer import GroupedTrainer
+from itrlab.train.grouped.membership import group_refusal
 from itrlab.train.loop import Trainer, _StepLog
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

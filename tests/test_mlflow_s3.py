@@ -29,6 +29,7 @@ from mlflow import MlflowClient
 from conftest import REPO
 from itrlab.eval import RecallTable
 from itrlab.tracking import MlflowTracker
+from itrlab.tracking.chart_names import flat_metrics
 from servers import BIN, free_port, moto_server, stop, wait_http
 
 pytestmark = pytest.mark.e2e
@@ -155,7 +156,7 @@ def test_manifest_mlflow_server_serves_s3_artifacts(tmp_path: Path, monkeypatch:
             run = client.get_run(run_id)
             assert run.info.status == "FINISHED"
             assert run.info.artifact_uri.startswith("mlflow-artifacts:"), run.info.artifact_uri  # proxied
-            assert run.data.metrics["test_rsum"] == pytest.approx(250.5)
+            assert flat_metrics(run.data.metrics)["test_rsum"] == pytest.approx(250.5)
 
             # read back through the server
             loaded = client.load_table(tracker.experiment_id, "recall/test_table.json", run_ids=[run_id])

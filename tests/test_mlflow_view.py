@@ -1,6 +1,7 @@
 """What the MLflow UI shows of itrlab's runs: the machine-learning view of an experiment (its runs table,
 not MLflow 3's GenAI overview), a sweep's trials in a saved view, the one `mlflow ui` command, metrics
-without float noise, a sweep's variant by its name."""
+in chart sections (test recalls first) and without float noise, read back by itrlab's names, a sweep's
+variant by its name."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from itrlab.config.sweep import load_sweep
 from itrlab.sweep.runs_table import trials_view
 from itrlab.sweep.trial import trial_params, trial_tags
 from itrlab.tracking import MlflowTracker, ui_hint
+from itrlab.tracking.chart_names import chart_name, flat_name
 from itrlab.tracking.mlflow_tracker import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
-from itrlab.tracking.runs_view import KEEP_VIEWS
+from itrlab.tracking.runs_view import KEEP_VIEWS, PINNED_WIDTHS
 from itrlab.tracking.store import ui_command
 
 
@@ -28,7 +30,7 @@ def test_experiments_are_model_training_and_links_open_the_runs_table(tmp_path):
     MlflowTracker("made elsewhere", uri)
     assert client.get_experiment(other).tags[EXPERIMENT_KIND_TAG] == "custom_model_development"
     assert ui_hint("http://h:5000", "3") == "open http://h:5000/#/experiments/3/runs?workflowType=machine_learning"
-    assert ui_hint(uri, "3", "abc").endswith("#/experiments/3/runs/abc?workflowType=machine_learning")
+    assert ui_hint(uri, "3", "abc").endswith("#/experiments/3/runs/abc/model-metrics?workflowType=machine_learning")
     assert ui_hint("http://h:5000/", "3", view="itrlab-x") == \
         "open http://h:5000/#/experiments/3/runs?viewStateShareKey=itrlab-x&workflowType=machine_learning"
 
@@ -42,21 +44,25 @@ def test_the_printed_ui_command_is_the_one_the_docs_give(monkeypatch):
                        "sqlite:///HERE/mlflow.db --host 127.0.0.1 --port 5000 --workers 1")
     documented = command.replace("HERE", "$PWD")
     assert documented in (REPO / "docs" / "mlflow.md").read_text() and documented in (REPO / "README.md").read_text()
-    assert f"run `{command}` and open http://127.0.0.1:5000/#/experiments/1/runs/r?workflowType=machine_learning" \
+    assert f"run `{command}` and open http://127.0.0.1:5000/#/experiments/1/runs/r/model-metrics?workflowType=machine_learning" \
         == ui_hint("sqlite:///HERE/mlflow.db", "1", "r")
 
 
 def test_a_sweeps_view_shows_its_trials_with_their_values_and_results_first(tmp_path):
-    """The saved view a sweep's link opens: its parent's children, flat, best test rsum first, the swept
-    values, seed and results as the first columns; saved as MLflow's "Save view" saves one, replaced
-    when saved again, and only itrlab's newest views kept."""
+    """The saved view a sweep's link opens: its parent's children, flat, best test rsum first, the test results
+    (by their MLflow names), then the swept values and the seed as the first columns, MLflow's own pinned
+    columns narrowed; saved as MLflow's "Save view" saves one, replaced when saved again, and only itrlab's
+    newest views kept."""
     spec = load_sweep("dbl_tiny")
     view = trials_view(spec, "20261126-085735", "p1")
     assert view.search == "tags.`mlflow.parentRunId` = 'p1'" and view.order_by == "test_rsum" and not view.ascending
-    assert view.columns()[:4] == ["tags.`param.cooperative.strategy`", "tags.`param.seed`", "metrics.`test_rsum`",
-                                  "metrics.`best_val_rsum`"]
+    assert view.columns() == ["metrics.`1_test/rsum`", "metrics.`1_test/i2t_R1`", "metrics.`1_test/t2i_R1`",
+                              "metrics.`1_test/i2t_R5`", "metrics.`1_test/t2i_R5`", "metrics.`best_val_rsum`",
+                              "metrics.`1_test_rank/md`", "tags.`param.cooperative.strategy`", "tags.`param.seed`"]
     state = view.state()
-    assert state["orderByKey"] == "metrics.`test_rsum`" and state["selectedColumns"] == state["columnOrder"]
+    assert state["orderByKey"] == "metrics.`1_test/rsum`" and state["selectedColumns"] == view.columns()
+    assert state["columnOrder"] == [*PINNED_WIDTHS, *view.columns()] and set(state["columnWidths"]) == {
+        *PINNED_WIDTHS, *view.columns()}
     tracker = MlflowTracker("views", f"sqlite:///{tmp_path / 'mlflow.db'}")
     tracker.client.set_experiment_tag(tracker.experiment_id, "mlflow.sharedViewState.mine", "a person's view")
     for i in range(KEEP_VIEWS + 3):
@@ -75,7 +81,7 @@ def test_metrics_are_stored_to_six_significant_digits(tmp_path):
     run_id = tracker.start(run_name="r", tags={}, params={})
     tracker.log_final_metrics({"test_rsum": 31.799999999999997, "vs_baseline": 1.000000000000007,
                                "lr": 5e-05, "md": 0.000353123456, "nan": float("nan")})
-    metrics = tracker.client.get_run(run_id).data.metrics
+    metrics = tracker.metrics(run_id)
     assert metrics["test_rsum"] == 31.8 and metrics["vs_baseline"] == 1.0 and metrics["lr"] == 5e-05
     assert metrics["md"] == 0.000353123
 
@@ -106,3 +112,55 @@ def test_a_reopened_run_points_at_where_it_lives_now(tmp_path):
     assert again.start(run_name="t1", tags={}, params={}, run_id=run_id) == run_id
     tags = MlflowClient(uri).get_run(run_id).data.tags
     assert (tags["run_dir"], tags["itrlab.trial_id"], tags["kept"]) == ("/sweep/tune/trial_b", "t1", "yes")
+
+
+def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
+    """MLflow's UI shows a metric in the chart section named by its prefix up to a `/`, named sections sorted
+    first: the test recalls, their ranks, the validation table, the training loss, the method's parts of its
+    loss, another branch's table; the rest keep their names (the UI's "Model metrics", last). Every name
+    read back (latest values, histories, a sweep's trials) is itrlab's, the flat one Ray Tune and the reports use."""
+    sections = {name: chart_name(name) for name in
+                ("test_rsum", "test_i2t_R1", "test_md", "rsum", "t2i_meanr", "loss", "loss_i2t", "lr", "epoch_seconds",
+                 "loss_cooperative", "loss_task_mdcl", "anchor_rsum", "anchor2_i2t_R5", "member1_rsum",
+                 "best_val_rsum", "best_epoch", "best_rsum", "cpu_hours", "best_row_test_rsum_mean")}
+    assert sections == {
+        "test_rsum": "1_test/rsum", "test_i2t_R1": "1_test/i2t_R1", "test_md": "1_test_rank/md", "rsum": "2_val/rsum",
+        "t2i_meanr": "2_val/t2i_meanr", "loss": "3_train/loss", "loss_i2t": "3_train/loss_i2t", "lr": "3_train/lr",
+        "epoch_seconds": "3_train/epoch_seconds", "loss_cooperative": "4_loss/cooperative",
+        "loss_task_mdcl": "4_loss/task_mdcl", "anchor_rsum": "5_anchor/rsum", "anchor2_i2t_R5": "5_anchor2/i2t_R5",
+        "member1_rsum": "5_member1/rsum", "best_val_rsum": "best_val_rsum", "best_epoch": "best_epoch",
+        "best_rsum": "best_rsum", "cpu_hours": "cpu_hours", "best_row_test_rsum_mean": "best_row_test_rsum_mean"}
+    assert all(flat_name(logged) == name for name, logged in sections.items())
+    order = sorted({logged.rpartition("/")[0] for logged in sections.values()} - {""})  # as the UI sorts them
+    assert order == ["1_test", "1_test_rank", "2_val", "3_train", "4_loss", "5_anchor", "5_anchor2", "5_member1"]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = MlflowTracker("sections", uri)
+    run_id = tracker.start(run_name="r", tags={}, params={})
+    for epoch in (1, 2):
+        tracker.log_metrics({"loss": 3.0 - epoch, "rsum": 10.0 * epoch, "loss_cooperative": 0.5}, step=epoch)
+    tracker.log_final_metrics({"test_rsum": 31.8, "best_epoch": 2})
+    assert set(MlflowClient(uri).get_run(run_id).data.metrics) == {
+        "3_train/loss", "2_val/rsum", "4_loss/cooperative", "1_test/rsum", "best_epoch"}
+    assert tracker.metrics(run_id) == {"loss": 1.0, "rsum": 20.0, "loss_cooperative": 0.5, "test_rsum": 31.8,
+                                       "best_epoch": 2.0}
+    assert tracker.metric_history(run_id, "rsum") == [(1, 10.0), (2, 20.0)]
+
+
+def test_a_run_logged_with_flat_names_reads_back_and_keeps_them_when_it_resumes(tmp_path):
+    """A run logged before the chart sections (flat names) reads back as any other; reopened by a --resume, it
+    goes on under its flat names, so that none of its charts is split in two."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    tracker = MlflowTracker("old", uri)
+    run_id = tracker.start(run_name="old", tags={}, params={})
+    for key, value in {"loss": 2.0, "rsum": 10.0, "anchor_rsum": 5.0}.items():
+        client.log_metric(run_id, key, value, step=1)  # as itrlab logged them before
+    client.log_metric(run_id, "train_seconds", 60.0, step=0)
+    tracker.end("KILLED")
+    again = MlflowTracker("old", uri)
+    again.start(run_name="old", tags={}, params={}, run_id=run_id)
+    again.log_metrics({"loss": 1.0, "rsum": 20.0, "anchor_rsum": 6.0}, step=2)
+    again.log_final_metrics({"test_rsum": 31.8})
+    assert set(client.get_run(run_id).data.metrics) == {"loss", "rsum", "anchor_rsum", "train_seconds", "test_rsum"}
+    assert again.metric_history(run_id, "rsum") == [(1, 10.0), (2, 20.0)]
+    assert again.run_metrics(("train_seconds", "test_rsum", "md")) == {"train_seconds": 60.0, "test_rsum": 31.8}

@@ -22,6 +22,7 @@ import yaml
 from conftest import REPO
 from held import ray_workers, stopped
 from servers import BIN
+from itrlab.tracking.chart_names import chart_name, flat_metrics
 
 pytestmark = pytest.mark.cluster
 
@@ -151,7 +152,7 @@ def test_coder_sweep_runs_on_both_nodes_at_once(cluster):
     # DDP test's placement groups may delay: the lost-node test asserts a sweep spread over two nodes
     nodes = {run.data.tags[NODE_TAG] for run in children}
     assert nodes and nodes <= {node.node_id for node in cluster.live_workers()}
-    assert all("test_rsum" in run.data.metrics for run in children)
+    assert all("test_rsum" in flat_metrics(run.data.metrics) for run in children)
     for run in children:  # the trial's folder, concept vocabulary included, checkpointed to the storage
         assert list(Path(run.data.tags["run_dir"]).glob("checkpoint_*/concepts.json")), run.data.tags["run_dir"]
 
@@ -259,10 +260,10 @@ def test_sweep_survives_a_lost_worker_node(cluster):
     resumed = [int(epoch) for epoch in re.findall(r"resuming \S+ after epoch (\d+)", output)]
     assert len(resumed) == 1 and resumed[0] >= 1, output[-4000:]
     for run in children:
-        steps = [m.step for m in client.get_metric_history(run.info.run_id, "rsum")]
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, chart_name("rsum"))]
         assert sorted(set(steps)) == [1, 2, 3]
         assert all(steps.count(epoch) == 1 for epoch in range(1, resumed[0] + 1))
-        assert run.data.params["train.epochs"] == "3" and "test_rsum" in run.data.metrics
+        assert run.data.params["train.epochs"] == "3" and "test_rsum" in flat_metrics(run.data.metrics)
         listed = {artifact.path for artifact in client.list_artifacts(run.info.run_id, "recall")}
         assert {"recall/test.json", "recall/test_table.json", "recall/test.md"} <= listed
     # artifacts went to the server's destination folder, which no worker node can see

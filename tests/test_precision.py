@@ -78,7 +78,7 @@ def test_fp16_on_cpu_is_a_config_error(tmp_path, tiny_root):
 
 def test_float32_cast_reaches_every_loss_module():
     from itrlab.losses import build_loss
-    from itrlab.losses.schedule import WarmupLoss
+    from itrlab.losses.warmup import WarmupLoss
 
     sims = Similarities(torch.ones(3, 3, dtype=torch.bfloat16), torch.arange(3),
                         extras={"queue": torch.ones(3, 5, dtype=torch.float16), "labels": torch.arange(3)})

@@ -87,7 +87,7 @@ def test_a_profile_names_its_own_experiment_and_vsepp_rows_warm_up_only_there():
     assert "warmup_epochs: 1" in rows["ConVSE"].stages[0].overrides[1]  # its VSE++ base warms up too
     # the heads' stage has its own length; the base trains the VSE++ row's schedule, so that row is the base
     from itrlab.assembly import stage_configs
-    from itrlab.sweep.plan import stages_trained_by_rows
+    from itrlab.sweep.dry_run import stages_trained_by_rows
 
     (base,) = stage_configs(rows["ConVSE"])
     assert base.train.epochs == rows["VSE++"].train.epochs != rows["ConVSE"].train.epochs
@@ -154,7 +154,7 @@ def test_a_measured_throughput_gives_an_estimate(tmp_path):
 
     spec = load_sweep("convse_table3")
     shapes = set()
-    from itrlab.sweep.plan import train_pairs
+    from itrlab.sweep.dry_run import train_pairs
     from itrlab.train.throughput import training_shape
     from itrlab.assembly import stage_configs
 

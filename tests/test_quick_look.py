@@ -132,7 +132,7 @@ def test_an_error_about_a_relative_path_names_the_folder_it_was_resolved_from(tm
 # -- the extraction's output folder -----------------------------------------------------------------------------
 
 def test_images_without_out_is_refused_with_the_folders_the_data_set_configs_read(capsys):
-    from itrlab.extract.distributed import main as extract_main
+    from itrlab.extract.ray_tasks import main as extract_main
 
     code = extract_main(["--images", "photos", "--captions", "captions.json", "--split-file", "splits.txt"])
     err = capsys.readouterr().err.strip()

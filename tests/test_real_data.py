@@ -15,7 +15,7 @@ import torch
 from conftest import SHARED, write_precomp
 from itrlab.assembly import load_experiment
 from itrlab.data import open_precomp
-from itrlab.extract.distributed import main as extract_main
+from itrlab.extract.ray_tasks import main as extract_main
 from itrlab.data.synthetic import generate_synthetic, synthetic_spec
 from itrlab.eval import METRIC_NAMES, RecallTable, evaluate_embeddings
 from itrlab.train import run_experiment

@@ -141,7 +141,9 @@ def test_the_report_reads_like_a_papers_table():
     assert report.row_kinds == ["baseline", "result", "result", "chance"]
     assert any("left out, not comparable" in n for n in report.notes)  # synthetic data: no published rows
     page = report.html()
-    assert "<th>i2t R@1</th>" in page and "151.0 ± 2.5" in page and 'class="chance"' in page
+    assert "<th>i2t R@1</th>" in page and 'class="chance"' in page
+    assert '<td>151.0 <span class="ci">± 2.5</span></td>' in page  # a narrow page wraps a cell before its interval
+    assert "<th>cooperative.<wbr>strategy</th>" in page  # and the first header after a dot
     assert html.escape(top.text) in page
     markdown = report.markdown()
     assert "| A | 151.0 ± 2.5 | 25.2 ± 0.4 |" in markdown and f"**{top.text}**" in markdown

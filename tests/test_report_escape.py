@@ -29,7 +29,10 @@ RECALLS = ("i2t_R1", "i2t_R5", "i2t_R10", "t2i_R1", "t2i_R5", "t2i_R10")
 MARKDOWN_TAGS = {"h1", "h2", "h3", "p", "ul", "li", "strong", "em", "code", "table", "thead", "tbody", "tr", "th",
                  "td", "img"}
 HTML_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "ul", "li", "p", "table", "thead", "tbody", "tr",
-             "th", "td", "figure", "img", "figcaption"}
+             "th", "td", "figure", "img", "figcaption",
+             # report.html's own: a line-break hint after a dot of its first header, a cell's "± interval" kept
+             # on one line; both wrap text that was escaped first
+             "wbr", "span"}
 
 
 class Elements(HTMLParser):

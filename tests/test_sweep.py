@@ -18,6 +18,7 @@ from mlflow import MlflowClient
 from browser import CHROMIUM, NEEDS_CHROMIUM, browser_dom
 from itrlab.cli import main
 from itrlab.sweep import load_sweep, run_sweep
+from itrlab.tracking.chart_names import chart_name, flat_metrics
 
 pytestmark = pytest.mark.e2e
 
@@ -77,12 +78,13 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
         assert kid.data.tags["mlflow.user"] and kid.data.tags["mlflow.source.name"]
         (data_input,) = kid.inputs.dataset_inputs  # the Dataset column: name and digest of the data
         assert data_input.dataset.name == "synthetic_tiny" and len(data_input.dataset.digest) == 16
-        assert kid.data.metrics["cpu_hours"] > 0
-        assert [m.step for m in client.get_metric_history(kid.info.run_id, "rsum")] == [1, 2]
-        assert "test_rsum" in kid.data.metrics
+        metrics = flat_metrics(kid.data.metrics)  # itrlab's names of its MLflow metrics (1_test/rsum: test_rsum)
+        assert metrics["cpu_hours"] > 0
+        assert [m.step for m in client.get_metric_history(kid.info.run_id, chart_name("rsum"))] == [1, 2]
+        assert "test_rsum" in metrics
         boosted = kid.data.tags["param.cooperative.strategy"] == "F"
-        assert ("anchor_rsum" in kid.data.metrics) == boosted  # the anchor's recall is logged too
-        assert "loss_cooperative" in kid.data.metrics if boosted else "loss_i2t" in kid.data.metrics
+        assert ("anchor_rsum" in metrics) == boosted  # the anchor's recall is logged too
+        assert "loss_cooperative" in metrics if boosted else "loss_i2t" in metrics
         names = {a.path for a in client.list_artifacts(kid.info.run_id, "recall")}
         assert "recall/test_table.json" in names
     artifacts = {a.path for a in client.list_artifacts(result.parent_run_id, "sweep")}
@@ -217,17 +219,20 @@ def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, t
     assert "<title>Runs - Experiment" in runs_page, re.findall(r"<title>[^<]*", runs_page)
     assert all(kid.info.run_name in runs_page for kid in kids) and len(kids) == 4
     assert parent.info.run_name not in runs_page  # not the collapsed parent: its trials
-    assert "param.variant" in runs_page and "test_rsum" in runs_page and "<strong>4</strong> matching runs" in runs_page
+    assert "param.variant" in runs_page and chart_name("test_rsum") in runs_page  # the column, by its MLflow name
+    assert "<strong>4</strong> matching runs" in runs_page
     for kid in kids:
-        assert f'>{kid.data.metrics["test_rsum"]:g}<' in runs_page, kid.data.metrics["test_rsum"]
+        test_rsum = flat_metrics(kid.data.metrics)["test_rsum"]
+        assert f'>{test_rsum:g}<' in runs_page, test_rsum
     assert not [marker for marker in GENAI_ONLY if marker in runs_page + view]  # model training throughout
     assert 'class="mlflow-html-iframe"' in view, "the artifact view does not show the HTML report"
     assert headline in parent.data.tags["mlflow.note.content"]  # the run page's description: the headline in full
     rows = re.findall(r'<tr class="(\w+)">(.*?)</tr>', report, re.S)
     cells = {re.findall(r"<td>(.*?)</td>", row)[0]: re.findall(r"<td>(.*?)</td>", row) for _, row in rows}
     assert [kind for kind, _ in rows] == ["baseline", "result", "chance"] and set(cells) == {"A", "F", "chance"}
-    assert all(re.fullmatch(r"\d+\.\d ± \d+\.\d", cell) for cell in cells["A"][1:8])  # rsum and every recall
-    assert cells["F"][9].startswith(("+", "-")) and " ± " in cells["F"][9]  # vs A, with Welch's interval
+    interval = r'\d+\.\d <span class="ci">± \d+\.\d</span>'  # a narrow page wraps a cell before its interval
+    assert all(re.fullmatch(interval, cell) for cell in cells["A"][1:8]), cells["A"]  # rsum and every recall
+    assert cells["F"][9].startswith(("+", "-")) and "± " in cells["F"][9]  # vs A, with Welch's interval
     assert re.fullmatch(r"\d+\.\d-\d+\.\d", cells["chance"][1]) and "random scores" in cells["chance"][-1]
     assert f'<p class="headline">{html.escape(headline, quote=False)}</p>' in report  # as the DOM serialises text
     assert result.headline == headline and "(2 seeds)" in headline  # "at 95%", or inconclusive: still learning
@@ -314,5 +319,5 @@ def test_multi_worker_trial_trains_with_ddp_in_a_torch_trainer(workdir):
     (row,) = result.rows
     assert row.status == "finished" and row.metrics["test_rsum"] >= 0
     (kid,) = children(MlflowClient(), "ddp_sweep", result.parent_run_id)
-    assert kid.info.status == "FINISHED" and "test_rsum" in kid.data.metrics
-    assert [m.step for m in MlflowClient().get_metric_history(kid.info.run_id, "rsum")] == [1]
+    assert kid.info.status == "FINISHED" and "test_rsum" in flat_metrics(kid.data.metrics)
+    assert [m.step for m in MlflowClient().get_metric_history(kid.info.run_id, chart_name("rsum"))] == [1]

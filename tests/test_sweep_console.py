@@ -107,7 +107,7 @@ def test_a_trial_with_steps_left_has_time_left_from_its_step_rate():
 def test_the_board_holds_what_the_training_notes(tmp_path):
     """A trial's training callback writes its phase and step; the driver reads it back, ignoring a note
     older than the trial's start in this invocation (an earlier invocation's)."""
-    from itrlab.train.progress import TrainingProgress
+    from itrlab.train.training_progress import TrainingProgress
 
     writer = BoardWriter(tmp_path / "progress", "t1", clock=lambda: 500.0)
     writer.on_progress(TrainingProgress("training", 2, 5, 10, 40, 0.5, 3.0))
@@ -227,7 +227,7 @@ def test_the_line_says_pending_starting_and_training_and_its_eta_is_never_0_with
     """Two trials one at a time: both pending while Ray starts a worker, the first starting, then
     training; once it ended (100 s), the second trains past that mean at epoch 3/3 step 46/195: the ETA
     is its 149 steps at 1 s, not "0 s"."""
-    from itrlab.train.progress import TrainingProgress
+    from itrlab.train.training_progress import TrainingProgress
 
     clock, wall, out = Clock(), Clock(5000.0), io.StringIO()
     board = tmp_path / "progress"

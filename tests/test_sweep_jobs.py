@@ -19,6 +19,7 @@ from conftest import REPO
 from held import board_notes, trial_processes, trials_held
 from held import training as in_training
 from itrlab.sweep import progress
+from itrlab.tracking.chart_names import chart_name, flat_metrics
 from servers import free_port, stop_ray_head
 
 pytestmark = pytest.mark.e2e
@@ -100,7 +101,7 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
     parents, children = sweep_runs(tmp_path, "dbl_tiny")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert len(children) == 2 and {c.info.status for c in children} == {"FINISHED"}
-    assert all("test_rsum" in c.data.metrics for c in children)
+    assert all("test_rsum" in flat_metrics(c.data.metrics) for c in children)
 
 
 @pytest.mark.slow
@@ -143,10 +144,10 @@ def test_a_crashed_trial_is_retried_from_its_checkpoint_and_the_eta_never_says_0
     assert len(children) == 2 and {c.info.status for c in children} == {"FINISHED"}  # the retry reused its run
     (slow,) = [c for c in children if c.data.tags["param.variant"] == "slow"]
     steps = [m.step for m in MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_metric_history(
-        slow.info.run_id, "rsum")]
+        slow.info.run_id, chart_name("rsum"))]
     assert sorted(set(steps)) == list(range(1, epochs + 1))
     assert all(steps.count(epoch) == 1 for epoch in range(1, resumed[0] + 1))  # checkpointed epochs not trained again
-    assert "test_rsum" in slow.data.metrics
+    assert "test_rsum" in flat_metrics(slow.data.metrics)
 
     lines = [line for line in output.splitlines() if re.match(r"\d/2 trials done · ", line)]
     assert lines and all("ETA 0 s" not in line for line in lines), "\n".join(lines)

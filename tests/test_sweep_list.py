@@ -12,7 +12,7 @@ from itrlab.cli import sweep_cli
 from itrlab.config.loader import config_dir
 from itrlab.config.sweep import load_sweep
 from itrlab.sweep.catalog import title_of
-from itrlab.sweep.plan import shared_stages, train_pairs, trial_configs
+from itrlab.sweep.dry_run import shared_stages, train_pairs, trial_configs
 from itrlab.train.throughput import record, training_shape
 from test_profiles import dry_run
 

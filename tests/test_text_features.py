@@ -24,7 +24,7 @@ from itrlab.data.text_features import TextFeatures, captions_digest, resolve_fol
 from itrlab.data.tokenizers import PretrainedTokenizer, load_text_tokenizer
 from itrlab.errors import DataError
 from itrlab.extract import text as text_job
-from itrlab.extract.distributed import main as extract_main
+from itrlab.extract.ray_tasks import main as extract_main
 from itrlab.models.bert_text import BertTextEncoder, load_pretrained_model
 from itrlab.models.stored_text import StoredTextEncoder
 

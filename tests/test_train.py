@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from conftest import REPO, tiny_config
+from itrlab.tracking.chart_names import chart_name, flat_metrics
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import BEST, LAST, load_checkpoint
 
@@ -68,7 +69,7 @@ def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("vsepp_synthetic_tiny")
     (run,) = client.search_runs([experiment.experiment_id])
-    assert run.info.status == "FINISHED" and "test_rsum" in run.data.metrics
+    assert run.info.status == "FINISHED" and "test_rsum" in flat_metrics(run.data.metrics)
 
     # resuming with more epochs reuses the same MLflow run and continues at epoch 3
     more = subprocess.run([*command, "--resume", "train.epochs=3"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
@@ -76,10 +77,10 @@ def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
     assert "after epoch 2" in more.stdout and "epoch   3/3" in more.stdout and "epoch   1/" not in more.stdout
     (again,) = client.search_runs([experiment.experiment_id])
     assert again.info.run_id == run.info.run_id and again.info.status == "FINISHED"
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "rsum")] == [1, 2, 3]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, chart_name("rsum"))] == [1, 2, 3]
     # final values sit at step 0, which MLflow's chart view draws as one bar per run, not a lone dot
     for key in ("test_rsum", "best_epoch", "cpu_hours"):
-        assert {m.step for m in client.get_metric_history(run.info.run_id, key)} == {0}, key
+        assert {m.step for m in client.get_metric_history(run.info.run_id, chart_name(key))} == {0}, key
     # the run trained further: its cost is both trainings', never the second's alone (issue #45 item 4)
     first, both = [m.value for m in client.get_metric_history(run.info.run_id, "train_seconds")]
     assert both > first > 0

@@ -1,5 +1,6 @@
 """itrlab: a Ray-distributed experiment platform for image-text retrieval research."""
 
+from itrlab import console_log as _console_log
 from itrlab import threads as _threads
 
 __version__ = "0.1.0"
@@ -7,6 +8,9 @@ __version__ = "0.1.0"
 # OpenMP reads its wait policy once, when torch loads it: set it before any module of the package can
 # import torch, so every entry point (jobs/*.py, itrlab ..., Ray workers, tests) gets it (itrlab.threads)
 _threads.configure_env()
+# a process that a command-line program started (a Ray worker of its sweep) shows its log records as the
+# program's console does (itrlab.console_log); any other leaves them to the program that embeds itrlab
+_console_log.follow()
 
 
 def load_model(source, tracking_uri: str | None = None):

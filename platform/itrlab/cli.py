@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from itrlab import threads
+from itrlab.console_log import configure as configure_console
 from itrlab.errors import ItrlabError, StorageError, UserInputError, disk_full, failure_reason, report
 from itrlab.interrupts import interruption, sigterm_as_sigint
 
@@ -327,7 +328,7 @@ def sweep_main(args: argparse.Namespace) -> int:
         check_structure(spec, list(args.overrides))
     if args.dry_run:
         from itrlab.sweep.estimates import cost_lines
-        from itrlab.sweep.plan import print_plan
+        from itrlab.sweep.dry_run import print_plan
 
         return print_plan(spec, args, cost_lines(spec, list(args.overrides)), cluster_command(args))
     from itrlab.sweep import run_sweep
@@ -501,7 +502,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None,
                  sweep_prog: str | None = None) -> argparse.ArgumentParser:
-    """The ``itrlab`` parser; ``preset_flags`` (``{"--optuna": ("dbl-optuna", "the Optuna search")}``) are
+    """The ``itrlab`` parser; ``preset_flags`` (``{"--optuna": (PRESET, "the Optuna search")}``) are
     flags of an entry point that name one of its presets (``jobs/sweep_dbl.py --optuna``); ``sweep_prog``: the
     sweep command's name in its usage line (the job's script; default ``itrlab sweep``)."""
     parser = OneLineParser(prog="itrlab", description="Image-text retrieval experiments")
@@ -632,6 +633,7 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None,
 def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, str]] | None = None,
          program: Sequence[str] = ("itrlab", "sweep")) -> int:
     """``itrlab`` (``program``: the words that start a sweep as it was started, for the lines it prints)."""
+    configure_console()  # the library logs; the command line shows its records as plain lines (itrlab.console_log)
     args = parse_args(argv, preset_flags, program)
     return args.func(args)
 
@@ -664,7 +666,7 @@ def job_script(path: str) -> str:
 
 def sweep_cli(argv: Sequence[str] | None = None, *, default_preset: str | None = None,
               preset_flags: dict[str, tuple[str, str]] | None = None, script: str | None = None) -> int:
-    """``jobs/sweep.py`` (any paper's sweep: ``--preset coder-table2``) and a paper's own sweep job, which
+    """``jobs/sweep.py`` (any paper's sweep: ``--preset NAME``) and a paper's own sweep job, which
     gives its ``default_preset`` (run when no preset is named) and ``preset_flags`` (``--optuna``); ``script``
     (default: the running script) is what the lines it prints name (``jobs/sweep_dbl.py``, not jobs/sweep.py)."""
     program = ["python", job_script(script or sys.argv[0])]

@@ -10,8 +10,9 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import sys
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def resolved_from(path: str | Path) -> str:
@@ -101,9 +102,10 @@ class DataError(UserInputError):
 
 
 def report(err: ItrlabError) -> int:
-    """Print ``err`` for a person on one line of stderr and return the exit status it calls for."""
+    """Log ``err`` for a person as one line (an error: stderr on the command line's console, and with no
+    logging configured at all) and return the exit status it calls for."""
     kind = "error" if isinstance(err, UserInputError) else "run failed"
-    print(f"itrlab: {kind}: {err}", file=sys.stderr)
+    log.error("itrlab: %s: %s", kind, err)
     return err.exit_code
 
 

@@ -5,10 +5,9 @@ it ships in ``torch/lib`` (``torch.__config__.parallel_info()``: "ATen parallel 
 By default a libgomp thread that finishes its share of a parallel region spins for 300,000 iterations
 (``GOMP_SPINCOUNT``, milliseconds) before it sleeps, and a training step runs hundreds of small regions:
 the threads never stop spinning. On a core that another process also wants, a spinning thread burns
-the time slices the working one needs: on 2 cores, a 2-thread epoch beside one busy process took 2.7x
-to 16x its quiet time, erratically (``jobs/bench_train.py --busy 1`` measures it). Shorter spins are no
-cure: 1,000, 3,000 and 10,000 iterations gave 2.2x, 3.8x and 7.7x; only no spinning at all degrades
-with the load (1.0-1.2x).
+the time slices the working one needs, and an epoch beside a busy process takes many times its quiet
+time, erratically. Shorter spins only shorten the waste; no spinning at all degrades with the load
+(``jobs/bench_train.py --busy 1`` measures it; the figures are in docs/speed.md#cpu-threads-beside-other-work).
 
 **Wait policy.** ``OMP_WAIT_POLICY=PASSIVE``: a waiting OpenMP thread sleeps at once (libgomp's spin
 count becomes 0; Intel's and LLVM's OpenMP read the same variable). libgomp reads it once, when it is
@@ -20,9 +19,8 @@ the Ray processes a local sweep starts included; the workers of a Ray cluster ge
 (``OMP_WAIT_POLICY``, or ``GOMP_SPINCOUNT``, which libgomp prefers to the policy), and
 ``ITRLAB_THREAD_POLICY=off`` leaves OpenMP and torch's thread count as torch sets them (the old
 behaviour; on a Ray cluster, set it in the job's runtime env). The price: each parallel region wakes
-a sleeping thread, and on a quiet machine an epoch of the small demo model with 2 threads took about
-1.5-1.8x what it took with spinning threads (on this 2-vCPU VM, where waking an idle vCPU is dear;
-it took less beside a busy process than alone). Where one thread suffices (a small model on few
+a sleeping thread, so on a quiet machine of few vCPUs (where waking an idle vCPU is dear) an epoch with
+2 passive threads is slower than with spinning ones. Where one thread suffices (a small model on few
 cores), ``train.threads=1`` is faster still, quiet or not.
 
 **Thread count** (:func:`thread_count`, applied with ``torch.set_num_threads`` by :func:`apply` where
@@ -37,8 +35,7 @@ the training benchmark):
 4. else the CPUs this process may run on: its affinity mask (``os.sched_getaffinity``), capped by
    the cgroup's CPU quota (a container's ``--cpus``, a Kubernetes CPU limit); on a machine of
    ``SMALL_MACHINE`` (2) CPUs or fewer, one thread: there a passive second thread's wake-ups cost more
-   than it adds (the demo epoch, 2 vCPUs: 1 thread 8.4 s quiet and 10.4 s beside a busy process;
-   2 passive threads 11.9 s and 10.8 s; 2 spinning threads 7.6 s and 29 s).
+   than it adds (docs/speed.md#cpu-threads-beside-other-work).
 
 So concurrent trials on one node use the CPUs they reserved and no more, a run alone on a machine
 uses all of it, and one that shares its cores with other work slows down about in proportion to the

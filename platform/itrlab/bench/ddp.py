@@ -14,6 +14,7 @@ their cores should take about 1/N of the time of one worker on one share (``N x 
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,8 @@ from ray.train.torch import TorchTrainer
 
 from itrlab.bench.timing import time_epoch
 from itrlab.train.checkpoint import seed_everything
+
+_log = logging.getLogger(__name__)
 
 TIMINGS = "timings.json"
 
@@ -65,7 +68,7 @@ def timing_worker(loop_config: dict[str, Any]) -> None:
     for epoch in range(1, loop_config["epochs"] + 1):
         seconds.append(time_epoch(trainer, epoch, gpu_nvml=False).seconds)
         if rank == 0:
-            print(f"{world} worker(s) x {loop_config['threads']} thread(s): epoch {epoch} in {seconds[-1]:.2f} s", flush=True)
+            _log.info(f"{world} worker(s) x {loop_config['threads']} thread(s): epoch {epoch} in {seconds[-1]:.2f} s")
     if rank == 0:
         (Path(loop_config["out"]) / TIMINGS).write_text(
             json.dumps({"epoch_seconds": seconds, "steps_per_epoch": trainer.steps_per_epoch}))

@@ -1,9 +1,9 @@
 """``jobs/bench_eval.py``: the evaluation benchmarks' command line.
 
-By default block-wise ranking against SCAN's per-query loop (:mod:`itrlab.bench.ranking`; each side in a
+By default block-wise ranking against SCAN's per-query loop (:mod:`itrlab.bench.ranking_speed`; each side in a
 subprocess of its own that runs this command line with ``--worker``); ``--interaction`` the sharded
 cross-attention scorer of the method the job names against a per-caption loop
-(:mod:`itrlab.bench.interaction`).
+(:mod:`itrlab.bench.interaction_speed`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Callable
 
-from itrlab.bench.interaction import MethodUnderTest, interaction_main
-from itrlab.bench.ranking import ranking_main, worker
+from itrlab.bench.interaction_speed import MethodUnderTest, interaction_main
+from itrlab.bench.ranking_speed import ranking_main, worker
 from itrlab.errors import ItrlabError, report
 
 DESCRIPTION = "Benchmark: block-wise evaluation (itrlab.eval) against SCAN's per-query numpy loop."

@@ -21,6 +21,7 @@ dry runs.
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,8 @@ import torch
 from itrlab.bench.timing import EpochTiming, GpuSampler, bench_trainer, floor_batches, time_epoch, time_floor
 from itrlab.config import ExperimentConfig
 from itrlab.train.device import describe
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -136,4 +139,4 @@ def record_throughput(config, result: BenchReport) -> None:
     shape = data_shape(config.dataset.root, (splits.train, splits.val, splits.test), config.dataset.captions_per_image)
     path = record(result.device, training_shape(config, shape.regions, shape.feature_dim),
                   result.median("pairs_per_second"))
-    print(f"bench_train: recorded in {path} (what `jobs/sweep.py --dry-run` estimates costs from)", flush=True)
+    _log.info(f"bench_train: recorded in {path} (what `jobs/sweep.py --dry-run` estimates costs from)")

@@ -9,7 +9,7 @@ says how many steps it timed; a section that fails is reported and the next one 
   and under OSS, CODER, AsCL), each in fp32 and bf16 (:mod:`itrlab.bench.timing`: pairs/s, the device's busy
   share, epoch / floor); a method whose optional packages a bare GPU machine lacks runs without the parts
   that need them, as the plan's sizing says, and the page says so;
-* **grouped**: the plan's trials at their group sizes (VSE++ at G = 1, 3, 9, 27, ...) (:mod:`itrlab.bench.grouped`:
+* **grouped**: the plan's trials at their group sizes (VSE++ at G = 1, 3, 9, 27, ...) (:mod:`itrlab.bench.grouped_throughput`:
   pairs/s per member, the ratio against one run at a time, busy share, peak memory);
 * **eval**: the plan's evaluations (dense and token-level) of a 1,000-image test split (5,000 captions) at
   the default shard budget;
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 import tempfile
 import time
@@ -38,6 +39,8 @@ import torch
 
 from itrlab.methods.registry import scheme_labels, with_fresh_branches
 from itrlab.bench.gpu_setup import Check, CheckPlan, guarded, missing_packages_notes, pct, preset_config
+
+_log = logging.getLogger(__name__)
 
 SHARES = {"train": 0.36, "grouped": 0.30, "eval": 0.10, "profiles": 0.24}  # of the budget after the set-up
 
@@ -58,7 +61,7 @@ class Budget:
 
 
 def train_section(check: Check, seconds: float) -> None:
-    from itrlab.bench.grouped import BusySampler
+    from itrlab.bench.grouped_throughput import BusySampler
     from itrlab.bench.timing import bench_trainer, floor_batches, time_epoch, time_floor
     from itrlab.train.throughput import training_shape
 
@@ -99,7 +102,7 @@ def train_section(check: Check, seconds: float) -> None:
 
 
 def grouped_section(check: Check, seconds: float) -> None:
-    from itrlab.bench.grouped import time_group
+    from itrlab.bench.grouped_throughput import time_group
     from itrlab.sweep.cost import group_shape
     from itrlab.train.throughput import training_shape
 
@@ -251,7 +254,7 @@ def run_check(plan: CheckPlan, device: torch.device, out: Path | None, quick: bo
         check.say(f"\nTook {time.perf_counter() - clock.started:.0f} s. Busy: the GPU's utilisation sampled by NVML "
                   f"(or nvidia-smi) while timed; on a CPU, process CPU time over wall time x threads.")
         _write(check, page, date, written)
-    print(f"bench_gpu: wrote {page} and {len(check.records)} throughput records", flush=True)
+    _log.info(f"bench_gpu: wrote {page} and {len(check.records)} throughput records")
     return page
 
 
@@ -302,7 +305,7 @@ def bench_gpu_cli(plan: CheckPlan, argv: list[str] | None = None) -> int:
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        print("bench_gpu: interrupted", file=sys.stderr, flush=True)
+        _log.warning("bench_gpu: interrupted")
         return 130
     finally:
         if log is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib.util
+import logging
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
+_log = logging.getLogger(__name__)
 
 PAPER = "dataset.synthetic.knobs={n_train: %d, n_dev: %d, n_test: %d}"
 
@@ -77,7 +80,7 @@ class Check:
     records: list[tuple[str, float]] = field(default_factory=list)  # (shape, pairs/s) for throughput.jsonl
 
     def say(self, line: str) -> None:
-        print(line, flush=True)
+        _log.info(line)
         self.lines.append(line)
 
 

@@ -27,10 +27,9 @@ from itrlab.data.tokenizers import PretrainedTokenizer, Vocabulary
 from itrlab.methods import METHODS
 from itrlab.methods.context import BuildContext
 from itrlab.report.chance import config_data_shape
-from itrlab.sweep.plan import trial_configs
+from itrlab.sweep.dry_run import trial_configs
 from itrlab.trained.model import plain_config
 
-PRESETS = ["convse_table3", "convse_table2", "dbl_table2", "coder_table2", "ascl_table2"]  # VSE++, then each paper
 STORED_WIDTH = 384  # stored text features' width when their folder is absent: the packaged MiniLM's
 
 

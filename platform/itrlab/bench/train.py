@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shlex
-import sys
 from dataclasses import asdict
 from pathlib import Path
+
+_log = logging.getLogger(__name__)
 
 
 def _at_least_one(text: str) -> int:
@@ -103,12 +105,12 @@ def bench_cli(argv: list[str] | None = None) -> int:
             result = run_bench(config, epochs=args.epochs, floor_steps=args.floor_steps, warmup=args.warmup,
                                max_steps=args.max_steps)
             if baseline is not None:
-                print(result.format(), flush=True)
-                print(f"bench_train: the baseline ({args.baseline}) ...", flush=True)
+                _log.info(result.format())
+                _log.info(f"bench_train: the baseline ({args.baseline}) ...")
                 against = run_bench(baseline, epochs=args.epochs, floor_steps=args.floor_steps, warmup=args.warmup,
                                     max_steps=args.max_steps)
-                print(against.format(), flush=True)
-                print(step_ratio(result, against, args.baseline), flush=True)
+                _log.info(against.format())
+                _log.info(step_ratio(result, against, args.baseline))
                 if args.json:
                     args.json.write_text(json.dumps({"run": result.to_dict(), "baseline": against.to_dict()}, indent=2))
                 return 0
@@ -119,7 +121,7 @@ def bench_cli(argv: list[str] | None = None) -> int:
             if args.json:  # read by the benchmark that started this process, which prints the table
                 args.json.write_text(json.dumps({**asdict(busy), "summary": busy.summary()}, indent=2))
             else:
-                print(format_busy([busy], config, args.epoch_limit), flush=True)
+                _log.info(format_busy([busy], config, args.epoch_limit))
             return 0
         else:
             child_argv = ["-c", args.config, "--busy", str(args.busy), "--repeats", str(args.repeats),
@@ -128,21 +130,21 @@ def bench_cli(argv: list[str] | None = None) -> int:
             policies = ["new", "old"] if args.policy == "both" else [args.policy]
             reports = []
             for policy in policies:
-                print(f"bench_train --busy {args.busy}: timing the {policy} thread policy ...", flush=True)
+                _log.info(f"bench_train --busy {args.busy}: timing the {policy} thread policy ...")
                 reports.append(run_policy_child(policy, child_argv))
-            print(format_busy(reports, config, args.epoch_limit), flush=True)
+            _log.info(format_busy(reports, config, args.epoch_limit))
             if args.json:
                 args.json.write_text(json.dumps([r.summary() for r in reports], indent=2))
             return 0
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        print("bench_train: interrupted", file=sys.stderr, flush=True)
+        _log.warning("bench_train: interrupted")
         return 130
     except ChildFailed as err:
-        print(f"bench_train: {err}", file=sys.stderr, flush=True)
+        _log.warning(f"bench_train: {err}")
         return 1
-    print(result.format(), flush=True)
+    _log.info(result.format())
     if args.json:
         args.json.write_text(json.dumps(result.to_dict(), indent=2))
     record_throughput(config, result)

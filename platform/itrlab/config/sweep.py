@@ -5,13 +5,15 @@ listed values, times ``seeds``; Hydra-style) or an **Optuna search space** (unif
 int, choice; a number of trials; a seed). The two notions stay separate because Optuna's searcher
 rejects Tune grids. Keys are dotted config paths, as in command-line overrides::
 
-    name: dbl_table4
-    experiment: dbl_synthetic_small
+    name: margins
+    experiment: vsepp_synthetic_small
     overrides: [train.epochs=6]
-    grid: {cooperative.strategy: [A, B, C, D, E, F, G, H, I]}
+    grid: {loss.margin: [0.1, 0.2, 0.4]}
     seeds: [0, 1, 2]
     objective: {metric: rsum, mode: max}
-    table: {rows: [cooperative.strategy], paper: dbl_table4}
+    table: {rows: [loss.margin]}
+
+(``configs/sweeps/`` holds one file per paper table or figure; ``table.paper`` names its published numbers.)
 """
 
 from __future__ import annotations
@@ -381,8 +383,8 @@ def resolve_sweep_path(sweep: str | Path) -> Path:
 
 def sweep_presets() -> dict[str, str]:
     """Every preset by the names ``--preset`` takes: each file of ``configs/sweeps/`` by its name with
-    dashes (``coder_table2.yaml`` is ``coder-table2``) and by the short names its ``aliases`` key lists
-    (``dbl_smoke.yaml``: ``smoke``). A short name that is another preset's is a ConfigError."""
+    dashes (``a_table.yaml`` is ``a-table``) and by the short names its ``aliases`` key lists
+    (``aliases: [smoke]``). A short name that is another preset's is a ConfigError."""
     presets: dict[str, str] = {}
     files = sorted((config_dir() / "sweeps").glob("*.yaml"))
     for path in files:

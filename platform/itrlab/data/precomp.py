@@ -16,6 +16,8 @@ it stops the run with a DataError instead.
 
 Every problem with the files is a :class:`~itrlab.errors.DataError` naming the file (and the
 1-based line for caption problems).
+
+Registered as the ``precomp`` dataset kind by :mod:`itrlab.data.kinds.precomp` (one layout: hence one file name).
 """
 
 from __future__ import annotations

@@ -19,12 +19,15 @@ caption's mentioned concepts) for analysis, and the directory gets ``synthetic.j
 and the generator version), written last: a directory without it is an unfinished generation.
 Features are streamed to disk in chunks of 64 MB, so "f30k-shape" (about 4.3 GB in float16)
 never needs to fit in memory. The same spec gives byte-identical files.
+
+Registered as the ``synthetic`` dataset kind by :mod:`itrlab.data.kinds.synthetic` (one generator: hence one file name).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import sys
@@ -37,7 +40,10 @@ from pathlib import Path
 import numpy as np
 
 from itrlab.files import atomic_write_text, file_lock, read_json
+from itrlab.console_log import TO_STDERR
 from itrlab.errors import ConfigError, DataError
+
+_log = logging.getLogger(__name__)
 
 GENERATOR_VERSION = 1
 MANIFEST = "synthetic.json"
@@ -419,9 +425,9 @@ def run(args: dict) -> int:
     size, out = args.pop("size"), args.pop("out")
     spec = synthetic_spec(size, **{k: v for k, v in args.items() if v is not None})
     start = time.perf_counter()
-    generate_synthetic(out, spec, progress=lambda msg: print(msg, file=sys.stderr))
-    print(f"synthetic '{size}' (seed {spec.seed}) ready in {out} "
-          f"({time.perf_counter() - start:.1f} s)")
+    generate_synthetic(out, spec, progress=lambda msg: _log.info(msg, extra=TO_STDERR))
+    _log.info(f"synthetic '{size}' (seed {spec.seed}) ready in {out} "
+              f"({time.perf_counter() - start:.1f} s)")
     return 0
 
 
@@ -433,10 +439,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from itrlab.console_log import configure
     from itrlab.errors import UserInputError
 
+    configure()  # the command line's console (itrlab.console_log)
     try:
         sys.exit(main())
     except UserInputError as exc:
-        print(f"itrlab: error: {exc}", file=sys.stderr)
+        _log.error(f"itrlab: error: {exc}")
         sys.exit(exc.exit_code)

@@ -17,7 +17,7 @@ Bad images: missing, unreadable or corrupt images are found before the model loa
 job with their list (:class:`~itrlab.extract.images.BadImagesError`, exit status 2); with
 ``skip_bad`` they are left out and listed in the output and the manifest.
 
-:mod:`itrlab.extract.distributed` runs the same chunks as Ray tasks.
+:mod:`itrlab.extract.ray_tasks` runs the same chunks as Ray tasks.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 from itrlab.errors import DataError, ItrlabError
 from itrlab.extract.images import PREPROCESSING, BadImagesError, path_source
 from itrlab.extract.layouts import derive_layouts, parse_pool
-from itrlab.extract.model import FEATURE_DIM, FEATURES, N_REGIONS, ImageEncoder, torch_threads
+from itrlab.extract.image_encoder import FEATURE_DIM, FEATURES, N_REGIONS, ImageEncoder, torch_threads
 from itrlab.extract.plan import FORMAT_VERSION, MANIFEST, ExtractOptions, Plan, extraction_lock, plan_splits, prepare
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk, read_shard_meta, write_shard
 from itrlab.files import atomic_write_text

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from itrlab.errors import UserInputError
-from itrlab.extract.model import GRID
+from itrlab.extract.image_encoder import GRID
 from itrlab.files import atomic_write_text
 
 LAYOUT_FILE = "layout.json"

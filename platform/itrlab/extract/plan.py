@@ -32,7 +32,7 @@ from itrlab.extract.digests import content_digest, image_digests
 from itrlab.extract.images import PREPROCESSING, BadImagesError, check_image
 from itrlab.extract.layouts import layout_folders, parse_pool
 from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, SplitPlan
-from itrlab.extract.model import model_info
+from itrlab.extract.image_encoder import model_info
 from itrlab.extract.shards import Chunk, read_shard_meta
 from itrlab.files import atomic_write_text, check_writable_dir, file_lock
 

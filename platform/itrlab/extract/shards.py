@@ -18,7 +18,7 @@ import numpy as np
 
 from itrlab.extract.captions import CocoImage
 from itrlab.extract.images import ImageSource, try_load_image
-from itrlab.extract.model import FEATURE_DIM, N_REGIONS
+from itrlab.extract.image_encoder import FEATURE_DIM, N_REGIONS
 from itrlab.files import atomic_write_bytes, atomic_write_text
 
 @dataclass(frozen=True)

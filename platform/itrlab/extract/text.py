@@ -219,7 +219,7 @@ class CaptionEncoder:
 
 def _compute(plan: TextPlan, log: Callable[[str], None]) -> dict[str, float]:
     """Encode the pending chunks (one shard each); the seconds spent."""
-    from itrlab.extract.model import torch_threads
+    from itrlab.extract.image_encoder import torch_threads
     from tqdm import tqdm
 
     options = plan.options

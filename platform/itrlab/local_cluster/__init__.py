@@ -10,14 +10,14 @@
   ``workers`` worker nodes, each in a PID and a mount namespace of its own (what a pod is), with token
   authentication.
 
-:mod:`~itrlab.local_cluster.cluster` holds them together (folders, state file, start and stop in order),
+:mod:`~itrlab.local_cluster.lifecycle` holds them together (folders, state file, start and stop in order),
 :mod:`~itrlab.local_cluster.processes` starts and ends processes, :mod:`~itrlab.local_cluster.ddp_check`
-is the DDP check run as a Ray job, :mod:`~itrlab.local_cluster.cli` the command line. It sits above the
+is the DDP check run as a Ray job, :mod:`~itrlab.local_cluster.commands` the command line. It sits above the
 sweep layer (the DDP check trains as a sweep trial does) and nothing in the package imports it: it is
 a test bench, not part of a run.
 """
 
-from itrlab.local_cluster.cluster import LocalCluster
+from itrlab.local_cluster.lifecycle import LocalCluster
 from itrlab.local_cluster.nodes import isolation_problem
 from itrlab.local_cluster.postgres import postgres_bin
 from itrlab.local_cluster.processes import ClusterError

@@ -18,7 +18,7 @@ _EXPORTS = {
     **dict.fromkeys(["LossOutput", "RetrievalLoss", "Similarities", "hardest_negative", "hardest_negative_hinge",
                      "hinge", "masked_logsumexp", "masked_sum", "nce_term", "negative_mask", "positive_mask",
                      "positive_scores"], "base"),
-    "WarmupLoss": "schedule",
+    "WarmupLoss": "warmup",
     **dict.fromkeys(["MaxOfHingesLoss", "SumOfHingesLoss"], "triplet"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -12,6 +12,8 @@ Conventions (docs/architecture.md, "Contracts"):
 
 The helpers are pure functions of tensors (pytorch-metric-learning style), so that losses
 compose them instead of copying code.
+
+The loss layer's base, as :mod:`itrlab.methods.base` is the method layer's: the contract its parts implement.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ constructor takes exactly the declared settings, and wraps it so that every cons
 config or from code, is typed by the model: a setting the loss does not take or a value it does not
 accept is a ``ValidationError`` whose location names the setting, a contradiction a ``SettingError``.
 A constructor also takes the typed settings themselves (``cls(settings)``), as built from a config.
+
+The same concept as the other registries of named parts, each in its layer's ``registry.py``: losses
+(:mod:`itrlab.losses.registry`), methods and schemes (:mod:`itrlab.methods.registry`), dataset kinds
+(:mod:`itrlab.data.kinds.registry`) and raw formats (:mod:`itrlab.extract.readers.registry`).
 """
 
 from __future__ import annotations

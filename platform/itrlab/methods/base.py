@@ -18,6 +18,8 @@ Life cycle of a method, and the hooks a subclass may override:
    concept vocabularies); never called on one loaded from a checkpoint.
 4. Every epoch ``set_epoch(epoch)``; every batch ``step(batch)`` (through ``forward``), then
    ``after_step(step, total_steps)`` after the optimizer step (EMA, queues).
+
+The method layer's base, as :mod:`itrlab.losses.base` is the loss layer's: the contract its parts implement.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ in their config). A *scheme* wraps a method in branches when a config section of
 package registers it with :func:`register_scheme`, with the typed settings of that section, so that
 the platform names no scheme, section or setting of a paper. :func:`build_method` builds an assembled
 config's method, wrapped in its scheme when the config has one.
+
+The same concept as the other registries of named parts, each in its layer's ``registry.py``: losses
+(:mod:`itrlab.losses.registry`), methods and schemes (:mod:`itrlab.methods.registry`), dataset kinds
+(:mod:`itrlab.data.kinds.registry`) and raw formats (:mod:`itrlab.extract.readers.registry`).
 """
 
 from __future__ import annotations

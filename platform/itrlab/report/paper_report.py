@@ -1,9 +1,8 @@
 """The sweep's report in a paper's layout: ``sweep/report.html`` and ``sweep/report.md`` on the parent
 run, and the same table last on the console.
 
-One row per grid row, in the grid's order; columns rsum first (what rows are compared by, inside a
-1280-px viewer), then i2t R@1/5/10, t2i R@1/5/10 (and MD where the sweep reports it), each cell "mean
-± 95% interval" over seeds (the seed count added where it is not the grid's; with one seed a mean and
+One row per grid row, in the grid's order; columns rsum first (what rows are compared by), then i2t R@1/5/10,
+t2i R@1/5/10 (and MD where the sweep reports it), each cell "mean ± 95% interval" over seeds (the seed count added where it is not the grid's; with one seed a mean and
 no interval, and the notes say so); the difference of the objective to the baseline with Welch's
 interval and, where the rows share seeds, the paired one (the notes say which the headline used); the
 cost; a note per row (seeds missing, what became of trials that did not finish, at chance, still
@@ -13,12 +12,18 @@ when the trials' data have the paper's shape (:mod:`itrlab.data.shape`); publish
 methods (:mod:`itrlab.report.anchors`) as reference rows last, under the same rule; the headline
 (:mod:`itrlab.report.headline`) and the plots. Pure data in, text out: every text is escaped for the
 page it goes to (:mod:`itrlab.report.escape`), so that a label reads as written, never as markup.
+
+The HTML page fits a 1280-px window, and shows the recalls inside the frame MLflow's artifact view gives it
+(about 510 px of a 1280-px window beside MLflow's sidebar, file list and Assistant panel; 710 px of a
+1600-px one): a cell may wrap before its interval (mean above, ``± half`` below), a header at its spaces,
+the first header after a dot, a model's URI anywhere.
 """
 
 from __future__ import annotations
 
 import base64
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +51,11 @@ MODELS_NOTE = ("Each trial's model: itrlab.load_model, itrlab evaluate, itrlab r
 def report_columns(spec: SweepSpec) -> list[str]:
     """The paper's columns: rsum, every recall, and MD when the sweep's table asks for it (DBL)."""
     return RECALLS + (["test_md"] if "test_md" in spec.table.columns else [])
+
+
+def _interval_apart(cell: str) -> str:
+    """An escaped cell with its interval (``± 0.4``) kept whole: a narrow page wraps the cell before it."""
+    return re.sub(r" (± \S+)", r' <span class="ci">\1</span>', cell)
 
 
 def _finite(value) -> bool:
@@ -93,8 +103,10 @@ class PaperReport:
     def html(self, plots: dict[str, Path] | None = None) -> str:
         """One self-contained HTML page (``plots``: caption -> PNG file, embedded as data URIs)."""
         esc = html_text
-        head = "".join(f"<th>{esc(h)}</th>" for h in self.header)
-        body = "\n".join(f'<tr class="{esc(kind)}">' + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>"
+        head = "".join(f"<th>{esc(h).replace('.', '.<wbr>') if j == 0 else esc(h)}</th>"
+                       for j, h in enumerate(self.header))
+        body = "\n".join(f'<tr class="{esc(kind)}">' + "".join(f"<td>{esc(c) if j == 0 else _interval_apart(esc(c))}</td>"
+                                                               for j, c in enumerate(row)) + "</tr>"
                          for row, kind in zip(self.rows, self.row_kinds))
         images = "".join(
             f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,'
@@ -105,9 +117,11 @@ class PaperReport:
 <style>
 body {{ font-family: system-ui, sans-serif; font-size: 14px; margin: 1em; color: #222; }}
 h1 {{ font-size: 1.3em; }}
-table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; }}
-th, td {{ padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }}
-td:last-child {{ white-space: normal; text-align: left; min-width: 8em; }}
+table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 13px; }}
+th, td {{ padding: 0.25em 0.45em; border-bottom: 1px solid #ddd; text-align: right; vertical-align: top; }}
+td span.ci {{ white-space: nowrap; }}
+td:last-child {{ text-align: left; min-width: 8em; }}
+table.models td {{ text-align: left; overflow-wrap: anywhere; }}
 th:first-child, td:first-child {{ text-align: left; }}
 thead th {{ border-bottom: 2px solid #444; }}
 tr.baseline td {{ font-weight: 600; }}

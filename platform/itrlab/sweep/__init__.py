@@ -1,7 +1,7 @@
 """Sweeps: Ray Tune (grid or Optuna) over training runs, every trial in MLflow (only this package,
 itrlab.train's callers and the distributed feature extraction import Ray).
 
-The exports are imported when first used (:mod:`itrlab.lazy`): ``itrlab.sweep.plan`` (``--dry-run``)
+The exports are imported when first used (:mod:`itrlab.lazy`): ``itrlab.sweep.dry_run`` (``--dry-run``)
 and ``itrlab.sweep.catalog`` (``--list``) do not start by importing Ray and MLflow."""
 
 from itrlab.lazy import lazy_exports

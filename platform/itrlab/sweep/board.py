@@ -2,7 +2,7 @@
 driver's progress line (:mod:`itrlab.sweep.progress`).
 
 A trial's training (its rank-0 worker) writes ``<sweep dir>/progress/<trial id>.json`` whenever a phase
-begins and, within an epoch, at most every 2 s (:mod:`itrlab.train.progress`): its phase, epoch and step,
+begins and, within an epoch, at most every 2 s (:mod:`itrlab.train.training_progress`): its phase, epoch and step,
 its measured seconds per step and per validation, and the wall-clock time of the note. The sweep's
 storage is shared by every node of a cluster (docs/sweeps.md), so the driver reads the board wherever
 the trial runs. A note older than the trial's start in this invocation (an earlier invocation's) is
@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from itrlab.files import atomic_write_text
-from itrlab.train.progress import TrainingProgress
+from itrlab.train.training_progress import TrainingProgress
 
 BOARD_FOLDER = "progress"  # under the sweep's folder
 
 
 class BoardWriter:
-    """A training callback of a trial: writes its :class:`~itrlab.train.progress.TrainingProgress` to the board.
+    """A training callback of a trial: writes its :class:`~itrlab.train.training_progress.TrainingProgress` to the board.
     A note that cannot be written is skipped: progress never fails a trial."""
 
     def __init__(self, folder: Path, trial_id: str, clock=time.time):
@@ -44,7 +44,7 @@ class BoardWriter:
 
 @dataclass(frozen=True)
 class TrialState:
-    """A running trial's last note on the board (see :class:`~itrlab.train.progress.TrainingProgress`)."""
+    """A running trial's last note on the board (see :class:`~itrlab.train.training_progress.TrainingProgress`)."""
 
     phase: str
     epoch: int

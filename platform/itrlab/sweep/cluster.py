@@ -20,11 +20,14 @@ import ray
 import torch
 
 from itrlab import threads as thread_policy
+from itrlab.console_log import CONSOLE_ENV
 from itrlab.config.loader import config_dir
 from itrlab.errors import UnavailableError, UserInputError
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep import progress
 from itrlab.sweep.quiet_workers import WORKER_SETUP_HOOK
+
+_log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 RESOURCE_WAIT_ENV = "ITRLAB_RESOURCE_WAIT_S"  # how long a sweep on a cluster waits for room for one trial
@@ -32,8 +35,8 @@ RESOURCE_WAIT_DEFAULT_S = 600.0
 START_ATTEMPTS_ENV = "ITRLAB_RAY_START_ATTEMPTS"  # how often a local Ray's start is tried on a busy machine
 START_ATTEMPTS_DEFAULT = 3
 # The Ray dashboard of a sweep's own local Ray: started where a trial runs a TorchTrainer (Train inside
-# Tune frees a stopped trial's workers through it), else only when asked (it costs about 3 s of start-up
-# and 4.6 CPU-s per sweep on 2 cores, docs/speed.md#cpu-figures)
+# Tune frees a stopped trial's workers through it), else only when asked (it costs start-up time and CPU:
+# docs/speed.md#cpu-figures)
 DASHBOARD_ENV = "ITRLAB_RAY_DASHBOARD"
 RAY_PROGRAMS = ("gcs_server", "raylet", "ray/dashboard", "log_monitor", "ray_process_reaper", "runtime_env",
                 "monitor.py", "default_worker.py", "ray::")  # what ray.init starts on this machine
@@ -136,8 +139,8 @@ def start_local_ray(options: dict[str, Any]) -> None:
                                        f"the machine is too busy now: nothing was started, try again later or allow "
                                        f"more attempts (${START_ATTEMPTS_ENV})") from None
             pause = 10.0 * attempt
-            print(f"itrlab: Ray did not start ({text}); the machine is busy: starting it again in {pause:g} s "
-                  f"(attempt {attempt + 1} of {attempts})", flush=True)
+            _log.info(f"itrlab: Ray did not start ({text}); the machine is busy: starting it again in {pause:g} s "
+                      f"(attempt {attempt + 1} of {attempts})")
             time.sleep(pause)
 
 
@@ -192,11 +195,12 @@ def console_runtime_env(env_vars: dict[str, str]) -> dict[str, Any]:
 
     Quiet (no ``-v``): the variables that keep MLflow's progress bars off, and Ray's
     ``worker_process_setup_hook`` that sets Tune's and Train's loggers to WARNING in every worker (their
-    "Checkpoint successfully created" line per epoch). Always: ``-v`` itself and the step counter's
-    interval when the user set them here, so that a cluster's trials see them too (a local Ray's
+    "Checkpoint successfully created" line per epoch). Always: ``-v`` itself, the step counter's
+    interval when the user set them here, and the command line's console (:data:`itrlab.console_log.CONSOLE_ENV`:
+    a trial's log records as the lines it printed), so that a cluster's trials see them too (a local Ray's
     workers inherit them anyway). A key the submitted job's runtime env sets is left to it."""
     env_vars = dict(env_vars) | progress.quiet_env()
-    env_vars |= {key: os.environ[key] for key in (progress.VERBOSE_ENV, progress.STEP_PROGRESS_ENV)
+    env_vars |= {key: os.environ[key] for key in (progress.VERBOSE_ENV, progress.STEP_PROGRESS_ENV, CONSOLE_ENV)
                  if os.environ.get(key)}
     job = _job_runtime_env()
     env_vars = {key: value for key, value in env_vars.items() if key not in (job.get("env_vars") or {})}
@@ -263,8 +267,8 @@ def wait_for_room(spec: SweepSpec, timeout_s: float | None = None, poll_s: float
 
     if room(nodes()):
         return
-    print(f"waiting up to {timeout_s:g} s for the Ray cluster to offer one trial's resources "
-          f"({_describe(total)}; {workers} worker(s) of {_describe(bundle)})", flush=True)
+    _log.info(f"waiting up to {timeout_s:g} s for the Ray cluster to offer one trial's resources "
+              f"({_describe(total)}; {workers} worker(s) of {_describe(bundle)})")
     requested = False
     with contextlib.suppress(Exception):  # a hint to the autoscaler, where there is one
         from ray.autoscaler.sdk import request_resources

@@ -14,11 +14,11 @@ PLACEMENTS = ("STRICT_SPREAD", "STRICT_PACK")  # the two ranks on two nodes, the
 
 def _ddp_worker(loop_config: dict[str, Any]) -> None:
     """A Ray Train worker of the DDP check: notes its node on the shared storage, then trains as a
-    sweep trial's TorchTrainer worker does (:func:`itrlab.sweep.distributed.worker_loop`)."""
+    sweep trial's TorchTrainer worker does (:func:`itrlab.sweep.ddp_trial.worker_loop`)."""
     import ray
     import ray.train
 
-    from itrlab.sweep.distributed import worker_loop
+    from itrlab.sweep.ddp_trial import worker_loop
 
     rank = ray.train.get_context().get_world_rank()
     nodes = Path(loop_config["nodes_dir"])
@@ -55,9 +55,8 @@ def ddp_run(tree: dict[str, Any], placement: str, storage: Path, tracking_uri: s
     # the run's metrics as MLflow holds them (the last epoch's validation, the test table, ...)
     tracker = MlflowTracker(name, tracking_uri)
     run_id = tracker.find_run({TRIAL_TAG: name})
-    run = tracker.client.get_run(run_id)
-    return {"name": name, "placement": placement, "nodes": nodes, "run_id": run_id, "status": run.info.status,
-            "metrics": dict(run.data.metrics)}
+    return {"name": name, "placement": placement, "nodes": nodes, "run_id": run_id, "status": tracker.status(run_id),
+            "metrics": tracker.metrics(run_id)}
 
 
 def probe_workers(paths: Sequence[str]) -> dict[str, dict[str, Any]]:

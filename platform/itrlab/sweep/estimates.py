@@ -1,7 +1,7 @@
 """One estimate of a sweep's cost, the one ``--dry-run``, ``--list`` and the docs quote (issue 46: the three
 disagreed), kept per code version.
 
-:func:`work_out` prices a sweep's trials and stages with :func:`itrlab.sweep.plan.training_seconds` (measured
+:func:`work_out` prices a sweep's trials and stages with :func:`itrlab.sweep.dry_run.training_seconds` (measured
 step times where a benchmark recorded them, else counted FLOPs: :mod:`itrlab.sweep.cost`) and returns one
 :class:`Figure` per group size; :meth:`Figure.text` is the wording both commands print. An estimate that cannot
 be made is a sentence saying why, never an exception's text.
@@ -70,7 +70,7 @@ def _reason(unknown: list[str]) -> str:
 
 def work_out(spec: SweepSpec, overrides: list[str]) -> tuple[list[Figure], list[str]]:
     """The figures of ``spec`` (with ``overrides``) at G = 1 and at its group, and the data folders they read."""
-    from itrlab.sweep.plan import shared_stages, training_seconds, trial_configs
+    from itrlab.sweep.dry_run import shared_stages, training_seconds, trial_configs
 
     points, configs = trial_configs(spec, overrides)
     stages = shared_stages(configs)

@@ -40,7 +40,7 @@ from itrlab.sweep.trial import (STORAGE_ERROR, TrialContext, node_tags, record_f
                                 unstored_checkpoint)
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError
-from itrlab.train.group_run import run_group
+from itrlab.train.grouped.run import run_group
 
 MEMBERS = "members"  # in a group trial's results: its members' state, as JSON
 MEMBER_FILE = "member.json"  # in a member's folder once it ended: its final state

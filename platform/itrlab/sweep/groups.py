@@ -1,11 +1,9 @@
 """Grouped sweeps: ``group: G`` in a sweep file (or ``--group G``) packs its trials into groups of G that
 train together in one process as one batched model (:mod:`itrlab.train.grouped`).
 
-**Packing.** Trials are grouped in grid order (a row's seeds are neighbours) among those that can share a
-step: one model shape (the names and shapes of their parameters) and one data, ``train`` and ``eval``
-section (:mod:`itrlab.train.grouping`). Each such set is cut into groups of G; its last group may be
-smaller. DBL Table IV at G = 3 gives nine groups, one per strategy (its seeds); at G = 8 its
-strategies B-I (two branches) form three groups while A (the plain model) stays a group of 3.
+**Packing** is the grouped-training package's (:func:`itrlab.train.grouped.membership.pack_groups`): the
+sweep hands it the trials' configs in grid order (a row's seeds are neighbours) and the group size, and
+labels the trials in its messages; it decides which trials can share a step and how they are cut.
 
 **Bad input**, one line, exit 2, before Ray or MLflow start: G larger than the sweep's trials; G larger
 than the largest set of trials of one shape (a group would mix model shapes); a trial whose method or
@@ -25,9 +23,9 @@ from ray import tune
 
 from itrlab.config import ExperimentConfig
 from itrlab.config.sweep import SweepSpec, row_key, row_label
-from itrlab.errors import ConfigError, UserInputError
+from itrlab.errors import ConfigError
 from itrlab.sweep.points import trial_config
-from itrlab.train.grouping import describe_shape, group_key, group_refusal, model_signature
+from itrlab.train.grouped.membership import pack_groups
 
 GROUP = "group"  # the param-space key of a grouped sweep's trials: {"index": i, "members": [grid point, ...]}
 
@@ -43,8 +41,8 @@ def _label(spec: SweepSpec, point: dict[str, Any]) -> str:
     return f"{row_label(row_key(point, keys))} seed {point.get('seed')}"
 
 
-def check_groupable(spec: SweepSpec, points: list[dict[str, Any]], configs: list[ExperimentConfig]) -> None:
-    """UserInputError (one line) for a sweep that cannot be grouped (see the module doc)."""
+def check_groupable(spec: SweepSpec, points: list[dict[str, Any]]) -> None:
+    """ConfigError (one line) for a sweep whose search cannot be grouped (see the module doc)."""
     size = spec.group
     if spec.optuna is not None:
         raise ConfigError("group", size, "grouped training packs a grid's trials; an Optuna search proposes one "
@@ -57,29 +55,14 @@ def check_groupable(spec: SweepSpec, points: list[dict[str, Any]], configs: list
                           "hold one: use one worker per trial")
     if size > len(points):
         raise ConfigError("group", size, f"at most the sweep's {len(points)} trials")
-    for point, config in zip(points, configs):
-        reason = group_refusal(config)
-        if reason:
-            raise UserInputError(f"group {size}: trial {_label(spec, point)}: {reason}")
 
 
 def plan_groups(spec: SweepSpec, points: list[dict[str, Any]], configs: list[ExperimentConfig]) -> list[Group]:
     """The sweep's groups (one per trial when ``spec.group`` is 1); UserInputError for bad input."""
     if spec.group == 1:
         return [Group([point], [config]) for point, config in zip(points, configs)]
-    check_groupable(spec, points, configs)
-    sets: dict[tuple, list[int]] = {}
-    for index, config in enumerate(configs):
-        sets.setdefault((group_key(config), model_signature(config)), []).append(index)
-    largest = max(len(indices) for indices in sets.values())
-    if spec.group > largest:
-        kinds = "; ".join(f"{len(indices)} x {describe_shape(configs[indices[0]])} "
-                          f"(from {_label(spec, points[indices[0]])})" for indices in sets.values())
-        raise ConfigError("group", spec.group, f"a group holds trials of one model shape and one train section, and "
-                          f"the sweep's {len(points)} trials fall in {len(sets)} such sets ({kinds}): at most {largest}")
-    groups = [indices[start:start + spec.group] for indices in sets.values()
-              for start in range(0, len(indices), spec.group)]
-    groups.sort(key=lambda indices: indices[0])
+    check_groupable(spec, points)
+    groups = pack_groups(configs, spec.group, label=lambda index: _label(spec, points[index]))
     return [Group([points[i] for i in indices], [configs[i] for i in indices]) for indices in groups]
 
 

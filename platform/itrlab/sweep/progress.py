@@ -46,7 +46,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -58,6 +57,8 @@ from itrlab.sweep.board import TrialState, read_state
 from itrlab.sweep.quiet_workers import quiet_worker_logs
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR
 from itrlab.train.loop import STEP_PROGRESS_ENV  # the step counter's interval: forwarded to a cluster's workers
+
+_log = logging.getLogger(__name__)
 
 PROGRESS_ENV = "ITRLAB_SWEEP_PROGRESS_S"  # seconds between progress lines (default 30)
 FAILED_RESULTS = (STORAGE_ERROR, INPUT_ERROR, "diverged")  # a trial's last result that says its run ended FAILED
@@ -367,4 +368,9 @@ class SweepProgress(tune.Callback):
 
     def print_line(self, trials: list, final: bool = False) -> None:
         self.last_line = self.clock()
-        print(self.line(trials, final), file=self.stream or sys.stdout, flush=True)
+        line = self.line(trials, final)
+        if self.stream is None:
+            _log.info(line)
+        else:
+            self.stream.write(line + "\n")
+            self.stream.flush()

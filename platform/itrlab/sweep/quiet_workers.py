@@ -4,10 +4,8 @@ imports nothing but :mod:`logging`.
 Ray imports the hook's module in every worker process the sweep's job starts: its trials, and where a
 trial runs a TorchTrainer, the Train controller, the workers and Ray Train's helper actors (placement
 group cleaner, synchronization, dataset manager, autoscaling coordinator, preemption watcher). Defined in
-:mod:`itrlab.sweep.progress`, the hook made each of them import Ray Tune, torch and the training loop
-(4.7 CPU-seconds in a fresh interpreter), which the helpers never use. Measured with it there and here:
-a local sweep's two-worker DDP trial, 53 and 49 CPU-seconds in its nine worker processes; the cluster's
-DDP check (``jobs/local_cluster.py ddp``, two such trials), 129 and 99 in its eighteen.
+:mod:`itrlab.sweep.progress`, the hook made each of them import Ray Tune, torch and the training loop,
+which the helpers never use (what that cost is in docs/speed.md#cpu-figures).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ summary holds no NaN or infinity (JSON has none: ``itrlab report`` refuses them)
 
 from __future__ import annotations
 
+import logging
 import math
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,8 @@ from itrlab.tracking import MlflowTracker
 from itrlab.tracking.models import GALLERY_TAG, MODEL_TAG
 from itrlab.tracking.store import ui_link
 
+_log = logging.getLogger(__name__)
+
 STATUSES = ("finished", "diverged", "stopped", "error", "interrupted", "not started")
 
 
@@ -57,12 +59,12 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
     links = trial_links(parent, runs)
     trials = ranked_table(rows, spec, links)
     parent.replace_table(trials, "sweep/trials.json")
-    print("\n" + to_text({key: column for key, column in trials.items() if key != "reason"}, title))
+    _log.info("\n" + to_text({key: column for key, column in trials.items() if key != "reason"}, title))
     for row in rows:  # reasons on stderr
         if row.status == "error":
-            print(f"trial {row.trial_id} failed: {row.reason}", file=sys.stderr, flush=True)
+            _log.warning(f"trial {row.trial_id} failed: {row.reason}")
         elif row.metrics.get(RETRIED):  # finished after a lost node or a killed process
-            print(f"trial {row.trial_id} {row.metrics[RETRIED]}", file=sys.stderr, flush=True)
+            _log.warning(f"trial {row.trial_id} {row.metrics[RETRIED]}")
     counts = {status: sum(r.status == status for r in rows) for status in STATUSES}
     parent.log_final_metrics({f"trials_{k.replace(' ', '_')}": v for k, v in counts.items()})
     shape, protocol = config_data_shape(config), config.eval.test_protocol
@@ -108,7 +110,7 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
         parent.log_text(markdown, "sweep/summary.md")
     parent.log_dict(json_safe(summary), "sweep/summary.json")
     if report is not None:
-        print("\n" + report.text(), flush=True)
+        _log.info("\n" + report.text())
     return top.text if top is not None else None
 
 
@@ -156,7 +158,7 @@ def trial_curves(parent: MlflowTracker) -> dict[str, dict]:
     try:
         return parent.trial_runs(parent.run_id, parts=False)
     except Exception as err:  # noqa: BLE001 - the curves must never fail a finished sweep's report
-        print(f"itrlab: the trials' curves were not read: {failure_reason(err)}", file=sys.stderr, flush=True)
+        _log.warning(f"itrlab: the trials' curves were not read: {failure_reason(err)}")
         return {}
 
 
@@ -226,5 +228,5 @@ def draw_plots(spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dict], gri
         if path is not None:
             plots["validation rsum and training loss per epoch"] = path
     except Exception as err:  # noqa: BLE001 - a plot must never fail a finished sweep
-        print(f"itrlab: the sweep's plots were not drawn: {failure_reason(err)}", file=sys.stderr, flush=True)
+        _log.warning(f"itrlab: the sweep's plots were not drawn: {failure_reason(err)}")
     return plots

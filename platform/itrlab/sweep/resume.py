@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from itrlab.config.sweep import SweepSpec
 from itrlab.train.provenance import data_digest
 from itrlab.errors import UserInputError
 from itrlab.files import atomic_write_json
+
+_log = logging.getLogger(__name__)
 
 STATE_FILE = "itrlab_sweep.json"
 STATE_LIMIT = 16 << 20  # bytes: a state file larger than this was not written by itrlab
@@ -138,8 +141,8 @@ def pick(storage: Path, name: str, which: str | None) -> Path:
     start, folder, status = open_ones[-1]
     if len(open_ones) > 1:
         others = "; ".join(f"{f.name} (started {_when(s)}, {st.lower()})" for s, f, st in open_ones[-2::-1][:5])
-        print(f"--resume: continuing {folder.name} (started {_when(start)}), the newest of {len(open_ones)} "
-              f"interrupted invocations; also resumable: {others} (--resume NAME picks one)", flush=True)
+        _log.info(f"--resume: continuing {folder.name} (started {_when(start)}), the newest of {len(open_ones)} "
+                  f"interrupted invocations; also resumable: {others} (--resume NAME picks one)")
     return folder
 
 

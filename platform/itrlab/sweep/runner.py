@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shutil
 import time
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.sweep import integrity
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
-from itrlab.sweep.distributed import trial_function
+from itrlab.sweep.ddp_trial import trial_function
 from itrlab.sweep.group_trial import run_group_trial
 from itrlab.sweep.groups import group_param_space, sweep_groups
 from itrlab.sweep.resume import (STATE_FILE, check_tune_state, check_unchanged, data_digests, nothing_left_to_run,
@@ -57,7 +58,7 @@ from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.board import BOARD_FOLDER
-from itrlab.sweep.plan import own_key, stages_trained_by_rows
+from itrlab.sweep.dry_run import own_key, stages_trained_by_rows
 from itrlab.sweep.points import base_tree, point_key, trial_config
 from itrlab.sweep.runs_table import save_trials_view
 from itrlab.sweep.trial import TrialContext
@@ -65,6 +66,8 @@ from itrlab.tracking.watchdog import watching
 from itrlab.tracking import (OWNER_TAG, STOP_REASON_TAG, SWEEP_TAG, MlflowTracker, check_tracking_store,
                              close_orphaned_runs, owner_id, resolve_tracking_uri, source_tags)
 from itrlab.train.experiment import generate_if_synthetic
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,7 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, Experi
     started_ray = start_ray(spec, tracking_uri)
     parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state, now)
     view = save_trials_view(spec, parent, sweep_dir.name)  # what the printed link opens: the trials, one row each
-    print(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}", flush=True)
+    _log.info(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}")
     integrity.StateSigner.sweep = signed[0] if signed else integrity.identity(sweep_dir, parent.run_id)
     try:
         source = {**source_tags(), **profile_tags(spec), OWNER_TAG: owner_id()}  # the driver settles the trials' runs
@@ -281,8 +284,8 @@ def open_parent_run(spec: SweepSpec, sweep_dir: Path, overrides: list[str], trac
         parent.start(run_name=state["run_name"], tags={}, params={}, run_id=state["parent_run_id"])
         if changes:
             parent.record_changes(changes)
-            print(f"--allow-changes: resuming with {len(changes)} change(s), recorded on the parent run: "
-                  f"{'; '.join(changes)}", flush=True)
+            _log.info(f"--allow-changes: resuming with {len(changes)} change(s), recorded on the parent run: "
+                      f"{'; '.join(changes)}")
             state = {**state, **now}  # the next --resume compares with what runs now
         write_state(sweep_dir, {**now, **state, "status": "RUNNING"})
         return parent

@@ -2,7 +2,7 @@
 
 A one-worker trial trains inside its own trial process (the fast path: well under a second of
 overhead). ``num_workers > 1`` starts a Ray Train ``TorchTrainer`` inside the trial (see
-:mod:`itrlab.sweep.distributed`). After every epoch the trial reports the epoch's metrics with a
+:mod:`itrlab.sweep.ddp_trial`). After every epoch the trial reports the epoch's metrics with a
 Tune checkpoint of its run directory; a restarted trial (a crash retried under
 ``max_failures``, or ``--resume`` of an interrupted sweep) restores that directory and the
 trainer continues from ``last.pt``. Its MLflow child run is found again by the trial id tag, so a
@@ -17,8 +17,8 @@ training started.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,8 @@ from itrlab.tracking import MlflowTracker
 from itrlab.tracking.mlflow_tracker import TRIAL_ID_TAG as TRIAL_TAG
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
 from itrlab.train.experiment import MLFLOW_FILE, recorded_run_id
+
+_log = logging.getLogger(__name__)
 
 NODE_TAG = "itrlab.node_id"  # the Ray node of the trial's latest attempt
 NODES_TAG = "itrlab.node_ids"  # every attempt's node, in order: a trial retried after a lost node names both
@@ -176,7 +178,7 @@ def record_failure(tracker: MlflowTracker | None, run_dir: Path, reason: str, ru
             tracker.start(run_name=run_name, tags={}, params={}, run_id=reuse, parent_run_id=parent_run_id)
         tracker.stop("FAILED", reason)
     except Exception as err:  # MLflow itself failing must not hide the trial's own error
-        print(f"itrlab: could not record the failure on the MLflow run: {failure_reason(err)}", file=sys.stderr)
+        _log.warning(f"itrlab: could not record the failure on the MLflow run: {failure_reason(err)}")
 
 
 def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tracker: MlflowTracker | None,

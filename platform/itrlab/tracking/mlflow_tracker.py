@@ -3,7 +3,9 @@ imports MLflow: this module, :mod:`~itrlab.tracking.store`, :mod:`~itrlab.tracki
 :mod:`~itrlab.tracking.models`).
 
 One tracker writes one run: the flattened config as params, per-epoch metrics, recall tables (as an
-MLflow table, JSON and Markdown), and tags naming the method, dataset, protocol and seed. It talks to
+MLflow table, JSON and Markdown), and tags naming the method, dataset, protocol and seed. Metrics go to MLflow
+in its chart sections (``1_test/rsum``: :mod:`~itrlab.tracking.chart_names`) and come back by itrlab's flat
+names (``test_rsum``), from runs logged either way. It talks to
 MLflow through an explicit ``MlflowClient`` bound to one tracking URI, never through the process-global
 active run, so that several trackers (a sweep's parent and its trials) can live in one process. How its
 run ends is one owner's (:meth:`MlflowTracker.ending`); a store that can no longer be written becomes one
@@ -15,9 +17,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import sqlite3
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,9 +34,12 @@ from mlflow.exceptions import MlflowException
 from itrlab.errors import TrackingError, UserInputError, failure_reason, one_line_logs
 from itrlab.interrupts import interruption
 from itrlab.process_id import owner_id
+from itrlab.tracking.chart_names import chart_name, flat_metrics, logged_flat
 from itrlab.tracking.runs_view import RunsView, save_view
 from itrlab.tracking.store import resolve_tracking_uri, short_reason, source_tags, ui_hint
 from itrlab.tracking.tables import significant, write_table
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # only for annotations: the store check runs before torch is imported
     from itrlab.eval import RecallTable
@@ -110,6 +115,7 @@ class MlflowTracker:
         self._start_ms: int | None = None  # the run's recorded start, and when this process took it up
         self._taken_up = time.monotonic()
         self.resume_changes: list[str] = []  # what a --resume --allow-changes changed: recorded when reopened
+        self.flat_names = False  # a run logged before the chart sections, reopened: it keeps its flat names
 
     @classmethod
     def for_reading(cls, tracking_uri: str | None = None) -> "MlflowTracker":
@@ -121,6 +127,7 @@ class MlflowTracker:
         tracker.experiment_id = tracker.experiment = tracker.run_id = None
         tracker.default_tags, tracker.default_params = {}, {}
         tracker._start_ms, tracker._taken_up, tracker.resume_changes = None, time.monotonic(), []
+        tracker.flat_names = False
         return tracker
 
     @_store_writes
@@ -164,6 +171,7 @@ class MlflowTracker:
             moved = {k: str(v) for k, v in self.default_tags.items() if previous.tags.get(k) != str(v)}
             self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in {**moved, OWNER_TAG: owner}.items()])
             self._start_ms = run.info.start_time
+            self.flat_names = logged_flat(previous.metrics)  # one run's charts keep one name per metric
             self._warn_of_clock()
             if self.resume_changes:
                 self.record_changes(self.resume_changes)
@@ -195,7 +203,7 @@ class MlflowTracker:
             note = (f"the run's recorded start is {ahead_ms / 1000:,.0f} s in the future of the clock of the machine "
                     f"that resumed it (the clock that started it was ahead); its duration counts the time measured "
                     f"on this machine's monotonic clock")
-            print(f"itrlab: warning: MLflow run {self.run_id}: {note}", file=sys.stderr, flush=True)
+            _log.warning(f"itrlab: warning: MLflow run {self.run_id}: {note}")
             self.client.set_tag(self.run_id, CLOCK_TAG, note)
 
     @_store_writes
@@ -242,7 +250,7 @@ class MlflowTracker:
         try:
             self.stop(status, reason)
         except Exception as err:  # the block's own error is the one to show
-            print(f"itrlab: could not end the MLflow run {status}: {failure_reason(err)}", file=sys.stderr)
+            _log.warning(f"itrlab: could not end the MLflow run {status}: {failure_reason(err)}")
 
     def status(self, run_id: str | None = None) -> str | None:
         """The status (RUNNING, FINISHED, FAILED, KILLED) of ``run_id`` (default: this tracker's run)."""
@@ -268,9 +276,11 @@ class MlflowTracker:
     # -- logging ------------------------------------------------------------------------------
     @_store_writes
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        """Every metric, to 6 significant digits (31.8, not 31.799999999999997: the UI shows what is stored)."""
+        """Every metric (itrlab's names), in its chart section (:func:`~itrlab.tracking.chart_names.chart_name`), to 6
+        significant digits (31.8, not 31.799999999999997: the UI shows what is stored)."""
         timestamp = mlflow.utils.time.get_current_time_millis()
-        batch = [Metric(k, significant(float(v)), timestamp, step) for k, v in metrics.items()]
+        name = (lambda key: key) if self.flat_names else chart_name
+        batch = [Metric(name(k), significant(float(v)), timestamp, step) for k, v in metrics.items()]
         self.client.log_batch(self.run_id, metrics=batch)
 
     @_store_writes
@@ -285,8 +295,12 @@ class MlflowTracker:
 
     def run_metrics(self, keys: tuple[str, ...]) -> dict[str, float]:
         """The latest values of ``keys`` that this tracker's run holds (a key it lacks is left out)."""
-        metrics = self.client.get_run(self.run_id).data.metrics if self.run_id else {}
+        metrics = self.metrics(self.run_id) if self.run_id else {}
         return {key: float(metrics[key]) for key in keys if key in metrics}
+
+    def metrics(self, run_id: str) -> dict[str, float]:
+        """The latest value of each metric of ``run_id``, by itrlab's names."""
+        return flat_metrics(self.client.get_run(run_id).data.metrics)
 
     @_store_writes
     def record_changes(self, lines: list[str], run_id: str | None = None) -> int:
@@ -394,17 +408,20 @@ class MlflowTracker:
                 trials[trial] = run
         found = {}
         for trial, run in trials.items():
-            keys = ["rsum", "loss", *sorted(key for key in run.data.metrics if parts and key.startswith("loss_"))]
+            metrics = flat_metrics(run.data.metrics)
+            keys = ["rsum", "loss", *sorted(key for key in metrics if parts and key.startswith("loss_"))]
             history = {key: self.metric_history(run.info.run_id, key) for key in dict.fromkeys(keys)}
             found[trial] = {"name": run.info.run_name or run.info.run_id, "run_id": run.info.run_id,
                             "status": run.info.status,
-                            "metrics": dict(run.data.metrics), "params": dict(run.data.params),
+                            "metrics": metrics, "params": dict(run.data.params),
                             "tags": dict(run.data.tags), "history": history, "loss": history.get("loss", [])}
         return found
 
     def metric_history(self, run_id: str, key: str) -> list[tuple[int, float]]:
-        """(step, value) of every logged value of ``key`` in ``run_id``, in step order."""
-        return sorted((m.step, m.value) for m in self.client.get_metric_history(run_id, key))
+        """(step, value) of every logged value of itrlab's metric ``key`` in ``run_id``, in step order: under its
+        MLflow name and, for a run logged before the chart sections, its flat one."""
+        names = dict.fromkeys([chart_name(key), key])
+        return sorted((m.step, m.value) for name in names for m in self.client.get_metric_history(run_id, name))
 
     @_store_writes
     def log_text(self, text: str, artifact_file: str) -> None:

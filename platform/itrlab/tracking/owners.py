@@ -10,7 +10,7 @@ cannot be seen from here.
 
 from __future__ import annotations
 
-import sys
+import logging
 
 from mlflow import MlflowClient
 from mlflow.entities import RunStatus, RunTag
@@ -18,6 +18,8 @@ from mlflow.entities import RunStatus, RunTag
 from itrlab.tracking.mlflow_tracker import OWNER_TAG, STOP_REASON_TAG, end_time_ms
 from itrlab.tracking.store import resolve_tracking_uri, sqlite_path
 from itrlab.process_id import owner_alive
+
+_log = logging.getLogger(__name__)
 
 SCAN_LIMIT = 5000  # RUNNING runs looked at per command
 
@@ -55,12 +57,12 @@ def end_runs_of(owner: str, what: str, tracking_uri: str | None = None) -> int:
         for run in runs:
             _kill(client, run, reason)
     except Exception as err:  # noqa: BLE001 - the next command on the store ends them
-        print(f"itrlab: {what} died; its MLflow runs could not be ended here ({type(err).__name__}); the next "
-              f"itrlab command on {uri} ends them", file=sys.stderr, flush=True)
+        _log.warning(f"itrlab: {what} died; its MLflow runs could not be ended here ({type(err).__name__}); the next "
+                     f"itrlab command on {uri} ends them")
         return 1
     if runs:
-        print(f"itrlab: {reason}; ended its {len(runs)} MLflow run(s) left RUNNING as KILLED with that reason"
-              + ("; --resume continues it" if "sweep" in what else ""), file=sys.stderr, flush=True)
+        _log.warning(f"itrlab: {reason}; ended its {len(runs)} MLflow run(s) left RUNNING as KILLED with that reason"
+                     + ("; --resume continues it" if "sweep" in what else ""))
     return 0
 
 
@@ -76,8 +78,8 @@ def close_orphaned_runs(tracking_uri: str) -> list[str]:
                 _kill(client, run, _died(owner, "its process") + "; ended by a later itrlab command")
                 closed.append(run.info.run_id)
     except Exception as err:  # noqa: BLE001 - the command's own store check passed
-        print(f"itrlab: could not look for runs left RUNNING by dead processes ({type(err).__name__})", flush=True)
+        _log.info(f"itrlab: could not look for runs left RUNNING by dead processes ({type(err).__name__})")
     if closed:
-        print(f"itrlab: ended {len(closed)} MLflow run(s) KILLED that processes which died had left RUNNING: "
-              f"{', '.join(closed[:5])}{' ...' if len(closed) > 5 else ''}", flush=True)
+        _log.info(f"itrlab: ended {len(closed)} MLflow run(s) KILLED that processes which died had left RUNNING: "
+                  f"{', '.join(closed[:5])}{' ...' if len(closed) > 5 else ''}")
     return closed

@@ -8,8 +8,15 @@ experiment tags, ``mlflow.sharedViewState.<id>``, each holding ``{"name", "creat
 opens one (read from MLflow's JS bundle: the "Save view" dialog writes exactly that). A view of one
 sweep invocation's trials filters on their parent run (a filter lists runs flat, children included,
 where the default view nests them under a collapsed parent), sorts by the test objective and shows
-the swept values, the seed and the metrics first. Every link carries ``workflowType=machine_learning``:
-without it MLflow 3.17 opens its GenAI overview, whatever the experiment's ``mlflow.experimentKind``.
+the test results first, then the swept values and the seed (the run's name says those too). Every link
+carries ``workflowType=machine_learning``: without it MLflow 3.17 opens its GenAI overview, whatever the
+experiment's ``mlflow.experimentKind``.
+
+Widths: the state's ``columnWidths`` (column id -> pixels, what the UI saves when a person resizes a
+column) also narrows MLflow's own pinned columns, the run's name (``attributes.`Run Name```) and its start
+(``runDateAndNestInfo``, the id ag-grid gives "Created": it has no other), so that beside MLflow's sidebar
+and its Assistant panel (a quarter of the window, open on a browser's first visit) a 1280-px window shows
+the test rsum and R@1 both ways, a 1600-px one R@5 and the best epoch's validation rsum too.
 """
 
 from __future__ import annotations
@@ -18,17 +25,23 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from itrlab.tracking.chart_names import chart_name
+
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # MLflow's saved views
 VIEW_PARAM = "viewStateShareKey"
 ITRLAB_VIEW = "itrlab-"  # the ids of the views itrlab saves (a person's views are never touched)
 KEEP_VIEWS = 20  # itrlab's views kept per experiment, newest first (MLflow's UI saves no more than 40)
-COLUMN_WIDTH = 120  # pixels per shown column: the row's values and the metrics fit beside MLflow's panels
+METRIC_WIDTH = 100  # pixels per metric column: its header, `1_test/i2t_R1` (the UI shows a metric by its full name)
+TAG_WIDTH = 110
+# MLflow's pinned columns, narrowed: the run's name (`strategy=F seed=0`) and "Created" (`2 minutes ago`)
+PINNED_WIDTHS = {"attributes.`Run Name`": 150, "runDateAndNestInfo": 110}
 
 
 @dataclass(frozen=True)
 class RunsView:
     """What a saved view shows: runs matching ``search`` (MLflow's search syntax), sorted by the metric
-    ``order_by``, with the tag and metric columns ``tags`` and ``metrics`` first, in that order."""
+    ``order_by``, with the metric and tag columns ``metrics`` and ``tags`` first, in that order (metrics by
+    itrlab's names: the view shows them by their MLflow names, :mod:`~itrlab.tracking.chart_names`)."""
 
     name: str
     search: str
@@ -37,16 +50,24 @@ class RunsView:
     tags: list[str] = field(default_factory=list)
     metrics: list[str] = field(default_factory=list)
 
+    def metric_columns(self) -> list[str]:
+        return [f"metrics.`{chart_name(metric)}`" for metric in self.metrics]
+
+    def tag_columns(self) -> list[str]:
+        return [f"tags.`{tag}`" for tag in self.tags]
+
     def columns(self) -> list[str]:
-        """The table's column ids (MLflow's ``<kind>.`<name>```)."""
-        return [*(f"tags.`{tag}`" for tag in self.tags), *(f"metrics.`{metric}`" for metric in self.metrics)]
+        """The table's column ids (MLflow's ``<kind>.`<name>```), in their order."""
+        return [*self.metric_columns(), *self.tag_columns()]
 
     def state(self) -> dict:
         """The table state MLflow's runs page reads from a saved view."""
         columns = self.columns()
-        return {"searchFilter": self.search, "orderByKey": f"metrics.`{self.order_by}`", "orderByAsc": self.ascending,
-                "selectedColumns": columns, "columnOrder": columns,
-                "columnWidths": {column: COLUMN_WIDTH for column in columns}}
+        widths = {**PINNED_WIDTHS, **dict.fromkeys(self.metric_columns(), METRIC_WIDTH),
+                  **dict.fromkeys(self.tag_columns(), TAG_WIDTH)}
+        return {"searchFilter": self.search, "orderByKey": f"metrics.`{chart_name(self.order_by)}`",
+                "orderByAsc": self.ascending, "selectedColumns": columns, "columnOrder": [*PINNED_WIDTHS, *columns],
+                "columnWidths": widths}
 
 
 def children_filter(parent_run_id: str) -> str:

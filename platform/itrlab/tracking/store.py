@@ -37,6 +37,8 @@ from itrlab.errors import UnavailableError, UserInputError
 from itrlab.files import check_writable_dir, file_lock
 from itrlab.tracking.runs_view import VIEW_PARAM
 
+_log = logging.getLogger(__name__)
+
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 WAIT_ENV = "ITRLAB_MLFLOW_WAIT_S"  # how long the store check waits for a busy server
 WAIT_DEFAULT_S = 120.0
@@ -51,9 +53,11 @@ for _key, _value in CLIENT_LIMITS.items():
 BUSY = re.compile(r"too many (?:429|5\d\d) error responses|error code (?:429|5\d\d)|timed out|reset by peer|"
                   r"RemoteDisconnected|Temporary failure|temporarily unavailable|(?<![\d.:=])50[234](?![\d.])",
                   re.IGNORECASE)
-# MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the page is in the
-# machine-learning view (and the experiment says it holds model training): then on the runs table
+# MLflow 3.17 shows its GenAI pages (traces, judges, prompts) unless the address says workflowType=machine_learning;
+# without it, the browser's last choice (local storage `mlflow.workflowType_v1`), else GenAI: no server setting
+# chooses it (docs/mlflow.md#what-mlflow-lets-itrlab-turn-off)
 ML_VIEW = "workflowType=machine_learning"
+RUN_TAB = "model-metrics"  # a run's page opens on its charts: its test recalls first (itrlab.tracking.chart_names)
 
 logging.getLogger("alembic").setLevel(logging.WARNING)
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables..."
@@ -169,8 +173,8 @@ def _ask_server(uri: str, timeout_s: int, hint: str) -> None:
                                        f"request(s); the last: {short_reason(err)}); nothing was started: try again "
                                        f"later, or wait longer (${WAIT_ENV})") from None
             if attempts == 1:
-                print(f"itrlab: MLflow tracking store {uri} is busy ({short_reason(err)}); asking again for up to "
-                      f"{wait_s:g} s (${WAIT_ENV})", flush=True)
+                _log.info(f"itrlab: MLflow tracking store {uri} is busy ({short_reason(err)}); asking again for up to "
+                          f"{wait_s:g} s (${WAIT_ENV})")
             time.sleep(min(pause, left))
             pause, timeout_s = min(pause * 2, 15.0), min(timeout_s * 2, 30)
 
@@ -222,10 +226,11 @@ def ui_command(tracking_uri: str, port: int = UI_PORT) -> str:
 
 def ui_link(base: str, experiment_id: str, run_id: str | None = None, view: str | None = None,
             artifact: str | None = None) -> str:
-    """A link into the MLflow UI at ``base``, in its model-training view: a run's page (its ``artifact``'s view),
-    a saved view of the experiment's runs table (:mod:`itrlab.tracking.runs_view`), or the runs table."""
+    """A link into the MLflow UI at ``base``, in its model-training view: a run's charts (its "Model metrics" tab), an
+    ``artifact`` of the run, a saved view of the experiment's runs table (:mod:`itrlab.tracking.runs_view`), or
+    the runs table."""
     query = f"{VIEW_PARAM}={view}&{ML_VIEW}" if view else ML_VIEW
-    page = (f"/runs/{run_id}" + (f"/artifacts/{artifact}" if artifact else "")) if run_id else "/runs"
+    page = f"/runs/{run_id}/" + (f"artifacts/{artifact}" if artifact else RUN_TAB) if run_id else "/runs"
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}{page}?{query}"
 
 

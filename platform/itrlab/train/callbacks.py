@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 from typing import TextIO
 
+from itrlab.console_log import emit
 from itrlab.tracking import MlflowTracker
 from itrlab.train.loop import EpochReport
 
+_log = logging.getLogger(__name__)
+
 
 class ConsoleProgress:
-    """Prints one line per epoch, to ``stream`` or, by default, to whatever ``sys.stdout`` is when the line is
-    printed: a default read once, when the class was defined, kept a stream that pytest's capture (or any
-    redirect) had closed since, and a second training in the same process failed on it."""
+    """One line per epoch, logged (the console's stdout: whatever ``sys.stdout`` is when the line is logged,
+    itrlab.console_log); ``stream``: written there instead."""
 
     def __init__(self, stream: TextIO | None = None, prefix: str = ""):
         self.stream = stream
@@ -21,9 +23,10 @@ class ConsoleProgress:
     def on_epoch_end(self, report: EpochReport) -> None:
         val = report.val
         marker = " *best*" if report.is_best else ""
-        print(f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
-              f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
-              f"{report.seconds:5.1f}s{marker}", file=self.stream or sys.stdout, flush=True)
+        line = (f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
+                f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
+                f"{report.seconds:5.1f}s{marker}")
+        emit(_log, line, self.stream)
 
 
 class LossHistory:

@@ -168,9 +168,9 @@ def run_stages(config: ExperimentConfig, data: TrainingData, method: MethodModul
                               build=lambda c: build_run_method(c, data, device=device)[0], start=start, device=device)
         trained[spec.name], previous = stage, (stage, spec)
     counts = start_from(method, *previous)
-    print(f"starting from stage {previous[1].name}: {counts['copied']} weights copied, {counts['fresh']} new "
-          f"under {', '.join(previous[1].copy_)}" + (f"; frozen: {', '.join(previous[1].freeze)}"
-                                                     if previous[1].freeze else ""), flush=True)
+    _log.info(f"starting from stage {previous[1].name}: {counts['copied']} weights copied, {counts['fresh']} new "
+              f"under {', '.join(previous[1].copy_)}" + (f"; frozen: {', '.join(previous[1].freeze)}"
+                                                         if previous[1].freeze else ""))
     return trained
 
 
@@ -260,7 +260,7 @@ def start_run(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callb
     stage_cost = sum(stage.seconds for stage in stages.values()) - (time.perf_counter() - started) \
         if stages else 0.0
     if notes.get("glove") is not None:
-        print(notes["glove"].describe(), flush=True)
+        _log.info(notes["glove"].describe())
     callbacks = list(callbacks or [])
     # the trainer first: it restores last.pt, and a checkpoint that does not fit is refused before the
     # MLflow run is (re)opened, so a finished run never turns FAILED on a refused resume
@@ -353,6 +353,6 @@ def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, 
                     run_name=run_name, rank=rank, world_size=world_size, device=device)
     with tracker.ending() if tracker is not None else contextlib.nullcontext():
         if run.trainer.resumed_from_epoch:
-            print(f"resuming {run_dir} after epoch {run.trainer.resumed_from_epoch}", flush=True)
+            _log.info(f"resuming {run_dir} after epoch {run.trainer.resumed_from_epoch}")
         run.trainer.fit()
         return finish_run(run)

@@ -13,9 +13,9 @@ same order either way.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from itrlab.console_log import emit
 from itrlab.config import ExperimentConfig
 from itrlab.data import Batch, CaptionDataset, PrecompSplit, Vocabulary, make_loader
 from itrlab.data.dataset import ShardedBatchSampler
@@ -40,8 +41,10 @@ from itrlab.methods.base import drop_reinitialised_state
 from itrlab.train.device import resolve_device
 from itrlab.train.checkpoint import BEST, LAST, MODEL, TrainState, load_checkpoint, save_checkpoint, set_rng_state
 from itrlab.train.precision import MixedPrecision
-from itrlab.train.progress import ProgressNotifier
+from itrlab.train.training_progress import ProgressNotifier
 from itrlab.train.schedule import StepDecaySchedule
+
+_log = logging.getLogger(__name__)
 
 
 class NonFiniteLossError(ItrlabError):
@@ -102,7 +105,8 @@ def format_step_time(seconds: float) -> str:
 
 
 class StepCounter:
-    """Within an epoch, at most one line every ``interval`` seconds (0: none) on stdout::
+    """Within an epoch, at most one line every ``interval`` seconds (0: none), logged (the console's stdout;
+    ``stream``: written there instead)::
 
         epoch 3/10 · step 120/400 · 1.2 s/step
 
@@ -124,7 +128,7 @@ class StepCounter:
         self.last = now
         line = (f"epoch {self.epoch}/{self.epochs} · step {done}/{self.steps} · "
                 f"{format_step_time((now - self.started) / max(done, 1))}")
-        print(line, file=self.stream or sys.stdout, flush=True)
+        emit(_log, line, self.stream)
         return line
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -44,6 +45,8 @@ from itrlab.train.callbacks import ConsoleProgress, MlflowEpochLogger
 from itrlab.train.checkpoint import MODEL, load_checkpoint, seed_everything
 from itrlab.train.loop import Trainer, TrainingData
 from itrlab.train.stage_identity import stage_key
+
+_log = logging.getLogger(__name__)
 
 STAGE_TAG = "itrlab.stage"
 DONE = "stage.json"
@@ -125,7 +128,7 @@ def trained_stage(name: str, config: ExperimentConfig, data: TrainingData, data_
             return _found(name, folder)
         found = find_trained(store.root, config, data_digest)
         if found is not None:  # a run of the same config, or a stage of another name, trained it
-            print(f"stage {name}: trained already in {found}", flush=True)
+            _log.info(f"stage {name}: trained already in {found}")
             return _found(name, found)
         started = time.perf_counter()
         earlier = float(read_json(folder / "seconds.json", "stage time").get("seconds", 0.0)) \
@@ -146,7 +149,7 @@ def trained_stage(name: str, config: ExperimentConfig, data: TrainingData, data_
             atomic_write_text(record, json.dumps({"run_id": run_id}))
             callbacks.insert(0, MlflowEpochLogger(tracker))
         trainer = Trainer(config, method, data, folder, callbacks, device=device)
-        print(f"stage {name}: training in {folder}", flush=True)
+        _log.info(f"stage {name}: training in {folder}")
         with tracker.ending() if tracker is not None else contextlib.nullcontext():
             try:
                 trainer.fit()

@@ -9,6 +9,10 @@ is one config error with the known names (and the closest one). ``docs/adding-a-
 This layer knows no config class: a kind is built from the typed ``dataset`` section
 (:class:`itrlab.config.schema.DatasetConfig`) and reads its fields (``root``, ``splits``,
 ``captions_per_image``, and a section of its own where it has one).
+
+The same concept as the other registries of named parts, each in its layer's ``registry.py``: losses
+(:mod:`itrlab.losses.registry`), methods and schemes (:mod:`itrlab.methods.registry`), dataset kinds
+(:mod:`itrlab.data.kinds.registry`) and raw formats (:mod:`itrlab.extract.readers.registry`).
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ captions) before anything is written; everything after (chunks, digests, resume,
 for every format. Each reader's module registers its class with ``@register_reader("name")``
 (:mod:`itrlab.extract.readers` imports them); the job and its command line name no format.
 ``docs/adding-a-dataset.md`` is the guide.
+
+The same concept as the other registries of named parts, each in its layer's ``registry.py``: losses
+(:mod:`itrlab.losses.registry`), methods and schemes (:mod:`itrlab.methods.registry`), dataset kinds
+(:mod:`itrlab.data.kinds.registry`) and raw formats (:mod:`itrlab.extract.readers.registry`).
 """
 
 from __future__ import annotations

@@ -15,12 +15,10 @@ no biases, no residual, no LayerNorm. Padded words are masked out of the keys. I
 the values per head (``(Y Z^Y_h) Z^O_h``, ``Z^O_h`` = rows h of ``Z^O``): the same ``Y*``, computed
 once per item instead of once per pair. :meth:`CrossModalAttention.attend` computes a whole block of
 pairs with three large matrix products and the softmax over the outermost axis (layout notes there):
-on one CPU thread, D = 64, 8 heads, 2.3-2.5x faster (forward and backward, 32 x 128 pairs) and 3-4x
-faster (evaluation shards of ~4,000 pairs) than the same products with the softmax over the last axis
-(2026-11-27), which had been 1.3-2.7x faster than per-head einsums. With 36 keys (SCAN's regions, the
-T2I direction of the ``paper`` profiles) the last axis is the faster one (that direction 0.8x of the
-old layout), but its I2T twin over ~15 words gains 1.8-3.6x: a pair of directions at 36 regions 1.3x
-(training) and 1.8x (evaluation) faster than before.
+on a CPU, faster than the same products with the softmax over the last axis, which were faster than
+per-head einsums, in training and evaluation alike; with many keys (SCAN's 36 regions) the last axis
+is the faster one for that direction, but the pair of directions still gains (the figures:
+docs/papers/ascl.md#fusion-scorer).
 
 **Scores** (eq. 2-4), ``R`` the cosine::
 
@@ -97,7 +95,7 @@ class CrossModalAttention(nn.Module):
         (head ``h``'s keys in block ``h``: H times the multiply-adds of per-head products, but one
         efficient product instead of many thin ones) with the queries, as (n, N, H, A·m), so that the
         softmax runs over the **outermost** axis, the keys: over the last axis, a few keys long, torch's
-        CPU softmax and its backward took 5-10x longer (2026-11-27). The values product (``Z^O`` folded
+        CPU softmax and its backward are several times slower (docs/papers/ascl.md#fusion-scorer). The values product (``Z^O`` folded
         in per head) reads the probabilities transposed, batched over the ``y`` items.
         """
         (A, m, D), (N, n, _) = x.shape, y.shape

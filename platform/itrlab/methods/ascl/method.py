@@ -1,7 +1,7 @@
 """AsCL (Gong et al.): generated samples per asymmetry type, the asymmetry-sensitive loss with τ,
 and hierarchical cross-modal fusion scored without any ground-truth leak (``docs/papers/ascl.md`` §B).
 
-* Model (:class:`~itrlab.methods.ascl.model.AsclModel`): region projection ``V``, the config's text
+* Model (:class:`~itrlab.methods.ascl.networks.AsclModel`): region projection ``V``, the config's text
   encoder's token features ``W`` (BERT in ``configs/methods/ascl.yaml``; a BiGRU works the same
   way), the global image feature ``G`` (mean of the raw regions), and the fusion scorer of eq. 1-4
   (``u1``, ``heads``; ``cross_attention: false`` is "w/o MF").
@@ -52,7 +52,7 @@ from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import text_encoder_spec
 from itrlab.methods.sharded import encode_split_features, refuse_pooled_settings, sharded_score_fn
 from itrlab.methods.registry import register_method
-from itrlab.methods.ascl.model import (NOISE_SITES, AsclModel, CaptionPool, SampleGenerators, frame_ids,
+from itrlab.methods.ascl.networks import (NOISE_SITES, AsclModel, CaptionPool, SampleGenerators, frame_ids,
                                      length_buckets, stack_padded)
 from itrlab.methods.ascl.stored_positives import StatePool
 from itrlab.methods.ascl.text_augment import (MIXTURE_OF, NEGATIVE_GENERATORS, POSITIVE_GENERATORS, SIGMA_UNITS,

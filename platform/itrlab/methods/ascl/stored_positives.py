@@ -45,7 +45,7 @@ class StatePool:
 
     ``get(image_id)`` -> the content position ids of each of the image's ``captions_per_image`` captions;
     ``states(c)`` -> caption ``c``'s stored states (L_c, H) float32. Shared, never copied (like
-    :class:`~itrlab.methods.ascl.model.CaptionPool`).
+    :class:`~itrlab.methods.ascl.networks.CaptionPool`).
     """
 
     def __init__(self, captions: StoredCaptions, captions_per_image: int, stride: int):

@@ -6,7 +6,7 @@ queues which entries share an anchor's image (never negatives: sibling captions,
 image). Everything is a buffer: checkpoints, resume, retries and DDP carry the queue exactly.
 
 Keys are enqueued after the loss, first-in first-out, as MoCo does; under data parallelism each
-worker gathers the keys of every worker first (:func:`~itrlab.models.distributed.gather_from_all`),
+worker gathers the keys of every worker first (:func:`~itrlab.models.gather.gather_from_all`),
 so all workers hold the same queue. The queue size must be a multiple of the enqueued batch.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from itrlab.models.distributed import gather_from_all
+from itrlab.models.gather import gather_from_all
 
 
 class MomentumQueue(nn.Module):

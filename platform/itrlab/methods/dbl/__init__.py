@@ -15,7 +15,7 @@ from itrlab.lazy import lazy_exports
 from itrlab.methods.registry import Paper, register_paper
 from itrlab.methods.dbl.loss_settings import COOPERATIVE_LOSSES
 from itrlab.methods.dbl.scheme import COOPERATIVE_SCHEME, cooperative_loss
-from itrlab.methods.dbl.settings import CooperativeSettings, EmaSettings
+from itrlab.methods.dbl.cooperative_settings import CooperativeSettings, EmaSettings
 from itrlab.methods.dbl.strategies import DBL_STRATEGIES
 
 PAPER = register_paper(Paper(

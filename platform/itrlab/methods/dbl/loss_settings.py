@@ -47,8 +47,9 @@ class RelativeSumSettings(LossSettings):
     soft: Flag = False
 
 
-class RelativeMaxSettings(RelativeSumSettings):
-    """RM (eq. 8, 18): RS's, and ``hardest``, the hardest-negative rule of the soft margins."""
+class HardestRule(LossSettings):
+    """The Max forms' ``hardest``, the hardest-negative rule of the soft margins (a base listed before the Sum
+    form's settings, so that ``hardest`` follows their fields and checks their ``soft``)."""
 
     hardest: Hardest = "difference"
 
@@ -56,6 +57,10 @@ class RelativeMaxSettings(RelativeSumSettings):
     def _hardest_needs_soft(self):
         check_hardest_needs_soft(self.hardest, self.soft)
         return self
+
+
+class RelativeMaxSettings(HardestRule, RelativeSumSettings):
+    """RM (eq. 8, 18): RS's, and ``hardest``, the hardest-negative rule of the soft margins."""
 
 
 class AbsoluteSumSettings(LossSettings):
@@ -66,15 +71,8 @@ class AbsoluteSumSettings(LossSettings):
     soft: Flag = False
 
 
-class AbsoluteMaxSettings(AbsoluteSumSettings):
+class AbsoluteMaxSettings(HardestRule, AbsoluteSumSettings):
     """AM (eq. 10, 20): AS's, and ``hardest`` as RM's."""
-
-    hardest: Hardest = "difference"
-
-    @model_validator(mode="after")
-    def _hardest_needs_soft(self):
-        check_hardest_needs_soft(self.hardest, self.soft)
-        return self
 
 
 class BoostingCombinationSettings(LossSettings):

@@ -1,6 +1,6 @@
 """The ``cooperative`` config section as a scheme around any method: how it wraps a method.
 
-The section is typed, without torch, by :class:`~itrlab.methods.dbl.settings.CooperativeSettings`: a DBL
+The section is typed, without torch, by :class:`~itrlab.methods.dbl.cooperative_settings.CooperativeSettings`: a DBL
 ``strategy`` letter (Table IV) fixes the cooperative loss and its flags, with the settings the row uses
 (``gamma``, ``alpha`` for the absolute rows, ``hardest`` for the soft ones) beside it; otherwise ``loss``
 names any cooperative loss (DBL's boosting losses, or the distillation and mutual-learning baselines)
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from itrlab.config import ExperimentConfig
 from itrlab.methods.dbl.loss_settings import COOPERATIVE_LOSSES
-from itrlab.methods.dbl.settings import SECTION, CooperativeSettings
+from itrlab.methods.dbl.cooperative_settings import SECTION, CooperativeSettings
 from itrlab.methods.registry import Scheme, register_scheme
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ For G runs of one model shape (a table row's seeds), each built as a run builds 
 optimizer steps on the runs' own batches (their loaders or resident splits: data included):
 
 * **G = 1**: each run alone, one after the other (its own :class:`~itrlab.train.loop.Trainer` step);
-* **G**: the G runs as one group (:class:`~itrlab.train.grouped.GroupedTrainer`), every step training
+* **G**: the G runs as one group (:class:`~itrlab.train.grouped.trainer.GroupedTrainer`), every step training
   every member on its own batch.
 
 Each after ``warmup`` untimed steps, alternating ``repeats`` times (both see the same machine load);
@@ -20,6 +20,7 @@ how much faster the group trains its G runs than one run at a time would. **busy
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import statistics
 import subprocess
@@ -34,8 +35,10 @@ import torch
 
 from itrlab.config import ExperimentConfig
 from itrlab.train.experiment import start_run
-from itrlab.train.grouped import GroupedTrainer
+from itrlab.train.grouped.trainer import GroupedTrainer
 from itrlab.train.loop import Trainer
+
+_log = logging.getLogger(__name__)
 
 
 class BusySampler:
@@ -215,7 +218,7 @@ def row_configs(spec, overrides: list[str], rows: list[str] | None, group: int):
     """Per selected row of the sweep (its label): its first ``group`` seeds' grid points and configs; and
     every trial's (point, config)."""
     from itrlab.config.sweep import row_key, row_label
-    from itrlab.sweep.plan import trial_configs
+    from itrlab.sweep.dry_run import trial_configs
 
     points, configs = trial_configs(spec, overrides)
     keys = spec.table.rows if spec.table else list(spec.grid)
@@ -234,13 +237,13 @@ def row_configs(spec, overrides: list[str], rows: list[str] | None, group: int):
 def table_seconds(configs: list[ExperimentConfig], measured: dict[tuple, Timing], group: int) -> tuple[float, float, int]:
     """The training time of the sweep's trials whose shape was measured, one at a time and in groups of
     ``group``, from the measured pairs per second; and how many trials that covers."""
-    from itrlab.sweep.plan import train_pairs
-    from itrlab.train.grouping import group_key, model_signature
+    from itrlab.sweep.dry_run import train_pairs
+    from itrlab.train.grouped.membership import shared_step
 
     alone = grouped = 0.0
     covered = 0
     for config in configs:
-        timing = measured.get((group_key(config), model_signature(config)))
+        timing = measured.get(shared_step(config))
         pairs, _, _ = train_pairs(config)
         if timing is None or not pairs:
             continue
@@ -261,9 +264,9 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     from itrlab.config.sweep import load_sweep
     from itrlab.errors import ItrlabError, report
     from itrlab.sweep.cost import group_shape
-    from itrlab.sweep.plan import train_pairs
+    from itrlab.sweep.dry_run import train_pairs
     from itrlab.train.device import describe
-    from itrlab.train.grouping import group_key, model_signature
+    from itrlab.train.grouped.membership import shared_step
     from itrlab.train.throughput import record, training_shape
 
     from itrlab.config.choices import ChoicesHelpFormatter, list_choices, preset_names, profile_names
@@ -291,10 +294,10 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
         measured: dict[tuple, Timing] = {}
         lines = []
         for row, members in chosen.items():
-            print(f"bench_group: row {row}: {len(members)} seeds alone and as one group ...", flush=True)
+            _log.info(f"bench_group: row {row}: {len(members)} seeds alone and as one group ...")
             timing = time_group(members, args.steps, args.warmup, args.repeats)
             config = members[0]
-            measured.setdefault((group_key(config), model_signature(config)), timing)
+            measured.setdefault(shared_step(config), timing)
             busy = timing.summary()
             lines.append((row, f"{timing.member_pairs_solo:,.0f}", f"{timing.member_pairs_grouped:,.0f}",
                           _share(busy["busy_solo"]), _share(busy["busy_grouped"]), f"{timing.ratio:.2f}x"))
@@ -307,22 +310,22 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        print("bench_group: interrupted", file=sys.stderr, flush=True)
+        _log.warning("bench_group: interrupted")
         return 130
     group = args.group
     header = ("row", "pairs/s alone", f"pairs/s per member at G={group}", "busy alone", "busy grouped",
               "ratio vs G=1")
     widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
-    print(f"\n{spec.name} ({spec.profile or 'as written'}): G = {group}, {device}, {args.steps} steps x "
-          f"{args.repeats} repeats (medians); ratio = G x pairs/s per member / pairs/s alone (> 1: the group is faster)")
+    _log.info(f"\n{spec.name} ({spec.profile or 'as written'}): G = {group}, {device}, {args.steps} steps x "
+              f"{args.repeats} repeats (medians); ratio = G x pairs/s per member / pairs/s alone (> 1: the group is faster)")
     for line in [header, *lines]:
-        print("  " + "  ".join(str(cell).rjust(width) for cell, width in zip(line, widths)))
+        _log.info("  " + "  ".join(str(cell).rjust(width) for cell, width in zip(line, widths)))
     alone, grouped, covered = table_seconds(configs, measured, group)
     if covered:
-        print(f"table ({covered} of {len(configs)} trials, those of the measured shapes; training only): "
-              f"{alone / 3600:.2f} h one trial at a time, {grouped / 3600:.2f} h at G = {group} "
-              f"(G = {group} takes {grouped / alone:.2f}x the time)")
-    print("recorded in the throughput record (what `jobs/sweep.py --dry-run` reads)", flush=True)
+        _log.info(f"table ({covered} of {len(configs)} trials, those of the measured shapes; training only): "
+                  f"{alone / 3600:.2f} h one trial at a time, {grouped / 3600:.2f} h at G = {group} "
+                  f"(G = {group} takes {grouped / alone:.2f}x the time)")
+    _log.info("recorded in the throughput record (what `jobs/sweep.py --dry-run` reads)")
     return 0
 
 

@@ -17,14 +17,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import logging
 import torch
 
 from itrlab.config import ExperimentConfig
 from itrlab.errors import StorageError
 from itrlab.tracking import MlflowTracker
 from itrlab.train.experiment import RunResult, StartedRun, finish_run, start_run
-from itrlab.train.grouped import GroupedTrainer
+from itrlab.train.grouped.trainer import GroupedTrainer
 from itrlab.train.loop import EpochCallback
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -74,7 +77,7 @@ def run_group(configs: Sequence[ExperimentConfig], run_dirs: Sequence[Path], *,
             endings[k] = trackers[k].ending() if trackers[k] is not None else contextlib.nullcontext()
             endings[k].__enter__()
             if runs[k].trainer.resumed_from_epoch:
-                print(f"resuming {run_dirs[k]} after epoch {runs[k].trainer.resumed_from_epoch}", flush=True)
+                _log.info(f"resuming {run_dirs[k]} after epoch {runs[k].trainer.resumed_from_epoch}")
         for run in runs.values():  # the members share the devices: each costs its share
             run.device_share = 1.0 / len(runs)
         if runs:

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import time
 from dataclasses import dataclass
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,9 @@ def interaction_main(args: argparse.Namespace, under_test: MethodUnderTest) -> i
     regions, words, lengths = interaction_features(images, args.cpi, args.regions, dim, args.min_words,
                                                    args.max_words, args.seed)
     n_captions = len(lengths)
-    print(f"data: {images} images x {args.regions} regions, {n_captions} captions x {args.min_words}-"
-          f"{args.max_words} words, d={dim}, {under_test.note}, float32; protocol {args.protocol}, "
-          f"chunk {args.chunk} images, shard budget {under_test.shard_budget} elements; seed {args.seed}")
+    _log.info(f"data: {images} images x {args.regions} regions, {n_captions} captions x {args.min_words}-"
+              f"{args.max_words} words, d={dim}, {under_test.note}, float32; protocol {args.protocol}, "
+              f"chunk {args.chunk} images, shard budget {under_test.shard_budget} elements; seed {args.seed}")
     load_before = os.getloadavg()[0]
 
     score_fn = method.split_score_fn(regions, words, lengths)
@@ -138,20 +141,20 @@ def interaction_main(args: argparse.Namespace, under_test: MethodUnderTest) -> i
     max_diff = float((sharded - looped).abs().max())
     same_table = table.to_dict() == loop_table.to_dict()
     ratio, cpu_ratio = loop_s / sharded_s, loop_cpu / sharded_cpu
-    print(table.format())
-    print(f"{'implementation':<44}{'wall runs (s)':<20}{'median wall (s)':>16}{'median CPU (s)':>16}")
+    _log.info(table.format())
+    _log.info(f"{'implementation':<44}{'wall runs (s)':<20}{'median wall (s)':>16}{'median CPU (s)':>16}")
     for name, runs, wall, cpu in ((f"sharded ScoreFn + evaluate ({calls} blocks)", sharded_runs, sharded_s, sharded_cpu),
                                   (f"per-caption loop ({n_captions} calls) + evaluate", loop_runs, loop_s, loop_cpu)):
-        print(f"{name:<44}{', '.join(f'{r[0]:.2f}' for r in runs):<20}{wall:>16.2f}{cpu:>16.2f}")
-    print(f"speed-up (loop / sharded): {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU time; "
-          f"{images * n_captions / sharded_s / 1e6:.3f} M pairs/s sharded")
-    print(f"machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; 1-min load average "
-          f"{load_before:.2f} before, {load_after:.2f} after (other load skews wall times; CPU times less so)")
-    print(f"scores allclose (rtol 1e-4, atol 1e-5): {agree} (max |diff| {max_diff:.2e}); "
-          f"identical recall tables: {same_table}")
+        _log.info(f"{name:<44}{', '.join(f'{r[0]:.2f}' for r in runs):<20}{wall:>16.2f}{cpu:>16.2f}")
+    _log.info(f"speed-up (loop / sharded): {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU time; "
+              f"{images * n_captions / sharded_s / 1e6:.3f} M pairs/s sharded")
+    _log.info(f"machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; 1-min load average "
+              f"{load_before:.2f} before, {load_after:.2f} after (other load skews wall times; CPU times less so)")
+    _log.info(f"scores allclose (rtol 1e-4, atol 1e-5): {agree} (max |diff| {max_diff:.2e}); "
+              f"identical recall tables: {same_table}")
     if agree and not same_table:
-        print("  (the untrained head scores every pair nearly alike, so rounding-level differences between "
-              "the two summation orders can swap near-ties; the tables are informative only)")
+        _log.info("  (the untrained head scores every pair nearly alike, so rounding-level differences between "
+                  "the two summation orders can swap near-ties; the tables are informative only)")
     if args.json:
         args.json.write_text(json.dumps({
             "sharded_runs_s": sharded_runs, "loop_runs_s": loop_runs, "ratio_wall": ratio, "ratio_cpu": cpu_ratio,

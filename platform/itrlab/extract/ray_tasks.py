@@ -26,9 +26,9 @@ Command line (``python jobs/extract_features.py --help``)::
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -37,13 +37,16 @@ from itrlab.extract import job
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
 from itrlab.extract.images import ImageSource, read_source
 from itrlab.extract.job import RunStats
-from itrlab.extract.model import ImageEncoder
+from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.plan import DTYPES, MANIFEST, WORK_DIR, ExtractOptions, Plan
 from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, format_names
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
 from itrlab.extract import text  # noqa: F401  the import list of the steps after the images: each registers itself
 from itrlab.extract.steps import STEPS, Step
 from itrlab.errors import ItrlabError, UserInputError, report
+from itrlab.console_log import TO_STDERR
+
+_log = logging.getLogger(__name__)
 
 _WORKER_ENCODER: dict[str, Any] = {}  # one encoder per Ray worker process, by device
 
@@ -308,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def log(message: str) -> None:
-        print(f"extract: {message}", file=sys.stderr, flush=True)
+        _log.info(f"extract: {message}", extra=TO_STDERR)
 
     started = time.perf_counter()
     lines: list[str] = []
@@ -326,12 +329,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report(err)
     except KeyboardInterrupt:
         work = steps[0][0].work_dir(steps[0][1]) if alone and steps else output_folder(args) / WORK_DIR
-        print(f"\nitrlab: interrupted; finished chunks are kept in {work}: re-run the same command to resume",
-              file=sys.stderr)
+        _log.warning(f"\nitrlab: interrupted; finished chunks are kept in {work}: re-run the same command to resume")
         return 130
     for line in lines:
-        print(line)
+        _log.info(line)
     written = ", ".join([*([] if alone else [f"{output_folder(args)} ({MANIFEST})"]),
                          *(step.written(options) for step, options in steps)])
-    print(f"output: {written}; total {time.perf_counter() - started:.1f} s")
+    _log.info(f"output: {written}; total {time.perf_counter() - started:.1f} s")
     return 0

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Sequence
 
 from itrlab.interrupts import interruption, sigterm_as_sigint
-from itrlab.local_cluster.cluster import STATE_FILE, LocalCluster
+from itrlab.local_cluster.lifecycle import STATE_FILE, LocalCluster
+from itrlab.local_cluster.ddp_check import DEFAULT_EXPERIMENT
 from itrlab.local_cluster.processes import ClusterError
 
 DESCRIPTION = "A multi-node Ray cluster on one machine, to check here what a KubeRay cluster does (docs/cluster.md)."
@@ -30,7 +31,8 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--no-mlflow", action="store_true", help="no PostgreSQL and MLflow server")
     ddp = sub.add_parser("ddp", help="(as a Ray job on the cluster) the same tiny DDP trial on two nodes and on one")
     ddp.add_argument("--storage", required=True, help="the shared storage folder")
-    ddp.add_argument("--experiment", default="dbl_synthetic_tiny")
+    ddp.add_argument("--experiment", default=DEFAULT_EXPERIMENT,
+                     help="the experiment the trial trains (default: %(default)s)")
     ddp.add_argument("overrides", nargs="*", metavar="key=value")
     return parser
 

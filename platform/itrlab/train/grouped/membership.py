@@ -12,15 +12,23 @@ Members of one group share a **model shape** (the names and shapes of their para
 same data, ``train`` and ``eval`` sections (one batch, schedule, epoch count and precision drive the
 group's step); they may differ in their seed, their loss and its constants, the cooperative strategy
 and anything else that leaves the parameters' shapes alone.
+
+**Packing** (:func:`pack_groups`): runs are grouped in the order given (a sweep's grid order, so a row's
+seeds are neighbours) among those that share a step (:func:`shared_step`); each such set is cut into
+groups of G, its last group possibly smaller. DBL Table IV at G = 3 gives nine groups, one per strategy
+(its seeds); at G = 8 its strategies B-I (two branches) form three groups while A (the plain model)
+stays a group of 3.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 
 import torch
 
 from itrlab.config import ExperimentConfig
+from itrlab.errors import ConfigError, UserInputError
 from itrlab.methods import METHODS, build_method
 from itrlab.methods.registry import scheme_labels, with_fresh_branches
 
@@ -71,3 +79,34 @@ def describe_shape(config: ExperimentConfig) -> str:
     """A model shape in words, for messages: ``vsepp (2 branches, oss) embed 1024``."""
     branches = "".join(f" ({label})" for label in scheme_labels(config).values() if label != "none")
     return f"{config.method.name}{branches} embed {config.model.embed_dim}"
+
+
+def shared_step(config: ExperimentConfig) -> tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]:
+    """What two runs must have in common to train in one group: :func:`group_key` and :func:`model_signature`."""
+    return group_key(config), model_signature(config)
+
+
+def pack_groups(configs: Sequence[ExperimentConfig], size: int, label: Callable[[int], str] = str,
+                setting: str = "group") -> list[list[int]]:
+    """The runs ``configs`` packed into groups of at most ``size`` (module doc, "Packing"): lists of their
+    indices, each group in the order given and the groups by their first member.
+
+    One line for bad input, naming ``setting`` (the sweep's ``group``) and each run by ``label(index)``:
+    UserInputError for a run that cannot be a member (:func:`group_refusal`), ConfigError for ``size``
+    larger than the largest set of runs that share a step (a group would mix model shapes).
+    """
+    for index, config in enumerate(configs):
+        reason = group_refusal(config)
+        if reason:
+            raise UserInputError(f"{setting} {size}: trial {label(index)}: {reason}")
+    sets: dict[tuple, list[int]] = {}
+    for index, config in enumerate(configs):
+        sets.setdefault(shared_step(config), []).append(index)
+    largest = max((len(indices) for indices in sets.values()), default=0)
+    if size > largest:
+        kinds = "; ".join(f"{len(indices)} x {describe_shape(configs[indices[0]])} (from {label(indices[0])})"
+                          for indices in sets.values())
+        raise ConfigError(setting, size, f"a group holds trials of one model shape and one train section, and "
+                          f"the sweep's {len(configs)} trials fall in {len(sets)} such sets ({kinds}): at most {largest}")
+    groups = [indices[start:start + size] for indices in sets.values() for start in range(0, len(indices), size)]
+    return sorted(groups, key=lambda indices: indices[0])

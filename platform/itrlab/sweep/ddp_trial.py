@@ -7,8 +7,9 @@ rank: it takes every ``world_size``-th batch of the shared batch order and DDP a
 gradients. Rank 0 writes checkpoints, reports them, and logs to MLflow. A restarted trial's
 ``TorchTrainer`` (same name and storage) resumes from its latest checkpoint.
 
-Starting a TorchTrainer costs 13-20 s on 2 cores, so one-worker trials take the in-process path of
-:mod:`itrlab.sweep.trial` instead (``jobs/bench_sweep_overhead.py`` measures both).
+Starting a TorchTrainer costs many seconds (a controller and worker actors), so one-worker trials take the
+in-process path of :mod:`itrlab.sweep.trial` instead (``jobs/bench_sweep_overhead.py`` measures both; the
+figures are in docs/speed.md#cpu-figures).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import subprocess
@@ -27,6 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+_log = logging.getLogger(__name__)
 
 TARGET_RATIO = 20.0
 TARGET_PEAK_MB = 2048.0
@@ -100,8 +103,8 @@ def ranking_main(args: argparse.Namespace) -> int:
     get_protocol(args.protocol).check(args.images)
     images, captions = random_embeddings(args.images, args.dim, args.cpi, seed=args.seed)
     load_before = os.getloadavg()[0]
-    print(f"data: {args.images} images x {len(captions)} captions x {args.dim}-d float32, seed {args.seed}, "
-          f"protocol {args.protocol}, chunk {args.chunk} images")
+    _log.info(f"data: {args.images} images x {len(captions)} captions x {args.dim}-d float32, seed {args.seed}, "
+              f"protocol {args.protocol}, chunk {args.chunk} images")
     with tempfile.TemporaryDirectory(prefix="bench_eval_") as tmp:
         data = Path(tmp)
         np.save(data / "images.npy", images)
@@ -113,21 +116,21 @@ def ranking_main(args: argparse.Namespace) -> int:
     same_ranks = all(np.array_equal(chunked["ranks"][k], baseline["ranks"][k]) for k in ("i2t", "t2i"))
     same_table = chunked["table"] == baseline["table"] and chunked["sums"] == baseline["sums"]
     ratio = baseline["median_s"] / chunked["median_s"]
-    print(chunked["table_text"])
-    print(f"{'implementation':<28}{'runs (s)':<28}{'median (s)':>11}{'peak extra RSS (MB)':>22}")
+    _log.info(chunked["table_text"])
+    _log.info(f"{'implementation':<28}{'runs (s)':<28}{'median (s)':>11}{'peak extra RSS (MB)':>22}")
     for name, report in (("chunked (itrlab.eval)", chunked), ("per-query numpy (SCAN)", baseline)):
         runs = ", ".join(f"{t:.2f}" for t in report["times_s"])
-        print(f"{name:<28}{runs:<28}{report['median_s']:>11.2f}{report['peak_extra_mb']:>22.0f}")
+        _log.info(f"{name:<28}{runs:<28}{report['median_s']:>11.2f}{report['peak_extra_mb']:>22.0f}")
     how = "reset at the start" if chunked["peak_reset"] and baseline["peak_reset"] else "NOT reset (upper bound)"
-    print(f"memory: peak RSS (VmHWM, {how}) of a fresh subprocess over all its runs, minus its RSS after "
-          f"imports and data loading (the data, {(images.nbytes + captions.nbytes) / 2**20:.0f} MB, not counted)")
-    print(f"speed-up (baseline median / chunked median): {ratio:.1f}x   "
-          f"[target >= {TARGET_RATIO:.0f}x: {'met' if ratio >= TARGET_RATIO else 'NOT met'}]")
-    print(f"chunked peak extra memory: {chunked['peak_extra_mb']:.0f} MB   "
-          f"[target < {TARGET_PEAK_MB:.0f} MB: {'met' if chunked['peak_extra_mb'] < TARGET_PEAK_MB else 'NOT met'}]")
-    print(f"machine: {os.cpu_count()} CPUs, torch threads {chunked['threads']['torch']}; 1-min load average "
-          f"{load_before:.2f} before, {load_after:.2f} after (the load after includes this run)")
-    print(f"identical ranks: {same_ranks}; identical tables and MD sums: {same_table}")
+    _log.info(f"memory: peak RSS (VmHWM, {how}) of a fresh subprocess over all its runs, minus its RSS after "
+              f"imports and data loading (the data, {(images.nbytes + captions.nbytes) / 2**20:.0f} MB, not counted)")
+    _log.info(f"speed-up (baseline median / chunked median): {ratio:.1f}x   "
+              f"[target >= {TARGET_RATIO:.0f}x: {'met' if ratio >= TARGET_RATIO else 'NOT met'}]")
+    _log.info(f"chunked peak extra memory: {chunked['peak_extra_mb']:.0f} MB   "
+              f"[target < {TARGET_PEAK_MB:.0f} MB: {'met' if chunked['peak_extra_mb'] < TARGET_PEAK_MB else 'NOT met'}]")
+    _log.info(f"machine: {os.cpu_count()} CPUs, torch threads {chunked['threads']['torch']}; 1-min load average "
+              f"{load_before:.2f} before, {load_after:.2f} after (the load after includes this run)")
+    _log.info(f"identical ranks: {same_ranks}; identical tables and MD sums: {same_table}")
     if args.json:
         summary = {k: {key: r[key] for key in ("times_s", "median_s", "peak_extra_mb", "table")}
                    for k, r in (("chunked", chunked), ("baseline", baseline))}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shlex
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from itrlab.sweep.cost import Cost, group_seconds
 from itrlab.sweep.points import base_tree, trial_config
 from itrlab.tracking.store import TRACKING_URI_ENV, resolve_tracking_uri
 from itrlab.train.stage_identity import stage_key
+
+_log = logging.getLogger(__name__)
 
 RAY_DASHBOARD = "http://127.0.0.1:8265"  # a head on this machine (docs/sweeps.md); elsewhere, its dashboard address
 
@@ -137,15 +140,15 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace, cost: str, command: li
     groups = plan_groups(spec, points, configs) if spec.group > 1 else []  # bad grouping: one line, exit 2
     workers, cpus, gpus = spec.workers
     keys = spec.table.rows if spec.table else [k for k in (spec.grid or {})]
-    print(f"sweep {spec.name}" + (f", profile {spec.profile}" if spec.profile else "") +
-          f": {len(configs)} trial(s)" + (f" ({len(spec.seeds)} seed(s) each)" if spec.optuna is None else
-                                        f" (Optuna: {spec.optuna.num_trials} trials; the search's corners below)"))
-    print(f"each trial: {workers} worker(s) x {cpus:g} CPU" + (f" + {gpus:g} GPU" if gpus else "") +
-          f"; {spec.concurrency} at a time")
+    _log.info(f"sweep {spec.name}" + (f", profile {spec.profile}" if spec.profile else "") +
+              f": {len(configs)} trial(s)" + (f" ({len(spec.seeds)} seed(s) each)" if spec.optuna is None else
+                                            f" (Optuna: {spec.optuna.num_trials} trials; the search's corners below)"))
+    _log.info(f"each trial: {workers} worker(s) x {cpus:g} CPU" + (f" + {gpus:g} GPU" if gpus else "") +
+              f"; {spec.concurrency} at a time")
     if spec.deviations:
-        print("deviations from the paper:")
-        print("\n".join(f"  - {line}" for line in spec.deviations))
-    print("\ntrials (one line per row; its seeds run the same recipe):")
+        _log.info("deviations from the paper:")
+        _log.info("\n".join(f"  - {line}" for line in spec.deviations))
+    _log.info("\ntrials (one line per row; its seeds run the same recipe):")
     rows: dict[str, dict[str, str]] = {}
     settings: dict[str, str] = {}
     stages: dict[tuple[str, int, str], dict] = {}
@@ -164,27 +167,27 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace, cost: str, command: li
             rows[name]["seeds"] += f",{config.seed}"
         else:
             rows[name] = {"row": name, "seeds": str(config.seed), **line}
-    print(_table(list(rows.values())))
+    _log.info(_table(list(rows.values())))
     if any(value != "-" for value in settings.values()):
-        print("\nmethod settings (method.*):")
-        print("\n".join(f"  {name}: {value}" for name, value in settings.items()))
+        _log.info("\nmethod settings (method.*):")
+        _log.info("\n".join(f"  {name}: {value}" for name, value in settings.items()))
     if groups:
-        print(f"\ngroups: {len(groups)} Ray trial(s), each training up to {spec.group} trials together as one "
-              f"batched model (each still its own MLflow run):")
+        _log.info(f"\ngroups: {len(groups)} Ray trial(s), each training up to {spec.group} trials together as one "
+                  f"batched model (each still its own MLflow run):")
         for group in groups:
-            print("  " + ", ".join(row_label(row_key(point, keys)) + f" seed {point['seed']}" if keys
-                                   else f"seed {point['seed']}" for point in group.points))
+            _log.info("  " + ", ".join(row_label(row_key(point, keys)) + f" seed {point['seed']}" if keys
+                                       else f"seed {point['seed']}" for point in group.points))
     if stages:
-        print(f"\nstages: {len(stages)}, each trained once and shared by the trials that start from it:")
+        _log.info(f"\nstages: {len(stages)}, each trained once and shared by the trials that start from it:")
         for (name, seed, key), entry in stages.items():
             r = recipe(entry["config"])
             row = trained_by.get((seed, key))
-            print(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
-                  f"lr {r['lr']}; used by {', '.join(entry['rows'])}"
-                  + (f"; the {row} row's training, kept as the stage" if row else ""))
-    print("\n" + cost)
-    print("\non a Ray cluster, with its token (docs/sweeps.md#running-on-a-ray-cluster; your head's dashboard address):")
-    print(submit_command(command))
+            _log.info(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
+                      f"lr {r['lr']}; used by {', '.join(entry['rows'])}"
+                      + (f"; the {row} row's training, kept as the stage" if row else ""))
+    _log.info("\n" + cost)
+    _log.info("\non a Ray cluster, with its token (docs/sweeps.md#running-on-a-ray-cluster; your head's dashboard address):")
+    _log.info(submit_command(command))
     return 0
 
 
@@ -219,7 +222,7 @@ def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentCon
             add(config)
         return cost
     from itrlab.sweep.groups import plan_groups
-    from itrlab.train.grouped import step_class_key
+    from itrlab.train.grouped.trainer import step_class_key
 
     grouped = spec.model_copy(update={"group": group})
     for members in plan_groups(grouped, points or spec.grid_points(), configs):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ from itrlab.errors import StorageError
 from itrlab.losses import LossOutput
 from itrlab.models.batched import make_batchable
 from itrlab.train.loop import CUDA_READ_EVERY, NonFiniteLossError, StepCounter, Trainer, _StepLog, step_progress_interval
+
+_log = logging.getLogger(__name__)
 
 NOT_IN_STEP_KEY = ("seed", "name", "output", "tracking")  # config sections members of one step class may differ in
 
@@ -196,7 +199,7 @@ class GroupedTrainer:
 
     def fail(self, member: Member, error: BaseException) -> None:
         member.failure = error
-        print(f"group member {member.trainer.run_dir.name} stopped: {error}", flush=True)
+        _log.info(f"group member {member.trainer.run_dir.name} stopped: {error}")
 
     def fit(self) -> list[Member]:
         """Train every member's remaining epochs; the members in the caller's order, each with its failure."""

@@ -1,0 +1,88 @@
+"""What the command line shows of itrlab's log records: plain lines, INFO on stdout, warnings on stderr.
+
+The library logs through ``logging.getLogger(__name__)`` and installs no handler: a program that embeds
+itrlab (a notebook, another job) decides what it shows, with ``logging``'s own settings. With none at
+all, Python's last-resort handler writes warnings and errors to stderr as their bare text, and nothing
+of INFO.
+
+The command-line layer (``jobs/*.py`` through ``jobs/_bootstrap.py``, the ``itrlab`` console script
+through :func:`itrlab.cli.main`) calls :func:`configure` before anything else: the ``itrlab`` logger then
+writes each record as its message alone (no level, no logger name), INFO on stdout and WARNING and above
+on stderr, flushed, as the ``print`` calls it replaced wrote them. A record logged with
+``extra=TO_STDERR`` goes to stderr at any level: the progress a command writes beside its report
+(feature extraction's, the synthetic generator's).
+
+The command line's own processes see the same: :func:`configure` sets :data:`CONSOLE_ENV`, which the
+processes it starts inherit (the Ray it starts: sweep trials, Ray Train workers, Ray tasks; a benchmark's
+subprocesses), and a Ray cluster's workers get through the sweep's runtime env
+(:func:`itrlab.sweep.cluster.console_runtime_env`); importing ``itrlab`` in such a process calls
+:func:`follow`, which configures it as its parent was, so that a trial's lines reach the console as
+before (Ray forwards a worker's stdout and stderr to the driver). A process whose parent did not
+configure the console (an embedded itrlab starting Ray) is left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TextIO
+
+CONSOLE_ENV = "ITRLAB_CONSOLE"  # the level the command line's console shows ("INFO"), for its child processes
+TO_STDERR = {"to_stderr": True}  # ``log.info(..., extra=TO_STDERR)``: on stderr whatever its level
+ROOT = "itrlab"
+
+
+class ConsoleHandler(logging.Handler):
+    """Each record's message on its own line of stdout (INFO and below) or stderr (WARNING and above, or a
+    record marked :data:`TO_STDERR`), flushed. The streams are looked up at each record, so that a
+    redirected ``sys.stdout`` (pytest's capture, ``contextlib.redirect_stdout``) receives the lines."""
+
+    def __init__(self, level: int = logging.NOTSET):
+        super().__init__(level)
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            stream = sys.stderr if record.levelno >= logging.WARNING or getattr(record, "to_stderr", False) \
+                else sys.stdout
+            stream.write(text + "\n")
+            stream.flush()
+        except RecursionError:
+            raise
+        except Exception:  # noqa: BLE001 - logging's own rule: a failed record never ends the program
+            self.handleError(record)
+
+
+def configure(level: int | str = logging.INFO) -> None:
+    """The console of a command-line program (idempotent): the ``itrlab`` logger at ``level``, its records
+    through one :class:`ConsoleHandler` and not passed on to the root logger's handlers (a library that
+    configures the root logger does not print them twice); the processes it starts follow
+    (:data:`CONSOLE_ENV`)."""
+    logger = logging.getLogger(ROOT)
+    for handler in [h for h in logger.handlers if isinstance(h, ConsoleHandler)]:
+        logger.removeHandler(handler)
+    logger.addHandler(ConsoleHandler())
+    logger.setLevel(level)
+    logger.propagate = False
+    os.environ[CONSOLE_ENV] = logging.getLevelName(logger.level)
+
+
+def follow() -> None:
+    """In a process a command-line program started (:data:`CONSOLE_ENV` set): its console, as the parent's.
+    Else nothing. Called when ``itrlab`` is imported."""
+    level = os.environ.get(CONSOLE_ENV, "").strip().upper()
+    if not level or any(isinstance(h, ConsoleHandler) for h in logging.getLogger(ROOT).handlers):
+        return
+    configure(level if isinstance(logging.getLevelName(level), int) else logging.INFO)
+
+
+def emit(logger: logging.Logger, line: str, stream: TextIO | None = None) -> None:
+    """A progress line: to ``stream`` when the caller passed one (a test, a notebook cell), else logged at INFO
+    through ``logger`` (what the command line's console prints on stdout)."""
+    if stream is None:
+        logger.info(line)
+    else:
+        stream.write(line + "\n")
+        stream.flush()

@@ -1,0 +1,131 @@
+"""A finished sweep's pages in the MLflow UI as a person first opens them (a fresh browser: MLflow's Assistant
+panel open, a quarter of the window), in windows 1280 and 1600 px wide: what each shows of the test recalls
+without a click, and a screenshot of it (``jobs/mlflow_screenshots.py`` writes docs/img/).
+
+The pages, each opened by the link itrlab prints for it (:func:`~itrlab.tracking.store.ui_link`):
+
+* ``run``: a trial's page (the link a training prints: its "Model metrics" tab), the trial with the most
+  metrics (a boosted one, with its anchor's tables): its test recalls are the first charts
+  (:mod:`itrlab.tracking.chart_names`);
+* ``runs``: the runs table the sweep's link opens (:mod:`itrlab.sweep.runs_table`): the test rsum and
+  recall columns;
+* ``report``: ``sweep/report.html`` in the run's artifact view (a frame of its own): the rsum and recall columns.
+
+A recall counts as shown when the window shows all of its chart's title, column header or report header: inside
+the window, not under the panel, not cut off by a scroll.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from itrlab.sweep.runs_table import RECALLS as VIEW_RECALLS
+from itrlab.sweep.runs_table import trials_view_id
+from itrlab.tracking import MlflowTracker
+from itrlab.tracking.chart_names import RECALLS, chart_name
+from itrlab.tracking.store import ui_link
+from itrlab.tracking.ui_browser import Browser
+
+WIDTHS = (1280, 1600)
+REPORT = "sweep/report.html"
+REPORT_HEADERS = ["rsum", "i2t R@1", "i2t R@5", "i2t R@10", "t2i R@1", "t2i R@5", "t2i R@10"]  # paper_report's
+TEST_SECTION = "1_test"
+
+# Whether the window shows all of an element: both ends of it are what the browser finds at those points.
+SHOWN = """const shown = (element) => { if (!element) return false; const r = element.getBoundingClientRect();
+  if (r.width <= 0 || r.right > innerWidth || r.bottom > innerHeight || r.left < 0 || r.top < 0) return false;
+  const y = r.top + r.height / 2;
+  return [r.left + 1, r.right - 1].every(x => { const hit = document.elementFromPoint(x, y);
+    return hit !== null && (element.contains(hit) || hit.contains(element)); }); };"""
+# Elements by their own text (its text nodes, trimmed), in document order.
+BY_TEXT = """const byText = (text, root = document.body) => { const found = [];
+  const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT); let node;
+  while ((node = walk.nextNode())) if (node.textContent.trim() === text) found.push(node.parentElement);
+  return found; };"""
+
+
+def _script(body: str, **values) -> str:
+    """An expression: ``body`` (JavaScript statements ending in a ``return``) with ``values`` as constants."""
+    constants = "".join(f"const {name} = {json.dumps(value)};" for name, value in values.items())
+    return f"(() => {{ {SHOWN} {BY_TEXT} {constants} {body} }})()"
+
+
+# a run's "Model metrics" tab: the charts of the section 1_test, each a card titled by the metric's name (or its
+# last part), after the section's header
+RUN_READY = """const header = byText(section)[0]; if (!header) return null;
+  const after = (e) => header.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_FOLLOWING;
+  const card = (n) => [...byText(n), ...byText(n.split("/").pop())].filter(after)[0];
+  return names.every(card) && document.querySelectorAll("svg.main-svg").length > 0;"""
+RUN_SHOWN = """const header = byText(section)[0];
+  const after = (e) => header.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_FOLLOWING;
+  const card = (n) => [...byText(n), ...byText(n.split("/").pop())].filter(after)[0];
+  return Object.fromEntries(names.map(n => [n, shown(card(n))]));"""
+# the runs table: its rows loaded, each column headed by the metric's MLflow name
+RUNS_READY = """return document.querySelector(".ag-row") !== null && names.every(n => byText(n).length > 0);"""
+RUNS_SHOWN = "return Object.fromEntries(names.map(n => [n, shown(byText(n)[0])]));"
+# the artifact view: the frame MLflow shows an HTML file in, then the report's headers inside that frame
+FRAME_READY = """const frame = document.querySelector("iframe.mlflow-html-iframe");
+  return frame !== null && frame.getBoundingClientRect().width > 0 && shown(frame);"""
+REPORT_READY = "return document.querySelector('table th') !== null;"
+REPORT_SHOWN = """return Object.fromEntries(names.map(n => [n, shown(byText(n).find(e => e.tagName === "TH"))]));"""
+
+
+@dataclass
+class PageLook:
+    """One page at one width: which test recalls it shows without a click, and its screenshot."""
+
+    page: str
+    width: int
+    shown: dict[str, bool]
+    screenshot: Path | None
+
+    @property
+    def missing(self) -> list[str]:
+        return [name for name, seen in self.shown.items() if not seen]
+
+
+def sweep_links(tracking_uri: str, parent_run_id: str, base: str) -> dict[str, str]:
+    """The links of the pages (``run``, ``runs``, ``report``) of the sweep whose parent run is ``parent_run_id``,
+    on the UI at ``base``."""
+    tracker = MlflowTracker.for_reading(tracking_uri)
+    experiment = tracker.client.get_run(parent_run_id).info.experiment_id
+    children = tracker.child_runs(parent_run_id)
+    if not children:
+        raise ValueError(f"run {parent_run_id} has no trials (child runs): not a sweep's parent run")
+    richest = max(children, key=lambda run: (len(run.data.metrics), run.info.start_time))
+    return {"run": ui_link(base, experiment, richest.info.run_id),
+            "runs": ui_link(base, experiment, view=trials_view_id(parent_run_id)),
+            "report": ui_link(base, experiment, parent_run_id, artifact=REPORT)}
+
+
+def look_at(links: dict[str, str], folder: Path, shots: Path | None = None, widths=WIDTHS,
+            timeout: float = 600) -> list[PageLook]:
+    """Each page of ``links`` (:func:`sweep_links`) at each width, in a fresh browser: what it shows of the
+    test recalls once they are on the page (a RuntimeError if they never are); with ``shots``, its screenshot
+    ``shots/mlflow-<page>-<width>.png``. ``folder`` takes the browsers' logs."""
+    found = []
+    for width in widths:
+        for page, link in links.items():
+            with Browser(width, folder, timeout) as browser:
+                browser.open(link)
+                shown = _look(browser, page)
+                shot = browser.screenshot(shots / f"mlflow-{page}-{width}.png") if shots else None
+            found.append(PageLook(page, width, shown, shot))
+    return found
+
+
+def _look(browser: Browser, page: str) -> dict[str, bool]:
+    if page == "run":
+        names = [chart_name(f"test_{recall}") for recall in sorted(RECALLS)]
+        browser.wait_for(_script(RUN_READY, names=names, section=TEST_SECTION), f"the test charts on {page}")
+        return browser.evaluate(_script(RUN_SHOWN, names=names, section=TEST_SECTION))
+    if page == "runs":
+        names = [chart_name(name) for name in ("test_rsum", *VIEW_RECALLS)]
+        browser.wait_for(_script(RUNS_READY, names=names), "the trials' rows in the runs table")
+        return browser.evaluate(_script(RUNS_SHOWN, names=names))
+    browser.wait_for(_script(FRAME_READY), "the artifact view's frame")
+    browser.wait_for(_script(REPORT_READY), "the report's table in its frame", frame_of=True)
+    frame = next(frame for frame in browser.frames() if browser.evaluate(_script(REPORT_READY), frame))
+    return browser.evaluate(_script(REPORT_SHOWN, names=REPORT_HEADERS), frame)

@@ -1,0 +1,104 @@
+"""The names a run's metrics have in MLflow: itrlab's flat names (``test_rsum``, ``anchor_rsum``), each in one of
+the chart sections of MLflow's UI, so that a run's page opens on its test recalls.
+
+Read from MLflow 3.17's UI (``mlflow/server/js/build/static/js/main.*.js``, ``extractChartSectionName`` and
+``getBaseChartAndSectionConfigs``): a metric's chart section is its name up to the last ``/``; the named sections
+come first, sorted by name (JavaScript's ``sort``: code units, so a leading digit orders them), then the
+unprefixed metrics ("Model metrics"), then ``system/`` ones; within a section the charts are sorted by name.
+Without sections a run's 40-odd charts are alphabetical: a boosted run opened on its anchor's ``anchor_*``
+charts, its test recalls below the fold.
+
+The sections, in the order the UI shows them:
+
+========================  =====================================  =================================
+MLflow name               itrlab's name                          what
+========================  =====================================  =================================
+``1_test/<recall>``       ``test_<recall>``                      the test table: R@1/5/10 both ways, rsum
+``1_test_rank/<rank>``    ``test_<rank>``                        its ranks: medr, meanr (both ways), MD
+``2_val/<metric>``        ``<metric>``                           the validation table, per epoch
+``3_train/<name>``        ``loss``, ``loss_i2t``, ``loss_t2i``,  the training loss and its i2t/t2i split,
+                          ``lr``, ``epoch_seconds``              the learning rate, the epoch's time
+``4_loss/<part>``         ``loss_<part>``                        the method's own parts of its loss
+``5_<branch>/<metric>``   ``<branch>_<metric>``                  another branch's recall table (an
+                                                                 anchor's: ``anchor_rsum``; an
+                                                                 ensemble's members: ``member1_rsum``)
+``<name>``                ``<name>``                             the rest, as it is (the UI's "Model
+                                                                 metrics", last): best epoch, cost, ...
+========================  =====================================  =================================
+
+Only :mod:`itrlab.tracking` knows these names: everything else (Ray Tune's objective, ``summary.json``, the
+reports) uses the flat ones, and every name read back from MLflow is flat again (:func:`flat_name`), whether
+the run was logged with sections or before them (runs logged with flat names read back unchanged).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from itrlab.eval.names import METRIC_NAMES
+
+_TABLE = frozenset(METRIC_NAMES.values())
+RANKS = frozenset({"i2t_medr", "i2t_meanr", "t2i_medr", "t2i_meanr", "md"})
+RECALLS = _TABLE - RANKS  # R@K both ways and rsum
+TRAINING = frozenset({"loss", "loss_i2t", "loss_t2i", "lr", "epoch_seconds"})
+BRANCH_PREFIX = "5_"
+# another branch's table: a name of letters and digits (anchor, anchor2, member1) before a table metric;
+# `best_` is no branch (a sweep's `best_rsum`, its best trial's objective)
+_BRANCH = re.compile(r"([a-z][a-z0-9]*)_(.+)")
+NOT_BRANCHES = frozenset({"best", "test", "loss"})
+
+
+@dataclass(frozen=True)
+class Section:
+    """A chart section: ``<section>/<rest>`` in MLflow is ``<prefix><rest>`` in itrlab, for each rest in
+    ``rests`` (None: any)."""
+
+    section: str
+    prefix: str
+    rests: frozenset[str] | None
+
+    def holds(self, name: str) -> bool:
+        rest = name[len(self.prefix):]
+        return name.startswith(self.prefix) and bool(rest) and (self.rests is None or rest in self.rests)
+
+
+SECTIONS = (Section("1_test", "test_", RECALLS), Section("1_test_rank", "test_", RANKS),
+            Section("2_val", "", _TABLE), Section("3_train", "", TRAINING), Section("4_loss", "loss_", None))
+_BY_SECTION = {section.section: section for section in SECTIONS}
+
+
+def chart_name(name: str) -> str:
+    """The MLflow name of itrlab's metric ``name``: in its chart section, or ``name`` itself (the rest)."""
+    for section in SECTIONS:
+        if section.holds(name):
+            return f"{section.section}/{name[len(section.prefix):]}"
+    branch = _BRANCH.fullmatch(name)
+    if branch and branch.group(1) not in NOT_BRANCHES and branch.group(2) in _TABLE:
+        return f"{BRANCH_PREFIX}{branch.group(1)}/{branch.group(2)}"
+    return name
+
+
+def flat_name(key: str) -> str:
+    """itrlab's name of the MLflow metric ``key`` (:func:`chart_name`'s inverse); a key in no section of
+    itrlab's (a flat name, logged before the sections or left flat) as it is."""
+    section_name, slash, rest = key.partition("/")
+    if not slash:
+        return key
+    section = _BY_SECTION.get(section_name)
+    if section is not None:
+        return section.prefix + rest
+    if section_name.startswith(BRANCH_PREFIX) and _BRANCH.fullmatch(f"{section_name[len(BRANCH_PREFIX):]}_{rest}"):
+        return f"{section_name[len(BRANCH_PREFIX):]}_{rest}"
+    return key
+
+
+def flat_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """A run's metrics (MLflow name -> value) by itrlab's names."""
+    return {flat_name(key): value for key, value in metrics.items()}
+
+
+def logged_flat(names) -> bool:
+    """Whether any of the metric ``names`` (as a run holds them) is an itrlab name that belongs in a section
+    but was logged flat: a run logged before the sections, which keeps its flat names when it resumes."""
+    return any("/" not in name and chart_name(name) != name for name in names)

@@ -1,0 +1,123 @@
+"""The library logs, the command line prints (issue 44 item 7, itrlab.console_log).
+
+- the console handler: a record's bare message, INFO on stdout, warnings and ``TO_STDERR`` on stderr;
+- a training embedded in a program whose logging is at WARNING prints no INFO line, on stdout or stderr;
+- the command line's console is what it was before the library logged: a smoke training's and a sweep's dry
+  run's lines, with the code of ``BEFORE`` (the commit before the change, unpacked with ``git archive``) and
+  with this checkout, equal once what legitimately varies is masked (timings, paths, timestamps).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from itrlab import console_log
+
+REPO = Path(__file__).resolve().parents[1]
+BEFORE = "93f3537"  # main before the library logged (issue 44 item 7)
+
+
+def test_the_console_handler_writes_bare_lines_to_the_streams(capsys):
+    console_log.configure()
+    log = logging.getLogger("itrlab.some.module")
+    log.info("epoch 1/2 · 50%% %s", "done")
+    log.info("progress beside the report", extra=console_log.TO_STDERR)
+    log.warning("itrlab: warning: something")
+    log.error("itrlab: error: bad input")
+    out, err = capsys.readouterr()
+    assert out == "epoch 1/2 · 50% done\n"
+    assert err == "progress beside the report\nitrlab: warning: something\nitrlab: error: bad input\n"
+    assert os.environ[console_log.CONSOLE_ENV] == "INFO"
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in (console_log.CONSOLE_ENV, "PYTHONPATH")}
+    return {**env, **extra}
+
+
+EMBEDDED = """
+import logging, sys
+from pathlib import Path
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s:%(name)s:%(message)s")
+from itrlab.assembly import load_experiment
+from itrlab.train import run_experiment
+root = Path(sys.argv[1])
+config = load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root / 'data'}", f"output.dir={root / 'runs'}",
+                                                  "tracking.enabled=false", "train.epochs=1"])
+result = run_experiment(config, root / "runs" / "embedded")
+assert result.test.rsum >= 0
+"""
+
+
+@pytest.mark.e2e
+def test_an_embedded_training_at_warning_prints_no_info_line(tmp_path):
+    done = subprocess.run([sys.executable, "-c", EMBEDDED, str(tmp_path)], capture_output=True, text=True,
+                          env=_clean_env(), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "", done.stdout
+    assert "INFO:" not in done.stderr and "epoch" not in done.stderr, done.stderr
+
+
+# --------------------------------------------------------------------------- the console, before and after
+
+
+def _mask(text: str, roots: list[Path]) -> list[str]:
+    """The lines of ``text`` with what varies between two runs masked: the runs' folders, timestamps, seconds;
+    the step counter's lines (one per 30 s of an epoch: how many depends on the machine's load) left out."""
+    text = "\n".join(line for line in text.splitlines() if not re.match(r"epoch \d+/\d+ · step \d+/\d+ · ", line))
+    for root in roots:
+        text = text.replace(str(root), "<root>")
+    text = re.sub(r"\d{8}-\d{6}(-\d+)?", "<timestamp>", text)
+    text = re.sub(r"\d+(\.\d+)?( ?s\b| ?s/step| min\b)", r"<t>\2", text)
+    return text.splitlines()
+
+
+def _tree(commit: str, where: Path) -> Path:
+    """The repository's files at ``commit`` under ``where`` (git archive)."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(where, filter="data")
+    return where
+
+
+def _run(tree: Path, args: list[str], work: Path) -> subprocess.CompletedProcess:
+    env = _clean_env(PYTHONPATH=str(tree / "platform"), ITRLAB_CONFIG_DIR=str(REPO / "configs"),
+                     ITRLAB_STEP_COUNTS=str(work / "step_counts.json"))
+    return subprocess.run([sys.executable, *args], cwd=tree, capture_output=True, text=True, env=env, timeout=900)
+
+
+@pytest.mark.e2e
+def test_the_command_lines_console_is_what_it_was_before_the_library_logged(tmp_path):
+    """``jobs/train.py`` on the tiny synthetic data (seed 0, no MLflow) and ``jobs/sweep.py --dry-run`` of a
+    tiny preset: the same lines on stdout and on stderr with the code of ``BEFORE`` and with this one (the
+    recall tables and losses equal to the digit; the dry run's cost estimate, which reads each tree's
+    throughput records, left out)."""
+    try:
+        before = _tree(BEFORE, tmp_path / "before")
+    except subprocess.CalledProcessError:
+        pytest.skip(f"this checkout has no commit {BEFORE} (a shallow clone)")
+    outputs = {}
+    for name, tree in (("before", before), ("after", REPO)):
+        work = tmp_path / name
+        work.mkdir(exist_ok=True)
+        train = _run(tree, ["jobs/train.py", "-c", "vsepp_synthetic_tiny", f"dataset.root={work / 'data'}",
+                            f"output.dir={work / 'runs'}", "tracking.enabled=false"], work)
+        dry = _run(tree, ["jobs/sweep.py", "--preset", "dbl-tiny", "--dry-run", "--storage", str(work / "sweeps")],
+                   work)
+        assert train.returncode == 0 and dry.returncode == 0, (train.stderr[-2000:], dry.stderr[-2000:])
+        roots = [work, tree]
+        dry_lines = [line for line in _mask(dry.stdout, roots) if "estimate" not in line and "CPU-h" not in line]
+        outputs[name] = (_mask(train.stdout, roots), _mask(train.stderr, roots), dry_lines, _mask(dry.stderr, roots))
+    assert any(line.startswith("epoch ") for line in outputs["after"][0])  # the epoch lines are there at all
+    for part, before_lines, after_lines in zip(("train stdout", "train stderr", "dry-run stdout", "dry-run stderr"),
+                                               outputs["before"], outputs["after"]):
+        assert after_lines == before_lines, part
