@@ -36,7 +36,7 @@ from itrlab.errors import ConfigError, SettingError
 from itrlab.config.schema import ExperimentConfig
 
 CONFIG_DIR_ENV = "ITRLAB_CONFIG_DIR"
-MAX_FILE_BYTES = 256 << 10  # a config or sweep file: the largest here is a few KB (PyYAML took 30 s over 700 KB, loaded)
+MAX_FILE_BYTES = 256 << 10  # a config or sweep file: the largest here is a few KB; PyYAML is slow on large files
 MAX_OVERRIDE_CHARS = 1 << 16  # one key=value override
 MAX_DEPTH = 64  # nested mappings and lists
 MAX_ALIASES = 100  # YAML aliases (*name) in one document

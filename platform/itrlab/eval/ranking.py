@@ -97,9 +97,9 @@ def dense_score_fn(image_emb: Tensor | np.ndarray, caption_emb: Tensor | np.ndar
 
     With unit-norm embeddings (what the dual encoders return) this is the cosine similarity;
     ``normalize=True`` L2-normalises the rows first. Blocks stay on the embeddings' device.
-    On CPU the product runs through numpy's BLAS on zero-copy views (OpenBLAS here: about
-    20% faster than torch's MKL sgemm on the AMD EPYC dev machines, where MKL takes a slow
-    path); the result is still a float32 torch tensor. On a GPU it is a torch matmul.
+    On CPU the product runs through numpy's BLAS on zero-copy views (OpenBLAS, faster than torch's MKL
+    sgemm on AMD CPUs, where MKL takes a slow path: docs/speed.md#figures-behind-the-codes-choices); the
+    result is still a float32 torch tensor. On a GPU it is a torch matmul.
     """
     images = torch.as_tensor(image_emb).detach().to(torch.float32)
     captions = torch.as_tensor(caption_emb).detach().to(torch.float32)

@@ -52,15 +52,11 @@ from itrlab.models.text_factory import TextEncoderSpec
 
 DEFAULT_LAMBDA = 9.0
 DEFAULT_SHARD_ELEMENTS = 1 << 20
-"""Default budget of one shard's largest intermediate, in elements (1 M: 4 MB in float32).
-
-Measured on CPU (``jobs/bench_eval.py --interaction``, 1 thread): 2^20 and 2^21 were the fastest
-at 1000 images x 5000 captions, 2^18 to 2^20 at 400 x 2000; 2^23 and more were 1.5-2x slower
-(element-wise steps on intermediates far larger than the caches). On a GPU, raise it.
+"""Default budget of one shard's largest intermediate, in elements (1 M: 4 MB in float32): the fastest on a
+CPU with ``jobs/bench_eval.py --interaction`` (docs/speed.md#figures-behind-the-codes-choices); on a GPU, raise it.
 """
 MIN_SHARD_ELEMENTS, MAX_SHARD_ELEMENTS = 1 << 18, 1 << 28
-"""Bounds of a device-derived budget. 2^28 was the fastest tried on an H100 (issue #11: 1000 x 5000
-pairs, 36 regions, d = 1024, s = 256 in 8.0 s at 2^24, 2.6 s at 2^26, 2.1 s at 2^28)."""
+"""Bounds of a device-derived budget; the upper one the fastest tried on a GPU (the same page)."""
 _LIVE_INTERMEDIATES = 4  # shard-sized tensors alive at once in pair_scores (with margin)
 _EPS = 1e-12  # floor of the L2 norms (F.normalize's), so an all-zero vector stays zero
 
@@ -259,8 +255,8 @@ def shard_budget(device: torch.device | str) -> int:
 
     CUDA: a share of the free memory (``torch.cuda.mem_get_info``): half of it split over the
     float32-sized intermediates alive at once. CPU: cache-sized, the last-level cache in bytes / 32
-    (an intermediate of float32 elements an eighth of the cache: 2^20 elements for the 32 MB L3 on
-    which :data:`DEFAULT_SHARD_ELEMENTS` was measured fastest); that default when the size is unknown.
+    (an intermediate of float32 elements an eighth of the cache: 2^20 elements for a 32 MB L3, where
+    :data:`DEFAULT_SHARD_ELEMENTS` was the fastest); that default when the size is unknown.
     Rounded down to a power of two within [MIN_SHARD_ELEMENTS, MAX_SHARD_ELEMENTS].
     """
     device = torch.device(device)

@@ -4,8 +4,7 @@ run's ``model`` artifact through the ``pyfunc`` flavor, and models read back by 
 The folder (weights, config, tokenizer, feature layout, test table) travels as the model's data,
 ``artifacts/bundle``. The MLflow model is written here, not by ``mlflow.pyfunc.save_model``: that call checks
 its requirements against every installed distribution (``warn_dependency_requirement_mismatches``, a scan of
-site-packages that cost 0.5-2 s per process on 2 shared cores, 18 s under a profiler), which a training run has no
-use for. :func:`save_pyfunc` writes ``MLmodel`` through ``mlflow.pyfunc.add_to_model`` with this module as the
+site-packages: docs/speed.md#figures-behind-the-codes-choices), which a training run has no use for. :func:`save_pyfunc` writes ``MLmodel`` through ``mlflow.pyfunc.add_to_model`` with this module as the
 flavor's loader (:func:`_load_pyfunc`, no pickled Python object), and the environment files
 (``requirements.txt``, ``conda.yaml``, ``python_env.yaml``) with the installed versions of the few packages it
 names, so that ``mlflow.pyfunc.load_model`` and ``mlflow models serve`` open it as any pyfunc model.

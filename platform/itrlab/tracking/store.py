@@ -197,7 +197,7 @@ def source_tags() -> dict[str, str]:
     return tags
 
 
-# MLflow's job runner off: it and its 7 huey consumers (2.5 GB) serve MLflow's GenAI jobs, which itrlab never
+# MLflow's job runner off: it and its huey consumers (their memory: docs/mlflow.md) serve MLflow's GenAI jobs, which itrlab never
 # asks for. Every server and UI the project starts or documents runs with it (the k8s ConfigMap sets it too).
 JOB_EXECUTION_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 JOB_EXECUTION_OFF = " ".join(f"{name}={value}" for name, value in JOB_EXECUTION_ENV.items())  # as a shell prefix

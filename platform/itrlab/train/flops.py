@@ -60,7 +60,7 @@ class _StepCounter(TorchDispatchMode):
     matrix products, convolutions, attention), their FLOPs. One mode in place of ``FlopCounterMode`` and an
     operator counter stacked: no per-module bookkeeping and no decomposition tried for each operator
     without a formula (those reaching a dispatch mode are ATen's own, which have none). The same counts
-    (tests/test_gpu_check.py; all 55 steps of ``--list``), in 65% of the time (33.5 CPU-s against 51.7)."""
+    (tests/test_gpu_check.py) in less time (docs/speed.md#figures-behind-the-codes-choices)."""
 
     def __init__(self):
         super().__init__()

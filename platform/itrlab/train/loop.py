@@ -216,8 +216,7 @@ class Trainer:
         self.schedule = StepDecaySchedule(self.steps_per_epoch, tuple(train.lr_decay_epochs), train.lr_decay, train.warmup_steps)
         self.total_steps = self.steps_per_epoch * train.epochs
         # foreach: each update as a few multi-tensor kernels over every parameter, as on CUDA by default, rather
-        # than a loop of small ones per parameter (on one CPU thread Adam's update took 9 ms of a 20-28 ms step
-        # of vsepp_flickr8k: docs/speed.md)
+        # than a loop of small ones per parameter (a large share of a small CPU step: docs/speed.md#figures-behind-the-codes-choices)
         self.optimizer = torch.optim.Adam(self.method.param_groups(train.lr), lr=train.lr,
                                           weight_decay=train.weight_decay, foreach=True)
         self.state = TrainState()

@@ -12,7 +12,7 @@ g = 400 gives 280 / 80 / 40: each kind takes its most frequent words. Spec choic
   sample is built greedily over the captions in a fixed (seeded) order: a caption is taken while
   it holds a candidate word with fewer than ``contexts_per_word`` tagged occurrences, up to
   ``max_tagged_captions`` captions in all. A word's POS is its most common tag over those
-  occurrences (about 1,000 captions/s on one core: 10k captions build in 2-4 s).
+  occurrences (the tagger's speed: docs/speed.md#figures-behind-the-codes-choices).
   Candidates are the ``3 * size`` most frequent words, extended (doubled) only while a kind is
   short. A candidate that the sample never shows is tagged on its own (a one-word text).
 - Shortfall: if the captions hold fewer words of a kind than its quota, the free slots go to the
