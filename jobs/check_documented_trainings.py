@@ -37,11 +37,18 @@ def pattern(text: str) -> re.Pattern:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", type=pattern, help="run only the commands this regular expression finds; keep "
-                                                     "the newest page's rows of the others")
+    parser.add_argument(
+        "--only",
+        type=pattern,
+        help="run only the commands this regular expression finds; keep the newest page's rows of the others",
+    )
     parser.add_argument("--budget-min", type=positive, default=15, help="a training's time limit (default 15)")
-    parser.add_argument("--sweep-budget-min", type=positive, default=5,
-                        help="run a sweep only when its --dry-run puts its training at most this long (default 5)")
+    parser.add_argument(
+        "--sweep-budget-min",
+        type=positive,
+        default=5,
+        help="run a sweep only when its --dry-run puts its training at most this long (default 5)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results", help="the page's folder")
     parser.add_argument("--list", action="store_true", help="print the documented trainings and run nothing")
     args = parser.parse_args(argv)
@@ -57,11 +64,14 @@ def main(argv=None) -> int:
     from itrlab.documented.check import Budget, run_check
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    path, entries = run_check(REPO, args.out, sys.executable, Budget(args.budget_min * 60, args.sweep_budget_min * 60),
-                              args.only)
+    path, entries = run_check(
+        REPO, args.out, sys.executable, Budget(args.budget_min * 60, args.sweep_budget_min * 60), args.only
+    )
     bad = [entry for entry in entries if not entry.off_chance and entry.reason is None and entry.alias_of is None]
-    print(f"{path}: {len(entries)} documented trainings, {sum(e.off_chance for e in entries)} run off chance, "
-          f"{sum(e.reason is not None for e in entries)} not run (reasons on the page), {len(bad)} to fix")
+    print(
+        f"{path}: {len(entries)} documented trainings, {sum(e.off_chance for e in entries)} run off chance, "
+        f"{sum(e.reason is not None for e in entries)} not run (reasons on the page), {len(bad)} to fix"
+    )
     for entry in bad:
         print(f"  {entry.command}: {entry.verdict}")
     return 1 if bad else 0

@@ -14,8 +14,7 @@ import pytest
 from conftest import REPO
 from itrlab.documented.catalogue import SWEEP, TRAINING, Command, catalogue, make_recipes
 from itrlab.documented.check import Budget, aliases, read_result, reason_not_run, rows_of
-from itrlab.documented.page import (AT_CHANCE, NOT_RUN, OFF_CHANCE, ON_PLATEAU, Entry, newest_page, read_page,
-                                    render)
+from itrlab.documented.page import AT_CHANCE, NOT_RUN, OFF_CHANCE, ON_PLATEAU, Entry, newest_page, read_page, render
 from itrlab.report.chance import chance_level
 
 RESULTS = REPO / "docs" / "results"
@@ -30,6 +29,7 @@ def newest_rows() -> dict[str, Entry]:
 
 # -- the manual against its page ---------------------------------------------------------------------------------
 
+
 def test_the_manual_documents_trainings_and_sweeps():
     kinds = {command.kind for command in COMMANDS}
     assert kinds == {TRAINING, SWEEP} and len(COMMANDS) >= 30
@@ -40,8 +40,10 @@ def test_the_manual_documents_trainings_and_sweeps():
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda command: command.text[:80])
 def test_every_documented_training_ran_off_chance_or_says_why_not(command):
     rows = newest_rows()
-    assert command.text in rows, (f"{command.text!r} ({', '.join(command.pages)}) is not on the newest page: run "
-                                  f"python jobs/check_documented_trainings.py --only '{re.escape(command.text)}'")
+    assert command.text in rows, (
+        f"{command.text!r} ({', '.join(command.pages)}) is not on the newest page: run "
+        f"python jobs/check_documented_trainings.py --only '{re.escape(command.text)}'"
+    )
     entry = rows[command.text]
     if entry.alias_of is not None:  # a make target, or the same command into another folder: that command's row
         assert entry.alias_of in rows, entry
@@ -65,8 +67,10 @@ def test_a_reason_that_names_a_results_page_names_one_that_exists():
 
 # -- the catalogue -------------------------------------------------------------------------------------------------
 
-MAKEFILE = "PY := $(VENV)/bin/python\nSWEEP_ARGS ?= --preset smoke\n\ntrain: setup\n\t$(PY) jobs/train.py\n\n" \
-           "sweep: setup\n\t$(PY) jobs/sweep_dbl.py $(SWEEP_ARGS)\n\nclean:\n\trm -rf runs\n"
+MAKEFILE = (
+    "PY := $(VENV)/bin/python\nSWEEP_ARGS ?= --preset smoke\n\ntrain: setup\n\t$(PY) jobs/train.py\n\n"
+    "sweep: setup\n\t$(PY) jobs/sweep_dbl.py $(SWEEP_ARGS)\n\nclean:\n\trm -rf runs\n"
+)
 
 
 def test_the_catalogue_reads_the_shell_blocks_of_every_page(tmp_path):
@@ -75,44 +79,67 @@ def test_the_catalogue_reads_the_shell_blocks_of_every_page(tmp_path):
     (tmp_path / "README.md").write_text(
         "Text `python jobs/train.py -c inline` is not a block.\n\n```bash\nmake train   # the demo\nmake clean\n"
         "python jobs/train.py -c a \\\n    train.epochs=2     # two lines, one command\n"
-        "python jobs/sweep.py --preset p --dry-run\npython jobs/sweep.py --list\nitrlab check-config -c a\n```\n")
+        "python jobs/sweep.py --preset p --dry-run\npython jobs/sweep.py --list\nitrlab check-config -c a\n```\n"
+    )
     (tmp_path / "docs" / "papers" / "x.md").write_text(
         "```text\n$ python jobs/train.py -c output_only\n```\n\n```sh\n$ python jobs/train.py -c a train.epochs=2\n"
         "# python jobs/train.py -c commented\nRAY_AUTH_MODE=token ray job submit --address http://h:8265 -- "
-        "python jobs/sweep_dbl.py --preset smoke\nitrlab train -c b\npython jobs/sweep_dbl.py\n```\n")
+        "python jobs/sweep_dbl.py --preset smoke\nitrlab train -c b\npython jobs/sweep_dbl.py\n```\n"
+    )
     found = {command.text: command for command in catalogue(tmp_path)}
-    assert list(found) == ["make train", "python jobs/train.py -c a train.epochs=2",
-                           "RAY_AUTH_MODE=token ray job submit --address http://h:8265 -- python jobs/sweep_dbl.py "
-                           "--preset smoke", "itrlab train -c b", "python jobs/sweep_dbl.py"]
+    assert list(found) == [
+        "make train",
+        "python jobs/train.py -c a train.epochs=2",
+        "RAY_AUTH_MODE=token ray job submit --address http://h:8265 -- python jobs/sweep_dbl.py --preset smoke",
+        "itrlab train -c b",
+        "python jobs/sweep_dbl.py",
+    ]
     assert found["make train"] == Command("make train", TRAINING, ("README.md",), runs="python jobs/train.py")
     assert found["python jobs/train.py -c a train.epochs=2"].pages == ("README.md", "docs/papers/x.md")
-    assert found["RAY_AUTH_MODE=token ray job submit --address http://h:8265 -- python jobs/sweep_dbl.py "
-                 "--preset smoke"].through == "ray job submit"
+    assert (
+        found[
+            "RAY_AUTH_MODE=token ray job submit --address http://h:8265 -- python jobs/sweep_dbl.py --preset smoke"
+        ].through
+        == "ray job submit"
+    )
     assert found["python jobs/sweep_dbl.py"].kind == SWEEP and found["itrlab train -c b"].kind == TRAINING
 
 
 def test_make_targets_are_read_from_the_makefile():
-    assert make_recipes(MAKEFILE) == {"train": "python jobs/train.py", "sweep": "python jobs/sweep_dbl.py --preset smoke",
-                                      "clean": "rm -rf runs"}
+    assert make_recipes(MAKEFILE) == {
+        "train": "python jobs/train.py",
+        "sweep": "python jobs/sweep_dbl.py --preset smoke",
+        "clean": "rm -rf runs",
+    }
     recipes = make_recipes((REPO / "Makefile").read_text())
     assert recipes["train"] == "python jobs/train.py" and recipes["sweep"] == "python jobs/sweep_dbl.py --preset smoke"
 
 
 def test_a_make_target_and_a_training_of_the_same_config_share_a_row():
-    commands = [Command(text, TRAINING, ()) for text in (
-        "python jobs/train.py", "python jobs/train.py --run-dir runs/mine", "python jobs/train.py -c vsepp_synthetic_small "
-        "output.log_model=none", "python jobs/train.py train.epochs=12", "python jobs/train.py --resume")]
+    commands = [
+        Command(text, TRAINING, ())
+        for text in (
+            "python jobs/train.py",
+            "python jobs/train.py --run-dir runs/mine",
+            "python jobs/train.py -c vsepp_synthetic_small output.log_model=none",
+            "python jobs/train.py train.epochs=12",
+            "python jobs/train.py --resume",
+        )
+    ]
     commands.insert(0, Command("make train", TRAINING, (), runs="python jobs/train.py"))
-    assert aliases(commands) == {"make train": "python jobs/train.py",
-                                 "python jobs/train.py --run-dir runs/mine": "python jobs/train.py",
-                                 "python jobs/train.py -c vsepp_synthetic_small output.log_model=none":
-                                     "python jobs/train.py"}
+    assert aliases(commands) == {
+        "make train": "python jobs/train.py",
+        "python jobs/train.py --run-dir runs/mine": "python jobs/train.py",
+        "python jobs/train.py -c vsepp_synthetic_small output.log_model=none": "python jobs/train.py",
+    }
 
 
 def test_rows_carry_the_earlier_page_and_an_alias_takes_its_targets_figures():
-    commands = [Command("make train", TRAINING, ("README.md",), runs="python jobs/train.py"),
-                Command("python jobs/train.py", TRAINING, ("README.md", "docs/t.md")),
-                Command("python jobs/train.py -c x", TRAINING, ("docs/x.md",))]
+    commands = [
+        Command("make train", TRAINING, ("README.md",), runs="python jobs/train.py"),
+        Command("python jobs/train.py", TRAINING, ("README.md", "docs/t.md")),
+        Command("python jobs/train.py -c x", TRAINING, ("docs/x.md",)),
+    ]
     before = Entry("python jobs/train.py", ("README.md",), OFF_CHANCE, "2026-11-28, load 2.0", 300.0, 249.2, (1.6, 4.7))
     alias = {"make train": "python jobs/train.py"}
     rows = rows_of(commands, {}, {before.command: before}, alias)
@@ -124,15 +151,26 @@ def test_rows_carry_the_earlier_page_and_an_alias_takes_its_targets_figures():
     assert len(rows_of(commands, {now.command: now}, {}, alias)) == 2
 
 
-@pytest.mark.parametrize("text, says", [
-    ("RAY_AUTH_MODE=token ray job submit --address a -- python jobs/sweep_dbl.py --preset smoke", "handed to `ray job submit`"),
-    ("python jobs/train.py --resume", "continues an earlier run"),
-    ("python jobs/sweep.py --sweep my_sweep.yaml", "names a sweep file of the reader's own (my_sweep.yaml)"),
-    ("python jobs/train.py defaults.dataset=f30k_precomp dataset.root=/data/f30k_precomp",
-     "needs its data in /data/f30k_precomp, which this machine lacks"),
-    ("python jobs/train.py model.text.encoder=bert model.text.bert_path=/models/none", "needs the text model in /models/none"),
-    ("python jobs/train.py -c vsepp_synthetic_tiny", None),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        (
+            "RAY_AUTH_MODE=token ray job submit --address a -- python jobs/sweep_dbl.py --preset smoke",
+            "handed to `ray job submit`",
+        ),
+        ("python jobs/train.py --resume", "continues an earlier run"),
+        ("python jobs/sweep.py --sweep my_sweep.yaml", "names a sweep file of the reader's own (my_sweep.yaml)"),
+        (
+            "python jobs/train.py defaults.dataset=f30k_precomp dataset.root=/data/f30k_precomp",
+            "needs its data in /data/f30k_precomp, which this machine lacks",
+        ),
+        (
+            "python jobs/train.py model.text.encoder=bert model.text.bert_path=/models/none",
+            "needs the text model in /models/none",
+        ),
+        ("python jobs/train.py -c vsepp_synthetic_tiny", None),
+    ],
+)
 def test_what_cannot_run_here_says_why_before_anything_runs(text, says):
     kind = SWEEP if "sweep" in text else TRAINING
     through = "ray job submit" if text.startswith("RAY") else None
@@ -141,6 +179,7 @@ def test_what_cannot_run_here_says_why_before_anything_runs(text, says):
 
 
 # -- a run's result, and the page ----------------------------------------------------------------------------------
+
 
 def write_run(folder, rsum: float, n_images: int = 1000):
     folder.mkdir(parents=True)
@@ -154,8 +193,11 @@ def test_a_trainings_result_is_its_run_folders_test_rsum_and_its_last_lines(tmp_
     band = chance_level(1000, 5, "all").rsum_band
     result = read_result(f"epoch 1\nrun directory: {run}\nMLflow: ...\n", TRAINING, tmp_path)
     assert (result.test_rsum, result.chance, result.verdict) == (249.2, band, OFF_CHANCE)
-    said = read_result("run directory: runs/x/1\nitrlab: at chance: test rsum 3.1 ...\nitrlab: on its plateau: ...\n",
-                       TRAINING, tmp_path)
+    said = read_result(
+        "run directory: runs/x/1\nitrlab: at chance: test rsum 3.1 ...\nitrlab: on its plateau: ...\n",
+        TRAINING,
+        tmp_path,
+    )
     assert said.verdict == f"{AT_CHANCE}; {ON_PLATEAU}"
     with pytest.raises(RuntimeError, match="no run directory"):
         read_result("itrlab: error: ...", TRAINING, tmp_path)
@@ -172,12 +214,25 @@ def test_a_sweeps_result_is_its_lowest_trial_and_at_chance_when_any_trial_is(tmp
 
 
 def test_a_page_reads_back_as_it_was_written(tmp_path):
-    entries = [Entry("python jobs/train.py 'dataset.synthetic.knobs={a: 1}' x=[5,8]", ("README.md", "docs/a.md"),
-                     OFF_CHANCE, "2026-11-28, load 4.2", 583.0, 249.22, (1.6, 4.7)),
-               Entry("python jobs/train.py --resume", ("docs/training.md",),
-                     NOT_RUN + "continues *an* earlier_run <here> | and [there]"),
-               Entry("make train", ("README.md",), "as: python jobs/train.py", "2026-11-28, load 4.2", 583.0, 249.2,
-                     (1.6, 4.7))]
+    entries = [
+        Entry(
+            "python jobs/train.py 'dataset.synthetic.knobs={a: 1}' x=[5,8]",
+            ("README.md", "docs/a.md"),
+            OFF_CHANCE,
+            "2026-11-28, load 4.2",
+            583.0,
+            249.22,
+            (1.6, 4.7),
+        ),
+        Entry(
+            "python jobs/train.py --resume",
+            ("docs/training.md",),
+            NOT_RUN + "continues *an* earlier_run <here> | and [there]",
+        ),
+        Entry(
+            "make train", ("README.md",), "as: python jobs/train.py", "2026-11-28, load 4.2", 583.0, 249.2, (1.6, 4.7)
+        ),
+    ]
     text = render("2026-11-28", "How it was made.", entries)
     assert text.startswith("# Documented trainings, 2026-11-28\n\nHow it was made.\n")
     again = read_page(text)

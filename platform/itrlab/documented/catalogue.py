@@ -92,15 +92,20 @@ def manual_pages(repo: Path) -> list[Path]:
 
 def documented_lines(repo: Path) -> list[tuple[str, str]]:
     """(page relative to ``repo``, command) for every shell line of the manual, in page order."""
-    return [(str(page.relative_to(repo)), line) for page in manual_pages(repo)
-            for block in shell_blocks(page.read_text(encoding="utf-8")) for line in shell_lines(block)]
+    return [
+        (str(page.relative_to(repo)), line)
+        for page in manual_pages(repo)
+        for block in shell_blocks(page.read_text(encoding="utf-8"))
+        for line in shell_lines(block)
+    ]
 
 
 def make_recipes(makefile: str) -> dict[str, str]:
     """Each make target's one-line recipe, its variables filled in from their ``?=`` defaults and ``$(PY)`` (the
     venv's Python) read as ``python``: ``{"train": "python jobs/train.py", ...}``."""
-    variables = {name: value.strip() for name, value in
-                 (m.groups() for m in map(_MAKE_VAR.match, makefile.splitlines()) if m)}
+    variables = {
+        name: value.strip() for name, value in (m.groups() for m in map(_MAKE_VAR.match, makefile.splitlines()) if m)
+    }
     variables["PY"] = "python"
     recipes, target = {}, None
     for line in makefile.splitlines():
@@ -117,7 +122,7 @@ def make_recipes(makefile: str) -> dict[str, str]:
 
 def kind_of(words: list[str]) -> str | None:
     """:data:`TRAINING`, :data:`SWEEP` or None for the command of ``words`` (environment assignments first)."""
-    words = words[next((i for i, w in enumerate(words) if not _ENV.match(w)), len(words)):]
+    words = words[next((i for i, w in enumerate(words) if not _ENV.match(w)), len(words)) :]
     if len(words) < 2:
         return None
     program, rest = words[0], words[1:]
@@ -146,11 +151,11 @@ def classify(line: str, recipes: dict[str, str]) -> tuple[str, str | None, str |
         found = kind_of(split(recipe)) if recipe else None
         return (found, recipe, None) if found else None
     if "--" in words:
-        inner = words[words.index("--") + 1:]
+        inner = words[words.index("--") + 1 :]
         found = kind_of(inner)
         if found:
             start = next(i for i, w in enumerate(words) if not _ENV.match(w))
-            program = " ".join(w for w in words[start:start + 3] if not w.startswith("-"))
+            program = " ".join(w for w in words[start : start + 3] if not w.startswith("-"))
             return found, None, program
     return None
 

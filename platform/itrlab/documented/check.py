@@ -32,8 +32,17 @@ from pathlib import Path
 import yaml
 
 from itrlab.documented.catalogue import SWEEP, TRAINING, Command, split
-from itrlab.documented.page import (ALIAS, AT_CHANCE, FAILED, NOT_RUN, OFF_CHANCE, ON_PLATEAU, Entry, duration,
-                                    parse_duration)
+from itrlab.documented.page import (
+    ALIAS,
+    AT_CHANCE,
+    FAILED,
+    NOT_RUN,
+    OFF_CHANCE,
+    ON_PLATEAU,
+    Entry,
+    duration,
+    parse_duration,
+)
 from itrlab.errors import ItrlabError
 
 log = logging.getLogger(__name__)
@@ -70,7 +79,7 @@ class Result:
 def program_argv(words: list[str], python: str) -> list[str]:
     """A documented command's words with its ``python`` (or ``itrlab``) replaced by ``python``'s environment's."""
     start = next((i for i, w in enumerate(words) if not _ENV.match(w)), len(words))
-    program, rest = words[start], words[start + 1:]
+    program, rest = words[start], words[start + 1 :]
     if Path(program).name.startswith("python"):
         return [python, *rest]
     if Path(program).name == "itrlab":
@@ -114,8 +123,9 @@ def dry_run(argv: list[str], repo: Path) -> tuple[str, str | None, int, float | 
     head = next((m for m in map(_SWEEP_LINE.match, done.stdout.splitlines()) if m), None)
     costs = [m for m in map(_COST.match, done.stdout.splitlines()) if m]
     if done.returncode != 0 or head is None:
-        raise RuntimeError(f"its --dry-run failed (exit {done.returncode}): "
-                           f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+        raise RuntimeError(
+            f"its --dry-run failed (exit {done.returncode}): {(done.stderr or done.stdout).strip().splitlines()[-1:]}"
+        )
     name, profile, trials = head.group(1), head.group(2), int(head.group(3))
     if not costs:
         return name, profile, trials, None, "no estimate"
@@ -159,8 +169,10 @@ def reason_not_run(command: Command, repo: Path, budget: Budget, python: str) ->
         return None
     page = results_page(repo / "docs" / "results", name, profile)
     measured = f"; measured: {page.relative_to(repo)}" if page else "; no results page of it yet"
-    return (f"a sweep of {trials} trials ({name}{', profile ' + profile if profile else ''}), {words_} of training "
-            f"here by its --dry-run: over this check's {duration(budget.sweep_s)} for a sweep{measured}")
+    return (
+        f"a sweep of {trials} trials ({name}{', profile ' + profile if profile else ''}), {words_} of training "
+        f"here by its --dry-run: over this check's {duration(budget.sweep_s)} for a sweep{measured}"
+    )
 
 
 def chance_of(run_dir: Path) -> tuple[float, float] | None:
@@ -168,7 +180,11 @@ def chance_of(run_dir: Path) -> tuple[float, float] | None:
     from itrlab.report.chance import chance_level
 
     table = yaml.safe_load((run_dir / "test_recall.json").read_text(encoding="utf-8"))
-    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) if (run_dir / "config.yaml").is_file() else {}
+    config = (
+        yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        if (run_dir / "config.yaml").is_file()
+        else {}
+    )
     per_image = int((config.get("dataset") or {}).get("captions_per_image", 5))
     try:
         return chance_level(int(table["n_images"]), per_image, str(table["protocol"])).rsum_band
@@ -212,8 +228,9 @@ def run_command(command: Command, repo: Path, budget: Budget, python: str, log_f
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     started = time.monotonic()
     with log_file.open("w", encoding="utf-8") as out:
-        process = subprocess.Popen(argv, cwd=repo, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            argv, cwd=repo, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         try:
             code = process.wait(timeout=budget.training_s)
         except subprocess.TimeoutExpired:
@@ -274,8 +291,9 @@ def training_identity(command: Command) -> str | None:
         config = load_experiment(args.config, args.overrides).model_dump(mode="json")
     except (ItrlabError, SystemExit):
         return None
-    return json.dumps({key: value for key, value in config.items() if key not in ("output", "tracking")},
-                      sort_keys=True, default=str)
+    return json.dumps(
+        {key: value for key, value in config.items() if key not in ("output", "tracking")}, sort_keys=True, default=str
+    )
 
 
 def aliases(commands: list[Command], identity: Callable[[Command], str | None] = training_identity) -> dict[str, str]:
@@ -296,8 +314,9 @@ def aliases(commands: list[Command], identity: Callable[[Command], str | None] =
     return {text: found.get(target, target) for text, target in found.items()}
 
 
-def rows_of(commands: list[Command], rows: dict[str, Entry], previous: dict[str, Entry],
-            alias: dict[str, str]) -> list[Entry]:
+def rows_of(
+    commands: list[Command], rows: dict[str, Entry], previous: dict[str, Entry], alias: dict[str, str]
+) -> list[Entry]:
     """The page's rows in the commands' order: each command's row of this check, else of ``previous`` (carried,
     shown in the pages that show it now); an alias (:func:`aliases`) takes its target's figures."""
     found = {}
@@ -305,17 +324,27 @@ def rows_of(commands: list[Command], rows: dict[str, Entry], previous: dict[str,
         target = alias.get(command.text)
         if target is not None:
             source = rows.get(target) or previous.get(target)
-            found[command.text] = Entry(command.text, command.pages, ALIAS + target,
-                                        *(source.measured, source.wall_s, source.test_rsum, source.chance)
-                                        if source else ())
+            found[command.text] = Entry(
+                command.text,
+                command.pages,
+                ALIAS + target,
+                *(source.measured, source.wall_s, source.test_rsum, source.chance) if source else (),
+            )
         elif command.text in rows or command.text in previous:
             found[command.text] = (rows.get(command.text) or previous[command.text]).shown_in(command.pages)
     return [found[c.text] for c in commands if c.text in found]
 
 
-def check(repo: Path, commands: list[Command], python: str, budget: Budget, log_dir: Path,
-          selected: Callable[[Command], bool] = lambda command: True, previous: dict[str, Entry] | None = None,
-          done: Callable[[list[Entry]], None] = lambda rows: None) -> list[Entry]:
+def check(
+    repo: Path,
+    commands: list[Command],
+    python: str,
+    budget: Budget,
+    log_dir: Path,
+    selected: Callable[[Command], bool] = lambda command: True,
+    previous: dict[str, Entry] | None = None,
+    done: Callable[[list[Entry]], None] = lambda rows: None,
+) -> list[Entry]:
     """One row per command: run (or reasoned) where ``selected``, or where ``previous`` (an earlier page) lacks
     it; else its row of ``previous``. ``done`` gets the rows so far (:func:`rows_of`) after each new row."""
     previous = previous or {}
@@ -331,10 +360,15 @@ def check(repo: Path, commands: list[Command], python: str, budget: Budget, log_
             done(rows_of(commands, rows, previous, alias))
             continue
         log.info("%s: running (%d of %d; log %s)", command.text, number, len(commands), log_dir)
-        rows[command.text] = entry = run_command(command, repo, budget, python,
-                                                 log_dir / f"{number:02d}-{slug(command.text)}.log")
-        log.info("%s: %s%s", command.text, entry.verdict,
-                 f", test rsum {entry.test_rsum:.1f}" if entry.test_rsum is not None else "")
+        rows[command.text] = entry = run_command(
+            command, repo, budget, python, log_dir / f"{number:02d}-{slug(command.text)}.log"
+        )
+        log.info(
+            "%s: %s%s",
+            command.text,
+            entry.verdict,
+            f", test rsum {entry.test_rsum:.1f}" if entry.test_rsum is not None else "",
+        )
         done(rows_of(commands, rows, previous, alias))
     return rows_of(commands, rows, previous, alias)
 
@@ -345,6 +379,7 @@ def slug(text: str) -> str:
 
 def commit_of(repo: Path) -> str:
     """The checkout's commit (``+`` when its tracked files differ from it)."""
+
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
         return done.stdout.strip() if done.returncode == 0 else ""
@@ -367,10 +402,13 @@ def preamble(started: str, repo: Path, budget: Budget) -> str:
         "or of an earlier training of the same config but for where it writes (`--run-dir`, `output.*`).\n\n"
         f"Last run: {started}, commit {commit_of(repo)}, on {os.cpu_count()} CPU cores (Linux "
         f"{os.uname().machine}), the job at nice {os.nice(0)}; a training's limit {duration(budget.training_s)}, a "
-        f"sweep run only when its `--dry-run` puts its training at {duration(budget.sweep_s)} or less.")
+        f"sweep run only when its `--dry-run` puts its training at {duration(budget.sweep_s)} or less."
+    )
 
 
-def run_check(repo: Path, results: Path, python: str, budget: Budget, only: re.Pattern | None = None) -> tuple[Path, list[Entry]]:
+def run_check(
+    repo: Path, results: Path, python: str, budget: Budget, only: re.Pattern | None = None
+) -> tuple[Path, list[Entry]]:
     """Check the manual's trainings (those matching ``only``, the others kept from the newest page) and write
     today's page under ``results``; returns it and its rows."""
     from itrlab.documented.catalogue import catalogue
@@ -386,8 +424,15 @@ def run_check(repo: Path, results: Path, python: str, budget: Budget, only: re.P
     def write(rows: list[Entry]) -> None:  # after each run: a check cut short keeps what it measured
         atomic_write_text(path, render(started[:10], text, rows))
 
-    entries = check(repo, catalogue(repo), python, budget, log_dir,
-                    (lambda command: bool(only.search(command.text))) if only else (lambda command: True), previous,
-                    write)
+    entries = check(
+        repo,
+        catalogue(repo),
+        python,
+        budget,
+        log_dir,
+        (lambda command: bool(only.search(command.text))) if only else (lambda command: True),
+        previous,
+        write,
+    )
     write(entries)
     return path, entries

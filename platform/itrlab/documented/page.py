@@ -47,11 +47,11 @@ class Entry:
     @property
     def reason(self) -> str | None:
         """Why it was not run here (None: it was run, or is a make target's alias)."""
-        return self.verdict[len(NOT_RUN):] if self.verdict.startswith(NOT_RUN) else None
+        return self.verdict[len(NOT_RUN) :] if self.verdict.startswith(NOT_RUN) else None
 
     @property
     def alias_of(self) -> str | None:
-        return self.verdict[len(ALIAS):] if self.verdict.startswith(ALIAS) else None
+        return self.verdict[len(ALIAS) :] if self.verdict.startswith(ALIAS) else None
 
     def shown_in(self, pages: tuple[str, ...]) -> Entry:
         return replace(self, pages=pages)
@@ -76,9 +76,15 @@ def parse_duration(text: str) -> float | None:
 def row(entry: Entry) -> str:
     command = "`" + entry.command.replace("|", "\\|") + "`"  # no command the pages show holds a backtick
     chance = f"{entry.chance[0]:.1f} to {entry.chance[1]:.1f}" if entry.chance else "-"
-    cells = [command, ", ".join(entry.pages), entry.measured or "-",
-             duration(entry.wall_s) if entry.wall_s is not None else "-",
-             f"{entry.test_rsum:.1f}" if entry.test_rsum is not None else "-", chance, entry.verdict]
+    cells = [
+        command,
+        ", ".join(entry.pages),
+        entry.measured or "-",
+        duration(entry.wall_s) if entry.wall_s is not None else "-",
+        f"{entry.test_rsum:.1f}" if entry.test_rsum is not None else "-",
+        chance,
+        entry.verdict,
+    ]
     return "| " + " | ".join([cells[0], *(md_cell(c) for c in cells[1:])]) + " |"
 
 
@@ -103,11 +109,17 @@ def read_page(text: str) -> list[Entry]:
             raise ValueError(f"a row of {len(cells)} cells, not {len(COLUMNS)}: {line}")
         command, pages, measured, wall, rsum, chance, verdict = cells
         low_high = re.findall(r"-?\d+(?:\.\d+)?", chance)
-        entries.append(Entry(command.strip("`").replace("\\|", "|"),
-                             tuple(p.strip() for p in _cell(pages).split(",") if p.strip()), _cell(verdict),
-                             None if measured == "-" else _cell(measured), parse_duration(wall),
-                             None if rsum == "-" else float(rsum),
-                             (float(low_high[0]), float(low_high[1])) if len(low_high) == 2 else None))
+        entries.append(
+            Entry(
+                command.strip("`").replace("\\|", "|"),
+                tuple(p.strip() for p in _cell(pages).split(",") if p.strip()),
+                _cell(verdict),
+                None if measured == "-" else _cell(measured),
+                parse_duration(wall),
+                None if rsum == "-" else float(rsum),
+                (float(low_high[0]), float(low_high[1])) if len(low_high) == 2 else None,
+            )
+        )
     return entries
 
 
