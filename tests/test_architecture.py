@@ -14,7 +14,18 @@ PACKAGE = Path(__file__).resolve().parents[1] / "platform" / "itrlab"
 PAPERS = tuple(sorted(p.parent.name for p in (PACKAGE / "methods").glob("*/__init__.py")))  # one folder per paper
 # lowest first: a module may import its own layer and the ones before it
 LAYERS = [
-    {"errors", "numbers", "files", "interrupts", "threads", "gpu_memory", "lazy", "process_id", "workdir", "console_log"},
+    {
+        "errors",
+        "numbers",
+        "files",
+        "interrupts",
+        "threads",
+        "gpu_memory",
+        "lazy",
+        "process_id",
+        "workdir",
+        "console_log",
+    },
     {"losses", "eval"},
     {"data"},
     {"models", "tracking"},
@@ -46,8 +57,9 @@ def imports_of(path: Path) -> set[str]:
 
 
 SOURCES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-GRAPH = {name: {m for m in imports_of(path) if m in SOURCES or m.split(".")[0] != "itrlab"}
-         for name, path in SOURCES.items()}
+GRAPH = {
+    name: {m for m in imports_of(path) if m in SOURCES or m.split(".")[0] != "itrlab"} for name, path in SOURCES.items()
+}
 
 
 def top(module: str) -> str:
@@ -81,7 +93,7 @@ def test_the_import_graph_has_no_cycle():
         state[node] = 1
         for dep in edges[node]:
             if state.get(dep) == 1:
-                pytest.fail("import cycle: " + " -> ".join([*stack[stack.index(dep):], dep]))
+                pytest.fail("import cycle: " + " -> ".join([*stack[stack.index(dep) :], dep]))
             if dep not in state:
                 visit(dep, [*stack, dep])
         state[node] = 2
@@ -96,24 +108,32 @@ def test_no_module_names_a_papers_package_but_its_own(module):
     if module == "itrlab.methods":  # the one import list
         return
     own = module.split(".")[2] if module.startswith("itrlab.methods.") and module.count(".") >= 2 else None
-    foreign = [m for m in GRAPH[module] if m.startswith("itrlab.methods.") and m.split(".")[2] in PAPERS
-               and m.split(".")[2] != own]
+    foreign = [
+        m
+        for m in GRAPH[module]
+        if m.startswith("itrlab.methods.") and m.split(".")[2] in PAPERS and m.split(".")[2] != own
+    ]
     assert not foreign, f"{module} names another paper's package: {foreign}"
 
 
-@pytest.mark.parametrize("library, allowed", [("mlflow", {"tracking"}),
-                                               ("ray", {"sweep", "train", "bench", "extract"})])
+@pytest.mark.parametrize(
+    "library, allowed", [("mlflow", {"tracking"}), ("ray", {"sweep", "train", "bench", "extract"})]
+)
 def test_only_allowed_packages_import(library, allowed):
-    offenders = sorted(m for m, deps in GRAPH.items() if any(d.split(".")[0] == library for d in deps)
-                       and top(m) not in allowed)
+    offenders = sorted(
+        m for m, deps in GRAPH.items() if any(d.split(".")[0] == library for d in deps) and top(m) not in allowed
+    )
     assert not offenders, f"{library} imported outside {sorted(allowed)}: {offenders}"
 
 
 def test_no_source_cites_a_file_outside_the_repository():
     repo = PACKAGE.parents[1]
     files = [*PACKAGE.rglob("*.py"), *(repo / "jobs").glob("*.py"), *(repo / "configs").rglob("*.yaml")]
-    offenders = [str(f.relative_to(repo)) for f in files
-                 if any(word in f.read_text(encoding="utf-8") for word in ("../shared", "DESIGN.md", "coder_ascl.md"))]
+    offenders = [
+        str(f.relative_to(repo))
+        for f in files
+        if any(word in f.read_text(encoding="utf-8") for word in ("../shared", "DESIGN.md", "coder_ascl.md"))
+    ]
     assert not offenders
 
 
@@ -121,8 +141,21 @@ def test_no_source_cites_a_file_outside_the_repository():
 
 # Words of ordinary use that some paper also uses as a setting's key (a random Generator, a weight
 # matrix, the K of R@K, the momentum of an EMA): the platform's own code may say them.
-GENERAL_WORDS = {"K", "p", "beta", "sigma", "momentum", "weight", "generator", "heads", "positives", "concepts",
-                 "lambda", "ema", "branches"}
+GENERAL_WORDS = {
+    "K",
+    "p",
+    "beta",
+    "sigma",
+    "momentum",
+    "weight",
+    "generator",
+    "heads",
+    "positives",
+    "concepts",
+    "lambda",
+    "ema",
+    "branches",
+}
 
 
 def paper_words() -> tuple[set[str], set[str]]:
@@ -130,15 +163,20 @@ def paper_words() -> tuple[set[str], set[str]]:
     name (``DBL``), except a name the platform registers itself (the shared ``vse`` loss). Settings: the
     keys of each scheme's section and of each method's settings that one paper's package declares (a key
     two papers declare, such as the token-level scorers' shard budget, is shared) and no shared section has."""
+    from pydantic import BaseModel
+
     import itrlab.methods as methods
     from itrlab.config import schema
     from itrlab.losses import LOSSES
-    from pydantic import BaseModel
 
     platform_names = {name for name, cls in LOSSES.items() if not cls.__module__.startswith("itrlab.methods.")}
     names = {*PAPERS, *(paper.name for paper in methods.PAPERS.values())} - platform_names
-    shared = {field.alias or name for cls in vars(schema).values() if isinstance(cls, type) and issubclass(cls, BaseModel)
-              for name, field in cls.model_fields.items()}
+    shared = {
+        field.alias or name
+        for cls in vars(schema).values()
+        if isinstance(cls, type) and issubclass(cls, BaseModel)
+        for name, field in cls.model_fields.items()
+    }
     settings = {scheme.section for scheme in methods.SCHEMES.values()}
     settings |= {name for scheme in methods.SCHEMES.values() for name in scheme.settings.model_fields}
     declared: dict[str, set[str]] = {}  # a method setting: the paper packages that declare it
@@ -150,8 +188,11 @@ def paper_words() -> tuple[set[str], set[str]]:
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    return {id(node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    }
 
 
 def named_papers(path: Path, names: set[str], settings: set[str]) -> list[str]:
@@ -195,11 +236,15 @@ def test_the_platform_names_no_paper_nor_a_papers_setting():
 
 def test_the_paper_name_check_catches_a_paper_in_code(tmp_path):
     source = tmp_path / "special.py"
-    source.write_text('"""Credits DBL eq. 7 (a docstring may)."""\n\ndef tags(config):\n'
-                      '    return {"scheme": config.cooperative.strategy, "paper": "dbl"}\n', encoding="utf-8")
+    source.write_text(
+        '"""Credits DBL eq. 7 (a docstring may)."""\n\ndef tags(config):\n'
+        '    return {"scheme": config.cooperative.strategy, "paper": "dbl"}\n',
+        encoding="utf-8",
+    )
     found = named_papers(source, {"DBL", "dbl"}, {"cooperative", "strategy"})
     assert found == ["line 4: cooperative", "line 4: strategy", "line 4: dbl"] or sorted(found) == sorted(
-        ["line 4: cooperative", "line 4: strategy", "line 4: dbl"])
+        ["line 4: cooperative", "line 4: strategy", "line 4: dbl"]
+    )
 
 
 # --------------------------------------------------------------------------- file names say what they hold
@@ -207,17 +252,23 @@ def test_the_paper_name_check_catches_a_paper_in_code(tmp_path):
 # File names two modules may share because they hold the same concept in two places; each module's
 # docstring names another module of its group, so that a reader of either learns of the other.
 SAME_CONCEPT = {
-    "base.py": ("the contract a layer's parts implement: a loss's, a method's",
-                {"losses/base.py", "methods/base.py"}),
-    "registry.py": ("a registry of named parts that a config or a flag names",
-                    {"losses/registry.py", "methods/registry.py", "data/kinds/registry.py",
-                     "extract/readers/registry.py"}),
-    "ddp_check.py": ("the local cluster's DDP check: its driver, without Ray, and its Ray side",
-                     {"local_cluster/ddp_check.py", "sweep/ddp_check.py"}),
-    "precomp.py": ("the precomp layout: read, and registered as a dataset kind",
-                   {"data/precomp.py", "data/kinds/precomp.py"}),
-    "synthetic.py": ("the synthetic data: generated, and registered as a dataset kind",
-                     {"data/synthetic.py", "data/kinds/synthetic.py"}),
+    "base.py": ("the contract a layer's parts implement: a loss's, a method's", {"losses/base.py", "methods/base.py"}),
+    "registry.py": (
+        "a registry of named parts that a config or a flag names",
+        {"losses/registry.py", "methods/registry.py", "data/kinds/registry.py", "extract/readers/registry.py"},
+    ),
+    "ddp_check.py": (
+        "the local cluster's DDP check: its driver, without Ray, and its Ray side",
+        {"local_cluster/ddp_check.py", "sweep/ddp_check.py"},
+    ),
+    "precomp.py": (
+        "the precomp layout: read, and registered as a dataset kind",
+        {"data/precomp.py", "data/kinds/precomp.py"},
+    ),
+    "synthetic.py": (
+        "the synthetic data: generated, and registered as a dataset kind",
+        {"data/synthetic.py", "data/kinds/synthetic.py"},
+    ),
 }
 # A paper's package keeps its parts in the files docs/adding-a-method.md names (methods/<paper>/method.py,
 # ...): the same concept in every paper's package.
@@ -237,8 +288,11 @@ def shared_file_names(paths: list[str]) -> dict[str, set[str]]:
 
 
 def unexplained_names(paths: list[str]) -> dict[str, list[str]]:
-    return {name: sorted(found) for name, found in shared_file_names(paths).items()
-            if not found <= SAME_CONCEPT.get(name, ("", set()))[1]}
+    return {
+        name: sorted(found)
+        for name, found in shared_file_names(paths).items()
+        if not found <= SAME_CONCEPT.get(name, ("", set()))[1]
+    }
 
 
 def package_paths() -> list[str]:
@@ -257,9 +311,14 @@ def test_modules_of_one_concept_say_so_in_their_docstrings(name):
     _, paths = SAME_CONCEPT[name]
     modules = {path: "itrlab." + path.removesuffix(".py").replace("/", ".") for path in paths}
     assert all((PACKAGE / path).is_file() for path in paths), f"SAME_CONCEPT names a module that is gone: {name}"
-    silent = [path for path in sorted(paths)
-              if not any(other in (ast.get_docstring(ast.parse((PACKAGE / path).read_text(encoding="utf-8"))) or "")
-                         for other in set(modules.values()) - {modules[path]})]
+    silent = [
+        path
+        for path in sorted(paths)
+        if not any(
+            other in (ast.get_docstring(ast.parse((PACKAGE / path).read_text(encoding="utf-8"))) or "")
+            for other in set(modules.values()) - {modules[path]}
+        )
+    ]
     assert not silent, f"these modules' docstrings name no other {name} of one concept with them: {silent}"
 
 
@@ -269,11 +328,25 @@ def test_the_paper_layout_is_the_method_guide():
 
 
 def test_the_name_check_catches_a_repeated_name():
-    paths = ["sweep/plan.py", "extract/plan.py", "methods/vse/method.py", "methods/clip/method.py",
-             "data/precomp.py", "data/kinds/precomp.py", "train/__init__.py", "sweep/__init__.py",
-             "methods/dbl/settings.py", "losses/settings.py", "methods/vse/parts/method.py", "bench/method.py"]
-    assert unexplained_names(paths) == {"plan.py": ["extract/plan.py", "sweep/plan.py"],
-                                        "settings.py": ["losses/settings.py", "methods/dbl/settings.py"],
-                                        "method.py": ["bench/method.py", "methods/vse/parts/method.py"]}
+    paths = [
+        "sweep/plan.py",
+        "extract/plan.py",
+        "methods/vse/method.py",
+        "methods/clip/method.py",
+        "data/precomp.py",
+        "data/kinds/precomp.py",
+        "train/__init__.py",
+        "sweep/__init__.py",
+        "methods/dbl/settings.py",
+        "losses/settings.py",
+        "methods/vse/parts/method.py",
+        "bench/method.py",
+    ]
+    assert unexplained_names(paths) == {
+        "plan.py": ["extract/plan.py", "sweep/plan.py"],
+        "settings.py": ["losses/settings.py", "methods/dbl/settings.py"],
+        "method.py": ["bench/method.py", "methods/vse/parts/method.py"],
+    }
     assert unexplained_names([*paths[4:6], "eval/precomp.py"]) == {
-        "precomp.py": ["data/kinds/precomp.py", "data/precomp.py", "eval/precomp.py"]}
+        "precomp.py": ["data/kinds/precomp.py", "data/precomp.py", "eval/precomp.py"]
+    }

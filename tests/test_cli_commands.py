@@ -21,9 +21,19 @@ JOBS = sorted(path.name for path in (REPO / "jobs").glob("[!_]*.py"))  # _bootst
 
 
 def run(*command: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, cwd=cwd or REPO,
-                          env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
-                               "HOME": tempfile.gettempdir(), "ITRLAB_CONFIG_DIR": str(REPO / "configs")})
+    return subprocess.run(
+        list(command),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or REPO,
+        env={
+            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "OMP_NUM_THREADS": "1",
+            "HOME": tempfile.gettempdir(),
+            "ITRLAB_CONFIG_DIR": str(REPO / "configs"),
+        },
+    )
 
 
 @pytest.mark.e2e
@@ -44,7 +54,9 @@ def test_every_job_has_help(job):
 def test_make_synthetic_as_documented(tmp_path):
     result = run(ITRLAB, "make-synthetic", "--size", "tiny", "--out", str(tmp_path / "tiny"))
     assert result.returncode == 0, result.stderr
-    assert {"train_ims.npy", "dev_caps.txt", "test_ims.npy", "synthetic.json"} <= {p.name for p in (tmp_path / "tiny").iterdir()}
+    assert {"train_ims.npy", "dev_caps.txt", "test_ims.npy", "synthetic.json"} <= {
+        p.name for p in (tmp_path / "tiny").iterdir()
+    }
     bad = run(ITRLAB, "make-synthetic", "--size", "huge", "--out", str(tmp_path / "huge"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     knob = run(ITRLAB, "make-synthetic", "--size", "tiny", "--out", str(tmp_path / "x"), "--n-train", "0")
@@ -87,8 +99,11 @@ def documented_commands(pattern: str) -> list[str]:
     return lines
 
 
-TRAININGS = [line for line in documented_commands(r"(jobs/train\.py|itrlab (train|check-config))")
-             if "--resume" not in line and "--run-dir" not in line]
+TRAININGS = [
+    line
+    for line in documented_commands(r"(jobs/train\.py|itrlab (train|check-config))")
+    if "--resume" not in line and "--run-dir" not in line
+]
 
 
 def test_the_docs_show_training_commands():
@@ -106,7 +121,9 @@ def test_every_documented_training_command_names_a_valid_config(line):
     assert code == (2 if refused else 0), line
 
 
-PRESETS = sorted({m.group(1) for line in documented_commands(r"--preset") for m in [re.search(r"--preset (\S+)", line)] if m})
+PRESETS = sorted(
+    {m.group(1) for line in documented_commands(r"--preset") for m in [re.search(r"--preset (\S+)", line)] if m}
+)
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -116,7 +133,16 @@ def test_every_documented_preset_exists(preset):
 
 @pytest.mark.e2e
 def test_the_documented_demo_runs_on_tiny_data(tmp_path):
-    result = run(sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny", "tracking.enabled=false",
-                 f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}", cwd=tmp_path, timeout=300)
+    result = run(
+        sys.executable,
+        str(REPO / "jobs" / "train.py"),
+        "-c",
+        "vsepp_synthetic_tiny",
+        "tracking.enabled=false",
+        f"dataset.root={tmp_path / 'data'}",
+        f"output.dir={tmp_path / 'runs'}",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "test, best checkpoint" in result.stdout and list((tmp_path / "runs").rglob("test_recall.json"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from .registry import register_loss
 from .base import (
     RetrievalLoss,
     Similarities,
@@ -20,6 +19,7 @@ from .base import (
     negative_mask,
     positive_scores,
 )
+from .registry import register_loss
 
 
 @register_loss

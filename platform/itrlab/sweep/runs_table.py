@@ -39,8 +39,7 @@ def trials_view(spec: SweepSpec, invocation: str, parent_run_id: str) -> RunsVie
     extra = [c for c in (spec.table.columns if spec.table else []) if c.startswith("test_")]
     metrics = list(dict.fromkeys([test, *RECALLS, validation, *extra]))
     tags = [f"param.{key}" for key in swept_keys(spec)] + ["param.seed"] + (["itrlab.profile"] if spec.profile else [])
-    return RunsView(f"{spec.name} {invocation}: trials", children_filter(parent_run_id), test, ascending,
-                    tags, metrics)
+    return RunsView(f"{spec.name} {invocation}: trials", children_filter(parent_run_id), test, ascending, tags, metrics)
 
 
 def trials_view_id(parent_run_id: str) -> str:

@@ -95,13 +95,16 @@ def sweep_links(tracking_uri: str, parent_run_id: str, base: str) -> dict[str, s
     if not children:
         raise ValueError(f"run {parent_run_id} has no trials (child runs): not a sweep's parent run")
     richest = max(children, key=lambda run: (len(run.data.metrics), run.info.start_time))
-    return {"run": ui_link(base, experiment, richest.info.run_id),
-            "runs": ui_link(base, experiment, view=trials_view_id(parent_run_id)),
-            "report": ui_link(base, experiment, parent_run_id, artifact=REPORT)}
+    return {
+        "run": ui_link(base, experiment, richest.info.run_id),
+        "runs": ui_link(base, experiment, view=trials_view_id(parent_run_id)),
+        "report": ui_link(base, experiment, parent_run_id, artifact=REPORT),
+    }
 
 
-def look_at(links: dict[str, str], folder: Path, shots: Path | None = None, widths=WIDTHS,
-            timeout: float = 600) -> list[PageLook]:
+def look_at(
+    links: dict[str, str], folder: Path, shots: Path | None = None, widths=WIDTHS, timeout: float = 600
+) -> list[PageLook]:
     """Each page of ``links`` (:func:`sweep_links`) at each width, in a fresh browser: what it shows of the
     test recalls once they are on the page (a RuntimeError if they never are); with ``shots``, its screenshot
     ``shots/mlflow-<page>-<width>.png``. ``folder`` takes the browsers' logs."""

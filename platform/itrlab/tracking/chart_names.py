@@ -59,12 +59,17 @@ class Section:
     rests: frozenset[str] | None
 
     def holds(self, name: str) -> bool:
-        rest = name[len(self.prefix):]
+        rest = name[len(self.prefix) :]
         return name.startswith(self.prefix) and bool(rest) and (self.rests is None or rest in self.rests)
 
 
-SECTIONS = (Section("1_test", "test_", RECALLS), Section("1_test_rank", "test_", RANKS),
-            Section("2_val", "", _TABLE), Section("3_train", "", TRAINING), Section("4_loss", "loss_", None))
+SECTIONS = (
+    Section("1_test", "test_", RECALLS),
+    Section("1_test_rank", "test_", RANKS),
+    Section("2_val", "", _TABLE),
+    Section("3_train", "", TRAINING),
+    Section("4_loss", "loss_", None),
+)
 _BY_SECTION = {section.section: section for section in SECTIONS}
 
 
@@ -72,7 +77,7 @@ def chart_name(name: str) -> str:
     """The MLflow name of itrlab's metric ``name``: in its chart section, or ``name`` itself (the rest)."""
     for section in SECTIONS:
         if section.holds(name):
-            return f"{section.section}/{name[len(section.prefix):]}"
+            return f"{section.section}/{name[len(section.prefix) :]}"
     branch = _BRANCH.fullmatch(name)
     if branch and branch.group(1) not in NOT_BRANCHES and branch.group(2) in _TABLE:
         return f"{BRANCH_PREFIX}{branch.group(1)}/{branch.group(2)}"
@@ -88,8 +93,8 @@ def flat_name(key: str) -> str:
     section = _BY_SECTION.get(section_name)
     if section is not None:
         return section.prefix + rest
-    if section_name.startswith(BRANCH_PREFIX) and _BRANCH.fullmatch(f"{section_name[len(BRANCH_PREFIX):]}_{rest}"):
-        return f"{section_name[len(BRANCH_PREFIX):]}_{rest}"
+    if section_name.startswith(BRANCH_PREFIX) and _BRANCH.fullmatch(f"{section_name[len(BRANCH_PREFIX) :]}_{rest}"):
+        return f"{section_name[len(BRANCH_PREFIX) :]}_{rest}"
     return key
 
 

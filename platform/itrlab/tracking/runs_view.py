@@ -63,11 +63,19 @@ class RunsView:
     def state(self) -> dict:
         """The table state MLflow's runs page reads from a saved view."""
         columns = self.columns()
-        widths = {**PINNED_WIDTHS, **dict.fromkeys(self.metric_columns(), METRIC_WIDTH),
-                  **dict.fromkeys(self.tag_columns(), TAG_WIDTH)}
-        return {"searchFilter": self.search, "orderByKey": f"metrics.`{chart_name(self.order_by)}`",
-                "orderByAsc": self.ascending, "selectedColumns": columns, "columnOrder": [*PINNED_WIDTHS, *columns],
-                "columnWidths": widths}
+        widths = {
+            **PINNED_WIDTHS,
+            **dict.fromkeys(self.metric_columns(), METRIC_WIDTH),
+            **dict.fromkeys(self.tag_columns(), TAG_WIDTH),
+        }
+        return {
+            "searchFilter": self.search,
+            "orderByKey": f"metrics.`{chart_name(self.order_by)}`",
+            "orderByAsc": self.ascending,
+            "selectedColumns": columns,
+            "columnOrder": [*PINNED_WIDTHS, *columns],
+            "columnWidths": widths,
+        }
 
 
 def children_filter(parent_run_id: str) -> str:
@@ -88,9 +96,15 @@ def save_view(client, experiment_id: str, view_id: str, view: RunsView) -> str:
             pass
     envelope = {"name": view.name, "createdAt": created, "updatedAt": now, "state": json.dumps(view.state())}
     client.set_experiment_tag(experiment_id, VIEW_TAG_PREFIX + view_id, json.dumps(envelope))
-    ours = sorted(((_created(value), key) for key, value in tags.items()
-                   if key.startswith(VIEW_TAG_PREFIX + ITRLAB_VIEW) and key != VIEW_TAG_PREFIX + view_id), reverse=True)
-    for _, key in ours[KEEP_VIEWS - 1:]:
+    ours = sorted(
+        (
+            (_created(value), key)
+            for key, value in tags.items()
+            if key.startswith(VIEW_TAG_PREFIX + ITRLAB_VIEW) and key != VIEW_TAG_PREFIX + view_id
+        ),
+        reverse=True,
+    )
+    for _, key in ours[KEEP_VIEWS - 1 :]:
         client.delete_experiment_tag(experiment_id, key)
     return view_id
 

@@ -38,7 +38,6 @@ from itrlab.methods.dbl.cooperative_loss import COOPERATIVE_LOSSES, CooperativeL
 from itrlab.methods.dbl.soft_margin import D_X, D_Y, gamma_sa, gamma_sa_negative
 from itrlab.methods.dbl.strategies import DBL_STRATEGIES, strategy_settings  # noqa: F401  (re-exported)
 
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -303,6 +302,7 @@ class BoostingCombinationLoss(BoostingLoss):
     """
 
     name = "dbl"
+
     def __init__(self, relative: str, absolute: str, gamma: float, alpha: float, soft: bool, hardest: str):
         super().__init__()
         self.relative, self.absolute = relative, absolute
