@@ -12,10 +12,7 @@ import torch
 from pydantic import ValidationError
 
 from itrlab.errors import SettingError
-from itrlab.losses import (
-    Similarities,
-    positive_mask,
-)
+from itrlab.losses import Similarities, positive_mask
 from itrlab.methods.dbl import (
     COOPERATIVE_LOSSES,
     DBL_STRATEGIES,

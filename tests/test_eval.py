@@ -83,14 +83,7 @@ def test_hand_worked_example(chunk):
 
 @pytest.mark.parametrize(
     "n_images,dim,cpi,chunk",
-    [
-        (1, 4, 5, 1),
-        (7, 8, 5, 3),
-        (50, 16, 5, 7),
-        (64, 8, 3, 64),
-        (233, 32, 5, 100),
-        (90, 12, 1, 1000),
-    ],
+    [(1, 4, 5, 1), (7, 8, 5, 3), (50, 16, 5, 7), (64, 8, 3, 64), (233, 32, 5, 100), (90, 12, 1, 1000)],
 )
 def test_chunked_matches_reference(n_images, dim, cpi, chunk):
     images, captions = random_embeddings(n_images, dim, cpi, seed=n_images)

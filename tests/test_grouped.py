@@ -95,10 +95,7 @@ def test_padded_xattn_scores_and_gradients_equal_the_packed_ones():
 
 @pytest.mark.parametrize(
     "experiment, overrides",
-    [
-        ("vsepp_synthetic_tiny", []),
-        ("dbl_synthetic_tiny", ["cooperative.scenario=oss", "cooperative.strategy=F"]),
-    ],
+    [("vsepp_synthetic_tiny", []), ("dbl_synthetic_tiny", ["cooperative.scenario=oss", "cooperative.strategy=F"])],
     ids=["vsepp", "dbl-F-oss"],
 )
 def test_a_grouped_member_equals_its_run_alone(experiment, overrides, tiny_root, tmp_path):

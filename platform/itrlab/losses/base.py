@@ -242,10 +242,7 @@ class RetrievalLoss(nn.Module):
         """Reduce per-anchor terms over the batch and package them with logging parts."""
         reduce = torch.sum if self.reduction == "sum" else torch.mean
         i2t_loss, t2i_loss = reduce(i2t), reduce(t2i)
-        return LossOutput(
-            loss=i2t_loss + t2i_loss,
-            parts={"i2t": i2t_loss.detach(), "t2i": t2i_loss.detach()},
-        )
+        return LossOutput(loss=i2t_loss + t2i_loss, parts={"i2t": i2t_loss.detach(), "t2i": t2i_loss.detach()})
 
     def extra_repr(self) -> str:
         params = {k: getattr(self, k) for k in ("margin", "tau") if hasattr(self, k)}

@@ -232,10 +232,7 @@ class AbsoluteSumLoss(_AbsoluteLoss):
         neg_i2t = masked_sum(negative, negatives, dim=1)
         neg_t2i = masked_sum(negative, negatives, dim=0)
         return self.output(
-            pos_i2t + neg_i2t,
-            pos_t2i + neg_t2i,
-            positive=(pos_i2t + pos_t2i).sum(),
-            negative=(neg_i2t + neg_t2i).sum(),
+            pos_i2t + neg_i2t, pos_t2i + neg_t2i, positive=(pos_i2t + pos_t2i).sum(), negative=(neg_i2t + neg_t2i).sum()
         )
 
 
@@ -278,10 +275,7 @@ class AbsoluteMaxLoss(_AbsoluteLoss):
         pos_i2t, pos_t2i = torch.where(row_has, positive, zero), torch.where(col_has, positive, zero)
         neg_i2t, neg_t2i = torch.where(row_has, hinge(neg_row), zero), torch.where(col_has, hinge(neg_col), zero)
         return self.output(
-            pos_i2t + neg_i2t,
-            pos_t2i + neg_t2i,
-            positive=(pos_i2t + pos_t2i).sum(),
-            negative=(neg_i2t + neg_t2i).sum(),
+            pos_i2t + neg_i2t, pos_t2i + neg_t2i, positive=(pos_i2t + pos_t2i).sum(), negative=(neg_i2t + neg_t2i).sum()
         )
 
 
