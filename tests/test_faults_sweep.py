@@ -19,6 +19,7 @@ from mlflow import MlflowClient
 from conftest import write_precomp
 from held import training_alone, trial_processes, trials_held
 from itrlab.cli import main
+from itrlab.errors import UserInputError
 from itrlab.sweep import load_sweep, run_sweep, runner
 from itrlab.tracking.chart_names import chart_name
 
@@ -198,7 +199,7 @@ def test_resume_over_a_truncated_tune_state_is_refused_and_loses_nothing(workdir
     (state,) = (first.sweep_dir / "tune").glob("experiment_state-*.json")
     state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
     before = {r.info.run_id: r.info.status for r in sum(sweep_runs("truncated"), [])}
-    with pytest.raises(runner.UserInputError, match="saved Tune state .* is damaged"):
+    with pytest.raises(UserInputError, match="saved Tune state .* is damaged"):
         run_sweep(sweep, storage=workdir / "sweeps", resume=first.sweep_dir.name)
     assert {r.info.run_id: r.info.status for r in sum(sweep_runs("truncated"), [])} == before
     assert len(list((first.sweep_dir / "tune").glob("run_trial_*"))) == 1

@@ -63,7 +63,8 @@ def test_a_sweeps_view_shows_its_trials_with_their_values_and_results_first(tmp_
     view = trials_view(spec, "20261126-085735", "p1")
     assert view.search == "tags.`mlflow.parentRunId` = 'p1'" and view.order_by == "test_rsum" and not view.ascending
     assert view.columns() == [
-        "metrics.`1_test/rsum`",
+        "metrics.`1_test-sum/rsum`",
+        "tags.`test i2t R1 R5 R10 / t2i R1 R5 R10`",
         "metrics.`1_test/i2t_R1`",
         "metrics.`1_test/t2i_R1`",
         "metrics.`1_test/i2t_R5`",
@@ -74,7 +75,7 @@ def test_a_sweeps_view_shows_its_trials_with_their_values_and_results_first(tmp_
         "tags.`param.seed`",
     ]
     state = view.state()
-    assert state["orderByKey"] == "metrics.`1_test/rsum`" and state["selectedColumns"] == view.columns()
+    assert state["orderByKey"] == "metrics.`1_test-sum/rsum`" and state["selectedColumns"] == view.columns()
     assert state["columnOrder"] == [*PINNED_WIDTHS, *view.columns()] and set(state["columnWidths"]) == {
         *PINNED_WIDTHS,
         *view.columns(),
@@ -167,7 +168,7 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
         )
     }
     assert sections == {
-        "test_rsum": "1_test/rsum",
+        "test_rsum": "1_test-sum/rsum",
         "test_i2t_R1": "1_test/i2t_R1",
         "test_md": "1_test_rank/md",
         "rsum": "2_val/rsum",
@@ -189,7 +190,18 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
     }
     assert all(flat_name(logged) == name for name, logged in sections.items())
     order = sorted({logged.rpartition("/")[0] for logged in sections.values()} - {""})  # as the UI sorts them
-    assert order == ["1_test", "1_test_rank", "2_val", "3_train", "4_loss", "5_anchor", "5_anchor2", "5_member1"]
+    assert order == [
+        "1_test",
+        "1_test-sum",
+        "1_test_rank",
+        "2_val",
+        "3_train",
+        "4_loss",
+        "5_anchor",
+        "5_anchor2",
+        "5_member1",
+    ]
+    assert flat_name("1_test/rsum") == "test_rsum"  # a run logged before rsum had a section of its own
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = MlflowTracker("sections", uri)
     run_id = tracker.start(run_name="r", tags={}, params={})
@@ -200,7 +212,7 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
         "3_train/loss",
         "2_val/rsum",
         "4_loss/cooperative",
-        "1_test/rsum",
+        "1_test-sum/rsum",
         "best_epoch",
     }
     assert tracker.metrics(run_id) == {
@@ -231,3 +243,23 @@ def test_a_run_logged_with_flat_names_reads_back_and_keeps_them_when_it_resumes(
     assert set(client.get_run(run_id).data.metrics) == {"loss", "rsum", "anchor_rsum", "train_seconds", "test_rsum"}
     assert again.metric_history(run_id, "rsum") == [(1, 10.0), (2, 20.0)]
     assert again.run_metrics(("train_seconds", "test_rsum", "md")) == {"train_seconds": 60.0, "test_rsum": 31.8}
+
+
+def test_a_runs_test_table_gives_its_six_recalls_one_column(tmp_path):
+    """The test table's six recalls also go to one tag, the runs table's column of them (R@1, R@5, R@10 image to
+    text, then text to image); a validation table, or a run without all six, sets none."""
+    from itrlab.eval import RecallTable
+    from itrlab.tracking.runs_view import RECALLS_TAG, recalls_summary
+
+    table = RecallTable(
+        protocol="all", n_images=1000, n_folds=1, i2t_r1=25.0, i2t_r5=54.1, i2t_r10=66.6, t2i_r1=19.7,
+        t2i_r5=37.84, t2i_r10=47.26, rsum=250.5, i2t_medr=5.0, i2t_meanr=20.44, t2i_medr=13.0, t2i_meanr=78.43,
+        md=0.0022,
+    )  # fmt: skip
+    tracker = MlflowTracker("summary", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = tracker.start(run_name="r", tags={}, params={})
+    tracker.log_recall_table(table, "val", epoch=1)
+    assert RECALLS_TAG not in tracker.client.get_run(run_id).data.tags
+    tracker.log_recall_table(table, "test", epoch=1)
+    assert tracker.client.get_run(run_id).data.tags[RECALLS_TAG] == "25.0 54.1 66.6 / 19.7 37.8 47.3"
+    assert recalls_summary({"test_i2t_R1": 1.0}) is None

@@ -84,7 +84,7 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
         assert kid.data.tags["mlflow.user"] and kid.data.tags["mlflow.source.name"]
         (data_input,) = kid.inputs.dataset_inputs  # the Dataset column: name and digest of the data
         assert data_input.dataset.name == "synthetic_tiny" and len(data_input.dataset.digest) == 16
-        metrics = flat_metrics(kid.data.metrics)  # itrlab's names of its MLflow metrics (1_test/rsum: test_rsum)
+        metrics = flat_metrics(kid.data.metrics)  # itrlab's names of its MLflow metrics (1_test-sum/rsum: test_rsum)
         assert metrics["cpu_hours"] > 0
         assert [m.step for m in client.get_metric_history(kid.info.run_id, chart_name("rsum"))] == [1, 2]
         assert "test_rsum" in metrics

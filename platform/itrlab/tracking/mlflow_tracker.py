@@ -36,7 +36,7 @@ from itrlab.errors import TrackingError, UserInputError, failure_reason, one_lin
 from itrlab.interrupts import interruption
 from itrlab.process_id import owner_id
 from itrlab.tracking.chart_names import chart_name, flat_metrics, logged_flat
-from itrlab.tracking.runs_view import RunsView, save_view
+from itrlab.tracking.runs_view import RECALLS_TAG, RunsView, recalls_summary, save_view
 from itrlab.tracking.store import resolve_tracking_uri, short_reason, source_tags, ui_hint
 from itrlab.tracking.tables import significant, write_table
 
@@ -356,14 +356,19 @@ class MlflowTracker:
         MLflow appends to an existing table artifact, so each logging adds rows tagged with
         ``epoch`` (the epochs trained): a resumed run that trains longer shows both results.
         The JSON and Markdown artifacts hold the latest table. The metrics are final values and go
-        to step 0 (``log_final_metrics``).
+        to step 0 (``log_final_metrics``). The test table's six recalls also go to the tag
+        :data:`~itrlab.tracking.runs_view.RECALLS_TAG`, the runs table's one column of them.
         """
         columns = table.columns()
         columns["epoch"] = [epoch] * len(columns["direction"])
         self.client.log_table(self.run_id, data=columns, artifact_file=f"recall/{split}_table.json")
         self.client.log_dict(self.run_id, table.to_dict(), f"recall/{split}.json")
         self.client.log_text(self.run_id, table.to_markdown(), f"recall/{split}.md")
-        self.log_final_metrics(table.metrics(prefix=f"{split}_"))
+        metrics = table.metrics(prefix=f"{split}_")
+        self.log_final_metrics(metrics)
+        summary = recalls_summary(metrics) if split == "test" else None
+        if summary is not None:
+            self.set_tags({RECALLS_TAG: summary})
 
     @_store_writes
     def log_table(self, data: dict[str, list], artifact_file: str) -> None:
