@@ -12,7 +12,7 @@ PYTEST_WORKERS ?= 2
 # the fast tier: no test that starts a process (e2e), the three-node cluster (cluster) or trains for long (slow)
 FAST_TIER := not e2e and not cluster and not slow
 
-.PHONY: setup test test-all sweep train bench-eval gpu-check clean
+.PHONY: setup test test-all lint format sweep train bench-eval gpu-check clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "itrlab needs Python >= 3.11; set PYTHON=python3.11")'
@@ -38,6 +38,14 @@ test: setup
 # modules, and --no-loadscope-reorder keeps that order, so the longest overlap the rest on the 2 workers
 test-all: setup
 	$(call pytest,--no-loadscope-reorder)
+
+# ruff's lint and format check (the fast tier runs both: tests/test_static.py); `make format` rewrites the files
+LINTED := platform jobs tests
+lint: setup
+	$(VENV)/bin/ruff check $(LINTED) && $(VENV)/bin/ruff format --check $(LINTED)
+
+format: setup
+	$(VENV)/bin/ruff check --fix $(LINTED) && $(VENV)/bin/ruff format $(LINTED)
 
 # the main job: DBL's smoke sweep (A vs F on synthetic data) on a local Ray; SWEEP_ARGS: e.g. --dry-run
 SWEEP_ARGS ?= --preset smoke

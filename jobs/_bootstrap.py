@@ -34,8 +34,11 @@ def how_to_start(job: str, missing: list[str], python: str = sys.executable, ven
     python_path = venv_python.relative_to(REPO) if here and venv_python.is_relative_to(REPO) else venv_python
     command = " ".join(shlex.quote(str(arg)) for arg in [python_path, job, *sys.argv[1:]])
     make = "make setup" if here else f"make -C {shlex.quote(str(REPO))} setup"
-    start = (f"start it with the project's venv: {command} (or `. {python_path.parent}/activate` once per shell)"
-             if venv_python.is_file() else f"create the project's venv first (`{make}`), then run: {command}")
+    start = (
+        f"start it with the project's venv: {command} (or `. {python_path.parent}/activate` once per shell)"
+        if venv_python.is_file()
+        else f"create the project's venv first (`{make}`), then run: {command}"
+    )
     return f"{job}: this python ({python}) cannot import {', '.join(missing)}; {start}"
 
 

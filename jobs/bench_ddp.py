@@ -28,12 +28,20 @@ def main() -> int:
         pass
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=Formatter)
-    list_choices(parser.add_argument("-c", "--config", default="vsepp_synthetic_small",
-                                     help="experiment (default: %(default)s)"), experiment_names)
+    list_choices(
+        parser.add_argument(
+            "-c", "--config", default="vsepp_synthetic_small", help="experiment (default: %(default)s)"
+        ),
+        experiment_names,
+    )
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs per configuration (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=2, help="data-parallel workers N (default: %(default)s)")
-    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1,
-                        help="CPU cores both configurations use (default: this machine's, %(default)s)")
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="CPU cores both configurations use (default: this machine's, %(default)s)",
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
     args = parser.parse_args()
     if args.workers < 2 or args.epochs < 1 or args.cores % args.workers:
@@ -44,17 +52,20 @@ def main() -> int:
     overrides = [*args.overrides, f"output.dir={workdir / 'runs'}"]
     share, single, parallel = run_scaling(args.config, overrides, args.workers, args.cores, args.epochs, workdir)
 
-    print(f"\n{args.config}: {args.epochs} epochs each, {args.cores} cores, load average now "
-          f"{os.getloadavg()[0]:.1f}")
+    print(f"\n{args.config}: {args.epochs} epochs each, {args.cores} cores, load average now {os.getloadavg()[0]:.1f}")
     print(f"{'workers x threads':<20} {'steps/worker':>13} {'median epoch (s)':>17}   epochs (s)")
     for run in (share, single, parallel):
         values = ", ".join(f"{s:.2f}" for s in run.epoch_seconds)
         print(f"{f'{run.workers} x {run.threads}':<20} {run.steps_per_epoch:>13} {run.median:>17.2f}   {values}")
     ideal = 1 / parallel.workers
-    print(f"{parallel.workers} workers / 1 worker on one share of the cores: {parallel.median / share.median:.2f}   "
-          f"[ideal {ideal:.2f}: each added worker brings its cores]")
-    print(f"{parallel.workers} workers / 1 worker on all {args.cores} cores: {parallel.median / single.median:.2f}   "
-          f"(DDP against torch's own threading of each step)")
+    print(
+        f"{parallel.workers} workers / 1 worker on one share of the cores: {parallel.median / share.median:.2f}   "
+        f"[ideal {ideal:.2f}: each added worker brings its cores]"
+    )
+    print(
+        f"{parallel.workers} workers / 1 worker on all {args.cores} cores: {parallel.median / single.median:.2f}   "
+        f"(DDP against torch's own threading of each step)"
+    )
     return 0
 
 

@@ -30,9 +30,16 @@ def cross_attention(args) -> MethodUnderTest:
 
     if args.shard_elements is None:
         args.shard_elements = DEFAULT_SHARD_ELEMENTS
-    return MethodUnderTest("xattn_synthetic_tiny", (f"method.sim_dim={args.sim_dim}", "method.attention_lambda=9.0",
-                                                    f"method.shard_elements={args.shard_elements}"),
-                           f"sim_dim={args.sim_dim}, λ=9", args.shard_elements)
+    return MethodUnderTest(
+        "xattn_synthetic_tiny",
+        (
+            f"method.sim_dim={args.sim_dim}",
+            "method.attention_lambda=9.0",
+            f"method.shard_elements={args.shard_elements}",
+        ),
+        f"sim_dim={args.sim_dim}, λ=9",
+        args.shard_elements,
+    )
 
 
 def main(argv=None) -> int:

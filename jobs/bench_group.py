@@ -10,7 +10,8 @@ import _bootstrap  # noqa: F401 - first: a python without itrlab says how to sta
 
 import sys
 
-from itrlab.bench.grouped_throughput import bench_group_cli  # importing itrlab sets OpenMP's wait policy first (itrlab.threads)
+# importing itrlab sets OpenMP's wait policy first (itrlab.threads)
+from itrlab.bench.grouped_throughput import bench_group_cli
 
 if __name__ == "__main__":
     sys.exit(bench_group_cli())

@@ -45,8 +45,10 @@ def main() -> int:
         runs.append(measure(spec, workdir / "sweeps", label))
     ray.shutdown()
 
-    print(f"\n{args.trials} trials each ({args.experiment}, 1 epoch), one at a time, {os.cpu_count()} CPUs; "
-          "overhead = time between trial ends - the trial's own training, first trial left out")
+    print(
+        f"\n{args.trials} trials each ({args.experiment}, 1 epoch), one at a time, {os.cpu_count()} CPUs; "
+        "overhead = time between trial ends - the trial's own training, first trial left out"
+    )
     print(f"{'way':<30} {'median overhead (s)':>20} {'overheads (s)':<40} {'median training (s)':>20}")
     for run in runs:
         values = ", ".join(f"{v:.2f}" for v in run.overheads)
@@ -54,7 +56,10 @@ def main() -> int:
     in_process, torch_trainer = runs
     print(f"ratio (TorchTrainer / in-process): {torch_trainer.median / in_process.median:.1f}x")
     met = in_process.median < TARGET_SECONDS
-    print(f"in-process overhead {in_process.median:.2f} s per trial   [target < {TARGET_SECONDS:.0f} s: {'met' if met else 'NOT met'}]")
+    print(
+        f"in-process overhead {in_process.median:.2f} s per trial   "
+        f"[target < {TARGET_SECONDS:.0f} s: {'met' if met else 'NOT met'}]"
+    )
     return 0 if met else 1
 
 

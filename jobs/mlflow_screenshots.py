@@ -34,8 +34,9 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="itrlab-ui-") as folder, mlflow_ui(uri, Path(folder)) as base:
             if args.out:
                 args.out.mkdir(parents=True, exist_ok=True)
-            looks = look_at(sweep_links(uri, args.parent_run_id, base), Path(folder), args.out,
-                            tuple(args.width or WIDTHS))
+            looks = look_at(
+                sweep_links(uri, args.parent_run_id, base), Path(folder), args.out, tuple(args.width or WIDTHS)
+            )
     except ItrlabError as err:
         return report(err)
     for look in looks:

@@ -37,8 +37,9 @@ def _shared_step_counts(tmp_path_factory):
     the commands the tests start: each paper recipe's step is counted once (about a second each), not once
     per test that lists presets or dry-runs one."""
     base = tmp_path_factory.getbasetemp()
-    os.environ["ITRLAB_STEP_COUNTS"] = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
-                                           / "step_counts.json")
+    os.environ["ITRLAB_STEP_COUNTS"] = str(
+        (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "step_counts.json"
+    )
     yield
 
 
@@ -109,7 +110,9 @@ def tiny_config(root: Path, *overrides: str):
     return load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false", *overrides])
 
 
-def write_precomp(root: Path, sizes: dict[str, int], regions: int = 4, dim: int = 8, cpi: int = 5, seed: int = 0) -> Path:
+def write_precomp(
+    root: Path, sizes: dict[str, int], regions: int = 4, dim: int = 8, cpi: int = 5, seed: int = 0
+) -> Path:
     """A small, valid folder in the SCAN precomp layout with random features and simple captions."""
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)
@@ -133,15 +136,24 @@ def write_text_features(root: Path, width: int = 384, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     splits = {}
     for path in sorted(root.glob("*_caps.txt")):
-        split = path.name[:-len("_caps.txt")]
+        split = path.name[: -len("_caps.txt")]
         captions = read_captions(root, split)
         lengths = np.array([len(c.split()) + 2 for c in captions], dtype=np.int32)
         np.save(tf.tokens_path(folder, split), rng.standard_normal((int(lengths.sum()), width)).astype(np.float16))
         np.save(tf.lengths_path(folder, split), lengths)
-        splits[split] = {"captions": len(captions), "captions_sha256": tf.captions_digest(captions),
-                         "tokens": int(lengths.sum())}
-    manifest = {"format": tf.FORMAT, "version": tf.FORMAT_VERSION, "model": {"name": "random"}, "hidden_size": width,
-                "kinds": ["tokens"], "splits": splits}
+        splits[split] = {
+            "captions": len(captions),
+            "captions_sha256": tf.captions_digest(captions),
+            "tokens": int(lengths.sum()),
+        }
+    manifest = {
+        "format": tf.FORMAT,
+        "version": tf.FORMAT_VERSION,
+        "model": {"name": "random"},
+        "hidden_size": width,
+        "kinds": ["tokens"],
+        "splits": splits,
+    }
     (folder / tf.MANIFEST).write_text(json.dumps(manifest))
     return folder
 
@@ -211,8 +223,19 @@ def sweep_dbl_cli(argv=None) -> int:
 
 PROCESS_TIERS = ("e2e", "cluster")
 TIER_ORDER = ("cluster", "e2e", "slow")  # the longest modules first, so that they overlap the rest
-EXTERNAL_TOOLS = {"kubectl", "chromium", "chromium-browser", "initdb", "pg_ctl", "postgres", "setpriv", "mount",
-                  "umount", "ss"}
+EXTERNAL_TOOLS = {
+    "kubectl",
+    "chromium",
+    "chromium-browser",
+    "initdb",
+    "pg_ctl",
+    "postgres",
+    "setpriv",
+    "mount",
+    "umount",
+    "ss",
+}
+STATIC_TOOLS = {"ruff"}  # reads the source, starts nothing: the fast tier's lint (tests/lint_tools.py)
 UNGUARDED_POPEN_INIT = subprocess.Popen.__init__
 _PREFIXES = tuple({os.path.abspath(sys.prefix) + os.sep, os.path.realpath(sys.prefix) + os.sep})
 
@@ -220,8 +243,11 @@ _PREFIXES = tuple({os.path.abspath(sys.prefix) + os.sep, os.path.realpath(sys.pr
 def starts_a_job(program: str | os.PathLike | bytes) -> bool:
     """Whether running ``program`` starts what only the process tiers may: Python (a training, a CLI job),
     a program of the virtual environment (itrlab, mlflow, ray, moto_server, checkov, hadolint, Ray's own
-    binaries), or the external tools the tests use. Library helpers such as ``git`` pass."""
+    binaries), or the external tools the tests use. Library helpers such as ``git`` pass, and the
+    static tools (``ruff``)."""
     path = os.fsdecode(program)
+    if os.path.basename(path) in STATIC_TOOLS:
+        return False
     if os.sep not in path:
         path = shutil.which(path) or path
     if path.startswith(_PREFIXES) or os.path.realpath(path).startswith(_PREFIXES):
@@ -238,9 +264,13 @@ def _refusing_popen(nodeid: str):
         if kwargs.get("shell"):  # the first word of the command line
             program = os.fsdecode(args if isinstance(args, (str, bytes)) else args[0]).split()[0]
         if starts_a_job(program):
-            pytest.fail(f"{nodeid} starts {os.fsdecode(program)} without @pytest.mark.e2e (or cluster): "
-                        "mark it, or it runs in the fast tier", pytrace=False)
+            pytest.fail(
+                f"{nodeid} starts {os.fsdecode(program)} without @pytest.mark.e2e (or cluster): "
+                "mark it, or it runs in the fast tier",
+                pytrace=False,
+            )
         UNGUARDED_POPEN_INIT(self, args, *rest, **kwargs)
+
     return init
 
 
@@ -267,6 +297,7 @@ def _guarded(item):
 def pytest_collection_modifyitems(items):
     """Modules in tier order (cluster, e2e, slow, then the fast ones), each kept whole and in its own order:
     with ``--dist loadfile --no-loadscope-reorder`` the longest start first."""
+
     def rank(item) -> int:
         return min((i for i, name in enumerate(TIER_ORDER) if item.get_closest_marker(name)), default=len(TIER_ORDER))
 

@@ -32,7 +32,7 @@ def _processes() -> dict[int, tuple[int, str, str]]:
             cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         table[int(entry.name)] = (int(fields[1]), fields[0], cmd)
     return table
 
@@ -59,7 +59,7 @@ def _stopped(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return True
-    return stat[stat.rindex(")") + 2:].split()[0] in ("T", "t", "Z", "X")
+    return stat[stat.rindex(")") + 2 :].split()[0] in ("T", "t", "Z", "X")
 
 
 def _signal_all(pids: list[int], signum: int) -> None:
@@ -110,8 +110,13 @@ def training_alone(storage: Path) -> bool:
 
 
 @contextlib.contextmanager
-def held(processes: Callable[[], list[int]], ready: Callable[[], bool], alive: Callable[[], bool],
-         what: str, timeout: float = 600) -> Iterator[list[int]]:
+def held(
+    processes: Callable[[], list[int]],
+    ready: Callable[[], bool],
+    alive: Callable[[], bool],
+    what: str,
+    timeout: float = 600,
+) -> Iterator[list[int]]:
     """The processes ``processes()`` lists, stopped (SIGSTOP) at a moment ``ready()`` holds, read while they
     were stopped and no other had appeared; yields their pids and continues them (SIGCONT) on leaving (a
     process the test killed meanwhile is gone). Fails when ``alive()`` stops holding, or after ``timeout``
@@ -127,8 +132,13 @@ def held(processes: Callable[[], list[int]], ready: Callable[[], bool], alive: C
         time.sleep(0.2)
 
 
-def trials_held(driver: subprocess.Popen | None, ready: Callable[[], bool], what: str = "a trial training",
-                timeout: float = 600, log: Path | None = None):
+def trials_held(
+    driver: subprocess.Popen | None,
+    ready: Callable[[], bool],
+    what: str = "a trial training",
+    timeout: float = 600,
+    log: Path | None = None,
+):
     """Every Ray worker of ``driver`` (None: of this process, whose Ray a test started) stopped at a moment
     ``ready()`` holds; fails with ``log``'s tail when the driver ends first."""
     pid = driver.pid if driver is not None else os.getpid()
@@ -144,11 +154,13 @@ def trials_held(driver: subprocess.Popen | None, ready: Callable[[], bool], what
 
 def process_held(process: subprocess.Popen, log: Path, text: str, timeout: float = 300):
     """A job's process stopped once its log holds ``text``: it cannot move on until it continues."""
+
     def alive() -> bool:
         if process.poll() is None:
             return True
-        raise AssertionError(f"the job ended (status {process.returncode}) before its log said {text!r}:\n"
-                             f"{log.read_text()[-2000:]}")
+        raise AssertionError(
+            f"the job ended (status {process.returncode}) before its log said {text!r}:\n{log.read_text()[-2000:]}"
+        )
 
     return held(lambda: [process.pid], lambda: text in log.read_text(), alive, repr(text), timeout)
 

@@ -71,16 +71,23 @@ REFERENCES: dict[str, Reference] = {
     "convsepp": Reference(one_batch, lambda s, margin, tau: total(shared.ref_convsepp(s, margin, tau))),
     # DBL's task-loss baselines (tests/test_baseline_losses.py)
     "cmpm": Reference(one_batch, lambda s, tau, eps: total(baseline.ref_cmpm(s, tau, eps))),
-    "mpl": Reference(one_batch, lambda s, margin, pos_coeffs, neg_coeffs:
-                     total(baseline.ref_mpl(s, margin, pos_coeffs, neg_coeffs))),
+    "mpl": Reference(
+        one_batch, lambda s, margin, pos_coeffs, neg_coeffs: total(baseline.ref_mpl(s, margin, pos_coeffs, neg_coeffs))
+    ),
     # DBL's boosting losses (tests/test_boosting_losses.py)
     "rs": Reference(boosting_pair, lambda t, a, **p: total(boosting.ref_rs(t, a, **p))),
     "rm": Reference(boosting_pair, lambda t, a, **p: total(boosting.ref_rm(t, a, **p))),
     "as": Reference(boosting_pair, lambda t, a, **p: total(boosting.ref_as(t, a, **p))),
     "am": Reference(boosting_pair, lambda t, a, **p: total(boosting.ref_am(t, a, **p))),
-    "dbl": Reference(boosting_pair, lambda t, a, relative, absolute, **p: total(boosting.ref_mix(
-        {"rs": boosting.ref_rs, "rm": boosting.ref_rm}[relative], {"as": boosting.ref_as, "am": boosting.ref_am}[absolute])(
-        t, a, **p))),
+    "dbl": Reference(
+        boosting_pair,
+        lambda t, a, relative, absolute, **p: total(
+            boosting.ref_mix(
+                {"rs": boosting.ref_rs, "rm": boosting.ref_rm}[relative],
+                {"as": boosting.ref_as, "am": boosting.ref_am}[absolute],
+            )(t, a, **p)
+        ),
+    ),
     # the distillation and mutual-learning baselines (tests/test_baseline_losses.py)
     "dr": Reference(two_branches, lambda t, a, **p: total(baseline.ref_dr(t, a, **p))),
     "rkd": Reference(two_branches, lambda t, a, **p: total(baseline.ref_rkd(t, a, **p))),
@@ -94,7 +101,9 @@ REFERENCES: dict[str, Reference] = {
     "pgc": Reference(memory_batch, lambda s: total(dcl.ref_pgc(s))),
     # AsCL's (tests/test_ascl.py)
     "ascl": Reference(generated_batch, lambda s, **p: ascl.ref_loss(s, **p)),
-    "ascl_triplet": Reference(generated_batch, lambda s, margin, **p: ascl.ref_loss(s, triplet=True, margin=margin, **p)),
+    "ascl_triplet": Reference(
+        generated_batch, lambda s, margin, **p: ascl.ref_loss(s, triplet=True, margin=margin, **p)
+    ),
     # CLIP's (tests/test_clip.py): the loss is the mean of its two directions, its first number
     "clip": Reference(scaled_batch, lambda s: clip.ref_clip(s)[0]),
 }

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from itrlab.local_cluster.processes import free_port  # noqa: F401  # one port never given twice
 from itrlab.tracking.store import JOB_EXECUTION_ENV
@@ -42,8 +42,9 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def serve(command: list[str], workdir: Path, name: str, health_path: str, timeout: float,
-          env: dict[str, str] | None = None) -> Iterator[str]:
+def serve(
+    command: list[str], workdir: Path, name: str, health_path: str, timeout: float, env: dict[str, str] | None = None
+) -> Iterator[str]:
     """Run ``command`` (which serves HTTP on ``url``'s port) until the block ends; yields the URL.
 
     ``command`` holds ``{port}``, filled with a free loopback port; output goes to ``<name>.log``; ``env``
@@ -52,8 +53,13 @@ def serve(command: list[str], workdir: Path, name: str, health_path: str, timeou
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with open(workdir / f"{name}.log", "wb") as log:
-        process = subprocess.Popen([arg.format(port=port) for arg in command], stdout=log,
-                                   stderr=subprocess.STDOUT, cwd=workdir, env={**os.environ, **(env or {})})
+        process = subprocess.Popen(
+            [arg.format(port=port) for arg in command],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env={**os.environ, **(env or {})},
+        )
         try:
             wait_http(f"{url}{health_path}", timeout=timeout, process=process)
             yield url
@@ -64,11 +70,29 @@ def serve(command: list[str], workdir: Path, name: str, health_path: str, timeou
 def mlflow_server(workdir: Path, extra_args: tuple[str, ...] = ()):
     """``mlflow server`` with a SQLite backend and served artifacts, its job runner off as every server and
     UI the project starts or documents (7 huey consumers, about 40 CPU-seconds here); yields its http URI."""
-    return serve([str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1",
-                  "--backend-store-uri", f"sqlite:///{workdir / 'server.db'}",
-                  "--serve-artifacts", "--artifacts-destination", str(workdir / "artifacts"), *extra_args],
-                 workdir, "mlflow-server", "/health", timeout=180,  # 85-90 s seen at load 15
-                 env=JOB_EXECUTION_ENV)
+    return serve(
+        [
+            str(BIN / "mlflow"),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "{port}",
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{workdir / 'server.db'}",
+            "--serve-artifacts",
+            "--artifacts-destination",
+            str(workdir / "artifacts"),
+            *extra_args,
+        ],
+        workdir,
+        "mlflow-server",
+        "/health",
+        timeout=180,  # 85-90 s seen at load 15
+        env=JOB_EXECUTION_ENV,
+    )
 
 
 def moto_server(workdir: Path):
@@ -76,8 +100,9 @@ def moto_server(workdir: Path):
 
     Any access key is accepted; the data lives in the server's memory until it stops.
     """
-    return serve([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", "{port}"], workdir, "moto-server",
-                 "/moto-api/", timeout=60)
+    return serve(
+        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", "{port}"], workdir, "moto-server", "/moto-api/", timeout=60
+    )
 
 
 def _processes() -> dict[int, tuple[int, int, str]]:
@@ -91,7 +116,7 @@ def _processes() -> dict[int, tuple[int, int, str]]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, ...
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state, ppid, pgrp, ...
         table[int(entry.name)] = (int(fields[1]), int(fields[2]), cmdline)
     return table
 
@@ -103,11 +128,16 @@ def stop_ray_head(gcs_port: int, timeout: float = 30.0) -> None:
     process groups of their own). Ray's processes inherit the group of ``ray start``: start it with
     ``start_new_session=True``, or the group is the caller's own (this refuses to kill that)."""
     table = _processes()
-    groups = {group for _, group, cmd in table.values()
-              if "gcs_server" in cmd and f"--gcs_server_port={gcs_port} " in cmd + " "}
+    groups = {
+        group
+        for _, group, cmd in table.values()
+        if "gcs_server" in cmd and f"--gcs_server_port={gcs_port} " in cmd + " "
+    }
     if os.getpgrp() in groups:
-        raise RuntimeError(f"the Ray cluster on port {gcs_port} shares this process's group: "
-                           "run `ray start` with start_new_session=True")
+        raise RuntimeError(
+            f"the Ray cluster on port {gcs_port} shares this process's group: "
+            "run `ray start` with start_new_session=True"
+        )
     doomed = {pid for pid, (_, group, _) in table.items() if group in groups}
     while more := {pid for pid, (parent, _, _) in table.items() if parent in doomed} - doomed:
         doomed |= more
@@ -148,8 +178,9 @@ def busy_proxy(target: str, busy) -> Iterator[str]:
                 self.wfile.write(b"busy")
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-            request = urllib.request.Request(target + self.path, data=body or None, headers=headers,
-                                             method=self.command)
+            request = urllib.request.Request(
+                target + self.path, data=body or None, headers=headers, method=self.command
+            )
             try:
                 with urllib.request.urlopen(request, timeout=60) as response:
                     status, data, kind = response.status, response.read(), response.headers.get("Content-Type")

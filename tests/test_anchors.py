@@ -26,9 +26,19 @@ from itrlab.report.summary import TrialRow
 
 RECALLS = ("i2t_R1", "i2t_R5", "i2t_R10", "t2i_R1", "t2i_R5", "t2i_R10")
 FLICKR8K_GRID = DataShape(6000, 1000, 1000, 5, 49, 1280, synthetic=False)  # EfficientNet-Lite0's 7 x 7 grid
-FIXTURE = {"source": "a fixture, not a paper", "features": "fixture features", "model": "fixture model",
-           "i2t_R1": 10.0, "i2t_R5": 20.0, "i2t_R10": 30.0, "t2i_R1": 5.0, "t2i_R5": 15.0, "t2i_R10": 25.0,
-           "i2t_medr": 12, "t2i_medr": 14}
+FIXTURE = {
+    "source": "a fixture, not a paper",
+    "features": "fixture features",
+    "model": "fixture model",
+    "i2t_R1": 10.0,
+    "i2t_R5": 20.0,
+    "i2t_R10": 30.0,
+    "t2i_R1": 5.0,
+    "t2i_R5": 15.0,
+    "t2i_R10": 25.0,
+    "i2t_medr": 12,
+    "t2i_medr": 14,
+}
 
 
 @pytest.fixture
@@ -37,9 +47,14 @@ def configs(tmp_path, monkeypatch):
     root = tmp_path / "configs"
     shutil.copytree(REPO / "configs", root)
     (root / "paper" / "anchors").mkdir(exist_ok=True)
-    anchors = {"dataset": "Flickr8K 1K test", "matches": {"dataset": "flickr8k_precomp", "test_protocol": "f8k_1k"},
-               "rows": {"Fixture anchor": FIXTURE, "Half a row": {**{k: FIXTURE[k] for k in
-                                                                     ("source", "features", "model", "i2t_R1")}}}}
+    anchors = {
+        "dataset": "Flickr8K 1K test",
+        "matches": {"dataset": "flickr8k_precomp", "test_protocol": "f8k_1k"},
+        "rows": {
+            "Fixture anchor": FIXTURE,
+            "Half a row": {**{k: FIXTURE[k] for k in ("source", "features", "model", "i2t_R1")}},
+        },
+    }
     (root / "paper" / "anchors" / "f8k_fixture.yaml").write_text(yaml.safe_dump(anchors))
     monkeypatch.setenv("ITRLAB_CONFIG_DIR", str(root))
     return root
@@ -51,9 +66,16 @@ def with_anchors(name: str | None):
 
 
 def trials(values: dict[str, list[float]]) -> list[TrialRow]:
-    return [TrialRow(f"{label}{seed}", {"variant": label, "seed": seed},
-                     {**{f"test_{k}": rsum / 6 for k in RECALLS}, "test_rsum": rsum, "run_seconds": 60.0}, "finished")
-            for label, rsums in values.items() for seed, rsum in enumerate(rsums)]
+    return [
+        TrialRow(
+            f"{label}{seed}",
+            {"variant": label, "seed": seed},
+            {**{f"test_{k}": rsum / 6 for k in RECALLS}, "test_rsum": rsum, "run_seconds": 60.0},
+            "finished",
+        )
+        for label, rsums in values.items()
+        for seed, rsum in enumerate(rsums)
+    ]
 
 
 def report_for(spec, shape: DataShape, protocol: str):
@@ -63,8 +85,9 @@ def report_for(spec, shape: DataShape, protocol: str):
     top = headline(table, spec, level)
     published, note = published_numbers(spec, shape, protocol)
     anchors, anchors_note = reference_rows(spec, shape, protocol)
-    inputs = ReportInputs(top, row_marks(table, spec, level), level, published, note, "cpu_hours", 1, [], [],
-                          anchors, anchors_note)
+    inputs = ReportInputs(
+        top, row_marks(table, spec, level), level, published, note, "cpu_hours", 1, [], [], anchors, anchors_note
+    )
     return table, top, build_report(table, spec, inputs)
 
 
@@ -80,21 +103,34 @@ def test_any_features_admit_every_feature_shape_but_nothing_else_of_the_data():
     assert required.differences(DataShape(6091, 1000, 1000, 5, 1, 8, False)) == ["train images 6091 vs 6000"]
     # the papers' own tables still require their features exactly
     scan = PublishedSource("t", "Flickr30K 1K test", "f30k_precomp", "f30k_1k").data_shape()
-    assert scan.differences(DataShape(29000, 1014, 1000, 5, 49, 1280, False)) == ["regions 49 vs 36",
-                                                                                  "feature dim 1280 vs 2048"]
+    assert scan.differences(DataShape(29000, 1014, 1000, 5, 49, 1280, False)) == [
+        "regions 49 vs 36",
+        "feature dim 1280 vs 2048",
+    ]
 
 
-@pytest.mark.parametrize("change, fragment", [
-    ({"regions": "all"}, "'x.yaml: regions': got 'all'; a positive integer or 'any'"),
-    ({"train_images": "any"}, "'x.yaml: train_images': got 'any'; a positive integer"),
-    ({"feature_dim": 0}, "'x.yaml: feature_dim': got 0"),
-    ({"synthetic": "no"}, "'x.yaml: synthetic': got 'no'; true or false"),
-    ({"captions_per_image": None}, "'x.yaml: captions_per_image'"),
-    ({"region": 36}, "'x.yaml: region': got 36; a data shape has the keys"),
-])
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        ({"regions": "all"}, "'x.yaml: regions': got 'all'; a positive integer or 'any'"),
+        ({"train_images": "any"}, "'x.yaml: train_images': got 'any'; a positive integer"),
+        ({"feature_dim": 0}, "'x.yaml: feature_dim': got 0"),
+        ({"synthetic": "no"}, "'x.yaml: synthetic': got 'no'; true or false"),
+        ({"captions_per_image": None}, "'x.yaml: captions_per_image'"),
+        ({"region": 36}, "'x.yaml: region': got 36; a data shape has the keys"),
+    ],
+)
 def test_a_data_shape_file_is_validated(change, fragment):
-    data = {"train_images": 6000, "val_images": 1000, "test_images": 1000, "captions_per_image": 5,
-            "regions": "any", "feature_dim": 1280, "synthetic": False, **change}
+    data = {
+        "train_images": 6000,
+        "val_images": 1000,
+        "test_images": 1000,
+        "captions_per_image": 5,
+        "regions": "any",
+        "feature_dim": 1280,
+        "synthetic": False,
+        **change,
+    }
     data = {k: v for k, v in data.items() if v is not None}
     with pytest.raises(ConfigError) as err:
         ShapeRequirement.from_dict(data, "x.yaml")
@@ -102,9 +138,19 @@ def test_a_data_shape_file_is_validated(change, fragment):
 
 
 def test_a_data_shape_file_may_describe_itself_and_leave_one_feature_field_open():
-    required = ShapeRequirement.from_dict({"description": "words", "train_images": 1, "val_images": 1,
-                                           "test_images": 1, "captions_per_image": 1, "regions": 1,
-                                           "feature_dim": "any", "synthetic": True}, "x.yaml")
+    required = ShapeRequirement.from_dict(
+        {
+            "description": "words",
+            "train_images": 1,
+            "val_images": 1,
+            "test_images": 1,
+            "captions_per_image": 1,
+            "regions": 1,
+            "feature_dim": "any",
+            "synthetic": True,
+        },
+        "x.yaml",
+    )
     assert (required.regions, required.feature_dim) == (1, None)
     assert required.describe() == "1 / 1 / 1 images x 1 captions, 1 x any features, synthetic"
     assert required.differences(DataShape(1, 1, 1, 1, 1, 4096, True)) == []
@@ -115,7 +161,9 @@ def fake_precomp(root, sizes: tuple[int, int, int], regions: int, dim: int) -> N
     one-word captions per image; only the headers and line counts are ever read here."""
     root.mkdir(parents=True)
     for split, n in zip(("train", "dev", "test"), sizes):
-        np.lib.format.open_memmap(root / f"{split}_ims.npy", mode="w+", dtype=np.float16, shape=(n, regions, dim)).flush()
+        np.lib.format.open_memmap(
+            root / f"{split}_ims.npy", mode="w+", dtype=np.float16, shape=(n, regions, dim)
+        ).flush()
         (root / f"{split}_caps.txt").write_text("a\n" * (5 * n))
 
 
@@ -131,8 +179,9 @@ def test_a_flickr8k_folder_read_from_its_files_fits_the_anchors_whatever_its_fea
         assert shape == DataShape(6000, 1000, 1000, 5, regions, dim, synthetic=False)
         assert source.comparable(shape, "f8k_1k") is None
     (tmp_path / "f8k_1x8" / MANIFEST).write_text("{}")  # a generated set of Flickr8K's sizes is still synthetic
-    assert "synthetic True vs False" in source.comparable(data_shape(tmp_path / "f8k_1x8", ("train", "dev", "test"), 5),
-                                                          "f8k_1k")
+    assert "synthetic True vs False" in source.comparable(
+        data_shape(tmp_path / "f8k_1x8", ("train", "dev", "test"), 5), "f8k_1k"
+    )
 
 
 def test_anchors_are_reference_rows_under_the_table_on_flickr8k_only(configs):
@@ -142,8 +191,16 @@ def test_anchors_are_reference_rows_under_the_table_on_flickr8k_only(configs):
     assert table == plain_table and top.text == plain_top.text  # the pivot and the headline never see them
     assert report.row_kinds == ["result", "baseline", "chance", "reference", "reference"]  # below everything of ours
     anchor, half = (dict(zip(report.header, row)) for row in report.rows[-2:])
-    assert list(anchor.values())[:8] == ["Fixture anchor (published)", "105.0", "10.0", "20.0", "30.0", "5.0", "15.0",
-                                         "25.0"]  # rsum first, as for every row
+    assert list(anchor.values())[:8] == [
+        "Fixture anchor (published)",
+        "105.0",
+        "10.0",
+        "20.0",
+        "30.0",
+        "5.0",
+        "15.0",
+        "25.0",
+    ]  # rsum first, as for every row
     assert anchor["MD"] == "-" and anchor["rsum vs VSE++"] == anchor["wall / trial"] == anchor["CPU-h"] == ""
     assert anchor["note"] == "published, other features: fixture features; fixture model; a fixture, not a paper"
     assert list(half.values())[1:8] == ["-", "10.0", "-", "-", "-", "-", "-"]  # no rsum without the six recalls
@@ -153,13 +210,17 @@ def test_anchors_are_reference_rows_under_the_table_on_flickr8k_only(configs):
     assert report.rows[:3] == plain.rows[:3]
 
 
-@pytest.mark.parametrize("shape, protocol, reason", [
-    (DataShape(6000, 1000, 1000, 5, 49, 1280, synthetic=True), "f8k_1k", "synthetic True vs False"),
-    (DataShape(200, 50, 50, 5, 6, 32, synthetic=True), "all", "train images 200 vs 6000"),
-    (FLICKR8K_GRID, "all", "the trials used test protocol all"),
-    (DataShape(29000, 1014, 1000, 5, 36, 2048, synthetic=False), "f30k_1k", "train images 29000 vs 6000"),
-    (None, "f8k_1k", "the trials' data shape is unknown"),
-], ids=["synthetic-flickr8k-sizes", "synthetic", "other-protocol", "flickr30k", "unreadable"])
+@pytest.mark.parametrize(
+    "shape, protocol, reason",
+    [
+        (DataShape(6000, 1000, 1000, 5, 49, 1280, synthetic=True), "f8k_1k", "synthetic True vs False"),
+        (DataShape(200, 50, 50, 5, 6, 32, synthetic=True), "all", "train images 200 vs 6000"),
+        (FLICKR8K_GRID, "all", "the trials used test protocol all"),
+        (DataShape(29000, 1014, 1000, 5, 36, 2048, synthetic=False), "f30k_1k", "train images 29000 vs 6000"),
+        (None, "f8k_1k", "the trials' data shape is unknown"),
+    ],
+    ids=["synthetic-flickr8k-sizes", "synthetic", "other-protocol", "flickr30k", "unreadable"],
+)
 def test_anchors_are_left_out_elsewhere_and_the_report_says_why(configs, shape, protocol, reason):
     table, top, report = report_for(with_anchors("f8k_fixture"), shape, protocol)
     assert "reference" not in report.row_kinds and not any("Fixture" in row[0] for row in report.rows)
@@ -179,14 +240,18 @@ def test_an_anchors_name_that_names_no_file_is_a_config_error(configs):
     check_sweep_keys(with_anchors("f8k_fixture"))
 
 
-@pytest.mark.parametrize("row, fragment", [
-    ({k: v for k, v in FIXTURE.items() if k != "source"}, "rows.Bad.source': got None; a non-empty line"),
-    ({**FIXTURE, "features": " "}, "rows.Bad.features'"),
-    ({**FIXTURE, "i2t_R1": 140.0}, "rows.Bad.i2t_R1': got 140.0; a recall in percent, 0 to 100"),
-    ({**FIXTURE, "t2i_medr": 0}, "rows.Bad.t2i_medr': got 0; a median rank"),
-    ({**FIXTURE, "rsum": 105.0}, "rows.Bad.rsum': got 105.0; a row's keys are"),
-    ({k: FIXTURE[k] for k in ("source", "features", "model")}, "at least one of i2t_R1"),
-], ids=["no-source", "blank-features", "recall-over-100", "rank-0", "typed-rsum", "no-numbers"])
+@pytest.mark.parametrize(
+    "row, fragment",
+    [
+        ({k: v for k, v in FIXTURE.items() if k != "source"}, "rows.Bad.source': got None; a non-empty line"),
+        ({**FIXTURE, "features": " "}, "rows.Bad.features'"),
+        ({**FIXTURE, "i2t_R1": 140.0}, "rows.Bad.i2t_R1': got 140.0; a recall in percent, 0 to 100"),
+        ({**FIXTURE, "t2i_medr": 0}, "rows.Bad.t2i_medr': got 0; a median rank"),
+        ({**FIXTURE, "rsum": 105.0}, "rows.Bad.rsum': got 105.0; a row's keys are"),
+        ({k: FIXTURE[k] for k in ("source", "features", "model")}, "at least one of i2t_R1"),
+    ],
+    ids=["no-source", "blank-features", "recall-over-100", "rank-0", "typed-rsum", "no-numbers"],
+)
 def test_a_malformed_anchor_row_is_refused_before_training(configs, row, fragment):
     path = configs / "paper" / "anchors" / "f8k_fixture.yaml"
     data = yaml.safe_load(path.read_text())

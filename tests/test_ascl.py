@@ -12,10 +12,16 @@ import torch.nn.functional as F
 from itrlab.eval import evaluate
 from itrlab.losses import LOSSES, Similarities, build_loss, loss_param_names
 from itrlab.methods.ascl.fusion import HierarchicalFusion
+from itrlab.methods.ascl.text_augment import (
+    CONCAT,
+    MIXTURE_OF,
+    NEGATIVE_GENERATORS,
+    TRUNCATE,
+    NegativeGenerator,
+    PositiveGenerator,
+)
 from itrlab.models.interaction import CrossAttentionSimilarity, InteractionModel
 from itrlab.models.sharding import shard_plan, sharded_pair_scores
-from itrlab.methods.ascl.text_augment import (CONCAT, MIXTURE_OF, NEGATIVE_GENERATORS, TRUNCATE, NegativeGenerator,
-                                        PositiveGenerator)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -26,9 +32,15 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def make_sims(ids, n_generated=5, seed=0, above=False):
     gen = torch.Generator().manual_seed(seed)
     B = len(ids)
-    m = {k: torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1 for k, shape in (
-        ("i2t", (B, B)), ("i2t_generated_neg", (B, n_generated)), ("i2t_pos", (B, B)),
-        ("i2t_pos_generated_neg", (B, n_generated)))}
+    m = {
+        k: torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1
+        for k, shape in (
+            ("i2t", (B, B)),
+            ("i2t_generated_neg", (B, n_generated)),
+            ("i2t_pos", (B, B)),
+            ("i2t_pos_generated_neg", (B, n_generated)),
+        )
+    }
     if above:  # a generated negative above the positive in both halves, for anchor 0
         m["i2t_generated_neg"][0, 1] = m["i2t"][0, 0] + 0.3
         m["i2t_pos_generated_neg"][0, 2] = m["i2t_pos"][0, 0] + 0.3
@@ -43,7 +55,7 @@ def ref_half(S, gen, ids, tau, triplet, margin):
         P = S[i][i]
         images = [S[n][i] for n in range(len(ids)) if ids[n] != ids[i]]
         captions = [S[i][n] for n in range(len(ids)) if ids[n] != ids[i]]
-        captions += [g for g in (gen[i] if gen is not None else []) if not g > P]   # α_n
+        captions += [g for g in (gen[i] if gen is not None else []) if not g > P]  # α_n
         term = 0.0
         for negatives in (images, captions):
             if triplet:
@@ -74,8 +86,9 @@ FLAGS = [(True, True), (False, True), (True, False), (False, False)]
 @pytest.mark.parametrize("name", ["ascl", "ascl_triplet"])
 def test_loss_matches_reference_loop(layout, use_positives, use_negatives, name):
     sims = make_sims(LAYOUTS[layout], above=True)
-    loss = build_loss(name, use_positives=use_positives, use_negatives=use_negatives,
-                      **({"tau": 0.1} if name == "ascl" else {}))
+    loss = build_loss(
+        name, use_positives=use_positives, use_negatives=use_negatives, **({"tau": 0.1} if name == "ascl" else {})
+    )
     expected = ref_loss(sims, 0.1, use_positives, use_negatives, triplet=name == "ascl_triplet")
     assert loss(sims).loss.item() == pytest.approx(expected, rel=1e-10, abs=1e-12)
 
@@ -86,8 +99,10 @@ def test_generated_negative_above_the_positive_is_dropped():
     out = build_loss("ascl", tau=0.1)(sims.with_extras(i2t_generated_neg=generated))
     out.loss.backward()
     assert generated.grad[0, 1] == 0 and (generated.grad[0, [0, 2, 3, 4]] != 0).all()
-    dropped = int((sims.extras["i2t_generated_neg"] > sims.i2t.diagonal()[:, None]).sum()
-                  + (sims.extras["i2t_pos_generated_neg"] > sims.extras["i2t_pos"].diagonal()[:, None]).sum())
+    dropped = int(
+        (sims.extras["i2t_generated_neg"] > sims.i2t.diagonal()[:, None]).sum()
+        + (sims.extras["i2t_pos_generated_neg"] > sims.extras["i2t_pos"].diagonal()[:, None]).sum()
+    )
     assert dropped >= 2 and out.parts["dropped_generated"].item() == pytest.approx(dropped / 50)
     assert set(out.parts) == {"i2t", "t2i", "L_I", "L_II_III", "dropped_generated", "own_outscores"}
 
@@ -164,7 +179,7 @@ def test_negative_generators_are_deterministic_and_touch_only_the_span(kind):
     a, b, c = make(1), make(1), make(2)
     assert torch.equal(a, b) and not torch.equal(a, c)
     outside = ~span_of(lengths, x.shape[1])
-    assert torch.equal(a[outside], x[outside])          # frame tokens and padding unchanged
+    assert torch.equal(a[outside], x[outside])  # frame tokens and padding unchanged
 
 
 def test_shuffle_permutes_only_real_tokens():
@@ -209,7 +224,7 @@ def test_dropout_rate_and_gaussian_scale():
 def test_mixture_picks_one_elementary_generator_per_sample():
     x, lengths = embeddings()
     out = NegativeGenerator("mixture")(x, lengths, torch.Generator().manual_seed(5))
-    replay = torch.Generator().manual_seed(5)                 # the same stream: choices, then each kind
+    replay = torch.Generator().manual_seed(5)  # the same stream: choices, then each kind
     choice = (torch.rand(len(x), generator=replay) * len(MIXTURE_OF)).long()
     single = [NegativeGenerator("mixture").perturb(kind, x, lengths, replay) for kind in MIXTURE_OF]
     for b in range(len(x)):
@@ -230,35 +245,40 @@ def test_generator_settings_are_validated():
 def padded(rows):
     out = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
     for b, r in enumerate(rows):
-        out[b, :len(r)] = torch.tensor(r)
+        out[b, : len(r)] = torch.tensor(r)
     return out, torch.tensor([len(r) for r in rows])
 
 
-@pytest.mark.parametrize("start,end", [(1, 2), (101, 102)])   # BiGRU <start>/<end>, BERT [CLS]/[SEP]
+@pytest.mark.parametrize("start,end", [(1, 2), (101, 102)])  # BiGRU <start>/<end>, BERT [CLS]/[SEP]
 def test_positives_concatenate_or_truncate_keeping_the_frame(start, end):
     rows = [[start, 10, 11, 12, end], [start, 20, 21, 22, 23, end], [start, 30, end], [start, 40, 41, end]]
     tokens, lengths = padded(rows)
-    image_ids = torch.tensor([7, 8, 7, 9])                     # captions 0 and 2 show the same image
+    image_ids = torch.tensor([7, 8, 7, 9])  # captions 0 and 2 show the same image
     out, out_len, kinds = PositiveGenerator("concat", start, end)(tokens, lengths, image_ids)
-    got = [out[b, :out_len[b]].tolist() for b in range(4)]
-    assert kinds.tolist() == [CONCAT, TRUNCATE, CONCAT, TRUNCATE]   # images 8, 9: one caption -> type III
+    got = [out[b, : out_len[b]].tolist() for b in range(4)]
+    assert kinds.tolist() == [CONCAT, TRUNCATE, CONCAT, TRUNCATE]  # images 8, 9: one caption -> type III
     assert sorted(got[0][1:-1]) == [10, 11, 12, 30] and got[0][0] == start and got[0][-1] == end
     assert got[1] == [start, 20, 21, end] and got[3] == [start, 40, end]
-    assert (out[1, out_len[1]:] == 0).all()
+    assert (out[1, out_len[1] :] == 0).all()
     short, short_len, kinds = PositiveGenerator("truncate", start, end)(tokens, lengths, image_ids)
-    assert [short[b, :short_len[b]].tolist() for b in range(4)] == [
-        [start, 10, 11, end], [start, 20, 21, end], [start, 30, end], [start, 40, end]]
+    assert [short[b, : short_len[b]].tolist() for b in range(4)] == [
+        [start, 10, 11, end],
+        [start, 20, 21, end],
+        [start, 30, end],
+        [start, 40, end],
+    ]
     pool = {9: [[start, 50, 51, end]]}
     out, out_len, kinds = PositiveGenerator("concat", start, end, max_len=5)(
-        tokens, lengths, image_ids, torch.Generator().manual_seed(0), pool=pool)
-    assert kinds[3] == CONCAT and out[3, :out_len[3]].tolist() in ([start, 40, 41, 50, end], [start, 50, 51, 40, end])
+        tokens, lengths, image_ids, torch.Generator().manual_seed(0), pool=pool
+    )
+    assert kinds[3] == CONCAT and out[3, : out_len[3]].tolist() in ([start, 40, 41, 50, end], [start, 50, 51, 40, end])
     assert int(out_len.max()) <= 5 and all(out[b, out_len[b] - 1] == end for b in range(4))
 
 
 def test_truncation_keeps_whole_words_and_positives_are_deterministic():
-    tokens, lengths = padded([[1, 10, 90, 11, 12, 91, 2]])             # words: 10##90, 11, 12##91
+    tokens, lengths = padded([[1, 10, 90, 11, 12, 91, 2]])  # words: 10##90, 11, 12##91
     out, n, _ = PositiveGenerator("truncate", continuation_ids={90, 91})(tokens, lengths, torch.tensor([0]))
-    assert out[0, :n[0]].tolist() == [1, 10, 90, 11, 2]
+    assert out[0, : n[0]].tolist() == [1, 10, 90, 11, 2]
     tokens, lengths = padded([[1, 10 + b, 11, 12, 2] for b in range(8)])
     ids = torch.tensor([0, 0, 0, 1, 1, 2, 3, 3])
     run = lambda seed: PositiveGenerator()(tokens, lengths, ids, torch.Generator().manual_seed(seed))  # noqa: E731
@@ -297,14 +317,15 @@ def reference_score(m: HierarchicalFusion, V, G, W, length) -> float:
     def multihead(att, X, Y):
         heads = []
         for h in range(m.heads):
-            zx = att.query.weight.T[:, h * dh:(h + 1) * dh]
-            zy = att.key_value.weight.T[:, h * dh:(h + 1) * dh]
+            zx = att.query.weight.T[:, h * dh : (h + 1) * dh]
+            zy = att.key_value.weight.T[:, h * dh : (h + 1) * dh]
             heads.append(torch.softmax((X @ zx) @ (Y @ zy).T / math.sqrt(dh), dim=1) @ (Y @ zy))
-        return torch.cat(heads, dim=1) @ att.out.weight.T            # Concat(head_1..H) Z^O
+        return torch.cat(heads, dim=1) @ att.out.weight.T  # Concat(head_1..H) Z^O
 
     w_star, v_star = multihead(m.i2t, V, W), multihead(m.t2i, W, V)
-    local = sum(cos(V[i], w_star[i]) for i in range(len(V))) / (2 * len(V)) + \
-        sum(cos(W[j], v_star[j]) for j in range(length)) / (2 * length)
+    local = sum(cos(V[i], w_star[i]) for i in range(len(V))) / (2 * len(V)) + sum(
+        cos(W[j], v_star[j]) for j in range(length)
+    ) / (2 * length)
     w_g = m.x_w.weight @ w_star.mean(0)
     v_g1, v_g2 = m.x_v.weight @ v_star.mean(0), m.x_g.weight @ G
     t = torch.sigmoid(m.gate.weight @ torch.cat([v_g1, v_g2]) + m.gate.bias)
@@ -316,8 +337,13 @@ def test_fusion_scores_equal_the_per_pair_reference():
     m = make_fusion()
     with torch.no_grad():
         scores = m.pair_scores(regions, globals_, words, lengths)
-    expected = torch.tensor([[reference_score(m, regions[i], globals_[i], words[j], int(lengths[j]))
-                              for j in range(len(words))] for i in range(len(regions))], dtype=torch.float64)
+    expected = torch.tensor(
+        [
+            [reference_score(m, regions[i], globals_[i], words[j], int(lengths[j])) for j in range(len(words))]
+            for i in range(len(regions))
+        ],
+        dtype=torch.float64,
+    )
     torch.testing.assert_close(scores, expected, rtol=1e-10, atol=1e-12)
 
 
@@ -338,11 +364,12 @@ def test_a_pairs_score_does_not_depend_on_its_shard(budget):
     regions, globals_, words, lengths = fusion_inputs(n_images=5, n_captions=9)
     m = make_fusion()
     costs = torch.full((9,), m.pair_cost(regions.shape[1], int(lengths.max())))
-    assert len(shard_plan(5, costs, 1)) == 45                 # budget 1: one pair per shard
+    assert len(shard_plan(5, costs, 1)) == 45  # budget 1: one pair per shard
     with torch.no_grad():
         big = m.pair_scores(regions, globals_, words, lengths, max_elements=10**9)
-        torch.testing.assert_close(m.pair_scores(regions, globals_, words, lengths, max_elements=budget), big,
-                                   rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            m.pair_scores(regions, globals_, words, lengths, max_elements=budget), big, rtol=1e-12, atol=1e-12
+        )
     scores = m.pair_scores(regions.requires_grad_(True), globals_, words, lengths, max_elements=3000)
     scores.sum().backward()
     assert regions.grad is not None and torch.isfinite(regions.grad).all()
@@ -353,7 +380,7 @@ def test_without_fusion_is_a_cosine_of_self_pooled_globals():
     m = make_fusion(cross_attention=False)
     assert not hasattr(m, "i2t") and not hasattr(m, "t2i")
     scores = m.pair_scores(regions, globals_, words, lengths)
-    mean_words = torch.stack([words[j, :lengths[j]].mean(0) for j in range(len(words))])
+    mean_words = torch.stack([words[j, : lengths[j]].mean(0) for j in range(len(words))])
     w_g = F.normalize(m.x_w(mean_words), dim=-1)
     v_g1, v_g2 = m.x_v(regions.mean(1)), m.x_g(globals_)
     t = torch.sigmoid(m.gate(torch.cat([v_g1, v_g2], -1)))
@@ -401,7 +428,7 @@ def aligned_fusion(D, G, sharpness=8.0):
 def test_a_partner_leaking_scorer_beats_chance_and_ours_does_not():
     n, cpi, K, L, D, G = 50, 5, 3, 4, 16, 8
     gen = torch.Generator().manual_seed(0)
-    regions = F.normalize(torch.randn(n, K, D, generator=gen), dim=-1)      # random: nothing to learn
+    regions = F.normalize(torch.randn(n, K, D, generator=gen), dim=-1)  # random: nothing to learn
     words = F.normalize(torch.randn(n * cpi, L, D, generator=gen), dim=-1)
     lengths = torch.randint(2, L + 1, (n * cpi,), generator=gen)
     globals_ = torch.randn(n, G, generator=gen)
@@ -410,12 +437,12 @@ def test_a_partner_leaking_scorer_beats_chance_and_ours_does_not():
         ours = m.pair_scores(regions, globals_, words, lengths, max_elements=1 << 16)
         # The reference code's evaluation: each image's global embedding from its ground-truth caption,
         # each caption's from its ground-truth image, then one matmul.
-        one = lambda i, j: (regions[i:i + 1], globals_[i:i + 1], words[j:j + 1], lengths[j:j + 1])  # noqa: E731
+        one = lambda i, j: (regions[i : i + 1], globals_[i : i + 1], words[j : j + 1], lengths[j : j + 1])  # noqa: E731
         parts = lambda i, j: m.pair_parts(*one(i, j))  # noqa: E731
         v_g = torch.cat([parts(i, i * cpi).v_global[:, 0] for i in range(n)])
         w_g = torch.cat([parts(j // cpi, j).w_global[0] for j in range(n * cpi)])
         leaky = F.normalize(v_g, dim=-1) @ F.normalize(w_g, dim=-1).T
-    negatives = (n - 1) * cpi                 # chance: positives placed at random among the negatives
+    negatives = (n - 1) * cpi  # chance: positives placed at random among the negatives
     i2t = [100 * (1 - math.prod((negatives - t) / (negatives + cpi - t) for t in range(k))) for k in (1, 5, 10)]
     chance = sum(i2t) + sum(100 * k / n for k in (1, 5, 10))
     table = lambda s: evaluate(lambda a, b: s[a, b], n, "all", cpi)  # noqa: E731

@@ -13,11 +13,11 @@ import torch
 from itrlab.assembly import load_experiment
 from itrlab.data import CaptionDataset, Vocabulary, collate, open_precomp
 from itrlab.errors import ConfigError
-from itrlab.methods.ascl.losses import I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG
 from itrlab.methods import BuildContext, build_method
-from itrlab.methods.dbl import CooperativeMethod
+from itrlab.methods.ascl.losses import I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG
 from itrlab.methods.ascl.method import AsclMethod
 from itrlab.methods.ascl.networks import length_buckets
+from itrlab.methods.dbl import CooperativeMethod
 from itrlab.train import run_experiment
 
 GENERATED = (I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG)
@@ -27,8 +27,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def ascl_config(root, *overrides):
-    return load_experiment("ascl_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false",
-                                                   "model.embed_dim=16", "model.text.word_dim=8", *overrides])
+    return load_experiment(
+        "ascl_synthetic_tiny",
+        [f"dataset.root={root}", "tracking.enabled=false", "model.embed_dim=16", "model.text.word_dim=8", *overrides],
+    )
 
 
 def built(root, *overrides, split="train"):
@@ -50,9 +52,15 @@ def batch_of(split, vocab, indices):
 
 
 def test_one_epoch_of_tiny_trains_and_evaluates(tmp_path):
-    config = load_experiment("ascl_synthetic_tiny", [
-        f"dataset.root={tmp_path / 'tiny'}", "tracking.enabled=false", "train.epochs=1",
-        "dataset.synthetic.knobs={n_train: 80, n_dev: 20, n_test: 20}"])
+    config = load_experiment(
+        "ascl_synthetic_tiny",
+        [
+            f"dataset.root={tmp_path / 'tiny'}",
+            "tracking.enabled=false",
+            "train.epochs=1",
+            "dataset.synthetic.knobs={n_train: 80, n_dev: 20, n_test: 20}",
+        ],
+    )
     result = run_experiment(config, tmp_path / "run")
     assert result.best_epoch == 1
     assert math.isfinite(result.test.rsum) and result.test.rsum > 0
@@ -104,12 +112,13 @@ def test_generated_samples_are_scored_and_only_those_the_loss_reads(precomp_dir)
 
 def test_type_two_positives_concatenate_two_captions_of_the_image_from_the_split(precomp_dir):
     method, split, vocab = built(precomp_dir, "method.positives=concat")
-    batch = batch_of(split, vocab, [0, 5, 10])   # images 0, 1, 2, one caption each: the pool gives the rest
-    tokens, lengths = method.generators.positive_tokens(batch.tokens, batch.lengths, batch.image_ids,
-                                                        batch.caption_ids, torch.Generator().manual_seed(0))
+    batch = batch_of(split, vocab, [0, 5, 10])  # images 0, 1, 2, one caption each: the pool gives the rest
+    tokens, lengths = method.generators.positive_tokens(
+        batch.tokens, batch.lengths, batch.image_ids, batch.caption_ids, torch.Generator().manual_seed(0)
+    )
     for row, (image, n) in enumerate(zip(batch.image_ids.tolist(), lengths.tolist())):
-        words = tokens[row, 1:n - 1].tolist()
-        captions = [vocab.encode(c)[1:-1] for c in split.captions[image * 5:(image + 1) * 5]]
+        words = tokens[row, 1 : n - 1].tolist()
+        captions = [vocab.encode(c)[1:-1] for c in split.captions[image * 5 : (image + 1) * 5]]
         assert any(words == a + b for a in captions for b in captions if a != b)
     assert copy.deepcopy(method).generators.pool is method.generators.pool  # data, shared by branch copies
 
@@ -123,22 +132,25 @@ def test_length_buckets_split_where_padding_costs_least():
 # ----------------------------------------------------------------------------- config errors
 
 
-@pytest.mark.parametrize("overrides, field", [
-    (["loss.tau=0"], "loss.tau"),
-    (["loss.tau=-0.05"], "loss.tau"),
-    (["method.u1=1.5"], "method.u1"),
-    (["method.u1=-0.1"], "method.u1"),
-    (["method.generator=blur"], "method.generator"),
-    (["method.positives=paraphrase"], "method.positives"),
-    (["method.sigma=-1"], "method.sigma"),
-    (["method.p=1.5"], "method.p"),
-    (["method.noise_site=output"], "method.noise_site"),
-    (["method.noise_site=features", "method.generator=shuffle"], "method.generator"),
-    (["model.text.pooling=gpo"], "model.text.pooling"),
-    (["model.projection_hidden=32"], "model.projection_hidden"),
-    (["model.embed_dim=20"], "model.embed_dim"),
-    (["loss={name: mvn, tau: 0.1}"], "loss.name"),
-])
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (["loss.tau=0"], "loss.tau"),
+        (["loss.tau=-0.05"], "loss.tau"),
+        (["method.u1=1.5"], "method.u1"),
+        (["method.u1=-0.1"], "method.u1"),
+        (["method.generator=blur"], "method.generator"),
+        (["method.positives=paraphrase"], "method.positives"),
+        (["method.sigma=-1"], "method.sigma"),
+        (["method.p=1.5"], "method.p"),
+        (["method.noise_site=output"], "method.noise_site"),
+        (["method.noise_site=features", "method.generator=shuffle"], "method.generator"),
+        (["model.text.pooling=gpo"], "model.text.pooling"),
+        (["model.projection_hidden=32"], "model.projection_hidden"),
+        (["model.embed_dim=20"], "model.embed_dim"),
+        (["loss={name: mvn, tau: 0.1}"], "loss.name"),
+    ],
+)
 def test_bad_settings_fail_at_config_time(tmp_path, overrides, field):
     with pytest.raises(ConfigError) as err:
         ascl_config(tmp_path, *overrides)

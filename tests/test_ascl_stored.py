@@ -21,9 +21,14 @@ from itrlab.train import run_experiment
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-TABLE_II = {"AsCL": [], "w/o Pos": ["loss.use_positives=false"], "w/o Neg": ["loss.use_negatives=false"],
-            "w/o P&N": ["loss.use_positives=false", "loss.use_negatives=false"],
-            "w/o MF": ["method.cross_attention=false"], "w triplet": ["loss={name: ascl_triplet, margin: 0.2}"]}
+TABLE_II = {
+    "AsCL": [],
+    "w/o Pos": ["loss.use_positives=false"],
+    "w/o Neg": ["loss.use_negatives=false"],
+    "w/o P&N": ["loss.use_positives=false", "loss.use_negatives=false"],
+    "w/o MF": ["method.cross_attention=false"],
+    "w triplet": ["loss={name: ascl_triplet, margin: 0.2}"],
+}
 
 
 @pytest.fixture
@@ -34,9 +39,17 @@ def stored_dir(tmp_path):
 
 
 def stored_config(root, *overrides):
-    return load_experiment("ascl_synthetic_tiny", ["defaults.dataset=f30k_precomp", f"dataset.root={root}",
-                                                   "tracking.enabled=false", "model.embed_dim=16",
-                                                   "model.text.encoder=precomp", *overrides])
+    return load_experiment(
+        "ascl_synthetic_tiny",
+        [
+            "defaults.dataset=f30k_precomp",
+            f"dataset.root={root}",
+            "tracking.enabled=false",
+            "model.embed_dim=16",
+            "model.text.encoder=precomp",
+            *overrides,
+        ],
+    )
 
 
 def stored_method(root, *overrides):
@@ -88,8 +101,16 @@ def rows(tensor, n):
 def test_type_three_keeps_the_frame_and_the_first_half_of_the_content_states():
     lengths = torch.tensor([7, 4, 3])  # 5, 2 and 1 content states between [CLS] and [SEP]
     states = numbered_states(lengths.tolist())
-    out, out_lengths = stored_positives(PositiveGenerator("truncate", None, None), states, lengths,
-                                        torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2]), None, None, stride=8)
+    out, out_lengths = stored_positives(
+        PositiveGenerator("truncate", None, None),
+        states,
+        lengths,
+        torch.tensor([0, 1, 2]),
+        torch.tensor([0, 1, 2]),
+        None,
+        None,
+        stride=8,
+    )
     assert out_lengths.tolist() == [5, 3, 3]
     assert rows(out[0], 5) == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 6)]  # [CLS], ⌈5/2⌉ = 3 words, [SEP]
     assert rows(out[1], 3) == [(1, 0), (1, 1), (1, 3)]
@@ -119,9 +140,16 @@ def test_type_two_joins_two_distinct_captions_of_the_image_from_the_batch_and_th
     states[0, :7] = Split()[2]
     states[1, :5] = Split()[7]
     for seed in range(20):
-        out, out_lengths = stored_positives(PositiveGenerator("concat", None, None), states, lengths,
-                                            torch.tensor([0, 1]), batch_captions, torch.Generator().manual_seed(seed),
-                                            pool, stride)
+        out, out_lengths = stored_positives(
+            PositiveGenerator("concat", None, None),
+            states,
+            lengths,
+            torch.tensor([0, 1]),
+            batch_captions,
+            torch.Generator().manual_seed(seed),
+            pool,
+            stride,
+        )
         for row, image in enumerate((0, 1)):
             got = rows(out[row], int(out_lengths[row]))
             first, second = got[0][0], got[-1][0]
@@ -143,7 +171,7 @@ def test_sigma_in_std_units_scales_with_what_it_perturbs_and_spares_the_frame_an
     torch.testing.assert_close(noise_scaled, 20 * noise)  # the same draws at 20 times the scale
     _, _, span = relative.span(lengths, 9)
     assert torch.equal(noise[~span], torch.zeros_like(noise[~span]))  # [CLS], [SEP] and padding untouched
-    absolute = NegativeGenerator("gaussian", sigma=0.3) (20 * x, lengths, torch.Generator().manual_seed(3)) - 20 * x
+    absolute = NegativeGenerator("gaussian", sigma=0.3)(20 * x, lengths, torch.Generator().manual_seed(3)) - 20 * x
     torch.testing.assert_close(absolute, noise / x[span].std())  # absolute: σ·N(0, 1) whatever the scale
 
 

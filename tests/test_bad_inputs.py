@@ -112,8 +112,20 @@ def test_a_split_whose_features_have_another_width_is_one_line(tmp_path, capsys)
 
     root = write_precomp(tmp_path / "precomp", {"train": 40, "dev": 10, "test": 10})
     np.save(root / "dev_ims.npy", np.zeros((10, 4, 12), dtype=np.float32))  # train's are 8 wide
-    assert main(["check-config", "-c", "vsepp_synthetic_tiny", "dataset.kind=precomp", f"dataset.root={root}",
-                 "dataset.synthetic=null", "train.batch_size=8"]) == 2
+    assert (
+        main(
+            [
+                "check-config",
+                "-c",
+                "vsepp_synthetic_tiny",
+                "dataset.kind=precomp",
+                f"dataset.root={root}",
+                "dataset.synthetic=null",
+                "train.batch_size=8",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "dev_ims.npy" in err and "width 12" in err, err
 
@@ -138,13 +150,17 @@ def test_a_config_that_is_a_folder_says_so(tmp_path, monkeypatch, capsys, comman
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("key, fragment", [
-    ("absent", "does not exist (ITRLAB_SECRET_FILE names it)"),
-    ("readable", "has mode 0644: others can read or change it; run `chmod 600"),
-    ("folder", "is not a file (ITRLAB_SECRET_FILE names it)"),
-])
-def test_a_sweep_signing_key_missing_or_others_can_read_stops_before_ray_and_mlflow(tmp_path, monkeypatch, capsys,
-                                                                                   key, fragment):
+@pytest.mark.parametrize(
+    "key, fragment",
+    [
+        ("absent", "does not exist (ITRLAB_SECRET_FILE names it)"),
+        ("readable", "has mode 0644: others can read or change it; run `chmod 600"),
+        ("folder", "is not a file (ITRLAB_SECRET_FILE names it)"),
+    ],
+)
+def test_a_sweep_signing_key_missing_or_others_can_read_stops_before_ray_and_mlflow(
+    tmp_path, monkeypatch, capsys, key, fragment
+):
     """The key named by ITRLAB_SECRET_FILE is checked before anything starts (issue #45 item 7): one line naming
     the file, exit 2, no MLflow store, no sweep folder, no Ray."""
     import sys
@@ -158,8 +174,13 @@ def test_a_sweep_signing_key_missing_or_others_can_read_stops_before_ray_and_mlf
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("ITRLAB_SECRET_FILE", str(path))
-    spec = {"name": "keyed", "experiment": "dbl_synthetic_tiny", "overrides": [f"dataset.root={tmp_path / 'data'}"],
-            "grid": {"cooperative.strategy": ["A"]}, "seeds": [0]}
+    spec = {
+        "name": "keyed",
+        "experiment": "dbl_synthetic_tiny",
+        "overrides": [f"dataset.root={tmp_path / 'data'}"],
+        "grid": {"cooperative.strategy": ["A"]},
+        "seeds": [0],
+    }
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(spec))
     assert main(["sweep", "--sweep", str(tmp_path / "sweep.yaml"), "--storage", str(tmp_path / "sweeps")]) == 2
     lines = capsys.readouterr().err.strip().splitlines()

@@ -9,43 +9,24 @@ import pytest
 import torch
 
 from conftest import refused_setting
-
 from itrlab.losses import (
-
     LOSSES,
-
     Similarities,
-
     SumOfHingesLoss,
-
     build_loss,
-
     loss_param_names,
-
     negative_mask,
-
     positive_mask,
-
 )
-
 from itrlab.methods.dbl import (
-
     COOPERATIVE_LOSSES,
-
     CMPMLoss,
-
     DinoLoss,
-
     DinoStarLoss,
-
     MaxPolynomialLoss,
-
     MutualLearningLoss,
-
     RelationalDistanceLoss,
-
     SoftDarkRankLoss,
-
 )
 from itrlab.methods.dbl.distillation import plackett_luce_log_prob
 
@@ -270,7 +251,9 @@ COOPERATIVE = [SoftDarkRankLoss, RelationalDistanceLoss, MutualLearningLoss, Din
 
 
 @pytest.mark.parametrize("layout", list(ID_LAYOUTS))
-@pytest.mark.parametrize(("cls", "params", "reference"), COOPERATIVE_CASES, ids=[_case_id(c) for c in COOPERATIVE_CASES])
+@pytest.mark.parametrize(
+    ("cls", "params", "reference"), COOPERATIVE_CASES, ids=[_case_id(c) for c in COOPERATIVE_CASES]
+)
 def test_cooperative_matches_reference_loop(cls, params, reference, layout):
     for seed in range(2):
         target, anchor = branches(layout, seed)
@@ -368,12 +351,20 @@ def test_anchor_gets_no_gradient(cls):
 
 @pytest.mark.parametrize(
     "loss",
-    [SoftDarkRankLoss(), SoftDarkRankLoss(list_len=5), RelationalDistanceLoss(), RelationalDistanceLoss("all"), MutualLearningLoss()],
+    [
+        SoftDarkRankLoss(),
+        SoftDarkRankLoss(list_len=5),
+        RelationalDistanceLoss(),
+        RelationalDistanceLoss("all"),
+        MutualLearningLoss(),
+    ],
     ids=["dr", "dr-list5", "rkd", "rkd-all", "dml"],
 )
 def test_identical_branches_give_zero_loss_and_gradient(loss):
     sims = noisy(make_sims(ID_LAYOUTS["triple_and_pair"], seed=7), seed=8)
-    anchor = Similarities(sims.i2t.detach().clone(), sims.image_ids, sims.i2i.detach().clone(), sims.t2t.detach().clone())
+    anchor = Similarities(
+        sims.i2t.detach().clone(), sims.image_ids, sims.i2i.detach().clone(), sims.t2t.detach().clone()
+    )
     out = loss(sims, anchor)
     out.loss.backward()
     assert out.loss.item() == pytest.approx(0.0, abs=1e-12)
@@ -425,7 +416,9 @@ def test_rkd_is_invariant_to_the_scale_of_distances():
     d2 = 2 - 2 * i2t
     scaled = 1 - (0.49 * d2) / 2  # the similarities whose distances are 0.7 times those of i2t
     ids = torch.arange(5)
-    assert RelationalDistanceLoss()(Similarities(scaled, ids), Similarities(i2t, ids)).loss.item() == pytest.approx(0.0, abs=1e-12)
+    assert RelationalDistanceLoss()(Similarities(scaled, ids), Similarities(i2t, ids)).loss.item() == pytest.approx(
+        0.0, abs=1e-12
+    )
 
 
 def test_dr_list_shorter_than_batch_and_probabilities():
@@ -481,7 +474,9 @@ def test_mpl_same_id_entries_are_never_negatives():
     loss = MaxPolynomialLoss()
     before = loss(sims).loss
     same_off_diag = positive_mask(sims.image_ids) & ~torch.eye(7, dtype=torch.bool)
-    assert loss(Similarities(sims.i2t.masked_fill(same_off_diag, 0.99), sims.image_ids)).loss.item() == pytest.approx(before.item(), rel=1e-12)
+    assert loss(Similarities(sims.i2t.masked_fill(same_off_diag, 0.99), sims.image_ids)).loss.item() == pytest.approx(
+        before.item(), rel=1e-12
+    )
     neg = negative_mask(sims.image_ids)
     assert loss(Similarities(sims.i2t.masked_fill(neg, 0.99), sims.image_ids)).loss > before
 
@@ -506,7 +501,13 @@ def test_mpl_uses_only_the_hardest_informative_negative():
 def test_float32_is_finite():
     target = make_sims(ID_LAYOUTS["one_duplicate"], seed=2, dtype=torch.float32)
     anchor = make_sims(ID_LAYOUTS["one_duplicate"], seed=3, dtype=torch.float32)
-    for loss in [SoftDarkRankLoss(), RelationalDistanceLoss("all"), MutualLearningLoss(tau=1e-3), DinoLoss(), DinoStarLoss()]:
+    for loss in [
+        SoftDarkRankLoss(),
+        RelationalDistanceLoss("all"),
+        MutualLearningLoss(tau=1e-3),
+        DinoLoss(),
+        DinoStarLoss(),
+    ]:
         out = loss(target, anchor)
         assert out.loss.dtype == torch.float32 and torch.isfinite(out.loss)
     for loss in [CMPMLoss(tau=1e-3), MaxPolynomialLoss()]:
@@ -581,8 +582,13 @@ def test_registry_names_and_params():
     assert COOPERATIVE_LOSSES.param_names("dino_star") == ("tau_s", "tau_t", "center")
     assert loss_param_names("cmpm") == ("tau", "eps")
     assert loss_param_names("mpl") == ("margin", "pos_coeffs", "neg_coeffs")
-    for name, cls in [("dr", SoftDarkRankLoss), ("rkd", RelationalDistanceLoss), ("dml", MutualLearningLoss),
-                      ("dino", DinoLoss), ("dino_star", DinoStarLoss)]:
+    for name, cls in [
+        ("dr", SoftDarkRankLoss),
+        ("rkd", RelationalDistanceLoss),
+        ("dml", MutualLearningLoss),
+        ("dino", DinoLoss),
+        ("dino_star", DinoStarLoss),
+    ]:
         assert COOPERATIVE_LOSSES[name] is cls and isinstance(COOPERATIVE_LOSSES.build(name), cls)
     dino = COOPERATIVE_LOSSES.build("dino_star", tau_t=0.07)
     assert isinstance(dino, DinoStarLoss) and dino.tau_t == 0.07 and dino.tau_s == 0.1 and dino.center

@@ -12,37 +12,18 @@ import torch
 from pydantic import ValidationError
 
 from itrlab.errors import SettingError
-
-from itrlab.losses import (
-
-    Similarities,
-
-    positive_mask,
-
-)
-
+from itrlab.losses import Similarities, positive_mask
 from itrlab.methods.dbl import (
-
     COOPERATIVE_LOSSES,
-
     DBL_STRATEGIES,
-
     AbsoluteMaxLoss,
-
     AbsoluteSumLoss,
-
     BoostingCombinationLoss,
-
     RelativeMaxLoss,
-
     RelativeSumLoss,
-
     build_dbl_strategy,
-
     gamma_sa,
-
     gamma_sa_negative,
-
 )
 
 # --------------------------------------------------------------------------- inputs
@@ -113,11 +94,11 @@ def ref_rm(target, anchor, gamma=0.2, soft=False, hardest="difference"):
         if not negs:
             continue
 
-        def cap_arg(j):
+        def cap_arg(j, n=n):
             x = A[n][n] - A[n][j]
             return (ref_gamma_sa(x, gamma, 2.0) if soft else gamma) + x - (T[n][n] - T[n][j])
 
-        def img_arg(j):
+        def img_arg(j, n=n):
             x = A[n][n] - A[j][n]
             return (ref_gamma_sa(x, gamma, 2.0) if soft else gamma) + x - (T[n][n] - T[j][n])
 
@@ -189,8 +170,11 @@ CASES = [
     (RelativeMaxLoss, {}, lambda t, a: ref_rm(t, a)),
     (RelativeMaxLoss, {"gamma": 0.1}, lambda t, a: ref_rm(t, a, gamma=0.1)),
     (RelativeMaxLoss, {"soft": True}, lambda t, a: ref_rm(t, a, soft=True)),
-    (RelativeMaxLoss, {"soft": True, "hardest": "violation"},
-     lambda t, a: ref_rm(t, a, soft=True, hardest="violation")),
+    (
+        RelativeMaxLoss,
+        {"soft": True, "hardest": "violation"},
+        lambda t, a: ref_rm(t, a, soft=True, hardest="violation"),
+    ),
     (AbsoluteSumLoss, {}, lambda t, a: ref_as(t, a)),
     (AbsoluteSumLoss, {"gamma": 0.3, "alpha": 0.3}, lambda t, a: ref_as(t, a, gamma=0.3, alpha=0.3)),
     (AbsoluteSumLoss, {"soft": True}, lambda t, a: ref_as(t, a, soft=True)),
@@ -198,12 +182,18 @@ CASES = [
     (AbsoluteMaxLoss, {"gamma": 0.3, "alpha": 0.7}, lambda t, a: ref_am(t, a, gamma=0.3, alpha=0.7)),
     (AbsoluteMaxLoss, {"alpha": 1.0, "soft": True}, lambda t, a: ref_am(t, a, alpha=1.0, soft=True)),
     (AbsoluteMaxLoss, {"soft": True}, lambda t, a: ref_am(t, a, soft=True)),
-    (AbsoluteMaxLoss, {"soft": True, "hardest": "violation"},
-     lambda t, a: ref_am(t, a, soft=True, hardest="violation")),
+    (
+        AbsoluteMaxLoss,
+        {"soft": True, "hardest": "violation"},
+        lambda t, a: ref_am(t, a, soft=True, hardest="violation"),
+    ),
     (BoostingCombinationLoss, {"relative": "rs", "absolute": "as"}, ref_mix(ref_rs, ref_as)),
     (BoostingCombinationLoss, {}, ref_mix(ref_rm, ref_am)),
-    (BoostingCombinationLoss, {"soft": True, "gamma": 0.3},
-     lambda t, a: ref_mix(ref_rm, ref_am)(t, a, gamma=0.3, soft=True)),
+    (
+        BoostingCombinationLoss,
+        {"soft": True, "gamma": 0.3},
+        lambda t, a: ref_mix(ref_rm, ref_am)(t, a, gamma=0.3, soft=True),
+    ),
 ]
 CASE_IDS = [f"{cls.name}-{'-'.join(f'{k}{v}' for k, v in p.items()) or 'default'}" for cls, p, _ in CASES]
 ALL_CLASSES = [RelativeSumLoss, RelativeMaxLoss, AbsoluteSumLoss, AbsoluteMaxLoss, BoostingCombinationLoss]
@@ -229,7 +219,9 @@ def test_matches_reference_loop(cls, params, reference, layout):
         assert out.loss.item() > 0  # not vacuous
 
 
-@pytest.mark.parametrize("cls", [RelativeSumLoss, RelativeMaxLoss, AbsoluteSumLoss, AbsoluteMaxLoss], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "cls", [RelativeSumLoss, RelativeMaxLoss, AbsoluteSumLoss, AbsoluteMaxLoss], ids=lambda c: c.name
+)
 def test_soft_margins_change_the_loss(cls):
     """The inputs reach the region where gamma^SA departs from gamma: the soft cases test something."""
     target, anchor = make_pair(ID_LAYOUTS["one_duplicate"], seed=0)
@@ -285,18 +277,31 @@ def test_strategy_table_covers_a_to_i():
     assert list(DBL_STRATEGIES) == list("ABCDEFGHI")
     assert DBL_STRATEGIES["A"].loss is None and build_dbl_strategy("A") is None
     expected = {
-        "B": ("rs", {}), "C": ("as", {}), "D": ("rm", {"soft": True}), "E": ("am", {"soft": True}),
-        "F": ("rm", {}), "G": ("am", {}),
-        "H": ("dbl", {"relative": "rs", "absolute": "as"}), "I": ("dbl", {"relative": "rm", "absolute": "am"}),
+        "B": ("rs", {}),
+        "C": ("as", {}),
+        "D": ("rm", {"soft": True}),
+        "E": ("am", {"soft": True}),
+        "F": ("rm", {}),
+        "G": ("am", {}),
+        "H": ("dbl", {"relative": "rs", "absolute": "as"}),
+        "I": ("dbl", {"relative": "rm", "absolute": "am"}),
     }
     assert {k: (v.loss, v.row) for k, v in DBL_STRATEGIES.items() if v.loss is not None} == expected
     for name, _ in expected.values():
         assert name in COOPERATIVE_LOSSES
     # a row takes the settings its loss uses: α only with an absolute loss, hardest only with soft margins
     settings = {letter: set(row.settings) for letter, row in DBL_STRATEGIES.items()}
-    assert settings == {"A": set(), "B": {"gamma"}, "C": {"gamma", "alpha"}, "D": {"gamma", "hardest"},
-                        "E": {"gamma", "alpha", "hardest"}, "F": {"gamma"}, "G": {"gamma", "alpha"},
-                        "H": {"gamma", "alpha"}, "I": {"gamma", "alpha"}}
+    assert settings == {
+        "A": set(),
+        "B": {"gamma"},
+        "C": {"gamma", "alpha"},
+        "D": {"gamma", "hardest"},
+        "E": {"gamma", "alpha", "hardest"},
+        "F": {"gamma"},
+        "G": {"gamma", "alpha"},
+        "H": {"gamma", "alpha"},
+        "I": {"gamma", "alpha"},
+    }
 
 
 STRATEGY_REFERENCES = {
@@ -326,8 +331,15 @@ def test_strategy_matches_reference(letter, params):
 def test_strategy_errors():
     with pytest.raises(ValueError, match="unknown DBL strategy"):
         build_dbl_strategy("J")
-    for letter, setting, value in [("D", "soft", False), ("D", "soft", True), ("F", "tau", 0.1), ("F", "alpha", 0.9),
-                                   ("B", "alpha", 0.5), ("A", "gamma", 0.2), ("I", "hardest", "violation")]:
+    for letter, setting, value in [
+        ("D", "soft", False),
+        ("D", "soft", True),
+        ("F", "tau", 0.1),
+        ("F", "alpha", 0.9),
+        ("B", "alpha", 0.5),
+        ("A", "gamma", 0.2),
+        ("I", "hardest", "violation"),
+    ]:
         with pytest.raises(SettingError, match=f"strategy {letter} .* does not use {setting}") as caught:
             build_dbl_strategy(letter, **{setting: value})
         assert caught.value.setting == setting

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ID_LAYOUTS = {
     "distinct": [0, 1, 2, 3, 4, 5, 6],
-    "one_duplicate": [0, 1, 0, 2, 3, 4, 5],      # two captions of image 0 in one batch
+    "one_duplicate": [0, 1, 0, 2, 3, 4, 5],  # two captions of image 0 in one batch
     "triple_and_pair": [3, 1, 3, 2, 1, 3, 4],
 }
 
@@ -38,8 +38,11 @@ def make_sims(image_ids: list[int], seed: int, logit_scale: float, dim: int = 5)
     unit = torch.nn.functional.normalize
     per_image = unit(torch.randn(int(ids.max()) + 1, dim, generator=gen, dtype=torch.float64), dim=1)
     captions = unit(torch.randn(len(image_ids), dim, generator=gen, dtype=torch.float64), dim=1)
-    return Similarities(i2t=per_image[ids] @ captions.T, image_ids=ids,
-                        extras={LOGIT_SCALE: torch.tensor(logit_scale, dtype=torch.float64)})
+    return Similarities(
+        i2t=per_image[ids] @ captions.T,
+        image_ids=ids,
+        extras={LOGIT_SCALE: torch.tensor(logit_scale, dtype=torch.float64)},
+    )
 
 
 def ref_clip(sims: Similarities) -> tuple[float, float, float]:
@@ -130,12 +133,16 @@ def test_the_loss_is_registered_needs_logit_scale_and_takes_no_parameter():
 
 def test_half_precision_inputs_are_computed_in_float32():
     sims = make_sims(ID_LAYOUTS["one_duplicate"], 3, math.log(1 / 0.07))
-    half = Similarities(i2t=sims.i2t.to(torch.bfloat16), image_ids=sims.image_ids,
-                        extras={LOGIT_SCALE: sims.extras[LOGIT_SCALE].float()})
+    half = Similarities(
+        i2t=sims.i2t.to(torch.bfloat16),
+        image_ids=sims.image_ids,
+        extras={LOGIT_SCALE: sims.extras[LOGIT_SCALE].float()},
+    )
     out = build_loss("clip")(half)
     assert out.loss.dtype == torch.float32
-    assert out.loss.item() == pytest.approx(ref_clip(Similarities(i2t=half.i2t.double(), image_ids=sims.image_ids,
-                                                                  extras=sims.extras))[0], rel=1e-5)
+    assert out.loss.item() == pytest.approx(
+        ref_clip(Similarities(i2t=half.i2t.double(), image_ids=sims.image_ids, extras=sims.extras))[0], rel=1e-5
+    )
 
 
 # ----------------------------------------------------------------------------- the method
@@ -143,10 +150,13 @@ def test_half_precision_inputs_are_computed_in_float32():
 
 def random_batch(size=8, regions=6, dim=32, vocab=40, length=7, seed=0) -> Batch:
     gen = torch.Generator().manual_seed(seed)
-    return Batch(images=torch.randn(size, regions, dim, generator=gen),
-                 tokens=torch.randint(4, vocab, (size, length), generator=gen),
-                 lengths=torch.full((size,), length), image_ids=torch.tensor([0, 0, 1, 2, 3, 4, 5, 6])[:size],
-                 caption_ids=torch.arange(size))
+    return Batch(
+        images=torch.randn(size, regions, dim, generator=gen),
+        tokens=torch.randint(4, vocab, (size, length), generator=gen),
+        lengths=torch.full((size,), length),
+        image_ids=torch.tensor([0, 0, 1, 2, 3, 4, 5, 6])[:size],
+        caption_ids=torch.arange(size),
+    )
 
 
 def clip_method(tmp_path, *overrides: str, seed: int = 0) -> ClipMethod:
@@ -237,9 +247,23 @@ def test_loss_clip_with_a_method_without_logit_scale_is_a_config_error_on_loss_n
 @pytest.mark.e2e
 def test_check_config_exits_2_with_one_line_for_loss_clip_with_vsepp(tmp_path):
     env = {**os.environ, "ITRLAB_CONFIG_DIR": str(REPO / "configs"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "itrlab.cli", "check-config", "-c", "vsepp_synthetic_tiny",
-                           "loss={name: clip}", f"dataset.root={tmp_path}"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "itrlab.cli",
+            "check-config",
+            "-c",
+            "vsepp_synthetic_tiny",
+            "loss={name: clip}",
+            f"dataset.root={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "loss.name" in lines[0] and "logit_scale" in lines[0]
@@ -249,8 +273,9 @@ def test_check_config_exits_2_with_one_line_for_loss_clip_with_vsepp(tmp_path):
 
 
 def test_training_is_deterministic_and_learns_the_temperature(tmp_path, tiny_root):
-    config = load_experiment("clip_synthetic_tiny", [f"dataset.root={tiny_root}", "tracking.enabled=false",
-                                                     "train.epochs=1"])
+    config = load_experiment(
+        "clip_synthetic_tiny", [f"dataset.root={tiny_root}", "tracking.enabled=false", "train.epochs=1"]
+    )
     first = run_experiment(config, tmp_path / "a")
     second = run_experiment(config, tmp_path / "b")
     assert first.test.rsum == second.test.rsum
@@ -265,9 +290,22 @@ def test_training_is_deterministic_and_learns_the_temperature(tmp_path, tiny_roo
 def test_train_job_runs_clip_end_to_end(tmp_path, tiny_root):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_"))}
     env.update(ITRLAB_CONFIG_DIR=str(REPO / "configs"), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    done = subprocess.run([sys.executable, str(REPO / "jobs" / "train.py"), "-c", "clip_synthetic_tiny",
-                           "tracking.enabled=false", f"dataset.root={tiny_root}", f"output.dir={tmp_path / 'runs'}"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "jobs" / "train.py"),
+            "-c",
+            "clip_synthetic_tiny",
+            "tracking.enabled=false",
+            f"dataset.root={tiny_root}",
+            f"output.dir={tmp_path / 'runs'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (result,) = (tmp_path / "runs" / "clip_synthetic_tiny").glob("*/test_recall.json")
     table = json.loads(result.read_text())

@@ -3,16 +3,14 @@ config-time errors, and CODER inside DBL's cooperative schemes."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-import pytest
-
-from itrlab.assembly import load_experiment
-from itrlab.assembly import check_experiment
+from itrlab.assembly import check_experiment, load_experiment
 from itrlab.errors import ConfigError
 from itrlab.methods.coder import CoderMethod
-from itrlab.methods.dbl import CooperativeMethod
 from itrlab.methods.coder.memory import MomentumQueue
+from itrlab.methods.dbl import CooperativeMethod
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import LAST, load_checkpoint
 
@@ -29,19 +27,28 @@ class Parts:
         self.epochs.append(report.parts)
 
 
-COLLAPSE_FIGURES = {f"{name}_{side}" for name in ("attention_top", "attention_entropy", "concept_cosine")
-                    for side in ("image", "caption")}
+COLLAPSE_FIGURES = {
+    f"{name}_{side}"
+    for name in ("attention_top", "attention_entropy", "concept_cosine")
+    for side in ("image", "caption")
+}
 
 
 def test_full_coder_trains_with_all_four_losses(tmp_path, tiny_root):
     parts = Parts()
     result = run_experiment(coder(tiny_root, "train.epochs=2"), tmp_path / "run", callbacks=[parts])
-    assert {"instance", "mdcl", "concept", "pgc", "pgc_image", "pgc_caption", "pgc_prototype_cosine"} <= set(parts.epochs[0])
+    assert {"instance", "mdcl", "concept", "pgc", "pgc_image", "pgc_caption", "pgc_prototype_cosine"} <= set(
+        parts.epochs[0]
+    )
     assert parts.epochs[0]["pgc_labelled"] == 0 and parts.epochs[1]["pgc_labelled"] == 1  # clustered before epoch 2
     # the concept branch did not collapse (docs/papers/coder.md#collapse): logged every epoch
     last = parts.epochs[-1]
     assert COLLAPSE_FIGURES <= set(last)
-    assert last["attention_top_image"] < 0.9 and last["concept_cosine_image"] < 0.9 and last["concept_cosine_caption"] < 0.9
+    assert (
+        last["attention_top_image"] < 0.9
+        and last["concept_cosine_image"] < 0.9
+        and last["concept_cosine_caption"] < 0.9
+    )
     assert last["pgc_prototype_cosine"] < 0.9  # the prototypes can be told apart after the reset
     assert result.test.rsum > 0
     state = load_checkpoint(tmp_path / "run" / LAST)["model"]
@@ -53,8 +60,17 @@ def test_the_collapse_check_fails_on_eq_2_as_written(tmp_path, tiny_root):
     """Eq. 2's plain product with unstandardised queries collapses on the tiny data: every image on one
     concept, every image concept embedding alike; the figures the test above bounds say so."""
     parts = Parts()
-    run_experiment(coder(tiny_root, "train.epochs=2", "method.pgc=false", "method.concept_attention_normalise=false",
-                         "method.concept_query_norm=none"), tmp_path / "run", callbacks=[parts])
+    run_experiment(
+        coder(
+            tiny_root,
+            "train.epochs=2",
+            "method.pgc=false",
+            "method.concept_attention_normalise=false",
+            "method.concept_query_norm=none",
+        ),
+        tmp_path / "run",
+        callbacks=[parts],
+    )
     last = parts.epochs[-1]
     assert last["attention_top_image"] > 0.9 and last["concept_cosine_image"] > 0.9
 
@@ -66,8 +82,14 @@ def test_resume_restores_queue_momentum_encoder_and_prototypes_exactly(tmp_path,
     resumed = run_experiment(coder(tiny_root, "train.epochs=3"), interrupted)
     a, b = load_checkpoint(tmp_path / "straight" / LAST), load_checkpoint(interrupted / LAST)
     assert b["state"].history == a["state"].history  # epoch 3's loss equals the uninterrupted run's
-    for name in ("queue.captions", "queue.image_ids", "queue.pointer", "prototypes.labels",
-                 "prototypes.prototypes.weight", "momentum_model.image_encoder.fc.weight"):
+    for name in (
+        "queue.captions",
+        "queue.image_ids",
+        "queue.pointer",
+        "prototypes.labels",
+        "prototypes.prototypes.weight",
+        "momentum_model.image_encoder.fc.weight",
+    ):
         assert torch.equal(a["model"][name], b["model"][name]), name
     assert resumed.test == straight.test
 
@@ -97,7 +119,7 @@ def test_a_same_image_queue_entry_is_never_a_negative(tmp_path, tiny_root):
     # only anchors of other images see them as negatives; the first image's anchors never do
     sims = method.step(batch)[1]
     ids = sims.extras["memory_image_ids"]
-    assert (ids[len(batch):] == batch.image_ids[0]).all() and not torch.equal(before, after)
+    assert (ids[len(batch) :] == batch.image_ids[0]).all() and not torch.equal(before, after)
 
 
 def _context(root, config):
@@ -119,25 +141,28 @@ def _batch(root, config):
     return collate([dataset[i] for i in range(32)])
 
 
-@pytest.mark.parametrize("overrides, field", [
-    (["method.K=100000"], "method.K"),
-    (["method.queue_size=70"], "method.queue_size"),
-    (["loss.eps=0"], "loss.eps"),
-    (["loss.mu=-1"], "loss.mu"),
-    (["loss.div=var"], "loss.div"),
-    (["method.concept_size=1000"], "method.concept_size"),
-    (["method.graph_eps=2"], "method.graph_eps"),
-    (["method.pgc=true", "method.concepts=false"], "method.pgc"),
-    (["method.mdcl_mu=0"], "method.mdcl_mu"),
-    (["method.concept_eps=-1"], "method.concept_eps"),
-    (["method.mdcl_div=var"], "method.mdcl_div"),
-    (["method.mdcl_memory_div=1"], "method.mdcl_memory_div"),
-    (["method.lambda=0"], "method.lambda"),
-    (["method.pgc_temperature=0"], "method.pgc_temperature"),
-    (["loss={name: vsepp, margin: 0.2}", "method.concepts=false", "method.pgc=false"], "method.mdcl_mu"),
-    (["loss={name: vsepp, margin: 0.2}", "method.mdcl=false", "method.pgc=false"], "method.concept_mu"),
-    (["method.typo=1"], "method.typo"),
-])
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (["method.K=100000"], "method.K"),
+        (["method.queue_size=70"], "method.queue_size"),
+        (["loss.eps=0"], "loss.eps"),
+        (["loss.mu=-1"], "loss.mu"),
+        (["loss.div=var"], "loss.div"),
+        (["method.concept_size=1000"], "method.concept_size"),
+        (["method.graph_eps=2"], "method.graph_eps"),
+        (["method.pgc=true", "method.concepts=false"], "method.pgc"),
+        (["method.mdcl_mu=0"], "method.mdcl_mu"),
+        (["method.concept_eps=-1"], "method.concept_eps"),
+        (["method.mdcl_div=var"], "method.mdcl_div"),
+        (["method.mdcl_memory_div=1"], "method.mdcl_memory_div"),
+        (["method.lambda=0"], "method.lambda"),
+        (["method.pgc_temperature=0"], "method.pgc_temperature"),
+        (["loss={name: vsepp, margin: 0.2}", "method.concepts=false", "method.pgc=false"], "method.mdcl_mu"),
+        (["loss={name: vsepp, margin: 0.2}", "method.mdcl=false", "method.pgc=false"], "method.concept_mu"),
+        (["method.typo=1"], "method.typo"),
+    ],
+)
 def test_bad_settings_fail_before_anything_starts(tiny_root, overrides, field):
     from itrlab.data.synthetic import generate_synthetic, synthetic_spec
 
@@ -167,21 +192,42 @@ def test_the_btr_row_is_plain_vsepp(tiny_root):
     output, sims = method.step(_batch(tiny_root, config))
     assert method.instance_weight == 1.0 and set(output.parts) == {"instance"}
     assert torch.equal(output.loss, method.loss(sims).loss)
-    assert CoderMethod.from_config(coder(tiny_root, *BTR, "method.lambda=2"), _context(tiny_root, config)).instance_weight == 2
+    assert (
+        CoderMethod.from_config(coder(tiny_root, *BTR, "method.lambda=2"), _context(tiny_root, config)).instance_weight
+        == 2
+    )
     full = coder(tiny_root)
     assert CoderMethod.from_config(full, _context(tiny_root, full)).instance_weight == 3.0  # the paper's λ with DCL
 
 
 def test_mdcl_and_the_concept_dcl_take_their_own_keys_and_null_the_instance_dcls(tiny_root):
-    config = coder(tiny_root, "loss.mu=0.2", "loss.gamma=0.1", "loss.eps=0.05", "loss.div=ent", "loss.memory_div=false",
-                   "method.mdcl_gamma=0.4", "method.concept_mu=0.07")
+    config = coder(
+        tiny_root,
+        "loss.mu=0.2",
+        "loss.gamma=0.1",
+        "loss.eps=0.05",
+        "loss.div=ent",
+        "loss.memory_div=false",
+        "method.mdcl_gamma=0.4",
+        "method.concept_mu=0.07",
+    )
     method = CoderMethod.from_config(config, _context(tiny_root, config))
     m, c = method.mdcl_loss, method.concept_loss
     assert (m.mu, m.gamma, m.eps, m.div, m.memory_div) == (0.2, 0.4, 0.05, "ent", False)
     assert (c.mu, c.gamma, c.eps, c.div) == (0.07, 0.1, 0.05, "std")  # the concept diversity is method.concept_div
-    given = ("method.mdcl_mu=0.3", "method.mdcl_gamma=0.2", "method.mdcl_eps=0.4", "method.mdcl_div=none",
-             "method.mdcl_memory_div=false", "method.concept_mu=0.5", "method.concept_gamma=-0.1", "method.concept_eps=0.6")
-    btr = coder(tiny_root, "loss={name: vsepp, margin: 0.2}", *given)  # the BTR loss with M-DCL and concepts: no DCL to copy
+    given = (
+        "method.mdcl_mu=0.3",
+        "method.mdcl_gamma=0.2",
+        "method.mdcl_eps=0.4",
+        "method.mdcl_div=none",
+        "method.mdcl_memory_div=false",
+        "method.concept_mu=0.5",
+        "method.concept_gamma=-0.1",
+        "method.concept_eps=0.6",
+    )
+    btr = coder(
+        tiny_root, "loss={name: vsepp, margin: 0.2}", *given
+    )  # the BTR loss with M-DCL and concepts: no DCL to copy
     check_experiment(btr)
     method = CoderMethod.from_config(btr, _context(tiny_root, btr))
     m, c = method.mdcl_loss, method.concept_loss

@@ -9,9 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from itrlab.methods.coder.concept_vocab import (ConceptVocabulary, build_concept_vocabulary, cooccurrence_counts,
-                                  cooccurrence_graph, split_quotas)
 from itrlab.data.vocab import tokenize
+from itrlab.methods.coder.concept_vocab import (
+    ConceptVocabulary,
+    build_concept_vocabulary,
+    cooccurrence_counts,
+    cooccurrence_graph,
+    split_quotas,
+)
 from itrlab.methods.coder.concepts import ConceptEmbedder, ConceptGCN, build_concept_gcn, concept_word_vectors
 from itrlab.methods.coder.kmeans import spherical_kmeans
 
@@ -61,6 +66,7 @@ def coco_captions() -> list[str]:
 
 # ---------------------------------------------------------------- vocabulary
 
+
 def test_split_quotas():
     assert split_quotas(400) == {"object": 280, "motion": 80, "property": 40}
     assert sum(split_quotas(37).values()) == 37
@@ -97,8 +103,16 @@ def test_vocabulary_on_real_coco_captions(spacy_tagger, coco_captions):
 
 def test_shortfall_is_filled_and_reported():
     caps = ["red cat sees dog", "cat dog bird", "cat fish", "blue car"] * 3
-    tags = {"red": "ADJ", "blue": "ADJ", "sees": "VERB", "cat": "NOUN", "dog": "NOUN", "bird": "NOUN",
-            "fish": "NOUN", "car": "NOUN"}
+    tags = {
+        "red": "ADJ",
+        "blue": "ADJ",
+        "sees": "VERB",
+        "cat": "NOUN",
+        "dog": "NOUN",
+        "bird": "NOUN",
+        "fish": "NOUN",
+        "car": "NOUN",
+    }
     vocab = build_concept_vocabulary(caps, size=8, split=(2, 3, 3), tagger=FakeTagger(tags))
     # quotas 2/3/3: 1 verb and 2 adjectives exist; the 3 free slots take nouns, then any word
     assert len(vocab) == 8 and vocab.kinds.count("motion") == 1 and vocab.kinds.count("property") == 2
@@ -123,6 +137,7 @@ def test_vocabulary_json_round_trip_and_validation(tmp_path):
 
 # ---------------------------------------------------------------- graph
 
+
 def _graph_by_loop(captions, words, eps):
     """S eq. 4-5 written plainly: counts per caption, P_ij = B_ij / N_i, off-diagonal edges."""
     g = len(words)
@@ -135,8 +150,9 @@ def _graph_by_loop(captions, words, eps):
             if i != j and n[i] > 0 and b / n[i] >= eps:
                 h[i][j] = 1.0
     inv = [sum(row) ** -0.5 if sum(row) else 0.0 for row in h]  # D^-1/2, 0 for a row without edges
-    return torch.tensor([[h[i][j] * inv[i] * inv[j] + (i == j)
-                          for j in range(g)] for i in range(g)], dtype=torch.float32)
+    return torch.tensor(
+        [[h[i][j] * inv[i] * inv[j] + (i == j) for j in range(g)] for i in range(g)], dtype=torch.float32
+    )
 
 
 @pytest.mark.parametrize("eps", [0.3, 0.5])
@@ -164,10 +180,12 @@ def test_graph_rescale_flag():
 
 # ---------------------------------------------------------------- GCN and embedder
 
+
 def test_gcn_and_embedder_shapes_and_attention():
     words = ["dog", "man", "bike", "street", "red", "cat"]
-    gcn = build_concept_gcn(ConceptVocabulary(tuple(words), ("object",) * 6), HAND_WRITTEN, out_dim=32,
-                            word_vectors="random", seed=1)
+    gcn = build_concept_gcn(
+        ConceptVocabulary(tuple(words), ("object",) * 6), HAND_WRITTEN, out_dim=32, word_vectors="random", seed=1
+    )
     assert gcn().shape == (6, 32) and {"adjacency", "features"} <= set(gcn.state_dict())
     emb = ConceptEmbedder(gcn)
     q = torch.randn(5, 32)
@@ -205,6 +223,7 @@ def test_glove_word_vectors():
 
 
 # ---------------------------------------------------------------- k-means
+
 
 def _blobs(k=5, per=100, d=16, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -303,7 +322,9 @@ def test_concept_attention_is_eq_2_and_normalises_only_when_asked(normalise, que
         torch.testing.assert_close(weights[n], torch.tensor(expected, dtype=torch.float64), rtol=1e-12, atol=1e-14)
         summed = [sum(a * row[j] for a, row in zip(expected, basis)) for j in range(6)]
         torch.testing.assert_close(out[n], torch.tensor(summed, dtype=torch.float64), rtol=1e-12, atol=1e-14)
-    assert ConceptEmbedder(gcn).normalize_scores is False and ConceptEmbedder(gcn).query_norm is None  # eq. 2 as written
+    assert (
+        ConceptEmbedder(gcn).normalize_scores is False and ConceptEmbedder(gcn).query_norm is None
+    )  # eq. 2 as written
 
 
 def test_collapse_figures_match_loops():
@@ -318,9 +339,11 @@ def test_collapse_figures_match_loops():
     e, w = embeddings.tolist(), weights.tolist()
     unit = [[v / math.sqrt(sum(u * u for u in row)) for v in row] for row in e]
     cosines = [sum(a * b for a, b in zip(unit[i], unit[j])) for i in range(5) for j in range(5) if i != j]
-    expected = {"attention_top_image": sum(max(row) for row in w) / 5,
-                "attention_entropy_image": sum(-sum(p * math.log(p) for p in row) for row in w) / 5,
-                "concept_cosine_image": sum(cosines) / len(cosines)}
+    expected = {
+        "attention_top_image": sum(max(row) for row in w) / 5,
+        "attention_entropy_image": sum(-sum(p * math.log(p) for p in row) for row in w) / 5,
+        "concept_cosine_image": sum(cosines) / len(cosines),
+    }
     assert set(figures) == set(expected)
     for name, value in expected.items():
         assert float(figures[name]) == pytest.approx(value, abs=1e-6)  # float32 figures for logging
@@ -405,16 +428,24 @@ def test_pgc_logits_and_loss_with_a_temperature_match_eq_7_loops(temperature):
     image_c, caption_c = (torch.randn(5, 6, generator=gen, dtype=torch.float64) for _ in range(2))
     labels = torch.tensor([2, 0, 3, 3, -1])
     sims = Similarities(image_c @ caption_c.T, torch.tensor([0, 1, 1, 2, 3]))
-    out = PrototypeClusterLoss()(sims.with_extras(image_cluster_logits=prototypes.logits(image_c),
-                                                  caption_cluster_logits=prototypes.logits(caption_c),
-                                                  cluster_labels=labels))
+    out = PrototypeClusterLoss()(
+        sims.with_extras(
+            image_cluster_logits=prototypes.logits(image_c),
+            caption_cluster_logits=prototypes.logits(caption_c),
+            cluster_labels=labels,
+        )
+    )
     p = prototypes.prototypes.weight.tolist()
     for part, embeddings in (("image", image_c), ("caption", caption_c)):
         total = 0.0
         for n, z in enumerate(labels.tolist()):
             logits = prototypes_loop_logits(embeddings[n].tolist(), p, temperature)
-            torch.testing.assert_close(prototypes.logits(embeddings[n:n + 1])[0], torch.tensor(logits, dtype=torch.float64),
-                                       rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(
+                prototypes.logits(embeddings[n : n + 1])[0],
+                torch.tensor(logits, dtype=torch.float64),
+                rtol=1e-12,
+                atol=1e-12,
+            )
             if z >= 0:
                 total -= logits[z] - math.log(sum(math.exp(x) for x in logits))
         assert float(out.parts[part]) == pytest.approx(total / 5, abs=1e-9)

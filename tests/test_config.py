@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from itrlab.assembly import check_experiment, load_experiment
 from itrlab.cli import main
 from itrlab.config import compose
-from itrlab.assembly import load_experiment
-from itrlab.assembly import check_experiment
 from itrlab.errors import ConfigError
 
 
@@ -39,7 +38,9 @@ def test_composition_merges_method_dataset_experiment_and_overrides():
     tree = compose("vsepp_synthetic_small", ["train.epochs=3", "loss.margin=0.1", "train.lr_decay_epochs=[2]"])
     assert tree["method"] == {"name": "vsepp"}
     assert tree["dataset"]["kind"] == "synthetic"
-    config = load_experiment("vsepp_synthetic_small", ["train.epochs=3", "loss.margin=0.1", "train.lr_decay_epochs=[2]"])
+    config = load_experiment(
+        "vsepp_synthetic_small", ["train.epochs=3", "loss.margin=0.1", "train.lr_decay_epochs=[2]"]
+    )
     assert config.train.epochs == 3 and config.loss.params() == {"margin": 0.1}
     assert config.train.lr_decay_epochs == [2]
 
@@ -95,7 +96,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("overrides, field, fragments", CASES, ids=[c[1] + ":" + c[0][-1] for c in CASES])
-def test_bad_input_exits_2_with_one_clear_message(tmp_path, monkeypatch, capsys, precomp_dir, overrides, field, fragments):
+def test_bad_input_exits_2_with_one_clear_message(
+    tmp_path, monkeypatch, capsys, precomp_dir, overrides, field, fragments
+):
     monkeypatch.chdir(tmp_path)
     experiment = write_experiment(tmp_path, precomp_dir)
     code, err = run_cli(capsys, "train", "-c", str(experiment), *overrides)

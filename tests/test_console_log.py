@@ -60,8 +60,9 @@ assert result.test.rsum >= 0
 
 @pytest.mark.e2e
 def test_an_embedded_training_at_warning_prints_no_info_line(tmp_path):
-    done = subprocess.run([sys.executable, "-c", EMBEDDED, str(tmp_path)], capture_output=True, text=True,
-                          env=_clean_env(), timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", EMBEDDED, str(tmp_path)], capture_output=True, text=True, env=_clean_env(), timeout=900
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == "", done.stdout
     assert "INFO:" not in done.stderr and "epoch" not in done.stderr, done.stderr
@@ -90,8 +91,11 @@ def _tree(commit: str, where: Path) -> Path:
 
 
 def _run(tree: Path, args: list[str], work: Path) -> subprocess.CompletedProcess:
-    env = _clean_env(PYTHONPATH=str(tree / "platform"), ITRLAB_CONFIG_DIR=str(REPO / "configs"),
-                     ITRLAB_STEP_COUNTS=str(work / "step_counts.json"))
+    env = _clean_env(
+        PYTHONPATH=str(tree / "platform"),
+        ITRLAB_CONFIG_DIR=str(REPO / "configs"),
+        ITRLAB_STEP_COUNTS=str(work / "step_counts.json"),
+    )
     return subprocess.run([sys.executable, *args], cwd=tree, capture_output=True, text=True, env=env, timeout=900)
 
 
@@ -109,15 +113,27 @@ def test_the_command_lines_console_is_what_it_was_before_the_library_logged(tmp_
     for name, tree in (("before", before), ("after", REPO)):
         work = tmp_path / name
         work.mkdir(exist_ok=True)
-        train = _run(tree, ["jobs/train.py", "-c", "vsepp_synthetic_tiny", f"dataset.root={work / 'data'}",
-                            f"output.dir={work / 'runs'}", "tracking.enabled=false"], work)
-        dry = _run(tree, ["jobs/sweep.py", "--preset", "dbl-tiny", "--dry-run", "--storage", str(work / "sweeps")],
-                   work)
+        train = _run(
+            tree,
+            [
+                "jobs/train.py",
+                "-c",
+                "vsepp_synthetic_tiny",
+                f"dataset.root={work / 'data'}",
+                f"output.dir={work / 'runs'}",
+                "tracking.enabled=false",
+            ],
+            work,
+        )
+        dry = _run(
+            tree, ["jobs/sweep.py", "--preset", "dbl-tiny", "--dry-run", "--storage", str(work / "sweeps")], work
+        )
         assert train.returncode == 0 and dry.returncode == 0, (train.stderr[-2000:], dry.stderr[-2000:])
         roots = [work, tree]
         dry_lines = [line for line in _mask(dry.stdout, roots) if "estimate" not in line and "CPU-h" not in line]
         outputs[name] = (_mask(train.stdout, roots), _mask(train.stderr, roots), dry_lines, _mask(dry.stderr, roots))
     assert any(line.startswith("epoch ") for line in outputs["after"][0])  # the epoch lines are there at all
-    for part, before_lines, after_lines in zip(("train stdout", "train stderr", "dry-run stdout", "dry-run stderr"),
-                                               outputs["before"], outputs["after"]):
+    for part, before_lines, after_lines in zip(
+        ("train stdout", "train stderr", "dry-run stdout", "dry-run stderr"), outputs["before"], outputs["after"]
+    ):
         assert after_lines == before_lines, part

@@ -10,8 +10,8 @@ import torch
 
 from itrlab.assembly import load_experiment
 from itrlab.data import Batch, Vocabulary
-from itrlab.methods.dbl import CooperativeMethod, ema_momentum
 from itrlab.methods import build_method
+from itrlab.methods.dbl import CooperativeMethod, ema_momentum
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import LAST, MODEL, load_checkpoint
 from itrlab.train.experiment import generate_if_synthetic
@@ -26,8 +26,13 @@ def random_batch(size=8, regions=6, dim=32, vocab=40, length=7, seed=0) -> Batch
     image_ids = torch.tensor([0, 0, 1, 2, 3, 4, 5, 6])[:size]  # two captions of image 0
     images = torch.randn(size, regions, dim, generator=gen)
     images[1] = images[0]
-    return Batch(images=images, tokens=torch.randint(4, vocab, (size, length), generator=gen),
-                 lengths=torch.full((size,), length), image_ids=image_ids, caption_ids=torch.arange(size))
+    return Batch(
+        images=images,
+        tokens=torch.randint(4, vocab, (size, length), generator=gen),
+        lengths=torch.full((size,), length),
+        image_ids=image_ids,
+        caption_ids=torch.arange(size),
+    )
 
 
 def build(root, *overrides) -> CooperativeMethod:
@@ -103,8 +108,12 @@ def test_oas_trains_the_anchor_then_starts_the_target_from_it(tmp_path):
 def test_oas_target_starts_equal_to_the_anchor(tmp_path):
     plain = tiny(tmp_path / "data", "train.epochs=1")
     run_experiment(plain, tmp_path / "plain")
-    config = tiny(tmp_path / "data", "cooperative.scenario=oas", "cooperative.strategy=F",
-                  f"cooperative.anchor_checkpoint={tmp_path / 'plain' / MODEL}")
+    config = tiny(
+        tmp_path / "data",
+        "cooperative.scenario=oas",
+        "cooperative.strategy=F",
+        f"cooperative.anchor_checkpoint={tmp_path / 'plain' / MODEL}",
+    )
     vocab_size = len(Vocabulary.load(tmp_path / "plain" / "vocab.json"))
     method = build_method(config, vocab_size=vocab_size, feature_dim=32)
     anchor, target = method.anchors[0], method.target
@@ -117,8 +126,13 @@ def test_an_anchor_checkpoint_of_another_width_is_one_clear_error(tmp_path):
 
     plain = tiny(tmp_path / "data", "train.epochs=1")
     run_experiment(plain, tmp_path / "plain")
-    config = tiny(tmp_path / "data", "cooperative.scenario=oas", "cooperative.strategy=F", "model.embed_dim=16",
-                  f"cooperative.anchor_checkpoint={tmp_path / 'plain' / MODEL}")
+    config = tiny(
+        tmp_path / "data",
+        "cooperative.scenario=oas",
+        "cooperative.strategy=F",
+        "model.embed_dim=16",
+        f"cooperative.anchor_checkpoint={tmp_path / 'plain' / MODEL}",
+    )
     vocab_size = len(Vocabulary.load(tmp_path / "plain" / "vocab.json"))
     with pytest.raises(UserInputError, match="anchor_checkpoint .* does not fit this method .*size mismatch"):
         build_method(config, vocab_size=vocab_size, feature_dim=32)

@@ -41,13 +41,15 @@ def test_every_preset_and_profile_prints_the_same_estimate_in_dry_run_and_list(r
     for line in listing.splitlines()[1:]:
         if not line.strip() or line.startswith("training time here"):
             break
-        cells = re.split(r"\s{2,}", line.strip()) if not line.startswith(" ") else [preset, *re.split(r"\s{2,}",
-                                                                                                    line.strip())]
+        cells = (
+            re.split(r"\s{2,}", line.strip())
+            if not line.startswith(" ")
+            else [preset, *re.split(r"\s{2,}", line.strip())]
+        )
         preset = cells[0]
         rows[(preset.split(" / ")[0], cells[1])] = line
     files = {stem for stem in sweep_presets().values()}
-    expected = {(stem.replace("_", "-"), profile) for stem in files
-                for profile in _profiles(stem) or ["-"]}
+    expected = {(stem.replace("_", "-"), profile) for stem in files for profile in _profiles(stem) or ["-"]}
     assert set(rows) == expected
     for (name, profile), line in sorted(rows.items()):
         assert not EXCEPTION_TEXT.search(line), line
@@ -80,8 +82,10 @@ def test_a_dry_run_before_the_features_exist_estimates_from_their_declared_shape
 
 def test_an_estimate_that_cannot_be_made_says_why_in_one_sentence(records, capsys, tmp_path):
     lines = dry_run_lines(capsys, "--preset", "vsepp-flickr8k", f"dataset.root={tmp_path / 'elsewhere' / 'grid7'}")
-    assert lines == ["G = 1 (one trial per process): no estimate: the region features of flickr8k_precomp are not "
-                     "here and no shape is declared for grid7 (configs/datasets/shapes/flickr8k_precomp.yaml)."]
+    assert lines == [
+        "G = 1 (one trial per process): no estimate: the region features of flickr8k_precomp are not "
+        "here and no shape is declared for grid7 (configs/datasets/shapes/flickr8k_precomp.yaml)."
+    ]
 
 
 def test_the_declared_shapes_are_those_of_the_extracted_features_where_they_are_here():
@@ -114,13 +118,24 @@ def test_list_answers_from_what_it_kept_without_torch_and_follows_a_new_measurem
     (configs / "sweeps").mkdir()
     for stem in ("dbl_tiny", "coder_tiny"):
         shutil.copy(REPO / "configs" / "sweeps" / f"{stem}.yaml", configs / "sweeps")
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path),
-           "ITRLAB_CONFIG_DIR": str(configs), "ITRLAB_THROUGHPUT": str(tmp_path / "bench" / "throughput.jsonl"),
-           "PYTHONPATH": str(REPO / "platform")}
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "OMP_NUM_THREADS": "1",
+        "HOME": str(tmp_path),
+        "ITRLAB_CONFIG_DIR": str(configs),
+        "ITRLAB_THROUGHPUT": str(tmp_path / "bench" / "throughput.jsonl"),
+        "PYTHONPATH": str(REPO / "platform"),
+    }
 
     def listing() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-X", "importtime", str(REPO / "jobs" / "sweep.py"), "--list"],
-                              capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+        return subprocess.run(
+            [sys.executable, "-X", "importtime", str(REPO / "jobs" / "sweep.py"), "--list"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+            env=env,
+        )
 
     first, second = listing(), listing()
     assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]

@@ -21,15 +21,25 @@ from itrlab.data import (
     inspect_precomp,
     make_loader,
     open_precomp,
+    synthetic,
     synthetic_spec,
     tokenize,
 )
-from itrlab.data import synthetic
 from itrlab.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
 from itrlab.errors import DataError, UserInputError
 
-CAPTIONS = ["A dog runs.", "The dog plays", "a brown dog", "dog on grass", "one dog",
-            "Two cats sleep!", "a cat, a sofa", "cats on a sofa", "sleepy cats", "the cats"]
+CAPTIONS = [
+    "A dog runs.",
+    "The dog plays",
+    "a brown dog",
+    "dog on grass",
+    "one dog",
+    "Two cats sleep!",
+    "a cat, a sofa",
+    "cats on a sofa",
+    "sleepy cats",
+    "the cats",
+]
 
 
 def write_split(root, split="train", features=None, captions=CAPTIONS, cpi=5):
@@ -53,6 +63,7 @@ def data_error(root, path, line=None, split="train", **kwargs) -> DataError:
 
 
 # --- precomp -------------------------------------------------------------------------------
+
 
 def test_open_precomp_memory_maps_features(tmp_path):
     ims, _ = write_split(tmp_path)
@@ -140,6 +151,7 @@ def test_nan_and_inf_name_the_image(tmp_path):
 
 # --- vocabulary ----------------------------------------------------------------------------
 
+
 def test_tokenize():
     assert tokenize("A dog's ball, 2 cats!") == ["a", "dog", "s", "ball", "2", "cats"]
 
@@ -173,6 +185,7 @@ def test_encode_decode_save_load(tmp_path):
 
 
 # --- batches -------------------------------------------------------------------------------
+
 
 @pytest.fixture()
 def split(tmp_path):
@@ -214,6 +227,7 @@ def test_eval_loaders_cover_split_in_order(split):
 
 
 # --- synthetic -----------------------------------------------------------------------------
+
 
 def test_synthetic_tiny_is_deterministic_and_valid(tmp_path):
     spec = synthetic_spec("tiny")
@@ -276,9 +290,16 @@ def test_spec_validation():
         synthetic_spec("huge")
     with pytest.raises(ValueError, match="region_noise"):
         synthetic_spec("tiny", noise=1.0)
-    bad = [dict(n_train=0), dict(concepts_per_image=7), dict(mention_fraction=0.0),
-           dict(dtype="float64"), dict(region_noise=-1.0), dict(n_regions=2.5),
-           dict(seed=-1), dict(attribute_rate=1.5)]
+    bad = [
+        dict(n_train=0),
+        dict(concepts_per_image=7),
+        dict(mention_fraction=0.0),
+        dict(dtype="float64"),
+        dict(region_noise=-1.0),
+        dict(n_regions=2.5),
+        dict(seed=-1),
+        dict(attribute_rate=1.5),
+    ]
     for knobs in bad:
         with pytest.raises(ValueError) as info:
             synthetic_spec("tiny", **knobs)
@@ -288,8 +309,7 @@ def test_spec_validation():
 
 
 def test_cli_main(tmp_path, capsys):
-    assert synthetic.main(["--size", "tiny", "--out", str(tmp_path), "--seed", "5",
-                           "--n-train", "20"]) == 0
+    assert synthetic.main(["--size", "tiny", "--out", str(tmp_path), "--seed", "5", "--n-train", "20"]) == 0
     manifest = json.loads((tmp_path / "synthetic.json").read_text())
     assert manifest["spec"]["seed"] == 5 and manifest["spec"]["n_train"] == 20
     with pytest.raises(SystemExit):

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from conftest import refused_setting
-
 from itrlab.losses import LOSSES, Similarities, build_loss, loss_param_names
 from itrlab.methods.coder.losses import (
     DCLInstanceLoss,
@@ -39,17 +38,23 @@ def make_sims(image_ids, seed, queue_ids=QUEUE_IDS, dim=4, dtype=torch.float64, 
     images, captions = per_image[ids], unit(len(image_ids))
     key_images = torch.nn.functional.normalize(images + 0.1 * unit(len(image_ids)), dim=-1)
     key_captions = torch.nn.functional.normalize(captions + 0.1 * unit(len(image_ids)), dim=-1)
-    memory_images = torch.cat([key_images, per_image[memory_ids[len(image_ids):].clamp(min=0)]])
+    memory_images = torch.cat([key_images, per_image[memory_ids[len(image_ids) :].clamp(min=0)]])
     memory_captions = torch.cat([key_captions, unit(len(queue_ids))])
     labels = torch.randint(-1, classes, (len(image_ids),), generator=gen)
-    return Similarities(i2t=images @ captions.T, image_ids=ids, extras={
-        "i2t_memory": images @ memory_captions.T, "t2i_memory": captions @ memory_images.T,
-        "memory_image_ids": memory_ids,
-        "i2t_momentum_pos": (images * key_captions).sum(-1), "t2i_momentum_pos": (captions * key_images).sum(-1),
-        "image_cluster_logits": torch.randn(len(image_ids), classes, generator=gen, dtype=dtype),
-        "caption_cluster_logits": torch.randn(len(image_ids), classes, generator=gen, dtype=dtype),
-        "cluster_labels": labels,
-    })
+    return Similarities(
+        i2t=images @ captions.T,
+        image_ids=ids,
+        extras={
+            "i2t_memory": images @ memory_captions.T,
+            "t2i_memory": captions @ memory_images.T,
+            "memory_image_ids": memory_ids,
+            "i2t_momentum_pos": (images * key_captions).sum(-1),
+            "t2i_momentum_pos": (captions * key_images).sum(-1),
+            "image_cluster_logits": torch.randn(len(image_ids), classes, generator=gen, dtype=dtype),
+            "caption_cluster_logits": torch.randn(len(image_ids), classes, generator=gen, dtype=dtype),
+            "cluster_labels": labels,
+        },
+    )
 
 
 # --------------------------------------------------------------------------- reference loops
@@ -70,7 +75,7 @@ def ref_diversity(rows, kind, eps):
             continue
         if kind == "std":
             mean = sum(negatives) / len(negatives)
-            spread = math.sqrt(max(sum(s * s for s in negatives) / len(negatives) - mean ** 2, 0.0))
+            spread = math.sqrt(max(sum(s * s for s in negatives) / len(negatives) - mean**2, 0.0))
         else:
             z = sum(math.exp(s) for s in negatives + [positive])
             spread = -sum(math.exp(s) / z * math.log2(math.exp(s) / z) for s in negatives)
@@ -120,8 +125,10 @@ def ref_mdcl(sims, mu=0.1, gamma=0.3, eps=0.1, div="std", memory_div=True, posit
     out = []
     for rows in ref_anchor_rows(sims):
         divs = ref_divs(rows, div, eps, memory_div)
-        out.append(sum(ref_term(k if positive == "momentum" else p, m, mu, gamma, d)
-                       for (p, _, m, k), d in zip(rows, divs)) / len(rows))
+        out.append(
+            sum(ref_term(k if positive == "momentum" else p, m, mu, gamma, d) for (p, _, m, k), d in zip(rows, divs))
+            / len(rows)
+        )
     return out
 
 
@@ -183,8 +190,11 @@ def test_gradient_matches_loop_with_diversity_held_fixed(cls, params, reference)
             torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-12, msg=name)
 
 
-@pytest.mark.parametrize("loss", [DCLInstanceLoss(), DCLLoss(div="none", memory_div=True),
-                                  MemoryDCLLoss(div="none")], ids=["dcl_i", "dcl_none", "mdcl_none"])
+@pytest.mark.parametrize(
+    "loss",
+    [DCLInstanceLoss(), DCLLoss(div="none", memory_div=True), MemoryDCLLoss(div="none")],
+    ids=["dcl_i", "dcl_none", "mdcl_none"],
+)
 def test_gradcheck(loss):
     base = make_sims(ID_LAYOUTS["two_captions"], seed=11)
     names = ("i2t", "i2t_memory", "t2i_memory", "i2t_momentum_pos", "t2i_momentum_pos")
@@ -201,7 +211,9 @@ def test_gradcheck_pgc():
     base = make_sims(ID_LAYOUTS["two_captions"], seed=12)
     inputs = tuple(base.get(n).clone().requires_grad_(True) for n in ("image_cluster_logits", "caption_cluster_logits"))
     fn = lambda v, w: PrototypeClusterLoss()(base.with_extras(image_cluster_logits=v, caption_cluster_logits=w)).loss
-    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7, fast_mode=True)  # cross_entropy is slow on busy CPUs
+    assert torch.autograd.gradcheck(
+        fn, inputs, eps=1e-6, atol=1e-7, fast_mode=True
+    )  # cross_entropy is slow on busy CPUs
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -218,8 +230,9 @@ def test_pgc_matches_reference_loop(seed):
 def test_pgc_without_labels_is_zero_with_zero_gradient():
     sims = make_sims(ID_LAYOUTS["distinct"], seed=3)
     logits = sims.extras["image_cluster_logits"].clone().requires_grad_(True)
-    out = PrototypeClusterLoss()(sims.with_extras(image_cluster_logits=logits,
-                                                  cluster_labels=torch.full((6,), -1, dtype=torch.long)))
+    out = PrototypeClusterLoss()(
+        sims.with_extras(image_cluster_logits=logits, cluster_labels=torch.full((6,), -1, dtype=torch.long))
+    )
     out.loss.backward()
     assert out.loss.item() == 0.0 and torch.count_nonzero(logits.grad) == 0
     with pytest.raises(ValueError, match="cluster_labels must be integer"):
@@ -228,8 +241,13 @@ def test_pgc_without_labels_is_zero_with_zero_gradient():
 
 # --------------------------------------------------------------------------- masks and diversity
 
-ALL_MEMORY_LOSSES = [DCLInstanceLoss(), DCLLoss(), DCLLoss(div="ent", memory_div=True), MemoryDCLLoss(),
-                     MemoryDCLLoss(div="ent", positive="online")]
+ALL_MEMORY_LOSSES = [
+    DCLInstanceLoss(),
+    DCLLoss(),
+    DCLLoss(div="ent", memory_div=True),
+    MemoryDCLLoss(),
+    MemoryDCLLoss(div="ent", positive="online"),
+]
 
 
 @pytest.mark.parametrize("loss", ALL_MEMORY_LOSSES, ids=repr)
@@ -243,9 +261,16 @@ def test_same_image_entries_and_invalid_slots_are_never_negatives(loss):
     assert same_batch.any() and (masked_memory & (mids >= 0) & in_queue).any()  # queue repeats exist
     gen = torch.Generator().manual_seed(1)
     noise = torch.randn(sims.i2t.shape, generator=gen, dtype=torch.float64)
-    changed = sims.with_extras(**{
-        n: torch.where(masked_memory, 0.9 - 1.5 * torch.rand(masked_memory.shape, generator=gen, dtype=torch.float64),
-                       sims.get(n)) for n in ("i2t_memory", "t2i_memory")})
+    changed = sims.with_extras(
+        **{
+            n: torch.where(
+                masked_memory,
+                0.9 - 1.5 * torch.rand(masked_memory.shape, generator=gen, dtype=torch.float64),
+                sims.get(n),
+            )
+            for n in ("i2t_memory", "t2i_memory")
+        }
+    )
     changed = Similarities(i2t=torch.where(same_batch, noise, sims.i2t), image_ids=ids, extras=changed.extras)
     assert loss(changed).loss.item() == pytest.approx(loss(sims).loss.item(), rel=1e-12)
 
@@ -256,8 +281,9 @@ def test_diversity_values_from_the_spec():
     valid = torch.tensor([[True, True, False], [True, True, False], [False, False, False]])
     d_narrow, d_wide = 1 / sigmoid(0.1 / 0.05), 1 / sigmoid(0.1 / 0.2)
     assert (round(d_narrow, 3), round(d_wide, 3)) == (1.135, 1.607)
-    torch.testing.assert_close(diversity(scores, valid, "std", 0.1),
-                               torch.tensor([d_narrow / d_wide, 1.0, 1.0], dtype=torch.float64))
+    torch.testing.assert_close(
+        diversity(scores, valid, "std", 0.1), torch.tensor([d_narrow / d_wide, 1.0, 1.0], dtype=torch.float64)
+    )
     assert torch.equal(diversity(scores, valid, "none", 0.1), torch.ones(3, dtype=torch.float64))
     assert torch.equal(diversity(scores, valid & False, "std", 0.1), torch.ones(3, dtype=torch.float64))
     one_negative = diversity(scores, torch.tensor([[True, False, False]] * 3), "std", 0.1)  # SD 0 → clamp
@@ -273,8 +299,9 @@ def test_diversity_is_detached_and_in_range():
     for kind in ("std", "ent"):
         div = diversity(scores, valid, kind, 0.1, scores.diagonal())
         assert not div.requires_grad and div.max().item() == 1.0 and (div > 0.5).all()
-    torch.testing.assert_close(averaged_diversity(torch.tensor([0.6, 1.0]), torch.tensor([1.0, 0.8])),
-                               torch.tensor([0.8, 0.9]))
+    torch.testing.assert_close(
+        averaged_diversity(torch.tensor([0.6, 1.0]), torch.tensor([1.0, 0.8])), torch.tensor([0.8, 0.9])
+    )
 
 
 def test_batch_of_one_image_has_no_negatives():
@@ -283,15 +310,16 @@ def test_batch_of_one_image_has_no_negatives():
     want = 0.1 * -torch.log(1 + sims.i2t.diagonal()).mean()
     assert out.parts["i2t"].item() == pytest.approx(want.item()) and torch.isfinite(out.loss)
     mdcl = MemoryDCLLoss()(sims)
-    assert mdcl.parts["t2i"].item() == pytest.approx(0.1 * -torch.log(1 + sims.extras["t2i_momentum_pos"]).mean().item())
+    assert mdcl.parts["t2i"].item() == pytest.approx(
+        0.1 * -torch.log(1 + sims.extras["t2i_momentum_pos"]).mean().item()
+    )
 
 
 def test_positive_clamp_and_float32_small_mu_are_finite():
     sims = make_sims(ID_LAYOUTS["two_captions"], seed=9, dtype=torch.float32)
     i2t = sims.i2t.clone()
     i2t[0, 0] = -1.0  # 1 + S_nn = 0 → clamped at 1e-6
-    for loss in (DCLLoss(mu=0.01), MemoryDCLLoss(mu=0.01, div="ent", positive="online"),
-                 DCLInstanceLoss(mu=0.01)):
+    for loss in (DCLLoss(mu=0.01), MemoryDCLLoss(mu=0.01, div="ent", positive="online"), DCLInstanceLoss(mu=0.01)):
         out = loss(Similarities(i2t=i2t.requires_grad_(True), image_ids=sims.image_ids, extras=sims.extras))
         out.loss.backward()
         assert torch.isfinite(out.loss) and torch.isfinite(i2t.grad).all()
@@ -309,7 +337,9 @@ def test_parts_are_detached_and_add_up():
     sims = make_sims(ID_LAYOUTS["two_captions"], seed=3)
     sims = sims.with_extras(i2t_memory=sims.extras["i2t_memory"].clone().requires_grad_(True))
     for loss in ALL_MEMORY_LOSSES:
-        out = loss(Similarities(i2t=sims.i2t.clone().requires_grad_(True), image_ids=sims.image_ids, extras=sims.extras))
+        out = loss(
+            Similarities(i2t=sims.i2t.clone().requires_grad_(True), image_ids=sims.image_ids, extras=sims.extras)
+        )
         assert out.loss.requires_grad and out.loss.dim() == 0 and set(out.parts) == {"i2t", "t2i"}
         assert all(not p.requires_grad for p in out.parts.values())
         assert out.loss.item() == pytest.approx((out.parts["i2t"] + out.parts["t2i"]).item())
@@ -317,7 +347,10 @@ def test_parts_are_detached_and_add_up():
 
 def test_same_seed_same_result():
     for loss in [*ALL_MEMORY_LOSSES, PrototypeClusterLoss()]:
-        a, b = loss(make_sims(ID_LAYOUTS["two_captions"], seed=21)), loss(make_sims(ID_LAYOUTS["two_captions"], seed=21))
+        a, b = (
+            loss(make_sims(ID_LAYOUTS["two_captions"], seed=21)),
+            loss(make_sims(ID_LAYOUTS["two_captions"], seed=21)),
+        )
         assert a.loss.item() == b.loss.item()
         assert a.loss.item() != loss(make_sims(ID_LAYOUTS["two_captions"], seed=22)).loss.item()
 
@@ -328,15 +361,24 @@ def test_same_seed_same_result():
 def test_requires_follows_the_configuration():
     assert DCLLoss().requires == ("i2t", "image_ids") == DCLInstanceLoss().requires
     assert DCLLoss(div="none", memory_div=True).requires == ("i2t", "image_ids")
-    assert set(DCLLoss(memory_div=True).requires) == {"i2t", "image_ids", "i2t_memory", "t2i_memory", "memory_image_ids"}
+    assert set(DCLLoss(memory_div=True).requires) == {
+        "i2t",
+        "image_ids",
+        "i2t_memory",
+        "t2i_memory",
+        "memory_image_ids",
+    }
     assert {"i2t_momentum_pos", "t2i_momentum_pos"} <= set(DCLLoss(memory_div=True, div="ent").requires)
     assert "i2t_momentum_pos" not in MemoryDCLLoss(positive="online").requires
     assert "t2i_momentum_pos" in MemoryDCLLoss().requires
     assert PrototypeClusterLoss().requires == ("image_cluster_logits", "caption_cluster_logits", "cluster_labels")
     sims = make_sims(ID_LAYOUTS["distinct"], seed=1)
     bare = Similarities(i2t=sims.i2t, image_ids=sims.image_ids)
-    for loss, missing in ((DCLLoss(memory_div=True), "i2t_memory"), (MemoryDCLLoss(), "i2t_memory"),
-                          (PrototypeClusterLoss(), "image_cluster_logits")):
+    for loss, missing in (
+        (DCLLoss(memory_div=True), "i2t_memory"),
+        (MemoryDCLLoss(), "i2t_memory"),
+        (PrototypeClusterLoss(), "image_cluster_logits"),
+    ):
         with pytest.raises(ValueError, match=f"needs .*{missing}"):
             loss(bare)
 
@@ -349,19 +391,22 @@ def test_memory_shape_checks():
         MemoryDCLLoss()(sims.with_extras(t2i_momentum_pos=sims.extras["t2i_momentum_pos"][:3]))
 
 
-@pytest.mark.parametrize(("cls", "params", "message"), [
-    (DCLLoss, {"mu": 0}, "must be a finite number > 0"),
-    (DCLLoss, {"mu": -0.1}, "must be"),
-    (DCLInstanceLoss, {"mu": float("nan")}, "must be"),
-    (MemoryDCLLoss, {"mu": True}, "must be"),
-    (DCLLoss, {"eps": 0}, "must be a finite number > 0"),
-    (MemoryDCLLoss, {"eps": -1.0}, "must be"),
-    (DCLLoss, {"gamma": float("inf")}, "must be a finite number"),
-    (DCLLoss, {"div": "var"}, "'std', 'ent' or 'none'"),
-    (MemoryDCLLoss, {"div": None}, "'std', 'ent' or 'none'"),
-    (DCLLoss, {"memory_div": "yes"}, "valid boolean"),
-    (MemoryDCLLoss, {"positive": "key"}, "'momentum' or 'online'"),
-])
+@pytest.mark.parametrize(
+    ("cls", "params", "message"),
+    [
+        (DCLLoss, {"mu": 0}, "must be a finite number > 0"),
+        (DCLLoss, {"mu": -0.1}, "must be"),
+        (DCLInstanceLoss, {"mu": float("nan")}, "must be"),
+        (MemoryDCLLoss, {"mu": True}, "must be"),
+        (DCLLoss, {"eps": 0}, "must be a finite number > 0"),
+        (MemoryDCLLoss, {"eps": -1.0}, "must be"),
+        (DCLLoss, {"gamma": float("inf")}, "must be a finite number"),
+        (DCLLoss, {"div": "var"}, "'std', 'ent' or 'none'"),
+        (MemoryDCLLoss, {"div": None}, "'std', 'ent' or 'none'"),
+        (DCLLoss, {"memory_div": "yes"}, "valid boolean"),
+        (MemoryDCLLoss, {"positive": "key"}, "'momentum' or 'online'"),
+    ],
+)
 def test_bad_params_raise_value_error(cls, params, message):
     with pytest.raises(ValueError, match=message):
         cls(**params)
@@ -369,8 +414,12 @@ def test_bad_params_raise_value_error(cls, params, message):
 
 
 def test_registry():
-    assert {LOSSES[n] for n in ("dcl_i", "dcl", "mdcl", "pgc")} == {DCLInstanceLoss, DCLLoss, MemoryDCLLoss,
-                                                                  PrototypeClusterLoss}
+    assert {LOSSES[n] for n in ("dcl_i", "dcl", "mdcl", "pgc")} == {
+        DCLInstanceLoss,
+        DCLLoss,
+        MemoryDCLLoss,
+        PrototypeClusterLoss,
+    }
     assert loss_param_names("dcl") == ("mu", "gamma", "eps", "div", "memory_div")
     assert loss_param_names("dcl_i") == ("mu", "gamma")
     assert loss_param_names("mdcl") == ("mu", "gamma", "eps", "div", "memory_div", "positive")

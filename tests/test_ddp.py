@@ -21,8 +21,13 @@ TESTS = Path(__file__).resolve().parent
 def ray_session():
     # the workers import this module's loop function by name: give them the tests folder; one TorchTrainer,
     # so no dashboard (it frees finished ones, test_sweep.py; here about 4 CPU-seconds saved)
-    ray.init(address="local", num_cpus=4, log_to_driver=False, include_dashboard=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(TESTS)}})
+    ray.init(
+        address="local",
+        num_cpus=4,
+        log_to_driver=False,
+        include_dashboard=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(TESTS)}},
+    )
     yield
     ray.shutdown()
 
@@ -78,8 +83,10 @@ def train_coder_epoch(loop_config: dict) -> None:
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
     torch.set_num_threads(1)
-    config = load_experiment("coder_synthetic_tiny", [f"dataset.root={loop_config['root']}", "tracking.enabled=false",
-                                                      "method.concepts=false", "method.pgc=false"])
+    config = load_experiment(
+        "coder_synthetic_tiny",
+        [f"dataset.root={loop_config['root']}", "tracking.enabled=false", "method.concepts=false", "method.pgc=false"],
+    )
     run_dir = Path(loop_config["out"]) / f"coder{rank}"
     run_dir.mkdir(parents=True, exist_ok=True)
     data = prepare_data(config, run_dir)
@@ -88,8 +95,9 @@ def train_coder_epoch(loop_config: dict) -> None:
     trainer = Trainer(config, method, data, run_dir, rank=rank, world_size=world, device=torch.device("cpu"))
     last = [b.image_ids.tolist() for b in trainer.epoch_loader(1)][-1]
     trainer.train_epoch(1)
-    (run_dir / "queue.json").write_text(json.dumps({"queue": method.queue.image_ids.tolist(), "last": last,
-                                                    "pointer": int(method.queue.pointer)}))
+    (run_dir / "queue.json").write_text(
+        json.dumps({"queue": method.queue.image_ids.tolist(), "last": last, "pointer": int(method.queue.pointer)})
+    )
 
 
 def both_checks(loop_config: dict) -> None:
@@ -105,9 +113,12 @@ def ddp_run(tiny_root):
 
     generate_synthetic(tiny_root, synthetic_spec("tiny"))
     out = tiny_root.parent / "ddp"
-    trainer = TorchTrainer(both_checks, train_loop_config={"root": str(tiny_root), "out": str(out)},
-                           scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
-                           run_config=RunConfig(storage_path=str(out / "ray"), name="ddp_checks"))
+    trainer = TorchTrainer(
+        both_checks,
+        train_loop_config={"root": str(tiny_root), "out": str(out)},
+        scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
+        run_config=RunConfig(storage_path=str(out / "ray"), name="ddp_checks"),
+    )
     trainer.fit()
     return out
 

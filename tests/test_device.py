@@ -44,8 +44,18 @@ def test_train_on_cuda_without_a_gpu_exits_2_before_anything_starts(tmp_path, mo
 def test_sweep_asking_for_gpus_a_local_machine_lacks_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    code = main(["sweep", "--preset", "tiny", "--gpus-per-trial", "1", "--storage", str(tmp_path / "sweeps"),
-                 f"dataset.root={tmp_path / 'tiny'}"])
+    code = main(
+        [
+            "sweep",
+            "--preset",
+            "tiny",
+            "--gpus-per-trial",
+            "1",
+            "--storage",
+            str(tmp_path / "sweeps"),
+            f"dataset.root={tmp_path / 'tiny'}",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert "--gpus-per-trial" in err[0] and "asks for 1 GPU(s)" in err[0] and "has 0" in err[0]
@@ -54,8 +64,11 @@ def test_sweep_asking_for_gpus_a_local_machine_lacks_exits_2(tmp_path, monkeypat
 
 def test_sweep_resource_flags_are_validated(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    for flags, fragment in [(["--cpus-per-trial", "0"], "resources.cpu"), (["--gpus-per-trial", "-1"], "resources.gpu"),
-                            (["--concurrency", "0"], "concurrency")]:
+    for flags, fragment in [
+        (["--cpus-per-trial", "0"], "resources.cpu"),
+        (["--gpus-per-trial", "-1"], "resources.gpu"),
+        (["--concurrency", "0"], "concurrency"),
+    ]:
         code = main(["sweep", "--preset", "tiny", *flags, f"dataset.root={tmp_path / 'tiny'}"])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and f"'{flags[0]} ({fragment})'" in err[0], (flags, err)
@@ -85,8 +98,9 @@ def test_training_on_cuda_matches_the_cpu_run(tmp_path, tiny_root):
 @needs_gpu
 def test_cooperative_mss_trains_on_cuda(tmp_path, tiny_root):
     """The EMA anchor lives on the target's device (no device mismatch in after_step)."""
-    result = run_experiment(tiny_config(tiny_root, "train.device=cuda", "cooperative={scenario: mss, strategy: F}"),
-                            tmp_path / "mss")
+    result = run_experiment(
+        tiny_config(tiny_root, "train.device=cuda", "cooperative={scenario: mss, strategy: F}"), tmp_path / "mss"
+    )
     assert result.test.rsum > 0 and os.path.isfile(tmp_path / "mss" / BEST)
 
 

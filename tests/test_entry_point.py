@@ -46,8 +46,11 @@ def test_every_preset_is_in_the_presets_page():
 
 def test_every_job_checks_its_python_before_it_imports_itrlab():
     for path in JOB_FILES:
-        imports = [line for line in path.read_text().splitlines()
-                   if re.match(r"(import|from) ", line) and not line.startswith("from __future__")]
+        imports = [
+            line
+            for line in path.read_text().splitlines()
+            if re.match(r"(import|from) ", line) and not line.startswith("from __future__")
+        ]
         assert imports[0].startswith("import _bootstrap"), path.name
 
 
@@ -59,14 +62,17 @@ def test_the_line_for_a_python_without_itrlab_gives_the_command_that_starts_the_
     monkeypatch.chdir(REPO)
     venv_python = REPO / ".venv" / "bin" / "python"
     made = _bootstrap.how_to_start("jobs/sweep_dbl.py", ["itrlab"], "/usr/bin/python3", tmp_path / "none")
-    assert made == ("jobs/sweep_dbl.py: this python (/usr/bin/python3) cannot import itrlab; create the project's "
-                    f"venv first (`make setup`), then run: {tmp_path / 'none'} jobs/sweep_dbl.py --preset smoke")
+    assert made == (
+        "jobs/sweep_dbl.py: this python (/usr/bin/python3) cannot import itrlab; create the project's "
+        f"venv first (`make setup`), then run: {tmp_path / 'none'} jobs/sweep_dbl.py --preset smoke"
+    )
     fake = tmp_path / "venv" / "bin" / "python"
     fake.parent.mkdir(parents=True)
     fake.touch()
     assert _bootstrap.how_to_start("jobs/sweep_dbl.py", ["itrlab", "torch"], "/usr/bin/python3", fake).endswith(
         f"cannot import itrlab, torch; start it with the project's venv: {fake} jobs/sweep_dbl.py --preset smoke "
-        f"(or `. {fake.parent}/activate` once per shell)")
+        f"(or `. {fake.parent}/activate` once per shell)"
+    )
     assert _bootstrap.VENV_PYTHON == venv_python
 
 
@@ -74,8 +80,14 @@ def test_the_line_for_a_python_without_itrlab_gives_the_command_that_starts_the_
 @pytest.mark.parametrize("job", ["sweep_dbl.py", "train.py"])
 def test_a_job_started_without_the_venv_says_how_to_start_it(job, tmp_path):
     """The job under a Python that cannot import itrlab (the venv's, without its site-packages): one line, exit 2."""
-    done = subprocess.run([sys.executable, "-E", "-s", "-S", str(REPO / "jobs" / job), "--preset", "smoke"],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-E", "-s", "-S", str(REPO / "jobs" / job), "--preset", "smoke"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 2 and done.stdout == "", done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"{REPO / 'jobs' / job}: this python ({sys.executable}) cannot import itrlab")
@@ -86,13 +98,22 @@ def test_a_job_started_without_the_venv_says_how_to_start_it(job, tmp_path):
 def test_make_sweep_runs_the_smoke_sweep_in_the_venv_after_its_set_up(tmp_path):
     venv = Path(sys.executable).parent.parent
     # --no-print-directory: under an outer make (make test-all) a nested one prints "Leaving directory" last
-    done = subprocess.run(["make", "--no-print-directory", "-n", "sweep", f"VENV={venv}"], capture_output=True,
-                          text=True, timeout=60, cwd=REPO)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "sweep", f"VENV={venv}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[-1] == f"{venv}/bin/python jobs/sweep_dbl.py --preset smoke"
     assert "\nsweep: setup\n" in (REPO / "Makefile").read_text()  # the venv set up first
-    dry = subprocess.run(["make", "--no-print-directory", "-n", "sweep", f"VENV={venv}",
-                          "SWEEP_ARGS=--preset smoke --dry-run"],
-                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    dry = subprocess.run(
+        ["make", "--no-print-directory", "-n", "sweep", f"VENV={venv}", "SWEEP_ARGS=--preset smoke --dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert dry.stdout.strip().splitlines()[-1].endswith("jobs/sweep_dbl.py --preset smoke --dry-run")

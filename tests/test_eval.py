@@ -29,12 +29,14 @@ from itrlab.eval.ranking import _counts_and_sum
 
 # Hand-worked example: 3 images, 15 captions; captions 0-4 belong to image 0, 5-9 to image 1,
 # 10-14 to image 2. Tie rule: rank = number of negatives scoring at least as high.
-HAND_S = torch.tensor([
-    # own captions (0-4)          image 1's (5-9)              image 2's (10-14)
-    [0.5, 0.4, 0.9, 0.3, 0.2,   0.1, 0.1, 0.95, 0.1, 0.1,   0.0, 0.0, 0.0, 0.0, 0.0],  # image 0
-    [0.8, 0.2, 0.2, 0.2, 0.2,   0.8, 0.6, 0.5, 0.4, 0.3,    0.1, 0.1, 0.85, 0.9, 0.1],  # image 1
-    [0.1, 0.5, 0.1, 0.1, 0.3,   0.1, 0.7, 0.6, 0.1, 0.3,    0.7, 0.6, 0.5, 0.4, 0.3],   # image 2
-])
+HAND_S = torch.tensor(
+    [
+        # own captions (0-4)          image 1's (5-9)              image 2's (10-14)
+        [0.5, 0.4, 0.9, 0.3, 0.2, 0.1, 0.1, 0.95, 0.1, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0],  # image 0
+        [0.8, 0.2, 0.2, 0.2, 0.2, 0.8, 0.6, 0.5, 0.4, 0.3, 0.1, 0.1, 0.85, 0.9, 0.1],  # image 1
+        [0.1, 0.5, 0.1, 0.1, 0.3, 0.1, 0.7, 0.6, 0.1, 0.3, 0.7, 0.6, 0.5, 0.4, 0.3],  # image 2
+    ]
+)
 # i2t (best own score; other images' captions at or above it):
 #   image 0: best 0.9 (caption 2); caption 7 (0.95)                            -> rank 1
 #   image 1: best 0.8 (caption 5); 0 (0.8, a tie counts), 12 (0.85), 13 (0.9)  -> rank 3
@@ -59,6 +61,7 @@ def _matrix_score_fn(S: torch.Tensor, calls: list | None = None):
         if calls is not None:
             calls.append((image_slice, caption_slice))
         return S[image_slice, caption_slice]
+
     return score
 
 
@@ -78,9 +81,10 @@ def test_hand_worked_example(chunk):
     assert (table.protocol, table.n_images, table.n_folds) == ("all", 3, 1)
 
 
-@pytest.mark.parametrize("n_images,dim,cpi,chunk", [
-    (1, 4, 5, 1), (7, 8, 5, 3), (50, 16, 5, 7), (64, 8, 3, 64), (233, 32, 5, 100), (90, 12, 1, 1000),
-])
+@pytest.mark.parametrize(
+    "n_images,dim,cpi,chunk",
+    [(1, 4, 5, 1), (7, 8, 5, 3), (50, 16, 5, 7), (64, 8, 3, 64), (233, 32, 5, 100), (90, 12, 1, 1000)],
+)
 def test_chunked_matches_reference(n_images, dim, cpi, chunk):
     images, captions = random_embeddings(n_images, dim, cpi, seed=n_images)
     chunked = compute_ranks(dense_score_fn(images, captions), n_images, cpi, chunk)
@@ -94,8 +98,7 @@ def test_chunked_matches_reference_with_many_ties():
     images = (rng.integers(0, 2, (40, 16)) * 0.5 - 0.25).astype(np.float32)
     captions = (rng.integers(0, 2, (200, 16)) * 0.5 - 0.25).astype(np.float32)
     for chunk in (6, 40):
-        assert compute_ranks(dense_score_fn(images, captions), 40, 5, chunk).same_as(
-            reference_ranks(images, captions))
+        assert compute_ranks(dense_score_fn(images, captions), 40, 5, chunk).same_as(reference_ranks(images, captions))
     for protocol in ("all", "5fold"):
         assert evaluate_embeddings(images, captions, protocol) == reference_evaluate(images, captions, protocol)
 
@@ -128,12 +131,22 @@ def test_fold_tables_are_means_of_per_fold_tables():
     images, captions = random_embeddings(n_images, 8, cpi, seed=7)
     table = evaluate_embeddings(images, captions, "5fold", cpi)
     size = n_images // 5
-    folds = [evaluate_embeddings(images[f * size:(f + 1) * size], captions[cpi * f * size:cpi * (f + 1) * size],
-                                 "all", cpi) for f in range(5)]
+    folds = [
+        evaluate_embeddings(
+            images[f * size : (f + 1) * size], captions[cpi * f * size : cpi * (f + 1) * size], "all", cpi
+        )
+        for f in range(5)
+    ]
     assert (table.protocol, table.n_images, table.n_folds) == ("5fold", 60, 5)
     for name, value in table.metrics().items():
-        field = {"i2t_R1": "i2t_r1", "i2t_R5": "i2t_r5", "i2t_R10": "i2t_r10", "t2i_R1": "t2i_r1",
-                 "t2i_R5": "t2i_r5", "t2i_R10": "t2i_r10"}.get(name, name)
+        field = {
+            "i2t_R1": "i2t_r1",
+            "i2t_R5": "i2t_r5",
+            "i2t_R10": "i2t_r10",
+            "t2i_R1": "t2i_r1",
+            "t2i_R5": "t2i_r5",
+            "t2i_R10": "t2i_r10",
+        }.get(name, name)
         assert value == pytest.approx(np.mean([getattr(f, field) for f in folds]), abs=1e-12), name
     assert table.rsum == pytest.approx(np.mean([f.rsum for f in folds]), abs=1e-12)
     assert table == reference_evaluate(images, captions, "5fold", cpi)
@@ -146,10 +159,16 @@ def test_coco_1k_is_5fold_on_5000_images():
     assert coco.metrics() == evaluate_embeddings(images, captions, "5fold").metrics()
 
 
-@pytest.mark.parametrize("protocol,bad,good", [
-    ("coco_1k", [1000, 4999, 5005], [5000]), ("coco_5k", [1000, 4999], [5000]),
-    ("f30k_1k", [999, 5000], [1000]), ("5fold", [0, 4, 12], [5, 60]), ("all", [0], [1, 7]),
-])
+@pytest.mark.parametrize(
+    "protocol,bad,good",
+    [
+        ("coco_1k", [1000, 4999, 5005], [5000]),
+        ("coco_5k", [1000, 4999], [5000]),
+        ("f30k_1k", [999, 5000], [1000]),
+        ("5fold", [0, 4, 12], [5, 60]),
+        ("all", [0], [1, 7]),
+    ],
+)
 def test_protocol_size_checks(protocol, bad, good):
     spec = get_protocol(protocol)
     for n_images in good:
@@ -181,10 +200,11 @@ def test_md_on_a_constructed_case():
     # The protocol's MD is the mean over folds, (1 + 3 + 5 + 7 + 9) / 5 = 5.
     big = torch.full((10, 10), 100.0)
     for f in range(5):
-        big[2 * f:2 * f + 2, 2 * f:2 * f + 2] = torch.eye(2) * (2 * f + 1)
+        big[2 * f : 2 * f + 2, 2 * f : 2 * f + 2] = torch.eye(2) * (2 * f + 1)
     assert evaluate(_matrix_score_fn(big), 10, "5fold", captions_per_image=1, image_chunk=1).md == 5.0
     assert evaluate(_matrix_score_fn(big), 10, "all", captions_per_image=1).md == pytest.approx(
-        25 * 2 / 10 - (100 * 80) / 90)
+        25 * 2 / 10 - (100 * 80) / 90
+    )
     assert math.isnan(compute_ranks(_matrix_score_fn(S[:1, :2]), 1, captions_per_image=2).md)
 
 
@@ -226,7 +246,8 @@ def test_dense_score_fn_normalize_and_torch_inputs():
     reference = reference_evaluate(images.numpy(), captions.numpy())
     assert table.md == pytest.approx(reference.md, abs=1e-6)
     assert {k: v for k, v in table.to_dict().items() if k != "md"} == {
-        k: v for k, v in reference.to_dict().items() if k != "md"}
+        k: v for k, v in reference.to_dict().items() if k != "md"
+    }
 
 
 @pytest.mark.e2e  # the job measures each evaluation in a Python subprocess of its own
@@ -247,8 +268,28 @@ def test_bench_job_interaction_smoke(capsys, tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out_json = tmp_path / "interaction.json"
-    assert module.main(["--interaction", "--images", "20", "--regions", "3", "--dim", "8", "--sim-dim", "4",
-                        "--shard-elements", "64", "--threads", "1", "--json", str(out_json)]) == 0
+    assert (
+        module.main(
+            [
+                "--interaction",
+                "--images",
+                "20",
+                "--regions",
+                "3",
+                "--dim",
+                "8",
+                "--sim-dim",
+                "4",
+                "--shard-elements",
+                "64",
+                "--threads",
+                "1",
+                "--json",
+                str(out_json),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "d=8, sim_dim=4, λ=9" in out and "shard budget 64 elements" in out and "scores allclose" in out
     assert json.loads(out_json.read_text())["allclose"] is True

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import REPO, SHARED, interrupt_after_shards
 from itrlab.data import open_precomp
+from itrlab.errors import DataError, UserInputError
 from itrlab.extract import job as extract
 from itrlab.extract.captions import (
     CocoImage,
@@ -22,16 +23,16 @@ from itrlab.extract.captions import (
     select_captions,
     split_sizes,
 )
+from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.images import BadImagesError, load_image
 from itrlab.extract.job import extract_dataset
-from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.plan import WORK_DIR, ExtractOptions
 from itrlab.extract.ray_tasks import main as extract_main
-from itrlab.errors import DataError, UserInputError
 
 COCO_MINI = SHARED / "data" / "coco_mini"
-needs_coco_mini = pytest.mark.skipif(not (COCO_MINI / "train2017").is_dir(),
-                                     reason=f"coco_mini images not found at {COCO_MINI}")
+needs_coco_mini = pytest.mark.skipif(
+    not (COCO_MINI / "train2017").is_dir(), reason=f"coco_mini images not found at {COCO_MINI}"
+)
 N_IMAGES = 8
 
 
@@ -43,8 +44,11 @@ def write_json(path: Path, doc) -> Path:
 def coco_doc(n_captions: dict[int, int]) -> dict:
     """A caption document: image id -> how many captions."""
     images = [{"id": i, "file_name": f"{i:012d}.jpg"} for i in n_captions]
-    annotations = [{"image_id": i, "id": 100 * i + k, "caption": f"caption {k} of image {i}"}
-                   for i, n in n_captions.items() for k in range(n)]
+    annotations = [
+        {"image_id": i, "id": 100 * i + k, "caption": f"caption {k} of image {i}"}
+        for i, n in n_captions.items()
+        for k in range(n)
+    ]
     return {"images": images, "annotations": annotations}
 
 
@@ -56,8 +60,10 @@ def make_mini(tmp_path: Path) -> dict:
     images = sorted(doc["images"], key=lambda im: im["file_name"])[:N_IMAGES]
     ids = [im["id"] for im in images]
     annotations = [a for a in doc["annotations"] if a["image_id"] in ids]
-    annotations += [{"image_id": ids[0], "id": -1, "caption": "An extra\ncaption, sixth."},
-                    {"image_id": ids[0], "id": -2, "caption": "  a seventh caption "}]
+    annotations += [
+        {"image_id": ids[0], "id": -1, "caption": "An extra\ncaption, sixth."},
+        {"image_id": ids[0], "id": -2, "caption": "  a seventh caption "},
+    ]
     dropped = [a for a in annotations if a["image_id"] == ids[1]][3:]
     annotations = [a for a in annotations if a not in dropped]
     image_dir = tmp_path / "images"
@@ -65,8 +71,14 @@ def make_mini(tmp_path: Path) -> dict:
     for im in images:
         shutil.copy(COCO_MINI / "train2017" / im["file_name"], image_dir / im["file_name"])
     captions = write_json(tmp_path / "captions.json", {"images": images, "annotations": annotations})
-    return {"images": image_dir, "captions": captions, "ids": ids, "files": [im["file_name"] for im in images],
-            "annotations": annotations, "tmp": tmp_path}
+    return {
+        "images": image_dir,
+        "captions": captions,
+        "ids": ids,
+        "files": [im["file_name"] for im in images],
+        "annotations": annotations,
+        "tmp": tmp_path,
+    }
 
 
 @pytest.fixture
@@ -138,8 +150,11 @@ def test_malformed_json_names_file_and_line(tmp_path):
 
 def test_unknown_image_ids_are_listed(tmp_path):
     doc = coco_doc({1: 5})
-    doc["annotations"] += [{"image_id": 999, "caption": "x"}, {"image_id": 998, "caption": "y"},
-                           {"image_id": 999, "caption": "z"}]
+    doc["annotations"] += [
+        {"image_id": 999, "caption": "x"},
+        {"image_id": 998, "caption": "y"},
+        {"image_id": 999, "caption": "z"},
+    ]
     with pytest.raises(DataError, match=r"3 annotations refer to 2 image ids that are not in 'images': 998, 999"):
         load_coco_captions(write_json(tmp_path / "c.json", doc))
 
@@ -167,8 +182,10 @@ def test_split_files(tmp_path):
     assert {k: [im.image_id for im in v] for k, v in splits.items()} == {"train": [1], "test": [2]}
     assert unassigned == 1  # image 3 (image 4 is listed but has too few captions)
 
-    karpathy = write_json(tmp_path / "dataset_coco.json",
-                          {"images": [{"filename": "000000000003.jpg", "split": "val"}, {"cocoid": 1, "split": "train"}]})
+    karpathy = write_json(
+        tmp_path / "dataset_coco.json",
+        {"images": [{"filename": "000000000003.jpg", "split": "val"}, {"cocoid": 1, "split": "train"}]},
+    )
     splits, _ = assign_from_file(selected, karpathy, coco.images)
     assert {k: [im.image_id for im in v] for k, v in splits.items()} == {"val": [3], "train": [1]}
 
@@ -220,8 +237,16 @@ def test_layout_shapes_global_and_captions(reference):
 def test_float16_halves_the_file_and_needs_overwrite(reference, tmp_path):
     f32, f16 = reference["out"], tmp_path / "f16"
     shutil.copytree(f32, f16)
-    opts = dict(images=reference["images"], captions=reference["captions"], out=f16, dtype="float16",
-                split_fractions="0.5,0.25,0.25", chunk_size=2, batch_size=2, progress=False)
+    opts = dict(
+        images=reference["images"],
+        captions=reference["captions"],
+        out=f16,
+        dtype="float16",
+        split_fractions="0.5,0.25,0.25",
+        chunk_size=2,
+        batch_size=2,
+        progress=False,
+    )
     with pytest.raises(UserInputError, match=r"other settings \(dtype 'float32' -> 'float16'\); pass --overwrite"):
         extract_dataset(ExtractOptions(**opts))
     assert extract_dataset(ExtractOptions(**opts, overwrite=True))["dtype"] == "float16"
@@ -286,10 +311,27 @@ def test_bad_images_stop_the_job_before_the_model_loads(mini, monkeypatch):
 def test_skip_bad_and_pad_captions(mini, capsys):
     bad = mini["files"][2]
     (mini["images"] / bad).write_bytes(b"garbage" * 100)
-    code = extract_main(["--images", str(mini["images"]), "--captions", str(mini["captions"]),
-                         "--out", str(mini["tmp"] / "out"), "--split-fractions", "0.5,0.25,0.25",
-                         "--skip-bad", "--pad-captions", "--dtype", "float16", "--no-progress", "--chunk-size", "4",
-                         "--batch-size", "4"])
+    code = extract_main(
+        [
+            "--images",
+            str(mini["images"]),
+            "--captions",
+            str(mini["captions"]),
+            "--out",
+            str(mini["tmp"] / "out"),
+            "--split-fractions",
+            "0.5,0.25,0.25",
+            "--skip-bad",
+            "--pad-captions",
+            "--dtype",
+            "float16",
+            "--no-progress",
+            "--chunk-size",
+            "4",
+            "--batch-size",
+            "4",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert f"skipping 1 bad image(s): {bad} (not an image" in captured.err
@@ -302,11 +344,14 @@ def test_skip_bad_and_pad_captions(mini, capsys):
     ids = [int(x) for s in ("train", "dev", "test") for x in (out / f"{s}_ids.txt").read_text().split()]
     assert len(ids) == 7 and mini["ids"][2] not in ids and mini["ids"][1] in ids  # 8 - bad (image 1 padded)
     assert sum(open_precomp(out, s).n_images for s in ("train", "dev", "test")) == 7
-    lines = (out / "train_caps.txt").read_text().splitlines() + (out / "dev_caps.txt").read_text().splitlines() \
+    lines = (
+        (out / "train_caps.txt").read_text().splitlines()
+        + (out / "dev_caps.txt").read_text().splitlines()
         + (out / "test_caps.txt").read_text().splitlines()
+    )
     padded_at = ids.index(mini["ids"][1]) * 5
     first3 = [" ".join(a["caption"].split()) for a in mini["annotations"] if a["image_id"] == mini["ids"][1]]
-    assert lines[padded_at:padded_at + 5] == [first3[0], first3[1], first3[2], first3[0], first3[1]]
+    assert lines[padded_at : padded_at + 5] == [first3[0], first3[1], first3[2], first3[0], first3[1]]
 
 
 def test_cli_input_errors_exit_2_with_one_line(mini, capsys):
@@ -329,8 +374,11 @@ def test_cli_input_errors_exit_2_with_one_line(mini, capsys):
 
     assert extract_main([*base, "--annotations", str(mini["captions"]), "--format", "cocoa"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("itrlab: error: --format: got 'cocoa'; known formats: coco, ") and \
-        err.endswith("(did you mean 'coco'?)") and "\n" not in err
+    assert (
+        err.startswith("itrlab: error: --format: got 'cocoa'; known formats: coco, ")
+        and err.endswith("(did you mean 'coco'?)")
+        and "\n" not in err
+    )
 
 
 @needs_coco_mini
@@ -346,19 +394,49 @@ def test_an_image_named_outside_the_image_folder_is_one_line_before_anything_is_
     doc = json.loads(mini["captions"].read_text())
     doc["images"][0]["file_name"] = name
     captions = write_json(mini["tmp"] / "outside.json", doc)
-    assert extract_main(["--images", str(mini["images"]), "--captions", str(captions), "--out",
-                         str(mini["tmp"] / "out"), "--no-progress", "--split-fractions", "0.5,0.25,0.25"]) == 2
+    assert (
+        extract_main(
+            [
+                "--images",
+                str(mini["images"]),
+                "--captions",
+                str(captions),
+                "--out",
+                str(mini["tmp"] / "out"),
+                "--no-progress",
+                "--split-fractions",
+                "0.5,0.25,0.25",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"itrlab: error: data error in {captions}: the image {name!r} is outside the image "
-                          f"folder {mini['images']}") and "\n" not in err, err
+    assert (
+        err.startswith(
+            f"itrlab: error: data error in {captions}: the image {name!r} is outside the image folder {mini['images']}"
+        )
+        and "\n" not in err
+    ), err
     assert not (mini["tmp"] / "out").exists()
 
 
 @pytest.mark.e2e
 def test_job_script_reports_bad_input_without_loading_the_model(tmp_path):
-    result = subprocess.run([sys.executable, str(REPO / "jobs" / "extract_features.py"),
-                             "--images", str(tmp_path), "--captions", str(tmp_path / "none.json"),
-                             "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "jobs" / "extract_features.py"),
+            "--images",
+            str(tmp_path),
+            "--captions",
+            str(tmp_path / "none.json"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == f"itrlab: error: data error in {tmp_path / 'none.json'}: file not found"
 
@@ -371,13 +449,26 @@ def test_ray_tasks_give_the_same_files(reference, tmp_path, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
-        opts = ExtractOptions(images=reference["images"], captions=reference["captions"], out=tmp_path / "out",
-                              split_fractions="0.5,0.25,0.25", chunk_size=2, batch_size=2, progress=False)
+        opts = ExtractOptions(
+            images=reference["images"],
+            captions=reference["captions"],
+            out=tmp_path / "out",
+            split_fractions="0.5,0.25,0.25",
+            chunk_size=2,
+            batch_size=2,
+            progress=False,
+        )
         manifest = extract_on_cluster(opts, use_ray=True)
     finally:
         ray.shutdown()
     assert manifest["run"]["backend"] == "ray" and manifest["splits"] == reference["manifest"]["splits"]
     for split in ("train", "dev", "test"):
-        np.testing.assert_allclose(np.load(tmp_path / "out" / f"{split}_ims.npy"),
-                                   np.load(reference["out"] / f"{split}_ims.npy"), rtol=1e-3, atol=1e-4)  # 1 thread vs 2
-        assert (tmp_path / "out" / f"{split}_ids.txt").read_text() == (reference["out"] / f"{split}_ids.txt").read_text()
+        np.testing.assert_allclose(
+            np.load(tmp_path / "out" / f"{split}_ims.npy"),
+            np.load(reference["out"] / f"{split}_ims.npy"),
+            rtol=1e-3,
+            atol=1e-4,
+        )  # 1 thread vs 2
+        assert (tmp_path / "out" / f"{split}_ids.txt").read_text() == (
+            reference["out"] / f"{split}_ids.txt"
+        ).read_text()

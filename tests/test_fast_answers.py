@@ -41,27 +41,46 @@ def imports_of(tmp_path, job: str, *args: str) -> tuple[int, set[str], str, str]
     """Run ``jobs/<job> args`` in a fresh interpreter: its exit status, the top-level packages it
     imported, its stdout and its stderr."""
     out = tmp_path / "modules.json"
-    env = {**os.environ, "ITRLAB_MODULES_OUT": str(out), "PYTHONPATH": str(REPO / "platform"),
-           "ITRLAB_CONFIG_DIR": str(REPO / "configs")}
-    done = subprocess.run([sys.executable, "-c", RUN, str(REPO / "jobs" / job), "--", *args], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "ITRLAB_MODULES_OUT": str(out),
+        "PYTHONPATH": str(REPO / "platform"),
+        "ITRLAB_CONFIG_DIR": str(REPO / "configs"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(REPO / "jobs" / job), "--", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     record = json.loads(out.read_text())
     return record["code"], set(record["modules"]), done.stdout, done.stderr
 
 
-@pytest.mark.parametrize("args, status", [
-    (["--preset", "dbl-smok"], 2),
-    (["--help"], 0),
-    (["--list", "--concurrency", "2"], 2),
-    (["--preset", "tiny", "train.epohcs=2"], 2),
-    (["--preset", "dbl-fig4-alpha", "--dry-run", "cooperative.gamma=-1"], 2),  # a scheme's setting, typed without torch
-    (["--preset", "dbl-table4", "--dry-run", "loss.margin=-1"], 2),  # a loss's setting, typed without torch
-])
+@pytest.mark.parametrize(
+    "args, status",
+    [
+        (["--preset", "dbl-smok"], 2),
+        (["--help"], 0),
+        (["--list", "--concurrency", "2"], 2),
+        (["--preset", "tiny", "train.epohcs=2"], 2),
+        (
+            ["--preset", "dbl-fig4-alpha", "--dry-run", "cooperative.gamma=-1"],
+            2,
+        ),  # a scheme's setting, typed without torch
+        (["--preset", "dbl-table4", "--dry-run", "loss.margin=-1"], 2),  # a loss's setting, typed without torch
+    ],
+)
 def test_errors_and_help_answer_without_torch_ray_or_mlflow(tmp_path, args, status):
     code, modules, stdout, stderr = imports_of(tmp_path, "sweep.py", *args)
     assert code == status, stderr
     if "cooperative.gamma=-1" in args:
-        assert "config error at 'cooperative.gamma': got -1; must be a finite number >= 0 (the boosting margin γ)" in stderr
+        assert (
+            "config error at 'cooperative.gamma': got -1; must be a finite number >= 0 (the boosting margin γ)"
+            in stderr
+        )
     if status == 2:
         assert len(stderr.strip().splitlines()) == 1 and stderr.startswith("itrlab"), stderr
     assert not {m.split(".")[0] for m in modules} & set(HEAVY), sorted(set(HEAVY) & {m.split(".")[0] for m in modules})
@@ -71,11 +90,20 @@ def test_errors_and_help_answer_without_torch_ray_or_mlflow(tmp_path, args, stat
 def test_checking_a_config_builds_no_module(tmp_path):
     """A config check types every section (the loss's and a scheme's settings included) and builds nothing:
     the losses are built once, by the run that trains them."""
-    code = ("import gc, sys\nfrom itrlab.assembly import load_experiment\nimport torch\n"
-            "load_experiment('dbl_synthetic_tiny', ['cooperative.strategy=I'])\n"
-            "print(sum(isinstance(o, torch.nn.Module) for o in gc.get_objects()), 'itrlab.methods.dbl.boosting' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "platform"), "ITRLAB_CONFIG_DIR": str(REPO / "configs")})
+    code = (
+        "import gc, sys\nfrom itrlab.assembly import load_experiment\nimport torch\n"
+        "load_experiment('dbl_synthetic_tiny', ['cooperative.strategy=I'])\n"
+        "print(sum(isinstance(o, torch.nn.Module) for o in gc.get_objects()),\n"
+        "      'itrlab.methods.dbl.boosting' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO / "platform"), "ITRLAB_CONFIG_DIR": str(REPO / "configs")},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["0", "False"]
 
@@ -102,11 +130,19 @@ def test_the_quiet_sweeps_worker_hook_imports_neither_torch_nor_tune(tmp_path, m
     monkeypatch.setenv(progress.VERBOSE_ENV, "0")
     hook = cluster.console_runtime_env({})["worker_process_setup_hook"]
     module, _, name = hook.rpartition(".")
-    code = ("import importlib, json, logging, sys\nimport ray\n"  # a Ray worker has Ray loaded
-            f"getattr(importlib.import_module({module!r}), {name!r})()\n"
-            "print(json.dumps([sorted(sys.modules), logging.getLogger('ray.train').level]))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "platform")})
+    code = (
+        "import importlib, json, logging, sys\nimport ray\n"  # a Ray worker has Ray loaded
+        f"getattr(importlib.import_module({module!r}), {name!r})()\n"
+        "print(json.dumps([sorted(sys.modules), logging.getLogger('ray.train').level]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO / "platform")},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     modules, level = json.loads(done.stdout.splitlines()[-1])
     assert not {m.split(".")[0] for m in modules} & {"torch", "mlflow"} and "ray.tune" not in modules

@@ -1,7 +1,8 @@
 """Busy is not broken (issue #30 item 7), and a clock that was ahead (item 8), with real servers and processes:
 an MLflow server that answers 503 for a while is waited for, one that stays busy past the limit is one line
 (exit status 1), a server that turns busy during a run ends it on one line within the client's bounded
-retries (a local Ray whose node start times out is started again: tests/test_faults_dying.py). A run whose recorded start lies in the future gets a warning and a duration that is not negative."""
+retries (a local Ray whose node start times out is started again: tests/test_faults_dying.py). A run whose recorded
+start lies in the future gets a warning and a duration that is not negative."""
 
 from __future__ import annotations
 
@@ -35,8 +36,17 @@ def test_a_busy_mlflow_server_is_waited_for_and_then_used(tmp_path, server):
     """The first three requests answered 503 (by count, not time: a loaded machine imports for longer)."""
     answered = itertools.count()
     with busy_proxy(server, busy=lambda: next(answered) < 3) as busy:
-        done, _ = run(job(*TRAIN, f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}",
-                          "tracking.experiment=busy_waited"), tmp_path, env_for(tmp_path, busy), timeout=600)
+        done, _ = run(
+            job(
+                *TRAIN,
+                f"dataset.root={tmp_path / 'data'}",
+                f"output.dir={tmp_path / 'runs'}",
+                "tracking.experiment=busy_waited",
+            ),
+            tmp_path,
+            env_for(tmp_path, busy),
+            timeout=600,
+        )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert f"MLflow tracking store {busy} is busy (it answers HTTP 503); asking again" in done.stdout
     client = MlflowClient(tracking_uri=server)
@@ -47,8 +57,12 @@ def test_a_busy_mlflow_server_is_waited_for_and_then_used(tmp_path, server):
 def test_a_server_busy_past_the_limit_is_one_line_and_exit_1(tmp_path):
     with busy_proxy("http://127.0.0.1:9", busy=lambda: True) as busy:
         env = {**env_for(tmp_path, busy), "ITRLAB_MLFLOW_WAIT_S": "6"}
-        done, seconds = run(job(*TRAIN, f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}"), tmp_path,
-                            env, timeout=300)
+        done, seconds = run(
+            job(*TRAIN, f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}"),
+            tmp_path,
+            env,
+            timeout=300,
+        )
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     line = one_line_error(done)
     assert f"MLflow tracking store {busy} stayed busy for 6 s" in line and "ITRLAB_MLFLOW_WAIT_S" in line, line
@@ -63,10 +77,22 @@ def test_a_server_that_turns_busy_during_a_run_ends_it_on_one_line(tmp_path, ser
         env = {**env_for(tmp_path, proxy), "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "ITRLAB_WATCHDOG": "0"}
         log = tmp_path / "train.log"
         with open(log, "w") as out:
-            process = subprocess.Popen(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=400",
-                                           f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}",
-                                           "tracking.experiment=busy_during"),
-                                       cwd=tmp_path, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
+            process = subprocess.Popen(
+                job(
+                    "train.py",
+                    "-c",
+                    "vsepp_synthetic_tiny",
+                    "train.epochs=400",
+                    f"dataset.root={tmp_path / 'data'}",
+                    f"output.dir={tmp_path / 'runs'}",
+                    "tracking.experiment=busy_during",
+                ),
+                cwd=tmp_path,
+                env=env,
+                stdout=out,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         try:
             with training_held(process, log):  # the server turns busy before the training can end
                 turned.set()

@@ -29,10 +29,14 @@ NOBODY = 65534
 
 def env_for(workdir: Path, tracking_uri: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_"))}
-    env.update(MLFLOW_TRACKING_URI=tracking_uri or f"sqlite:///{workdir / 'mlflow.db'}",
-               ITRLAB_CONFIG_DIR=str(REPO / "configs"), PYTHONUNBUFFERED="1", HOME=str(workdir),
-               OMP_NUM_THREADS="1",  # tiny models: one thread, no contention on a busy machine
-               PATH=f"{BIN}:{env.get('PATH', '')}")
+    env.update(
+        MLFLOW_TRACKING_URI=tracking_uri or f"sqlite:///{workdir / 'mlflow.db'}",
+        ITRLAB_CONFIG_DIR=str(REPO / "configs"),
+        PYTHONUNBUFFERED="1",
+        HOME=str(workdir),
+        OMP_NUM_THREADS="1",  # tiny models: one thread, no contention on a busy machine
+        PATH=f"{BIN}:{env.get('PATH', '')}",
+    )
     return env
 
 
@@ -40,7 +44,9 @@ def job(name: str, *args: str) -> list[str]:
     return [sys.executable, str(REPO / "jobs" / name), *args]
 
 
-def run(command: list[str], workdir: Path, env: dict[str, str], timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
+def run(
+    command: list[str], workdir: Path, env: dict[str, str], timeout: float = 120
+) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
     done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
     return done, time.monotonic() - started
@@ -75,11 +81,16 @@ def as_unprivileged(command: list[str]) -> list[str]:
 
 # -- MLflow unreachable (item 3) -------------------------------------------------------------------
 
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("command", [
-    job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=1"),
-    job("sweep_dbl.py", "--preset", "tiny", "--storage", "sweeps"),
-], ids=["train", "sweep"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=1"),
+        job("sweep_dbl.py", "--preset", "tiny", "--storage", "sweeps"),
+    ],
+    ids=["train", "sweep"],
+)
 def test_dead_mlflow_port_fails_in_seconds_with_one_line(tmp_path, command):
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     done, seconds = run([*command, f"dataset.root={tmp_path / 'data'}"], tmp_path, env_for(tmp_path, uri))
@@ -95,16 +106,40 @@ def test_dead_mlflow_port_fails_in_seconds_with_one_line(tmp_path, command):
 
 # -- output not writable (item 11) -----------------------------------------------------------------
 
+
 @pytest.mark.e2e
 def test_unwritable_sweep_storage_and_output_dir_fail_before_ray_or_mlflow(shared_dir):
     readonly = shared_dir / "readonly"
     readonly.mkdir()
     readonly.chmod(0o555)
     env = env_for(shared_dir)
-    sweep, _ = run(as_unprivileged(job("sweep_dbl.py", "--preset", "tiny", "--storage", str(readonly / "sweeps"),
-                                       f"dataset.root={shared_dir / 'data'}")), shared_dir, env)
-    train, _ = run(as_unprivileged(job("train.py", "-c", "vsepp_synthetic_tiny", f"output.dir={readonly / 'runs'}",
-                                       f"dataset.root={shared_dir / 'data'}")), shared_dir, env)
+    sweep, _ = run(
+        as_unprivileged(
+            job(
+                "sweep_dbl.py",
+                "--preset",
+                "tiny",
+                "--storage",
+                str(readonly / "sweeps"),
+                f"dataset.root={shared_dir / 'data'}",
+            )
+        ),
+        shared_dir,
+        env,
+    )
+    train, _ = run(
+        as_unprivileged(
+            job(
+                "train.py",
+                "-c",
+                "vsepp_synthetic_tiny",
+                f"output.dir={readonly / 'runs'}",
+                f"dataset.root={shared_dir / 'data'}",
+            )
+        ),
+        shared_dir,
+        env,
+    )
     for done, what in ((sweep, "--storage"), (train, "output.dir")):
         assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
         line = one_line_error(done)
@@ -120,8 +155,19 @@ def test_unwritable_mlflow_store_fails_with_one_line(shared_dir):
     readonly.mkdir()
     readonly.chmod(0o555)
     uri = f"sqlite:///{readonly / 'mlflow.db'}"
-    done, _ = run(as_unprivileged(job("train.py", "-c", "vsepp_synthetic_tiny", f"output.dir={shared_dir / 'runs'}",
-                                      f"dataset.root={shared_dir / 'data'}")), shared_dir, env_for(shared_dir, uri))
+    done, _ = run(
+        as_unprivileged(
+            job(
+                "train.py",
+                "-c",
+                "vsepp_synthetic_tiny",
+                f"output.dir={shared_dir / 'runs'}",
+                f"dataset.root={shared_dir / 'data'}",
+            )
+        ),
+        shared_dir,
+        env_for(shared_dir, uri),
+    )
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     line = one_line_error(done)
     assert f"MLflow tracking store {uri}" in line and "cannot write" in line, line
@@ -130,10 +176,23 @@ def test_unwritable_mlflow_store_fails_with_one_line(shared_dir):
 
 # -- a trial larger than this machine (item 2) -----------------------------------------------------
 
+
 @pytest.mark.e2e
 def test_trial_asking_more_cpus_than_the_machine_has_is_refused_up_front(tmp_path):
-    done, seconds = run(job("sweep_dbl.py", "--preset", "tiny", "--cpus-per-trial", "100000", "--storage", "sweeps",
-                            f"dataset.root={tmp_path / 'data'}"), tmp_path, env_for(tmp_path))
+    done, seconds = run(
+        job(
+            "sweep_dbl.py",
+            "--preset",
+            "tiny",
+            "--cpus-per-trial",
+            "100000",
+            "--storage",
+            "sweeps",
+            f"dataset.root={tmp_path / 'data'}",
+        ),
+        tmp_path,
+        env_for(tmp_path),
+    )
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     line = one_line_error(done)
     assert "a trial asks for 100000 CPU(s)" in line and f"this machine has {os.cpu_count()}" in line, line
@@ -143,20 +202,34 @@ def test_trial_asking_more_cpus_than_the_machine_has_is_refused_up_front(tmp_pat
 
 # -- sweep keys (item 8) ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fields, fragment", [
-    ({"objective": {"metric": "rsun", "mode": "max"}}, "'sweep.yaml: objective.metric': got 'rsun'"),
-    ({"table": {"rows": ["cooperative.strategy"], "paper": "dbl_tabel4"}}, "did you mean 'dbl_table4'"),
-    ({"table": {"rows": ["cooperative.strategi"]}}, "'table.rows': got 'cooperative.strategi'"),
-    ({"table": {"rows": ["cooperative.strategy"], "columns": ["test_rsun"]}}, "did you mean 'test_rsum'"),
-    ({"table": {"rows": ["cooperative.strategy"], "anchors": "flickr8"}}, "'sweep.yaml: table.anchors': got 'flickr8'"),
-], ids=["objective.metric", "table.paper", "table.rows", "table.columns", "table.anchors"])
+
+@pytest.mark.parametrize(
+    "fields, fragment",
+    [
+        ({"objective": {"metric": "rsun", "mode": "max"}}, "'sweep.yaml: objective.metric': got 'rsun'"),
+        ({"table": {"rows": ["cooperative.strategy"], "paper": "dbl_tabel4"}}, "did you mean 'dbl_table4'"),
+        ({"table": {"rows": ["cooperative.strategi"]}}, "'table.rows': got 'cooperative.strategi'"),
+        ({"table": {"rows": ["cooperative.strategy"], "columns": ["test_rsun"]}}, "did you mean 'test_rsum'"),
+        (
+            {"table": {"rows": ["cooperative.strategy"], "anchors": "flickr8"}},
+            "'sweep.yaml: table.anchors': got 'flickr8'",
+        ),
+    ],
+    ids=["objective.metric", "table.paper", "table.rows", "table.columns", "table.anchors"],
+)
 def test_sweep_keys_that_name_nothing_exit_2_before_ray(tmp_path, monkeypatch, capsys, fields, fragment):
     from itrlab.cli import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    spec = {"name": "keys", "experiment": "dbl_synthetic_tiny", "overrides": [f"dataset.root={tmp_path / 'data'}"],
-            "grid": {"cooperative.strategy": ["A", "F"]}, "seeds": [0], **fields}
+    spec = {
+        "name": "keys",
+        "experiment": "dbl_synthetic_tiny",
+        "overrides": [f"dataset.root={tmp_path / 'data'}"],
+        "grid": {"cooperative.strategy": ["A", "F"]},
+        "seeds": [0],
+        **fields,
+    }
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(spec))
     code = main(["sweep", "--sweep", str(tmp_path / "sweep.yaml"), "--storage", str(tmp_path / "sweeps")])
     err = capsys.readouterr().err
@@ -186,9 +259,17 @@ def test_new_sqlite_store_initialised_by_several_commands_at_once(tmp_path):
     all have imported MLflow): without the lock, all but one die on 'table ... already exists'."""
     uri, barrier, count = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "barrier", 3
     barrier.mkdir()
-    processes = [subprocess.Popen([sys.executable, "-c", STORE_USER, uri, str(barrier), str(i), str(count)],
-                                  cwd=tmp_path, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for i in range(count)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", STORE_USER, uri, str(barrier), str(i), str(count)],
+            cwd=tmp_path,
+            env=env_for(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
     outputs = [process.communicate(timeout=120) for process in processes]
     assert [p.returncode for p in processes] == [0] * count, [err[-1500:] for _, err in outputs]
     assert len({out.strip() for out, _ in outputs}) == 1  # one experiment, found by all
@@ -196,6 +277,7 @@ def test_new_sqlite_store_initialised_by_several_commands_at_once(tmp_path):
 
 
 # -- Ctrl-C during a training (item 6) -------------------------------------------------------------
+
 
 def ctrl_c_reaches_it() -> None:
     """In the child before exec: SIGINT and SIGTERM delivered with their default actions, as to a program in a
@@ -212,10 +294,23 @@ def signal_training(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, str]
     process (ended) and its stderr."""
     log = tmp_path / "train.log"
     with open(log, "w") as out:
-        process = subprocess.Popen(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=500",
-                                       f"dataset.root={tmp_path / 'data'}", "--run-dir", str(tmp_path / "run")),
-                                   cwd=tmp_path, env=env_for(tmp_path), stdout=out, stderr=subprocess.PIPE, text=True,
-                                   preexec_fn=ctrl_c_reaches_it)
+        process = subprocess.Popen(
+            job(
+                "train.py",
+                "-c",
+                "vsepp_synthetic_tiny",
+                "train.epochs=500",
+                f"dataset.root={tmp_path / 'data'}",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ),
+            cwd=tmp_path,
+            env=env_for(tmp_path),
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=ctrl_c_reaches_it,
+        )
     try:
         with training_held(process, log, 240):  # a checkpoint exists; the signal is delivered when it continues
             process.send_signal(signum)

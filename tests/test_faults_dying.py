@@ -20,7 +20,7 @@ import pytest
 from mlflow import MlflowClient
 
 from conftest import write_precomp
-from held import trials_held, training_alone, training_held
+from held import training_alone, training_held, trials_held
 from test_faults_cli import ctrl_c_reaches_it, env_for, job
 
 pytestmark = pytest.mark.e2e  # real processes, signals and servers
@@ -36,7 +36,7 @@ def descendants(pid: int) -> dict[int, str]:
                 cmd = open(f"/proc/{entry.name}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            table[int(entry.name)] = (int(stat[stat.rindex(")") + 2:].split()[1]), cmd)
+            table[int(entry.name)] = (int(stat[stat.rindex(")") + 2 :].split()[1]), cmd)
     found, frontier = {}, {pid}
     while frontier:
         frontier = {child for child, (parent, _) in table.items() if parent in frontier} - set(found)
@@ -65,10 +65,24 @@ def long_training(tmp_path: Path, *overrides: str, env: dict[str, str] | None = 
     """A tiny training of 500 epochs, started (its first epoch not done yet); its log."""
     log = tmp_path / "train.log"
     with open(log, "w") as out:
-        process = subprocess.Popen(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=500",
-                                       f"dataset.root={tmp_path / 'data'}", "--run-dir", str(tmp_path / "run"), *overrides),
-                                   cwd=tmp_path, env=env or env_for(tmp_path), stdout=out, stderr=subprocess.PIPE,
-                                   text=True, preexec_fn=ctrl_c_reaches_it)
+        process = subprocess.Popen(
+            job(
+                "train.py",
+                "-c",
+                "vsepp_synthetic_tiny",
+                "train.epochs=500",
+                f"dataset.root={tmp_path / 'data'}",
+                "--run-dir",
+                str(tmp_path / "run"),
+                *overrides,
+            ),
+            cwd=tmp_path,
+            env=env or env_for(tmp_path),
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=ctrl_c_reaches_it,
+        )
     return process, log
 
 
@@ -92,9 +106,22 @@ def test_a_ray_start_that_times_out_is_tried_again_and_a_lost_raylet_leaves_no_r
     and the driver starts another. That Ray's raylet is then killed while a trial trains: Ray's core worker
     ends the driver on the spot, and every run it started ends KILLED with the reason (the watchdog)."""
     env = env_for(tmp_path)
-    driver = subprocess.Popen(job("sweep_dbl.py", "--preset", "tiny", "--storage", str(tmp_path / "sweeps"),
-                                  f"dataset.root={tmp_path / 'data'}", "train.epochs=50"), cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    driver = subprocess.Popen(
+        job(
+            "sweep_dbl.py",
+            "--preset",
+            "tiny",
+            "--storage",
+            str(tmp_path / "sweeps"),
+            f"dataset.root={tmp_path / 'data'}",
+            "train.epochs=50",
+        ),
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stopped: list[int] = []
     watcher = threading.Thread(target=stop_first_raylet_of, args=(driver, stopped), daemon=True)
     watcher.start()
@@ -171,15 +198,32 @@ def test_a_run_its_dead_process_left_running_is_closed_by_the_next_command(tmp_p
     process.wait(timeout=60)
     (orphan,) = all_runs(env["MLFLOW_TRACKING_URI"])
     assert orphan.info.status == "RUNNING"
-    done = subprocess.run(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=1", f"dataset.root={tmp_path / 'data'}",
-                              "--run-dir", str(tmp_path / "next")), cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        job(
+            "train.py",
+            "-c",
+            "vsepp_synthetic_tiny",
+            "train.epochs=1",
+            f"dataset.root={tmp_path / 'data'}",
+            "--run-dir",
+            str(tmp_path / "next"),
+        ),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"itrlab: ended 1 MLflow run(s) KILLED that processes which died had left RUNNING: {orphan.info.run_id}" \
+    assert (
+        f"itrlab: ended 1 MLflow run(s) KILLED that processes which died had left RUNNING: {orphan.info.run_id}"
         in done.stdout
+    )
     runs = {run.info.run_id: run for run in all_runs(env["MLFLOW_TRACKING_URI"])}
     closed = runs[orphan.info.run_id]
-    assert closed.info.status == "KILLED" and "ended by a later itrlab command" in closed.data.tags["itrlab.stop_reason"]
+    assert (
+        closed.info.status == "KILLED" and "ended by a later itrlab command" in closed.data.tags["itrlab.stop_reason"]
+    )
     assert sorted(run.info.status for run in runs.values()) == ["FINISHED", "KILLED"]
 
 
@@ -203,15 +247,25 @@ def test_sigterm_to_local_cluster_up_stops_everything_it_started(tmp_path, miles
         pytest.skip(problem)
     before = set(Path("/tmp").glob("itrlab-*"))
     env = {k: v for k, v in env_for(tmp_path).items() if k != "MLFLOW_TRACKING_URI"}
-    up = subprocess.Popen(job("local_cluster.py", "up", "--root", str(tmp_path / "cluster"), "--workers", "1",
-                              "--cpus-per-worker", "1"), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+    up = subprocess.Popen(
+        job("local_cluster.py", "up", "--root", str(tmp_path / "cluster"), "--workers", "1", "--cpus-per-worker", "1"),
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 240
     while up.poll() is None and time.monotonic() < deadline and not (tmp_path / "cluster" / milestone).exists():
         time.sleep(0.1)
     if up.poll() is not None:  # the whole start finished first: take the cluster down, then fail
-        subprocess.run(job("local_cluster.py", "down", "--root", str(tmp_path / "cluster")), cwd=tmp_path, env=env,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            job("local_cluster.py", "down", "--root", str(tmp_path / "cluster")),
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
         pytest.fail(f"the start ended before {milestone!r} appeared")
     up.send_signal(signal.SIGTERM)
     try:
@@ -220,15 +274,20 @@ def test_sigterm_to_local_cluster_up_stops_everything_it_started(tmp_path, miles
         up.kill()
         _, err = up.communicate()
     made = set(Path("/tmp").glob("itrlab-*")) - before
-    left = {pid: cmd for entry in os.scandir("/proc") if entry.name.isdigit()
-            for pid, cmd in [(int(entry.name), _cmdline(int(entry.name)))]
-            if str(tmp_path) in cmd or any(str(folder) in cmd for folder in made)}
+    left = {
+        pid: cmd
+        for entry in os.scandir("/proc")
+        if entry.name.isdigit()
+        for pid, cmd in [(int(entry.name), _cmdline(int(entry.name)))]
+        if str(tmp_path) in cmd or any(str(folder) in cmd for folder in made)
+    }
     for pid in left:  # never left running, whatever happened
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     assert up.returncode == 143, err[-3000:]
-    assert err.strip().splitlines() == ["itrlab: local cluster up: terminated (SIGTERM); stopped every process it "
-                                        "had started"], err[-3000:]
+    assert err.strip().splitlines() == [
+        "itrlab: local cluster up: terminated (SIGTERM); stopped every process it had started"
+    ], err[-3000:]
     assert not left, left
     assert not made, made
 

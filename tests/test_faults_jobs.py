@@ -26,15 +26,25 @@ from test_sweep_jobs import job_env, start_driver, sweep_command, sweep_runs
 
 def one_ended_one_training(notes: dict[str, dict]) -> bool:
     """Two trials on the board: one ended (its last note: testing, after which it ends its run), one training."""
-    return sorted(training(note) for note in notes.values()) == [False, True] and \
-        any(note.get("phase") == "testing" for note in notes.values())
+    return sorted(training(note) for note in notes.values()) == [False, True] and any(
+        note.get("phase") == "testing" for note in notes.values()
+    )
+
 
 pytestmark = pytest.mark.e2e
 LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]", "localhost")
 # what the console shows only with -v: Ray's repeated warnings, checkpoint lines, status tables, the
 # Tuner.restore hint, MLflow's progress bars
-NOISE = ("snapshotting", "Tuner.restore", "Checkpoint successfully created", "Trial status:",
-         "Configuration for experiment", "Uploading artifacts", "Downloading artifacts", "it/s]")
+NOISE = (
+    "snapshotting",
+    "Tuner.restore",
+    "Checkpoint successfully created",
+    "Trial status:",
+    "Configuration for experiment",
+    "Uploading artifacts",
+    "Downloading artifacts",
+    "it/s]",
+)
 
 
 def listening_sockets(session: int) -> list[str]:
@@ -45,7 +55,7 @@ def listening_sockets(session: int) -> list[str]:
         for pid in re.findall(r"pid=(\d+)", line):
             try:
                 if os.getsid(int(pid)) == session:
-                    found.append(f"{line.split()[3]} ({line[line.find('users:'):][:50]})")
+                    found.append(f"{line.split()[3]} ({line[line.find('users:') :][:50]})")
             except OSError:
                 continue
     return found
@@ -67,11 +77,18 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     its console counting the restored trial, until it is killed outright (SIGKILL to it and the Ray it
     started) once the second trial finished; a last --resume finishes the sweep, quiet (no Ray noise) with
     the pivot, and no trial that had finished is trained again."""
-    command = sweep_command(tmp_path, {
-        "name": "sigint_sweep", "experiment": "dbl_synthetic_tiny",
-        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=2"],
-        "grid": {"cooperative.strategy": ["A", "F", "G"]}, "seeds": [0], "resources": {"cpu": 1},
-        "table": {"rows": ["cooperative.strategy"], "paper": "dbl_table4"}})
+    command = sweep_command(
+        tmp_path,
+        {
+            "name": "sigint_sweep",
+            "experiment": "dbl_synthetic_tiny",
+            "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=2"],
+            "grid": {"cooperative.strategy": ["A", "F", "G"]},
+            "seeds": [0],
+            "resources": {"cpu": 1},
+            "table": {"rows": ["cooperative.strategy"], "paper": "dbl_table4"},
+        },
+    )
     env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3"}  # a progress line every 0.3 s
     log_path = tmp_path / "first.log"
     driver = start_driver(command, tmp_path, log_path, env)
@@ -98,7 +115,10 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     assert "interrupted" in killed.data.tags["itrlab.stop_reason"]
     table = parent_table(tmp_path, parent.info.run_id, "sweep/trials.json")
     assert sorted(zip(table["cooperative/strategy"], table["status"])) == [
-        ("A", "finished"), ("F", "interrupted"), ("G", "not started")]
+        ("A", "finished"),
+        ("F", "interrupted"),
+        ("G", "not started"),
+    ]
 
     # two --resume of the sweep at the same moment: one continues it, the other is refused at once
     logs = [tmp_path / "resume1.log", tmp_path / "resume2.log"]
@@ -117,8 +137,9 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
         resumed, resumed_log = drivers[1 - refused_at], logs[1 - refused_at]
 
         # the resumed driver killed outright (it and its Ray) once F finished and G runs, G held meanwhile
-        with trials_held(resumed, lambda: one_ended_one_training(notes_since(tmp_path / "sweeps", began)),
-                         log=resumed_log):
+        with trials_held(
+            resumed, lambda: one_ended_one_training(notes_since(tmp_path / "sweeps", began)), log=resumed_log
+        ):
             os.killpg(resumed.pid, signal.SIGKILL)
             resumed.wait()
     finally:
@@ -179,16 +200,25 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
 def test_storage_that_breaks_mid_sweep_fails_the_sweep_with_one_line(tmp_path):
     """The sweep's storage stops taking writes after the first checkpoint (its trials folder replaced by a
     file, which no user, root included, can write into): the sweep exits 1 with one line, every run FAILED."""
-    command = sweep_command(tmp_path, {
-        "name": "broken_storage", "experiment": "dbl_synthetic_tiny",
-        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=3"],
-        "grid": {"cooperative.strategy": ["A"]}, "seeds": [0], "resources": {"cpu": 1}})
+    command = sweep_command(
+        tmp_path,
+        {
+            "name": "broken_storage",
+            "experiment": "dbl_synthetic_tiny",
+            "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=3"],
+            "grid": {"cooperative.strategy": ["A"]},
+            "seeds": [0],
+            "resources": {"cpu": 1},
+        },
+    )
     log_path = tmp_path / "broken.log"
     driver = start_driver(command, tmp_path, log_path)
     try:
+
         def first_checkpoint_stored() -> bool:
-            return training_alone(tmp_path / "sweeps") and \
-                any((tmp_path / "sweeps").glob("broken_storage/*/tune/*/checkpoint_*"))
+            return training_alone(tmp_path / "sweeps") and any(
+                (tmp_path / "sweeps").glob("broken_storage/*/tune/*/checkpoint_*")
+            )
 
         with trials_held(driver, first_checkpoint_stored, log=log_path):  # it cannot end before the storage breaks
             (tune_dir,) = (tmp_path / "sweeps" / "broken_storage").glob("*/tune")

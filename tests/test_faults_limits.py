@@ -26,8 +26,13 @@ def imported():
 
 
 def sweep_file(path, **fields) -> str:
-    spec = {"name": "limits", "experiment": "dbl_synthetic_tiny", "grid": {"cooperative.strategy": ["A", "F"]},
-            "seeds": [0], **fields}
+    spec = {
+        "name": "limits",
+        "experiment": "dbl_synthetic_tiny",
+        "grid": {"cooperative.strategy": ["A", "F"]},
+        "seeds": [0],
+        **fields,
+    }
     path.write_text(yaml.safe_dump(spec))
     return str(path)
 
@@ -43,7 +48,9 @@ def refused(capsys, argv, fragment: str, workdir, limit_s: float = 30.0) -> str:
     assert len(lines) == 1 and fragment in lines[0], err[-3000:]
     assert len(lines[0]) < 1200, len(lines[0])
     assert seconds < limit_s, seconds
-    assert not (workdir / "mlflow.db").exists() and not (workdir / "sweeps").exists() and not (workdir / "runs").exists()
+    assert (
+        not (workdir / "mlflow.db").exists() and not (workdir / "sweeps").exists() and not (workdir / "runs").exists()
+    )
     assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
     return lines[0]
 
@@ -64,8 +71,12 @@ grid: {cooperative.strategy: *h}
 
 def test_a_yaml_alias_bomb_is_refused_before_it_expands(workdir, capsys):
     (workdir / "bomb.yaml").write_text(ALIAS_BOMB)  # 9^8 = 43 million values once expanded
-    refused(capsys, ["sweep", "--sweep", str(workdir / "bomb.yaml"), "--storage", str(workdir / "sweeps")],
-            "values once its aliases are expanded", workdir)
+    refused(
+        capsys,
+        ["sweep", "--sweep", str(workdir / "bomb.yaml"), "--storage", str(workdir / "sweeps")],
+        "values once its aliases are expanded",
+        workdir,
+    )
 
 
 def test_a_50_mb_sweep_file_is_refused_unread(workdir, capsys):
@@ -73,14 +84,25 @@ def test_a_50_mb_sweep_file_is_refused_unread(workdir, capsys):
     sweep_file(path)
     with open(path, "a") as out:
         out.write("description: '" + "x" * (50 << 20) + "'\n")
-    refused(capsys, ["sweep", "--sweep", str(path), "--storage", str(workdir / "sweeps")], "a config or sweep file may hold",
-            workdir)
+    refused(
+        capsys,
+        ["sweep", "--sweep", str(path), "--storage", str(workdir / "sweeps")],
+        "a config or sweep file may hold",
+        workdir,
+    )
 
 
-@pytest.mark.parametrize("fields, fragment", [
-    ({"grid": {"train.lr": [i * 1e-6 for i in range(1, 1001)], "train.margin": list(range(1000))}}, "1,000,000 trials"),
-    ({"seeds": list(range(20_000))}, "40,000 trials"),
-], ids=["10^6-point grid", "20,000 seeds"])
+@pytest.mark.parametrize(
+    "fields, fragment",
+    [
+        (
+            {"grid": {"train.lr": [i * 1e-6 for i in range(1, 1001)], "train.margin": list(range(1000))}},
+            "1,000,000 trials",
+        ),
+        ({"seeds": list(range(20_000))}, "40,000 trials"),
+    ],
+    ids=["10^6-point grid", "20,000 seeds"],
+)
 def test_a_huge_grid_or_seed_list_is_refused_before_its_points_are_listed(workdir, capsys, fields, fragment):
     path = sweep_file(workdir / "grid.yaml", **fields)
     refused(capsys, ["sweep", "--sweep", path, "--storage", str(workdir / "sweeps")], fragment, workdir)
@@ -89,32 +111,52 @@ def test_a_huge_grid_or_seed_list_is_refused_before_its_points_are_listed(workdi
 def test_a_million_seeds_are_refused_by_the_file_size(workdir, capsys):
     path = workdir / "seeds.yaml"
     # written as YAML by hand: yaml.safe_dump takes about 20 s over a million numbers
-    path.write_text("name: seeds\nexperiment: dbl_synthetic_tiny\ngrid: {cooperative.strategy: [A]}\n"
-                    f"seeds: [{', '.join(map(str, range(1_000_000)))}]\n")
-    refused(capsys, ["sweep", "--sweep", str(path), "--storage", str(workdir / "sweeps")], "a config or sweep file may hold",
-            workdir)
+    path.write_text(
+        "name: seeds\nexperiment: dbl_synthetic_tiny\ngrid: {cooperative.strategy: [A]}\n"
+        f"seeds: [{', '.join(map(str, range(1_000_000)))}]\n"
+    )
+    refused(
+        capsys,
+        ["sweep", "--sweep", str(path), "--storage", str(workdir / "sweeps")],
+        "a config or sweep file may hold",
+        workdir,
+    )
 
 
 def test_5000_levels_of_nesting_are_one_line(workdir, capsys):
     nested = "[" * 5000 + "]" * 5000
-    refused(capsys, ["train", "-c", "vsepp_synthetic_tiny", f"train.lr_decay_epochs={nested}",
-                     f"dataset.root={workdir / 'data'}"], "nesting deeper than 64 levels", workdir)
+    refused(
+        capsys,
+        ["train", "-c", "vsepp_synthetic_tiny", f"train.lr_decay_epochs={nested}", f"dataset.root={workdir / 'data'}"],
+        "nesting deeper than 64 levels",
+        workdir,
+    )
 
 
-@pytest.mark.parametrize("name, fragment", [
-    ("x" * 5000, "printable text of 1-500 characters"),
-    ("evil\x1b[2Jname", "printable text"),
-    ("run\u202egnp.exe", "printable text"),
-], ids=["5000 characters", "a control character", "U+202E"])
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("x" * 5000, "printable text of 1-500 characters"),
+        ("evil\x1b[2Jname", "printable text"),
+        ("run\u202egnp.exe", "printable text"),
+    ],
+    ids=["5000 characters", "a control character", "U+202E"],
+)
 def test_an_experiment_name_mlflow_would_refuse_or_garble_is_one_line(workdir, capsys, name, fragment):
-    line = refused(capsys, ["train", "-c", "vsepp_synthetic_tiny", f"tracking.experiment={name}",
-                            f"dataset.root={workdir / 'data'}"], fragment, workdir)
+    line = refused(
+        capsys,
+        ["train", "-c", "vsepp_synthetic_tiny", f"tracking.experiment={name}", f"dataset.root={workdir / 'data'}"],
+        fragment,
+        workdir,
+    )
     assert "tracking.experiment" in line and "\x1b" not in line and "\u202e" not in line
 
 
 def test_a_grid_label_that_cannot_name_a_run_is_refused(workdir, capsys):
     path = sweep_file(workdir / "labels.yaml", grid={"variant": [{"name": "ok"}, {"name": "bad\u202ename"}]})
-    refused(capsys, ["sweep", "--sweep", path, "--storage", str(workdir / "sweeps")], "printable text of 1-100", workdir)
+    refused(
+        capsys, ["sweep", "--sweep", path, "--storage", str(workdir / "sweeps")], "printable text of 1-100", workdir
+    )
 
 
 def test_a_storage_path_beyond_path_max_is_one_line(workdir, capsys):
@@ -146,10 +188,16 @@ def invalid_utf8(root):
     (root / "train_caps.txt").write_bytes((root / "train_caps.txt").read_bytes().replace(b"dog", b"d\xffg", 1))
 
 
-@pytest.mark.parametrize("damage, fragment", [
-    (nan_features, "NaN or infinite features"), (inf_test_features, "NaN or infinite features"),
-    (empty_caption, "empty caption line"), (invalid_utf8, "invalid UTF-8"),
-], ids=["NaN features", "inf test features", "an empty caption line", "invalid UTF-8"])
+@pytest.mark.parametrize(
+    "damage, fragment",
+    [
+        (nan_features, "NaN or infinite features"),
+        (inf_test_features, "NaN or infinite features"),
+        (empty_caption, "empty caption line"),
+        (invalid_utf8, "invalid UTF-8"),
+    ],
+    ids=["NaN features", "inf test features", "an empty caption line", "invalid UTF-8"],
+)
 def test_bad_data_content_is_refused_before_mlflow_or_the_run_folder(workdir, capsys, damage, fragment):
     root = write_precomp(workdir / "precomp", {"train": 40, "dev": 10, "test": 10})
     damage(root)

@@ -19,9 +19,22 @@ pytestmark = pytest.mark.e2e  # trainings in subprocesses, as users run them
 def finished_run(tmp_path_factory):
     """A one-epoch tiny run, FINISHED in its own SQLite store."""
     root = tmp_path_factory.mktemp("finished")
-    result = subprocess.run(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=1", f"dataset.root={root / 'data'}",
-                                "--run-dir", str(root / "run")), cwd=root, env=env_for(root), capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        job(
+            "train.py",
+            "-c",
+            "vsepp_synthetic_tiny",
+            "train.epochs=1",
+            f"dataset.root={root / 'data'}",
+            "--run-dir",
+            str(root / "run"),
+        ),
+        cwd=root,
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return root
 
@@ -77,11 +90,20 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("damage, overrides, message", CASES,
-                         ids=["truncated last.pt", "last.pt links to another file", "another width",
-                              "mlflow_run.json not JSON", "mlflow_run.json names no run"])
-def test_a_refused_resume_is_one_line_and_leaves_the_finished_run_alone(finished_run, tmp_path, capsys, damage,
-                                                                         overrides, message):
+@pytest.mark.parametrize(
+    "damage, overrides, message",
+    CASES,
+    ids=[
+        "truncated last.pt",
+        "last.pt links to another file",
+        "another width",
+        "mlflow_run.json not JSON",
+        "mlflow_run.json names no run",
+    ],
+)
+def test_a_refused_resume_is_one_line_and_leaves_the_finished_run_alone(
+    finished_run, tmp_path, capsys, damage, overrides, message
+):
     root = tmp_path / "copy"
     shutil.copytree(finished_run, root, symlinks=True)
     config_before = (root / "run" / "config.yaml").read_text()
@@ -95,17 +117,39 @@ def test_two_runs_started_at_once_get_folders_of_their_own(tmp_path):
     from itrlab.files import claim_new_dir
 
     assert [claim_new_dir(tmp_path / "claims", "20260101-000000").name for _ in range(3)] == [
-        "20260101-000000", "20260101-000000-1", "20260101-000000-2"]
-    processes = [subprocess.Popen(job("train.py", "-c", "vsepp_synthetic_tiny", "train.epochs=1", f"seed={seed}",
-                                      f"dataset.root={tmp_path / 'data'}", f"output.dir={tmp_path / 'runs'}"),
-                                  cwd=tmp_path, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for seed in (0, 1)]
+        "20260101-000000",
+        "20260101-000000-1",
+        "20260101-000000-2",
+    ]
+    processes = [
+        subprocess.Popen(
+            job(
+                "train.py",
+                "-c",
+                "vsepp_synthetic_tiny",
+                "train.epochs=1",
+                f"seed={seed}",
+                f"dataset.root={tmp_path / 'data'}",
+                f"output.dir={tmp_path / 'runs'}",
+            ),
+            cwd=tmp_path,
+            env=env_for(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (0, 1)
+    ]
     for process in processes:
         _, err = process.communicate(timeout=300)
         assert process.returncode == 0, err[-3000:]
     folders = sorted((tmp_path / "runs" / "vsepp_synthetic_tiny").iterdir())
-    seeds = sorted(int(line.split(":")[1]) for folder in folders
-                   for line in (folder / "config.yaml").read_text().splitlines() if line.startswith("seed:"))
+    seeds = sorted(
+        int(line.split(":")[1])
+        for folder in folders
+        for line in (folder / "config.yaml").read_text().splitlines()
+        if line.startswith("seed:")
+    )
     assert len(folders) == 2 and seeds == [0, 1]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])

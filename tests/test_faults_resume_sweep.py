@@ -42,8 +42,14 @@ def interrupted(tmp_path_factory):
     env = env_for(root)
     log = root / "first.log"
     with open(log, "w") as out:
-        driver = subprocess.Popen(job("sweep.py", "--sweep", str(root / "sweep.yaml"), "--storage", str(root / "sweeps")),
-                                  cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=ctrl_c_reaches_it)
+        driver = subprocess.Popen(
+            job("sweep.py", "--sweep", str(root / "sweep.yaml"), "--storage", str(root / "sweeps")),
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=ctrl_c_reaches_it,
+        )
     try:
         # trial A held while it trains (F cannot start before it ends): Ctrl-C cuts A short, F never started
         with trials_held(driver, lambda: training_alone(root / "sweeps"), log=log):
@@ -147,8 +153,9 @@ def test_an_edited_sweep_file_is_refused_with_what_differs(here, capsys):
 
 
 def test_a_new_override_is_refused_not_dropped(here, capsys):
-    line = refused(here, capsys, resume(here, "train.lr=0.005"), "the resolved config's train.lr: recorded 0.001, "
-                                                                  "now 0.005")
+    line = refused(
+        here, capsys, resume(here, "train.lr=0.005"), "the resolved config's train.lr: recorded 0.001, now 0.005"
+    )
     assert "--allow-changes" in line
 
 
@@ -168,15 +175,22 @@ def test_allow_changes_runs_them_records_them_and_a_second_resume_waits_for_none
     root, env = interrupted
     log = root / "resume.log"
     with open(log, "w") as out:
-        first = subprocess.Popen(job("sweep.py", *resume(root, "--allow-changes", "train.lr=0.005")[1:]), cwd=root,
-                                 env=env, stdout=out, stderr=subprocess.STDOUT)
+        first = subprocess.Popen(
+            job("sweep.py", *resume(root, "--allow-changes", "train.lr=0.005")[1:]),
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     began = time.time()
     try:
         # the resume held while its first trial trains: the second --resume comes while it runs, by construction
-        with trials_held(first, lambda: any(training(note) for note in notes_since(root / "sweeps", began).values()),
-                         log=log):
-            second = subprocess.run(job("sweep.py", *resume(root)[1:]), cwd=root, env=env, capture_output=True,
-                                    text=True, timeout=300)
+        with trials_held(
+            first, lambda: any(training(note) for note in notes_since(root / "sweeps", began).values()), log=log
+        ):
+            second = subprocess.run(
+                job("sweep.py", *resume(root)[1:]), cwd=root, env=env, capture_output=True, text=True, timeout=300
+            )
         assert first.wait(timeout=900) == 0, log.read_text()[-3000:]
     finally:
         if first.poll() is None:
@@ -220,11 +234,24 @@ def test_another_sweeps_signed_state_copied_in_is_refused_and_its_parent_stays_f
     """Another sweep of this installation, finished: its signed tune/*.json, tuner.pkl and signature manifest
     copied into this sweep's folder. Its signatures name the other sweep: refused before Tune reads a byte."""
     spec = yaml.safe_load((here / "sweep.yaml").read_text())
-    (here / "other.yaml").write_text(yaml.safe_dump({**spec, "name": "dbl_tiny_other",
-                                                     "grid": {"cooperative.strategy": ["A"]},
-                                                     "overrides": [*spec["overrides"][:1], "train.epochs=1"]}))
-    other = subprocess.run(job("sweep.py", "--sweep", str(here / "other.yaml"), "--storage", str(here / "sweeps")),
-                           cwd=here, env=interrupted[1], capture_output=True, text=True, timeout=900)
+    (here / "other.yaml").write_text(
+        yaml.safe_dump(
+            {
+                **spec,
+                "name": "dbl_tiny_other",
+                "grid": {"cooperative.strategy": ["A"]},
+                "overrides": [*spec["overrides"][:1], "train.epochs=1"],
+            }
+        )
+    )
+    other = subprocess.run(
+        job("sweep.py", "--sweep", str(here / "other.yaml"), "--storage", str(here / "sweeps")),
+        cwd=here,
+        env=interrupted[1],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert other.returncode == 0, other.stdout[-3000:] + other.stderr[-3000:]
     (theirs,) = (here / "sweeps" / "dbl_tiny_other").iterdir()
     folder = the_sweep(here)
@@ -232,7 +259,8 @@ def test_another_sweeps_signed_state_copied_in_is_refused_and_its_parent_stays_f
         if path.is_file() and path.suffix in (".json", ".pkl"):
             shutil.copy2(path, folder / "tune" / path.name)
     shutil.copy2(theirs / "itrlab_signatures.json", folder)
-    line = refused(here, capsys, resume(here, folder.name), "are those of the sweep 'dbl_tiny_other/",
-                   parent="FINISHED")
+    line = refused(
+        here, capsys, resume(here, folder.name), "are those of the sweep 'dbl_tiny_other/", parent="FINISHED"
+    )
     assert f"not of this one (dbl_tiny/{folder.name} (parent run " in line and "copied from another sweep" in line
     shutil.rmtree(here / "sweeps", ignore_errors=True)

@@ -13,16 +13,19 @@ import pytest
 from mlflow import MlflowClient
 
 from held import process_held
-from test_faults_cli import ctrl_c_reaches_it, env_for, job, one_line_error
-from test_faults_resume import finished_run  # noqa: F401 - the module's finished one-epoch run
-from test_faults_resume import refused_line, resume as resume_here  # in this process: exit status and stderr
 from itrlab.tracking.chart_names import chart_name, flat_metrics
+from test_faults_cli import ctrl_c_reaches_it, env_for, job, one_line_error
+from test_faults_resume import (  # in this process: exit status and stderr
+    finished_run,  # noqa: F401 - the module's finished one-epoch run
+    refused_line,
+)
+from test_faults_resume import resume as resume_here
 
 pytestmark = pytest.mark.e2e  # real processes, signals and servers
 
 
 @pytest.fixture
-def copy(finished_run, tmp_path):
+def copy(finished_run, tmp_path):  # noqa: F811 - the imported fixture, requested by name
     """The finished run's folder, data and store at the same paths as the original (the config records them):
     the module's fixture, restored after each test."""
     backup = tmp_path / "backup"
@@ -54,8 +57,9 @@ def resume(root, *args):
 def test_a_resume_on_other_data_is_refused_and_the_result_kept(copy, capsys):
     _, before = the_run(copy)
     # in this process, as test_faults_resume.py's refusals: a refusal comes before any training
-    line = refused_line(*resume_here(copy, capsys, "train.epochs=4", f"dataset.root={copy / 'other'}",
-                                     "dataset.synthetic.seed=1"))
+    line = refused_line(
+        *resume_here(copy, capsys, "train.epochs=4", f"dataset.root={copy / 'other'}", "dataset.synthetic.seed=1")
+    )
     assert "the config's dataset.root: recorded" in line and "(and 1 more)" in line and "--allow-changes" in line
     _, after = the_run(copy)
     assert after.info.status == "FINISHED"
@@ -74,11 +78,17 @@ def recorded(root) -> dict:
     """What the run has recorded: its MLflow status, end, metrics (with their histories), params and tags, and
     the files of its folder that hold results."""
     client, run = the_run(root)
-    histories = {key: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)]
-                 for key in run.data.metrics}
-    return {"status": run.info.status, "end": run.info.end_time, "histories": histories,
-            "params": run.data.params, "tags": run.data.tags,
-            "files": {name: (root / "run" / name).read_bytes() for name in ("config.yaml", "test_recall.json")}}
+    histories = {
+        key: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)] for key in run.data.metrics
+    }
+    return {
+        "status": run.info.status,
+        "end": run.info.end_time,
+        "histories": histories,
+        "params": run.data.params,
+        "tags": run.data.tags,
+        "files": {name: (root / "run" / name).read_bytes() for name in ("config.yaml", "test_recall.json")},
+    }
 
 
 def test_a_resume_of_a_finished_run_changes_nothing_recorded(copy, capsys):
@@ -99,9 +109,15 @@ def test_a_resume_of_a_finished_run_changes_nothing_recorded(copy, capsys):
     assert recorded(copy) == before
 
 
-@pytest.mark.parametrize("change", [("dataset.splits.test=dev",), ("eval.test_protocol=5fold",),
-                                    ("dataset.splits.test=dev", "eval.test_protocol=5fold")],
-                         ids=["another test split", "another test protocol", "both"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("dataset.splits.test=dev",),
+        ("eval.test_protocol=5fold",),
+        ("dataset.splits.test=dev", "eval.test_protocol=5fold"),
+    ],
+    ids=["another test split", "another test protocol", "both"],
+)
 def test_allow_changes_never_evaluates_a_run_on_other_test_data(copy, capsys, change):
     """Issue #45 item 4: an evaluation on other data, or under another protocol, is a new record: refused with
     one line even with --allow-changes (and with more epochs to train), the run's results and config kept."""
@@ -124,13 +140,21 @@ def test_the_same_data_moved_to_another_folder_is_no_new_evaluation(copy, capsys
 
 
 def test_allow_changes_trains_on_and_records_the_change(copy):
-    done = subprocess.run(resume(copy, "--allow-changes", "train.epochs=2", "train.lr=0.002"), cwd=copy,
-                          env=env_for(copy), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        resume(copy, "--allow-changes", "train.epochs=2", "train.lr=0.002"),
+        cwd=copy,
+        env=env_for(copy),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "epoch   2/2" in done.stdout and "lr 2.00e-03" in done.stdout, done.stdout[-2000:]  # trained so
     _, run = the_run(copy)
     assert run.info.status == "FINISHED"
-    assert run.data.params.get("resume.1.changes") == "the config's train.lr: recorded 0.001, now 0.002", done.stdout[-3000:]
+    assert run.data.params.get("resume.1.changes") == "the config's train.lr: recorded 0.001, now 0.002", done.stdout[
+        -3000:
+    ]
     assert run.data.tags["itrlab.resume_changes"].startswith("resume 1: the config's train.lr")
 
 
@@ -139,13 +163,20 @@ def test_two_resumes_of_one_run_folder_train_once(copy):
     env = env_for(copy)
     log = copy / "first.log"
     with open(log, "w") as out:
-        first = subprocess.Popen(resume(copy, "train.epochs=500"), cwd=copy, env=env, stdout=out,
-                                 stderr=subprocess.STDOUT, preexec_fn=ctrl_c_reaches_it)
+        first = subprocess.Popen(
+            resume(copy, "train.epochs=500"),
+            cwd=copy,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=ctrl_c_reaches_it,
+        )
     try:
         # it holds the folder and trained an epoch more, stopped: it cannot finish meanwhile
         with process_held(first, log, "epoch   2/500"):
-            second = subprocess.run(resume(copy, "train.epochs=500"), cwd=copy, env=env, capture_output=True,
-                                    text=True, timeout=300)
+            second = subprocess.run(
+                resume(copy, "train.epochs=500"), cwd=copy, env=env, capture_output=True, text=True, timeout=300
+            )
             assert first.poll() is None, log.read_text()[-3000:]  # still training while the second was refused
             first.send_signal(signal.SIGINT)  # delivered once it continues
         assert first.wait(timeout=300) == 130, log.read_text()[-3000:]

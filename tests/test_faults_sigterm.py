@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
-from test_faults_cli import signal_training, the_run
 from held import training_alone, trials_held
+from test_faults_cli import signal_training, the_run
 from test_sweep_jobs import start_driver, sweep_command, sweep_runs
 
 pytestmark = pytest.mark.e2e  # a training and a sweep driver in processes of their own
@@ -27,10 +27,17 @@ def test_sigterm_during_training_ends_the_run_killed_with_one_line_and_143(tmp_p
 
 
 def test_sigterm_to_the_sweep_driver_ends_it_like_ctrl_c(tmp_path):
-    command = sweep_command(tmp_path, {
-        "name": "sigterm_sweep", "experiment": "dbl_synthetic_tiny",
-        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=30"],
-        "grid": {"cooperative.strategy": ["A", "F"]}, "seeds": [0], "resources": {"cpu": 1}})
+    command = sweep_command(
+        tmp_path,
+        {
+            "name": "sigterm_sweep",
+            "experiment": "dbl_synthetic_tiny",
+            "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=30"],
+            "grid": {"cooperative.strategy": ["A", "F"]},
+            "seeds": [0],
+            "resources": {"cpu": 1},
+        },
+    )
     log_path = tmp_path / "driver.log"
     driver = start_driver(command, tmp_path, log_path)
     try:
@@ -46,5 +53,6 @@ def test_sigterm_to_the_sweep_driver_ends_it_like_ctrl_c(tmp_path):
     assert "SIGTERM received" not in text and "Traceback" not in text, text[-3000:]
     (parent,), children = sweep_runs(tmp_path, "sigterm_sweep")
     assert parent.info.status == "KILLED" and "SIGTERM" in parent.data.tags["itrlab.stop_reason"]
-    assert children and all(c.info.status in ("FINISHED", "KILLED") for c in children), \
-        [(c.info.status, c.data.tags.get("itrlab.stop_reason")) for c in children]
+    assert children and all(c.info.status in ("FINISHED", "KILLED") for c in children), [
+        (c.info.status, c.data.tags.get("itrlab.stop_reason")) for c in children
+    ]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from held import trials_held, training_alone, training_held
+from held import training_alone, training_held, trials_held
 from test_sweep_jobs import start_driver, sweep_command, sweep_runs
 
 
@@ -23,8 +23,9 @@ from test_sweep_jobs import start_driver, sweep_command, sweep_runs
 def tmpfs(tmp_path):
     mount = tmp_path / "store"
     mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "itrlab-test", str(mount)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256m", "itrlab-test", str(mount)], capture_output=True, text=True
+    )
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip() or result.returncode}")
     try:
@@ -36,14 +37,22 @@ def tmpfs(tmp_path):
 def sweep_broken_mid_trial(tmp_path: Path, tmpfs: Path, name: str, breaking) -> tuple[int, str]:
     """A two-trial tiny sweep storing on ``tmpfs``; once its first checkpoint is stored, ``breaking()`` runs while
     its trial is held (it cannot end first). The driver's exit status and log (the driver killed if it hangs)."""
-    command = sweep_command(tmp_path, {
-        "name": name, "experiment": "dbl_synthetic_tiny",
-        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=40"],
-        "grid": {"cooperative.strategy": ["A", "F"]}, "seeds": [0], "resources": {"cpu": 1}})
+    command = sweep_command(
+        tmp_path,
+        {
+            "name": name,
+            "experiment": "dbl_synthetic_tiny",
+            "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=40"],
+            "grid": {"cooperative.strategy": ["A", "F"]},
+            "seeds": [0],
+            "resources": {"cpu": 1},
+        },
+    )
     command[command.index("--storage") + 1] = str(tmpfs / "sweeps")
     log_path = tmp_path / "driver.log"
     driver = start_driver(command, tmp_path, log_path)
     try:
+
         def first_checkpoint_stored() -> bool:
             return training_alone(tmpfs / "sweeps") and any((tmpfs / "sweeps").rglob("last.pt"))
 
@@ -59,7 +68,8 @@ def sweep_broken_mid_trial(tmp_path: Path, tmpfs: Path, name: str, breaking) -> 
 @pytest.mark.e2e
 def test_storage_turned_read_only_mid_sweep_stops_it_with_one_line(tmp_path, tmpfs):
     code, text = sweep_broken_mid_trial(
-        tmp_path, tmpfs, "ro_sweep", lambda: subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True))
+        tmp_path, tmpfs, "ro_sweep", lambda: subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+    )
     assert code == 1, text[-4000:]
     last = text.rstrip().splitlines()[-1]
     assert last.startswith("itrlab: run failed: the sweep's storage can no longer be written"), text[-4000:]
@@ -83,9 +93,23 @@ def test_extraction_to_a_read_only_folder_is_one_line_before_the_model_loads(tmp
     captions = tmp_path / "captions.json"
     captions.write_text(json.dumps({"images": [], "annotations": []}))
     subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
-    result = subprocess.run([sys.executable, str(REPO / "jobs" / "extract_features.py"), "--images", str(images),
-                             "--captions", str(captions), "--out", str(tmpfs / "out"), "--split-fractions", "0.6,0.2,0.2"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "jobs" / "extract_features.py"),
+            "--images",
+            str(images),
+            "--captions",
+            str(captions),
+            "--out",
+            str(tmpfs / "out"),
+            "--split-fractions",
+            "0.6,0.2,0.2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr[-3000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--out" in lines[0] and "Read-only file system" in lines[0], result.stderr
@@ -118,9 +142,22 @@ def train_until_the_disk_fills(tmp_path, full_disk, *args: str, leave: int = 0) 
     env.update(a.split("=", 1) for a in args if a.startswith("MLFLOW_TRACKING_URI="))
     log = tmp_path / "train.log"
     with open(log, "w") as out:
-        process = subprocess.Popen([sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny",
-                                    "train.epochs=500", f"dataset.root={tmp_path / 'data'}", *extra],
-                                   cwd=tmp_path, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "jobs" / "train.py"),
+                "-c",
+                "vsepp_synthetic_tiny",
+                "train.epochs=500",
+                f"dataset.root={tmp_path / 'data'}",
+                *extra,
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     try:
         with training_held(process, log, 240):  # the disk is full from here on
             fill(full_disk, leave)
@@ -133,8 +170,9 @@ def train_until_the_disk_fills(tmp_path, full_disk, *args: str, leave: int = 0) 
 
 @pytest.mark.e2e
 def test_mlflow_store_on_a_disk_that_fills_mid_run_is_one_line(tmp_path, tmpfs):
-    process, err = train_until_the_disk_fills(tmp_path, tmpfs, f"MLFLOW_TRACKING_URI=sqlite:///{tmpfs / 'mlflow.db'}",
-                                              "--run-dir", str(tmp_path / "run"))
+    process, err = train_until_the_disk_fills(
+        tmp_path, tmpfs, f"MLFLOW_TRACKING_URI=sqlite:///{tmpfs / 'mlflow.db'}", "--run-dir", str(tmp_path / "run")
+    )
     assert process.returncode == 1, err[-3000:]
     lines = err.strip().splitlines()
     assert "Traceback" not in err and lines[-1].startswith("itrlab: run failed: the MLflow store"), err[-3000:]
@@ -171,8 +209,10 @@ def test_a_checkpoint_that_no_longer_fits_says_no_space_left_and_the_checkpoints
     assert process.returncode == 1, err[-3000:]
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err and "unexpected pos" not in err, err[-3000:]
-    assert lines[0].startswith("itrlab: run failed: cannot write the checkpoint ") and \
-        f": no space left on {run}; the previous one is kept" in lines[0], lines[0]
+    assert (
+        lines[0].startswith("itrlab: run failed: cannot write the checkpoint ")
+        and f": no space left on {run}; the previous one is kept" in lines[0]
+    ), lines[0]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (record,) = client.search_runs([client.get_experiment_by_name("vsepp_synthetic_tiny").experiment_id])
     assert record.info.status == "FAILED" and f"no space left on {run}" in record.data.tags["itrlab.stop_reason"]
@@ -189,8 +229,10 @@ def test_a_sweep_whose_storage_fills_says_no_space_left_and_counts_the_trial_fai
     (folder,) = (tmpfs / "sweeps" / "full_sweep").iterdir()
     assert code == 1, text[-4000:]
     last = text.rstrip().splitlines()[-1]
-    assert last.startswith("itrlab: run failed: the sweep's storage can no longer be written: ") and \
-        f"no space left on {folder}" in last, text[-4000:]
+    assert (
+        last.startswith("itrlab: run failed: the sweep's storage can no longer be written: ")
+        and f"no space left on {folder}" in last
+    ), text[-4000:]
     assert "Traceback" not in text, text[-6000:]
     assert re.search(r"^0/2 trials done · 0 running · 1 failed · took ", text, re.M), text[-4000:]
     (parent,), children = sweep_runs(tmp_path, "full_sweep")
@@ -209,9 +251,20 @@ def test_a_data_error_found_when_a_split_is_read_leaves_no_run_folder(tmp_path):
     features = np.load(root / "dev_ims.npy")
     features[3, 0, 0] = np.nan
     np.save(root / "dev_ims.npy", features)
-    code = main(["train", "-c", "vsepp_synthetic_tiny", "dataset.kind=precomp", f"dataset.root={root}",
-                 "dataset.synthetic=null", "tracking.enabled=false", f"output.dir={tmp_path / 'runs'}",
-                 "train.batch_size=8"])
+    code = main(
+        [
+            "train",
+            "-c",
+            "vsepp_synthetic_tiny",
+            "dataset.kind=precomp",
+            f"dataset.root={root}",
+            "dataset.synthetic=null",
+            "tracking.enabled=false",
+            f"output.dir={tmp_path / 'runs'}",
+            "train.batch_size=8",
+        ]
+    )
     assert code == 2
-    assert not [p for p in (tmp_path / "runs").rglob("*") if p.is_file() or p.name[0].isdigit()], \
-        list((tmp_path / "runs").rglob("*"))
+    assert not [p for p in (tmp_path / "runs").rglob("*") if p.is_file() or p.name[0].isdigit()], list(
+        (tmp_path / "runs").rglob("*")
+    )

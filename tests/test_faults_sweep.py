@@ -17,8 +17,9 @@ import yaml
 from mlflow import MlflowClient
 
 from conftest import write_precomp
-from held import trial_processes, training_alone, trials_held
+from held import training_alone, trial_processes, trials_held
 from itrlab.cli import main
+from itrlab.errors import UserInputError
 from itrlab.sweep import load_sweep, run_sweep, runner
 from itrlab.tracking.chart_names import chart_name
 
@@ -33,9 +34,14 @@ def ray_session():
 
 
 def write_sweep(path: Path, **fields) -> Path:
-    spec = {"name": "fault_sweep", "experiment": "dbl_synthetic_tiny",
-            "overrides": [f"dataset.root={path.parent / 'data'}"], "grid": {"cooperative.strategy": ["A"]},
-            "seeds": [0], "resources": {"cpu": 1}}
+    spec = {
+        "name": "fault_sweep",
+        "experiment": "dbl_synthetic_tiny",
+        "overrides": [f"dataset.root={path.parent / 'data'}"],
+        "grid": {"cooperative.strategy": ["A"]},
+        "seeds": [0],
+        "resources": {"cpu": 1},
+    }
     spec.update(fields)
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -45,8 +51,10 @@ def sweep_runs(name: str):
     client = MlflowClient()
     experiment = client.get_experiment_by_name(name)
     runs = client.search_runs([experiment.experiment_id]) if experiment else []
-    return ([r for r in runs if "mlflow.parentRunId" not in r.data.tags],
-            [r for r in runs if "mlflow.parentRunId" in r.data.tags])
+    return (
+        [r for r in runs if "mlflow.parentRunId" not in r.data.tags],
+        [r for r in runs if "mlflow.parentRunId" in r.data.tags],
+    )
 
 
 def failures_of(sweep_dir: Path) -> list[int]:
@@ -65,8 +73,13 @@ def test_data_error_inside_a_trial_is_shown_not_retried_and_fails_the_sweep(work
     np.save(root / "train_ims.npy", features)
     monkeypatch.setattr(runner, "check_trials", lambda spec, tree: {})
     monkeypatch.setattr(runner, "check_data_content", lambda config: None)  # the driver's content check too
-    sweep = write_sweep(workdir / "sweep.yaml", name="nan_data", max_failures=2, grid={"cooperative.strategy": ["A", "F"]},
-                        overrides=["dataset.kind=precomp", f"dataset.root={root}", "train.batch_size=16"])
+    sweep = write_sweep(
+        workdir / "sweep.yaml",
+        name="nan_data",
+        max_failures=2,
+        grid={"cooperative.strategy": ["A", "F"]},
+        overrides=["dataset.kind=precomp", f"dataset.root={root}", "train.batch_size=16"],
+    )
 
     code = main(["sweep", "--sweep", str(sweep), "--storage", str(workdir / "sweeps")])
     out, err = capsys.readouterr()
@@ -87,8 +100,12 @@ def test_data_error_inside_a_trial_is_shown_not_retried_and_fails_the_sweep(work
 def test_trial_killed_more_often_than_max_failures_ends_failed(workdir, capsys):
     """SIGKILL the trial's process (as the OOM killer would) with max_failures 0: its MLflow run, which
     the dead process never ended, ends FAILED with the reason; the parent FAILED; exit status 1."""
-    sweep = write_sweep(workdir / "sweep.yaml", name="killed", max_failures=0,
-                        overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=40"])
+    sweep = write_sweep(
+        workdir / "sweep.yaml",
+        name="killed",
+        max_failures=0,
+        overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=40"],
+    )
     killed: list[int] = []
 
     def kill_after_first_epoch():
@@ -124,8 +141,14 @@ def test_resume_of_a_finished_sweep_changes_nothing_recorded(workdir, capsys):
     """--resume of a finished sweep with no trial left to run trains nothing and changes nothing recorded: the
     parent's end time, its metrics and tags (the report's, issue #45 item 4) and its tables, one row per trial
     (MLflow's log_table once appended a second copy, and turned ids that look like numbers into integers)."""
-    sweep = load_sweep(write_sweep(workdir / "sweep.yaml", name="twice", table={"rows": ["cooperative.strategy"]},
-                                   overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"]))
+    sweep = load_sweep(
+        write_sweep(
+            workdir / "sweep.yaml",
+            name="twice",
+            table={"rows": ["cooperative.strategy"]},
+            overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"],
+        )
+    )
     first = run_sweep(sweep, storage=workdir / "sweeps")
     before = MlflowClient().get_run(first.parent_run_id)
     again = run_sweep(sweep, storage=workdir / "sweeps", resume=first.sweep_dir.name)  # a finished one: by its name
@@ -134,13 +157,27 @@ def test_resume_of_a_finished_sweep_changes_nothing_recorded(workdir, capsys):
     assert (after.info.status, after.info.end_time) == ("FINISHED", before.info.end_time)
     assert after.data.metrics == before.data.metrics and after.data.tags == before.data.tags
     capsys.readouterr()
-    assert main(["sweep", "--sweep", str(workdir / "sweep.yaml"), "--storage", str(workdir / "sweeps"),
-                 "--resume", first.sweep_dir.name]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--sweep",
+                str(workdir / "sweep.yaml"),
+                "--storage",
+                str(workdir / "sweeps"),
+                "--resume",
+                first.sweep_dir.name,
+            ]
+        )
+        == 0
+    )
     assert f"{first.sweep_dir} finished and has no trial left to run: nothing was run" in capsys.readouterr().out
     ((parent,), (kid,)) = sweep_runs("twice")
     assert parent.info.run_id == first.parent_run_id and parent.info.status == "FINISHED"
     assert parent.info.end_time == before.info.end_time
-    assert [m.step for m in MlflowClient().get_metric_history(kid.info.run_id, chart_name("rsum"))] == [1]  # not trained again
+    assert [m.step for m in MlflowClient().get_metric_history(kid.info.run_id, chart_name("rsum"))] == [
+        1
+    ]  # not trained again
     for index, dst in enumerate((workdir / "a", workdir / "b")):
         dst.mkdir()
         trials = parent_table(first.parent_run_id, "sweep/trials.json", dst)
@@ -153,13 +190,16 @@ def test_resume_of_a_finished_sweep_changes_nothing_recorded(workdir, capsys):
 def test_resume_over_a_truncated_tune_state_is_refused_and_loses_nothing(workdir):
     """Tune "restores" a state file cut short by restarting the sweep with one empty trial and ends it
     FINISHED (issue #23): --resume refuses it with one line instead, and the runs stay as they were."""
-    sweep = load_sweep(write_sweep(workdir / "sweep.yaml", name="truncated",
-                                   overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"]))
+    sweep = load_sweep(
+        write_sweep(
+            workdir / "sweep.yaml", name="truncated", overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"]
+        )
+    )
     first = run_sweep(sweep, storage=workdir / "sweeps")
     (state,) = (first.sweep_dir / "tune").glob("experiment_state-*.json")
     state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
     before = {r.info.run_id: r.info.status for r in sum(sweep_runs("truncated"), [])}
-    with pytest.raises(runner.UserInputError, match="saved Tune state .* is damaged"):
+    with pytest.raises(UserInputError, match="saved Tune state .* is damaged"):
         run_sweep(sweep, storage=workdir / "sweeps", resume=first.sweep_dir.name)
     assert {r.info.run_id: r.info.status for r in sum(sweep_runs("truncated"), [])} == before
     assert len(list((first.sweep_dir / "tune").glob("run_trial_*"))) == 1

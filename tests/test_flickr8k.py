@@ -22,12 +22,13 @@ from conftest import SHARED, interrupt_after_shards
 from itrlab.data import open_precomp
 from itrlab.errors import DataError
 from itrlab.extract import digests, job, plan, shards
-from itrlab.extract.ray_tasks import build_parser, main as extract_main
+from itrlab.extract.image_encoder import FEATURE_DIM, N_REGIONS
+from itrlab.extract.layouts import LAYOUT_FILE, pool_bins, pool_regions
+from itrlab.extract.plan import WORK_DIR, ExtractOptions
+from itrlab.extract.ray_tasks import build_parser
+from itrlab.extract.ray_tasks import main as extract_main
 from itrlab.extract.readers import READERS
 from itrlab.extract.readers.flickr8k import IMAGES_DIR, SPLIT_FILES, TOKEN_FILE, read_flickr8k
-from itrlab.extract.layouts import LAYOUT_FILE, pool_bins, pool_regions
-from itrlab.extract.image_encoder import FEATURE_DIM, N_REGIONS
-from itrlab.extract.plan import WORK_DIR, ExtractOptions
 
 SIZES = {"train": 4, "dev": 2, "test": 2}
 FLICKR8K = SHARED / "data" / "flickr8k"
@@ -54,10 +55,13 @@ def make_original(root: Path) -> dict:
     listed = names[:8][::-1]
     start = 0
     for split, n in SIZES.items():
-        (root / SPLIT_FILES[split]).write_text("\n".join(listed[start:start + n]) + "\n", encoding="utf-8")
+        (root / SPLIT_FILES[split]).write_text("\n".join(listed[start : start + n]) + "\n", encoding="utf-8")
         start += n
-    return {"root": root, "names": names, "lists": {s: sorted(listed[a:a + n]) for s, a, n in
-                                                    (("train", 0, 4), ("dev", 4, 2), ("test", 6, 2))}}
+    return {
+        "root": root,
+        "names": names,
+        "lists": {s: sorted(listed[a : a + n]) for s, a, n in (("train", 0, 4), ("dev", 4, 2), ("test", 6, 2))},
+    }
 
 
 class FakeEncoder:
@@ -89,8 +93,20 @@ def original(tmp_path) -> dict:
 
 
 def run(original: dict, out: Path, *args: str) -> int:
-    return extract_main(["--flickr8k", str(original["root"]), "--out", str(out), "--no-progress",
-                         "--chunk-size", "2", "--batch-size", "2", *args])
+    return extract_main(
+        [
+            "--flickr8k",
+            str(original["root"]),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--chunk-size",
+            "2",
+            "--batch-size",
+            "2",
+            *args,
+        ]
+    )
 
 
 # --- the reader ----------------------------------------------------------------------------------
@@ -137,30 +153,73 @@ def test_one_command_writes_the_data_set_and_its_pooled_layouts(original, encode
 def test_the_coco_form_of_the_same_photos_gives_the_same_files(original, encoded, tmp_path):
     data = read_flickr8k(original["root"])
     images = sorted((im for ims in data.splits.values() for im in ims), key=lambda im: im.image_id)
-    doc = {"images": [{"id": im.image_id, "file_name": im.file_name} for im in images],
-           "annotations": [{"image_id": im.image_id, "caption": c} for im in images for c in im.captions]}
+    doc = {
+        "images": [{"id": im.image_id, "file_name": im.file_name} for im in images],
+        "annotations": [{"image_id": im.image_id, "caption": c} for im in images for c in im.captions],
+    }
     (tmp_path / "captions.json").write_text(json.dumps(doc))
-    (tmp_path / "splits.txt").write_text("".join(f"{im.file_name} {split}\n" for split, ims in data.splits.items()
-                                                 for im in ims))
+    (tmp_path / "splits.txt").write_text(
+        "".join(f"{im.file_name} {split}\n" for split, ims in data.splits.items() for im in ims)
+    )
     assert run(original, tmp_path / "a") == 0
-    assert extract_main(["--images", str(original["root"] / IMAGES_DIR), "--captions", str(tmp_path / "captions.json"),
-                         "--split-file", str(tmp_path / "splits.txt"), "--out", str(tmp_path / "b"), "--no-progress",
-                         "--chunk-size", "2", "--batch-size", "2"]) == 0
+    assert (
+        extract_main(
+            [
+                "--images",
+                str(original["root"] / IMAGES_DIR),
+                "--captions",
+                str(tmp_path / "captions.json"),
+                "--split-file",
+                str(tmp_path / "splits.txt"),
+                "--out",
+                str(tmp_path / "b"),
+                "--no-progress",
+                "--chunk-size",
+                "2",
+                "--batch-size",
+                "2",
+            ]
+        )
+        == 0
+    )
     for split in SIZES:
         for suffix in ("ims.npy", "global.npy", "caps.txt", "ids.txt"):
-            assert (tmp_path / "a" / f"{split}_{suffix}").read_bytes() == (tmp_path / "b" / f"{split}_{suffix}").read_bytes()
+            assert (tmp_path / "a" / f"{split}_{suffix}").read_bytes() == (
+                tmp_path / "b" / f"{split}_{suffix}"
+            ).read_bytes()
 
 
 def test_the_format_flag_is_what_flickr8k_stands_for(original, encoded, tmp_path, capsys):
-    """``--flickr8k DIR`` is ``--format flickr8k --annotations DIR``: the same files; with --format beside it, refused."""
+    """``--flickr8k DIR`` is ``--format flickr8k --annotations DIR``: the same files; with --format beside it,
+    refused."""
     assert run(original, tmp_path / "a") == 0
-    assert extract_main(["--format", "flickr8k", "--annotations", str(original["root"]), "--out", str(tmp_path / "b"),
-                         "--no-progress", "--chunk-size", "2", "--batch-size", "2"]) == 0
+    assert (
+        extract_main(
+            [
+                "--format",
+                "flickr8k",
+                "--annotations",
+                str(original["root"]),
+                "--out",
+                str(tmp_path / "b"),
+                "--no-progress",
+                "--chunk-size",
+                "2",
+                "--batch-size",
+                "2",
+            ]
+        )
+        == 0
+    )
     for split in SIZES:
         for suffix in ("ims.npy", "caps.txt", "ids.txt"):
-            assert (tmp_path / "a" / f"{split}_{suffix}").read_bytes() == (tmp_path / "b" / f"{split}_{suffix}").read_bytes()
-    assert json.loads((tmp_path / "b" / "extract.json").read_text())["source"] == \
-        json.loads((tmp_path / "a" / "extract.json").read_text())["source"]
+            assert (tmp_path / "a" / f"{split}_{suffix}").read_bytes() == (
+                tmp_path / "b" / f"{split}_{suffix}"
+            ).read_bytes()
+    assert (
+        json.loads((tmp_path / "b" / "extract.json").read_text())["source"]
+        == json.loads((tmp_path / "a" / "extract.json").read_text())["source"]
+    )
     capsys.readouterr()
     assert run(original, tmp_path / "c", "--format", "coco") == 2
     assert "--flickr8k reads the images and captions of its folder; --format does not apply" in capsys.readouterr().err
@@ -188,8 +247,9 @@ def _drop_token_file(o: dict) -> tuple[Path, str]:
 def _drop_image(o: dict) -> tuple[Path, str]:
     name = o["lists"]["dev"][0]
     (o["root"] / IMAGES_DIR / name).unlink()
-    return o["root"] / IMAGES_DIR / name, f"image missing: 1 image(s) listed in the split files are not in " \
-                                          f"{IMAGES_DIR}/: {name}"
+    return o[
+        "root"
+    ] / IMAGES_DIR / name, f"image missing: 1 image(s) listed in the split files are not in {IMAGES_DIR}/: {name}"
 
 
 def _unknown_in_list(o: dict) -> tuple[Path, str]:
@@ -202,16 +262,21 @@ def _caption_count(drop: bool):
     def change(o: dict) -> tuple[Path, str]:
         path, name = o["root"] / TOKEN_FILE, o["lists"]["train"][1]
         lines = path.read_text().splitlines()
-        lines = [line for line in lines if line != f"{name}#2" and not line.startswith(f"{name}#2\t")] if drop \
+        lines = (
+            [line for line in lines if line != f"{name}#2" and not line.startswith(f"{name}#2\t")]
+            if drop
             else [*lines, f"{name}#5\tA sixth caption ."]
+        )
         path.write_text("\n".join(lines) + "\n")
         return path, f"1 listed image(s) have a number of captions other than 5: {name} ({4 if drop else 6})"
+
     return change
 
 
 def _outside(kind: str):
     """A photo outside the image folder (it exists, with its 5 captions), named in the test list by a path
     through '..', by its absolute path, or through a link inside the folder that leads to it."""
+
     def change(o: dict) -> tuple[Path, str]:
         elsewhere = o["root"].parent / "elsewhere"
         elsewhere.mkdir(exist_ok=True)
@@ -228,32 +293,56 @@ def _outside(kind: str):
         path = o["root"] / SPLIT_FILES["test"]
         path.write_text(path.read_text() + name + "\n")
         line = len(path.read_text().splitlines())
-        return Path(f"{path}:{line}"), (f"the image {name!r} is outside the image folder "
-                                        f"{o['root'] / IMAGES_DIR} ({how})")
+        return Path(f"{path}:{line}"), (
+            f"the image {name!r} is outside the image folder {o['root'] / IMAGES_DIR} ({how})"
+        )
+
     return change
 
 
-@pytest.mark.parametrize("breaks", [_drop_token_file, _drop_image, _unknown_in_list, _caption_count(True),
-                                    _caption_count(False), _outside(".."), _outside("absolute"),
-                                    _outside("link")],
-                         ids=["no token file", "image missing", "unknown image in a list", "4 captions",
-                              "6 captions", "a path through ..", "an absolute path", "a link leading out"])
+@pytest.mark.parametrize(
+    "breaks",
+    [
+        _drop_token_file,
+        _drop_image,
+        _unknown_in_list,
+        _caption_count(True),
+        _caption_count(False),
+        _outside(".."),
+        _outside("absolute"),
+        _outside("link"),
+    ],
+    ids=[
+        "no token file",
+        "image missing",
+        "unknown image in a list",
+        "4 captions",
+        "6 captions",
+        "a path through ..",
+        "an absolute path",
+        "a link leading out",
+    ],
+)
 def test_bad_folder_is_one_line_exit_2_before_anything_is_written(original, tmp_path, capsys, breaks, monkeypatch):
     monkeypatch.setattr(job, "ImageEncoder", None)  # never reached
     path, problem = breaks(original)
     out = tmp_path / "out"
     assert run(original, out) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"itrlab: error: data error in {path}: {problem}" or \
-        (err.startswith(f"itrlab: error: data error in {path}") and problem in err), err
+    assert err == f"itrlab: error: data error in {path}: {problem}" or (
+        err.startswith(f"itrlab: error: data error in {path}") and problem in err
+    ), err
     assert "\n" not in err and not out.exists()
 
 
 def test_option_errors_with_flickr8k(original, tmp_path, capsys):
     out = tmp_path / "out"
-    for extra, says in ((["--split-fractions", "0.5,0.25,0.25"], "--split-fractions does not apply"),
-                        (["--images", str(tmp_path)], "--images does not apply"),
-                        (["--pool", "3x2"], "--pool: got '3x2'"), (["--pool", "7x7"], "not smaller than the 7x7")):
+    for extra, says in (
+        (["--split-fractions", "0.5,0.25,0.25"], "--split-fractions does not apply"),
+        (["--images", str(tmp_path)], "--images does not apply"),
+        (["--pool", "3x2"], "--pool: got '3x2'"),
+        (["--pool", "7x7"], "not smaller than the 7x7"),
+    ):
         assert run(original, out, *extra) == 2
         err = capsys.readouterr().err.strip()
         assert says in err and "\n" not in err
@@ -316,8 +405,7 @@ def test_a_changed_setting_is_extracted_again_or_refused(original, encoded, tmp_
     assert sum(encoded) == 8 and np.load(out / "train_ims.npy", mmap_mode="r").dtype == np.float16
 
 
-def test_an_interrupted_extraction_resumes_without_reading_what_it_finished(original, encoded, tmp_path,
-                                                                              monkeypatch):
+def test_an_interrupted_extraction_resumes_without_reading_what_it_finished(original, encoded, tmp_path, monkeypatch):
     out = tmp_path / "out"
     written, restore = interrupt_after_shards(monkeypatch, 2)
     assert run(original, out) == 130
@@ -351,8 +439,10 @@ def test_an_image_touched_but_unchanged_is_hashed_again_not_extracted(original, 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (FLICKR8K / "images").is_dir(),
-                    reason=f"Flickr8K not found at {FLICKR8K}; it lives beside the checkout in ../shared/data/flickr8k")
+@pytest.mark.skipif(
+    not (FLICKR8K / "images").is_dir(),
+    reason=f"Flickr8K not found at {FLICKR8K}; it lives beside the checkout in ../shared/data/flickr8k",
+)
 def test_flickr8k_photos_extract_and_train_an_epoch(tmp_path, capsys, small_bert_dir):
     """36 real photos (24 / 6 / 6) laid out as the original download, one command for the image and text
     features, one epoch of VSE++ on them."""
@@ -375,19 +465,54 @@ def test_flickr8k_photos_extract_and_train_an_epoch(tmp_path, capsys, small_bert
         (root / SPLIT_FILES[split]).write_text("\n".join(names) + "\n")
         for name in names:  # copies: a link leading out of the image folder is refused (issue #45 item 7)
             shutil.copyfile(FLICKR8K / "images" / name, root / IMAGES_DIR / name)
-    (root / TOKEN_FILE).write_text("".join(f"{name}#{n}\t{text}\n" for names in chosen.values() for name in names
-                                           for n, text in enumerate(captions[name])), encoding="utf-8")
+    (root / TOKEN_FILE).write_text(
+        "".join(
+            f"{name}#{n}\t{text}\n"
+            for names in chosen.values()
+            for name in names
+            for n, text in enumerate(captions[name])
+        ),
+        encoding="utf-8",
+    )
 
     out = tmp_path / "flickr8k_precomp"
-    assert extract_main(["--flickr8k", str(root), "--out", str(out), "--dtype", "float16", "--pool", "1x1",
-                         "--text", "--text-model", str(small_bert_dir), "--threads", "1", "--no-progress"]) == 0, \
-        capsys.readouterr().err
+    assert (
+        extract_main(
+            [
+                "--flickr8k",
+                str(root),
+                "--out",
+                str(out),
+                "--dtype",
+                "float16",
+                "--pool",
+                "1x1",
+                "--text",
+                "--text-model",
+                str(small_bert_dir),
+                "--threads",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     printed = capsys.readouterr().out
     assert "images/s" in printed and "captions/s" in printed
     assert np.load(out / "test_ims.npy", mmap_mode="r").shape == (6, 49, 1280)
     assert np.load(out / "text" / "test_lengths.npy").shape == (30,)
-    config = load_experiment("vsepp_flickr8k", [f"dataset.root={out / 'pool1x1'}", "tracking.enabled=false",
-                                                "train.epochs=1", "loss.warmup_epochs=0", "train.lr_decay_epochs=[]",
-                                                "train.batch_size=24", "eval.test_protocol=all", "train.threads=1"])
+    config = load_experiment(
+        "vsepp_flickr8k",
+        [
+            f"dataset.root={out / 'pool1x1'}",
+            "tracking.enabled=false",
+            "train.epochs=1",
+            "loss.warmup_epochs=0",
+            "train.lr_decay_epochs=[]",
+            "train.batch_size=24",
+            "eval.test_protocol=all",
+            "train.threads=1",
+        ],
+    )
     result = run_experiment(config, tmp_path / "run")
     assert result.test.n_images == 6 and np.isfinite(result.test.rsum)

@@ -25,8 +25,10 @@ COCO_MINI = SHARED / "data" / "coco_mini"
 MARKUP = '<img src=x onerror="document.body.dataset.pwned=1"> & <b>bold</b>'
 N_PHOTOS = 40
 
-pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
-              pytest.mark.skipif(not (COCO_MINI / "train2017").is_dir(), reason=f"coco_mini not found at {COCO_MINI}")]
+pytestmark = [
+    pytest.mark.usefixtures("one_torch_thread"),
+    pytest.mark.skipif(not (COCO_MINI / "train2017").is_dir(), reason=f"coco_mini not found at {COCO_MINI}"),
+]
 
 
 def photo_set(folder: Path) -> tuple[Path, Path]:
@@ -58,15 +60,33 @@ def photo_run(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("gallery")
     images, captions = photo_set(folder)
-    extract_dataset(ExtractOptions(out=folder / "precomp", images=images, captions=captions,
-                                   split_fractions="0.6,0.2,0.2", dtype="float16", pool="1x1", progress=False,
-                                   batch_size=8))
+    extract_dataset(
+        ExtractOptions(
+            out=folder / "precomp",
+            images=images,
+            captions=captions,
+            split_fractions="0.6,0.2,0.2",
+            dtype="float16",
+            pool="1x1",
+            progress=False,
+            batch_size=8,
+        )
+    )
     with pytest.MonkeyPatch.context() as patch:
         work_in(patch, folder)
-        run_id = train("vsepp_synthetic_tiny", folder / "runs" / "photos", "dataset.kind=precomp",
-                       f"dataset.root={folder / 'precomp' / 'pool1x1'}", "train.batch_size=16")
-        train("vsepp_synthetic_tiny", folder / "runs" / "synthetic", f"dataset.root={folder / 'tiny'}",
-              "tracking.enabled=false")
+        run_id = train(
+            "vsepp_synthetic_tiny",
+            folder / "runs" / "photos",
+            "dataset.kind=precomp",
+            f"dataset.root={folder / 'precomp' / 'pool1x1'}",
+            "train.batch_size=16",
+        )
+        train(
+            "vsepp_synthetic_tiny",
+            folder / "runs" / "synthetic",
+            f"dataset.root={folder / 'tiny'}",
+            "tracking.enabled=false",
+        )
         yield folder, run_id
 
 
@@ -108,13 +128,16 @@ def test_retrieve_answers_a_typed_caption_and_an_image(inside, capsys):
     assert len(own) == 5 and all(line.endswith(f"(image {query})") for line in own)  # all 40 captions ranked
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["retrieve", "{model}", "--image", "-1"], "--image -1: no such image in split test"),
-    (["retrieve", "{model}", "--caption", "  "], "--caption: an empty caption"),
-    (["retrieve", "{model}", "--caption", "a dog", "-k", "0"], "-k 0: the number of results to show is 1 to"),
-    (["gallery", "{synthetic}", "--out", "g.html"], "its data has no photos"),
-    (["gallery", "{model}", "--out", "g.html", "-n", "0"], "-n 0: a gallery shows 1 to 100"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["retrieve", "{model}", "--image", "-1"], "--image -1: no such image in split test"),
+        (["retrieve", "{model}", "--caption", "  "], "--caption: an empty caption"),
+        (["retrieve", "{model}", "--caption", "a dog", "-k", "0"], "-k 0: the number of results to show is 1 to"),
+        (["gallery", "{synthetic}", "--out", "g.html"], "its data has no photos"),
+        (["gallery", "{model}", "--out", "g.html", "-n", "0"], "-n 0: a gallery shows 1 to 100"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(inside, capsys, argv, says):
     folder, run_id = inside
     argv = [arg.format(model=f"runs:/{run_id}/model", synthetic=folder / "runs" / "synthetic") for arg in argv]
@@ -139,7 +162,10 @@ def test_the_gallery_renders_its_thumbnails_in_a_browser(inside, capsys):
     assert f"gallery.html of run {run_id}" in capsys.readouterr().out
     assert MlflowClient().get_run(run_id).data.tags["itrlab.gallery"] == "gallery.html"
     probe = out.with_name("probe.html")
-    probe.write_text(out.read_text(encoding="utf-8").replace("</body>", """<script>
+    probe.write_text(
+        out.read_text(encoding="utf-8").replace(
+            "</body>",
+            """<script>
 const images = [...document.images];
 document.body.setAttribute("data-total", images.length);
 document.body.setAttribute("data-loaded", images.filter(i => i.complete && i.naturalWidth > 0).length);
@@ -148,7 +174,10 @@ const truths = [...document.querySelectorAll("section.query:not(.image) figure.t
 document.body.setAttribute("data-truths", truths.length);
 const green = truths.filter(i => getComputedStyle(i).borderTopColor === "rgb(42, 157, 58)");
 document.body.setAttribute("data-framed", green.length);
-</script></body>"""), encoding="utf-8")
+</script></body>""",
+        ),
+        encoding="utf-8",
+    )
     dom = browser_dom(probe.as_uri(), width=1200, budget_ms=5000, timeout=120)
     found = {key: float(value) for key, value in re.findall(r'data-(\w+)="([\d.]+)"', dom)}
     assert found["total"] == 40 * 5 + 8 and found["loaded"] == found["total"], found

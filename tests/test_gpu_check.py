@@ -26,7 +26,8 @@ try:
     runpy.run_path({job!r}, run_name="__main__")
 except SystemExit as done:
     code = done.code
-json.dump({{"code": code, "modules": sorted(sys.modules)}}, open(sys.argv[sys.argv.index("--out") + 1] + "/modules.json", "w"))
+out = sys.argv[sys.argv.index("--out") + 1]
+json.dump({{"code": code, "modules": sorted(sys.modules)}}, open(out + "/modules.json", "w"))
 """
 
 
@@ -65,13 +66,23 @@ def test_the_gpu_check_runs_on_a_cpu_and_imports_only_what_a_gpu_machine_has(tmp
     or the bundle brings (jobs/bench_gpu.py must run there with ``source .gpu/gpu_env.sh``)."""
     out = tmp_path / "out"
     out.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "platform"), "ITRLAB_CONFIG_DIR": str(REPO / "configs"),
-           "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "platform"),
+        "ITRLAB_CONFIG_DIR": str(REPO / "configs"),
+        "HOME": str(tmp_path),
+        "OMP_NUM_THREADS": "1",
+    }
     script = CHECK.format(job=str(REPO / "jobs" / "bench_gpu.py"))
     # a 20 s budget: each section at its floor (one measurement of each), about 40 s on 2 cores, not 55
-    done = subprocess.run([sys.executable, "-c", script, "x", "--device", "cpu", "--quick", "--budget", "20",
-                           "--out", str(out)],
-                          capture_output=True, text=True, timeout=1200, cwd=tmp_path, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", script, "x", "--device", "cpu", "--quick", "--budget", "20", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=tmp_path,
+        env=env,
+    )
     result = json.loads((out / "modules.json").read_text())
     assert result["code"] in (0, None), done.stderr[-3000:]
     page = next(out.glob("*-gpu-check.md")).read_text()
@@ -131,11 +142,19 @@ def test_a_dry_run_estimates_the_gpu_hours_of_a_paper_table_at_g_1_and_at_its_gr
     """On a machine that never measured it: an estimated wall time and GPU-hours for one H100-class GPU, at
     G = 1 and at the chosen G = 3, from the FLOPs of one step; a measurement then replaces it. (The paper
     profile does not group: xattn under OSS did not fit three to an 80 GB H100; a larger GPU may.)"""
-    done = dry_run(tmp_path, "--preset", "dbl-table4", "--profile", "paper", "--group", "3", "--dry-run",
-                   "dataset.root=/data/f30k_precomp")
+    done = dry_run(
+        tmp_path,
+        "--preset",
+        "dbl-table4",
+        "--profile",
+        "paper",
+        "--group",
+        "3",
+        "--dry-run",
+        "dataset.root=/data/f30k_precomp",
+    )
     assert done.returncode == 0, done.stderr
-    lines = {int(m.group(1)): line for line in done.stdout.splitlines()
-             if (m := re.match(r"\s+G = (\d+) \(", line))}
+    lines = {int(m.group(1)): line for line in done.stdout.splitlines() if (m := re.match(r"\s+G = (\d+) \(", line))}
     assert set(lines) == {1, 3}, done.stdout
     hours = {}
     for size, line in lines.items():
@@ -147,12 +166,23 @@ def test_a_dry_run_estimates_the_gpu_hours_of_a_paper_table_at_g_1_and_at_its_gr
 
     from itrlab.train.throughput import record
 
-    shapes = {"xattn 36x2048 embed1024 bigru300 batch128 fp32": 400.0,
-              "xattn 36x2048 embed1024 bigru300 batch128 fp32 oss x2": 200.0}
+    shapes = {
+        "xattn 36x2048 embed1024 bigru300 batch128 fp32": 400.0,
+        "xattn 36x2048 embed1024 bigru300 batch128 fp32 oss x2": 200.0,
+    }
     for shape, pairs in shapes.items():  # measured on an H100 (made up here): G = 1 is measured now
         record("cuda:0 (NVIDIA H100 80GB HBM3)", shape, pairs, tmp_path / "throughput.jsonl")
-    again = dry_run(tmp_path, "--preset", "dbl-table4", "--profile", "paper", "--group", "3", "--dry-run",
-                    "dataset.root=/data/f30k_precomp")
+    again = dry_run(
+        tmp_path,
+        "--preset",
+        "dbl-table4",
+        "--profile",
+        "paper",
+        "--group",
+        "3",
+        "--dry-run",
+        "dataset.root=/data/f30k_precomp",
+    )
     one = next(line for line in again.stdout.splitlines() if line.strip().startswith("G = 1"))
     # row A: 3 trials x 40 epochs x 145,000 pairs at 400 pairs/s; rows B-I: 24 trials at 200 pairs/s
     expected = (3 * 40 * 145_000 / 400 + 24 * 40 * 145_000 / 200) / 3600
@@ -174,8 +204,10 @@ def test_the_grouped_step_counts_more_work_but_one_set_of_launches():
     assert three < 3 * one and three >= one
 
 
-@pytest.mark.parametrize("experiment, device", [("vsepp_synthetic_small", "meta"), ("coder_synthetic_tiny", "meta"),
-                                                ("ascl_synthetic_tiny", "cpu")])
+@pytest.mark.parametrize(
+    "experiment, device",
+    [("vsepp_synthetic_small", "meta"), ("coder_synthetic_tiny", "meta"), ("ascl_synthetic_tiny", "cpu")],
+)
 def test_the_step_counter_gives_flop_counter_modes_flops_and_every_operator(experiment, device):
     """itrlab's one dispatch mode against torch's ``FlopCounterMode`` and a plain operator counter stacked
     (what it replaced), on one training step: the same FLOPs and operators, on the meta device and, for a
@@ -200,8 +232,12 @@ def test_the_step_counter_gives_flop_counter_modes_flops_and_every_operator(expe
 
     def step(*modes) -> None:
         """One training step at batch 8 under ``modes`` (entered in order: the last sees each operator first)."""
-        with torch.random.fork_rng(), torch.device(device), torch.inference_mode(False), \
-                contextlib.ExitStack() as stack:
+        with (
+            torch.random.fork_rng(),
+            torch.device(device),
+            torch.inference_mode(False),
+            contextlib.ExitStack() as stack,
+        ):
             torch.manual_seed(0)
             method = build_method(config, vocab_size=flops.COUNT_VOCAB, feature_dim=16)
             method = (make_batchable(method) if device == "meta" else method).train()

@@ -14,7 +14,7 @@ from itrlab.assembly import load_experiment
 from itrlab.config.sweep import load_sweep
 from itrlab.errors import UserInputError
 from itrlab.models.batched import MaskedGRU
-from itrlab.models.interaction import pair_scores, padded_pair_scores
+from itrlab.models.interaction import padded_pair_scores, pair_scores
 from itrlab.train import NonFiniteLossError, run_experiment
 from itrlab.train.checkpoint import load_checkpoint
 from itrlab.train.experiment import start_run
@@ -28,8 +28,9 @@ STEPS_20 = ["train.batch_size=50", "train.epochs=1", "train.device=cpu", "train.
 
 
 def configs(root: Path, experiment: str, seeds=(0, 1), *overrides: str):
-    return [load_experiment(experiment, [f"dataset.root={root}", *STEPS_20, f"seed={seed}", *overrides])
-            for seed in seeds]
+    return [
+        load_experiment(experiment, [f"dataset.root={root}", *STEPS_20, f"seed={seed}", *overrides]) for seed in seeds
+    ]
 
 
 def relative_difference(a: dict, b: dict) -> float:
@@ -38,6 +39,7 @@ def relative_difference(a: dict, b: dict) -> float:
 
 
 # ---------------------------------------------------------------------- vmap-able model parts
+
 
 @pytest.mark.parametrize("layers", [1, 2])
 def test_masked_gru_equals_nn_gru_on_packed_captions(layers):
@@ -63,8 +65,9 @@ def test_nn_gru_does_not_vmap_and_the_masked_gru_does():
     out = vmap(lambda p, x, n: functional_call(MaskedGRU(grus[0]), p, (x, n)))(params, xs, lengths)
     for k, gru in enumerate(grus):
         packed = gru(pack_padded_sequence(xs[k], lengths[k], batch_first=True, enforce_sorted=False))[0]
-        torch.testing.assert_close(out[k], pad_packed_sequence(packed, batch_first=True, total_length=5)[0],
-                                   atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(
+            out[k], pad_packed_sequence(packed, batch_first=True, total_length=5)[0], atol=1e-6, rtol=1e-5
+        )
 
 
 def test_padded_xattn_scores_and_gradients_equal_the_packed_ones():
@@ -73,8 +76,9 @@ def test_padded_xattn_scores_and_gradients_equal_the_packed_ones():
     lengths = torch.tensor([6, 3, 1, 5])
     mask = (torch.arange(6)[None] < lengths[:, None])[..., None]
     words = nn.functional.normalize(torch.randn(4, 6, 8) * mask, dim=-1).detach().requires_grad_()
-    weights = dict(sim_weight=torch.randn(7, 8), sim_bias=torch.zeros(7), score_weight=torch.randn(1, 7),
-                   score_bias=torch.zeros(1))
+    weights = dict(
+        sim_weight=torch.randn(7, 8), sim_bias=torch.zeros(7), score_weight=torch.randn(1, 7), score_bias=torch.zeros(1)
+    )
     results = []
     for scores in (pair_scores, padded_pair_scores):
         out = scores(regions, words, lengths, lambda_=9.0, **weights)
@@ -88,10 +92,12 @@ def test_padded_xattn_scores_and_gradients_equal_the_packed_ones():
 
 # ---------------------------------------------------------------------- a member equals its run alone
 
-@pytest.mark.parametrize("experiment, overrides", [
-    ("vsepp_synthetic_tiny", []),
-    ("dbl_synthetic_tiny", ["cooperative.scenario=oss", "cooperative.strategy=F"]),
-], ids=["vsepp", "dbl-F-oss"])
+
+@pytest.mark.parametrize(
+    "experiment, overrides",
+    [("vsepp_synthetic_tiny", []), ("dbl_synthetic_tiny", ["cooperative.scenario=oss", "cooperative.strategy=F"])],
+    ids=["vsepp", "dbl-F-oss"],
+)
 def test_a_grouped_member_equals_its_run_alone(experiment, overrides, tiny_root, tmp_path):
     """Same seed, same result: after 20 steps every parameter within 1e-5 of its solo run's (relative to the
     tensor's largest entry) and the same test table at 2 decimals."""
@@ -105,7 +111,9 @@ def test_a_grouped_member_equals_its_run_alone(experiment, overrides, tiny_root,
         assert relative_difference(solo["model"], member["model"]) < 1e-5
         assert grouped[k].result.test.to_markdown() == alone[k].test.to_markdown()
     # the two seeds are two different runs, not one run twice
-    assert relative_difference(*(load_checkpoint(tmp_path / f"member{k}" / "last.pt")["model"] for k in range(2))) > 0.01
+    assert (
+        relative_difference(*(load_checkpoint(tmp_path / f"member{k}" / "last.pt")["model"] for k in range(2))) > 0.01
+    )
 
 
 def test_a_member_that_diverges_stops_and_the_others_go_on(tiny_root, tmp_path):
@@ -118,8 +126,13 @@ def test_a_member_that_diverges_stops_and_the_others_go_on(tiny_root, tmp_path):
     assert isinstance(ended[1].failure, NonFiniteLossError) and "epoch 1, step 0" in str(ended[1].failure)
     assert ended[0].failure is None and ended[2].failure is None
     alone = run_experiment(members[2], tmp_path / "alone2")
-    assert relative_difference(load_checkpoint(tmp_path / "alone2" / "last.pt")["model"],
-                               load_checkpoint(tmp_path / "member2" / "last.pt")["model"]) < 1e-5
+    assert (
+        relative_difference(
+            load_checkpoint(tmp_path / "alone2" / "last.pt")["model"],
+            load_checkpoint(tmp_path / "member2" / "last.pt")["model"],
+        )
+        < 1e-5
+    )
     assert alone.best_epoch == 1
 
 
@@ -149,9 +162,10 @@ def test_members_of_different_shapes_are_refused(tiny_root, tmp_path):
 
 # ---------------------------------------------------------------------- how a sweep packs its groups
 
+
 def plan(preset: str, profile: str | None, group: int):
-    from itrlab.sweep.groups import plan_groups
     from itrlab.sweep.dry_run import trial_configs
+    from itrlab.sweep.groups import plan_groups
 
     spec = load_sweep(preset, profile).with_settings({"group": group})
     points, trial = trial_configs(spec, ["dataset.root=/data/nowhere"])
@@ -166,12 +180,15 @@ def test_dbl_table4_packs_each_rows_seeds_and_keeps_row_a_apart():
     assert {p["cooperative.strategy"] for p in eight[0].points} == {"A"}
 
 
-@pytest.mark.parametrize("preset, group, says", [
-    ("dbl_table4", 28, "at most the sweep's 27 trials"),
-    ("dbl_table4", 27, "fall in 2 such sets"),
-    ("coder_table2", 3, "method coder cannot train in a group: it keeps state outside its parameters"),
-    ("dbl_optuna", 2, "an Optuna search proposes one trial at a time"),
-])
+@pytest.mark.parametrize(
+    "preset, group, says",
+    [
+        ("dbl_table4", 28, "at most the sweep's 27 trials"),
+        ("dbl_table4", 27, "fall in 2 such sets"),
+        ("coder_table2", 3, "method coder cannot train in a group: it keeps state outside its parameters"),
+        ("dbl_optuna", 2, "an Optuna search proposes one trial at a time"),
+    ],
+)
 def test_a_bad_group_is_one_line(preset, group, says):
     with pytest.raises(UserInputError) as refused:
         plan(preset, None, group)

@@ -22,18 +22,28 @@ def test_a_group_trains_its_members_as_runs_of_their_own(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     sweep = tmp_path / "grouped.yaml"
-    sweep.write_text(yaml.safe_dump({
-        "name": "grouped_sweep", "experiment": "vsepp_synthetic_tiny",
-        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=1", "train.threads=1"],
-        "grid": {"loss.margin": [0.2, 3.0e38]}, "seeds": [0, 1], "resources": {"cpu": 1}, "group": 4}))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "grouped_sweep",
+                "experiment": "vsepp_synthetic_tiny",
+                "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=1", "train.threads=1"],
+                "grid": {"loss.margin": [0.2, 3.0e38]},
+                "seeds": [0, 1],
+                "resources": {"cpu": 1},
+                "group": 4,
+            }
+        )
+    )
     result = run_sweep(load_sweep(sweep), storage=tmp_path / "sweeps")
     status = {(row.params["loss.margin"], row.params["seed"]): row.status for row in result.rows}
     assert status == {(0.2, 0): "finished", (0.2, 1): "finished", (3.0e38, 0): "diverged", (3.0e38, 1): "diverged"}
     assert len({row.trial_id.rsplit("-m", 1)[0] for row in result.rows}) == 1  # one Tune trial
     client = MlflowClient()
     experiment = client.get_experiment_by_name("grouped_sweep")
-    runs = client.search_runs([experiment.experiment_id],
-                              filter_string=f"tags.`mlflow.parentRunId` = '{result.parent_run_id}'")
+    runs = client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{result.parent_run_id}'"
+    )
     assert len(runs) == 4 and {r.data.tags["itrlab.trial_id"] for r in runs} == {row.trial_id for row in result.rows}
     for run in runs:
         assert run.data.tags["itrlab.group_size"] == "4"

@@ -21,7 +21,6 @@ from itrlab.models.text_factory import TextEncoderSpec
 from itrlab.train import run_experiment
 
 
-
 @torch.no_grad()
 def reference_score(regions: torch.Tensor, words: torch.Tensor, length: int, head: CrossAttentionSimilarity) -> float:
     """One pair, straight from DBL eq. 1-2, with explicit loops over words and regions."""
@@ -30,18 +29,18 @@ def reference_score(regions: torch.Tensor, words: torch.Tensor, length: int, hea
     M = torch.zeros(n_words, n_regions, dtype=torch.float64)
     for l in range(n_words):
         for k in range(n_regions):
-            M[l, k] = max(float(T[l] @ V[k]), 0.0)                       # [T Vᵀ]_+
-    for k in range(n_regions):                                           # norm_T: over the words
+            M[l, k] = max(float(T[l] @ V[k]), 0.0)  # [T Vᵀ]_+
+    for k in range(n_regions):  # norm_T: over the words
         M[:, k] = M[:, k] / max(math.sqrt(float((M[:, k] ** 2).sum())), 1e-12)
     W1, b1 = head.sim.weight.double(), head.sim.bias.double()
     W2, b2 = head.score.weight.double(), head.score.bias.double()
     A = []
     for l in range(n_words):
         weights = torch.exp(head.lambda_ * M[l]) / torch.exp(head.lambda_ * M[l]).sum()  # softmax_V
-        v_att = sum(weights[k] * V[k] for k in range(n_regions))                      # v'_l
+        v_att = sum(weights[k] * V[k] for k in range(n_regions))  # v'_l
         a = W1 @ (T[l] - v_att) ** 2 + b1
         A.append(a / max(float(a.norm()), 1e-12))
-    mean = torch.stack(A).mean(0)                                         # Ā
+    mean = torch.stack(A).mean(0)  # Ā
     return float(torch.tanh(W2 @ mean + b2))
 
 
@@ -76,8 +75,10 @@ def test_pair_scores_equal_per_pair_loop(positive):
     head = make_head()
     with torch.no_grad():
         batched = head(V, T, lengths)
-    expected = torch.tensor([[reference_score(V[i], T[j], int(lengths[j]), head) for j in range(len(T))]
-                             for i in range(len(V))], dtype=torch.float64)
+    expected = torch.tensor(
+        [[reference_score(V[i], T[j], int(lengths[j]), head) for j in range(len(T))] for i in range(len(V))],
+        dtype=torch.float64,
+    )
     assert batched.shape == (3, 4) and batched.dtype == torch.float64
     torch.testing.assert_close(batched, expected, rtol=1e-10, atol=1e-12)
     assert (batched.abs() < 1).all() and batched.std() > 1e-3
@@ -103,31 +104,36 @@ def test_padding_words_do_not_change_scores():
         base = head(V, T, lengths)
         torch.testing.assert_close(head(V, padded, lengths), base, rtol=0, atol=1e-12)
         torch.testing.assert_close(head(V, garbage, lengths), base, rtol=0, atol=1e-12)
-        trimmed = [head(V, T[j:j + 1, :int(lengths[j])], lengths[j:j + 1]) for j in range(len(T))]
+        trimmed = [head(V, T[j : j + 1, : int(lengths[j])], lengths[j : j + 1]) for j in range(len(T))]
         torch.testing.assert_close(torch.cat(trimmed, dim=1), base, rtol=0, atol=1e-12)
 
 
 def test_sharded_pair_scores_equal_one_shot():
     torch.manual_seed(1)
-    model = InteractionModel.build(feature_dim=8, vocab_size=20, embed_dim=8, sim_dim=4,
-                                   text=TextEncoderSpec(word_dim=6)).double()
+    model = InteractionModel.build(
+        feature_dim=8, vocab_size=20, embed_dim=8, sim_dim=4, text=TextEncoderSpec(word_dim=6)
+    ).double()
     V, T, lengths = random_features(n_images=7, n_captions=11, max_len=9)
     with torch.no_grad():
         whole = model.pair_scores(V, T, lengths, max_elements=None)
         for budget in (1, 50, 9 * 8 * 7, 9 * 8 * 7 * 3, 10**9):
-            torch.testing.assert_close(model.pair_scores(V, T, lengths, max_elements=budget), whole,
-                                       rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(
+                model.pair_scores(V, T, lengths, max_elements=budget), whole, rtol=1e-12, atol=1e-12
+            )
 
 
 def test_gradcheck_pair_scores():
     V, T, lengths = random_features(n_images=2, n_captions=2, regions=3, max_len=4, dim=5, positive=True)
     head = make_head(dim=5, sim_dim=3)
-    params = [p.detach().clone().requires_grad_() for p in (head.sim.weight, head.sim.bias,
-                                                             head.score.weight, head.score.bias)]
+    params = [
+        p.detach().clone().requires_grad_()
+        for p in (head.sim.weight, head.sim.bias, head.score.weight, head.score.bias)
+    ]
 
     def fn(regions, words, w1, b1, w2, b2):
-        return pair_scores(regions, words, lengths, lambda_=9.0, sim_weight=w1, sim_bias=b1,
-                           score_weight=w2, score_bias=b2)
+        return pair_scores(
+            regions, words, lengths, lambda_=9.0, sim_weight=w1, sim_bias=b1, score_weight=w2, score_bias=b2
+        )
 
     assert torch.autograd.gradcheck(fn, (V.clone().requires_grad_(), T.clone().requires_grad_(), *params))
 
@@ -136,8 +142,10 @@ def test_gradcheck_pair_scores():
 
 
 def tiny_setup(root: Path, *overrides: str):
-    config = load_experiment("xattn_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false",
-                                                      "model.embed_dim=8", "method.sim_dim=4", *overrides])
+    config = load_experiment(
+        "xattn_synthetic_tiny",
+        [f"dataset.root={root}", "tracking.enabled=false", "model.embed_dim=8", "method.sim_dim=4", *overrides],
+    )
     split = open_precomp(root, "test")
     vocab = Vocabulary.build(split.captions)
     torch.manual_seed(0)
@@ -154,8 +162,12 @@ def test_score_fn_blocks_equal_pair_scores(precomp_dir):
     with torch.no_grad():
         full = method.model.pair_scores(regions, words, lengths, max_elements=None)
     score_fn = method.score_fn(split, vocab, batch_size=7)
-    for images, captions in [(slice(0, 10), slice(0, 50)), (slice(2, 5), slice(11, 37)),
-                             (slice(9, 10), slice(0, 1)), (slice(0, 3), slice(45, 50))]:
+    for images, captions in [
+        (slice(0, 10), slice(0, 50)),
+        (slice(2, 5), slice(11, 37)),
+        (slice(9, 10), slice(0, 1)),
+        (slice(0, 3), slice(45, 50)),
+    ]:
         torch.testing.assert_close(score_fn(images, captions), full[images, captions], rtol=1e-5, atol=1e-6)
 
 
@@ -169,8 +181,7 @@ def test_training_batch_scores_match_split_scores(precomp_dir):
     with torch.no_grad():
         sims = method.batch_similarities(batch)
     regions, words, lengths = method.encode_split(split, vocab, batch_size=16)
-    expected = method.model.pair_scores(regions[batch.image_ids], words[batch.caption_ids],
-                                        lengths[batch.caption_ids])
+    expected = method.model.pair_scores(regions[batch.image_ids], words[batch.caption_ids], lengths[batch.caption_ids])
     torch.testing.assert_close(sims.i2t, expected, rtol=1e-5, atol=1e-6)
     output = method(batch)
     assert output.loss.requires_grad and torch.isfinite(output.loss)
@@ -208,8 +219,9 @@ def test_config_rejects_what_the_model_cannot_use(precomp_dir):
 
 
 def test_one_epoch_training_gives_a_finite_table(tmp_path):
-    config = load_experiment("xattn_synthetic_tiny", [f"dataset.root={tmp_path / 'tiny'}", "tracking.enabled=false",
-                                                      "train.epochs=1"])
+    config = load_experiment(
+        "xattn_synthetic_tiny", [f"dataset.root={tmp_path / 'tiny'}", "tracking.enabled=false", "train.epochs=1"]
+    )
     result = run_experiment(config, tmp_path / "run")
     assert result.best_epoch == 1
     assert math.isfinite(result.test.rsum) and result.test.rsum > 0

@@ -59,27 +59,33 @@ RAY_POD = {"app.kubernetes.io/name": "ray", "app.kubernetes.io/component": "ray-
 # these no longer fails (a stale skip).
 CHECKOV_SKIPS = {
     "CKV_K8S_15": "imagePullPolicy is IfNotPresent: every image has a version tag, and Always would "
-                  "break images side-loaded into kind/minikube (`kind load docker-image`) and re-pull "
-                  "the multi-GB CUDA image on every Ray worker the autoscaler starts",
+    "break images side-loaded into kind/minikube (`kind load docker-image`) and re-pull "
+    "the multi-GB CUDA image on every Ray worker the autoscaler starts",
     "CKV_K8S_43": "images are referenced by version tag, not digest: the project's images get their "
-                  "digests only when built and pushed; pin them then with the overlay's `images:` "
-                  "(`digest:`)",
+    "digests only when built and pushed; pin them then with the overlay's `images:` "
+    "(`digest:`)",
     "CKV_K8S_35": "MLflow's S3 client (boto3) and PostgreSQL client (libpq) read their credentials "
-                  "from environment variables only; they come from secretKeyRef, never literally "
-                  "(PostgreSQL itself reads its password from a mounted Secret file; KubeRay injects "
-                  "Ray's token as an environment variable anyway)",
+    "from environment variables only; they come from secretKeyRef, never literally "
+    "(PostgreSQL itself reads its password from a mounted Secret file; KubeRay injects "
+    "Ray's token as an environment variable anyway)",
 }
 
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed: the kustomize overlays cannot be rendered")
-needs_crds = pytest.mark.skipif(not CRD_DIR.is_dir(), reason=f"{CRD_DIR} is absent: the KubeRay CRDs ship in ../shared/")
+needs_kubectl = pytest.mark.skipif(
+    KUBECTL is None, reason="kubectl is not installed: the kustomize overlays cannot be rendered"
+)
+needs_crds = pytest.mark.skipif(
+    not CRD_DIR.is_dir(), reason=f"{CRD_DIR} is absent: the KubeRay CRDs ship in ../shared/"
+)
 
 
 # -- rendering ------------------------------------------------------------------------------------
 
+
 @functools.cache
 def render_text(overlay: str) -> str:
-    done = subprocess.run([KUBECTL, "kustomize", str(K8S / "overlays" / overlay)], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [KUBECTL, "kustomize", str(K8S / "overlays" / overlay)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -117,8 +123,13 @@ def ray_cluster_pods(spec: dict, where: str) -> list[tuple[str, dict]]:
 
 def ray_containers(docs: list[dict]) -> list[tuple[str, dict]]:
     """The Ray containers (head and workers, the RayJob's cluster's included) and the submitter."""
-    return [(where, c) for doc in docs if doc["kind"] in ("RayCluster", "RayJob")
-            for where, pod in pod_templates(doc) for c in pod["containers"]]
+    return [
+        (where, c)
+        for doc in docs
+        if doc["kind"] in ("RayCluster", "RayJob")
+        for where, pod in pod_templates(doc)
+        for c in pod["containers"]
+    ]
 
 
 def env_of(container: dict) -> dict[str, dict]:
@@ -148,10 +159,17 @@ def docs(overlay) -> list[dict]:
 @pytest.mark.e2e
 def test_overlays_render(docs, overlay):
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
-    expected = {("Namespace", NAMESPACE), ("RayCluster", "itrlab"), ("RayJob", "itrlab-sweep"),
-                ("Deployment", "itrlab-mlflow"), ("Service", "itrlab-mlflow"),
-                ("StatefulSet", "itrlab-postgres"), ("Service", "itrlab-postgres"),
-                ("PersistentVolumeClaim", "itrlab-shared"), ("NetworkPolicy", "itrlab-postgres")}
+    expected = {
+        ("Namespace", NAMESPACE),
+        ("RayCluster", "itrlab"),
+        ("RayJob", "itrlab-sweep"),
+        ("Deployment", "itrlab-mlflow"),
+        ("Service", "itrlab-mlflow"),
+        ("StatefulSet", "itrlab-postgres"),
+        ("Service", "itrlab-postgres"),
+        ("PersistentVolumeClaim", "itrlab-shared"),
+        ("NetworkPolicy", "itrlab-postgres"),
+    }
     if overlay == "dev-cpu":
         expected |= {("Deployment", "itrlab-s3"), ("Service", "itrlab-s3"), ("PersistentVolumeClaim", "itrlab-s3-data")}
     assert expected <= kinds, expected - kinds
@@ -166,6 +184,7 @@ def test_every_object_is_in_the_itrlab_namespace(docs):
 
 
 # -- schemas --------------------------------------------------------------------------------------
+
 
 def kubernetes_errors(doc: dict) -> str | None:
     import kubernetes_validate
@@ -196,8 +215,11 @@ def test_kubernetes_schema_validation_is_strict():
 def strict_schema(schema):
     """The CRD schema with unknown fields refused (the API server would drop them silently)."""
     if isinstance(schema, dict):
-        if ("properties" in schema and "additionalProperties" not in schema
-                and not schema.get("x-kubernetes-preserve-unknown-fields")):
+        if (
+            "properties" in schema
+            and "additionalProperties" not in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")
+        ):
             schema["additionalProperties"] = False
         for value in schema.values():
             strict_schema(value)
@@ -221,7 +243,9 @@ def crd_validator(kind: str):
 
 
 def crd_errors(doc: dict) -> list[str]:
-    return [f"{doc['kind']} {'.'.join(map(str, e.path))}: {e.message}" for e in crd_validator(doc["kind"]).iter_errors(doc)]
+    return [
+        f"{doc['kind']} {'.'.join(map(str, e.path))}: {e.message}" for e in crd_validator(doc["kind"]).iter_errors(doc)
+    ]
 
 
 @pytest.mark.e2e
@@ -246,6 +270,7 @@ def test_kuberay_crd_validation_is_strict():
 
 
 # -- Ray ------------------------------------------------------------------------------------------
+
 
 def dockerfile_args(path: Path) -> dict[str, str]:
     return dict(re.findall(r"^ARG (\w+)=(\S+)", path.read_text(), flags=re.M))
@@ -311,9 +336,12 @@ def test_rayjob_entrypoint_is_the_sweep_job_with_flags_it_accepts(docs, overlay)
     check_trials(spec, tree)  # every trial's config (overrides included) is valid
     # a trial's worker fits on one worker pod (or Tune waits for resources forever); GPU clusters train on GPUs
     _, cpus_per_worker, gpus_per_worker = spec.workers
-    pods = [group for group in find(docs, "RayCluster", "itrlab")["spec"]["workerGroupSpecs"]
-            if cpus(limits_of(group)["cpu"]) >= cpus_per_worker
-            and int(limits_of(group).get("nvidia.com/gpu", 0)) >= gpus_per_worker]
+    pods = [
+        group
+        for group in find(docs, "RayCluster", "itrlab")["spec"]["workerGroupSpecs"]
+        if cpus(limits_of(group)["cpu"]) >= cpus_per_worker
+        and int(limits_of(group).get("nvidia.com/gpu", 0)) >= gpus_per_worker
+    ]
     assert pods, (spec.resources, overlay)
     assert spec.resources.gpu == (0 if overlay == "dev-cpu" else 1)
     assert spec.concurrency <= sum(group["maxReplicas"] for group in pods)
@@ -345,6 +373,7 @@ def test_every_ray_pod_mounts_the_shared_volume(docs, overlay):
 
 
 # -- environment: the names the code reads ----------------------------------------------------
+
 
 @pytest.mark.e2e
 def test_mlflow_and_config_variables_are_the_ones_itrlab_reads(docs, monkeypatch):
@@ -390,9 +419,11 @@ def test_ray_auth_variables_are_the_ones_ray_reads(docs, tmp_path):
         assert (ref["name"], ref["key"]) == ("itrlab-ray-auth", "auth_token"), where  # KubeRay's key
     # Ray itself, given exactly these variables, is in token mode with that token
     mode = env_of(ray_containers(docs)[0][1])["RAY_AUTH_MODE"]["value"]
-    probe = ("from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode\n"
-             "loader = AuthenticationTokenLoader.instance()\n"
-             "print(get_authentication_mode() == AuthenticationMode.TOKEN, loader.get_raw_token())\n")
+    probe = (
+        "from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode\n"
+        "loader = AuthenticationTokenLoader.instance()\n"
+        "print(get_authentication_mode() == AuthenticationMode.TOKEN, loader.get_raw_token())\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(RAY_AUTH_MODE=mode, RAY_AUTH_TOKEN="token-from-the-secret", HOME=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
@@ -401,6 +432,7 @@ def test_ray_auth_variables_are_the_ones_ray_reads(docs, tmp_path):
 
 
 # -- MLflow, PostgreSQL, S3 -----------------------------------------------------------------------
+
 
 @pytest.mark.e2e
 def test_mlflow_server_configuration(docs, overlay):
@@ -411,7 +443,11 @@ def test_mlflow_server_configuration(docs, overlay):
     pg_env = env_of(postgres["spec"]["template"]["spec"]["containers"][0])
     backend = urlparse(flags["--backend-store-uri"])
     assert backend.scheme == "postgresql" and backend.password is None  # password from PGPASSWORD
-    assert backend.hostname == postgres["spec"]["serviceName"] == find(docs, "Service", "itrlab-postgres")["metadata"]["name"]
+    assert (
+        backend.hostname
+        == postgres["spec"]["serviceName"]
+        == find(docs, "Service", "itrlab-postgres")["metadata"]["name"]
+    )
     assert backend.port == 5432 and backend.username == pg_env["POSTGRES_USER"]["value"]
     assert backend.path == "/" + pg_env["POSTGRES_DB"]["value"]
     # MLflow's password and PostgreSQL's are the same Secret key
@@ -423,14 +459,19 @@ def test_mlflow_server_configuration(docs, overlay):
     assert postgres["spec"]["volumeClaimTemplates"]
 
     assert "--serve-artifacts" in flags  # workers need no S3 credentials
-    settings = next(d for d in docs if d["kind"] == "ConfigMap"
-                    and d["metadata"]["name"].startswith("itrlab-mlflow-settings"))["data"]
+    settings = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("itrlab-mlflow-settings")
+    )["data"]
     assert flags["--artifacts-destination"] == "$(MLFLOW_ARTIFACTS_DESTINATION)"
     assert urlparse(settings["MLFLOW_ARTIFACTS_DESTINATION"]).scheme == "s3"
     assert settings["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"  # its huey consumers: 2.5 GB, the limit 2Gi
     allowed = set(flags["--allowed-hosts"].split(","))
-    for name in ("itrlab-mlflow", f"itrlab-mlflow.{NAMESPACE}", f"itrlab-mlflow.{NAMESPACE}.svc",
-                 f"itrlab-mlflow.{NAMESPACE}.svc.cluster.local"):
+    for name in (
+        "itrlab-mlflow",
+        f"itrlab-mlflow.{NAMESPACE}",
+        f"itrlab-mlflow.{NAMESPACE}.svc",
+        f"itrlab-mlflow.{NAMESPACE}.svc.cluster.local",
+    ):
         assert {name, f"{name}:5000"} <= allowed
     assert {"localhost:*", "127.0.0.1:*"} <= allowed  # kubectl port-forward
     for probe in ("readinessProbe", "livenessProbe"):
@@ -462,6 +503,7 @@ def test_gpu_overlay_has_the_larger_postgres_volume():
 
 # -- security -------------------------------------------------------------------------------------
 
+
 @pytest.mark.e2e
 def test_secrets_are_referenced_never_literal(docs):
     assert not [d for d in docs if d["kind"] == "Secret"]
@@ -472,14 +514,18 @@ def test_secrets_are_referenced_never_literal(docs):
         for where, pod in pod_templates(doc):
             for container in [*pod.get("initContainers", []), *pod["containers"]]:
                 for env in container.get("env", []):
-                    if re.search(r"PASSWORD|TOKEN|SECRET|ACCESS_KEY", env["name"]) and not env["name"].endswith("_FILE"):
+                    if re.search(r"PASSWORD|TOKEN|SECRET|ACCESS_KEY", env["name"]) and not env["name"].endswith(
+                        "_FILE"
+                    ):
                         assert "value" not in env, f"{where} {container['name']}: {env['name']} is literal"
                     ref = env.get("valueFrom", {}).get("secretKeyRef")
                     if ref:
                         used.setdefault(ref["name"], set()).add(ref["key"])
             for volume in pod.get("volumes", []):
                 if "secret" in volume:
-                    used.setdefault(volume["secret"]["secretName"], set()).update(i["key"] for i in volume["secret"]["items"])
+                    used.setdefault(volume["secret"]["secretName"], set()).update(
+                        i["key"] for i in volume["secret"]["items"]
+                    )
         if doc["kind"] == "RayCluster":
             used.setdefault(doc["spec"]["authOptions"]["secretName"], set()).add("auth_token")
     assert used == SECRETS
@@ -488,7 +534,10 @@ def test_secrets_are_referenced_never_literal(docs):
 def test_kubernetes_docs_show_how_to_create_the_secrets():
     section = (REPO / "docs" / "kubernetes.md").read_text()
     for name, keys in SECRETS.items():
-        command = next((c for c in re.findall(r"kubectl[^\n]*create secret generic " + name + r"(?:[^\n]*\\\n)*[^\n]*", section)), None)
+        command = next(
+            (c for c in re.findall(r"kubectl[^\n]*create secret generic " + name + r"(?:[^\n]*\\\n)*[^\n]*", section)),
+            None,
+        )
         assert command, f"docs/kubernetes.md does not create {name}"
         for key in keys:
             assert f"--from-literal={key}=" in command, (name, key)
@@ -552,8 +601,9 @@ def selected(labels: dict[str, str], selector: dict) -> bool:
     return True
 
 
-def admitted(policies: list[dict], target: dict[str, str], source: dict[str, str], port: int,
-             namespace: str = NAMESPACE) -> bool:
+def admitted(
+    policies: list[dict], target: dict[str, str], source: dict[str, str], port: int, namespace: str = NAMESPACE
+) -> bool:
     """Whether the policies let a pod labelled ``source`` in ``namespace`` open ``port`` on a pod labelled ``target``
     (Kubernetes' rules: a pod no policy selects admits everything; else the union of the selecting policies' rules)."""
     chosen = [p for p in policies if selected(target, p["spec"]["podSelector"])]
@@ -566,8 +616,11 @@ def admitted(policies: list[dict], target: dict[str, str], source: dict[str, str
                 continue
             for peer in rule.get("from", [{}]):
                 same = "namespaceSelector" not in peer
-                in_namespace = (namespace == NAMESPACE) if same else selected(
-                    {"kubernetes.io/metadata.name": namespace}, peer["namespaceSelector"])
+                in_namespace = (
+                    (namespace == NAMESPACE)
+                    if same
+                    else selected({"kubernetes.io/metadata.name": namespace}, peer["namespaceSelector"])
+                )
                 if in_namespace and selected(source, peer.get("podSelector", {})):
                     return True
     return False
@@ -582,8 +635,12 @@ def test_network_policies_select_every_pod(docs):
             labels = template["metadata"]["labels"]
             assert any(selected(labels, p["spec"]["podSelector"]) for p in policies), doc["metadata"]["name"]
     postgres = find(docs, "NetworkPolicy", "itrlab-postgres")["spec"]["ingress"]
-    assert postgres == [{"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mlflow"}}}],
-                         "ports": [{"protocol": "TCP", "port": 5432}]}]
+    assert postgres == [
+        {
+            "from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mlflow"}}}],
+            "ports": [{"protocol": "TCP", "port": 5432}],
+        }
+    ]
     deny = find(docs, "NetworkPolicy", "itrlab-default-deny")["spec"]
     assert deny == {"podSelector": {}, "policyTypes": ["Ingress"]}  # what no rule lets in stays out
 
@@ -636,7 +693,9 @@ def test_mlflow_asks_for_a_password_that_every_ray_pod_has(docs):
     ini = find(docs, "ConfigMap", config_map)["data"][config_path.name]
     assert "default_permission = NO_PERMISSIONS" in ini and "admin_password" not in ini
     assert "database_uri = postgresql://mlflow@itrlab-postgres:5432/mlflow" in ini  # beside the runs, PGPASSWORD
-    admin = {key: env[f"MLFLOW_AUTH_ADMIN_{key.upper()}"]["valueFrom"]["secretKeyRef"] for key in ("username", "password")}
+    admin = {
+        key: env[f"MLFLOW_AUTH_ADMIN_{key.upper()}"]["valueFrom"]["secretKeyRef"] for key in ("username", "password")
+    }
     assert {ref["name"] for ref in admin.values()} == {"itrlab-mlflow-auth"}
     assert env["MLFLOW_FLASK_SERVER_SECRET_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "itrlab-mlflow-auth"
     for where, ray in ray_containers(docs):
@@ -728,10 +787,25 @@ def test_checkov_fails_only_the_justified_checks(tmp_path):
         pytest.skip("checkov is not installed (pip install -e '.[dev]')")
     for overlay in OVERLAYS:
         (tmp_path / f"{overlay}.yaml").write_text(render_text(overlay))
-    done = subprocess.run([str(checkov), "--directory", str(tmp_path), "--framework", "kubernetes", "--output", "json",
-                           "--quiet", "--compact", "--skip-download"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env={**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"})
+    done = subprocess.run(
+        [
+            str(checkov),
+            "--directory",
+            str(tmp_path),
+            "--framework",
+            "kubernetes",
+            "--output",
+            "json",
+            "--quiet",
+            "--compact",
+            "--skip-download",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"},
+    )
     assert done.returncode in (0, 1), done.stderr[-3000:]
     report = json.loads(done.stdout)
     report = report[0] if isinstance(report, list) else report
@@ -747,6 +821,7 @@ def test_checkov_fails_only_the_justified_checks(tmp_path):
 
 
 # -- images ---------------------------------------------------------------------------------------
+
 
 def run_instructions(dockerfile: Path) -> list[str]:
     """RUN/COPY/... instructions with their continuation lines joined."""
@@ -769,13 +844,15 @@ def test_project_image_installs_like_the_readme_and_pyproject():
     requirements = {Requirement(r).name: Requirement(r) for r in pyproject["project"]["dependencies"]}
     assert requirements["torch"].specifier.contains(torch_version)
 
-    torch_line = next(i for i, line in enumerate(lines) if 'torch==${TORCH_VERSION}' in line)
+    torch_line = next(i for i, line in enumerate(lines) if "torch==${TORCH_VERSION}" in line)
     project_line = next(i for i, line in enumerate(lines) if re.match(r"RUN pip install .* \. ", line + " "))
     assert torch_line < project_line, "torch must be installed first"
     assert "--index-url" in lines[torch_line]
     # the project from pyproject.toml (not editable, no dev extras), after its sources are there
     source_root = pyproject["tool"]["setuptools"]["packages"]["find"]["where"][0]
-    copies = {i: [src.rstrip("/") for src in line.split()[1:-1]] for i, line in enumerate(lines) if line.startswith("COPY ")}
+    copies = {
+        i: [src.rstrip("/") for src in line.split()[1:-1]] for i, line in enumerate(lines) if line.startswith("COPY ")
+    }
     copied = {src for sources in copies.values() for src in sources}
     assert {"pyproject.toml", "README.md", source_root, "configs", "jobs"} <= copied
     assert max(i for i, sources in copies.items() if {"pyproject.toml", source_root} & set(sources)) < project_line
@@ -783,8 +860,11 @@ def test_project_image_installs_like_the_readme_and_pyproject():
     # Ray pinned to the cluster's version, within pyproject's range, with pyproject's extras
     ray = requirements["ray"]
     assert ray.specifier.contains(args["RAY_VERSION"])
-    pinned = [Requirement(token.strip('"').replace("${RAY_VERSION}", args["RAY_VERSION"]))
-              for token in lines[project_line].split() if token.strip('"').startswith("ray[")]
+    pinned = [
+        Requirement(token.strip('"').replace("${RAY_VERSION}", args["RAY_VERSION"]))
+        for token in lines[project_line].split()
+        if token.strip('"').startswith("ray[")
+    ]
     assert len(pinned) == 1 and pinned[0].extras == ray.extras
     assert str(pinned[0].specifier) == f"=={args['RAY_VERSION']}"
     python = re.search(r"python:(\d+\.\d+)", args["PYTHON_IMAGE"]).group(1)
@@ -828,4 +908,6 @@ def test_images_are_the_project_ones_per_overlay():
         docs = render(overlay)
         images = {c["image"] for _, c in ray_containers(docs)}
         assert len(images) == 1 and images.pop().endswith(f"itrlab:{tag}"), overlay
-        assert mlflow_container(docs)["image"].endswith("itrlab-mlflow:" + dockerfile_args(DOCKER / "mlflow.Dockerfile")["MLFLOW_VERSION"])
+        assert mlflow_container(docs)["image"].endswith(
+            "itrlab-mlflow:" + dockerfile_args(DOCKER / "mlflow.Dockerfile")["MLFLOW_VERSION"]
+        )

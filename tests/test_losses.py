@@ -8,29 +8,17 @@ import pytest
 import torch
 
 from conftest import refused_setting
-
 from itrlab.losses import (
-
     LOSSES,
-
     MaxOfHingesLoss,
-
     Similarities,
-
     SumOfHingesLoss,
-
     WarmupLoss,
-
     build_loss,
-
     loss_param_names,
-
     negative_mask,
-
     positive_mask,
-
 )
-
 from itrlab.methods.convse import ContrastiveMaxOfNegativesLoss, ContrastiveSumOfNegativesLoss, MultimodalNCELoss
 
 # --------------------------------------------------------------------------- inputs

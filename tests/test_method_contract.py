@@ -33,7 +33,6 @@ import pytest
 import torch
 
 from conftest import REPO
-from loss_references import REFERENCES
 from itrlab.assembly import load_experiment
 from itrlab.config import ExperimentConfig
 from itrlab.config.loader import config_dir
@@ -42,9 +41,10 @@ from itrlab.losses.registry import loss_registries
 from itrlab.methods import METHODS
 from itrlab.train.checkpoint import LAST, save_checkpoint
 from itrlab.train.experiment import build_run_method, prepare_data, start_run
-from itrlab.train.grouped.trainer import GroupedTrainer
 from itrlab.train.grouped.membership import group_refusal
+from itrlab.train.grouped.trainer import GroupedTrainer
 from itrlab.train.loop import Trainer, _StepLog
+from loss_references import REFERENCES
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -60,7 +60,11 @@ def tiny_config(name: str, root: Path, *overrides: str) -> ExperimentConfig:
     own = [f"dataset.root={root}", "tracking.enabled=false", "train.device=cpu", *overrides]
     if (config_dir() / "experiments" / f"{name}_synthetic_tiny.yaml").is_file():
         return load_experiment(f"{name}_synthetic_tiny", own)
-    method = f"defaults.method={name}" if (config_dir() / "methods" / f"{name}.yaml").is_file() else f"method={{name: {name}}}"
+    method = (
+        f"defaults.method={name}"
+        if (config_dir() / "methods" / f"{name}.yaml").is_file()
+        else f"method={{name: {name}}}"
+    )
     return load_experiment(GENERIC, [method, *own])
 
 
@@ -97,8 +101,11 @@ def resumed(tiny_root, tmp_path_factory):
             trainer = start_run(config, run_dir).trainer
             initial = {key: value.clone() for key, value in trainer.method.state_dict().items()}
             two = next_steps(trainer, 1, 2)
-            moved = [key for key, value in trainer.method.state_dict().items()
-                     if value.is_floating_point() and not torch.equal(value, initial[key])]
+            moved = [
+                key
+                for key, value in trainer.method.state_dict().items()
+                if value.is_floating_point() and not torch.equal(value, initial[key])
+            ]
             save_checkpoint(run_dir / LAST, model=trainer.method, optimizer=trainer.optimizer, state=trainer.state)
             went_on = next_steps(trainer, 2, 1)[0]  # the run goes on into its next epoch
             data = prepare_data(config, run_dir)
@@ -237,13 +244,35 @@ def test_a_method_registered_in_a_test_runs_against_the_suite(tmp_path):
     """A method registered in a pytest plugin, and nowhere else, runs against this suite, unedited."""
     (tmp_path / "contract_dummy.py").write_text(DUMMY, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO / "platform")])}
-    done = subprocess.run([sys.executable, "-m", "pytest", str(Path(__file__)), "-p", "contract_dummy", "-k",
-                           "contract_dummy", "-q", "-n", "0", "-p", "no:cacheprovider"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(Path(__file__)),
+            "-p",
+            "contract_dummy",
+            "-k",
+            "contract_dummy",
+            "-q",
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert f"{len(METHOD_CHECKS)} passed" in done.stdout, done.stdout[-2000:]
 
 
-METHOD_CHECKS = [test for test in list(globals().values()) if any(
-    mark.name == "parametrize" and mark.args[0] == "name" for mark in getattr(test, "pytestmark", []))]
+METHOD_CHECKS = [
+    test
+    for test in list(globals().values())
+    if any(mark.name == "parametrize" and mark.args[0] == "name" for mark in getattr(test, "pytestmark", []))
+]
 """The checks every method runs: the tests parametrized by the method's name."""

@@ -35,8 +35,15 @@ from servers import BIN, free_port, moto_server, stop, wait_http
 pytestmark = pytest.mark.e2e
 
 BASE = REPO / "k8s" / "base"
-AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-            "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "MLFLOW_S3_ENDPOINT_URL")
+AWS_VARS = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "MLFLOW_S3_ENDPOINT_URL",
+)
 S3_KEY, S3_SECRET = "itrlab-test-key", "itrlab-test-secret"  # any pair: moto accepts all
 
 
@@ -55,9 +62,11 @@ def manifest_mlflow() -> tuple[dict, dict[str, str]]:
 
 def expand(value: str, env: dict[str, str]) -> str:
     """Kubernetes' $(VAR) expansion in args."""
+
     def sub(match: re.Match) -> str:
         assert match.group(1) in env, f"$({match.group(1)}) is not set in the container"
         return env[match.group(1)]
+
     return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, value)
 
 
@@ -90,8 +99,11 @@ def auth_config(container: dict, tmp_path: Path) -> dict[str, str]:
     ini = re.sub(r"^database_uri = .*$", f"database_uri = sqlite:///{tmp_path / 'auth.db'}", ini, flags=re.M)
     (tmp_path / name).write_text(ini)
     secrets = {"username": ACCOUNT[0], "password": ACCOUNT[1], "flask_secret_key": "test-flask-secret"}
-    values = {key: secrets[e["valueFrom"]["secretKeyRef"]["key"]] for key, e in env.items()
-              if e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "itrlab-mlflow-auth"}
+    values = {
+        key: secrets[e["valueFrom"]["secretKeyRef"]["key"]]
+        for key, e in env.items()
+        if e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "itrlab-mlflow-auth"
+    }
     assert set(values) == {"MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD", "MLFLOW_FLASK_SERVER_SECRET_KEY"}
     return {**values, "MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / name)}
 
@@ -110,25 +122,47 @@ def test_manifest_mlflow_server_serves_s3_artifacts(tmp_path: Path, monkeypatch:
     bucket, prefix = urlparse(destination).netloc, urlparse(destination).path.strip("/")
 
     port = free_port()
-    swaps = {"--backend-store-uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "--host": "127.0.0.1",
-             "--port": str(port), "--workers": "1"}
+    swaps = {
+        "--backend-store-uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "--host": "127.0.0.1",
+        "--port": str(port),
+        "--workers": "1",
+    }
     assert set(swaps) <= set(flags), "the manifest's flags changed: update the swaps"
-    server_args = [f"{name}={swaps[name]}" if name in swaps else (name if value is None else f"{name}={value}")
-                   for name, value in flags.items()]
+    server_args = [
+        f"{name}={swaps[name]}" if name in swaps else (name if value is None else f"{name}={value}")
+        for name, value in flags.items()
+    ]
     uri = f"http://127.0.0.1:{port}"
 
     with moto_server(tmp_path) as s3_url:
-        s3 = boto3.client("s3", endpoint_url=s3_url, aws_access_key_id=S3_KEY, aws_secret_access_key=S3_SECRET,
-                          region_name=settings["AWS_DEFAULT_REGION"])
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=s3_url,
+            aws_access_key_id=S3_KEY,
+            aws_secret_access_key=S3_SECRET,
+            region_name=settings["AWS_DEFAULT_REGION"],
+        )
         s3.create_bucket(Bucket=bucket)
         # the server gets what the manifests give it: the ConfigMap, the S3 Secret's two keys, and
         # MLFLOW_S3_ENDPOINT_URL as the dev-cpu overlay sets it for its in-cluster store
         server_env = {k: v for k, v in os.environ.items() if k not in AWS_VARS}
-        server_env.update(settings, AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET,
-                          MLFLOW_S3_ENDPOINT_URL=s3_url, HOME=str(tmp_path), **auth_config(container, tmp_path))
+        server_env.update(
+            settings,
+            AWS_ACCESS_KEY_ID=S3_KEY,
+            AWS_SECRET_ACCESS_KEY=S3_SECRET,
+            MLFLOW_S3_ENDPOINT_URL=s3_url,
+            HOME=str(tmp_path),
+            **auth_config(container, tmp_path),
+        )
         log = open(tmp_path / "mlflow-server.log", "wb")
-        server = subprocess.Popen([str(BIN / "mlflow"), "server", *server_args], env=server_env, cwd=tmp_path,
-                                  stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [str(BIN / "mlflow"), "server", *server_args],
+            env=server_env,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             wait_http(f"{uri}/health", timeout=300, process=server)  # basic-auth: 85 s on a loaded 2-core machine
 
@@ -144,11 +178,26 @@ def test_manifest_mlflow_server_serves_s3_artifacts(tmp_path: Path, monkeypatch:
             monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", ACCOUNT[1])
             tracker = MlflowTracker("k8s_s3_artifacts")
             assert tracker.tracking_uri == uri
-            run_id = tracker.start(run_name="recall", tags={"method": "vsepp", "protocol": "all"},
-                                   params={"train.lr": "0.0005"})
-            table = RecallTable(protocol="all", n_images=1000, n_folds=1, i2t_r1=25.0, i2t_r5=54.1, i2t_r10=66.6,
-                                t2i_r1=19.7, t2i_r5=37.84, t2i_r10=47.26, rsum=250.5, i2t_medr=5.0,
-                                i2t_meanr=20.44, t2i_medr=13.0, t2i_meanr=78.43, md=0.0022)
+            run_id = tracker.start(
+                run_name="recall", tags={"method": "vsepp", "protocol": "all"}, params={"train.lr": "0.0005"}
+            )
+            table = RecallTable(
+                protocol="all",
+                n_images=1000,
+                n_folds=1,
+                i2t_r1=25.0,
+                i2t_r5=54.1,
+                i2t_r10=66.6,
+                t2i_r1=19.7,
+                t2i_r5=37.84,
+                t2i_r10=47.26,
+                rsum=250.5,
+                i2t_medr=5.0,
+                i2t_meanr=20.44,
+                t2i_medr=13.0,
+                t2i_meanr=78.43,
+                md=0.0022,
+            )
             tracker.log_recall_table(table, "test", epoch=10)
             tracker.end()
 
@@ -165,12 +214,18 @@ def test_manifest_mlflow_server_serves_s3_artifacts(tmp_path: Path, monkeypatch:
             local = client.download_artifacts(run_id, "recall/test.json", str(tmp_path))
             assert RecallTable.from_dict(json.loads(Path(local).read_text())) == table
             assert {a.path for a in client.list_artifacts(run_id, "recall")} >= {
-                "recall/test_table.json", "recall/test.json", "recall/test.md"}
+                "recall/test_table.json",
+                "recall/test.json",
+                "recall/test.md",
+            }
 
             # the bytes are in the bucket, under the manifests' destination
             keys = [obj["Key"] for obj in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-            table_keys = [k for k in keys if k.startswith(prefix + "/") and run_id in k
-                          and k.endswith("/artifacts/recall/test_table.json")]
+            table_keys = [
+                k
+                for k in keys
+                if k.startswith(prefix + "/") and run_id in k and k.endswith("/artifacts/recall/test_table.json")
+            ]
             assert len(table_keys) == 1, keys
             stored = json.loads(s3.get_object(Bucket=bucket, Key=table_keys[0])["Body"].read())
             assert stored["columns"][0] == "direction" and len(stored["data"]) == 2, stored

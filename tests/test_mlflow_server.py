@@ -11,9 +11,9 @@ import mlflow
 import pytest
 from mlflow import MlflowClient
 
-from servers import mlflow_server
 from conftest import REPO
 from itrlab.tracking.chart_names import chart_name, flat_metrics
+from servers import mlflow_server
 
 pytestmark = pytest.mark.e2e
 
@@ -24,9 +24,20 @@ def test_training_logs_to_a_real_mlflow_server(tmp_path):
     with mlflow_server(tmp_path) as uri:
         env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "ITRLAB_CONFIG_DIR": str(REPO / "configs")}
         done = subprocess.run(
-            [sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny", "train.epochs=2",
-             "--run-dir", str(tmp_path / "run")],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                str(REPO / "jobs" / "train.py"),
+                "-c",
+                "vsepp_synthetic_tiny",
+                "train.epochs=2",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"{uri}/#/experiments/" in done.stdout
@@ -38,7 +49,12 @@ def test_training_logs_to_a_real_mlflow_server(tmp_path):
         run = runs[0]
         assert run.info.status == "FINISHED"
         assert run.data.params["loss.name"] == "vsepp" and run.data.params["train.epochs"] == "2"
-        assert {run.data.tags[k] for k in ("method", "dataset", "protocol", "seed")} == {"vsepp", "synthetic_tiny", "all", "0"}
+        assert {run.data.tags[k] for k in ("method", "dataset", "protocol", "seed")} == {
+            "vsepp",
+            "synthetic_tiny",
+            "all",
+            "0",
+        }
 
         # per-epoch validation metrics, one value per epoch
         for key in [*RECALL_KEYS, "loss", "loss_i2t", "loss_t2i"]:
@@ -59,8 +75,21 @@ def test_training_logs_to_a_real_mlflow_server(tmp_path):
 
         # the run's model (issue 43): `itrlab evaluate` downloads it through the server and gives its test table
         evaluated = subprocess.run(
-            [sys.executable, "-m", "itrlab.cli", "evaluate", f"runs:/{run.info.run_id}/model", "--out",
-             str(tmp_path / "evaluated.json")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+            [
+                sys.executable,
+                "-m",
+                "itrlab.cli",
+                "evaluate",
+                f"runs:/{run.info.run_id}/model",
+                "--out",
+                str(tmp_path / "evaluated.json"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
         tables = json.loads((tmp_path / "evaluated.json").read_text())
         assert tables["members"][f"runs:/{run.info.run_id}/model"] == saved

@@ -31,8 +31,10 @@ def test_experiments_are_model_training_and_links_open_the_runs_table(tmp_path):
     assert client.get_experiment(other).tags[EXPERIMENT_KIND_TAG] == "custom_model_development"
     assert ui_hint("http://h:5000", "3") == "open http://h:5000/#/experiments/3/runs?workflowType=machine_learning"
     assert ui_hint(uri, "3", "abc").endswith("#/experiments/3/runs/abc/model-metrics?workflowType=machine_learning")
-    assert ui_hint("http://h:5000/", "3", view="itrlab-x") == \
-        "open http://h:5000/#/experiments/3/runs?viewStateShareKey=itrlab-x&workflowType=machine_learning"
+    assert (
+        ui_hint("http://h:5000/", "3", view="itrlab-x")
+        == "open http://h:5000/#/experiments/3/runs?viewStateShareKey=itrlab-x&workflowType=machine_learning"
+    )
 
 
 def test_the_printed_ui_command_is_the_one_the_docs_give(monkeypatch):
@@ -40,12 +42,16 @@ def test_the_printed_ui_command_is_the_one_the_docs_give(monkeypatch):
     job runner off, on loopback: printed by every run, and shown by docs/mlflow.md and the README."""
     monkeypatch.chdir(REPO)
     command = ui_command("sqlite:///HERE/mlflow.db")
-    assert command == ("MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false .venv/bin/mlflow ui --backend-store-uri "
-                       "sqlite:///HERE/mlflow.db --host 127.0.0.1 --port 5000 --workers 1")
+    assert command == (
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false .venv/bin/mlflow ui --backend-store-uri "
+        "sqlite:///HERE/mlflow.db --host 127.0.0.1 --port 5000 --workers 1"
+    )
     documented = command.replace("HERE", "$PWD")
     assert documented in (REPO / "docs" / "mlflow.md").read_text() and documented in (REPO / "README.md").read_text()
-    assert f"run `{command}` and open http://127.0.0.1:5000/#/experiments/1/runs/r/model-metrics?workflowType=machine_learning" \
+    assert (
+        f"run `{command}` and open http://127.0.0.1:5000/#/experiments/1/runs/r/model-metrics?workflowType=machine_learning"
         == ui_hint("sqlite:///HERE/mlflow.db", "1", "r")
+    )
 
 
 def test_a_sweeps_view_shows_its_trials_with_their_values_and_results_first(tmp_path):
@@ -56,13 +62,24 @@ def test_a_sweeps_view_shows_its_trials_with_their_values_and_results_first(tmp_
     spec = load_sweep("dbl_tiny")
     view = trials_view(spec, "20261126-085735", "p1")
     assert view.search == "tags.`mlflow.parentRunId` = 'p1'" and view.order_by == "test_rsum" and not view.ascending
-    assert view.columns() == ["metrics.`1_test/rsum`", "metrics.`1_test/i2t_R1`", "metrics.`1_test/t2i_R1`",
-                              "metrics.`1_test/i2t_R5`", "metrics.`1_test/t2i_R5`", "metrics.`best_val_rsum`",
-                              "metrics.`1_test_rank/md`", "tags.`param.cooperative.strategy`", "tags.`param.seed`"]
+    assert view.columns() == [
+        "metrics.`1_test-sum/rsum`",
+        "tags.`test i2t R1 R5 R10 / t2i R1 R5 R10`",
+        "metrics.`1_test/i2t_R1`",
+        "metrics.`1_test/t2i_R1`",
+        "metrics.`1_test/i2t_R5`",
+        "metrics.`1_test/t2i_R5`",
+        "metrics.`best_val_rsum`",
+        "metrics.`1_test_rank/md`",
+        "tags.`param.cooperative.strategy`",
+        "tags.`param.seed`",
+    ]
     state = view.state()
-    assert state["orderByKey"] == "metrics.`1_test/rsum`" and state["selectedColumns"] == view.columns()
+    assert state["orderByKey"] == "metrics.`1_test-sum/rsum`" and state["selectedColumns"] == view.columns()
     assert state["columnOrder"] == [*PINNED_WIDTHS, *view.columns()] and set(state["columnWidths"]) == {
-        *PINNED_WIDTHS, *view.columns()}
+        *PINNED_WIDTHS,
+        *view.columns(),
+    }
     tracker = MlflowTracker("views", f"sqlite:///{tmp_path / 'mlflow.db'}")
     tracker.client.set_experiment_tag(tracker.experiment_id, "mlflow.sharedViewState.mine", "a person's view")
     for i in range(KEEP_VIEWS + 3):
@@ -79,8 +96,15 @@ def test_a_sweeps_view_shows_its_trials_with_their_values_and_results_first(tmp_
 def test_metrics_are_stored_to_six_significant_digits(tmp_path):
     tracker = MlflowTracker("digits", f"sqlite:///{tmp_path / 'mlflow.db'}")
     run_id = tracker.start(run_name="r", tags={}, params={})
-    tracker.log_final_metrics({"test_rsum": 31.799999999999997, "vs_baseline": 1.000000000000007,
-                               "lr": 5e-05, "md": 0.000353123456, "nan": float("nan")})
+    tracker.log_final_metrics(
+        {
+            "test_rsum": 31.799999999999997,
+            "vs_baseline": 1.000000000000007,
+            "lr": 5e-05,
+            "md": 0.000353123456,
+            "nan": float("nan"),
+        }
+    )
     metrics = tracker.metrics(run_id)
     assert metrics["test_rsum"] == 31.8 and metrics["vs_baseline"] == 1.0 and metrics["lr"] == 5e-05
     assert metrics["md"] == 0.000353123
@@ -119,20 +143,65 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
     first: the test recalls, their ranks, the validation table, the training loss, the method's parts of its
     loss, another branch's table; the rest keep their names (the UI's "Model metrics", last). Every name
     read back (latest values, histories, a sweep's trials) is itrlab's, the flat one Ray Tune and the reports use."""
-    sections = {name: chart_name(name) for name in
-                ("test_rsum", "test_i2t_R1", "test_md", "rsum", "t2i_meanr", "loss", "loss_i2t", "lr", "epoch_seconds",
-                 "loss_cooperative", "loss_task_mdcl", "anchor_rsum", "anchor2_i2t_R5", "member1_rsum",
-                 "best_val_rsum", "best_epoch", "best_rsum", "cpu_hours", "best_row_test_rsum_mean")}
+    sections = {
+        name: chart_name(name)
+        for name in (
+            "test_rsum",
+            "test_i2t_R1",
+            "test_md",
+            "rsum",
+            "t2i_meanr",
+            "loss",
+            "loss_i2t",
+            "lr",
+            "epoch_seconds",
+            "loss_cooperative",
+            "loss_task_mdcl",
+            "anchor_rsum",
+            "anchor2_i2t_R5",
+            "member1_rsum",
+            "best_val_rsum",
+            "best_epoch",
+            "best_rsum",
+            "cpu_hours",
+            "best_row_test_rsum_mean",
+        )
+    }
     assert sections == {
-        "test_rsum": "1_test/rsum", "test_i2t_R1": "1_test/i2t_R1", "test_md": "1_test_rank/md", "rsum": "2_val/rsum",
-        "t2i_meanr": "2_val/t2i_meanr", "loss": "3_train/loss", "loss_i2t": "3_train/loss_i2t", "lr": "3_train/lr",
-        "epoch_seconds": "3_train/epoch_seconds", "loss_cooperative": "4_loss/cooperative",
-        "loss_task_mdcl": "4_loss/task_mdcl", "anchor_rsum": "5_anchor/rsum", "anchor2_i2t_R5": "5_anchor2/i2t_R5",
-        "member1_rsum": "5_member1/rsum", "best_val_rsum": "best_val_rsum", "best_epoch": "best_epoch",
-        "best_rsum": "best_rsum", "cpu_hours": "cpu_hours", "best_row_test_rsum_mean": "best_row_test_rsum_mean"}
+        "test_rsum": "1_test-sum/rsum",
+        "test_i2t_R1": "1_test/i2t_R1",
+        "test_md": "1_test_rank/md",
+        "rsum": "2_val/rsum",
+        "t2i_meanr": "2_val/t2i_meanr",
+        "loss": "3_train/loss",
+        "loss_i2t": "3_train/loss_i2t",
+        "lr": "3_train/lr",
+        "epoch_seconds": "3_train/epoch_seconds",
+        "loss_cooperative": "4_loss/cooperative",
+        "loss_task_mdcl": "4_loss/task_mdcl",
+        "anchor_rsum": "5_anchor/rsum",
+        "anchor2_i2t_R5": "5_anchor2/i2t_R5",
+        "member1_rsum": "5_member1/rsum",
+        "best_val_rsum": "best_val_rsum",
+        "best_epoch": "best_epoch",
+        "best_rsum": "best_rsum",
+        "cpu_hours": "cpu_hours",
+        "best_row_test_rsum_mean": "best_row_test_rsum_mean",
+    }
     assert all(flat_name(logged) == name for name, logged in sections.items())
     order = sorted({logged.rpartition("/")[0] for logged in sections.values()} - {""})  # as the UI sorts them
-    assert order == ["1_test", "1_test_rank", "2_val", "3_train", "4_loss", "5_anchor", "5_anchor2", "5_member1"]
+    assert order == [
+        "1_test",
+        "1_test-sum",
+        "1_test_rank",
+        "2_val",
+        "3_train",
+        "4_loss",
+        "5_anchor",
+        "5_anchor2",
+        "5_member1",
+    ]
+    assert flat_name("1_test/rsum") == "test_rsum"  # a run logged before rsum had a section of its own
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = MlflowTracker("sections", uri)
     run_id = tracker.start(run_name="r", tags={}, params={})
@@ -140,9 +209,19 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
         tracker.log_metrics({"loss": 3.0 - epoch, "rsum": 10.0 * epoch, "loss_cooperative": 0.5}, step=epoch)
     tracker.log_final_metrics({"test_rsum": 31.8, "best_epoch": 2})
     assert set(MlflowClient(uri).get_run(run_id).data.metrics) == {
-        "3_train/loss", "2_val/rsum", "4_loss/cooperative", "1_test/rsum", "best_epoch"}
-    assert tracker.metrics(run_id) == {"loss": 1.0, "rsum": 20.0, "loss_cooperative": 0.5, "test_rsum": 31.8,
-                                       "best_epoch": 2.0}
+        "3_train/loss",
+        "2_val/rsum",
+        "4_loss/cooperative",
+        "1_test-sum/rsum",
+        "best_epoch",
+    }
+    assert tracker.metrics(run_id) == {
+        "loss": 1.0,
+        "rsum": 20.0,
+        "loss_cooperative": 0.5,
+        "test_rsum": 31.8,
+        "best_epoch": 2.0,
+    }
     assert tracker.metric_history(run_id, "rsum") == [(1, 10.0), (2, 20.0)]
 
 
@@ -164,3 +243,23 @@ def test_a_run_logged_with_flat_names_reads_back_and_keeps_them_when_it_resumes(
     assert set(client.get_run(run_id).data.metrics) == {"loss", "rsum", "anchor_rsum", "train_seconds", "test_rsum"}
     assert again.metric_history(run_id, "rsum") == [(1, 10.0), (2, 20.0)]
     assert again.run_metrics(("train_seconds", "test_rsum", "md")) == {"train_seconds": 60.0, "test_rsum": 31.8}
+
+
+def test_a_runs_test_table_gives_its_six_recalls_one_column(tmp_path):
+    """The test table's six recalls also go to one tag, the runs table's column of them (R@1, R@5, R@10 image to
+    text, then text to image); a validation table, or a run without all six, sets none."""
+    from itrlab.eval import RecallTable
+    from itrlab.tracking.runs_view import RECALLS_TAG, recalls_summary
+
+    table = RecallTable(
+        protocol="all", n_images=1000, n_folds=1, i2t_r1=25.0, i2t_r5=54.1, i2t_r10=66.6, t2i_r1=19.7,
+        t2i_r5=37.84, t2i_r10=47.26, rsum=250.5, i2t_medr=5.0, i2t_meanr=20.44, t2i_medr=13.0, t2i_meanr=78.43,
+        md=0.0022,
+    )  # fmt: skip
+    tracker = MlflowTracker("summary", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = tracker.start(run_name="r", tags={}, params={})
+    tracker.log_recall_table(table, "val", epoch=1)
+    assert RECALLS_TAG not in tracker.client.get_run(run_id).data.tags
+    tracker.log_recall_table(table, "test", epoch=1)
+    assert tracker.client.get_run(run_id).data.tags[RECALLS_TAG] == "25.0 54.1 66.6 / 19.7 37.8 47.3"
+    assert recalls_summary({"test_i2t_R1": 1.0}) is None

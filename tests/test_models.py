@@ -12,13 +12,18 @@ import numpy as np
 import pytest
 
 from conftest import write_precomp
-from trained_runs import itrlab, train, work_in
 from itrlab.tracking.chart_names import flat_metrics
+from trained_runs import itrlab, train, work_in
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-METHODS = {"vsepp": "vsepp_synthetic_tiny", "dbl": "dbl_synthetic_tiny", "coder": "coder_synthetic_tiny",
-           "ascl": "ascl_synthetic_tiny", "xattn": "xattn_synthetic_tiny"}
+METHODS = {
+    "vsepp": "vsepp_synthetic_tiny",
+    "dbl": "dbl_synthetic_tiny",
+    "coder": "coder_synthetic_tiny",
+    "ascl": "ascl_synthetic_tiny",
+    "xattn": "xattn_synthetic_tiny",
+}
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +141,10 @@ def test_an_ensemble_is_one_command_and_one_run(inside, capsys):
 
     run = MlflowClient().get_run(run_id)
     assert run.data.tags["itrlab.evaluation"] == "ensemble of 2"
-    assert {run.data.tags["itrlab.source_run.1"], run.data.tags["itrlab.source_run.2"]} == {runs["vsepp"][1],
-                                                                                              runs["dbl"][1]}
+    assert {run.data.tags["itrlab.source_run.1"], run.data.tags["itrlab.source_run.2"]} == {
+        runs["vsepp"][1],
+        runs["dbl"][1],
+    }
     assert flat_metrics(run.data.metrics)["test_rsum"] == pytest.approx(written["ensemble"]["rsum"])
     assert flat_metrics(run.data.metrics)["member1_rsum"] == pytest.approx(written["members"][members[0]]["rsum"])
 
@@ -164,15 +171,21 @@ def test_bad_inputs_are_one_line_and_exit_2(inside, capsys):
     capsys.readouterr()
     assert "no logged itrlab model" in refused(capsys, unlogged)
     small = folder / "runs" / "small"
-    train("vsepp_synthetic_tiny", small, f"dataset.root={other}", "dataset.kind=precomp", "train.batch_size=10",
-          "tracking.enabled=false")
+    train(
+        "vsepp_synthetic_tiny",
+        small,
+        f"dataset.root={other}",
+        "dataset.kind=precomp",
+        "train.batch_size=10",
+        "tracking.enabled=false",
+    )
     capsys.readouterr()
     assert "an ensemble's members read the same features" in refused(capsys, vsepp, small)
 
 
 def test_log_model_is_a_typed_setting():
-    from itrlab.errors import ConfigError
     from itrlab.assembly import load_experiment
+    from itrlab.errors import ConfigError
 
     assert load_experiment("vsepp_synthetic_tiny").output.log_model == "best"
     with pytest.raises(ConfigError, match="output.log_model"):

@@ -21,8 +21,8 @@ import yaml
 
 from conftest import REPO
 from held import ray_workers, stopped
-from servers import BIN
 from itrlab.tracking.chart_names import chart_name, flat_metrics
+from servers import BIN
 
 pytestmark = pytest.mark.cluster
 
@@ -41,8 +41,10 @@ def skip_reason() -> str | None:
     from itrlab.local_cluster import isolation_problem, postgres_bin
 
     if postgres_bin() is None:
-        return ("PostgreSQL's server programs (initdb, postgres) are not installed: the multi-node cluster's MLflow "
-                "runs on PostgreSQL (Debian: apt-get install postgresql; or set ITRLAB_PG_BIN to their folder)")
+        return (
+            "PostgreSQL's server programs (initdb, postgres) are not installed: the multi-node cluster's MLflow "
+            "runs on PostgreSQL (Debian: apt-get install postgresql; or set ITRLAB_PG_BIN to their folder)"
+        )
     try:
         import psycopg  # noqa: F401  # SQLAlchemy 2.1's driver for postgresql:// URIs
     except ImportError:
@@ -68,13 +70,24 @@ def cluster(tmp_path_factory):
 
 def submit(cluster, args: list[str], log: Path) -> subprocess.Popen:
     """``ray job submit`` of ``args`` (the repository as the job's working directory), in the background."""
-    command = [str(BIN / "ray"), "job", "submit", "--address", cluster.dashboard_url, "--working-dir", str(REPO),
-               "--", "python", *args]
+    command = [
+        str(BIN / "ray"),
+        "job",
+        "submit",
+        "--address",
+        cluster.dashboard_url,
+        "--working-dir",
+        str(REPO),
+        "--",
+        "python",
+        *args,
+    ]
     env = cluster.client_env()
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
     with open(log, "w") as out:
-        return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent,
-                                start_new_session=True)
+        return subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent, start_new_session=True
+        )
 
 
 def finish(job: subprocess.Popen, log: Path, timeout: float) -> str:
@@ -106,8 +119,15 @@ def test_ddp_trial_across_two_nodes_matches_one_node(cluster):
     storage = cluster.shared / "ddp"
     data = cluster.shared / "data" / "synthetic" / "tiny"
     log = cluster.root / "ddp-job.log"
-    output = finish(submit(cluster, ["jobs/local_cluster.py", "ddp", "--storage", str(storage),
-                                     f"dataset.root={data}", "train.epochs=2"], log), log, 300)
+    output = finish(
+        submit(
+            cluster,
+            ["jobs/local_cluster.py", "ddp", "--storage", str(storage), f"dataset.root={data}", "train.epochs=2"],
+            log,
+        ),
+        log,
+        300,
+    )
     assert "succeeded" in output, output[-4000:]
     report = json.loads((storage / "ddp_check.json").read_text())
     spread, pack = report["runs"]["STRICT_SPREAD"], report["runs"]["STRICT_PACK"]
@@ -139,9 +159,22 @@ def test_coder_sweep_runs_on_both_nodes_at_once(cluster):
     while len(cluster.live_workers()) < 2:
         cluster.add_worker()
     log = cluster.root / "coder-job.log"
-    output = finish(submit(cluster, ["jobs/sweep.py", "--preset", "coder-tiny", "--storage",
-                                     str(cluster.shared / "sweeps"),
-                                     f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'tiny'}"], log), log, 300)
+    output = finish(
+        submit(
+            cluster,
+            [
+                "jobs/sweep.py",
+                "--preset",
+                "coder-tiny",
+                "--storage",
+                str(cluster.shared / "sweeps"),
+                f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'tiny'}",
+            ],
+            log,
+        ),
+        log,
+        300,
+    )
     assert "succeeded" in output, output[-4000:]
     client = MlflowClient(tracking_uri=cluster.mlflow_uri)
     runs = client.search_runs([client.get_experiment_by_name("coder_tiny").experiment_id])
@@ -171,9 +204,19 @@ def test_sweep_survives_a_lost_worker_node(cluster):
     log = cluster.root / "sweep-job.log"
     # the preset's `small` data cut to 1,500 training images (its own folder): a third of the epoch, still
     # seconds long, so the node dies while its trial trains (and the sweep takes a third of the time)
-    job = submit(cluster, ["jobs/sweep_dbl.py", "--preset", "smoke", "--storage", str(storage),
-                           f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'small_1500'}",
-                           "dataset.synthetic.knobs={n_train: 1500, n_dev: 100, n_test: 200}"], log)
+    job = submit(
+        cluster,
+        [
+            "jobs/sweep_dbl.py",
+            "--preset",
+            "smoke",
+            "--storage",
+            str(storage),
+            f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'small_1500'}",
+            "dataset.synthetic.knobs={n_train: 1500, n_dev: 100, n_test: 200}",
+        ],
+        log,
+    )
 
     def checkpointed_trial():
         """The RUNNING child run of a trial that Tune has a checkpoint of (its first result is recorded, in
@@ -183,8 +226,12 @@ def test_sweep_survives_a_lost_worker_node(cluster):
             return None
         for run in client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'"):
             stored = Path(run.data.tags.get("run_dir") or "/nonexistent")
-            if "mlflow.parentRunId" in run.data.tags and (stored / "result.json").is_file() \
-                    and (stored / "result.json").read_text().strip() and any(stored.glob("checkpoint_*/last.pt")):
+            if (
+                "mlflow.parentRunId" in run.data.tags
+                and (stored / "result.json").is_file()
+                and (stored / "result.json").read_text().strip()
+                and any(stored.glob("checkpoint_*/last.pt"))
+            ):
                 return run
         return None
 
@@ -211,14 +258,22 @@ def test_sweep_survives_a_lost_worker_node(cluster):
     lost_at = time.monotonic() - started
     output = finish(job, log, 400)
     elapsed = time.monotonic() - started
-    print(f"lost {lost.name} at {lost_at:.0f} s; sweep job ended after {elapsed:.0f} s "
-          f"(cluster start {cluster.startup_seconds:.0f} s)")
+    print(
+        f"lost {lost.name} at {lost_at:.0f} s; sweep job ended after {elapsed:.0f} s "
+        f"(cluster start {cluster.startup_seconds:.0f} s)"
+    )
 
     assert job.returncode == 0 and "succeeded" in output, output[-6000:]
     # the report's headline, then where MLflow holds the runs
     # (a short sweep's rows are often still learning: an inconclusive headline is one too)
-    assert re.search(r"no (converged )?row (differs from|beats) \w+ at 95%|best row: |inconclusive against \w+|"
-                     r"\w+ beats every", output) and "MLflow: parent run" in output
+    assert (
+        re.search(
+            r"no (converged )?row (differs from|beats) \w+ at 95%|best row: |inconclusive against \w+|"
+            r"\w+ beats every",
+            output,
+        )
+        and "MLflow: parent run" in output
+    )
     assert len([node for node in cluster.ray_nodes() if not node["is_head_node"]]) == 1  # the lost node is gone
 
     # MLflow: one parent and one child per grid point, none RUNNING, all through the server
@@ -232,14 +287,16 @@ def test_sweep_survives_a_lost_worker_node(cluster):
     assert {run.info.status for run in children} == {"FINISHED"}
     for run in [*parents, *children]:
         assert run.info.artifact_uri.startswith("mlflow-artifacts:"), run.info.artifact_uri  # served, no node's disk
-    trials = json.loads(Path(client.download_artifacts(parents[0].info.run_id, "sweep/trials.json",
-                                                       str(cluster.root))).read_text())
+    trials = json.loads(
+        Path(client.download_artifacts(parents[0].info.run_id, "sweep/trials.json", str(cluster.root))).read_text()
+    )
     assert len(trials["data"]) == 2  # each grid point exactly one result
     statuses = {row[trials["columns"].index("status")] for row in trials["data"]}
     assert statuses == {"finished"}
     # a pivot sweep's report (its one best is the headline: no 'best trial' artifact)
     assert {"sweep/summary.md", "sweep/table.json", "sweep/summary.json", "sweep/report.html", "sweep/report.md"} <= {
-        artifact.path for artifact in client.list_artifacts(parents[0].info.run_id, "sweep")}
+        artifact.path for artifact in client.list_artifacts(parents[0].info.run_id, "sweep")
+    }
     # the report says what happened: a line of the job's output, and a tag of the retried trial's run
     retried_id = victim.data.tags["itrlab.trial_id"]
     assert f"trial {retried_id} finished after 1 failed attempt(s), retried from its last checkpoint" in output
@@ -284,9 +341,24 @@ def test_sigterm_to_up_stops_everything_it_started(tmp_path):
         pytest.skip(reason)
     root = tmp_path / "cluster"
     env = {**os.environ, "PYTHONPATH": str(REPO / "platform")}
-    up = subprocess.Popen([str(BIN / "python"), str(REPO / "jobs" / "local_cluster.py"), "up", "--root", str(root),
-                           "--workers", "1", "--cpus-per-worker", "1"], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+    up = subprocess.Popen(
+        [
+            str(BIN / "python"),
+            str(REPO / "jobs" / "local_cluster.py"),
+            "up",
+            "--root",
+            str(root),
+            "--workers",
+            "1",
+            "--cpus-per-worker",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     state = root / "cluster.json"  # written once every node is started, before the workers have joined
     try:
         deadline = time.monotonic() + 240
@@ -308,8 +380,9 @@ def test_sigterm_to_up_stops_everything_it_started(tmp_path):
 
             LocalCluster.load(root).stop()
     assert up.returncode == 143, (out, err)
-    assert err.strip().splitlines()[-1] == ("itrlab: local cluster up: terminated (SIGTERM); stopped every process "
-                                            "it had started"), err
+    assert err.strip().splitlines()[-1] == (
+        "itrlab: local cluster up: terminated (SIGTERM); stopped every process it had started"
+    ), err
     assert started["pg_pid"] and started["mlflow_pid"] and len(started["nodes"]) == 2
     assert not alive(started["pg_pid"]) and not alive(started["mlflow_pid"])
     for node in started["nodes"]:

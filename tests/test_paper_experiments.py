@@ -65,8 +65,16 @@ def test_the_papers_and_their_configs_are_found():
     papers = paper_packages()
     assert {"dbl", "coder", "convse", "ascl"} <= papers and "vse" not in papers
     names = paper_config_names()
-    assert {"dbl_synthetic_tiny", "coder_synthetic_tiny", "convsepp_synthetic_small", "ascl_synthetic_tiny",
-            "dbl_table4", "dbl-table4", "coder-table2", "ascl_table2"} <= names
+    assert {
+        "dbl_synthetic_tiny",
+        "coder_synthetic_tiny",
+        "convsepp_synthetic_small",
+        "ascl_synthetic_tiny",
+        "dbl_table4",
+        "dbl-table4",
+        "coder-table2",
+        "ascl_table2",
+    } <= names
     assert not {"vsepp_synthetic_tiny", "vsepp_synthetic_small", "compare_methods"} & names
 
 

@@ -30,7 +30,7 @@ def test_difference_interval_is_welchs():
     a, b = [80.0, 82.0, 85.0, 79.0], [70.0, 74.0, 71.0]
     interval = difference_interval(a, b)
     va, vb = statistics.variance(a) / 4, statistics.variance(b) / 3
-    df = (va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2)
+    df = (va + vb) ** 2 / (va**2 / 3 + vb**2 / 2)
     assert interval.value == pytest.approx(statistics.fmean(a) - statistics.fmean(b))
     assert interval.half_width == pytest.approx(scipy_stats.t.ppf(0.975, df) * math.sqrt(va + vb))
     welch = scipy_stats.ttest_ind(a, b, equal_var=False)  # the interval excludes 0 exactly when p < 0.05
@@ -43,16 +43,33 @@ F30K = DataShape(29000, 1014, 1000, 5, 36, 2048, synthetic=False)  # SCAN's Flic
 
 
 def rows_for(spec_name: str, key: str, cells: list[tuple[str, int, float]]) -> list[TrialRow]:
-    return [TrialRow(f"t{i:02d}", {key: value, "seed": seed}, {"test_i2t_R1": r1, "test_rsum": 3 * r1, "test_md": 0.5},
-                     "finished") for i, (value, seed, r1) in enumerate(cells)]
+    return [
+        TrialRow(
+            f"t{i:02d}",
+            {key: value, "seed": seed},
+            {"test_i2t_R1": r1, "test_rsum": 3 * r1, "test_md": 0.5},
+            "finished",
+        )
+        for i, (value, seed, r1) in enumerate(cells)
+    ]
 
 
 def test_pivot_gives_intervals_and_the_difference_to_the_baseline_in_grid_order():
     spec = load_sweep("dbl_table4")
     # F listed before A in the trials: the pivot follows the grid (A first, the baseline)
-    rows = rows_for("dbl_table4", "cooperative.strategy",
-                    [("F", 0, 80.0), ("F", 1, 82.0), ("F", 2, 84.0), ("A", 0, 70.0), ("A", 1, 74.0), ("A", 2, 72.0),
-                     ("C", 0, 60.0)])
+    rows = rows_for(
+        "dbl_table4",
+        "cooperative.strategy",
+        [
+            ("F", 0, 80.0),
+            ("F", 1, 82.0),
+            ("F", 2, 84.0),
+            ("A", 0, 70.0),
+            ("A", 1, 74.0),
+            ("A", 2, 72.0),
+            ("C", 0, 60.0),
+        ],
+    )
     rows.append(TrialRow("t99", {"cooperative.strategy": "C", "seed": 1}, {"test_i2t_R1": 0.0}, "diverged"))
     table = pivot(rows, spec, SYNTHETIC, "all")
     assert table["cooperative.strategy"] == ["A", "C", "F"] and table["seeds"] == [3, 1, 3]
@@ -61,8 +78,9 @@ def test_pivot_gives_intervals_and_the_difference_to_the_baseline_in_grid_order(
     assert table["test_i2t_R1_ci95"][0] == pytest.approx(mean_interval([70.0, 74.0, 72.0]).half_width)
     assert table["test_i2t_R1_ci95"][1] is None  # one seed
     assert table["test_i2t_R1_diff"] == [None, -12.0, 10.0]
-    assert table["test_i2t_R1_diff_ci95"][2] == pytest.approx(difference_interval([80.0, 82.0, 84.0],
-                                                                                 [70.0, 74.0, 72.0]).half_width)
+    assert table["test_i2t_R1_diff_ci95"][2] == pytest.approx(
+        difference_interval([80.0, 82.0, 84.0], [70.0, 74.0, 72.0]).half_width
+    )
     assert table["wall_s_mean"] == [None, None, None] and table["cpu_hours"] == [None, None, None]  # not reported
 
 
@@ -101,7 +119,9 @@ def test_every_paper_table_names_its_data_and_protocol():
         assert paper.test_protocol in PROTOCOLS, path.name
         assert (config_dir() / "datasets" / f"{paper.dataset}.yaml").is_file()
         shape = paper.data_shape()  # the shape its numbers were measured on (configs/paper/data/)
-        assert not shape.synthetic and shape.captions_per_image == 5 and (shape.regions, shape.feature_dim) == (36, 2048)
+        assert (
+            not shape.synthetic and shape.captions_per_image == 5 and (shape.regions, shape.feature_dim) == (36, 2048)
+        )
         PROTOCOLS[paper.test_protocol].folds(shape.test_images)  # the protocol fits the paper's test split
 
 
@@ -118,14 +138,24 @@ def test_plots_of_a_numeric_sweep_and_of_a_grid_are_pngs(tmp_path):
 
     gamma = load_sweep("dbl_fig4_gamma")
     key = gamma.table.rows[0]
-    rows = [TrialRow(f"t{i}", {key: g, "seed": s}, {"test_rsum": 200.0 + 10 * g + s}, "finished")
-            for i, (g, s) in enumerate((g, s) for g in (0.1, 0.2, 0.4) for s in (0, 1))]
+    rows = [
+        TrialRow(f"t{i}", {key: g, "seed": s}, {"test_rsum": 200.0 + 10 * g + s}, "finished")
+        for i, (g, s) in enumerate((g, s) for g in (0.1, 0.2, 0.4) for s in (0, 1))
+    ]
     line = plot_pivot(pivot(rows, gamma, SYNTHETIC, "all"), gamma, tmp_path / "gamma.png")
     table4 = load_sweep("dbl_table4")
-    bars = plot_pivot(pivot(rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("F", 0, 80.0)]),
-                            table4, F30K, "f30k_1k"), table4, tmp_path / "bars.png")  # published marks
-    curves = plot_curves({"strategy=A seed=0": {"rsum": [(1, 100.0), (2, 120.0)], "loss": [(1, 9.0), (2, 8.0)]}},
-                         table4, tmp_path / "curves.png")
+    bars = plot_pivot(
+        pivot(
+            rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("F", 0, 80.0)]), table4, F30K, "f30k_1k"
+        ),
+        table4,
+        tmp_path / "bars.png",
+    )  # published marks
+    curves = plot_curves(
+        {"strategy=A seed=0": {"rsum": [(1, 100.0), (2, 120.0)], "loss": [(1, 9.0), (2, 8.0)]}},
+        table4,
+        tmp_path / "curves.png",
+    )
     for path in (line, bars, curves):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     assert plot_pivot({"seeds": []}, table4, tmp_path / "none.png") is None
@@ -165,8 +195,16 @@ def test_the_mlflow_table_artifact_has_readable_numbers(tmp_path):
 
     tracker = MlflowTracker("tables", f"sqlite:///{tmp_path / 'mlflow.db'}")
     run_id = tracker.start(run_name="parent", tags={}, params={})
-    tracker.replace_table({"cooperative.strategy": ["A", "F"], "test_rsum_mean": [13.833333333333, 281.5],
-                           "lr": [5e-05, 5e-05], "seeds": [3, 3], "baseline": [True, False]}, "sweep/table.json")
+    tracker.replace_table(
+        {
+            "cooperative.strategy": ["A", "F"],
+            "test_rsum_mean": [13.833333333333, 281.5],
+            "lr": [5e-05, 5e-05],
+            "seeds": [3, 3],
+            "baseline": [True, False],
+        },
+        "sweep/table.json",
+    )
     path = tracker.client.download_artifacts(run_id, "sweep/table.json", str(tmp_path))
     written = json.loads(open(path).read())
     assert written["columns"] == ["cooperative/strategy", "test_rsum_mean", "lr", "seeds", "baseline"]

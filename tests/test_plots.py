@@ -26,8 +26,12 @@ def _close_figures():
 
 def pivot_table(key: str, values: list, means: list[float], halves: list[float | None]) -> dict[str, list]:
     """A pivot as :func:`itrlab.report.pivot.pivot` shapes it, for the test_rsum column."""
-    return {key: values, "seeds": [1 if h is None else 3 for h in halves],
-            "test_rsum_mean": means, "test_rsum_ci95": halves}
+    return {
+        key: values,
+        "seeds": [1 if h is None else 3 for h in halves],
+        "test_rsum_mean": means,
+        "test_rsum_ci95": halves,
+    }
 
 
 def legend_texts(ax) -> list[str]:
@@ -97,8 +101,7 @@ def test_log_tau_axis_has_a_tick_at_every_swept_value():
 
 def test_swept_line_with_one_seed_has_no_band():
     spec = load_sweep("dbl_fig4_gamma")  # 0.1 .. 0.3: a linear axis
-    fig = pivot_figure(pivot_table("cooperative.gamma", [0.1, 0.15, 0.2, 0.25, 0.3], [1, 2, 3, 4, 5],
-                                   [None] * 5), spec)
+    fig = pivot_figure(pivot_table("cooperative.gamma", [0.1, 0.15, 0.2, 0.25, 0.3], [1, 2, 3, 4, 5], [None] * 5), spec)
     ax = fig.axes[0]
     assert ax.get_xscale() == "linear"
     assert not bands(ax) and error_bar_count(ax) == 0
@@ -122,7 +125,8 @@ def seeds_of(rows: list[str], loss_scales: list[float], epochs: int = 5) -> dict
             curves[f"trial_{r}_{seed}"] = {
                 "row": row,
                 "rsum": [(e, 10.0 * e + r + seed) for e in range(1, epochs + 1)],
-                "loss": [(e, scale / e * (1 + 0.01 * seed)) for e in range(1, epochs + 1)]}
+                "loss": [(e, scale / e * (1 + 0.01 * seed)) for e in range(1, epochs + 1)],
+            }
     return curves
 
 

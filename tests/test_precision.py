@@ -46,21 +46,23 @@ def test_bf16_autocast_trains_one_epoch(tmp_path, tiny_root, experiment, monkeyp
         return output, sims
 
     monkeypatch.setattr(MethodModule, "step", spying_step)
-    config = load_experiment(experiment, [f"dataset.root={tiny_root}", "tracking.enabled=false", "train.epochs=1",
-                                          "train.precision=bf16"])
+    config = load_experiment(
+        experiment, [f"dataset.root={tiny_root}", "tracking.enabled=false", "train.epochs=1", "train.precision=bf16"]
+    )
     result = run_experiment(config, tmp_path / "run")
     (epoch,) = history(tmp_path / "run")
     assert math.isfinite(epoch["loss"]) and epoch["rsum"] > 0
     assert result.test.rsum > 0 and result.test.n_images == 50
     assert seen["method"] == {torch.bfloat16}  # autocast was on
-    assert seen["loss"] == {torch.float32}     # losses computed from float32 similarities
+    assert seen["loss"] == {torch.float32}  # losses computed from float32 similarities
 
 
 def test_fp32_is_the_default_and_unchanged(tmp_path, tiny_root):
     """The default config and explicit fp32 + loader give bit-identical losses and tables; fp32 hooks nothing."""
     default = run_experiment(tiny_config(tiny_root, "train.epochs=1"), tmp_path / "a")
-    explicit = run_experiment(tiny_config(tiny_root, "train.epochs=1", "train.precision=fp32",
-                                          "train.data_path=loader"), tmp_path / "b")
+    explicit = run_experiment(
+        tiny_config(tiny_root, "train.epochs=1", "train.precision=fp32", "train.data_path=loader"), tmp_path / "b"
+    )
     assert history(tmp_path / "a") == history(tmp_path / "b")
     assert default.test == explicit.test
     precision = MixedPrecision("fp32", CPU)
@@ -80,8 +82,11 @@ def test_float32_cast_reaches_every_loss_module():
     from itrlab.losses import build_loss
     from itrlab.losses.warmup import WarmupLoss
 
-    sims = Similarities(torch.ones(3, 3, dtype=torch.bfloat16), torch.arange(3),
-                        extras={"queue": torch.ones(3, 5, dtype=torch.float16), "labels": torch.arange(3)})
+    sims = Similarities(
+        torch.ones(3, 3, dtype=torch.bfloat16),
+        torch.arange(3),
+        extras={"queue": torch.ones(3, 5, dtype=torch.float16), "labels": torch.arange(3)},
+    )
     cast = float32_similarities(sims)
     assert cast.i2t.dtype == torch.float32 and cast.extras["queue"].dtype == torch.float32
     assert cast.extras["labels"].dtype == torch.long
@@ -129,8 +134,9 @@ def test_grad_scaler_step_matches_the_plain_step():
 
 def test_xattn_scores_under_bf16_autocast_and_shards_agree():
     torch.manual_seed(0)
-    model = InteractionModel.build(feature_dim=12, vocab_size=30, embed_dim=16, sim_dim=8,
-                                   text=TextEncoderSpec(word_dim=8))
+    model = InteractionModel.build(
+        feature_dim=12, vocab_size=30, embed_dim=16, sim_dim=8, text=TextEncoderSpec(word_dim=8)
+    )
     images, tokens = torch.randn(5, 4, 12), torch.randint(4, 30, (10, 7))
     lengths = torch.tensor([7, 5, 3, 2, 7, 6, 4, 1, 7, 3])
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -151,10 +157,10 @@ def test_xattn_scores_under_bf16_autocast_and_shards_agree():
 def test_shard_budget_follows_the_device_unless_configured(tiny_root):
     budget = shard_budget(CPU)
     assert MIN_SHARD_ELEMENTS <= budget <= MAX_SHARD_ELEMENTS and budget & (budget - 1) == 0
-    from itrlab.data import generate_synthetic, open_precomp
     from itrlab.config.checks import synthetic_spec_of
-    from itrlab.methods import BuildContext, build_method
+    from itrlab.data import generate_synthetic, open_precomp
     from itrlab.data.tokenizers import build_text_tokenizer
+    from itrlab.methods import BuildContext, build_method
 
     def method(*overrides):
         config = load_experiment("xattn_synthetic_tiny", [f"dataset.root={tiny_root}", *overrides])
@@ -168,7 +174,9 @@ def test_shard_budget_follows_the_device_unless_configured(tiny_root):
     captured = {}
     xattn = method()
     xattn.model.pair_scores = lambda *a, max_elements: captured.setdefault("budget", max_elements) or torch.zeros(1, 1)
-    xattn.split_score_fn(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.ones(2, dtype=torch.long))(slice(0, 1), slice(0, 1))
+    xattn.split_score_fn(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.ones(2, dtype=torch.long))(
+        slice(0, 1), slice(0, 1)
+    )
     assert captured["budget"] == shard_budget(CPU)
     assert isinstance(xattn, InteractionMethod)
 
@@ -196,5 +204,8 @@ def test_losses_of_every_papers_package_are_cast_to_float32():
     from itrlab.methods.dbl import RelativeMaxLoss
 
     holder = torch.nn.ModuleList([ContrastiveSumOfNegativesLoss(), DCLLoss(), RelativeMaxLoss(), torch.nn.Linear(2, 2)])
-    assert [type(m).__name__ for m in loss_modules(holder)] == ["ContrastiveSumOfNegativesLoss", "DCLLoss",
-                                                                "RelativeMaxLoss"]
+    assert [type(m).__name__ for m in loss_modules(holder)] == [
+        "ContrastiveSumOfNegativesLoss",
+        "DCLLoss",
+        "RelativeMaxLoss",
+    ]

@@ -23,14 +23,34 @@ def parsed(words: list[str], default_preset=None, preset_flags=None):
     return {key: value for key, value in vars(args).items() if key not in IGNORED}
 
 
-@pytest.mark.parametrize("script, argv", [
-    ("jobs/sweep_dbl.py", ["--preset", "smoke", "--dry-run", "--cpus-per-trial", "1", "--concurrency", "2"]),
-    ("jobs/sweep_dbl.py", ["--optuna", "--dry-run", "train.epochs=2"]),
-    ("jobs/sweep_dbl.py", ["--dry-run"]),
-    ("jobs/sweep.py", ["--preset", "convse-table3", "--profile", "flickr8k", "--dry-run", "-v", "--group", "3",
-                       "--gpus-per-trial", "0.5", "--resume", "sweep-1", "--allow-changes", "model.embed_dim=512"]),
-    ("jobs/sweep.py", ["--sweep", "configs/sweeps/dbl_tiny.yaml", "--dry-run", "--storage", "elsewhere"]),
-])
+@pytest.mark.parametrize(
+    "script, argv",
+    [
+        ("jobs/sweep_dbl.py", ["--preset", "smoke", "--dry-run", "--cpus-per-trial", "1", "--concurrency", "2"]),
+        ("jobs/sweep_dbl.py", ["--optuna", "--dry-run", "train.epochs=2"]),
+        ("jobs/sweep_dbl.py", ["--dry-run"]),
+        (
+            "jobs/sweep.py",
+            [
+                "--preset",
+                "convse-table3",
+                "--profile",
+                "flickr8k",
+                "--dry-run",
+                "-v",
+                "--group",
+                "3",
+                "--gpus-per-trial",
+                "0.5",
+                "--resume",
+                "sweep-1",
+                "--allow-changes",
+                "model.embed_dim=512",
+            ],
+        ),
+        ("jobs/sweep.py", ["--sweep", "configs/sweeps/dbl_tiny.yaml", "--dry-run", "--storage", "elsewhere"]),
+    ],
+)
 def test_a_printed_command_parses_back_to_the_arguments_given(script, argv):
     dbl = script.endswith("sweep_dbl.py")
     default, flags = (DBL.DEFAULT_PRESET, DBL.PRESET_FLAGS) if dbl else (None, None)
@@ -47,17 +67,28 @@ def test_the_dry_run_prints_the_script_and_every_flag_given(capsys, tmp_path, mo
     monkeypatch.setenv("ITRLAB_THROUGHPUT", str(tmp_path / "throughput.jsonl"))
     monkeypatch.chdir(tmp_path)
     argv = ["--preset", "smoke", "--dry-run", "--cpus-per-trial", "1", "--concurrency", "2"]
-    assert sweep_cli(argv, default_preset=DBL.DEFAULT_PRESET, preset_flags=DBL.PRESET_FLAGS,
-                     script="jobs/sweep_dbl.py") == 0
+    assert (
+        sweep_cli(argv, default_preset=DBL.DEFAULT_PRESET, preset_flags=DBL.PRESET_FLAGS, script="jobs/sweep_dbl.py")
+        == 0
+    )
     out = capsys.readouterr().out
     assert "each trial: 1 worker(s) x 1 CPU; 2 at a time" in out
     line = out.split("\n      -- ", 1)[1].splitlines()[0]
-    assert line == (f"python jobs/sweep_dbl.py --preset smoke --cpus-per-trial 1 --concurrency 2 "
-                    f"--storage {tmp_path / 'runs' / 'sweeps'}")
+    assert line == (
+        f"python jobs/sweep_dbl.py --preset smoke --cpus-per-trial 1 --concurrency 2 "
+        f"--storage {tmp_path / 'runs' / 'sweeps'}"
+    )
     assert parsed(shlex.split(line), DBL.DEFAULT_PRESET, DBL.PRESET_FLAGS) == {
-        key: value for key, value in vars(parse_args(sweep_argv(argv, DBL.DEFAULT_PRESET, DBL.PRESET_FLAGS),
-                                                      DBL.PRESET_FLAGS, ["python", "jobs/sweep_dbl.py"])).items()
-        if key not in IGNORED}
+        key: value
+        for key, value in vars(
+            parse_args(
+                sweep_argv(argv, DBL.DEFAULT_PRESET, DBL.PRESET_FLAGS),
+                DBL.PRESET_FLAGS,
+                ["python", "jobs/sweep_dbl.py"],
+            )
+        ).items()
+        if key not in IGNORED
+    }
 
 
 def help_text(capsys, argv: list[str]) -> str:
@@ -83,6 +114,7 @@ def test_every_help_lists_every_choice(capsys):
 
 def test_the_sweep_jobs_usage_names_the_script(capsys):
     with pytest.raises(SystemExit):
-        sweep_cli(["--help"], default_preset=DBL.DEFAULT_PRESET, preset_flags=DBL.PRESET_FLAGS,
-                  script="jobs/sweep_dbl.py")
+        sweep_cli(
+            ["--help"], default_preset=DBL.DEFAULT_PRESET, preset_flags=DBL.PRESET_FLAGS, script="jobs/sweep_dbl.py"
+        )
     assert capsys.readouterr().out.startswith("usage: jobs/sweep_dbl.py ")

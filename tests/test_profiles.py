@@ -20,19 +20,36 @@ from itrlab.sweep.trial import trial_config
 
 
 def dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path),
-           "ITRLAB_CONFIG_DIR": str(REPO / "configs"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-           "ITRLAB_THROUGHPUT": str(tmp_path / "throughput.jsonl"), "ITRLAB_STEP_COUNTS": os.environ["ITRLAB_STEP_COUNTS"],
-           "ITRLAB_ESTIMATES": str(tmp_path / ".estimates.json")}  # the estimates' cache: a dot file
-    return subprocess.run([sys.executable, str(REPO / "jobs" / "sweep.py"), *args], capture_output=True, text=True,
-                          timeout=600, cwd=tmp_path, env=env)
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "OMP_NUM_THREADS": "1",
+        "HOME": str(tmp_path),
+        "ITRLAB_CONFIG_DIR": str(REPO / "configs"),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "ITRLAB_THROUGHPUT": str(tmp_path / "throughput.jsonl"),
+        "ITRLAB_STEP_COUNTS": os.environ["ITRLAB_STEP_COUNTS"],
+        "ITRLAB_ESTIMATES": str(tmp_path / ".estimates.json"),
+    }  # the estimates' cache: a dot file
+    return subprocess.run(
+        [sys.executable, str(REPO / "jobs" / "sweep.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+    )
 
 
 def test_values_fill_the_file_and_every_profile_must_define_them():
-    data = {"name": "s", "overrides": ["train.lr=${lr}"], "grid": {"variant": [{"name": "a", "train.epochs": "${n}"}]},
-            "profiles": {"budget": {"values": {"lr": 0.001, "n": 3}}, "paper": {"values": {"lr": 2e-4, "n": 30},
-                                                                                "overrides": ["train.batch_size=256"],
-                                                                                "deviations": ["no GPU"]}}}
+    data = {
+        "name": "s",
+        "overrides": ["train.lr=${lr}"],
+        "grid": {"variant": [{"name": "a", "train.epochs": "${n}"}]},
+        "profiles": {
+            "budget": {"values": {"lr": 0.001, "n": 3}},
+            "paper": {"values": {"lr": 2e-4, "n": 30}, "overrides": ["train.batch_size=256"], "deviations": ["no GPU"]},
+        },
+    }
     budget = apply_profile(data, None)
     assert budget["overrides"] == ["train.lr=0.001"] and budget["grid"]["variant"][0]["train.epochs"] == 3
     assert budget["profile"] == "budget" and "profiles" not in budget
@@ -69,20 +86,26 @@ def test_every_profile_of_every_preset_composes_every_trial(path):
             assert spec.resources.gpu >= 1
         if profile == "flickr8k":  # real photos, their 1K test, one-thread trials side by side, reasons
             assert spec.deviations and spec.experiment.endswith("_flickr8k"), path.stem
-            assert all((c.dataset.name, c.eval.test_protocol, c.train.threads) == ("flickr8k_precomp", "f8k_1k", 1)
-                       for c in configs), path.stem
+            assert all(
+                (c.dataset.name, c.eval.test_protocol, c.train.threads) == ("flickr8k_precomp", "f8k_1k", 1)
+                for c in configs
+            ), path.stem
             assert spec.resources.cpu * spec.concurrency <= 2 and spec.table.anchors == "flickr8k", path.stem
 
 
 def test_every_preset_of_a_published_table_has_a_flickr8k_profile():
-    assert paper_presets() and all("flickr8k" in read_yaml(config_dir() / "sweeps" / f"{name}.yaml", "sweep")["profiles"]
-                                   for name in paper_presets())
+    assert paper_presets() and all(
+        "flickr8k" in read_yaml(config_dir() / "sweeps" / f"{name}.yaml", "sweep")["profiles"]
+        for name in paper_presets()
+    )
 
 
 def test_a_profile_names_its_own_experiment_and_vsepp_rows_warm_up_only_there():
     flickr = load_sweep("convse_table3", "flickr8k")
     assert (flickr.experiment, load_sweep("convse_table3").experiment) == ("vsepp_flickr8k", "vsepp_synthetic_small")
-    rows = {p["variant"]["name"]: trial_config(base_tree(flickr, []), p) for p in flickr.grid_points() if p["seed"] == 0}
+    rows = {
+        p["variant"]["name"]: trial_config(base_tree(flickr, []), p) for p in flickr.grid_points() if p["seed"] == 0
+    }
     assert rows["VSE++"].loss.warmup_epochs == 1 and rows["ConVSE"].loss.warmup_epochs == 0
     assert "warmup_epochs: 1" in rows["ConVSE"].stages[0].overrides[1]  # its VSE++ base warms up too
     # the heads' stage has its own length; the base trains the VSE++ row's schedule, so that row is the base
@@ -99,11 +122,18 @@ def test_a_profile_names_its_own_experiment_and_vsepp_rows_warm_up_only_there():
 
 def test_convse_paper_profile_is_the_papers_recipe():
     spec = load_sweep("convse_table3", "paper")
-    configs = {point["variant"]["name"]: trial_config(base_tree(spec, []), point) for point in spec.grid_points()
-               if point["seed"] == 0}
+    configs = {
+        point["variant"]["name"]: trial_config(base_tree(spec, []), point)
+        for point in spec.grid_points()
+        if point["seed"] == 0
+    }
     convse, base = configs["ConVSE"], configs["VSE++"]
-    assert (convse.train.batch_size, convse.train.lr, convse.train.epochs, convse.train.lr_decay_epochs) == \
-        (256, 2e-5, 30, [])
+    assert (convse.train.batch_size, convse.train.lr, convse.train.epochs, convse.train.lr_decay_epochs) == (
+        256,
+        2e-5,
+        30,
+        [],
+    )
     assert (convse.model.embed_dim, convse.model.projection_hidden, convse.loss.tau) == (1024, 2048, 0.1)
     assert (base.train.batch_size, base.train.lr, base.train.lr_decay_epochs) == (128, 2e-4, [15])
     assert convse.dataset.name == "f30k_precomp" and convse.eval.test_protocol == "f30k_1k"
@@ -115,8 +145,9 @@ def test_convse_paper_profile_is_the_papers_recipe():
 
 @pytest.mark.e2e
 def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
-    done = dry_run(tmp_path, "--preset", "convse-table3", "--profile", "paper", "--dry-run",
-                   "dataset.root=/data/f30k_precomp")
+    done = dry_run(
+        tmp_path, "--preset", "convse-table3", "--profile", "paper", "--dry-run", "dataset.root=/data/f30k_precomp"
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "15 trial(s)" in out and "1 worker(s) x 4 CPU + 1 GPU" in out
@@ -134,17 +165,21 @@ def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
     assert "RAY_AUTH_MODE=token ray job submit --address http://127.0.0.1:8265 --working-dir . \\\n" in out
     assert f'{{"env_vars": {{"MLFLOW_TRACKING_URI": "sqlite:///{tmp_path / "mlflow.db"}"}}}}' in out
     # the command as given (its script by the path it was started with: tests/test_printed_commands.py)
-    assert f"-- python {REPO / 'jobs' / 'sweep.py'} --preset convse-table3 --profile paper --storage " \
-           f"{tmp_path / 'runs' / 'sweeps'} " \
-           "dataset.root=/data/f30k_precomp" in out
+    assert (
+        f"-- python {REPO / 'jobs' / 'sweep.py'} --preset convse-table3 --profile paper --storage "
+        f"{tmp_path / 'runs' / 'sweeps'} "
+        "dataset.root=/data/f30k_precomp" in out
+    )
     # no MLflow store, no runs folder, no data (HOME's caches aside; the step counts went to $ITRLAB_STEP_COUNTS,
     # the estimates' cache to a dot file)
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
-    coder = dry_run(tmp_path, "--preset", "coder-table2", "--profile", "paper", "--dry-run",
-                    "dataset.root=/data/f30k_precomp")
+    coder = dry_run(
+        tmp_path, "--preset", "coder-table2", "--profile", "paper", "--dry-run", "dataset.root=/data/f30k_precomp"
+    )
     assert coder.returncode == 0, coder.stderr
-    assert all(part in coder.stdout for part in ("queue_size=4096", "momentum=0.995", "K=10000",
-                                                 "2e-04 -> 2e-05 at epoch 15"))
+    assert all(
+        part in coder.stdout for part in ("queue_size=4096", "momentum=0.995", "K=10000", "2e-04 -> 2e-05 at epoch 15")
+    )
     assert " 128 " in next(line for line in coder.stdout.splitlines() if line.strip().startswith("+PGC"))
 
 
@@ -154,9 +189,9 @@ def test_a_measured_throughput_gives_an_estimate(tmp_path):
 
     spec = load_sweep("convse_table3")
     shapes = set()
+    from itrlab.assembly import stage_configs
     from itrlab.sweep.dry_run import train_pairs
     from itrlab.train.throughput import training_shape
-    from itrlab.assembly import stage_configs
 
     for point in spec.grid_points():
         config = trial_config(base_tree(spec, [f"dataset.root={tmp_path / 'data'}"]), point)
@@ -175,10 +210,13 @@ def test_a_measured_throughput_gives_an_estimate(tmp_path):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("args, says", [
-    (["--preset", "convse-table3", "--profile", "papr"], "profiles of this sweep: budget, paper"),
-    (["--preset", "dbl-tiny", "--profile", "paper"], "this sweep defines no profiles"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--preset", "convse-table3", "--profile", "papr"], "profiles of this sweep: budget, paper"),
+        (["--preset", "dbl-tiny", "--profile", "paper"], "this sweep defines no profiles"),
+    ],
+)
 def test_a_bad_profile_is_one_line_and_exit_2(tmp_path, args, says):
     done = dry_run(tmp_path, *args, "--dry-run")
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -193,8 +231,11 @@ def paper_rows(spec):
 
 
 def paper_presets() -> list[str]:
-    return sorted(path.stem for path in (config_dir() / "sweeps").glob("*.yaml")
-                  if "paper" in (read_yaml(path, "sweep").get("profiles") or {}))
+    return sorted(
+        path.stem
+        for path in (config_dir() / "sweeps").glob("*.yaml")
+        if "paper" in (read_yaml(path, "sweep").get("profiles") or {})
+    )
 
 
 # The paper's shapes at a CPU's scale: each recipe trains two steps (and a short third) at batch 16 on 7
@@ -203,17 +244,32 @@ def paper_presets() -> list[str]:
 # step cost minutes and 10 GB on a CPU), CODER's clusters, queues and concepts (35 training pairs, about 60
 # distinct words); a grid that sweeps one of these keys gets the small value too.
 TRAIN_IMAGES, EVAL_IMAGES = 7, 8
-TINY_CONSTANTS = {"train.batch_size": 16, "method.K": 8, "method.queue_size": 32, "method.concept_size": 20,
-                  "train.epochs": 1}  # a variant's own length (ConVSE's heads) too
+TINY_CONSTANTS = {
+    "train.batch_size": 16,
+    "method.K": 8,
+    "method.queue_size": 32,
+    "method.concept_size": 20,
+    "train.epochs": 1,
+}  # a variant's own length (ConVSE's heads) too
 
 
 def small_tree(spec, root: Path):
-    small = ["defaults.dataset=synthetic_paper_shape", f"dataset.root={root}", "eval.val_protocol=all",
-             "eval.test_protocol=all", "train.epochs=1", "train.lr_decay_epochs=[]", "tracking.enabled=false",
-             "train.device=cpu",
-             f"dataset.synthetic.knobs={{n_train: {TRAIN_IMAGES}, n_dev: {EVAL_IMAGES}, n_test: {EVAL_IMAGES}}}"]
-    small += [f"{key}={value}" for key, value in TINY_CONSTANTS.items()
-              if key.startswith("train.") or spec.experiment.startswith("coder")]
+    small = [
+        "defaults.dataset=synthetic_paper_shape",
+        f"dataset.root={root}",
+        "eval.val_protocol=all",
+        "eval.test_protocol=all",
+        "train.epochs=1",
+        "train.lr_decay_epochs=[]",
+        "tracking.enabled=false",
+        "train.device=cpu",
+        f"dataset.synthetic.knobs={{n_train: {TRAIN_IMAGES}, n_dev: {EVAL_IMAGES}, n_test: {EVAL_IMAGES}}}",
+    ]
+    small += [
+        f"{key}={value}"
+        for key, value in TINY_CONSTANTS.items()
+        if key.startswith("train.") or spec.experiment.startswith("coder")
+    ]
     return base_tree(spec, small)
 
 
@@ -225,10 +281,17 @@ def tiny_point(point: dict) -> dict:
     if isinstance(variant, dict):
         variant = {**variant, **{key: value for key, value in TINY_CONSTANTS.items() if key in variant}}
         if variant.get("stages"):
-            variant["stages"] = [{**stage, "overrides": [*stage.get("overrides", []),
-                                                         f"train.batch_size={TINY_CONSTANTS['train.batch_size']}",
-                                                         "train.lr_decay_epochs=[]"]}  # the stage trains 1 epoch too
-                                 for stage in variant["stages"]]
+            variant["stages"] = [
+                {
+                    **stage,
+                    "overrides": [
+                        *stage.get("overrides", []),
+                        f"train.batch_size={TINY_CONSTANTS['train.batch_size']}",
+                        "train.lr_decay_epochs=[]",
+                    ],
+                }  # the stage trains 1 epoch too
+                for stage in variant["stages"]
+            ]
         point["variant"] = variant
     return point
 
@@ -238,9 +301,16 @@ def recipe_shape(config) -> tuple:
     pooling, cooperative scenario and stages (not the swept constants: their every trial composes, checked
     above)."""
     cooperative = getattr(config, "cooperative", None)
-    return (config.method.name, config.loss.name, config.model.text.encoder, config.model.embed_dim,
-            config.model.image.pooling, config.model.text.pooling, getattr(cooperative, "scenario", None),
-            tuple(stage.name for stage in config.stages))
+    return (
+        config.method.name,
+        config.loss.name,
+        config.model.text.encoder,
+        config.model.embed_dim,
+        config.model.image.pooling,
+        config.model.text.pooling,
+        getattr(cooperative, "scenario", None),
+        tuple(stage.name for stage in config.stages),
+    )
 
 
 def paper_recipes() -> list[tuple[str, int, str]]:

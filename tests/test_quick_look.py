@@ -22,6 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # -- a short run -----------------------------------------------------------------------------------------------
 
+
 def test_a_run_shorter_than_its_warm_up_is_refused_with_the_settings_of_a_short_run():
     """Issue 46's command: the warm-up takes epoch 1 and the decay after epoch 3 cannot fire; one sentence gives
     the epochs the schedule needs and the overrides of a short run, and those overrides pass."""
@@ -38,15 +39,27 @@ def test_a_run_shorter_than_its_warm_up_is_refused_with_the_settings_of_a_short_
     assert load_experiment("vsepp_flickr8k", ["train.epochs=4"]).loss.warmup_epochs == 1
 
 
-@pytest.mark.parametrize("overrides, field, says", [
-    (["loss.warmup_epochs=3", "train.epochs=3"], "loss.warmup_epochs",
-     "the warm-up loss 'vse' for the first 3 epochs and the main loss 'vsepp' only after them; set train.epochs=4 or "
-     "more (docs"),
-    (["loss.warmup_epochs=2", "train.epochs=2", "train.lr_decay_epochs=[1]"], "loss.warmup_epochs",
-     "train.epochs=3 or more"),
-    (["loss.warmup_epochs=1", "train.epochs=1", "train.lr_decay_epochs=[5]"], "train.epochs",
-     "set train.epochs=6 or more, or for a short run train.epochs=2 train.lr_decay_epochs=[]"),
-])
+@pytest.mark.parametrize(
+    "overrides, field, says",
+    [
+        (
+            ["loss.warmup_epochs=3", "train.epochs=3"],
+            "loss.warmup_epochs",
+            "the warm-up loss 'vse' for the first 3 epochs and the main loss 'vsepp' only after them; "
+            "set train.epochs=4 or more (docs",
+        ),
+        (
+            ["loss.warmup_epochs=2", "train.epochs=2", "train.lr_decay_epochs=[1]"],
+            "loss.warmup_epochs",
+            "train.epochs=3 or more",
+        ),
+        (
+            ["loss.warmup_epochs=1", "train.epochs=1", "train.lr_decay_epochs=[5]"],
+            "train.epochs",
+            "set train.epochs=6 or more, or for a short run train.epochs=2 train.lr_decay_epochs=[]",
+        ),
+    ],
+)
 def test_the_refusal_names_every_setting_the_run_needs(overrides, field, says):
     with pytest.raises(ConfigError) as caught:
         load_experiment("vsepp_synthetic_tiny", overrides)
@@ -61,6 +74,7 @@ def test_the_short_run_of_the_docs_is_the_one_the_refusal_gives():
 
 # -- at chance, on its plateau -------------------------------------------------------------------------------------
 
+
 def test_a_test_rsum_within_chances_range_is_said_and_one_above_it_is_not():
     chance = chance_level(1000, 5, "f8k_1k")
     low, high = chance.rsum_band
@@ -72,8 +86,10 @@ def test_a_test_rsum_within_chances_range_is_said_and_one_above_it_is_not():
 def test_a_loss_that_does_not_move_after_its_warm_up_is_said_to_sit_on_its_plateau():
     flat = {"loss": [(1, 895.2), (2, 51.25), (3, 51.21), (4, 51.2)]}  # epoch 1: the warm-up's other loss
     said = on_plateau(flat, warmup_epochs=1)
-    assert said == (f"on its plateau: the training loss went from 51.25 (epoch 2) to 51.2 (epoch 4), less than "
-                    f"{PLATEAU_SHARE:.0%} lower: it never left the value it started at")
+    assert said == (
+        f"on its plateau: the training loss went from 51.25 (epoch 2) to 51.2 (epoch 4), less than "
+        f"{PLATEAU_SHARE:.0%} lower: it never left the value it started at"
+    )
     assert on_plateau({"loss": [(1, 895.2), (2, 42.5)]}, warmup_epochs=1) is None  # one epoch after it: no telling
     assert on_plateau({"loss": [(1, 51.2), (2, 30.0)]}, warmup_epochs=0) is None  # it moved
     assert verdicts(250.0, chance_level(1000, 5, "all"), {"loss": [(1, 4.0), (2, 3.0)]}, 0) == []
@@ -84,23 +100,37 @@ def test_a_run_at_chance_says_so_in_its_last_lines_and_where_it_wrote(tmp_path, 
     the run's verdicts, last; run from a folder that is not the project's, its first line says where it writes."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    code = main(["train", "-c", "vsepp_synthetic_tiny", f"dataset.root={tiny_root}", "output.dir=runs",
-                 "tracking.enabled=false", "train.epochs=3", "train.lr=1e-12", "train.lr_decay_epochs=[]"])
+    code = main(
+        [
+            "train",
+            "-c",
+            "vsepp_synthetic_tiny",
+            f"dataset.root={tiny_root}",
+            "output.dir=runs",
+            "tracking.enabled=false",
+            "train.epochs=3",
+            "train.lr=1e-12",
+            "train.lr_decay_epochs=[]",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     lines = out.strip().splitlines()
     here = tmp_path.resolve()
-    assert lines[0].startswith(f"itrlab: working in {here}, not in the project folder {REPO}: the run folder "
-                               f"{here}/runs/vsepp_synthetic_tiny/")
+    assert lines[0].startswith(
+        f"itrlab: working in {here}, not in the project folder {REPO}: the run folder {here}/runs/vsepp_synthetic_tiny/"
+    )
     assert lines[0].endswith(f"(relative paths are read from the working folder; cd {REPO} to use the project's)")
     assert lines[-3].startswith("itrlab: at chance: test rsum ")
     assert "random scores on 50 images x 5 captions" in lines[-3]
     assert lines[-2].startswith("itrlab: on its plateau: the training loss went from ")
-    assert lines[-1] == ("itrlab: this run measured its settings, not the method: see "
-                         "docs/training.md#at-chance-or-on-a-plateau")
+    assert lines[-1] == (
+        "itrlab: this run measured its settings, not the method: see docs/training.md#at-chance-or-on-a-plateau"
+    )
 
 
 # -- where paths land ---------------------------------------------------------------------------------------------
+
 
 def test_relative_paths_are_said_only_outside_the_project(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -111,7 +141,8 @@ def test_relative_paths_are_said_only_outside_the_project(tmp_path, monkeypatch)
     here = tmp_path.resolve()
     assert elsewhere_line([("data", "data/x"), ("runs", "/abs/runs")]) == (
         f"working in {here}, not in the project folder {REPO}: data {here}/data/x, the MLflow store "
-        f"{here}/mlflow.db (relative paths are read from the working folder; cd {REPO} to use the project's)")
+        f"{here}/mlflow.db (relative paths are read from the working folder; cd {REPO} to use the project's)"
+    )
     assert elsewhere_line([("data", "/abs/data")], tracking=False) is None
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
     assert elsewhere_line([("runs", "/abs/runs")]) is None
@@ -120,7 +151,8 @@ def test_relative_paths_are_said_only_outside_the_project(tmp_path, monkeypatch)
 def test_an_error_about_a_relative_path_names_the_folder_it_was_resolved_from(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert str(DataError("data/x/train_caps.txt", "file not found")) == (
-        f"data error in data/x/train_caps.txt (relative to {tmp_path}): file not found")
+        f"data error in data/x/train_caps.txt (relative to {tmp_path}): file not found"
+    )
     absolute = DataError(tmp_path / "a.txt", "file not found", line=3)
     assert str(absolute) == f"data error in {tmp_path}/a.txt:3: file not found"
     from itrlab.assembly import assemble
@@ -130,6 +162,7 @@ def test_an_error_about_a_relative_path_names_the_folder_it_was_resolved_from(tm
 
 
 # -- the extraction's output folder -----------------------------------------------------------------------------
+
 
 def test_images_without_out_is_refused_with_the_folders_the_data_set_configs_read(capsys):
     from itrlab.extract.ray_tasks import main as extract_main
@@ -169,4 +202,5 @@ def test_a_sweep_names_the_data_folder_its_trials_read(tmp_path, monkeypatch):
     here = tmp_path.resolve()
     assert elsewhere_line([("data", sweep_data_root(spec, [])), ("the sweep folders", "runs/sweeps")]) == (
         f"working in {here}, not in the project folder {REPO}: data {here}/data/synthetic/small, the sweep folders "
-        f"{here}/runs/sweeps (relative paths are read from the working folder; cd {REPO} to use the project's)")
+        f"{here}/runs/sweeps (relative paths are read from the working folder; cd {REPO} to use the project's)"
+    )

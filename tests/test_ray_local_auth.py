@@ -29,8 +29,14 @@ ray.shutdown()
 def test_a_local_ray_starts_with_token_authentication_and_without_its_notice(tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_")}
     env |= {"HOME": str(tmp_path), "PYTHONPATH": str(REPO / "platform"), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", START, str(tmp_path / "mlflow.db")], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", START, str(tmp_path / "mlflow.db")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "token authentication: True" in done.stdout  # still on: Ray's default for a new local cluster
     assert (Path(tmp_path) / ".ray" / "auth_token").is_file()

@@ -24,8 +24,10 @@ def init_options(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("needed, env, started", [(False, None, False), (True, None, True), (False, "1", True),
-                                                  (True, "0", True), (False, "0", False)])
+@pytest.mark.parametrize(
+    "needed, env, started",
+    [(False, None, False), (True, None, True), (False, "1", True), (True, "0", True), (False, "0", False)],
+)
 def test_the_dashboard_starts_where_trials_need_it_or_the_user_asks(init_options, monkeypatch, needed, env, started):
     if env is not None:
         monkeypatch.setenv(cluster.DASHBOARD_ENV, env)

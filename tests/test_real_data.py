@@ -10,14 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from conftest import SHARED, write_precomp
 from itrlab.assembly import load_experiment
 from itrlab.data import open_precomp
-from itrlab.extract.ray_tasks import main as extract_main
 from itrlab.data.synthetic import generate_synthetic, synthetic_spec
 from itrlab.eval import METRIC_NAMES, RecallTable, evaluate_embeddings
+from itrlab.extract.ray_tasks import main as extract_main
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import BEST, LAST, load_checkpoint
 from itrlab.train.experiment import build_run_method, prepare_data
@@ -39,9 +38,11 @@ def assert_finite_table(table: RecallTable, protocol: str, n_images: int, n_fold
 # --- coco_mini: real photos -> EfficientNet features -> MiniLM + VSE++ training -> recall ---------
 
 
-@pytest.mark.skipif(not (COCO_MINI / "train2017").is_dir() or not COCO_MINI_CAPTIONS.is_file(),
-                    reason=f"coco_mini (80 real COCO photos) not found at {COCO_MINI}; it lives beside the "
-                           f"checkout in ../shared/data/coco_mini")
+@pytest.mark.skipif(
+    not (COCO_MINI / "train2017").is_dir() or not COCO_MINI_CAPTIONS.is_file(),
+    reason=f"coco_mini (80 real COCO photos) not found at {COCO_MINI}; it lives beside the "
+    f"checkout in ../shared/data/coco_mini",
+)
 def test_coco_mini_photos_to_recall_table(tmp_path, capsys):
     """10 of the photos: the extraction job's command line, then 1 epoch of coco_mini_bert (frozen MiniLM)."""
     doc = json.loads(COCO_MINI_CAPTIONS.read_text(encoding="utf-8"))
@@ -54,9 +55,24 @@ def test_coco_mini_photos_to_recall_table(tmp_path, capsys):
     (tmp_path / "captions.json").write_text(json.dumps(trimmed), encoding="utf-8")
 
     out = tmp_path / "coco_mini_precomp"
-    status = extract_main(["--images", str(tmp_path / "images"), "--captions", str(tmp_path / "captions.json"),
-                           "--out", str(out), "--split-fractions", "0.6,0.2,0.2", "--seed", "0",
-                           "--batch-size", "5", "--no-progress", "--no-ray"])
+    status = extract_main(
+        [
+            "--images",
+            str(tmp_path / "images"),
+            "--captions",
+            str(tmp_path / "captions.json"),
+            "--out",
+            str(out),
+            "--split-fractions",
+            "0.6,0.2,0.2",
+            "--seed",
+            "0",
+            "--batch-size",
+            "5",
+            "--no-progress",
+            "--no-ray",
+        ]
+    )
     assert status == 0, capsys.readouterr().err
     assert "images/s" in capsys.readouterr().out
     sizes = {"train": 6, "dev": 2, "test": 2}
@@ -68,9 +84,18 @@ def test_coco_mini_photos_to_recall_table(tmp_path, capsys):
     manifest = json.loads((out / "extract.json").read_text())
     assert {s: c["images"] for s, c in manifest["splits"].items()} == sizes
 
-    config = load_experiment("coco_mini_bert", [
-        f"dataset.root={out}", "tracking.enabled=false", "train.epochs=1", "train.lr_decay_epochs=[]", "train.batch_size=10",
-        "train.warmup_steps=0", "model.text.max_len=16"])
+    config = load_experiment(
+        "coco_mini_bert",
+        [
+            f"dataset.root={out}",
+            "tracking.enabled=false",
+            "train.epochs=1",
+            "train.lr_decay_epochs=[]",
+            "train.batch_size=10",
+            "train.warmup_steps=0",
+            "model.text.max_len=16",
+        ],
+    )
     assert config.model.text.encoder == "bert" and config.model.text.freeze
     result = run_experiment(config, tmp_path / "run")
     assert_finite_table(result.test, "all", 2)
@@ -98,8 +123,7 @@ def write_scan_layout(root: Path) -> Path:
 
 def test_scan_layout_trains_and_evaluates_coco_1k_and_5k(tmp_path):
     root = write_scan_layout(tmp_path / "coco_precomp")
-    overrides = ["defaults.dataset=coco_precomp", f"dataset.root={root}", "tracking.enabled=false",
-                 "train.epochs=1"]
+    overrides = ["defaults.dataset=coco_precomp", f"dataset.root={root}", "tracking.enabled=false", "train.epochs=1"]
     config = load_experiment("vsepp_synthetic_tiny", [*overrides, "eval.test_protocol=coco_1k"])
     assert (config.dataset.kind, config.dataset.splits.test) == ("precomp", "testall")
     run_dir = tmp_path / "run"
@@ -118,8 +142,9 @@ def test_scan_layout_trains_and_evaluates_coco_1k_and_5k(tmp_path):
     method.load_state_dict(load_checkpoint(run_dir / BEST)["model"])
     images, captions = method.embed_split(data.test, data.vocab, config.eval.batch_size)
     assert images.shape[0] == 5000 and captions.shape[0] == 25000
-    folds = [evaluate_embeddings(images[k * 1000:(k + 1) * 1000], captions[k * 5000:(k + 1) * 5000])
-             for k in range(5)]
+    folds = [
+        evaluate_embeddings(images[k * 1000 : (k + 1) * 1000], captions[k * 5000 : (k + 1) * 5000]) for k in range(5)
+    ]
     assert len({round(f.rsum, 6) for f in folds}) > 1  # the folds really differ
     for name in METRIC_NAMES:
         assert getattr(coco_1k, name) == pytest.approx(np.mean([getattr(f, name) for f in folds]), abs=1e-6), name
@@ -157,9 +182,17 @@ def test_float16_features_halve_the_files_and_keep_the_recall(tmp_path):
     assert 0 < np.abs(test16.astype(np.float32) - test32).max() < 1e-2  # rounded, not identical
 
     def config(root: Path):
-        return load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root}", "dataset.kind=precomp",
-                                                        "dataset.synthetic=null", "tracking.enabled=false",
-                                                        "train.epochs=5", "train.lr=0.002"])
+        return load_experiment(
+            "vsepp_synthetic_tiny",
+            [
+                f"dataset.root={root}",
+                "dataset.kind=precomp",
+                "dataset.synthetic=null",
+                "tracking.enabled=false",
+                "train.epochs=5",
+                "train.lr=0.002",
+            ],
+        )
 
     trained = run_experiment(config(root32), tmp_path / "run32")
     assert trained.test.rsum > 60  # a trained model (chance is about 10 on 1000 images)

@@ -59,8 +59,11 @@ def cells(spec_name: str, key: str, values: dict[str, list[float]]) -> list[Tria
     rows = []
     for label, rsums in values.items():
         for seed, rsum in enumerate(rsums):
-            metrics = {f"test_{k}": rsum / 6 for k in RECALLS} | {"test_rsum": rsum, "test_md": 0.01,
-                                                                  "run_seconds": 60.0}
+            metrics = {f"test_{k}": rsum / 6 for k in RECALLS} | {
+                "test_rsum": rsum,
+                "test_md": 0.01,
+                "run_seconds": 60.0,
+            }
             rows.append(TrialRow(f"{label}{seed}", {key: label, "seed": seed}, metrics, "finished"))
     return rows
 
@@ -126,10 +129,31 @@ def test_the_report_reads_like_a_papers_table():
     top = headline(table, spec, level)
     published, note = published_numbers(spec, SYNTHETIC, "all")
     cost_column, devices = trial_cost_unit(spec)
-    report = build_report(table, spec, ReportInputs(top, row_marks(table, spec, level), level, published, note,
-                                                    cost_column, devices, ["experiment dbl_synthetic_small"]))
-    assert report.header[:9] == ["cooperative.strategy", "rsum", "i2t R@1", "i2t R@5", "i2t R@10", "t2i R@1",
-                                 "t2i R@5", "t2i R@10", "MD"]  # rsum first: inside a narrow viewer
+    report = build_report(
+        table,
+        spec,
+        ReportInputs(
+            top,
+            row_marks(table, spec, level),
+            level,
+            published,
+            note,
+            cost_column,
+            devices,
+            ["experiment dbl_synthetic_small"],
+        ),
+    )
+    assert report.header[:9] == [
+        "cooperative.strategy",
+        "rsum",
+        "i2t R@1",
+        "i2t R@5",
+        "i2t R@10",
+        "t2i R@1",
+        "t2i R@5",
+        "t2i R@10",
+        "MD",
+    ]  # rsum first: inside a narrow viewer
     first, c_row, f_row, chance_row = report.rows
     assert first[0] == "A" and first[1] == "151.0 ± 2.5" and first[9] == "baseline"
     assert c_row[1] == "200.0 (1 seed)" and c_row[-1] == "1 of 3 seeds"
@@ -155,8 +179,9 @@ def test_one_seed_says_it_has_no_interval_and_each_metric_has_one_format():
     table = pivot(cells("dbl_tiny", "cooperative.strategy", {"A": [75.6], "F": [72.0]}), spec, SYNTHETIC, "all")
     level = chance_level(50, 5, "all")
     top = headline(table, spec, level)
-    report = build_report(table, spec, ReportInputs(top, row_marks(table, spec, level), level, None, "", "cpu_hours",
-                                                    1, []))
+    report = build_report(
+        table, spec, ReportInputs(top, row_marks(table, spec, level), level, None, "", "cpu_hours", 1, [])
+    )
     assert report.notes[0].startswith("Cells: one run per row (seed 0): no interval") and "±" not in report.notes[0]
     assert not any("±" in cell for row in report.rows for cell in row)
     assert f"rsum is at or below {level.rsum_high:.1f}, inside that band" in report.notes[1]
@@ -175,8 +200,9 @@ def test_published_rows_appear_only_on_the_papers_data():
         table = pivot(rows, spec, shape, "f30k_1k")
         top = headline(table, spec, level)
         published, note = published_numbers(spec, shape, "f30k_1k")
-        report = build_report(table, spec, ReportInputs(top, row_marks(table, spec, level), level, published, note,
-                                                        "cpu_hours", 2, []))
+        report = build_report(
+            table, spec, ReportInputs(top, row_marks(table, spec, level), level, published, note, "cpu_hours", 2, [])
+        )
         assert ("published" in report.row_kinds) == expected
         assert any(row[0] == "F (published)" for row in report.rows) == expected
 
@@ -204,8 +230,13 @@ def test_other_pairs_of_rows_get_their_difference_with_welchs_interval():
 
     spec = load_sweep("convse_table3")
     assert spec.table.compare == [("ConVSE++", "ConVSE")]
-    values = {"MVN": [250.0, 255.0, 260.0], "VSE": [270.0, 280.0, 275.0], "VSE++": [300.0, 310.0, 320.0],
-              "ConVSE": [290.0, 300.0, 295.0], "ConVSE++": [270.0, 282.0, 276.0]}
+    values = {
+        "MVN": [250.0, 255.0, 260.0],
+        "VSE": [270.0, 280.0, 275.0],
+        "VSE++": [300.0, 310.0, 320.0],
+        "ConVSE": [290.0, 300.0, 295.0],
+        "ConVSE++": [270.0, 282.0, 276.0],
+    }
     rows = cells("convse_table3", "variant", values)
     (pair,) = comparisons(rows, spec, "test_rsum")
     expected = difference_interval(values["ConVSE++"], values["ConVSE"])
@@ -216,10 +247,15 @@ def test_other_pairs_of_rows_get_their_difference_with_welchs_interval():
     level = chance_level(50, 5, "all")
     top = headline(table, spec, level)
     published, note = published_numbers(spec, SYNTHETIC, "all")
-    report = build_report(table, spec, ReportInputs(top, row_marks(table, spec, level), level, published, note,
-                                                    "cpu_hours", 2, [], [pair]))
-    assert (f"Other differences, with Welch's 95% interval: ConVSE++ vs ConVSE -19.0 ± {expected.half_width:.1f} "
-            f"(differs at 95%).") in report.notes
+    report = build_report(
+        table,
+        spec,
+        ReportInputs(top, row_marks(table, spec, level), level, published, note, "cpu_hours", 2, [], [pair]),
+    )
+    assert (
+        f"Other differences, with Welch's 95% interval: ConVSE++ vs ConVSE -19.0 ± {expected.half_width:.1f} "
+        f"(differs at 95%)."
+    ) in report.notes
     # a pair whose reference has one seed: the difference without an interval, and the seed count
     (lone,) = comparisons(cells("convse_table3", "variant", {**values, "ConVSE": [295.0]}), spec, "test_rsum")
     assert lone.difference.half_width is None and lone.difference.n == 1
@@ -227,8 +263,22 @@ def test_other_pairs_of_rows_get_their_difference_with_welchs_interval():
 
 def report_of(table, spec, level=None, learning=None, converged=None, pairs=()):
     top = headline(table, spec, level, learning)
-    return top, build_report(table, spec, ReportInputs(top, row_marks(table, spec, level, learning), level, None, "",
-                                                       "cpu_hours", 1, [], list(pairs), convergence=converged))
+    return top, build_report(
+        table,
+        spec,
+        ReportInputs(
+            top,
+            row_marks(table, spec, level, learning),
+            level,
+            None,
+            "",
+            "cpu_hours",
+            1,
+            [],
+            list(pairs),
+            convergence=converged,
+        ),
+    )
 
 
 def test_a_row_is_still_learning_when_its_best_epoch_is_its_last_or_its_tail_rises_past_its_seed_spread():
@@ -240,14 +290,22 @@ def test_a_row_is_still_learning_when_its_best_epoch_is_its_last_or_its_tail_ris
     rising = convergence([curve([100, 150, 170, 180]), curve([110, 140, 175, 190])])
     assert (rising.best_epoch, rising.epochs, rising.learning) == (4, 4, "best validation epoch 4 of 4")
     # peaked at epoch 3, then down and up again: epochs 8 -> 10 (the last fifth) rise by 6, the seeds differ by 1.4
-    tail = convergence([curve([100, 150, 200, 190, 185, 180, 178, 176, 180, 183]),
-                        curve([100, 150, 201, 190, 185, 180, 178, 178, 182, 185])])
+    tail = convergence(
+        [
+            curve([100, 150, 200, 190, 185, 180, 178, 176, 180, 183]),
+            curve([100, 150, 201, 190, 185, 180, 178, 178, 182, 185]),
+        ]
+    )
     assert tail.best_epoch == 3 and tail.since == 8 and tail.rise == pytest.approx(7.0)
     assert tail.spread == pytest.approx(1.414, abs=1e-3)
     assert tail.learning == "validation rsum +7.0 from epoch 8 to 10, more than its seed spread 1.4"
     # the same tail, but seeds 10 apart at the end: a rise within the spread is no learning
-    noisy = convergence([curve([100, 150, 200, 190, 185, 180, 178, 176, 180, 178]),
-                         curve([100, 150, 201, 190, 185, 180, 178, 178, 182, 192])])
+    noisy = convergence(
+        [
+            curve([100, 150, 200, 190, 185, 180, 178, 176, 180, 178]),
+            curve([100, 150, 201, 190, 185, 180, 178, 178, 182, 192]),
+        ]
+    )
     assert noisy.learning == "" and noisy.rise < noisy.spread
     flat = convergence([curve([100, 200, 199, 198, 198])])  # one seed: any rise would count; this one falls
     assert flat.learning == "" and flat.spread is None and flat.best_epoch == 2
@@ -261,8 +319,9 @@ def test_a_headline_never_calls_a_row_still_learning_no_better_than_the_baseline
     assert headline(table, spec, level).text.startswith("no row differs from A at 95% (3 seeds)")
     why = "best validation epoch 4 of 4"
     top, report = report_of(table, spec, level, {"C": why}, converged={})
-    assert top.text.startswith("no converged row differs from A at 95% (3 seeds); inconclusive for the rows still "
-                               f"learning: C ({why})")
+    assert top.text.startswith(
+        f"no converged row differs from A at 95% (3 seeds); inconclusive for the rows still learning: C ({why})"
+    )
     assert report.rows[2][-1] == f"still learning: {why}"
     top = headline(table, spec, level, {"A": why})  # the baseline still learning: every comparison is open
     assert top.text.startswith(f"inconclusive against A (3 seeds): still learning: A ({why})") and top.winner is None
@@ -278,8 +337,12 @@ def test_a_headline_never_calls_a_row_still_learning_no_better_than_the_baseline
     top, report = report_of(table, spec, level, learning, converged)
     assert top.winner == "F"
     assert "; still learning, so at this budget only: F (best validation epoch 2 of 2)" in top.text
-    assert any(note.startswith("Still learning: a row whose mean validation rsum") and "Still learning here: F." in note
-               and note.endswith("Not judged (no validation history): C.") for note in report.notes)
+    assert any(
+        note.startswith("Still learning: a row whose mean validation rsum")
+        and "Still learning here: F." in note
+        and note.endswith("Not judged (no validation history): C.")
+        for note in report.notes
+    )
 
 
 def test_rows_that_share_seeds_are_compared_paired_and_the_page_says_which_interval_the_headline_used():
@@ -298,13 +361,18 @@ def test_rows_that_share_seeds_are_compared_paired_and_the_page_says_which_inter
     assert top.text.endswith(f"+5.0 ± {paired.half_width:.1f} over A at 95% (3 seeds), paired by seed")
     assert report.header[9:11] == ["rsum vs A", "rsum vs A, paired"]
     assert report.rows[1][9:11] == [f"+5.0 ± {welch.half_width:.1f}", f"+5.0 ± {paired.half_width:.1f}"]
-    assert "The headline's interval: the paired one (the per-seed differences over the seeds both rows finished)." \
+    assert (
+        "The headline's interval: the paired one (the per-seed differences over the seeds both rows finished)."
         in report.notes
+    )
     # B has one seed in common with A: Welch's interval, said to be so; no paired column
     rows = cells("dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "B": [170.0, 171.0, 172.0]})
-    rows = [row if not row.trial_id.startswith("B") else
-            TrialRow(row.trial_id, {**row.params, "seed": row.params["seed"] + 2}, row.metrics, row.status)
-            for row in rows]
+    rows = [
+        row
+        if not row.trial_id.startswith("B")
+        else TrialRow(row.trial_id, {**row.params, "seed": row.params["seed"] + 2}, row.metrics, row.status)
+        for row in rows
+    ]
     table = pivot(rows, load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2, 3, 4]}), SYNTHETIC, "all")
     top, report = report_of(table, load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2, 3, 4]}), level)
     assert top.interval == "Welch" and "paired" not in top.text and "rsum vs A, paired" not in report.header
@@ -319,8 +387,10 @@ def test_a_baseline_below_which_every_row_lies_is_said_to_beat_them():
     top, report = report_of(table, spec, level)
     paired_b, paired_c = mean_interval_of([-10.0, -9.0, -10.0]), mean_interval_of([-5.0, -5.0, -4.0])
     assert top.winner is None and top.interval == "paired"
-    assert top.text == (f"A beats every row at 95% (3 seeds): B -9.7 ± {paired_b.half_width:.1f} (paired), "
-                        f"C -4.7 ± {paired_c.half_width:.1f} (paired)")
+    assert top.text == (
+        f"A beats every row at 95% (3 seeds): B -9.7 ± {paired_b.half_width:.1f} (paired), "
+        f"C -4.7 ± {paired_c.half_width:.1f} (paired)"
+    )
     assert "The headline's interval: the paired one" in " ".join(report.notes)
     table, spec = dbl_table({"A": [170.0, 176.0, 181.0], "B": [160.0, 167.0, 171.0], "C": [169.0, 177.0, 180.0]})
     assert report_of(table, spec, level)[0].text.startswith("no row beats A at 95%")  # C is not below A
@@ -336,12 +406,23 @@ def test_a_row_whose_every_seed_diverged_stays_in_the_table_and_the_headline_nam
     """Issue 45: a row that vanished reads as a row never run."""
     spec = load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2]})
     rows = cells("dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "F": [170.0, 171.0, 172.0]})
-    rows += [TrialRow(f"C{seed}", {"cooperative.strategy": "C", "seed": seed}, {"loss": math.nan}, "diverged",
-                      "loss became nan at epoch 2 | step 7") for seed in range(3)]
+    rows += [
+        TrialRow(
+            f"C{seed}",
+            {"cooperative.strategy": "C", "seed": seed},
+            {"loss": math.nan},
+            "diverged",
+            "loss became nan at epoch 2 | step 7",
+        )
+        for seed in range(3)
+    ]
     table = pivot(rows, spec, SYNTHETIC, "all")
     assert table["cooperative.strategy"] == ["A", "C", "F"] and table["seeds"] == [3, 0, 3]
     assert table["test_rsum_mean"][1] is None and table["unfinished"] == [
-        "", "diverged 3/3: loss became nan at epoch 2 | step 7", ""]
+        "",
+        "diverged 3/3: loss became nan at epoch 2 | step 7",
+        "",
+    ]
     top, report = report_of(table, spec, chance_level(50, 5, "all"))
     assert top.winner == "F" and "; no result: C (diverged 3/3: loss became nan at epoch 2 | step 7)" in top.text
     c_row = report.rows[1]
@@ -350,13 +431,17 @@ def test_a_row_whose_every_seed_diverged_stays_in_the_table_and_the_headline_nam
     assert "| C | - |" in report.markdown() and "step 7 |" in report.markdown().split("| C |")[1].splitlines()[0]
     # some seeds failed: the row keeps its mean and says what became of the others
     rows = cells("dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "F": [170.0]})
-    rows += [TrialRow(f"F{seed}x", {"cooperative.strategy": "F", "seed": seed}, {}, "error", "killed")
-             for seed in (1, 2)]
+    rows += [
+        TrialRow(f"F{seed}x", {"cooperative.strategy": "F", "seed": seed}, {}, "error", "killed") for seed in (1, 2)
+    ]
     top = headline(pivot(rows, spec, SYNTHETIC, "all"), spec)
     assert "fewer seeds than the grid: F (1 seed; failed 2/3)" in top.text
     # every row diverged: the headline says so, and the report still has a table
-    rows = [TrialRow(f"{s}{seed}", {"cooperative.strategy": s, "seed": seed}, {}, "diverged", "loss became inf")
-            for s in "AF" for seed in range(3)]
+    rows = [
+        TrialRow(f"{s}{seed}", {"cooperative.strategy": s, "seed": seed}, {}, "diverged", "loss became inf")
+        for s in "AF"
+        for seed in range(3)
+    ]
     table = pivot(rows, spec, SYNTHETIC, "all")
     top, report = report_of(table, spec)
     assert top.text == ("no row finished: A (diverged 3/3: loss became inf), F (diverged 3/3: loss became inf)")

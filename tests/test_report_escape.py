@@ -26,13 +26,49 @@ HOSTILE = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "a|b",
 REASON = "<script>alert(2)</script> | *boom* [x](javascript:alert(3))\n# heading"
 RECALLS = ("i2t_R1", "i2t_R5", "i2t_R10", "t2i_R1", "t2i_R5", "t2i_R10")
 # what our own Markdown makes: headings, lists, paragraphs, emphasis, tables, code spans, the plots
-MARKDOWN_TAGS = {"h1", "h2", "h3", "p", "ul", "li", "strong", "em", "code", "table", "thead", "tbody", "tr", "th",
-                 "td", "img"}
-HTML_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "ul", "li", "p", "table", "thead", "tbody", "tr",
-             "th", "td", "figure", "img", "figcaption",
-             # report.html's own: a line-break hint after a dot of its first header, a cell's "± interval" kept
-             # on one line; both wrap text that was escaped first
-             "wbr", "span"}
+MARKDOWN_TAGS = {
+    "h1",
+    "h2",
+    "h3",
+    "p",
+    "ul",
+    "li",
+    "strong",
+    "em",
+    "code",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "img",
+}
+HTML_TAGS = {
+    "html",
+    "head",
+    "meta",
+    "title",
+    "style",
+    "body",
+    "h1",
+    "ul",
+    "li",
+    "p",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "figure",
+    "img",
+    "figcaption",
+    # report.html's own: a line-break hint after a dot of its first header, a cell's "± interval" kept
+    # on one line; both wrap text that was escaped first
+    "wbr",
+    "span",
+}
 
 
 class Elements(HTMLParser):
@@ -114,17 +150,32 @@ def hostile_sweep(tmp_path_factory):
     for number, row in enumerate(["A", *HOSTILE]):
         for seed in (0, 1):
             rsum = 150.0 + 10 * number + seed
-            rows.append(TrialRow(f"t{number}{seed}", {"cooperative.strategy": row, "seed": seed},
-                                 {**{f"test_{k}": rsum / 6 for k in RECALLS}, "test_rsum": rsum, "test_md": 0.01,
-                                  "run_seconds": 5.0, "rsum": rsum}, "finished"))
-    rows += [TrialRow(f"x{seed}", {"cooperative.strategy": "<b>all diverged</b>|x", "seed": seed}, {}, "diverged",
-                      REASON) for seed in (0, 1)]
+            rows.append(
+                TrialRow(
+                    f"t{number}{seed}",
+                    {"cooperative.strategy": row, "seed": seed},
+                    {
+                        **{f"test_{k}": rsum / 6 for k in RECALLS},
+                        "test_rsum": rsum,
+                        "test_md": 0.01,
+                        "run_seconds": 5.0,
+                        "rsum": rsum,
+                    },
+                    "finished",
+                )
+            )
+    rows += [
+        TrialRow(f"x{seed}", {"cooperative.strategy": "<b>all diverged</b>|x", "seed": seed}, {}, "diverged", REASON)
+        for seed in (0, 1)
+    ]
     parent = MlflowTracker("hostile", uri)
     run_id = parent.start(run_name="hostile", tags={"itrlab.sweep": "dbl_table4"}, params={})
     report_sweep(spec, rows, parent, load_experiment(spec.experiment, [f"dataset.root={folder / 'nodata'}"]), 12.0)
     parent.end()
-    artifacts = {name: Path(parent.client.download_artifacts(run_id, f"sweep/{name}", str(folder)))
-                 for name in ("report.md", "summary.md", "report.html", "summary.json")}
+    artifacts = {
+        name: Path(parent.client.download_artifacts(run_id, f"sweep/{name}", str(folder)))
+        for name in ("report.md", "summary.md", "report.html", "summary.json")
+    }
     description = parent.client.get_run(run_id).data.tags["mlflow.note.content"]
     return folder, uri, run_id, artifacts, description
 
@@ -133,8 +184,12 @@ def test_every_page_and_the_mlflow_description_show_labels_as_text(hostile_sweep
     folder, uri, run_id, artifacts, description = hostile_sweep
     assert main(["report", run_id, "--out", str(folder / "results"), "--tracking-uri", uri]) == 0, capsys.readouterr()
     (page,) = (folder / "results").glob("*.md")
-    markdown = {"report.md": artifacts["report.md"].read_text(), "summary.md": artifacts["summary.md"].read_text(),
-                "results page": page.read_text(), "MLflow description": description}
+    markdown = {
+        "report.md": artifacts["report.md"].read_text(),
+        "summary.md": artifacts["summary.md"].read_text(),
+        "results page": page.read_text(),
+        "MLflow description": description,
+    }
     for name, text in markdown.items():
         html = rendered(text)
         assert_no_label_markup(html, MARKDOWN_TAGS, ("img/", "plots/"))
@@ -155,5 +210,8 @@ def test_every_page_and_the_mlflow_description_show_labels_as_text(hostile_sweep
     assert diverged[-1].startswith("0 of 2 seeds, diverged 2/2: <script>alert(2)</script> | *boom*")
     assert "no result: <b>all diverged</b>|x (diverged 2/2: " in summary["headline"]
     results = rendered(markdown["results page"])
-    assert any(row[0] == "<b>all diverged</b>|x" and "*boom* [x](javascript:alert(3))" in row[-1]
-               for table in results.tables for row in table)
+    assert any(
+        row[0] == "<b>all diverged</b>|x" and "*boom* [x](javascript:alert(3))" in row[-1]
+        for table in results.tables
+        for row in table
+    )

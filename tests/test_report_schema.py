@@ -18,26 +18,53 @@ import pytest
 from itrlab.cli import main
 from itrlab.report.summary_schema import MAX_BYTES, MAX_DEPTH
 
-VALID = {"sweep": "dbl_tiny", "description": "DBL's strategies", "experiment": "dbl_synthetic_tiny",
-         "objective": "max rsum", "seeds": [0, 1], "dataset": "synthetic_tiny", "test_protocol": "all",
-         "grid": {"cooperative.strategy": ["A", "F"]}, "table_rows": ["cooperative.strategy"],
-         "trial_counts": {"finished": 3, "error": 1}, "invocation_seconds": 95.2, "ranking": "ranked by rsum",
-         "runs_table": "#/experiments/1?viewId=abc", "plots": ["sweep/plots/pivot_test_rsum.png"],
-         "trials": {"rank": [1, 2], "trial": ["t1", "t2"], "status": ["finished", "error"],
-                    "cooperative.strategy": ["A", "F"], "rsum": [60.0, None], "reason": ["", "loss became nan"]},
-         "data_shape": {"train_images": 200, "val_images": 50, "test_images": 50, "captions_per_image": 5,
-                        "regions": 6, "feature_dim": 32, "synthetic": True},
-         "report": {"title": "dbl_tiny: test results over seeds [0, 1]",
-                    "header": ["cooperative.strategy", "rsum", "rsum vs A", "note"],
-                    "rows": [["A", "84.4 ± 3.1", "baseline", ""],
-                             ["F", "68.8 (1 seed)", "-15.6 (1 seed)", "1 of 2 seeds"]],
-                    "row_kinds": ["baseline", "result"], "headline": "no row differs from A at 95% (1-2 seeds)",
-                    "notes": ["Cells: mean ± 95% Student-t interval"],
-                    "provenance": ["experiment dbl_synthetic_tiny"]},
-         "headline": "no row differs from A at 95% (1-2 seeds)",
-         "convergence": {"A": {"seeds": 2, "epochs": 4, "best_epoch": 3, "since": 3, "rise": -1.0, "spread": 2.0,
-                               "still_learning": ""}},
-         "comparisons": [{"row": "F", "reference": "A", "column": "test_rsum", "difference": -15.6, "ci95": None}]}
+VALID = {
+    "sweep": "dbl_tiny",
+    "description": "DBL's strategies",
+    "experiment": "dbl_synthetic_tiny",
+    "objective": "max rsum",
+    "seeds": [0, 1],
+    "dataset": "synthetic_tiny",
+    "test_protocol": "all",
+    "grid": {"cooperative.strategy": ["A", "F"]},
+    "table_rows": ["cooperative.strategy"],
+    "trial_counts": {"finished": 3, "error": 1},
+    "invocation_seconds": 95.2,
+    "ranking": "ranked by rsum",
+    "runs_table": "#/experiments/1?viewId=abc",
+    "plots": ["sweep/plots/pivot_test_rsum.png"],
+    "trials": {
+        "rank": [1, 2],
+        "trial": ["t1", "t2"],
+        "status": ["finished", "error"],
+        "cooperative.strategy": ["A", "F"],
+        "rsum": [60.0, None],
+        "reason": ["", "loss became nan"],
+    },
+    "data_shape": {
+        "train_images": 200,
+        "val_images": 50,
+        "test_images": 50,
+        "captions_per_image": 5,
+        "regions": 6,
+        "feature_dim": 32,
+        "synthetic": True,
+    },
+    "report": {
+        "title": "dbl_tiny: test results over seeds [0, 1]",
+        "header": ["cooperative.strategy", "rsum", "rsum vs A", "note"],
+        "rows": [["A", "84.4 ± 3.1", "baseline", ""], ["F", "68.8 (1 seed)", "-15.6 (1 seed)", "1 of 2 seeds"]],
+        "row_kinds": ["baseline", "result"],
+        "headline": "no row differs from A at 95% (1-2 seeds)",
+        "notes": ["Cells: mean ± 95% Student-t interval"],
+        "provenance": ["experiment dbl_synthetic_tiny"],
+    },
+    "headline": "no row differs from A at 95% (1-2 seeds)",
+    "convergence": {
+        "A": {"seeds": 2, "epochs": 4, "best_epoch": 3, "since": 3, "rise": -1.0, "spread": 2.0, "still_learning": ""}
+    },
+    "comparisons": [{"row": "F", "reference": "A", "column": "test_rsum", "difference": -15.6, "ci95": None}],
+}
 
 
 def changed(path: str, value) -> bytes:
@@ -87,8 +114,10 @@ TAMPERED = {
     "trials a list": (changed("trials", [1, 2]), "'trials': got [1, 2]; a mapping"),
     "rows as a string": (changed("report.rows", "A | 84.4"), "'report.rows': got 'A | 84.4'; a list"),
     "a row short of the header": (changed("report.rows.1", ["F", "68.8"]), "'report.rows[1]': got '2 cells'"),
-    "columns of unequal length": (changed("trials.status", ["finished"]),
-                                  "'trials.status': got '1 rows'; columns of one length"),
+    "columns of unequal length": (
+        changed("trials.status", ["finished"]),
+        "'trials.status': got '1 rows'; columns of one length",
+    ),
     "a cell that is a mapping": (changed("trials.rsum", [{"x": 1}, None]), "'trials.rsum[0]'"),
     "a negative trial count": (changed("trial_counts.finished", -3), "'trial_counts.finished': got -3"),
     "a count as a string": (changed("trial_counts.error", "1"), "'trial_counts.error': got '1'"),
@@ -125,8 +154,9 @@ def store(tmp_path_factory):
     runs["running"] = tracker.start(run_name="running", tags={SWEEP_TAG: "dbl_tiny"}, params={})
     runs["killed"] = MlflowTracker("dbl_tiny", uri).start(run_name="killed", tags={SWEEP_TAG: "dbl_tiny"}, params={})
     tracker.end_run(runs["killed"], "KILLED")
-    runs["trial"] = MlflowTracker("dbl_tiny", uri).start(run_name="trial", tags={SWEEP_TAG: "dbl_tiny"}, params={},
-                                                          parent_run_id=runs["valid"])
+    runs["trial"] = MlflowTracker("dbl_tiny", uri).start(
+        run_name="trial", tags={SWEEP_TAG: "dbl_tiny"}, params={}, parent_run_id=runs["valid"]
+    )
     tracker.end_run(runs["trial"], "FINISHED")
     return folder, uri, runs
 
@@ -158,17 +188,22 @@ def test_a_tampered_summary_is_one_line_and_exit_2_and_no_page(store, name, caps
 def test_a_running_or_unfinished_sweep_and_an_empty_out_are_named(store, capsys):
     folder, _, runs = store
     status, err = report(store, "running", str(folder / "running"), capsys)
-    assert status == 2 and err == [f"itrlab: error: run {runs['running']} is the parent run of sweep 'dbl_tiny', still "
-                                   f"running: its results (sweep/summary.json) are written when it ends; report it "
-                                   f"then"]
+    assert status == 2 and err == [
+        f"itrlab: error: run {runs['running']} is the parent run of sweep 'dbl_tiny', still "
+        f"running: its results (sweep/summary.json) are written when it ends; report it "
+        f"then"
+    ]
     status, err = report(store, "killed", str(folder / "killed"), capsys)
     assert status == 2 and len(err) == 1 and "ended KILLED before it wrote its results" in err[0]
     status, err = report(store, "trial", str(folder / "trial"), capsys)
-    assert status == 2 and err == [f"itrlab: error: run {runs['trial']} is not a sweep's parent run: it is a trial of "
-                                   f"sweep 'dbl_tiny'; give its parent run {runs['valid']}"]
+    assert status == 2 and err == [
+        f"itrlab: error: run {runs['trial']} is not a sweep's parent run: it is a trial of "
+        f"sweep 'dbl_tiny'; give its parent run {runs['valid']}"
+    ]
     status, err = report(store, "valid", "", capsys)
-    assert status == 2 and err == ["itrlab: error: --out: got an empty path; give the folder of the page "
-                                   "(default: docs/results)"]
+    assert status == 2 and err == [
+        "itrlab: error: --out: got an empty path; give the folder of the page (default: docs/results)"
+    ]
     status, err = report(store, "valid", "  ", capsys)
     assert status == 2 and "--out: got an empty path" in err[0]
 
@@ -182,8 +217,26 @@ def test_every_mutation_of_the_valid_summary_is_refused_in_one_line_or_rendered(
     from itrlab.report.results_page import render
     from itrlab.report.summary_schema import SummaryError, check_summary
 
-    values = [None, 0, -1, 1.5, True, "", "x", "../x", [], {}, [1], {"a": 1}, ["a"], [["a"]], "a\nb", 10 ** 12,
-              [None], {"": []}]
+    values = [
+        None,
+        0,
+        -1,
+        1.5,
+        True,
+        "",
+        "x",
+        "../x",
+        [],
+        {},
+        [1],
+        {"a": 1},
+        ["a"],
+        [["a"]],
+        "a\nb",
+        10**12,
+        [None],
+        {"": []},
+    ]
 
     def paths(node, path=()):
         children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
@@ -193,8 +246,9 @@ def test_every_mutation_of_the_valid_summary_is_refused_in_one_line_or_rendered(
 
     keys = list(paths(VALID))
     run = {"run_id": "abc", "experiment": "e", "status": "FINISHED", "start_time": 0, "end_time": 1000, "tags": {}}
-    runs = {trial: {"history": {"loss": [(1, 2.0), (2, 1.0)], "loss_i2t": [(1, 1.0), (2, 0.5)]}}
-            for trial in ("t1", "t2")}
+    runs = {
+        trial: {"history": {"loss": [(1, 2.0), (2, 1.0)], "loss_i2t": [(1, 1.0), (2, 0.5)]}} for trial in ("t1", "t2")
+    }
     rng, refused, rendered = random.Random(0), 0, 0
     for _ in range(3000):
         data = copy.deepcopy(VALID)
@@ -202,8 +256,15 @@ def test_every_mutation_of_the_valid_summary_is_refused_in_one_line_or_rendered(
             *parents, last = rng.choice(keys)
             node = data
             for key in parents:
-                node = node[key] if isinstance(node, dict) and key in node or isinstance(node, list) \
-                    and isinstance(key, int) and key < len(node) else None
+                node = (
+                    node[key]
+                    if isinstance(node, dict)
+                    and key in node
+                    or isinstance(node, list)
+                    and isinstance(key, int)
+                    and key < len(node)
+                    else None
+                )
                 if node is None:
                     break
             if isinstance(node, dict) and rng.random() < 0.2:

@@ -42,8 +42,10 @@ def assert_same_batch(a, b):
 def test_resident_batches_are_the_loaders(tmp_path, rank, world_size):
     split = float16_split(tmp_path)
     vocab = Vocabulary.build(split.captions)
-    extras = {"label": lambda i: torch.tensor(i % 3),                       # a scalar per caption
-              "varying": lambda i: torch.arange(1 + i % 4, dtype=torch.float32)}  # zero-padded when stacked
+    extras = {
+        "label": lambda i: torch.tensor(i % 3),  # a scalar per caption
+        "varying": lambda i: torch.arange(1 + i % 4, dtype=torch.float32),
+    }  # zero-padded when stacked
     dataset = CaptionDataset(split, vocab, max_len=6, extra_fields=extras)
     resident = ResidentSplit(dataset, CPU)
     assert resident.features.dtype == torch.float16  # kept in its stored dtype, cast per batch
@@ -71,8 +73,8 @@ def test_padded_captions_match_the_items(tmp_path):
     assert tokens.shape == (len(dataset), int(lengths.max()))
     for index in range(len(dataset)):
         item = dataset[index][1]
-        assert int(lengths[index]) == len(item) and torch.equal(tokens[index, :len(item)], item)
-        assert (tokens[index, len(item):] == 0).all()
+        assert int(lengths[index]) == len(item) and torch.equal(tokens[index, : len(item)], item)
+        assert (tokens[index, len(item) :] == 0).all()
 
 
 def test_resident_run_is_bit_identical_to_the_loader_run(tmp_path, tiny_root):
@@ -121,8 +123,25 @@ def test_bench_train_reports_throughput_wait_share_and_floor(tmp_path, tiny_root
     from itrlab.bench.train import bench_cli
 
     out = tmp_path / "bench.json"
-    status = bench_cli(["-c", "vsepp_synthetic_tiny", "--epochs", "2", "--max-steps", "4", "--floor-steps", "2",
-                        "--warmup", "1", "--data-path", "resident", "--json", str(out), f"dataset.root={tiny_root}"])
+    status = bench_cli(
+        [
+            "-c",
+            "vsepp_synthetic_tiny",
+            "--epochs",
+            "2",
+            "--max-steps",
+            "4",
+            "--floor-steps",
+            "2",
+            "--warmup",
+            "1",
+            "--data-path",
+            "resident",
+            "--json",
+            str(out),
+            f"dataset.root={tiny_root}",
+        ]
+    )
     assert status == 0
     printed = capsys.readouterr().out
     assert "data path resident" in printed and "pairs/s" in printed and "epoch / floor" in printed
@@ -130,8 +149,12 @@ def test_bench_train_reports_throughput_wait_share_and_floor(tmp_path, tiny_root
     assert summary["pairs_per_second"] > 0 and summary["floor_pairs_per_second"] > 0
     assert 0 <= summary["data_share"] <= 1 and 0 <= summary["median_step_wait_share"] <= 1
     assert summary["busy_kind"] == "CPU (process time)" and summary["epoch_over_floor"] > 0
-    assert bench_cli(["-c", "vsepp_synthetic_tiny", "--precision", "fp16", "train.device=cpu",
-                      f"dataset.root={tiny_root}"]) == 2  # a config error, reported on one line
+    assert (
+        bench_cli(
+            ["-c", "vsepp_synthetic_tiny", "--precision", "fp16", "train.device=cpu", f"dataset.root={tiny_root}"]
+        )
+        == 2
+    )  # a config error, reported on one line
     assert "fp16 needs a CUDA GPU" in capsys.readouterr().err
 
 

@@ -5,26 +5,58 @@ from __future__ import annotations
 
 from itrlab.report.results_page import page_name, render, unused_page_name
 
-RUN = {"run_id": "abc123", "experiment": "dbl_tiny", "status": "FINISHED", "start_time": 1795435200000,
-       "end_time": 1795435260000, "tags": {"mlflow.source.git.commit": "0123456789abcdef"}}
-SUMMARY = {"sweep": "dbl_tiny", "description": "", "experiment": "dbl_synthetic_tiny", "objective": "max rsum",
-           "seeds": [0, 1], "dataset": "synthetic_tiny", "test_protocol": "all",
-           "trial_counts": {"finished": 3, "error": 1},
-           "trials": {"rank": [1, 2], "trial": ["t1", "t2"], "status": ["finished", "error"], "rsum": [60.0, None],
-                      "reason": ["", "loss became nan"]},
-           "data_shape": {"train_images": 200, "val_images": 50, "test_images": 50, "captions_per_image": 5,
-                          "regions": 6, "feature_dim": 32, "synthetic": True},
-           "report": {"title": "dbl_tiny: test results over seeds [0, 1]",
-                      "header": ["cooperative.strategy", "rsum", "rsum vs A", "wall / trial", "CPU-h", "note"],
-                      "rows": [["A", "84.4 ± 3.1", "baseline", "12 s", "0.0133", ""],
-                               ["F", "68.8 (1 seed)", "-15.6 (1 seed)", "11 s", "0.00611", "1 of 2 seeds"],
-                               ["chance", "32.1", "", "", "", "rsum of random scores ≤ 60.1 at 95%"]],
-                      "row_kinds": ["baseline", "result", "chance"],
-                      "headline": "no row differs from A at 95% (1-2 seeds)",
-                      "notes": ["Cells: mean ± 95% Student-t interval over seeds [0, 1]",
-                                "Cost: wall / trial = the mean run time of a row's trials"], "provenance": []},
-           "headline": "no row differs from A at 95% (1-2 seeds)",
-           "plots": ["sweep/plots/pivot_test_rsum.png"]}
+RUN = {
+    "run_id": "abc123",
+    "experiment": "dbl_tiny",
+    "status": "FINISHED",
+    "start_time": 1795435200000,
+    "end_time": 1795435260000,
+    "tags": {"mlflow.source.git.commit": "0123456789abcdef"},
+}
+SUMMARY = {
+    "sweep": "dbl_tiny",
+    "description": "",
+    "experiment": "dbl_synthetic_tiny",
+    "objective": "max rsum",
+    "seeds": [0, 1],
+    "dataset": "synthetic_tiny",
+    "test_protocol": "all",
+    "trial_counts": {"finished": 3, "error": 1},
+    "trials": {
+        "rank": [1, 2],
+        "trial": ["t1", "t2"],
+        "status": ["finished", "error"],
+        "rsum": [60.0, None],
+        "reason": ["", "loss became nan"],
+    },
+    "data_shape": {
+        "train_images": 200,
+        "val_images": 50,
+        "test_images": 50,
+        "captions_per_image": 5,
+        "regions": 6,
+        "feature_dim": 32,
+        "synthetic": True,
+    },
+    "report": {
+        "title": "dbl_tiny: test results over seeds [0, 1]",
+        "header": ["cooperative.strategy", "rsum", "rsum vs A", "wall / trial", "CPU-h", "note"],
+        "rows": [
+            ["A", "84.4 ± 3.1", "baseline", "12 s", "0.0133", ""],
+            ["F", "68.8 (1 seed)", "-15.6 (1 seed)", "11 s", "0.00611", "1 of 2 seeds"],
+            ["chance", "32.1", "", "", "", "rsum of random scores ≤ 60.1 at 95%"],
+        ],
+        "row_kinds": ["baseline", "result", "chance"],
+        "headline": "no row differs from A at 95% (1-2 seeds)",
+        "notes": [
+            "Cells: mean ± 95% Student-t interval over seeds [0, 1]",
+            "Cost: wall / trial = the mean run time of a row's trials",
+        ],
+        "provenance": [],
+    },
+    "headline": "no row differs from A at 95% (1-2 seeds)",
+    "plots": ["sweep/plots/pivot_test_rsum.png"],
+}
 
 
 def test_the_page_holds_provenance_pivot_headline_trials_cost_and_plots():
@@ -64,32 +96,67 @@ def test_what_the_runs_show_reads_each_part_from_its_own_first_epoch_against_its
     from itrlab.losses.parts import PartBound
     from itrlab.report.diagnostics import diagnostics
 
-    summary = {**SUMMARY, "table_rows": ["cooperative.strategy"],
-               "trials": {"trial": ["a0", "a1", "f0", "f1"], "status": ["finished", "finished", "finished", "error"],
-                          "cooperative.strategy": ["A", "A", "F", "F"], "seed": [0, 1, 0, 1]}}
+    summary = {
+        **SUMMARY,
+        "table_rows": ["cooperative.strategy"],
+        "trials": {
+            "trial": ["a0", "a1", "f0", "f1"],
+            "status": ["finished", "finished", "finished", "error"],
+            "cooperative.strategy": ["A", "A", "F", "F"],
+            "seed": [0, 1, 0, 1],
+        },
+    }
     warmup = {"params": {"loss.warmup_epochs": "1"}, "tags": {"method": "plain"}}
-    runs = {"a0": {**warmup, "history": {"loss": [(1, 1860.0), (2, 10.0), (3, 6.0)],  # epoch 1: the warm-up's loss
-                                         "loss_i2t": [(1, 930.0), (2, 5.0), (3, 3.0)]}},
-            "a1": {**warmup, "history": {"loss": [(1, 1800.0), (2, 12.0), (3, 6.0)],
-                                         "loss_i2t": [(1, 900.0), (2, 6.0), (3, 3.0)]}},
-            "f0": {"params": {"loss.warmup_epochs": "0"}, "tags": {"method": "clustered"},
-                   "history": {"loss": [(1, 4.0), (2, 5.0), (3, 3.0)],
-                               "loss_cluster": [(1, 0.0), (2, 2.3), (3, 1.15)],  # on from epoch 2
-                               "loss_labelled": [(1, 0.0), (2, 0.0), (3, 1.0)],  # a statistic: moves no total
-                               "loss_signed": [(1, 4.0), (2, 2.7), (3, -0.15)]}},  # can go below zero
-            "f1": {"history": {"loss": [(1, 1.0), (2, 1.0)]}}}  # its trial failed: not counted
+    runs = {
+        "a0": {
+            **warmup,
+            "history": {
+                "loss": [(1, 1860.0), (2, 10.0), (3, 6.0)],  # epoch 1: the warm-up's loss
+                "loss_i2t": [(1, 930.0), (2, 5.0), (3, 3.0)],
+            },
+        },
+        "a1": {
+            **warmup,
+            "history": {"loss": [(1, 1800.0), (2, 12.0), (3, 6.0)], "loss_i2t": [(1, 900.0), (2, 6.0), (3, 3.0)]},
+        },
+        "f0": {
+            "params": {"loss.warmup_epochs": "0"},
+            "tags": {"method": "clustered"},
+            "history": {
+                "loss": [(1, 4.0), (2, 5.0), (3, 3.0)],
+                "loss_cluster": [(1, 0.0), (2, 2.3), (3, 1.15)],  # on from epoch 2
+                "loss_labelled": [(1, 0.0), (2, 0.0), (3, 1.0)],  # a statistic: moves no total
+                "loss_signed": [(1, 4.0), (2, 2.7), (3, -0.15)],
+            },
+        },  # can go below zero
+        "f1": {"history": {"loss": [(1, 1.0), (2, 1.0)]}},
+    }  # its trial failed: not counted
     bounds = {"clustered": {"cluster": PartBound(0.0, "ln K"), "labelled": PartBound(0.0, "a share", statistic=True)}}
     table = diagnostics(summary, runs, bounds)
-    assert table["header"] == ["row", "seeds", "part", "from epoch", "first", "to epoch", "last", "last - first",
-                               "% of the way to its floor", "floor / plateau"]
-    assert table["rows"] == [["A", 2, "loss (total)", "2", 11.0, "3", 6.0, -5.0, None, ""],
-                             ["A", 2, "i2t", "2", 5.5, "3", 3.0, -2.5, None, ""],
-                             ["F", 1, "loss (total)", "2", 5.0, "3", 3.0, -2.0, None, ""],
-                             ["F", 1, "cluster", "2", 2.3, "3", 1.15, -1.15, 50.0, "floor 0; ln K"],
-                             ["F", 1, "labelled", "3", 1.0, "3", 1.0, 0.0, None, "statistic; floor 0; a share"],
-                             ["F", 1, "signed", "1", 4.0, "3", -0.15, -4.15, None, ""]]
-    assert "the first epoch after the loss's warm-up, if it has one (here 1 epoch of another loss, not read), at " \
-           "which it is not 0" in table["notes"][0]
+    assert table["header"] == [
+        "row",
+        "seeds",
+        "part",
+        "from epoch",
+        "first",
+        "to epoch",
+        "last",
+        "last - first",
+        "% of the way to its floor",
+        "floor / plateau",
+    ]
+    assert table["rows"] == [
+        ["A", 2, "loss (total)", "2", 11.0, "3", 6.0, -5.0, None, ""],
+        ["A", 2, "i2t", "2", 5.5, "3", 3.0, -2.5, None, ""],
+        ["F", 1, "loss (total)", "2", 5.0, "3", 3.0, -2.0, None, ""],
+        ["F", 1, "cluster", "2", 2.3, "3", 1.15, -1.15, 50.0, "floor 0; ln K"],
+        ["F", 1, "labelled", "3", 1.0, "3", 1.0, 0.0, None, "statistic; floor 0; a share"],
+        ["F", 1, "signed", "1", 4.0, "3", -0.15, -4.15, None, ""],
+    ]
+    assert (
+        "the first epoch after the loss's warm-up, if it has one (here 1 epoch of another loss, not read), at "
+        "which it is not 0" in table["notes"][0]
+    )
     page = render(summary, RUN, diagnostics=table)
     assert "## What the runs show" in page and "| A | 2 | loss (total) | 2 | 11 | 3 | 6 | -5 |  |  |" in page
     assert "| F | 1 | cluster | 2 | 2.3 | 3 | 1.15 | -1.15 | 50 | floor 0; ln K |" in page
@@ -98,7 +165,9 @@ def test_what_the_runs_show_reads_each_part_from_its_own_first_epoch_against_its
     old = diagnostics(summary, {"a0": {"loss": [(1, 10.0), (2, 6.0)], "metrics": {}}})
     assert old["rows"] == [["A", 1, "loss (total)", "1", 10.0, "2", 6.0, -4.0, None, ""]]
     # no finished trial with a loss history, or a summary whose rows cannot be named: no section
-    assert diagnostics(summary, {}) is None and diagnostics({**summary, "table_rows": ["nope"], "grid": {}}, runs) is None
+    assert (
+        diagnostics(summary, {}) is None and diagnostics({**summary, "table_rows": ["nope"], "grid": {}}, runs) is None
+    )
     assert "## What the runs show" not in render(summary, RUN)
 
 
@@ -106,7 +175,9 @@ def test_a_profile_other_than_budget_names_its_page():
     """Two profiles of one sweep on one day get two pages (coder_table2's budget and flickr8k runs)."""
     assert page_name({**RUN, "tags": {"itrlab.profile": "flickr8k"}}, SUMMARY) == "2026-11-23-dbl_tiny-flickr8k"
     assert page_name({**RUN, "tags": {"itrlab.profile": "budget"}}, SUMMARY) == "2026-11-23-dbl_tiny"
-    assert render(SUMMARY, {**RUN, "tags": {"itrlab.profile": "flickr8k"}}).startswith("# dbl_tiny --profile flickr8k: 2026-11-23\n")
+    assert render(SUMMARY, {**RUN, "tags": {"itrlab.profile": "flickr8k"}}).startswith(
+        "# dbl_tiny --profile flickr8k: 2026-11-23\n"
+    )
 
 
 def test_a_page_of_another_sweep_is_never_written_over(tmp_path):

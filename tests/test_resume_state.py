@@ -86,17 +86,26 @@ def test_signed_state_verifies_and_the_key_is_created_private(tmp_path, key):
     assert stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_bytes().strip()) == 64
     manifest = json.loads((sweep / integrity.MANIFEST).read_text())["files"]
     assert set(manifest) == {"tune/tuner.pkl", "tune/experiment_state-1.json", "tune/trial_0/error.pkl"}
-    assert integrity.identity(tmp_path / "dbl_tiny" / "20261126-080454", "abc") == \
-        "dbl_tiny/20261126-080454 (parent run abc)"
+    assert (
+        integrity.identity(tmp_path / "dbl_tiny" / "20261126-080454", "abc")
+        == "dbl_tiny/20261126-080454 (parent run abc)"
+    )
 
 
-@pytest.mark.parametrize("tamper, why", [
-    (lambda tune: (tune / "tuner.pkl").write_bytes(b"tuner, changed"), "was changed after itrlab saved it"),
-    (lambda tune: (tune / "searcher-state-9.pkl").write_bytes(b"planted"), "was not saved by itrlab here"),
-    (lambda tune: (tune / ".hidden.json").write_text("{}"), "was not saved by itrlab here"),
-    (lambda tune: (tune / "trial_0" / "error.pkl").write_bytes(b"planted"), "was changed after itrlab saved it"),
-    (lambda tune: (tune / "experiment_state-1.json").rename(tune / "experiment_state-2.json"), "not saved by itrlab"),
-], ids=["tuner.pkl changed", "a planted searcher state", "a hidden json", "error.pkl changed", "a renamed state"])
+@pytest.mark.parametrize(
+    "tamper, why",
+    [
+        (lambda tune: (tune / "tuner.pkl").write_bytes(b"tuner, changed"), "was changed after itrlab saved it"),
+        (lambda tune: (tune / "searcher-state-9.pkl").write_bytes(b"planted"), "was not saved by itrlab here"),
+        (lambda tune: (tune / ".hidden.json").write_text("{}"), "was not saved by itrlab here"),
+        (lambda tune: (tune / "trial_0" / "error.pkl").write_bytes(b"planted"), "was changed after itrlab saved it"),
+        (
+            lambda tune: (tune / "experiment_state-1.json").rename(tune / "experiment_state-2.json"),
+            "not saved by itrlab",
+        ),
+    ],
+    ids=["tuner.pkl changed", "a planted searcher state", "a hidden json", "error.pkl changed", "a renamed state"],
+)
 def test_state_changed_or_planted_after_signing_is_refused(tmp_path, key, tamper, why):
     sweep = tmp_path / "sweep"
     tune = tune_state(sweep)
@@ -135,8 +144,11 @@ def test_state_copied_from_another_sweep_is_refused(tmp_path, key):
     with pytest.raises(UserInputError, match="tuner.pkl was changed after itrlab saved it"):
         integrity.verify(ours, SWEEP)
     shutil.copyfile(theirs / integrity.MANIFEST, ours / integrity.MANIFEST)  # and their manifest
-    with pytest.raises(UserInputError, match=r"are those of the sweep 'sweep/20261127-090000 \(parent run p2\)', "
-                                             r"not of this one .*copied from another sweep is refused"):
+    with pytest.raises(
+        UserInputError,
+        match=r"are those of the sweep 'sweep/20261127-090000 \(parent run p2\)', "
+        r"not of this one .*copied from another sweep is refused",
+    ):
         integrity.verify(ours, SWEEP)
     manifest = json.loads((ours / integrity.MANIFEST).read_text())
     manifest["sweep"] = SWEEP  # their manifest relabelled: its seal no longer holds
@@ -189,8 +201,11 @@ def test_a_manifest_rolled_back_with_its_files_is_refused(tmp_path, key):
     shutil.rmtree(sweep)
     shutil.copytree(backup, sweep)
     assert integrity.verify(sweep, SWEEP) == 1  # valid in itself
-    with pytest.raises(UserInputError, match=r"is an older state of this sweep \(generation 1; its parent run "
-                                             r"recorded 2 .*rolled back is refused"):
+    with pytest.raises(
+        UserInputError,
+        match=r"is an older state of this sweep \(generation 1; its parent run "
+        r"recorded 2 .*rolled back is refused",
+    ):
         integrity.verify(sweep, SWEEP, at_least=recorded)
     shutil.rmtree(sweep / "tune")  # the state removed altogether: no fresh start in its place
     with pytest.raises(UserInputError, match=r"holds none of the Tune state its parent run recorded \(generation 2\)"):
@@ -203,8 +218,11 @@ def test_a_key_others_can_read_or_that_is_missing_is_refused_before_anything(tmp
     named.write_text("a" * 64)
     named.chmod(0o644)
     monkeypatch.setenv(integrity.KEY_ENV, str(named))
-    with pytest.raises(UserInputError, match=rf"sweep signing key {named} has mode 0644: others can read or change "
-                                             rf"it; run `chmod 600 {named}`"):
+    with pytest.raises(
+        UserInputError,
+        match=rf"sweep signing key {named} has mode 0644: others can read or change "
+        rf"it; run `chmod 600 {named}`",
+    ):
         integrity.installation_key()
     named.chmod(0o640)
     with pytest.raises(UserInputError, match="has mode 0640"):
@@ -215,6 +233,8 @@ def test_a_key_others_can_read_or_that_is_missing_is_refused_before_anything(tmp
     with pytest.raises(UserInputError, match="is not a file"):
         integrity.installation_key()
     monkeypatch.setenv(integrity.KEY_ENV, str(tmp_path / "absent"))
-    with pytest.raises(UserInputError, match=f"sweep signing key {tmp_path / 'absent'} does not exist "
-                                             f"\\({integrity.KEY_ENV} names it\\)"):
+    with pytest.raises(
+        UserInputError,
+        match=f"sweep signing key {tmp_path / 'absent'} does not exist \\({integrity.KEY_ENV} names it\\)",
+    ):
         integrity.installation_key()

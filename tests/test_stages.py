@@ -13,25 +13,29 @@ import torch
 
 from conftest import REPO
 from itrlab.assembly import load_experiment, stage_configs
+from itrlab.data.precomp import fingerprint
 from itrlab.errors import ConfigError, UserInputError
 from itrlab.methods import build_method
 from itrlab.models.encoders import ProjectionHead
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import load_checkpoint
 from itrlab.train.experiment import generate_if_synthetic
-from itrlab.data.precomp import fingerprint
-from itrlab.train.stages import TrainedStage, start_from, stage_key
+from itrlab.train.stages import TrainedStage, stage_key, start_from
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-BASE = ("{name: base, copy: [model.image_encoder, model.text_encoder], overrides: [method.name=vsepp, "
-        "'loss={name: vsepp, margin: 0.2}', model.projection_hidden=null]}")
+BASE = (
+    "{name: base, copy: [model.image_encoder, model.text_encoder], overrides: [method.name=vsepp, "
+    "'loss={name: vsepp, margin: 0.2}', model.projection_hidden=null]}"
+)
 CONVSE = ["method.name=convse", "model.projection_hidden=16", "loss={name: convse, tau: 0.1}"]
 
 
 def convse(root, *overrides, stages=f"[{BASE}]"):
-    return load_experiment("vsepp_synthetic_tiny", [f"dataset.root={root}", "tracking.enabled=false", "train.epochs=1",
-                                                    *CONVSE, f"stages={stages}", *overrides])
+    return load_experiment(
+        "vsepp_synthetic_tiny",
+        [f"dataset.root={root}", "tracking.enabled=false", "train.epochs=1", *CONVSE, f"stages={stages}", *overrides],
+    )
 
 
 def test_a_stage_is_the_experiment_with_its_overrides():
@@ -44,17 +48,26 @@ def test_a_stage_is_the_experiment_with_its_overrides():
     assert stage_key(stage_configs(plus)[0], "d") == stage_key(base, "d") != stage_key(base, "other data")
 
 
-@pytest.mark.parametrize("stages, field, says", [
-    ("[{name: base, copy: [model.image_encoder], overrides: [train.epochz=3]}]", "stages.base.train.epochz",
-     "unknown key"),
-    ("[{name: base, copy: [model.image_encoder], overrides: ['stages=[]']}]", "stages", "cannot declare stages"),
-    ("[{name: base, copy: [model.image_encoder], freeze: [model.text_encoder]}]", "stages", "only parts copied"),
-    ("[{name: a, copy: [model.image_encoder]}, {name: a, copy: [model.image_encoder]}]", "stages", "appears more"),
-    ("[{name: base, copy: [model.image_encoder.head], overrides: [model.projection_hidden=null]}]",
-     "stages.base.copy", "stage base's model has no such part"),
-    ("[{name: base, copy: [model.image_encoder, model.fusion]}]", "stages.base.copy", "no such part"),
-    ("[{name: base, copy: []}]", "stages", "at least 1"),
-])
+@pytest.mark.parametrize(
+    "stages, field, says",
+    [
+        (
+            "[{name: base, copy: [model.image_encoder], overrides: [train.epochz=3]}]",
+            "stages.base.train.epochz",
+            "unknown key",
+        ),
+        ("[{name: base, copy: [model.image_encoder], overrides: ['stages=[]']}]", "stages", "cannot declare stages"),
+        ("[{name: base, copy: [model.image_encoder], freeze: [model.text_encoder]}]", "stages", "only parts copied"),
+        ("[{name: a, copy: [model.image_encoder]}, {name: a, copy: [model.image_encoder]}]", "stages", "appears more"),
+        (
+            "[{name: base, copy: [model.image_encoder.head], overrides: [model.projection_hidden=null]}]",
+            "stages.base.copy",
+            "stage base's model has no such part",
+        ),
+        ("[{name: base, copy: [model.image_encoder, model.fusion]}]", "stages.base.copy", "no such part"),
+        ("[{name: base, copy: []}]", "stages", "at least 1"),
+    ],
+)
 def test_bad_stages_are_one_clear_error_before_anything_trains(stages, field, says):
     with pytest.raises(ConfigError) as caught:
         convse("/data", stages=stages)
@@ -82,8 +95,9 @@ def test_the_next_model_starts_from_the_stage_with_new_heads(tmp_path):
     assert all(not p.requires_grad for n, p in method.named_parameters() if n.startswith("model.image_encoder."))
     assert all(p.requires_grad for n, p in method.named_parameters() if n.startswith("model.text_encoder."))
     # weights of another shape: one line naming the stage and the weight
-    small = build_method(base.model_copy(update={"model": base.model.model_copy(update={"embed_dim": 8})}),
-                         vocab_size=30, feature_dim=32)
+    small = build_method(
+        base.model_copy(update={"model": base.model.model_copy(update={"embed_dim": 8})}), vocab_size=30, feature_dim=32
+    )
     torch.save({"model": small.state_dict(), "state": {}, "rng": {}}, folder / "model.pt")
     with pytest.raises(UserInputError, match="stages.base.copy: 'model.image_encoder.fc.weight' is"):
         start_from(method, TrainedStage("base", folder, None, 1.0), config.stages[0])
@@ -161,16 +175,36 @@ def test_a_run_of_the_stages_recipe_is_kept_as_the_stage_and_nothing_trains_it_a
 @pytest.mark.e2e
 def test_two_runs_started_at_once_train_the_stage_once(tmp_path):
     """Two `jobs/train.py` processes that need the same stage: one trains it, the other waits for it."""
-    overrides = [f"dataset.root={tmp_path / 'data'}", "train.epochs=1", *CONVSE, f"stages=[{BASE}]",
-                 f"output.stages={tmp_path / 'stages'}"]
+    overrides = [
+        f"dataset.root={tmp_path / 'data'}",
+        "train.epochs=1",
+        *CONVSE,
+        f"stages=[{BASE}]",
+        f"output.stages={tmp_path / 'stages'}",
+    ]
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "OMP_NUM_THREADS": "1"}
     from itrlab.tracking import MlflowTracker
 
     generate_if_synthetic(convse(tmp_path / "data"))  # the data and the MLflow store exist before both start
     MlflowTracker("vsepp_synthetic_tiny", env["MLFLOW_TRACKING_URI"])
-    runs = [subprocess.Popen([sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny",
-                              *overrides, f"--run-dir={tmp_path / f'run{i}'}"], cwd=tmp_path, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "jobs" / "train.py"),
+                "-c",
+                "vsepp_synthetic_tiny",
+                *overrides,
+                f"--run-dir={tmp_path / f'run{i}'}",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outputs = [run.communicate(timeout=300)[0] for run in runs]
     assert [run.returncode for run in runs] == [0, 0], outputs
     assert sum(output.count("stage base: training in") for output in outputs) == 1, outputs
@@ -184,5 +218,6 @@ def test_two_runs_started_at_once_train_the_stage_once(tmp_path):
     assert len(stage_runs) == 1 and stage_runs[0].info.status == "FINISHED"
     users = [r for r in runs if "itrlab.stage.base" in r.data.tags]
     assert len(users) == 2 and {r.data.tags["itrlab.stage.base"] for r in users} == {stage_runs[0].info.run_id}
-    assert all(r.data.metrics["stage_seconds"] == pytest.approx(stage_runs[0].data.metrics["stage_seconds"])
-               for r in users)
+    assert all(
+        r.data.metrics["stage_seconds"] == pytest.approx(stage_runs[0].data.metrics["stage_seconds"]) for r in users
+    )

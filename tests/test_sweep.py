@@ -32,9 +32,15 @@ def ray_session():
 
 
 def write_sweep(path: Path, **fields) -> Path:
-    spec = {"name": "tiny_sweep", "experiment": "dbl_synthetic_tiny",
-            "overrides": [f"dataset.root={path.parent / 'data'}"], "grid": {"cooperative.strategy": ["A", "F"]},
-            "seeds": [0], "resources": {"cpu": 1}, "table": {"rows": ["cooperative.strategy"], "paper": "dbl_table4"}}
+    spec = {
+        "name": "tiny_sweep",
+        "experiment": "dbl_synthetic_tiny",
+        "overrides": [f"dataset.root={path.parent / 'data'}"],
+        "grid": {"cooperative.strategy": ["A", "F"]},
+        "seeds": [0],
+        "resources": {"cpu": 1},
+        "table": {"rows": ["cooperative.strategy"], "paper": "dbl_table4"},
+    }
     spec.update(fields)
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -78,7 +84,7 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
         assert kid.data.tags["mlflow.user"] and kid.data.tags["mlflow.source.name"]
         (data_input,) = kid.inputs.dataset_inputs  # the Dataset column: name and digest of the data
         assert data_input.dataset.name == "synthetic_tiny" and len(data_input.dataset.digest) == 16
-        metrics = flat_metrics(kid.data.metrics)  # itrlab's names of its MLflow metrics (1_test/rsum: test_rsum)
+        metrics = flat_metrics(kid.data.metrics)  # itrlab's names of its MLflow metrics (1_test-sum/rsum: test_rsum)
         assert metrics["cpu_hours"] > 0
         assert [m.step for m in client.get_metric_history(kid.info.run_id, chart_name("rsum"))] == [1, 2]
         assert "test_rsum" in metrics
@@ -88,16 +94,23 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
         names = {a.path for a in client.list_artifacts(kid.info.run_id, "recall")}
         assert "recall/test_table.json" in names
     artifacts = {a.path for a in client.list_artifacts(result.parent_run_id, "sweep")}
-    assert {"sweep/trials.json", "sweep/table.json", "sweep/summary.md", "sweep/report.html", "sweep/report.md",
-            "sweep/summary.json"} <= artifacts
+    assert {
+        "sweep/trials.json",
+        "sweep/table.json",
+        "sweep/summary.md",
+        "sweep/report.html",
+        "sweep/report.md",
+        "sweep/summary.json",
+    } <= artifacts
     assert "sweep/best.json" not in artifacts  # a pivot's one best is its headline, not the luckiest trial
     plots = {a.path for a in client.list_artifacts(result.parent_run_id, "sweep/plots")}
     assert plots == {"sweep/plots/pivot_test_rsum.png", "sweep/plots/trial_curves.png"}
     parent = client.get_run(result.parent_run_id).data
     # one seed per row: no interval, so no row is named the winner; a row still learning after its 2 epochs
     # makes the comparison inconclusive, never "no row differs" (issue 41)
-    summary = json.loads(Path(client.download_artifacts(result.parent_run_id, "sweep/summary.json",
-                                                        str(workdir))).read_text())
+    summary = json.loads(
+        Path(client.download_artifacts(result.parent_run_id, "sweep/summary.json", str(workdir))).read_text()
+    )
     assert set(summary["convergence"]) == {"A", "F"}
     learning = [row for row, found in summary["convergence"].items() if found["still_learning"]]
     assert parent.tags["itrlab.headline"].startswith("inconclusive against A" if learning else "no row")
@@ -109,8 +122,10 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
     assert sorted(table["cooperative/strategy"]) == ["A", "F"]
     assert "test_i2t_R1_paper" not in table  # F30K's numbers never stand beside synthetic results
     (published,) = set(table["published"])
-    assert published.startswith("not comparable: the trials' data (200 / 50 / 50 images x 5 captions, 6 x 32 "
-                                "features, synthetic) are not the paper's Flickr30K 1K test")
+    assert published.startswith(
+        "not comparable: the trials' data (200 / 50 / 50 images x 5 captions, 6 x 32 "
+        "features, synthetic) are not the paper's Flickr30K 1K test"
+    )
     report = Path(client.download_artifacts(result.parent_run_id, "sweep/report.md", str(workdir))).read_text()
     assert "| A | " in report and "| *chance* | " in report and parent.tags["itrlab.headline"] in report
     # each trial's model linked (issue 43): the trials table and the report name its runs:/ URI
@@ -127,8 +142,14 @@ def test_report_of_a_finished_sweep_and_of_a_run_that_is_no_sweep(tiny_sweep, tm
 
     workdir, result = tiny_sweep
     itrlab = str(Path(sys.executable).parent / "itrlab")
-    done = subprocess.run([itrlab, "report", result.parent_run_id, "--out", str(tmp_path / "results")], cwd=tmp_path,
-                          env=job_env(workdir), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [itrlab, "report", result.parent_run_id, "--out", str(tmp_path / "results")],
+        cwd=tmp_path,
+        env=job_env(workdir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (page,) = (tmp_path / "results").glob("*-tiny_sweep.md")
     text = page.read_text()
@@ -136,11 +157,13 @@ def test_report_of_a_finished_sweep_and_of_a_run_that_is_no_sweep(tiny_sweep, tm
     assert len(re.findall(r"\| runs:/[0-9a-f]{32}/model \|", text)) == 2  # each trial's model, in its row
     assert "| chance | " in text
     # what the runs show: each row's training loss at its first and last epoch, from the trials' runs
-    section = text[text.index("## What the runs show"):text.index("## Trials")]
+    section = text[text.index("## What the runs show") : text.index("## Trials")]
     assert "| row | seeds | part | from epoch | first | to epoch | last | last - first |" in section
     assert re.search(r"\| A \| 1 \| loss \(total\) \| 1 \| [0-9.]+ \| 2 \| [0-9.]+ \| -?[0-9.]+ \|", section), section
     assert sorted(p.name.split("-tiny_sweep-")[1] for p in (tmp_path / "results" / "img").iterdir()) == [
-        "pivot_test_rsum.png", "trial_curves.png"]
+        "pivot_test_rsum.png",
+        "trial_curves.png",
+    ]
     assert done.stderr.strip() == ""  # no progress bars
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{workdir / 'mlflow.db'}")
@@ -156,8 +179,14 @@ def variant_sweep(tmp_path_factory):
     """A finished sweep of two named variants (DBL's A and F) over two seeds: intervals in every cell."""
     workdir = tmp_path_factory.mktemp("variant_sweep")
     grid = {"variant": [{"name": "A", "cooperative.strategy": "A"}, {"name": "F", "cooperative.strategy": "F"}]}
-    sweep = write_sweep(workdir / "sweep.yaml", name="variant_sweep", grid=grid, seeds=[0, 1], concurrency=2,
-                        table={"rows": ["variant"], "paper": "dbl_table4"})
+    sweep = write_sweep(
+        workdir / "sweep.yaml",
+        name="variant_sweep",
+        grid=grid,
+        seeds=[0, 1],
+        concurrency=2,
+        table={"rows": ["variant"], "paper": "dbl_table4"},
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(workdir)
         patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{workdir / 'mlflow.db'}")
@@ -168,10 +197,15 @@ def variant_sweep(tmp_path_factory):
 def rsum_column_right_edge(report: Path, width: int) -> float:
     """Where the report's rsum column ends, in pixels, when a browser ``width`` pixels wide shows it."""
     probe = report.with_name("probe.html")
-    probe.write_text(report.read_text().replace("</body>", """<script>
+    probe.write_text(
+        report.read_text().replace(
+            "</body>",
+            """<script>
 const th = [...document.querySelectorAll("th")].find(cell => cell.textContent === "rsum");
 document.body.setAttribute("data-rsum-right", th ? th.getBoundingClientRect().right : -1);
-</script></body>"""))
+</script></body>""",
+        )
+    )
     dom = browser_dom(probe.as_uri(), width=width, budget_ms=5000, timeout=120)
     return float(re.search(r'data-rsum-right="([-\d.]+)"', dom).group(1))
 
@@ -223,7 +257,7 @@ def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, t
     assert "<strong>4</strong> matching runs" in runs_page
     for kid in kids:
         test_rsum = flat_metrics(kid.data.metrics)["test_rsum"]
-        assert f'>{test_rsum:g}<' in runs_page, test_rsum
+        assert f">{test_rsum:g}<" in runs_page, test_rsum
     assert not [marker for marker in GENAI_ONLY if marker in runs_page + view]  # model training throughout
     assert 'class="mlflow-html-iframe"' in view, "the artifact view does not show the HTML report"
     assert headline in parent.data.tags["mlflow.note.content"]  # the run page's description: the headline in full
@@ -257,14 +291,30 @@ def test_diverging_trial_stops_with_its_reason_and_the_sweep_goes_on(workdir):
 def test_a_row_that_is_another_rows_stage_trains_it_once(workdir):
     """ConVSE's shape: the VSE++ row trains the ConVSE row's base network as it is, so its model is the
     stage: no stage run trains it again, and the ConVSE run names the VSE++ run as its base."""
-    base = {"name": "base", "copy": ["model.image_encoder", "model.text_encoder"],
-            "overrides": ["method.name=vsepp", "loss={name: vsepp, margin: 0.2}", "model.projection_hidden=null"]}
-    sweep = write_sweep(workdir / "sweep.yaml", name="stage_row_sweep", experiment="vsepp_synthetic_tiny",
-                        overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"],
-                        grid={"variant": [{"name": "VSE++", "loss": {"name": "vsepp", "margin": 0.2}},
-                                          {"name": "ConVSE", "method.name": "convse", "model.projection_hidden": 16,
-                                           "loss": {"name": "convse", "tau": 0.1}, "stages": [base]}]},
-                        table={"rows": ["variant"]})
+    base = {
+        "name": "base",
+        "copy": ["model.image_encoder", "model.text_encoder"],
+        "overrides": ["method.name=vsepp", "loss={name: vsepp, margin: 0.2}", "model.projection_hidden=null"],
+    }
+    sweep = write_sweep(
+        workdir / "sweep.yaml",
+        name="stage_row_sweep",
+        experiment="vsepp_synthetic_tiny",
+        overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"],
+        grid={
+            "variant": [
+                {"name": "VSE++", "loss": {"name": "vsepp", "margin": 0.2}},
+                {
+                    "name": "ConVSE",
+                    "method.name": "convse",
+                    "model.projection_hidden": 16,
+                    "loss": {"name": "convse", "tau": 0.1},
+                    "stages": [base],
+                },
+            ]
+        },
+        table={"rows": ["variant"]},
+    )
     result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
     assert [row.status for row in result.rows] == ["finished", "finished"]
     client = MlflowClient()
@@ -279,24 +329,47 @@ def test_a_row_that_is_another_rows_stage_trains_it_once(workdir):
 
 
 def test_optuna_search_runs_its_trials(workdir):
-    sweep = write_sweep(workdir / "sweep.yaml", name="optuna_sweep", grid={}, table=None,
-                        optuna={"space": {"cooperative.gamma": {"type": "uniform", "low": 0.1, "high": 0.3},
-                                          "cooperative.strategy": {"type": "choice", "values": ["F", "G"]}},
-                                "num_trials": 2, "seed": 0})
+    sweep = write_sweep(
+        workdir / "sweep.yaml",
+        name="optuna_sweep",
+        grid={},
+        table=None,
+        optuna={
+            "space": {
+                "cooperative.gamma": {"type": "uniform", "low": 0.1, "high": 0.3},
+                "cooperative.strategy": {"type": "choice", "values": ["F", "G"]},
+            },
+            "num_trials": 2,
+            "seed": 0,
+        },
+    )
     result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
     assert len(result.rows) == 2 and all(row.status == "finished" for row in result.rows)
     assert all(0.1 <= row.params["cooperative.gamma"] <= 0.3 for row in result.rows)
 
 
-@pytest.mark.parametrize("fields, fragment", [
-    ({"grid": {"cooperative.strategy": ["A", "Z"]}}, "'cooperative.strategy'"),
-    ({"grid": {"train.epoch": [1]}}, "did you mean 'epochs'"),
-    ({"optuna": {"space": {"cooperative.gamma": {"type": "uniform", "low": 0.3, "high": 0.1}}, "num_trials": 2}},
-     "low < high"),
-    ({"optuna": {"space": {"cooperative.gamma": {"type": "uniform", "low": 0.1, "high": 0.3}}, "num_trials": 2},
-      "grid": {"cooperative.strategy": ["A"]}}, "not both"),
-    ({"concurrency": 0}, "'sweep.yaml: concurrency'"),
-])
+@pytest.mark.parametrize(
+    "fields, fragment",
+    [
+        ({"grid": {"cooperative.strategy": ["A", "Z"]}}, "'cooperative.strategy'"),
+        ({"grid": {"train.epoch": [1]}}, "did you mean 'epochs'"),
+        (
+            {"optuna": {"space": {"cooperative.gamma": {"type": "uniform", "low": 0.3, "high": 0.1}}, "num_trials": 2}},
+            "low < high",
+        ),
+        (
+            {
+                "optuna": {
+                    "space": {"cooperative.gamma": {"type": "uniform", "low": 0.1, "high": 0.3}},
+                    "num_trials": 2,
+                },
+                "grid": {"cooperative.strategy": ["A"]},
+            },
+            "not both",
+        ),
+        ({"concurrency": 0}, "'sweep.yaml: concurrency'"),
+    ],
+)
 def test_bad_sweeps_exit_2_before_ray_or_mlflow_work(workdir, capsys, fields, fragment):
     sweep = write_sweep(workdir / "sweep.yaml", **fields)
     code = main(["sweep", "--sweep", str(sweep), "--storage", str(workdir / "sweeps")])
@@ -308,13 +381,22 @@ def test_bad_sweeps_exit_2_before_ray_or_mlflow_work(workdir, capsys, fields, fr
 def test_unknown_preset_and_nothing_to_resume(workdir, capsys):
     assert main(["sweep", "--preset", "tabel4"]) == 2
     assert "did you mean 'table4'" in capsys.readouterr().err
-    assert main(["sweep", "--sweep", str(write_sweep(workdir / "s.yaml")), "--resume", "--storage", str(workdir / "x")]) == 2
+    assert (
+        main(["sweep", "--sweep", str(write_sweep(workdir / "s.yaml")), "--resume", "--storage", str(workdir / "x")])
+        == 2
+    )
     assert "no interrupted sweep" in capsys.readouterr().err
 
 
 def test_multi_worker_trial_trains_with_ddp_in_a_torch_trainer(workdir):
-    sweep = write_sweep(workdir / "sweep.yaml", name="ddp_sweep", grid={"cooperative.strategy": ["F"]}, table=None,
-                        num_workers=2, overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"])
+    sweep = write_sweep(
+        workdir / "sweep.yaml",
+        name="ddp_sweep",
+        grid={"cooperative.strategy": ["F"]},
+        table=None,
+        num_workers=2,
+        overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"],
+    )
     result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
     (row,) = result.rows
     assert row.status == "finished" and row.metrics["test_rsum"] >= 0

@@ -17,8 +17,7 @@ from conftest import tiny_config
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep import progress
 from itrlab.sweep.board import BoardWriter, TrialState, read_state
-from itrlab.sweep.progress import (DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration,
-                                   progress_line)
+from itrlab.sweep.progress import DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration, progress_line
 from itrlab.train.loop import StepCounter, format_step_time
 
 
@@ -40,9 +39,15 @@ class FakeTrial:
 
 
 def grid_spec(**extra) -> SweepSpec:
-    return SweepSpec.model_validate({"name": "s", "experiment": "dbl_synthetic_tiny",
-                                     "grid": {"cooperative.strategy": ["A", "B", "C", "D", "E"]},
-                                     "seeds": [0, 1, 2], **extra})
+    return SweepSpec.model_validate(
+        {
+            "name": "s",
+            "experiment": "dbl_synthetic_tiny",
+            "grid": {"cooperative.strategy": ["A", "B", "C", "D", "E"]},
+            "seeds": [0, 1, 2],
+            **extra,
+        }
+    )
 
 
 # --- the line and its arithmetic ---------------------------------------------------------------------
@@ -51,19 +56,38 @@ def grid_spec(**extra) -> SweepSpec:
 def test_progress_line_format():
     assert progress_line(15, 7, 2, 0, 6 * 60) == "7/15 trials done · 2 running · 0 failed · ETA 6 min"
     assert progress_line(15, 0, 2, 1, None) == "0/15 trials done · 2 running · 1 failed · ETA unknown"
-    assert progress_line(15, 7, 2, 0, 6 * 60, states=["starting", "epoch 2/10 step 120/400"],
-                         pending="6 queued (2 at a time)") == \
-        "7/15 trials done · 2 running: starting, epoch 2/10 step 120/400 · 6 queued (2 at a time) · 0 failed · ETA 6 min"
-    assert progress_line(3, 1, 0, 0, None, elapsed=14, interrupted=1) == \
-        "1/3 trials done · 0 running · 0 failed · 1 interrupted · took 14 s (this invocation)"
-    assert progress_line(3, 3, 0, 0, None, elapsed=125) == \
-        "3/3 trials done · 0 running · 0 failed · took 3 min (this invocation)"
+    assert (
+        progress_line(
+            15, 7, 2, 0, 6 * 60, states=["starting", "epoch 2/10 step 120/400"], pending="6 queued (2 at a time)"
+        )
+        == "7/15 trials done · 2 running: starting, epoch 2/10 step 120/400 · 6 queued (2 at a time) · 0 failed · "
+        "ETA 6 min"
+    )
+    assert (
+        progress_line(3, 1, 0, 0, None, elapsed=14, interrupted=1)
+        == "1/3 trials done · 0 running · 0 failed · 1 interrupted · took 14 s (this invocation)"
+    )
+    assert (
+        progress_line(3, 3, 0, 0, None, elapsed=125)
+        == "3/3 trials done · 0 running · 0 failed · took 3 min (this invocation)"
+    )
     # every trial ended, Tune not yet done with the sweep: no "ETA 0 s" (a line a loaded machine prints)
     assert progress_line(3, 3, 0, 0, 0.0) == "3/3 trials done · 0 running · 0 failed · ending"
 
 
-@pytest.mark.parametrize("seconds, shown", [(0, "0 s"), (44.2, "45 s"), (60, "1 min"), (61, "2 min"),
-                                            (3540, "59 min"), (3599, "1 h 00 min"), (3600, "1 h 00 min"), (2 * 3600 + 4 * 60 + 1, "2 h 05 min")])
+@pytest.mark.parametrize(
+    "seconds, shown",
+    [
+        (0, "0 s"),
+        (44.2, "45 s"),
+        (60, "1 min"),
+        (61, "2 min"),
+        (3540, "59 min"),
+        (3599, "1 h 00 min"),
+        (3600, "1 h 00 min"),
+        (2 * 3600 + 4 * 60 + 1, "2 h 05 min"),
+    ],
+)
 def test_durations_round_up(seconds, shown):
     assert format_duration(seconds) == shown
 
@@ -101,7 +125,10 @@ def test_a_trial_with_steps_left_has_time_left_from_its_step_rate():
     assert state(phase="testing", step=195, eval_seconds=5.0).seconds_left(now=100.0) == pytest.approx(5.0)
     assert state(step_seconds=None).seconds_left(now=0.0) is None  # no rate yet: unknown
     assert state().describe() == "epoch 3/3 step 46/195"
-    assert state(phase="validating").describe() == "validating epoch 3/3" and state(phase="testing").describe() == "testing"
+    assert (
+        state(phase="validating").describe() == "validating epoch 3/3"
+        and state(phase="testing").describe() == "testing"
+    )
 
 
 def test_the_board_holds_what_the_training_notes(tmp_path):
@@ -143,8 +170,13 @@ def test_the_trainer_notes_each_phase_and_its_step_rate(tiny_root, one_torch_thr
 
 def test_total_is_the_grid_times_seeds_or_optuna_trials():
     assert grid_spec().trial_count == 15
-    optuna = SweepSpec.model_validate({"name": "s", "experiment": "dbl_synthetic_tiny", "optuna": {
-        "space": {"train.lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}}, "num_trials": 9}})
+    optuna = SweepSpec.model_validate(
+        {
+            "name": "s",
+            "experiment": "dbl_synthetic_tiny",
+            "optuna": {"space": {"train.lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}}, "num_trials": 9},
+        }
+    )
     assert optuna.trial_count == 9
 
 
@@ -166,8 +198,9 @@ def test_callback_counts_times_and_prints_on_its_interval():
     step(10)
     assert out.getvalue() == ""  # not yet 30 s
     step(20)
-    assert out.getvalue().splitlines() == ["0/5 trials done · 2 running: starting, starting · 3 pending · 0 failed · "
-                                           "ETA unknown"]
+    assert out.getvalue().splitlines() == [
+        "0/5 trials done · 2 running: starting, starting · 3 pending · 0 failed · ETA unknown"
+    ]
     step(5)
     assert len(out.getvalue().splitlines()) == 1  # at most one line per interval
     clock.now += 15  # t0 ends after 50 s, t1 errors after 50 s
@@ -190,8 +223,12 @@ def test_restored_trials_count_and_cut_short_ones_do_not():
     """A resumed sweep counts the trials that ended before it (their time_total_s times the ETA); a trial
     that Tune marks TERMINATED when Ctrl-C ends the sweep, without completing it, is interrupted."""
     clock, out = Clock(), io.StringIO()
-    trials = [FakeTrial("a", "TERMINATED", {"time_total_s": 100.0}), FakeTrial("b", "ERROR"),
-              FakeTrial("c"), FakeTrial("d")]
+    trials = [
+        FakeTrial("a", "TERMINATED", {"time_total_s": 100.0}),
+        FakeTrial("b", "ERROR"),
+        FakeTrial("c"),
+        FakeTrial("d"),
+    ]
     callback = SweepProgress(4, interval=1, clock=clock, stream=out)
     callback.setup()
     trials[2].status = "RUNNING"
@@ -202,13 +239,17 @@ def test_restored_trials_count_and_cut_short_ones_do_not():
     assert out.getvalue().splitlines() == ["1/4 trials done · 1 running: starting · 1 pending · 1 failed · ETA 4 min"]
     trials[2].status = "TERMINATED"  # Ctrl-C: the end of the experiment stops it, no on_trial_complete
     callback.on_experiment_end(trials=trials)
-    assert out.getvalue().splitlines()[-1] == \
-        "1/4 trials done · 0 running · 1 failed · 1 interrupted · took 40 s (this invocation)"
+    assert (
+        out.getvalue().splitlines()[-1]
+        == "1/4 trials done · 0 running · 1 failed · 1 interrupted · took 40 s (this invocation)"
+    )
 
 
-@pytest.mark.parametrize("how", [{"storage_error": 1, "stop_reason": "no space left on /mnt/s"},
-                                 {"input_error": 1}, {"diverged": 1}],
-                         ids=["its checkpoint not stored", "its input", "its loss diverged"])
+@pytest.mark.parametrize(
+    "how",
+    [{"storage_error": 1, "stop_reason": "no space left on /mnt/s"}, {"input_error": 1}, {"diverged": 1}],
+    ids=["its checkpoint not stored", "its input", "its loss diverged"],
+)
 def test_a_trial_that_ended_on_a_failure_counts_as_failed_not_done(how):
     """Issue #45 item 4: Tune ends such a trial TERMINATED (a stopper, or the trial returned after reporting
     how it failed); its run is FAILED, and the line says failed (once a full disk read "1/3 trials done")."""
@@ -240,15 +281,19 @@ def test_the_line_says_pending_starting_and_training_and_its_eta_is_never_0_with
         wall.now += after
         return callback.line(trials)
 
-    assert line(1) == ("0/2 trials done · 0 running · 2 pending (Ray is starting a worker, or waiting for resources) "
-                       "· 0 failed · ETA unknown")
+    assert line(1) == (
+        "0/2 trials done · 0 running · 2 pending (Ray is starting a worker, or waiting for resources) "
+        "· 0 failed · ETA unknown"
+    )
     trials[0].status = "RUNNING"
     callback.on_trial_start(iteration=0, trials=trials, trial=trials[0])
     assert line(1) == "0/2 trials done · 1 running: starting · 1 queued (1 at a time) · 0 failed · ETA unknown"
     writer = BoardWriter(board, "t0", clock=wall)
     writer.on_progress(TrainingProgress("training", 1, 3, 10, 20, 1.0, None))
     # 10 steps and 2 epochs of 20 left at 1 s: 50 s; t1 a whole trial like t0 (its time so far + 50 s)
-    assert line(0) == "0/2 trials done · 1 running: epoch 1/3 step 10/20 · 1 queued (1 at a time) · 0 failed · ETA 2 min"
+    assert (
+        line(0) == "0/2 trials done · 1 running: epoch 1/3 step 10/20 · 1 queued (1 at a time) · 0 failed · ETA 2 min"
+    )
     clock.now += 100
     trials[0].status = "TERMINATED"
     callback.on_trial_complete(iteration=0, trials=trials, trial=trials[0])
@@ -284,8 +329,12 @@ def test_only_the_tuner_restore_hint_is_dropped():
     def record(message: str, level=logging.WARNING):
         return logging.LogRecord("ray.tune.tune", level, __file__, 1, message, None, None)
 
-    assert not hint.filter(record("Experiment has been interrupted, but the most recent state was saved.\n"
-                                  "Resume experiment with: Tuner.restore(path=\"/x\", trainable=...)"))
+    assert not hint.filter(
+        record(
+            "Experiment has been interrupted, but the most recent state was saved.\n"
+            'Resume experiment with: Tuner.restore(path="/x", trainable=...)'
+        )
+    )
     assert hint.filter(record("Stop signal received (e.g. via SIGINT/Ctrl+C), ending Ray Tune run."))
     assert hint.filter(record("Trials did not complete: [t1]", level=logging.ERROR))
 

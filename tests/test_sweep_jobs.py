@@ -28,8 +28,12 @@ BIN = Path(sys.executable).parent
 
 def job_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}", ITRLAB_CONFIG_DIR=str(REPO / "configs"),
-               PYTHONUNBUFFERED="1", PATH=f"{BIN}:{env.get('PATH', '')}")
+    env.update(
+        MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        ITRLAB_CONFIG_DIR=str(REPO / "configs"),
+        PYTHONUNBUFFERED="1",
+        PATH=f"{BIN}:{env.get('PATH', '')}",
+    )
     return env
 
 
@@ -53,15 +57,30 @@ def sweep_command(tmp_path: Path, spec: dict) -> list[str]:
     """Write ``spec`` as a sweep file; the command that runs it as users do."""
     sweep = tmp_path / f"{spec['name']}.yaml"
     sweep.write_text(yaml.safe_dump(spec))
-    return [sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--sweep", str(sweep), "--storage", str(tmp_path / "sweeps")]
+    return [
+        sys.executable,
+        str(REPO / "jobs" / "sweep_dbl.py"),
+        "--sweep",
+        str(sweep),
+        "--storage",
+        str(tmp_path / "sweeps"),
+    ]
 
 
-def start_driver(command: list[str], tmp_path: Path, log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_driver(
+    command: list[str], tmp_path: Path, log_path: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen:
     """The sweep driver in a session of its own (so that killing the group takes its Ray along), in
     ``env`` (default: :func:`job_env`)."""
     with open(log_path, "w") as log:
-        return subprocess.Popen(command, cwd=tmp_path, env=env or job_env(tmp_path), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            env=env or job_env(tmp_path),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def test_ray_job_submit_against_a_local_head(tmp_path):
@@ -69,17 +88,45 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
     env["RAY_AUTH_MODE"] = "token"  # Ray 2.60 clusters require the token; `ray start` writes it to ~/.ray
     gcs, dashboard, agent = free_port(), free_port(), free_port()
     # the job agent's port too: another Ray on this machine (another test module's, a sweep) holds the default
-    started = subprocess.run([str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}",
-                              f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1",
-                              f"--dashboard-agent-listen-port={agent}", "--num-cpus=2", "--disable-usage-stats"],
-                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
-                             start_new_session=True)  # its processes in a group of their own (stop_ray_head)
+    started = subprocess.run(
+        [
+            str(BIN / "ray"),
+            "start",
+            "--head",
+            "--node-ip-address=127.0.0.1",
+            f"--port={gcs}",
+            f"--dashboard-port={dashboard}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-agent-listen-port={agent}",
+            "--num-cpus=2",
+            "--disable-usage-stats",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        start_new_session=True,
+    )  # its processes in a group of their own (stop_ray_head)
     assert started.returncode == 0, started.stdout + started.stderr
     try:
         # the line the dry run prints, as a user copies it (in the repository), with this head's address
-        dry = subprocess.run([sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--preset", "tiny", "--dry-run",
-                              "--storage", str(tmp_path / "sweeps")], cwd=tmp_path, env=env, capture_output=True,
-                             text=True, timeout=300)
+        dry = subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "jobs" / "sweep_dbl.py"),
+                "--preset",
+                "tiny",
+                "--dry-run",
+                "--storage",
+                str(tmp_path / "sweeps"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert dry.returncode == 0, dry.stderr[-3000:]
         words = shlex.split(dry.stdout.split("on a Ray cluster", 1)[1].split("\n", 1)[1].replace("\\\n", " "))
         assert words[:3] == ["RAY_AUTH_MODE=token", "ray", "job"], words  # the token: Ray 2.60 requires it
@@ -90,9 +137,18 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
         assert "succeeded" in submitted.stdout + submitted.stderr
         # without RAY_ADDRESS a sweep starts a Ray of its own, even beside this machine's `ray start` cluster
         local = subprocess.run(
-            [sys.executable, "-c", "import ray; from itrlab.sweep.cluster import init_ray; "
-             f"print(init_ray('sqlite:///{tmp_path / 'unused.db'}'), ray.get_runtime_context().gcs_address)"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+            [
+                sys.executable,
+                "-c",
+                "import ray; from itrlab.sweep.cluster import init_ray; "
+                f"print(init_ray('sqlite:///{tmp_path / 'unused.db'}'), ray.get_runtime_context().gcs_address)",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert local.returncode == 0, local.stderr[-3000:]
         started_own, address = local.stdout.split()[-2:]
         assert started_own == "True" and not address.endswith(f":{gcs}"), local.stdout
@@ -115,18 +171,26 @@ def test_a_crashed_trial_is_retried_from_its_checkpoint_and_the_eta_never_says_0
     time from the step rate, the lines say what the trials do (pending while Ray starts the worker,
     starting, epoch e/E step s/S), and the last line gives this invocation's wall time."""
     epochs = 4
-    spec = {"name": "slow_after_fast", "experiment": "dbl_synthetic_tiny",
-            "overrides": [f"dataset.root={tmp_path / 'data'}", "train.batch_size=8", "train.threads=1"],
-            "grid": {"variant": [{"name": "fast", "train.epochs": 1}, {"name": "slow", "train.epochs": epochs}]},
-            "seeds": [0], "concurrency": 1, "resources": {"cpu": 1}, "max_failures": 1,
-            "table": {"rows": ["variant"]}}
+    spec = {
+        "name": "slow_after_fast",
+        "experiment": "dbl_synthetic_tiny",
+        "overrides": [f"dataset.root={tmp_path / 'data'}", "train.batch_size=8", "train.threads=1"],
+        "grid": {"variant": [{"name": "fast", "train.epochs": 1}, {"name": "slow", "train.epochs": epochs}]},
+        "seeds": [0],
+        "concurrency": 1,
+        "resources": {"cpu": 1},
+        "max_failures": 1,
+        "table": {"rows": ["variant"]},
+    }
     env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3", "ITRLAB_STEP_PROGRESS_S": "0"}
     log_path = tmp_path / "sweep.log"
     driver = start_driver(sweep_command(tmp_path, spec), tmp_path, log_path, env)
 
     def slow_trial_past_two_epochs() -> bool:  # it trains its third epoch or later: two reported and checkpointed
-        return any(note.get("epochs") == epochs and in_training(note) and note.get("epoch", 0) >= 3
-                   for note in board_notes(tmp_path / "sweeps").values())
+        return any(
+            note.get("epochs") == epochs and in_training(note) and note.get("epoch", 0) >= 3
+            for note in board_notes(tmp_path / "sweeps").values()
+        )
 
     try:
         with trials_held(driver, slow_trial_past_two_epochs, log=log_path) as workers:  # it cannot end first
@@ -143,8 +207,12 @@ def test_a_crashed_trial_is_retried_from_its_checkpoint_and_the_eta_never_says_0
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert len(children) == 2 and {c.info.status for c in children} == {"FINISHED"}  # the retry reused its run
     (slow,) = [c for c in children if c.data.tags["param.variant"] == "slow"]
-    steps = [m.step for m in MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_metric_history(
-        slow.info.run_id, chart_name("rsum"))]
+    steps = [
+        m.step
+        for m in MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_metric_history(
+            slow.info.run_id, chart_name("rsum")
+        )
+    ]
     assert sorted(set(steps)) == list(range(1, epochs + 1))
     assert all(steps.count(epoch) == 1 for epoch in range(1, resumed[0] + 1))  # checkpointed epochs not trained again
     assert "test_rsum" in flat_metrics(slow.data.metrics)
@@ -153,7 +221,9 @@ def test_a_crashed_trial_is_retried_from_its_checkpoint_and_the_eta_never_says_0
     assert lines and all("ETA 0 s" not in line for line in lines), "\n".join(lines)
     training = [line for line in lines if re.search(r"running: epoch \d/\d step \d+/\d+", line)]
     # the slow trial past the fast one's whole time (its epochs 2-4), with an ETA from its step rate
-    assert any(re.match(r"1/2 trials done · 1 running: epoch [234]/4 step ", line) for line in training), "\n".join(lines)
+    assert any(re.match(r"1/2 trials done · 1 running: epoch [234]/4 step ", line) for line in training), "\n".join(
+        lines
+    )
     assert all(re.search(r"ETA (\d+ s|\d+ min|unknown)$", line) for line in training)
     assert any("pending (Ray is starting a worker" in line or "running: starting" in line for line in lines)
     assert any("1 queued (1 at a time)" in line for line in lines)  # the slow trial behind the fast one

@@ -48,7 +48,9 @@ def test_list_names_every_preset_with_its_trials_and_a_time_where_measured(tmp_p
     assert {("convse-table3", name) for name in ("budget", "paper", "flickr8k")} <= set(profiles)
     assert re.search(r"about [0-9.]+ (min|h) of wall time, [0-9.]+ CPU-hours \(estimated\)", lines["coder-table2"])
     assert re.search(r"GPU-hours \(estimated\)", profiles[("coder-table2", "paper")])
-    assert "DBL Table IV" in lines["dbl-table4"] and "dbl-table4 / table4 " in lines["dbl-table4"]  # its short name beside
+    assert (
+        "DBL Table IV" in lines["dbl-table4"] and "dbl-table4 / table4 " in lines["dbl-table4"]
+    )  # its short name beside
 
 
 def test_help_points_to_the_list(capsys):
@@ -57,12 +59,15 @@ def test_help_points_to_the_list(capsys):
     assert done.value.code == 0 and "--list" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("cli, args, named", [
-    (sweep_cli, ["--list", "--preset", "coder-table2"], "--preset"),
-    (sweep_cli, ["--list", "train.epochs=3"], "train.epochs=3"),
-    (sweep_dbl_cli, ["--list", "--resume"], "--resume"),
-    (sweep_dbl_cli, ["--list", "--profile", "paper"], "--profile"),
-])
+@pytest.mark.parametrize(
+    "cli, args, named",
+    [
+        (sweep_cli, ["--list", "--preset", "coder-table2"], "--preset"),
+        (sweep_cli, ["--list", "train.epochs=3"], "train.epochs=3"),
+        (sweep_dbl_cli, ["--list", "--resume"], "--resume"),
+        (sweep_dbl_cli, ["--list", "--profile", "paper"], "--profile"),
+    ],
+)
 def test_list_with_other_flags_is_one_line_and_exit_2(cli, args, named, capsys):
     assert cli(args) == 2
     err = capsys.readouterr().err.strip()
@@ -71,8 +76,10 @@ def test_list_with_other_flags_is_one_line_and_exit_2(cli, args, named, capsys):
 
 def test_a_title_splits_at_the_paper(tmp_path):
     path = tmp_path / "s.yaml"
-    path.write_text("# CODER Table 2: components added one at a time to the BTR baseline (max of\n"
-                    "# hinges). Three seeds each, eq. 4 throughout.\nname: s\n")
+    path.write_text(
+        "# CODER Table 2: components added one at a time to the BTR baseline (max of\n"
+        "# hinges). Three seeds each, eq. 4 throughout.\nname: s\n"
+    )
     assert title_of(path) == ("CODER Table 2", "components added one at a time to the BTR baseline (max of hinges)")
     assert title_of(path, width=20) == ("CODER Table 2", "components added on…")
     path.write_text("# A quick check of eq. 4: A against F.\nname: s\n")

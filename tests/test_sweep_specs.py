@@ -6,11 +6,10 @@ import re
 
 import pytest
 
-from itrlab.config import config_dir
-from itrlab.sweep.runner import base_tree, check_trials
-from itrlab.config.sweep import check_table_rows, load_sweep
-
 from conftest import write_precomp, write_text_features
+from itrlab.config import config_dir
+from itrlab.config.sweep import check_table_rows, load_sweep
+from itrlab.sweep.runner import base_tree, check_trials
 
 SWEEPS = sorted(p.stem for p in (config_dir() / "sweeps").glob("*.yaml"))
 
@@ -25,7 +24,9 @@ def test_shipped_sweep_validates(name, tmp_path, monkeypatch):
     if dataset.get("kind") == "precomp" and not dataset.get("synthetic"):
         # a sweep on extracted real photos (flickr8k_precomp): a small folder of that layout, with the
         # 1,000 test images its protocol needs (f8k_1k), stands in for the features the fast tier never reads
-        write_precomp(tmp_path / dataset["root"], {"train": 60, "dev": 10, "test": 1000}, regions=1)  # 300 captions: a batch of 256
+        write_precomp(
+            tmp_path / dataset["root"], {"train": 60, "dev": 10, "test": 1000}, regions=1
+        )  # 300 captions: a batch of 256
         if tree["model"].get("text", {}).get("encoder") == "precomp":
             write_text_features(tmp_path / dataset["root"])
     check_trials(spec, tree)
@@ -42,8 +43,13 @@ def test_presets_name_shipped_sweeps():
     # every sweep file is a preset, by its name with dashes, and by the short names its aliases list
     assert {name.replace("_", "-") for name in SWEEPS} <= set(presets) and set(presets.values()) == set(SWEEPS)
     assert {alias: presets[alias] for alias in ("smoke", "table4", "table2", "fig4-gamma", "fig4-alpha", "optuna")} == {
-        "smoke": "dbl_smoke", "table4": "dbl_table4", "table2": "dbl_table2", "fig4-gamma": "dbl_fig4_gamma",
-        "fig4-alpha": "dbl_fig4_alpha", "optuna": "dbl_optuna"}
+        "smoke": "dbl_smoke",
+        "table4": "dbl_table4",
+        "table2": "dbl_table2",
+        "fig4-gamma": "dbl_fig4_gamma",
+        "fig4-alpha": "dbl_fig4_alpha",
+        "optuna": "dbl_optuna",
+    }
 
 
 def test_a_short_name_taken_twice_is_refused(tmp_path, monkeypatch):
@@ -70,11 +76,14 @@ def test_a_conditional_search_dimension_applies_only_under_its_condition():
     assert {point.get("cooperative.alpha") for point in corners} >= {0.1, 0.9}
 
 
-@pytest.mark.parametrize("when, says", [
-    ({"cooperative.scenario": ["oas"]}, "whose values are"),
-    ({"cooperative.gamma": [0.1]}, "must be a choice dimension listed before it"),
-    ({"train.lr": [0.1]}, "must be a choice dimension listed before it"),
-])
+@pytest.mark.parametrize(
+    "when, says",
+    [
+        ({"cooperative.scenario": ["oas"]}, "whose values are"),
+        ({"cooperative.gamma": [0.1]}, "must be a choice dimension listed before it"),
+        ({"train.lr": [0.1]}, "must be a choice dimension listed before it"),
+    ],
+)
 def test_a_condition_names_an_earlier_choice_and_its_values(when, says, tmp_path):
     from itrlab.errors import ConfigError
 
@@ -82,7 +91,8 @@ def test_a_condition_names_an_earlier_choice_and_its_values(when, says, tmp_path
         "name: s\nexperiment: dbl_synthetic_tiny\noptuna:\n  num_trials: 2\n  space:\n"
         "    cooperative.scenario: {type: choice, values: [oss, mss]}\n"
         "    cooperative.gamma: {type: uniform, low: 0.1, high: 0.3}\n"
-        f"    cooperative.alpha: {{type: uniform, low: 0.1, high: 0.9, when: {when}}}\n")
+        f"    cooperative.alpha: {{type: uniform, low: 0.1, high: 0.9, when: {when}}}\n"
+    )
     with pytest.raises(ConfigError, match=says):
         load_sweep(tmp_path / "s.yaml")
 
@@ -108,10 +118,13 @@ def test_grid_points_cover_every_combination_times_seeds():
     assert {(p["cooperative.strategy"], p["seed"]) for p in points} == {(s, k) for s in "ABCDEFGHI" for k in (0, 1, 2)}
 
 
-@pytest.mark.parametrize("compare, says", [
-    ([["ConVSE++", "ConVSE+"]], "table.compare[0]': got 'ConVSE+'; the label of a row of the pivot"),
-    ([["ConVSE", "ConVSE"]], "table.compare[0]': got ['ConVSE', 'ConVSE']; two different rows"),
-])
+@pytest.mark.parametrize(
+    "compare, says",
+    [
+        ([["ConVSE++", "ConVSE+"]], "table.compare[0]': got 'ConVSE+'; the label of a row of the pivot"),
+        ([["ConVSE", "ConVSE"]], "table.compare[0]': got ['ConVSE', 'ConVSE']; two different rows"),
+    ],
+)
 def test_a_comparison_names_two_rows_of_the_pivot(compare, says):
     from itrlab.errors import ConfigError
 
@@ -143,6 +156,7 @@ def test_grid_trials_take_the_configs_the_driver_checked(name, tmp_path, monkeyp
 
     def checked_again(tree):
         raise AssertionError("a grid trial checked its config again")
+
     monkeypatch.setattr("itrlab.assembly.check_config", checked_again)  # what trial_config checks with
     points = [params for _, params in generate_variants(param_space(spec))]
     assert len(points) == len(expected)
@@ -166,9 +180,17 @@ def test_a_base_that_only_the_grid_completes_gives_the_sweep_its_first_point(tmp
 
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "grid_only.yaml"
-    path.write_text(yaml.safe_dump({"name": "grid_only", "experiment": "dbl_synthetic_tiny", "seeds": [0],
-                                    "overrides": ["cooperative.strategy=null"],
-                                    "grid": {"cooperative.strategy": ["A", "F"]}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "grid_only",
+                "experiment": "dbl_synthetic_tiny",
+                "seeds": [0],
+                "overrides": ["cooperative.strategy=null"],
+                "grid": {"cooperative.strategy": ["A", "F"]},
+            }
+        )
+    )
     spec = load_sweep(path)
     tree = base_tree(spec, [])
     with pytest.raises(ConfigError, match="cooperative"):
@@ -177,12 +199,14 @@ def test_a_base_that_only_the_grid_completes_gives_the_sweep_its_first_point(tmp
     assert first.cooperative.strategy == "A"
 
 
-
-@pytest.mark.parametrize("overrides,says", [
-    (["train.epochs=5", "train.lr_decay_epochs=[5]"], "5 can never fire with train.epochs=5"),
-    (["train.epochs=8", "train.lr_decay_epochs=[4,9]"], "9 can never fire with train.epochs=8"),
-    (["train.epochs=1", "train.lr_decay_epochs=[1]"], "set train.lr_decay_epochs=[] (no decay)"),
-])
+@pytest.mark.parametrize(
+    "overrides,says",
+    [
+        (["train.epochs=5", "train.lr_decay_epochs=[5]"], "5 can never fire with train.epochs=5"),
+        (["train.epochs=8", "train.lr_decay_epochs=[4,9]"], "9 can never fire with train.epochs=8"),
+        (["train.epochs=1", "train.lr_decay_epochs=[1]"], "set train.lr_decay_epochs=[] (no decay)"),
+    ],
+)
 def test_a_decay_that_cannot_fire_is_refused_with_its_key_value_and_epochs(overrides, says):
     from itrlab.assembly import load_experiment
     from itrlab.errors import ConfigError
@@ -193,14 +217,32 @@ def test_a_decay_that_cannot_fire_is_refused_with_its_key_value_and_epochs(overr
     load_experiment("vsepp_synthetic_tiny", ["train.epochs=5", "train.lr_decay_epochs=[4]"])  # the last epoch decays
 
 
-@pytest.mark.parametrize("preset, overrides, field, says", [
-    ("dbl_fig4_alpha", ["cooperative.gamma=-1"], "cooperative.gamma", "must be a finite number >= 0 (the boosting margin γ)"),
-    ("dbl_table4", ["cooperative.gamma=-1"], "cooperative.gamma", "strategy A (no boosting: the task loss alone) does not use gamma"),
-    ("dbl_fig4_alpha", ["cooperative.loss=rm"], "cooperative.loss", "give either cooperative.loss or cooperative.strategy"),
-    ("dbl_table4", ["loss.margni=0.1"], "loss.margni", "unknown key for loss 'vsepp'"),
-    ("dbl_table4", ["loss.name=vssepp"], "loss.name", "did you mean 'vsepp'?"),
-    ("dbl_table4", ["cooperatve.strategy=F"], "cooperatve", "unknown key"),
-])
+@pytest.mark.parametrize(
+    "preset, overrides, field, says",
+    [
+        (
+            "dbl_fig4_alpha",
+            ["cooperative.gamma=-1"],
+            "cooperative.gamma",
+            "must be a finite number >= 0 (the boosting margin γ)",
+        ),
+        (
+            "dbl_table4",
+            ["cooperative.gamma=-1"],
+            "cooperative.gamma",
+            "strategy A (no boosting: the task loss alone) does not use gamma",
+        ),
+        (
+            "dbl_fig4_alpha",
+            ["cooperative.loss=rm"],
+            "cooperative.loss",
+            "give either cooperative.loss or cooperative.strategy",
+        ),
+        ("dbl_table4", ["loss.margni=0.1"], "loss.margni", "unknown key for loss 'vsepp'"),
+        ("dbl_table4", ["loss.name=vssepp"], "loss.name", "did you mean 'vsepp'?"),
+        ("dbl_table4", ["cooperatve.strategy=F"], "cooperatve", "unknown key"),
+    ],
+)
 def test_the_pre_check_types_the_loss_and_the_schemes_sections(preset, overrides, field, says):
     """The torch-free pre-check of every trial (--dry-run, --list, a sweep's start) types the loss section and
     each scheme's section by their declared settings: a bad setting is the config check's own line."""

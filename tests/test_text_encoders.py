@@ -17,12 +17,17 @@ import pytest
 import torch
 
 import conftest
-from itrlab.cli import main
 from itrlab.assembly import load_experiment
+from itrlab.cli import main
 from itrlab.data import Vocabulary
 from itrlab.data.dataset import pad_tokens
-from itrlab.data.tokenizers import (PretrainedTokenizer, build_text_tokenizer, load_text_tokenizer,
-                                    missing_model_files, swap_pad_id)
+from itrlab.data.tokenizers import (
+    PretrainedTokenizer,
+    build_text_tokenizer,
+    load_text_tokenizer,
+    missing_model_files,
+    swap_pad_id,
+)
 from itrlab.errors import DataError, UserInputError
 from itrlab.methods import build_method
 from itrlab.models.bert_text import BertTextEncoder, load_pretrained_model
@@ -90,7 +95,9 @@ def test_bert_gpo_pooling_and_projection_head(small_bert_dir, tokenizer):
 
 
 def bert_method(small_bert_dir, *overrides):
-    config = tiny_config(Path("unused"), "model.text.encoder=bert", f"model.text.bert_path={small_bert_dir}", *overrides)
+    config = tiny_config(
+        Path("unused"), "model.text.encoder=bert", f"model.text.bert_path={small_bert_dir}", *overrides
+    )
     return config, build_method(config, vocab_size=30522, feature_dim=32)
 
 
@@ -131,24 +138,39 @@ def test_missing_or_incomplete_model_directory_is_a_clear_error(tmp_path, capsys
     incomplete.mkdir()
     (incomplete / "config.json").write_text("{}")
     assert missing_model_files(incomplete) and "config.json" not in " ".join(missing_model_files(incomplete))
-    for build in (lambda: BertTextEncoder(incomplete, embed_dim=8), lambda: PretrainedTokenizer(incomplete),
-                  lambda: load_pretrained_model(incomplete)):
+    for build in (
+        lambda: BertTextEncoder(incomplete, embed_dim=8),
+        lambda: PretrainedTokenizer(incomplete),
+        lambda: load_pretrained_model(incomplete),
+    ):
         with pytest.raises(UserInputError) as err:
             build()
         assert str(incomplete) in str(err.value) and "weights" in str(err.value)
     # at config-check time: exit 2, one line naming the field and the path
     for path in (missing, incomplete):
-        code = main(["check-config", "-c", "vsepp_synthetic_tiny", f"dataset.root={tmp_path / 'tiny'}",
-                     "model.text.encoder=bert", f"model.text.bert_path={path}"])
+        code = main(
+            [
+                "check-config",
+                "-c",
+                "vsepp_synthetic_tiny",
+                f"dataset.root={tmp_path / 'tiny'}",
+                "model.text.encoder=bert",
+                f"model.text.bert_path={path}",
+            ]
+        )
         err = capsys.readouterr().err
         assert code == 2 and len(err.strip().splitlines()) == 1, err
         assert "'model.text.bert_path'" in err and str(path) in err
 
 
 def test_text_encoder_config_is_validated(capsys):
-    cases = [("model.text.glove=true", "model.text.encoder=bert"), ("model.text.freeze=true",),
-             ("model.text.lr=0.001",), ("model.text.encoder=bert", "model.text.lr=0"),
-             ("model.text.encoder=roberta",)]
+    cases = [
+        ("model.text.glove=true", "model.text.encoder=bert"),
+        ("model.text.freeze=true",),
+        ("model.text.lr=0.001",),
+        ("model.text.encoder=bert", "model.text.lr=0"),
+        ("model.text.encoder=roberta",),
+    ]
     for overrides in cases:
         code = main(["check-config", "--no-data", "-c", "vsepp_synthetic_tiny", *overrides])
         err = capsys.readouterr().err
@@ -273,8 +295,13 @@ def assert_finite_table(table):
 
 
 def test_training_with_a_frozen_bert_text_encoder(tmp_path, tiny_root, small_bert_dir):
-    config = tiny_config(tiny_root, "model.text.encoder=bert", f"model.text.bert_path={small_bert_dir}",
-                         "model.text.freeze=true", "model.text.max_len=16")
+    config = tiny_config(
+        tiny_root,
+        "model.text.encoder=bert",
+        f"model.text.bert_path={small_bert_dir}",
+        "model.text.freeze=true",
+        "model.text.max_len=16",
+    )
     result = run_experiment(config, tmp_path / "run")
     assert_finite_table(result.test)
     saved = json.loads((tmp_path / "run" / "vocab.json").read_text())

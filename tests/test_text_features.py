@@ -35,8 +35,9 @@ SIZES = {"train": 40, "dev": 10, "test": 10}  # 300 captions
 def stored(tmp_path_factory, small_bert_dir) -> Path:
     """A small precomp folder with its text features (token states and sentence vectors), chunks of 64."""
     root = conftest.write_precomp(tmp_path_factory.mktemp("data") / "precomp", SIZES)
-    text_job.extract_text(text_job.TextOptions(root, kind="both", model_dir=small_bert_dir, chunk_size=64,
-                                               progress=False))
+    text_job.extract_text(
+        text_job.TextOptions(root, kind="both", model_dir=small_bert_dir, chunk_size=64, progress=False)
+    )
     return root
 
 
@@ -91,6 +92,7 @@ def test_a_rerun_computes_nothing_and_an_interrupted_run_resumes(stored, tmp_pat
             raise KeyboardInterrupt
         real_savez(path, **arrays)
         written.append(path)
+
     monkeypatch.setattr(text_job.np, "savez", interrupting)
     with pytest.raises(KeyboardInterrupt):
         text_job.extract_text(options)
@@ -109,11 +111,13 @@ def counting(function, calls):
     def wrapped(*args, **kwargs):
         calls.append(1)
         return function(*args, **kwargs)
+
     return wrapped
 
 
 def test_another_kind_or_length_is_refused_without_overwrite_and_changed_captions_extract_again(
-        stored, tmp_path, small_bert_dir, capsys):
+    stored, tmp_path, small_bert_dir, capsys
+):
     root = copy_of(stored, tmp_path)
     argv = ["--text-only", "--out", str(root), "--text-model", str(small_bert_dir), "--no-progress"]
     assert extract_main([*argv, "--text", "tokens"]) == 2
@@ -126,11 +130,14 @@ def test_another_kind_or_length_is_refused_without_overwrite_and_changed_caption
     features.check_split("test", (root / "test_caps.txt").read_text().splitlines())
 
 
-@pytest.mark.parametrize("argv,says", [
-    (["--text-only"], "--text-only needs --out"),
-    (["--text-only", "--out", "x", "--images", "y"], "--images does not apply"),
-    (["--text-only", "--out", "x", "--text-max-len", "1"], "--text-max-len: got 1; must be >= 2"),
-])
+@pytest.mark.parametrize(
+    "argv,says",
+    [
+        (["--text-only"], "--text-only needs --out"),
+        (["--text-only", "--out", "x", "--images", "y"], "--images does not apply"),
+        (["--text-only", "--out", "x", "--text-max-len", "1"], "--text-max-len: got 1; must be >= 2"),
+    ],
+)
 def test_text_flags_are_checked_before_any_work(argv, says, capsys):
     assert extract_main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -140,8 +147,10 @@ def test_text_flags_are_checked_before_any_work(argv, says, capsys):
 def tiny_config(root: Path, *overrides: str, experiment: str = "vsepp_synthetic_tiny"):
     from itrlab.assembly import load_experiment
 
-    return load_experiment(experiment, [*on_stored_text(root), "train.epochs=1", "train.batch_size=16",
-                                        "tracking.enabled=false", *overrides])
+    return load_experiment(
+        experiment,
+        [*on_stored_text(root), "train.epochs=1", "train.batch_size=16", "tracking.enabled=false", *overrides],
+    )
 
 
 def on_stored_text(root: Path, *overrides: str) -> list[str]:
@@ -208,17 +217,21 @@ def test_a_resume_refuses_text_features_that_changed(stored, tmp_path, small_ber
     root = copy_of(stored, tmp_path)
     vocab_file = tmp_path / "vocab.json"
     TextFeatures(root / "text").save(vocab_file)
-    text_job.extract_text(text_job.TextOptions(root, kind="both", max_len=8, model_dir=small_bert_dir,
-                                               overwrite=True, progress=False))
+    text_job.extract_text(
+        text_job.TextOptions(root, kind="both", max_len=8, model_dir=small_bert_dir, overwrite=True, progress=False)
+    )
     with pytest.raises(DataError, match="changed since this run started"):
         load_text_tokenizer(vocab_file, "precomp")
 
 
-@pytest.mark.parametrize("experiment,method,overrides", [
-    ("vsepp_synthetic_tiny", "vsepp", ["model.text.pooling=gpo"]),
-    ("xattn_synthetic_tiny", "xattn", []),
-    ("coder_synthetic_tiny", "coder", ["method.concept_size=6"]),  # the folder's captions use 8 words
-])
+@pytest.mark.parametrize(
+    "experiment,method,overrides",
+    [
+        ("vsepp_synthetic_tiny", "vsepp", ["model.text.pooling=gpo"]),
+        ("xattn_synthetic_tiny", "xattn", []),
+        ("coder_synthetic_tiny", "coder", ["method.concept_size=6"]),  # the folder's captions use 8 words
+    ],
+)
 def test_every_token_level_method_trains_on_stored_states(stored, tmp_path, experiment, method, overrides):
     """Dual encoders with GPO, xattn's cross-attention over token features and CODER's concept branch (its
     query pools the text encoder's word features) all train on stored states."""
@@ -240,8 +253,12 @@ def test_coder_pools_the_stored_states_once_as_it_pools_their_projections(stored
     from itrlab.methods.coder import CoderMethod
     from itrlab.train import prepare_data
 
-    config = tiny_config(stored, "method.concept_size=6", f"method.concept_text_gradient={text_gradient}",
-                         experiment="coder_synthetic_tiny")
+    config = tiny_config(
+        stored,
+        "method.concept_size=6",
+        f"method.concept_text_gradient={text_gradient}",
+        experiment="coder_synthetic_tiny",
+    )
     data = prepare_data(config, tmp_path / "ctx")
     context = BuildContext.of(vocab=data.vocab, splits={"train": data.train, "val": data.val, "test": data.test})
     method = CoderMethod.from_config(config, context).train()
@@ -276,12 +293,14 @@ def test_ascl_on_stored_states_refuses_only_a_shuffle_with_one_line(stored, caps
 def test_resident_and_loader_batches_of_stored_states_train_the_same_model(stored, tmp_path):
     """The resident split holds the states in float16, the loader's items are float32 copies of the same
     float16 values: the same seed trains the same model either way (and the resident size counts them)."""
-    from itrlab.data.resident import resident_bytes
     from itrlab.data.precomp import open_precomp
+    from itrlab.data.resident import resident_bytes
     from itrlab.train import run_experiment
 
-    tables = [run_experiment(tiny_config(stored, f"train.data_path={path}"), tmp_path / path).test
-              for path in ("loader", "resident")]
+    tables = [
+        run_experiment(tiny_config(stored, f"train.data_path={path}"), tmp_path / path).test
+        for path in ("loader", "resident")
+    ]
     assert tables[0] == tables[1]
     split = open_precomp(stored, "train")
     assert resident_bytes(split, 16, text_width=384) > 200 * 16 * 384 * 2 > resident_bytes(split, 16)
@@ -294,8 +313,8 @@ def test_a_model_on_stored_text_embeds_new_captions_with_their_text_model(stored
     import itrlab
     from itrlab.data import open_precomp
     from itrlab.errors import UserInputError
-    from itrlab.trained.new_text import NewTextFeatures
     from itrlab.train import run_experiment
+    from itrlab.trained.new_text import NewTextFeatures
 
     run_experiment(tiny_config(stored), tmp_path / "run")
     model = itrlab.load_model(tmp_path / "run")
@@ -305,8 +324,10 @@ def test_a_model_on_stored_text_embeds_new_captions_with_their_text_model(stored
     assert typed.shape == from_stored.shape == (split.n_images, 4)
     assert torch.allclose(typed, from_stored, atol=1e-3), (typed - from_stored).abs().max()
     assert model.embed_captions(["a caption no data set holds"]).shape[0] == 1
-    for key, value, says in (("dir", str(tmp_path / "gone"), "which is not there"),
-                             ("sha256", "0" * 16, "is not the one that computed")):
+    for key, value, says in (
+        ("dir", str(tmp_path / "gone"), "which is not there"),
+        ("sha256", "0" * 16, "is not the one that computed"),
+    ):
         copy = copy_of(stored, tmp_path / key)
         manifest = json.loads((copy / "text" / "text.json").read_text())
         manifest["model"][key] = value

@@ -33,8 +33,9 @@ def test_wait_policy_is_set_where_the_user_set_none():
     assert threads.configure_env(env) == {}  # already there: nothing more to set
 
 
-@pytest.mark.parametrize("user", [{"OMP_WAIT_POLICY": "ACTIVE"}, {"OMP_WAIT_POLICY": "passive"},
-                                  {"GOMP_SPINCOUNT": "10000"}])
+@pytest.mark.parametrize(
+    "user", [{"OMP_WAIT_POLICY": "ACTIVE"}, {"OMP_WAIT_POLICY": "passive"}, {"GOMP_SPINCOUNT": "10000"}]
+)
 def test_a_wait_policy_the_user_set_wins(user):
     env = dict(user)
     assert threads.configure_env(env) == {}
@@ -65,14 +66,17 @@ def test_configure_env_records_what_it_set_for_ray_workers(monkeypatch):
     assert threads.worker_env() == {}
 
 
-@pytest.mark.parametrize("reserved, requested, expected", [
-    (1.0, 0, (1, "Ray reservation")),
-    (2.0, 0, (2, "Ray reservation")),
-    (1.5, 0, (1, "Ray reservation")),  # rounded down, as Ray sets OMP_NUM_THREADS
-    (0.5, 0, (1, "Ray reservation")),  # never below 1
-    (4.0, 2, (2, "train.threads")),  # asking for fewer than reserved is honoured
-    (2.0, 8, (2, "Ray reservation")),  # never more than reserved
-])
+@pytest.mark.parametrize(
+    "reserved, requested, expected",
+    [
+        (1.0, 0, (1, "Ray reservation")),
+        (2.0, 0, (2, "Ray reservation")),
+        (1.5, 0, (1, "Ray reservation")),  # rounded down, as Ray sets OMP_NUM_THREADS
+        (0.5, 0, (1, "Ray reservation")),  # never below 1
+        (4.0, 2, (2, "train.threads")),  # asking for fewer than reserved is honoured
+        (2.0, 8, (2, "Ray reservation")),  # never more than reserved
+    ],
+)
 def test_a_ray_worker_uses_its_reserved_cpus(reserved, requested, expected):
     env = {"OMP_NUM_THREADS": "7"}  # Ray's or the user's: the reservation decides inside Ray
     assert threads.thread_count(requested, env, reserved=reserved, cpus=16) == expected
@@ -107,14 +111,23 @@ def write_cgroup(tmp_path: Path, proc_line: str, files: dict[str, str]) -> tuple
     return root, proc
 
 
-@pytest.mark.parametrize("proc_line, files, quota", [
-    ("0::/pod\n", {"pod/cpu.max": "150000 100000\n"}, 1.5),  # cgroup v2, the process's own group
-    ("0::/\n", {"cpu.max": "max 100000\n"}, None),  # v2, no limit
-    ("4:cpu,cpuacct:/docker/abc\n", {"cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "50000\n",
-                                     "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n"}, 0.5),  # v1
-    ("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),  # v1, no limit
-    ("0::/\n", {}, None),  # nothing readable
-])
+@pytest.mark.parametrize(
+    "proc_line, files, quota",
+    [
+        ("0::/pod\n", {"pod/cpu.max": "150000 100000\n"}, 1.5),  # cgroup v2, the process's own group
+        ("0::/\n", {"cpu.max": "max 100000\n"}, None),  # v2, no limit
+        (
+            "4:cpu,cpuacct:/docker/abc\n",
+            {
+                "cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "50000\n",
+                "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n",
+            },
+            0.5,
+        ),  # v1
+        ("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),  # v1, no limit
+        ("0::/\n", {}, None),  # nothing readable
+    ],
+)
 def test_a_cgroup_cpu_quota_is_read(tmp_path, proc_line, files, quota):
     root, proc = write_cgroup(tmp_path, proc_line, files)
     assert threads._cgroup_quota(root, proc) == quota
@@ -146,8 +159,10 @@ def test_apply_sets_torch_threads_unless_switched_off(monkeypatch):
         torch.set_num_threads(previous)
 
 
-@pytest.mark.parametrize("value, message", [("-1", "greater than or equal to 0"), ("true", "a number"),
-                                            ("1.5", "valid integer"), ("many", "valid integer")])
+@pytest.mark.parametrize(
+    "value, message",
+    [("-1", "greater than or equal to 0"), ("true", "a number"), ("1.5", "valid integer"), ("many", "valid integer")],
+)
 def test_train_threads_is_validated(value, message):
     from itrlab.assembly import load_experiment
 
@@ -183,12 +198,24 @@ def test_the_cli_sets_the_wait_policy_before_torch_loads_openmp():
     """``itrlab`` / ``jobs/train.py`` import itrlab.cli first: libgomp then spins 0 (its own report,
     OMP_DISPLAY_ENV), and a user's own setting is kept."""
     code = "import itrlab.cli, os, torch; torch.ones(4, 4) @ torch.ones(4, 4); print(os.environ['OMP_WAIT_POLICY'])"
-    result = subprocess.run([sys.executable, "-c", code], env=clean_env(OMP_DISPLAY_ENV="VERBOSE"),
-                            capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=clean_env(OMP_DISPLAY_ENV="VERBOSE"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert result.stdout.strip() == "PASSIVE"
     assert "GOMP_SPINCOUNT = '0'" in result.stderr  # libgomp read it when torch loaded it
-    result = subprocess.run([sys.executable, "-c", code], env=clean_env(OMP_DISPLAY_ENV="VERBOSE", OMP_WAIT_POLICY="ACTIVE"),
-                            capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=clean_env(OMP_DISPLAY_ENV="VERBOSE", OMP_WAIT_POLICY="ACTIVE"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert result.stdout.strip() == "ACTIVE" and "GOMP_SPINCOUNT = '0'" not in result.stderr
 
 
@@ -223,8 +250,14 @@ def test_the_wait_policy_and_thread_count_reach_a_ray_trial(tmp_path):
     its start (before it loads torch), and trains with the one CPU it reserved on this 2+ CPU machine."""
     if threads.available_cpus() < 2:
         pytest.skip("needs 2 CPUs to tell the reservation from the machine")
-    result = subprocess.run([sys.executable, "-c", RAY_TRIAL, f"sqlite:///{tmp_path / 'mlflow.db'}"],
-                            env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", RAY_TRIAL, f"sqlite:///{tmp_path / 'mlflow.db'}"],
+        env=clean_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     reports = [line for line in result.stdout.splitlines() if line.startswith("REPORT ")]
     assert result.returncode == 0 and reports, result.stdout[-2000:] + result.stderr[-3000:]
     report = json.loads(reports[-1].removeprefix("REPORT "))

@@ -38,13 +38,22 @@ def test_a_refused_port_that_reads_like_a_status_code_fails_at_once(digits, monk
     assert time.monotonic() - started < 20
 
 
-@pytest.mark.parametrize("text, busy", [
-    ("503 Server Error: Service Unavailable for url: http://127.0.0.1:5000/api/2.0/mlflow/experiments/search", True),
-    ("Max retries exceeded with url: /api (Caused by ResponseError('too many 503 error responses'))", True),
-    ("API request to http://127.0.0.1:5000/ failed with error code 504 != 200", True),
-    ("HTTPConnectionPool(host='127.0.0.1', port=50321): Max retries exceeded ([Errno 111] Connection refused)", False),
-    ("HTTPConnectionPool(host='127.0.0.1', port=5032): Failed to establish a new connection", False),
-    ("http://10.0.5.503/api: Name or service not known", False),
-])
+@pytest.mark.parametrize(
+    "text, busy",
+    [
+        (
+            "503 Server Error: Service Unavailable for url: http://127.0.0.1:5000/api/2.0/mlflow/experiments/search",
+            True,
+        ),
+        ("Max retries exceeded with url: /api (Caused by ResponseError('too many 503 error responses'))", True),
+        ("API request to http://127.0.0.1:5000/ failed with error code 504 != 200", True),
+        (
+            "HTTPConnectionPool(host='127.0.0.1', port=50321): Max retries exceeded ([Errno 111] Connection refused)",
+            False,
+        ),
+        ("HTTPConnectionPool(host='127.0.0.1', port=5032): Failed to establish a new connection", False),
+        ("http://10.0.5.503/api: Name or service not known", False),
+    ],
+)
 def test_status_codes_count_as_busy_and_port_numbers_do_not(text, busy):
     assert bool(BUSY.search(text)) is busy

@@ -55,7 +55,13 @@ def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
     """`python jobs/train.py` in a fresh directory: progress, table, local SQLite MLflow, resume."""
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env["ITRLAB_CONFIG_DIR"] = str(REPO / "configs")
-    command = [sys.executable, str(REPO / "jobs" / "train.py"), "-c", "vsepp_synthetic_tiny", f"dataset.root={tiny_root}"]
+    command = [
+        sys.executable,
+        str(REPO / "jobs" / "train.py"),
+        "-c",
+        "vsepp_synthetic_tiny",
+        f"dataset.root={tiny_root}",
+    ]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -72,7 +78,9 @@ def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
     assert run.info.status == "FINISHED" and "test_rsum" in flat_metrics(run.data.metrics)
 
     # resuming with more epochs reuses the same MLflow run and continues at epoch 3
-    more = subprocess.run([*command, "--resume", "train.epochs=3"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    more = subprocess.run(
+        [*command, "--resume", "train.epochs=3"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert more.returncode == 0, more.stderr
     assert "after epoch 2" in more.stdout and "epoch   3/3" in more.stdout and "epoch   1/" not in more.stdout
     (again,) = client.search_runs([experiment.experiment_id])

@@ -13,14 +13,40 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 TESTS = Path(__file__).resolve().parent
 TIERS = ("e2e", "cluster", "slow")  # pyproject.toml registers them; the fast tier is none of them
 PROCESS_TIERS = {"e2e", "cluster"}
-STARTING_MODULE_CALLS = {"subprocess": None, "ray": {"init"},  # None: any function of the module
-                         "os": {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "execv", "execve",
-                                "execvp", "execvpe", "execl", "execle", "execlp", "execlpe", "spawnv", "spawnve",
-                                "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe"}}
+# test helper modules that start only a static tool (ruff: it reads the source and starts nothing), which the fast
+# tier may run; conftest.py's run-time guard lets only that program through (its STATIC_TOOLS)
+STATIC_TOOL_MODULES = {"lint_tools"}
+STARTING_MODULE_CALLS = {
+    "subprocess": None,
+    "ray": {"init"},  # None: any function of the module
+    "os": {
+        "system",
+        "popen",
+        "fork",
+        "forkpty",
+        "posix_spawn",
+        "posix_spawnp",
+        "execv",
+        "execve",
+        "execvp",
+        "execvpe",
+        "execl",
+        "execle",
+        "execlp",
+        "execlpe",
+        "spawnv",
+        "spawnve",
+        "spawnvp",
+        "spawnvpe",
+        "spawnl",
+        "spawnle",
+        "spawnlp",
+        "spawnlpe",
+    },
+}
 STARTING_NAMES = {"run_sweep", "LocalCluster"}  # itrlab's entry points that start Ray or processes
 
 
@@ -66,8 +92,12 @@ def usefixtures_of(node: ast.expr) -> set[str]:
 def fixture_decorator(node: ast.FunctionDef) -> ast.expr | None:
     for decorator in node.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if isinstance(target, ast.Attribute) and target.attr == "fixture" or \
-                isinstance(target, ast.Name) and target.id == "fixture":
+        if (
+            isinstance(target, ast.Attribute)
+            and target.attr == "fixture"
+            or isinstance(target, ast.Name)
+            and target.id == "fixture"
+        ):
             return decorator
     return None
 
@@ -80,8 +110,9 @@ def parse(name: str, source: str) -> Module:
             decorator = fixture_decorator(node)
             if decorator is not None:
                 module.fixtures[node.name] = node
-                if isinstance(decorator, ast.Call) and any(k.arg == "autouse" and getattr(k.value, "value", False)
-                                                           for k in decorator.keywords):
+                if isinstance(decorator, ast.Call) and any(
+                    k.arg == "autouse" and getattr(k.value, "value", False) for k in decorator.keywords
+                ):
                     module.fixtures_used.add(node.name)
         elif isinstance(node, ast.ClassDef):
             module.classes[node.name] = node
@@ -104,10 +135,16 @@ def parse(name: str, source: str) -> Module:
             for alias in node.names:
                 if alias.name in STARTING_MODULE_CALLS:
                     module.aliases[alias.asname or alias.name] = alias.name
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
-                and node.value.func.attr == "importorskip" and node.value.args \
-                and getattr(node.value.args[0], "value", None) in STARTING_MODULE_CALLS:
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and node.value.func.attr == "importorskip"
+            and node.value.args
+            and getattr(node.value.args[0], "value", None) in STARTING_MODULE_CALLS
+        ):
             module.aliases[node.targets[0].id] = node.value.args[0].value  # ray = pytest.importorskip("ray")
     return module
 
@@ -150,7 +187,11 @@ class Scan:
         """The fixture ``name`` a test of ``module`` gets: the module's own, one it imports, or conftest's."""
         if name in module.fixtures:
             return module, module.fixtures[name]
-        if name in module.imported and (target := self.resolve(module, name)) and target[1] in target[0].fixtures.values():
+        if (
+            name in module.imported
+            and (target := self.resolve(module, name))
+            and target[1] in target[0].fixtures.values()
+        ):
             return target
         if self.conftest is not None and name in self.conftest.fixtures:
             return self.conftest, self.conftest.fixtures[name]
@@ -159,6 +200,8 @@ class Scan:
     def starts(self, module: Module, node: ast.AST, stack: tuple = ()) -> str | None:
         """How ``node`` (a function, class or fixture) starts a process: a chain ``a -> b -> subprocess.run``."""
         key = (module.name, getattr(node, "name", "?"))
+        if module.name in STATIC_TOOL_MODULES:
+            return None
         if key in self._memo:
             return self._memo[key]
         if key in stack:  # recursion: what the outer call finds
@@ -176,12 +219,23 @@ class Scan:
         for child in ast.walk(node) if found is None else ():
             if isinstance(child, ast.Call) and (primitive := starting_call(child, module)):
                 found = primitive
-            elif isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.id not in local \
-                    and (target := self.resolve(module, child.id)) and (how := self.starts(*target, stack)):
+            elif (
+                isinstance(child, ast.Name)
+                and isinstance(child.ctx, ast.Load)
+                and child.id not in local
+                and (target := self.resolve(module, child.id))
+                and (how := self.starts(*target, stack))
+            ):
                 found = f"{child.id} -> {how}"
-            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.func.attr == "getfixturevalue" \
-                    and child.args and isinstance(child.args[0], ast.Constant) \
-                    and (fixture := self.fixture(module, child.args[0].value)) and (how := self.starts(*fixture, stack)):
+            elif (
+                isinstance(child, ast.Call)
+                and isinstance(child.func, ast.Attribute)
+                and child.func.attr == "getfixturevalue"
+                and child.args
+                and isinstance(child.args[0], ast.Constant)
+                and (fixture := self.fixture(module, child.args[0].value))
+                and (how := self.starts(*fixture, stack))
+            ):
                 found = f"fixture {child.args[0].value} -> {how}"
             if found:
                 break
@@ -193,11 +247,18 @@ class Scan:
         for module in self.modules.values():
             if not module.name.startswith("test_"):
                 continue
-            classes = [(c, set().union(*(marks_of(d, module.mark_names) for d in c.decorator_list)))
-                       for c in module.classes.values() if c.name.startswith("Test")]
+            classes = [
+                (c, set().union(*(marks_of(d, module.mark_names) for d in c.decorator_list)))
+                for c in module.classes.values()
+                if c.name.startswith("Test")
+            ]
             found = [(f, set()) for f in module.functions.values() if f.name.startswith("test_")]
-            found += [(f, marks) for c, marks in classes for f in c.body
-                      if isinstance(f, ast.FunctionDef) and f.name.startswith("test_")]
+            found += [
+                (f, marks)
+                for c, marks in classes
+                for f in c.body
+                if isinstance(f, ast.FunctionDef) and f.name.startswith("test_")
+            ]
             for function, class_marks in found:
                 marks = module.marks | class_marks
                 used = set(module.fixtures_used) | (self.conftest.fixtures_used if self.conftest else set())
@@ -223,10 +284,14 @@ class Scan:
 
     def tier_marks_on_helpers(self) -> list[str]:
         """'module::function' for each helper (neither a test nor a fixture) that a tier marker decorates."""
-        return [f"{module.name}::{function.name}" for module in self.modules.values()
-                for function in module.functions.values()
-                if not function.name.startswith("test_") and function.name not in module.fixtures
-                and any(marks_of(d, module.mark_names) & set(TIERS) for d in function.decorator_list)]
+        return [
+            f"{module.name}::{function.name}"
+            for module in self.modules.values()
+            for function in module.functions.values()
+            if not function.name.startswith("test_")
+            and function.name not in module.fixtures
+            and any(marks_of(d, module.mark_names) & set(TIERS) for d in function.decorator_list)
+        ]
 
     def starts_at_collection(self) -> list[str]:
         """'module: how' for each test module whose top-level statements (outside functions and classes)
@@ -242,8 +307,12 @@ class Scan:
                     how = None
                     if isinstance(child, ast.Call) and (primitive := starting_call(child, module)):
                         how = primitive
-                    elif isinstance(child, ast.Call) and isinstance(child.func, ast.Name) \
-                            and (target := self.resolve(module, child.func.id)) and (via := self.starts(*target)):
+                    elif (
+                        isinstance(child, ast.Call)
+                        and isinstance(child.func, ast.Name)
+                        and (target := self.resolve(module, child.func.id))
+                        and (via := self.starts(*target))
+                    ):
                         how = f"{child.func.id} -> {via}"
                     if how:
                         offenders.append(f"{module.name}: {how}")

@@ -28,9 +28,9 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 
 import itrlab.methods  # noqa: F401  (the import list: every method package declares itself)
 from itrlab.config import ExperimentConfig, compose
-from itrlab.config.schema import LossConfig, TrainConfig
 from itrlab.config.checks import DataSummary, check_data
 from itrlab.config.loader import config_error_from_validation, did_you_mean, parse_override, set_path
+from itrlab.config.schema import LossConfig, TrainConfig
 from itrlab.errors import ConfigError
 from itrlab.eval import PROTOCOLS
 from itrlab.methods.context import BuildContext
@@ -50,7 +50,7 @@ def _typed_schema() -> type[ExperimentConfig]:
     """The declared schema (:func:`~itrlab.methods.sections.declared_schema`: the ``loss`` section and a
     section for each registered scheme typed by their settings) with ``method`` typed by the methods' settings."""
     models = METHODS.settings_models()
-    method = models[0] if len(models) == 1 else Annotated[Union[models], Field(discriminator="name")]
+    method = models[0] if len(models) == 1 else Annotated[Union[models], Field(discriminator="name")]  # noqa: UP007 - a union of the tuple's types
     schema = create_model("AssembledConfig", __base__=declared_schema(), __module__=__name__, method=(method, ...))
     schema.__qualname__ = "AssembledConfig"
     return schema
@@ -75,7 +75,9 @@ def _method_name(tree: dict[str, Any]) -> str:
     if name is None:
         raise ConfigError("method.name", None, f"this key is required; known methods: {', '.join(sorted(METHODS))}")
     if name not in METHODS:
-        raise ConfigError("method.name", name, f"known methods: {', '.join(sorted(METHODS))}", did_you_mean(name, METHODS))
+        raise ConfigError(
+            "method.name", name, f"known methods: {', '.join(sorted(METHODS))}", did_you_mean(name, METHODS)
+        )
     return name
 
 
@@ -118,17 +120,24 @@ def check_length(tree: dict[str, Any]) -> None:
     late = [e for e in milestones if e >= epochs]
     needed = max([warmup + 1, *(e + 1 for e in late)])
     first = "first epoch" if warmup == 1 else f"first {warmup} epochs"
-    why = (f"loss.warmup_epochs={warmup} trains the warm-up loss '{before}' for the {first} and the main loss "
-           f"'{main}' only after {'it' if warmup == 1 else 'them'}")
+    why = (
+        f"loss.warmup_epochs={warmup} trains the warm-up loss '{before}' for the {first} and the main loss "
+        f"'{main}' only after {'it' if warmup == 1 else 'them'}"
+    )
     if late:
-        why += (f", and train.lr_decay_epochs={milestones} decays the rate after epoch {late[-1]} "
-                f"({late[0]} can never fire with train.epochs={epochs})")
+        why += (
+            f", and train.lr_decay_epochs={milestones} decays the rate after epoch {late[-1]} "
+            f"({late[0]} can never fire with train.epochs={epochs})"
+        )
     short = f"train.epochs={warmup + 1}" + (" train.lr_decay_epochs=[]" if late else "")
-    fix = (f"set train.epochs={needed} or more" + (f", or for a short run {short}" if short != f"train.epochs={needed}"
-                                                   else ""))
-    raise ConfigError("train.epochs" if late else "loss.warmup_epochs", epochs if late else warmup,
-                      f"train.epochs={epochs} is too short for this schedule: {why}; {fix} "
-                      "(docs/training.md#a-short-run)")
+    fix = f"set train.epochs={needed} or more" + (
+        f", or for a short run {short}" if short != f"train.epochs={needed}" else ""
+    )
+    raise ConfigError(
+        "train.epochs" if late else "loss.warmup_epochs",
+        epochs if late else warmup,
+        f"train.epochs={epochs} is too short for this schedule: {why}; {fix} (docs/training.md#a-short-run)",
+    )
 
 
 def check_config(tree: dict[str, Any]) -> ExperimentConfig:
@@ -140,8 +149,12 @@ def check_config(tree: dict[str, Any]) -> ExperimentConfig:
     for field in ("val_protocol", "test_protocol"):
         protocol = getattr(config.eval, field)
         if protocol not in PROTOCOLS:
-            raise ConfigError(f"eval.{field}", protocol, f"known protocols: {', '.join(sorted(PROTOCOLS))}",
-                              did_you_mean(protocol, PROTOCOLS))
+            raise ConfigError(
+                f"eval.{field}",
+                protocol,
+                f"known protocols: {', '.join(sorted(PROTOCOLS))}",
+                did_you_mean(protocol, PROTOCOLS),
+            )
     check_stage_parts(config, stage_configs(config))  # each stage is an experiment of its own: checked as one
     return config
 
@@ -173,7 +186,9 @@ def parameter_names(config: ExperimentConfig) -> set[str] | None:
     """The state-dict keys of ``config``'s method as built (names only; None when it cannot be built
     without its data, e.g. a method that reads the training captions: the run checks then)."""
     try:
-        return set(METHODS[config.method.name].from_config(config, BuildContext(feature_dim=8, vocab_size=8)).state_dict())
+        return set(
+            METHODS[config.method.name].from_config(config, BuildContext(feature_dim=8, vocab_size=8)).state_dict()
+        )
     except Exception:  # noqa: BLE001 - checked again when the run builds it
         return None
 
@@ -196,8 +211,11 @@ def check_stage_parts(config: ExperimentConfig, stages: list[ExperimentConfig]) 
             in_stage, in_next = _has_part(theirs, part), _has_part(ours, part)
             if not (in_stage and in_next):
                 lacking = "the next model" if in_stage else f"stage {spec.name}'s model"
-                raise ConfigError(f"stages.{spec.name}.copy", part,
-                                  f"{lacking} has no such part; parts of both: {', '.join(_parts(theirs & ours))}")
+                raise ConfigError(
+                    f"stages.{spec.name}.copy",
+                    part,
+                    f"{lacking} has no such part; parts of both: {', '.join(_parts(theirs & ours))}",
+                )
 
 
 def stage_configs(config: ExperimentConfig) -> list[ExperimentConfig]:
@@ -233,5 +251,15 @@ def assemble(experiment: str | Path, overrides: list[str] | tuple[str, ...] = ()
     return check_experiment(load_experiment(experiment, overrides))
 
 
-__all__ = ["AssembledConfig", "Experiment", "absolute_paths", "assemble", "check_config", "check_experiment",
-           "check_length", "experiment_schema", "load_experiment", "stage_configs"]
+__all__ = [
+    "AssembledConfig",
+    "Experiment",
+    "absolute_paths",
+    "assemble",
+    "check_config",
+    "check_experiment",
+    "check_length",
+    "experiment_schema",
+    "load_experiment",
+    "stage_configs",
+]

@@ -13,8 +13,8 @@ import argparse
 import contextlib
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from itrlab import threads
 from itrlab.console_log import configure as configure_console
@@ -44,6 +44,7 @@ def _guarded(main: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
             if not disk_full(err):
                 raise
             return report(StorageError(failure_reason(err)))
+
     return run
 
 
@@ -65,7 +66,9 @@ def _resolve_run(args: argparse.Namespace):
             config = load_experiment(args.config, args.overrides)
             run_dir = _latest_run_dir(config.output.dir / config.name)
             if run_dir is None:
-                raise UserInputError(f"--resume: no run of '{config.name}' with a checkpoint under {config.output.dir / config.name}")
+                raise UserInputError(
+                    f"--resume: no run of '{config.name}' with a checkpoint under {config.output.dir / config.name}"
+                )
         if not (run_dir / "config.yaml").is_file():
             raise UserInputError(f"--resume: {run_dir} holds no config.yaml; it is not an itrlab run directory")
         config = load_experiment(run_dir / "config.yaml", args.overrides)
@@ -132,8 +135,12 @@ def train_main(args: argparse.Namespace) -> int:
 
             held.enter_context(watching("the training"))
         say_where_it_writes([("data", config.dataset.root), ("the run folder", run_dir)], config.tracking.enabled)
-        print(f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, dataset {config.dataset.name}, "
-              f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}", flush=True)
+        print(
+            f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, "
+            f"dataset {config.dataset.name}, "
+            f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}",
+            flush=True,
+        )
         try:
             try:
                 if config.tracking.enabled:
@@ -142,14 +149,21 @@ def train_main(args: argparse.Namespace) -> int:
                 if changes:
                     print(f"--allow-changes: resuming with {len(changes)} change(s): {'; '.join(changes)}", flush=True)
                 history = LossHistory()
-                result = run_experiment(experiment, run_dir, callbacks=[ConsoleProgress(), history], tracker=tracker,
-                                        device=device)
+                result = run_experiment(
+                    experiment, run_dir, callbacks=[ConsoleProgress(), history], tracker=tracker, device=device
+                )
             finally:
                 if claim and run_dir.is_dir() and not any(run_dir.iterdir()):
                     run_dir.rmdir()  # a run that wrote nothing (its data failed a check) leaves no folder
         except KeyboardInterrupt:  # the run was ended KILLED by run_experiment (tracker.ending)
-            resume = f"; continue it with: jobs/train.py --resume --run-dir {run_dir}" if (run_dir / "last.pt").is_file() else ""
-            return interrupted(f"{interruption()[0]}{', MLflow run KILLED' if tracker and tracker.run_id else ''}{resume}")
+            resume = (
+                f"; continue it with: jobs/train.py --resume --run-dir {run_dir}"
+                if (run_dir / "last.pt").is_file()
+                else ""
+            )
+            return interrupted(
+                f"{interruption()[0]}{', MLflow run KILLED' if tracker and tracker.run_id else ''}{resume}"
+            )
     print(f"\nbest epoch {result.best_epoch} (val rsum {result.best_val_rsum:.1f}); test, best checkpoint:")
     print(result.test.format())
     print(f"run directory: {result.run_dir}")
@@ -184,8 +198,10 @@ def check_config_main(args: argparse.Namespace) -> int:
     summary = check_experiment(config).data if not args.no_data else None
     print(yaml.safe_dump(config.dump(), sort_keys=False), end="")
     if summary is not None:
-        print(f"# data: {summary.n_images} images per split, {summary.captions_per_image} captions per image"
-              + (" (synthetic, not generated yet)" if summary.generated else ""))
+        print(
+            f"# data: {summary.n_images} images per split, {summary.captions_per_image} captions per image"
+            + (" (synthetic, not generated yet)" if summary.generated else "")
+        )
     return 0
 
 
@@ -251,16 +267,23 @@ def _no_summary(run_id: str, run: dict) -> str:
 
     sweep, parent = run["tags"].get(SWEEP_TAG), run["tags"].get(PARENT_TAG)
     if sweep and parent:
-        return (f"run {run_id} is not a sweep's parent run: it is a trial of sweep '{sweep}'; give its parent run "
-                f"{parent}")
+        return (
+            f"run {run_id} is not a sweep's parent run: it is a trial of sweep '{sweep}'; give its parent run {parent}"
+        )
     if sweep and run.get("status") == "RUNNING":
-        return (f"run {run_id} is the parent run of sweep '{sweep}', still running: its results "
-                f"(sweep/summary.json) are written when it ends; report it then")
+        return (
+            f"run {run_id} is the parent run of sweep '{sweep}', still running: its results "
+            f"(sweep/summary.json) are written when it ends; report it then"
+        )
     if sweep:
-        return (f"run {run_id}, the parent run of sweep '{sweep}', ended {run.get('status')} before it wrote its "
-                f"results (no sweep/summary.json); `itrlab sweep --resume` continues it")
-    return (f"run {run_id} is not a sweep's parent run: it has no sweep/summary.json "
-            f"(give the parent run of a finished sweep, as its last line printed)")
+        return (
+            f"run {run_id}, the parent run of sweep '{sweep}', ended {run.get('status')} before it wrote its "
+            f"results (no sweep/summary.json); `itrlab sweep --resume` continues it"
+        )
+    return (
+        f"run {run_id} is not a sweep's parent run: it has no sweep/summary.json "
+        f"(give the parent run of a finished sweep, as its last line printed)"
+    )
 
 
 def sweep_presets() -> dict[str, str]:
@@ -270,8 +293,12 @@ def sweep_presets() -> dict[str, str]:
     return presets()
 
 
-SWEEP_FLAGS = {"resources.cpu": "--cpus-per-trial", "resources.gpu": "--gpus-per-trial", "concurrency": "--concurrency",
-               "group": "--group"}
+SWEEP_FLAGS = {
+    "resources.cpu": "--cpus-per-trial",
+    "resources.gpu": "--gpus-per-trial",
+    "concurrency": "--concurrency",
+    "group": "--group",
+}
 """Sweep-file keys that command-line flags override."""
 
 
@@ -285,7 +312,9 @@ def sweep_spec_of(args: argparse.Namespace):
         from itrlab.config.loader import did_you_mean
 
         hint = did_you_mean(args.preset or "", presets)
-        raise UserInputError(f"--preset: got {args.preset!r}; presets: {', '.join(presets)}" + (f" ({hint})" if hint else ""))
+        raise UserInputError(
+            f"--preset: got {args.preset!r}; presets: {', '.join(presets)}" + (f" ({hint})" if hint else "")
+        )
     settings = {key: getattr(args, flag.lstrip("-").replace("-", "_")) for key, flag in SWEEP_FLAGS.items()}
     return load_sweep(args.sweep or presets[args.preset], args.profile).with_settings(settings, labels=SWEEP_FLAGS)
 
@@ -304,12 +333,16 @@ def sweep_data_root(spec, overrides: list[str]) -> str | None:
 def list_main(args: argparse.Namespace) -> int:
     """``--list``: every preset with its paper, table or figure, trials, profiles and time here."""
     defaults = build_parser().parse_args(["sweep"])
-    others = [f"--{key.replace('_', '-')}" if key != "overrides" else " ".join(value)
-              for key, value in vars(args).items()
-              if key not in ("list", "func", "command", "invocation") and value != getattr(defaults, key, None)]
+    others = [
+        f"--{key.replace('_', '-')}" if key != "overrides" else " ".join(value)
+        for key, value in vars(args).items()
+        if key not in ("list", "func", "command", "invocation") and value != getattr(defaults, key, None)
+    ]
     if others:
-        raise UserInputError(f"--list takes no other flags or overrides (got {', '.join(others)}): "
-                             f"it lists the presets; run one with --preset NAME")
+        raise UserInputError(
+            f"--list takes no other flags or overrides (got {', '.join(others)}): "
+            f"it lists the presets; run one with --preset NAME"
+        )
     from itrlab.sweep.catalog import list_presets
 
     print(list_presets(sweep_presets()))
@@ -327,8 +360,8 @@ def sweep_main(args: argparse.Namespace) -> int:
 
         check_structure(spec, list(args.overrides))
     if args.dry_run:
-        from itrlab.sweep.estimates import cost_lines
         from itrlab.sweep.dry_run import print_plan
+        from itrlab.sweep.estimates import cost_lines
 
         return print_plan(spec, args, cost_lines(spec, list(args.overrides)), cluster_command(args))
     from itrlab.sweep import run_sweep
@@ -338,13 +371,20 @@ def sweep_main(args: argparse.Namespace) -> int:
 
     set_verbose(args.verbose)  # before Ray starts: its workers inherit the console's settings
     try:
-        result = run_sweep(spec, overrides=args.overrides, resume=args.resume, storage=Path(args.storage),
-                           allow_changes=args.allow_changes)
+        result = run_sweep(
+            spec,
+            overrides=args.overrides,
+            resume=args.resume,
+            storage=Path(args.storage),
+            allow_changes=args.allow_changes,
+        )
     except KeyboardInterrupt:  # outside Tune's own handling (say while Ray starts): the parent run is KILLED
         return interrupted(f"sweep {interruption()[0]}; --resume continues it")
     if result.unchanged:
-        print(f"sweep {spec.name}: {result.sweep_dir} finished and has no trial left to run: nothing was run, its "
-              f"MLflow parent run {result.parent_run_id} and its report are as they were")
+        print(
+            f"sweep {spec.name}: {result.sweep_dir} finished and has no trial left to run: nothing was run, its "
+            f"MLflow parent run {result.parent_run_id} and its report are as they were"
+        )
         return 0
     if result.best is not None and result.headline is None:  # no pivot (Optuna): the best trial is the result,
         # ranked as the table ranks it, by the objective at the trial's best epoch; a pivot's headline was printed last
@@ -354,15 +394,22 @@ def sweep_main(args: argparse.Namespace) -> int:
         shown = f"{value:.2f}" if isinstance(value, float) else value
         print(f"\nbest trial {result.best.trial_id}: {result.best.params} ({spec.objective.metric} {shown})")
     print(f"sweep directory: {result.sweep_dir}")
-    print(f"MLflow: parent run {result.parent_run_id} ({result.status}) in experiment '{spec.name}'; {result.ui_hint}",
-          flush=True)
+    print(
+        f"MLflow: parent run {result.parent_run_id} ({result.status}) in experiment '{spec.name}'; {result.ui_hint}",
+        flush=True,
+    )
     if result.interrupted:
-        return interrupted(f"sweep {interruption()[0]}; {sum(r.status == 'finished' for r in result.rows)} of "
-                           f"{len(result.rows)} trials finished; --resume continues it")
+        return interrupted(
+            f"sweep {interruption()[0]}; {sum(r.status == 'finished' for r in result.rows)} of "
+            f"{len(result.rows)} trials finished; --resume continues it"
+        )
     failed = result.failed
     if failed:
-        print(f"itrlab: {len(failed)} of {len(result.rows)} trials failed (MLflow runs FAILED, reason in the tag "
-              f"itrlab.stop_reason); first: trial {failed[0].trial_id}: {failed[0].reason}", file=sys.stderr)
+        print(
+            f"itrlab: {len(failed)} of {len(result.rows)} trials failed (MLflow runs FAILED, reason in the tag "
+            f"itrlab.stop_reason); first: trial {failed[0].trial_id}: {failed[0].reason}",
+            file=sys.stderr,
+        )
         return 1
     if result.best is None:
         print("itrlab: no trial finished", file=sys.stderr)
@@ -405,8 +452,14 @@ def retrieve_main(args: argparse.Namespace) -> int:
     captions of an image of the split; every check (model, data, the caption, the id, k) before scoring."""
     from itrlab.trained import load_model, open_eval_split
     from itrlab.trained.photos import split_images
-    from itrlab.trained.retrieval import (captions_for_image, check_caption, check_k, format_captions,
-                                          format_images, images_for_text)
+    from itrlab.trained.retrieval import (
+        captions_for_image,
+        check_caption,
+        check_k,
+        format_captions,
+        format_images,
+        images_for_text,
+    )
 
     if args.caption is not None:
         check_caption(args.caption)
@@ -480,9 +533,15 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 def _add_experiment_args(parser: argparse.ArgumentParser) -> None:
     from itrlab.config.choices import experiment_names, list_choices
 
-    list_choices(parser.add_argument("-c", "--config", default=DEFAULT_EXPERIMENT,
-                                     help="experiment name under configs/experiments/ or a YAML path "
-                                          "(default: %(default)s)"), experiment_names)
+    list_choices(
+        parser.add_argument(
+            "-c",
+            "--config",
+            default=DEFAULT_EXPERIMENT,
+            help="experiment name under configs/experiments/ or a YAML path (default: %(default)s)",
+        ),
+        experiment_names,
+    )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.epochs=3")
 
 
@@ -500,8 +559,9 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None,
-                 sweep_prog: str | None = None) -> argparse.ArgumentParser:
+def build_parser(
+    preset_flags: dict[str, tuple[str, str]] | None = None, sweep_prog: str | None = None
+) -> argparse.ArgumentParser:
     """The ``itrlab`` parser; ``preset_flags`` (``{"--optuna": (PRESET, "the Optuna search")}``) are
     flags of an entry point that name one of its presets (``jobs/sweep_dbl.py --optuna``); ``sweep_prog``: the
     sweep command's name in its usage line (the job's script; default ``itrlab sweep``)."""
@@ -511,12 +571,18 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None,
     train = sub.add_parser("train", help="train one model and evaluate it (jobs/train.py)")
     _add_experiment_args(train)
     train.add_argument("--run-dir", help="run directory (default: <output.dir>/<name>/<timestamp>)")
-    train.add_argument("--resume", action="store_true",
-                       help="continue the run in --run-dir, or the latest run of the experiment, from its last checkpoint")
-    train.add_argument("--allow-changes", action="store_true",
-                       help="with --resume: train on although the config or data differ from what the run recorded "
-                            "(the changes are recorded on its MLflow run); other test data or another test protocol "
-                            "is never accepted (a new record)")
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --run-dir, or the latest run of the experiment, from its last checkpoint",
+    )
+    train.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="with --resume: train on although the config or data differ from what the run recorded "
+        "(the changes are recorded on its MLflow run); other test data or another test protocol "
+        "is never accepted (a new record)",
+    )
     train.set_defaults(func=train_main)
 
     check = sub.add_parser("check-config", help="validate a config against its data and print it resolved")
@@ -524,93 +590,164 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None,
     check.add_argument("--no-data", action="store_true", help="do not look at the data files")
     check.set_defaults(func=check_config_main)
 
-    sweep = sub.add_parser("sweep", help="run a sweep of trainings on Ray Tune (jobs/sweep.py, jobs/sweep_dbl.py)",
-                           **({"prog": sweep_prog} if sweep_prog else {}))
-    sweep.add_argument("--list", action="store_true",
-                       help="list every preset with its paper, table or figure, and each of its profiles with its "
-                            "trial count and the estimate its --dry-run prints, and exit")
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a sweep of trainings on Ray Tune (jobs/sweep.py, jobs/sweep_dbl.py)",
+        **({"prog": sweep_prog} if sweep_prog else {}),
+    )
+    sweep.add_argument(
+        "--list",
+        action="store_true",
+        help="list every preset with its paper, table or figure, and each of its profiles with its "
+        "trial count and the estimate its --dry-run prints, and exit",
+    )
     from itrlab.config.choices import list_choices, preset_names, profile_names
 
     which = sweep.add_mutually_exclusive_group()
-    list_choices(which.add_argument("--preset", default=None,
-                                    help="a preset: a file of configs/sweeps/ by its name with dashes, or one of its "
-                                         "short names (--list shows what each reproduces)"), preset_names)
+    list_choices(
+        which.add_argument(
+            "--preset",
+            default=None,
+            help="a preset: a file of configs/sweeps/ by its name with dashes, or one of its "
+            "short names (--list shows what each reproduces)",
+        ),
+        preset_names,
+    )
     which.add_argument("--sweep", help="a sweep file (name under configs/sweeps/ or a YAML path) instead of a preset")
     for flag, (preset, meaning) in (preset_flags or {}).items():
-        which.add_argument(flag, dest="preset", action="store_const", const=preset, help=f"{meaning} (= --preset {preset})")
-    sweep.add_argument("--resume", nargs="?", const=True, default=False, metavar="NAME",
-                       help="continue the newest interrupted invocation of the sweep (by its recorded start), or the "
-                            "invocation NAME (its folder's name: also a finished one)")
-    sweep.add_argument("--allow-changes", action="store_true",
-                       help="with --resume: run an edited sweep file, new overrides or changed data (recorded on the "
-                            "parent run) instead of refusing them")
-    list_choices(sweep.add_argument("--profile", help="how to run the preset: 'paper' as the paper did (its data, "
-                                                      "shapes, encoders and schedule), 'budget' (the default) as a "
-                                                      "miniature of the same recipe, or another profile the preset "
-                                                      "defines (--list shows each preset's)"), profile_names)
-    sweep.add_argument("--dry-run", action="store_true",
-                       help="print the trials, the stages they share, the resources and an estimate of the cost, "
-                            "and the command for a cluster; start nothing")
+        which.add_argument(
+            flag, dest="preset", action="store_const", const=preset, help=f"{meaning} (= --preset {preset})"
+        )
+    sweep.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="NAME",
+        help="continue the newest interrupted invocation of the sweep (by its recorded start), or the "
+        "invocation NAME (its folder's name: also a finished one)",
+    )
+    sweep.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="with --resume: run an edited sweep file, new overrides or changed data (recorded on the "
+        "parent run) instead of refusing them",
+    )
+    list_choices(
+        sweep.add_argument(
+            "--profile",
+            help="how to run the preset: 'paper' as the paper did (its data, "
+            "shapes, encoders and schedule), 'budget' (the default) as a "
+            "miniature of the same recipe, or another profile the preset "
+            "defines (--list shows each preset's)",
+        ),
+        profile_names,
+    )
+    sweep.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the trials, the stages they share, the resources and an estimate of the cost, "
+        "and the command for a cluster; start nothing",
+    )
     sweep.add_argument("--storage", default="runs/sweeps", help="where sweep directories live (default: %(default)s)")
-    sweep.add_argument("--cpus-per-trial", type=float, metavar="N",
-                       help="CPUs per trial (per worker when num_workers > 1); default: the sweep file's resources.cpu")
-    sweep.add_argument("--gpus-per-trial", type=float, metavar="N",
-                       help="GPUs per trial (per worker); a fraction shares a GPU between one-worker trials; "
-                            "trials train on the GPUs they get (train.device: auto)")
-    sweep.add_argument("--concurrency", type=int, metavar="N",
-                       help="trials at once; default: the sweep file's concurrency")
-    sweep.add_argument("--group", type=int, metavar="G",
-                       help="train G trials of one model shape together in one process, as one batched model "
-                            "(each still its own MLflow run); default: the sweep file's group (1)")
-    sweep.add_argument("-v", "--verbose", action="store_true",
-                       help="Ray's full console output (Tune's status tables, checkpoint lines, its warnings, "
-                            "MLflow's progress bars); default: itrlab's progress line every 30 s")
+    sweep.add_argument(
+        "--cpus-per-trial",
+        type=float,
+        metavar="N",
+        help="CPUs per trial (per worker when num_workers > 1); default: the sweep file's resources.cpu",
+    )
+    sweep.add_argument(
+        "--gpus-per-trial",
+        type=float,
+        metavar="N",
+        help="GPUs per trial (per worker); a fraction shares a GPU between one-worker trials; "
+        "trials train on the GPUs they get (train.device: auto)",
+    )
+    sweep.add_argument(
+        "--concurrency", type=int, metavar="N", help="trials at once; default: the sweep file's concurrency"
+    )
+    sweep.add_argument(
+        "--group",
+        type=int,
+        metavar="G",
+        help="train G trials of one model shape together in one process, as one batched model "
+        "(each still its own MLflow run); default: the sweep file's group (1)",
+    )
+    sweep.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="Ray's full console output (Tune's status tables, checkpoint lines, its warnings, "
+        "MLflow's progress bars); default: itrlab's progress line every 30 s",
+    )
     sweep.add_argument("overrides", nargs="*", metavar="key=value", help="overrides of the base experiment")
     sweep.set_defaults(func=sweep_main)
 
-    report = sub.add_parser("report", help="write a finished sweep's dated results page (docs/results/)",
-                            description="Write <out>/<date>-<sweep>.md (and its plots under <out>/img/) from a sweep "
-                                        "parent run's sweep/summary.json in MLflow.")
+    report = sub.add_parser(
+        "report",
+        help="write a finished sweep's dated results page (docs/results/)",
+        description="Write <out>/<date>-<sweep>.md (and its plots under <out>/img/) from a sweep "
+        "parent run's sweep/summary.json in MLflow.",
+    )
     report.add_argument("run_id", help="the sweep's MLflow parent run (printed on its last line)")
     report.add_argument("--out", default="docs/results", help="folder of the page (default: %(default)s)")
     report.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     report.set_defaults(func=report_main)
 
-    evaluate = sub.add_parser("evaluate", help="evaluate trained models (or their ensemble) on a data set, split "
-                                                "and protocol (docs/models.md)")
-    evaluate.add_argument("models", nargs="+", metavar="MODEL",
-                          help="runs:/<run id>/model, a run id, a run folder or a model folder; two or more: "
-                               "their ensemble (the mean of their similarities) too")
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="evaluate trained models (or their ensemble) on a data set, split and protocol (docs/models.md)",
+    )
+    evaluate.add_argument(
+        "models",
+        nargs="+",
+        metavar="MODEL",
+        help="runs:/<run id>/model, a run id, a run folder or a model folder; two or more: "
+        "their ensemble (the mean of their similarities) too",
+    )
     evaluate.add_argument("--data", help="a precomp data folder (default: the first model's own data set)")
-    evaluate.add_argument("--split",
-                          help="the split's file prefix (default: the model's test split; with --data: test)")
-    evaluate.add_argument("--protocol", help="f30k_1k, f8k_1k, coco_5k, coco_1k (5 folds), 5fold, all (default: the "
-                                             "model's test protocol on its own test split, else all)")
+    evaluate.add_argument(
+        "--split", help="the split's file prefix (default: the model's test split; with --data: test)"
+    )
+    evaluate.add_argument(
+        "--protocol",
+        help="f30k_1k, f8k_1k, coco_5k, coco_1k (5 folds), 5fold, all (default: the "
+        "model's test protocol on its own test split, else all)",
+    )
     evaluate.add_argument("--out", help="write the tables as JSON to this file")
-    evaluate.add_argument("--experiment", default="evaluate",
-                          help="MLflow experiment of the run (default: %(default)s)")
+    evaluate.add_argument(
+        "--experiment", default="evaluate", help="MLflow experiment of the run (default: %(default)s)"
+    )
     evaluate.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     evaluate.add_argument("--no-tracking", action="store_true", help="log no MLflow run")
     evaluate.set_defaults(func=evaluate_main)
 
     model_help = "runs:/<run id>/model, a run id, a run folder or a model folder"
     data_help = "a precomp data folder (default: the model's own data set)"
-    retrieve = sub.add_parser("retrieve", help="the top-k images of a typed caption, or the top-k captions of an image "
-                                                "(docs/models.md)")
+    retrieve = sub.add_parser(
+        "retrieve", help="the top-k images of a typed caption, or the top-k captions of an image (docs/models.md)"
+    )
     retrieve.add_argument("model", metavar="MODEL", help=model_help)
     query = retrieve.add_mutually_exclusive_group(required=True)
     query.add_argument("--caption", help="text to search the split's images for")
-    query.add_argument("--image", type=int, metavar="ID", help="an image id of the split (its _ids.txt; without one: "
-                                                                "its row) whose captions to rank")
+    query.add_argument(
+        "--image",
+        type=int,
+        metavar="ID",
+        help="an image id of the split (its _ids.txt; without one: its row) whose captions to rank",
+    )
     retrieve.add_argument("-k", type=int, default=5, help="how many results (default: %(default)s)")
     retrieve.add_argument("--data", help=data_help)
-    retrieve.add_argument("--split", help="the split's file prefix (default: the model's test split; with --data: "
-                                          "test)")
+    retrieve.add_argument(
+        "--split", help="the split's file prefix (default: the model's test split; with --data: test)"
+    )
     retrieve.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     retrieve.set_defaults(func=retrieve_main)
 
-    gallery = sub.add_parser("gallery", help="an HTML page of what a model retrieves, with thumbnails, for data "
-                                              "extracted from photos (docs/models.md)")
+    gallery = sub.add_parser(
+        "gallery",
+        help="an HTML page of what a model retrieves, with thumbnails, for data extracted from photos (docs/models.md)",
+    )
     gallery.add_argument("model", metavar="MODEL", help=model_help)
     gallery.add_argument("--out", required=True, help="the HTML file to write")
     gallery.add_argument("-n", type=int, default=8, help="captions, and images, to sample (default: %(default)s)")
@@ -623,23 +760,32 @@ def build_parser(preset_flags: dict[str, tuple[str, str]] | None = None,
 
     from itrlab.data.synthetic import add_arguments as add_synthetic_arguments
 
-    synth = sub.add_parser("make-synthetic", help="write a synthetic dataset in the precomp layout",
-                           description="Generate a seeded synthetic ITR dataset in the SCAN precomp layout.")
+    synth = sub.add_parser(
+        "make-synthetic",
+        help="write a synthetic dataset in the precomp layout",
+        description="Generate a seeded synthetic ITR dataset in the SCAN precomp layout.",
+    )
     add_synthetic_arguments(synth)
     synth.set_defaults(func=make_synthetic_main)
     return parser
 
 
-def main(argv: Sequence[str] | None = None, preset_flags: dict[str, tuple[str, str]] | None = None,
-         program: Sequence[str] = ("itrlab", "sweep")) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    preset_flags: dict[str, tuple[str, str]] | None = None,
+    program: Sequence[str] = ("itrlab", "sweep"),
+) -> int:
     """``itrlab`` (``program``: the words that start a sweep as it was started, for the lines it prints)."""
     configure_console()  # the library logs; the command line shows its records as plain lines (itrlab.console_log)
     args = parse_args(argv, preset_flags, program)
     return args.func(args)
 
 
-def parse_args(argv: Sequence[str] | None, preset_flags: dict[str, tuple[str, str]] | None = None,
-               program: Sequence[str] = ("itrlab", "sweep")) -> argparse.Namespace:
+def parse_args(
+    argv: Sequence[str] | None,
+    preset_flags: dict[str, tuple[str, str]] | None = None,
+    program: Sequence[str] = ("itrlab", "sweep"),
+) -> argparse.Namespace:
     """The arguments of ``argv`` as :func:`main` runs them."""
     parser = build_parser(preset_flags, " ".join(program[1:]) if program[0] == "python" else None)
     # Overrides may come before or after flags (`--resume train.epochs=3`): argparse leaves the
@@ -664,8 +810,13 @@ def job_script(path: str) -> str:
     return path
 
 
-def sweep_cli(argv: Sequence[str] | None = None, *, default_preset: str | None = None,
-              preset_flags: dict[str, tuple[str, str]] | None = None, script: str | None = None) -> int:
+def sweep_cli(
+    argv: Sequence[str] | None = None,
+    *,
+    default_preset: str | None = None,
+    preset_flags: dict[str, tuple[str, str]] | None = None,
+    script: str | None = None,
+) -> int:
     """``jobs/sweep.py`` (any paper's sweep: ``--preset NAME``) and a paper's own sweep job, which
     gives its ``default_preset`` (run when no preset is named) and ``preset_flags`` (``--optuna``); ``script``
     (default: the running script) is what the lines it prints name (``jobs/sweep_dbl.py``, not jobs/sweep.py)."""
@@ -677,8 +828,9 @@ def sweep_cli(argv: Sequence[str] | None = None, *, default_preset: str | None =
     return main(argv, preset_flags, program)
 
 
-def sweep_argv(argv: list[str], default_preset: str | None = None,
-               preset_flags: dict[str, tuple[str, str]] | None = None) -> list[str] | None:
+def sweep_argv(
+    argv: list[str], default_preset: str | None = None, preset_flags: dict[str, tuple[str, str]] | None = None
+) -> list[str] | None:
     """``itrlab``'s arguments of a sweep job's ``argv``: the default preset added where none is named (None:
     there is none to add)."""
     names = ("--preset", "--sweep", "--list", "-h", "--help", *(preset_flags or {}))

@@ -45,8 +45,9 @@ class ConsoleHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             text = self.format(record)
-            stream = sys.stderr if record.levelno >= logging.WARNING or getattr(record, "to_stderr", False) \
-                else sys.stdout
+            stream = (
+                sys.stderr if record.levelno >= logging.WARNING or getattr(record, "to_stderr", False) else sys.stdout
+            )
             stream.write(text + "\n")
             stream.flush()
         except RecursionError:

@@ -115,8 +115,9 @@ def file_lock(path: str | Path, *, blocking: bool = True, what: str | None = Non
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except BlockingIOError:
-            raise UserInputError(f"{what or path} is in use by another process (lock {path}); "
-                                 "wait for it to finish or stop it first") from None
+            raise UserInputError(
+                f"{what or path} is in use by another process (lock {path}); wait for it to finish or stop it first"
+            ) from None
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -140,11 +141,24 @@ def load_tensors(path: str | Path, what: str = "checkpoint") -> Any:
         raise UserInputError(f"{what} {path} does not exist") from None
     except OSError as exc:
         raise UserInputError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, ImportError, TypeError,
-            IndexError, KeyError, UnicodeDecodeError, OverflowError, MemoryError) as exc:
+    except (
+        pickle.UnpicklingError,
+        RuntimeError,
+        EOFError,
+        ValueError,
+        AttributeError,
+        ImportError,
+        TypeError,
+        IndexError,
+        KeyError,
+        UnicodeDecodeError,
+        OverflowError,
+        MemoryError,
+    ) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserInputError(f"{what} {path} is not an itrlab checkpoint (a torch file of tensors only); "
-                             f"refused to load it: {reason}") from None
+        raise UserInputError(
+            f"{what} {path} is not an itrlab checkpoint (a torch file of tensors only); refused to load it: {reason}"
+        ) from None
 
 
 def _numpy_value_globals() -> list:
@@ -185,8 +199,10 @@ def check_path_length(path: str | Path, what: str) -> None:
     size = len(os.fsencode(text))
     longest = max((len(os.fsencode(part)) for part in Path(text).parts), default=0)
     if size >= PATH_MAX or longest > NAME_MAX:
-        raise UserInputError(f"{what}: the path {text[:80]}... is {size:,} bytes long, one of its names {longest:,}; "
-                             f"paths may hold {PATH_MAX - 1:,} bytes and names {NAME_MAX}")
+        raise UserInputError(
+            f"{what}: the path {text[:80]}... is {size:,} bytes long, one of its names {longest:,}; "
+            f"paths may hold {PATH_MAX - 1:,} bytes and names {NAME_MAX}"
+        )
     if not text.isprintable():
         raise UserInputError(f"{what}: the path {text!r} holds control or direction characters; name a plain folder")
 
@@ -217,6 +233,7 @@ def check_writable_dir(path: str | Path, what: str) -> Path:
         os.unlink(name)
     except OSError as err:
         where = "" if probe == path else f" (its parent {probe} exists)"
-        raise UserInputError(f"{what}: cannot write in {probe}{where}: {err.strerror or err}; "
-                             "pick a folder you can write to") from None
+        raise UserInputError(
+            f"{what}: cannot write in {probe}{where}: {err.strerror or err}; pick a folder you can write to"
+        ) from None
     return path

@@ -20,8 +20,9 @@ from pydantic import BeforeValidator, Strict
 FLOAT32_MAX = 3.4028234663852886e38
 
 
-def describe_bounds(gt: float | None = None, ge: float | None = None, lt: float | None = None,
-                    le: float | None = None) -> str:
+def describe_bounds(
+    gt: float | None = None, ge: float | None = None, lt: float | None = None, le: float | None = None
+) -> str:
     """``a finite number > 0`` / ``a finite number in [0, 1]`` ...: the allowed range in words."""
     if ge is not None and le is not None:
         return f"a finite number in [{ge:g}, {le:g}]"
@@ -31,8 +32,12 @@ def describe_bounds(gt: float | None = None, ge: float | None = None, lt: float 
         return f"a finite number in [{ge:g}, {lt:g})"
     if gt is not None and lt is not None:
         return f"a finite number in ({gt:g}, {lt:g})"
-    bounds = [f"> {gt:g}" if gt is not None else "", f">= {ge:g}" if ge is not None else "",
-              f"< {lt:g}" if lt is not None else "", f"<= {le:g}" if le is not None else ""]
+    bounds = [
+        f"> {gt:g}" if gt is not None else "",
+        f">= {ge:g}" if ge is not None else "",
+        f"< {lt:g}" if lt is not None else "",
+        f"<= {le:g}" if le is not None else "",
+    ]
     text = " and ".join(b for b in bounds if b)
     return f"a finite number {text}" if text else "a finite number"
 
@@ -44,8 +49,16 @@ def is_finite_number(value: object) -> bool:
     return math.isfinite(value) and abs(value) <= FLOAT32_MAX
 
 
-def check_number(name: str, value: object, *, gt: float | None = None, ge: float | None = None,
-                 lt: float | None = None, le: float | None = None, meaning: str | None = None) -> float:
+def check_number(
+    name: str,
+    value: object,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    meaning: str | None = None,
+) -> float:
     """``value`` as a float if it is a finite number within the bounds; ValueError naming ``name`` otherwise.
 
     ``meaning`` (e.g. "the temperature τ") is added to the message.
@@ -56,18 +69,29 @@ def check_number(name: str, value: object, *, gt: float | None = None, ge: float
         raise ValueError(f"{name} {err}, got {value!r}") from None
 
 
-def _bounded(value: object, gt: float | None, ge: float | None, lt: float | None, le: float | None,
-             meaning: str | None) -> float:
+def _bounded(
+    value: object, gt: float | None, ge: float | None, lt: float | None, le: float | None, meaning: str | None
+) -> float:
     if is_finite_number(value):
         number = float(value)  # type: ignore[arg-type]
-        if not ((gt is not None and not number > gt) or (ge is not None and not number >= ge)
-                or (lt is not None and not number < lt) or (le is not None and not number <= le)):
+        if not (
+            (gt is not None and not number > gt)
+            or (ge is not None and not number >= ge)
+            or (lt is not None and not number < lt)
+            or (le is not None and not number <= le)
+        ):
             return number
     raise ValueError("must be " + describe_bounds(gt, ge, lt, le) + (f" ({meaning})" if meaning else ""))
 
 
-def number(*, gt: float | None = None, ge: float | None = None, lt: float | None = None, le: float | None = None,
-           meaning: str | None = None) -> Any:
+def number(
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    meaning: str | None = None,
+) -> Any:
     """The type of a numeric setting: a float checked as :func:`check_number` does, within the bounds.
 
     For pydantic models and ``validate_call`` signatures; the error says what is allowed, and pydantic's

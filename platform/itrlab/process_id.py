@@ -24,7 +24,7 @@ def _start_ticks(pid: int) -> str | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
 
 

@@ -167,8 +167,12 @@ def _positive_int(value: str | None) -> int | None:
 SMALL_MACHINE = 2  # CPUs; at most this many: one thread (module doc, rule 4)
 
 
-def thread_count(requested: int = 0, environ: MutableMapping[str, str] | None = None,
-                 reserved: float | None = None, cpus: int | None = None) -> tuple[int, str]:
+def thread_count(
+    requested: int = 0,
+    environ: MutableMapping[str, str] | None = None,
+    reserved: float | None = None,
+    cpus: int | None = None,
+) -> tuple[int, str]:
     """(torch threads, where the number comes from) under the policy of the module doc.
 
     ``requested``: ``train.threads`` (0: not set). ``reserved``, ``cpus``: Ray's reservation and the

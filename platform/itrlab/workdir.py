@@ -26,8 +26,9 @@ def project_folder() -> Path | None:
 def relative_targets(paths: Iterable[tuple[str, str | Path | None]], tracking: bool = True) -> list[tuple[str, Path]]:
     """The (what, path) pairs whose path is relative, with the default MLflow store's when the job tracks and
     no URI is set."""
-    found = [(what, Path(path)) for what, path in paths
-             if path is not None and not Path(path).expanduser().is_absolute()]
+    found = [
+        (what, Path(path)) for what, path in paths if path is not None and not Path(path).expanduser().is_absolute()
+    ]
     if tracking and not os.environ.get(TRACKING_URI_ENV):
         found.append(("the MLflow store", Path("mlflow.db")))
     return found
@@ -43,5 +44,7 @@ def elsewhere_line(paths: Iterable[tuple[str, str | Path | None]], tracking: boo
     if not targets:
         return None
     listed = ", ".join(f"{what} {here / path}" for what, path in targets)
-    return (f"working in {here}, not in the project folder {project}: {listed} (relative paths are read from the "
-            f"working folder; cd {project} to use the project's)")
+    return (
+        f"working in {here}, not in the project folder {project}: {listed} (relative paths are read from the "
+        f"working folder; cd {project} to use the project's)"
+    )

@@ -29,15 +29,16 @@ from itrlab import threads as thread_policy
 from itrlab.bench.timing import EpochTiming, GpuSampler, bench_trainer, floor_batches, time_epoch, time_floor
 from itrlab.config import ExperimentConfig
 
-
 # A competing process: pure CPU, like `python -c "while True: pass"`, but it also ends by itself once the
 # process that started it is gone (killed before it could clean up) or after argv[1] seconds.
-BUSY_LOOP = ("import os, signal, sys, time\n"
-             "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"  # Ctrl-C ends it without a traceback
-             "parent, end = os.getppid(), time.monotonic() + float(sys.argv[1])\n"
-             "while os.getppid() == parent and time.monotonic() < end:\n"
-             "    for _ in range(100000):\n"
-             "        pass\n")
+BUSY_LOOP = (
+    "import os, signal, sys, time\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"  # Ctrl-C ends it without a traceback
+    "parent, end = os.getppid(), time.monotonic() + float(sys.argv[1])\n"
+    "while os.getppid() == parent and time.monotonic() < end:\n"
+    "    for _ in range(100000):\n"
+    "        pass\n"
+)
 
 
 class BusyProcesses:
@@ -48,11 +49,12 @@ class BusyProcesses:
         self.count, self.max_seconds = count, max_seconds
         self.processes: list[subprocess.Popen] = []
 
-    def __enter__(self) -> "BusyProcesses":
+    def __enter__(self) -> BusyProcesses:
         try:
             for _ in range(self.count):
-                self.processes.append(subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(self.max_seconds)],
-                                                       stdin=subprocess.DEVNULL))
+                self.processes.append(
+                    subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(self.max_seconds)], stdin=subprocess.DEVNULL)
+                )
             time.sleep(0.3 if self.count else 0)  # interpreters started and spinning before the timing begins
         except BaseException:
             self.stop()
@@ -106,17 +108,32 @@ class BusyReport:
         return sum(t.steps < self.planned_steps for t in self.quiet + self.busy)
 
     def summary(self) -> dict:
-        return {"policy": self.policy, "wait_policy": self.wait_policy, "threads": self.threads,
-                "busy_processes": self.busy_processes, "quiet_epoch_seconds": self.quiet_seconds,
-                "busy_epoch_seconds": self.busy_seconds, "busy_over_quiet": self.ratio,
-                "quiet_epochs": [self.epoch_seconds(t) for t in self.quiet],
-                "busy_epochs": [self.epoch_seconds(t) for t in self.busy], "stopped_epochs": self.stopped,
-                "load_before": self.load_before, "load_after": self.load_after}
+        return {
+            "policy": self.policy,
+            "wait_policy": self.wait_policy,
+            "threads": self.threads,
+            "busy_processes": self.busy_processes,
+            "quiet_epoch_seconds": self.quiet_seconds,
+            "busy_epoch_seconds": self.busy_seconds,
+            "busy_over_quiet": self.ratio,
+            "quiet_epochs": [self.epoch_seconds(t) for t in self.quiet],
+            "busy_epochs": [self.epoch_seconds(t) for t in self.busy],
+            "stopped_epochs": self.stopped,
+            "load_before": self.load_before,
+            "load_after": self.load_after,
+        }
 
 
-def run_busy_bench(config: ExperimentConfig, busy: int, repeats: int = 3, warmup: int = 5,
-                   max_steps: int | None = None, time_limit: float | None = 60.0, policy: str = "as set",
-                   run_dir: Path | None = None) -> BusyReport:
+def run_busy_bench(
+    config: ExperimentConfig,
+    busy: int,
+    repeats: int = 3,
+    warmup: int = 5,
+    max_steps: int | None = None,
+    time_limit: float | None = 60.0,
+    policy: str = "as set",
+    run_dir: Path | None = None,
+) -> BusyReport:
     """``repeats`` (quiet epoch, epoch beside ``busy`` busy processes) pairs in this process (module doc)."""
     parent = os.getppid()
     with bench_trainer(config, run_dir) as trainer:
@@ -132,8 +149,9 @@ def run_busy_bench(config: ExperimentConfig, busy: int, repeats: int = 3, warmup
             if os.getppid() != parent:  # the benchmark that started this one is gone
                 raise SystemExit("bench_train: the parent process is gone; stopping")
         load_after = os.getloadavg()[0]
-    return BusyReport(policy, thread_policy.describe(), torch.get_num_threads(), busy, planned, quiet, loaded,
-                      load_before, load_after)
+    return BusyReport(
+        policy, thread_policy.describe(), torch.get_num_threads(), busy, planned, quiet, loaded, load_before, load_after
+    )
 
 
 def policy_env(policy: str) -> dict[str, str]:
@@ -150,26 +168,36 @@ def policy_env(policy: str) -> dict[str, str]:
 
 def format_busy(reports: list[BusyReport], config: ExperimentConfig, time_limit: float | None) -> str:
     first = reports[0]
-    lines = [f"bench_train --busy {first.busy_processes}: {config.name}, {first.planned_steps} steps x batch "
-             f"{config.train.batch_size} per epoch; {len(first.quiet)} quiet and {len(first.busy)} busy epochs, "
-             f"alternating, per policy; machine: {os.cpu_count()} CPUs",
-             f"{'policy':<6}  {'wait policy':<28}  {'threads':>7}  {'quiet s/epoch':>13}  {'busy s/epoch':>12}  "
-             f"{'busy / quiet':>12}"]
+    lines = [
+        f"bench_train --busy {first.busy_processes}: {config.name}, {first.planned_steps} steps x batch "
+        f"{config.train.batch_size} per epoch; {len(first.quiet)} quiet and {len(first.busy)} busy epochs, "
+        f"alternating, per policy; machine: {os.cpu_count()} CPUs",
+        f"{'policy':<6}  {'wait policy':<28}  {'threads':>7}  {'quiet s/epoch':>13}  {'busy s/epoch':>12}  "
+        f"{'busy / quiet':>12}",
+    ]
     for r in reports:
-        lines.append(f"{r.policy:<6}  {r.wait_policy:<28}  {r.threads:>7}  {r.quiet_seconds:>13.2f}  "
-                     f"{r.busy_seconds:>12.2f}  {r.ratio:>11.2f}x")
-        lines.append(f"{'':<6}  epochs (s): quiet {', '.join(f'{r.epoch_seconds(t):.1f}' for t in r.quiet)}; "
-                     f"busy {', '.join(f'{r.epoch_seconds(t):.1f}' for t in r.busy)}; 1-min load average "
-                     f"{r.load_before:.2f} before, {r.load_after:.2f} after")
+        lines.append(
+            f"{r.policy:<6}  {r.wait_policy:<28}  {r.threads:>7}  {r.quiet_seconds:>13.2f}  "
+            f"{r.busy_seconds:>12.2f}  {r.ratio:>11.2f}x"
+        )
+        lines.append(
+            f"{'':<6}  epochs (s): quiet {', '.join(f'{r.epoch_seconds(t):.1f}' for t in r.quiet)}; "
+            f"busy {', '.join(f'{r.epoch_seconds(t):.1f}' for t in r.busy)}; 1-min load average "
+            f"{r.load_before:.2f} before, {r.load_after:.2f} after"
+        )
     lines.append("each figure a median over the epochs")
     by_policy = {r.policy: r for r in reports}
     if {"new", "old"} <= set(by_policy):
         new, old = by_policy["new"], by_policy["old"]
-        lines.append(f"new / old: quiet {new.quiet_seconds / old.quiet_seconds:.2f}x, "
-                     f"busy {new.busy_seconds / old.busy_seconds:.2f}x")
+        lines.append(
+            f"new / old: quiet {new.quiet_seconds / old.quiet_seconds:.2f}x, "
+            f"busy {new.busy_seconds / old.busy_seconds:.2f}x"
+        )
     stopped = sum(r.stopped for r in reports)
     if stopped:
-        lines.append(f"{stopped} epoch(s) stopped at the {time_limit:g} s limit: their time per step x the planned steps")
+        lines.append(
+            f"{stopped} epoch(s) stopped at the {time_limit:g} s limit: their time per step x the planned steps"
+        )
     if any(key in os.environ and key not in thread_policy.worker_env() for key in thread_policy.USER_WAIT_KEYS):
         lines.append(f"note: this shell sets {thread_policy.describe()}, which both policies keep")
     return "\n".join(lines)
@@ -183,9 +211,17 @@ def run_policy_child(policy: str, argv: list[str]) -> BusyReport:
     """``argv`` (a busy benchmark) in a subprocess under ``policy``; its report."""
     with tempfile.TemporaryDirectory(prefix="bench_busy_") as tmp:
         out = Path(tmp) / "report.json"
-        command = [sys.executable, "-c", "import sys; from itrlab.bench.train import bench_cli; "
-                   "sys.exit(bench_cli(sys.argv[1:]))", *argv, "--in-process", "--policy", policy,
-                   "--json", str(out)]
+        command = [
+            sys.executable,
+            "-c",
+            "import sys; from itrlab.bench.train import bench_cli; sys.exit(bench_cli(sys.argv[1:]))",
+            *argv,
+            "--in-process",
+            "--policy",
+            policy,
+            "--json",
+            str(out),
+        ]
         child = subprocess.Popen(command, env=policy_env(policy))
         try:
             status = child.wait()

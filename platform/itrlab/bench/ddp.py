@@ -71,26 +71,35 @@ def timing_worker(loop_config: dict[str, Any]) -> None:
             _log.info(f"{world} worker(s) x {loop_config['threads']} thread(s): epoch {epoch} in {seconds[-1]:.2f} s")
     if rank == 0:
         (Path(loop_config["out"]) / TIMINGS).write_text(
-            json.dumps({"epoch_seconds": seconds, "steps_per_epoch": trainer.steps_per_epoch}))
+            json.dumps({"epoch_seconds": seconds, "steps_per_epoch": trainer.steps_per_epoch})
+        )
 
 
-def time_scaling(experiment: str, overrides: list[str], workers: int, threads: int, epochs: int,
-                 out: Path) -> ScalingRun:
+def time_scaling(
+    experiment: str, overrides: list[str], workers: int, threads: int, epochs: int, out: Path
+) -> ScalingRun:
     """Train ``experiment`` with ``workers`` CPU workers of ``threads`` threads; rank 0's epoch times."""
     out.mkdir(parents=True, exist_ok=True)
     trainer = TorchTrainer(
         timing_worker,
-        train_loop_config={"experiment": experiment, "overrides": overrides, "threads": threads,
-                           "epochs": epochs, "out": str(out)},
+        train_loop_config={
+            "experiment": experiment,
+            "overrides": overrides,
+            "threads": threads,
+            "epochs": epochs,
+            "out": str(out),
+        },
         scaling_config=ScalingConfig(num_workers=workers, resources_per_worker={"CPU": threads}),
-        run_config=RunConfig(storage_path=str(out / "ray"), name=f"bench_ddp_{workers}x{threads}"))
+        run_config=RunConfig(storage_path=str(out / "ray"), name=f"bench_ddp_{workers}x{threads}"),
+    )
     trainer.fit()
     timings = json.loads((out / TIMINGS).read_text())
     return ScalingRun(workers, threads, timings["epoch_seconds"], timings["steps_per_epoch"])
 
 
-def run_scaling(experiment: str, overrides: list[str], workers: int, cores: int, epochs: int,
-                workdir: Path) -> tuple[ScalingRun, ScalingRun, ScalingRun]:
+def run_scaling(
+    experiment: str, overrides: list[str], workers: int, cores: int, epochs: int, workdir: Path
+) -> tuple[ScalingRun, ScalingRun, ScalingRun]:
     """``1 x cores/workers`` (one worker's share of the cores), ``1 x cores`` and ``workers x
     cores/workers``, on one local Ray (with a CPU to spare for each TorchTrainer's controller)."""
     from itrlab.assembly import load_experiment
@@ -103,8 +112,12 @@ def run_scaling(experiment: str, overrides: list[str], workers: int, cores: int,
     generate_if_synthetic(config)  # once, before the workers share it
     # the workers may run in another folder
     overrides = [*overrides, f"dataset.root={Path(config.dataset.root).resolve()}"]
-    ray.init(address="local", num_cpus=cores + 1, log_to_driver=True,
-             runtime_env={"env_vars": {"ITRLAB_CONFIG_DIR": str(config_dir().resolve())}})
+    ray.init(
+        address="local",
+        num_cpus=cores + 1,
+        log_to_driver=True,
+        runtime_env={"env_vars": {"ITRLAB_CONFIG_DIR": str(config_dir().resolve())}},
+    )
     try:
         share = time_scaling(experiment, overrides, 1, cores // workers, epochs, workdir / "share")
         single = time_scaling(experiment, overrides, 1, cores, epochs, workdir / "single")

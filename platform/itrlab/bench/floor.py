@@ -65,7 +65,9 @@ class BenchReport:
 
     @property
     def floor_ratio(self) -> float:
-        return statistics.median(e.seconds / (floor * e.steps) for e, floor in zip(self.epochs, self.floor_step_seconds))
+        return statistics.median(
+            e.seconds / (floor * e.steps) for e, floor in zip(self.epochs, self.floor_step_seconds)
+        )
 
     @property
     def median_step_wait_share(self) -> float:
@@ -77,24 +79,35 @@ class BenchReport:
         return statistics.median(values) if values else None
 
     def summary(self) -> dict:
-        return {"pairs_per_second": self.median("pairs_per_second"), "epoch_seconds": self.median("seconds"),
-                "data_share": self.median("data_share"), "median_step_wait_share": self.median_step_wait_share,
-                "busy": self.busy, "busy_kind": self.busy_kind, "floor_step_seconds": self.floor_step,
-                "floor_pairs_per_second": self.floor_pairs_per_second, "epoch_over_floor": self.floor_ratio}
+        return {
+            "pairs_per_second": self.median("pairs_per_second"),
+            "epoch_seconds": self.median("seconds"),
+            "data_share": self.median("data_share"),
+            "median_step_wait_share": self.median_step_wait_share,
+            "busy": self.busy,
+            "busy_kind": self.busy_kind,
+            "floor_step_seconds": self.floor_step,
+            "floor_pairs_per_second": self.floor_pairs_per_second,
+            "epoch_over_floor": self.floor_ratio,
+        }
 
     def to_dict(self) -> dict:
         return {**asdict(self), "summary": self.summary()}
 
     def format(self) -> str:
         busy = "n/a" if self.busy is None else f"{100 * self.busy:.0f}%"
-        lines = [f"bench_train: {self.experiment} on {self.device}; precision {self.precision}; data path "
-                 f"{self.data_path} (train.data_path={self.data_path_asked}); {len(self.epochs)} epoch(s) x "
-                 f"{self.epochs[0].steps} steps (of {self.steps_per_epoch}) x batch {self.batch_size}",
-                 f"{'epoch':>5}  {'seconds':>8}  {'pairs/s':>9}  {'data wait':>10}  {'median step wait':>17}  {'busy':>6}"]
+        lines = [
+            f"bench_train: {self.experiment} on {self.device}; precision {self.precision}; data path "
+            f"{self.data_path} (train.data_path={self.data_path_asked}); {len(self.epochs)} epoch(s) x "
+            f"{self.epochs[0].steps} steps (of {self.steps_per_epoch}) x batch {self.batch_size}",
+            f"{'epoch':>5}  {'seconds':>8}  {'pairs/s':>9}  {'data wait':>10}  {'median step wait':>17}  {'busy':>6}",
+        ]
         for number, e in enumerate(self.epochs, 1):
             step_wait = statistics.median(e.step_wait_shares)
-            lines.append(f"{number:>5}  {e.seconds:>8.2f}  {e.pairs_per_second:>9.0f}  {100 * e.data_share:>9.1f}%  "
-                         f"{100 * step_wait:>16.1f}%  {'n/a' if e.busy is None else f'{100 * e.busy:.0f}%':>6}")
+            lines.append(
+                f"{number:>5}  {e.seconds:>8.2f}  {e.pairs_per_second:>9.0f}  {100 * e.data_share:>9.1f}%  "
+                f"{100 * step_wait:>16.1f}%  {'n/a' if e.busy is None else f'{100 * e.busy:.0f}%':>6}"
+            )
         lines += [
             f"floor (train_step on batches already on the device): {1000 * self.floor_step:.1f} ms/step, "
             f"{self.floor_pairs_per_second:.0f} pairs/s",
@@ -107,8 +120,14 @@ class BenchReport:
         return "\n".join(lines + self.notes)
 
 
-def run_bench(config: ExperimentConfig, epochs: int = 2, floor_steps: int = 30, warmup: int = 5,
-              max_steps: int | None = None, run_dir: Path | None = None) -> BenchReport:
+def run_bench(
+    config: ExperimentConfig,
+    epochs: int = 2,
+    floor_steps: int = 30,
+    warmup: int = 5,
+    max_steps: int | None = None,
+    run_dir: Path | None = None,
+) -> BenchReport:
     """Time ``epochs`` training epochs of ``config`` on its device, then the floor (see the module doc)."""
     with bench_trainer(config, run_dir) as trainer:
         config, device = trainer.config, trainer.device
@@ -125,9 +144,21 @@ def run_bench(config: ExperimentConfig, epochs: int = 2, floor_steps: int = 30, 
             timings.append(time_epoch(trainer, epoch, gpu_nvml, max_steps))
             floor.append(time_floor(trainer, batches, floor_steps))
         load_after = os.getloadavg()[0]
-    return BenchReport(config.name, describe(device), config.train.precision, trainer.data_path,
-                       config.train.data_path, config.train.batch_size, trainer.steps_per_epoch, timings, floor,
-                       busy_kind, load_before, load_after, notes)
+    return BenchReport(
+        config.name,
+        describe(device),
+        config.train.precision,
+        trainer.data_path,
+        config.train.data_path,
+        config.train.batch_size,
+        trainer.steps_per_epoch,
+        timings,
+        floor,
+        busy_kind,
+        load_before,
+        load_after,
+        notes,
+    )
 
 
 def record_throughput(config, result: BenchReport) -> None:
@@ -137,6 +168,7 @@ def record_throughput(config, result: BenchReport) -> None:
 
     splits = config.dataset.splits
     shape = data_shape(config.dataset.root, (splits.train, splits.val, splits.test), config.dataset.captions_per_image)
-    path = record(result.device, training_shape(config, shape.regions, shape.feature_dim),
-                  result.median("pairs_per_second"))
+    path = record(
+        result.device, training_shape(config, shape.regions, shape.feature_dim), result.median("pairs_per_second")
+    )
     _log.info(f"bench_train: recorded in {path} (what `jobs/sweep.py --dry-run` estimates costs from)")

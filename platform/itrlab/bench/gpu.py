@@ -9,7 +9,8 @@ says how many steps it timed; a section that fails is reported and the next one 
   and under OSS, CODER, AsCL), each in fp32 and bf16 (:mod:`itrlab.bench.timing`: pairs/s, the device's busy
   share, epoch / floor); a method whose optional packages a bare GPU machine lacks runs without the parts
   that need them, as the plan's sizing says, and the page says so;
-* **grouped**: the plan's trials at their group sizes (VSE++ at G = 1, 3, 9, 27, ...) (:mod:`itrlab.bench.grouped_throughput`:
+* **grouped**: the plan's trials at their group sizes (VSE++ at G = 1, 3, 9, 27, ...)
+(:mod:`itrlab.bench.grouped_throughput`:
   pairs/s per member, the ratio against one run at a time, busy share, peak memory);
 * **eval**: the plan's evaluations (dense and token-level) of a 1,000-image test split (5,000 captions) at
   the default shard budget;
@@ -37,8 +38,8 @@ from pathlib import Path
 
 import torch
 
-from itrlab.methods.registry import scheme_labels, with_fresh_branches
 from itrlab.bench.gpu_setup import Check, CheckPlan, guarded, missing_packages_notes, pct, preset_config
+from itrlab.methods.registry import scheme_labels, with_fresh_branches
 
 _log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ def train_section(check: Check, seconds: float) -> None:
     rows = []
     for name, preset, row, extra in methods:
         for precision in precisions:
+
             def measure():
                 config = preset_config(check, preset, row, (*extra, f"train.precision={precision}"))
                 with bench_trainer(config) as trainer:
@@ -87,15 +89,25 @@ def train_section(check: Check, seconds: float) -> None:
                     share = epoch.busy if trainer.device.type == "cpu" else busy.busy
                     split = trainer.data.train
                     shape = training_shape(config, split.n_regions, split.feature_dim)
-                    return {"model": name, "precision": precision, "batch": config.train.batch_size,
-                            "steps": epoch.steps, "pairs_per_s": pairs, "busy": share, "epoch_over_floor": ratio,
-                            "shape": shape}
+                    return {
+                        "model": name,
+                        "precision": precision,
+                        "batch": config.train.batch_size,
+                        "steps": epoch.steps,
+                        "pairs_per_s": pairs,
+                        "busy": share,
+                        "epoch_over_floor": ratio,
+                        "shape": shape,
+                    }
+
             result = guarded(check, f"{name} {precision}", measure)
             if result:
                 rows.append(result)
                 check.records.append((result["shape"], result["pairs_per_s"]))
-                check.say(f"| {name} | {precision} | {result['batch']} | {result['steps']} | "
-                          f"{result['pairs_per_s']:,.0f} | {pct(result['busy'])} | {result['epoch_over_floor']:.2f}x |")
+                check.say(
+                    f"| {name} | {precision} | {result['batch']} | {result['steps']} | "
+                    f"{result['pairs_per_s']:,.0f} | {pct(result['busy'])} | {result['epoch_over_floor']:.2f}x |"
+                )
     for note in missing_packages_notes(check):
         check.say(f"\n{note}.")
     check.results["train"] = rows
@@ -115,11 +127,14 @@ def grouped_section(check: Check, seconds: float) -> None:
     for name, preset, row, sizes in plans:
         solo = None
         for size in sizes:
+
             def measure():
                 configs = [preset_config(check, preset, row, (f"seed={seed}",)) for seed in range(size)]
                 steps = 3 if check.quick else 10
-                return configs[0], time_group(configs, steps, warmup=2, repeats=2, time_limit=seconds / count,
-                                              solo=size == 1)
+                return configs[0], time_group(
+                    configs, steps, warmup=2, repeats=2, time_limit=seconds / count, solo=size == 1
+                )
+
             measured = guarded(check, f"{name} G={size}", measure)
             if measured is None:
                 continue
@@ -129,13 +144,18 @@ def grouped_section(check: Check, seconds: float) -> None:
                 solo = timing.member_pairs_solo
             ratio = size * timing.member_pairs_grouped / solo if solo else None
             shape = training_shape(config, 36, 2048)  # the paper-shaped data's regions
-            check.records.append((shape, timing.member_pairs_solo) if size == 1 else
-                                 (group_shape(shape, size), timing.member_pairs_grouped))
+            check.records.append(
+                (shape, timing.member_pairs_solo)
+                if size == 1
+                else (group_shape(shape, size), timing.member_pairs_grouped)
+            )
             rows.append({"model": name, "group": size, **summary, "ratio_vs_alone": ratio})
             memory = summary["memory_grouped_gb"]
-            check.say(f"| {name} | {size} | {timing.member_pairs_grouped:,.0f} | "
-                      f"{(f'{solo:,.0f}' if solo else '-')} | {(f'{ratio:.2f}x' if ratio else '-')} | "
-                      f"{pct(summary['busy_grouped'])} | {(f'{memory:.1f} GB' if memory else '-')} |")
+            check.say(
+                f"| {name} | {size} | {timing.member_pairs_grouped:,.0f} | "
+                f"{(f'{solo:,.0f}' if solo else '-')} | {(f'{ratio:.2f}x' if ratio else '-')} | "
+                f"{pct(summary['busy_grouped'])} | {(f'{memory:.1f} GB' if memory else '-')} |"
+            )
     check.results["grouped"] = rows
 
 
@@ -147,6 +167,7 @@ def eval_section(check: Check, seconds: float) -> None:
     check.say("|---|---|---|---|")
     rows = []
     for name, preset, row in ((r.label, r.preset, r.row) for r in check.plan.evaluation):
+
         def measure():
             config = preset_config(check, preset, row)
             with bench_trainer(config) as trainer:
@@ -157,13 +178,21 @@ def eval_section(check: Check, seconds: float) -> None:
                 if trainer.device.type == "cuda":
                     torch.cuda.synchronize(trainer.device)
                 budget = getattr(trainer.method, "shard_elements", None)
-                return {"model": name, "images": split.n_images, "captions": split.n_images * split.captions_per_image,
-                        "seconds": time.perf_counter() - started, "shard_elements": str(budget)}
+                return {
+                    "model": name,
+                    "images": split.n_images,
+                    "captions": split.n_images * split.captions_per_image,
+                    "seconds": time.perf_counter() - started,
+                    "shard_elements": str(budget),
+                }
+
         result = guarded(check, name, measure)
         if result:
             rows.append(result)
-            check.say(f"| {name} | {result['images']:,} x {result['captions']:,} | {result['seconds']:.2f} | "
-                      f"{result['shard_elements']} |")
+            check.say(
+                f"| {name} | {result['images']:,} x {result['captions']:,} | {result['seconds']:.2f} | "
+                f"{result['shard_elements']} |"
+            )
     check.results["eval"] = rows
 
 
@@ -182,8 +211,14 @@ def paper_recipes(check: Check) -> list[tuple[str, int, str]]:
         index = max(i for i, point in enumerate(points) if point.get("seed") == spec.seeds[0])
         config = preset_config(check, path.stem, index)
         scheme = "".join(f" {label}" for label in scheme_labels(config).values() if label != "none")
-        recipes.append((path.stem, index, f"{config.method.name} ({config.loss.name}{scheme}), "
-                                          f"{config.model.text.encoder}, batch {config.train.batch_size}"))
+        recipes.append(
+            (
+                path.stem,
+                index,
+                f"{config.method.name} ({config.loss.name}{scheme}), "
+                f"{config.model.text.encoder}, batch {config.train.batch_size}",
+            )
+        )
     return recipes
 
 
@@ -195,25 +230,36 @@ def profiles_section(check: Check, seconds: float) -> None:
         recipes = recipes[:2]
     limit = seconds / max(1, len(recipes))
     steps = 3 if check.quick else 100
-    check.say(f"\n## {steps} steps of each paper profile's full method ({len(recipes)} profiles, at most "
-              f"{limit:.0f} s each)\n")
+    check.say(
+        f"\n## {steps} steps of each paper profile's full method ({len(recipes)} profiles, at most "
+        f"{limit:.0f} s each)\n"
+    )
     check.say("| preset | trains | steps | s/step | pairs/s |")
     check.say("|---|---|---|---|---|")
     rows = []
     for preset, index, recipe in recipes:
+
         def measure():
             config = preset_config(check, preset, index)
             config = with_fresh_branches(config)  # no anchor trained first
             with bench_trainer(config) as trainer:
                 time_floor(trainer, floor_batches(trainer, 2), 1)
                 epoch = time_epoch(trainer, 1, False, max_steps=steps, time_limit=limit * 0.8)
-                return {"preset": preset, "recipe": recipe, "steps": epoch.steps,
-                        "seconds_per_step": epoch.seconds / max(1, epoch.steps), "pairs_per_s": epoch.pairs_per_second}
+                return {
+                    "preset": preset,
+                    "recipe": recipe,
+                    "steps": epoch.steps,
+                    "seconds_per_step": epoch.seconds / max(1, epoch.steps),
+                    "pairs_per_s": epoch.pairs_per_second,
+                }
+
         result = guarded(check, f"{preset} {recipe}", measure)
         if result:
             rows.append(result)
-            check.say(f"| {preset} | {recipe} | {result['steps']} | {result['seconds_per_step']:.3f} | "
-                      f"{result['pairs_per_s']:,.0f} |")
+            check.say(
+                f"| {preset} | {recipe} | {result['steps']} | {result['seconds_per_step']:.3f} | "
+                f"{result['pairs_per_s']:,.0f} |"
+            )
     check.results["profiles"] = rows
 
 
@@ -222,8 +268,15 @@ SECTIONS = {"train": train_section, "grouped": grouped_section, "eval": eval_sec
 
 # ---------------------------------------------------------------------- the check
 
-def run_check(plan: CheckPlan, device: torch.device, out: Path | None, quick: bool = False, budget: float = 450.0,
-              sections: list[str] | None = None) -> Path:
+
+def run_check(
+    plan: CheckPlan,
+    device: torch.device,
+    out: Path | None,
+    quick: bool = False,
+    budget: float = 450.0,
+    sections: list[str] | None = None,
+) -> Path:
     """Run the sections within ``budget`` seconds; returns the page. The page, the figures and the
     records are written after every section: a check stopped midway leaves what it measured."""
     from itrlab.config.checks import synthetic_spec_of
@@ -239,9 +292,11 @@ def run_check(plan: CheckPlan, device: torch.device, out: Path | None, quick: bo
         check = Check(device, quick, Path(tmp) / "paper_shape", out, plan)
         check.say(f"# GPU check, {date}\n")
         sizes = "quick (small sizes)" if quick else "the papers' dimensions"
-        check.say(f"Device: {describe(device)}; torch {torch.__version__}; {sizes}; budget {budget:.0f} s. "
-                  f"Data: synthetic, of the papers' shape (36 x 2048 regions, captions of Flickr30K's length), "
-                  f"generated here. Written by `jobs/bench_gpu.py` (itrlab.bench.gpu).")
+        check.say(
+            f"Device: {describe(device)}; torch {torch.__version__}; {sizes}; budget {budget:.0f} s. "
+            f"Data: synthetic, of the papers' shape (36 x 2048 regions, captions of Flickr30K's length), "
+            f"generated here. Written by `jobs/bench_gpu.py` (itrlab.bench.gpu)."
+        )
         generate_synthetic(check.root, synthetic_spec_of(preset_config(check, plan.data.preset, plan.data.row)))
         names = sections or list(SECTIONS)
         written = 0
@@ -251,8 +306,10 @@ def run_check(plan: CheckPlan, device: torch.device, out: Path | None, quick: bo
             guarded(check, name, lambda: SECTIONS[name](check, seconds))
             check.results.setdefault("seconds", {})[name] = time.perf_counter() - started
             written = _write(check, page, date, written)
-        check.say(f"\nTook {time.perf_counter() - clock.started:.0f} s. Busy: the GPU's utilisation sampled by NVML "
-                  f"(or nvidia-smi) while timed; on a CPU, process CPU time over wall time x threads.")
+        check.say(
+            f"\nTook {time.perf_counter() - clock.started:.0f} s. Busy: the GPU's utilisation sampled by NVML "
+            f"(or nvidia-smi) while timed; on a CPU, process CPU time over wall time x threads."
+        )
         _write(check, page, date, written)
     _log.info(f"bench_gpu: wrote {page} and {len(check.records)} throughput records")
     return page
@@ -266,8 +323,13 @@ def _write(check: Check, page: Path, date: str, written: int) -> int:
     page.write_text("\n".join(check.lines) + "\n", encoding="utf-8")
     out = check.out
     if out:
-        (out / "gpu-check.json").write_text(json.dumps({"device": describe(check.device), "date": date,
-                                                        "quick": check.quick, **check.results}, indent=2, default=str))
+        (out / "gpu-check.json").write_text(
+            json.dumps(
+                {"device": describe(check.device), "date": date, "quick": check.quick, **check.results},
+                indent=2,
+                default=str,
+            )
+        )
     for shape, pairs in check.records[written:]:
         record(describe(check.device), shape, pairs, (out / "throughput.jsonl") if out else throughput_file())
     return len(check.records)
@@ -281,10 +343,16 @@ def bench_gpu_cli(plan: CheckPlan, argv: list[str] | None = None) -> int:
     from itrlab.errors import ItrlabError, report
     from itrlab.train.device import resolve_device
 
-    parser = argparse.ArgumentParser(description="The GPU check: training, grouped training, evaluation and the "
-                                     "paper recipes, timed within a budget on synthetic paper-shaped data.")
-    parser.add_argument("--out", type=Path, help="write the page, figures, throughput records and log here "
-                        "(default: the page to docs/results/, the records to the throughput record)")
+    parser = argparse.ArgumentParser(
+        description="The GPU check: training, grouped training, evaluation and the "
+        "paper recipes, timed within a budget on synthetic paper-shaped data."
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="write the page, figures, throughput records and log here "
+        "(default: the page to docs/results/, the records to the throughput record)",
+    )
     parser.add_argument("--device", default="auto", help="auto (the first CUDA GPU), cuda, cuda:N or cpu")
     parser.add_argument("--quick", action="store_true", help="small sizes: every section in about a minute (CPU)")
     parser.add_argument("--budget", type=float, help="seconds for the whole check (default 450; --quick 60)")
@@ -292,7 +360,9 @@ def bench_gpu_cli(plan: CheckPlan, argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sections = args.sections.split(",") if args.sections else None
     if sections and set(sections) - set(SECTIONS):
-        parser.error(f"--sections: {', '.join(sorted(set(sections) - set(SECTIONS)))} unknown; of {', '.join(SECTIONS)}")
+        parser.error(
+            f"--sections: {', '.join(sorted(set(sections) - set(SECTIONS)))} unknown; of {', '.join(SECTIONS)}"
+        )
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
     log = (args.out / "gpu-check.log").open("w", encoding="utf-8") if args.out else None
@@ -316,6 +386,7 @@ def bench_gpu_cli(plan: CheckPlan, argv: list[str] | None = None) -> int:
 @contextlib.contextmanager
 def _tee(log):
     """stdout and stderr also into ``log``."""
+
     class Tee:
         def __init__(self, stream):
             self.stream = stream

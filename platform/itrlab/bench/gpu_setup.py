@@ -12,9 +12,10 @@ import importlib.util
 import logging
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -88,10 +89,19 @@ def overrides(check: Check, method: str) -> list[str]:
     """The paper-shaped synthetic data here (quick: smaller sizes), MLflow off, this device, and
     ``method``'s sizing from the plan."""
     sizes = (96, 32, 64) if check.quick else (1024, 100, 1000)
-    small = ["defaults.dataset=synthetic_paper_shape", f"dataset.root={check.root}", PAPER % sizes,
-             "eval.val_protocol=all", "eval.test_protocol=all", "tracking.enabled=false",
-             f"train.device={check.device.type}", "train.epochs=1", "train.lr_decay_epochs=[]", "train.threads=0",
-             "train.warmup_steps=0"]
+    small = [
+        "defaults.dataset=synthetic_paper_shape",
+        f"dataset.root={check.root}",
+        PAPER % sizes,
+        "eval.val_protocol=all",
+        "eval.test_protocol=all",
+        "tracking.enabled=false",
+        f"train.device={check.device.type}",
+        "train.epochs=1",
+        "train.lr_decay_epochs=[]",
+        "train.threads=0",
+        "train.warmup_steps=0",
+    ]
     if check.quick:  # the papers' shapes scaled down so that the CPU check takes about a minute
         small += ["model.embed_dim=64", "model.text.word_dim=32", "train.batch_size=16"]
     sizing = (check.plan.sizing if check.plan else {}).get(method)
@@ -104,8 +114,9 @@ def overrides(check: Check, method: str) -> list[str]:
 def unmet(check: Check, sizing: Sizing) -> list[Requirement]:
     """The requirements of a method whose packages are not installed here (all of them in the quick check,
     which runs as a bare GPU machine would)."""
-    return [r for r in sizing.requires
-            if check.quick or not any(importlib.util.find_spec(m) is not None for m in r.modules)]
+    return [
+        r for r in sizing.requires if check.quick or not any(importlib.util.find_spec(m) is not None for m in r.modules)
+    ]
 
 
 def missing_packages_notes(check: Check) -> list[str]:
@@ -140,8 +151,13 @@ def bert_dir(check: Check) -> Path | None:
         (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
         transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(str(folder))
         hidden, layers = (64, 2) if check.quick else (384, 6)
-        shape = transformers.BertConfig(vocab_size=len(words) + 5, hidden_size=hidden, num_hidden_layers=layers,
-                                        num_attention_heads=hidden // 32, intermediate_size=4 * hidden)
+        shape = transformers.BertConfig(
+            vocab_size=len(words) + 5,
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=hidden // 32,
+            intermediate_size=4 * hidden,
+        )
         torch.manual_seed(0)
         transformers.BertModel(shape).save_pretrained(str(folder))
     return folder
@@ -150,11 +166,10 @@ def bert_dir(check: Check) -> Path | None:
 def preset_config(check: Check, preset: str, row: int | str, extra: tuple[str, ...] = ()):
     """A paper profile's trial (its grid point by index, or the first of a row label) on the data here,
     without the stages it would start from (their weights only initialise the same step)."""
+    from itrlab.config import compose
     from itrlab.config.sweep import load_sweep, row_key, row_label
     from itrlab.sweep.runner import base_tree
     from itrlab.sweep.trial import trial_config
-
-    from itrlab.config import compose
 
     spec = load_sweep(preset, "paper")
     method = (compose(spec.experiment).get("method") or {}).get("name")
@@ -200,6 +215,7 @@ def guarded(check: Check, what: str, run: Callable[[], Any]) -> Any:
 
 
 # ---------------------------------------------------------------------- sections
+
 
 def pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"

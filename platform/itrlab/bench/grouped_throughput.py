@@ -27,9 +27,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
@@ -64,7 +64,7 @@ class BusySampler:
                 return None
             return lambda: float(subprocess.run(command, capture_output=True, text=True, timeout=5).stdout) / 100.0
 
-    def __enter__(self) -> "BusySampler":
+    def __enter__(self) -> BusySampler:
         self.cpu, self.wall = time.process_time(), time.perf_counter()
         if self.read is not None:
             self._thread = threading.Thread(target=self._run, daemon=True)
@@ -147,11 +147,18 @@ class Timing:
 
     def summary(self) -> dict:
         median = lambda values: statistics.median(values) if values else None  # noqa: E731
-        return {"group": self.group, "batch": self.batch, "pairs_per_s_solo": self.member_pairs_solo,
-                "pairs_per_s_per_member": self.member_pairs_grouped, "ratio": self.ratio,
-                "busy_solo": median(self.busy_solo), "busy_grouped": median(self.busy_grouped),
-                "memory_grouped_gb": self.memory_grouped / 1e9 if self.memory_grouped else None,
-                "seconds_per_step_solo": self.solo, "seconds_per_step_grouped": self.grouped}
+        return {
+            "group": self.group,
+            "batch": self.batch,
+            "pairs_per_s_solo": self.member_pairs_solo,
+            "pairs_per_s_per_member": self.member_pairs_grouped,
+            "ratio": self.ratio,
+            "busy_solo": median(self.busy_solo),
+            "busy_grouped": median(self.busy_grouped),
+            "memory_grouped_gb": self.memory_grouped / 1e9 if self.memory_grouped else None,
+            "seconds_per_step_solo": self.solo,
+            "seconds_per_step_grouped": self.grouped,
+        }
 
 
 def _peak(device: torch.device) -> int | None:
@@ -163,8 +170,14 @@ def _reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def time_group(configs: list[ExperimentConfig], steps: int, warmup: int = 3, repeats: int = 3,
-               time_limit: float | None = None, solo: bool = True) -> Timing:
+def time_group(
+    configs: list[ExperimentConfig],
+    steps: int,
+    warmup: int = 3,
+    repeats: int = 3,
+    time_limit: float | None = None,
+    solo: bool = True,
+) -> Timing:
     """Time ``configs`` (one model shape) one run at a time and as one group (see the module doc).
     ``time_limit``: seconds for the whole measurement (the repeats stop early past it); ``solo=False``
     times the group alone."""
@@ -214,6 +227,7 @@ def _time(step, steps: int, warmup: int, device: torch.device, busy: list[float]
 
 # ---------------------------------------------------------------------- jobs/bench_group.py
 
+
 def row_configs(spec, overrides: list[str], rows: list[str] | None, group: int):
     """Per selected row of the sweep (its label): its first ``group`` seeds' grid points and configs; and
     every trial's (point, config)."""
@@ -234,7 +248,9 @@ def row_configs(spec, overrides: list[str], rows: list[str] | None, group: int):
     return chosen, configs
 
 
-def table_seconds(configs: list[ExperimentConfig], measured: dict[tuple, Timing], group: int) -> tuple[float, float, int]:
+def table_seconds(
+    configs: list[ExperimentConfig], measured: dict[tuple, Timing], group: int
+) -> tuple[float, float, int]:
     """The training time of the sweep's trials whose shape was measured, one at a time and in groups of
     ``group``, from the measured pairs per second; and how many trials that covers."""
     from itrlab.sweep.dry_run import train_pairs
@@ -257,10 +273,10 @@ def table_seconds(configs: list[ExperimentConfig], measured: dict[tuple, Timing]
 def bench_group_cli(argv: list[str] | None = None) -> int:
     """``jobs/bench_group.py --preset NAME [--profile P] [--rows A,F] [--group G] [--steps N] [key=value ...]``."""
     import argparse
-    import sys
 
     from itrlab import threads as thread_policy
     from itrlab.cli import sweep_presets
+    from itrlab.config.choices import ChoicesHelpFormatter, list_choices, preset_names, profile_names
     from itrlab.config.sweep import load_sweep
     from itrlab.errors import ItrlabError, report
     from itrlab.sweep.cost import group_shape
@@ -269,13 +285,15 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     from itrlab.train.grouped.membership import shared_step
     from itrlab.train.throughput import record, training_shape
 
-    from itrlab.config.choices import ChoicesHelpFormatter, list_choices, preset_names, profile_names
-
-    parser = argparse.ArgumentParser(description="Grouped training against one run at a time: a sweep's rows, "
-                                     "their seeds trained alone and as one group, in one process.",
-                                     formatter_class=ChoicesHelpFormatter)
-    list_choices(parser.add_argument("--preset", required=True,
-                                     help="the sweep, a preset as jobs/sweep.py names it (--list)"), preset_names)
+    parser = argparse.ArgumentParser(
+        description="Grouped training against one run at a time: a sweep's rows, "
+        "their seeds trained alone and as one group, in one process.",
+        formatter_class=ChoicesHelpFormatter,
+    )
+    list_choices(
+        parser.add_argument("--preset", required=True, help="the sweep, a preset as jobs/sweep.py names it (--list)"),
+        preset_names,
+    )
     list_choices(parser.add_argument("--profile", help="its profile (default: budget)"), profile_names)
     parser.add_argument("--rows", help="comma-separated row labels to measure (default: every row)")
     parser.add_argument("--group", type=int, default=3, help="G, the seeds of a row trained together (default 3)")
@@ -299,11 +317,22 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
             config = members[0]
             measured.setdefault(shared_step(config), timing)
             busy = timing.summary()
-            lines.append((row, f"{timing.member_pairs_solo:,.0f}", f"{timing.member_pairs_grouped:,.0f}",
-                          _share(busy["busy_solo"]), _share(busy["busy_grouped"]), f"{timing.ratio:.2f}x"))
+            lines.append(
+                (
+                    row,
+                    f"{timing.member_pairs_solo:,.0f}",
+                    f"{timing.member_pairs_grouped:,.0f}",
+                    _share(busy["busy_solo"]),
+                    _share(busy["busy_grouped"]),
+                    f"{timing.ratio:.2f}x",
+                )
+            )
             _, features, _ = train_pairs(config)
-            device = describe(torch.device("cpu") if config.train.device == "cpu" else
-                              torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+            device = describe(
+                torch.device("cpu")
+                if config.train.device == "cpu"
+                else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            )
             shape = training_shape(config, *features)
             record(device, shape, timing.member_pairs_solo)
             record(device, group_shape(shape, timing.group), timing.member_pairs_grouped)
@@ -313,18 +342,21 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
         _log.warning("bench_group: interrupted")
         return 130
     group = args.group
-    header = ("row", "pairs/s alone", f"pairs/s per member at G={group}", "busy alone", "busy grouped",
-              "ratio vs G=1")
+    header = ("row", "pairs/s alone", f"pairs/s per member at G={group}", "busy alone", "busy grouped", "ratio vs G=1")
     widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
-    _log.info(f"\n{spec.name} ({spec.profile or 'as written'}): G = {group}, {device}, {args.steps} steps x "
-              f"{args.repeats} repeats (medians); ratio = G x pairs/s per member / pairs/s alone (> 1: the group is faster)")
+    _log.info(
+        f"\n{spec.name} ({spec.profile or 'as written'}): G = {group}, {device}, {args.steps} steps x "
+        f"{args.repeats} repeats (medians); ratio = G x pairs/s per member / pairs/s alone (> 1: the group is faster)"
+    )
     for line in [header, *lines]:
         _log.info("  " + "  ".join(str(cell).rjust(width) for cell, width in zip(line, widths)))
     alone, grouped, covered = table_seconds(configs, measured, group)
     if covered:
-        _log.info(f"table ({covered} of {len(configs)} trials, those of the measured shapes; training only): "
-                  f"{alone / 3600:.2f} h one trial at a time, {grouped / 3600:.2f} h at G = {group} "
-                  f"(G = {group} takes {grouped / alone:.2f}x the time)")
+        _log.info(
+            f"table ({covered} of {len(configs)} trials, those of the measured shapes; training only): "
+            f"{alone / 3600:.2f} h one trial at a time, {grouped / 3600:.2f} h at G = {group} "
+            f"(G = {group} takes {grouped / alone:.2f}x the time)"
+        )
     _log.info("recorded in the throughput record (what `jobs/sweep.py --dry-run` reads)")
     return 0
 

@@ -35,8 +35,7 @@ class MethodUnderTest:
     shard_budget: int  # elements of a shard's largest intermediate, in the data line
 
 
-def interaction_features(n_images: int, cpi: int, regions: int, dim: int, min_words: int, max_words: int,
-                         seed: int):
+def interaction_features(n_images: int, cpi: int, regions: int, dim: int, min_words: int, max_words: int, seed: int):
     """Seeded unit-norm region features (N, R, d), word features (cpi·N, L, d) and lengths.
 
     Each word is one of its image's regions plus as much noise, so that captions do match their
@@ -51,11 +50,10 @@ def interaction_features(n_images: int, cpi: int, regions: int, dim: int, min_wo
     lengths = torch.randint(min_words, max_words + 1, (n_captions,), generator=generator)
     picked = torch.randint(0, regions, (n_captions, max_words), generator=generator)
     owner = torch.arange(n_captions)[:, None] // cpi
-    noise = torch.randn(n_captions, max_words, dim, generator=generator) / dim ** 0.5
+    noise = torch.randn(n_captions, max_words, dim, generator=generator) / dim**0.5
     words = unit(image_features[owner, picked] + noise, dim=-1)
     words[torch.arange(max_words)[None, :] >= lengths[:, None]] = 0.0
     return image_features, words, lengths
-
 
 
 def interaction_method(method: MethodUnderTest, dim: int):
@@ -65,8 +63,7 @@ def interaction_method(method: MethodUnderTest, dim: int):
     from itrlab.methods.context import BuildContext
     from itrlab.methods.registry import METHODS
 
-    config = load_experiment(method.experiment, [f"model.embed_dim={dim}", "model.text.word_dim=2",
-                                                 *method.overrides])
+    config = load_experiment(method.experiment, [f"model.embed_dim={dim}", "model.text.word_dim=2", *method.overrides])
     return METHODS[config.method.name].from_config(config, BuildContext(feature_dim=dim, vocab_size=2))
 
 
@@ -83,12 +80,15 @@ def interaction_main(args: argparse.Namespace, under_test: MethodUnderTest) -> i
     torch.manual_seed(args.seed)
     method = interaction_method(under_test, dim)
     model = method.model.eval()
-    regions, words, lengths = interaction_features(images, args.cpi, args.regions, dim, args.min_words,
-                                                   args.max_words, args.seed)
+    regions, words, lengths = interaction_features(
+        images, args.cpi, args.regions, dim, args.min_words, args.max_words, args.seed
+    )
     n_captions = len(lengths)
-    _log.info(f"data: {images} images x {args.regions} regions, {n_captions} captions x {args.min_words}-"
-              f"{args.max_words} words, d={dim}, {under_test.note}, float32; protocol {args.protocol}, "
-              f"chunk {args.chunk} images, shard budget {under_test.shard_budget} elements; seed {args.seed}")
+    _log.info(
+        f"data: {images} images x {args.regions} regions, {n_captions} captions x {args.min_words}-"
+        f"{args.max_words} words, d={dim}, {under_test.note}, float32; protocol {args.protocol}, "
+        f"chunk {args.chunk} images, shard budget {under_test.shard_budget} elements; seed {args.seed}"
+    )
     load_before = os.getloadavg()[0]
 
     score_fn = method.split_score_fn(regions, words, lengths)
@@ -107,7 +107,7 @@ def interaction_main(args: argparse.Namespace, under_test: MethodUnderTest) -> i
         with torch.no_grad():
             for j in range(n_captions):  # one caption against all images, its padding trimmed
                 n = int(lengths[j])
-                looped[:, j] = model.similarity(regions, words[j:j + 1, :n], lengths[j:j + 1])[:, 0]
+                looped[:, j] = model.similarity(regions, words[j : j + 1, :n], lengths[j : j + 1])[:, 0]
         return looped
 
     def loop_evaluate():
@@ -143,22 +143,45 @@ def interaction_main(args: argparse.Namespace, under_test: MethodUnderTest) -> i
     ratio, cpu_ratio = loop_s / sharded_s, loop_cpu / sharded_cpu
     _log.info(table.format())
     _log.info(f"{'implementation':<44}{'wall runs (s)':<20}{'median wall (s)':>16}{'median CPU (s)':>16}")
-    for name, runs, wall, cpu in ((f"sharded ScoreFn + evaluate ({calls} blocks)", sharded_runs, sharded_s, sharded_cpu),
-                                  (f"per-caption loop ({n_captions} calls) + evaluate", loop_runs, loop_s, loop_cpu)):
+    for name, runs, wall, cpu in (
+        (f"sharded ScoreFn + evaluate ({calls} blocks)", sharded_runs, sharded_s, sharded_cpu),
+        (f"per-caption loop ({n_captions} calls) + evaluate", loop_runs, loop_s, loop_cpu),
+    ):
         _log.info(f"{name:<44}{', '.join(f'{r[0]:.2f}' for r in runs):<20}{wall:>16.2f}{cpu:>16.2f}")
-    _log.info(f"speed-up (loop / sharded): {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU time; "
-              f"{images * n_captions / sharded_s / 1e6:.3f} M pairs/s sharded")
-    _log.info(f"machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; 1-min load average "
-              f"{load_before:.2f} before, {load_after:.2f} after (other load skews wall times; CPU times less so)")
-    _log.info(f"scores allclose (rtol 1e-4, atol 1e-5): {agree} (max |diff| {max_diff:.2e}); "
-              f"identical recall tables: {same_table}")
+    _log.info(
+        f"speed-up (loop / sharded): {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU time; "
+        f"{images * n_captions / sharded_s / 1e6:.3f} M pairs/s sharded"
+    )
+    _log.info(
+        f"machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; 1-min load average "
+        f"{load_before:.2f} before, {load_after:.2f} after (other load skews wall times; CPU times less so)"
+    )
+    _log.info(
+        f"scores allclose (rtol 1e-4, atol 1e-5): {agree} (max |diff| {max_diff:.2e}); "
+        f"identical recall tables: {same_table}"
+    )
     if agree and not same_table:
-        _log.info("  (the untrained head scores every pair nearly alike, so rounding-level differences between "
-                  "the two summation orders can swap near-ties; the tables are informative only)")
+        _log.info(
+            "  (the untrained head scores every pair nearly alike, so rounding-level differences between "
+            "the two summation orders can swap near-ties; the tables are informative only)"
+        )
     if args.json:
-        args.json.write_text(json.dumps({
-            "sharded_runs_s": sharded_runs, "loop_runs_s": loop_runs, "ratio_wall": ratio, "ratio_cpu": cpu_ratio,
-            "allclose": agree, "max_abs_diff": max_diff, "same_table": same_table, "table": table.to_dict(), "blocks": calls,
-            "args": vars(args) | {"json": str(args.json)}}, indent=2, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "sharded_runs_s": sharded_runs,
+                    "loop_runs_s": loop_runs,
+                    "ratio_wall": ratio,
+                    "ratio_cpu": cpu_ratio,
+                    "allclose": agree,
+                    "max_abs_diff": max_diff,
+                    "same_table": same_table,
+                    "table": table.to_dict(),
+                    "blocks": calls,
+                    "args": vars(args) | {"json": str(args.json)},
+                },
+                indent=2,
+                default=str,
+            )
+        )
     return 0 if agree else 1
-

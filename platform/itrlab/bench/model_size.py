@@ -58,13 +58,21 @@ def shape_of(config: ExperimentConfig) -> tuple[int, int, int]:
     if shape is not None:
         return shape.regions, shape.feature_dim, shape.train_images * shape.captions_per_image
     paper = read_yaml(config_dir() / "paper" / "data" / f"{config.dataset.name}.yaml", "data shape")
-    return (int(paper["regions"]), int(paper["feature_dim"]),
-            int(paper["train_images"]) * int(paper["captions_per_image"]))
+    return (
+        int(paper["regions"]),
+        int(paper["feature_dim"]),
+        int(paper["train_images"]) * int(paper["captions_per_image"]),
+    )
 
 
 def build(config: ExperimentConfig, feature_dim: int, train_size: int, tokenizer, vocab_size: int) -> torch.nn.Module:
-    context = BuildContext(feature_dim=feature_dim, vocab_size=vocab_size, vocab=tokenizer, train_size=train_size,
-                           vocab_words=getattr(tokenizer, "words", None))
+    context = BuildContext(
+        feature_dim=feature_dim,
+        vocab_size=vocab_size,
+        vocab=tokenizer,
+        train_size=train_size,
+        vocab_words=getattr(tokenizer, "words", None),
+    )
     return METHODS[config.method.name].from_config(config, context)
 
 
@@ -82,8 +90,10 @@ def model_size(preset: str, profile: str, config: ExperimentConfig) -> ModelSize
             label = f"bigru, {len(tokenizer):,} words"
         else:
             tokenizer = Vocabulary.build(["a"])
-            one, two = (state_bytes(build(plain, dim, train_size, None, size))[1] for size in (len(tokenizer),
-                                                                                             len(tokenizer) + 1))
+            one, two = (
+                state_bytes(build(plain, dim, train_size, None, size))[1]
+                for size in (len(tokenizer), len(tokenizer) + 1)
+            )
             per_word, label = two - one, "bigru, vocabulary not here"
         size = len(tokenizer)
     elif text.encoder == "bert":
@@ -126,10 +136,14 @@ def preset_sizes(preset: str) -> list[ModelSize]:
 
 def table(sizes: list[ModelSize]) -> str:
     """A Markdown table of ``sizes`` (docs/models.md)."""
-    lines = ["| preset | profile | method | image features | text | parameters | weights.pt |",
-             "|---|---|---|---|---|---:|---:|"]
+    lines = [
+        "| preset | profile | method | image features | text | parameters | weights.pt |",
+        "|---|---|---|---|---|---:|---:|",
+    ]
     for s in sizes:
         weights = f"{s.bytes / 2**20:.1f} MiB" + (f" + {s.per_word} B per word" if s.per_word else "")
-        lines.append(f"| {s.preset} | {s.profile} | {s.method} | {s.layout} | {s.text} | {s.parameters / 1e6:.2f} M "
-                     f"| {weights} |")
+        lines.append(
+            f"| {s.preset} | {s.profile} | {s.method} | {s.layout} | {s.text} | {s.parameters / 1e6:.2f} M "
+            f"| {weights} |"
+        )
     return "\n".join(lines)

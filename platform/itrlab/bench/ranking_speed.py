@@ -72,23 +72,43 @@ def worker(args: argparse.Namespace) -> None:
             fold_ranks = reference_rank_folds(images, captions, args.protocol, args.cpi)
         table = table_from_folds(fold_ranks, args.protocol, n_images)
         times.append(time.perf_counter() - start)
-    np.savez(data / f"{args.worker}_ranks.npz", i2t=np.concatenate([r.i2t for r in fold_ranks]),
-             t2i=np.concatenate([r.t2i for r in fold_ranks]))
-    report = {"times_s": times, "peak_extra_mb": _status_mb("VmHWM") - rss_before,
-              "peak_reset": reset, "rss_before_mb": rss_before,
-              "table": table.to_dict(), "table_text": table.format(),
-              "sums": [[r.positive_sum, r.negative_sum] for r in fold_ranks],
-              "threads": {"torch": torch.get_num_threads()}}
+    np.savez(
+        data / f"{args.worker}_ranks.npz",
+        i2t=np.concatenate([r.i2t for r in fold_ranks]),
+        t2i=np.concatenate([r.t2i for r in fold_ranks]),
+    )
+    report = {
+        "times_s": times,
+        "peak_extra_mb": _status_mb("VmHWM") - rss_before,
+        "peak_reset": reset,
+        "rss_before_mb": rss_before,
+        "table": table.to_dict(),
+        "table_text": table.format(),
+        "sums": [[r.positive_sum, r.negative_sum] for r in fold_ranks],
+        "threads": {"torch": torch.get_num_threads()},
+    }
     (data / f"{args.worker}.json").write_text(json.dumps(report))
-
-
 
 
 def run_worker(name: str, data: Path, repeats: int, args: argparse.Namespace) -> dict:
     """One implementation in a fresh subprocess (the benchmark's command line with ``--worker``); its report."""
-    command = [sys.executable, "-c", "import sys; from itrlab.bench.eval import main; sys.exit(main(sys.argv[1:]))",
-               "--worker", name, "--data", str(data), "--repeats", str(repeats), "--protocol", args.protocol,
-               "--cpi", str(args.cpi), "--chunk", str(args.chunk)]
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from itrlab.bench.eval import main; sys.exit(main(sys.argv[1:]))",
+        "--worker",
+        name,
+        "--data",
+        str(data),
+        "--repeats",
+        str(repeats),
+        "--protocol",
+        args.protocol,
+        "--cpi",
+        str(args.cpi),
+        "--chunk",
+        str(args.chunk),
+    ]
     subprocess.run(command, check=True)
     report = json.loads((data / f"{name}.json").read_text())
     report["ranks"] = dict(np.load(data / f"{name}_ranks.npz"))
@@ -103,8 +123,10 @@ def ranking_main(args: argparse.Namespace) -> int:
     get_protocol(args.protocol).check(args.images)
     images, captions = random_embeddings(args.images, args.dim, args.cpi, seed=args.seed)
     load_before = os.getloadavg()[0]
-    _log.info(f"data: {args.images} images x {len(captions)} captions x {args.dim}-d float32, seed {args.seed}, "
-              f"protocol {args.protocol}, chunk {args.chunk} images")
+    _log.info(
+        f"data: {args.images} images x {len(captions)} captions x {args.dim}-d float32, seed {args.seed}, "
+        f"protocol {args.protocol}, chunk {args.chunk} images"
+    )
     with tempfile.TemporaryDirectory(prefix="bench_eval_") as tmp:
         data = Path(tmp)
         np.save(data / "images.npy", images)
@@ -122,18 +144,28 @@ def ranking_main(args: argparse.Namespace) -> int:
         runs = ", ".join(f"{t:.2f}" for t in report["times_s"])
         _log.info(f"{name:<28}{runs:<28}{report['median_s']:>11.2f}{report['peak_extra_mb']:>22.0f}")
     how = "reset at the start" if chunked["peak_reset"] and baseline["peak_reset"] else "NOT reset (upper bound)"
-    _log.info(f"memory: peak RSS (VmHWM, {how}) of a fresh subprocess over all its runs, minus its RSS after "
-              f"imports and data loading (the data, {(images.nbytes + captions.nbytes) / 2**20:.0f} MB, not counted)")
-    _log.info(f"speed-up (baseline median / chunked median): {ratio:.1f}x   "
-              f"[target >= {TARGET_RATIO:.0f}x: {'met' if ratio >= TARGET_RATIO else 'NOT met'}]")
-    _log.info(f"chunked peak extra memory: {chunked['peak_extra_mb']:.0f} MB   "
-              f"[target < {TARGET_PEAK_MB:.0f} MB: {'met' if chunked['peak_extra_mb'] < TARGET_PEAK_MB else 'NOT met'}]")
-    _log.info(f"machine: {os.cpu_count()} CPUs, torch threads {chunked['threads']['torch']}; 1-min load average "
-              f"{load_before:.2f} before, {load_after:.2f} after (the load after includes this run)")
+    _log.info(
+        f"memory: peak RSS (VmHWM, {how}) of a fresh subprocess over all its runs, minus its RSS after "
+        f"imports and data loading (the data, {(images.nbytes + captions.nbytes) / 2**20:.0f} MB, not counted)"
+    )
+    _log.info(
+        f"speed-up (baseline median / chunked median): {ratio:.1f}x   "
+        f"[target >= {TARGET_RATIO:.0f}x: {'met' if ratio >= TARGET_RATIO else 'NOT met'}]"
+    )
+    _log.info(
+        f"chunked peak extra memory: {chunked['peak_extra_mb']:.0f} MB   "
+        f"[target < {TARGET_PEAK_MB:.0f} MB: {'met' if chunked['peak_extra_mb'] < TARGET_PEAK_MB else 'NOT met'}]"
+    )
+    _log.info(
+        f"machine: {os.cpu_count()} CPUs, torch threads {chunked['threads']['torch']}; 1-min load average "
+        f"{load_before:.2f} before, {load_after:.2f} after (the load after includes this run)"
+    )
     _log.info(f"identical ranks: {same_ranks}; identical tables and MD sums: {same_table}")
     if args.json:
-        summary = {k: {key: r[key] for key in ("times_s", "median_s", "peak_extra_mb", "table")}
-                   for k, r in (("chunked", chunked), ("baseline", baseline))}
+        summary = {
+            k: {key: r[key] for key in ("times_s", "median_s", "peak_extra_mb", "table")}
+            for k, r in (("chunked", chunked), ("baseline", baseline))
+        }
         summary.update(ratio=ratio, identical=same_ranks and same_table, args=vars(args) | {"json": str(args.json)})
         args.json.write_text(json.dumps(summary, indent=2))
     return 0 if same_ranks and same_table else 1

@@ -14,8 +14,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from itrlab.sweep.runner import run_sweep
 from itrlab.config.sweep import SweepSpec
+from itrlab.sweep.runner import run_sweep
 
 
 @dataclass(frozen=True)
@@ -31,13 +31,24 @@ class OverheadMeasurement:
 
 def overhead_sweep(name: str, experiment: str, n_trials: int, trainer: str, overrides: list[str]) -> SweepSpec:
     """N trials that differ only by seed, one at a time."""
-    return SweepSpec(name=name, experiment=experiment, overrides=overrides, grid={}, seeds=list(range(n_trials)),
-                     trainer=trainer, concurrency=1, resources={"cpu": 1}, max_failures=0)
+    return SweepSpec(
+        name=name,
+        experiment=experiment,
+        overrides=overrides,
+        grid={},
+        seeds=list(range(n_trials)),
+        trainer=trainer,
+        concurrency=1,
+        resources={"cpu": 1},
+        max_failures=0,
+    )
 
 
 def measure(spec: SweepSpec, storage: Path, label: str) -> OverheadMeasurement:
     result = run_sweep(spec, storage=storage)
-    finished = sorted((row for row in result.rows if row.status == "finished"), key=lambda r: r.metrics["trial_end_time"])
+    finished = sorted(
+        (row for row in result.rows if row.status == "finished"), key=lambda r: r.metrics["trial_end_time"]
+    )
     if len(finished) != len(result.rows) or len(finished) < 2:
         raise RuntimeError(f"{label}: {len(finished)} of {len(result.rows)} trials finished; need all, and at least 2")
     ends = [row.metrics["trial_end_time"] for row in finished]

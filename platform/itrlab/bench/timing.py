@@ -19,9 +19,9 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
@@ -73,7 +73,7 @@ class GpuSampler:
         while not self._stop.wait(self.interval):
             self.samples.append(torch.cuda.utilization(self.device) / 100.0)
 
-    def __enter__(self) -> "GpuSampler":
+    def __enter__(self) -> GpuSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
@@ -91,8 +91,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_epoch(trainer: Trainer, epoch: int, gpu_nvml: bool, max_steps: int | None = None,
-               time_limit: float | None = None) -> EpochTiming:
+def time_epoch(
+    trainer: Trainer, epoch: int, gpu_nvml: bool, max_steps: int | None = None, time_limit: float | None = None
+) -> EpochTiming:
     """One training epoch of ``trainer`` (its first ``max_steps`` steps), timed step by step (the trainer's
     batches and steps); it stops after the first step that ends past ``time_limit`` seconds."""
     device = trainer.device

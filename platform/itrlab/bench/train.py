@@ -32,13 +32,16 @@ def _at_least_one(text: str) -> int:
 def step_ratio(result, baseline, overrides: str) -> str:
     """One line: the median step of ``result`` and of ``baseline`` (epoch time over its steps; the floor's
     step beside it), and how many times the baseline's step is."""
+
     def step(report) -> float:
         return report.median("seconds") / report.epochs[0].steps
 
-    return (f"step ratio: {1000 * step(result):.1f} ms/step against the baseline's {1000 * step(baseline):.1f} "
-            f"(medians of {len(result.epochs)} epoch(s) each): the baseline's step is "
-            f"{step(baseline) / step(result):.1f}x this one (floors {1000 * result.floor_step:.1f} and "
-            f"{1000 * baseline.floor_step:.1f} ms: {baseline.floor_step / result.floor_step:.1f}x); baseline: {overrides}")
+    return (
+        f"step ratio: {1000 * step(result):.1f} ms/step against the baseline's {1000 * step(baseline):.1f} "
+        f"(medians of {len(result.epochs)} epoch(s) each): the baseline's step is "
+        f"{step(baseline) / step(result):.1f}x this one (floors {1000 * result.floor_step:.1f} and "
+        f"{1000 * baseline.floor_step:.1f} ms: {baseline.floor_step / result.floor_step:.1f}x); baseline: {overrides}"
+    )
 
 
 def bench_cli(argv: list[str] | None = None) -> int:
@@ -46,34 +49,65 @@ def bench_cli(argv: list[str] | None = None) -> int:
     from itrlab.config.choices import ChoicesHelpFormatter, experiment_names, list_choices, literal_values
     from itrlab.config.schema import TrainConfig
 
-    parser = argparse.ArgumentParser(description="Time training epochs against the in-run compute floor, "
-                                     "or (--busy N) beside N busy processes against quiet epochs.",
-                                     formatter_class=ChoicesHelpFormatter)
-    list_choices(parser.add_argument("-c", "--config", default="vsepp_synthetic_small",
-                                     help="experiment (default vsepp_synthetic_small)"), experiment_names)
+    parser = argparse.ArgumentParser(
+        description="Time training epochs against the in-run compute floor, "
+        "or (--busy N) beside N busy processes against quiet epochs.",
+        formatter_class=ChoicesHelpFormatter,
+    )
+    list_choices(
+        parser.add_argument(
+            "-c", "--config", default="vsepp_synthetic_small", help="experiment (default vsepp_synthetic_small)"
+        ),
+        experiment_names,
+    )
     parser.add_argument("--epochs", type=_at_least_one, default=2, help="timed epochs (default 2)")
-    parser.add_argument("--precision", choices=literal_values(TrainConfig, "precision"),
-                        help="train.precision (default: the config's)")
-    parser.add_argument("--data-path", choices=literal_values(TrainConfig, "data_path"),
-                        help="train.data_path (default: the config's)")
-    parser.add_argument("--floor-steps", type=_at_least_one, default=30, help="floor steps after each epoch (default 30)")
+    parser.add_argument(
+        "--precision", choices=literal_values(TrainConfig, "precision"), help="train.precision (default: the config's)"
+    )
+    parser.add_argument(
+        "--data-path", choices=literal_values(TrainConfig, "data_path"), help="train.data_path (default: the config's)"
+    )
+    parser.add_argument(
+        "--floor-steps", type=_at_least_one, default=30, help="floor steps after each epoch (default 30)"
+    )
     parser.add_argument("--warmup", type=int, default=5, help="untimed warm-up steps (default 5)")
     parser.add_argument("--max-steps", type=_at_least_one, help="time only the first N steps of each epoch")
-    parser.add_argument("--threads", type=int, help="train.threads: torch threads (default: the thread policy's "
-                        "choice, see itrlab.threads)")
-    parser.add_argument("--busy", type=int, metavar="N", help="time epochs beside N busy processes against quiet "
-                        "epochs, under the new thread policy and the old (see the module doc)")
-    parser.add_argument("--repeats", type=_at_least_one, default=3, help="--busy: quiet and busy epochs per policy (default 3)")
-    parser.add_argument("--policy", choices=["both", "new", "old"], default="both",
-                        help="--busy: which thread policies to time, each in its own process (default both)")
-    parser.add_argument("--epoch-limit", type=float, default=60.0, help="--busy: stop an epoch after this many "
-                        "seconds and count its time per step (default 60)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="train.threads: torch threads (default: the thread policy's choice, see itrlab.threads)",
+    )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        metavar="N",
+        help="time epochs beside N busy processes against quiet "
+        "epochs, under the new thread policy and the old (see the module doc)",
+    )
+    parser.add_argument(
+        "--repeats", type=_at_least_one, default=3, help="--busy: quiet and busy epochs per policy (default 3)"
+    )
+    parser.add_argument(
+        "--policy",
+        choices=["both", "new", "old"],
+        default="both",
+        help="--busy: which thread policies to time, each in its own process (default both)",
+    )
+    parser.add_argument(
+        "--epoch-limit",
+        type=float,
+        default=60.0,
+        help="--busy: stop an epoch after this many seconds and count its time per step (default 60)",
+    )
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # one policy's child process
-    parser.add_argument("--baseline", metavar="'[EXPERIMENT] [key=value ...]'",
-                        help="also time a baseline in this run and print the ratio of the two median steps: another "
-                             "experiment, or this one with overrides, or both (the overrides given to this run apply "
-                             "to it too): e.g. -c vsepp_flickr8k --baseline vsepp_bigru_flickr8k, the BiGRU recipe "
-                             "against stored text features")
+    parser.add_argument(
+        "--baseline",
+        metavar="'[EXPERIMENT] [key=value ...]'",
+        help="also time a baseline in this run and print the ratio of the two median steps: another "
+        "experiment, or this one with overrides, or both (the overrides given to this run apply "
+        "to it too): e.g. -c vsepp_flickr8k --baseline vsepp_bigru_flickr8k, the BiGRU recipe "
+        "against stored text features",
+    )
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
     args = parser.parse_args(argv)
@@ -100,33 +134,56 @@ def bench_cli(argv: list[str] | None = None) -> int:
         if args.baseline is not None:  # checked before anything is timed
             words = shlex.split(args.baseline)
             named = words[:1] if words and "=" not in words[0] else []
-            baseline = load_experiment(named[0] if named else args.config, [*overrides, *words[len(named):]])
+            baseline = load_experiment(named[0] if named else args.config, [*overrides, *words[len(named) :]])
         if args.busy is None:
-            result = run_bench(config, epochs=args.epochs, floor_steps=args.floor_steps, warmup=args.warmup,
-                               max_steps=args.max_steps)
+            result = run_bench(
+                config, epochs=args.epochs, floor_steps=args.floor_steps, warmup=args.warmup, max_steps=args.max_steps
+            )
             if baseline is not None:
                 _log.info(result.format())
                 _log.info(f"bench_train: the baseline ({args.baseline}) ...")
-                against = run_bench(baseline, epochs=args.epochs, floor_steps=args.floor_steps, warmup=args.warmup,
-                                    max_steps=args.max_steps)
+                against = run_bench(
+                    baseline,
+                    epochs=args.epochs,
+                    floor_steps=args.floor_steps,
+                    warmup=args.warmup,
+                    max_steps=args.max_steps,
+                )
                 _log.info(against.format())
                 _log.info(step_ratio(result, against, args.baseline))
                 if args.json:
                     args.json.write_text(json.dumps({"run": result.to_dict(), "baseline": against.to_dict()}, indent=2))
                 return 0
         elif args.in_process:
-            busy = run_busy_bench(config, args.busy, repeats=args.repeats, warmup=args.warmup,
-                                  max_steps=args.max_steps, time_limit=args.epoch_limit,
-                                  policy="as set" if args.policy == "both" else args.policy)
+            busy = run_busy_bench(
+                config,
+                args.busy,
+                repeats=args.repeats,
+                warmup=args.warmup,
+                max_steps=args.max_steps,
+                time_limit=args.epoch_limit,
+                policy="as set" if args.policy == "both" else args.policy,
+            )
             if args.json:  # read by the benchmark that started this process, which prints the table
                 args.json.write_text(json.dumps({**asdict(busy), "summary": busy.summary()}, indent=2))
             else:
                 _log.info(format_busy([busy], config, args.epoch_limit))
             return 0
         else:
-            child_argv = ["-c", args.config, "--busy", str(args.busy), "--repeats", str(args.repeats),
-                          "--warmup", str(args.warmup), "--epoch-limit", str(args.epoch_limit),
-                          *(["--max-steps", str(args.max_steps)] if args.max_steps else []), *overrides]
+            child_argv = [
+                "-c",
+                args.config,
+                "--busy",
+                str(args.busy),
+                "--repeats",
+                str(args.repeats),
+                "--warmup",
+                str(args.warmup),
+                "--epoch-limit",
+                str(args.epoch_limit),
+                *(["--max-steps", str(args.max_steps)] if args.max_steps else []),
+                *overrides,
+            ]
             policies = ["new", "old"] if args.policy == "both" else [args.policy]
             reports = []
             for policy in policies:

@@ -36,11 +36,17 @@ def check_text_encoder(config: ExperimentConfig) -> None:
             raise ConfigError("model.text.bert_path", None, str(err)) from None
         missing = missing_model_files(path)
         if missing:
-            problem = ("the directory does not exist" if missing == ["the directory itself"]
-                       else f"the model directory {path} is incomplete: no {'; no '.join(missing)}")
-            raise ConfigError("model.text.bert_path", str(path),
-                              f"{problem}; it must be a local Hugging Face model directory (nothing is downloaded)",
-                              "leave it null for the packaged all-MiniLM-L6-v2" if text.bert_path is not None else None)
+            problem = (
+                "the directory does not exist"
+                if missing == ["the directory itself"]
+                else f"the model directory {path} is incomplete: no {'; no '.join(missing)}"
+            )
+            raise ConfigError(
+                "model.text.bert_path",
+                str(path),
+                f"{problem}; it must be a local Hugging Face model directory (nothing is downloaded)",
+                "leave it null for the packaged all-MiniLM-L6-v2" if text.bert_path is not None else None,
+            )
     if text.glove:
         from itrlab.models.glove import glove_files
 
@@ -80,11 +86,17 @@ def check_data(config: ExperimentConfig) -> DataSummary:
     check_stored_text(config)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if config.train.loader_workers > 4 * cores:
-        raise ConfigError("train.loader_workers", config.train.loader_workers,
-                          f"at most 4 per core: {4 * cores} on this machine's {cores} cores")
+        raise ConfigError(
+            "train.loader_workers",
+            config.train.loader_workers,
+            f"at most 4 per core: {4 * cores} on this machine's {cores} cores",
+        )
     if config.train.batch_size > summary.n_train_captions:
-        raise ConfigError("train.batch_size", config.train.batch_size,
-                          f"must be at most the number of training captions ({summary.n_train_captions})")
+        raise ConfigError(
+            "train.batch_size",
+            config.train.batch_size,
+            f"must be at most the number of training captions ({summary.n_train_captions})",
+        )
     for field, role in (("val_protocol", "val"), ("test_protocol", "test")):
         name = getattr(config.eval, field)
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import typing
-from typing import Callable
+from collections.abc import Callable
 
 from itrlab.config.loader import config_dir, read_yaml
 
@@ -31,8 +31,11 @@ def profile_names() -> list[str]:
     """Every profile some sweep file defines (each preset's own: ``--list``), the default first."""
     from itrlab.config.profiles import DEFAULT_PROFILE
 
-    names = {name for path in (config_dir() / "sweeps").glob("*.yaml")
-             for name in read_yaml(path, "sweep").get("profiles") or {}}
+    names = {
+        name
+        for path in (config_dir() / "sweeps").glob("*.yaml")
+        for name in read_yaml(path, "sweep").get("profiles") or {}
+    }
     return sorted(names, key=lambda name: (name != DEFAULT_PROFILE, name))
 
 

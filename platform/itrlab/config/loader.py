@@ -32,8 +32,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
-from itrlab.errors import ConfigError, SettingError
 from itrlab.config.schema import ExperimentConfig
+from itrlab.errors import ConfigError, SettingError
 
 CONFIG_DIR_ENV = "ITRLAB_CONFIG_DIR"
 MAX_FILE_BYTES = 256 << 10  # a config or sweep file: the largest here is a few KB; PyYAML is slow on large files
@@ -89,8 +89,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is written twice",
-                                                        key_node.start_mark)
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is written twice", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -132,20 +133,26 @@ def read_yaml(path: Path, field: str = "config") -> dict[str, Any]:
     if path.is_dir():
         raise ConfigError(field, str(path), "it is a folder; name a YAML file (or an experiment by its name)")
     if not path.is_file():
-        raise ConfigError(field, str(path), "the file does not exist" if not path.exists()
-                          else "it is not a regular file; name a YAML file")
+        raise ConfigError(
+            field,
+            str(path),
+            "the file does not exist" if not path.exists() else "it is not a regular file; name a YAML file",
+        )
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise ConfigError(field, str(path), f"the file holds {size:,} bytes; a config or sweep file may hold "
-                                                f"{MAX_FILE_BYTES:,}")
+            raise ConfigError(
+                field, str(path), f"the file holds {size:,} bytes; a config or sweep file may hold {MAX_FILE_BYTES:,}"
+            )
         data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(field, str(path), f"the file is not valid YAML{where}: {getattr(err, 'problem', err)}")
+        raise ConfigError(
+            field, str(path), f"the file is not valid YAML{where}: {getattr(err, 'problem', err)}"
+        ) from None
     except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(field, str(path), f"the file cannot be read: {err}")
+        raise ConfigError(field, str(path), f"the file cannot be read: {err}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -165,8 +172,11 @@ def deep_merge(base: dict, over: dict) -> dict:
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     if len(text) > MAX_OVERRIDE_CHARS:
-        raise ConfigError("override", text[:60] + "...", f"an override holds at most {MAX_OVERRIDE_CHARS:,} "
-                                                         f"characters (this one {len(text):,})")
+        raise ConfigError(
+            "override",
+            text[:60] + "...",
+            f"an override holds at most {MAX_OVERRIDE_CHARS:,} characters (this one {len(text):,})",
+        )
     key, sep, raw = text.partition("=")
     if not sep or not key or any(not part for part in key.split(".")):
         raise ConfigError("override", text, "overrides have the form section.key=value, e.g. train.epochs=3")
@@ -199,15 +209,18 @@ def resolve_experiment_path(experiment: str | Path) -> Path:
     if candidate.is_file():
         return candidate
     known = sorted(p.stem for p in (config_dir() / "experiments").glob("*.yaml"))
-    raise ConfigError("experiment", str(experiment), f"known experiments: {', '.join(known)}", did_you_mean(str(experiment), known))
+    raise ConfigError(
+        "experiment", str(experiment), f"known experiments: {', '.join(known)}", did_you_mean(str(experiment), known)
+    )
 
 
 def _named_file(kind: str, name: Any) -> Path:
     folder = config_dir() / f"{kind}s"
     known = sorted(p.stem for p in folder.glob("*.yaml"))
     if not isinstance(name, str) or not (folder / f"{name}.yaml").is_file():
-        raise ConfigError(f"defaults.{kind}", name, f"allowed: {', '.join(known)} (files in {folder})",
-                          did_you_mean(str(name), known))
+        raise ConfigError(
+            f"defaults.{kind}", name, f"allowed: {', '.join(known)} (files in {folder})", did_you_mean(str(name), known)
+        )
     return folder / f"{name}.yaml"
 
 
@@ -270,8 +283,12 @@ def config_error_from_settings(err: Exception, section: str, owner: str, allowed
     setting = ".".join(str(part) for part in first["loc"]) or "name"
     value = first.get("input")
     if first["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-        return ConfigError(f"{section}.{setting}", value, f"unknown key for {owner}; allowed: {', '.join(allowed)}",
-                           did_you_mean(setting, allowed))
+        return ConfigError(
+            f"{section}.{setting}",
+            value,
+            f"unknown key for {owner}; allowed: {', '.join(allowed)}",
+            did_you_mean(setting, allowed),
+        )
     return ConfigError(f"{section}.{setting}", value, first["msg"].removeprefix("Value error, "))
 
 
@@ -297,8 +314,9 @@ def config_error_from_validation(err: ValidationError, root: type[BaseModel], pr
         owner = _model_at(loc, root)
         known = sorted(f.alias or name for name, f in owner.model_fields.items()) if owner else []
         section = (prefix + ".".join(loc[:-1])).rstrip(".: ") or "the top level"
-        return ConfigError(field, value, f"unknown key; keys allowed in {section}: {', '.join(known)}",
-                           did_you_mean(loc[-1], known))
+        return ConfigError(
+            field, value, f"unknown key; keys allowed in {section}: {', '.join(known)}", did_you_mean(loc[-1], known)
+        )
     if first["type"] == "missing":
         return ConfigError(field, None, "this key is required")
     message = first["msg"].removeprefix("Value error, ")

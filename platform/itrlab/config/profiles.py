@@ -60,8 +60,12 @@ def _fill(node: Any, values: dict[str, Any], where: str) -> Any:
     names = PLACEHOLDER.findall(node)
     missing = [name for name in names if name not in values]
     if missing:
-        raise ConfigError(where, node, f"the profile defines no value '{missing[0]}' (its values: "
-                                       f"{', '.join(values) or 'none'})", did_you_mean(missing[0], list(values)))
+        raise ConfigError(
+            where,
+            node,
+            f"the profile defines no value '{missing[0]}' (its values: {', '.join(values) or 'none'})",
+            did_you_mean(missing[0], list(values)),
+        )
     whole = PLACEHOLDER.fullmatch(node)
     if whole:
         return values[whole.group(1)]
@@ -90,16 +94,23 @@ def apply_profile(data: dict[str, Any], profile: str | None, where: str = "") ->
         return body
     for name in raw:  # a profile's name tags its runs and names its results page (itrlab.report.results_page)
         if not isinstance(name, str) or not PROFILE_NAME.fullmatch(name):
-            raise ConfigError(f"{where}profiles", name, "a profile's name is letters, digits, '-' and '_', "
-                                                        "starting with a letter or digit (e.g. flickr8k)")
+            raise ConfigError(
+                f"{where}profiles",
+                name,
+                "a profile's name is letters, digits, '-' and '_', starting with a letter or digit (e.g. flickr8k)",
+            )
     try:
         profiles = {name: Profile.model_validate(section or {}) for name, section in raw.items()}
     except ValidationError as err:
         raise config_error_from_validation(err, Profile, prefix=f"{where}profiles.") from None
     name = profile or DEFAULT_PROFILE
     if name not in profiles:
-        raise ConfigError(f"{where}--profile", name, f"profiles of this sweep: {', '.join(profiles)}",
-                          did_you_mean(name, list(profiles)))
+        raise ConfigError(
+            f"{where}--profile",
+            name,
+            f"profiles of this sweep: {', '.join(profiles)}",
+            did_you_mean(name, list(profiles)),
+        )
     for other, section in profiles.items():  # every profile must fill every value: checked for all, not just this one
         _fill(body, section.values, f"{where}(profile {other})")
     chosen = profiles[name]

@@ -51,8 +51,10 @@ def safe_name(value: str, what: str = "a name") -> str:
     """``value`` if it is one safe path component (it names folders and MLflow experiments): letters,
     digits, ``.``, ``_``, ``-`` and ``+``, at most 100 characters, not starting with a dot."""
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
-        raise ValueError(f"{what} is one folder name: 1-100 letters, digits, '.', '_', '-' or '+', not starting "
-                         f"with '.' or '-' (it names the run's folder)")
+        raise ValueError(
+            f"{what} is one folder name: 1-100 letters, digits, '.', '_', '-' or '+', not starting "
+            f"with '.' or '-' (it names the run's folder)"
+        )
     return value
 
 
@@ -96,7 +98,7 @@ class DatasetConfig(Section):
         return kind
 
     @model_validator(mode="after")
-    def _kind_reads_the_section(self) -> "DatasetConfig":
+    def _kind_reads_the_section(self) -> DatasetConfig:
         from itrlab.data.kinds import DATASET_KINDS
 
         DATASET_KINDS[self.kind].check_section(self)
@@ -158,7 +160,9 @@ class TextEncoderConfig(Section):
     def _glove_is_for_bigru(cls, glove: bool, info: ValidationInfo) -> bool:
         encoder = info.data.get("encoder")
         if glove and encoder not in (None, "bigru"):
-            raise ValueError(f"GloVe initialises the BiGRU's word embeddings; it needs model.text.encoder=bigru, not {encoder}")
+            raise ValueError(
+                f"GloVe initialises the BiGRU's word embeddings; it needs model.text.encoder=bigru, not {encoder}"
+            )
         return glove
 
     @field_validator("bert_path", "freeze", "lr")
@@ -166,8 +170,9 @@ class TextEncoderConfig(Section):
     def _bert_settings_need_bert(cls, value: Any, info: ValidationInfo) -> Any:
         encoder = info.data.get("encoder")
         if value not in (None, False) and encoder not in (None, "bert"):
-            raise ValueError(f"{info.field_name} applies to the BERT text encoder only (model.text.encoder=bert), "
-                             f"not {encoder}")
+            raise ValueError(
+                f"{info.field_name} applies to the BERT text encoder only (model.text.encoder=bert), not {encoder}"
+            )
         return value
 
     @field_validator("mlp_hidden")
@@ -175,8 +180,9 @@ class TextEncoderConfig(Section):
     def _mlp_is_for_stored_states(cls, value: int | None, info: ValidationInfo) -> int | None:
         encoder = info.data.get("encoder")
         if value is not None and encoder != "precomp":
-            raise ValueError(f"mlp_hidden applies to the stored text features only (model.text.encoder=precomp), "
-                             f"not {encoder}")
+            raise ValueError(
+                f"mlp_hidden applies to the stored text features only (model.text.encoder=precomp), not {encoder}"
+            )
         return value
 
 
@@ -216,8 +222,9 @@ class TrainConfig(Section):
     lr_decay_epochs: list[int] = Field(
         default_factory=list,
         description="epochs after which the learning rate is multiplied by lr_decay: a milestone e takes effect "
-                    "once epoch e has completed, so epochs e+1, e+2, ... run at the new rate; every milestone must "
-                    "be below train.epochs (e = epochs - 1: the last epoch alone runs decayed)")
+        "once epoch e has completed, so epochs e+1, e+2, ... run at the new rate; every milestone must "
+        "be below train.epochs (e = epochs - 1: the last epoch alone runs decayed)",
+    )
     lr_decay: float = Field(0.1, gt=0, le=1)
     warmup_steps: int = Field(0, ge=0)
     grad_clip: float = Field(2.0, ge=0)
@@ -245,11 +252,14 @@ class TrainConfig(Section):
         epochs = info.data.get("epochs")
         late = [e for e in milestones if epochs is not None and e >= epochs]
         if late:
-            raise ValueError(f"{late[0]} can never fire with train.epochs={epochs}: the rate changes once epoch "
-                             f"{late[0]} has completed, and epoch {epochs} is the last; allowed: "
-                             f"{'1 to ' if epochs > 2 else ''}{epochs - 1} ({epochs - 1}: the last epoch alone at "
-                             f"x lr_decay), or train.lr_decay_epochs=[] for no decay" if epochs > 1 else
-                             f"{late[0]} can never fire with train.epochs=1; set train.lr_decay_epochs=[] (no decay)")
+            raise ValueError(
+                f"{late[0]} can never fire with train.epochs={epochs}: the rate changes once epoch "
+                f"{late[0]} has completed, and epoch {epochs} is the last; allowed: "
+                f"{'1 to ' if epochs > 2 else ''}{epochs - 1} ({epochs - 1}: the last epoch alone at "
+                f"x lr_decay), or train.lr_decay_epochs=[] for no decay"
+                if epochs > 1
+                else f"{late[0]} can never fire with train.epochs=1; set train.lr_decay_epochs=[] (no decay)"
+            )
         return milestones
 
 
@@ -297,12 +307,14 @@ class StageSpec(Section):
     def _no_nested_stages(cls, overrides: list[str]) -> list[str]:
         for text in overrides:
             if text.split("=", 1)[0].strip().split(".")[0] == "stages":
-                raise ValueError(f"a stage cannot declare stages ({text}): stages run in the order listed, each "
-                                 f"starting from the one before")
+                raise ValueError(
+                    f"a stage cannot declare stages ({text}): stages run in the order listed, each "
+                    f"starting from the one before"
+                )
         return overrides
 
     @model_validator(mode="after")
-    def _frozen_parts_are_copied(self) -> "StageSpec":
+    def _frozen_parts_are_copied(self) -> StageSpec:
         fresh = [part for part in self.freeze if not any(part.startswith(prefix) for prefix in self.copy_)]
         if fresh:
             raise ValueError(f"freeze {fresh}: only parts copied from the stage can stay frozen (copy: {self.copy_})")
@@ -319,10 +331,13 @@ class TrackingConfig(Section):
     @field_validator("experiment")
     @classmethod
     def _printable(cls, value: str | None) -> str | None:
-        if value is not None and not (0 < len(value) <= MAX_EXPERIMENT_CHARS and value.isprintable()
-                                      and value.strip() == value):
-            raise ValueError(f"an MLflow experiment's name: printable text of 1-{MAX_EXPERIMENT_CHARS} characters, "
-                             f"without control or direction characters or surrounding spaces")
+        if value is not None and not (
+            0 < len(value) <= MAX_EXPERIMENT_CHARS and value.isprintable() and value.strip() == value
+        ):
+            raise ValueError(
+                f"an MLflow experiment's name: printable text of 1-{MAX_EXPERIMENT_CHARS} characters, "
+                f"without control or direction characters or surrounding spaces"
+            )
         return value
 
 
@@ -380,7 +395,9 @@ def differences(recorded: dict[str, Any], now: dict[str, Any], what: str = "") -
 
 def _shown(value: Any, width: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= width else text[:width // 2 - 1] + "…" + text[-(width // 2):]  # both ends: where lists differ
+    return (
+        text if len(text) <= width else text[: width // 2 - 1] + "…" + text[-(width // 2) :]
+    )  # both ends: where lists differ
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:

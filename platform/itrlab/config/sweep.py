@@ -25,11 +25,10 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from itrlab.config.loader import config_dir, config_error_from_validation, did_you_mean, read_yaml
 from itrlab.config.profiles import apply_profile
-from itrlab.config.loader import config_error_from_validation, config_dir, did_you_mean, read_yaml
 from itrlab.config.schema import NAME_PATTERN, Section, safe_name
 from itrlab.errors import ConfigError
-
 
 VARIANT = "variant"  # grid key whose values are named sets of overrides: {name: "+M-DCL", method.mdcl: true, ...}
 MAX_TRIALS = 10_000  # grid points times seeds, or Optuna's num_trials: checked before any point is listed
@@ -43,8 +42,11 @@ def label(value: Any, key: str = "") -> Any:
     such as ``cooperative: null``) as ``none``."""
     if value is None:
         return "none"
-    if isinstance(value, dict) and "name" in value and (key == VARIANT or set(value) == {"name"}
-                                                          or any("." in str(k) for k in value)):
+    if (
+        isinstance(value, dict)
+        and "name" in value
+        and (key == VARIANT or set(value) == {"name"} or any("." in str(k) for k in value))
+    ):
         return value["name"]
     if isinstance(value, dict):
         return " ".join(f"{k}={v}" for k, v in value.items())
@@ -82,7 +84,7 @@ class SearchDimension(Section):
         return all(point.get(key) in allowed for key, allowed in (self.when or {}).items())
 
     @model_validator(mode="after")
-    def _bounds(self) -> "SearchDimension":
+    def _bounds(self) -> SearchDimension:
         if self.type == "choice":
             if not self.values:
                 raise ValueError("a choice dimension needs a non-empty 'values' list")
@@ -114,12 +116,15 @@ class OptunaSpec(Section):
             for name, allowed in (dim.when or {}).items():
                 parent = space.get(name)
                 if parent is None or keys.index(name) > keys.index(key) or parent.type != "choice" or parent.when:
-                    raise ValueError(f"{key}: 'when' names {name}, which must be a choice dimension listed before it, "
-                                     f"without a 'when' of its own")
+                    raise ValueError(
+                        f"{key}: 'when' names {name}, which must be a choice dimension listed before it, "
+                        f"without a 'when' of its own"
+                    )
                 unknown = [value for value in allowed if value not in parent.values]
                 if not allowed or unknown:
-                    raise ValueError(f"{key}: 'when' lists {unknown or 'nothing'} for {name}, whose values are "
-                                     f"{parent.values}")
+                    raise ValueError(
+                        f"{key}: 'when' lists {unknown or 'nothing'} for {name}, whose values are {parent.values}"
+                    )
         return space
 
 
@@ -143,7 +148,9 @@ class TableSpec(Section):
     mean over seeds with its 95% interval, and the difference to the ``baseline`` row with its interval."""
 
     rows: list[str]
-    columns: list[str] = Field(default_factory=lambda: ["test_i2t_R1", "test_i2t_R5", "test_t2i_R1", "test_t2i_R5", "test_rsum", "test_md"])
+    columns: list[str] = Field(
+        default_factory=lambda: ["test_i2t_R1", "test_i2t_R5", "test_t2i_R1", "test_t2i_R5", "test_rsum", "test_md"]
+    )
     # configs/paper/<name>.yaml: published numbers, shown beside ours only on the paper's data and protocol
     paper: str | None = None
     # configs/paper/anchors/<name>.yaml: published results of other methods on the same data and protocol,
@@ -188,10 +195,12 @@ class SweepSpec(Section):
         return safe_name(name, "a sweep's name")
 
     @model_validator(mode="after")
-    def _grid_or_search(self) -> "SweepSpec":
+    def _grid_or_search(self) -> SweepSpec:
         if self.optuna is not None and self.grid:
-            raise ValueError("a sweep has either a grid or an optuna search space, not both "
-                             "(Optuna's searcher rejects Tune grids); write two sweep files")
+            raise ValueError(
+                "a sweep has either a grid or an optuna search space, not both "
+                "(Optuna's searcher rejects Tune grids); write two sweep files"
+            )
         if self.optuna is None and not self.grid:
             raise ValueError("the grid is empty: list at least one key with its values (or give an optuna section)")
         trials = len(self.seeds)
@@ -200,24 +209,32 @@ class SweepSpec(Section):
                 raise ValueError(f"grid key '{key}' needs a non-empty list of values")
             trials *= len(values)
         if trials > MAX_TRIALS:
-            raise ValueError(f"the grid's points times the seeds make {trials:,} trials; a sweep runs at most "
-                             f"{MAX_TRIALS:,} (split it into several sweep files)")
+            raise ValueError(
+                f"the grid's points times the seeds make {trials:,} trials; a sweep runs at most "
+                f"{MAX_TRIALS:,} (split it into several sweep files)"
+            )
         for key, values in self.grid.items():
             shown = [label(value, key) for value in values]
             bad = next((str(v) for v in shown if not _fits_a_run_name(str(v))), None)
             if bad is not None:
-                raise ValueError(f"grid key '{key}': the row label {bad[:40]!r} must be printable text of 1-"
-                                 f"{MAX_LABEL_CHARS} characters (it names MLflow runs)")
+                raise ValueError(
+                    f"grid key '{key}': the row label {bad[:40]!r} must be printable text of 1-"
+                    f"{MAX_LABEL_CHARS} characters (it names MLflow runs)"
+                )
             twice = sorted({str(v) for v in shown if shown.count(v) > 1})
             if twice:
                 what = "names" if key == VARIANT or any(isinstance(v, dict) for v in values) else "values"
-                raise ValueError(f"grid key '{key}' lists the {what} {', '.join(twice)} twice: each would run as "
-                                 f"another row of identical trials")
+                raise ValueError(
+                    f"grid key '{key}' lists the {what} {', '.join(twice)} twice: each would run as "
+                    f"another row of identical trials"
+                )
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds {self.seeds} repeat a seed: identical trials would count as independent seeds")
         if self.resources.gpu % 1 and (self.num_workers > 1 or self.resources.gpu > 1):
-            raise ValueError("fractional GPUs break NCCL for multi-worker trials: use whole GPUs, or at most "
-                             "one GPU for a one-worker trial")
+            raise ValueError(
+                "fractional GPUs break NCCL for multi-worker trials: use whole GPUs, or at most "
+                "one GPU for a one-worker trial"
+            )
         return self
 
     @property
@@ -232,7 +249,7 @@ class SweepSpec(Section):
             return count, self.resources.cpu / count, 1.0
         return self.num_workers, self.resources.cpu, self.resources.gpu
 
-    def with_settings(self, settings: dict[str, Any], labels: dict[str, str] | None = None) -> "SweepSpec":
+    def with_settings(self, settings: dict[str, Any], labels: dict[str, str] | None = None) -> SweepSpec:
         """The spec with command-line settings applied, re-validated.
 
         ``settings`` maps dotted spec keys (``resources.cpu``, ``resources.gpu``, ``concurrency``) to
@@ -329,22 +346,34 @@ def check_sweep_keys(spec: SweepSpec, prefix: str = "") -> None:
     paper and anchors. Checked before Ray starts (Tune would only fail after training, or after the whole sweep)."""
     metrics = objective_metrics()
     if spec.objective.metric not in metrics:
-        raise ConfigError(f"{prefix}objective.metric", spec.objective.metric,
-                          f"a validation metric reported every epoch: {', '.join(metrics)}",
-                          did_you_mean(spec.objective.metric, metrics))
+        raise ConfigError(
+            f"{prefix}objective.metric",
+            spec.objective.metric,
+            f"a validation metric reported every epoch: {', '.join(metrics)}",
+            did_you_mean(spec.objective.metric, metrics),
+        )
     if spec.table is None:
         return
     columns = table_columns()
     for column in spec.table.columns:
         if column not in columns:
-            raise ConfigError(f"{prefix}table.columns", column, f"columns are metrics of a trial: {', '.join(columns)}",
-                              did_you_mean(column, columns))
+            raise ConfigError(
+                f"{prefix}table.columns",
+                column,
+                f"columns are metrics of a trial: {', '.join(columns)}",
+                did_you_mean(column, columns),
+            )
     for key, folder in PUBLISHED.items():
         name = getattr(spec.table, key)
         known = published_files(key)
         if name is not None and name not in known:
-            raise ConfigError(f"{prefix}table.{key}", name, f"published {'tables' if key == 'paper' else key} under "
-                              f"{config_dir().joinpath(*folder)}: {', '.join(known) or 'none'}", did_you_mean(name, known))
+            raise ConfigError(
+                f"{prefix}table.{key}",
+                name,
+                f"published {'tables' if key == 'paper' else key} under "
+                f"{config_dir().joinpath(*folder)}: {', '.join(known) or 'none'}",
+                did_you_mean(name, known),
+            )
 
 
 def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
@@ -355,15 +384,23 @@ def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
     keys = [*spec.grid, "seed"]
     for key in spec.table.rows:
         if key not in keys:
-            raise ConfigError(f"{prefix}table.rows", key, f"rows are keys of the sweep's grid: {', '.join(keys)}",
-                              did_you_mean(key, keys))
+            raise ConfigError(
+                f"{prefix}table.rows",
+                key,
+                f"rows are keys of the sweep's grid: {', '.join(keys)}",
+                did_you_mean(key, keys),
+            )
     labels = list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))
     named = [("table.baseline", spec.table.baseline)] if spec.table.baseline is not None else []
     named += [(f"table.compare[{i}]", label) for i, pair in enumerate(spec.table.compare) for label in pair]
     for field, label in named:
         if label not in labels:
-            raise ConfigError(f"{prefix}{field}", label, f"the label of a row of the pivot: {', '.join(labels)}",
-                              did_you_mean(label, labels))
+            raise ConfigError(
+                f"{prefix}{field}",
+                label,
+                f"the label of a row of the pivot: {', '.join(labels)}",
+                did_you_mean(label, labels),
+            )
     for i, (row, reference) in enumerate(spec.table.compare):
         if row == reference:
             raise ConfigError(f"{prefix}table.compare[{i}]", [row, reference], "two different rows")
@@ -393,8 +430,9 @@ def sweep_presets() -> dict[str, str]:
         aliases = read_yaml(path, "sweep").get("aliases") or []
         for alias in aliases if isinstance(aliases, list) else [aliases]:
             if not isinstance(alias, str) or not NAME_PATTERN.fullmatch(alias):
-                raise ConfigError(f"{path.name}: aliases", alias, "short names are 1-100 letters, digits, '.', '_', "
-                                  "'-' or '+'")
+                raise ConfigError(
+                    f"{path.name}: aliases", alias, "short names are 1-100 letters, digits, '.', '_', '-' or '+'"
+                )
             if alias in presets:
                 raise ConfigError(f"{path.name}: aliases", alias, f"already the name of preset {presets[alias]}")
             presets[alias] = path.stem

@@ -22,10 +22,13 @@ _EXPORTS = {
     **dict.fromkeys(["PROTOCOLS", "Protocol", "ProtocolError", "get_protocol"], "protocols"),
     **dict.fromkeys(["DEFAULT_IMAGE_CHUNK", "Ranks", "ScoreFn", "compute_ranks", "dense_score_fn"], "ranking"),
     "METRIC_NAMES": "names",
-    **dict.fromkeys(["RecallTable", "evaluate", "evaluate_embeddings", "rank_folds", "table_from_folds",
-                     "table_from_ranks"], "recall"),
-    **dict.fromkeys(["random_embeddings", "reference_evaluate", "reference_rank_folds", "reference_ranks"],
-                    "reference"),
+    **dict.fromkeys(
+        ["RecallTable", "evaluate", "evaluate_embeddings", "rank_folds", "table_from_folds", "table_from_ranks"],
+        "recall",
+    ),
+    **dict.fromkeys(
+        ["random_embeddings", "reference_evaluate", "reference_rank_folds", "reference_ranks"], "reference"
+    ),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

@@ -3,8 +3,16 @@ against them before anything heavy is imported)."""
 
 # RecallTable field -> MLflow-safe metric name (MLflow refuses '@').
 METRIC_NAMES = {
-    "i2t_r1": "i2t_R1", "i2t_r5": "i2t_R5", "i2t_r10": "i2t_R10",
-    "t2i_r1": "t2i_R1", "t2i_r5": "t2i_R5", "t2i_r10": "t2i_R10",
-    "rsum": "rsum", "i2t_medr": "i2t_medr", "i2t_meanr": "i2t_meanr",
-    "t2i_medr": "t2i_medr", "t2i_meanr": "t2i_meanr", "md": "md",
+    "i2t_r1": "i2t_R1",
+    "i2t_r5": "i2t_R5",
+    "i2t_r10": "i2t_R10",
+    "t2i_r1": "t2i_R1",
+    "t2i_r5": "t2i_R5",
+    "t2i_r10": "t2i_R10",
+    "rsum": "rsum",
+    "i2t_medr": "i2t_medr",
+    "i2t_meanr": "i2t_meanr",
+    "t2i_medr": "t2i_medr",
+    "t2i_meanr": "t2i_meanr",
+    "md": "md",
 }

@@ -97,6 +97,4 @@ def get_protocol(name: str | Protocol) -> Protocol:
     try:
         return PROTOCOLS[name]
     except (KeyError, TypeError):
-        raise ProtocolError(
-            f"unknown evaluation protocol {name!r}; known protocols: {', '.join(PROTOCOLS)}"
-        ) from None
+        raise ProtocolError(f"unknown evaluation protocol {name!r}; known protocols: {', '.join(PROTOCOLS)}") from None

@@ -91,8 +91,9 @@ class Ranks:
         )
 
 
-def dense_score_fn(image_emb: Tensor | np.ndarray, caption_emb: Tensor | np.ndarray,
-                   normalize: bool = False) -> ScoreFn:
+def dense_score_fn(
+    image_emb: Tensor | np.ndarray, caption_emb: Tensor | np.ndarray, normalize: bool = False
+) -> ScoreFn:
     """A :data:`ScoreFn` for embedding models: ``S = images @ captions.T`` in float32.
 
     With unit-norm embeddings (what the dual encoders return) this is the cosine similarity;
@@ -132,16 +133,13 @@ def _block(score_fn: ScoreFn, rows: tuple[int, int], cols: tuple[int, int], dtyp
     block = torch.as_tensor(score_fn(slice(*rows), slice(*cols))).detach()
     expected = (rows[1] - rows[0], cols[1] - cols[0])
     if tuple(block.shape) != expected:
-        raise ValueError(
-            f"score_fn(slice{rows}, slice{cols}) returned shape {tuple(block.shape)}, expected {expected}"
-        )
+        raise ValueError(f"score_fn(slice{rows}, slice{cols}) returned shape {tuple(block.shape)}, expected {expected}")
     if not block.is_floating_point() or block.dtype == torch.bfloat16:
         block = block.to(torch.float32)  # exact for bfloat16, which numpy cannot view
     return block if dtype is None else block.to(dtype)
 
 
-def _counts_and_sum(block: Tensor, row_threshold: Tensor, col_threshold: Tensor,
-                    use_numpy: bool | None = None):
+def _counts_and_sum(block: Tensor, row_threshold: Tensor, col_threshold: Tensor, use_numpy: bool | None = None):
     """``(#{S >= row_threshold} per row, #{S >= col_threshold} per column, sum of S in float64)``.
 
     CPU blocks go through numpy (zero-copy), whose comparisons and reductions are several
@@ -159,8 +157,9 @@ def _counts_and_sum(block: Tensor, row_threshold: Tensor, col_threshold: Tensor,
     return rows.cpu().numpy(), cols.cpu().numpy(), float(block.sum(dtype=torch.float64))
 
 
-def compute_ranks(score_fn: ScoreFn, n_images: int, captions_per_image: int = 5,
-                  image_chunk: int = DEFAULT_IMAGE_CHUNK) -> Ranks:
+def compute_ranks(
+    score_fn: ScoreFn, n_images: int, captions_per_image: int = 5, image_chunk: int = DEFAULT_IMAGE_CHUNK
+) -> Ranks:
     """Ranks of all images and captions of one matrix, scored one image block at a time.
 
     ``score_fn`` is called on ``image_chunk`` images at a time, against the block's own
@@ -169,8 +168,10 @@ def compute_ranks(score_fn: ScoreFn, n_images: int, captions_per_image: int = 5,
     Raises ``ValueError`` if a block has the wrong shape or any score is NaN or infinite.
     """
     if n_images < 1 or captions_per_image < 1 or image_chunk < 1:
-        raise ValueError(f"need n_images, captions_per_image and image_chunk >= 1, got "
-                         f"{n_images}, {captions_per_image}, {image_chunk}")
+        raise ValueError(
+            f"need n_images, captions_per_image and image_chunk >= 1, got "
+            f"{n_images}, {captions_per_image}, {image_chunk}"
+        )
     cpi, n_captions = captions_per_image, captions_per_image * n_images
     blocks = [(start, min(start + image_chunk, n_images)) for start in range(0, n_images, image_chunk)]
     i2t = np.zeros(n_images, dtype=np.int64)
@@ -191,7 +192,7 @@ def compute_ranks(score_fn: ScoreFn, n_images: int, captions_per_image: int = 5,
             # the counts include the positives themselves: the image's own captions at its best
             # score (i2t) and the caption's own image (t2i); only negatives count towards a rank
             i2t[start:stop] += rows - (own >= best[:, None]).sum(1).cpu().numpy()
-            t2i[cpi * start:cpi * stop] += cols - 1
+            t2i[cpi * start : cpi * stop] += cols - 1
             positive_sum += float(own.sum(dtype=torch.float64))
             total_sum += block_sum
             best_own.append(best)

@@ -72,8 +72,17 @@ class RecallTable:
         return cls(**values)
 
     def _direction_rows(self) -> list[tuple[str, float, float, float, float, float]]:
-        return [(d, getattr(self, f"{d}_r1"), getattr(self, f"{d}_r5"), getattr(self, f"{d}_r10"),
-                 getattr(self, f"{d}_medr"), getattr(self, f"{d}_meanr")) for d in DIRECTIONS]
+        return [
+            (
+                d,
+                getattr(self, f"{d}_r1"),
+                getattr(self, f"{d}_r5"),
+                getattr(self, f"{d}_r10"),
+                getattr(self, f"{d}_medr"),
+                getattr(self, f"{d}_meanr"),
+            )
+            for d in DIRECTIONS
+        ]
 
     def columns(self) -> dict[str, list]:
         """One row per direction, as columns (for ``mlflow.log_table``)."""
@@ -91,8 +100,12 @@ class RecallTable:
         return f"protocol {self.protocol}: {self.n_images} images, {folds}"
 
     def to_markdown(self) -> str:
-        lines = [f"Recall, {self._summary()}", "",
-                 "| direction | R@1 | R@5 | R@10 | medr | meanr |", "|---|---:|---:|---:|---:|---:|"]
+        lines = [
+            f"Recall, {self._summary()}",
+            "",
+            "| direction | R@1 | R@5 | R@10 | medr | meanr |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
         for d, r1, r5, r10, medr, meanr in self._direction_rows():
             lines.append(f"| {d} ({DIRECTIONS[d]}) | {r1:.2f} | {r5:.2f} | {r10:.2f} | {medr:g} | {meanr:.2f} |")
         lines += ["", f"rsum **{self.rsum:.2f}**, MD {self.md:.4f}"]
@@ -100,8 +113,10 @@ class RecallTable:
 
     def format(self) -> str:
         """A console table naming the protocol."""
-        lines = [f"Recall ({self._summary()})",
-                 f"  {'direction':<18}{'R@1':>8}{'R@5':>8}{'R@10':>8}{'medr':>8}{'meanr':>9}"]
+        lines = [
+            f"Recall ({self._summary()})",
+            f"  {'direction':<18}{'R@1':>8}{'R@5':>8}{'R@10':>8}{'medr':>8}{'meanr':>9}",
+        ]
         for d, r1, r5, r10, medr, meanr in self._direction_rows():
             lines.append(f"  {d + ' ' + DIRECTIONS[d]:<18}{r1:>8.2f}{r5:>8.2f}{r10:>8.2f}{medr:>8g}{meanr:>9.2f}")
         lines.append(f"  rsum {self.rsum:.2f}   MD {self.md:.4f}")
@@ -120,8 +135,7 @@ def table_from_ranks(ranks: Ranks, protocol: str = "all") -> RecallTable:
     i2t = _rank_metrics(ranks.i2t)
     t2i = _rank_metrics(ranks.t2i)
     rsum = sum(i2t[:3]) + sum(t2i[:3])
-    return RecallTable(protocol, ranks.n_images, 1, *i2t[:3], *t2i[:3], rsum,
-                       i2t[3], i2t[4], t2i[3], t2i[4], ranks.md)
+    return RecallTable(protocol, ranks.n_images, 1, *i2t[:3], *t2i[:3], rsum, i2t[3], i2t[4], t2i[3], t2i[4], ranks.md)
 
 
 def table_from_folds(fold_ranks: Sequence[Ranks], protocol: str, n_images: int) -> RecallTable:
@@ -140,14 +154,21 @@ def _fold_score_fn(score_fn: ScoreFn, first_image: int, captions_per_image: int)
     first_caption = captions_per_image * first_image
 
     def score(image_slice: slice, caption_slice: slice) -> Tensor:
-        return score_fn(slice(image_slice.start + first_image, image_slice.stop + first_image),
-                        slice(caption_slice.start + first_caption, caption_slice.stop + first_caption))
+        return score_fn(
+            slice(image_slice.start + first_image, image_slice.stop + first_image),
+            slice(caption_slice.start + first_caption, caption_slice.stop + first_caption),
+        )
 
     return score
 
 
-def evaluate(score_fn: ScoreFn, n_images: int, protocol: str = "all", captions_per_image: int = 5,
-             image_chunk: int = DEFAULT_IMAGE_CHUNK) -> RecallTable:
+def evaluate(
+    score_fn: ScoreFn,
+    n_images: int,
+    protocol: str = "all",
+    captions_per_image: int = 5,
+    image_chunk: int = DEFAULT_IMAGE_CHUNK,
+) -> RecallTable:
     """The recall table of a split of ``n_images`` images under ``protocol``.
 
     ``score_fn`` scores blocks of the split (global indices); each fold is ranked in one
@@ -159,30 +180,45 @@ def evaluate(score_fn: ScoreFn, n_images: int, protocol: str = "all", captions_p
     return table_from_folds(fold_ranks, get_protocol(protocol).name, n_images)
 
 
-def rank_folds(score_fn: ScoreFn, n_images: int, protocol: str = "all", captions_per_image: int = 5,
-               image_chunk: int = DEFAULT_IMAGE_CHUNK) -> list[Ranks]:
+def rank_folds(
+    score_fn: ScoreFn,
+    n_images: int,
+    protocol: str = "all",
+    captions_per_image: int = 5,
+    image_chunk: int = DEFAULT_IMAGE_CHUNK,
+) -> list[Ranks]:
     """The :class:`~itrlab.eval.ranking.Ranks` of each fold of ``protocol`` (what :func:`evaluate` tabulates)."""
     folds = get_protocol(protocol).folds(n_images)
-    return [compute_ranks(_fold_score_fn(score_fn, start, captions_per_image), stop - start,
-                          captions_per_image, image_chunk) for start, stop in folds]
+    return [
+        compute_ranks(
+            _fold_score_fn(score_fn, start, captions_per_image), stop - start, captions_per_image, image_chunk
+        )
+        for start, stop in folds
+    ]
 
 
 def check_embedding_shapes(image_emb, caption_emb, captions_per_image: int) -> int:
     """``N`` for (N, d) images and (cpi * N, d) captions; ValueError otherwise."""
     image_shape, caption_shape = tuple(image_emb.shape), tuple(caption_emb.shape)
-    if (len(image_shape) != 2 or len(caption_shape) != 2 or image_shape[1] != caption_shape[1]
-            or caption_shape[0] != captions_per_image * image_shape[0]):
+    if (
+        len(image_shape) != 2
+        or len(caption_shape) != 2
+        or image_shape[1] != caption_shape[1]
+        or caption_shape[0] != captions_per_image * image_shape[0]
+    ):
         raise ValueError(
-            f"expected images (N, d) and captions ({captions_per_image}*N, d), got {image_shape} "
-            f"and {caption_shape}"
+            f"expected images (N, d) and captions ({captions_per_image}*N, d), got {image_shape} and {caption_shape}"
         )
     return image_shape[0]
 
 
-def evaluate_embeddings(image_emb: Tensor | np.ndarray, caption_emb: Tensor | np.ndarray,
-                        protocol: str = "all", captions_per_image: int = 5,
-                        image_chunk: int = DEFAULT_IMAGE_CHUNK) -> RecallTable:
+def evaluate_embeddings(
+    image_emb: Tensor | np.ndarray,
+    caption_emb: Tensor | np.ndarray,
+    protocol: str = "all",
+    captions_per_image: int = 5,
+    image_chunk: int = DEFAULT_IMAGE_CHUNK,
+) -> RecallTable:
     """:func:`evaluate` with dot-product scores of (N, d) images and (cpi * N, d) captions."""
     n_images = check_embedding_shapes(image_emb, caption_emb, captions_per_image)
-    return evaluate(dense_score_fn(image_emb, caption_emb), n_images, protocol, captions_per_image,
-                    image_chunk)
+    return evaluate(dense_score_fn(image_emb, caption_emb), n_images, protocol, captions_per_image, image_chunk)

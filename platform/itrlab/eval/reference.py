@@ -44,14 +44,14 @@ def reference_ranks(image_emb: np.ndarray, caption_emb: np.ndarray, captions_per
         d = np.dot(ims[index], caps.T).flatten()
         inds = np.argsort(d)[::-1]
         sorted_d = d[inds]
-        own = d[cpi * index:cpi * index + cpi]
+        own = d[cpi * index : cpi * index + cpi]
         best = int(min(np.where(inds == i)[0][0] for i in range(cpi * index, cpi * index + cpi)))
         i2t[index] = _negatives_at_or_above(sorted_d, best, int(np.count_nonzero(own >= sorted_d[best])))
-        positive_sum += float(d[cpi * index:cpi * index + cpi].sum(dtype=np.float64))
+        positive_sum += float(d[cpi * index : cpi * index + cpi].sum(dtype=np.float64))
         total_sum += float(d.sum(dtype=np.float64))
 
     for index in range(n_images):  # SCAN's t2i
-        queries = caps[cpi * index:cpi * index + cpi]
+        queries = caps[cpi * index : cpi * index + cpi]
         d = np.dot(queries, ims.T)
         for i in range(cpi):
             inds = np.argsort(d[i])[::-1]
@@ -61,24 +61,29 @@ def reference_ranks(image_emb: np.ndarray, caption_emb: np.ndarray, captions_per
     return Ranks(i2t, t2i, positive_sum, total_sum - positive_sum, cpi)
 
 
-def reference_evaluate(image_emb: np.ndarray, caption_emb: np.ndarray, protocol: str = "all",
-                       captions_per_image: int = 5) -> RecallTable:
+def reference_evaluate(
+    image_emb: np.ndarray, caption_emb: np.ndarray, protocol: str = "all", captions_per_image: int = 5
+) -> RecallTable:
     """The recall table of the per-query baseline, folds as SCAN's ``evalrank`` cuts them."""
     fold_ranks = reference_rank_folds(image_emb, caption_emb, protocol, captions_per_image)
     return table_from_folds(fold_ranks, get_protocol(protocol).name, len(image_emb))
 
 
-def reference_rank_folds(image_emb: np.ndarray, caption_emb: np.ndarray, protocol: str = "all",
-                         captions_per_image: int = 5) -> list[Ranks]:
+def reference_rank_folds(
+    image_emb: np.ndarray, caption_emb: np.ndarray, protocol: str = "all", captions_per_image: int = 5
+) -> list[Ranks]:
     """The per-query baseline's ranks of each fold of ``protocol``."""
     cpi = captions_per_image
     n_images = check_embedding_shapes(image_emb, caption_emb, cpi)
-    return [reference_ranks(image_emb[start:stop], caption_emb[cpi * start:cpi * stop], cpi)
-            for start, stop in get_protocol(protocol).folds(n_images)]
+    return [
+        reference_ranks(image_emb[start:stop], caption_emb[cpi * start : cpi * stop], cpi)
+        for start, stop in get_protocol(protocol).folds(n_images)
+    ]
 
 
-def random_embeddings(n_images: int, dim: int, captions_per_image: int = 5, seed: int = 0,
-                      grid_bits: int = 10) -> tuple[np.ndarray, np.ndarray]:
+def random_embeddings(
+    n_images: int, dim: int, captions_per_image: int = 5, seed: int = 0, grid_bits: int = 10
+) -> tuple[np.ndarray, np.ndarray]:
     """Seeded float32 embeddings: (N, dim) images and (cpi * N, dim) captions.
 
     Gaussian rows, L2-normalised, then rounded to multiples of ``2**-grid_bits`` (norms stay
@@ -90,7 +95,7 @@ def random_embeddings(n_images: int, dim: int, captions_per_image: int = 5, seed
     if not 1 <= grid_bits <= 11:
         raise ValueError(f"grid_bits must be in [1, 11] for exact float32 dot products, got {grid_bits}")
     rng = np.random.default_rng(seed)
-    scale = float(2 ** grid_bits)
+    scale = float(2**grid_bits)
 
     def unit_rows(n: int) -> np.ndarray:
         rows = rng.standard_normal((n, dim), dtype=np.float32)
@@ -99,6 +104,6 @@ def random_embeddings(n_images: int, dim: int, captions_per_image: int = 5, seed
 
     images, captions = unit_rows(n_images), unit_rows(captions_per_image * n_images)
     norms = [float(np.linalg.norm(x * scale, axis=1).max(initial=0.0)) for x in (images, captions)]
-    if norms[0] * norms[1] >= 2.0 ** 24:  # Cauchy-Schwarz bound on every partial sum, in grid units
+    if norms[0] * norms[1] >= 2.0**24:  # Cauchy-Schwarz bound on every partial sum, in grid units
         raise ValueError(f"grid_bits={grid_bits} is too fine for exact float32 dot products at dim {dim}")
     return images, captions

@@ -33,9 +33,10 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -112,8 +113,11 @@ def load_coco_captions(path: str | Path) -> CocoCaptions:
         raise DataError(path, f"expected a JSON object with 'images' and 'annotations', got a {type(doc).__name__}")
     for key in ("images", "annotations"):
         if key not in doc:
-            raise DataError(path, f"no '{key}' list; a COCO caption file has 'images' (id, file_name) "
-                                  f"and 'annotations' (image_id, caption)")
+            raise DataError(
+                path,
+                f"no '{key}' list; a COCO caption file has 'images' (id, file_name) "
+                f"and 'annotations' (image_id, caption)",
+            )
         if not isinstance(doc[key], list):
             raise DataError(path, f"'{key}' must be a list, got a {type(doc[key]).__name__}")
 
@@ -127,8 +131,9 @@ def load_coco_captions(path: str | Path) -> CocoCaptions:
         if not _is_int(image_id):
             raise DataError(path, f"images[{i}]: 'id' must be an integer, got {image_id!r:.60}")
         if not isinstance(file_name, str) or not file_name.strip():
-            raise DataError(path, f"images[{i}] (id {image_id}): 'file_name' must be a non-empty string, "
-                                  f"got {file_name!r:.60}")
+            raise DataError(
+                path, f"images[{i}] (id {image_id}): 'file_name' must be a non-empty string, got {file_name!r:.60}"
+            )
         if image_id in names:
             raise DataError(path, f"images[{i}]: image id {image_id} appears twice")
         if file_name in seen_files:
@@ -147,8 +152,9 @@ def load_coco_captions(path: str | Path) -> CocoCaptions:
         if not _is_int(image_id):
             raise DataError(path, f"annotations[{i}]: 'image_id' must be an integer, got {image_id!r:.60}")
         if not isinstance(caption, str):
-            raise DataError(path, f"annotations[{i}] (image {image_id}): 'caption' must be a string, "
-                                  f"got {caption!r:.60}")
+            raise DataError(
+                path, f"annotations[{i}] (image {image_id}): 'caption' must be a string, got {caption!r:.60}"
+            )
         if image_id not in captions:
             unknown.append(image_id)
             continue
@@ -159,8 +165,9 @@ def load_coco_captions(path: str | Path) -> CocoCaptions:
             blank += 1
     if unknown:
         ids = sorted(set(unknown))
-        raise DataError(path, f"{len(unknown)} annotations refer to {len(ids)} image ids that are not in "
-                              f"'images': {_listing(ids)}")
+        raise DataError(
+            path, f"{len(unknown)} annotations refer to {len(ids)} image ids that are not in 'images': {_listing(ids)}"
+        )
     images = tuple(CocoImage(i, names[i], tuple(captions[i])) for i in order)
     return CocoCaptions(path, images, len(doc["annotations"]), blank)
 
@@ -180,30 +187,41 @@ class CaptionSelection:
         def entries(pairs: list[tuple[CocoImage, int]]) -> list[dict[str, Any]]:
             return [{"id": im.image_id, "file_name": im.file_name, "captions": n} for im, n in pairs]
 
-        return {"per_image": self.per_image, "truncated_images": self.truncated_images,
-                "dropped_captions": self.dropped_captions, "excluded_images": entries(self.excluded),
-                "padded_images": entries(self.padded)}
+        return {
+            "per_image": self.per_image,
+            "truncated_images": self.truncated_images,
+            "dropped_captions": self.dropped_captions,
+            "excluded_images": entries(self.excluded),
+            "padded_images": entries(self.padded),
+        }
 
     def summary(self) -> list[str]:
         """Human-readable lines for the job's report (nothing when nothing was changed)."""
         lines = []
         if self.truncated_images:
-            lines.append(f"{self.truncated_images} images had more than {self.per_image} captions: kept the first "
-                         f"{self.per_image}, dropped {self.dropped_captions} captions")
+            lines.append(
+                f"{self.truncated_images} images had more than {self.per_image} captions: kept the first "
+                f"{self.per_image}, dropped {self.dropped_captions} captions"
+            )
         if self.excluded:
             shown = _listing([f"{im.file_name} ({n})" for im, n in self.excluded])
-            lines.append(f"{len(self.excluded)} images had fewer than {self.per_image} captions and were excluded"
-                         + ("" if any(n == 0 for _, n in self.excluded) else " (--pad-captions pads them)")
-                         + f": {shown}")
+            lines.append(
+                f"{len(self.excluded)} images had fewer than {self.per_image} captions and were excluded"
+                + ("" if any(n == 0 for _, n in self.excluded) else " (--pad-captions pads them)")
+                + f": {shown}"
+            )
         if self.padded:
             shown = _listing([f"{im.file_name} ({n})" for im, n in self.padded])
-            lines.append(f"{len(self.padded)} images had fewer than {self.per_image} captions and were padded "
-                         f"by repetition: {shown}")
+            lines.append(
+                f"{len(self.padded)} images had fewer than {self.per_image} captions and were padded "
+                f"by repetition: {shown}"
+            )
         return lines
 
 
-def select_captions(coco: CocoCaptions | Iterable[CocoImage], per_image: int = CAPTIONS_PER_IMAGE,
-                    pad: bool = False) -> CaptionSelection:
+def select_captions(
+    coco: CocoCaptions | Iterable[CocoImage], per_image: int = CAPTIONS_PER_IMAGE, pad: bool = False
+) -> CaptionSelection:
     """Give every image exactly ``per_image`` captions (truncate, exclude, or pad by repetition)."""
     if per_image < 1:
         raise UserInputError(f"captions per image must be >= 1, got {per_image}")
@@ -234,8 +252,10 @@ def check_split_names(names: Sequence[str], source: str = "--split-names") -> tu
     names = tuple(names)
     for name in names:
         if not _SPLIT_NAME.match(name):
-            raise UserInputError(f"{source}: split name {name!r} is not allowed; use letters, digits, '_', '.', '-' "
-                                 f"(it becomes the file prefix '{{split}}_ims.npy')")
+            raise UserInputError(
+                f"{source}: split name {name!r} is not allowed; use letters, digits, '_', '.', '-' "
+                f"(it becomes the file prefix '{{split}}_ims.npy')"
+            )
     duplicates = [name for name, count in Counter(names).items() if count > 1]
     if duplicates:
         raise UserInputError(f"{source}: split names must be unique, {duplicates[0]!r} appears twice")
@@ -248,18 +268,21 @@ def parse_fractions(text: str | Sequence[float], names: Sequence[str] = DEFAULT_
         try:
             fractions = tuple(float(part) for part in text.split(","))
         except ValueError:
-            raise UserInputError(f"--split-fractions: got {text!r}; expected comma-separated numbers such as "
-                                 f"0.6,0.2,0.2") from None
+            raise UserInputError(
+                f"--split-fractions: got {text!r}; expected comma-separated numbers such as 0.6,0.2,0.2"
+            ) from None
     else:
         fractions = tuple(float(f) for f in text)
     if len(fractions) != len(names):
-        raise UserInputError(f"--split-fractions: got {len(fractions)} fractions for {len(names)} splits "
-                             f"({', '.join(names)})")
+        raise UserInputError(
+            f"--split-fractions: got {len(fractions)} fractions for {len(names)} splits ({', '.join(names)})"
+        )
     if not all(np.isfinite(f) and f > 0 for f in fractions):
         raise UserInputError(f"--split-fractions: got {text!r}; every fraction must be > 0")
     if abs(sum(fractions) - 1.0) > 1e-6:
-        raise UserInputError(f"--split-fractions: got {text!r}; the fractions must sum to 1 (they sum to "
-                             f"{sum(fractions):g})")
+        raise UserInputError(
+            f"--split-fractions: got {text!r}; the fractions must sum to 1 (they sum to {sum(fractions):g})"
+        )
     return fractions
 
 
@@ -273,8 +296,9 @@ def split_sizes(n: int, fractions: Sequence[float]) -> list[int]:
     return sizes
 
 
-def assign_fractions(images: Sequence[CocoImage], fractions: Sequence[float],
-                     names: Sequence[str] = DEFAULT_SPLIT_NAMES, seed: int = 0) -> dict[str, list[CocoImage]]:
+def assign_fractions(
+    images: Sequence[CocoImage], fractions: Sequence[float], names: Sequence[str] = DEFAULT_SPLIT_NAMES, seed: int = 0
+) -> dict[str, list[CocoImage]]:
     """A seeded random split; the same images, fractions and seed always give the same split.
 
     The images are sorted by id first (so the file's order does not matter), permuted with
@@ -286,14 +310,16 @@ def assign_fractions(images: Sequence[CocoImage], fractions: Sequence[float],
     sizes = split_sizes(len(ordered), fractions)
     empty = [name for name, size in zip(names, sizes) if size == 0]
     if empty:
-        raise UserInputError(f"--split-fractions: split '{empty[0]}' would get no image of {len(ordered)} "
-                             f"({', '.join(f'{n} {s}' for n, s in zip(names, sizes))}); use more images "
-                             f"or larger fractions")
+        raise UserInputError(
+            f"--split-fractions: split '{empty[0]}' would get no image of {len(ordered)} "
+            f"({', '.join(f'{n} {s}' for n, s in zip(names, sizes))}); use more images "
+            f"or larger fractions"
+        )
     permutation = np.random.default_rng(seed).permutation(len(ordered))
     splits: dict[str, list[CocoImage]] = {}
     start = 0
     for name, size in zip(names, sizes):
-        chosen = permutation[start:start + size]
+        chosen = permutation[start : start + size]
         splits[name] = sorted((ordered[i] for i in chosen), key=lambda im: im.image_id)
         start += size
     return splits
@@ -317,8 +343,11 @@ def _split_file_pairs(path: Path) -> list[tuple[Any, str, int | None]]:
             return [(key, split, None) for split, keys in doc.items() for key in keys]
         if isinstance(doc, dict) and doc and all(isinstance(v, str) for v in doc.values()):
             return [(key, split, None) for key, split in doc.items()]
-        raise DataError(path, 'expected {"split": [file names or ids]}, {"file name or id": "split"} '
-                              'or Karpathy\'s {"images": [{"filename", "split"}]}')
+        raise DataError(
+            path,
+            'expected {"split": [file names or ids]}, {"file name or id": "split"} '
+            'or Karpathy\'s {"images": [{"filename", "split"}]}',
+        )
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
@@ -339,8 +368,9 @@ def _split_file_pairs(path: Path) -> list[tuple[Any, str, int | None]]:
     return pairs
 
 
-def assign_from_file(images: Sequence[CocoImage], path: str | Path,
-                     known: Iterable[CocoImage] | None = None) -> tuple[dict[str, list[CocoImage]], int]:
+def assign_from_file(
+    images: Sequence[CocoImage], path: str | Path, known: Iterable[CocoImage] | None = None
+) -> tuple[dict[str, list[CocoImage]], int]:
     """Splits from a split file; returns ({split: images in the file's order}, number not listed).
 
     ``images`` are the candidates (e.g. those left after caption selection); ``known`` are all the
@@ -375,16 +405,18 @@ def assign_from_file(images: Sequence[CocoImage], path: str | Path,
     unknown: list[Any] = []
     for key, split, line in _split_file_pairs(path):
         if not isinstance(split, str) or not _SPLIT_NAME.match(split):
-            raise DataError(path, f"split name {split!r} for {key!r} is not allowed (letters, digits, '_', '.', '-')",
-                            line=line)
+            raise DataError(
+                path, f"split name {split!r} for {key!r} is not allowed (letters, digits, '_', '.', '-')", line=line
+            )
         image_id = resolve(key)
         if image_id is None:
             unknown.append(key)
             continue
         previous = assigned.get(image_id)
         if previous is not None and previous != split:
-            raise DataError(path, f"{key!r} (image {image_id}) is assigned to both '{previous}' and '{split}'",
-                            line=line)
+            raise DataError(
+                path, f"{key!r} (image {image_id}) is assigned to both '{previous}' and '{split}'", line=line
+            )
         if previous is None:
             assigned[image_id] = split
             if image_id in candidates:

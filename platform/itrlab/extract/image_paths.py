@@ -38,5 +38,9 @@ def check_inside(images_dir: Path, names: Iterable[tuple[str, int | None]], list
     for name, line in names:
         how = escape(images_dir, name, root)
         if how is not None:
-            raise DataError(listing, f"the image {name!r} is outside the image folder {images_dir} ({how}); "
-                                     f"name images by their path inside that folder", line=line)
+            raise DataError(
+                listing,
+                f"the image {name!r} is outside the image folder {images_dir} ({how}); "
+                f"name images by their path inside that folder",
+                line=line,
+            )

@@ -9,9 +9,9 @@ JPEG, before the model loads); their features are never replaced by zeros or noi
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -37,8 +37,11 @@ class BadImagesError(DataError):
         self.bad = list(bad)
         shown = "; ".join(f"{name} ({problem})" for name, problem in self.bad[:20])
         more = f"; ... {len(self.bad) - 20} more" if len(self.bad) > 20 else ""
-        super().__init__(images_dir, f"{len(self.bad)} bad image(s) (missing, unreadable or corrupt): "
-                                     f"{shown}{more}. Fix or remove them, or pass --skip-bad to leave them out")
+        super().__init__(
+            images_dir,
+            f"{len(self.bad)} bad image(s) (missing, unreadable or corrupt): "
+            f"{shown}{more}. Fix or remove them, or pass --skip-bad to leave them out",
+        )
 
 
 @dataclass(frozen=True)

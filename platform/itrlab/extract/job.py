@@ -27,19 +27,21 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from itrlab.errors import DataError, ItrlabError
+from itrlab.extract.image_encoder import FEATURE_DIM, FEATURES, N_REGIONS, ImageEncoder, torch_threads
 from itrlab.extract.images import PREPROCESSING, BadImagesError, path_source
 from itrlab.extract.layouts import derive_layouts, parse_pool
-from itrlab.extract.image_encoder import FEATURE_DIM, FEATURES, N_REGIONS, ImageEncoder, torch_threads
 from itrlab.extract.plan import FORMAT_VERSION, MANIFEST, ExtractOptions, Plan, extraction_lock, plan_splits, prepare
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk, read_shard_meta, write_shard
 from itrlab.files import atomic_write_text
+
 
 @dataclass
 class RunStats:
@@ -67,8 +69,15 @@ def store_result(plan: Plan, chunk: Chunk, result: ChunkResult) -> None:
 def progress_bar(plan: Plan):
     from tqdm import tqdm
 
-    return tqdm(total=plan.n_pending, unit="img", desc="extract", disable=not plan.options.progress,
-                file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    return tqdm(
+        total=plan.n_pending,
+        unit="img",
+        desc="extract",
+        disable=not plan.options.progress,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        smoothing=0.1,
+    )
 
 
 def run_local(plan: Plan) -> RunStats:
@@ -101,7 +110,7 @@ def assemble(plan: Plan, stats: RunStats, started: float) -> dict[str, Any]:
         raise ItrlabError(f"shards missing after extraction: {', '.join(missing[:5])}")
     bad: list[dict[str, Any]] = []
     counts: dict[str, dict[str, int]] = {}
-    for split, images in plan.splits.items():
+    for split in plan.splits:
         chunks = [c for c in plan.chunks if c.split == split]
         kept = [c.images[i] for c in chunks for i in metas[c.name]["kept"]]
         bad += [dict(b, split=split) for c in chunks for b in metas[c.name]["bad"]]
@@ -115,8 +124,8 @@ def assemble(plan: Plan, stats: RunStats, started: float) -> dict[str, Any]:
         for chunk in chunks:
             with np.load(plan.work_dir / f"{chunk.name}.npz") as shard:
                 part = shard["regions"]
-                regions[row:row + len(part)] = part
-                pooled[row:row + len(part)] = shard["global_features"]
+                regions[row : row + len(part)] = part
+                pooled[row : row + len(part)] = shard["global_features"]
                 row += len(part)
         if row != n:
             raise ItrlabError(f"split '{split}': shards hold {row} images, their metadata {n}")
@@ -132,23 +141,34 @@ def assemble(plan: Plan, stats: RunStats, started: float) -> dict[str, Any]:
 
     wall = time.perf_counter() - started
     manifest = {
-        "format": "itrlab-extract", "version": FORMAT_VERSION,
+        "format": "itrlab-extract",
+        "version": FORMAT_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "model": plan.settings["model"],
         "preprocessing": PREPROCESSING,
         "features": FEATURES,
         "dtype": dtype,
-        "files": {"regions": "{split}_ims.npy", "global": "{split}_global.npy",
-                  "captions": "{split}_caps.txt", "ids": "{split}_ids.txt"},
+        "files": {
+            "regions": "{split}_ims.npy",
+            "global": "{split}_global.npy",
+            "captions": "{split}_caps.txt",
+            "ids": "{split}_ids.txt",
+        },
         "source": plan.options.reader().source(),
         "images_sha256": plan.settings["images"],
         "splits": counts,
         "captions": plan.report,
         "bad_images": bad,
-        "run": {"backend": stats.backend, "workers": stats.workers, "threads_per_worker": stats.threads_per_worker,
-                "images_this_run": stats.images, "model_load_s": round(stats.load_seconds, 2),
-                "extract_s": round(stats.encode_seconds, 2), "images_per_s": round(stats.images_per_s, 2),
-                "wall_s": round(wall, 2)},
+        "run": {
+            "backend": stats.backend,
+            "workers": stats.workers,
+            "threads_per_worker": stats.threads_per_worker,
+            "images_this_run": stats.images,
+            "model_load_s": round(stats.load_seconds, 2),
+            "extract_s": round(stats.encode_seconds, 2),
+            "images_per_s": round(stats.images_per_s, 2),
+            "wall_s": round(wall, 2),
+        },
         "settings": plan.settings,
         "fingerprint": plan.fingerprint,
     }
@@ -165,8 +185,9 @@ def assemble(plan: Plan, stats: RunStats, started: float) -> dict[str, Any]:
 Runner = Callable[[Plan], RunStats]
 
 
-def extract_dataset(options: ExtractOptions, runner: Runner = run_local,
-                    log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def extract_dataset(
+    options: ExtractOptions, runner: Runner = run_local, log: Callable[[str], None] = lambda s: None
+) -> dict[str, Any]:
     """Run a whole job (validate, compute the missing chunks with ``runner``, assemble), then derive
     the layouts ``options.pool`` asks for from the stored grid (:mod:`itrlab.extract.layouts`).
 
@@ -182,9 +203,11 @@ def extract_dataset(options: ExtractOptions, runner: Runner = run_local,
             log(f"{options.out} already holds this extraction ({plan.n_images} images); nothing to extract")
             manifest = {**plan.complete, "up_to_date": True}
         else:
-            log(f"extracting {plan.n_pending} images ("
+            log(
+                f"extracting {plan.n_pending} images ("
                 + ", ".join(f"{s} {len(ims)}" for s, ims in plan.splits.items())
-                + f" in all) -> {options.out}, {options.dtype}")
+                + f" in all) -> {options.out}, {options.dtype}"
+            )
             manifest = assemble(plan, runner(plan), started)
         layouts = derive_layouts(plan.out, manifest, parse_pool(options.pool), log)
         return {**manifest, "layouts": layouts} if layouts else manifest
@@ -193,20 +216,29 @@ def extract_dataset(options: ExtractOptions, runner: Runner = run_local,
 def summary_lines(manifest: dict[str, Any]) -> list[str]:
     """The job's closing report."""
     run, caps = manifest["run"], manifest["captions"]
-    lines = ["splits: " + ", ".join(f"{s} {c['images']} images / {c['captions']} captions"
-                                    for s, c in manifest["splits"].items()) + f" ({manifest['dtype']})"]
-    lines.append(f"captions: {caps['dropped_captions']} dropped from {caps['truncated_images']} images with more than "
-                 f"{caps['per_image']}, {len(caps['excluded_images'])} images excluded, "
-                 f"{len(caps['padded_images'])} padded")
+    lines = [
+        "splits: "
+        + ", ".join(f"{s} {c['images']} images / {c['captions']} captions" for s, c in manifest["splits"].items())
+        + f" ({manifest['dtype']})"
+    ]
+    lines.append(
+        f"captions: {caps['dropped_captions']} dropped from {caps['truncated_images']} images with more than "
+        f"{caps['per_image']}, {len(caps['excluded_images'])} images excluded, "
+        f"{len(caps['padded_images'])} padded"
+    )
     if manifest["bad_images"]:
-        lines.append(f"bad images skipped ({len(manifest['bad_images'])}): "
-                     + "; ".join(f"{b['file_name']} ({b['problem']})" for b in manifest["bad_images"]))
+        lines.append(
+            f"bad images skipped ({len(manifest['bad_images'])}): "
+            + "; ".join(f"{b['file_name']} ({b['problem']})" for b in manifest["bad_images"])
+        )
     for name, layout in manifest.get("layouts", {}).items():
         lines.append(f"layout {name}/: {layout['regions']} region(s) per image, pooled from the grid")
     if manifest.get("up_to_date"):
         lines.append("nothing to extract: the output was already complete; when it was written:")
-    lines.append(f"{run['images_this_run']} images extracted in {run['extract_s']:.1f} s: "
-                 f"{run['images_per_s']:.2f} images/s ({run['backend']}, {run['workers']} worker(s) x "
-                 f"{run['threads_per_worker']} thread(s); model load {run['model_load_s']:.1f} s; "
-                 f"wall {run['wall_s']:.1f} s)")
+    lines.append(
+        f"{run['images_this_run']} images extracted in {run['extract_s']:.1f} s: "
+        f"{run['images_per_s']:.2f} images/s ({run['backend']}, {run['workers']} worker(s) x "
+        f"{run['threads_per_worker']} thread(s); model load {run['model_load_s']:.1f} s; "
+        f"wall {run['wall_s']:.1f} s)"
+    )
     return lines

@@ -20,8 +20,9 @@ import math
 import os
 import re
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -59,8 +60,10 @@ def parse_pool(text: str | Sequence[int] | None) -> tuple[int, ...]:
         sizes = tuple(sizes)
     bad = [size for size in sizes if not 1 <= size < GRID]
     if bad:
-        raise UserInputError(f"--pool: {bad[0]}x{bad[0]} is not smaller than the {GRID}x{GRID} grid; "
-                             f"allowed: 1x1 to {GRID - 1}x{GRID - 1}")
+        raise UserInputError(
+            f"--pool: {bad[0]}x{bad[0]} is not smaller than the {GRID}x{GRID} grid; "
+            f"allowed: 1x1 to {GRID - 1}x{GRID - 1}"
+        )
     if len(set(sizes)) != len(sizes):
         raise UserInputError(f"--pool: a layout appears twice in {text!r}")
     return sizes
@@ -83,9 +86,15 @@ def pool_regions(regions: np.ndarray, size: int, grid: int = GRID) -> np.ndarray
 
 
 def _record(manifest: dict[str, Any], size: int) -> dict[str, Any]:
-    return {"grid_fingerprint": manifest["fingerprint"], "grid": [GRID, GRID], "layout": [size, size],
-            "regions": size * size, "bins": [list(b) for b in pool_bins(size)], "dtype": manifest["dtype"],
-            "pooling": "mean over each bin (adaptive average pooling), float32, stored in the grid's dtype"}
+    return {
+        "grid_fingerprint": manifest["fingerprint"],
+        "grid": [GRID, GRID],
+        "layout": [size, size],
+        "regions": size * size,
+        "bins": [list(b) for b in pool_bins(size)],
+        "dtype": manifest["dtype"],
+        "pooling": "mean over each bin (adaptive average pooling), float32, stored in the grid's dtype",
+    }
 
 
 def _derive(out: Path, folder: Path, splits: Sequence[str], size: int) -> None:
@@ -97,7 +106,7 @@ def _derive(out: Path, folder: Path, splits: Sequence[str], size: int) -> None:
         tmp = folder / f"{split}_ims.npy.tmp"
         pooled = np.lib.format.open_memmap(tmp, mode="w+", dtype=grid.dtype, shape=(n, size * size, dim))
         for lo in range(0, n, _ROWS_PER_READ):
-            pooled[lo:lo + _ROWS_PER_READ] = pool_regions(grid[lo:lo + _ROWS_PER_READ], size)
+            pooled[lo : lo + _ROWS_PER_READ] = pool_regions(grid[lo : lo + _ROWS_PER_READ], size)
         pooled.flush()
         del pooled, grid
         os.replace(tmp, folder / f"{split}_ims.npy")
@@ -105,8 +114,9 @@ def _derive(out: Path, folder: Path, splits: Sequence[str], size: int) -> None:
             shutil.copyfile(out / name, folder / name)
 
 
-def derive_layouts(out: str | Path, manifest: dict[str, Any], sizes: Sequence[int],
-                   log: Callable[[str], None] = lambda s: None) -> dict[str, dict[str, Any]]:
+def derive_layouts(
+    out: str | Path, manifest: dict[str, Any], sizes: Sequence[int], log: Callable[[str], None] = lambda s: None
+) -> dict[str, dict[str, Any]]:
     """Write each ``pool{G}x{G}`` layout of a finished extraction that is missing or stale.
 
     Returns {folder name: its ``layout.json``}. Reads the stored grid only, never the images.

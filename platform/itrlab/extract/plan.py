@@ -22,17 +22,18 @@ import hashlib
 import json
 import shutil
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from itrlab.errors import DataError, UserInputError
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES, CocoImage
 from itrlab.extract.digests import content_digest, image_digests
+from itrlab.extract.image_encoder import model_info
 from itrlab.extract.images import PREPROCESSING, BadImagesError, check_image
 from itrlab.extract.layouts import layout_folders, parse_pool
 from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, SplitPlan
-from itrlab.extract.image_encoder import model_info
 from itrlab.extract.shards import Chunk, read_shard_meta
 from itrlab.files import atomic_write_text, check_writable_dir, file_lock
 
@@ -42,6 +43,7 @@ WORK_DIR = ".extract_work"
 FORMAT_VERSION = 1
 # settings the user does not choose: when only these changed, the output is extracted again
 FOLLOWS_INPUTS = frozenset({"format_version", "model", "preprocessing", "images", "images_dir"})
+
 
 @dataclass
 class ExtractOptions:
@@ -189,8 +191,9 @@ def plan_splits(options: ExtractOptions, log: Callable[[str], None] = lambda s: 
     return splits, report, messages
 
 
-def prepare(options: ExtractOptions, log: Callable[[str], None] = lambda s: None,
-            planned: SplitPlan | None = None) -> Plan:
+def prepare(
+    options: ExtractOptions, log: Callable[[str], None] = lambda s: None, planned: SplitPlan | None = None
+) -> Plan:
     """Validate the inputs and the output folder, plan the chunks, find the bad images.
 
     Everything here runs before the model loads. Call it with the output folder locked
@@ -198,11 +201,12 @@ def prepare(options: ExtractOptions, log: Callable[[str], None] = lambda s: None
     """
     splits, report, messages = planned if planned is not None else plan_splits(options, log)
     out = Path(options.out)
-    digests, changed = image_digests(options.images_dir, [im.file_name for ims in splits.values() for im in ims],
-                                     out)
+    digests, changed = image_digests(options.images_dir, [im.file_name for ims in splits.values() for im in ims], out)
     if changed:
-        log(f"{len(changed)} image(s) changed since they were last read: {', '.join(changed[:5])}"
-            + (" ..." if len(changed) > 5 else ""))
+        log(
+            f"{len(changed)} image(s) changed since they were last read: {', '.join(changed[:5])}"
+            + (" ..." if len(changed) > 5 else "")
+        )
     settings = {
         "format_version": FORMAT_VERSION,
         "model": model_info(),
@@ -210,13 +214,16 @@ def prepare(options: ExtractOptions, log: Callable[[str], None] = lambda s: None
         "dtype": options.dtype,
         "chunk_size": options.chunk_size,
         "images": content_digest(digests),
-        "splits": _digest({s: [[im.image_id, im.file_name, list(im.captions)] for im in ims]
-                           for s, ims in splits.items()}),
+        "splits": _digest(
+            {s: [[im.image_id, im.file_name, list(im.captions)] for im in ims] for s, ims in splits.items()}
+        ),
     }
     fingerprint = _digest(settings)
-    chunks = [Chunk(split, number, tuple(images[lo:lo + options.chunk_size]))
-              for split, images in splits.items()
-              for number, lo in enumerate(range(0, len(images), options.chunk_size))]
+    chunks = [
+        Chunk(split, number, tuple(images[lo : lo + options.chunk_size]))
+        for split, images in splits.items()
+        for number, lo in enumerate(range(0, len(images), options.chunk_size))
+    ]
     plan = Plan(options, splits, chunks, [], settings, fingerprint, report, messages)
 
     if options.overwrite:
@@ -228,7 +235,7 @@ def prepare(options: ExtractOptions, log: Callable[[str], None] = lambda s: None
         except (OSError, ValueError):
             manifest = {}
         if manifest.get("fingerprint") == fingerprint:
-            if all((p.is_file() for p in _output_files(out, list(splits)))):
+            if all(p.is_file() for p in _output_files(out, list(splits))):
                 if not options.keep_shards:
                     shutil.rmtree(plan.work_dir, ignore_errors=True)
                 plan.complete = manifest
@@ -236,13 +243,17 @@ def prepare(options: ExtractOptions, log: Callable[[str], None] = lambda s: None
             log(f"{out} lacks some files of its extraction; extracting again")
             _clear(out, list(splits))  # our own files, incomplete: start again
         elif _follows_inputs(manifest.get("settings", {}), settings):
-            log(f"{out}: {_differences(manifest.get('settings', {}), settings)} changed since it was extracted; "
-                f"extracting again")
+            log(
+                f"{out}: {_differences(manifest.get('settings', {}), settings)} changed since it was extracted; "
+                f"extracting again"
+            )
             _clear(out, list(splits))
         else:
-            raise UserInputError(f"--out {out} holds an extraction with other settings ("
-                                 f"{_differences(manifest.get('settings', {}), settings)}); pass --overwrite "
-                                 f"to replace it, or choose another --out")
+            raise UserInputError(
+                f"--out {out} holds an extraction with other settings ("
+                f"{_differences(manifest.get('settings', {}), settings)}); pass --overwrite "
+                f"to replace it, or choose another --out"
+            )
     if plan_path.is_file():
         try:
             previous = json.loads(plan_path.read_text(encoding="utf-8"))
@@ -250,17 +261,23 @@ def prepare(options: ExtractOptions, log: Callable[[str], None] = lambda s: None
             previous = {}
         if previous.get("fingerprint") != fingerprint:
             if not _follows_inputs(previous.get("settings", {}), settings):
-                raise UserInputError(f"--out {out} holds an unfinished extraction with other settings ("
-                                     f"{_differences(previous.get('settings', {}), settings)}); re-run it with its "
-                                     f"settings to finish it, or pass --overwrite to start again")
-            log(f"{out}: {_differences(previous.get('settings', {}), settings)} changed since its unfinished "
-                f"extraction started; starting again")
+                raise UserInputError(
+                    f"--out {out} holds an unfinished extraction with other settings ("
+                    f"{_differences(previous.get('settings', {}), settings)}); re-run it with its "
+                    f"settings to finish it, or pass --overwrite to start again"
+                )
+            log(
+                f"{out}: {_differences(previous.get('settings', {}), settings)} changed since its unfinished "
+                f"extraction started; starting again"
+            )
             shutil.rmtree(plan.work_dir, ignore_errors=True)
     if not plan_path.is_file():
         foreign = [p.name for p in _output_files(out, list(splits)) if p.exists()]
         if foreign:
-            raise UserInputError(f"--out {out} already holds {', '.join(foreign[:4])} not written by this job; "
-                                 f"pass --overwrite to replace them, or choose another --out")
+            raise UserInputError(
+                f"--out {out} already holds {', '.join(foreign[:4])} not written by this job; "
+                f"pass --overwrite to replace them, or choose another --out"
+            )
         plan.work_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(plan_path, json.dumps({"fingerprint": fingerprint, "settings": settings}, indent=1))
 
@@ -282,8 +299,11 @@ def prepare(options: ExtractOptions, log: Callable[[str], None] = lambda s: None
     if bad:
         if not options.skip_bad:
             raise BadImagesError(plan.images_dir, bad)
-        log(f"skipping {len(bad)} bad image(s): " + "; ".join(f"{n} ({p})" for n, p in bad[:20])
-            + (" ..." if len(bad) > 20 else ""))
+        log(
+            f"skipping {len(bad)} bad image(s): "
+            + "; ".join(f"{n} ({p})" for n, p in bad[:20])
+            + (" ..." if len(bad) > 20 else "")
+        )
         bad_names = {name for name, _ in bad}
         for split, images in splits.items():
             if all(im.file_name in bad_names for im in images):

@@ -18,7 +18,8 @@ Command line (``python jobs/extract_features.py --help``)::
     python jobs/extract_features.py --images DIR --captions captions.json --out data/coco_mini_precomp \\
         --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--skip-bad] [--pad-captions] \\
         [--batch-size 16] [--chunk-size 256] [--pool 3x3,1x1] [--ray]
-    python jobs/extract_features.py --flickr8k FLICKR8K_DIR --dtype float16 --pool 1x1 --text  # -> data/flickr8k_precomp
+    # -> data/flickr8k_precomp:
+    python jobs/extract_features.py --flickr8k FLICKR8K_DIR --dtype float16 --pool 1x1 --text
     python jobs/extract_features.py --format NAME --annotations PATH [--images DIR] --out DIR  # any registered format
     python jobs/extract_features.py --text-only --out data/f30k_precomp   # text features of any precomp folder
 """
@@ -30,21 +31,24 @@ import logging
 import os
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from itrlab.extract import job
+from itrlab.console_log import TO_STDERR
+from itrlab.errors import ItrlabError, UserInputError, report
+from itrlab.extract import (
+    job,
+    text,  # noqa: F401  the import list of the steps after the images: each registers itself
+)
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
+from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.images import ImageSource, read_source
 from itrlab.extract.job import RunStats
-from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.plan import DTYPES, MANIFEST, WORK_DIR, ExtractOptions, Plan
 from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, format_names
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
-from itrlab.extract import text  # noqa: F401  the import list of the steps after the images: each registers itself
 from itrlab.extract.steps import STEPS, Step
-from itrlab.errors import ItrlabError, UserInputError, report
-from itrlab.console_log import TO_STDERR
 
 _log = logging.getLogger(__name__)
 
@@ -58,8 +62,9 @@ def ray_requested(flag: bool | None) -> bool:
     return bool(os.environ.get("RAY_ADDRESS"))
 
 
-def _chunk_task(chunk: Chunk, sources: list[ImageSource], batch_size: int, dtype: str,
-                threads: int, device: str) -> tuple[ChunkResult, float]:
+def _chunk_task(
+    chunk: Chunk, sources: list[ImageSource], batch_size: int, dtype: str, threads: int, device: str
+) -> tuple[ChunkResult, float]:
     """A Ray task: encode one chunk; returns the result and the seconds spent loading the model."""
     import torch
 
@@ -87,7 +92,9 @@ def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
         try:  # "local": a Ray of its own, even where `ray start --head` runs on this machine
             ray.init(address=address or "local", logging_level="WARNING", log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ItrlabError(f"cannot connect to the Ray cluster at {address or '(a new local instance)'}: {exc}") from None
+            raise ItrlabError(
+                f"cannot connect to the Ray cluster at {address or '(a new local instance)'}: {exc}"
+            ) from None
         started_ray = True
     try:
         cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -106,8 +113,9 @@ def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
                     while queue and len(in_flight) < 2 * slots:
                         chunk = queue.pop(0)
                         sources = [read_source(plan.images_dir, image) for image in chunk.images]
-                        ref = task.remote(chunk, sources, options.batch_size, options.dtype, cpus_per_task,
-                                          options.device)
+                        ref = task.remote(
+                            chunk, sources, options.batch_size, options.dtype, cpus_per_task, options.device
+                        )
                         in_flight[ref] = chunk
                     done, _ = ray.wait(list(in_flight), num_returns=1)
                     chunk = in_flight.pop(done[0])
@@ -129,8 +137,9 @@ def run_ray(plan: Plan, cpus_per_task: int = 1) -> RunStats:
             ray.shutdown()
 
 
-def extract_dataset(options: ExtractOptions, use_ray: bool | None = None, cpus_per_task: int = 1,
-                    log=lambda s: None) -> dict[str, Any]:
+def extract_dataset(
+    options: ExtractOptions, use_ray: bool | None = None, cpus_per_task: int = 1, log=lambda s: None
+) -> dict[str, Any]:
     """The extraction job, on Ray when :func:`ray_requested` says so, in this process otherwise.
 
     Returns the manifest written to ``{out}/extract.json``.
@@ -150,67 +159,121 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="extract_features",
         description="Turn a data set's photos and captions (a folder of images and a COCO caption file, a Flickr8K "
-                    "folder as downloaded, or another --format) into the precomp layout with EfficientNet-Lite0 grid "
-                    "features (49 regions x 1280 per image). Resumable: re-run the same command after an "
-                    "interruption; a finished folder is reused while its images and settings are unchanged.")
+        "folder as downloaded, or another --format) into the precomp layout with EfficientNet-Lite0 grid "
+        "features (49 regions x 1280 per image). Resumable: re-run the same command after an "
+        "interruption; a finished folder is reused while its images and settings are unchanged.",
+    )
     io_group = parser.add_argument_group("input and output")
-    io_group.add_argument("--format", default=None,
-                          help=f"the data set's format: what --annotations names and which options apply "
-                               f"(default: {DEFAULT_FORMAT}; docs/data.md#formats; choices: {', '.join(format_names())})")
+    io_group.add_argument(
+        "--format",
+        default=None,
+        help=f"the data set's format: what --annotations names and which options apply "
+        f"(default: {DEFAULT_FORMAT}; docs/data.md#formats; choices: {', '.join(format_names())})",
+    )
     io_group.add_argument("--images", type=Path, default=None, help="image folder (file names as in the caption file)")
-    io_group.add_argument("--annotations", "--captions", dest="captions", type=Path, default=None, metavar="PATH",
-                          help="what the format reads the captions from; with the default format the COCO-format "
-                               "caption JSON (images: id, file_name; annotations: image_id, caption)")
+    io_group.add_argument(
+        "--annotations",
+        "--captions",
+        dest="captions",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="what the format reads the captions from; with the default format the COCO-format "
+        "caption JSON (images: id, file_name; annotations: image_id, caption)",
+    )
     for name, reader in READERS.items():
         if reader.shorthand:
-            io_group.add_argument(f"--{name}", dest=_shorthand(name), type=Path, default=None, metavar="PATH",
-                                  help=f"instead of --images/--captions: --format {name} --annotations PATH, "
-                                       f"{reader.summary}")
-    io_group.add_argument("--out", type=Path, default=None,
-                          help="output folder (required unless the format has a default, such as "
-                               + "; ".join(f"{reader.flag()}: {reader.default_out}" for reader in READERS.values()
-                                           if reader.default_out is not None)
-                               + "), the `root` of the data set config that reads it")
-    io_group.add_argument("--overwrite", action="store_true",
-                          help="replace an extraction with other settings in --out")
+            io_group.add_argument(
+                f"--{name}",
+                dest=_shorthand(name),
+                type=Path,
+                default=None,
+                metavar="PATH",
+                help=f"instead of --images/--captions: --format {name} --annotations PATH, {reader.summary}",
+            )
+    io_group.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (required unless the format has a default, such as "
+        + "; ".join(
+            f"{reader.flag()}: {reader.default_out}" for reader in READERS.values() if reader.default_out is not None
+        )
+        + "), the `root` of the data set config that reads it",
+    )
+    io_group.add_argument("--overwrite", action="store_true", help="replace an extraction with other settings in --out")
     io_group.add_argument("--keep-shards", action="store_true", help="keep the per-chunk shards after assembly")
 
     split = parser.add_argument_group("splits and captions")
     choice = split.add_mutually_exclusive_group()
-    choice.add_argument("--split-fractions", default=None,
-                        help="comma-separated fractions, one per split name (default: 0.6,0.2,0.2)")
-    choice.add_argument("--split-file", type=Path, default=None,
-                        help='split file: JSON {"train": [file names or ids], ...}, JSON {"name or id": "split"}, '
-                             "Karpathy's dataset_coco.json, or text lines '<file name or id> <split>'")
-    split.add_argument("--split-names", default=",".join(DEFAULT_SPLIT_NAMES),
-                       help="split names for --split-fractions (default: %(default)s)")
+    choice.add_argument(
+        "--split-fractions", default=None, help="comma-separated fractions, one per split name (default: 0.6,0.2,0.2)"
+    )
+    choice.add_argument(
+        "--split-file",
+        type=Path,
+        default=None,
+        help='split file: JSON {"train": [file names or ids], ...}, JSON {"name or id": "split"}, '
+        "Karpathy's dataset_coco.json, or text lines '<file name or id> <split>'",
+    )
+    split.add_argument(
+        "--split-names",
+        default=",".join(DEFAULT_SPLIT_NAMES),
+        help="split names for --split-fractions (default: %(default)s)",
+    )
     split.add_argument("--seed", type=int, default=0, help="seed of the fraction split (default: %(default)s)")
-    split.add_argument("--captions-per-image", type=int, default=CAPTIONS_PER_IMAGE,
-                       help="captions kept per image (default: %(default)s); images with more keep their first ones")
-    split.add_argument("--pad-captions", action="store_true",
-                       help="pad images with fewer captions by repeating theirs (default: exclude them)")
+    split.add_argument(
+        "--captions-per-image",
+        type=int,
+        default=CAPTIONS_PER_IMAGE,
+        help="captions kept per image (default: %(default)s); images with more keep their first ones",
+    )
+    split.add_argument(
+        "--pad-captions",
+        action="store_true",
+        help="pad images with fewer captions by repeating theirs (default: exclude them)",
+    )
 
     run = parser.add_argument_group("extraction")
     run.add_argument("--dtype", choices=DTYPES, default="float32", help="storage dtype (default: %(default)s)")
-    run.add_argument("--skip-bad", action="store_true",
-                     help="leave out missing, unreadable or corrupt images (listed) instead of stopping")
+    run.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave out missing, unreadable or corrupt images (listed) instead of stopping",
+    )
     run.add_argument("--batch-size", type=int, default=16, help="images per forward pass (default: %(default)s)")
-    run.add_argument("--chunk-size", type=int, default=256,
-                     help="images per shard / Ray task; the unit of resuming (default: %(default)s)")
-    run.add_argument("--threads", type=int, default=None,
-                     help="torch threads in-process (default: the CPUs this process may use)")
+    run.add_argument(
+        "--chunk-size",
+        type=int,
+        default=256,
+        help="images per shard / Ray task; the unit of resuming (default: %(default)s)",
+    )
+    run.add_argument(
+        "--threads", type=int, default=None, help="torch threads in-process (default: the CPUs this process may use)"
+    )
     run.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: %(default)s)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--pool", default=None,
-                     help="also write layouts pooled from the stored 7x7 grid, each a precomp folder "
-                          "OUT/pool{G}x{G}/: e.g. 3x3,2x2,1x1 (1x1 = one vector per image); no second pass "
-                          "over the images")
+    run.add_argument(
+        "--pool",
+        default=None,
+        help="also write layouts pooled from the stored 7x7 grid, each a precomp folder "
+        "OUT/pool{G}x{G}/: e.g. 3x3,2x2,1x1 (1x1 = one vector per image); no second pass "
+        "over the images",
+    )
     ray_group = run.add_mutually_exclusive_group()
-    ray_group.add_argument("--ray", dest="ray", action="store_true", default=None,
-                           help="run the chunks as Ray tasks (default when RAY_ADDRESS is set)")
-    ray_group.add_argument("--no-ray", dest="ray", action="store_false", help="run in this process even if RAY_ADDRESS is set")
-    run.add_argument("--cpus-per-task", type=int, default=1,
-                     help="CPUs (and torch threads) per Ray task (default: %(default)s)")
+    ray_group.add_argument(
+        "--ray",
+        dest="ray",
+        action="store_true",
+        default=None,
+        help="run the chunks as Ray tasks (default when RAY_ADDRESS is set)",
+    )
+    ray_group.add_argument(
+        "--no-ray", dest="ray", action="store_false", help="run in this process even if RAY_ADDRESS is set"
+    )
+    run.add_argument(
+        "--cpus-per-task", type=int, default=1, help="CPUs (and torch threads) per Ray task (default: %(default)s)"
+    )
 
     for step in STEPS.values():
         step.add_arguments(parser)
@@ -228,12 +291,20 @@ def chosen_format(args: argparse.Namespace) -> tuple[type[Reader], Path | None]:
     if not flags:
         return READERS.lookup(args.format or DEFAULT_FORMAT), args.captions
     reader, path = flags[0]
-    given = [option for option, value in (("--images", args.images), ("--captions", args.captions),
-                                          ("--format", args.format), *((f"--{r.name}", v) for r, v in flags[1:]))
-             if value is not None]
+    given = [
+        option
+        for option, value in (
+            ("--images", args.images),
+            ("--captions", args.captions),
+            ("--format", args.format),
+            *((f"--{r.name}", v) for r, v in flags[1:]),
+        )
+        if value is not None
+    ]
     if given:
-        raise UserInputError(f"{reader.flag()} reads the images and captions of its folder; {', '.join(given)} "
-                             f"does not apply")
+        raise UserInputError(
+            f"{reader.flag()} reads the images and captions of its folder; {', '.join(given)} does not apply"
+        )
     return reader, path
 
 
@@ -244,12 +315,27 @@ def options_from_args(args: argparse.Namespace) -> ExtractOptions:
     if not reader.own_split and fractions is None and args.split_file is None:
         fractions = "0.6,0.2,0.2" if len(names) == 3 else None
     return ExtractOptions(
-        images=args.images, captions=captions, format=reader.name, out=output_folder(args),
-        split_fractions=fractions, pool=args.pool,
-        split_names=names, split_file=args.split_file, seed=args.seed, dtype=args.dtype, skip_bad=args.skip_bad,
-        pad_captions=args.pad_captions, captions_per_image=args.captions_per_image, batch_size=args.batch_size,
-        chunk_size=args.chunk_size, threads=args.threads, device=args.device, overwrite=args.overwrite,
-        keep_shards=args.keep_shards, progress=not args.no_progress)
+        images=args.images,
+        captions=captions,
+        format=reader.name,
+        out=output_folder(args),
+        split_fractions=fractions,
+        pool=args.pool,
+        split_names=names,
+        split_file=args.split_file,
+        seed=args.seed,
+        dtype=args.dtype,
+        skip_bad=args.skip_bad,
+        pad_captions=args.pad_captions,
+        captions_per_image=args.captions_per_image,
+        batch_size=args.batch_size,
+        chunk_size=args.chunk_size,
+        threads=args.threads,
+        device=args.device,
+        overwrite=args.overwrite,
+        keep_shards=args.keep_shards,
+        progress=not args.no_progress,
+    )
 
 
 def dataset_roots() -> list[str]:
@@ -270,8 +356,9 @@ def dataset_roots() -> list[str]:
         if kind is not None and not kind.generates and isinstance(tree.get("root"), str):
             root = Path(tree["root"])
             pooled = re.fullmatch(r"pool(\d+x\d+)", root.name)  # a pooled layout of the grid: --out its parent
-            roots.append(f"{root.parent} with --pool {pooled.group(1)} ({path.stem})" if pooled else
-                         f"{root} ({path.stem})")
+            roots.append(
+                f"{root.parent} with --pool {pooled.group(1)} ({path.stem})" if pooled else f"{root} ({path.stem})"
+            )
     return roots
 
 
@@ -285,15 +372,24 @@ def output_folder(args: argparse.Namespace) -> Path:
     if reader.default_out is not None:
         return reader.default_out
     asked = f"--format {args.format}" if args.format else "--images"
-    raise UserInputError(f"{asked} needs --out: the precomp folder to write, the `root` of the data set config "
-                         f"that will read it: {', '.join(dataset_roots()) or 'configs/datasets/*.yaml'}")
+    raise UserInputError(
+        f"{asked} needs --out: the precomp folder to write, the `root` of the data set config "
+        f"that will read it: {', '.join(dataset_roots()) or 'configs/datasets/*.yaml'}"
+    )
 
 
 def input_flags(args: argparse.Namespace) -> list[str]:
     """The flags given that name the photos and captions to read."""
-    return [flag for flag, value in (("--images", args.images), ("--captions", args.captions), ("--format", args.format),
-                                     *((f"--{name}", getattr(args, _shorthand(name), None)) for name in READERS))
-            if value is not None]
+    return [
+        flag
+        for flag, value in (
+            ("--images", args.images),
+            ("--captions", args.captions),
+            ("--format", args.format),
+            *((f"--{name}", getattr(args, _shorthand(name), None)) for name in READERS),
+        )
+        if value is not None
+    ]
 
 
 def step_options(args: argparse.Namespace) -> tuple[list[tuple[type[Step], Any]], bool]:
@@ -321,8 +417,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps, alone = step_options(args)
         if not alone:
             options = options_from_args(args)
-            lines += job.summary_lines(extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task,
-                                                       log=log))
+            lines += job.summary_lines(
+                extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task, log=log)
+            )
         for step, chosen in steps:
             lines += step.run(chosen, log)
     except ItrlabError as err:
@@ -333,7 +430,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     for line in lines:
         _log.info(line)
-    written = ", ".join([*([] if alone else [f"{output_folder(args)} ({MANIFEST})"]),
-                         *(step.written(options) for step, options in steps)])
+    written = ", ".join(
+        [
+            *([] if alone else [f"{output_folder(args)} ({MANIFEST})"]),
+            *(step.written(options) for step, options in steps),
+        ]
+    )
     _log.info(f"output: {written}; total {time.perf_counter() - started:.1f} s")
     return 0

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from itrlab.extract.captions import CocoImage
-from itrlab.extract.images import ImageSource, try_load_image
 from itrlab.extract.image_encoder import FEATURE_DIM, N_REGIONS
+from itrlab.extract.images import ImageSource, try_load_image
 from itrlab.files import atomic_write_bytes, atomic_write_text
+
 
 @dataclass(frozen=True)
 class Chunk:
@@ -47,8 +49,14 @@ class ChunkResult:
     seconds: float
 
 
-def encode_chunk(chunk: Chunk, sources: Sequence[ImageSource], encoder: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-                 batch_size: int, dtype: str, on_batch: Callable[[int], None] | None = None) -> ChunkResult:
+def encode_chunk(
+    chunk: Chunk,
+    sources: Sequence[ImageSource],
+    encoder: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    batch_size: int,
+    dtype: str,
+    on_batch: Callable[[int], None] | None = None,
+) -> ChunkResult:
     """Decode and encode a chunk in batches (decoding the next batch while the model runs)."""
     start = time.perf_counter()
     n = len(sources)
@@ -80,18 +88,33 @@ def encode_chunk(chunk: Chunk, sources: Sequence[ImageSource], encoder: Callable
                 kept.extend(positions)
             if on_batch is not None:
                 on_batch(len(decoded))
-    return ChunkResult(chunk.split, chunk.number, kept, regions[:len(kept)], global_features[:len(kept)], bad,
-                       time.perf_counter() - start)
+    return ChunkResult(
+        chunk.split,
+        chunk.number,
+        kept,
+        regions[: len(kept)],
+        global_features[: len(kept)],
+        bad,
+        time.perf_counter() - start,
+    )
 
 
 def write_shard(work_dir: Path, chunk: Chunk, result: ChunkResult) -> None:
     """``{name}.npz`` (features) then ``{name}.json`` (which images, bad ones): the JSON marks it done."""
-    atomic_write_bytes(work_dir / f"{chunk.name}.npz",
-                        lambda f: np.savez(f, regions=result.regions, global_features=result.global_features))
-    meta = {"split": chunk.split, "number": chunk.number, "images": len(chunk.images),
-            "kept": result.kept, "ids": [chunk.images[i].image_id for i in result.kept],
-            "bad": [{"file_name": name, "id": _id_of(chunk, name), "problem": problem} for name, problem in result.bad],
-            "seconds": round(result.seconds, 3), "dtype": str(result.regions.dtype)}
+    atomic_write_bytes(
+        work_dir / f"{chunk.name}.npz",
+        lambda f: np.savez(f, regions=result.regions, global_features=result.global_features),
+    )
+    meta = {
+        "split": chunk.split,
+        "number": chunk.number,
+        "images": len(chunk.images),
+        "kept": result.kept,
+        "ids": [chunk.images[i].image_id for i in result.kept],
+        "bad": [{"file_name": name, "id": _id_of(chunk, name), "problem": problem} for name, problem in result.bad],
+        "seconds": round(result.seconds, 3),
+        "dtype": str(result.regions.dtype),
+    }
     atomic_write_text(work_dir / f"{chunk.name}.json", json.dumps(meta))
 
 

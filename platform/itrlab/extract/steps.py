@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-STEPS: dict[str, type["Step"]] = {}
+STEPS: dict[str, type[Step]] = {}
 
 
 class Step:
@@ -61,6 +61,7 @@ def register_step(name: str) -> Callable[[type[Step]], type[Step]]:
         cls.name = name
         STEPS[name] = cls
         return cls
+
     return decorate
 
 

@@ -31,8 +31,17 @@ from typing import Any
 import numpy as np
 
 from itrlab.data.precomp import captions_path, read_captions
-from itrlab.data.text_features import (DEFAULT_FOLDER, FORMAT, FORMAT_VERSION, MANIFEST, TextFeatures,
-                                       captions_digest, lengths_path, sentence_path, tokens_path)
+from itrlab.data.text_features import (
+    DEFAULT_FOLDER,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    TextFeatures,
+    captions_digest,
+    lengths_path,
+    sentence_path,
+    tokens_path,
+)
 from itrlab.errors import DataError, UserInputError
 from itrlab.extract.plan import extraction_lock
 from itrlab.extract.steps import Step, register_step
@@ -66,8 +75,11 @@ class TextOptions:
     def check(self) -> None:
         if self.kind not in TEXT_KINDS:
             raise UserInputError(f"--text: got {self.kind!r}; allowed: {', '.join(TEXT_KINDS)}")
-        for flag, value, low in (("--text-max-len", self.max_len, 2), ("--text-batch-size", self.batch_size, 1),
-                                 ("--text-chunk-size", self.chunk_size, 1)):
+        for flag, value, low in (
+            ("--text-max-len", self.max_len, 2),
+            ("--text-batch-size", self.batch_size, 1),
+            ("--text-chunk-size", self.chunk_size, 1),
+        ):
             if value < low:
                 raise UserInputError(f"{flag}: got {value}; must be >= {low}")
 
@@ -100,7 +112,7 @@ class TextPlan:
 
 def precomp_splits(folder: Path) -> list[str]:
     """The splits of a precomp folder: every ``{split}_caps.txt`` beside a ``{split}_ims.npy``."""
-    names = sorted(p.name[:-len("_caps.txt")] for p in Path(folder).glob("*_caps.txt"))
+    names = sorted(p.name[: -len("_caps.txt")] for p in Path(folder).glob("*_caps.txt"))
     return [name for name in names if (Path(folder) / f"{name}_ims.npy").is_file()]
 
 
@@ -126,14 +138,22 @@ def plan_text(options: TextOptions, log: Callable[[str], None]) -> TextPlan | di
     precomp = Path(options.precomp)
     splits = precomp_splits(precomp)
     if not splits:
-        raise DataError(precomp, "no precomp split here ({split}_ims.npy with {split}_caps.txt): extract the images "
-                                 "first, or point --out at a precomp folder")
+        raise DataError(
+            precomp,
+            "no precomp split here ({split}_ims.npy with {split}_caps.txt): extract the images "
+            "first, or point --out at a precomp folder",
+        )
     captions = {split: read_captions(precomp, split) for split in splits}
     model_dir = require_model_dir(options.model_dir)
-    settings = {"model": model_identity(model_dir), "max_len": options.max_len, "kinds": list(TEXT_KINDS[options.kind]),
-                "dtype": DTYPE,
-                "splits": {split: {"captions": len(caps), "captions_sha256": captions_digest(caps)}
-                           for split, caps in captions.items()}}
+    settings = {
+        "model": model_identity(model_dir),
+        "max_len": options.max_len,
+        "kinds": list(TEXT_KINDS[options.kind]),
+        "dtype": DTYPE,
+        "splits": {
+            split: {"captions": len(caps), "captions_sha256": captions_digest(caps)} for split, caps in captions.items()
+        },
+    }
     fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
     manifest_file = options.folder / MANIFEST
     if manifest_file.is_file():
@@ -141,15 +161,25 @@ def plan_text(options: TextOptions, log: Callable[[str], None]) -> TextPlan | di
         if isinstance(old, dict) and old.get("fingerprint") == fingerprint:
             return old
         if isinstance(old, dict) and not options.overwrite:
-            chosen = [f"{key} {old.get('settings', {}).get(key)} -> {settings[key]}" for key in ("max_len", "kinds")
-                      if old.get("settings", {}).get(key) != settings[key]]
+            chosen = [
+                f"{key} {old.get('settings', {}).get(key)} -> {settings[key]}"
+                for key in ("max_len", "kinds")
+                if old.get("settings", {}).get(key) != settings[key]
+            ]
             if chosen:
-                raise UserInputError(f"{options.folder} holds text features with other settings ({'; '.join(chosen)}); "
-                                     f"pass --overwrite to replace them")
-        changed = [name for name in ("model", "splits") if isinstance(old, dict)
-                   and old.get("settings", {}).get(name) != settings[name]]
-        log(f"text features in {options.folder} are out of date ({' and '.join(changed) or 'format'} changed): "
-            f"extracting them again")
+                raise UserInputError(
+                    f"{options.folder} holds text features with other settings ({'; '.join(chosen)}); "
+                    f"pass --overwrite to replace them"
+                )
+        changed = [
+            name
+            for name in ("model", "splits")
+            if isinstance(old, dict) and old.get("settings", {}).get(name) != settings[name]
+        ]
+        log(
+            f"text features in {options.folder} are out of date ({' and '.join(changed) or 'format'} changed): "
+            f"extracting them again"
+        )
     return TextPlan(options, captions, settings, fingerprint, model_dir=model_dir)
 
 
@@ -164,8 +194,12 @@ def _prepare_work(plan: TextPlan) -> None:
     work.mkdir(parents=True, exist_ok=True)
     if not stamp.is_file():
         atomic_write_text(stamp, json.dumps({"fingerprint": plan.fingerprint}) + "\n")
-    plan.pending = [(split, index) for split in plan.captions for index in plan.chunks(split)
-                    if not plan.shard(split, index).is_file()]
+    plan.pending = [
+        (split, index)
+        for split in plan.captions
+        for index in plan.chunks(split)
+        if not plan.shard(split, index).is_file()
+    ]
 
 
 class CaptionEncoder:
@@ -178,14 +212,16 @@ class CaptionEncoder:
         from itrlab.models.bert_text import load_pretrained_model
 
         self.tokenizer = PretrainedTokenizer(model_dir)
-        self.device = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
-                                   "cpu" if device == "auto" else device)
+        self.device = torch.device(
+            "cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device
+        )
         self.model = load_pretrained_model(self.tokenizer.path).to(self.device).eval()
         self.max_len = max_len
         self.pad_id = self.tokenizer.hf_pad_id
 
-    def encode(self, captions: list[str], batch_size: int, on_batch=lambda n: None
-               ) -> tuple[list[np.ndarray], np.ndarray]:
+    def encode(
+        self, captions: list[str], batch_size: int, on_batch=lambda n: None
+    ) -> tuple[list[np.ndarray], np.ndarray]:
         """Each caption's token states (L_j, H) float16 and its unit sentence vector (H,), in the given order."""
         import torch
 
@@ -197,13 +233,13 @@ class CaptionEncoder:
         sentences = np.zeros((len(ids), self.model.config.hidden_size), dtype=np.float16)
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
-                rows = order[start:start + batch_size]
+                rows = order[start : start + batch_size]
                 width = max(len(ids[j]) for j in rows)
                 batch = torch.zeros((len(rows), width), dtype=torch.long)
                 mask = torch.zeros((len(rows), width), dtype=torch.long)
                 for r, j in enumerate(rows):
-                    batch[r, :len(ids[j])] = torch.tensor(ids[j])
-                    mask[r, :len(ids[j])] = 1
+                    batch[r, : len(ids[j])] = torch.tensor(ids[j])
+                    mask[r, : len(ids[j])] = 1
                 batch = swap_pad_id(batch, self.pad_id).to(self.device)
                 hidden = self.model(input_ids=batch, attention_mask=mask.to(self.device)).last_hidden_state.float()
                 weights = mask.to(self.device, hidden.dtype).unsqueeze(-1)
@@ -211,7 +247,7 @@ class CaptionEncoder:
                 sentence = torch.nn.functional.normalize(mean, dim=-1).cpu().numpy().astype(np.float16)
                 hidden = hidden.cpu().numpy().astype(np.float16)
                 for r, j in enumerate(rows):
-                    states[j] = hidden[r, :len(ids[j])]
+                    states[j] = hidden[r, : len(ids[j])]
                     sentences[j] = sentence[r]
                 on_batch(len(rows))
         return states, sentences  # type: ignore[return-value]
@@ -219,8 +255,9 @@ class CaptionEncoder:
 
 def _compute(plan: TextPlan, log: Callable[[str], None]) -> dict[str, float]:
     """Encode the pending chunks (one shard each); the seconds spent."""
-    from itrlab.extract.image_encoder import torch_threads
     from tqdm import tqdm
+
+    from itrlab.extract.image_encoder import torch_threads
 
     options = plan.options
     stats = {"model_load_s": 0.0, "encode_s": 0.0, "captions_this_run": 0}
@@ -232,11 +269,14 @@ def _compute(plan: TextPlan, log: Callable[[str], None]) -> dict[str, float]:
         stats["model_load_s"] = time.perf_counter() - start
         stats["threads"] = threads
         total = sum(high - low for low, high in (plan.chunk_range(s, i) for s, i in plan.pending))
-        log(f"encoding {total} captions with {plan.settings['model']['name']} ({threads} thread(s), {encoder.device}) "
-            f"-> {options.folder}")
+        log(
+            f"encoding {total} captions with {plan.settings['model']['name']} ({threads} thread(s), {encoder.device}) "
+            f"-> {options.folder}"
+        )
         start = time.perf_counter()
-        with tqdm(total=total, unit="cap", desc="text", disable=not options.progress, file=sys.stderr,
-                  dynamic_ncols=True) as bar:
+        with tqdm(
+            total=total, unit="cap", desc="text", disable=not options.progress, file=sys.stderr, dynamic_ncols=True
+        ) as bar:
             for split, index in plan.pending:
                 low, high = plan.chunk_range(split, index)
                 states, sentences = encoder.encode(plan.captions[split][low:high], options.batch_size, bar.update)
@@ -269,23 +309,39 @@ def _assemble(plan: TextPlan, stats: dict[str, float], started: float) -> dict[s
                 parts.append({key: shard[key] for key in ("tokens", "lengths", "sentence")})
         lengths = np.concatenate([p["lengths"] for p in parts])
         if len(lengths) != len(plan.captions[split]):
-            raise DataError(plan.work_dir, f"split {split!r}: the shards hold {len(lengths)} captions, "
-                                           f"{captions_path(plan.options.precomp, split).name} {len(plan.captions[split])}")
+            raise DataError(
+                plan.work_dir,
+                f"split {split!r}: the shards hold {len(lengths)} captions, "
+                f"{captions_path(plan.options.precomp, split).name} {len(plan.captions[split])}",
+            )
         hidden = int(parts[0]["sentence"].shape[1])
         if "tokens" in kinds:
             _write_array(tokens_path(folder, split), np.concatenate([p["tokens"] for p in parts]))
             _write_array(lengths_path(folder, split), lengths)
         if "sentence" in kinds:
             _write_array(sentence_path(folder, split), np.concatenate([p["sentence"] for p in parts]))
-        splits[split] = {**plan.settings["splits"][split], "tokens": int(lengths.sum()),
-                         "max_tokens": int(lengths.max()), "mean_tokens": round(float(lengths.mean()), 2)}
-    manifest = {"format": FORMAT, "version": FORMAT_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "model": {**plan.settings["model"], "dir": str(plan.model_dir)}, "hidden_size": hidden, "max_len": plan.settings["max_len"],
-                "dtype": DTYPE, "kinds": kinds, "source": str(Path(plan.options.precomp).resolve()),
-                "splits": splits,
-                "run": {key: round(value, 2) if isinstance(value, float) else value for key, value in stats.items()}
-                | {"wall_s": round(time.perf_counter() - started, 2)},
-                "settings": plan.settings, "fingerprint": plan.fingerprint}
+        splits[split] = {
+            **plan.settings["splits"][split],
+            "tokens": int(lengths.sum()),
+            "max_tokens": int(lengths.max()),
+            "mean_tokens": round(float(lengths.mean()), 2),
+        }
+    manifest = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "model": {**plan.settings["model"], "dir": str(plan.model_dir)},
+        "hidden_size": hidden,
+        "max_len": plan.settings["max_len"],
+        "dtype": DTYPE,
+        "kinds": kinds,
+        "source": str(Path(plan.options.precomp).resolve()),
+        "splits": splits,
+        "run": {key: round(value, 2) if isinstance(value, float) else value for key, value in stats.items()}
+        | {"wall_s": round(time.perf_counter() - started, 2)},
+        "settings": plan.settings,
+        "fingerprint": plan.fingerprint,
+    }
     atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     shutil.rmtree(plan.work_dir, ignore_errors=True)
     features = TextFeatures(folder)  # the written folder must open and check like any other
@@ -311,16 +367,23 @@ def extract_text(options: TextOptions, log: Callable[[str], None] = lambda s: No
 def summary_lines(manifest: dict[str, Any]) -> list[str]:
     """The text extraction's closing report."""
     run = manifest["run"]
-    lines = ["text features: " + ", ".join(f"{s} {c['captions']} captions ({c['tokens']:,} tokens, at most "
-                                          f"{c['max_tokens']})" for s, c in manifest["splits"].items())
-             + f"; {'+'.join(manifest['kinds'])}, {manifest['hidden_size']}-d {manifest['dtype']}, "
-               f"{manifest['model']['name']}"]
+    lines = [
+        "text features: "
+        + ", ".join(
+            f"{s} {c['captions']} captions ({c['tokens']:,} tokens, at most {c['max_tokens']})"
+            for s, c in manifest["splits"].items()
+        )
+        + f"; {'+'.join(manifest['kinds'])}, {manifest['hidden_size']}-d {manifest['dtype']}, "
+        f"{manifest['model']['name']}"
+    ]
     if manifest.get("up_to_date"):
         lines.append("nothing to extract: the text features were already complete; when they were written:")
     rate = run["captions_this_run"] / run["encode_s"] if run.get("encode_s") else 0.0
-    lines.append(f"{run['captions_this_run']} captions encoded in {run.get('encode_s', 0):.1f} s: {rate:.0f} captions/s "
-                 f"({run.get('threads', '?')} thread(s); model load {run.get('model_load_s', 0):.1f} s; "
-                 f"wall {run['wall_s']:.1f} s)")
+    lines.append(
+        f"{run['captions_this_run']} captions encoded in {run.get('encode_s', 0):.1f} s: {rate:.0f} captions/s "
+        f"({run.get('threads', '?')} thread(s); model load {run.get('model_load_s', 0):.1f} s; "
+        f"wall {run['wall_s']:.1f} s)"
+    )
     return lines
 
 
@@ -331,17 +394,35 @@ class TextStep(Step):
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         text = parser.add_argument_group("text features (model.text.encoder=precomp, docs/data.md#text-features)")
-        text.add_argument("--text", nargs="?", const="tokens", default=None, choices=list(TEXT_KINDS),
-                          help="also encode every caption once with the packaged MiniLM into OUT/text/: its token "
-                               "states (tokens, the default), its sentence vectors (sentence) or both")
-        text.add_argument("--text-only", action="store_true",
-                          help="only the text features, of the precomp folder --out (any precomp folder, SCAN's too)")
-        text.add_argument("--text-model", type=Path, default=None,
-                          help="a local Hugging Face model folder (default: the packaged all-MiniLM-L6-v2)")
-        text.add_argument("--text-max-len", type=int, default=64,
-                          help="tokens per caption, [CLS] and [SEP] included (default: %(default)s)")
-        text.add_argument("--text-batch-size", type=int, default=128,
-                          help="captions per forward pass (default: %(default)s)")
+        text.add_argument(
+            "--text",
+            nargs="?",
+            const="tokens",
+            default=None,
+            choices=list(TEXT_KINDS),
+            help="also encode every caption once with the packaged MiniLM into OUT/text/: its token "
+            "states (tokens, the default), its sentence vectors (sentence) or both",
+        )
+        text.add_argument(
+            "--text-only",
+            action="store_true",
+            help="only the text features, of the precomp folder --out (any precomp folder, SCAN's too)",
+        )
+        text.add_argument(
+            "--text-model",
+            type=Path,
+            default=None,
+            help="a local Hugging Face model folder (default: the packaged all-MiniLM-L6-v2)",
+        )
+        text.add_argument(
+            "--text-max-len",
+            type=int,
+            default=64,
+            help="tokens per caption, [CLS] and [SEP] included (default: %(default)s)",
+        )
+        text.add_argument(
+            "--text-batch-size", type=int, default=128, help="captions per forward pass (default: %(default)s)"
+        )
 
     @classmethod
     def only(cls, args: argparse.Namespace) -> str | None:
@@ -354,9 +435,17 @@ class TextStep(Step):
                 raise UserInputError("--text-only needs --out: the precomp folder whose captions to encode")
         elif args.text is None:
             return None
-        options = TextOptions(precomp=out(), kind=args.text or "tokens", model_dir=args.text_model,
-                              max_len=args.text_max_len, batch_size=args.text_batch_size, threads=args.threads,
-                              device=args.device, overwrite=args.overwrite, progress=not args.no_progress)
+        options = TextOptions(
+            precomp=out(),
+            kind=args.text or "tokens",
+            model_dir=args.text_model,
+            max_len=args.text_max_len,
+            batch_size=args.text_batch_size,
+            threads=args.threads,
+            device=args.device,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+        )
         options.check()
         return options
 

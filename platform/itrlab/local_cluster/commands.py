@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from itrlab.interrupts import interruption, sigterm_as_sigint
-from itrlab.local_cluster.lifecycle import STATE_FILE, LocalCluster
 from itrlab.local_cluster.ddp_check import DEFAULT_EXPERIMENT
+from itrlab.local_cluster.lifecycle import STATE_FILE, LocalCluster
 from itrlab.local_cluster.processes import ClusterError
 
 DESCRIPTION = "A multi-node Ray cluster on one machine, to check here what a KubeRay cluster does (docs/cluster.md)."
@@ -23,31 +23,39 @@ def parser() -> argparse.ArgumentParser:
     down = sub.add_parser("down", help="stop every process of the cluster under --root")
     status = sub.add_parser("status", help="the cluster's addresses and nodes")
     for command in (up, down, status):
-        command.add_argument("--root", default="runs/local_cluster",
-                             help="the cluster's folder: its state, logs and shared storage (default: %(default)s)")
+        command.add_argument(
+            "--root",
+            default="runs/local_cluster",
+            help="the cluster's folder: its state, logs and shared storage (default: %(default)s)",
+        )
     up.add_argument("--workers", type=int, default=2, help="worker nodes (default: %(default)s)")
-    up.add_argument("--cpus-per-worker", type=float, default=2,
-                    help="logical CPUs of each worker node (default: %(default)s)")
+    up.add_argument(
+        "--cpus-per-worker", type=float, default=2, help="logical CPUs of each worker node (default: %(default)s)"
+    )
     up.add_argument("--no-mlflow", action="store_true", help="no PostgreSQL and MLflow server")
     ddp = sub.add_parser("ddp", help="(as a Ray job on the cluster) the same tiny DDP trial on two nodes and on one")
     ddp.add_argument("--storage", required=True, help="the shared storage folder")
-    ddp.add_argument("--experiment", default=DEFAULT_EXPERIMENT,
-                     help="the experiment the trial trains (default: %(default)s)")
+    ddp.add_argument(
+        "--experiment", default=DEFAULT_EXPERIMENT, help="the experiment the trial trains (default: %(default)s)"
+    )
     ddp.add_argument("overrides", nargs="*", metavar="key=value")
     return parser
 
 
 def up(args: argparse.Namespace) -> None:
     """Start the cluster (stopped again if the start fails or is interrupted) and say how to use it."""
-    cluster = LocalCluster.start(Path(args.root), workers=args.workers, cpus_per_worker=args.cpus_per_worker,
-                                 mlflow=not args.no_mlflow)
+    cluster = LocalCluster.start(
+        Path(args.root), workers=args.workers, cpus_per_worker=args.cpus_per_worker, mlflow=not args.no_mlflow
+    )
     token = f"$(python -c \"import json; print(json.load(open('{cluster.root / STATE_FILE}'))['token'])\")"
     print(cluster.describe())
-    print(f"\nsubmit a sweep:\n  RAY_AUTH_MODE=token RAY_AUTH_TOKEN={token} \\\n"
-          f"  ray job submit --address {cluster.dashboard_url} --working-dir . -- python jobs/sweep_dbl.py "
-          f"--preset smoke --storage {cluster.shared / 'sweeps'} "
-          f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'small'}\n"
-          f"stop it: jobs/local_cluster.py down --root {args.root}")
+    print(
+        f"\nsubmit a sweep:\n  RAY_AUTH_MODE=token RAY_AUTH_TOKEN={token} \\\n"
+        f"  ray job submit --address {cluster.dashboard_url} --working-dir . -- python jobs/sweep_dbl.py "
+        f"--preset smoke --storage {cluster.shared / 'sweeps'} "
+        f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'small'}\n"
+        f"stop it: jobs/local_cluster.py down --root {args.root}"
+    )
 
 
 def status(args: argparse.Namespace) -> None:
@@ -80,7 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         reason, code = interruption()
-        print(f"itrlab: local cluster {args.command}: {reason}"
-              + ("; stopped every process it had started" if args.command == "up" else ""), file=sys.stderr)
+        print(
+            f"itrlab: local cluster {args.command}: {reason}"
+            + ("; stopped every process it had started" if args.command == "up" else ""),
+            file=sys.stderr,
+        )
         return code
     return 0

@@ -10,9 +10,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any
 
 _log = logging.getLogger(__name__)
 
@@ -22,8 +23,7 @@ _log = logging.getLogger(__name__)
 DEFAULT_EXPERIMENT = "vsepp_synthetic_tiny"
 
 
-def ddp_check(storage: Path, overrides: Sequence[str] = (),
-              experiment: str = DEFAULT_EXPERIMENT) -> dict[str, Any]:
+def ddp_check(storage: Path, overrides: Sequence[str] = (), experiment: str = DEFAULT_EXPERIMENT) -> dict[str, Any]:
     """The same tiny DDP trial on two nodes and on one; writes and returns both results
     (``<storage>/ddp_check.json``), with what the worker nodes see of the driver's working directory and
     of the storage."""
@@ -39,10 +39,16 @@ def ddp_check(storage: Path, overrides: Sequence[str] = (),
     generate_if_synthetic(trial_config(tree, {}))  # once, on the shared storage
     tracking_uri = check_tracking_store(resolve_tracking_uri())
     # the driver's working directory (the job's, on the head's disk) and the storage, as workers see them
-    seen, runs = placed_ddp_runs(tree, storage, tracking_uri, time.strftime("%Y%m%d-%H%M%S"),
-                                 [os.getcwd(), str(storage)])
-    report = {"experiment": experiment, "overrides": list(overrides), "runs": runs, "driver_cwd": os.getcwd(),
-              "workers_see": seen}
+    seen, runs = placed_ddp_runs(
+        tree, storage, tracking_uri, time.strftime("%Y%m%d-%H%M%S"), [os.getcwd(), str(storage)]
+    )
+    report = {
+        "experiment": experiment,
+        "overrides": list(overrides),
+        "runs": runs,
+        "driver_cwd": os.getcwd(),
+        "workers_see": seen,
+    }
     (storage / "ddp_check.json").write_text(json.dumps(report, indent=2))
     for placement, run in runs.items():
         _log.info(f"{placement}: ranks on nodes {run['nodes']}; test_rsum {run['metrics'].get('test_rsum')!r}")

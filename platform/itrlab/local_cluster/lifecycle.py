@@ -34,8 +34,17 @@ from typing import Any
 from itrlab.local_cluster.mlflow_server import BIN, mlflow_args, start_mlflow, stop_mlflow, wait_mlflow
 from itrlab.local_cluster.nodes import Node, end_node, isolation_problem, launch_node, list_ray_nodes, node_ip
 from itrlab.local_cluster.postgres import backend_store_uri, start_postgres, stop_postgres
-from itrlab.local_cluster.processes import (LOOPBACK, STARTED, ClusterError, alive, free_port, http_ok,
-                                            kill_started, signals_held, wait_until)
+from itrlab.local_cluster.processes import (
+    LOOPBACK,
+    STARTED,
+    ClusterError,
+    alive,
+    free_port,
+    http_ok,
+    kill_started,
+    signals_held,
+    wait_until,
+)
 
 STATE_FILE = "cluster.json"
 REPO = Path(__file__).resolve().parents[3]
@@ -117,8 +126,15 @@ class LocalCluster:
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
-    def start(cls, root: Path, workers: int = 2, cpus_per_worker: float = 2, mlflow: bool = True,
-              node_env: dict[str, str] | None = None, tie_to_parent: bool = False) -> "LocalCluster":
+    def start(
+        cls,
+        root: Path,
+        workers: int = 2,
+        cpus_per_worker: float = 2,
+        mlflow: bool = True,
+        node_env: dict[str, str] | None = None,
+        tie_to_parent: bool = False,
+    ) -> LocalCluster:
         """Start PostgreSQL and MLflow (unless ``mlflow`` is False), the head and ``workers`` worker
         nodes; everything started so far is stopped again when one part fails or the start is
         interrupted (KeyboardInterrupt). ``node_env``: more variables for every Ray node (the head's
@@ -129,10 +145,16 @@ class LocalCluster:
         if problem:
             raise ClusterError(problem)
         if (root / STATE_FILE).is_file():
-            raise ClusterError(f"a local cluster's state is in {root / STATE_FILE}: `down` it first, "
-                               f"or use another root")
-        cluster = cls(root=root, workers=workers, cpus_per_worker=cpus_per_worker, node_env=dict(node_env or {}),
-                      tie_to_parent=tie_to_parent)
+            raise ClusterError(
+                f"a local cluster's state is in {root / STATE_FILE}: `down` it first, or use another root"
+            )
+        cluster = cls(
+            root=root,
+            workers=workers,
+            cpus_per_worker=cpus_per_worker,
+            node_env=dict(node_env or {}),
+            tie_to_parent=tie_to_parent,
+        )
         started = len(STARTED)
         try:
             cluster._make_folders()
@@ -154,7 +176,7 @@ class LocalCluster:
         return cluster
 
     @classmethod
-    def load(cls, root: Path) -> "LocalCluster":
+    def load(cls, root: Path) -> LocalCluster:
         path = Path(root).resolve() / STATE_FILE
         if not path.is_file():
             raise ClusterError(f"no local cluster's state in {path}")
@@ -170,7 +192,7 @@ class LocalCluster:
         path.touch(mode=0o600)
         path.write_text(json.dumps(data, indent=2))
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -214,12 +236,21 @@ class LocalCluster:
 
     # -- Ray nodes --------------------------------------------------------------------------------
     def _env_of(self, node: Node, home: Path, tmp: Path) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("RAY_", "MLFLOW_", "PYTEST_", "ITRLAB_")) and k != "OMP_NUM_THREADS"}
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token, HOME=str(home), TMPDIR=str(tmp),
-                   PYTHONUNBUFFERED="1", ITRLAB_CONFIG_DIR=str(REPO / "configs"),
-                   GLOO_SOCKET_IFNAME="lo",  # DDP's gloo on loopback, not the host name's address
-                   PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # `python` is this one (the image's)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("RAY_", "MLFLOW_", "PYTEST_", "ITRLAB_")) and k != "OMP_NUM_THREADS"
+        }
+        env.update(
+            RAY_AUTH_MODE="token",
+            RAY_AUTH_TOKEN=self.token,
+            HOME=str(home),
+            TMPDIR=str(tmp),
+            PYTHONUNBUFFERED="1",
+            ITRLAB_CONFIG_DIR=str(REPO / "configs"),
+            GLOO_SOCKET_IFNAME="lo",  # DDP's gloo on loopback, not the host name's address
+            PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        )  # `python` is this one (the image's)
         if node.head and self.mlflow_uri:  # where `ray job submit` runs the driver
             env["MLFLOW_TRACKING_URI"] = self.mlflow_uri
         return {**env, **self.node_env}
@@ -228,13 +259,27 @@ class LocalCluster:
         return [self.head_dir, self.mlflow_dir, self.pg_dir]
 
     def _ray_command(self, node: Node, temp: Path) -> list[str]:
-        command = [str(BIN / "ray"), "start", "--block", f"--node-ip-address={node.ip}", f"--node-name={node.name}",
-                   f"--num-cpus={node.cpus:g}", "--num-gpus=0", f"--temp-dir={temp}",
-                   f"--object-store-memory={self.object_store_bytes}",
-                   f"--dashboard-agent-listen-port={node.dashboard_agent_port}", "--disable-usage-stats"]
+        command = [
+            str(BIN / "ray"),
+            "start",
+            "--block",
+            f"--node-ip-address={node.ip}",
+            f"--node-name={node.name}",
+            f"--num-cpus={node.cpus:g}",
+            "--num-gpus=0",
+            f"--temp-dir={temp}",
+            f"--object-store-memory={self.object_store_bytes}",
+            f"--dashboard-agent-listen-port={node.dashboard_agent_port}",
+            "--disable-usage-stats",
+        ]
         if node.head:
-            return command + ["--head", f"--port={self.gcs_port}", f"--dashboard-port={self.dashboard_port}",
-                              f"--dashboard-host={LOOPBACK}", f"--ray-client-server-port={free_port()}"]
+            return command + [
+                "--head",
+                f"--port={self.gcs_port}",
+                f"--dashboard-port={self.dashboard_port}",
+                f"--dashboard-host={LOOPBACK}",
+                f"--ray-client-server-port={free_port()}",
+            ]
         return command + [f"--address={self.gcs_address}"]
 
     def _start_node(self, node: Node) -> None:
@@ -246,19 +291,35 @@ class LocalCluster:
             own = self.nodes_dir / node.name
             # over the others' folders an empty tmpfs of its own: a trial that writes under the driver's
             # paths (synthetic data at a relative dataset.root, say) writes into its own copy, as a pod does
-            tmpfs = [(str(self.nodes_dir), self.node_tmpfs), ("/dev/shm", "1g"),
-                     *((str(path), self.node_tmpfs) for path in self._hidden_from_workers())]
+            tmpfs = [
+                (str(self.nodes_dir), self.node_tmpfs),
+                ("/dev/shm", "1g"),
+                *((str(path), self.node_tmpfs) for path in self._hidden_from_workers()),
+            ]
         self.nodes.append(node)  # before it starts: stop() ends a node whose start was interrupted
-        process = launch_node(node, self._ray_command(node, own / "tmp"), tmpfs, own, self.root / f"node-{node.name}.log",
-                              self._env_of(node, own / "home", own / "tmp"), self.root, self.tie_to_parent)
+        process = launch_node(
+            node,
+            self._ray_command(node, own / "tmp"),
+            tmpfs,
+            own,
+            self.root / f"node-{node.name}.log",
+            self._env_of(node, own / "home", own / "tmp"),
+            self.root,
+            self.tie_to_parent,
+        )
         self._processes[node.name] = process
 
     def _start_ray(self) -> None:
         self.gcs_port, self.dashboard_port = free_port(), free_port()
         head = Node("head", head=True, cpus=0, ip=node_ip(0))
         self._start_node(head)
-        wait_until(lambda: http_ok(f"{self.dashboard_url}/api/gcs_healthz"), 180, "the Ray head",
-                   self._processes["head"], self.root / "node-head.log")
+        wait_until(
+            lambda: http_ok(f"{self.dashboard_url}/api/gcs_healthz"),
+            180,
+            "the Ray head",
+            self._processes["head"],
+            self.root / "node-head.log",
+        )
         for _ in range(self.workers):
             self._start_node(self._next_worker())
         self.save()
@@ -270,8 +331,12 @@ class LocalCluster:
 
     def _wait_joined(self) -> None:
         running = {node.name for node in self.nodes if alive(node.pid)}
-        wait_until(lambda: running <= {info["node_name"] for info in self.ray_nodes()}, 180,
-                   "the Ray worker nodes joining", every=1.0)
+        wait_until(
+            lambda: running <= {info["node_name"] for info in self.ray_nodes()},
+            180,
+            "the Ray worker nodes joining",
+            every=1.0,
+        )
         ids = {info["node_name"]: info["node_id"] for info in self.ray_nodes()}
         for node in self.nodes:
             node.node_id = ids.get(node.name, node.node_id)
@@ -309,15 +374,21 @@ class LocalCluster:
 
     # -- reporting ----------------------------------------------------------------------------------
     def describe(self) -> str:
-        lines = [f"local Ray cluster under {self.root}",
-                 f"  dashboard / job API : {self.dashboard_url}  (GCS {self.gcs_address}; token auth)",
-                 f"  shared storage      : {self.shared}  (sweeps: --storage {self.shared / 'sweeps'}; "
-                 f"data: dataset.root={self.shared / 'data'}/...)"]
+        lines = [
+            f"local Ray cluster under {self.root}",
+            f"  dashboard / job API : {self.dashboard_url}  (GCS {self.gcs_address}; token auth)",
+            f"  shared storage      : {self.shared}  (sweeps: --storage {self.shared / 'sweeps'}; "
+            f"data: dataset.root={self.shared / 'data'}/...)",
+        ]
         if self.mlflow_uri:
-            lines.append(f"  MLflow              : {self.mlflow_uri}  (PostgreSQL on {LOOPBACK}:{self.pg_port}, "
-                         f"artifacts served from {self.mlflow_dir / 'artifacts'})")
+            lines.append(
+                f"  MLflow              : {self.mlflow_uri}  (PostgreSQL on {LOOPBACK}:{self.pg_port}, "
+                f"artifacts served from {self.mlflow_dir / 'artifacts'})"
+            )
         for node in self.nodes:
             state = "running" if alive(node.pid) else "gone"
-            lines.append(f"  {node.name:<9} {'head' if node.head else 'worker'}  {node.cpus:g} CPU  "
-                         f"node id {node.node_id or '?'}  pid {node.pid} ({state})")
+            lines.append(
+                f"  {node.name:<9} {'head' if node.head else 'worker'}  {node.cpus:g} CPU  "
+                f"node id {node.node_id or '?'}  pid {node.pid} ({state})"
+            )
         return "\n".join(lines)

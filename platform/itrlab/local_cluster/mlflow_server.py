@@ -32,20 +32,33 @@ class MlflowServer:
 def mlflow_args(port: int, backend_store_uri: str, folder: Path) -> list[str]:
     """The server's arguments: k8s/base/mlflow.yaml's flags, with this machine's host, ``port``, one
     worker, the local PostgreSQL and ``<folder>/artifacts`` for the S3 bucket."""
-    return ["server", f"--host={LOOPBACK}", f"--port={port}", "--workers=1",
-            f"--backend-store-uri={backend_store_uri}", "--serve-artifacts",
-            f"--artifacts-destination={folder / 'artifacts'}", f"--allowed-hosts={ALLOWED_HOSTS}"]
+    return [
+        "server",
+        f"--host={LOOPBACK}",
+        f"--port={port}",
+        "--workers=1",
+        f"--backend-store-uri={backend_store_uri}",
+        "--serve-artifacts",
+        f"--artifacts-destination={folder / 'artifacts'}",
+        f"--allowed-hosts={ALLOWED_HOSTS}",
+    ]
 
 
-def start_mlflow(folder: Path, logs: Path, backend_store_uri: str, pg_password: str,
-                 tie_to_parent: bool = False) -> MlflowServer:
+def start_mlflow(
+    folder: Path, logs: Path, backend_store_uri: str, pg_password: str, tie_to_parent: bool = False
+) -> MlflowServer:
     """Start the server (``folder``: its HOME and artifacts; its log under ``logs``) without waiting: it
     answers after ~15 s of schema migrations, time the caller uses to start the Ray nodes (:func:`wait_mlflow`)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AWS_"))}
     env.update(PGPASSWORD=pg_password, HOME=str(folder), **JOB_EXECUTION_ENV)  # no job runner
-    process = popen([str(BIN / "mlflow"), *mlflow_args(port, backend_store_uri, folder)], logs / LOG,
-                    tie_to_parent, cwd=folder, env=env)
+    process = popen(
+        [str(BIN / "mlflow"), *mlflow_args(port, backend_store_uri, folder)],
+        logs / LOG,
+        tie_to_parent,
+        cwd=folder,
+        env=env,
+    )
     return MlflowServer(f"http://{LOOPBACK}:{port}", process)
 
 

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from itrlab.local_cluster.processes import (ClusterError, alive, child_of, cmdline, in_namespace, pid_namespace,
-                                            popen)
+from itrlab.local_cluster.processes import ClusterError, alive, child_of, cmdline, in_namespace, pid_namespace, popen
 
 # PID 1 of a node's namespace: mounts the node's own tmpfs folders, runs `ray start --block` and reaps
 # every orphan until it ends; when it ends, the kernel ends every process of the namespace.
@@ -81,24 +80,43 @@ def isolation_problem() -> str | None:
     if shutil.which("unshare") is None:
         return "`unshare` (util-linux) is not installed"
     try:
-        done = subprocess.run([*unshare_command(), "mount", "-t", "tmpfs", "-o", "size=1m", "itrlab-probe", "/mnt"],
-                              capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            [*unshare_command(), "mount", "-t", "tmpfs", "-o", "size=1m", "itrlab-probe", "/mnt"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError) as err:
         return f"unshare failed: {err}"
     if done.returncode != 0:
-        return ("this machine does not let a process create PID and mount namespaces (unshare: "
-                f"{(done.stderr.strip().splitlines() or ['failed'])[-1]})")
+        return (
+            "this machine does not let a process create PID and mount namespaces (unshare: "
+            f"{(done.stderr.strip().splitlines() or ['failed'])[-1]})"
+        )
     return None
 
 
-def launch_node(node: Node, ray_command: list[str], tmpfs: list[tuple[str, str]], own: Path, log: Path,
-                env: dict[str, str], cwd: Path, tie_to_parent: bool = False) -> subprocess.Popen:
+def launch_node(
+    node: Node,
+    ray_command: list[str],
+    tmpfs: list[tuple[str, str]],
+    own: Path,
+    log: Path,
+    env: dict[str, str],
+    cwd: Path,
+    tie_to_parent: bool = False,
+) -> subprocess.Popen:
     """Start ``node``: in new namespaces, mount ``tmpfs`` (target, size), make its ``own`` folders (``tmp``,
     ``work``, ``home``) and run ``ray_command`` in ``own/work``; ``node`` gets its pids and namespace."""
-    spec = {"tmpfs": tmpfs, "mkdir": [str(own / "tmp"), str(own / "work"), str(own / "home")],
-            "cwd": str(own / "work"), "command": ray_command}
-    process = popen([*unshare_command(), sys.executable, "-c", NODE_INIT, json.dumps(spec)], log, tie_to_parent,
-                    cwd=cwd, env=env)
+    spec = {
+        "tmpfs": tmpfs,
+        "mkdir": [str(own / "tmp"), str(own / "work"), str(own / "home")],
+        "cwd": str(own / "work"),
+        "command": ray_command,
+    }
+    process = popen(
+        [*unshare_command(), sys.executable, "-c", NODE_INIT, json.dumps(spec)], log, tie_to_parent, cwd=cwd, env=env
+    )
     node.pid = process.pid
     node.init_pid = child_of(process.pid) or 0
     node.namespace = pid_namespace(node.init_pid) or "" if node.init_pid else ""
@@ -109,14 +127,20 @@ def end_node(node: Node, timeout: float = 30.0) -> None:
     """Kill a node as a lost machine dies: SIGKILL to its namespace's first process (and ``unshare``), which
     ends every process of the namespace at once; waits until none is left."""
     # only the processes that are still this node's (pids read back from cluster.json may be reused)
-    ours = [pid for pid in (node.init_pid, node.pid) if pid and pid_namespace(pid) is not None
-            and (pid_namespace(pid) == node.namespace or "unshare" in cmdline(pid).split(" ", 1)[0])]
+    ours = [
+        pid
+        for pid in (node.init_pid, node.pid)
+        if pid
+        and pid_namespace(pid) is not None
+        and (pid_namespace(pid) == node.namespace or "unshare" in cmdline(pid).split(" ", 1)[0])
+    ]
     for pid in ours:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
-    while ((node.pid in ours and alive(node.pid)) or (node.namespace and in_namespace(node.namespace))) \
-            and time.monotonic() < deadline:
+    while (
+        (node.pid in ours and alive(node.pid)) or (node.namespace and in_namespace(node.namespace))
+    ) and time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(node.pid, os.WNOHANG)
         time.sleep(0.1)
@@ -126,8 +150,9 @@ def end_node(node: Node, timeout: float = 30.0) -> None:
 
 def list_ray_nodes(dashboard_url: str, token: str, alive_only: bool = True) -> list[dict[str, Any]]:
     """The cluster's nodes as Ray's state API lists them (node_id, node_name, state, resources_total, ...)."""
-    request = urllib.request.Request(f"{dashboard_url}/api/v0/nodes?limit=100&detail=true",
-                                     headers={"Authorization": f"Bearer {token}"})
+    request = urllib.request.Request(
+        f"{dashboard_url}/api/v0/nodes?limit=100&detail=true", headers={"Authorization": f"Bearer {token}"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         listed = json.loads(response.read())["data"]["result"]["result"]
     return [info for info in listed if not alive_only or info.get("state") == "ALIVE"]

@@ -39,8 +39,9 @@ def postgres_bin() -> Path | None:
     found = shutil.which("initdb")
     if found:
         return Path(found).resolve().parent
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
-                      key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0
+    )
     return versions[-1].parent if versions else None
 
 
@@ -65,8 +66,10 @@ def start_postgres(folder: Path, log: Path, tie_to_parent: bool = False) -> Post
     ``mlflow`` created; its output appended to ``log``."""
     binaries = postgres_bin()
     if binaries is None:
-        raise ClusterError(f"PostgreSQL's server programs (initdb, postgres) are not installed "
-                           f"(Debian: apt-get install postgresql; or set ${PG_BIN_ENV})")
+        raise ClusterError(
+            f"PostgreSQL's server programs (initdb, postgres) are not installed "
+            f"(Debian: apt-get install postgresql; or set ${PG_BIN_ENV})"
+        )
     user = service_user()
     password = secrets.token_hex(16)
     (folder / "password").write_text(password + "\n")
@@ -75,24 +78,67 @@ def start_postgres(folder: Path, log: Path, tie_to_parent: bool = False) -> Post
         for path in (folder, folder / "password"):
             os.chown(path, entry.pw_uid, entry.pw_gid)
     as_user = {"user": user} if user else {}
-    done = subprocess.run([str(binaries / "initdb"), "-D", str(folder / "data"), "-U", "mlflow",
-                           "--auth=scram-sha-256", f"--pwfile={folder / 'password'}", "-E", "UTF8", "--no-sync",
-                           "--no-instructions"],
-                          capture_output=True, text=True, timeout=120, cwd=folder, **as_user)
+    done = subprocess.run(
+        [
+            str(binaries / "initdb"),
+            "-D",
+            str(folder / "data"),
+            "-U",
+            "mlflow",
+            "--auth=scram-sha-256",
+            f"--pwfile={folder / 'password'}",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-instructions",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=folder,
+        **as_user,
+    )
     if done.returncode != 0:
         raise ClusterError(f"initdb failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     port = free_port()
     # fsync off: a throwaway store, written on every metric
-    process = popen([str(binaries / "postgres"), "-D", str(folder / "data"), "-p", str(port),
-                     "-k", str(folder), "-c", f"listen_addresses={LOOPBACK}", "-c", "fsync=off",
-                     "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
-                    log, tie_to_parent, cwd=folder, **as_user)
+    process = popen(
+        [
+            str(binaries / "postgres"),
+            "-D",
+            str(folder / "data"),
+            "-p",
+            str(port),
+            "-k",
+            str(folder),
+            "-c",
+            f"listen_addresses={LOOPBACK}",
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+        ],
+        log,
+        tie_to_parent,
+        cwd=folder,
+        **as_user,
+    )
     server = PostgresServer(port, process.pid, password)
     env = {**os.environ, "PGPASSWORD": password, "PGCONNECT_TIMEOUT": "5"}
 
     def created() -> bool:  # the database the manifests' URI names
-        return subprocess.run([str(binaries / "createdb"), "-h", LOOPBACK, "-p", str(port), "-U", "mlflow",
-                               "mlflow"], env=env, capture_output=True, timeout=30).returncode == 0
+        return (
+            subprocess.run(
+                [str(binaries / "createdb"), "-h", LOOPBACK, "-p", str(port), "-U", "mlflow", "mlflow"],
+                env=env,
+                capture_output=True,
+                timeout=30,
+            ).returncode
+            == 0
+        )
+
     try:
         wait_until(created, 60, "PostgreSQL", process, log)
     except BaseException:

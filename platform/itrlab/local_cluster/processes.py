@@ -15,8 +15,8 @@ import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 LOOPBACK = "127.0.0.1"
 
@@ -49,14 +49,17 @@ def popen(command: list[str], log: Path, tie_to_parent: bool = False, **kwargs) 
     appended to ``log``, and in :data:`STARTED` before a Ctrl-C or SIGTERM can interrupt anything (they are
     held while it starts): a start cut short still knows every process it made (:func:`kill_started`).
     ``tie_to_parent``: it is killed when the process that started it dies."""
+
     def preexec() -> None:
         if tie_to_parent:  # PR_SET_PDEATHSIG: SIGKILL when the starting thread's process dies
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
     with open(log, "ab") as out, signals_held():
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                   preexec_fn=preexec, **kwargs)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec, **kwargs
+        )
         STARTED.append(process)
     return process
 
@@ -75,8 +78,14 @@ def kill_started(since: int = 0, timeout: float = 15.0) -> None:
             process.wait(timeout=max(0.1, deadline - time.monotonic()))
 
 
-def wait_until(ready: Callable[[], bool], timeout: float, what: str, process: subprocess.Popen | None = None,
-               log: Path | None = None, every: float = 0.3) -> None:
+def wait_until(
+    ready: Callable[[], bool],
+    timeout: float,
+    what: str,
+    process: subprocess.Popen | None = None,
+    log: Path | None = None,
+    every: float = 0.3,
+) -> None:
     """Poll ``ready()`` (an exception counts as not ready) until it holds; a ClusterError naming ``what`` (and
     ``log``) when ``process`` ended first or ``timeout`` seconds passed."""
     deadline = time.monotonic() + timeout

@@ -61,15 +61,11 @@ class Similarities:
             raise ValueError(f"i2t must be a square (B, B) matrix, got shape {tuple(self.i2t.shape)}")
         size = self.i2t.shape[0]
         if tuple(self.image_ids.shape) != (size,):
-            raise ValueError(
-                f"image_ids must have shape ({size},) to match i2t, got {tuple(self.image_ids.shape)}"
-            )
+            raise ValueError(f"image_ids must have shape ({size},) to match i2t, got {tuple(self.image_ids.shape)}")
         for name in ("i2i", "t2t"):
             matrix = getattr(self, name)
             if matrix is not None and tuple(matrix.shape) != (size, size):
-                raise ValueError(
-                    f"{name} must have shape ({size}, {size}) to match i2t, got {tuple(matrix.shape)}"
-                )
+                raise ValueError(f"{name} must have shape ({size}, {size}) to match i2t, got {tuple(matrix.shape)}")
         object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
 
     @property
@@ -96,11 +92,11 @@ class Similarities:
     def missing(self, names: Iterable[str]) -> list[str]:
         return [name for name in names if not self.has(name)]
 
-    def with_extras(self, **extras: Tensor) -> "Similarities":
+    def with_extras(self, **extras: Tensor) -> Similarities:
         """A copy with ``extras`` added (replacing ones of the same name)."""
         return replace(self, extras={**self.extras, **extras})
 
-    def detached(self) -> "Similarities":
+    def detached(self) -> Similarities:
         """The same similarities cut from the autograd graph (every tensor, extras included)."""
         return replace(
             self,
@@ -115,8 +111,10 @@ def check_inputs(loss: object, sims: Similarities) -> None:
     """ValueError unless ``sims`` holds every input ``loss.requires`` names."""
     missing = sims.missing(getattr(loss, "requires", ()))
     if missing:
-        raise ValueError(f"loss {getattr(loss, 'name', type(loss).__name__)!r} needs {', '.join(missing)} "
-                         f"in its similarities; the method gave {', '.join(sims.present())}")
+        raise ValueError(
+            f"loss {getattr(loss, 'name', type(loss).__name__)!r} needs {', '.join(missing)} "
+            f"in its similarities; the method gave {', '.join(sims.present())}"
+        )
 
 
 @dataclass(frozen=True)
@@ -164,9 +162,7 @@ def hardest_negative(scores: Tensor, mask: Tensor, dim: int) -> tuple[Tensor, Te
     return masked.max(dim=dim).values, mask.any(dim=dim)
 
 
-def hardest_negative_hinge(
-    positive: Tensor, scores: Tensor, mask: Tensor, dim: int, margin: float
-) -> Tensor:
+def hardest_negative_hinge(positive: Tensor, scores: Tensor, mask: Tensor, dim: int, margin: float) -> Tensor:
     """Per-anchor ``[margin + s(hardest negative) - positive]_+`` (VSE++ eq. 5, one direction).
 
     ``dim=1``: anchors are rows (image anchors, hardest caption, eq. 4); ``dim=0``: anchors
@@ -246,10 +242,7 @@ class RetrievalLoss(nn.Module):
         """Reduce per-anchor terms over the batch and package them with logging parts."""
         reduce = torch.sum if self.reduction == "sum" else torch.mean
         i2t_loss, t2i_loss = reduce(i2t), reduce(t2i)
-        return LossOutput(
-            loss=i2t_loss + t2i_loss,
-            parts={"i2t": i2t_loss.detach(), "t2i": t2i_loss.detach()},
-        )
+        return LossOutput(loss=i2t_loss + t2i_loss, parts={"i2t": i2t_loss.detach(), "t2i": t2i_loss.detach()})
 
     def extra_repr(self) -> str:
         params = {k: getattr(self, k) for k in ("margin", "tau") if hasattr(self, k)}

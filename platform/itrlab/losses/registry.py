@@ -41,8 +41,9 @@ class LossSettings(BaseModel):
     """Base of a loss's declared settings: strict types (a bool is no number, a string no list), finite
     numbers, no key the loss does not take; frozen (typed once, read as they are)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True,
-                              arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, allow_inf_nan=False, frozen=True, arbitrary_types_allowed=True
+    )
 
 
 def typed_settings(model: type[LossSettings], params: Mapping[str, Any]) -> LossSettings:
@@ -57,7 +58,7 @@ def typed_settings(model: type[LossSettings], params: Mapping[str, Any]) -> Loss
         raise
 
 
-_REGISTRIES: list["LossRegistry"] = []
+_REGISTRIES: list[LossRegistry] = []
 
 
 class LossRegistry(Mapping):
@@ -85,8 +86,10 @@ class LossRegistry(Mapping):
         """Add ``cls`` under ``cls.name`` (declared before); its constructor is typed by the declared settings."""
         name = cls.name
         if name not in self._settings:
-            raise ValueError(f"{self.kind} {name!r} has no declared settings: declare them first "
-                             f"({type(self).__name__}.declare(name, settings, module))")
+            raise ValueError(
+                f"{self.kind} {name!r} has no declared settings: declare them first "
+                f"({type(self).__name__}.declare(name, settings, module))"
+            )
         if name in self._classes:
             raise ValueError(f"{self.kind} {name!r} is registered twice")
         cls.__init__ = _typed_constructor(cls, self._settings[name])
@@ -132,7 +135,7 @@ class LossRegistry(Mapping):
         """
         return typed_settings(self.settings(name), params)
 
-    def build(self, name: str, settings: LossSettings | None = None, **params) -> "nn.Module":
+    def build(self, name: str, settings: LossSettings | None = None, **params) -> nn.Module:
         """Build ``name`` from its typed ``settings``, or from ``params`` (unset ones keep their defaults);
         raises as :meth:`typed` does."""
         cls = self.get_class(name)
@@ -146,8 +149,10 @@ def _typed_constructor(cls: type, settings: type[LossSettings]):
     fields = tuple(settings.model_fields)
     takes = tuple(p for p in inspect.signature(init).parameters if p != "self")
     if takes != fields:
-        raise TypeError(f"{cls.__name__}'s constructor takes ({', '.join(takes)}); its declared settings are "
-                        f"({', '.join(fields)}): the same names, in the same order")
+        raise TypeError(
+            f"{cls.__name__}'s constructor takes ({', '.join(takes)}); its declared settings are "
+            f"({', '.join(fields)}): the same names, in the same order"
+        )
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
@@ -165,13 +170,20 @@ def _typed_constructor(cls: type, settings: type[LossSettings]):
 
     __init__.__itrlab_constructor__ = init
     __init__.__signature__ = inspect.Signature(
-        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-         *(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=field.default,
-                             annotation=field.annotation) for name, field in settings.model_fields.items())])
+        [
+            inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            *(
+                inspect.Parameter(
+                    name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=field.default, annotation=field.annotation
+                )
+                for name, field in settings.model_fields.items()
+            ),
+        ]
+    )
     return __init__
 
 
-def loss_registries() -> tuple["LossRegistry", ...]:
+def loss_registries() -> tuple[LossRegistry, ...]:
     """Every loss registry: the task losses' and each package's own kind."""
     return tuple(_REGISTRIES)
 
@@ -189,5 +201,5 @@ def loss_param_names(name: str) -> tuple[str, ...]:
     return LOSSES.param_names(name)
 
 
-def build_loss(name: str, **params: Any) -> "nn.Module":
+def build_loss(name: str, **params: Any) -> nn.Module:
     return LOSSES.build(name, **params)

@@ -10,16 +10,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from .base import RetrievalLoss, Similarities, hardest_negative_hinge, hinge, masked_sum, negative_mask, positive_scores
 from .registry import register_loss
-from .base import (
-    RetrievalLoss,
-    Similarities,
-    hardest_negative_hinge,
-    hinge,
-    masked_sum,
-    negative_mask,
-    positive_scores,
-)
 
 
 @register_loss

@@ -8,8 +8,16 @@ when first looked up. The other exports are imported when first used (:mod:`itrl
 """
 
 from itrlab.lazy import lazy_exports
-from itrlab.methods.registry import (METHODS, PAPERS, SCHEMES, Paper, build_method, register_method, register_paper,
-                                     register_scheme)
+from itrlab.methods.registry import (
+    METHODS,
+    PAPERS,
+    SCHEMES,
+    Paper,
+    build_method,
+    register_method,
+    register_paper,
+    register_scheme,
+)
 
 # the import list: each paper's package declares itself, its methods, losses and schemes
 from itrlab.methods import vse, convse, dbl, xattn, coder, ascl, clip  # noqa: E402,F401  isort: skip
@@ -21,5 +29,18 @@ _EXPORTS = {
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
-__all__ = ["METHODS", "PAPERS", "SCHEMES", "BuildContext", "DualEncoderMethod", "Method", "MethodModule",
-           "MethodSettings", "Paper", "build_method", "register_method", "register_paper", "register_scheme"]
+__all__ = [
+    "METHODS",
+    "PAPERS",
+    "SCHEMES",
+    "BuildContext",
+    "DualEncoderMethod",
+    "Method",
+    "MethodModule",
+    "MethodSettings",
+    "Paper",
+    "build_method",
+    "register_method",
+    "register_paper",
+    "register_scheme",
+]

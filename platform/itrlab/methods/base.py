@@ -141,9 +141,12 @@ class MethodModule(nn.Module):
         """
         missing = [name for name in task_loss_requires(config.loss) if name not in cls.provides]
         if missing:
-            raise ConfigError("loss.name", config.loss.name,
-                              f"method '{config.method.name}' gives its losses {', '.join(sorted(cls.provides))}; "
-                              f"loss '{config.loss.name}' also needs {', '.join(missing)}")
+            raise ConfigError(
+                "loss.name",
+                config.loss.name,
+                f"method '{config.method.name}' gives its losses {', '.join(sorted(cls.provides))}; "
+                f"loss '{config.loss.name}' also needs {', '.join(missing)}",
+            )
 
     @classmethod
     def method_settings(cls, config: ExperimentConfig) -> MethodSettings:
@@ -160,7 +163,7 @@ class MethodModule(nn.Module):
         """Raise ConfigError for settings that do not fit the data's sizes (a DataSummary: split sizes)."""
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "MethodModule":
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> MethodModule:
         raise NotImplementedError
 
     def prepare(self, context: BuildContext) -> None:
@@ -210,13 +213,20 @@ class MethodModule(nn.Module):
         Frozen parameters (``requires_grad=False``) are in no group.
         """
         trainable = [p for p in self.parameters() if p.requires_grad]
-        backbone = [p for m in self.modules() if hasattr(m, "backbone_parameters")
-                    for p in m.backbone_parameters() if p.requires_grad]
+        backbone = [
+            p
+            for m in self.modules()
+            if hasattr(m, "backbone_parameters")
+            for p in m.backbone_parameters()
+            if p.requires_grad
+        ]
         if not backbone or self.text_lr is None:
             return [{"params": trainable, "lr": lr}]
         ids = {id(p) for p in backbone}
-        return [{"params": [p for p in trainable if id(p) not in ids], "lr": lr},
-                {"params": backbone, "lr": self.text_lr}]
+        return [
+            {"params": [p for p in trainable if id(p) not in ids], "lr": lr},
+            {"params": backbone, "lr": self.text_lr},
+        ]
 
     def set_epoch(self, epoch: int) -> None:
         """Called before epoch ``epoch`` (1-based) trains: tells epoch-scheduled losses."""
@@ -227,7 +237,6 @@ class MethodModule(nn.Module):
     def after_step(self, step: int, total_steps: int) -> None:
         """Called after optimizer step ``step`` (1-based) of ``total_steps``."""
 
-    def auxiliary_evaluators(self) -> dict[str, "MethodModule"]:
+    def auxiliary_evaluators(self) -> dict[str, MethodModule]:
         """Branches evaluated and logged beside the model, by name (prefix of their metrics)."""
         return {}
-

@@ -48,9 +48,21 @@ class BuildContext:
         return {role: split.n_images for role, split in self.splits.items()}
 
     @classmethod
-    def of(cls, *, vocab, splits: Mapping[str, PrecompSplit], run_dir: Path | None = None,
-           train_anchor: Callable[[Any], Path] | None = None) -> "BuildContext":
+    def of(
+        cls,
+        *,
+        vocab,
+        splits: Mapping[str, PrecompSplit],
+        run_dir: Path | None = None,
+        train_anchor: Callable[[Any], Path] | None = None,
+    ) -> BuildContext:
         """The context of opened data: ``vocab`` is the run's text tokenizer."""
-        return cls(feature_dim=splits["train"].feature_dim, vocab_size=len(vocab),
-                   vocab_words=getattr(vocab, "words", None), vocab=vocab, splits=dict(splits), run_dir=run_dir,
-                   train_anchor=train_anchor)
+        return cls(
+            feature_dim=splits["train"].feature_dim,
+            vocab_size=len(vocab),
+            vocab_words=getattr(vocab, "words", None),
+            vocab=vocab,
+            splits=dict(splits),
+            run_dir=run_dir,
+            train_anchor=train_anchor,
+        )

@@ -16,10 +16,10 @@ The pairing is set by ``configs/methods/<name>.yaml``; any dual loss works with 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import torch
 from torch import Tensor
-
-from collections.abc import Callable, Iterable
 
 from itrlab.config import ExperimentConfig
 from itrlab.config.schema import TextEncoderConfig
@@ -34,9 +34,16 @@ from itrlab.models.text_factory import TextEncoderSpec
 
 def text_encoder_spec(text: TextEncoderConfig) -> TextEncoderSpec:
     """The text encoder a config's ``model.text`` section asks for (BiGRU, GloVe-BiGRU, BERT or stored states)."""
-    return TextEncoderSpec(encoder=text.encoder, word_dim=text.word_dim, num_layers=text.num_layers,
-                           pooling=text.pooling, glove=text.glove, bert_path=text.bert_path, freeze=text.freeze,
-                           mlp_hidden=text.mlp_hidden)
+    return TextEncoderSpec(
+        encoder=text.encoder,
+        word_dim=text.word_dim,
+        num_layers=text.num_layers,
+        pooling=text.pooling,
+        glove=text.glove,
+        bert_path=text.bert_path,
+        freeze=text.freeze,
+        mlp_hidden=text.mlp_hidden,
+    )
 
 
 class DualEncoderMethod(MethodModule):
@@ -50,10 +57,13 @@ class DualEncoderMethod(MethodModule):
         self.max_len = max_len
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "DualEncoderMethod":
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> DualEncoderMethod:
         model = DualEncoder.build(
-            feature_dim=context.feature_dim, vocab_size=context.vocab_size, embed_dim=config.model.embed_dim,
-            image_pooling=config.model.image.pooling, projection_hidden=config.model.projection_hidden,
+            feature_dim=context.feature_dim,
+            vocab_size=context.vocab_size,
+            embed_dim=config.model.embed_dim,
+            image_pooling=config.model.image.pooling,
+            projection_hidden=config.model.projection_hidden,
             text=text_encoder_spec(config.model.text),
         )
         method = cls(model, build_task_loss(config.loss), config.model.text.max_len)
@@ -61,8 +71,9 @@ class DualEncoderMethod(MethodModule):
         method.text_lr = config.model.text.lr
         return method
 
-    def similarities(self, image_emb: Tensor, caption_emb: Tensor, image_ids: Tensor,
-                     same_modality: bool = False) -> Similarities:
+    def similarities(
+        self, image_emb: Tensor, caption_emb: Tensor, image_ids: Tensor, same_modality: bool = False
+    ) -> Similarities:
         return Similarities(
             i2t=image_emb @ caption_emb.T,
             image_ids=image_ids,
@@ -76,9 +87,14 @@ class DualEncoderMethod(MethodModule):
         return self.similarities(image_emb, caption_emb, batch.image_ids, bool(needs & {"i2i", "t2t"}))
 
     @torch.no_grad()
-    def encode_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int,
-                     encode_images: Callable[[Tensor], Tensor],
-                     encode_captions: Callable[[Tensor, Tensor], Tensor]) -> tuple[Tensor, Tensor]:
+    def encode_split(
+        self,
+        split: PrecompSplit,
+        vocab: Vocabulary,
+        batch_size: int,
+        encode_images: Callable[[Tensor], Tensor],
+        encode_captions: Callable[[Tensor, Tensor], Tensor],
+    ) -> tuple[Tensor, Tensor]:
         """``encode_images`` of every image (N, ...) and ``encode_captions`` of every caption (cpi·N, ...)
         of a split, in split order, in eval mode."""
         was_training = self.training
@@ -86,8 +102,9 @@ class DualEncoderMethod(MethodModule):
         device = next(self.parameters()).device
         image_batches, caption_batches = eval_loaders(split, vocab, batch_size, self.max_len)
         images = torch.cat([encode_images(batch.images.to(device)) for batch in image_batches])
-        captions = torch.cat([encode_captions(batch.tokens.to(device), batch.lengths.to(device))
-                              for batch in caption_batches])
+        captions = torch.cat(
+            [encode_captions(batch.tokens.to(device), batch.lengths.to(device)) for batch in caption_batches]
+        )
         self.train(was_training)
         return images, captions
 

@@ -20,7 +20,7 @@ class TypedLoss(LossConfig):
     _typed: tuple[LossSettings, LossSettings | None] | None = PrivateAttr(None)
 
     @model_validator(mode="after")
-    def _typed_settings(self) -> "TypedLoss":
+    def _typed_settings(self) -> TypedLoss:
         try:
             self._typed = typed_loss(self)
         except ConfigError as err:

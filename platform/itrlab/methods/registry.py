@@ -51,6 +51,7 @@ class MethodRegistry(Mapping):
                     raise ValueError(f"method {name!r} is registered twice ({declared} registers it)")
                 self._classes[name] = cls
             return cls
+
         return decorate
 
     def __getitem__(self, name: str) -> type[MethodModule]:
@@ -160,8 +161,13 @@ def scheme_labels(config: ExperimentConfig) -> dict[str, str]:
     return labels
 
 
-def build_method(config: ExperimentConfig, context: BuildContext | None = None, *,
-                 vocab_size: int | None = None, feature_dim: int | None = None) -> MethodModule:
+def build_method(
+    config: ExperimentConfig,
+    context: BuildContext | None = None,
+    *,
+    vocab_size: int | None = None,
+    feature_dim: int | None = None,
+) -> MethodModule:
     """The method of ``config``, prepared from ``context``, wrapped in its scheme if any.
 
     Without a context (unit tests), ``vocab_size`` and ``feature_dim`` make a bare one. Every

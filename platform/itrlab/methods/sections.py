@@ -20,8 +20,9 @@ from itrlab.methods.registry import SCHEMES
 
 def _declared_schema() -> type[ExperimentConfig]:
     sections = {scheme.section: (scheme.settings | None, None) for scheme in SCHEMES.values()}
-    schema = create_model("DeclaredConfig", __base__=ExperimentConfig, __module__=__name__, loss=(TypedLoss, ...),
-                          **sections)
+    schema = create_model(
+        "DeclaredConfig", __base__=ExperimentConfig, __module__=__name__, loss=(TypedLoss, ...), **sections
+    )
     schema.__qualname__ = "DeclaredConfig"
     return schema
 

@@ -21,20 +21,29 @@ def refuse_pooled_settings(config: ExperimentConfig, why: str) -> None:
     head, or pooling other than the default ``mean`` (``why`` completes "method 'x' ...")."""
     model_config = config.model
     if model_config.projection_hidden is not None:
-        raise ConfigError("model.projection_hidden", model_config.projection_hidden,
-                          f"method '{config.method.name}' has no projection head; leave it unset")
+        raise ConfigError(
+            "model.projection_hidden",
+            model_config.projection_hidden,
+            f"method '{config.method.name}' has no projection head; leave it unset",
+        )
     for part in ("image", "text"):
         pooling = getattr(model_config, part).pooling
         if pooling != "mean":
-            raise ConfigError(f"model.{part}.pooling", pooling,
-                              f"method '{config.method.name}' {why}; leave it 'mean' (the default)")
+            raise ConfigError(
+                f"model.{part}.pooling", pooling, f"method '{config.method.name}' {why}; leave it 'mean' (the default)"
+            )
 
 
 @torch.no_grad()
-def encode_split_features(method: torch.nn.Module, split: PrecompSplit, vocab: Vocabulary, batch_size: int,
-                          max_len: int, encode_images: Callable[[Tensor], tuple[Tensor, ...]],
-                          encode_captions: Callable[[Tensor, Tensor], Tensor],
-                          ) -> tuple[tuple[Tensor, ...], Tensor, Tensor]:
+def encode_split_features(
+    method: torch.nn.Module,
+    split: PrecompSplit,
+    vocab: Vocabulary,
+    batch_size: int,
+    max_len: int,
+    encode_images: Callable[[Tensor], tuple[Tensor, ...]],
+    encode_captions: Callable[[Tensor, Tensor], Tensor],
+) -> tuple[tuple[Tensor, ...], Tensor, Tensor]:
     """Every image and caption of a split encoded independently, in split order, in eval mode.
 
     Returns the tuple ``encode_images`` gives per image batch, each part concatenated over the split
@@ -55,19 +64,28 @@ def encode_split_features(method: torch.nn.Module, split: PrecompSplit, vocab: V
     words = word_parts[0].new_zeros((len(lengths), int(lengths.max()), word_parts[0].shape[-1]))
     start = 0
     for part in word_parts:
-        words[start:start + len(part), :part.shape[1]] = part
+        words[start : start + len(part), : part.shape[1]] = part
         start += len(part)
     return images, words, lengths
 
 
-def sharded_score_fn(pair_scores: Callable[..., Tensor], images: tuple[Tensor, ...], words: Tensor, lengths: Tensor,
-                     shard_elements: int | None) -> ScoreFn:
+def sharded_score_fn(
+    pair_scores: Callable[..., Tensor],
+    images: tuple[Tensor, ...],
+    words: Tensor,
+    lengths: Tensor,
+    shard_elements: int | None,
+) -> ScoreFn:
     """A :data:`ScoreFn` over encoded features: block ``(image_slice, caption_slice)`` scored by
     ``pair_scores(*image_parts, words, lengths, max_elements=shard_elements)`` (shards of bounded memory)."""
 
     def score(image_slice: slice, caption_slice: slice) -> Tensor:
         with torch.no_grad():  # the scorers have no train/eval-dependent layers
-            return pair_scores(*(part[image_slice] for part in images), words[caption_slice], lengths[caption_slice],
-                               max_elements=shard_elements)
+            return pair_scores(
+                *(part[image_slice] for part in images),
+                words[caption_slice],
+                lengths[caption_slice],
+                max_elements=shard_elements,
+            )
 
     return score

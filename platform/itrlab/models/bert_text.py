@@ -57,8 +57,14 @@ def load_pretrained_model(model_dir: str | Path | None) -> nn.Module:
 class BertTextEncoder(nn.Module):
     """Pretrained transformer -> linear projection -> pooling over valid tokens -> (head) -> L2 norm."""
 
-    def __init__(self, model_dir: str | Path | None = None, embed_dim: int = 256, pooling: str = "mean",
-                 freeze: bool = False, projection_hidden: int | None = None):
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        embed_dim: int = 256,
+        pooling: str = "mean",
+        freeze: bool = False,
+        projection_hidden: int | None = None,
+    ):
         super().__init__()
         self.model_dir = require_model_dir(model_dir)
         self.bert = load_pretrained_model(self.model_dir)
@@ -76,7 +82,7 @@ class BertTextEncoder(nn.Module):
         """The pretrained transformer's weights (the ones ``model.text.lr`` applies to)."""
         return self.bert.parameters()
 
-    def train(self, mode: bool = True) -> "BertTextEncoder":
+    def train(self, mode: bool = True) -> BertTextEncoder:
         super().train(mode)
         if self.frozen:
             self.bert.eval()  # no dropout in a frozen backbone

@@ -17,12 +17,21 @@ class DualEncoder(nn.Module):
         self.text_encoder = text_encoder
 
     @classmethod
-    def build(cls, *, feature_dim: int, vocab_size: int, embed_dim: int, image_pooling: str,
-              projection_hidden: int | None, text: TextEncoderSpec = TextEncoderSpec()) -> "DualEncoder":
+    def build(
+        cls,
+        *,
+        feature_dim: int,
+        vocab_size: int,
+        embed_dim: int,
+        image_pooling: str,
+        projection_hidden: int | None,
+        text: TextEncoderSpec = TextEncoderSpec(),
+    ) -> DualEncoder:
         """Region encoder, then the text encoder ``text`` describes (BiGRU, GloVe-BiGRU or BERT)."""
         image_encoder = RegionEncoder(feature_dim, embed_dim, image_pooling, projection_hidden)
-        return cls(image_encoder, text.build(vocab_size=vocab_size, embed_dim=embed_dim,
-                                             projection_hidden=projection_hidden))
+        return cls(
+            image_encoder, text.build(vocab_size=vocab_size, embed_dim=embed_dim, projection_hidden=projection_hidden)
+        )
 
     def encode_images(self, regions: Tensor) -> Tensor:
         return self.image_encoder(regions)

@@ -33,7 +33,9 @@ class ProjectionHead(nn.Module):
 
     def __init__(self, embed_dim: int, hidden_dim: int):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(embed_dim, hidden_dim), nn.ReLU(inplace=True), nn.Linear(hidden_dim, embed_dim))
+        self.net = nn.Sequential(
+            nn.Linear(embed_dim, hidden_dim), nn.ReLU(inplace=True), nn.Linear(hidden_dim, embed_dim)
+        )
         for layer in (self.net[0], self.net[2]):
             nn.init.xavier_uniform_(layer.weight)
             nn.init.zeros_(layer.bias)
@@ -68,8 +70,16 @@ class GRUTextEncoder(nn.Module):
     :func:`~itrlab.models.glove.init_glove_embeddings` once the vocabulary is known.
     """
 
-    def __init__(self, vocab_size: int, word_dim: int, embed_dim: int, num_layers: int = 1,
-                 pooling: str = "mean", projection_hidden: int | None = None, glove: bool = False):
+    def __init__(
+        self,
+        vocab_size: int,
+        word_dim: int,
+        embed_dim: int,
+        num_layers: int = 1,
+        pooling: str = "mean",
+        projection_hidden: int | None = None,
+        glove: bool = False,
+    ):
         super().__init__()
         if glove:
             self.embed = GloveEmbedding(vocab_size, word_dim)  # initialises its own rows
@@ -109,4 +119,3 @@ class GRUTextEncoder(nn.Module):
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         return self.pool_features(self.word_features(tokens, lengths), lengths)
-

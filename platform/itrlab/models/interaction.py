@@ -10,7 +10,8 @@ Features (§III-A "Feature Extraction"): an FC layer maps each region feature to
 (:meth:`RegionEncoder.region_features`, no pooling); a BiGRU over word embeddings gives one
 ``d``-vector per word, its forward and backward states averaged
 (:meth:`GRUTextEncoder.word_features`; a GloVe-initialised BiGRU or a BERT encoder's projected
-token features work the same way, see :mod:`itrlab.models.text_factory`). Both are L2-normalised per vector, so that ``T Vᵀ`` is
+token features work the same way, see :mod:`itrlab.models.text_factory`). Both are L2-normalised per vector, so that
+``T Vᵀ`` is
 the cosine similarity matrix the paper names (as in SCAN [44], whose encoders normalise).
 
 Text-to-image cross-attention (eq. 1)::
@@ -61,9 +62,17 @@ _LIVE_INTERMEDIATES = 4  # shard-sized tensors alive at once in pair_scores (wit
 _EPS = 1e-12  # floor of the L2 norms (F.normalize's), so an all-zero vector stays zero
 
 
-def pair_scores(regions: Tensor, words: Tensor, lengths: Tensor, *, lambda_: float,
-                sim_weight: Tensor, sim_bias: Tensor | None, score_weight: Tensor,
-                score_bias: Tensor | None) -> Tensor:
+def pair_scores(
+    regions: Tensor,
+    words: Tensor,
+    lengths: Tensor,
+    *,
+    lambda_: float,
+    sim_weight: Tensor,
+    sim_bias: Tensor | None,
+    score_weight: Tensor,
+    score_bias: Tensor | None,
+) -> Tensor:
     """Scores ``S[i, j]`` of every image ``i`` against every caption ``j`` (eq. 1-2), batched.
 
     Args:
@@ -82,8 +91,12 @@ def pair_scores(regions: Tensor, words: Tensor, lengths: Tensor, *, lambda_: flo
     """
     n_images, n_regions, _ = regions.shape
     n_captions, max_len, _ = words.shape
-    inplace = not (torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (regions, words, sim_weight, sim_bias, score_weight, score_bias)))
+    inplace = not (
+        torch.is_grad_enabled()
+        and any(
+            t is not None and t.requires_grad for t in (regions, words, sim_weight, sim_bias, score_weight, score_bias)
+        )
+    )
     lengths = lengths.to(words.device)
     # The real words of all captions, packed: (W, d) with W = sum(lengths); caption_of[w] = j.
     # Padding is never computed, and never enters a norm or a mean.
@@ -103,36 +116,44 @@ def pair_scores(regions: Tensor, words: Tensor, lengths: Tensor, *, lambda_: flo
     scale = (norms.sqrt().clamp(min=_EPS) / lambda_).index_select(1, caption_of).to(x.dtype)
     x = x.div_(scale) if inplace else x / scale
     attention = torch.softmax(x, dim=2)
-    x = torch.bmm(attention, regions)                                     # V': (I, W, d)
+    x = torch.bmm(attention, regions)  # V': (I, W, d)
     # Eq. 2: A = norm(W1 |T - V'|² + b1); Ā = mean over the caption's words; S = tanh(W2 Ā + b2).
     x = x.sub_(packed).square_() if inplace else (x - packed).square()
-    x = F.linear(x, sim_weight, sim_bias)                                 # (I, W, s)
+    x = F.linear(x, sim_weight, sim_bias)  # (I, W, s)
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp(min=_EPS)
     x = x.div_(norm) if inplace else x / norm
     acc = torch.promote_types(x.dtype, torch.float32)
     sums = x.new_zeros((n_images, n_captions, x.shape[-1]), dtype=acc).index_add(1, caption_of, x.to(acc))
-    mean_alignment = sums / lengths.to(sums.dtype).clamp(min=1)[None, :, None]   # Ā: (I, J, s)
+    mean_alignment = sums / lengths.to(sums.dtype).clamp(min=1)[None, :, None]  # Ā: (I, J, s)
     return torch.tanh(F.linear(mean_alignment, score_weight, score_bias)).squeeze(-1)
 
 
-def padded_pair_scores(regions: Tensor, words: Tensor, lengths: Tensor, *, lambda_: float,
-                       sim_weight: Tensor, sim_bias: Tensor | None, score_weight: Tensor,
-                       score_bias: Tensor | None) -> Tensor:
+def padded_pair_scores(
+    regions: Tensor,
+    words: Tensor,
+    lengths: Tensor,
+    *,
+    lambda_: float,
+    sim_weight: Tensor,
+    sim_bias: Tensor | None,
+    score_weight: Tensor,
+    score_bias: Tensor | None,
+) -> Tensor:
     """:func:`pair_scores` over the padded words, masked instead of packed: the same eq. 1-2, every
     shape fixed by the inputs' (no boolean indexing), so that it runs under ``torch.func.vmap``
     (grouped training, :mod:`itrlab.models.batched`). Padding is zero in the cosines, so it never
     enters a norm, and is left out of the mean over words; it costs ``max_len / mean length`` times
     the packed form's work and memory (intermediates of ``I x J x L x max(d, s)`` entries)."""
-    mask = length_mask(lengths.to(words.device), words.shape[1])             # (J, L)
+    mask = length_mask(lengths.to(words.device), words.shape[1])  # (J, L)
     keep = mask[None, :, :, None].to(words.dtype)
-    x = torch.matmul(words[None], regions.transpose(1, 2)[:, None])          # (I, J, L, R)
+    x = torch.matmul(words[None], regions.transpose(1, 2)[:, None])  # (I, J, L, R)
     x = x.clamp(min=0) * keep
     # over the caption's words; clamped before the root (the same value as the packed form's clamp after it)
     # so that a region no word matches sends no 0/0 gradient back
-    norms = x.square().sum(2, keepdim=True).clamp(min=_EPS ** 2).sqrt()
+    norms = x.square().sum(2, keepdim=True).clamp(min=_EPS**2).sqrt()
     attention = torch.softmax(x / (norms / lambda_), dim=3)
-    x = torch.matmul(attention, regions[:, None])                            # V': (I, J, L, d)
-    x = F.linear((x - words[None]).square(), sim_weight, sim_bias)           # (I, J, L, s)
+    x = torch.matmul(attention, regions[:, None])  # V': (I, J, L, d)
+    x = F.linear((x - words[None]).square(), sim_weight, sim_bias)  # (I, J, L, s)
     x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp(min=_EPS)
     mean_alignment = (x * keep).sum(2) / lengths.to(x.dtype).clamp(min=1)[None, :, None]
     return torch.tanh(F.linear(mean_alignment, score_weight, score_bias)).squeeze(-1)
@@ -162,9 +183,16 @@ class CrossAttentionSimilarity(nn.Module):
     def forward(self, regions: Tensor, words: Tensor, lengths: Tensor) -> Tensor:
         """(I, J) scores of all pairs of the two blocks (see :func:`pair_scores`)."""
         scores = padded_pair_scores if self.padded else pair_scores
-        return scores(regions, words, lengths, lambda_=self.lambda_,
-                      sim_weight=self.sim.weight, sim_bias=self.sim.bias,
-                      score_weight=self.score.weight, score_bias=self.score.bias)
+        return scores(
+            regions,
+            words,
+            lengths,
+            lambda_=self.lambda_,
+            sim_weight=self.sim.weight,
+            sim_bias=self.sim.bias,
+            score_weight=self.score.weight,
+            score_bias=self.score.bias,
+        )
 
 
 class InteractionModel(nn.Module):
@@ -177,8 +205,16 @@ class InteractionModel(nn.Module):
         self.similarity = similarity
 
     @classmethod
-    def build(cls, *, feature_dim: int, vocab_size: int, embed_dim: int, sim_dim: int,
-              lambda_: float = DEFAULT_LAMBDA, text: TextEncoderSpec = TextEncoderSpec()) -> "InteractionModel":
+    def build(
+        cls,
+        *,
+        feature_dim: int,
+        vocab_size: int,
+        embed_dim: int,
+        sim_dim: int,
+        lambda_: float = DEFAULT_LAMBDA,
+        text: TextEncoderSpec = TextEncoderSpec(),
+    ) -> InteractionModel:
         """Region encoder, the text encoder ``text`` describes (BiGRU, GloVe-BiGRU or BERT: only their
         per-region / per-word features are used, no pooling, no head), then the similarity head."""
         return cls(
@@ -199,8 +235,9 @@ class InteractionModel(nn.Module):
         """(B, B) scores of every image of the batch against every caption of the batch."""
         return self.similarity(self.encode_images(regions), self.encode_captions(tokens, lengths), lengths)
 
-    def pair_scores(self, regions: Tensor, words: Tensor, lengths: Tensor,
-                    max_elements: int | None = DEFAULT_SHARD_ELEMENTS) -> Tensor:
+    def pair_scores(
+        self, regions: Tensor, words: Tensor, lengths: Tensor, max_elements: int | None = DEFAULT_SHARD_ELEMENTS
+    ) -> Tensor:
         """(I, J) scores of encoded images against encoded captions, in shards of bounded memory.
 
         A shard is a run of consecutive captions against a run of images; its largest intermediate,
@@ -212,7 +249,7 @@ class InteractionModel(nn.Module):
         if max_elements is None or n_images == 0 or n_captions == 0:
             return self.similarity(regions, words, lengths)
         width = max(words.shape[-1], self.similarity.sim.out_features, regions.shape[1])
-        word_budget = max(1, max_elements // width)          # (images x words) per shard
+        word_budget = max(1, max_elements // width)  # (images x words) per shard
         lengths_cpu = lengths.cpu()
         longest = int(lengths_cpu.max())
         image_step = n_images if word_budget // n_images >= longest else max(1, word_budget // longest)
@@ -226,8 +263,9 @@ class InteractionModel(nn.Module):
             start = int(ends[c0 - 1]) if c0 else 0
             c1 = max(c0 + 1, int(torch.searchsorted(ends, start + words_per_shard, right=True)))
             for i0 in range(0, n_images, image_step):
-                out[i0:i0 + image_step, c0:c1] = self.similarity(regions[i0:i0 + image_step], words[c0:c1],
-                                                                 lengths[c0:c1])
+                out[i0 : i0 + image_step, c0:c1] = self.similarity(
+                    regions[i0 : i0 + image_step], words[c0:c1], lengths[c0:c1]
+                )
             c0 = c1
         return out
 

@@ -69,8 +69,9 @@ def shard_plan(n_images: int, pair_costs: Tensor, max_elements: int | None) -> l
     return plan
 
 
-def sharded_pair_scores(score_block: BlockScoreFn, n_images: int, pair_costs: Tensor,
-                        max_elements: int | None) -> Tensor:
+def sharded_pair_scores(
+    score_block: BlockScoreFn, n_images: int, pair_costs: Tensor, max_elements: int | None
+) -> Tensor:
     """(n_images, n_captions) scores assembled from ``score_block`` over :func:`shard_plan`'s shards.
 
     With a single shard the block's own result is returned (no copy). Differentiable: shards are

@@ -25,12 +25,19 @@ from itrlab.models.pooling import MeanPooling, build_pooling, length_mask
 class StoredTextEncoder(nn.Module):
     """Stored token states -> projection -> pooling over valid tokens -> (head) -> L2 norm."""
 
-    def __init__(self, state_dim: int, embed_dim: int, pooling: str = "mean", projection_hidden: int | None = None,
-                 mlp_hidden: int | None = None):
+    def __init__(
+        self,
+        state_dim: int,
+        embed_dim: int,
+        pooling: str = "mean",
+        projection_hidden: int | None = None,
+        mlp_hidden: int | None = None,
+    ):
         super().__init__()
         if mlp_hidden:
-            self.fc = nn.Sequential(nn.Linear(state_dim, mlp_hidden), nn.ReLU(inplace=True),
-                                    nn.Linear(mlp_hidden, embed_dim))
+            self.fc = nn.Sequential(
+                nn.Linear(state_dim, mlp_hidden), nn.ReLU(inplace=True), nn.Linear(mlp_hidden, embed_dim)
+            )
         else:
             self.fc = nn.Linear(state_dim, embed_dim)
         self.pool = build_pooling(pooling)

@@ -25,10 +25,20 @@ from itrlab.models.encoders import GRUTextEncoder
 TEXT_ENCODERS = ("bigru", "bert", "precomp")
 
 
-def build_text_encoder(encoder: str = "bigru", *, vocab_size: int, embed_dim: int, word_dim: int = 300,
-                       num_layers: int = 1, pooling: str = "mean", projection_hidden: int | None = None,
-                       glove: bool = False, bert_path: str | Path | None = None, freeze: bool = False,
-                       mlp_hidden: int | None = None) -> nn.Module:
+def build_text_encoder(
+    encoder: str = "bigru",
+    *,
+    vocab_size: int,
+    embed_dim: int,
+    word_dim: int = 300,
+    num_layers: int = 1,
+    pooling: str = "mean",
+    projection_hidden: int | None = None,
+    glove: bool = False,
+    bert_path: str | Path | None = None,
+    freeze: bool = False,
+    mlp_hidden: int | None = None,
+) -> nn.Module:
     """The text encoder: ``vocab_size``/``word_dim``/``num_layers``/``glove`` apply to ``bigru``,
     ``bert_path``/``freeze`` to ``bert`` (whose vocabulary is its tokenizer's)."""
     if encoder == "bigru":
@@ -58,10 +68,19 @@ class TextEncoderSpec:
     mlp_hidden: int | None = None
 
     def build(self, *, vocab_size: int, embed_dim: int, projection_hidden: int | None = None) -> nn.Module:
-        return build_text_encoder(self.encoder, vocab_size=vocab_size, embed_dim=embed_dim, word_dim=self.word_dim,
-                                  num_layers=self.num_layers, pooling=self.pooling,
-                                  projection_hidden=projection_hidden, glove=self.glove,
-                                  bert_path=self.bert_path, freeze=self.freeze, mlp_hidden=self.mlp_hidden)
+        return build_text_encoder(
+            self.encoder,
+            vocab_size=vocab_size,
+            embed_dim=embed_dim,
+            word_dim=self.word_dim,
+            num_layers=self.num_layers,
+            pooling=self.pooling,
+            projection_hidden=projection_hidden,
+            glove=self.glove,
+            bert_path=self.bert_path,
+            freeze=self.freeze,
+            mlp_hidden=self.mlp_hidden,
+        )
 
 
 __all__ = ["TEXT_ENCODERS", "TextEncoderSpec", "build_text_encoder"]

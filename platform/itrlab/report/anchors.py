@@ -68,13 +68,21 @@ def _anchor(name: str, row: object, where: str) -> Anchor:
     keys = [*WORDS, *RECALLS, *RANKS]
     for key, value in row.items():
         if key not in keys:
-            raise ConfigError(f"{where}.{key}", value, f"a row's keys are {', '.join(keys)} (rsum is computed)",
-                              did_you_mean(str(key), keys))
+            raise ConfigError(
+                f"{where}.{key}",
+                value,
+                f"a row's keys are {', '.join(keys)} (rsum is computed)",
+                did_you_mean(str(key), keys),
+            )
     words = {}
     for key in WORDS:
         if not isinstance(row.get(key), str) or not row[key].strip():
-            raise ConfigError(f"{where}.{key}", row.get(key), "a non-empty line: every published row says where it "
-                              "was read (paper, table, row), its image features and the kind of model")
+            raise ConfigError(
+                f"{where}.{key}",
+                row.get(key),
+                "a non-empty line: every published row says where it "
+                "was read (paper, table, row), its image features and the kind of model",
+            )
         words[key] = row[key].strip()
     numbers: dict[str, float] = {}
     for key in (*RECALLS, *RANKS):
@@ -83,8 +91,11 @@ def _anchor(name: str, row: object, where: str) -> Anchor:
         value = row[key]
         low, high = (0.0, 100.0) if key in RECALLS else (1.0, math.inf)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-            raise ConfigError(f"{where}.{key}", value, "a recall in percent, 0 to 100" if key in RECALLS
-                              else "a median rank, a number >= 1")
+            raise ConfigError(
+                f"{where}.{key}",
+                value,
+                "a recall in percent, 0 to 100" if key in RECALLS else "a median rank, a number >= 1",
+            )
         numbers[key] = float(value)
     if not any(key in numbers for key in RECALLS):
         raise ConfigError(where, row, f"a published row gives at least one of {', '.join(RECALLS)}")
@@ -102,8 +113,10 @@ def load_anchors(name: str | None) -> AnchorSet | None:
     rows = data.get("rows") or {}
     if not isinstance(rows, dict) or not rows:
         raise ConfigError(f"{name}.yaml: rows", rows, "a mapping of row names to published rows")
-    return AnchorSet(**PublishedSource.fields(name, data),
-                     rows=tuple(_anchor(str(key), row, f"{name}.yaml: rows.{key}") for key, row in rows.items()))
+    return AnchorSet(
+        **PublishedSource.fields(name, data),
+        rows=tuple(_anchor(str(key), row, f"{name}.yaml: rows.{key}") for key, row in rows.items()),
+    )
 
 
 def reference_rows(spec: SweepSpec, shape: DataShape | None, test_protocol: str) -> tuple[list[Anchor], str]:
@@ -119,4 +132,5 @@ def reference_rows(spec: SweepSpec, shape: DataShape | None, test_protocol: str)
         f"Published anchors ({anchors.name}, {anchors.description}): other methods on the same images, split, "
         f"captions and test protocol, with the image features each row names (not ours), as their papers print "
         f"them; rsum is the sum of the six printed recalls. They are no rows of this grid: no difference to the "
-        f"baseline, never in the headline.")
+        f"baseline, never in the headline."
+    )

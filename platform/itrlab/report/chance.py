@@ -99,8 +99,9 @@ def config_data_shape(config: ExperimentConfig) -> DataShape | None:
 
     dataset = config.dataset
     try:
-        return data_shape(dataset.root, (dataset.splits.train, dataset.splits.val, dataset.splits.test),
-                          dataset.captions_per_image)
+        return data_shape(
+            dataset.root, (dataset.splits.train, dataset.splits.val, dataset.splits.test), dataset.captions_per_image
+        )
     except Exception:  # noqa: BLE001 - the caller then says the shape is unknown
         return None
 

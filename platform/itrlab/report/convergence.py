@@ -40,9 +40,15 @@ class Convergence:
     learning: str
 
     def to_dict(self) -> dict:
-        return {"seeds": self.seeds, "epochs": self.epochs, "best_epoch": self.best_epoch, "since": self.since,
-                "rise": round(self.rise, 2), "spread": None if self.spread is None else round(self.spread, 2),
-                "still_learning": self.learning}
+        return {
+            "seeds": self.seeds,
+            "epochs": self.epochs,
+            "best_epoch": self.best_epoch,
+            "since": self.since,
+            "rise": round(self.rise, 2),
+            "spread": None if self.spread is None else round(self.spread, 2),
+            "still_learning": self.learning,
+        }
 
 
 def _finite(value) -> bool:
@@ -69,9 +75,11 @@ def convergence(curves: list[list[tuple[int, float]]]) -> Convergence | None:
     if best == last:
         why = f"best validation epoch {best} of {last}"
     elif since < last and rise > (spread or 0.0):
-        why = (f"validation rsum +{rise:.1f} from epoch {since} to {last}, more than its seed spread "
-               f"{spread:.1f}" if spread is not None else
-               f"validation rsum +{rise:.1f} from epoch {since} to {last} (one seed: no spread)")
+        why = (
+            f"validation rsum +{rise:.1f} from epoch {since} to {last}, more than its seed spread {spread:.1f}"
+            if spread is not None
+            else f"validation rsum +{rise:.1f} from epoch {since} to {last} (one seed: no spread)"
+        )
     else:
         why = ""
     return Convergence(len(series), last, best, since, rise, spread, why)

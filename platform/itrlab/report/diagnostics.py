@@ -53,8 +53,11 @@ def finished_rows(summary: dict[str, Any]) -> dict[str, str]:
     ids, statuses = trials.get("trial", []), trials.get("status", [])
     if not keys or any(key not in trials for key in keys):
         return {}
-    return {trial: row_label([trials[key][i] for key in keys])
-            for i, (trial, status) in enumerate(zip(ids, statuses)) if status == "finished"}
+    return {
+        trial: row_label([trials[key][i] for key in keys])
+        for i, (trial, status) in enumerate(zip(ids, statuses))
+        if status == "finished"
+    }
 
 
 def _finite(value) -> bool:
@@ -135,8 +138,11 @@ def _to_floor(readings: list[Reading], floor: float | None) -> float | None:
     return round(statistics.fmean(shares), 1) if shares else None
 
 
-def diagnostics(summary: dict[str, Any], runs: dict[str, dict[str, Any]],
-                bounds: Mapping[str, Mapping[str, PartBound]] | None = None) -> dict[str, Any] | None:
+def diagnostics(
+    summary: dict[str, Any],
+    runs: dict[str, dict[str, Any]],
+    bounds: Mapping[str, Mapping[str, PartBound]] | None = None,
+) -> dict[str, Any] | None:
     """The table of what the runs show (``header``, ``rows``, ``notes``): per row of the report (in its
     order, else of first appearance), the total and each part, means over its finished seeds. None when no
     finished trial has a loss history. ``runs``: trial id -> ``{"history": {series: [(epoch, value)]},
@@ -157,8 +163,18 @@ def diagnostics(summary: dict[str, Any], runs: dict[str, dict[str, Any]],
         return None
     report_order = [r[0] for r in (summary.get("report") or {}).get("rows", []) if r and r[0] in rows]
     order = report_order + [row for row in rows if row not in report_order]
-    header = ["row", "seeds", "part", "from epoch", "first", "to epoch", "last", "last - first",
-              "% of the way to its floor", "floor / plateau"]
+    header = [
+        "row",
+        "seeds",
+        "part",
+        "from epoch",
+        "first",
+        "to epoch",
+        "last",
+        "last - first",
+        "% of the way to its floor",
+        "floor / plateau",
+    ]
     table = []
     for row in order:
         group = rows[row]
@@ -167,22 +183,39 @@ def diagnostics(summary: dict[str, Any], runs: dict[str, dict[str, Any]],
             found = [readings[name] for readings in group if name in readings]
             bound = row_bounds[row].get(name) if name != TOTAL else None  # a total's terms vary: no floor
             floor, plateau = getattr(bound, "floor", None), getattr(bound, "plateau", "")
-            said = (["statistic"] if _statistic(bound) else []) + ([f"floor {floor:g}"] if floor is not None else []) \
+            said = (
+                (["statistic"] if _statistic(bound) else [])
+                + ([f"floor {floor:g}"] if floor is not None else [])
                 + ([plateau] if plateau else [])
-            table.append([row, len(found), "loss (total)" if name == TOTAL else name,
-                          _epochs([r.start for r in found]), _mean([r.first for r in found]),
-                          _epochs([r.end for r in found]), _mean([r.last for r in found]),
-                          _mean([r.last - r.first for r in found]),
-                          None if _statistic(bound) else _to_floor(found, floor), "; ".join(said)])
+            )
+            table.append(
+                [
+                    row,
+                    len(found),
+                    "loss (total)" if name == TOTAL else name,
+                    _epochs([r.start for r in found]),
+                    _mean([r.first for r in found]),
+                    _epochs([r.end for r in found]),
+                    _mean([r.last for r in found]),
+                    _mean([r.last - r.first for r in found]),
+                    None if _statistic(bound) else _to_floor(found, floor),
+                    "; ".join(said),
+                ]
+            )
     trained = sorted(w for w in warmups if w)
-    warmup = (f" (here {' or '.join(map(str, trained))} epoch{'s' if trained != [1] else ''} of another loss, not read)"
-              if trained else "")
-    notes = [f"Means over each row's finished seeds (their count in 'seeds') of the trials' MLflow runs. Each part "
-             f"of the loss is read from its own first epoch ('from epoch'): the first epoch after the loss's warm-up, "
-             f"if it has one{warmup}, at which it is not 0 (a term switched on later logs 0 before); the total from "
-             f"the first epoch at which every term it sums is on. 'first' and 'last' are its values there and at the "
-             f"last epoch, 'last - first' their difference per seed. A ratio is given only against a floor the "
-             f"method declares: '% of the way to its floor' is how far the part went from its first value towards "
-             f"it; a part that can go below zero, or whose floor is unknown, gets none, since a ratio to 0 says "
-             f"nothing of it. A statistic is a figure logged beside the loss, no term of it."]
+    warmup = (
+        f" (here {' or '.join(map(str, trained))} epoch{'s' if trained != [1] else ''} of another loss, not read)"
+        if trained
+        else ""
+    )
+    notes = [
+        f"Means over each row's finished seeds (their count in 'seeds') of the trials' MLflow runs. Each part "
+        f"of the loss is read from its own first epoch ('from epoch'): the first epoch after the loss's warm-up, "
+        f"if it has one{warmup}, at which it is not 0 (a term switched on later logs 0 before); the total from "
+        f"the first epoch at which every term it sums is on. 'first' and 'last' are its values there and at the "
+        f"last epoch, 'last - first' their difference per seed. A ratio is given only against a floor the "
+        f"method declares: '% of the way to its floor' is how far the part went from its first value towards "
+        f"it; a part that can go below zero, or whose floor is unknown, gets none, since a ratio to 0 says "
+        f"nothing of it. A statistic is a figure logged beside the loss, no term of it."
+    ]
     return {"header": header, "rows": table, "notes": notes}

@@ -47,8 +47,9 @@ def md_cell(text: object) -> str:
 
 def md_text(text: object) -> str:
     """``text`` for Markdown running text (it may start a line): shown as written, never read as markup."""
-    escaped = _BLOCK_START.sub(lambda m: m.group() + "\\" if m.group()[0].isdigit() else "\\" + m.group(),
-                               md_cell(text))
+    escaped = _BLOCK_START.sub(
+        lambda m: m.group() + "\\" if m.group()[0].isdigit() else "\\" + m.group(), md_cell(text)
+    )
     stripped = escaped.lstrip(" ")
     return "&#32;" * (len(escaped) - len(stripped)) + stripped
 

@@ -80,8 +80,9 @@ def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def row_marks(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None,
-              learning: Mapping[str, str] | None = None) -> RowMarks:
+def row_marks(
+    table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None, learning: Mapping[str, str] | None = None
+) -> RowMarks:
     """The marks of the pivot's rows; ``learning``: row label -> why it is still learning."""
     labels = [row_label(table[key][i] for key in spec.table.rows) for i in range(len(table["seeds"]))]
     incomplete = [seeds < len(spec.seeds) for seeds in table["seeds"]]
@@ -90,9 +91,14 @@ def row_marks(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | Non
         for i, (mean, half) in enumerate(zip(table["test_rsum_mean"], table["test_rsum_ci95"])):
             if _finite(mean):
                 at_chance[i] = chance.reaches(mean - half if _finite(half) else mean)
-    return RowMarks(labels, incomplete, at_chance, chance.rsum_high if chance is not None else None,
-                    [(learning or {}).get(label, "") for label in labels],
-                    list(table.get("unfinished") or [""] * len(labels)))
+    return RowMarks(
+        labels,
+        incomplete,
+        at_chance,
+        chance.rsum_high if chance is not None else None,
+        [(learning or {}).get(label, "") for label in labels],
+        list(table.get("unfinished") or [""] * len(labels)),
+    )
 
 
 def difference(table: dict[str, list], column: str, i: int) -> tuple[float | None, float | None, str, int | None]:
@@ -102,12 +108,20 @@ def difference(table: dict[str, list], column: str, i: int) -> tuple[float | Non
     if i < len(half) and _finite(half[i]) and _finite(paired[i]):
         return float(paired[i]), float(half[i]), PAIRED, table[f"{column}_diff_paired_seeds"][i]
     diff, welch = table[f"{column}_diff"][i], table[f"{column}_diff_ci95"][i]
-    return (float(diff) if _finite(diff) else None, float(welch) if _finite(welch) else None,
-            WELCH if _finite(welch) else "", None)
+    return (
+        float(diff) if _finite(diff) else None,
+        float(welch) if _finite(welch) else None,
+        WELCH if _finite(welch) else "",
+        None,
+    )
 
 
-def headline(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None = None,
-             learning: Mapping[str, str] | None = None) -> Headline | None:
+def headline(
+    table: dict[str, list],
+    spec: SweepSpec,
+    chance: ChanceLevel | None = None,
+    learning: Mapping[str, str] | None = None,
+) -> Headline | None:
     """The headline of the pivot ``table`` (see the module doc); None when the pivot has no row.
     ``learning``: row label -> why it is still learning (:func:`itrlab.report.convergence.row_convergence`)."""
     column, mode = objective_column(table, spec)
@@ -128,40 +142,54 @@ def headline(table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None
     metrics = {f"best_row_{name}_mean": float(means[best]), "best_row_seeds": float(seeds)}
     diff, half, interval, paired_seeds = difference(table, column, best)
     better = diff is not None and half is not None and (diff - half > 0 if mode == "max" else diff + half < 0)
-    notes = (_chance_note(marks, rows) + _incomplete_note(table, marks, best, means, mode, column)
-             + _no_result_note(marks, [i for i in range(len(means)) if i not in rows and i != base]))
+    notes = (
+        _chance_note(marks, rows)
+        + _incomplete_note(table, marks, best, means, mode, column)
+        + _no_result_note(marks, [i for i in range(len(means)) if i not in rows and i != base])
+    )
     if best != base and better and not marks.at_chance[best]:
         metrics[f"best_row_{name}_vs_baseline"] = diff
         metrics[f"best_row_{name}_vs_baseline_ci95"] = half
-        text = (f"best row: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
-                f"{_pm(table[f'{column}_ci95'][best], column)}, {_signed(diff, column)} ± {number(half, column)} "
-                f"over {baseline} at 95% ({seeds} seeds){_paired_words(interval, paired_seeds, seeds)}")
-        return Headline(text + _learning_note(marks, [base, best]) + notes, column, marks.labels[best], baseline,
-                        metrics, interval)
+        text = (
+            f"best row: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
+            f"{_pm(table[f'{column}_ci95'][best], column)}, {_signed(diff, column)} ± {number(half, column)} "
+            f"over {baseline} at 95% ({seeds} seeds){_paired_words(interval, paired_seeds, seeds)}"
+        )
+        return Headline(
+            text + _learning_note(marks, [base, best]) + notes, column, marks.labels[best], baseline, metrics, interval
+        )
     counts = sorted({table["seeds"][i] for i in rows})
-    seeds_text = f"{counts[0]} seed{'s' if counts[0] != 1 else ''}" if len(counts) == 1 else \
-        f"{counts[0]}-{counts[-1]} seeds"
+    seeds_text = (
+        f"{counts[0]} seed{'s' if counts[0] != 1 else ''}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]} seeds"
+    )
     if baseline is None or len(rows) == 1 and base in rows:
-        text = f"one row: {marks.labels[best]}, test {name} {number(float(means[best]), column)}" \
-               f"{_pm(table[f'{column}_ci95'][best], column)} ({seeds_text})" + _learning_note(marks, [best])
+        text = (
+            f"one row: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
+            f"{_pm(table[f'{column}_ci95'][best], column)} ({seeds_text})" + _learning_note(marks, [best])
+        )
         return Headline(text + notes, column, None, baseline, metrics)
     if base not in rows:
         became = marks.what_became(base) or "no finished seed"
-        text = (f"no comparison: the baseline {baseline} has no result ({became})"
-                f"; highest mean: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
-                f"{_pm(table[f'{column}_ci95'][best], column)}")
+        text = (
+            f"no comparison: the baseline {baseline} has no result ({became})"
+            f"; highest mean: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
+            f"{_pm(table[f'{column}_ci95'][best], column)}"
+        )
         return Headline(text + notes, column, None, baseline, metrics)
     text, used = _comparison_text(table, column, marks, base, [i for i in rows if i != base], seeds_text)
     if best != base and diff is not None:
-        text += f"; highest mean: {marks.labels[best]}, {_signed(diff, column)}" + \
-                (f" ± {number(half, column)}{_paired_words(interval, paired_seeds, seeds)}" if half is not None
-                 else " (no interval with one seed)")
+        text += f"; highest mean: {marks.labels[best]}, {_signed(diff, column)}" + (
+            f" ± {number(half, column)}{_paired_words(interval, paired_seeds, seeds)}"
+            if half is not None
+            else " (no interval with one seed)"
+        )
     return Headline(text + notes, column, None, baseline, metrics, interval if best != base else used)
 
 
-def _comparison_text(table: dict[str, list], column: str, marks: RowMarks, base: int, others: list[int],
-                     seeds_text: str) -> tuple[str, str]:
-    """"no row differs from A" when every row converged; "A beats every row" when each converged row is below
+def _comparison_text(
+    table: dict[str, list], column: str, marks: RowMarks, base: int, others: list[int], seeds_text: str
+) -> tuple[str, str]:
+    """ "no row differs from A" when every row converged; "A beats every row" when each converged row is below
     it at 95%; "inconclusive" where the baseline or every other row was still learning; else a statement on
     the converged rows, the others named inconclusive. With the interval the differences named used ("" when
     none is named)."""
@@ -174,12 +202,16 @@ def _comparison_text(table: dict[str, list], column: str, marks: RowMarks, base:
     differs = any(_differs(table, column, i) for i in converged)
     used = ""
     if converged and all(_differs(table, column, i) for i in converged):  # the baseline beats every row
-        text = (f"{baseline} beats {'every converged row' if learning else 'every row'} at 95% ({seeds_text}): "
-                + ", ".join(_difference_words(table, column, marks, i) for i in converged))
+        text = (
+            f"{baseline} beats {'every converged row' if learning else 'every row'} at 95% ({seeds_text}): "
+            + ", ".join(_difference_words(table, column, marks, i) for i in converged)
+        )
         used = ", ".join(sorted({difference(table, column, i)[2] for i in converged}))
     else:
-        text = (f"{'no row' if not learning else 'no converged row'} {'beats' if differs else 'differs from'} "
-                f"{baseline} at 95% ({seeds_text})")
+        text = (
+            f"{'no row' if not learning else 'no converged row'} {'beats' if differs else 'differs from'} "
+            f"{baseline} at 95% ({seeds_text})"
+        )
     if learning:
         text += f"; inconclusive for the rows still learning: {_reasons(marks, learning)}"
     return text, used
@@ -234,8 +266,11 @@ def _chance_note(marks: RowMarks, rows: list[int]) -> str:
     at = [label for label, flag in zip(marks.labels, marks.at_chance) if flag]
     if not at:
         return ""
-    reach = f" (rsum within a random model's 95% range, up to {marks.chance_high:.1f})" \
-        if marks.chance_high is not None else ""
+    reach = (
+        f" (rsum within a random model's 95% range, up to {marks.chance_high:.1f})"
+        if marks.chance_high is not None
+        else ""
+    )
     if len(at) == len(rows):
         return f"; every row is at chance{reach}"
     return f"; at chance{reach}: {', '.join(at)}"
@@ -246,12 +281,18 @@ def _incomplete_note(table: dict[str, list], marks: RowMarks, best: int, means: 
     short = [i for i, flag in enumerate(marks.incomplete) if flag and _finite(means[i])]
     if not short:
         return ""
-    listed = ", ".join(f"{marks.labels[i]} ({table['seeds'][i]} seed{'s' if table['seeds'][i] != 1 else ''}"
-                       + (f"; {marks.what_became(i).split(': ', 1)[0]}" if marks.what_became(i) else "") + ")"
-                       for i in short)
+    listed = ", ".join(
+        f"{marks.labels[i]} ({table['seeds'][i]} seed{'s' if table['seeds'][i] != 1 else ''}"
+        + (f"; {marks.what_became(i).split(': ', 1)[0]}" if marks.what_became(i) else "")
+        + ")"
+        for i in short
+    )
     ahead = [i for i in short if (means[i] > means[best] if mode == "max" else means[i] < means[best])]
     note = f"; fewer seeds than the grid: {listed}"
     if ahead:
-        note += f", never named over a complete row ({marks.labels[ahead[0]]}'s mean is higher)" if mode == "max" \
+        note += (
+            f", never named over a complete row ({marks.labels[ahead[0]]}'s mean is higher)"
+            if mode == "max"
             else f", never named over a complete row ({marks.labels[ahead[0]]}'s mean is lower)"
+        )
     return note

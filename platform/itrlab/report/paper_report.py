@@ -2,7 +2,8 @@
 run, and the same table last on the console.
 
 One row per grid row, in the grid's order; columns rsum first (what rows are compared by), then i2t R@1/5/10,
-t2i R@1/5/10 (and MD where the sweep reports it), each cell "mean ± 95% interval" over seeds (the seed count added where it is not the grid's; with one seed a mean and
+t2i R@1/5/10 (and MD where the sweep reports it), each cell "mean ± 95% interval" over seeds (the seed count added
+where it is not the grid's; with one seed a mean and
 no interval, and the notes say so); the difference of the objective to the baseline with Welch's
 interval and, where the rows share seeds, the paired one (the notes say which the headline used); the
 cost; a note per row (seeds missing, what became of trials that did not finish, at chance, still
@@ -37,15 +38,24 @@ from itrlab.report.stats import Comparison
 from itrlab.report.summary import markdown_table, number
 
 RECALLS = ["test_rsum", "test_i2t_R1", "test_i2t_R5", "test_i2t_R10", "test_t2i_R1", "test_t2i_R5", "test_t2i_R10"]
-HEADERS = {"test_i2t_R1": "i2t R@1", "test_i2t_R5": "i2t R@5", "test_i2t_R10": "i2t R@10",
-           "test_t2i_R1": "t2i R@1", "test_t2i_R5": "t2i R@5", "test_t2i_R10": "t2i R@10",
-           "test_rsum": "rsum", "test_md": "MD"}
+HEADERS = {
+    "test_i2t_R1": "i2t R@1",
+    "test_i2t_R5": "i2t R@5",
+    "test_i2t_R10": "i2t R@10",
+    "test_t2i_R1": "t2i R@1",
+    "test_t2i_R5": "t2i R@5",
+    "test_t2i_R10": "t2i R@10",
+    "test_rsum": "rsum",
+    "test_md": "MD",
+}
 
 
 QUOTED = ("published", "chance", "reference")  # row kinds that are no result of the grid
 MODEL_COLUMNS = ["row", "trial", "model", "gallery"]
-MODELS_NOTE = ("Each trial's model: itrlab.load_model, itrlab evaluate, itrlab retrieve and mlflow models serve take "
-               "its URI (docs/models.md); its gallery (data from photos) opens in the MLflow UI at the link shown.")
+MODELS_NOTE = (
+    "Each trial's model: itrlab.load_model, itrlab evaluate, itrlab retrieve and mlflow models serve take "
+    "its URI (docs/models.md); its gallery (data from photos) opens in the MLflow UI at the link shown."
+)
 
 
 def report_columns(spec: SweepSpec) -> list[str]:
@@ -90,10 +100,17 @@ class PaperReport:
 
     def markdown(self, plots: dict[str, str] | None = None) -> str:
         """Markdown; ``plots`` maps a caption to an image path relative to the page."""
-        lines = [f"## {md_text(self.title)}", "", *[f"- {md_text(item)}" for item in self.provenance], "",
-                 f"**{md_text(self.headline)}**", "",
-                 markdown_table(self.header, self.rows, [kind in QUOTED for kind in self.row_kinds]), "",
-                 *[md_text(note) + "\n" for note in self.notes]]
+        lines = [
+            f"## {md_text(self.title)}",
+            "",
+            *[f"- {md_text(item)}" for item in self.provenance],
+            "",
+            f"**{md_text(self.headline)}**",
+            "",
+            markdown_table(self.header, self.rows, [kind in QUOTED for kind in self.row_kinds]),
+            "",
+            *[md_text(note) + "\n" for note in self.notes],
+        ]
         if self.models:
             lines += [f"{md_text(MODELS_NOTE)}\n", markdown_table(MODEL_COLUMNS, self.models), ""]
         for caption, path in (plots or {}).items():
@@ -103,15 +120,20 @@ class PaperReport:
     def html(self, plots: dict[str, Path] | None = None) -> str:
         """One self-contained HTML page (``plots``: caption -> PNG file, embedded as data URIs)."""
         esc = html_text
-        head = "".join(f"<th>{esc(h).replace('.', '.<wbr>') if j == 0 else esc(h)}</th>"
-                       for j, h in enumerate(self.header))
-        body = "\n".join(f'<tr class="{esc(kind)}">' + "".join(f"<td>{esc(c) if j == 0 else _interval_apart(esc(c))}</td>"
-                                                               for j, c in enumerate(row)) + "</tr>"
-                         for row, kind in zip(self.rows, self.row_kinds))
+        head = "".join(
+            f"<th>{esc(h).replace('.', '.<wbr>') if j == 0 else esc(h)}</th>" for j, h in enumerate(self.header)
+        )
+        body = "\n".join(
+            f'<tr class="{esc(kind)}">'
+            + "".join(f"<td>{esc(c) if j == 0 else _interval_apart(esc(c))}</td>" for j, c in enumerate(row))
+            + "</tr>"
+            for row, kind in zip(self.rows, self.row_kinds)
+        )
         images = "".join(
             f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,'
             f'{base64.b64encode(Path(path).read_bytes()).decode()}"><figcaption>{esc(caption)}</figcaption></figure>'
-            for caption, path in (plots or {}).items())
+            for caption, path in (plots or {}).items()
+        )
         return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(self.title)}</title>
 <style>
@@ -145,10 +167,13 @@ figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{
         if not self.models:
             return ""
         head = "".join(f"<th>{html_text(h)}</th>" for h in MODEL_COLUMNS)
-        body = "".join("<tr>" + "".join(f"<td><code>{html_text(c)}</code></td>" for c in row) + "</tr>"
-                       for row in self.models)
-        return (f'<p>{html_text(MODELS_NOTE)}</p><table class="models"><thead><tr>{head}</tr></thead>'
-                f'<tbody>{body}</tbody></table>')
+        body = "".join(
+            "<tr>" + "".join(f"<td><code>{html_text(c)}</code></td>" for c in row) + "</tr>" for row in self.models
+        )
+        return (
+            f'<p>{html_text(MODELS_NOTE)}</p><table class="models"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>"
+        )
 
     def text(self) -> str:
         """The console's aligned table, with the headline under it (a label's newline shown as ``␊``)."""
@@ -187,22 +212,55 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
     baseline = inputs.headline.baseline or "baseline"
     versus = f"{HEADERS.get(objective, objective)} vs {baseline}"
     paired = any(_finite(h) for h in table.get(f"{objective}_diff_paired_ci95", []))
-    header = [" / ".join(keys), *(HEADERS[c] for c in columns), versus, *([f"{versus}, paired"] if paired else []),
-              "wall / trial", unit, "note"]
+    header = [
+        " / ".join(keys),
+        *(HEADERS[c] for c in columns),
+        versus,
+        *([f"{versus}, paired"] if paired else []),
+        "wall / trial",
+        unit,
+        "note",
+    ]
     rows, kinds = [], []
     for i, label in enumerate(inputs.marks.labels):
         seeds = table["seeds"][i]
-        cells = [label] + [cell(table.get(f"{c}_mean", [None] * (i + 1))[i], table.get(f"{c}_ci95", [None] * (i + 1))[i],
-                                seeds, grid_seeds, c) for c in columns]
+        cells = [label] + [
+            cell(
+                table.get(f"{c}_mean", [None] * (i + 1))[i],
+                table.get(f"{c}_ci95", [None] * (i + 1))[i],
+                seeds,
+                grid_seeds,
+                c,
+            )
+            for c in columns
+        ]
         is_base = bool(table["baseline"][i])
-        cells.append("baseline" if is_base else cell(table[f"{objective}_diff"][i], table[f"{objective}_diff_ci95"][i],
-                                                     seeds, grid_seeds, objective, signed=True))
+        cells.append(
+            "baseline"
+            if is_base
+            else cell(
+                table[f"{objective}_diff"][i],
+                table[f"{objective}_diff_ci95"][i],
+                seeds,
+                grid_seeds,
+                objective,
+                signed=True,
+            )
+        )
         if paired:
             pairs = table[f"{objective}_diff_paired_seeds"][i]
-            cells.append("baseline" if is_base else cell(table[f"{objective}_diff_paired"][i],
-                                                         table[f"{objective}_diff_paired_ci95"][i],
-                                                         pairs if pairs is not None else 0, grid_seeds, objective,
-                                                         signed=True))
+            cells.append(
+                "baseline"
+                if is_base
+                else cell(
+                    table[f"{objective}_diff_paired"][i],
+                    table[f"{objective}_diff_paired_ci95"][i],
+                    pairs if pairs is not None else 0,
+                    grid_seeds,
+                    objective,
+                    signed=True,
+                )
+            )
         wall, hours = table["wall_s_mean"][i], table[inputs.cost_column][i]
         cells += [_duration(wall), "-" if not _finite(hours) else f"{hours:.3g}"]
         note = [f"{seeds} of {grid_seeds} seeds"] if inputs.marks.incomplete[i] else []
@@ -224,46 +282,79 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
     if inputs.chance is not None:
         level = inputs.chance
         low, high = level.rsum_band
-        rows.append(["chance"] + [f"{low:.1f}-{high:.1f}" if c == "test_rsum" else
-                                  number(level.recalls[c.removeprefix("test_")], c) if c != "test_md" else "-"
-                                  for c in columns]
-                    + [""] * (len(header) - 2 - len(columns))
-                    + ["random scores: rsum's 95% range, the recalls' expected values"])
+        rows.append(
+            ["chance"]
+            + [
+                f"{low:.1f}-{high:.1f}"
+                if c == "test_rsum"
+                else number(level.recalls[c.removeprefix("test_")], c)
+                if c != "test_md"
+                else "-"
+                for c in columns
+            ]
+            + [""] * (len(header) - 2 - len(columns))
+            + ["random scores: rsum's 95% range, the recalls' expected values"]
+        )
         kinds.append("chance")
     for anchor in inputs.anchors:  # below everything of ours: never a row of the grid
-        rows.append([f"{anchor.name} (published)", *_printed(anchor.numbers, columns),
-                     *[""] * (len(header) - 2 - len(columns)), anchor.note()])
+        rows.append(
+            [
+                f"{anchor.name} (published)",
+                *_printed(anchor.numbers, columns),
+                *[""] * (len(header) - 2 - len(columns)),
+                anchor.note(),
+            ]
+        )
         kinds.append("reference")
     notes = [_cells_note(table, spec, baseline)]
     if paired:
-        notes.append(f"'vs {baseline}, paired': the mean of the per-seed differences over the seeds both rows "
-                     f"finished (their count where it is not the grid's), with the Student-t 95% interval of those "
-                     f"differences: a seed fixes the data order and the initialisation of the parts two rows share, "
-                     f"so its share of the noise cancels.")
+        notes.append(
+            f"'vs {baseline}, paired': the mean of the per-seed differences over the seeds both rows "
+            f"finished (their count where it is not the grid's), with the Student-t 95% interval of those "
+            f"differences: a seed fixes the data order and the initialisation of the parts two rows share, "
+            f"so its share of the noise cancels."
+        )
     notes.append(_interval_note(inputs.headline))
     notes.append(_convergence_note(inputs.convergence, inputs.marks))
     if inputs.chance is not None:
         low, high = inputs.chance.rsum_band
-        notes.append(f"Chance: {inputs.chance.description}; a random model's rsum falls in {low:.1f}-{high:.1f} "
-                     f"95% of the time (the plot's grey band); a row is 'at chance' when its rsum "
-                     f"{'interval starts (its mean, with one seed)' if _any_interval(table) else 'is'} at or below "
-                     f"{high:.1f}, inside that band.")
+        notes.append(
+            f"Chance: {inputs.chance.description}; a random model's rsum falls in {low:.1f}-{high:.1f} "
+            f"95% of the time (the plot's grey band); a row is 'at chance' when its rsum "
+            f"{'interval starts (its mean, with one seed)' if _any_interval(table) else 'is'} at or below "
+            f"{high:.1f}, inside that band."
+        )
     if inputs.comparisons:
-        notes.append("Other differences, with Welch's 95% interval: " + "; ".join(
-            _comparison(c, grid_seeds) for c in inputs.comparisons) + ".")
+        notes.append(
+            "Other differences, with Welch's 95% interval: "
+            + "; ".join(_comparison(c, grid_seeds) for c in inputs.comparisons)
+            + "."
+        )
         paired_pairs = [c for c in inputs.comparisons if c.paired is not None]
         if paired_pairs:
-            notes.append("Other differences, paired by seed: " + "; ".join(
-                _comparison(c, grid_seeds, paired=True) for c in paired_pairs) + ".")
+            notes.append(
+                "Other differences, paired by seed: "
+                + "; ".join(_comparison(c, grid_seeds, paired=True) for c in paired_pairs)
+                + "."
+            )
     notes.append(inputs.published_note)
     notes.append(inputs.anchors_note)
-    notes.append(f"Cost: wall / trial = the mean run time of a row's trials (building the method, training, the test "
-                 f"evaluation); {unit} = the row's summed trial wall time x the {inputs.devices_per_trial:g} "
-                 f"{'GPU' if unit == 'GPU-h' else 'CPU'}{'' if inputs.devices_per_trial == 1 else 's'} each trial "
-                 f"reserved (a run's own {inputs.cost_column} metric counts the same way); "
-                 f"total {_total(table, inputs.cost_column):.3g} {unit}.")
-    return PaperReport(f"{spec.name}: test results over seeds {spec.seeds}", header, rows, kinds,
-                       inputs.headline.text, [n for n in notes if n], inputs.provenance)
+    notes.append(
+        f"Cost: wall / trial = the mean run time of a row's trials (building the method, training, the test "
+        f"evaluation); {unit} = the row's summed trial wall time x the {inputs.devices_per_trial:g} "
+        f"{'GPU' if unit == 'GPU-h' else 'CPU'}{'' if inputs.devices_per_trial == 1 else 's'} each trial "
+        f"reserved (a run's own {inputs.cost_column} metric counts the same way); "
+        f"total {_total(table, inputs.cost_column):.3g} {unit}."
+    )
+    return PaperReport(
+        f"{spec.name}: test results over seeds {spec.seeds}",
+        header,
+        rows,
+        kinds,
+        inputs.headline.text,
+        [n for n in notes if n],
+        inputs.provenance,
+    )
 
 
 def _any_interval(table: dict[str, list]) -> bool:
@@ -274,24 +365,28 @@ def _any_interval(table: dict[str, list]) -> bool:
 def _cells_note(table: dict[str, list], spec: SweepSpec, baseline: str) -> str:
     """What a cell holds: "mean ± interval" only where rows have seeds to make one."""
     if _any_interval(table):
-        return (f"Cells: mean ± 95% Student-t interval over seeds {spec.seeds} (the seed count where a row has "
-                f"fewer; one seed: its value, no interval); 'vs {baseline}': the difference of the means with "
-                f"Welch's 95% interval.")
+        return (
+            f"Cells: mean ± 95% Student-t interval over seeds {spec.seeds} (the seed count where a row has "
+            f"fewer; one seed: its value, no interval); 'vs {baseline}': the difference of the means with "
+            f"Welch's 95% interval."
+        )
     seeds = ", ".join(map(str, spec.seeds))
-    return (f"Cells: one run per row (seed {seeds}{', the others missing' if len(spec.seeds) > 1 else ''}): "
-            f"no interval, so no difference can be told from noise; 'vs {baseline}': the difference of the two "
-            f"runs' values. Two seeds or more give each cell a 95% interval.")
+    return (
+        f"Cells: one run per row (seed {seeds}{', the others missing' if len(spec.seeds) > 1 else ''}): "
+        f"no interval, so no difference can be told from noise; 'vs {baseline}': the difference of the two "
+        f"runs' values. Two seeds or more give each cell a 95% interval."
+    )
+
+
 def _printed(numbers: dict[str, float], columns: list[str]) -> list[str]:
     """Published numbers (keyed ``i2t_R1``, ``rsum``...) in the report's ``columns``, ``-`` where absent."""
-    return [number(numbers[c.removeprefix("test_")], c) if c.removeprefix("test_") in numbers else "-"
-            for c in columns]
+    return [number(numbers[c.removeprefix("test_")], c) if c.removeprefix("test_") in numbers else "-" for c in columns]
 
 
 def _interval_note(top: Headline) -> str:
     """Which interval the headline's difference used."""
     if top.interval == PAIRED:
-        return ("The headline's interval: the paired one (the per-seed differences over the seeds both rows "
-                "finished).")
+        return "The headline's interval: the paired one (the per-seed differences over the seeds both rows finished)."
     if top.interval == WELCH:
         return "The headline's interval: Welch's (the two rows share fewer than two finished seeds)."
     return ""
@@ -303,18 +398,22 @@ def _convergence_note(found: dict[str, Convergence] | None, marks: RowMarks) -> 
         return ""
     learning = [label for i, label in enumerate(marks.labels) if marks.still_learning(i)]
     unknown = [label for label in marks.labels if label not in found]
-    return (f"Still learning: a row whose mean validation rsum over its seeds peaks at its last epoch, or rose over "
-            f"the last 1/{TAIL} of its epochs by more than its seeds' spread (their standard deviation at the last "
-            f"epoch); its numbers measure the budget, not the method, and the headline calls no comparison with it "
-            f"a tie or a loss. "
-            + (f"Still learning here: {', '.join(learning)}." if learning else "No row was still learning.")
-            + (f" Not judged (no validation history): {', '.join(unknown)}." if unknown else ""))
+    return (
+        f"Still learning: a row whose mean validation rsum over its seeds peaks at its last epoch, or rose over "
+        f"the last 1/{TAIL} of its epochs by more than its seeds' spread (their standard deviation at the last "
+        f"epoch); its numbers measure the budget, not the method, and the headline calls no comparison with it "
+        f"a tie or a loss. "
+        + (f"Still learning here: {', '.join(learning)}." if learning else "No row was still learning.")
+        + (f" Not judged (no validation history): {', '.join(unknown)}." if unknown else "")
+    )
 
 
 def _comparison(comparison: Comparison, grid_seeds: int, paired: bool = False) -> str:
     interval = comparison.paired if paired else comparison.difference
-    text = (f"{comparison.row} vs {comparison.reference} "
-            f"{cell(interval.value, interval.half_width, interval.n, grid_seeds, comparison.column, signed=True)}")
+    text = (
+        f"{comparison.row} vs {comparison.reference} "
+        f"{cell(interval.value, interval.half_width, interval.n, grid_seeds, comparison.column, signed=True)}"
+    )
     if interval.half_width is not None:
         text += " (differs at 95%)" if interval.excludes_zero() else " (the interval holds 0)"
     return text
@@ -323,8 +422,11 @@ def _comparison(comparison: Comparison, grid_seeds: int, paired: bool = False) -
 def _duration(seconds) -> str:
     if not _finite(seconds):
         return "-"
-    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.1f} min" if seconds < 7200 else
-                                                     f"{seconds / 3600:.1f} h")
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 120
+        else (f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")
+    )
 
 
 def _total(table: dict[str, list], column: str) -> float:

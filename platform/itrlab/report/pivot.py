@@ -36,8 +36,8 @@ from itrlab.config.loader import config_dir, read_yaml
 from itrlab.config.sweep import SweepSpec
 from itrlab.data.shape import DataShape
 from itrlab.report.anchors import load_anchors
-from itrlab.report.published import PublishedSource
 from itrlab.report.paper_report import report_columns
+from itrlab.report.published import PublishedSource
 from itrlab.report.stats import Comparison, difference_interval, mean_interval, paired_interval
 from itrlab.report.summary import TrialRow, row_key, row_label
 
@@ -55,8 +55,10 @@ def load_paper(name: str | None) -> PaperTable | None:
     if not name:
         return None
     data = read_yaml(config_dir() / "paper" / f"{name}.yaml", "table.paper")
-    return PaperTable(**PublishedSource.fields(name, data),
-                      rows={str(key): dict(values) for key, values in (data.get("rows") or {}).items()})
+    return PaperTable(
+        **PublishedSource.fields(name, data),
+        rows={str(key): dict(values) for key, values in (data.get("rows") or {}).items()},
+    )
 
 
 def check_published(spec: SweepSpec) -> None:
@@ -96,8 +98,13 @@ def _grid_order(rows: list[TrialRow], spec: SweepSpec) -> dict[tuple, list[Trial
     return dict(sorted(groups.items(), key=lambda item: order.get(item[0], len(order))))
 
 
-UNFINISHED = {"diverged": "diverged", "error": "failed", "stopped": "stopped early", "interrupted": "interrupted",
-              "not started": "not started"}
+UNFINISHED = {
+    "diverged": "diverged",
+    "error": "failed",
+    "stopped": "stopped early",
+    "interrupted": "interrupted",
+    "not started": "not started",
+}
 """How the report names each status of a trial that did not finish (:class:`~itrlab.report.summary.TrialRow`)."""
 REASON_CHARS = 160  # a row's reason in the table: the first trial's, cut to this length (the trials table has all)
 
@@ -111,7 +118,7 @@ def unfinished(members: list[TrialRow]) -> str:
         return ""
     reason = next((" ".join(m.reason.split()) for m in members if m.status != "finished" and m.reason), "")
     if len(reason) > REASON_CHARS:
-        reason = reason[:REASON_CHARS - 1] + "…"
+        reason = reason[: REASON_CHARS - 1] + "…"
     return ", ".join(parts) + (f": {reason}" if reason else "")
 
 
@@ -123,13 +130,15 @@ def comparisons(rows: list[TrialRow], spec: SweepSpec, column: str) -> list[Comp
     for row, reference in spec.table.compare:
         mine, theirs = groups.get(row, []), groups.get(reference, [])
         welch = difference_interval(_values(mine, column), _values(theirs, column))
-        pairs.append(Comparison(row, reference, column, welch, paired_interval(_by_seed(mine, column),
-                                                                               _by_seed(theirs, column))))
+        pairs.append(
+            Comparison(row, reference, column, welch, paired_interval(_by_seed(mine, column), _by_seed(theirs, column)))
+        )
     return pairs
 
 
-def pivot(rows: list[TrialRow], spec: SweepSpec, shape: DataShape | None = None,
-          test_protocol: str = "") -> dict[str, list]:
+def pivot(
+    rows: list[TrialRow], spec: SweepSpec, shape: DataShape | None = None, test_protocol: str = ""
+) -> dict[str, list]:
     """The grid in the paper's layout (see the module doc); ``shape`` (of the trials' data, read from
     the files) and ``test_protocol`` decide whether published numbers appear. The columns are the
     sweep's ``table.columns`` and the report's (every recall and rsum)."""
@@ -148,8 +157,10 @@ def pivot(rows: list[TrialRow], spec: SweepSpec, shape: DataShape | None = None,
         base, base_seeds = _values(base_members, column), _by_seed(base_members, column)
         means = [mean_interval(_values(groups[group], column)) for group in keys]
         diffs = [difference_interval(_values(groups[group], column), base) for group in keys]
-        paired = [None if name == baseline else paired_interval(_by_seed(groups[group], column), base_seeds)
-                  for name, group in zip(names, keys)]
+        paired = [
+            None if name == baseline else paired_interval(_by_seed(groups[group], column), base_seeds)
+            for name, group in zip(names, keys)
+        ]
         table[f"{column}_mean"] = [m.value if m.n else None for m in means]  # None: no finished seed
         table[f"{column}_ci95"] = [m.half_width for m in means]
         table[f"{column}_diff"] = [None if name == baseline or not d.n else d.value for name, d in zip(names, diffs)]
@@ -160,8 +171,9 @@ def pivot(rows: list[TrialRow], spec: SweepSpec, shape: DataShape | None = None,
         if paper is not None and absent is None:
             published = [paper.rows.get(name, {}).get(column.removeprefix("test_")) for name in names]
             table[f"{column}_paper"] = published
-            table[f"{column}_vs_paper"] = [None if p is None or not m.n else m.value - p
-                                           for m, p in zip(means, published)]
+            table[f"{column}_vs_paper"] = [
+                None if p is None or not m.n else m.value - p for m, p in zip(means, published)
+            ]
     table["baseline"] = [name == baseline for name in names]
     table["unfinished"] = [unfinished(groups[group]) for group in keys]
     cost_column, per_trial = trial_cost_unit(spec)
@@ -182,8 +194,9 @@ def trial_cost_unit(spec: SweepSpec) -> tuple[str, float]:
     return ("gpu_hours", gpus * workers) if gpus else ("cpu_hours", cpus * workers)
 
 
-def published_numbers(spec: SweepSpec, shape: DataShape | None, test_protocol: str
-                      ) -> tuple[dict[str, dict[str, float]] | None, str]:
+def published_numbers(
+    spec: SweepSpec, shape: DataShape | None, test_protocol: str
+) -> tuple[dict[str, dict[str, float]] | None, str]:
     """The sweep's published table by row label, when the trials' data and protocol are the paper's,
     and a line that says where the numbers come from or why they are left out."""
     paper = load_paper(spec.table.paper)

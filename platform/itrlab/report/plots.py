@@ -60,8 +60,9 @@ def _save(fig: Figure | None, path: Path) -> Path | None:
     return path
 
 
-def pivot_figure(table: dict[str, list], spec: SweepSpec, column: str = "test_rsum",
-                 chance: tuple[float, float] | None = None) -> Figure | None:
+def pivot_figure(
+    table: dict[str, list], spec: SweepSpec, column: str = "test_rsum", chance: tuple[float, float] | None = None
+) -> Figure | None:
     """The pivot's ``column`` against its rows (see the module doc); None when there is nothing to draw."""
     means = [_finite(m) for m in table.get(f"{column}_mean") or []]
     if not any(m is not None for m in means):
@@ -86,8 +87,14 @@ def pivot_figure(table: dict[str, list], spec: SweepSpec, column: str = "test_rs
     if points:
         ax.plot(*zip(*points), linestyle="none", marker="x", color="black", label="published")
     if chance is not None:  # drawn under the bars and lines
-        ax.axhspan(*chance, color="grey", alpha=0.25, linewidth=0, zorder=0,
-                   label=f"chance: random scores' 95% range ({chance[0]:.1f}-{chance[1]:.1f})")
+        ax.axhspan(
+            *chance,
+            color="grey",
+            alpha=0.25,
+            linewidth=0,
+            zorder=0,
+            label=f"chance: random scores' 95% range ({chance[0]:.1f}-{chance[1]:.1f})",
+        )
     ax.set_ylabel(f"test {name}")
     ax.set_title(f"{spec.name}: test {name}, seeds {spec.seeds}")
     ax.grid(alpha=0.3)
@@ -103,11 +110,25 @@ def _draw_swept_line(ax, swept: list[float], means: list, halves: list, ours: st
     has = [halves[i] is not None for i in order]
     if any(has):
         half = [halves[i] or 0.0 for i in order]
-        ax.fill_between(x, [m - h for m, h in zip(y, half)], [m + h for m, h in zip(y, half)], where=has,
-                        alpha=0.25, linewidth=0, label="95% interval")
+        ax.fill_between(
+            x,
+            [m - h for m, h in zip(y, half)],
+            [m + h for m, h in zip(y, half)],
+            where=has,
+            alpha=0.25,
+            linewidth=0,
+            label="95% interval",
+        )
         with_interval = [i for i, h in enumerate(has) if h]  # a lone row with an interval shows it too
-        ax.errorbar([x[i] for i in with_interval], [y[i] for i in with_interval],
-                    yerr=[half[i] for i in with_interval], fmt="none", capsize=3, color="C0", alpha=0.6)
+        ax.errorbar(
+            [x[i] for i in with_interval],
+            [y[i] for i in with_interval],
+            yerr=[half[i] for i in with_interval],
+            fmt="none",
+            capsize=3,
+            color="C0",
+            alpha=0.6,
+        )
     if len(x) > 2 and min(x) > 0 and max(x) / min(x) >= LOG_SPAN:
         ax.set_xscale("log")
     if ax.get_xscale() == "log" or len(x) <= MAX_VALUE_TICKS:
@@ -121,18 +142,34 @@ def _draw_bars(ax, labels: list[str], means: list, halves: list, ours: str) -> N
     ax.bar(positions, heights, label=ours)
     with_interval = [i for i in positions if halves[i] is not None and means[i] is not None]
     if with_interval:
-        ax.errorbar(with_interval, [means[i] for i in with_interval], yerr=[halves[i] for i in with_interval],
-                    fmt="none", capsize=4, color="black", label="95% interval")
+        ax.errorbar(
+            with_interval,
+            [means[i] for i in with_interval],
+            yerr=[halves[i] for i in with_interval],
+            fmt="none",
+            capsize=4,
+            color="black",
+            label="95% interval",
+        )
         for i in positions:  # in a mixed table, say which bars are a single seed
             if halves[i] is None and means[i] is not None:
                 ax.annotate("1 seed", (i, means[i]), ha="center", va="bottom", fontsize="x-small")
-    ax.set_xticks(positions, labels, rotation=30 if max(map(len, labels)) > 6 else 0,
-                  ha="right" if max(map(len, labels)) > 6 else "center")
+    ax.set_xticks(
+        positions,
+        labels,
+        rotation=30 if max(map(len, labels)) > 6 else 0,
+        ha="right" if max(map(len, labels)) > 6 else "center",
+    )
     ax.set_ylim(bottom=min(0.0, *heights))  # bars from 0: their heights compare as the numbers do
 
 
-def plot_pivot(table: dict[str, list], spec: SweepSpec, path: Path, column: str = "test_rsum",
-               chance: tuple[float, float] | None = None) -> Path | None:
+def plot_pivot(
+    table: dict[str, list],
+    spec: SweepSpec,
+    path: Path,
+    column: str = "test_rsum",
+    chance: tuple[float, float] | None = None,
+) -> Path | None:
     """:func:`pivot_figure` written to ``path`` (PNG); None when there is nothing to draw."""
     return _save(pivot_figure(table, spec, column, chance), path)
 
@@ -162,8 +199,12 @@ def _over_seeds(series: list[list[tuple[int, float]]]) -> tuple[list, list, list
             if _finite(value) is not None:
                 at.setdefault(epoch, []).append(value)
     epochs = sorted(at)
-    return (epochs, [statistics.fmean(at[e]) for e in epochs], [min(at[e]) for e in epochs],
-            [max(at[e]) for e in epochs])
+    return (
+        epochs,
+        [statistics.fmean(at[e]) for e in epochs],
+        [min(at[e]) for e in epochs],
+        [max(at[e]) for e in epochs],
+    )
 
 
 def _relative_losses(rows: list[str], by_row: dict[str, dict[str, list]]) -> bool:
@@ -186,8 +227,9 @@ def curves_figure(curves: dict[str, dict], spec: SweepSpec) -> Figure | None:
         return None
     rows = _row_order(set(by_row), spec)
     ncol = min(len(rows), LEGEND_COLUMNS)
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, dpi=100, layout="constrained",
-                                      figsize=(7.0, 6.0 + 0.25 * math.ceil(len(rows) / ncol)))
+    fig, (top, bottom) = plt.subplots(
+        2, 1, sharex=True, dpi=100, layout="constrained", figsize=(7.0, 6.0 + 0.25 * math.ceil(len(rows) / ncol))
+    )
     relative = _relative_losses(rows, by_row)
     handles = []
     for row, colour in zip(rows, _row_colours(len(rows))):

@@ -34,8 +34,12 @@ class PublishedSource:
     def fields(name: str, data: dict[str, Any]) -> dict[str, Any]:
         """The source's fields from a published file's ``data`` (its ``dataset`` line and ``matches``)."""
         matches = data.get("matches") or {}
-        return {"name": name, "description": str(data.get("dataset", "")), "dataset": matches.get("dataset"),
-                "test_protocol": matches.get("test_protocol")}
+        return {
+            "name": name,
+            "description": str(data.get("dataset", "")),
+            "dataset": matches.get("dataset"),
+            "test_protocol": matches.get("test_protocol"),
+        }
 
     def data_shape(self) -> ShapeRequirement | None:
         """The shape of the data the numbers were measured on (None when the file names none)."""
@@ -55,9 +59,13 @@ class PublishedSource:
             return f"not comparable: the trials' data shape is unknown; the paper's numbers are {self.description}"
         differences = required.differences(shape)
         if differences:
-            return (f"not comparable: the trials' data ({shape.describe()}) are not the paper's {self.description} "
-                    f"({required.describe()}): {'; '.join(differences)}")
+            return (
+                f"not comparable: the trials' data ({shape.describe()}) are not the paper's {self.description} "
+                f"({required.describe()}): {'; '.join(differences)}"
+            )
         if test_protocol != self.test_protocol:
-            return (f"not comparable: the trials used test protocol {test_protocol}; the paper's numbers are "
-                    f"{self.description} ({self.test_protocol})")
+            return (
+                f"not comparable: the trials used test protocol {test_protocol}; the paper's numbers are "
+                f"{self.description} ({self.test_protocol})"
+            )
         return None

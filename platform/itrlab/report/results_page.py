@@ -17,12 +17,12 @@ from typing import Any
 
 from itrlab.config.profiles import DEFAULT_PROFILE
 from itrlab.data.shape import DataShape
+from itrlab.errors import UserInputError
 from itrlab.report.convergence import TAIL
 from itrlab.report.escape import md_code, md_text
-from itrlab.errors import UserInputError
-from itrlab.report.summary import fmt_cell, markdown_table as table_of_rows
+from itrlab.report.summary import fmt_cell
+from itrlab.report.summary import markdown_table as table_of_rows
 from itrlab.report.summary_schema import NAME
-
 
 PROFILE_TAG = "itrlab.profile"  # the profile a sweep ran under (itrlab.sweep.runner)
 
@@ -30,7 +30,7 @@ PROFILE_TAG = "itrlab.profile"  # the profile a sweep ran under (itrlab.sweep.ru
 def page_date(run: dict[str, Any]) -> str:
     """The run's start date (UTC), ``YYYY-MM-DD``: the page's date."""
     started = run.get("start_time") or 0
-    return dt.datetime.fromtimestamp(started / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d")
+    return dt.datetime.fromtimestamp(started / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
 
 
 def _other_profile(run: dict[str, Any]) -> str | None:
@@ -44,8 +44,10 @@ def check_profile(run: dict[str, Any]) -> None:
     profile = run.get("tags", {}).get(PROFILE_TAG)
     if profile is not None and not NAME.fullmatch(profile):
         shown = repr(profile) if len(profile) <= 80 else f"{profile[:60]!r}... ({len(profile):,} characters)"
-        raise UserInputError(f"run {run.get('run_id')}: tag {PROFILE_TAG}: got {shown}; a profile's name (letters, "
-                             f"digits, '_', '.', '-', no path)")
+        raise UserInputError(
+            f"run {run.get('run_id')}: tag {PROFILE_TAG}: got {shown}; a profile's name (letters, "
+            f"digits, '_', '.', '-', no path)"
+        )
 
 
 def page_name(run: dict[str, Any], summary: dict[str, Any]) -> str:
@@ -75,13 +77,25 @@ def markdown_table(columns: dict[str, list]) -> str:
     """A Markdown table of ``columns`` (equal lengths); numbers shown as the console shows them, None blank."""
     names = list(columns)
     rows = len(next(iter(columns.values()), []))
-    return table_of_rows(names, [["" if c is None else (fmt_cell(c, name) if isinstance(c, float) else str(c))
-                                  for c, name in ((columns[name][i], name) for name in names)] for i in range(rows)])
+    return table_of_rows(
+        names,
+        [
+            [
+                "" if c is None else (fmt_cell(c, name) if isinstance(c, float) else str(c))
+                for c, name in ((columns[name][i], name) for name in names)
+            ]
+            for i in range(rows)
+        ],
+    )
 
 
 def _duration(seconds: float) -> str:
     seconds = round(seconds)
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min" if seconds >= 3600 else f"{seconds // 60} min {seconds % 60} s"
+    return (
+        f"{seconds // 3600} h {seconds % 3600 // 60} min"
+        if seconds >= 3600
+        else f"{seconds // 60} min {seconds % 60} s"
+    )
 
 
 def wall_time(summary: dict[str, Any], run: dict[str, Any]) -> str | None:
@@ -89,8 +103,10 @@ def wall_time(summary: dict[str, Any], run: dict[str, Any]) -> str | None:
     report (a resumed sweep's earlier invocations, and the gaps between them, not counted). A summary
     written before it was recorded: the parent run's span, said to be so."""
     if isinstance(summary.get("invocation_seconds"), (int, float)):
-        return (f"wall time of the invocation that wrote these results: {_duration(summary['invocation_seconds'])} "
-                f"(its start to its report; a resumed sweep's earlier invocations are not counted)")
+        return (
+            f"wall time of the invocation that wrote these results: {_duration(summary['invocation_seconds'])} "
+            f"(its start to its report; a resumed sweep's earlier invocations are not counted)"
+        )
     start, end = run.get("start_time"), run.get("end_time")
     if not start or not end:
         return None
@@ -109,8 +125,12 @@ def _shape(summary: dict[str, Any]) -> str:
     return f" {md_text(f'({DataShape.from_dict(shape).describe()})')}" if shape else ""
 
 
-def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] | None = None,
-           diagnostics: dict[str, Any] | None = None) -> str:
+def render(
+    summary: dict[str, Any],
+    run: dict[str, Any],
+    plots: dict[str, str] | None = None,
+    diagnostics: dict[str, Any] | None = None,
+) -> str:
     """The page: title, provenance, the sweep's report (:mod:`itrlab.report.paper_report`: the headline,
     mean ± 95% interval over seeds, differences to the baseline, the chance row, published numbers
     where the data are the paper's, the cost), what the runs show (``diagnostics``,
@@ -120,12 +140,19 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
     counts = summary.get("trial_counts", {})
     total = sum(counts.values())
     profile = _other_profile(run)
-    lines = [f"# {md_text(summary['sweep'])}" + (f" --profile {md_text(profile)}" if profile else "")
-             + f": {page_date(run)}", ""]
+    lines = [
+        f"# {md_text(summary['sweep'])}"
+        + (f" --profile {md_text(profile)}" if profile else "")
+        + f": {page_date(run)}",
+        "",
+    ]
     if summary.get("description"):
         lines += [md_text(summary["description"].strip()), ""]
-    runs_table = f"; its trials, one row each: {md_code('<MLflow UI>' + summary['runs_table'])}" \
-        if summary.get("runs_table") else ""
+    runs_table = (
+        f"; its trials, one row each: {md_code('<MLflow UI>' + summary['runs_table'])}"
+        if summary.get("runs_table")
+        else ""
+    )
     provenance = [
         f"- MLflow: {_parent_run(run['run_id'])} ({md_text(run.get('status', '?'))}) in experiment "
         f"{md_code(run.get('experiment', '?'))}{runs_table}",
@@ -142,20 +169,43 @@ def render(summary: dict[str, Any], run: dict[str, Any], plots: dict[str, str] |
     lines += provenance + [""]
     report = summary.get("report")
     if report:
-        lines += ["## Results", "", f"**{md_text(report['headline'])}**", "",
-                  table_of_rows(report["header"], report["rows"]),
-                  "", *[f"{md_text(note)}\n" for note in report["notes"]]]
+        lines += [
+            "## Results",
+            "",
+            f"**{md_text(report['headline'])}**",
+            "",
+            table_of_rows(report["header"], report["rows"]),
+            "",
+            *[f"{md_text(note)}\n" for note in report["notes"]],
+        ]
     if summary.get("convergence"):
-        lines += ["## Converged?", "", markdown_table(convergence_columns(summary["convergence"])), "",
-                  "Per row: the epochs it trained, the epoch of its best mean validation rsum, the rise of that mean "
-                  f"over the last 1/{TAIL} of the epochs (from 'since') and its seeds' spread at the last epoch; "
-                  "'still learning' says why a row is (itrlab.report.convergence).", ""]
+        lines += [
+            "## Converged?",
+            "",
+            markdown_table(convergence_columns(summary["convergence"])),
+            "",
+            "Per row: the epochs it trained, the epoch of its best mean validation rsum, the rise of that mean "
+            f"over the last 1/{TAIL} of the epochs (from 'since') and its seeds' spread at the last epoch; "
+            "'still learning' says why a row is (itrlab.report.convergence).",
+            "",
+        ]
     if diagnostics:
-        lines += ["## What the runs show", "",
-                  markdown_table({name: [row[j] for row in diagnostics["rows"]] for j, name in enumerate(diagnostics["header"])}),
-                  "", *[f"{md_text(note)}\n" for note in diagnostics["notes"]]]
-    lines += ["## Trials", "", *([f"Trials {md_text(summary['ranking'])}.", ""] if summary.get("ranking") else []),
-              markdown_table({k: v for k, v in summary["trials"].items() if k != "reason"}), ""]
+        lines += [
+            "## What the runs show",
+            "",
+            markdown_table(
+                {name: [row[j] for row in diagnostics["rows"]] for j, name in enumerate(diagnostics["header"])}
+            ),
+            "",
+            *[f"{md_text(note)}\n" for note in diagnostics["notes"]],
+        ]
+    lines += [
+        "## Trials",
+        "",
+        *([f"Trials {md_text(summary['ranking'])}.", ""] if summary.get("ranking") else []),
+        markdown_table({k: v for k, v in summary["trials"].items() if k != "reason"}),
+        "",
+    ]
     reasons = [(t, r) for t, r in zip(summary["trials"].get("trial", []), summary["trials"].get("reason", [])) if r]
     if reasons:
         lines += ["Trials that did not finish:", ""] + [f"- {md_code(t)}: {md_text(r)}" for t, r in reasons] + [""]

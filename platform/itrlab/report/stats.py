@@ -68,15 +68,16 @@ def difference_interval(values: list[float], baseline: list[float], confidence: 
     se = math.sqrt(va + vb)
     if se == 0:
         return Interval(diff, 0.0, min(n, m))
-    df = (va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (m - 1))
+    df = (va + vb) ** 2 / (va**2 / (n - 1) + vb**2 / (m - 1))
     return Interval(diff, float(student_t.ppf(0.5 + confidence / 2, df) * se), min(n, m))
 
 
 PAIRED_SEEDS = 2  # the seeds two rows must share for a paired interval (one difference has no spread)
 
 
-def paired_interval(values: dict[int, float], baseline: dict[int, float],
-                    confidence: float = CONFIDENCE) -> Interval | None:
+def paired_interval(
+    values: dict[int, float], baseline: dict[int, float], confidence: float = CONFIDENCE
+) -> Interval | None:
     """The mean of ``values[s] - baseline[s]`` over the seeds ``s`` both hold, with the Student-t interval
     of those differences (n - 1 degrees of freedom); None unless they share :data:`PAIRED_SEEDS` seeds."""
     shared = sorted(set(values) & set(baseline))
@@ -98,7 +99,14 @@ class Comparison:
 
     def to_dict(self) -> dict:
         paired = self.paired
-        return {"row": self.row, "reference": self.reference, "column": self.column,
-                "difference": self.difference.value, "ci95": self.difference.half_width, "seeds": self.difference.n,
-                "paired": paired.value if paired else None, "paired_ci95": paired.half_width if paired else None,
-                "paired_seeds": paired.n if paired else None}
+        return {
+            "row": self.row,
+            "reference": self.reference,
+            "column": self.column,
+            "difference": self.difference.value,
+            "ci95": self.difference.half_width,
+            "seeds": self.difference.n,
+            "paired": paired.value if paired else None,
+            "paired_ci95": paired.half_width if paired else None,
+            "paired_seeds": paired.n if paired else None,
+        }

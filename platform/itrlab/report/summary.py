@@ -57,11 +57,13 @@ def objective_value(row: TrialRow, metric: str) -> Any:
 
 def ranked(rows: list[TrialRow], metric: str, mode: str) -> list[TrialRow]:
     """Rows sorted best first by ``metric`` (:func:`objective_value`); rows without a finite value last."""
+
     def key(row: TrialRow) -> tuple[int, float]:
         value = objective_value(row, metric)
         if not isinstance(value, (int, float)) or math.isnan(value):
             return (1, 0.0)
         return (0, -value if mode == "max" else value)
+
     return sorted(rows, key=key)
 
 
@@ -73,15 +75,17 @@ def best_row(rows: list[TrialRow], metric: str, mode: str) -> TrialRow | None:
 def ranking_note(spec: SweepSpec) -> str:
     """What the trials table is ranked by, and what its epoch columns are."""
     metric = spec.objective.metric
-    by = (f"their best epoch's validation {metric}" if metric == "rsum" else
-          f"validation {metric} at their last epoch")
-    return (f"ranked by {by}, {'highest' if spec.objective.mode == 'max' else 'lowest'} first; best_epoch: the "
-            f"epoch of the highest validation rsum, whose checkpoint gave the test_* columns; epoch: the epochs "
-            f"it trained")
+    by = f"their best epoch's validation {metric}" if metric == "rsum" else f"validation {metric} at their last epoch"
+    return (
+        f"ranked by {by}, {'highest' if spec.objective.mode == 'max' else 'lowest'} first; best_epoch: the "
+        f"epoch of the highest validation rsum, whose checkpoint gave the test_* columns; epoch: the epochs "
+        f"it trained"
+    )
 
 
-def ranked_table(rows: list[TrialRow], spec: SweepSpec, links: dict[str, dict[str, str]] | None = None
-                 ) -> dict[str, list]:
+def ranked_table(
+    rows: list[TrialRow], spec: SweepSpec, links: dict[str, dict[str, str]] | None = None
+) -> dict[str, list]:
     """Columns for ``mlflow.log_table`` / Markdown: trial, status, params, objective, test metrics, ``links``
     (column -> trial -> text: each trial's model URI, its gallery; a column only where a trial has one), and
     why a trial did not finish (``reason``, last)."""
@@ -90,8 +94,9 @@ def ranked_table(rows: list[TrialRow], spec: SweepSpec, links: dict[str, dict[st
     # the objective at the best epoch (whose checkpoint gave the test columns), and that epoch
     metric_keys = [metric, "best_epoch", "test_rsum", "test_i2t_R1", "test_t2i_R1", "test_md", "epoch"]
     links = {column: by_trial for column, by_trial in (links or {}).items() if by_trial}
-    table: dict[str, list] = {key: [] for key in ["rank", "trial", "status", *param_keys, *metric_keys, *links,
-                                                  "reason"]}
+    table: dict[str, list] = {
+        key: [] for key in ["rank", "trial", "status", *param_keys, *metric_keys, *links, "reason"]
+    }
     for position, row in enumerate(ranked(rows, metric, spec.objective.mode), start=1):
         table["rank"].append(position)
         table["trial"].append(row.trial_id)
@@ -131,8 +136,9 @@ def to_markdown(table: dict[str, list], title: str) -> str:
 def to_text(table: dict[str, list], title: str, limit: int = 40) -> str:
     """A plain aligned table for the console (a label's newline shown as ``␊``)."""
     keys = list(table)
-    cells = [[visible(fmt_cell(table[k][i], k)) for k in keys]
-             for i in range(min(limit, len(table[keys[0]]) if keys else 0))]
+    cells = [
+        [visible(fmt_cell(table[k][i], k)) for k in keys] for i in range(min(limit, len(table[keys[0]]) if keys else 0))
+    ]
     widths = [max([len(k)] + [len(r[j]) for r in cells]) for j, k in enumerate(keys)]
     out = [title, "  ".join(k.ljust(w) for k, w in zip(keys, widths))]
     out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]

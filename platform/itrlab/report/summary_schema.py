@@ -28,7 +28,7 @@ from typing import Any
 from itrlab.errors import UserInputError
 from itrlab.report.escape import visible
 
-MAX_BYTES = 32 * 2 ** 20  # a sweep of thousands of trials writes well under 1 MB
+MAX_BYTES = 32 * 2**20  # a sweep of thousands of trials writes well under 1 MB
 MAX_DEPTH = 8  # the summary nests 5 deep (the grid's variants)
 LINE = 2_000  # a label, a cell, a reason
 TEXT = 20_000  # a note, a headline
@@ -36,7 +36,7 @@ DESCRIPTION = 4_000  # a sweep file's description, a few lines
 ROWS = 100_000  # trials, and a report's rows
 COLUMNS = 500
 ITEMS = 10_000  # seeds, notes, comparisons, grid values
-MAX_COUNT = 10 ** 7  # a trial count, an epoch, a seed
+MAX_COUNT = 10**7  # a trial count, an epoch, a seed
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # a name used in a file name: no path
 PLOT = re.compile(r"sweep/plots/[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.png")
 RUNS_TABLE = re.compile(r"[A-Za-z0-9#/?=&_.:%-]{0,1000}")  # a link into the MLflow UI
@@ -61,8 +61,16 @@ class _Check:
             shown = f"{shown[:60]}... ({len(shown):,} characters)"
         return SummaryError(f"{self.where}: '{key}': got {shown}; {allowed}")
 
-    def string(self, data: dict, key: str, limit: int = LINE, required: bool = False, pattern: re.Pattern | None = None,
-               meaning: str = "a string", inside: str = "") -> None:
+    def string(
+        self,
+        data: dict,
+        key: str,
+        limit: int = LINE,
+        required: bool = False,
+        pattern: re.Pattern | None = None,
+        meaning: str = "a string",
+        inside: str = "",
+    ) -> None:
         """``data[key]`` (named ``<inside>.<key>`` in messages) is a string within ``limit`` and ``pattern``."""
         value, name = data.get(key), f"{inside}.{key}" if inside else key
         if value is None and not required:
@@ -85,14 +93,20 @@ class _Check:
 
     def listing(self, value: Any, key: str, limit: int = ITEMS) -> list:
         if not isinstance(value, list) or len(value) > limit:
-            raise self.fail(key, value if not isinstance(value, list) else f"a list of {len(value):,} items",
-                            f"a list of at most {limit:,} items")
+            raise self.fail(
+                key,
+                value if not isinstance(value, list) else f"a list of {len(value):,} items",
+                f"a list of at most {limit:,} items",
+            )
         return value
 
     def mapping(self, value: Any, key: str, limit: int = ITEMS) -> dict:
         if not isinstance(value, dict) or len(value) > limit:
-            raise self.fail(key, value if not isinstance(value, dict) else f"a mapping of {len(value):,} keys",
-                            f"a mapping of at most {limit:,} keys")
+            raise self.fail(
+                key,
+                value if not isinstance(value, dict) else f"a mapping of {len(value):,} keys",
+                f"a mapping of at most {limit:,} keys",
+            )
         return value
 
     def texts(self, value: Any, key: str, limit: int = LINE, items: int = ITEMS) -> list[str]:
@@ -115,8 +129,10 @@ def _parse(raw: bytes, check: _Check) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise SummaryError(f"{check.where}: not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start:,}); "
-                           f"a sweep writes UTF-8 JSON") from None
+        raise SummaryError(
+            f"{check.where}: not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start:,}); "
+            f"a sweep writes UTF-8 JSON"
+        ) from None
 
     def no_constant(name: str):
         raise ValueError(f"{name} is no JSON number; a sweep writes null for a missing number")
@@ -124,8 +140,9 @@ def _parse(raw: bytes, check: _Check) -> Any:
     try:
         return json.loads(text, parse_constant=no_constant)
     except RecursionError:
-        raise SummaryError(f"{check.where}: nested too deeply to read; a summary nests at most {MAX_DEPTH} deep") \
-            from None
+        raise SummaryError(
+            f"{check.where}: nested too deeply to read; a summary nests at most {MAX_DEPTH} deep"
+        ) from None
     except json.JSONDecodeError as err:
         raise SummaryError(f"{check.where}: not JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
     except ValueError as err:
@@ -158,8 +175,9 @@ def _trials(check: _Check, trials: Any) -> None:
             check.scalar(cell, f"trials.{key}[{i}]")
     if len(set(lengths.values())) > 1:
         short = min(lengths, key=lengths.get)
-        raise check.fail(f"trials.{short}", f"{lengths[short]} rows",
-                         f"columns of one length ('trial' has {lengths['trial']})")
+        raise check.fail(
+            f"trials.{short}", f"{lengths[short]} rows", f"columns of one length ('trial' has {lengths['trial']})"
+        )
     for i, trial in enumerate(table["trial"]):
         if not isinstance(trial, str) or not trial:
             raise check.fail(f"trials.trial[{i}]", trial, "a trial id (a non-empty string)")
@@ -209,13 +227,21 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
     """``data`` (a parsed summary) when it passes the checks of the module doc, else a SummaryError."""
     check = _Check(where)
     if not isinstance(data, dict):
-        raise SummaryError(f"{where}: holds a JSON {type(data).__name__.replace('dict', 'object')}, not an object; "
-                           f"a sweep writes one JSON object (its results)")
+        raise SummaryError(
+            f"{where}: holds a JSON {type(data).__name__.replace('dict', 'object')}, not an object; "
+            f"a sweep writes one JSON object (its results)"
+        )
     deepest = _depth(data)
     if deepest > MAX_DEPTH:
         raise SummaryError(f"{where}: nested more than {MAX_DEPTH} deep; a summary nests at most {MAX_DEPTH} deep")
-    check.string(data, "sweep", 128, required=True, pattern=NAME,
-                 meaning="the sweep's name (it names the page's file: letters, digits, '_', '.', '-', no path)")
+    check.string(
+        data,
+        "sweep",
+        128,
+        required=True,
+        pattern=NAME,
+        meaning="the sweep's name (it names the page's file: letters, digits, '_', '.', '-', no path)",
+    )
     for key in ("experiment", "objective"):
         check.string(data, key, LINE, required=True)
     check.string(data, "description", DESCRIPTION)

@@ -28,8 +28,10 @@ def at_chance(test_rsum: float, chance: ChanceLevel | None) -> str | None:
     if chance is None or not chance.reaches(test_rsum):
         return None
     low, high = chance.rsum_band
-    return (f"at chance: test rsum {test_rsum:.1f} lies within the 95% range of a random model's "
-            f"({low:.1f} to {high:.1f}, {chance.description}); this model ranks no better than random scores")
+    return (
+        f"at chance: test rsum {test_rsum:.1f} lies within the 95% range of a random model's "
+        f"({low:.1f} to {high:.1f}, {chance.description}); this model ranks no better than random scores"
+    )
 
 
 def on_plateau(history: Mapping[str, list[tuple[int, float]]], warmup_epochs: int) -> str | None:
@@ -40,12 +42,15 @@ def on_plateau(history: Mapping[str, list[tuple[int, float]]], warmup_epochs: in
         return None
     if reading.first - reading.last >= PLATEAU_SHARE * abs(reading.first):
         return None
-    return (f"on its plateau: the training loss went from {reading.first:.4g} (epoch {reading.start}) to "
-            f"{reading.last:.4g} (epoch {reading.end}), less than {PLATEAU_SHARE:.0%} lower: it never left "
-            f"the value it started at")
+    return (
+        f"on its plateau: the training loss went from {reading.first:.4g} (epoch {reading.start}) to "
+        f"{reading.last:.4g} (epoch {reading.end}), less than {PLATEAU_SHARE:.0%} lower: it never left "
+        f"the value it started at"
+    )
 
 
-def verdicts(test_rsum: float, chance: ChanceLevel | None, history: Mapping[str, list[tuple[int, float]]],
-             warmup_epochs: int) -> list[str]:
+def verdicts(
+    test_rsum: float, chance: ChanceLevel | None, history: Mapping[str, list[tuple[int, float]]], warmup_epochs: int
+) -> list[str]:
     """What the run's last lines say of it: at chance, on its plateau, both or nothing."""
     return [found for found in (at_chance(test_rsum, chance), on_plateau(history, warmup_epochs)) if found]

@@ -6,7 +6,11 @@ and ``itrlab.sweep.catalog`` (``--list``) do not start by importing Ray and MLfl
 
 from itrlab.lazy import lazy_exports
 
-_EXPORTS = {"SweepResult": "runner", "run_sweep": "runner",
-            "SweepSpec": "itrlab.config.sweep", "load_sweep": "itrlab.config.sweep"}
+_EXPORTS = {
+    "SweepResult": "runner",
+    "run_sweep": "runner",
+    "SweepSpec": "itrlab.config.sweep",
+    "load_sweep": "itrlab.config.sweep",
+}
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

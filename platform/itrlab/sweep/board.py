@@ -24,7 +24,8 @@ BOARD_FOLDER = "progress"  # under the sweep's folder
 
 
 class BoardWriter:
-    """A training callback of a trial: writes its :class:`~itrlab.train.training_progress.TrainingProgress` to the board.
+    """A training callback of a trial: writes its :class:`~itrlab.train.training_progress.TrainingProgress` to the
+    board.
     A note that cannot be written is skipped: progress never fails a trial."""
 
     def __init__(self, folder: Path, trial_id: str, clock=time.time):
@@ -73,7 +74,9 @@ class TrialState:
         if step is None or not math.isfinite(step) or step <= 0:
             return None
         evals = self.eval_seconds or 0.0
-        steps_left = (self.epochs - self.epoch) * self.steps + (self.steps - self.step if self.phase == "training" else 0)
+        steps_left = (self.epochs - self.epoch) * self.steps + (
+            self.steps - self.step if self.phase == "training" else 0
+        )
         validations_left = self.epochs - self.epoch + (self.phase != "testing")  # this epoch's, unless it is over
         tests_left = 1
         left = steps_left * step + (validations_left + tests_left) * evals
@@ -87,9 +90,16 @@ def read_state(folder: Path | None, trial_id: str, since: float | None) -> Trial
         return None
     try:
         data = json.loads((Path(folder) / f"{trial_id}.json").read_text(encoding="utf-8"))
-        state = TrialState(str(data["phase"]), int(data["epoch"]), int(data["epochs"]), int(data["step"]),
-                           int(data["steps"]), data.get("step_seconds"), data.get("eval_seconds"),
-                           float(data["updated"]))
+        state = TrialState(
+            str(data["phase"]),
+            int(data["epoch"]),
+            int(data["epochs"]),
+            int(data["step"]),
+            int(data["steps"]),
+            data.get("step_seconds"),
+            data.get("eval_seconds"),
+            float(data["updated"]),
+        )
     except (OSError, ValueError, KeyError, TypeError):  # no note yet, or one being replaced
         return None
     return state if since is None or state.updated >= since else None

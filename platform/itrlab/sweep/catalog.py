@@ -46,7 +46,7 @@ def title_of(path: Path, width: int = 72) -> tuple[str, str]:
     head, sep, rest = text.partition(":")
     reproduces, text = (head.strip(), rest.strip()) if sep and head.startswith(tuple(PAPERS)) else ("-", text)
     sentence = re.split(r"(?<=\.)\s+(?=[A-Z])", text, maxsplit=1)[0].rstrip(".")
-    return reproduces or "-", sentence if len(sentence) <= width else sentence[:width - 1].rstrip() + "…"
+    return reproduces or "-", sentence if len(sentence) <= width else sentence[: width - 1].rstrip() + "…"
 
 
 def estimate_cell(figure: Figure) -> str:
@@ -80,8 +80,16 @@ def list_presets(presets: dict[str, str]) -> str:
     rows = [header]
     for stem, names in aliases.items():
         for i, e in enumerate(preset_entries(" / ".join(names), resolve_sweep_path(stem))):
-            rows.append((e.preset if i == 0 else "", e.profile, e.reproduces if i == 0 else "", str(e.trials),
-                         e.estimate, e.varies if i == 0 else ""))
+            rows.append(
+                (
+                    e.preset if i == 0 else "",
+                    e.profile,
+                    e.reproduces if i == 0 else "",
+                    str(e.trials),
+                    e.estimate,
+                    e.varies if i == 0 else "",
+                )
+            )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
     return "\n".join(line.rstrip() for line in lines) + (
@@ -89,4 +97,5 @@ def list_presets(presets: dict[str, str]) -> str:
         f"(evaluation not counted), with its device-hours (wall time x the CPUs or GPUs a trial holds): measured "
         f"where jobs/bench_train.py, jobs/bench_group.py or jobs/bench_gpu.py recorded the step here, else estimated "
         f"from the FLOPs of one step on a nominal device (--dry-run says which). Kept per code version in "
-        f"{estimates_file()}.\nrun one: python jobs/sweep.py --preset NAME [--profile NAME] [--dry-run]")
+        f"{estimates_file()}.\nrun one: python jobs/sweep.py --preset NAME [--profile NAME] [--dry-run]"
+    )

@@ -20,12 +20,13 @@ import ray
 import torch
 
 from itrlab import threads as thread_policy
-from itrlab.console_log import CONSOLE_ENV
 from itrlab.config.loader import config_dir
-from itrlab.errors import UnavailableError, UserInputError
 from itrlab.config.sweep import SweepSpec
+from itrlab.console_log import CONSOLE_ENV
+from itrlab.errors import UnavailableError, UserInputError
 from itrlab.sweep import progress
 from itrlab.sweep.quiet_workers import WORKER_SETUP_HOOK
+from itrlab.train.loop import STEP_PROGRESS_ENV
 
 _log = logging.getLogger(__name__)
 
@@ -38,8 +39,17 @@ START_ATTEMPTS_DEFAULT = 3
 # Tune frees a stopped trial's workers through it), else only when asked (it costs start-up time and CPU:
 # docs/speed.md#cpu-figures)
 DASHBOARD_ENV = "ITRLAB_RAY_DASHBOARD"
-RAY_PROGRAMS = ("gcs_server", "raylet", "ray/dashboard", "log_monitor", "ray_process_reaper", "runtime_env",
-                "monitor.py", "default_worker.py", "ray::")  # what ray.init starts on this machine
+RAY_PROGRAMS = (
+    "gcs_server",
+    "raylet",
+    "ray/dashboard",
+    "log_monitor",
+    "ray_process_reaper",
+    "runtime_env",
+    "monitor.py",
+    "default_worker.py",
+    "ray::",
+)  # what ray.init starts on this machine
 
 
 def loopback_options() -> dict[str, Any]:
@@ -84,9 +94,13 @@ def init_ray(tracking_uri: str, logical_cpus: float = 0, dashboard: bool = True)
     runtime_env: dict[str, Any] = console_runtime_env(env_vars)
     # "local": a new Ray of its own, even where `ray start --head` runs on this machine (address=None
     # would join that one, and refuse num_cpus)
-    options = dict(address=address or "local", num_cpus=num_cpus, runtime_env=runtime_env or None,
-                   log_to_driver=True,
-                   **({} if address else {**loopback_options(), "include_dashboard": wants_dashboard(dashboard)}))
+    options = dict(
+        address=address or "local",
+        num_cpus=num_cpus,
+        runtime_env=runtime_env or None,
+        log_to_driver=True,
+        **({} if address else {**loopback_options(), "include_dashboard": wants_dashboard(dashboard)}),
+    )
     if address:
         ray.init(**options)
     else:
@@ -135,19 +149,25 @@ def start_local_ray(options: dict[str, Any]) -> None:
                 raise
             stop_own_ray_processes()
             if attempt == attempts:
-                raise UnavailableError(f"Ray did not start on this machine in {attempts} attempt(s) (the last: {text}); "
-                                       f"the machine is too busy now: nothing was started, try again later or allow "
-                                       f"more attempts (${START_ATTEMPTS_ENV})") from None
+                raise UnavailableError(
+                    f"Ray did not start on this machine in {attempts} attempt(s) (the last: {text}); "
+                    f"the machine is too busy now: nothing was started, try again later or allow "
+                    f"more attempts (${START_ATTEMPTS_ENV})"
+                ) from None
             pause = 10.0 * attempt
-            _log.info(f"itrlab: Ray did not start ({text}); the machine is busy: starting it again in {pause:g} s "
-                      f"(attempt {attempt + 1} of {attempts})")
+            _log.info(
+                f"itrlab: Ray did not start ({text}); the machine is busy: starting it again in {pause:g} s "
+                f"(attempt {attempt + 1} of {attempts})"
+            )
             time.sleep(pause)
 
 
 def _slow_start(err: BaseException) -> bool:
     """Whether Ray's start failed for want of time (its node or GCS did not come up in time)."""
     text = str(err).lower()
-    return isinstance(err, TimeoutError) or "timed out" in text or "timeout" in text or "failed to connect to gcs" in text
+    return (
+        isinstance(err, TimeoutError) or "timed out" in text or "timeout" in text or "failed to connect to gcs" in text
+    )
 
 
 def stop_own_ray_processes(timeout_s: float = 15.0) -> None:
@@ -163,8 +183,10 @@ def stop_own_ray_processes(timeout_s: float = 15.0) -> None:
             with contextlib.suppress(OSError):
                 stat = open(f"/proc/{entry.name}/stat").read()
                 cmdline = open(f"/proc/{entry.name}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-                table[int(entry.name)] = (int(stat[stat.rindex(")") + 2:].split()[1]), cmdline)
-    doomed = {pid for pid, (parent, cmd) in table.items() if parent == os.getpid() and any(p in cmd for p in RAY_PROGRAMS)}
+                table[int(entry.name)] = (int(stat[stat.rindex(")") + 2 :].split()[1]), cmdline)
+    doomed = {
+        pid for pid, (parent, cmd) in table.items() if parent == os.getpid() and any(p in cmd for p in RAY_PROGRAMS)
+    }
     while more := {pid for pid, (parent, _) in table.items() if parent in doomed} - doomed:
         doomed |= more
     for pid in doomed:
@@ -200,13 +222,17 @@ def console_runtime_env(env_vars: dict[str, str]) -> dict[str, Any]:
     a trial's log records as the lines it printed), so that a cluster's trials see them too (a local Ray's
     workers inherit them anyway). A key the submitted job's runtime env sets is left to it."""
     env_vars = dict(env_vars) | progress.quiet_env()
-    env_vars |= {key: os.environ[key] for key in (progress.VERBOSE_ENV, progress.STEP_PROGRESS_ENV, CONSOLE_ENV)
-                 if os.environ.get(key)}
+    env_vars |= {
+        key: os.environ[key] for key in (progress.VERBOSE_ENV, STEP_PROGRESS_ENV, CONSOLE_ENV) if os.environ.get(key)
+    }
     job = _job_runtime_env()
     env_vars = {key: value for key, value in env_vars.items() if key not in (job.get("env_vars") or {})}
     runtime_env: dict[str, Any] = {"env_vars": env_vars} if env_vars else {}
-    if not progress.is_verbose() and "worker_process_setup_hook" not in job \
-            and "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR" not in os.environ:  # one hook of the user's own wins
+    if (
+        not progress.is_verbose()
+        and "worker_process_setup_hook" not in job
+        and "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR" not in os.environ
+    ):  # one hook of the user's own wins
         runtime_env["worker_process_setup_hook"] = WORKER_SETUP_HOOK
     return runtime_env
 
@@ -236,18 +262,21 @@ def check_local_resources(spec: SweepSpec) -> None:
     workers, cpus, gpus = spec.workers
     machine = os.cpu_count() or 1
     if cpus * workers > machine:
-        raise UserInputError(f"--cpus-per-trial / resources.cpu: a trial asks for {cpus * workers:g} CPU(s) "
-                             f"({cpus:g} per worker x {workers} workers) and this machine has {machine}; "
-                             "ask for fewer, or submit the sweep to a cluster (RAY_ADDRESS)")
+        raise UserInputError(
+            f"--cpus-per-trial / resources.cpu: a trial asks for {cpus * workers:g} CPU(s) "
+            f"({cpus:g} per worker x {workers} workers) and this machine has {machine}; "
+            "ask for fewer, or submit the sweep to a cluster (RAY_ADDRESS)"
+        )
     wanted = gpus * workers
     if wanted == 0:
         return
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if wanted > visible:
-        raise UserInputError(f"--gpus-per-trial / resources.gpu: a trial asks for {wanted:g} GPU(s) "
-                             f"({gpus:g} per worker x {workers} workers) and this machine "
-                             f"has {visible}; ask for fewer, or submit the sweep to a cluster with GPU nodes")
-
+        raise UserInputError(
+            f"--gpus-per-trial / resources.gpu: a trial asks for {wanted:g} GPU(s) "
+            f"({gpus:g} per worker x {workers} workers) and this machine "
+            f"has {visible}; ask for fewer, or submit the sweep to a cluster with GPU nodes"
+        )
 
 
 def wait_for_room(spec: SweepSpec, timeout_s: float | None = None, poll_s: float = 2.0) -> None:
@@ -267,8 +296,10 @@ def wait_for_room(spec: SweepSpec, timeout_s: float | None = None, poll_s: float
 
     if room(nodes()):
         return
-    _log.info(f"waiting up to {timeout_s:g} s for the Ray cluster to offer one trial's resources "
-              f"({_describe(total)}; {workers} worker(s) of {_describe(bundle)})")
+    _log.info(
+        f"waiting up to {timeout_s:g} s for the Ray cluster to offer one trial's resources "
+        f"({_describe(total)}; {workers} worker(s) of {_describe(bundle)})"
+    )
     requested = False
     with contextlib.suppress(Exception):  # a hint to the autoscaler, where there is one
         from ray.autoscaler.sdk import request_resources
@@ -284,8 +315,10 @@ def wait_for_room(spec: SweepSpec, timeout_s: float | None = None, poll_s: float
                 raise UserInputError(
                     f"--cpus-per-trial / --gpus-per-trial: the Ray cluster has no room for one trial "
                     f"({_describe(total)}) after {timeout_s:g} s; it has {len(current)} node(s), "
-                    f"{_describe(cluster)} in all, the largest node {_describe({k: largest.get(k, 0) for k in ('CPU', 'GPU')})}; "
-                    f"ask for less, add nodes, or wait longer (${RESOURCE_WAIT_ENV})")
+                    f"{_describe(cluster)} in all, the largest node "
+                    f"{_describe({k: largest.get(k, 0) for k in ('CPU', 'GPU')})}; "
+                    f"ask for less, add nodes, or wait longer (${RESOURCE_WAIT_ENV})"
+                )
             time.sleep(poll_s)
     finally:
         if requested:

@@ -47,11 +47,19 @@ class Nominal:
 NOMINAL = {
     # NVIDIA H100 SXM: 989 TFLOP/s dense bf16/fp16 on tensor cores, 67 TFLOP/s fp32 (PyTorch's default fp32
     # matmuls do not use TF32); 35% of it for these mid-sized matmuls; 20 µs of host time per operator
-    "cuda": Nominal("a nominal H100-class GPU (989 TFLOP/s bf16, 67 TFLOP/s fp32, at 35%; 20 µs per operator)",
-                    {"bf16": 989e12, "fp16": 989e12, "fp32": 67e12}, 0.35, 20e-6),
+    "cuda": Nominal(
+        "a nominal H100-class GPU (989 TFLOP/s bf16, 67 TFLOP/s fp32, at 35%; 20 µs per operator)",
+        {"bf16": 989e12, "fp16": 989e12, "fp32": 67e12},
+        0.35,
+        20e-6,
+    ),
     # one x86 core with AVX2: 2.5 GHz x 32 fp32 FLOP per cycle (two 8-wide FMAs), at 25%; bf16 no faster
-    "cpu": Nominal("a nominal x86 core per thread (80 GFLOP/s fp32 with AVX2, at 25%; 5 µs per operator)",
-                   {"bf16": 80e9, "fp16": 80e9, "fp32": 80e9}, 0.25, 5e-6),
+    "cpu": Nominal(
+        "a nominal x86 core per thread (80 GFLOP/s fp32 with AVX2, at 25%; 5 µs per operator)",
+        {"bf16": 80e9, "fp16": 80e9, "fp32": 80e9},
+        0.25,
+        5e-6,
+    ),
 }
 
 
@@ -78,8 +86,17 @@ class Cost:
         return not self.unknown
 
 
-def group_seconds(config: ExperimentConfig, size: int, device: str, threads: float, pairs: int | None,
-                  features: tuple[int, int] | None, where: str, cost: Cost, classes: int = 1) -> None:
+def group_seconds(
+    config: ExperimentConfig,
+    size: int,
+    device: str,
+    threads: float,
+    pairs: int | None,
+    features: tuple[int, int] | None,
+    where: str,
+    cost: Cost,
+    classes: int = 1,
+) -> None:
     """Add the training time of a group of ``size`` members of ``config``'s shape (``size`` 1: one run) whose
     members fall in ``classes`` step classes (each launches its own operators: :mod:`itrlab.train.grouped`)."""
     if not pairs or features is None:
@@ -96,11 +113,14 @@ def group_seconds(config: ExperimentConfig, size: int, device: str, threads: flo
         counted = count_step(config, features[0], features[1], CAPTION_TOKENS)
     except Exception:  # noqa: BLE001 - a step that cannot run on made-up inputs: no estimate, said why
         log.warning("counting one step of %s failed", shape, exc_info=True)
-        cost.unknown.append(f"one training step of {shape} could not be counted on made-up inputs of its shape "
-                            f"(the error is in the log)")
+        cost.unknown.append(
+            f"one training step of {shape} could not be counted on made-up inputs of its shape "
+            f"(the error is in the log)"
+        )
         return
-    step = NOMINAL[device].step_seconds(counted.flops, counted.ops * classes, config.train.precision, size,
-                                        threads if device == "cpu" else 1)
+    step = NOMINAL[device].step_seconds(
+        counted.flops, counted.ops * classes, config.train.precision, size, threads if device == "cpu" else 1
+    )
     cost.seconds += step * (pairs // config.train.batch_size) * config.train.epochs
     cost.estimated += 1
     cost.estimated_shapes[shape] = cost.estimated_shapes.get(shape, 0) + 1
@@ -112,8 +132,10 @@ def source_line(cost: Cost) -> str:
     if cost.measured:
         parts.append(f"measured on {'; '.join(sorted(cost.measured))}: {_shapes(cost.measured_shapes)}")
     if cost.estimated:
-        parts.append(f"estimated, not measured: {_shapes(cost.estimated_shapes)}, from the FLOPs counted in one step "
-                     f"(torch.utils.flop_counter) on {NOMINAL[cost.device].name}")
+        parts.append(
+            f"estimated, not measured: {_shapes(cost.estimated_shapes)}, from the FLOPs counted in one step "
+            f"(torch.utils.flop_counter) on {NOMINAL[cost.device].name}"
+        )
     return "; ".join(parts)
 
 

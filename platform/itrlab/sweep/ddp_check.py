@@ -6,8 +6,9 @@ node sees of given paths. Run by a driver on the cluster's head.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 PLACEMENTS = ("STRICT_SPREAD", "STRICT_PACK")  # the two ranks on two nodes, then on one
 
@@ -38,16 +39,29 @@ def ddp_run(tree: dict[str, Any], placement: str, storage: Path, tracking_uri: s
     from itrlab.tracking import MlflowTracker, source_tags
 
     folder = storage / name
-    context = TrialContext(tree, name, tracking_uri, parent_run_id="", sweep_name=name, storage_dir=str(folder),
-                           source=tuple(source_tags().items()))
+    context = TrialContext(
+        tree,
+        name,
+        tracking_uri,
+        parent_run_id="",
+        sweep_name=name,
+        storage_dir=str(folder),
+        source=tuple(source_tags().items()),
+    )
     trainer = TorchTrainer(
         _ddp_worker,
-        train_loop_config={"params": {}, "context": context, "trial_id": name, "run_dir": str(folder / "local"),
-                           "tags": dict(context.source) | trial_tags(name, name, {}, run_dir=str(folder)),
-                           "nodes_dir": str(folder / "nodes")},
+        train_loop_config={
+            "params": {},
+            "context": context,
+            "trial_id": name,
+            "run_dir": str(folder / "local"),
+            "tags": dict(context.source) | trial_tags(name, name, {}, run_dir=str(folder)),
+            "nodes_dir": str(folder / "nodes"),
+        },
         torch_config=TorchConfig(backend="gloo"),
-        scaling_config=ray.train.ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1},
-                                               placement_strategy=placement),
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=2, resources_per_worker={"CPU": 1}, placement_strategy=placement
+        ),
         run_config=ray.train.RunConfig(name=name, storage_path=str(folder / "ray")),
     )
     trainer.fit()
@@ -55,8 +69,14 @@ def ddp_run(tree: dict[str, Any], placement: str, storage: Path, tracking_uri: s
     # the run's metrics as MLflow holds them (the last epoch's validation, the test table, ...)
     tracker = MlflowTracker(name, tracking_uri)
     run_id = tracker.find_run({TRIAL_TAG: name})
-    return {"name": name, "placement": placement, "nodes": nodes, "run_id": run_id, "status": tracker.status(run_id),
-            "metrics": tracker.metrics(run_id)}
+    return {
+        "name": name,
+        "placement": placement,
+        "nodes": nodes,
+        "run_id": run_id,
+        "status": tracker.status(run_id),
+        "metrics": tracker.metrics(run_id),
+    }
 
 
 def probe_workers(paths: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -71,12 +91,17 @@ def probe_workers(paths: Sequence[str]) -> dict[str, dict[str, Any]]:
 
     head = ray.get_runtime_context().get_node_id()
     workers = [node["NodeID"] for node in ray.nodes() if node["Alive"] and node["NodeID"] != head]
-    return {node: ray.get(look.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
-                          .remote(list(paths))) for node in workers}
+    return {
+        node: ray.get(
+            look.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(list(paths))
+        )
+        for node in workers
+    }
 
 
-def placed_ddp_runs(tree: dict[str, Any], storage: Path, tracking_uri: str, stamp: str,
-                    paths: Sequence[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+def placed_ddp_runs(
+    tree: dict[str, Any], storage: Path, tracking_uri: str, stamp: str, paths: Sequence[str]
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """On the cluster (joined, or a local Ray), what the worker nodes see of ``paths``
     (:func:`probe_workers`), then :func:`ddp_run` under each of :data:`PLACEMENTS`; Ray is shut down after."""
     import ray
@@ -86,8 +111,10 @@ def placed_ddp_runs(tree: dict[str, Any], storage: Path, tracking_uri: str, stam
     init_ray(tracking_uri)
     try:
         seen = probe_workers(paths)
-        runs = {placement: ddp_run(tree, placement, storage, tracking_uri, f"ddp_{placement.lower()}_{stamp}")
-                for placement in PLACEMENTS}
+        runs = {
+            placement: ddp_run(tree, placement, storage, tracking_uri, f"ddp_{placement.lower()}_{stamp}")
+            for placement in PLACEMENTS
+        }
     finally:
         ray.shutdown()
     return seen, runs

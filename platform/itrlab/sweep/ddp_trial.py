@@ -14,15 +14,28 @@ figures are in docs/speed.md#cpu-figures).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import ray.train
 import ray.train.torch
 from ray import tune
 
-from itrlab.sweep.trial import (EpochReporter, TrialContext, board_writer, config_of, node_tags, restore_run_dir,
-                                reuse_child_run, run_trial, trial_params, trial_run_name, trial_tags, train_and_report)
+from itrlab.sweep.trial import (
+    EpochReporter,
+    TrialContext,
+    board_writer,
+    config_of,
+    node_tags,
+    restore_run_dir,
+    reuse_child_run,
+    run_trial,
+    train_and_report,
+    trial_params,
+    trial_run_name,
+    trial_tags,
+)
 from itrlab.tracking import MlflowTracker
 from itrlab.train import run_experiment
 
@@ -43,8 +56,13 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
         reuse_child_run(tracker, run_dir, loop_config["trial_id"], context.parent_run_id)
         tracker.default_tags = {**loop_config["tags"], **node_tags(tracker, run_dir)}  # rank 0's node
         tracker.default_params = trial_params(params)
-    reporter = EpochReporter(run_dir, ray.train.report, ray.train.Checkpoint.from_directory if rank == 0 else None,
-                             metric=context.metric, storage=context.sweep_dir)
+    reporter = EpochReporter(
+        run_dir,
+        ray.train.report,
+        ray.train.Checkpoint.from_directory if rank == 0 else None,
+        metric=context.metric,
+        storage=context.sweep_dir,
+    )
     run_name = trial_run_name(params)
 
     def train():
@@ -53,14 +71,29 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
         device = ray.train.torch.get_device() if config.train.device == "auto" else None
         # rank 0 notes the trial's phase and step on the sweep's progress board
         callbacks = [reporter, *(board_writer(context, loop_config["trial_id"]) if rank == 0 else [])]
-        return run_experiment(config, run_dir, callbacks=callbacks, tracker=tracker,
-                              parent_run_id=context.parent_run_id, run_name=run_name,
-                              rank=rank, world_size=world_size, device=device)
+        return run_experiment(
+            config,
+            run_dir,
+            callbacks=callbacks,
+            tracker=tracker,
+            parent_run_id=context.parent_run_id,
+            run_name=run_name,
+            rank=rank,
+            world_size=world_size,
+            device=device,
+        )
+
     train_and_report(train, reporter, tracker, run_name=run_name, parent_run_id=context.parent_run_id)
 
 
-def run_torch_trainer_trial(params: dict[str, Any], context: TrialContext, *, num_workers: int,
-                            cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0) -> None:
+def run_torch_trainer_trial(
+    params: dict[str, Any],
+    context: TrialContext,
+    *,
+    num_workers: int,
+    cpus_per_worker: float = 1.0,
+    gpus_per_worker: float = 0.0,
+) -> None:
     """A Tune function trial that trains with ``num_workers`` DDP workers."""
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
@@ -70,27 +103,38 @@ def run_torch_trainer_trial(params: dict[str, Any], context: TrialContext, *, nu
     resources = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if gpus_per_worker else {})}
     trainer = TorchTrainer(
         worker_loop,
-        train_loop_config={"params": params, "context": context, "trial_id": trial_id,
-                           "run_dir": tune_context.get_trial_dir(),
-                           # its checkpoints: Ray Train keeps them in <storage_dir>/train-<trial id>
-                           "tags": dict(context.source) | trial_tags(trial_id, context.sweep_name, params,
-                                              run_dir=str(Path(context.storage_dir) / f"train-{trial_id}"))},
-        scaling_config=ray.train.ScalingConfig(num_workers=num_workers, use_gpu=gpus_per_worker > 0,
-                                               resources_per_worker=resources),
-        run_config=ray.train.RunConfig(name=f"train-{trial_id}", storage_path=context.storage_dir,
-                                       callbacks=[TuneReportCallback()]),
+        train_loop_config={
+            "params": params,
+            "context": context,
+            "trial_id": trial_id,
+            "run_dir": tune_context.get_trial_dir(),
+            # its checkpoints: Ray Train keeps them in <storage_dir>/train-<trial id>
+            "tags": dict(context.source)
+            | trial_tags(
+                trial_id, context.sweep_name, params, run_dir=str(Path(context.storage_dir) / f"train-{trial_id}")
+            ),
+        },
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=num_workers, use_gpu=gpus_per_worker > 0, resources_per_worker=resources
+        ),
+        run_config=ray.train.RunConfig(
+            name=f"train-{trial_id}", storage_path=context.storage_dir, callbacks=[TuneReportCallback()]
+        ),
     )
     trainer.fit()
 
 
-def trial_function(num_workers: int, cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0,
-                   torch_trainer: bool = False) -> Callable[..., None]:
+def trial_function(
+    num_workers: int, cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0, torch_trainer: bool = False
+) -> Callable[..., None]:
     """The Tune trainable: in-process for one worker, a TorchTrainer for several (or when forced)."""
     if num_workers == 1 and not torch_trainer:
         return run_trial
 
     def trainable(params: dict[str, Any], context: TrialContext) -> None:
-        run_torch_trainer_trial(params, context, num_workers=num_workers,
-                                cpus_per_worker=cpus_per_worker, gpus_per_worker=gpus_per_worker)
+        run_torch_trainer_trial(
+            params, context, num_workers=num_workers, cpus_per_worker=cpus_per_worker, gpus_per_worker=gpus_per_worker
+        )
+
     trainable.__name__ = "torch_trainer_trial"
     return trainable

@@ -47,10 +47,13 @@ def recipe(config: ExperimentConfig) -> dict[str, str]:
     return {
         "method": config.method.name,
         "loss": " ".join([config.loss.name, *(f"{k}={v}" for k, v in loss.items())]),
-        "batch": str(config.train.batch_size), "epochs": str(config.train.epochs), "lr": schedule(config),
+        "batch": str(config.train.batch_size),
+        "epochs": str(config.train.epochs),
+        "lr": schedule(config),
         "embed": str(config.model.embed_dim),
         "text": f"{text.encoder} {text.word_dim}-d" + (f" GloVe {text.glove}" if text.glove else "")
-                if text.encoder == "bigru" else f"{text.encoder} {text.bert_path or '(packaged MiniLM-L6)'}",
+        if text.encoder == "bigru"
+        else f"{text.encoder} {text.bert_path or '(packaged MiniLM-L6)'}",
         "method settings": " ".join(f"{k}={v}" for k, v in config.method.params().items()) or "-",
         "data": f"{config.dataset.name} ({config.eval.test_protocol})",
     }
@@ -90,8 +93,14 @@ def train_pairs(config: ExperimentConfig) -> tuple[int | None, tuple[int, int] |
     if pairs is None:
         return None, None, f"the data of {name} is not here and configs/paper/data/ gives no size of it"
     if features is None:
-        return pairs, None, (f"the region features of {name} are not here and no shape is declared for "
-                             f"{Path(config.dataset.root).name} (configs/datasets/shapes/{name}.yaml)")
+        return (
+            pairs,
+            None,
+            (
+                f"the region features of {name} are not here and no shape is declared for "
+                f"{Path(config.dataset.root).name} (configs/datasets/shapes/{name}.yaml)"
+            ),
+        )
     return pairs, features, f"the declared shape of {name} (the data is not here)"
 
 
@@ -105,8 +114,10 @@ def trial_configs(spec: SweepSpec, overrides: list[str]) -> tuple[list[dict], li
 def stages_of(config: ExperimentConfig) -> list[tuple[tuple[str, int, str], ExperimentConfig]]:
     """The stages a trial starts from, each with what makes it one shared run: its name, seed and key
     (its resolved config and data)."""
-    return [((spec_stage.name, stage_config.seed, stage_key(stage_config, str(config.dataset.root))), stage_config)
-            for spec_stage, stage_config in zip(config.stages, stage_configs(config))]
+    return [
+        ((spec_stage.name, stage_config.seed, stage_key(stage_config, str(config.dataset.root))), stage_config)
+        for spec_stage, stage_config in zip(config.stages, stage_configs(config))
+    ]
 
 
 def own_key(config: ExperimentConfig) -> tuple[int, str]:
@@ -140,11 +151,21 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace, cost: str, command: li
     groups = plan_groups(spec, points, configs) if spec.group > 1 else []  # bad grouping: one line, exit 2
     workers, cpus, gpus = spec.workers
     keys = spec.table.rows if spec.table else [k for k in (spec.grid or {})]
-    _log.info(f"sweep {spec.name}" + (f", profile {spec.profile}" if spec.profile else "") +
-              f": {len(configs)} trial(s)" + (f" ({len(spec.seeds)} seed(s) each)" if spec.optuna is None else
-                                            f" (Optuna: {spec.optuna.num_trials} trials; the search's corners below)"))
-    _log.info(f"each trial: {workers} worker(s) x {cpus:g} CPU" + (f" + {gpus:g} GPU" if gpus else "") +
-              f"; {spec.concurrency} at a time")
+    _log.info(
+        f"sweep {spec.name}"
+        + (f", profile {spec.profile}" if spec.profile else "")
+        + f": {len(configs)} trial(s)"
+        + (
+            f" ({len(spec.seeds)} seed(s) each)"
+            if spec.optuna is None
+            else f" (Optuna: {spec.optuna.num_trials} trials; the search's corners below)"
+        )
+    )
+    _log.info(
+        f"each trial: {workers} worker(s) x {cpus:g} CPU"
+        + (f" + {gpus:g} GPU" if gpus else "")
+        + f"; {spec.concurrency} at a time"
+    )
     if spec.deviations:
         _log.info("deviations from the paper:")
         _log.info("\n".join(f"  - {line}" for line in spec.deviations))
@@ -172,21 +193,32 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace, cost: str, command: li
         _log.info("\nmethod settings (method.*):")
         _log.info("\n".join(f"  {name}: {value}" for name, value in settings.items()))
     if groups:
-        _log.info(f"\ngroups: {len(groups)} Ray trial(s), each training up to {spec.group} trials together as one "
-                  f"batched model (each still its own MLflow run):")
+        _log.info(
+            f"\ngroups: {len(groups)} Ray trial(s), each training up to {spec.group} trials together as one "
+            f"batched model (each still its own MLflow run):"
+        )
         for group in groups:
-            _log.info("  " + ", ".join(row_label(row_key(point, keys)) + f" seed {point['seed']}" if keys
-                                       else f"seed {point['seed']}" for point in group.points))
+            _log.info(
+                "  "
+                + ", ".join(
+                    row_label(row_key(point, keys)) + f" seed {point['seed']}" if keys else f"seed {point['seed']}"
+                    for point in group.points
+                )
+            )
     if stages:
         _log.info(f"\nstages: {len(stages)}, each trained once and shared by the trials that start from it:")
         for (name, seed, key), entry in stages.items():
             r = recipe(entry["config"])
             row = trained_by.get((seed, key))
-            _log.info(f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
-                      f"lr {r['lr']}; used by {', '.join(entry['rows'])}"
-                      + (f"; the {row} row's training, kept as the stage" if row else ""))
+            _log.info(
+                f"  {name} seed={seed}: {r['method']}, loss {r['loss']}, batch {r['batch']}, {r['epochs']} epochs, "
+                f"lr {r['lr']}; used by {', '.join(entry['rows'])}"
+                + (f"; the {row} row's training, kept as the stage" if row else "")
+            )
     _log.info("\n" + cost)
-    _log.info("\non a Ray cluster, with its token (docs/sweeps.md#running-on-a-ray-cluster; your head's dashboard address):")
+    _log.info(
+        "\non a Ray cluster, with its token (docs/sweeps.md#running-on-a-ray-cluster; your head's dashboard address):"
+    )
     _log.info(submit_command(command))
     return 0
 
@@ -195,13 +227,20 @@ def submit_command(command: list[str]) -> str:
     """The ``ray job submit`` line of ``command`` as docs/sweeps.md gives it: the cluster's token, an absolute
     MLflow store (the job runs in a copy of the working folder, without runs/ or mlflow.db)."""
     runtime = json.dumps({"env_vars": {TRACKING_URI_ENV: resolve_tracking_uri()}})
-    return (f"  RAY_AUTH_MODE=token ray job submit --address {RAY_DASHBOARD} --working-dir . \\\n"
-            f"      --runtime-env-json {shlex.quote(runtime)} \\\n"
-            f"      -- {shlex.join(command)}")
+    return (
+        f"  RAY_AUTH_MODE=token ray job submit --address {RAY_DASHBOARD} --working-dir . \\\n"
+        f"      --runtime-env-json {shlex.quote(runtime)} \\\n"
+        f"      -- {shlex.join(command)}"
+    )
 
 
-def training_seconds(configs: list[ExperimentConfig], stages: list[ExperimentConfig], spec: SweepSpec,
-                     group: int = 1, points: list[dict] | None = None) -> Cost:
+def training_seconds(
+    configs: list[ExperimentConfig],
+    stages: list[ExperimentConfig],
+    spec: SweepSpec,
+    group: int = 1,
+    points: list[dict] | None = None,
+) -> Cost:
     """The training time of every stage (each once, alone) and trial, the trials in groups of ``group``
     (:mod:`itrlab.sweep.groups`; ``points``: the trials' grid points), measured here or estimated
     (:mod:`itrlab.sweep.cost`)."""
@@ -236,4 +275,3 @@ def _table(rows: list[dict[str, str]]) -> str:
     lines = ["  " + "  ".join(k.ljust(widths[k]) for k in keys)]
     lines += ["  " + "  ".join(r[k].ljust(widths[k]) for k in keys) for r in rows]
     return "\n".join(lines)
-

@@ -19,10 +19,11 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from itrlab.config.loader import config_dir
 from itrlab.config.sweep import SweepSpec
@@ -52,8 +53,13 @@ class Figure:
         <why>``: the words --dry-run and --list both print."""
         if self.seconds is None:
             return f"no estimate: {self.reason}"
-        wall = (f"{max(1, round(self.seconds))} s" if self.seconds < 60 else f"{round(self.seconds / 60)} min"
-                if self.seconds < 3600 else f"{self.seconds / 3600:.2f} h")
+        wall = (
+            f"{max(1, round(self.seconds))} s"
+            if self.seconds < 60
+            else f"{round(self.seconds / 60)} min"
+            if self.seconds < 3600
+            else f"{self.seconds / 3600:.2f} h"
+        )
         hours = f"{self.device_hours:.2f}" if self.device_hours >= 0.1 else f"{self.device_hours:.2g}"
         return f"about {wall} of wall time, {hours} {self.unit}-hours"
 
@@ -85,8 +91,17 @@ def work_out(spec: SweepSpec, overrides: list[str]) -> tuple[list[Figure], list[
         from itrlab.sweep.cost import source_line
 
         hours = cost.seconds / 3600
-        figures.append(Figure(size, cost.seconds / max(1, spec.concurrency), hours * per_trial, unit,
-                              source_line(cost), bool(cost.measured), bool(cost.estimated)))
+        figures.append(
+            Figure(
+                size,
+                cost.seconds / max(1, spec.concurrency),
+                hours * per_trial,
+                unit,
+                source_line(cost),
+                bool(cost.measured),
+                bool(cost.estimated),
+            )
+        )
     roots = sorted({str(c.dataset.root) for c in [*configs, *stages]})
     return figures, roots
 
@@ -123,8 +138,12 @@ def code_version() -> str:
     with contextlib.suppress(metadata.PackageNotFoundError):
         torch = metadata.version("torch")
     configs = config_dir()
-    parts = [_digest(sorted(SOURCE_ROOT.rglob("*.py")), SOURCE_ROOT), _digest(sorted(configs.rglob("*.yaml")), configs),
-             torch, _digest([record], record.parent) if record.is_file() else "no record"]
+    parts = [
+        _digest(sorted(SOURCE_ROOT.rglob("*.py")), SOURCE_ROOT),
+        _digest(sorted(configs.rglob("*.yaml")), configs),
+        torch,
+        _digest([record], record.parent) if record.is_file() else "no record",
+    ]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:20]
 
 
@@ -171,6 +190,7 @@ def cached(parts: list[Any], compute: Callable[[], tuple[Any, list[str]]]) -> An
 def sweep_estimate(spec: SweepSpec, overrides: list[str]) -> list[Figure]:
     """The figures of ``spec`` with ``overrides`` (:func:`work_out`), from the cache when nothing that decides
     them changed."""
+
     def compute() -> tuple[list[dict], list[str]]:
         figures, roots = work_out(spec, overrides)
         return [asdict(figure) for figure in figures], roots
@@ -186,19 +206,28 @@ def cost_lines(spec: SweepSpec, overrides: list[str]) -> str:
 
     workers, cpus, gpus = spec.workers
     unit, per_trial = ("GPU", gpus * workers) if gpus else ("CPU", cpus * workers)
-    lines = [f"cost: training only (evaluation not counted); each trial holds {per_trial:g} {unit}(s), "
-             f"{spec.concurrency} trial(s) at a time:"]
+    lines = [
+        f"cost: training only (evaluation not counted); each trial holds {per_trial:g} {unit}(s), "
+        f"{spec.concurrency} trial(s) at a time:"
+    ]
     figures = sweep_estimate(spec, overrides)
     for figure in figures:
-        what = ("one trial per process" if figure.group == 1
-                else f"group: {figure.group}, trials of one shape trained together")
+        what = (
+            "one trial per process"
+            if figure.group == 1
+            else f"group: {figure.group}, trials of one shape trained together"
+        )
         source = f"; {figure.source}" if figure.source else ""
         lines.append(f"  G = {figure.group} ({what}): {figure.text()}{source}")
     if spec.group == 1:
-        lines.append("  (group: G in the sweep file, or --group G, trains G trials of one model shape together as "
-                     "one batched model; the dry run then estimates both)")
+        lines.append(
+            "  (group: G in the sweep file, or --group G, trains G trials of one model shape together as "
+            "one batched model; the dry run then estimates both)"
+        )
     if any(figure.estimated for figure in figures):
-        lines.append(f"  a measurement replaces an estimate: `python jobs/bench_gpu.py` on a GPU, "
-                     f"`python jobs/bench_train.py -c <experiment> <overrides>` on this kind of device; records in "
-                     f"{throughput_file()}")
+        lines.append(
+            f"  a measurement replaces an estimate: `python jobs/bench_gpu.py` on a GPU, "
+            f"`python jobs/bench_train.py -c <experiment> <overrides>` on this kind of device; records in "
+            f"{throughput_file()}"
+        )
     return "\n".join(lines)

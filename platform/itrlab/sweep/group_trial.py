@@ -4,7 +4,8 @@
 members (their grid points); each member trains in ``<trial>/group/m<k>/`` (its own ``last.pt``,
 ``best.pt``, ``mlflow_run.json``; in the sweep's storage ``<trial>/checkpoint_*/m<k>/``) and is its own
 MLflow child run, tagged with its own trial id ``<trial id>-m<k>`` (``itrlab.trial_id``; ``itrlab.group``
-names the Tune trial, ``itrlab.group_member`` its folder), its params, its seed and its status. After every epoch the trial reports once: the mean of the members' objective (what
+names the Tune trial, ``itrlab.group_member`` its folder), its params, its seed and its status. After every epoch the
+trial reports once: the mean of the members' objective (what
 Tune ranks the group by) and every member's state as JSON (``members``), with one checkpoint of the
 whole ``group`` folder, so that a retried or resumed group restores every member from the same epoch.
 
@@ -35,9 +36,19 @@ from ray import tune
 from itrlab.errors import StorageError, UserInputError, failure_reason
 from itrlab.report.summary import TrialRow
 from itrlab.sweep.groups import GROUP
-from itrlab.sweep.trial import (STORAGE_ERROR, TrialContext, node_tags, record_failure, restored_trial_folder,
-                                reuse_child_run, trial_config, trial_params, trial_run_name, trial_tags,
-                                unstored_checkpoint)
+from itrlab.sweep.trial import (
+    STORAGE_ERROR,
+    TrialContext,
+    node_tags,
+    record_failure,
+    restored_trial_folder,
+    reuse_child_run,
+    trial_config,
+    trial_params,
+    trial_run_name,
+    trial_tags,
+    unstored_checkpoint,
+)
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError
 from itrlab.train.grouped.run import run_group
@@ -62,8 +73,13 @@ class MemberState:
         self.metrics = {"epoch": report.epoch, **report.metrics()}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"trial_id": self.trial_id, "params": self.params, "status": self.status, "reason": self.reason,
-                "metrics": {k: v for k, v in self.metrics.items() if not (isinstance(v, float) and math.isnan(v))}}
+        return {
+            "trial_id": self.trial_id,
+            "params": self.params,
+            "status": self.status,
+            "reason": self.reason,
+            "metrics": {k: v for k, v in self.metrics.items() if not (isinstance(v, float) and math.isnan(v))},
+        }
 
 
 def _report(states: list[MemberState], metric: str, **extra: Any) -> dict[str, Any]:
@@ -91,10 +107,14 @@ def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
             continue
         tracker = MlflowTracker(context.experiment, context.tracking_uri)
         reuse_child_run(tracker, run_dir, state.trial_id, context.parent_run_id)
-        tracker.default_tags = {**dict(context.source), GROUP_TAG: trial_id, "itrlab.group_size": len(points),
-                                "itrlab.group_member": f"m{k}",
-                                **trial_tags(state.trial_id, context.sweep_name, point, run_dir=stored),
-                                **node_tags(tracker, run_dir)}
+        tracker.default_tags = {
+            **dict(context.source),
+            GROUP_TAG: trial_id,
+            "itrlab.group_size": len(points),
+            "itrlab.group_member": f"m{k}",
+            **trial_tags(state.trial_id, context.sweep_name, point, run_dir=stored),
+            **node_tags(tracker, run_dir),
+        }
         tracker.default_params = trial_params(point)
         trackers[k], names[k] = tracker, trial_run_name(point)
         try:
@@ -113,10 +133,19 @@ def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
 
     started = time.perf_counter()
     try:
-        results = run_group([configs[k] for k in todo], [group_dir / f"m{k}" for k in todo],
-                            callbacks=[[states[k]] for k in todo], trackers=[trackers[k] for k in todo],
-                            parent_run_id=context.parent_run_id, run_names=[names[k] for k in todo],
-                            on_epoch_end=on_epoch_end) if todo else []
+        results = (
+            run_group(
+                [configs[k] for k in todo],
+                [group_dir / f"m{k}" for k in todo],
+                callbacks=[[states[k]] for k in todo],
+                trackers=[trackers[k] for k in todo],
+                parent_run_id=context.parent_run_id,
+                run_names=[names[k] for k in todo],
+                on_epoch_end=on_epoch_end,
+            )
+            if todo
+            else []
+        )
     except StorageError as err:  # the sweep's storage is broken: the driver stops the sweep
         tune.report({**_report(states, context.metric), STORAGE_ERROR: 1, "stop_reason": failure_reason(err)})
         raise
@@ -125,10 +154,18 @@ def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
         state, run_dir = states[k], group_dir / f"m{k}"
         if result.failure is None:
             run = result.result
-            state.metrics.update({"done": 1, "epoch": run.epochs, "best_epoch": run.best_epoch,
-                                  "best_val_rsum": run.best_val_rsum,
-                                  "run_seconds": run.seconds, "cost_seconds": run.seconds / len(todo),
-                                  "trial_end_time": time.time(), **run.test.metrics(prefix="test_")})
+            state.metrics.update(
+                {
+                    "done": 1,
+                    "epoch": run.epochs,
+                    "best_epoch": run.best_epoch,
+                    "best_val_rsum": run.best_val_rsum,
+                    "run_seconds": run.seconds,
+                    "cost_seconds": run.seconds / len(todo),
+                    "trial_end_time": time.time(),
+                    **run.test.metrics(prefix="test_"),
+                }
+            )
             _end_member(state, run_dir, "finished", None, None, names[k], context)
         else:
             status = "diverged" if isinstance(result.failure, NonFiniteLossError) else "error"
@@ -136,8 +173,15 @@ def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
     tune.report({**_report(states, context.metric), "done": 1, "group_seconds": seconds})
 
 
-def _end_member(state: MemberState, run_dir: Path, status: str, reason: str | None, tracker: MlflowTracker | None,
-                run_name: str, context: TrialContext) -> None:
+def _end_member(
+    state: MemberState,
+    run_dir: Path,
+    status: str,
+    reason: str | None,
+    tracker: MlflowTracker | None,
+    run_name: str,
+    context: TrialContext,
+) -> None:
     """Record how a member ended: its state, ``member.json`` and, when it failed, its MLflow run FAILED
     with the reason (created if it failed before its run started)."""
     state.status, state.reason = status, reason
@@ -162,6 +206,13 @@ def member_rows(rows: list[TrialRow]) -> list[TrialRow]:
             if status not in FINAL:
                 status = row.status if row.status != "finished" else "error"
                 reason = row.reason if row.status != "finished" else "the group ended before this member did"
-            expanded.append(TrialRow(entry.get("trial_id", f"{row.trial_id}-m{k}"), point,
-                                     dict(entry.get("metrics") or {}), status, reason))
+            expanded.append(
+                TrialRow(
+                    entry.get("trial_id", f"{row.trial_id}-m{k}"),
+                    point,
+                    dict(entry.get("metrics") or {}),
+                    status,
+                    reason,
+                )
+            )
     return expanded

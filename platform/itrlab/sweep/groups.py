@@ -45,14 +45,25 @@ def check_groupable(spec: SweepSpec, points: list[dict[str, Any]]) -> None:
     """ConfigError (one line) for a sweep whose search cannot be grouped (see the module doc)."""
     size = spec.group
     if spec.optuna is not None:
-        raise ConfigError("group", size, "grouped training packs a grid's trials; an Optuna search proposes one "
-                          "trial at a time: use group: 1")
+        raise ConfigError(
+            "group",
+            size,
+            "grouped training packs a grid's trials; an Optuna search proposes one trial at a time: use group: 1",
+        )
     if spec.asha is not None:
-        raise ConfigError("group", size, "ASHA stops trials by their own results; a group's members train together: "
-                          "drop the asha section or use group: 1")
+        raise ConfigError(
+            "group",
+            size,
+            "ASHA stops trials by their own results; a group's members train together: "
+            "drop the asha section or use group: 1",
+        )
     if spec.workers[0] > 1 or spec.trainer == "torch":
-        raise ConfigError("group", size, "a group trains in its trial's process; multi-worker (DDP) trials cannot "
-                          "hold one: use one worker per trial")
+        raise ConfigError(
+            "group",
+            size,
+            "a group trains in its trial's process; multi-worker (DDP) trials cannot "
+            "hold one: use one worker per trial",
+        )
     if size > len(points):
         raise ConfigError("group", size, f"at most the sweep's {len(points)} trials")
 

@@ -95,17 +95,23 @@ def installation_key(create: bool = True) -> bytes:
             raise UserInputError(f"the sweep signing key {path} is not a file ({where}); name the key file")
         mode = stat.S_IMODE(info.st_mode)
         if mode & 0o077:
-            raise UserInputError(f"the sweep signing key {path} has mode {mode:04o}: others can read or change it; "
-                                 f"run `chmod 600 {path}` (nothing was started)")
+            raise UserInputError(
+                f"the sweep signing key {path} has mode {mode:04o}: others can read or change it; "
+                f"run `chmod 600 {path}` (nothing was started)"
+            )
         key = path.read_bytes().strip()
     except FileNotFoundError:
-        raise UserInputError(f"the sweep signing key {path} does not exist ({where}); on a cluster, mount the key "
-                             f"Secret where the driver runs (docs/kubernetes.md); nothing was started") from None
+        raise UserInputError(
+            f"the sweep signing key {path} does not exist ({where}); on a cluster, mount the key "
+            f"Secret where the driver runs (docs/kubernetes.md); nothing was started"
+        ) from None
     except OSError as err:
         raise UserInputError(f"the sweep signing key {path} cannot be read: {err.strerror or err}") from None
     if len(key) < 32:
-        raise UserInputError(f"the sweep signing key {path} holds {len(key)} bytes; it needs at least 32 "
-                             f"(e.g. `openssl rand -hex 32 > {path}`)")
+        raise UserInputError(
+            f"the sweep signing key {path} holds {len(key)} bytes; it needs at least 32 "
+            f"(e.g. `openssl rand -hex 32 > {path}`)"
+        )
     return key
 
 
@@ -130,8 +136,9 @@ def signed_files(tune_dir: Path) -> list[Path]:
 
 
 def _mac(key: bytes, sweep: str, relative: str, data: bytes) -> str:
-    return hmac.new(key, b"file\0" + sweep.encode() + b"\0" + relative.encode() + b"\0" + data,
-                    hashlib.sha256).hexdigest()
+    return hmac.new(
+        key, b"file\0" + sweep.encode() + b"\0" + relative.encode() + b"\0" + data, hashlib.sha256
+    ).hexdigest()
 
 
 def _relative(path: Path, folder: Path) -> str:
@@ -143,22 +150,44 @@ class Manifest:
     first; the newest is what Tune saved last) and the versions they superseded; a generation raised at
     every change; the sweep it belongs to; a seal over all of it."""
 
-    def __init__(self, sweep: str, generation: int = 0, files: dict[str, list[str]] | None = None,
-                 superseded: dict[str, list[str]] | None = None):
+    def __init__(
+        self,
+        sweep: str,
+        generation: int = 0,
+        files: dict[str, list[str]] | None = None,
+        superseded: dict[str, list[str]] | None = None,
+    ):
         self.sweep, self.generation = sweep, generation
         self.files, self.superseded = dict(files or {}), dict(superseded or {})
 
     def _body(self) -> bytes:
-        return json.dumps({"version": MANIFEST_VERSION, "sweep": self.sweep, "generation": self.generation,
-                           "files": self.files, "superseded": self.superseded}, sort_keys=True).encode()
+        return json.dumps(
+            {
+                "version": MANIFEST_VERSION,
+                "sweep": self.sweep,
+                "generation": self.generation,
+                "files": self.files,
+                "superseded": self.superseded,
+            },
+            sort_keys=True,
+        ).encode()
 
     def seal(self, key: bytes) -> str:
         return hmac.new(key, b"manifest\0" + self._body(), hashlib.sha256).hexdigest()
 
     def write(self, sweep_dir: Path, key: bytes) -> None:
-        atomic_write_json(sweep_dir / MANIFEST, {"version": MANIFEST_VERSION, "sweep": self.sweep,
-                                                 "generation": self.generation, "files": self.files,
-                                                 "superseded": self.superseded, "seal": self.seal(key)}, indent=None)
+        atomic_write_json(
+            sweep_dir / MANIFEST,
+            {
+                "version": MANIFEST_VERSION,
+                "sweep": self.sweep,
+                "generation": self.generation,
+                "files": self.files,
+                "superseded": self.superseded,
+                "seal": self.seal(key),
+            },
+            indent=None,
+        )
 
     @staticmethod
     def read_raw(sweep_dir: Path) -> dict[str, Any] | None:
@@ -173,21 +202,26 @@ class Manifest:
         return data if isinstance(data, dict) else None
 
     @classmethod
-    def parse(cls, data: dict[str, Any], key: bytes) -> "Manifest | None":
+    def parse(cls, data: dict[str, Any], key: bytes) -> Manifest | None:
         """The manifest ``data`` holds when this key sealed it, else None (nothing of it is trusted)."""
+
         def lists(value: Any) -> dict[str, list[str]]:
             if not isinstance(value, dict):
                 raise ValueError
             return {str(k): [d for d in v if isinstance(d, str)] for k, v in value.items() if isinstance(v, list)}
 
         try:
-            found = cls(str(data["sweep"]), int(data["generation"]), lists(data["files"]),
-                        lists(data.get("superseded", {})))
+            found = cls(
+                str(data["sweep"]), int(data["generation"]), lists(data["files"]), lists(data.get("superseded", {}))
+            )
         except (KeyError, TypeError, ValueError):
             return None
         seal = data.get("seal")
-        if data.get("version") != MANIFEST_VERSION or not isinstance(seal, str) \
-                or not hmac.compare_digest(seal, found.seal(key)):
+        if (
+            data.get("version") != MANIFEST_VERSION
+            or not isinstance(seal, str)
+            or not hmac.compare_digest(seal, found.seal(key))
+        ):
             return None
         return found
 
@@ -254,32 +288,46 @@ def verify(sweep_dir: Path, sweep: str, at_least: int = 0) -> int:
     files = signed_files(tune_dir)
     if not files:
         if at_least:  # its parent run recorded a saved state: a folder emptied is no fresh start
-            raise UserInputError(f"--resume: {tune_dir} holds none of the Tune state its parent run recorded "
-                                 f"(generation {at_least}); nothing was started: restore it, or start the sweep anew")
+            raise UserInputError(
+                f"--resume: {tune_dir} holds none of the Tune state its parent run recorded "
+                f"(generation {at_least}); nothing was started: restore it, or start the sweep anew"
+            )
         return 0
     key = installation_key(create=False)
     path = sweep_dir / MANIFEST
-    refused = ("Ray Tune would unpickle it, which can run code: refused, nothing was started. A sweep saved "
-               f"elsewhere needs that installation's key ({KEY_ENV}); else start it anew")
+    refused = (
+        "Ray Tune would unpickle it, which can run code: refused, nothing was started. A sweep saved "
+        f"elsewhere needs that installation's key ({KEY_ENV}); else start it anew"
+    )
     raw = Manifest.read_raw(sweep_dir)
     if raw is None:
-        raise UserInputError(f"--resume: {files[0]} was not saved by itrlab here (no valid signature of this "
-                             f"installation's key {key_path()}: {path} is missing or unreadable); {refused}")
+        raise UserInputError(
+            f"--resume: {files[0]} was not saved by itrlab here (no valid signature of this "
+            f"installation's key {key_path()}: {path} is missing or unreadable); {refused}"
+        )
     if raw.get("version") != MANIFEST_VERSION:
-        raise UserInputError(f"--resume: {path} was written by an itrlab whose signatures did not name their sweep; "
-                             f"its state is not trusted: start the sweep anew (nothing was started)")
+        raise UserInputError(
+            f"--resume: {path} was written by an itrlab whose signatures did not name their sweep; "
+            f"its state is not trusted: start the sweep anew (nothing was started)"
+        )
     if raw.get("sweep") != sweep:
-        raise UserInputError(f"--resume: the signatures in {path} are those of the sweep {raw.get('sweep')!r:.200}, "
-                             f"not of this one ({sweep}): Tune state copied from another sweep is refused; "
-                             f"{refused}")
+        raise UserInputError(
+            f"--resume: the signatures in {path} are those of the sweep {raw.get('sweep')!r:.200}, "
+            f"not of this one ({sweep}): Tune state copied from another sweep is refused; "
+            f"{refused}"
+        )
     manifest = Manifest.parse(raw, key)
     if manifest is None:
-        raise UserInputError(f"--resume: {path} was changed after itrlab wrote it, or sealed with another key than "
-                             f"this installation's ({key_path()}); {refused}")
+        raise UserInputError(
+            f"--resume: {path} was changed after itrlab wrote it, or sealed with another key than "
+            f"this installation's ({key_path()}); {refused}"
+        )
     if manifest.generation < at_least:
-        raise UserInputError(f"--resume: {path} is an older state of this sweep (generation {manifest.generation}; "
-                             f"its parent run recorded {at_least} when an invocation last ended): a sweep folder "
-                             f"rolled back is refused, nothing was started")
+        raise UserInputError(
+            f"--resume: {path} is an older state of this sweep (generation {manifest.generation}; "
+            f"its parent run recorded {at_least} when an invocation last ended): a sweep folder "
+            f"rolled back is refused, nothing was started"
+        )
     for file in files:
         relative = _relative(file, tune_dir)
         try:
@@ -294,8 +342,10 @@ def verify(sweep_dir: Path, sweep: str, at_least: int = 0) -> int:
             why = "was changed after itrlab saved it"
         else:
             why = "was not saved by itrlab here"
-        raise UserInputError(f"--resume: {file} {why} (no valid signature of this installation's key {key_path()} "
-                             f"for this sweep in {path}); {refused}")
+        raise UserInputError(
+            f"--resume: {file} {why} (no valid signature of this installation's key {key_path()} "
+            f"for this sweep in {path}); {refused}"
+        )
     return manifest.generation
 
 
@@ -367,7 +417,7 @@ class StateSigner(tune.Callback):
             try:
                 sign(tune_dir.parent, staging, sweep)
             except OSError:  # a storage that can no longer be written: the sweep's storage check stops it on one
-                return      # line; the state left unsigned is refused by a --resume, never unpickled
+                return  # line; the state left unsigned is refused by a --resume, never unpickled
 
     def on_trial_add(self, iteration: int, trials: list, trial, **info) -> None:
         self._folders([trial])
@@ -393,6 +443,11 @@ def sign_after_fit(sweep_dir: Path) -> None:
     """Once ``Tuner.fit`` returned or raised (Tune waited for its last upload): everything Tune saved last,
     from the driver's staging folder, and the older versions the storage outgrew dropped."""
     staging, tune_dir, sweep = StateSigner.staging, StateSigner.tune_dir, StateSigner.sweep
-    if staging is not None and staging.is_dir() and tune_dir is not None and tune_dir.parent == sweep_dir \
-            and sweep is not None:
+    if (
+        staging is not None
+        and staging.is_dir()
+        and tune_dir is not None
+        and tune_dir.parent == sweep_dir
+        and sweep is not None
+    ):
         sign(sweep_dir, staging, sweep)

@@ -14,8 +14,8 @@ from typing import Any
 from ray import tune
 
 from itrlab.config.sweep import SweepSpec
-from itrlab.report.summary import TrialRow
 from itrlab.errors import failure_reason
+from itrlab.report.summary import TrialRow
 from itrlab.sweep.group_trial import member_rows
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR, TRIAL_TAG
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker
@@ -64,10 +64,13 @@ def retried(trial) -> str | None:
     last = None
     with contextlib.suppress(Exception):  # the last failure's own line, from Tune's error.txt (text: nothing unpickled)
         lines = [line.strip() for line in open(trial.error_file, encoding="utf-8", errors="replace") if line.strip()]
-        last = next((line for line in reversed(lines) if not line.startswith(("File ", "^", "Traceback", "Failure #"))),
-                    None)
-    return f"finished after {failures} failed attempt(s), retried from its last checkpoint; the last: " \
-           f"{last or 'see error.txt in its folder'}"
+        last = next(
+            (line for line in reversed(lines) if not line.startswith(("File ", "^", "Traceback", "Failure #"))), None
+        )
+    return (
+        f"finished after {failures} failed attempt(s), retried from its last checkpoint; the last: "
+        f"{last or 'see error.txt in its folder'}"
+    )
 
 
 def error_line(error: BaseException | None) -> str | None:
@@ -81,8 +84,9 @@ def error_line(error: BaseException | None) -> str | None:
     # RayActorError and its kinds (ActorDiedError, ActorUnavailableError: the node was lost)
     actor_error = any(kind.__name__ == "RayActorError" for kind in type(error).__mro__)
     if actor_error or (lines and "actor died" in lines[0].lower()):
-        return ("its process died (killed, out of memory, or its node lost): "
-                + (lines[0] if lines else type(error).__name__))
+        return "its process died (killed, out of memory, or its node lost): " + (
+            lines[0] if lines else type(error).__name__
+        )
     return failure_reason(error)
 
 
@@ -96,10 +100,11 @@ class SigintWatch:
     KeyboardInterrupt as usual.
     """
 
-    def __enter__(self) -> "SigintWatch":
+    def __enter__(self) -> SigintWatch:
         self.interrupted = False
-        self.active = (threading.current_thread() is threading.main_thread()
-                       and not int(os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") or 0))
+        self.active = threading.current_thread() is threading.main_thread() and not int(
+            os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") or 0
+        )
         if self.active:
             self.previous = signal.signal(signal.SIGINT, self._handler)
         return self
@@ -156,8 +161,9 @@ def with_unstarted(rows: list[TrialRow], spec: SweepSpec) -> list[TrialRow]:
         return rows
     present = {_key(row.params) for row in rows}
     missing = [point for point in spec.grid_points() if _key(point) not in present]
-    return rows + [TrialRow("-", point, {}, "not started", "the sweep was interrupted; --resume continues it")
-                   for point in missing]
+    return rows + [
+        TrialRow("-", point, {}, "not started", "the sweep was interrupted; --resume continues it") for point in missing
+    ]
 
 
 def settle_trial_runs(parent: MlflowTracker, rows: list[TrialRow]) -> None:

@@ -47,8 +47,9 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from ray import tune
 
@@ -56,7 +57,6 @@ from itrlab.config.sweep import SweepSpec
 from itrlab.sweep.board import TrialState, read_state
 from itrlab.sweep.quiet_workers import quiet_worker_logs
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR
-from itrlab.train.loop import STEP_PROGRESS_ENV  # the step counter's interval: forwarded to a cluster's workers
 
 _log = logging.getLogger(__name__)
 
@@ -193,22 +193,34 @@ def format_duration(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
-def progress_line(total: int, done: int, running: int, failed: int, eta: float | None,
-                  elapsed: float | None = None, interrupted: int = 0, states: list[str] | None = None,
-                  pending: str = "") -> str:
+def progress_line(
+    total: int,
+    done: int,
+    running: int,
+    failed: int,
+    eta: float | None,
+    elapsed: float | None = None,
+    interrupted: int = 0,
+    states: list[str] | None = None,
+    pending: str = "",
+) -> str:
     """``7/15 trials done · 2 running: starting, epoch 2/10 step 120/400 · 6 queued · 0 failed · ETA 6 min``
     (``states``: what each running trial does; ``pending``: the waiting trials, said); with ``elapsed``,
     the final line (``... · 1 interrupted · took 14 min (this invocation)`` when Ctrl-C cut trials short)."""
     if elapsed is not None:
         cut = f" · {interrupted} interrupted" if interrupted else ""
-        return (f"{done}/{total} trials done · {running} running · {failed} failed{cut} · took "
-                f"{format_duration(elapsed)} (this invocation)")
+        return (
+            f"{done}/{total} trials done · {running} running · {failed} failed{cut} · took "
+            f"{format_duration(elapsed)} (this invocation)"
+        )
     what = f": {', '.join(states)}" if states else ""
     waiting = f" · {pending}" if pending else ""
     if not running and not pending:  # every trial ended; Tune has yet to end the sweep (not "ETA 0 s")
         return f"{done}/{total} trials done · 0 running · {failed} failed · ending"
-    return (f"{done}/{total} trials done · {running} running{what}{waiting} · {failed} failed · "
-            f"ETA {'unknown' if eta is None else format_duration(eta)}")
+    return (
+        f"{done}/{total} trials done · {running} running{what}{waiting} · {failed} failed · "
+        f"ETA {'unknown' if eta is None else format_duration(eta)}"
+    )
 
 
 def running_states(states: list[TrialState | None]) -> list[str]:
@@ -242,9 +254,16 @@ class SweepProgress(tune.Callback):
     trial does and has left comes from the sweep's progress board (``board``, :mod:`itrlab.sweep.board`).
     Picklable: Tune saves its RunConfig, callbacks included, with the experiment's state."""
 
-    def __init__(self, total: int, interval: float | None = None, clock: Callable[[], float] = time.monotonic,
-                 stream: TextIO | None = None, board: Path | None = None, concurrency: int | None = None,
-                 wall: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        total: int,
+        interval: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        stream: TextIO | None = None,
+        board: Path | None = None,
+        concurrency: int | None = None,
+        wall: Callable[[], float] = time.time,
+    ):
         self.total = total
         self.interval = progress_interval() if interval is None else interval
         self.clock = clock
@@ -342,8 +361,9 @@ class SweepProgress(tune.Callback):
         done, running, failed, interrupted = self.counts(trials)
         total = max(self.total, len(trials))
         if final:
-            return progress_line(total, done, running, failed, None, elapsed=now - (self.begun or now),
-                                 interrupted=interrupted)
+            return progress_line(
+                total, done, running, failed, None, elapsed=now - (self.begun or now), interrupted=interrupted
+            )
         active = [t for t in trials if getattr(t, "status", None) == "RUNNING"]
         states = [read_state(self.board, t.trial_id, self.started_wall.get(t.trial_id)) for t in active]
         pending = max(total - done - failed - interrupted - running, 0)
@@ -352,8 +372,15 @@ class SweepProgress(tune.Callback):
         typical = self.typical_seconds(trials, active, lefts)
         lefts = [typical if left is None else left for left in lefts]  # starting, or no step timed yet: a whole trial
         slots = min(self.concurrency or max(running, 1), running + pending) or 1
-        return progress_line(total, done, running, failed, eta_seconds(lefts, pending, typical, slots),
-                             states=running_states(states), pending=pending_text(pending, running, self.concurrency))
+        return progress_line(
+            total,
+            done,
+            running,
+            failed,
+            eta_seconds(lefts, pending, typical, slots),
+            states=running_states(states),
+            pending=pending_text(pending, running, self.concurrency),
+        )
 
     def typical_seconds(self, trials: list, active: list, lefts: list[float | None]) -> float | None:
         """A whole trial's wall time: the mean of the trials that ended, else of the running trials'
@@ -362,8 +389,11 @@ class SweepProgress(tune.Callback):
         if ended:
             return sum(ended) / len(ended)
         now = self.clock()
-        projected = [now - self.started[t.trial_id] + left for t, left in zip(active, lefts)
-                     if left is not None and t.trial_id in self.started]
+        projected = [
+            now - self.started[t.trial_id] + left
+            for t, left in zip(active, lefts)
+            if left is not None and t.trial_id in self.started
+        ]
         return sum(projected) / len(projected) if projected else None
 
     def print_line(self, trials: list, final: bool = False) -> None:

@@ -28,16 +28,15 @@ from itrlab.config.sweep import SweepSpec, row_key, row_label
 from itrlab.data.shape import DataShape
 from itrlab.errors import failure_reason
 from itrlab.report.anchors import reference_rows
-from itrlab.report.chance import ChanceLevel, config_data_shape, chance_on_test
+from itrlab.report.chance import ChanceLevel, chance_on_test, config_data_shape
 from itrlab.report.convergence import Convergence, row_convergence
 from itrlab.report.escape import md_text
 from itrlab.report.headline import Headline, headline, row_marks
 from itrlab.report.paper_report import PaperReport, ReportInputs, build_report
 from itrlab.report.pivot import comparisons, pivot, published_numbers, trial_cost_unit
-from itrlab.report.stats import Comparison
 from itrlab.report.plots import plot_curves, plot_pivot
-from itrlab.report.summary import (TrialRow, best_row, objective_value, ranked_table, ranking_note, to_markdown,
-                                   to_text)
+from itrlab.report.stats import Comparison
+from itrlab.report.summary import TrialRow, best_row, objective_value, ranked_table, ranking_note, to_markdown, to_text
 from itrlab.sweep.outcome import RETRIED
 from itrlab.sweep.runs_table import trials_view_id
 from itrlab.tracking import MlflowTracker
@@ -49,8 +48,13 @@ _log = logging.getLogger(__name__)
 STATUSES = ("finished", "diverged", "stopped", "error", "interrupted", "not started")
 
 
-def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, config: ExperimentConfig,
-                 invocation_seconds: float | None = None) -> str | None:
+def report_sweep(
+    spec: SweepSpec,
+    rows: list[TrialRow],
+    parent: MlflowTracker,
+    config: ExperimentConfig,
+    invocation_seconds: float | None = None,
+) -> str | None:
     """Log and print the sweep's results (see the module doc); returns the headline (None without a table).
     ``invocation_seconds``: this invocation's wall time so far, the one wall time a sweep reports (a resumed
     sweep's earlier invocations, and the gaps between them, are not in it)."""
@@ -68,14 +72,24 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
     counts = {status: sum(r.status == status for r in rows) for status in STATUSES}
     parent.log_final_metrics({f"trials_{k.replace(' ', '_')}": v for k, v in counts.items()})
     shape, protocol = config_data_shape(config), config.eval.test_protocol
-    summary = {"sweep": spec.name, "description": spec.description, "experiment": spec.experiment,
-               "grid": spec.grid, "seeds": spec.seeds, "objective": f"{spec.objective.mode} {spec.objective.metric}",
-               "dataset": config.dataset.name, "data_shape": shape.to_dict() if shape else None,
-               "test_protocol": protocol, "trial_counts": counts, "trials": trials, "ranking": ranking_note(spec),
-               "table_rows": spec.table.rows if spec.table is not None else None,
-               "invocation_seconds": round(invocation_seconds, 1) if invocation_seconds is not None else None,
-               # the trials in MLflow's runs table (itrlab.sweep.runs_table), under the UI's address
-               "runs_table": ui_link("", parent.experiment_id, view=trials_view_id(parent.run_id))}
+    summary = {
+        "sweep": spec.name,
+        "description": spec.description,
+        "experiment": spec.experiment,
+        "grid": spec.grid,
+        "seeds": spec.seeds,
+        "objective": f"{spec.objective.mode} {spec.objective.metric}",
+        "dataset": config.dataset.name,
+        "data_shape": shape.to_dict() if shape else None,
+        "test_protocol": protocol,
+        "trial_counts": counts,
+        "trials": trials,
+        "ranking": ranking_note(spec),
+        "table_rows": spec.table.rows if spec.table is not None else None,
+        "invocation_seconds": round(invocation_seconds, 1) if invocation_seconds is not None else None,
+        # the trials in MLflow's runs table (itrlab.sweep.runs_table), under the UI's address
+        "runs_table": ui_link("", parent.experiment_id, view=trials_view_id(parent.run_id)),
+    }
     grid, report, chance, top = None, None, None, None
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, shape, protocol)
@@ -102,11 +116,16 @@ def report_sweep(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker, c
             parent.describe(description(top, spec))
             parent.log_final_metrics(top.metrics)
             parent.log_text(report.html(plots), "sweep/report.html")
-            parent.log_text(report.markdown({caption: f"plots/{path.name}" for caption, path in plots.items()}),
-                            "sweep/report.md")
+            parent.log_text(
+                report.markdown({caption: f"plots/{path.name}" for caption, path in plots.items()}), "sweep/report.md"
+            )
             markdown = report.markdown() + "\n" + markdown
-            summary.update(report=report_dict(report), headline=top.text, table_paper=spec.table.paper,
-                           table_anchors=spec.table.anchors)
+            summary.update(
+                report=report_dict(report),
+                headline=top.text,
+                table_paper=spec.table.paper,
+                table_anchors=spec.table.anchors,
+            )
         parent.log_text(markdown, "sweep/summary.md")
     parent.log_dict(json_safe(summary), "sweep/summary.json")
     if report is not None:
@@ -119,8 +138,11 @@ def trial_links(parent: MlflowTracker, runs: dict[str, dict]) -> dict[str, dict[
     evaluate`` take) and retrieval gallery (``gallery``: its page in the MLflow UI, under the UI's address), from
     the tags its run set when it logged them (issue 43)."""
     models = {trial: run["tags"][MODEL_TAG] for trial, run in runs.items() if run["tags"].get(MODEL_TAG)}
-    galleries = {trial: ui_link("", parent.experiment_id, run["run_id"], artifact=run["tags"][GALLERY_TAG])
-                 for trial, run in runs.items() if run["tags"].get(GALLERY_TAG)}
+    galleries = {
+        trial: ui_link("", parent.experiment_id, run["run_id"], artifact=run["tags"][GALLERY_TAG])
+        for trial, run in runs.items()
+        if run["tags"].get(GALLERY_TAG)
+    }
     return {"model": models, "gallery": galleries}
 
 
@@ -128,15 +150,25 @@ def model_rows(spec: SweepSpec, rows: list[TrialRow], links: dict[str, dict[str,
     """The report's list of models: row label, trial, model URI, gallery link, for each trial that logged a
     model, in the order of the rows."""
     models, galleries = links.get("model", {}), links.get("gallery", {})
-    return [[row_label(row_key(row.params, spec.table.rows)), row.trial_id, models[row.trial_id],
-             galleries.get(row.trial_id, "")] for row in rows if row.trial_id in models]
+    return [
+        [
+            row_label(row_key(row.params, spec.table.rows)),
+            row.trial_id,
+            models[row.trial_id],
+            galleries.get(row.trial_id, ""),
+        ]
+        for row in rows
+        if row.trial_id in models
+    ]
 
 
 def description(top: Headline, spec: SweepSpec) -> str:
     """The parent run's MLflow description (``mlflow.note.content``, Markdown in the UI): the headline, its
     labels escaped (:func:`~itrlab.report.escape.md_text`), and where the report and the trials are."""
-    return (f"**{md_text(top.text)}**\n\nThe report: Artifacts, sweep/report.html (the same as sweep/report.md, with "
-            f"the plots). The trials, {md_text(ranking_note(spec))}: sweep/trials.json.")
+    return (
+        f"**{md_text(top.text)}**\n\nThe report: Artifacts, sweep/report.html (the same as sweep/report.md, with "
+        f"the plots). The trials, {md_text(ranking_note(spec))}: sweep/trials.json."
+    )
 
 
 def json_safe(value: Any) -> Any:
@@ -172,24 +204,52 @@ def validation_curves(spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dic
     return curves
 
 
-def report_inputs(grid: dict[str, list], spec: SweepSpec, config: ExperimentConfig, shape: DataShape | None,
-                  chance: ChanceLevel | None, top: Headline, pairs: list[Comparison],
-                  converged: dict[str, Convergence] | None = None) -> ReportInputs:
+def report_inputs(
+    grid: dict[str, list],
+    spec: SweepSpec,
+    config: ExperimentConfig,
+    shape: DataShape | None,
+    chance: ChanceLevel | None,
+    top: Headline,
+    pairs: list[Comparison],
+    converged: dict[str, Convergence] | None = None,
+) -> ReportInputs:
     published, published_note = published_numbers(spec, shape, config.eval.test_protocol)
     anchors, anchors_note = reference_rows(spec, shape, config.eval.test_protocol)
     cost_column, devices = trial_cost_unit(spec)
-    provenance = [f"experiment {spec.experiment}" + (f" with {' '.join(spec.overrides)}" if spec.overrides else ""),
-                  f"data {config.dataset.name}: {shape.describe() if shape else 'shape unknown'}; "
-                  f"test protocol {config.eval.test_protocol}",
-                  f"objective {spec.objective.mode} {spec.objective.metric}; seeds {spec.seeds}"]
+    provenance = [
+        f"experiment {spec.experiment}" + (f" with {' '.join(spec.overrides)}" if spec.overrides else ""),
+        f"data {config.dataset.name}: {shape.describe() if shape else 'shape unknown'}; "
+        f"test protocol {config.eval.test_protocol}",
+        f"objective {spec.objective.mode} {spec.objective.metric}; seeds {spec.seeds}",
+    ]
     learning = {row: found.learning for row, found in (converged or {}).items()}
-    return ReportInputs(top, row_marks(grid, spec, chance, learning), chance, published, published_note, cost_column,
-                        devices, provenance, pairs, anchors, anchors_note, converged)
+    return ReportInputs(
+        top,
+        row_marks(grid, spec, chance, learning),
+        chance,
+        published,
+        published_note,
+        cost_column,
+        devices,
+        provenance,
+        pairs,
+        anchors,
+        anchors_note,
+        converged,
+    )
 
 
 def report_dict(report: PaperReport) -> dict:
-    return {"title": report.title, "header": report.header, "rows": report.rows, "row_kinds": report.row_kinds,
-            "headline": report.headline, "notes": report.notes, "provenance": report.provenance}
+    return {
+        "title": report.title,
+        "header": report.header,
+        "rows": report.rows,
+        "row_kinds": report.row_kinds,
+        "headline": report.headline,
+        "notes": report.notes,
+        "provenance": report.provenance,
+    }
 
 
 def log_best_trial(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker) -> None:
@@ -197,33 +257,52 @@ def log_best_trial(spec: SweepSpec, rows: list[TrialRow], parent: MlflowTracker)
     best = best_row(rows, spec.objective.metric, spec.objective.mode)
     if best is None:
         return
-    parent.log_dict({"trial": best.trial_id, "params": best.params,
-                     "metrics": {k: v for k, v in best.metrics.items() if isinstance(v, (int, float))}},
-                    "sweep/best.json")
+    parent.log_dict(
+        {
+            "trial": best.trial_id,
+            "params": best.params,
+            "metrics": {k: v for k, v in best.metrics.items() if isinstance(v, (int, float))},
+        },
+        "sweep/best.json",
+    )
     parent.set_tags({"itrlab.best_trial": best.trial_id})
     value = objective_value(best, spec.objective.metric)
-    finals = {f"best_trial_{k}": v for k, v in best.metrics.items() if k.startswith("test_") and isinstance(v, (int, float))}
-    parent.log_final_metrics({**({f"best_{spec.objective.metric}": value} if isinstance(value, (int, float)) else {}),
-                              **finals})
+    finals = {
+        f"best_trial_{k}": v for k, v in best.metrics.items() if k.startswith("test_") and isinstance(v, (int, float))
+    }
+    parent.log_final_metrics(
+        {**({f"best_{spec.objective.metric}": value} if isinstance(value, (int, float)) else {}), **finals}
+    )
 
 
-def draw_plots(spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dict], grid: dict[str, list] | None,
-               chance: ChanceLevel | None, folder: Path) -> dict[str, Path]:
+def draw_plots(
+    spec: SweepSpec,
+    rows: list[TrialRow],
+    runs: dict[str, dict],
+    grid: dict[str, list] | None,
+    chance: ChanceLevel | None,
+    folder: Path,
+) -> dict[str, Path]:
     """The pivot's plot and the trials' curves grouped by row (``runs``: their MLflow runs,
     :meth:`~itrlab.tracking.MlflowTracker.trial_runs`), as PNG files in ``folder``: caption -> file.
     A plot that fails is reported on one line: the sweep's results are logged without it."""
     plots: dict[str, Path] = {}
     try:
         if grid is not None:
-            path = plot_pivot(grid, spec, folder / "pivot_test_rsum.png",
-                              chance=chance.rsum_band if chance is not None else None)
+            path = plot_pivot(
+                grid, spec, folder / "pivot_test_rsum.png", chance=chance.rsum_band if chance is not None else None
+            )
             if path is not None:
                 plots["test rsum per row"] = path
         keys = spec.table.rows if spec.table is not None else []
         row_of = {row.trial_id: row_label(row_key(row.params, keys)) for row in rows} if keys else {}
-        curves = {run["name"]: {"row": row_of.get(trial, run["name"]),
-                                **{key: run["history"].get(key, []) for key in ("rsum", "loss")}}
-                  for trial, run in runs.items()}
+        curves = {
+            run["name"]: {
+                "row": row_of.get(trial, run["name"]),
+                **{key: run["history"].get(key, []) for key in ("rsum", "loss")},
+            }
+            for trial, run in runs.items()
+        }
         path = plot_curves(curves, spec, folder / "trial_curves.png")
         if path is not None:
             plots["validation rsum and training loss per epoch"] = path

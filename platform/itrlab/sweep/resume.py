@@ -29,9 +29,9 @@ from typing import Any
 from itrlab.config import ExperimentConfig
 from itrlab.config.schema import differences
 from itrlab.config.sweep import SweepSpec
-from itrlab.train.provenance import data_digest
 from itrlab.errors import UserInputError
 from itrlab.files import atomic_write_json
+from itrlab.train.provenance import data_digest
 
 _log = logging.getLogger(__name__)
 
@@ -50,12 +50,16 @@ def read_state(sweep_dir: Path) -> dict[str, Any]:
         if path.stat().st_size > STATE_LIMIT:
             raise ValueError(f"{path.stat().st_size:,} bytes")
         state = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(state, dict) or not isinstance(state.get("parent_run_id"), str) \
-                or not isinstance(state.get("overrides"), list):
+        if (
+            not isinstance(state, dict)
+            or not isinstance(state.get("parent_run_id"), str)
+            or not isinstance(state.get("overrides"), list)
+        ):
             raise ValueError("it names no parent run")
     except (OSError, ValueError, UnicodeDecodeError) as err:
-        raise UserInputError(f"--resume: {path} is not a sweep's state as itrlab writes it ({err}); nothing was "
-                             f"run") from None
+        raise UserInputError(
+            f"--resume: {path} is not a sweep's state as itrlab writes it ({err}); nothing was run"
+        ) from None
     return state
 
 
@@ -70,9 +74,11 @@ def check_tune_state(tune_dir: Path) -> None:
         try:
             json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise UserInputError(f"--resume: the sweep's saved Tune state {path} is damaged ({err}); nothing was "
-                                 f"run: its trials' checkpoints under {tune_dir} and their MLflow runs are kept. "
-                                 f"Restore the file, or run the sweep again without --resume") from None
+            raise UserInputError(
+                f"--resume: the sweep's saved Tune state {path} is damaged ({err}); nothing was "
+                f"run: its trials' checkpoints under {tune_dir} and their MLflow runs are kept. "
+                f"Restore the file, or run the sweep again without --resume"
+            ) from None
 
 
 def tune_statuses(tune_dir: Path) -> list[str] | None:
@@ -119,7 +125,7 @@ def started_at(sweep_dir: Path, state: dict[str, Any]) -> float:
 
 
 def _when(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def pick(storage: Path, name: str, which: str | None) -> Path:
@@ -129,20 +135,26 @@ def pick(storage: Path, name: str, which: str | None) -> Path:
     if which:
         folder = Path(which) if os.sep in which else storage / name / which
         if not (folder / STATE_FILE).is_file():
-            raise UserInputError(f"--resume {which}: {folder} holds no sweep state ({STATE_FILE}); "
-                                 f"{_listing(storage, name) or 'no invocation of ' + repr(name) + ' is there'}")
+            raise UserInputError(
+                f"--resume {which}: {folder} holds no sweep state ({STATE_FILE}); "
+                f"{_listing(storage, name) or 'no invocation of ' + repr(name) + ' is there'}"
+            )
         return folder.resolve()
     candidates = _invocations(storage, name)
     open_ones = [(start, folder, status) for start, folder, status in candidates if status != "FINISHED"]
     if not open_ones:
         finished = ", ".join(f"{folder.name} (started {_when(start)})" for start, folder, _ in candidates[-5:])
-        raise UserInputError(f"--resume: no interrupted sweep '{name}' under {storage / name}"
-                             + (f"; finished: {finished}: reopen one by name (--resume NAME)" if finished else ""))
+        raise UserInputError(
+            f"--resume: no interrupted sweep '{name}' under {storage / name}"
+            + (f"; finished: {finished}: reopen one by name (--resume NAME)" if finished else "")
+        )
     start, folder, status = open_ones[-1]
     if len(open_ones) > 1:
         others = "; ".join(f"{f.name} (started {_when(s)}, {st.lower()})" for s, f, st in open_ones[-2::-1][:5])
-        _log.info(f"--resume: continuing {folder.name} (started {_when(start)}), the newest of {len(open_ones)} "
-                  f"interrupted invocations; also resumable: {others} (--resume NAME picks one)")
+        _log.info(
+            f"--resume: continuing {folder.name} (started {_when(start)}), the newest of {len(open_ones)} "
+            f"interrupted invocations; also resumable: {others} (--resume NAME picks one)"
+        )
     return folder
 
 
@@ -185,15 +197,24 @@ def changes(state: dict[str, Any], now: dict[str, Any]) -> tuple[list[str], list
     spec_was, spec_now = state.get("spec"), now["spec"]
     fixed, free = [], []
     if isinstance(spec_was, dict):
-        fixed = differences({k: v for k, v in spec_was.items() if k in FIXED},
-                            {k: v for k, v in spec_now.items() if k in FIXED}, "the sweep file's ")
-        free = differences({k: v for k, v in spec_was.items() if k not in FIXED},
-                           {k: v for k, v in spec_now.items() if k not in FIXED}, "the sweep file's ")
+        fixed = differences(
+            {k: v for k, v in spec_was.items() if k in FIXED},
+            {k: v for k, v in spec_now.items() if k in FIXED},
+            "the sweep file's ",
+        )
+        free = differences(
+            {k: v for k, v in spec_was.items() if k not in FIXED},
+            {k: v for k, v in spec_now.items() if k not in FIXED},
+            "the sweep file's ",
+        )
     if isinstance(state.get("config"), dict):
         free += differences(state["config"], now["config"], "the resolved config's ")
     if isinstance(state.get("data"), dict):
-        free += [f"the data in {root}: recorded digest {digest}, now {now['data'].get(root, 'absent')}"
-                 for root, digest in state["data"].items() if now["data"].get(root, digest) != digest]
+        free += [
+            f"the data in {root}: recorded digest {digest}, now {now['data'].get(root, 'absent')}"
+            for root, digest in state["data"].items()
+            if now["data"].get(root, digest) != digest
+        ]
     return fixed, free
 
 
@@ -202,13 +223,19 @@ def check_unchanged(state: dict[str, Any], now: dict[str, Any], allow: bool, swe
     cannot change or is not allowed."""
     fixed, free = changes(state, now)
     if fixed:
-        raise UserInputError(f"--resume {sweep_dir.name}: {fixed[0]}" + (f" (and {len(fixed) - 1} more)" if fixed[1:] else "")
-                             + "; Ray Tune resumes the trials it laid out and no others: start a new sweep to run "
-                               "these (the grid, seeds, Optuna space, objective, ASHA, retries, workers and grouping "
-                               "cannot change on --resume)")
+        raise UserInputError(
+            f"--resume {sweep_dir.name}: {fixed[0]}"
+            + (f" (and {len(fixed) - 1} more)" if fixed[1:] else "")
+            + "; Ray Tune resumes the trials it laid out and no others: start a new sweep to run "
+            "these (the grid, seeds, Optuna space, objective, ASHA, retries, workers and grouping "
+            "cannot change on --resume)"
+        )
     if free and not allow:
-        raise UserInputError(f"--resume {sweep_dir.name}: the sweep differs from what its first invocation recorded: "
-                             f"{free[0]}" + (f" (and {len(free) - 1} more)" if free[1:] else "")
-                             + "; nothing was run. Resume without the change, pass --allow-changes to run it so "
-                               "(recorded on the parent run), or start a new sweep")
+        raise UserInputError(
+            f"--resume {sweep_dir.name}: the sweep differs from what its first invocation recorded: "
+            f"{free[0]}"
+            + (f" (and {len(free) - 1} more)" if free[1:] else "")
+            + "; nothing was run. Resume without the change, pass --allow-changes to run it so "
+            "(recorded on the parent run), or start a new sweep"
+        )
     return free

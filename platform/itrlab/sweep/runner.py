@@ -35,36 +35,61 @@ from typing import Any
 import ray
 from ray import tune
 
+from itrlab.assembly import check_experiment
 from itrlab.config import ExperimentConfig
 from itrlab.config.checks import check_data_content
-from itrlab.assembly import check_experiment
-from itrlab.errors import StorageError, UserInputError, failure_reason
+from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
+from itrlab.errors import StorageError, failure_reason
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
-from itrlab.sweep import integrity
-from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
-from itrlab.sweep.ddp_trial import trial_function
-from itrlab.sweep.group_trial import run_group_trial
-from itrlab.sweep.groups import group_param_space, sweep_groups
-from itrlab.sweep.resume import (STATE_FILE, check_tune_state, check_unchanged, data_digests, nothing_left_to_run,
-                                 pick, read_state, record, set_status, write_state)
-from itrlab.sweep.search import optuna_search
-from itrlab.sweep.storage import fit_checking_storage, storage_failure
-from itrlab.sweep.outcome import (NoRetryOnInputError, SigintWatch, StopOnStorageError,
-                                  kill_running_trial_runs, settle_trial_runs,
-                                  trial_rows, with_unstarted)
-from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
-from itrlab.sweep.reporting import report_sweep
+from itrlab.sweep import integrity
 from itrlab.sweep.board import BOARD_FOLDER
+from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
+from itrlab.sweep.ddp_trial import trial_function
 from itrlab.sweep.dry_run import own_key, stages_trained_by_rows
+from itrlab.sweep.group_trial import run_group_trial
+from itrlab.sweep.groups import group_param_space, sweep_groups
+from itrlab.sweep.outcome import (
+    NoRetryOnInputError,
+    SigintWatch,
+    StopOnStorageError,
+    kill_running_trial_runs,
+    settle_trial_runs,
+    trial_rows,
+    with_unstarted,
+)
 from itrlab.sweep.points import base_tree, point_key, trial_config
+from itrlab.sweep.reporting import report_sweep
+from itrlab.sweep.resume import (
+    STATE_FILE,
+    check_tune_state,
+    check_unchanged,
+    data_digests,
+    nothing_left_to_run,
+    pick,
+    read_state,
+    record,
+    set_status,
+    write_state,
+)
 from itrlab.sweep.runs_table import save_trials_view
+from itrlab.sweep.search import optuna_search
+from itrlab.sweep.storage import fit_checking_storage, storage_failure
 from itrlab.sweep.trial import TrialContext
+from itrlab.tracking import (
+    OWNER_TAG,
+    STOP_REASON_TAG,
+    SWEEP_TAG,
+    MlflowTracker,
+    check_tracking_store,
+    close_orphaned_runs,
+    owner_id,
+    resolve_tracking_uri,
+    source_tags,
+)
 from itrlab.tracking.watchdog import watching
-from itrlab.tracking import (OWNER_TAG, STOP_REASON_TAG, SWEEP_TAG, MlflowTracker, check_tracking_store,
-                             close_orphaned_runs, owner_id, resolve_tracking_uri, source_tags)
 from itrlab.train.experiment import generate_if_synthetic
 
 _log = logging.getLogger(__name__)
@@ -96,8 +121,11 @@ def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> dict[str, ExperimentC
     configs = [trial_config(tree, point) for point in points]
     check_experiment(configs[0])
     for config in configs[1:]:
-        if config.dataset != configs[0].dataset or config.train.batch_size > configs[0].train.batch_size \
-                or config.method != configs[0].method:
+        if (
+            config.dataset != configs[0].dataset
+            or config.train.batch_size > configs[0].train.batch_size
+            or config.method != configs[0].method
+        ):
             check_experiment(config)
     return {} if spec.optuna else {point_key(point): config for point, config in zip(points, configs)}
 
@@ -118,14 +146,23 @@ def tune_config(spec: SweepSpec, epochs: int, reuse_actors: bool) -> tune.TuneCo
     if spec.asha is not None:
         from ray.tune.schedulers import ASHAScheduler
 
-        scheduler = ASHAScheduler(time_attr="training_iteration", max_t=epochs + 1,
-                                  grace_period=spec.asha.grace_period, reduction_factor=spec.asha.reduction_factor)
-    return tune.TuneConfig(metric=spec.objective.metric, mode=spec.objective.mode, search_alg=search_alg,
-                           scheduler=scheduler, num_samples=spec.optuna.num_trials if spec.optuna else 1,
-                           max_concurrent_trials=spec.concurrency,
-                           # in-process trials reuse their worker process: no re-import of torch and
-                           # MLflow, no new store connection (seconds per trial on 2 cores)
-                           reuse_actors=reuse_actors)
+        scheduler = ASHAScheduler(
+            time_attr="training_iteration",
+            max_t=epochs + 1,
+            grace_period=spec.asha.grace_period,
+            reduction_factor=spec.asha.reduction_factor,
+        )
+    return tune.TuneConfig(
+        metric=spec.objective.metric,
+        mode=spec.objective.mode,
+        search_alg=search_alg,
+        scheduler=scheduler,
+        num_samples=spec.optuna.num_trials if spec.optuna else 1,
+        max_concurrent_trials=spec.concurrency,
+        # in-process trials reuse their worker process: no re-import of torch and
+        # MLflow, no new store connection (seconds per trial on 2 cores)
+        reuse_actors=reuse_actors,
+    )
 
 
 def new_sweep_dir(storage: Path, name: str) -> Path:
@@ -146,8 +183,14 @@ def sweep_lock(sweep_dir: Path, name: str):
     return file_lock(sweep_dir, blocking=False, what=f"sweep '{name}' ({sweep_dir})")
 
 
-def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bool | str = False,
-              storage: Path = Path("runs/sweeps"), allow_changes: bool = False) -> SweepResult:
+def run_sweep(
+    spec: SweepSpec,
+    *,
+    overrides: list[str] | None = None,
+    resume: bool | str = False,
+    storage: Path = Path("runs/sweeps"),
+    allow_changes: bool = False,
+) -> SweepResult:
     """Run (or resume) a sweep; every config is validated before Ray or MLflow start.
 
     ``resume``: True continues the newest unfinished invocation, a folder name (or path) that one whatever
@@ -205,9 +248,17 @@ def run_sweep(spec: SweepSpec, *, overrides: list[str] | None = None, resume: bo
             raise
 
 
-def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, ExperimentConfig], overrides: list[str],
-                sweep_dir: Path, tracking_uri: str, state: dict[str, Any], started: float,
-                signed: tuple[str, int] | None) -> SweepResult:
+def _run_locked(
+    spec: SweepSpec,
+    tree: dict[str, Any],
+    checked: dict[str, ExperimentConfig],
+    overrides: list[str],
+    sweep_dir: Path,
+    tracking_uri: str,
+    state: dict[str, Any],
+    started: float,
+    signed: tuple[str, int] | None,
+) -> SweepResult:
     """The sweep's life, its folder locked: its data, Ray, the parent run, the trials, their report. ``signed``:
     a resumed sweep's identity and the generation of its verified state (:mod:`itrlab.sweep.integrity`)."""
     first = first_trial(tree, checked)
@@ -221,9 +272,18 @@ def _run_locked(spec: SweepSpec, tree: dict[str, Any], checked: dict[str, Experi
     integrity.StateSigner.sweep = signed[0] if signed else integrity.identity(sweep_dir, parent.run_id)
     try:
         source = {**source_tags(), **profile_tags(spec), OWNER_TAG: owner_id()}  # the driver settles the trials' runs
-        context = TrialContext(tree, spec.name, tracking_uri, parent.run_id, spec.name, str(sweep_dir / "train"),
-                               sweep_dir=str(sweep_dir), metric=spec.objective.metric,
-                               source=tuple(source.items()), checked=checked)
+        context = TrialContext(
+            tree,
+            spec.name,
+            tracking_uri,
+            parent.run_id,
+            spec.name,
+            str(sweep_dir / "train"),
+            sweep_dir=str(sweep_dir),
+            metric=spec.objective.metric,
+            source=tuple(source.items()),
+            checked=checked,
+        )
         tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=signed[1] if signed else None)
         rows, interrupted = fit_trials(tuner, spec, sweep_dir, started_ray)
         settle_trial_runs(parent, rows)
@@ -241,8 +301,9 @@ def first_trial(tree: dict[str, Any], checked: dict[str, ExperimentConfig]) -> E
     return next(iter(checked.values()), None) or trial_config(tree, {})
 
 
-def share_stages(tree: dict[str, Any], checked: dict[str, ExperimentConfig],
-                 sweep_dir: Path) -> tuple[dict[str, Any], dict[str, ExperimentConfig]]:
+def share_stages(
+    tree: dict[str, Any], checked: dict[str, ExperimentConfig], sweep_dir: Path
+) -> tuple[dict[str, Any], dict[str, ExperimentConfig]]:
     """The trials share their trained stages (:mod:`itrlab.train.stages`) in ``<sweep_dir>/stages`` unless the
     experiment names a folder: set in the base tree and in the checked configs alike. A trial that trains
     another trial's stage from scratch as it is (a baseline row that is the other rows' base network) keeps
@@ -274,8 +335,14 @@ def start_ray(spec: SweepSpec, tracking_uri: str) -> bool:
     return started_ray
 
 
-def open_parent_run(spec: SweepSpec, sweep_dir: Path, overrides: list[str], tracking_uri: str,
-                    state: dict[str, Any], now: dict[str, Any]) -> MlflowTracker:
+def open_parent_run(
+    spec: SweepSpec,
+    sweep_dir: Path,
+    overrides: list[str],
+    tracking_uri: str,
+    state: dict[str, Any],
+    now: dict[str, Any],
+) -> MlflowTracker:
     """The sweep's parent run: reopened on ``--resume`` (``state``; the changes ``--allow-changes`` accepted
     recorded on it), else created with the sweep's params; the sweep's state file written beside it."""
     parent = MlflowTracker(spec.name, tracking_uri)
@@ -284,20 +351,38 @@ def open_parent_run(spec: SweepSpec, sweep_dir: Path, overrides: list[str], trac
         parent.start(run_name=state["run_name"], tags={}, params={}, run_id=state["parent_run_id"])
         if changes:
             parent.record_changes(changes)
-            _log.info(f"--allow-changes: resuming with {len(changes)} change(s), recorded on the parent run: "
-                      f"{'; '.join(changes)}")
+            _log.info(
+                f"--allow-changes: resuming with {len(changes)} change(s), recorded on the parent run: "
+                f"{'; '.join(changes)}"
+            )
             state = {**state, **now}  # the next --resume compares with what runs now
         write_state(sweep_dir, {**now, **state, "status": "RUNNING"})
         return parent
     run_name = f"{spec.name}-{sweep_dir.name}"
-    params = {"sweep.experiment": spec.experiment, "sweep.overrides": " ".join([*spec.overrides, *overrides]),
-              "sweep.grid": json.dumps(spec.grid), "sweep.seeds": str(spec.seeds),
-              "sweep.optuna": spec.optuna.model_dump_json() if spec.optuna else "none",
-              "sweep.objective": f"{spec.objective.mode} {spec.objective.metric}"}
-    parent.start(run_name=run_name, tags={SWEEP_TAG: spec.name, "itrlab.sweep_dir": str(sweep_dir),
-                                          **profile_tags(spec)}, params=params)
-    write_state(sweep_dir, {"parent_run_id": parent.run_id, "run_name": run_name, "tracking_uri": tracking_uri,
-                            "started_at": time.time(), "status": "RUNNING", **now})
+    params = {
+        "sweep.experiment": spec.experiment,
+        "sweep.overrides": " ".join([*spec.overrides, *overrides]),
+        "sweep.grid": json.dumps(spec.grid),
+        "sweep.seeds": str(spec.seeds),
+        "sweep.optuna": spec.optuna.model_dump_json() if spec.optuna else "none",
+        "sweep.objective": f"{spec.objective.mode} {spec.objective.metric}",
+    }
+    parent.start(
+        run_name=run_name,
+        tags={SWEEP_TAG: spec.name, "itrlab.sweep_dir": str(sweep_dir), **profile_tags(spec)},
+        params=params,
+    )
+    write_state(
+        sweep_dir,
+        {
+            "parent_run_id": parent.run_id,
+            "run_name": run_name,
+            "tracking_uri": tracking_uri,
+            "started_at": time.time(),
+            "status": "RUNNING",
+            **now,
+        },
+    )
     return parent
 
 
@@ -320,16 +405,29 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
     if resume is not None and tune.Tuner.can_restore(str(sweep_dir / "tune")):
         integrity.verify(sweep_dir, sweep, at_least=resume)  # again, just before Tune unpickles its state
         tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
-        restored_with_console(tuner, spec, board=board, total=len(groups or []))  # Tune brings back the saved RunConfig: this invocation's console
+        restored_with_console(
+            tuner, spec, board=board, total=len(groups or [])
+        )  # Tune brings back the saved RunConfig: this invocation's console
         return tuner
-    run_config = with_console(tune.RunConfig(
-        name="tune", storage_path=str(sweep_dir),
-        failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=[NoRetryOnInputError(), integrity.StateSigner()], stop=StopOnStorageError(),
-    ), spec, board=board, total=len(groups or []))
-    tuner = tune.Tuner(trainable, param_space=group_param_space(groups) if groups else param_space(spec),
-                       run_config=run_config, tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)))
+    run_config = with_console(
+        tune.RunConfig(
+            name="tune",
+            storage_path=str(sweep_dir),
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            callbacks=[NoRetryOnInputError(), integrity.StateSigner()],
+            stop=StopOnStorageError(),
+        ),
+        spec,
+        board=board,
+        total=len(groups or []),
+    )
+    tuner = tune.Tuner(
+        trainable,
+        param_space=group_param_space(groups) if groups else param_space(spec),
+        run_config=run_config,
+        tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)),
+    )
     integrity.sign(sweep_dir, sweep_dir / "tune", sweep, only={"tune/tuner.pkl"})  # Tune wrote it just now, once
     return tuner
 
@@ -351,8 +449,10 @@ def fit_trials(tuner: tune.Tuner, spec: SweepSpec, sweep_dir: Path, started_ray:
     except OSError as err:
         StopOnStorageError.reason = StopOnStorageError.reason or storage_failure(err, sweep_dir)
     if StopOnStorageError.reason is not None:
-        raise StorageError(f"the sweep's storage can no longer be written: {StopOnStorageError.reason}; "
-                           f"--resume continues the sweep once it can")
+        raise StorageError(
+            f"the sweep's storage can no longer be written: {StopOnStorageError.reason}; "
+            f"--resume continues the sweep once it can"
+        )
     rows, interrupted = trial_rows(results, sigint.interrupted)
     if interrupted and started_ray:  # the cut-short trials' processes end before their runs are settled
         ray.shutdown()
@@ -365,8 +465,12 @@ def end_parent_early(parent: MlflowTracker, err: BaseException, started_ray: boo
     if isinstance(err, KeyboardInterrupt):
         kill_running_trial_runs(parent, "the sweep was interrupted; --resume continues it")
         with contextlib.suppress(Exception):
-            parent.set_tags({STOP_REASON_TAG: f"{interruption()[0]}; --resume continues the sweep",
-                             **integrity.generation_tag(sweep_dir)})
+            parent.set_tags(
+                {
+                    STOP_REASON_TAG: f"{interruption()[0]}; --resume continues the sweep",
+                    **integrity.generation_tag(sweep_dir),
+                }
+            )
         parent.end("KILLED")
         set_status(sweep_dir, "KILLED")
         return
@@ -380,8 +484,15 @@ def end_parent_early(parent: MlflowTracker, err: BaseException, started_ray: boo
             ray.shutdown()
 
 
-def end_parent(spec: SweepSpec, parent: MlflowTracker, rows: list[TrialRow], interrupted: bool, sweep_dir: Path,
-               headline: str | None, view: str | None = None) -> SweepResult:
+def end_parent(
+    spec: SweepSpec,
+    parent: MlflowTracker,
+    rows: list[TrialRow],
+    interrupted: bool,
+    sweep_dir: Path,
+    headline: str | None,
+    view: str | None = None,
+) -> SweepResult:
     """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result
     (its link: the saved view ``view`` of the trials in the runs table)."""
     best = best_row(rows, spec.objective.metric, spec.objective.mode)

@@ -1,6 +1,6 @@
 """The MLflow runs table a sweep's link opens: a saved view of its trials (:mod:`itrlab.tracking.runs_view`),
-one row per trial, best first: the test results as its first columns (rsum, R@1 both ways, R@5 both ways, the
-best epoch's validation figure), then the swept values and the seed.
+one row per trial, best first: the test results as its first columns (rsum, the six recalls in one column, R@1
+and R@5 both ways, the best epoch's validation figure), then the swept values and the seed.
 
 Saved on the parent run's experiment when the parent run opens (the link works while the sweep runs) as
 the view ``itrlab-<parent run id>``, named ``<sweep> <invocation>: trials``; a resumed sweep saves it again.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from itrlab.config.sweep import SweepSpec
 from itrlab.eval.names import METRIC_NAMES
 from itrlab.tracking import MlflowTracker
-from itrlab.tracking.runs_view import ITRLAB_VIEW, RunsView, children_filter
+from itrlab.tracking.runs_view import ITRLAB_VIEW, RECALLS_TAG, RunsView, children_filter
 
-RECALLS = ["test_i2t_R1", "test_t2i_R1", "test_i2t_R5", "test_t2i_R5"]  # R@1 first: beside the panels of a 1280-px UI
+RECALLS = ["test_i2t_R1", "test_t2i_R1", "test_i2t_R5", "test_t2i_R5"]  # after the six recalls' column (RECALLS_TAG)
 
 
 def swept_keys(spec: SweepSpec) -> list[str]:
@@ -29,9 +29,9 @@ def swept_keys(spec: SweepSpec) -> list[str]:
 
 def trials_view(spec: SweepSpec, invocation: str, parent_run_id: str) -> RunsView:
     """The view of one invocation's trials: its parent's children, sorted by the test counterpart of the
-    objective (test rsum for the loss), with the test objective, R@1 and R@5 both ways, the objective at the
-    best epoch, the table's other test columns, then the swept values (the ``param.<key>`` tags), the seed and
-    the profile."""
+    objective (test rsum for the loss), with the test objective, the six test recalls in one column, R@1 and R@5
+    both ways, the objective at the best epoch, the table's other test columns, then the swept values (the
+    ``param.<key>`` tags), the seed and the profile."""
     metric = spec.objective.metric
     test = f"test_{metric}" if metric in METRIC_NAMES.values() else "test_rsum"
     ascending = spec.objective.mode == "min" and test != "test_rsum"
@@ -39,8 +39,8 @@ def trials_view(spec: SweepSpec, invocation: str, parent_run_id: str) -> RunsVie
     extra = [c for c in (spec.table.columns if spec.table else []) if c.startswith("test_")]
     metrics = list(dict.fromkeys([test, *RECALLS, validation, *extra]))
     tags = [f"param.{key}" for key in swept_keys(spec)] + ["param.seed"] + (["itrlab.profile"] if spec.profile else [])
-    return RunsView(f"{spec.name} {invocation}: trials", children_filter(parent_run_id), test, ascending,
-                    tags, metrics)
+    name = f"{spec.name} {invocation}: trials"
+    return RunsView(name, children_filter(parent_run_id), test, ascending, tags, metrics, summary=[RECALLS_TAG])
 
 
 def trials_view_id(parent_run_id: str) -> str:

@@ -40,5 +40,9 @@ def optuna_search(spec: SweepSpec):
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
-    return OptunaSearch(space=SearchSpace(spec.optuna.space), metric=spec.objective.metric, mode=spec.objective.mode,
-                        sampler=optuna.samplers.TPESampler(seed=spec.optuna.seed))
+    return OptunaSearch(
+        space=SearchSpace(spec.optuna.space),
+        metric=spec.objective.metric,
+        mode=spec.objective.mode,
+        sampler=optuna.samplers.TPESampler(seed=spec.optuna.seed),
+    )

@@ -24,13 +24,16 @@ def fit_checking_storage(tuner: tune.Tuner, sweep_dir: Path):
         return tuner.fit()
     except OSError as err:
         if disk_full(err):
-            raise StorageError(f"the sweep's storage can no longer be written: {storage_failure(err, sweep_dir)}; "
-                               f"--resume continues the sweep once it can") from None
+            raise StorageError(
+                f"the sweep's storage can no longer be written: {storage_failure(err, sweep_dir)}; "
+                f"--resume continues the sweep once it can"
+            ) from None
         try:
             check_writable_dir(sweep_dir / "tune", "--storage")
         except UserInputError as unwritable:
-            raise StorageError(f"the sweep's storage can no longer be written: {unwritable}; "
-                              f"{failure_reason(err)}") from None
+            raise StorageError(
+                f"the sweep's storage can no longer be written: {unwritable}; {failure_reason(err)}"
+            ) from None
         raise
 
 

@@ -20,16 +20,17 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import ray
 from ray import tune
 
 from itrlab.config import ExperimentConfig
-from itrlab.errors import StorageError, UserInputError, disk_full, failure_reason, no_space
 from itrlab.config.sweep import VARIANT, label
+from itrlab.errors import StorageError, UserInputError, disk_full, failure_reason, no_space
 from itrlab.sweep.board import BOARD_FOLDER, BoardWriter
 from itrlab.sweep.points import point_key, trial_config
 from itrlab.tracking import MlflowTracker
@@ -75,8 +76,14 @@ class EpochReporter:
     ``ray.train.report`` in a TorchTrainer worker), with ``make_checkpoint(run_dir)`` attached when
     given (a function trial, or a TorchTrainer's rank 0). ``last`` holds the latest metrics."""
 
-    def __init__(self, run_dir: Path, report: Callable[..., None], make_checkpoint: Callable[[str], Any] | None,
-                 metric: str = "rsum", storage: str | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        report: Callable[..., None],
+        make_checkpoint: Callable[[str], Any] | None,
+        metric: str = "rsum",
+        storage: str | None = None,
+    ):
         self.run_dir, self.report, self.make_checkpoint = run_dir, report, make_checkpoint
         self.storage = storage  # the sweep's folder, named when its disk is full
         self.last: dict[str, float] = {"rsum": float("nan"), metric: float("nan")}
@@ -164,8 +171,9 @@ def reuse_child_run(tracker: MlflowTracker, run_dir: Path, trial_id: str, parent
         (run_dir / MLFLOW_FILE).write_text(json.dumps({"run_id": existing, "tracking_uri": tracker.tracking_uri}))
 
 
-def record_failure(tracker: MlflowTracker | None, run_dir: Path, reason: str, run_name: str,
-                   parent_run_id: str | None) -> None:
+def record_failure(
+    tracker: MlflowTracker | None, run_dir: Path, reason: str, run_name: str, parent_run_id: str | None
+) -> None:
     """A trial that failed before its MLflow run started (bad data, say) gets a run all the same, ended
     FAILED with ``reason``, so that MLflow shows why it failed (a started run was ended by
     :meth:`MlflowTracker.ending` inside ``run_experiment``)."""
@@ -181,8 +189,13 @@ def record_failure(tracker: MlflowTracker | None, run_dir: Path, reason: str, ru
         _log.warning(f"itrlab: could not record the failure on the MLflow run: {failure_reason(err)}")
 
 
-def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tracker: MlflowTracker | None,
-                     run_name: str = "", parent_run_id: str | None = None) -> None:
+def train_and_report(
+    train: Callable[[], RunResult],
+    reporter: EpochReporter,
+    tracker: MlflowTracker | None,
+    run_name: str = "",
+    parent_run_id: str | None = None,
+) -> None:
     """Run ``train`` and report how it ended through the reporter's channel.
 
     A loss that turned NaN or infinite is reported as ``diverged`` with its reason (recorded, not
@@ -213,14 +226,23 @@ def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, tr
         record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
         raise
     # "epoch" from the result too: a trial restored from its last epoch's checkpoint trains no epoch here
-    reporter.report({**reporter.last, "done": 1, "epoch": result.epochs, "best_epoch": result.best_epoch,
-                     "best_val_rsum": result.best_val_rsum,
-                     "run_seconds": result.seconds, "trial_end_time": time.time(),
-                     **result.test.metrics(prefix="test_")})
+    reporter.report(
+        {
+            **reporter.last,
+            "done": 1,
+            "epoch": result.epochs,
+            "best_epoch": result.best_epoch,
+            "best_val_rsum": result.best_val_rsum,
+            "run_seconds": result.seconds,
+            "trial_end_time": time.time(),
+            **result.test.metrics(prefix="test_"),
+        }
+    )
 
 
 def board_writer(context: TrialContext, trial_id: str) -> list[BoardWriter]:
-    """The callback that notes the trial's phase and step on the sweep's progress board (none without a sweep folder)."""
+    """The callback that notes the trial's phase and step on the sweep's progress board (none without a sweep
+    folder)."""
     return [BoardWriter(Path(context.sweep_dir) / BOARD_FOLDER, trial_id)] if context.sweep_dir else []
 
 
@@ -242,13 +264,28 @@ def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     reuse_child_run(tracker, run_dir, trial_id, context.parent_run_id)
     # Tune runs the trial in a temporary folder and keeps its checkpoints in the sweep's storage
     stored = str(Path(context.sweep_dir) / "tune" / run_dir.parent.name) if context.sweep_dir else None
-    tracker.default_tags = {**dict(context.source), **trial_tags(trial_id, context.sweep_name, params, run_dir=stored),
-                            **node_tags(tracker, run_dir)}
+    tracker.default_tags = {
+        **dict(context.source),
+        **trial_tags(trial_id, context.sweep_name, params, run_dir=stored),
+        **node_tags(tracker, run_dir),
+    }
     tracker.default_params = trial_params(params)
-    reporter = EpochReporter(run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric,
-                             storage=context.sweep_dir)
+    reporter = EpochReporter(
+        run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric, storage=context.sweep_dir
+    )
     run_name = trial_run_name(params)
     callbacks = [reporter, *board_writer(context, trial_id)]
-    train_and_report(lambda: run_experiment(config_of(context, params), run_dir, callbacks=callbacks,
-                                            tracker=tracker, parent_run_id=context.parent_run_id, run_name=run_name),
-                     reporter, tracker, run_name=run_name, parent_run_id=context.parent_run_id)
+    train_and_report(
+        lambda: run_experiment(
+            config_of(context, params),
+            run_dir,
+            callbacks=callbacks,
+            tracker=tracker,
+            parent_run_id=context.parent_run_id,
+            run_name=run_name,
+        ),
+        reporter,
+        tracker,
+        run_name=run_name,
+        parent_run_id=context.parent_run_id,
+    )

@@ -5,14 +5,14 @@ without a click, and a screenshot of it (``jobs/mlflow_screenshots.py`` writes d
 The pages, each opened by the link itrlab prints for it (:func:`~itrlab.tracking.store.ui_link`):
 
 * ``run``: a trial's page (the link a training prints: its "Model metrics" tab), the trial with the most
-  metrics (a boosted one, with its anchor's tables): its test recalls are the first charts
+  metrics (a boosted one, with its anchor's tables): its six test recalls are the first charts, two rows of three
   (:mod:`itrlab.tracking.chart_names`);
-* ``runs``: the runs table the sweep's link opens (:mod:`itrlab.sweep.runs_table`): the test rsum and
-  recall columns;
+* ``runs``: the runs table the sweep's link opens (:mod:`itrlab.sweep.runs_table`): the test rsum column and the
+  six recalls' column;
 * ``report``: ``sweep/report.html`` in the run's artifact view (a frame of its own): the rsum and recall columns.
 
 A recall counts as shown when the window shows all of its chart's title, column header or report header: inside
-the window, not under the panel, not cut off by a scroll.
+the window, not under the panel, not cut off by a scroll; a column's header also whole, not cut short.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from itrlab.sweep.runs_table import RECALLS as VIEW_RECALLS
 from itrlab.sweep.runs_table import trials_view_id
 from itrlab.tracking import MlflowTracker
-from itrlab.tracking.chart_names import RECALLS, chart_name
+from itrlab.tracking.chart_names import R_AT_K, chart_name
+from itrlab.tracking.runs_view import RECALLS_TAG
 from itrlab.tracking.store import ui_link
 from itrlab.tracking.ui_browser import Browser
 
@@ -62,9 +62,18 @@ RUN_SHOWN = """const header = byText(section)[0];
   const after = (e) => header.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_FOLLOWING;
   const card = (n) => [...byText(n), ...byText(n.split("/").pop())].filter(after)[0];
   return Object.fromEntries(names.map(n => [n, shown(card(n))]));"""
-# the runs table: its rows loaded, each column headed by the metric's MLflow name
+# the runs table: its rows loaded, each column headed by the metric's MLflow name; a column counts as shown when
+# the window shows its whole header cell, no other element over either end of it (ag-grid's label runs past the
+# cell that clips it; a table scrolled sideways clips the cell without covering it), and the header's text ends
+# inside the box that clips it (cut short, `1_test/i2t_R` could be R@1 or R@5)
 RUNS_READY = """return document.querySelector(".ag-row") !== null && names.every(n => byText(n).length > 0);"""
-RUNS_SHOWN = "return Object.fromEntries(names.map(n => [n, shown(byText(n)[0])]));"
+RUNS_SHOWN = """const label = (n) => byText(n).find(e => e.closest(".ag-header-cell"));
+  const inside = (cell) => { const r = cell.getBoundingClientRect(), y = r.top + r.height / 2;
+    return r.left >= 0 && r.right <= innerWidth && [r.left + 1, r.right - 1].every(x => {
+      const hit = document.elementFromPoint(x, y); return hit !== null && cell.contains(hit); }); };
+  const whole = (e) => e.getBoundingClientRect().right <= e.parentElement.getBoundingClientRect().right + 0.5;
+  return Object.fromEntries(names.map(n => { const e = label(n);
+    return [n, e !== undefined && inside(e.closest(".ag-header-cell")) && whole(e)]; }));"""
 # the artifact view: the frame MLflow shows an HTML file in, then the report's headers inside that frame
 FRAME_READY = """const frame = document.querySelector("iframe.mlflow-html-iframe");
   return frame !== null && frame.getBoundingClientRect().width > 0 && shown(frame);"""
@@ -95,13 +104,16 @@ def sweep_links(tracking_uri: str, parent_run_id: str, base: str) -> dict[str, s
     if not children:
         raise ValueError(f"run {parent_run_id} has no trials (child runs): not a sweep's parent run")
     richest = max(children, key=lambda run: (len(run.data.metrics), run.info.start_time))
-    return {"run": ui_link(base, experiment, richest.info.run_id),
-            "runs": ui_link(base, experiment, view=trials_view_id(parent_run_id)),
-            "report": ui_link(base, experiment, parent_run_id, artifact=REPORT)}
+    return {
+        "run": ui_link(base, experiment, richest.info.run_id),
+        "runs": ui_link(base, experiment, view=trials_view_id(parent_run_id)),
+        "report": ui_link(base, experiment, parent_run_id, artifact=REPORT),
+    }
 
 
-def look_at(links: dict[str, str], folder: Path, shots: Path | None = None, widths=WIDTHS,
-            timeout: float = 600) -> list[PageLook]:
+def look_at(
+    links: dict[str, str], folder: Path, shots: Path | None = None, widths=WIDTHS, timeout: float = 600
+) -> list[PageLook]:
     """Each page of ``links`` (:func:`sweep_links`) at each width, in a fresh browser: what it shows of the
     test recalls once they are on the page (a RuntimeError if they never are); with ``shots``, its screenshot
     ``shots/mlflow-<page>-<width>.png``. ``folder`` takes the browsers' logs."""
@@ -118,11 +130,11 @@ def look_at(links: dict[str, str], folder: Path, shots: Path | None = None, widt
 
 def _look(browser: Browser, page: str) -> dict[str, bool]:
     if page == "run":
-        names = [chart_name(f"test_{recall}") for recall in sorted(RECALLS)]
+        names = [chart_name(f"test_{recall}") for recall in sorted(R_AT_K)]
         browser.wait_for(_script(RUN_READY, names=names, section=TEST_SECTION), f"the test charts on {page}")
         return browser.evaluate(_script(RUN_SHOWN, names=names, section=TEST_SECTION))
     if page == "runs":
-        names = [chart_name(name) for name in ("test_rsum", *VIEW_RECALLS)]
+        names = [chart_name("test_rsum"), RECALLS_TAG]
         browser.wait_for(_script(RUNS_READY, names=names), "the trials' rows in the runs table")
         return browser.evaluate(_script(RUNS_SHOWN, names=names))
     browser.wait_for(_script(FRAME_READY), "the artifact view's frame")

@@ -10,10 +10,16 @@ MLflow only to check a store: ``--dry-run`` names the store a cluster job would 
 
 from itrlab.lazy import lazy_exports
 
-_EXPORTS = {"OWNER_TAG": "mlflow_tracker", "STOP_REASON_TAG": "mlflow_tracker", "SWEEP_TAG": "mlflow_tracker",
-            "MlflowTracker": "mlflow_tracker",
-            "close_orphaned_runs": "owners", "owner_id": "itrlab.process_id",
-            **dict.fromkeys(["TRACKING_URI_ENV", "check_tracking_store", "resolve_tracking_uri", "source_tags", "ui_hint"],
-                            "store")}
+_EXPORTS = {
+    "OWNER_TAG": "mlflow_tracker",
+    "STOP_REASON_TAG": "mlflow_tracker",
+    "SWEEP_TAG": "mlflow_tracker",
+    "MlflowTracker": "mlflow_tracker",
+    "close_orphaned_runs": "owners",
+    "owner_id": "itrlab.process_id",
+    **dict.fromkeys(
+        ["TRACKING_URI_ENV", "check_tracking_store", "resolve_tracking_uri", "source_tags", "ui_hint"], "store"
+    ),
+}
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

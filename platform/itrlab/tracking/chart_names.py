@@ -13,7 +13,8 @@ The sections, in the order the UI shows them:
 ========================  =====================================  =================================
 MLflow name               itrlab's name                          what
 ========================  =====================================  =================================
-``1_test/<recall>``       ``test_<recall>``                      the test table: R@1/5/10 both ways, rsum
+``1_test/<recall>``       ``test_<recall>``                      the test table: R@1/5/10 both ways
+``1_test-sum/rsum``       ``test_rsum``                          their sum
 ``1_test_rank/<rank>``    ``test_<rank>``                        its ranks: medr, meanr (both ways), MD
 ``2_val/<metric>``        ``<metric>``                           the validation table, per epoch
 ``3_train/<name>``        ``loss``, ``loss_i2t``, ``loss_t2i``,  the training loss and its i2t/t2i split,
@@ -25,6 +26,10 @@ MLflow name               itrlab's name                          what
 ``<name>``                ``<name>``                             the rest, as it is (the UI's "Model
                                                                  metrics", last): best epoch, cost, ...
 ========================  =====================================  =================================
+
+The six recalls fill two rows of the UI's three charts a row, so that a 1,000-px window shows them all; their sum
+follows in a section of its own (``-`` sorts before ``_``), not as a seventh chart on a third row below the fold.
+Runs logged before it had a section read back the same (``1_test/rsum`` is ``test_rsum`` too).
 
 Only :mod:`itrlab.tracking` knows these names: everything else (Ray Tune's objective, ``summary.json``, the
 reports) uses the flat ones, and every name read back from MLflow is flat again (:func:`flat_name`), whether
@@ -41,6 +46,8 @@ from itrlab.eval.names import METRIC_NAMES
 _TABLE = frozenset(METRIC_NAMES.values())
 RANKS = frozenset({"i2t_medr", "i2t_meanr", "t2i_medr", "t2i_meanr", "md"})
 RECALLS = _TABLE - RANKS  # R@K both ways and rsum
+TOTAL = frozenset({"rsum"})
+R_AT_K = RECALLS - TOTAL  # R@1/5/10 both ways
 TRAINING = frozenset({"loss", "loss_i2t", "loss_t2i", "lr", "epoch_seconds"})
 BRANCH_PREFIX = "5_"
 # another branch's table: a name of letters and digits (anchor, anchor2, member1) before a table metric;
@@ -59,12 +66,18 @@ class Section:
     rests: frozenset[str] | None
 
     def holds(self, name: str) -> bool:
-        rest = name[len(self.prefix):]
+        rest = name[len(self.prefix) :]
         return name.startswith(self.prefix) and bool(rest) and (self.rests is None or rest in self.rests)
 
 
-SECTIONS = (Section("1_test", "test_", RECALLS), Section("1_test_rank", "test_", RANKS),
-            Section("2_val", "", _TABLE), Section("3_train", "", TRAINING), Section("4_loss", "loss_", None))
+SECTIONS = (
+    Section("1_test", "test_", R_AT_K),
+    Section("1_test-sum", "test_", TOTAL),
+    Section("1_test_rank", "test_", RANKS),
+    Section("2_val", "", _TABLE),
+    Section("3_train", "", TRAINING),
+    Section("4_loss", "loss_", None),
+)
 _BY_SECTION = {section.section: section for section in SECTIONS}
 
 
@@ -72,7 +85,7 @@ def chart_name(name: str) -> str:
     """The MLflow name of itrlab's metric ``name``: in its chart section, or ``name`` itself (the rest)."""
     for section in SECTIONS:
         if section.holds(name):
-            return f"{section.section}/{name[len(section.prefix):]}"
+            return f"{section.section}/{name[len(section.prefix) :]}"
     branch = _BRANCH.fullmatch(name)
     if branch and branch.group(1) not in NOT_BRANCHES and branch.group(2) in _TABLE:
         return f"{BRANCH_PREFIX}{branch.group(1)}/{branch.group(2)}"
@@ -88,8 +101,8 @@ def flat_name(key: str) -> str:
     section = _BY_SECTION.get(section_name)
     if section is not None:
         return section.prefix + rest
-    if section_name.startswith(BRANCH_PREFIX) and _BRANCH.fullmatch(f"{section_name[len(BRANCH_PREFIX):]}_{rest}"):
-        return f"{section_name[len(BRANCH_PREFIX):]}_{rest}"
+    if section_name.startswith(BRANCH_PREFIX) and _BRANCH.fullmatch(f"{section_name[len(BRANCH_PREFIX) :]}_{rest}"):
+        return f"{section_name[len(BRANCH_PREFIX) :]}_{rest}"
     return key
 
 

@@ -22,8 +22,9 @@ import os
 import sqlite3
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import mlflow
 from mlflow import MlflowClient
@@ -35,7 +36,7 @@ from itrlab.errors import TrackingError, UserInputError, failure_reason, one_lin
 from itrlab.interrupts import interruption
 from itrlab.process_id import owner_id
 from itrlab.tracking.chart_names import chart_name, flat_metrics, logged_flat
-from itrlab.tracking.runs_view import RunsView, save_view
+from itrlab.tracking.runs_view import RECALLS_TAG, RunsView, recalls_summary, save_view
 from itrlab.tracking.store import resolve_tracking_uri, short_reason, source_tags, ui_hint
 from itrlab.tracking.tables import significant, write_table
 
@@ -83,17 +84,21 @@ def _store_writes(method):
         except TrackingError:
             raise
         except (MlflowException, OSError, sqlite3.Error) as err:
-            raise TrackingError(f"the MLflow store {self.tracking_uri} can no longer be written: "
-                                f"{short_reason(err)}{_left_as_is(self)}") from None
+            raise TrackingError(
+                f"the MLflow store {self.tracking_uri} can no longer be written: {short_reason(err)}{_left_as_is(self)}"
+            ) from None
         except Exception as err:  # sqlalchemy's errors, unwrapped by MLflow in some paths
             if type(err).__module__.startswith("sqlalchemy"):
-                raise TrackingError(f"the MLflow store {self.tracking_uri} can no longer be written: "
-                                    f"{short_reason(err)}{_left_as_is(self)}") from None
+                raise TrackingError(
+                    f"the MLflow store {self.tracking_uri} can no longer be written: "
+                    f"{short_reason(err)}{_left_as_is(self)}"
+                ) from None
             raise
+
     return write
 
 
-def _left_as_is(tracker: "MlflowTracker") -> str:
+def _left_as_is(tracker: MlflowTracker) -> str:
     """What becomes of the tracker's run when its store cannot record how it ended."""
     if tracker.run_id is None:
         return ""
@@ -118,7 +123,7 @@ class MlflowTracker:
         self.flat_names = False  # a run logged before the chart sections, reopened: it keeps its flat names
 
     @classmethod
-    def for_reading(cls, tracking_uri: str | None = None) -> "MlflowTracker":
+    def for_reading(cls, tracking_uri: str | None = None) -> MlflowTracker:
         """A tracker that reads runs of any experiment (``run_record``, ``download_artifact``) and
         creates nothing."""
         tracker = cls.__new__(cls)
@@ -146,8 +151,14 @@ class MlflowTracker:
             return found.experiment_id
 
     # -- run lifecycle -----------------------------------------------------------------------
-    def start(self, run_name: str, tags: Mapping[str, Any], params: Mapping[str, str],
-              run_id: str | None = None, parent_run_id: str | None = None) -> str:
+    def start(
+        self,
+        run_name: str,
+        tags: Mapping[str, Any],
+        params: Mapping[str, str],
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+    ) -> str:
         """Create a run, or reopen ``run_id`` (a resumed training) and mark it running again."""
         params = {**self.default_params, **params}
         # the process that ends this run (a sweep's driver for its trials): runs it leaves RUNNING when
@@ -158,9 +169,11 @@ class MlflowTracker:
             try:
                 self.client.get_run(run_id)
             except MlflowException:
-                raise UserInputError(f"MLflow run {run_id} (recorded in the run directory's mlflow_run.json) is not "
-                                     f"in the tracking store {self.tracking_uri}; point MLFLOW_TRACKING_URI at the "
-                                     f"store it was logged to, or delete mlflow_run.json to start a new run") from None
+                raise UserInputError(
+                    f"MLflow run {run_id} (recorded in the run directory's mlflow_run.json) is not "
+                    f"in the tracking store {self.tracking_uri}; point MLFLOW_TRACKING_URI at the "
+                    f"store it was logged to, or delete mlflow_run.json to start a new run"
+                ) from None
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")
             run = self.client.get_run(run_id)
@@ -177,8 +190,11 @@ class MlflowTracker:
                 self.record_changes(self.resume_changes)
             params = {k: v for k, v in params.items() if k not in previous.params}
         else:
-            all_tags = {**source_tags(), **{k: str(v) for k, v in {**tags, **self.default_tags}.items()},
-                        OWNER_TAG: owner}
+            all_tags = {
+                **source_tags(),
+                **{k: str(v) for k, v in {**tags, **self.default_tags}.items()},
+                OWNER_TAG: owner,
+            }
             if parent_run_id:
                 all_tags[PARENT_TAG] = parent_run_id
             run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=run_name)
@@ -186,31 +202,37 @@ class MlflowTracker:
             self._start_ms = run.info.start_time
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(self.run_id, params=items[start:start + MAX_PARAMS_PER_BATCH])
+            self.client.log_batch(self.run_id, params=items[start : start + MAX_PARAMS_PER_BATCH])
         return self.run_id
 
     def find_run(self, tags: Mapping[str, str]) -> str | None:
         """The id of this experiment's run carrying all ``tags`` (the newest), or None."""
         query = " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
-        runs = self.client.search_runs([self.experiment_id], filter_string=query, max_results=1,
-                                       order_by=["attributes.start_time DESC"])
+        runs = self.client.search_runs(
+            [self.experiment_id], filter_string=query, max_results=1, order_by=["attributes.start_time DESC"]
+        )
         return runs[0].info.run_id if runs else None
 
     def _warn_of_clock(self) -> None:
         """A reopened run whose recorded start lies in the future of this clock: said once, and tagged."""
         ahead_ms = (self._start_ms or 0) - int(time.time() * 1000)
         if ahead_ms > CLOCK_SLACK_MS:
-            note = (f"the run's recorded start is {ahead_ms / 1000:,.0f} s in the future of the clock of the machine "
-                    f"that resumed it (the clock that started it was ahead); its duration counts the time measured "
-                    f"on this machine's monotonic clock")
+            note = (
+                f"the run's recorded start is {ahead_ms / 1000:,.0f} s in the future of the clock of the machine "
+                f"that resumed it (the clock that started it was ahead); its duration counts the time measured "
+                f"on this machine's monotonic clock"
+            )
             _log.warning(f"itrlab: warning: MLflow run {self.run_id}: {note}")
             self.client.set_tag(self.run_id, CLOCK_TAG, note)
 
     @_store_writes
     def end(self, status: str = "FINISHED") -> None:
         if self.run_id is not None:
-            self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)),
-                                       end_time=end_time_ms(self._start_ms, time.monotonic() - self._taken_up))
+            self.client.set_terminated(
+                self.run_id,
+                status=RunStatus.to_string(RunStatus.from_string(status)),
+                end_time=end_time_ms(self._start_ms, time.monotonic() - self._taken_up),
+            )
 
     def end_if_running(self, status: str) -> None:
         """End this run ``status`` unless it has ended already: a sweep's driver that was interrupted
@@ -262,16 +284,18 @@ class MlflowTracker:
         if tags:
             self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
         start = self.client.get_run(run_id).info.start_time
-        self.client.set_terminated(run_id, status=RunStatus.to_string(RunStatus.from_string(status)),
-                                   end_time=end_time_ms(start))
+        self.client.set_terminated(
+            run_id, status=RunStatus.to_string(RunStatus.from_string(status)), end_time=end_time_ms(start)
+        )
 
     def child_runs(self, parent_run_id: str | None = None) -> list:
         """The runs whose parent is ``parent_run_id`` (default: this tracker's run), in the parent's
         experiment (this tracker's, or the parent's own for a tracker :meth:`for_reading`), newest first."""
         parent = parent_run_id or self.run_id
         experiment_id = self.experiment_id or self.client.get_run(parent).info.experiment_id
-        return self.client.search_runs([experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent}'",
-                                       max_results=50000)
+        return self.client.search_runs(
+            [experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent}'", max_results=50000
+        )
 
     # -- logging ------------------------------------------------------------------------------
     @_store_writes
@@ -310,8 +334,11 @@ class MlflowTracker:
         known = self.client.get_run(run_id).data.params
         count = 1 + sum(1 for key in known if key.startswith("resume.") and key.endswith(".changes"))
         text = "; ".join(lines)
-        self.client.log_batch(run_id, params=[Param(f"resume.{count}.changes", text[:6000])],
-                              tags=[RunTag(CHANGES_TAG, f"resume {count}: {text}"[:8000])])
+        self.client.log_batch(
+            run_id,
+            params=[Param(f"resume.{count}.changes", text[:6000])],
+            tags=[RunTag(CHANGES_TAG, f"resume {count}: {text}"[:8000])],
+        )
         return count
 
     @_store_writes
@@ -329,14 +356,19 @@ class MlflowTracker:
         MLflow appends to an existing table artifact, so each logging adds rows tagged with
         ``epoch`` (the epochs trained): a resumed run that trains longer shows both results.
         The JSON and Markdown artifacts hold the latest table. The metrics are final values and go
-        to step 0 (``log_final_metrics``).
+        to step 0 (``log_final_metrics``). The test table's six recalls also go to the tag
+        :data:`~itrlab.tracking.runs_view.RECALLS_TAG`, the runs table's one column of them.
         """
         columns = table.columns()
         columns["epoch"] = [epoch] * len(columns["direction"])
         self.client.log_table(self.run_id, data=columns, artifact_file=f"recall/{split}_table.json")
         self.client.log_dict(self.run_id, table.to_dict(), f"recall/{split}.json")
         self.client.log_text(self.run_id, table.to_markdown(), f"recall/{split}.md")
-        self.log_final_metrics(table.metrics(prefix=f"{split}_"))
+        metrics = table.metrics(prefix=f"{split}_")
+        self.log_final_metrics(metrics)
+        summary = recalls_summary(metrics) if split == "test" else None
+        if summary is not None:
+            self.set_tags({RECALLS_TAG: summary})
 
     @_store_writes
     def log_table(self, data: dict[str, list], artifact_file: str) -> None:
@@ -370,8 +402,9 @@ class MlflowTracker:
     def log_dataset(self, name: str, digest: str, source: str, context: str = "training") -> None:
         """Log the run's data set as an MLflow input (the UI's Dataset column): name, digest, source."""
         dataset = MlflowDataset(name=name, digest=digest, source_type="local", source=json.dumps({"uri": source}))
-        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset, tags=[InputTag("mlflow.data.context",
-                                                                                           context)])])
+        self.client.log_inputs(
+            self.run_id, datasets=[DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])]
+        )
 
     @_store_writes
     def log_model(self, bundle: str | Path, loader: str, requirements: list[str]) -> str:
@@ -404,17 +437,25 @@ class MlflowTracker:
         for run in sorted(self.child_runs(parent_run_id), key=lambda run: run.info.start_time):  # later (and
             # finished) runs of a trial replace its earlier ones
             trial = run.data.tags.get(TRIAL_ID_TAG)
-            if trial and (trial not in trials or run.info.status == "FINISHED" or trials[trial].info.status != "FINISHED"):
+            if trial and (
+                trial not in trials or run.info.status == "FINISHED" or trials[trial].info.status != "FINISHED"
+            ):
                 trials[trial] = run
         found = {}
         for trial, run in trials.items():
             metrics = flat_metrics(run.data.metrics)
             keys = ["rsum", "loss", *sorted(key for key in metrics if parts and key.startswith("loss_"))]
             history = {key: self.metric_history(run.info.run_id, key) for key in dict.fromkeys(keys)}
-            found[trial] = {"name": run.info.run_name or run.info.run_id, "run_id": run.info.run_id,
-                            "status": run.info.status,
-                            "metrics": metrics, "params": dict(run.data.params),
-                            "tags": dict(run.data.tags), "history": history, "loss": history.get("loss", [])}
+            found[trial] = {
+                "name": run.info.run_name or run.info.run_id,
+                "run_id": run.info.run_id,
+                "status": run.info.status,
+                "metrics": metrics,
+                "params": dict(run.data.params),
+                "tags": dict(run.data.tags),
+                "history": history,
+                "loss": history.get("loss", []),
+            }
         return found
 
     def metric_history(self, run_id: str, key: str) -> list[tuple[int, float]]:
@@ -435,9 +476,15 @@ class MlflowTracker:
             experiment = self.client.get_experiment(run.info.experiment_id)
         except MlflowException:
             raise UserInputError(f"no MLflow run {run_id} in the store {self.tracking_uri}") from None
-        return {"run_id": run_id, "experiment": experiment.name, "name": run.info.run_name,
-                "status": run.info.status, "start_time": run.info.start_time, "end_time": run.info.end_time,
-                "tags": dict(run.data.tags)}
+        return {
+            "run_id": run_id,
+            "experiment": experiment.name,
+            "name": run.info.run_name,
+            "status": run.info.status,
+            "start_time": run.info.start_time,
+            "end_time": run.info.end_time,
+            "tags": dict(run.data.tags),
+        }
 
     def download_artifact(self, run_id: str, path: str, destination: str | Path) -> Path | None:
         """The run's artifact ``path`` copied under ``destination``; None when the run has no such artifact."""

@@ -4,7 +4,8 @@ run's ``model`` artifact through the ``pyfunc`` flavor, and models read back by 
 The folder (weights, config, tokenizer, feature layout, test table) travels as the model's data,
 ``artifacts/bundle``. The MLflow model is written here, not by ``mlflow.pyfunc.save_model``: that call checks
 its requirements against every installed distribution (``warn_dependency_requirement_mismatches``, a scan of
-site-packages: docs/speed.md#figures-behind-the-codes-choices), which a training run has no use for. :func:`save_pyfunc` writes ``MLmodel`` through ``mlflow.pyfunc.add_to_model`` with this module as the
+site-packages: docs/speed.md#figures-behind-the-codes-choices), which a training run has no use for.
+:func:`save_pyfunc` writes ``MLmodel`` through ``mlflow.pyfunc.add_to_model`` with this module as the
 flavor's loader (:func:`_load_pyfunc`, no pickled Python object), and the environment files
 (``requirements.txt``, ``conda.yaml``, ``python_env.yaml``) with the installed versions of the few packages it
 names, so that ``mlflow.pyfunc.load_model`` and ``mlflow models serve`` open it as any pyfunc model.
@@ -61,10 +62,13 @@ class ItrlabPyfunc(mlflow.pyfunc.PythonModel):
         if "features" in columns:
             import numpy as np
 
-            return self.model.embed_images(np.stack([np.asarray(f, dtype=np.float32)
-                                                     for f in model_input["features"]])).numpy()
-        raise UserInputError(f"an itrlab model's input is a frame with a 'caption' column (text) or a 'features' "
-                             f"column (region features per image); got columns {sorted(columns) or 'none'}")
+            return self.model.embed_images(
+                np.stack([np.asarray(f, dtype=np.float32) for f in model_input["features"]])
+            ).numpy()
+        raise UserInputError(
+            f"an itrlab model's input is a frame with a 'caption' column (text) or a 'features' "
+            f"column (region features per image); got columns {sorted(columns) or 'none'}"
+        )
 
 
 class LoadedPyfunc:
@@ -109,8 +113,14 @@ def save_pyfunc(bundle: str | Path, destination: str | Path, loader: str, requir
         yaml.safe_dump(_mlflow_conda_env(additional_pip_deps=pins, install_mlflow=False), out, default_flow_style=False)
     _PythonEnv.current().to_yaml(str(destination / "python_env.yaml"))
     model = Model()
-    mlflow.pyfunc.add_to_model(model, loader_module=__name__, data=str(data), conda_env="conda.yaml",
-                               python_env="python_env.yaml", model_config={"loader": loader})
+    mlflow.pyfunc.add_to_model(
+        model,
+        loader_module=__name__,
+        data=str(data),
+        conda_env="conda.yaml",
+        python_env="python_env.yaml",
+        model_config={"loader": loader},
+    )
     model.save(str(destination / "MLmodel"))
     return destination
 
@@ -133,12 +143,17 @@ def download_model(uri: str, destination: str | Path, tracking_uri: str | None =
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
-        path = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(destination),
-                                                        tracking_uri=resolve_tracking_uri(tracking_uri)))
+        path = Path(
+            mlflow.artifacts.download_artifacts(
+                artifact_uri=uri, dst_path=str(destination), tracking_uri=resolve_tracking_uri(tracking_uri)
+            )
+        )
     except (MlflowException, OSError) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserInputError(f"{uri}: no logged itrlab model there ({reason[:200]}); a run logs its model when "
-                             f"output.log_model is 'best' (the default)") from None
+        raise UserInputError(
+            f"{uri}: no logged itrlab model there ({reason[:200]}); a run logs its model when "
+            f"output.log_model is 'best' (the default)"
+        ) from None
     if not (path / "MLmodel").is_file() or bundle_of(path) is None:
         raise UserInputError(f"{uri} is not an itrlab model (no MLmodel with an itrlab bundle)")
     return path

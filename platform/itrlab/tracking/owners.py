@@ -15,9 +15,9 @@ import logging
 from mlflow import MlflowClient
 from mlflow.entities import RunStatus, RunTag
 
+from itrlab.process_id import owner_alive
 from itrlab.tracking.mlflow_tracker import OWNER_TAG, STOP_REASON_TAG, end_time_ms
 from itrlab.tracking.store import resolve_tracking_uri, sqlite_path
-from itrlab.process_id import owner_alive
 
 _log = logging.getLogger(__name__)
 
@@ -28,20 +28,24 @@ def _running(client: MlflowClient, extra: str = "") -> list:
     experiments = [e.experiment_id for e in client.search_experiments(max_results=1000)]
     if not experiments:
         return []
-    return client.search_runs(experiments, filter_string=f"attributes.status = 'RUNNING'{extra}",
-                              max_results=SCAN_LIMIT)
+    return client.search_runs(
+        experiments, filter_string=f"attributes.status = 'RUNNING'{extra}", max_results=SCAN_LIMIT
+    )
 
 
 def _kill(client: MlflowClient, run, reason: str) -> None:
     client.log_batch(run.info.run_id, tags=[RunTag(STOP_REASON_TAG, reason)])
-    client.set_terminated(run.info.run_id, status=RunStatus.to_string(RunStatus.KILLED),
-                          end_time=end_time_ms(run.info.start_time))
+    client.set_terminated(
+        run.info.run_id, status=RunStatus.to_string(RunStatus.KILLED), end_time=end_time_ms(run.info.start_time)
+    )
 
 
 def _died(owner: str, what: str) -> str:
-    return (f"{what} (pid {owner.split('|')[2]} on {owner.split('|')[0]}) died without ending its runs: killed "
-            f"(SIGKILL, out of memory), a bus error (a memory-mapped data file truncated while read), or its Ray "
-            f"node lost")
+    return (
+        f"{what} (pid {owner.split('|')[2]} on {owner.split('|')[0]}) died without ending its runs: killed "
+        f"(SIGKILL, out of memory), a bus error (a memory-mapped data file truncated while read), or its Ray "
+        f"node lost"
+    )
 
 
 def end_runs_of(owner: str, what: str, tracking_uri: str | None = None) -> int:
@@ -57,12 +61,16 @@ def end_runs_of(owner: str, what: str, tracking_uri: str | None = None) -> int:
         for run in runs:
             _kill(client, run, reason)
     except Exception as err:  # noqa: BLE001 - the next command on the store ends them
-        _log.warning(f"itrlab: {what} died; its MLflow runs could not be ended here ({type(err).__name__}); the next "
-                     f"itrlab command on {uri} ends them")
+        _log.warning(
+            f"itrlab: {what} died; its MLflow runs could not be ended here ({type(err).__name__}); the next "
+            f"itrlab command on {uri} ends them"
+        )
         return 1
     if runs:
-        _log.warning(f"itrlab: {reason}; ended its {len(runs)} MLflow run(s) left RUNNING as KILLED with that reason"
-                     + ("; --resume continues it" if "sweep" in what else ""))
+        _log.warning(
+            f"itrlab: {reason}; ended its {len(runs)} MLflow run(s) left RUNNING as KILLED with that reason"
+            + ("; --resume continues it" if "sweep" in what else "")
+        )
     return 0
 
 
@@ -80,6 +88,8 @@ def close_orphaned_runs(tracking_uri: str) -> list[str]:
     except Exception as err:  # noqa: BLE001 - the command's own store check passed
         _log.info(f"itrlab: could not look for runs left RUNNING by dead processes ({type(err).__name__})")
     if closed:
-        _log.info(f"itrlab: ended {len(closed)} MLflow run(s) KILLED that processes which died had left RUNNING: "
-                  f"{', '.join(closed[:5])}{' ...' if len(closed) > 5 else ''}")
+        _log.info(
+            f"itrlab: ended {len(closed)} MLflow run(s) KILLED that processes which died had left RUNNING: "
+            f"{', '.join(closed[:5])}{' ...' if len(closed) > 5 else ''}"
+        )
     return closed

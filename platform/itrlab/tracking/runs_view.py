@@ -12,17 +12,23 @@ the test results first, then the swept values and the seed (the run's name says 
 carries ``workflowType=machine_learning``: without it MLflow 3.17 opens its GenAI overview, whatever the
 experiment's ``mlflow.experimentKind``.
 
+The six test recalls as one column: a metric column needs 100 px to show its name whole (`1_test/i2t_R10`), and
+beside MLflow's sidebar and Assistant panel a 1280-px window holds four. So a run that logs its test table also
+gets the tag :data:`RECALLS_TAG` (``test i2t R1 R5 R10 / t2i R1 R5 R10``: ``13.8 32.4 44.1 / 4.4 12.4 18.5``,
+:func:`recalls_summary`), and a view shows it right after its sort key (the test rsum).
+
 Widths: the state's ``columnWidths`` (column id -> pixels, what the UI saves when a person resizes a
 column) also narrows MLflow's own pinned columns, the run's name (``attributes.`Run Name```) and its start
 (``runDateAndNestInfo``, the id ag-grid gives "Created": it has no other), so that beside MLflow's sidebar
 and its Assistant panel (a quarter of the window, open on a browser's first visit) a 1280-px window shows
-the test rsum and R@1 both ways, a 1600-px one R@5 and the best epoch's validation rsum too.
+the test rsum and the six recalls' column, a 1600-px one R@1 and R@5 as metric columns too.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from itrlab.tracking.chart_names import chart_name
@@ -31,17 +37,43 @@ VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # MLflow's saved views
 VIEW_PARAM = "viewStateShareKey"
 ITRLAB_VIEW = "itrlab-"  # the ids of the views itrlab saves (a person's views are never touched)
 KEEP_VIEWS = 20  # itrlab's views kept per experiment, newest first (MLflow's UI saves no more than 40)
-METRIC_WIDTH = 100  # pixels per metric column: its header, `1_test/i2t_R1` (the UI shows a metric by its full name)
+# pixels per metric column: its header whole (the UI shows a metric by its full name, about 7 px a character after
+# a 12-px margin), and the sort arrow's 14 px on the column the table is sorted by: 100 for `1_test/i2t_R1`, 133 for
+# `1_test-sum/rsum` sorted
+METRIC_WIDTH = 100
+SORT_ARROW_WIDTH = 14
 TAG_WIDTH = 110
 # MLflow's pinned columns, narrowed: the run's name (`strategy=F seed=0`) and "Created" (`2 minutes ago`)
-PINNED_WIDTHS = {"attributes.`Run Name`": 150, "runDateAndNestInfo": 110}
+PINNED_WIDTHS = {"attributes.`Run Name`": 132, "runDateAndNestInfo": 110}
+# a run's six test recalls in one tag (module doc): its key is the column's header (letters, digits, spaces, "/")
+RECALLS_TAG = "test i2t R1 R5 R10 / t2i R1 R5 R10"
+SUMMARY_WIDTH = 248
+_RECALL_ORDER = ("i2t_R1", "i2t_R5", "i2t_R10", "t2i_R1", "t2i_R5", "t2i_R10")
+
+
+def metric_width(name: str, sorted_by: bool = False) -> int:
+    """The width of the column of the metric whose MLflow name is ``name``: its header whole (``sorted_by``: with the
+    sort arrow)."""
+    return max(METRIC_WIDTH, 7 * len(name) + 14) + (SORT_ARROW_WIDTH if sorted_by else 0)
+
+
+def recalls_summary(metrics: Mapping[str, float], prefix: str = "test_") -> str | None:
+    """The value of :data:`RECALLS_TAG` from a run's metrics (itrlab's names): ``13.8 32.4 44.1 / 4.4 12.4 18.5``
+    (R@1, R@5, R@10 image to text, then text to image, one decimal as the papers print them); None unless all six
+    are there."""
+    values = [metrics.get(prefix + name) for name in _RECALL_ORDER]
+    if any(value is None for value in values):
+        return None
+    text = [f"{float(value):.1f}" for value in values]
+    return f"{' '.join(text[:3])} / {' '.join(text[3:])}"
 
 
 @dataclass(frozen=True)
 class RunsView:
     """What a saved view shows: runs matching ``search`` (MLflow's search syntax), sorted by the metric
     ``order_by``, with the metric and tag columns ``metrics`` and ``tags`` first, in that order (metrics by
-    itrlab's names: the view shows them by their MLflow names, :mod:`~itrlab.tracking.chart_names`)."""
+    itrlab's names: the view shows them by their MLflow names, :mod:`~itrlab.tracking.chart_names`), and the
+    tags ``summary`` (:data:`RECALLS_TAG`) right after the first metric."""
 
     name: str
     search: str
@@ -49,6 +81,7 @@ class RunsView:
     ascending: bool = False
     tags: list[str] = field(default_factory=list)
     metrics: list[str] = field(default_factory=list)
+    summary: list[str] = field(default_factory=list)
 
     def metric_columns(self) -> list[str]:
         return [f"metrics.`{chart_name(metric)}`" for metric in self.metrics]
@@ -56,18 +89,34 @@ class RunsView:
     def tag_columns(self) -> list[str]:
         return [f"tags.`{tag}`" for tag in self.tags]
 
+    def summary_columns(self) -> list[str]:
+        return [f"tags.`{tag}`" for tag in self.summary]
+
     def columns(self) -> list[str]:
         """The table's column ids (MLflow's ``<kind>.`<name>```), in their order."""
-        return [*self.metric_columns(), *self.tag_columns()]
+        metrics = self.metric_columns()
+        return [*metrics[:1], *self.summary_columns(), *metrics[1:], *self.tag_columns()]
 
     def state(self) -> dict:
         """The table state MLflow's runs page reads from a saved view."""
         columns = self.columns()
-        widths = {**PINNED_WIDTHS, **dict.fromkeys(self.metric_columns(), METRIC_WIDTH),
-                  **dict.fromkeys(self.tag_columns(), TAG_WIDTH)}
-        return {"searchFilter": self.search, "orderByKey": f"metrics.`{chart_name(self.order_by)}`",
-                "orderByAsc": self.ascending, "selectedColumns": columns, "columnOrder": [*PINNED_WIDTHS, *columns],
-                "columnWidths": widths}
+        widths = {
+            **PINNED_WIDTHS,
+            **{
+                column: metric_width(chart_name(metric), metric == self.order_by)
+                for column, metric in zip(self.metric_columns(), self.metrics)
+            },
+            **dict.fromkeys(self.tag_columns(), TAG_WIDTH),
+            **dict.fromkeys(self.summary_columns(), SUMMARY_WIDTH),
+        }
+        return {
+            "searchFilter": self.search,
+            "orderByKey": f"metrics.`{chart_name(self.order_by)}`",
+            "orderByAsc": self.ascending,
+            "selectedColumns": columns,
+            "columnOrder": [*PINNED_WIDTHS, *columns],
+            "columnWidths": widths,
+        }
 
 
 def children_filter(parent_run_id: str) -> str:
@@ -88,9 +137,15 @@ def save_view(client, experiment_id: str, view_id: str, view: RunsView) -> str:
             pass
     envelope = {"name": view.name, "createdAt": created, "updatedAt": now, "state": json.dumps(view.state())}
     client.set_experiment_tag(experiment_id, VIEW_TAG_PREFIX + view_id, json.dumps(envelope))
-    ours = sorted(((_created(value), key) for key, value in tags.items()
-                   if key.startswith(VIEW_TAG_PREFIX + ITRLAB_VIEW) and key != VIEW_TAG_PREFIX + view_id), reverse=True)
-    for _, key in ours[KEEP_VIEWS - 1:]:
+    ours = sorted(
+        (
+            (_created(value), key)
+            for key, value in tags.items()
+            if key.startswith(VIEW_TAG_PREFIX + ITRLAB_VIEW) and key != VIEW_TAG_PREFIX + view_id
+        ),
+        reverse=True,
+    )
+    for _, key in ours[KEEP_VIEWS - 1 :]:
         client.delete_experiment_tag(experiment_id, key)
     return view_id
 

@@ -29,8 +29,8 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import unquote
 
 from itrlab.errors import UnavailableError, UserInputError
@@ -43,16 +43,21 @@ TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 WAIT_ENV = "ITRLAB_MLFLOW_WAIT_S"  # how long the store check waits for a busy server
 WAIT_DEFAULT_S = 120.0
 # MLflow's own retries of a request (its defaults: 7 retries, 120 s each: minutes of silence, then tracebacks)
-CLIENT_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
-                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+CLIENT_LIMITS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
 for _key, _value in CLIENT_LIMITS.items():
     os.environ.setdefault(_key, _value)
 # an answer of a server that works but cannot serve now
 # A status code alone counts where no digit, dot, colon or equals sign touches it: a refused connection to
 # port 50321 ("port=50321", "127.0.0.1:50321/api") is broken, not a 503
-BUSY = re.compile(r"too many (?:429|5\d\d) error responses|error code (?:429|5\d\d)|timed out|reset by peer|"
-                  r"RemoteDisconnected|Temporary failure|temporarily unavailable|(?<![\d.:=])50[234](?![\d.])",
-                  re.IGNORECASE)
+BUSY = re.compile(
+    r"too many (?:429|5\d\d) error responses|error code (?:429|5\d\d)|timed out|reset by peer|"
+    r"RemoteDisconnected|Temporary failure|temporarily unavailable|(?<![\d.:=])50[234](?![\d.])",
+    re.IGNORECASE,
+)
 # MLflow 3.17 shows its GenAI pages (traces, judges, prompts) unless the address says workflowType=machine_learning;
 # without it, the browser's last choice (local storage `mlflow.workflowType_v1`), else GenAI: no server setting
 # chooses it (docs/mlflow.md#what-mlflow-lets-itrlab-turn-off)
@@ -77,7 +82,7 @@ def sqlite_path(tracking_uri: str) -> Path | None:
     prefix = "sqlite:///"  # SQLAlchemy's form: sqlite:///relative.db, sqlite:////absolute.db
     if not tracking_uri.startswith(prefix):
         return None
-    path = unquote(tracking_uri[len(prefix):].split("?", 1)[0])
+    path = unquote(tracking_uri[len(prefix) :].split("?", 1)[0])
     return Path(path).absolute() if path and path != ":memory:" else None
 
 
@@ -132,7 +137,9 @@ def check_tracking_store(tracking_uri: str | None = None, timeout_s: int = 5) ->
     try:
         if database is not None:
             if not database.parent.is_dir():
-                raise UserInputError(f"MLflow tracking store {uri}: the folder {database.parent} does not exist; {hint}")
+                raise UserInputError(
+                    f"MLflow tracking store {uri}: the folder {database.parent} does not exist; {hint}"
+                )
             check_writable_dir(database.parent, f"MLflow tracking store {uri} ({TRACKING_URI_ENV})")
             with file_lock(database, what=f"the MLflow store {database}"):
                 MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
@@ -141,8 +148,10 @@ def check_tracking_store(tracking_uri: str | None = None, timeout_s: int = 5) ->
     except (UserInputError, UnavailableError):
         raise
     except PermissionError as err:
-        raise UserInputError(f"MLflow tracking store {uri}: cannot write {err.filename or database} "
-                             f"({err.strerror or 'permission denied'}); {hint}") from None
+        raise UserInputError(
+            f"MLflow tracking store {uri}: cannot write {err.filename or database} "
+            f"({err.strerror or 'permission denied'}); {hint}"
+        ) from None
     except Exception as err:  # MlflowException, requests' errors, sqlalchemy's errors, OSError
         raise UserInputError(f"MLflow tracking store {uri} does not work: {short_reason(err)}; {hint}") from None
     return uri
@@ -169,12 +178,16 @@ def _ask_server(uri: str, timeout_s: int, hint: str) -> None:
                 raise
             left = deadline - time.monotonic()
             if left <= 0:
-                raise UnavailableError(f"MLflow tracking store {uri} stayed busy for {wait_s:g} s ({attempts} "
-                                       f"request(s); the last: {short_reason(err)}); nothing was started: try again "
-                                       f"later, or wait longer (${WAIT_ENV})") from None
+                raise UnavailableError(
+                    f"MLflow tracking store {uri} stayed busy for {wait_s:g} s ({attempts} "
+                    f"request(s); the last: {short_reason(err)}); nothing was started: try again "
+                    f"later, or wait longer (${WAIT_ENV})"
+                ) from None
             if attempts == 1:
-                _log.info(f"itrlab: MLflow tracking store {uri} is busy ({short_reason(err)}); asking again for up to "
-                          f"{wait_s:g} s (${WAIT_ENV})")
+                _log.info(
+                    f"itrlab: MLflow tracking store {uri} is busy ({short_reason(err)}); asking again for up to "
+                    f"{wait_s:g} s (${WAIT_ENV})"
+                )
             time.sleep(min(pause, left))
             pause, timeout_s = min(pause * 2, 15.0), min(timeout_s * 2, 30)
 
@@ -188,8 +201,9 @@ def source_tags() -> dict[str, str]:
     if script is not None:
         tags["mlflow.source.name"] = str(script)
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                                capture_output=True, text=True, timeout=5)
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
+        )
         if commit.returncode == 0 and commit.stdout.strip():
             tags["mlflow.source.git.commit"] = commit.stdout.strip()
     except (OSError, subprocess.SubprocessError):  # no git, or not a checkout (an installed wheel)
@@ -197,7 +211,8 @@ def source_tags() -> dict[str, str]:
     return tags
 
 
-# MLflow's job runner off: it and its huey consumers (their memory: docs/mlflow.md) serve MLflow's GenAI jobs, which itrlab never
+# MLflow's job runner off: it and its huey consumers (their memory: docs/mlflow.md) serve MLflow's GenAI jobs, which
+# itrlab never
 # asks for. Every server and UI the project starts or documents runs with it (the k8s ConfigMap sets it too).
 JOB_EXECUTION_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 JOB_EXECUTION_OFF = " ".join(f"{name}={value}" for name, value in JOB_EXECUTION_ENV.items())  # as a shell prefix
@@ -220,12 +235,15 @@ def mlflow_program() -> str:
 def ui_command(tracking_uri: str, port: int = UI_PORT) -> str:
     """The one command that opens the MLflow UI on a store (docs/mlflow.md shows the same): this
     environment's ``mlflow``, one server worker, MLflow's job runner off, on loopback."""
-    return (f"{JOB_EXECUTION_OFF} {mlflow_program()} ui --backend-store-uri {shlex.quote(tracking_uri)} "
-            f"--host 127.0.0.1 --port {port} --workers 1")
+    return (
+        f"{JOB_EXECUTION_OFF} {mlflow_program()} ui --backend-store-uri {shlex.quote(tracking_uri)} "
+        f"--host 127.0.0.1 --port {port} --workers 1"
+    )
 
 
-def ui_link(base: str, experiment_id: str, run_id: str | None = None, view: str | None = None,
-            artifact: str | None = None) -> str:
+def ui_link(
+    base: str, experiment_id: str, run_id: str | None = None, view: str | None = None, artifact: str | None = None
+) -> str:
     """A link into the MLflow UI at ``base``, in its model-training view: a run's charts (its "Model metrics" tab), an
     ``artifact`` of the run, a saved view of the experiment's runs table (:mod:`itrlab.tracking.runs_view`), or
     the runs table."""
@@ -239,4 +257,5 @@ def ui_hint(tracking_uri: str, experiment_id: str, run_id: str | None = None, vi
     (``view``), or on the runs table, in the model-training view (not MLflow 3's GenAI overview)."""
     if tracking_uri.startswith(("http://", "https://")):
         return f"open {ui_link(tracking_uri, experiment_id, run_id, view)}"
-    return f"run `{ui_command(tracking_uri)}` and open {ui_link(f'http://127.0.0.1:{UI_PORT}', experiment_id, run_id, view)}"
+    local = ui_link(f"http://127.0.0.1:{UI_PORT}", experiment_id, run_id, view)
+    return f"run `{ui_command(tracking_uri)}` and open {local}"

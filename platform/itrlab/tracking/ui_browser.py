@@ -23,8 +23,9 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from itrlab.errors import UserInputError
 from itrlab.tracking.store import ui_command
@@ -89,8 +90,9 @@ def mlflow_ui(tracking_uri: str, folder: Path, timeout: float = 600) -> Iterator
         command[0] = str(Path(command[0]).resolve())
     log = folder / "mlflow-ui.log"
     with open(log, "ab") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True,
-                                   env={**os.environ, **env})
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True, env={**os.environ, **env}
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait(lambda: _answers(f"{base}/health"), timeout, "the MLflow UI", process, log)
@@ -112,17 +114,31 @@ class Browser:
         self.log = folder / f"chromium-{width}.log"
         with open(self.log, "wb") as out:
             self.process = subprocess.Popen(
-                [program, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--hide-scrollbars", "--remote-debugging-port=0", f"--user-data-dir={self.profile}",
-                 f"--window-size={width},{HEIGHT}", "about:blank"],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    program,
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--no-first-run",
+                    "--hide-scrollbars",
+                    "--remote-debugging-port=0",
+                    f"--user-data-dir={self.profile}",
+                    f"--window-size={width},{HEIGHT}",
+                    "about:blank",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self._loop = asyncio.new_event_loop()
         self._calls = 0
         try:
             address = _wait(self._devtools_address, timeout, "headless Chromium", self.process, self.log)
             self._loop.run_until_complete(self._connect(address))
-            self.call("Emulation.setDeviceMetricsOverride", width=width, height=HEIGHT, deviceScaleFactor=1,
-                      mobile=False)
+            self.call(
+                "Emulation.setDeviceMetricsOverride", width=width, height=HEIGHT, deviceScaleFactor=1, mobile=False
+            )
         except BaseException:
             self.close()
             raise
@@ -151,8 +167,9 @@ class Browser:
     async def _call(self, method: str, params: dict, session: str | None) -> dict:
         self._calls += 1
         ident = self._calls
-        await self._socket.send_json({"id": ident, "method": method, "params": params,
-                                      **({"sessionId": session} if session else {})})
+        await self._socket.send_json(
+            {"id": ident, "method": method, "params": params, **({"sessionId": session} if session else {})}
+        )
         async for message in self._socket:
             answer = json.loads(message.data)
             if answer.get("id") == ident:
@@ -176,16 +193,19 @@ class Browser:
     def frames(self) -> list[str]:
         """The target ids of the page's frames that run in processes of their own: MLflow shows an HTML artifact
         in a sandboxed frame (another origin, so another process)."""
-        return [target["targetId"] for target in self.call("Target.getTargets")["targetInfos"]
-                if target["type"] == "iframe"]
+        return [
+            target["targetId"] for target in self.call("Target.getTargets")["targetInfos"] if target["type"] == "iframe"
+        ]
 
     def wait_for(self, script: str, what: str, frame_of: bool = False) -> Any:
         """The first true value of ``script`` (in the page, or with ``frame_of`` in its first frame that answers),
         asked every half second until :attr:`timeout`; a RuntimeError naming ``what`` otherwise."""
+
         def answer():
             if not frame_of:
                 return self.evaluate(script)
             return next((value for frame in self.frames() if (value := self.evaluate(script, frame))), None)
+
         return _wait(answer, self.timeout, f"{what} (in Chromium, {self.width} px)", self.process, self.log, every=0.5)
 
     def screenshot(self, path: Path) -> Path:
@@ -202,7 +222,7 @@ class Browser:
         _stop(self.process)
         shutil.rmtree(self.profile, ignore_errors=True)
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -13,7 +13,8 @@ holding the read end of a pipe whose write end the job keeps. A job that ends it
 with its message, interrupted) writes ``ok`` first; a job killed outright closes the pipe without it, and
 the watchdog ends every RUNNING run the job owned KILLED, with the reason in ``itrlab.stop_reason``, and
 prints one line (:func:`itrlab.tracking.owners.end_runs_of`). It imports nothing beyond the standard library
-(and :mod:`itrlab.process_id`) until then: waiting costs a blocked read. ``ITRLAB_WATCHDOG=0`` turns it off; the next ``train`` or ``sweep``
+(and :mod:`itrlab.process_id`) until then: waiting costs a blocked read. ``ITRLAB_WATCHDOG=0`` turns it off; the next
+``train`` or ``sweep``
 on the same store closes such runs anyway (:func:`itrlab.tracking.owners.close_orphaned_runs`).
 
     python .../itrlab/tracking/watchdog.py FD PID WHAT
@@ -25,8 +26,8 @@ import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from itrlab.process_id import owner_id
 
@@ -43,8 +44,13 @@ def watching(what: str) -> Iterator[None]:
         return
     read, write = os.pipe()
     try:
-        subprocess.Popen([sys.executable, str(Path(__file__).resolve()), str(read), str(os.getpid()), what],
-                         pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), str(read), str(os.getpid()), what],
+            pass_fds=(read,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except OSError:  # no watchdog: the next command on the store closes what this one leaves RUNNING
         os.close(write)
         write = None

@@ -5,8 +5,16 @@ The exports are imported when first used (:mod:`itrlab.lazy`): ``itrlab.train.th
 
 from itrlab.lazy import lazy_exports
 
-_EXPORTS = {"ConsoleProgress": "callbacks", "LossHistory": "callbacks", "RunResult": "experiment",
-            "prepare_data": "experiment", "run_experiment": "experiment", "EpochReport": "loop",
-            "NonFiniteLossError": "loop", "Trainer": "loop", "TrainingData": "loop"}
+_EXPORTS = {
+    "ConsoleProgress": "callbacks",
+    "LossHistory": "callbacks",
+    "RunResult": "experiment",
+    "prepare_data": "experiment",
+    "run_experiment": "experiment",
+    "EpochReport": "loop",
+    "NonFiniteLossError": "loop",
+    "Trainer": "loop",
+    "TrainingData": "loop",
+}
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

@@ -23,9 +23,11 @@ class ConsoleProgress:
     def on_epoch_end(self, report: EpochReport) -> None:
         val = report.val
         marker = " *best*" if report.is_best else ""
-        line = (f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
-                f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
-                f"{report.seconds:5.1f}s{marker}")
+        line = (
+            f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
+            f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
+            f"{report.seconds:5.1f}s{marker}"
+        )
         emit(_log, line, self.stream)
 
 

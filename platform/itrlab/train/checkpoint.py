@@ -38,10 +38,18 @@ def rng_state() -> dict[str, Any]:
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     name, keys, pos, has_gauss, cached = np.random.get_state()
     version, internal, gauss_next = random.getstate()
-    return {"torch": torch.get_rng_state(), "cuda": cuda,
-            "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                      "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-            "python": {"version": version, "internal": list(internal), "gauss_next": gauss_next}}
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": cuda,
+        "numpy": {
+            "name": name,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
+        "python": {"version": version, "internal": list(internal), "gauss_next": gauss_next},
+    }
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -52,8 +60,15 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(cuda)
     numpy = state["numpy"]
     if isinstance(numpy, dict):
-        np.random.set_state((numpy["name"], numpy["keys"].numpy().astype(np.uint32), numpy["pos"],
-                             numpy["has_gauss"], numpy["cached_gaussian"]))
+        np.random.set_state(
+            (
+                numpy["name"],
+                numpy["keys"].numpy().astype(np.uint32),
+                numpy["pos"],
+                numpy["has_gauss"],
+                numpy["cached_gaussian"],
+            )
+        )
     else:  # a checkpoint of itrlab before safe loading: the tuple numpy itself returns
         np.random.set_state(numpy)
     python = state["python"]
@@ -95,8 +110,14 @@ def compact(value: Any) -> Any:
     return value
 
 
-def save_checkpoint(path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
-                    state: TrainState, extra: dict[str, Any] | None = None) -> None:
+def save_checkpoint(
+    path: Path,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    state: TrainState,
+    extra: dict[str, Any] | None = None,
+) -> None:
     payload = {
         "model": compact(model.state_dict()),
         "optimizer": compact(optimizer.state_dict()) if optimizer is not None else None,

@@ -23,8 +23,12 @@ def resolve_device(spec: str) -> torch.device:
         return device
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if visible == 0:
-        raise ConfigError("train.device", spec, "no CUDA GPU is visible to this process; use 'auto' or 'cpu' "
-                          "(in a sweep, ask for GPUs with --gpus-per-trial)")
+        raise ConfigError(
+            "train.device",
+            spec,
+            "no CUDA GPU is visible to this process; use 'auto' or 'cpu' "
+            "(in a sweep, ask for GPUs with --gpus-per-trial)",
+        )
     index = 0 if device.index is None else device.index
     if index >= visible:
         raise ConfigError("train.device", spec, f"this process sees {visible} CUDA GPU(s): cuda:0..cuda:{visible - 1}")
@@ -52,8 +56,11 @@ def resolve_precision(spec: str, device: torch.device) -> torch.dtype | None:
         raise ConfigError("train.precision", spec, f"one of {', '.join(AUTOCAST_DTYPES)}")
     dtype = AUTOCAST_DTYPES[spec]
     if dtype is torch.float16 and device.type != "cuda":
-        raise ConfigError("train.precision", spec, f"fp16 needs a CUDA GPU, and this run trains on {device}; "
-                          "use bf16 (supported on CPUs) or fp32")
+        raise ConfigError(
+            "train.precision",
+            spec,
+            f"fp16 needs a CUDA GPU, and this run trains on {device}; use bf16 (supported on CPUs) or fp32",
+        )
     if dtype is torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise ConfigError("train.precision", spec, f"{describe(device)} does not support bfloat16; use fp16 or fp32")
     return dtype

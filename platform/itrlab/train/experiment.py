@@ -28,28 +28,29 @@ import torch
 import yaml
 
 from itrlab import threads as thread_policy
-from itrlab.config import ExperimentConfig
 from itrlab.assembly import Experiment, check_experiment, stage_configs
-from itrlab.errors import UserInputError, failure_reason
-from itrlab.files import atomic_write_text, read_json
+from itrlab.config import ExperimentConfig
 from itrlab.data.kinds import kind_of
 from itrlab.data.precomp import fingerprint
 from itrlab.data.text_features import resolve_folder
 from itrlab.data.tokenizers import build_text_tokenizer, load_text_tokenizer
+from itrlab.errors import UserInputError, failure_reason
 from itrlab.eval import RecallTable
+from itrlab.files import atomic_write_text, read_json
 from itrlab.methods import BuildContext, build_method
 from itrlab.methods.base import MethodModule
 from itrlab.methods.registry import scheme_labels
 from itrlab.models.glove import GloveCoverage
 from itrlab.tracking import MlflowTracker
-from itrlab.trained.gallery import ARTIFACT as GALLERY, bundle_gallery
-from itrlab.trained.sources import LOADER, REQUIREMENTS, bundle_from_run
 from itrlab.train.callbacks import MlflowEpochLogger
 from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
 from itrlab.train.device import describe, resolve_device
 from itrlab.train.loop import EpochCallback, Trainer, TrainingData
 from itrlab.train.provenance import TEST_RECALL, record_data
 from itrlab.train.stages import STAGE_TAG, StageStore, TrainedStage, publish_run, start_from, trained_stage
+from itrlab.trained.gallery import ARTIFACT as GALLERY
+from itrlab.trained.gallery import bundle_gallery
+from itrlab.trained.sources import LOADER, REQUIREMENTS, bundle_from_run
 
 _log = logging.getLogger(__name__)
 VOCAB_FILE = "vocab.json"
@@ -90,16 +91,25 @@ def prepare_data(config: ExperimentConfig, run_dir: Path) -> TrainingData:
     if vocab_path.is_file():
         vocab = load_text_tokenizer(vocab_path, text.encoder, text.bert_path)
     else:
-        vocab = build_text_tokenizer(text.encoder, splits["train"].captions, min_count=text.vocab_min_count,
-                                     model_dir=text.bert_path,
-                                     features_dir=resolve_folder(dataset.root, dataset.text_features))
+        vocab = build_text_tokenizer(
+            text.encoder,
+            splits["train"].captions,
+            min_count=text.vocab_min_count,
+            model_dir=text.bert_path,
+            features_dir=resolve_folder(dataset.root, dataset.text_features),
+        )
         run_dir.mkdir(parents=True, exist_ok=True)  # only once every split has been read
         vocab.save(vocab_path)
     return TrainingData(vocab=vocab, **splits)
 
 
-def build_context(config: ExperimentConfig, data: TrainingData, run_dir: Path | None = None,
-                  device: torch.device | None = None, store: StageStore | None = None) -> BuildContext:
+def build_context(
+    config: ExperimentConfig,
+    data: TrainingData,
+    run_dir: Path | None = None,
+    device: torch.device | None = None,
+    store: StageStore | None = None,
+) -> BuildContext:
     """What the config's method is built from: the opened data, the run directory, and (OAS) a way to
     train the plain method first: its anchor, a stage (:mod:`itrlab.train.stages`) shared by every run
     of the same plain config, seed and data."""
@@ -107,20 +117,31 @@ def build_context(config: ExperimentConfig, data: TrainingData, run_dir: Path | 
 
     def train_anchor(plain: ExperimentConfig) -> Path:
         with kept_rng_state():  # the build continues with the generators as they were
-            stage = trained_stage("anchor", plain, data, fingerprint(plain.dataset.root),
-                                  store=store or stage_store(plain, run_dir),
-                                  build=lambda c: build_run_method(c, data, device=device)[0], device=device)
+            stage = trained_stage(
+                "anchor",
+                plain,
+                data,
+                fingerprint(plain.dataset.root),
+                store=store or stage_store(plain, run_dir),
+                build=lambda c: build_run_method(c, data, device=device)[0],
+                device=device,
+            )
         context.notes["stages"] = {**context.notes.get("stages", {}), "anchor": stage}
         return stage.model
 
-    context = BuildContext.of(vocab=data.vocab, splits=splits, run_dir=run_dir,
-                              train_anchor=train_anchor if run_dir is not None else None)
+    context = BuildContext.of(
+        vocab=data.vocab, splits=splits, run_dir=run_dir, train_anchor=train_anchor if run_dir is not None else None
+    )
     return context
 
 
-def build_run_method(config: ExperimentConfig, data: TrainingData, run_dir: Path | None = None,
-                     device: torch.device | None = None, store: StageStore | None = None
-                     ) -> tuple[MethodModule, dict]:
+def build_run_method(
+    config: ExperimentConfig,
+    data: TrainingData,
+    run_dir: Path | None = None,
+    device: torch.device | None = None,
+    store: StageStore | None = None,
+) -> tuple[MethodModule, dict]:
     """The config's method for this data, each fresh branch prepared, and what preparing found
     (``notes``: ``glove``, the GloVe coverage with ``model.text.glove``; a method's own figures such
     as CODER's ``concepts``, a dict of numbers; ``stages``, the stages trained or found). An OAS anchor
@@ -145,8 +166,12 @@ def kept_rng_state():
         set_rng_state(state)
 
 
-def stage_store(config: ExperimentConfig, run_dir: Path | None, tracker: MlflowTracker | None = None,
-                parent_run_id: str | None = None) -> StageStore:
+def stage_store(
+    config: ExperimentConfig,
+    run_dir: Path | None,
+    tracker: MlflowTracker | None = None,
+    parent_run_id: str | None = None,
+) -> StageStore:
     """Where ``config``'s stages are kept: ``output.stages``, else ``stages/`` beside the run's folder
     (``runs/<experiment>/stages``: shared by the experiment's runs), else under ``output.dir``."""
     root = config.output.stages or (run_dir.parent / "stages" if run_dir is not None else config.output.dir / "stages")
@@ -155,8 +180,9 @@ def stage_store(config: ExperimentConfig, run_dir: Path | None, tracker: MlflowT
     return StageStore(Path(root), tracker.tracking_uri, tracker.experiment, parent_run_id)
 
 
-def run_stages(config: ExperimentConfig, data: TrainingData, method: MethodModule, device: torch.device | None,
-               store: StageStore) -> dict[str, TrainedStage]:
+def run_stages(
+    config: ExperimentConfig, data: TrainingData, method: MethodModule, device: torch.device | None, store: StageStore
+) -> dict[str, TrainedStage]:
     """Train (or find) ``config``'s stages in order, each starting from the one before, and start
     ``method`` from the last."""
     digest = fingerprint(config.dataset.root)
@@ -164,13 +190,23 @@ def run_stages(config: ExperimentConfig, data: TrainingData, method: MethodModul
     previous = None
     for spec, stage_config in zip(config.stages, stage_configs(config)):
         start = None if previous is None else (lambda m, p=previous: start_from(m, *p))
-        stage = trained_stage(spec.name, stage_config, data, digest, store=store,
-                              build=lambda c: build_run_method(c, data, device=device)[0], start=start, device=device)
+        stage = trained_stage(
+            spec.name,
+            stage_config,
+            data,
+            digest,
+            store=store,
+            build=lambda c: build_run_method(c, data, device=device)[0],
+            start=start,
+            device=device,
+        )
         trained[spec.name], previous = stage, (stage, spec)
     counts = start_from(method, *previous)
-    _log.info(f"starting from stage {previous[1].name}: {counts['copied']} weights copied, {counts['fresh']} new "
-              f"under {', '.join(previous[1].copy_)}" + (f"; frozen: {', '.join(previous[1].freeze)}"
-                                                         if previous[1].freeze else ""))
+    _log.info(
+        f"starting from stage {previous[1].name}: {counts['copied']} weights copied, {counts['fresh']} new "
+        f"under {', '.join(previous[1].copy_)}"
+        + (f"; frozen: {', '.join(previous[1].freeze)}" if previous[1].freeze else "")
+    )
     return trained
 
 
@@ -191,11 +227,17 @@ def run_tags(config: ExperimentConfig) -> dict[str, str]:
     run's description (``mlflow.note.content``)."""
     schemes = scheme_labels(config)
     inside = "".join(f" under {label}" for label in schemes.values() if label != "none")
-    return {"method": config.method.name, "loss": config.loss.name, **schemes,
-            "dataset": config.dataset.name, "protocol": config.eval.test_protocol, "seed": str(config.seed),
-            "mlflow.note.content": f"{config.name}: method {config.method.name} (loss {config.loss.name}){inside} "
-                                   f"on {config.dataset.name}, test protocol {config.eval.test_protocol}, "
-                                   f"seed {config.seed}, {config.train.epochs} epochs"}
+    return {
+        "method": config.method.name,
+        "loss": config.loss.name,
+        **schemes,
+        "dataset": config.dataset.name,
+        "protocol": config.eval.test_protocol,
+        "seed": str(config.seed),
+        "mlflow.note.content": f"{config.name}: method {config.method.name} (loss {config.loss.name}){inside} "
+        f"on {config.dataset.name}, test protocol {config.eval.test_protocol}, "
+        f"seed {config.seed}, {config.train.epochs} epochs",
+    }
 
 
 def device_hours(device: torch.device, world_size: int, seconds: float) -> dict[str, float]:
@@ -215,8 +257,10 @@ def recorded_run_id(path: Path) -> str | None:
     payload = read_json(path, "the run's MLflow record")
     run_id = payload.get("run_id") if isinstance(payload, dict) else None
     if not isinstance(run_id, str) or not run_id.isalnum():
-        raise UserInputError(f"{path} names no MLflow run (it must hold {{\"run_id\": ...}}); delete it to start "
-                             f"a new MLflow run for this directory")
+        raise UserInputError(
+            f'{path} names no MLflow run (it must hold {{"run_id": ...}}); delete it to start '
+            f"a new MLflow run for this directory"
+        )
     return run_id
 
 
@@ -237,10 +281,19 @@ class StartedRun:
     device_share: float = 1.0  # of the devices it trains on: 1 / G for a member of a group of G
 
 
-def start_run(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
-              tracker: MlflowTracker | None = None, parent_run_id: str | None = None,
-              run_name: str | None = None, rank: int = 0, world_size: int = 1,
-              device: torch.device | None = None, shared_resident=None) -> StartedRun:
+def start_run(
+    experiment: Experiment | ExperimentConfig,
+    run_dir: Path,
+    *,
+    callbacks: list[EpochCallback] | None = None,
+    tracker: MlflowTracker | None = None,
+    parent_run_id: str | None = None,
+    run_name: str | None = None,
+    rank: int = 0,
+    world_size: int = 1,
+    device: torch.device | None = None,
+    shared_resident=None,
+) -> StartedRun:
     """Everything of :func:`run_experiment` before training: the data, the method (and its stages), the
     trainer (restoring ``last.pt``), the MLflow run (reopened on resume) and ``config.yaml``."""
     if not isinstance(experiment, Experiment):
@@ -257,23 +310,40 @@ def start_run(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callb
     stages = notes.get("stages", {})
     # a stage counts in full in every run that starts from it (found trained or trained here), the
     # time spent here on stages (training one, or waiting for another run's) not twice
-    stage_cost = sum(stage.seconds for stage in stages.values()) - (time.perf_counter() - started) \
-        if stages else 0.0
+    stage_cost = sum(stage.seconds for stage in stages.values()) - (time.perf_counter() - started) if stages else 0.0
     if notes.get("glove") is not None:
         _log.info(notes["glove"].describe())
     callbacks = list(callbacks or [])
     # the trainer first: it restores last.pt, and a checkpoint that does not fit is refused before the
     # MLflow run is (re)opened, so a finished run never turns FAILED on a refused resume
-    trainer = Trainer(config, method, data, run_dir, callbacks, rank=rank, world_size=world_size, device=device,
-                      shared_resident=shared_resident)
+    trainer = Trainer(
+        config,
+        method,
+        data,
+        run_dir,
+        callbacks,
+        rank=rank,
+        world_size=world_size,
+        device=device,
+        shared_resident=shared_resident,
+    )
     run_id = None
     if tracker is not None:
         previous = run_dir / MLFLOW_FILE
         reuse = recorded_run_id(previous)
-        tags = {**run_tags(config), "run_dir": str(run_dir), "device": describe(device),
-                **{f"{STAGE_TAG}.{name}": stage.run_id for name, stage in stages.items() if stage.run_id}}
-        run_id = tracker.start(run_name=run_name or f"{config.name}-{run_dir.name}", tags=tags,
-                               params=config.flat(), run_id=reuse, parent_run_id=parent_run_id)
+        tags = {
+            **run_tags(config),
+            "run_dir": str(run_dir),
+            "device": describe(device),
+            **{f"{STAGE_TAG}.{name}": stage.run_id for name, stage in stages.items() if stage.run_id},
+        }
+        run_id = tracker.start(
+            run_name=run_name or f"{config.name}-{run_dir.name}",
+            tags=tags,
+            params=config.flat(),
+            run_id=reuse,
+            parent_run_id=parent_run_id,
+        )
         atomic_write_text(previous, json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
         if not reuse:
             tracker.log_dataset(config.dataset.name, fingerprint(config.dataset.root), str(config.dataset.root))
@@ -294,8 +364,13 @@ def keeps_model_as_stage(run: StartedRun) -> bool:
     stage folder to share (``output.stages``), trained from scratch (no stage, no OAS anchor) on whole
     devices, and this is the process that writes its model."""
     output = run.config.output
-    return (output.keep_as_stage and output.stages is not None and not run.stages and run.trainer.rank == 0
-            and run.device_share == 1.0)
+    return (
+        output.keep_as_stage
+        and output.stages is not None
+        and not run.stages
+        and run.trainer.rank == 0
+        and run.device_share == 1.0
+    )
 
 
 def finish_run(run: StartedRun) -> RunResult:
@@ -303,8 +378,14 @@ def finish_run(run: StartedRun) -> RunResult:
     and in MLflow with the run's cost."""
     trainer, tracker, state = run.trainer, run.tracker, run.trainer.state
     if keeps_model_as_stage(run):
-        publish_run(run.config.output.stages, run.config, fingerprint(run.config.dataset.root), run.run_dir,
-                    run.run_id, time.perf_counter() - run.started)
+        publish_run(
+            run.config.output.stages,
+            run.config,
+            fingerprint(run.config.dataset.root),
+            run.run_dir,
+            run.run_id,
+            time.perf_counter() - run.started,
+        )
     test = trainer.test()
     atomic_write_text(run.run_dir / "test_recall.md", test.to_markdown())
     atomic_write_text(run.run_dir / TEST_RECALL, json.dumps(test.to_dict(), indent=2))  # last: the run finished
@@ -317,10 +398,24 @@ def finish_run(run: StartedRun) -> RunResult:
         if run.config.output.log_model == "best" and trainer.rank == 0:
             log_best_model(run)
         stage_metrics = {"stage_seconds": sum(stage.seconds for stage in run.stages.values())} if run.stages else {}
-        tracker.log_final_metrics({"best_epoch": state.best_epoch, "best_val_rsum": state.best_rsum, **stage_metrics,
-                                   **{key: value + earlier.get(key, 0.0) for key, value in cost.items()}})
-    return RunResult(run.run_dir, test, state.best_epoch, state.best_rsum, run.run_id,
-                     tracker.ui_hint() if tracker is not None else None, seconds, state.epoch)
+        tracker.log_final_metrics(
+            {
+                "best_epoch": state.best_epoch,
+                "best_val_rsum": state.best_rsum,
+                **stage_metrics,
+                **{key: value + earlier.get(key, 0.0) for key, value in cost.items()},
+            }
+        )
+    return RunResult(
+        run.run_dir,
+        test,
+        state.best_epoch,
+        state.best_rsum,
+        run.run_id,
+        tracker.ui_hint() if tracker is not None else None,
+        seconds,
+        state.epoch,
+    )
 
 
 def log_best_model(run: StartedRun) -> str:
@@ -340,17 +435,34 @@ def log_best_model(run: StartedRun) -> str:
         return uri
 
 
-def run_experiment(experiment: Experiment | ExperimentConfig, run_dir: Path, *, callbacks: list[EpochCallback] | None = None,
-                   tracker: MlflowTracker | None = None, parent_run_id: str | None = None,
-                   run_name: str | None = None, rank: int = 0, world_size: int = 1,
-                   device: torch.device | None = None) -> RunResult:
+def run_experiment(
+    experiment: Experiment | ExperimentConfig,
+    run_dir: Path,
+    *,
+    callbacks: list[EpochCallback] | None = None,
+    tracker: MlflowTracker | None = None,
+    parent_run_id: str | None = None,
+    run_name: str | None = None,
+    rank: int = 0,
+    world_size: int = 1,
+    device: torch.device | None = None,
+) -> RunResult:
     """Train (or continue training in ``run_dir``), then evaluate the best checkpoint on test once.
 
     ``experiment``: an assembled experiment (:func:`itrlab.assembly.assemble`), or a config whose data
     is checked here. ``device`` overrides ``train.device`` (a Ray Train worker passes the GPU Ray gave it).
     """
-    run = start_run(experiment, run_dir, callbacks=callbacks, tracker=tracker, parent_run_id=parent_run_id,
-                    run_name=run_name, rank=rank, world_size=world_size, device=device)
+    run = start_run(
+        experiment,
+        run_dir,
+        callbacks=callbacks,
+        tracker=tracker,
+        parent_run_id=parent_run_id,
+        run_name=run_name,
+        rank=rank,
+        world_size=world_size,
+        device=device,
+    )
     with tracker.ending() if tracker is not None else contextlib.nullcontext():
         if run.trainer.resumed_from_epoch:
             _log.info(f"resuming {run_dir} after epoch {run.trainer.resumed_from_epoch}")

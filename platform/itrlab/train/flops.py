@@ -35,8 +35,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from itrlab.config import ExperimentConfig
-from itrlab.files import atomic_write_json
 from itrlab.data import Batch
+from itrlab.files import atomic_write_json
 from itrlab.methods import build_method
 from itrlab.methods.registry import scheme_structure, with_fresh_branches
 from itrlab.models.batched import make_batchable
@@ -105,16 +105,20 @@ def shape_key(config: ExperimentConfig) -> str:
     matrices, which FlopCounterMode does not count (the members of DBL Table IV's rows B-I count once)."""
     dump = config.dump()
     scheme = scheme_structure(config)
-    return json.dumps({"method": dump.get("method"), "model": dump.get("model"), "scheme": scheme,
-                       "batch": config.train.batch_size}, sort_keys=True, default=str)
+    return json.dumps(
+        {"method": dump.get("method"), "model": dump.get("model"), "scheme": scheme, "batch": config.train.batch_size},
+        sort_keys=True,
+        default=str,
+    )
 
 
 def count_step(config: ExperimentConfig, regions: int, feature_dim: int, caption_tokens: int) -> StepCount:
     """FLOPs and operators of one training step of ``config`` at its batch (see the module doc); counted
     once per :func:`shape_key`, data shape and torch version, and kept in :func:`step_counts_file` (a
     paper profile's step takes about a second to count; ``--list`` counts every preset's on its first call)."""
-    key = hashlib.sha256(json.dumps([shape_key(config), regions, feature_dim, caption_tokens,
-                                     torch.__version__]).encode()).hexdigest()[:20]
+    key = hashlib.sha256(
+        json.dumps([shape_key(config), regions, feature_dim, caption_tokens, torch.__version__]).encode()
+    ).hexdigest()[:20]
     cache = step_counts_file()
     if key not in _COUNTED:
         _COUNTED.update(_read_counts(cache))  # what another process counted meanwhile too
@@ -138,9 +142,13 @@ def _batch(config: ExperimentConfig, size: int, regions: int, feature_dim: int, 
         text = torch.zeros(size, tokens, STORED_TEXT_WIDTH)
     else:
         text = torch.ones(size, tokens, dtype=torch.long)
-    return Batch(images=torch.zeros(size, regions, feature_dim), tokens=text,
-                 lengths=torch.full((size,), tokens, dtype=torch.long), image_ids=torch.arange(size),
-                 caption_ids=torch.arange(size))
+    return Batch(
+        images=torch.zeros(size, regions, feature_dim),
+        tokens=text,
+        lengths=torch.full((size,), tokens, dtype=torch.long),
+        image_ids=torch.arange(size),
+        caption_ids=torch.arange(size),
+    )
 
 
 def _run(method: torch.nn.Module, batch: Batch) -> tuple[float, int]:
@@ -154,7 +162,9 @@ def _count(config: ExperimentConfig, regions: int, feature_dim: int, tokens: int
     generators) on the CPU at batches of 2, 4 and 8, the FLOPs' quadratic in the batch solved from them."""
     try:
         with torch.device("meta"), torch.inference_mode(False):
-            method = make_batchable(build_method(config, vocab_size=_text_input(config), feature_dim=feature_dim)).train()
+            method = make_batchable(
+                build_method(config, vocab_size=_text_input(config), feature_dim=feature_dim)
+            ).train()
             return StepCount(*_run(method, _batch(config, config.train.batch_size, regions, feature_dim, tokens)))
     except (RuntimeError, NotImplementedError):  # a value read on the meta device
         pass
@@ -163,7 +173,9 @@ def _count(config: ExperimentConfig, regions: int, feature_dim: int, tokens: int
         method = build_method(config, vocab_size=_text_input(config), feature_dim=feature_dim).train()
         counts = [_run(method, _batch(config, size, regions, feature_dim, tokens)) for size in SMALL_BATCHES]
     x = torch.tensor(SMALL_BATCHES, dtype=torch.float64)
-    solved = torch.linalg.solve(torch.stack([torch.ones_like(x), x, x * x], dim=1),
-                                torch.tensor([flops for flops, _ in counts], dtype=torch.float64))
+    solved = torch.linalg.solve(
+        torch.stack([torch.ones_like(x), x, x * x], dim=1),
+        torch.tensor([flops for flops, _ in counts], dtype=torch.float64),
+    )
     size = float(config.train.batch_size)
     return StepCount(float(solved[0] + solved[1] * size + solved[2] * size * size), counts[0][1])

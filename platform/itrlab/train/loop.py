@@ -18,16 +18,17 @@ import math
 import os
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Protocol
 
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from itrlab.console_log import emit
 from itrlab.config import ExperimentConfig
+from itrlab.console_log import emit
 from itrlab.data import Batch, CaptionDataset, PrecompSplit, Vocabulary, make_loader
 from itrlab.data.dataset import ShardedBatchSampler
 from itrlab.data.prefetch import DevicePrefetcher
@@ -38,11 +39,11 @@ from itrlab.eval import RecallTable, evaluate
 from itrlab.losses import LossOutput
 from itrlab.methods import MethodModule
 from itrlab.methods.base import drop_reinitialised_state
-from itrlab.train.device import resolve_device
 from itrlab.train.checkpoint import BEST, LAST, MODEL, TrainState, load_checkpoint, save_checkpoint, set_rng_state
+from itrlab.train.device import resolve_device
 from itrlab.train.precision import MixedPrecision
-from itrlab.train.training_progress import ProgressNotifier
 from itrlab.train.schedule import StepDecaySchedule
+from itrlab.train.training_progress import ProgressNotifier
 
 _log = logging.getLogger(__name__)
 
@@ -126,8 +127,10 @@ class StepCounter:
         if now - self.last < self.interval:
             return None
         self.last = now
-        line = (f"epoch {self.epoch}/{self.epochs} · step {done}/{self.steps} · "
-                f"{format_step_time((now - self.started) / max(done, 1))}")
+        line = (
+            f"epoch {self.epoch}/{self.epochs} · step {done}/{self.steps} · "
+            f"{format_step_time((now - self.started) / max(done, 1))}"
+        )
         emit(_log, line, self.stream)
         return line
 
@@ -156,7 +159,7 @@ class _StepLog:
         rows = torch.cat([values for _, values, _ in self.pending]).tolist()  # one sync
         offset = 0
         for step, values, names in self.pending:
-            loss, parts = rows[offset], rows[offset + 1:offset + len(values)]
+            loss, parts = rows[offset], rows[offset + 1 : offset + len(values)]
             offset += len(values)
             if not math.isfinite(loss):
                 raise NonFiniteLossError(f"loss became {loss} at epoch {self.epoch}, step {step}")
@@ -189,7 +192,9 @@ class Trainer:
     rank: int = 0  # data-parallel workers (Ray Train): each reads and trains every world_size-th batch
     world_size: int = 1
     device: torch.device | None = None  # None: train.device (Ray Train workers pass their own)
-    step_progress_s: float | None = None  # step lines within an epoch (StepCounter); None: $ITRLAB_STEP_PROGRESS_S or 30
+    step_progress_s: float | None = (
+        None  # step lines within an epoch (StepCounter); None: $ITRLAB_STEP_PROGRESS_S or 30
+    )
     shared_resident: ResidentSplit | None = None  # the device copy of the split another trainer made (grouped members)
 
     def __post_init__(self) -> None:
@@ -199,26 +204,35 @@ class Trainer:
         self.method.to(self.device)
         self.precision.attach(self.method)
         max_len = self.config.model.text.max_len
-        self.dataset = CaptionDataset(self.data.train, self.data.vocab, max_len=max_len,
-                                      extra_fields=self.method.batch_extras())
+        self.dataset = CaptionDataset(
+            self.data.train, self.data.vocab, max_len=max_len, extra_fields=self.method.batch_extras()
+        )
         text_width = len(self.data.vocab) if isinstance(self.data.vocab, TextFeatures) else 0
         self.data_path = choose_data_path(train.data_path, self.device, self.data.train, max_len, text_width=text_width)
-        self.resident = (self.shared_resident or ResidentSplit(self.dataset, self.device)) \
-            if self.data_path == "resident" else None
+        self.resident = (
+            (self.shared_resident or ResidentSplit(self.dataset, self.device)) if self.data_path == "resident" else None
+        )
         self.steps_per_epoch = len(self.dataset) // train.batch_size // self.world_size
         if self.steps_per_epoch == 0:
-            raise ValueError(f"{len(self.dataset)} captions make no batch of {train.batch_size} per worker "
-                             f"for {self.world_size} workers")
+            raise ValueError(
+                f"{len(self.dataset)} captions make no batch of {train.batch_size} per worker "
+                f"for {self.world_size} workers"
+            )
         self.step_module = self.method
         if self.world_size > 1:  # gradients averaged across workers in backward
             self.step_module = torch.nn.parallel.DistributedDataParallel(
-                self.method, device_ids=[self.device.index] if self.device.type == "cuda" else None)
-        self.schedule = StepDecaySchedule(self.steps_per_epoch, tuple(train.lr_decay_epochs), train.lr_decay, train.warmup_steps)
+                self.method, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
+        self.schedule = StepDecaySchedule(
+            self.steps_per_epoch, tuple(train.lr_decay_epochs), train.lr_decay, train.warmup_steps
+        )
         self.total_steps = self.steps_per_epoch * train.epochs
         # foreach: each update as a few multi-tensor kernels over every parameter, as on CUDA by default, rather
-        # than a loop of small ones per parameter (a large share of a small CPU step: docs/speed.md#figures-behind-the-codes-choices)
-        self.optimizer = torch.optim.Adam(self.method.param_groups(train.lr), lr=train.lr,
-                                          weight_decay=train.weight_decay, foreach=True)
+        # than a loop of small ones per parameter (a large share of a small CPU step:
+        # docs/speed.md#figures-behind-the-codes-choices)
+        self.optimizer = torch.optim.Adam(
+            self.method.param_groups(train.lr), lr=train.lr, weight_decay=train.weight_decay, foreach=True
+        )
         self.state = TrainState()
         if (self.run_dir / LAST).is_file():
             self._restore(load_checkpoint(self.run_dir / LAST))
@@ -231,17 +245,29 @@ class Trainer:
         another method), before anything of the run is touched."""
         try:
             self.method.load_state_dict(checkpoint["model"])
-            configured = [{"initial_lr": g["lr"], "weight_decay": g["weight_decay"]} for g in self.optimizer.param_groups]
+            configured = [
+                {"initial_lr": g["lr"], "weight_decay": g["weight_decay"]} for g in self.optimizer.param_groups
+            ]
             self.optimizer.load_state_dict(checkpoint["optimizer"])
             for group, settings in zip(self.optimizer.param_groups, configured):
-                group.update(settings)  # this config's rates (a --resume --allow-changes may change them), not the saved ones
+                group.update(
+                    settings
+                )  # this config's rates (a --resume --allow-changes may change them), not the saved ones
             set_rng_state(checkpoint["rng"])
         except (RuntimeError, ValueError, KeyError, TypeError) as err:
             first = str(err).strip().splitlines()
-            detail = next((line.strip() for line in first if "size mismatch" in line or "Missing" in line
-                           or "Unexpected" in line), first[0] if first else type(err).__name__)
-            raise UserInputError(f"checkpoint {self.run_dir / LAST} does not fit this config ({detail}); resume "
-                                 f"with the config it was trained with, or start a new run") from None
+            detail = next(
+                (
+                    line.strip()
+                    for line in first
+                    if "size mismatch" in line or "Missing" in line or "Unexpected" in line
+                ),
+                first[0] if first else type(err).__name__,
+            )
+            raise UserInputError(
+                f"checkpoint {self.run_dir / LAST} does not fit this config ({detail}); resume "
+                f"with the config it was trained with, or start a new run"
+            ) from None
         self.state = checkpoint["state"]
 
     @property
@@ -263,17 +289,32 @@ class Trainer:
             val = self.evaluate(self.data.val, self.config.eval.val_protocol)
             auxiliary = self.evaluate_auxiliary(self.data.val, self.config.eval.val_protocol)
         is_best = val.rsum > self.state.best_rsum
-        self.state.epoch, self.state.history = epoch, [*self.state.history, {"epoch": epoch, "loss": loss, **val.metrics()}]
+        self.state.epoch, self.state.history = (
+            epoch,
+            [*self.state.history, {"epoch": epoch, "loss": loss, **val.metrics()}],
+        )
         if is_best:
             self.state.best_rsum, self.state.best_epoch = val.rsum, epoch
         if self.rank == 0:  # the workers' weights are identical: one writes
             if is_best:
                 save_checkpoint(self.run_dir / BEST, model=self.method, optimizer=None, state=self.state)
-                save_checkpoint(self.run_dir / MODEL, model=self.method.exported_model(), optimizer=None, state=self.state)
+                save_checkpoint(
+                    self.run_dir / MODEL, model=self.method.exported_model(), optimizer=None, state=self.state
+                )
             save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
-        report = EpochReport(epoch, self.config.train.epochs, self.state.step, self.epoch_lr(),
-                             loss, parts, val, is_best, self.state.best_rsum, time.perf_counter() - started,
-                             auxiliary)
+        report = EpochReport(
+            epoch,
+            self.config.train.epochs,
+            self.state.step,
+            self.epoch_lr(),
+            loss,
+            parts,
+            val,
+            is_best,
+            self.state.best_rsum,
+            time.perf_counter() - started,
+            auxiliary,
+        )
         for callback in self.callbacks:
             callback.on_epoch_end(report)
 
@@ -287,9 +328,17 @@ class Trainer:
         """This worker's batches of epoch ``epoch``: its share of one global order that depends only
         on (seed, epoch), so a resumed run replays it exactly and workers never overlap."""
         train = self.config.train
-        return make_loader(self.dataset, train.batch_size, shuffle=True, seed=self.epoch_seed(epoch), drop_last=True,
-                           num_workers=train.loader_workers, pin_memory=self.device.type == "cuda",
-                           rank=self.rank, world_size=self.world_size)
+        return make_loader(
+            self.dataset,
+            train.batch_size,
+            shuffle=True,
+            seed=self.epoch_seed(epoch),
+            drop_last=True,
+            num_workers=train.loader_workers,
+            pin_memory=self.device.type == "cuda",
+            rank=self.rank,
+            world_size=self.world_size,
+        )
 
     def epoch_batches(self, epoch: int) -> Iterable[Batch]:
         """This worker's batches of epoch ``epoch`` (see :meth:`epoch_loader`), from the resident split
@@ -298,8 +347,9 @@ class Trainer:
         if self.resident is None:
             loader = self.epoch_loader(epoch)
             return DevicePrefetcher(loader, self.device) if self.device.type == "cuda" else loader
-        sampler = ShardedBatchSampler(len(self.dataset), self.config.train.batch_size, self.epoch_seed(epoch),
-                                      self.rank, self.world_size)
+        sampler = ShardedBatchSampler(
+            len(self.dataset), self.config.train.batch_size, self.epoch_seed(epoch), self.rank, self.world_size
+        )
         return self.resident.batches(sampler)
 
     def epoch_seed(self, epoch: int) -> int:
@@ -314,8 +364,12 @@ class Trainer:
         if self.device.type != "cuda" and not torch.isfinite(output.loss):
             raise NonFiniteLossError(f"loss became {output.loss.item()} at epoch {epoch}, step {self.state.step}")
         self.optimizer.zero_grad(set_to_none=True)
-        self.precision.backward_step(output.loss, self.optimizer, self.config.train.grad_clip,
-                                     (p for g in self.optimizer.param_groups for p in g["params"]))
+        self.precision.backward_step(
+            output.loss,
+            self.optimizer,
+            self.config.train.grad_clip,
+            (p for g in self.optimizer.param_groups for p in g["params"]),
+        )
         self.scheduler.step()
         self.state.step += 1
         self.method.after_step(self.state.step, self.total_steps)
@@ -334,8 +388,9 @@ class Trainer:
         self.begin_epoch(epoch)
         log = _StepLog(epoch, every=1 if self.device.type != "cuda" else CUDA_READ_EVERY)
         interval = step_progress_interval() if self.step_progress_s is None else self.step_progress_s
-        counter = StepCounter(epoch, self.config.train.epochs, self.steps_per_epoch,
-                              interval if self.rank == 0 else 0.0)  # one worker speaks for all
+        counter = StepCounter(
+            epoch, self.config.train.epochs, self.steps_per_epoch, interval if self.rank == 0 else 0.0
+        )  # one worker speaks for all
         self.progress.epoch_begins(epoch)
         for done, batch in enumerate(batches, 1):  # this worker's share of the epoch's global batches
             batch = batch.to(self.device, non_blocking=True)
@@ -347,13 +402,19 @@ class Trainer:
     def evaluate(self, split: PrecompSplit, protocol: str, method: MethodModule | None = None) -> RecallTable:
         settings, method = self.config.eval, method or self.method
         score_fn = self.precision.score_fn(lambda: method.score_fn(split, self.data.vocab, settings.batch_size))
-        return evaluate(score_fn, split.n_images, protocol=protocol,
-                        captions_per_image=split.captions_per_image, image_chunk=settings.image_chunk)
+        return evaluate(
+            score_fn,
+            split.n_images,
+            protocol=protocol,
+            captions_per_image=split.captions_per_image,
+            image_chunk=settings.image_chunk,
+        )
 
     def evaluate_auxiliary(self, split: PrecompSplit, protocol: str) -> dict[str, RecallTable]:
         """Tables of the method's other branches (a cooperative scheme's anchors)."""
-        return {name: self.evaluate(split, protocol, branch)
-                for name, branch in self.method.auxiliary_evaluators().items()}
+        return {
+            name: self.evaluate(split, protocol, branch) for name, branch in self.method.auxiliary_evaluators().items()
+        }
 
     def test(self) -> RecallTable:
         """The test table, computed once with the best checkpoint's weights."""
@@ -362,4 +423,3 @@ class Trainer:
             self.method.load_state_dict(load_checkpoint(best)["model"])
         with self.progress.evaluating(self.state.epoch, "testing"):
             return self.evaluate(self.data.test, self.config.eval.test_protocol)
-

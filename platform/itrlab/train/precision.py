@@ -40,8 +40,13 @@ def float32_similarities(sims: Similarities) -> Similarities:
     tensors = [sims.i2t, sims.i2i, sims.t2t, *sims.extras.values()]
     if all(t is None or not t.is_floating_point() or t.dtype == torch.float32 for t in tensors):
         return sims
-    return replace(sims, i2t=_float32(sims.i2t), i2i=_float32(sims.i2i), t2t=_float32(sims.t2t),
-                   extras={name: _float32(value) for name, value in sims.extras.items()})
+    return replace(
+        sims,
+        i2t=_float32(sims.i2t),
+        i2i=_float32(sims.i2i),
+        t2t=_float32(sims.t2t),
+        extras={name: _float32(value) for name, value in sims.extras.items()},
+    )
 
 
 def _cast_loss_inputs(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -89,8 +94,9 @@ class MixedPrecision:
                 module.register_forward_pre_hook(_cast_loss_inputs, with_kwargs=True)
                 setattr(module, _HOOKED, True)
 
-    def backward_step(self, loss: Tensor, optimizer: torch.optim.Optimizer, grad_clip: float,
-                      params: Iterable[Tensor]) -> None:
+    def backward_step(
+        self, loss: Tensor, optimizer: torch.optim.Optimizer, grad_clip: float, params: Iterable[Tensor]
+    ) -> None:
         """``loss.backward()``, gradient clipping (``grad_clip`` > 0) and the optimizer step; under fp16
         through the gradient scaler (gradients unscaled before clipping; a step with inf/NaN gradients
         is skipped and the scale lowered)."""

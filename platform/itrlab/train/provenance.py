@@ -85,6 +85,7 @@ def resume_changes(run_dir: Path, config: ExperimentConfig) -> list[str]:
 def evaluation_changes(run_dir: Path, config: ExperimentConfig) -> list[str]:
     """How this resume would change what the run's test results are computed on: its data (the ``dataset``
     section or the data's digest; a folder moved with the same digest aside) or its test protocol."""
+
     def evaluated(flat: dict[str, str]) -> dict[str, str]:
         return {k: v for k, v in flat.items() if k.startswith(EVALUATION_KEYS)}
 
@@ -102,17 +103,22 @@ def check_resume(run_dir: Path, config: ExperimentConfig, allow: bool) -> list[s
     of the data or the test protocol is refused even with ``allow``."""
     evaluation = evaluation_changes(run_dir, config)
     if evaluation:
-        raise UserInputError(f"--resume {run_dir}: {evaluation[0]}" + (f" (and {len(evaluation) - 1} more)"
-                                                                        if evaluation[1:] else "")
-                             + "; the run's test results belong to its data and test protocol: an evaluation on "
-                               "other data or under another protocol is a new record, never a change of this run "
-                               "(also with --allow-changes): resume without it, or start a new run")
+        raise UserInputError(
+            f"--resume {run_dir}: {evaluation[0]}"
+            + (f" (and {len(evaluation) - 1} more)" if evaluation[1:] else "")
+            + "; the run's test results belong to its data and test protocol: an evaluation on "
+            "other data or under another protocol is a new record, never a change of this run "
+            "(also with --allow-changes): resume without it, or start a new run"
+        )
     lines = resume_changes(run_dir, config)
     if lines and not allow:
-        raise UserInputError(f"--resume {run_dir}: {lines[0]}" + (f" (and {len(lines) - 1} more)" if lines[1:] else "")
-                             + "; a resume trains the run it continues: resume without the change, pass "
-                               "--allow-changes to train it so (recorded on the MLflow run), or start a new run "
-                               "(train.epochs may change)")
+        raise UserInputError(
+            f"--resume {run_dir}: {lines[0]}"
+            + (f" (and {len(lines) - 1} more)" if lines[1:] else "")
+            + "; a resume trains the run it continues: resume without the change, pass "
+            "--allow-changes to train it so (recorded on the MLflow run), or start a new run "
+            "(train.epochs may change)"
+        )
     return lines
 
 
@@ -129,5 +135,7 @@ def finished_resume(run_dir: Path, config: ExperimentConfig) -> str | None:
         result = f"test rsum {test.rsum:.1f}, protocol {test.protocol}"
     except (UserInputError, ValueError, TypeError, AttributeError):
         result = f"its test table in {path}"
-    return (f"itrlab: {run_dir} finished after {epochs} epochs ({result}): --resume has nothing to train and "
-            f"changed nothing recorded (a larger train.epochs trains it further)")
+    return (
+        f"itrlab: {run_dir} finished after {epochs} epochs ({result}): --resume has nothing to train and "
+        f"changed nothing recorded (a larger train.epochs trains it further)"
+    )

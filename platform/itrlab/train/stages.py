@@ -97,8 +97,9 @@ def _found(name: str, folder: Path) -> TrainedStage:
     return TrainedStage(name, folder, record.get("run_id"), float(record.get("seconds", 0.0)))
 
 
-def publish_run(root: Path, config: ExperimentConfig, data_digest: str, run_dir: Path, run_id: str | None,
-                seconds: float) -> Path:
+def publish_run(
+    root: Path, config: ExperimentConfig, data_digest: str, run_dir: Path, run_id: str | None, seconds: float
+) -> Path:
     """Keep the best model of a run that trained ``config`` from scratch through its last epoch as the stage
     of that config (``<root>/run-seed<seed>-<key>/``): a stage of the same key starts from it instead of
     training it again, and names the run (``run_id``) and its training time (``seconds``) as the stage's.
@@ -110,14 +111,28 @@ def publish_run(root: Path, config: ExperimentConfig, data_digest: str, run_dir:
             partial = folder / f"{MODEL}.part"
             shutil.copyfile(Path(run_dir) / MODEL, partial)
             os.replace(partial, folder / MODEL)
-            atomic_write_text(folder / DONE, json.dumps({"run_id": run_id, "seconds": seconds, "run_dir": str(run_dir),
-                                                         "config": config.dump()}, indent=2, default=str))
+            atomic_write_text(
+                folder / DONE,
+                json.dumps(
+                    {"run_id": run_id, "seconds": seconds, "run_dir": str(run_dir), "config": config.dump()},
+                    indent=2,
+                    default=str,
+                ),
+            )
     return folder
 
 
-def trained_stage(name: str, config: ExperimentConfig, data: TrainingData, data_digest: str, *,
-                  store: StageStore, build: Callable[[ExperimentConfig], MethodModule],
-                  start: Callable[[MethodModule], None] | None = None, device=None) -> TrainedStage:
+def trained_stage(
+    name: str,
+    config: ExperimentConfig,
+    data: TrainingData,
+    data_digest: str,
+    *,
+    store: StageStore,
+    build: Callable[[ExperimentConfig], MethodModule],
+    start: Callable[[MethodModule], None] | None = None,
+    device=None,
+) -> TrainedStage:
     """The stage ``name`` (config ``config``), trained now unless another run has (or is training it:
     then this waits). ``build`` makes the stage's method; ``start`` initialises it (from the stage before)."""
     folder = stage_folder(store.root, name, config, data_digest)
@@ -131,8 +146,11 @@ def trained_stage(name: str, config: ExperimentConfig, data: TrainingData, data_
             _log.info(f"stage {name}: trained already in {found}")
             return _found(name, found)
         started = time.perf_counter()
-        earlier = float(read_json(folder / "seconds.json", "stage time").get("seconds", 0.0)) \
-            if (folder / "seconds.json").is_file() else 0.0
+        earlier = (
+            float(read_json(folder / "seconds.json", "stage time").get("seconds", 0.0))
+            if (folder / "seconds.json").is_file()
+            else 0.0
+        )
         seed_everything(config.seed)
         method = build(config)
         if start is not None:
@@ -143,9 +161,13 @@ def trained_stage(name: str, config: ExperimentConfig, data: TrainingData, data_
             tracker = MlflowTracker(store.experiment or config.experiment_name, store.tracking_uri)
             record = folder / "mlflow_run.json"
             previous = read_json(record, "stage run record").get("run_id") if record.is_file() else None
-            run_id = tracker.start(run_name=f"stage {name} seed={config.seed}",
-                                   tags={STAGE_TAG: name, "itrlab.stage_key": folder.name, "run_dir": str(folder)},
-                                   params=config.flat(), run_id=previous, parent_run_id=store.parent_run_id)
+            run_id = tracker.start(
+                run_name=f"stage {name} seed={config.seed}",
+                tags={STAGE_TAG: name, "itrlab.stage_key": folder.name, "run_dir": str(folder)},
+                params=config.flat(),
+                run_id=previous,
+                parent_run_id=store.parent_run_id,
+            )
             atomic_write_text(record, json.dumps({"run_id": run_id}))
             callbacks.insert(0, MlflowEpochLogger(tracker))
         trainer = Trainer(config, method, data, folder, callbacks, device=device)
@@ -154,8 +176,9 @@ def trained_stage(name: str, config: ExperimentConfig, data: TrainingData, data_
             try:
                 trainer.fit()
             finally:  # an interrupted stage keeps the time it took: the next attempt adds to it
-                atomic_write_text(folder / "seconds.json",
-                                  json.dumps({"seconds": earlier + time.perf_counter() - started}))
+                atomic_write_text(
+                    folder / "seconds.json", json.dumps({"seconds": earlier + time.perf_counter() - started})
+                )
             seconds = earlier + time.perf_counter() - started
             if tracker is not None:
                 tracker.log_final_metrics({"stage_seconds": seconds})
@@ -180,15 +203,19 @@ def start_from(method: nn.Module, stage: TrainedStage, spec: StageSpec) -> dict[
         ours, theirs = _matching(target, part), _matching(source, part)
         if not ours or not theirs:
             lacking = "the next model" if not ours else f"stage {stage.name}'s model"
-            raise UserInputError(f"stages.{spec.name}.copy: {lacking} has no part '{part}' (its parts: "
-                                 f"{', '.join(sorted({k.rsplit('.', 1)[0] for k in (target if ours else source)})[:8])}, ...)")
+            raise UserInputError(
+                f"stages.{spec.name}.copy: {lacking} has no part '{part}' (its parts: "
+                f"{', '.join(sorted({k.rsplit('.', 1)[0] for k in (target if ours else source)})[:8])}, ...)"
+            )
         for key in ours:
             if key not in source:
                 fresh += 1
                 continue
             if source[key].shape != target[key].shape:
-                raise UserInputError(f"stages.{spec.name}.copy: '{key}' is {tuple(source[key].shape)} in stage "
-                                     f"{stage.name} but {tuple(target[key].shape)} in the next model")
+                raise UserInputError(
+                    f"stages.{spec.name}.copy: '{key}' is {tuple(source[key].shape)} in stage "
+                    f"{stage.name} but {tuple(target[key].shape)} in the next model"
+                )
             update[key] = source[key]
     method.load_state_dict(update, strict=False)
     for part in spec.freeze:

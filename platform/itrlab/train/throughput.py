@@ -30,12 +30,16 @@ def training_shape(config: ExperimentConfig, regions: int, feature_dim: int) -> 
     from itrlab.methods.registry import scheme_structure  # the method layer (torch): not for a record's path
 
     text = config.model.text
-    encoder = {"bigru": f"bigru{text.word_dim}", "precomp": f"precomp{f'-mlp{text.mlp_hidden}' if text.mlp_hidden else ''}"
-               }.get(text.encoder, f"{text.encoder}:{text.bert_path}")
+    encoder = {
+        "bigru": f"bigru{text.word_dim}",
+        "precomp": f"precomp{f'-mlp{text.mlp_hidden}' if text.mlp_hidden else ''}",
+    }.get(text.encoder, f"{text.encoder}:{text.bert_path}")
     structure = scheme_structure(config)
     scheme = f" {structure}" if structure else ""
-    return (f"{config.method.name} {regions}x{feature_dim} embed{config.model.embed_dim} {encoder} "
-            f"batch{config.train.batch_size} {config.train.precision}{scheme}")
+    return (
+        f"{config.method.name} {regions}x{feature_dim} embed{config.model.embed_dim} {encoder} "
+        f"batch{config.train.batch_size} {config.train.precision}{scheme}"
+    )
 
 
 @dataclass(frozen=True)
@@ -52,8 +56,12 @@ class Throughput:
 def record(device: str, shape: str, pairs_per_second: float, path: Path | None = None) -> Path:
     path = path or throughput_file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    entry = {"device": device, "shape": shape, "pairs_per_second": pairs_per_second,
-             "measured": time.strftime("%Y-%m-%d")}
+    entry = {
+        "device": device,
+        "shape": shape,
+        "pairs_per_second": pairs_per_second,
+        "measured": time.strftime("%Y-%m-%d"),
+    }
     with path.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
     return path

@@ -40,8 +40,14 @@ class TrainingProgress:
 class ProgressNotifier:
     """Sends :class:`TrainingProgress` to the callbacks of ``callbacks`` that have ``on_progress``."""
 
-    def __init__(self, callbacks: list, epochs: int, steps: int, clock: Callable[[], float] = time.perf_counter,
-                 every: float = PROGRESS_EVERY_S):
+    def __init__(
+        self,
+        callbacks: list,
+        epochs: int,
+        steps: int,
+        clock: Callable[[], float] = time.perf_counter,
+        every: float = PROGRESS_EVERY_S,
+    ):
         self.callbacks, self.epochs, self.steps, self.clock, self.every = callbacks, epochs, steps, clock, every
         self.step_seconds: float | None = None
         self.eval_seconds: float | None = None
@@ -49,8 +55,7 @@ class ProgressNotifier:
 
     def _send(self, phase: str, epoch: int, step: int) -> None:
         self.last = self.clock()
-        progress = TrainingProgress(phase, epoch, self.epochs, step, self.steps, self.step_seconds,
-                                    self.eval_seconds)
+        progress = TrainingProgress(phase, epoch, self.epochs, step, self.steps, self.step_seconds, self.eval_seconds)
         for callback in self.callbacks:
             notify = getattr(callback, "on_progress", None)
             if notify is not None:

@@ -5,7 +5,12 @@ id or folder (:mod:`~itrlab.trained.sources`), and evaluated on any data and pro
 
 from itrlab.lazy import lazy_exports
 
-_EXPORTS = {"TrainedModel": "model", "open_bundle": "model", "load_model": "sources", "bundle_from_run": "sources",
-            **dict.fromkeys(["Evaluation", "evaluate_models", "open_eval_split"], "evaluation")}
+_EXPORTS = {
+    "TrainedModel": "model",
+    "open_bundle": "model",
+    "load_model": "sources",
+    "bundle_from_run": "sources",
+    **dict.fromkeys(["Evaluation", "evaluate_models", "open_eval_split"], "evaluation"),
+}
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

@@ -31,7 +31,12 @@ from itrlab.files import atomic_write_text, load_tensors, read_json
 FORMAT, VERSION = "itrlab-model", 1
 INFO, WEIGHTS, CONFIG = "model.json", "weights.pt", "config.yaml"
 TOKENIZER, TEST = "tokenizer.json", "test_recall.json"
-RUN_MODEL, RUN_VOCAB, RUN_TEST, RUN_CONFIG = "model.pt", "vocab.json", "test_recall.json", "config.yaml"  # a run folder's files (itrlab.train)
+RUN_MODEL, RUN_VOCAB, RUN_TEST, RUN_CONFIG = (
+    "model.pt",
+    "vocab.json",
+    "test_recall.json",
+    "config.yaml",
+)  # a run folder's files (itrlab.train)
 
 
 @dataclass(frozen=True)
@@ -53,13 +58,14 @@ class ModelInfo:
         return f"{self.n_regions} regions x {self.feature_dim}"
 
     @classmethod
-    def read(cls, path: Path) -> "ModelInfo":
+    def read(cls, path: Path) -> ModelInfo:
         payload = read_json(path, "model description")
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             raise UserInputError(f"{path} is not an itrlab model description (format '{FORMAT}')")
         if payload.get("version") != VERSION:
-            raise UserInputError(f"{path}: itrlab model version {payload.get('version')!r}; "
-                                 f"this itrlab reads {VERSION}")
+            raise UserInputError(
+                f"{path}: itrlab model version {payload.get('version')!r}; this itrlab reads {VERSION}"
+            )
         names = {f.name for f in fields(cls)}
         missing = sorted(names - set(payload) - {"run_id", "run_dir"})
         if missing:
@@ -70,8 +76,9 @@ class ModelInfo:
         atomic_write_text(path, json.dumps({"format": FORMAT, "version": VERSION, **asdict(self)}, indent=2))
 
 
-def write_bundle(run_dir: Path, config: ExperimentConfig, destination: Path, *, embeds_apart: bool,
-                 run_id: str | None = None) -> Path:
+def write_bundle(
+    run_dir: Path, config: ExperimentConfig, destination: Path, *, embeds_apart: bool, run_id: str | None = None
+) -> Path:
     """The model folder of the finished run in ``run_dir`` (its best model, config, tokenizer, test table) at
     ``destination``; the feature layout from the header of the run's training split."""
     for name in (RUN_MODEL, RUN_VOCAB, RUN_TEST, RUN_CONFIG):
@@ -87,6 +94,16 @@ def write_bundle(run_dir: Path, config: ExperimentConfig, destination: Path, *, 
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise UserInputError(f"{run_dir / RUN_MODEL} is not an itrlab model checkpoint (no model entry)")
     torch.save(state["model"], destination / WEIGHTS)  # the weights alone: a few hundred kB on the synthetic data
-    ModelInfo(config.method.name, train.feature_dim, train.n_regions, config.model.text.encoder, train.n_captions,
-              embeds_apart, dataset.name, config.eval.test_protocol, run_id, str(run_dir)).write(destination / INFO)
+    ModelInfo(
+        config.method.name,
+        train.feature_dim,
+        train.n_regions,
+        config.model.text.encoder,
+        train.n_captions,
+        embeds_apart,
+        dataset.name,
+        config.eval.test_protocol,
+        run_id,
+        str(run_dir),
+    ).write(destination / INFO)
     return destination

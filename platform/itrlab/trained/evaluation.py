@@ -37,10 +37,14 @@ class Evaluation:
     ensemble: RecallTable | None
 
     def to_dict(self) -> dict:
-        return {"dataset": self.data.dataset, "split": self.data.split.split, "protocol": self.data.protocol,
-                "n_images": self.data.split.n_images,
-                "members": {source: table.to_dict() for source, table in self.members.items()},
-                **({"ensemble": self.ensemble.to_dict()} if self.ensemble is not None else {})}
+        return {
+            "dataset": self.data.dataset,
+            "split": self.data.split.split,
+            "protocol": self.data.protocol,
+            "n_images": self.data.split.n_images,
+            "members": {source: table.to_dict() for source, table in self.members.items()},
+            **({"ensemble": self.ensemble.to_dict()} if self.ensemble is not None else {}),
+        }
 
     def format(self) -> str:
         blocks = [f"{source}\n{table.format()}" for source, table in self.members.items()]
@@ -54,12 +58,19 @@ def check_ensemble(models: Sequence[TrainedModel]) -> None:
     first = models[0]
     for model in models[1:]:
         if (model.info.n_regions, model.info.feature_dim) != (first.info.n_regions, first.info.feature_dim):
-            raise UserInputError(f"ensemble: {model.source} expects {model.info.layout()} features, {first.source} "
-                                 f"{first.info.layout()}; an ensemble's members read the same features")
+            raise UserInputError(
+                f"ensemble: {model.source} expects {model.info.layout()} features, {first.source} "
+                f"{first.info.layout()}; an ensemble's members read the same features"
+            )
 
 
-def open_eval_split(models: Sequence[TrainedModel], data: str | Path | None = None, split: str | None = None,
-                    protocol: str | None = None, captions_per_image: int | None = None) -> EvalData:
+def open_eval_split(
+    models: Sequence[TrainedModel],
+    data: str | Path | None = None,
+    split: str | None = None,
+    protocol: str | None = None,
+    captions_per_image: int | None = None,
+) -> EvalData:
     """The split to evaluate ``models`` on, checked against them and ``protocol`` (nothing scored yet).
 
     Without ``data``: the first model's own data set and (without ``split``) its test split, under its test
@@ -89,6 +100,7 @@ def open_eval_split(models: Sequence[TrainedModel], data: str | Path | None = No
 
 def mean_score_fn(functions: Sequence[ScoreFn]) -> ScoreFn:
     """The mean of ``functions``' blocks: the ensemble's similarity."""
+
     def score(image_slice: slice, caption_slice: slice):
         blocks = [function(image_slice, caption_slice).float() for function in functions]
         return sum(blocks[1:], blocks[0]) / len(blocks)
@@ -102,11 +114,17 @@ def evaluate_models(models: Sequence[TrainedModel], data: EvalData) -> Evaluatio
     functions = [model.score_fn(split) for model in models]  # each member encodes the split once
 
     def table(function: ScoreFn, chunk: int) -> RecallTable:
-        return evaluate(function, split.n_images, protocol=data.protocol, captions_per_image=split.captions_per_image,
-                        image_chunk=chunk)
+        return evaluate(
+            function,
+            split.n_images,
+            protocol=data.protocol,
+            captions_per_image=split.captions_per_image,
+            image_chunk=chunk,
+        )
 
-    members = {model.source: table(function, model.config.eval.image_chunk)
-               for model, function in zip(models, functions)}
+    members = {
+        model.source: table(function, model.config.eval.image_chunk) for model, function in zip(models, functions)
+    }
     ensemble = table(mean_score_fn(functions), eval_settings.image_chunk) if len(models) > 1 else None
     return Evaluation(data, members, ensemble)
 
@@ -117,11 +135,17 @@ def log_evaluation(tracker, models: Sequence[TrainedModel], result: Evaluation) 
     data = result.data
     sources = {f"itrlab.source_run.{k}": model.info.run_id for k, model in enumerate(models, 1) if model.info.run_id}
     kind = f"ensemble of {len(models)}" if len(models) > 1 else "model"
-    tags = {"itrlab.evaluation": kind, "dataset": data.dataset, "split": data.split.split, "protocol": data.protocol,
-            "method": "+".join(model.info.method for model in models), **sources,
-            **{f"itrlab.source.{k}": model.source for k, model in enumerate(models, 1)},
-            "mlflow.note.content": f"evaluation of {kind} ({', '.join(m.source for m in models)}) on {data.dataset} "
-                                   f"split {data.split.split} under {data.protocol}"}
+    tags = {
+        "itrlab.evaluation": kind,
+        "dataset": data.dataset,
+        "split": data.split.split,
+        "protocol": data.protocol,
+        "method": "+".join(model.info.method for model in models),
+        **sources,
+        **{f"itrlab.source.{k}": model.source for k, model in enumerate(models, 1)},
+        "mlflow.note.content": f"evaluation of {kind} ({', '.join(m.source for m in models)}) on {data.dataset} "
+        f"split {data.split.split} under {data.protocol}",
+    }
     with tracker.ending():
         run_id = tracker.start(run_name=f"evaluate-{kind.replace(' ', '-')}", tags=tags, params={})
         headline = result.ensemble if result.ensemble is not None else next(iter(result.members.values()))

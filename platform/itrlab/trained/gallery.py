@@ -45,9 +45,11 @@ class Gallery:
 def require_photos(images: SplitImages, model: TrainedModel, data: EvalData) -> None:
     """UserInputError (one line, before anything is scored) when the split has no photos to show."""
     if images.photos is None or not any(images.photos):
-        raise UserInputError(f"gallery: {model.source} on {data.dataset} split {data.split.split}: its data has no "
-                             f"photos (a gallery needs data extracted from photos by jobs/extract_features.py, whose "
-                             f"extract.json names the photo folder, and that folder); itrlab retrieve lists ids")
+        raise UserInputError(
+            f"gallery: {model.source} on {data.dataset} split {data.split.split}: its data has no "
+            f"photos (a gallery needs data extracted from photos by jobs/extract_features.py, whose "
+            f"extract.json names the photo folder, and that folder); itrlab retrieve lists ids"
+        )
 
 
 def sample(total: int, n: int, seed: int) -> list[int]:
@@ -62,13 +64,18 @@ def build_gallery(model: TrainedModel, data: EvalData, images: SplitImages, n: i
     require_photos(images, model, data)
     split = data.split
     score = model.score_fn(split)  # the split encoded once, as for its test table
-    captions = [(split.captions[j], images_for_caption(score, split, images, j, TOP))
-                for j in sample(split.n_captions, n, seed)]
-    queried = [(Hit(0, 0.0, images.ids[row], images.photo(row), True),
-                captions_for_image(score, split, images, row, TOP)) for row in sample(split.n_images, n, seed + 1)]
-    about = [f"model {model.source} ({model.info.method}, trained on {model.info.dataset})",
-             f"data {data.dataset}, split {split.split}: {split.n_images:,} images, {split.n_captions:,} captions",
-             f"{n} captions and {n} images sampled with seed {seed}; scores as the run's test table ranks them"]
+    captions = [
+        (split.captions[j], images_for_caption(score, split, images, j, TOP)) for j in sample(split.n_captions, n, seed)
+    ]
+    queried = [
+        (Hit(0, 0.0, images.ids[row], images.photo(row), True), captions_for_image(score, split, images, row, TOP))
+        for row in sample(split.n_images, n, seed + 1)
+    ]
+    about = [
+        f"model {model.source} ({model.info.method}, trained on {model.info.dataset})",
+        f"data {data.dataset}, split {split.split}: {split.n_images:,} images, {split.n_captions:,} captions",
+        f"{n} captions and {n} images sampled with seed {seed}; scores as the run's test table ranks them",
+    ]
     return Gallery(f"What {model.info.method} retrieves: {data.dataset} {split.split}", about, captions, queried)
 
 
@@ -93,8 +100,11 @@ def thumbnail(photo: Path | None, cache: dict[Path, str | None]) -> str | None:
 
 def _thumb(hit: Hit, cache: dict[Path, str | None], label: str) -> str:
     uri = thumbnail(hit.photo, cache)
-    picture = (f'<img src="{uri}" alt="image {hit.image_id}">' if uri else
-               f'<span class="missing">image {hit.image_id}: no photo</span>')
+    picture = (
+        f'<img src="{uri}" alt="image {hit.image_id}">'
+        if uri
+        else f'<span class="missing">image {hit.image_id}: no photo</span>'
+    )
     return f'<figure class="{"truth" if hit.truth else "hit"}">{picture}<figcaption>{esc(label)}</figcaption></figure>'
 
 
@@ -109,14 +119,23 @@ def render(gallery: Gallery) -> str:
     cache: dict[Path, str | None] = {}
     by_caption = "\n".join(
         f'<section class="query"><p class="caption">{esc(caption)}</p><div class="row">'
-        + "".join(_thumb(hit, cache, f"{hit.rank}. {hit.score:.3f}" + (" (true)" if hit.truth else ""))
-                  for hit in ranking.hits)
-        + f"</div>{_truth_note(ranking, 'the true image')}</section>" for caption, ranking in gallery.by_caption)
+        + "".join(
+            _thumb(hit, cache, f"{hit.rank}. {hit.score:.3f}" + (" (true)" if hit.truth else ""))
+            for hit in ranking.hits
+        )
+        + f"</div>{_truth_note(ranking, 'the true image')}</section>"
+        for caption, ranking in gallery.by_caption
+    )
     by_image = "\n".join(
         f'<section class="query image">{_thumb(image, cache, f"image {image.image_id}")}<ol>'
-        + "".join(f'<li class="{"truth" if hit.truth else "hit"}">{"✓ " if hit.truth else ""}{esc(hit.caption)} '
-                  f'<span class="score">{hit.score:.3f}</span></li>' for hit in ranking.hits)
-        + f"</ol>{_truth_note(ranking, 'its first own caption')}</section>" for image, ranking in gallery.by_image)
+        + "".join(
+            f'<li class="{"truth" if hit.truth else "hit"}">{"✓ " if hit.truth else ""}{esc(hit.caption)} '
+            f'<span class="score">{hit.score:.3f}</span></li>'
+            for hit in ranking.hits
+        )
+        + f"</ol>{_truth_note(ranking, 'its first own caption')}</section>"
+        for image, ranking in gallery.by_image
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(gallery.title)}</title>
 <style>
@@ -147,9 +166,9 @@ def bundle_gallery(folder: Path, n: int = 8, seed: int = 0) -> str | None:
     """The gallery page of the model folder ``folder`` on its own test split (what a training run logs beside its
     model); None, with nothing opened, when that data was not extracted from photos or its photos are gone."""
     from itrlab.assembly import load_experiment
+    from itrlab.trained.bundle import CONFIG
     from itrlab.trained.evaluation import open_eval_split
     from itrlab.trained.model import open_bundle
-    from itrlab.trained.bundle import CONFIG
     from itrlab.trained.photos import manifest_of, split_images
 
     if manifest_of(Path(load_experiment(Path(folder) / CONFIG).dataset.root)) is None:

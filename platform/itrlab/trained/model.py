@@ -37,10 +37,23 @@ class TrainedModel:
     """A trained model: ``embed_images``, ``embed_captions``, ``score``, and ``score_fn`` over a whole split
     (what ``itrlab evaluate`` ranks with, the same function the run's test table was computed with)."""
 
-    def __init__(self, method: MethodModule, config: ExperimentConfig, tokenizer, info: ModelInfo,
-                 test: RecallTable | None, source: str):
-        self.method, self.config, self.tokenizer, self.info, self.test, self.source = \
-            method, config, tokenizer, info, test, source
+    def __init__(
+        self,
+        method: MethodModule,
+        config: ExperimentConfig,
+        tokenizer,
+        info: ModelInfo,
+        test: RecallTable | None,
+        source: str,
+    ):
+        self.method, self.config, self.tokenizer, self.info, self.test, self.source = (
+            method,
+            config,
+            tokenizer,
+            info,
+            test,
+            source,
+        )
         self.method.eval()
 
     def __repr__(self) -> str:
@@ -56,16 +69,20 @@ class TrainedModel:
 
     def _require_embeddings(self, what: str) -> None:
         if not self.embeds_apart:
-            raise UserInputError(f"method '{self.info.method}' scores image-caption pairs jointly (cross-attention): "
-                                 f"it has no separate {what} embeddings; use score(features, captions)")
+            raise UserInputError(
+                f"method '{self.info.method}' scores image-caption pairs jointly (cross-attention): "
+                f"it has no separate {what} embeddings; use score(features, captions)"
+            )
 
     def check_features(self, features: np.ndarray | Tensor, where: str = "features") -> None:
         """UserInputError unless ``features`` is (N, R, D) in the layout this model trained on."""
         shape = tuple(features.shape)
         if len(shape) != 3 or shape[1:] != (self.info.n_regions, self.info.feature_dim):
-            raise UserInputError(f"{where}: image features of shape {shape}; this model expects (N, "
-                                 f"{self.info.n_regions}, {self.info.feature_dim}) ({self.info.layout()}, "
-                                 f"trained on {self.info.dataset})")
+            raise UserInputError(
+                f"{where}: image features of shape {shape}; this model expects (N, "
+                f"{self.info.n_regions}, {self.info.feature_dim}) ({self.info.layout()}, "
+                f"trained on {self.info.dataset})"
+            )
 
     def check_split(self, split: PrecompSplit, where: str) -> None:
         """UserInputError when ``split`` does not fit: another feature layout, or (stored text features) other
@@ -93,16 +110,20 @@ class TrainedModel:
         self._require_embeddings("image")
         self.check_features(features)
         features = torch.as_tensor(np.asarray(features, dtype=np.float32))
-        return torch.cat([self.method.embed_images(chunk) for chunk in features.split(self.batch_size)]) \
-            if len(features) else features.new_zeros((0, 0))
+        return (
+            torch.cat([self.method.embed_images(chunk) for chunk in features.split(self.batch_size)])
+            if len(features)
+            else features.new_zeros((0, 0))
+        )
 
     @torch.no_grad()
     def embed_captions(self, captions: Sequence[str]) -> Tensor:
         """The embeddings (M, d) of raw ``captions``, tokenized as the model's training captions were."""
         self._require_embeddings("caption")
         self.check_new_text()
-        _, texts = eval_loaders(self._query(None, captions), self.tokenizer, self.batch_size,
-                                self.config.model.text.max_len)
+        _, texts = eval_loaders(
+            self._query(None, captions), self.tokenizer, self.batch_size, self.config.model.text.max_len
+        )
         return torch.cat([self.method.embed_captions(batch.tokens, batch.lengths) for batch in texts])
 
     def score(self, features: np.ndarray | Tensor, captions: Sequence[str]) -> Tensor:
@@ -110,8 +131,9 @@ class TrainedModel:
         self.check_features(features)
         self.check_new_text()
         split = self._query(np.asarray(features, dtype=np.float32), captions)
-        return self.method.score_fn(split, self.tokenizer, self.batch_size)(slice(0, split.n_images),
-                                                                           slice(0, len(captions)))
+        return self.method.score_fn(split, self.tokenizer, self.batch_size)(
+            slice(0, split.n_images), slice(0, len(captions))
+        )
 
     def score_fn(self, split: PrecompSplit) -> ScoreFn:
         """The scores of ``split``'s images against its captions, block by block (as the run's test)."""
@@ -128,15 +150,21 @@ def open_bundle(folder: str | Path, source: str | None = None) -> TrainedModel:
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise UserInputError(f"{folder / WEIGHTS} is not a state dict of tensors")
     plain = plain_config(config)
-    context = BuildContext(feature_dim=info.feature_dim, vocab_size=len(tokenizer),
-                           vocab_words=getattr(tokenizer, "words", None), vocab=tokenizer,
-                           train_size=info.n_train_captions)
+    context = BuildContext(
+        feature_dim=info.feature_dim,
+        vocab_size=len(tokenizer),
+        vocab_words=getattr(tokenizer, "words", None),
+        vocab=tokenizer,
+        train_size=info.n_train_captions,
+    )
     method = METHODS[plain.method.name].from_config(plain, context)
     try:
         method.load_state_dict(state)
     except RuntimeError as err:
         first = str(err).strip().splitlines()
-        raise UserInputError(f"{folder / WEIGHTS} does not fit method '{plain.method.name}' as its config builds it "
-                             f"({first[1].strip() if len(first) > 1 else first[0]})") from None
+        raise UserInputError(
+            f"{folder / WEIGHTS} does not fit method '{plain.method.name}' as its config builds it "
+            f"({first[1].strip() if len(first) > 1 else first[0]})"
+        ) from None
     test = RecallTable.from_dict(read_json(folder / TEST, "test table")) if (folder / TEST).is_file() else None
     return TrainedModel(method, config, tokenizer, info, test, source or str(folder))

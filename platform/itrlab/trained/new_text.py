@@ -30,7 +30,7 @@ class TypedStates:
         return len(self.states)
 
     def __getitem__(self, index: int) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(self.states[index][:self.max_len], dtype=np.float32))
+        return torch.from_numpy(np.asarray(self.states[index][: self.max_len], dtype=np.float32))
 
 
 class NewTextFeatures(TextFeatures):
@@ -42,21 +42,25 @@ class NewTextFeatures(TextFeatures):
         self._encoder = None
 
     @classmethod
-    def of(cls, stored: TextFeatures, batch_size: int = 64) -> "NewTextFeatures":
+    def of(cls, stored: TextFeatures, batch_size: int = 64) -> NewTextFeatures:
         """``stored`` with its text model checked: there, and the one that computed the features."""
         from itrlab.extract.text import model_identity
 
         model = stored.model
         folder = Path(str(model.get("dir", "")))
         if not model.get("dir") or not folder.is_dir():
-            raise UserInputError(f"this model reads text features computed by the text model {model.get('name')} at "
-                                 f"{folder}, which is not there: it embeds its data set's captions only (install that "
-                                 f"model to embed new text)")
+            raise UserInputError(
+                f"this model reads text features computed by the text model {model.get('name')} at "
+                f"{folder}, which is not there: it embeds its data set's captions only (install that "
+                f"model to embed new text)"
+            )
         found = model_identity(folder).get("sha256")
         if found != model.get("sha256"):
-            raise UserInputError(f"the text model at {folder} (digest {found}) is not the one that computed this "
-                                 f"model's text features (digest {model.get('sha256')}); new text would be embedded "
-                                 f"unlike its training captions")
+            raise UserInputError(
+                f"the text model at {folder} (digest {found}) is not the one that computed this "
+                f"model's text features (digest {model.get('sha256')}); new text would be embedded "
+                f"unlike its training captions"
+            )
         return cls(stored, batch_size)
 
     def open_split(self, split: str, captions, max_len: int | None = None):

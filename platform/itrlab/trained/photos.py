@@ -36,8 +36,9 @@ class SplitImages:
             return self.ids.index(image_id)
         except ValueError:
             shown = ", ".join(map(str, self.ids[:3]))
-            raise UserInputError(f"--image {image_id}: no such image in {self.where} ({len(self.ids):,} images, ids "
-                                 f"such as {shown})") from None
+            raise UserInputError(
+                f"--image {image_id}: no such image in {self.where} ({len(self.ids):,} images, ids such as {shown})"
+            ) from None
 
     def photo(self, row: int) -> Path | None:
         return self.photos[row] if self.photos is not None else None
@@ -83,6 +84,10 @@ def split_images(split: PrecompSplit, with_photos: bool = True) -> SplitImages:
     folder, names = found
     root = folder.resolve()
     # a name that leads out of the photo folder is no photo of the data set
-    photos = [folder / names[i] if i in names and escape(folder, names[i], root) is None
-              and (folder / names[i]).is_file() else None for i in ids]
+    photos = [
+        folder / names[i]
+        if i in names and escape(folder, names[i], root) is None and (folder / names[i]).is_file()
+        else None
+        for i in ids
+    ]
     return SplitImages(ids, photos, where)

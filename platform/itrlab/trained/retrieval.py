@@ -57,8 +57,9 @@ def check_k(k: int, limit: int) -> int:
 
 def check_caption(caption: str) -> str:
     if not caption.strip():
-        raise UserInputError("--caption: an empty caption; give the text to search images for, e.g. "
-                             "--caption \"a dog runs on the beach\"")
+        raise UserInputError(
+            '--caption: an empty caption; give the text to search images for, e.g. --caption "a dog runs on the beach"'
+        )
     return caption
 
 
@@ -71,8 +72,12 @@ def _ranking(scores: torch.Tensor, k: int, make_hit, truth: set[int]) -> Ranking
 
 def image_hits(scores: torch.Tensor, images: SplitImages, k: int, truth: set[int] = frozenset()) -> Ranking:
     """The top ``k`` of ``scores`` (one per image row) as image hits; ``truth``: the ground-truth rows."""
-    return _ranking(scores, k, lambda rank, row, score: Hit(rank, score, images.ids[row], images.photo(row),
-                                                            row in truth), set(truth))
+    return _ranking(
+        scores,
+        k,
+        lambda rank, row, score: Hit(rank, score, images.ids[row], images.photo(row), row in truth),
+        set(truth),
+    )
 
 
 def caption_hits(scores: torch.Tensor, split: PrecompSplit, images: SplitImages, k: int, truth_row: int) -> Ranking:
@@ -93,8 +98,12 @@ def images_for_text(model: TrainedModel, split: PrecompSplit, images: SplitImage
     check_caption(caption)
     k = check_k(k, split.n_images)
     block = max(1, model.batch_size)
-    scores = torch.cat([model.score(split.features[start:start + block], [caption])[:, 0].float()
-                        for start in range(0, split.n_images, block)])
+    scores = torch.cat(
+        [
+            model.score(split.features[start : start + block], [caption])[:, 0].float()
+            for start in range(0, split.n_images, block)
+        ]
+    )
     return image_hits(scores, images, k)
 
 
@@ -112,8 +121,12 @@ def captions_for_image(score: ScoreFn, split: PrecompSplit, images: SplitImages,
 def format_images(ranking: Ranking, query: str) -> str:
     """A ranking of images as the console shows it: rank, score, image id, photo."""
     lines = [f"top {len(ranking.hits)} images for {query}:"]
-    lines += [f"{hit.rank:>4}  {hit.score:8.4f}  image {hit.image_id}" + (f"  {hit.photo}" if hit.photo else "")
-              + ("  (ground truth)" if hit.truth else "") for hit in ranking.hits]
+    lines += [
+        f"{hit.rank:>4}  {hit.score:8.4f}  image {hit.image_id}"
+        + (f"  {hit.photo}" if hit.photo else "")
+        + ("  (ground truth)" if hit.truth else "")
+        for hit in ranking.hits
+    ]
     return "\n".join(lines)
 
 
@@ -121,8 +134,10 @@ def format_captions(ranking: Ranking, query: str) -> str:
     """A ranking of captions as the console shows it: rank, score, ``*`` for the image's own, the caption and
     the image it describes."""
     lines = [f"top {len(ranking.hits)} captions for {query} (* its own caption):"]
-    lines += [f"{hit.rank:>4}  {hit.score:8.4f} {'*' if hit.truth else ' '} {hit.caption!r}  (image {hit.image_id})"
-              for hit in ranking.hits]
+    lines += [
+        f"{hit.rank:>4}  {hit.score:8.4f} {'*' if hit.truth else ' '} {hit.caption!r}  (image {hit.image_id})"
+        for hit in ranking.hits
+    ]
     if ranking.truth_rank is not None and ranking.truth_rank > len(ranking.hits):
         lines.append(f"its first own caption ranks {ranking.truth_rank}")
     return "\n".join(lines)

@@ -8,8 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from itrlab.extract.captions import (CocoImage, assign_fractions, assign_from_file, check_split_names,
-                                     load_coco_captions, parse_fractions)
+from itrlab.extract.captions import (
+    CocoImage,
+    assign_fractions,
+    assign_from_file,
+    check_split_names,
+    load_coco_captions,
+    parse_fractions,
+)
 from itrlab.extract.readers.registry import Reader, SplitPlan, register_reader
 
 
@@ -31,8 +37,9 @@ class CocoReader(Reader):
         if options.split_file is not None:
             splits, unassigned = assign_from_file(selection.images, options.split_file, coco.images)
             if unassigned:
-                messages.append(f"{unassigned} images with captions are in no split of {options.split_file} "
-                                f"and are left out")
+                messages.append(
+                    f"{unassigned} images with captions are in no split of {options.split_file} and are left out"
+                )
             split_source: dict[str, Any] = {"file": str(Path(options.split_file).resolve())}
         else:
             names = check_split_names(options.split_names)
@@ -40,9 +47,14 @@ class CocoReader(Reader):
             splits = assign_fractions(selection.images, fractions, names, options.seed)
             split_source = {"fractions": dict(zip(names, fractions)), "seed": options.seed}
         self.check_inside(splits, coco.path)
-        report = {"images_in_file": len(coco.images), "annotations": coco.n_annotations,
-                  "blank_captions": coco.blank_captions, **selection.to_json(),
-                  "unassigned_images": unassigned, "split": split_source}
+        report = {
+            "images_in_file": len(coco.images),
+            "annotations": coco.n_annotations,
+            "blank_captions": coco.blank_captions,
+            **selection.to_json(),
+            "unassigned_images": unassigned,
+            "split": split_source,
+        }
         return splits, report, messages
 
     def source(self) -> dict[str, str]:  # names no format: the default, as manifests written before formats had names

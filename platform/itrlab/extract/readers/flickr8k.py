@@ -33,10 +33,12 @@ from itrlab.extract.readers.registry import Reader, SplitPlan, register_reader
 
 IMAGES_DIR = "Flicker8k_Dataset"
 TOKEN_FILE = "Flickr8k.token.txt"
-SPLIT_FILES = {"train": "Flickr_8k.trainImages.txt", "dev": "Flickr_8k.devImages.txt",
-               "test": "Flickr_8k.testImages.txt"}
-LAYOUT = (f"a Flickr8K folder holds {IMAGES_DIR}/, {TOKEN_FILE} and "
-          f"{', '.join(SPLIT_FILES.values())}")
+SPLIT_FILES = {
+    "train": "Flickr_8k.trainImages.txt",
+    "dev": "Flickr_8k.devImages.txt",
+    "test": "Flickr_8k.testImages.txt",
+}
+LAYOUT = f"a Flickr8K folder holds {IMAGES_DIR}/, {TOKEN_FILE} and {', '.join(SPLIT_FILES.values())}"
 _SHOWN = 5  # how many offending names an error lists
 
 
@@ -60,10 +62,14 @@ class Flickr8k:
     def report(self) -> dict[str, Any]:
         """The manifest's caption statistics, in the COCO reader's form."""
         listed = [image for images in self.splits.values() for image in images]
-        return {"images_in_file": self.token_images, "annotations": self.token_lines, "blank_captions": 0,
-                **CaptionSelection(listed, CAPTIONS_PER_IMAGE).to_json(),
-                "unassigned_images": self.token_images - len(listed),
-                "split": {"flickr8k": str(self.root.resolve()), "files": dict(SPLIT_FILES)}}
+        return {
+            "images_in_file": self.token_images,
+            "annotations": self.token_lines,
+            "blank_captions": 0,
+            **CaptionSelection(listed, CAPTIONS_PER_IMAGE).to_json(),
+            "unassigned_images": self.token_images - len(listed),
+            "split": {"flickr8k": str(self.root.resolve()), "files": dict(SPLIT_FILES)},
+        }
 
 
 def _listing(names: list[str]) -> str:
@@ -132,24 +138,37 @@ def read_flickr8k(root: str | Path) -> Flickr8k:
             where[name] = split
         unknown = [(name, line) for name, line in names if name not in tokens]
         if unknown:
-            raise DataError(path, f"{len(unknown)} listed image(s) have no caption in {TOKEN_FILE}: "
-                                  f"{_listing([name for name, _ in unknown])}", line=unknown[0][1])
+            raise DataError(
+                path,
+                f"{len(unknown)} listed image(s) have no caption in {TOKEN_FILE}: "
+                f"{_listing([name for name, _ in unknown])}",
+                line=unknown[0][1],
+            )
     for split, names in lists.items():  # every listed photo inside the image folder (issue #45)
         check_inside(images_dir, names, root / SPLIT_FILES[split])
     missing = sorted(name for name in where if not (images_dir / name).is_file())
     if missing:
-        raise DataError(images_dir / missing[0], f"image missing: {len(missing)} image(s) listed in the split "
-                                                 f"files are not in {IMAGES_DIR}/: {_listing(missing)}")
+        raise DataError(
+            images_dir / missing[0],
+            f"image missing: {len(missing)} image(s) listed in the split "
+            f"files are not in {IMAGES_DIR}/: {_listing(missing)}",
+        )
     wrong = sorted(name for name in where if len(tokens[name]) != CAPTIONS_PER_IMAGE)
     if wrong:
-        raise DataError(tokens_path, f"{len(wrong)} listed image(s) have a number of captions other than "
-                                     f"{CAPTIONS_PER_IMAGE}: "
-                                     + _listing([f"{name} ({len(tokens[name])})" for name in wrong]))
+        raise DataError(
+            tokens_path,
+            f"{len(wrong)} listed image(s) have a number of captions other than "
+            f"{CAPTIONS_PER_IMAGE}: " + _listing([f"{name} ({len(tokens[name])})" for name in wrong]),
+        )
 
     ids = {name: rank for rank, name in enumerate(sorted(where), start=1)}
-    splits = {split: [CocoImage(ids[name], name, tuple(tokens[name][n] for n in sorted(tokens[name])))
-                      for name in sorted(name for name, _ in names)]
-              for split, names in lists.items()}
+    splits = {
+        split: [
+            CocoImage(ids[name], name, tuple(tokens[name][n] for n in sorted(tokens[name])))
+            for name in sorted(name for name, _ in names)
+        ]
+        for split, names in lists.items()
+    }
     return Flickr8k(root, splits, len(tokens), token_lines)
 
 
@@ -158,8 +177,10 @@ class Flickr8kReader(Reader):
     """``--flickr8k DIR`` (``--format flickr8k --annotations DIR``): the folder as downloaded, its official split and
     its 5 captions per image as they are; the output defaults to the folder Flickr8K's data set config reads."""
 
-    summary = "a Flickr8K folder in its original form (Flicker8k_Dataset/, Flickr8k.token.txt, " \
-              "Flickr_8k.{train,dev,test}Images.txt), read with its official split"
+    summary = (
+        "a Flickr8K folder in its original form (Flicker8k_Dataset/, Flickr8k.token.txt, "
+        "Flickr_8k.{train,dev,test}Images.txt), read with its official split"
+    )
     images_inside = IMAGES_DIR
     reads = f"Flickr8K's official split and its {CAPTIONS_PER_IMAGE} captions per image"
     own_split = True
@@ -173,17 +194,24 @@ class Flickr8kReader(Reader):
     def read(self) -> SplitPlan:
         data = read_flickr8k(self.options.captions)
         report = data.report()
-        messages = [f"Flickr8K: {data.token_lines} captions of {data.token_images} images in {data.token_path}; "
-                    + ", ".join(f"{split} {len(images)}" for split, images in data.splits.items()) + " images"]
+        messages = [
+            f"Flickr8K: {data.token_lines} captions of {data.token_images} images in {data.token_path}; "
+            + ", ".join(f"{split} {len(images)}" for split, images in data.splits.items())
+            + " images"
+        ]
         if report["unassigned_images"]:
-            messages.append(f"{report['unassigned_images']} images of {TOKEN_FILE} are in no split list and are "
-                            f"left out")
+            messages.append(
+                f"{report['unassigned_images']} images of {TOKEN_FILE} are in no split list and are left out"
+            )
         return data.splits, report, messages
 
     def source(self) -> dict[str, str]:
         root = Path(self.options.captions)
-        return {"images": str(self.images_dir().resolve()), "captions": str((root / TOKEN_FILE).resolve()),
-                "flickr8k": str(root.resolve())}
+        return {
+            "images": str(self.images_dir().resolve()),
+            "captions": str((root / TOKEN_FILE).resolve()),
+            "flickr8k": str(root.resolve()),
+        }
 
     @classmethod
     def images_of(cls, source: dict[str, str]) -> list[CocoImage] | None:

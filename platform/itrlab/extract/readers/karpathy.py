@@ -63,8 +63,9 @@ def read_karpathy(path: str | Path) -> tuple[list[tuple[CocoImage, str]], dict[s
             raise DataError(path, f"images[{i}] must be an object, got {entry!r:.60}")
         name, folder = entry.get("filename"), entry.get("filepath")
         if not isinstance(name, str) or not name.strip() or not isinstance(folder, (str, type(None))):
-            raise DataError(path, f"images[{i}]: 'filename' must be a non-empty string (and 'filepath' a string), "
-                                  f"got {name!r:.60}")
+            raise DataError(
+                path, f"images[{i}]: 'filename' must be a non-empty string (and 'filepath' a string), got {name!r:.60}"
+            )
         file_name = f"{folder}/{name}" if folder else name
         split = entry.get("split")
         if split not in SPLITS:
@@ -78,13 +79,16 @@ def read_karpathy(path: str | Path) -> tuple[list[tuple[CocoImage, str]], dict[s
             raise DataError(path, f"images[{i}]: {file_name} is also images[{files[file_name]}]")
         ids[image_id], files[file_name] = i, i
         if not isinstance(entry.get("sentences"), list):
-            raise DataError(path, f"images[{i}] ({file_name}): 'sentences' must be a list of {{\"raw\", \"tokens\"}}")
+            raise DataError(path, f'images[{i}] ({file_name}): \'sentences\' must be a list of {{"raw", "tokens"}}')
         captions = []
         for j, sentence in enumerate(entry["sentences"]):
             text = _caption(sentence)
             if text is None:
-                raise DataError(path, f"images[{i}] ({file_name}): sentences[{j}] has neither a 'raw' string nor "
-                                      f"a 'tokens' list of strings")
+                raise DataError(
+                    path,
+                    f"images[{i}] ({file_name}): sentences[{j}] has neither a 'raw' string nor "
+                    f"a 'tokens' list of strings",
+                )
             sentences += 1
             if text:
                 captions.append(text)
@@ -103,8 +107,10 @@ class KarpathyReader(Reader):
     def read(self) -> SplitPlan:
         path = Path(self.options.captions)
         images, read = read_karpathy(path)
-        messages = [f"Karpathy split file ({read['dataset'] or 'no dataset named'}): {len(images)} images, "
-                    f"{read['sentences']} sentences in {path}"]
+        messages = [
+            f"Karpathy split file ({read['dataset'] or 'no dataset named'}): {len(images)} images, "
+            f"{read['sentences']} sentences in {path}"
+        ]
         if read["blank_captions"]:
             messages.append(f"{read['blank_captions']} blank captions left out")
         selection = self.select([image for image, _ in images], path, messages)
@@ -114,12 +120,20 @@ class KarpathyReader(Reader):
             if image.image_id in chosen:
                 splits[split].append(chosen[image.image_id])
         splits = {name: split_images for name, split_images in splits.items() if split_images}
-        messages.append("splits: " + ", ".join(f"{name} {len(split_images)}" for name, split_images in splits.items())
-                        + " images (train and restval -> train, val -> dev)")
+        messages.append(
+            "splits: "
+            + ", ".join(f"{name} {len(split_images)}" for name, split_images in splits.items())
+            + " images (train and restval -> train, val -> dev)"
+        )
         self.check_inside(splits, path)
-        report = {"images_in_file": len(images), "annotations": read["sentences"],
-                  "blank_captions": read["blank_captions"], **selection.to_json(), "unassigned_images": 0,
-                  "split": {"karpathy": str(path.resolve()), "dataset": read["dataset"], "names": SPLITS}}
+        report = {
+            "images_in_file": len(images),
+            "annotations": read["sentences"],
+            "blank_captions": read["blank_captions"],
+            **selection.to_json(),
+            "unassigned_images": 0,
+            "split": {"karpathy": str(path.resolve()), "dataset": read["dataset"], "names": SPLITS},
+        }
         return splits, report, messages
 
     @classmethod

@@ -73,8 +73,14 @@ class Reader:
         options = self.options
         given = []
         if self.own_split:
-            given += [flag for flag, value in (("--split-file", options.split_file),
-                                               ("--split-fractions", options.split_fractions)) if value is not None]
+            given += [
+                flag
+                for flag, value in (
+                    ("--split-file", options.split_file),
+                    ("--split-fractions", options.split_fractions),
+                )
+                if value is not None
+            ]
         if self.fixed_captions:
             given += ["--pad-captions"] if options.pad_captions else []
             given += ["--captions-per-image"] if options.captions_per_image != CAPTIONS_PER_IMAGE else []
@@ -126,8 +132,11 @@ class Reader:
         selection = select_captions(images, options.captions_per_image, pad=options.pad_captions)
         messages += selection.summary()
         if not selection.images:
-            raise DataError(path, f"no image has {options.captions_per_image} captions"
-                                  + ("" if options.pad_captions else " (--pad-captions pads images with fewer)"))
+            raise DataError(
+                path,
+                f"no image has {options.captions_per_image} captions"
+                + ("" if options.pad_captions else " (--pad-captions pads images with fewer)"),
+            )
         return selection
 
     def check_inside(self, splits: dict[str, list[CocoImage]], listing: Path) -> None:
@@ -148,6 +157,7 @@ class ReaderRegistry(Mapping):
             cls.name = name
             self._classes[name] = cls
             return cls
+
         return decorate
 
     def __getitem__(self, name: str) -> type[Reader]:
@@ -164,8 +174,10 @@ class ReaderRegistry(Mapping):
         if name in self._classes:
             return self._classes[name]
         close = difflib.get_close_matches(str(name), list(self._classes), n=1, cutoff=0.5)
-        raise UserInputError(f"--format: got {name!r}; known formats: {', '.join(sorted(self._classes))}"
-                             + (f" (did you mean '{close[0]}'?)" if close else ""))
+        raise UserInputError(
+            f"--format: got {name!r}; known formats: {', '.join(sorted(self._classes))}"
+            + (f" (did you mean '{close[0]}'?)" if close else "")
+        )
 
 
 READERS = ReaderRegistry()
@@ -183,5 +195,4 @@ def reader_of_source(source: dict[str, str]) -> type[Reader]:
     return next((cls for name, cls in READERS.items() if name in source), READERS[DEFAULT_FORMAT])
 
 
-__all__ = ["DEFAULT_FORMAT", "READERS", "Reader", "SplitPlan", "format_names", "reader_of_source",
-           "register_reader"]
+__all__ = ["DEFAULT_FORMAT", "READERS", "Reader", "SplitPlan", "format_names", "reader_of_source", "register_reader"]

@@ -12,10 +12,13 @@ from itrlab.methods.ascl import loss_settings  # noqa: F401  (declares its losse
 from itrlab.methods.registry import METHODS, Paper, register_paper
 
 METHODS.declare("itrlab.methods.ascl.method", "ascl")
-PAPER = register_paper(Paper(
-    "AsCL",
-    "AsCL: An Asymmetry-sensitive Contrastive Learning Method for Image-Text Retrieval with Cross-Modal Fusion",
-    "docs/papers/ascl.md"))
+PAPER = register_paper(
+    Paper(
+        "AsCL",
+        "AsCL: An Asymmetry-sensitive Contrastive Learning Method for Image-Text Retrieval with Cross-Modal Fusion",
+        "docs/papers/ascl.md",
+    )
+)
 
 _EXPORTS = {
     **dict.fromkeys(["AsymmetrySensitiveLoss", "AsymmetryTripletLoss"], "losses"),

@@ -83,9 +83,9 @@ class CrossModalAttention(nn.Module):
     def __init__(self, dim: int, heads: int):
         super().__init__()
         self.heads, self.head_dim = heads, dim // heads
-        self.query = nn.Linear(dim, dim, bias=False)      # [Z^X_1 ... Z^X_H]
+        self.query = nn.Linear(dim, dim, bias=False)  # [Z^X_1 ... Z^X_H]
         self.key_value = nn.Linear(dim, dim, bias=False)  # [Z^Y_1 ... Z^Y_H]
-        self.out = nn.Linear(dim, dim, bias=False)        # Z^O
+        self.out = nn.Linear(dim, dim, bias=False)  # Z^O
 
     def attend(self, x: Tensor, y: Tensor, bias: Tensor | None = None) -> Tensor:
         """``Y*`` of eq. 1 for every pair of an ``x`` item (A, m, D) and a ``y`` item (N, n, D): (N, A, m, D).
@@ -95,7 +95,8 @@ class CrossModalAttention(nn.Module):
         (head ``h``'s keys in block ``h``: H times the multiply-adds of per-head products, but one
         efficient product instead of many thin ones) with the queries, as (n, N, H, A·m), so that the
         softmax runs over the **outermost** axis, the keys: over the last axis, a few keys long, torch's
-        CPU softmax and its backward are several times slower (docs/papers/ascl.md#fusion-scorer). The values product (``Z^O`` folded
+        CPU softmax and its backward are several times slower (docs/papers/ascl.md#fusion-scorer). The values product
+        (``Z^O`` folded
         in per head) reads the probabilities transposed, batched over the ``y`` items.
         """
         (A, m, D), (N, n, _) = x.shape, y.shape
@@ -103,12 +104,12 @@ class CrossModalAttention(nn.Module):
         queries = self.query(x).reshape(A * m, D) / math.sqrt(d)
         keys = self.key_value(y).view(N, n, H, d)
         eye = torch.eye(H, dtype=keys.dtype, device=keys.device)
-        diagonal = keys.transpose(0, 1)[:, :, :, None, :] * eye[:, :, None]     # (n, N, H, H', d): h = h' blocks
+        diagonal = keys.transpose(0, 1)[:, :, :, None, :] * eye[:, :, None]  # (n, N, H, H', d): h = h' blocks
         logits = (diagonal.reshape(n * N * H, D) @ queries.t()).view(n, N, H, A * m)
         if bias is not None:
             logits = logits.add_(bias.t()[:, :, None, None])
         probs = torch.softmax(logits, dim=0).transpose(0, 1).reshape(N, n * H, A * m)
-        blocks = self.out.weight.t().view(H, d, 1, D) * eye[:, None, :, None]    # Z^O_h in block (h, h)
+        blocks = self.out.weight.t().view(H, d, 1, D) * eye[:, None, :, None]  # Z^O_h in block (h, h)
         values = (keys.reshape(N * n, D) @ blocks.reshape(D, H * D)).view(N, n * H, D)
         return torch.bmm(probs.transpose(1, 2), values).view(N, A, m, D)
 
@@ -133,8 +134,9 @@ class HierarchicalFusion(nn.Module):
         cross_attention: False = "w/o MF".
     """
 
-    def __init__(self, embed_dim: int, global_dim: int, heads: int = DEFAULT_HEADS, u1: float = 0.6,
-                 cross_attention: bool = True):
+    def __init__(
+        self, embed_dim: int, global_dim: int, heads: int = DEFAULT_HEADS, u1: float = 0.6, cross_attention: bool = True
+    ):
         super().__init__()
         for name, value in (("embed_dim", embed_dim), ("global_dim", global_dim), ("heads", heads)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -151,7 +153,7 @@ class HierarchicalFusion(nn.Module):
         self.x_w = nn.Linear(embed_dim, embed_dim, bias=False)
         self.x_v = nn.Linear(embed_dim, embed_dim, bias=False)
         self.x_g = nn.Linear(global_dim, embed_dim, bias=False)
-        self.gate = nn.Linear(2 * embed_dim, embed_dim)       # W_f
+        self.gate = nn.Linear(2 * embed_dim, embed_dim)  # W_f
 
     def extra_repr(self) -> str:
         return f"u1={self.u1}, heads={self.heads}, cross_attention={self.cross_attention}"
@@ -184,12 +186,12 @@ class HierarchicalFusion(nn.Module):
         if not self.cross_attention:
             raise ValueError("pair_parts needs cross-attention; this scorer is 'w/o MF' (cross_attention=False)")
         lengths = lengths.to(words.device)
-        mask = length_mask(lengths, words.shape[1])                          # (J, L)
-        weights = mask.to(words.dtype) / lengths.clamp(min=1)[:, None].to(words.dtype)   # masked mean over words
+        mask = length_mask(lengths, words.shape[1])  # (J, L)
+        weights = mask.to(words.dtype) / lengths.clamp(min=1)[:, None].to(words.dtype)  # masked mean over words
         words = words * mask[:, :, None].to(words.dtype)
         padding = torch.zeros_like(weights).masked_fill_(~mask, -math.inf)
-        w_star = self.i2t.attend(regions, words, padding)                   # I2T: W* (J, I, K, D)
-        v_star = self.t2i.attend(words, regions)                            # T2I: V* (I, J, L, D)
+        w_star = self.i2t.attend(regions, words, padding)  # I2T: W* (J, I, K, D)
+        v_star = self.t2i.attend(words, regions)  # T2I: V* (I, J, L, D)
         # Eq. 2: local score (padded words attend too, but get weight 0).
         region_cos = _cosines(regions[None], w_star).mean(dim=-1).t()
         local = 0.5 * region_cos + 0.5 * (_cosines(words[None], v_star) * weights).sum(dim=-1)
@@ -211,8 +213,14 @@ class HierarchicalFusion(nn.Module):
         """Entries one pair adds to a shard's largest intermediate: max(H·K·L, K·D, L·D)."""
         return max(self.heads * n_regions * max_len, n_regions * self.embed_dim, max_len * self.embed_dim)
 
-    def pair_scores(self, regions: Tensor, global_feats: Tensor, words: Tensor, lengths: Tensor,
-                    max_elements: int | None = DEFAULT_SHARD_ELEMENTS) -> Tensor:
+    def pair_scores(
+        self,
+        regions: Tensor,
+        global_feats: Tensor,
+        words: Tensor,
+        lengths: Tensor,
+        max_elements: int | None = DEFAULT_SHARD_ELEMENTS,
+    ) -> Tensor:
         """(N_img, N_cap) scores, every pair from that pair alone, in shards of bounded memory.
 
         Shards follow :func:`itrlab.models.sharding.shard_plan` with a uniform per-pair cost
@@ -220,8 +228,10 @@ class HierarchicalFusion(nn.Module):
         caption. ``None`` scores everything at once. "w/o MF" is a plain product of embeddings.
         """
         if regions.shape[0] != global_feats.shape[0] or words.shape[0] != lengths.shape[0]:
-            raise ValueError(f"regions {tuple(regions.shape)} / global_feats {tuple(global_feats.shape)} and "
-                             f"words {tuple(words.shape)} / lengths {tuple(lengths.shape)} disagree")
+            raise ValueError(
+                f"regions {tuple(regions.shape)} / global_feats {tuple(global_feats.shape)} and "
+                f"words {tuple(words.shape)} / lengths {tuple(lengths.shape)} disagree"
+            )
         if lengths.numel() and int(lengths.min()) < 1:
             raise ValueError("every caption needs at least one real token (lengths >= 1)")
         if not self.cross_attention:

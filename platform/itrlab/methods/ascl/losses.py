@@ -110,8 +110,9 @@ class _AsymmetryLoss(RetrievalLoss):
         """(B,) loss of each anchor with ``positive`` (B,) against ``(scores, mask)`` candidate sets."""
         raise NotImplementedError
 
-    def half(self, scores: Tensor, generated: Tensor | None,
-             negatives: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def half(
+        self, scores: Tensor, generated: Tensor | None, negatives: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """One of eq. 5 / eq. 6 for captions ``scores`` (B, B) and generated negatives (B, N).
 
         Returns the per-anchor image-anchor (i2t) and caption-anchor (t2i) terms, the number of
@@ -142,8 +143,9 @@ class _AsymmetryLoss(RetrievalLoss):
         if self.use_positives:
             positives = sims.get(I2T_POS)
             if tuple(positives.shape) != tuple(sims.i2t.shape):
-                raise ValueError(f"{I2T_POS} must have shape {tuple(sims.i2t.shape)} like i2t, "
-                                 f"got {tuple(positives.shape)}")
+                raise ValueError(
+                    f"{I2T_POS} must have shape {tuple(sims.i2t.shape)} like i2t, got {tuple(positives.shape)}"
+                )
             noisy = sims.get(I2T_POS_GENERATED_NEG) if self.use_negatives else None
             self._check_generated(sims, noisy)
             i2t_2, t2i_2, dropped_2, own_2 = self.half(positives, noisy, negatives)
@@ -166,8 +168,9 @@ class _AsymmetryLoss(RetrievalLoss):
     @staticmethod
     def _check_generated(sims: Similarities, generated: Tensor | None) -> None:
         if generated is not None and (generated.dim() != 2 or generated.shape[0] != sims.batch_size):
-            raise ValueError(f"generated-sample similarities must have shape ({sims.batch_size}, N), "
-                             f"got {tuple(generated.shape)}")
+            raise ValueError(
+                f"generated-sample similarities must have shape ({sims.batch_size}, N), got {tuple(generated.shape)}"
+            )
 
     def extra_repr(self) -> str:
         params = {k: getattr(self, k) for k in ("tau", "margin", "use_positives", "use_negatives") if hasattr(self, k)}

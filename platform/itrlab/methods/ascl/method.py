@@ -47,16 +47,29 @@ from itrlab.eval import ScoreFn
 from itrlab.losses import Similarities
 from itrlab.losses.parts import PartBound
 from itrlab.methods.ascl.losses import I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG
+from itrlab.methods.ascl.networks import (
+    NOISE_SITES,
+    AsclModel,
+    CaptionPool,
+    SampleGenerators,
+    frame_ids,
+    length_buckets,
+    stack_padded,
+)
+from itrlab.methods.ascl.stored_positives import StatePool
+from itrlab.methods.ascl.text_augment import (
+    MIXTURE_OF,
+    NEGATIVE_GENERATORS,
+    POSITIVE_GENERATORS,
+    SIGMA_UNITS,
+    NegativeGenerator,
+    PositiveGenerator,
+)
 from itrlab.methods.base import MethodModule, MethodSettings, build_task_loss
 from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import text_encoder_spec
-from itrlab.methods.sharded import encode_split_features, refuse_pooled_settings, sharded_score_fn
 from itrlab.methods.registry import register_method
-from itrlab.methods.ascl.networks import (NOISE_SITES, AsclModel, CaptionPool, SampleGenerators, frame_ids,
-                                     length_buckets, stack_padded)
-from itrlab.methods.ascl.stored_positives import StatePool
-from itrlab.methods.ascl.text_augment import (MIXTURE_OF, NEGATIVE_GENERATORS, POSITIVE_GENERATORS, SIGMA_UNITS,
-                                              NegativeGenerator, PositiveGenerator)
+from itrlab.methods.sharded import encode_split_features, refuse_pooled_settings, sharded_score_fn
 from itrlab.numbers import number
 
 GENERATED = (I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG)
@@ -73,13 +86,13 @@ class AsclSettings(MethodSettings):
     sigma: number(ge=0, meaning="the Gaussian noise scale σ of type-I negatives") = 1.0
     sigma_units: Literal[SIGMA_UNITS] = "absolute"  # σ as is (reference code) | x the perturbed entries' std
     p: number(ge=0, le=1, meaning="the dropout probability of type-I negatives") = 0.5
-    cutoff_rows: int = Field(1, ge=0)     # tokens zeroed by token cutoff
-    cutoff_cols: int = Field(1, ge=0)     # features zeroed by feature cutoff
+    cutoff_rows: int = Field(1, ge=0)  # tokens zeroed by token cutoff
+    cutoff_cols: int = Field(1, ge=0)  # features zeroed by feature cutoff
     positives: Literal[POSITIVE_GENERATORS] = "mixture"  # type II (concat) / III (truncate) (Fig. 3a)
     noise_site: Literal[NOISE_SITES] = "input"  # input embeddings (re-encoded) or token features
     u1: number(ge=0, le=1, meaning="the weight of the local score, eq. 4") = 0.8  # 0.8 COCO, 0.6 F30K
-    heads: int = Field(8, ge=1)           # H of the cross-attention (reference code)
-    cross_attention: bool = True          # false: "w/o MF"
+    heads: int = Field(8, ge=1)  # H of the cross-attention (reference code)
+    cross_attention: bool = True  # false: "w/o MF"
     shard_elements: int = Field(1 << 22, ge=1)  # evaluation: budget of a shard's largest intermediate
 
 
@@ -87,16 +100,28 @@ class AsclSettings(MethodSettings):
 class AsclMethod(MethodModule):
     name = "ascl"
     settings = AsclSettings
-    group_refusal = ("its step draws generated captions from a per-run generator on the host and groups captions "
-                     "by length (shapes that depend on the batch), which one vmapped step cannot do per member")
+    group_refusal = (
+        "its step draws generated captions from a per-run generator on the host and groups captions "
+        "by length (shapes that depend on the batch), which one vmapped step cannot do per member"
+    )
     provides = frozenset(PROVIDED)
-    part_bounds = {"dropped_generated": PartBound(0.0, "the share of generated negatives dropped by alpha",
-                                                  statistic=True),
-                   "own_outscores": PartBound(0.0, "the share of generated negatives that outscore the caption "
-                                                   "they were made from", statistic=True)}
+    part_bounds = {
+        "dropped_generated": PartBound(0.0, "the share of generated negatives dropped by alpha", statistic=True),
+        "own_outscores": PartBound(
+            0.0, "the share of generated negatives that outscore the caption they were made from", statistic=True
+        ),
+    }
 
-    def __init__(self, model: AsclModel, loss: torch.nn.Module, generators: SampleGenerators, *, seed: int = 0,
-                 max_len: int = 64, shard_elements: int | None = 1 << 22):
+    def __init__(
+        self,
+        model: AsclModel,
+        loss: torch.nn.Module,
+        generators: SampleGenerators,
+        *,
+        seed: int = 0,
+        max_len: int = 64,
+        shard_elements: int | None = 1 << 22,
+    ):
         super().__init__()
         self.model, self.loss, self.generators = model, loss, generators
         self.seed, self.max_len, self.shard_elements = seed, max_len, shard_elements
@@ -109,34 +134,54 @@ class AsclMethod(MethodModule):
         """What the fusion scorer cannot use (module docstring)."""
         super().validate_config(config)
         settings = cls.method_settings(config)
-        refuse_pooled_settings(config, "attends over every token and region and pools them itself (eq. 1-3): "
-                                       "a pooled (GPO) encoder has no place in its fusion scorer")
+        refuse_pooled_settings(
+            config,
+            "attends over every token and region and pools them itself (eq. 1-3): "
+            "a pooled (GPO) encoder has no place in its fusion scorer",
+        )
         if config.model.text.encoder == STORED and settings.generator in ORDER_BLIND:
-            raise ConfigError("method.generator", settings.generator,
-                              "stored text states are not encoded again, and the fusion scorer's attention and "
-                              "means ignore order: a shuffle of them is a no-op; use another generator (mixture "
-                              "draws from the other four), or model.text.encoder=bigru or bert")
+            raise ConfigError(
+                "method.generator",
+                settings.generator,
+                "stored text states are not encoded again, and the fusion scorer's attention and "
+                "means ignore order: a shuffle of them is a no-op; use another generator (mixture "
+                "draws from the other four), or model.text.encoder=bigru or bert",
+            )
         if settings.cutoff_rows >= config.model.text.max_len:
-            raise ConfigError("method.cutoff_rows", settings.cutoff_rows,
-                              f"fewer than model.text.max_len ({config.model.text.max_len}) tokens: token cutoff "
-                              f"zeroes that many tokens of a caption")
+            raise ConfigError(
+                "method.cutoff_rows",
+                settings.cutoff_rows,
+                f"fewer than model.text.max_len ({config.model.text.max_len}) tokens: token cutoff "
+                f"zeroes that many tokens of a caption",
+            )
         if config.model.embed_dim % settings.heads:
-            raise ConfigError("model.embed_dim", config.model.embed_dim,
-                              f"the fusion splits D into method.heads = {settings.heads} heads: a multiple of "
-                              f"{settings.heads}")
+            raise ConfigError(
+                "model.embed_dim",
+                config.model.embed_dim,
+                f"the fusion splits D into method.heads = {settings.heads} heads: a multiple of {settings.heads}",
+            )
         if settings.noise_site == "features" and settings.generator == "shuffle":
-            raise ConfigError("method.generator", settings.generator,
-                              "a shuffle of encoded token features is a no-op for the fusion scorer (its attention "
-                              "and means ignore order): use noise_site=input, where BERT's position embeddings "
-                              "(or the BiGRU) see the new order, or another generator")
+            raise ConfigError(
+                "method.generator",
+                settings.generator,
+                "a shuffle of encoded token features is a no-op for the fusion scorer (its attention "
+                "and means ignore order): use noise_site=input, where BERT's position embeddings "
+                "(or the BiGRU) see the new order, or another generator",
+            )
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "AsclMethod":
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> AsclMethod:
         settings, model_config = cls.method_settings(config), config.model
         spec = text_encoder_spec(model_config.text)
-        model = AsclModel.build(feature_dim=context.feature_dim, vocab_size=context.vocab_size,
-                                embed_dim=model_config.embed_dim, heads=settings.heads, u1=settings.u1,
-                                cross_attention=settings.cross_attention, text=spec)
+        model = AsclModel.build(
+            feature_dim=context.feature_dim,
+            vocab_size=context.vocab_size,
+            embed_dim=model_config.embed_dim,
+            heads=settings.heads,
+            u1=settings.u1,
+            cross_attention=settings.cross_attention,
+            text=spec,
+        )
         max_len, stored = model_config.text.max_len, spec.encoder == STORED
         if stored:  # states framed by [CLS] / [SEP]; positives edit position ids, then frame them
             start, end, continuation, protect_ends = None, None, frozenset(), True
@@ -150,14 +195,28 @@ class AsclMethod(MethodModule):
             start, end, continuation = frame_ids(tokenizer)
             protect_ends, positive_max_len, mixture = start is not None and end is not None, max_len, MIXTURE_OF
         generators = SampleGenerators(
-            NegativeGenerator(settings.generator, settings.sigma, settings.p, settings.cutoff_rows,
-                              settings.cutoff_cols, protect_ends=protect_ends, sigma_units=settings.sigma_units,
-                              mixture_of=mixture),
-            PositiveGenerator(settings.positives, start, end, max_len=positive_max_len,
-                              continuation_ids=continuation),
-            settings.noise_site, stored_stride=max_len + 1 if stored else None)
-        method = cls(model, build_task_loss(config.loss), generators, seed=config.seed,
-                     max_len=model_config.text.max_len, shard_elements=settings.shard_elements)
+            NegativeGenerator(
+                settings.generator,
+                settings.sigma,
+                settings.p,
+                settings.cutoff_rows,
+                settings.cutoff_cols,
+                protect_ends=protect_ends,
+                sigma_units=settings.sigma_units,
+                mixture_of=mixture,
+            ),
+            PositiveGenerator(settings.positives, start, end, max_len=positive_max_len, continuation_ids=continuation),
+            settings.noise_site,
+            stored_stride=max_len + 1 if stored else None,
+        )
+        method = cls(
+            model,
+            build_task_loss(config.loss),
+            generators,
+            seed=config.seed,
+            max_len=model_config.text.max_len,
+            shard_elements=settings.shard_elements,
+        )
         method.text_lr = model_config.text.lr
         return method
 
@@ -187,23 +246,32 @@ class AsclMethod(MethodModule):
         needs = set(needs)
         unknown = needs - PROVIDED
         if unknown:
-            raise ValueError(f"AsCL scores image-caption pairs and generated captions; it has no "
-                             f"{', '.join(sorted(unknown))}")
+            raise ValueError(
+                f"AsCL scores image-caption pairs and generated captions; it has no {', '.join(sorted(unknown))}"
+            )
         regions, global_feats = self.model.encode_images(batch.images)
         generator = self._generator() if needs & set(GENERATED) else None
         tokens, lengths, size = batch.tokens, batch.lengths, len(batch)
         if needs & {I2T_POS, I2T_POS_GENERATED_NEG}:  # T⁺ joins T: [T; T⁺]
-            plus, plus_lengths = self.generators.positive_tokens(tokens, lengths, batch.image_ids, batch.caption_ids,
-                                                                 generator)
+            plus, plus_lengths = self.generators.positive_tokens(
+                tokens, lengths, batch.image_ids, batch.caption_ids, generator
+            )
             tokens, lengths = stack_padded(tokens, plus), torch.cat([lengths, plus_lengths])
         negative = bool(needs & {I2T_GENERATED_NEG, I2T_POS_GENERATED_NEG})
         clean, noisy = self.score_captions(regions, global_feats, tokens, lengths, negative, generator)
         wanted = {I2T_GENERATED_NEG: (noisy, 0), I2T_POS: (clean, size), I2T_POS_GENERATED_NEG: (noisy, size)}
-        extras = {name: scores[:, start:start + size] for name, (scores, start) in wanted.items() if name in needs}
+        extras = {name: scores[:, start : start + size] for name, (scores, start) in wanted.items() if name in needs}
         return Similarities(i2t=clean[:, :size], image_ids=batch.image_ids, extras=extras)
 
-    def score_captions(self, regions: Tensor, global_feats: Tensor, tokens: Tensor, lengths: Tensor, negative: bool,
-                       generator: torch.Generator | None) -> tuple[Tensor, Tensor | None]:
+    def score_captions(
+        self,
+        regions: Tensor,
+        global_feats: Tensor,
+        tokens: Tensor,
+        lengths: Tensor,
+        negative: bool,
+        generator: torch.Generator | None,
+    ) -> tuple[Tensor, Tensor | None]:
         """Scores (I, n) of the images against the captions and, with ``negative``, against their type-I
         negatives (I, n). Captions go in runs of similar length (:func:`length_buckets`), each run and
         its negatives through one text-encoder call and one scorer call, padded to the run's longest."""
@@ -211,24 +279,26 @@ class AsclMethod(MethodModule):
         for run in length_buckets(lengths):
             run = run.to(lengths.device)
             run_lengths = lengths[run]
-            run_tokens = tokens[run, :int(run_lengths.max())]
+            run_tokens = tokens[run, : int(run_lengths.max())]
             words, perturbed = self.generators.encode(self.model, run_tokens, run_lengths, negative, generator)
             if perturbed is not None:
                 words, run_lengths = torch.cat([words, perturbed]), torch.cat([run_lengths, run_lengths])
             scores = self.model.pair_scores(regions, global_feats, words, run_lengths, max_elements=None)
-            clean.append(scores[:, :len(run)])
-            noisy.append(scores[:, len(run):])
+            clean.append(scores[:, : len(run)])
+            noisy.append(scores[:, len(run) :])
             index.append(run)
         inverse = torch.argsort(torch.cat(index))
         return torch.cat(clean, dim=1)[:, inverse], torch.cat(noisy, dim=1)[:, inverse] if negative else None
 
     # ------------------------------------------------------------------ evaluation
 
-    def encode_split(self, split: PrecompSplit, vocab: Vocabulary,
-                     batch_size: int) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor]:
+    def encode_split(
+        self, split: PrecompSplit, vocab: Vocabulary, batch_size: int
+    ) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor]:
         """(``V`` (N, K, D), ``G`` (N, F)), ``W`` (cpi·N, L, D) and lengths: every item encoded alone."""
-        return encode_split_features(self, split, vocab, batch_size, self.max_len, self.model.encode_images,
-                                     self.model.encode_captions)
+        return encode_split_features(
+            self, split, vocab, batch_size, self.max_len, self.model.encode_images, self.model.encode_captions
+        )
 
     def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
         images, words, lengths = self.encode_split(split, vocab, batch_size)

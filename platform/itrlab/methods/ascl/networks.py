@@ -26,11 +26,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from itrlab.models.encoders import RegionEncoder
 from itrlab.methods.ascl.fusion import DEFAULT_HEADS, HierarchicalFusion, global_image_feature
-from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS
 from itrlab.methods.ascl.stored_positives import StatePool, stored_positives
 from itrlab.methods.ascl.text_augment import NegativeGenerator, PositiveGenerator
+from itrlab.models.encoders import RegionEncoder
+from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS
 from itrlab.models.text_factory import TextEncoderSpec
 
 NOISE_SITES = ("input", "features")
@@ -46,11 +46,22 @@ class AsclModel(nn.Module):
         self.fusion = fusion
 
     @classmethod
-    def build(cls, *, feature_dim: int, vocab_size: int, embed_dim: int, heads: int = DEFAULT_HEADS,
-              u1: float = 0.6, cross_attention: bool = True,
-              text: TextEncoderSpec = TextEncoderSpec()) -> "AsclModel":
-        return cls(RegionEncoder(feature_dim, embed_dim), text.build(vocab_size=vocab_size, embed_dim=embed_dim),
-                   HierarchicalFusion(embed_dim, feature_dim, heads=heads, u1=u1, cross_attention=cross_attention))
+    def build(
+        cls,
+        *,
+        feature_dim: int,
+        vocab_size: int,
+        embed_dim: int,
+        heads: int = DEFAULT_HEADS,
+        u1: float = 0.6,
+        cross_attention: bool = True,
+        text: TextEncoderSpec = TextEncoderSpec(),
+    ) -> AsclModel:
+        return cls(
+            RegionEncoder(feature_dim, embed_dim),
+            text.build(vocab_size=vocab_size, embed_dim=embed_dim),
+            HierarchicalFusion(embed_dim, feature_dim, heads=heads, u1=u1, cross_attention=cross_attention),
+        )
 
     def encode_images(self, raw_regions: Tensor) -> tuple[Tensor, Tensor]:
         """``V`` (B, K, D) projected regions and ``G`` (B, F) the image's global feature."""
@@ -66,8 +77,14 @@ class AsclModel(nn.Module):
     def features_from_embeddings(self, embeddings: Tensor, lengths: Tensor) -> Tensor:
         return self.text_encoder.features_from_embeddings(embeddings, lengths)
 
-    def pair_scores(self, regions: Tensor, global_feats: Tensor, words: Tensor, lengths: Tensor,
-                    max_elements: int | None = DEFAULT_SHARD_ELEMENTS) -> Tensor:
+    def pair_scores(
+        self,
+        regions: Tensor,
+        global_feats: Tensor,
+        words: Tensor,
+        lengths: Tensor,
+        max_elements: int | None = DEFAULT_SHARD_ELEMENTS,
+    ) -> Tensor:
         """(I, J) scores, every pair from that pair alone (:meth:`HierarchicalFusion.pair_scores`)."""
         return self.fusion.pair_scores(regions, global_feats, words, lengths, max_elements=max_elements)
 
@@ -82,12 +99,12 @@ class CaptionPool:
         self.captions, self.cpi, self.tokenizer, self.max_len = captions, captions_per_image, tokenizer, max_len
         self._cache: dict[int, list[list[int]]] = {}
 
-    def __deepcopy__(self, memo: dict) -> "CaptionPool":  # shared data: branch copies (DBL) reuse it
+    def __deepcopy__(self, memo: dict) -> CaptionPool:  # shared data: branch copies (DBL) reuse it
         return self
 
     def captions_of(self, image_id: int) -> list[list[int]]:
         if image_id not in self._cache:
-            lines = self.captions[image_id * self.cpi:(image_id + 1) * self.cpi]
+            lines = self.captions[image_id * self.cpi : (image_id + 1) * self.cpi]
             self._cache[image_id] = [self.tokenizer.encode(line, max_len=self.max_len) for line in lines]
         return self._cache[image_id]
 
@@ -129,8 +146,13 @@ class SampleGenerators(nn.Module):
     states cut and joined (:func:`~itrlab.methods.ascl.stored_positives.stored_positives`), not token ids.
     """
 
-    def __init__(self, negatives: NegativeGenerator, positives: PositiveGenerator, noise_site: str = "input",
-                 stored_stride: int | None = None):
+    def __init__(
+        self,
+        negatives: NegativeGenerator,
+        positives: PositiveGenerator,
+        noise_site: str = "input",
+        stored_stride: int | None = None,
+    ):
         super().__init__()
         if noise_site not in NOISE_SITES:
             raise ValueError(f"unknown noise site {noise_site!r}; allowed: {', '.join(NOISE_SITES)}")
@@ -141,18 +163,21 @@ class SampleGenerators(nn.Module):
     def extra_repr(self) -> str:
         return f"noise_site={self.noise_site}" + (", stored states" if self.stored_stride else "")
 
-    def positive_tokens(self, tokens: Tensor, lengths: Tensor, image_ids: Tensor, caption_ids: Tensor,
-                        generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    def positive_tokens(
+        self, tokens: Tensor, lengths: Tensor, image_ids: Tensor, caption_ids: Tensor, generator: torch.Generator
+    ) -> tuple[Tensor, Tensor]:
         """``T⁺`` token ids (B, L') (or stored states (B, L', H)) and lengths: type II (two captions of the
         image, from the batch and the pool) or type III (truncation), one type per sample."""
         if self.stored_stride is not None:
-            return stored_positives(self.positives, tokens, lengths, image_ids, caption_ids, generator, self.pool,
-                                    self.stored_stride)
+            return stored_positives(
+                self.positives, tokens, lengths, image_ids, caption_ids, generator, self.pool, self.stored_stride
+            )
         tokens_plus, lengths_plus, _ = self.positives(tokens, lengths, image_ids, generator, pool=self.pool)
         return tokens_plus, lengths_plus
 
-    def encode(self, model: AsclModel, tokens: Tensor, lengths: Tensor, negative: bool,
-               generator: torch.Generator) -> tuple[Tensor, Tensor | None]:
+    def encode(
+        self, model: AsclModel, tokens: Tensor, lengths: Tensor, negative: bool, generator: torch.Generator
+    ) -> tuple[Tensor, Tensor | None]:
         """Token features of the captions and, with ``negative``, of their type-I negatives: (B, L, D) each.
 
         At the ``input`` site both go through the text encoder in one call (2B sequences).
@@ -165,7 +190,7 @@ class SampleGenerators(nn.Module):
         embeddings = model.input_embeddings(tokens)
         noisy = self.negatives(embeddings, lengths, generator)
         both = model.features_from_embeddings(torch.cat([embeddings, noisy]), torch.cat([lengths, lengths]))
-        return both[:len(tokens)], both[len(tokens):]
+        return both[: len(tokens)], both[len(tokens) :]
 
 
 def stack_padded(first: Tensor, second: Tensor) -> Tensor:
@@ -176,7 +201,7 @@ def stack_padded(first: Tensor, second: Tensor) -> Tensor:
 
     def pad(t: Tensor) -> Tensor:
         out = t.new_zeros((t.shape[0], width, *t.shape[2:]), dtype=dtype)
-        out[:, :t.shape[1]] = t
+        out[:, : t.shape[1]] = t
         return out
 
     return torch.cat([pad(first), pad(second)])
@@ -196,8 +221,7 @@ def length_buckets(lengths: Tensor, saving: float = 0.15) -> list[Tensor]:
     best = int(torch.argmin(costs))
     if float(costs[best]) > (1 - saving) * n * float(sorted_lengths[-1]):
         return [order]
-    return [order[:best + 1], order[best + 1:]]
+    return [order[: best + 1], order[best + 1 :]]
 
 
-__all__ = ["AsclModel", "CaptionPool", "NOISE_SITES", "SampleGenerators", "frame_ids", "length_buckets",
-           "stack_padded"]
+__all__ = ["AsclModel", "CaptionPool", "NOISE_SITES", "SampleGenerators", "frame_ids", "length_buckets", "stack_padded"]

@@ -51,7 +51,7 @@ class StatePool:
     def __init__(self, captions: StoredCaptions, captions_per_image: int, stride: int):
         self.captions, self.cpi, self.stride = captions, captions_per_image, stride
 
-    def __deepcopy__(self, memo: dict) -> "StatePool":
+    def __deepcopy__(self, memo: dict) -> StatePool:
         return self
 
     def get(self, image_id: int, default: Sequence = ()) -> list[list[int]]:
@@ -69,9 +69,16 @@ def content_ids(caption: int, length: int, stride: int) -> list[int]:
     return [caption * stride + p + 1 for p in range(1, max(length - 1, 1))]
 
 
-def stored_positives(generator: PositiveGenerator, states: Tensor, lengths: Tensor, image_ids: Tensor,
-                     caption_ids: Tensor, random: torch.Generator | None, pool: StatePool | None,
-                     stride: int) -> tuple[Tensor, Tensor]:
+def stored_positives(
+    generator: PositiveGenerator,
+    states: Tensor,
+    lengths: Tensor,
+    image_ids: Tensor,
+    caption_ids: Tensor,
+    random: torch.Generator | None,
+    pool: StatePool | None,
+    stride: int,
+) -> tuple[Tensor, Tensor]:
     """``T⁺`` as stored states (B, L', H) float32, zero at padding, and lengths (B,) (module docstring).
 
     ``generator`` edits position ids (it must frame nothing: ``start_id = end_id = None``); ``stride`` exceeds
@@ -87,7 +94,7 @@ def stored_positives(generator: PositiveGenerator, states: Tensor, lengths: Tens
     ids = torch.zeros((len(sizes), width), dtype=torch.long)
     for row, (caption, n) in enumerate(zip(caption_ids.tolist(), sizes)):
         content = content_ids(int(caption), n, stride)
-        ids[row, :len(content)] = torch.tensor(content, dtype=torch.long)
+        ids[row, : len(content)] = torch.tensor(content, dtype=torch.long)
     content_lengths = torch.tensor([max(n - FRAME, 0) for n in sizes], dtype=torch.long)
     edited, edited_lengths, _ = generator(ids, content_lengths, image_ids.cpu(), random, pool=pool)
     cache: dict[int, Tensor] = {}
@@ -95,7 +102,7 @@ def stored_positives(generator: PositiveGenerator, states: Tensor, lengths: Tens
     def caption_states(caption: int) -> Tensor:
         if caption not in cache:
             row = batch.get(caption)
-            cache[caption] = (states[row, :sizes[row]].float() if row is not None else pool.states(caption))
+            cache[caption] = states[row, : sizes[row]].float() if row is not None else pool.states(caption)
         return cache[caption]
 
     out_rows = []
@@ -110,7 +117,7 @@ def stored_positives(generator: PositiveGenerator, states: Tensor, lengths: Tens
     out_lengths = torch.tensor([len(r) for r in out_rows], dtype=torch.long)
     out = states.new_zeros((len(out_rows), int(out_lengths.max()), states.shape[-1]), dtype=torch.float32)
     for row, value in enumerate(out_rows):
-        out[row, :len(value)] = value
+        out[row, : len(value)] = value
     return out.to(states.device), out_lengths.to(lengths.device)
 
 

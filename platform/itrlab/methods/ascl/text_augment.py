@@ -104,9 +104,17 @@ class NegativeGenerator(nn.Module):
         mixture_of: the perturbations ``mixture`` chooses from (a non-empty subset of :data:`MIXTURE_OF`).
     """
 
-    def __init__(self, kind: str = "mixture", sigma: float = 1.0, p: float = 0.5, cutoff_rows: int = 1,
-                 cutoff_cols: int = 1, protect_ends: bool = True, sigma_units: str = "absolute",
-                 mixture_of: Sequence[str] = MIXTURE_OF):
+    def __init__(
+        self,
+        kind: str = "mixture",
+        sigma: float = 1.0,
+        p: float = 0.5,
+        cutoff_rows: int = 1,
+        cutoff_cols: int = 1,
+        protect_ends: bool = True,
+        sigma_units: str = "absolute",
+        mixture_of: Sequence[str] = MIXTURE_OF,
+    ):
         super().__init__()
         self.kind = _check_choice("negative generator", kind, NEGATIVE_GENERATORS)
         self.sigma = check_number("sigma", sigma, ge=0, meaning="the Gaussian noise scale σ")
@@ -122,9 +130,11 @@ class NegativeGenerator(nn.Module):
         self.protect_ends = protect_ends
 
     def extra_repr(self) -> str:
-        return (f"kind={self.kind}, sigma={self.sigma}, sigma_units={self.sigma_units}, p={self.p}, "
-                f"cutoff_rows={self.cutoff_rows}, cutoff_cols={self.cutoff_cols}, protect_ends={self.protect_ends}"
-                + (f", mixture_of={self.mixture_of}" if self.mixture_of != MIXTURE_OF else ""))
+        return (
+            f"kind={self.kind}, sigma={self.sigma}, sigma_units={self.sigma_units}, p={self.p}, "
+            f"cutoff_rows={self.cutoff_rows}, cutoff_cols={self.cutoff_cols}, protect_ends={self.protect_ends}"
+            + (f", mixture_of={self.mixture_of}" if self.mixture_of != MIXTURE_OF else "")
+        )
 
     def span(self, lengths: Tensor, max_len: int) -> tuple[Tensor, Tensor, Tensor]:
         """(first (B,), stop (B,), mask (B, L)): the positions each perturbation may touch."""
@@ -137,8 +147,10 @@ class NegativeGenerator(nn.Module):
 
     def forward(self, embeddings: Tensor, lengths: Tensor, generator: torch.Generator | None = None) -> Tensor:
         if embeddings.dim() != 3 or tuple(lengths.shape) != (embeddings.shape[0],):
-            raise ValueError(f"expected embeddings (B, L, E) and lengths (B,), got {tuple(embeddings.shape)} "
-                             f"and {tuple(lengths.shape)}")
+            raise ValueError(
+                f"expected embeddings (B, L, E) and lengths (B,), got {tuple(embeddings.shape)} "
+                f"and {tuple(lengths.shape)}"
+            )
         lengths = lengths.to(embeddings.device)
         if self.kind in ("mixture", "cutoff"):
             options = self.mixture_of if self.kind == "mixture" else ("token_cutoff", "feature_cutoff")
@@ -199,16 +211,23 @@ class PositiveGenerator(nn.Module):
     ``pool`` maps an image id to further token-id lists of that image (framed or not).
     """
 
-    def __init__(self, kind: str = "mixture", start_id: int | None = 1, end_id: int | None = 2,
-                 max_len: int | None = None, continuation_ids: Collection[int] | None = None):
+    def __init__(
+        self,
+        kind: str = "mixture",
+        start_id: int | None = 1,
+        end_id: int | None = 2,
+        max_len: int | None = None,
+        continuation_ids: Collection[int] | None = None,
+    ):
         super().__init__()
         self.kind = _check_choice("positive generator", kind, POSITIVE_GENERATORS)
         self.start_id = start_id
         self.end_id = end_id
         frame = int(start_id is not None) + int(end_id is not None)
         if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < frame + 1):
-            raise ValueError(f"max_len must be an integer >= {frame + 1} (frame tokens + one word) or None, "
-                             f"got {max_len!r}")
+            raise ValueError(
+                f"max_len must be an integer >= {frame + 1} (frame tokens + one word) or None, got {max_len!r}"
+            )
         self.max_len = max_len
         self.continuation_ids = frozenset(int(i) for i in continuation_ids or ())
 
@@ -228,33 +247,47 @@ class PositiveGenerator(nn.Module):
         """The first ⌈n/2⌉ of the content's n words (a word = a token and its continuation pieces)."""
         starts = [i for i, token in enumerate(content) if i == 0 or token not in self.continuation_ids]
         keep = math.ceil(len(starts) / 2)
-        return content[:starts[keep]] if keep < len(starts) else list(content)
+        return content[: starts[keep]] if keep < len(starts) else list(content)
 
     def frame(self, content: list[int]) -> list[int]:
         if self.max_len is not None:
-            content = content[:self.max_len - int(self.start_id is not None) - int(self.end_id is not None)]
-        return ([self.start_id] if self.start_id is not None else []) + content + (
-            [self.end_id] if self.end_id is not None else [])
+            content = content[: self.max_len - int(self.start_id is not None) - int(self.end_id is not None)]
+        return (
+            ([self.start_id] if self.start_id is not None else [])
+            + content
+            + ([self.end_id] if self.end_id is not None else [])
+        )
 
-    def forward(self, tokens: Tensor, lengths: Tensor, image_ids: Tensor, generator: torch.Generator | None = None,
-                pool: Mapping[int, Sequence[Sequence[int]]] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(
+        self,
+        tokens: Tensor,
+        lengths: Tensor,
+        image_ids: Tensor,
+        generator: torch.Generator | None = None,
+        pool: Mapping[int, Sequence[Sequence[int]]] | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         batch = tokens.shape[0]
         if tokens.dim() != 2 or tuple(lengths.shape) != (batch,) or tuple(image_ids.shape) != (batch,):
-            raise ValueError(f"expected tokens (B, L), lengths (B,) and image_ids (B,), got {tuple(tokens.shape)}, "
-                             f"{tuple(lengths.shape)} and {tuple(image_ids.shape)}")
+            raise ValueError(
+                f"expected tokens (B, L), lengths (B,) and image_ids (B,), got {tuple(tokens.shape)}, "
+                f"{tuple(lengths.shape)} and {tuple(image_ids.shape)}"
+            )
         rows = tokens.detach().cpu().tolist()
         sizes = [int(n) for n in lengths.cpu().tolist()]
         ids = [int(i) for i in image_ids.cpu().tolist()]
         contents = [self.content(row[:n]) for row, n in zip(rows, sizes)]
-        draws = torch.rand((batch, 3), generator=generator,
-                           device=generator.device if generator is not None else "cpu").cpu().tolist()
+        draws = (
+            torch.rand((batch, 3), generator=generator, device=generator.device if generator is not None else "cpu")
+            .cpu()
+            .tolist()
+        )
         out, kinds = [], []
         for b in range(batch):
             want_concat = self.kind == "concat" or (self.kind == "mixture" and draws[b][0] < 0.5)
             candidates = self.candidates(ids[b], contents, ids, pool)
             if want_concat and len(candidates) >= 2:
                 first = min(int(draws[b][1] * len(candidates)), len(candidates) - 1)
-                rest = candidates[:first] + candidates[first + 1:]
+                rest = candidates[:first] + candidates[first + 1 :]
                 second = min(int(draws[b][2] * len(rest)), len(rest) - 1)
                 out.append(self.frame(list(candidates[first]) + list(rest[second])))
                 kinds.append(CONCAT)
@@ -264,13 +297,21 @@ class PositiveGenerator(nn.Module):
         width = max(len(row) for row in out) if out else 0
         padded = torch.zeros((batch, width), dtype=torch.long)
         for b, row in enumerate(out):
-            padded[b, :len(row)] = torch.tensor(row, dtype=torch.long)
+            padded[b, : len(row)] = torch.tensor(row, dtype=torch.long)
         device = tokens.device
-        return (padded.to(device), torch.tensor([len(r) for r in out], dtype=torch.long, device=lengths.device),
-                torch.tensor(kinds, dtype=torch.long, device=device))
+        return (
+            padded.to(device),
+            torch.tensor([len(r) for r in out], dtype=torch.long, device=lengths.device),
+            torch.tensor(kinds, dtype=torch.long, device=device),
+        )
 
-    def candidates(self, image_id: int, contents: list[list[int]], ids: list[int],
-                   pool: Mapping[int, Sequence[Sequence[int]]] | None) -> list[tuple[int, ...]]:
+    def candidates(
+        self,
+        image_id: int,
+        contents: list[list[int]],
+        ids: list[int],
+        pool: Mapping[int, Sequence[Sequence[int]]] | None,
+    ) -> list[tuple[int, ...]]:
         """Distinct (by content) captions of ``image_id``: the batch's, then the pool's, in first-seen order."""
         found = [tuple(c) for c, i in zip(contents, ids) if i == image_id]
         if pool is not None:
@@ -278,5 +319,13 @@ class PositiveGenerator(nn.Module):
         return list(dict.fromkeys(c for c in found if c))
 
 
-__all__ = ["CONCAT", "MIXTURE_OF", "NEGATIVE_GENERATORS", "NegativeGenerator", "POSITIVE_GENERATORS",
-           "PositiveGenerator", "SIGMA_UNITS", "TRUNCATE"]
+__all__ = [
+    "CONCAT",
+    "MIXTURE_OF",
+    "NEGATIVE_GENERATORS",
+    "NegativeGenerator",
+    "POSITIVE_GENERATORS",
+    "PositiveGenerator",
+    "SIGMA_UNITS",
+    "TRUNCATE",
+]

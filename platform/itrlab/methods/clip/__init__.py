@@ -9,9 +9,13 @@ from itrlab.methods.clip import loss_settings  # noqa: F401  (declares its loss'
 from itrlab.methods.registry import METHODS, Paper, register_paper
 
 METHODS.declare("itrlab.methods.clip.method", "clip")
-PAPER = register_paper(Paper(
-    "CLIP", "Learning Transferable Visual Models From Natural Language Supervision (ICML 2021)",
-    "docs/adding-a-method.md"))
+PAPER = register_paper(
+    Paper(
+        "CLIP",
+        "Learning Transferable Visual Models From Natural Language Supervision (ICML 2021)",
+        "docs/adding-a-method.md",
+    )
+)
 
 _EXPORTS = {
     **dict.fromkeys(["LOGIT_SCALE", "SymmetricInfoNCELoss"], "losses"),

@@ -64,8 +64,10 @@ class SymmetricInfoNCELoss(RetrievalLoss):
         """``s = exp(logit_scale)``, a 0-d tensor; ValueError unless the extra is one finite number."""
         logit_scale = sims.get(LOGIT_SCALE)
         if logit_scale.dim() != 0 or not logit_scale.is_floating_point():
-            raise ValueError(f"{LOGIT_SCALE} must be a 0-d floating tensor, got shape {tuple(logit_scale.shape)} "
-                             f"of {logit_scale.dtype}")
+            raise ValueError(
+                f"{LOGIT_SCALE} must be a 0-d floating tensor, got shape {tuple(logit_scale.shape)} "
+                f"of {logit_scale.dtype}"
+            )
         return logit_scale.exp()
 
     def scaled_terms(self, sims: Similarities) -> tuple[Tensor, Tensor, Tensor]:
@@ -88,5 +90,6 @@ class SymmetricInfoNCELoss(RetrievalLoss):
         check_inputs(self, sims)
         image_anchor, caption_anchor, scale = self.scaled_terms(sims)
         i2t, t2i = image_anchor.mean(), caption_anchor.mean()
-        return LossOutput(loss=(i2t + t2i) / 2,
-                          parts={"i2t": i2t.detach(), "t2i": t2i.detach(), "tau": (1 / scale).detach()})
+        return LossOutput(
+            loss=(i2t + t2i) / 2, parts={"i2t": i2t.detach(), "t2i": t2i.detach(), "tau": (1 / scale).detach()}
+        )

@@ -50,8 +50,15 @@ class ClipMethod(DualEncoderMethod):
     settings = ClipSettings
     provides = DualEncoderMethod.provides | {LOGIT_SCALE}
 
-    def __init__(self, model: DualEncoder, loss: nn.Module, max_len: int = 64, *,
-                 init_tau: float = 0.07, max_scale: float = 100.0):
+    def __init__(
+        self,
+        model: DualEncoder,
+        loss: nn.Module,
+        max_len: int = 64,
+        *,
+        init_tau: float = 0.07,
+        max_scale: float = 100.0,
+    ):
         super().__init__(model, loss, max_len)
         self.max_scale = float(max_scale)
         self.logit_scale = nn.Parameter(torch.tensor(math.log(1.0 / init_tau)))
@@ -66,12 +73,15 @@ class ClipMethod(DualEncoderMethod):
         super().validate_config(config)
         settings = cls.method_settings(config)
         if 1.0 / settings.init_tau > settings.max_scale:
-            raise ConfigError("method.init_tau", settings.init_tau,
-                              f"a temperature >= 1/method.max_scale = {1.0 / settings.max_scale:g}: a smaller "
-                              f"one starts above the cap on exp(logit_scale) and would not train")
+            raise ConfigError(
+                "method.init_tau",
+                settings.init_tau,
+                f"a temperature >= 1/method.max_scale = {1.0 / settings.max_scale:g}: a smaller "
+                f"one starts above the cap on exp(logit_scale) and would not train",
+            )
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "ClipMethod":
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> ClipMethod:
         method = super().from_config(config, context)
         settings = cls.method_settings(config)
         method.max_scale = settings.max_scale

@@ -12,9 +12,13 @@ from itrlab.methods.coder import loss_settings  # noqa: F401  (declares its loss
 from itrlab.methods.registry import METHODS, Paper, register_paper
 
 METHODS.declare("itrlab.methods.coder.method", "coder")
-PAPER = register_paper(Paper(
-    "CODER", "CODER: Coupled Diversity-Sensitive Momentum Contrastive Learning for Image-Text Retrieval (ECCV 2022)",
-    "docs/papers/coder.md"))
+PAPER = register_paper(
+    Paper(
+        "CODER",
+        "CODER: Coupled Diversity-Sensitive Momentum Contrastive Learning for Image-Text Retrieval (ECCV 2022)",
+        "docs/papers/coder.md",
+    )
+)
 
 _EXPORTS = {
     **dict.fromkeys(["DCLInstanceLoss", "DCLLoss", "MemoryDCLLoss", "PrototypeClusterLoss"], "losses"),

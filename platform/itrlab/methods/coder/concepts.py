@@ -40,8 +40,9 @@ SIDES = ("image", "text")
 QUERY_NORMS = ("none", "batch")
 
 
-def concept_word_vectors(words: ConceptVocabulary | Sequence[str], source: str = "glove", dim: int = GLOVE_DIM,
-                         seed: int = 0) -> tuple[Tensor, float]:
+def concept_word_vectors(
+    words: ConceptVocabulary | Sequence[str], source: str = "glove", dim: int = GLOVE_DIM, seed: int = 0
+) -> tuple[Tensor, float]:
     """``(X (g, dim) float32, coverage)``: word vectors of the concepts and the share GloVe covers.
 
     ``source="glove"`` (dim must be 50) or ``"random"`` (coverage 0). Missing or random rows are
@@ -64,8 +65,15 @@ def concept_word_vectors(words: ConceptVocabulary | Sequence[str], source: str =
 class ConceptGCN(nn.Module):
     """``Y = LeakyReLU_0.2(A~ X W)`` over the fixed concept graph (S eq. 5; module doc)."""
 
-    def __init__(self, adjacency: Tensor, features: Tensor, out_dim: int, layers: int = 1,
-                 hidden_dim: int | None = None, negative_slope: float = 0.2):
+    def __init__(
+        self,
+        adjacency: Tensor,
+        features: Tensor,
+        out_dim: int,
+        layers: int = 1,
+        hidden_dim: int | None = None,
+        negative_slope: float = 0.2,
+    ):
         super().__init__()
         g = features.shape[0]
         if adjacency.dim() != 2 or adjacency.shape != (g, g):
@@ -78,7 +86,7 @@ class ConceptGCN(nn.Module):
         dims = [features.shape[1], *([hidden] * (layers - 1)), out_dim]
         self.layers = nn.ModuleList(nn.Linear(a, b, bias=False) for a, b in zip(dims[:-1], dims[1:]))
         for layer in self.layers:  # Kipf & Welling's uniform(±1/sqrt(out)), as CVSE's GraphConvolution
-            bound = layer.out_features ** -0.5
+            bound = layer.out_features**-0.5
             nn.init.uniform_(layer.weight, -bound, bound)
         self.act = nn.LeakyReLU(negative_slope)
         self.out_dim = out_dim
@@ -91,9 +99,17 @@ class ConceptGCN(nn.Module):
         return h
 
 
-def build_concept_gcn(vocabulary: ConceptVocabulary, captions: Iterable[str], out_dim: int, *,
-                      graph_eps: float = 0.3, graph_rescale: bool = False, layers: int = 1,
-                      word_vectors: str = "glove", seed: int = 0) -> ConceptGCN:
+def build_concept_gcn(
+    vocabulary: ConceptVocabulary,
+    captions: Iterable[str],
+    out_dim: int,
+    *,
+    graph_eps: float = 0.3,
+    graph_rescale: bool = False,
+    layers: int = 1,
+    word_vectors: str = "glove",
+    seed: int = 0,
+) -> ConceptGCN:
     """The concept GCN of ``vocabulary`` over the TRAINING ``captions`` (graph: S eq. 4-5).
 
     The GloVe coverage of the concepts is stored as ``gcn.word_vector_coverage`` for logging.
@@ -118,8 +134,7 @@ class ConceptEmbedder(nn.Module):
     FC -> BatchNorm), which takes out the component every query shares.
     """
 
-    def __init__(self, gcn: ConceptGCN, smooth: float = 10.0, normalize_scores: bool = False,
-                 query_norm: str = "none"):
+    def __init__(self, gcn: ConceptGCN, smooth: float = 10.0, normalize_scores: bool = False, query_norm: str = "none"):
         super().__init__()
         if query_norm not in QUERY_NORMS:
             raise ValueError(f"query_norm must be one of {QUERY_NORMS}, got {query_norm!r}")
@@ -131,7 +146,9 @@ class ConceptEmbedder(nn.Module):
         nn.init.xavier_uniform_(self.text_proj)
         self.smooth = float(smooth)
         self.normalize_scores = normalize_scores
-        self.query_norm = nn.ModuleDict({side: nn.BatchNorm1d(dim) for side in SIDES}) if query_norm == "batch" else None
+        self.query_norm = (
+            nn.ModuleDict({side: nn.BatchNorm1d(dim) for side in SIDES}) if query_norm == "batch" else None
+        )
 
     def concepts(self) -> Tensor:
         """Y (g, F) from the GCN; unit rows ŷ with ``normalize_scores``."""
@@ -152,8 +169,9 @@ class ConceptEmbedder(nn.Module):
             query, y = F.normalize(query, dim=-1), F.normalize(y, dim=-1)
         return torch.softmax(self.smooth * (query @ proj) @ y.T, dim=-1)
 
-    def forward(self, query: Tensor, side: str, concepts: Tensor | None = None,
-                return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    def forward(
+        self, query: Tensor, side: str, concepts: Tensor | None = None, return_weights: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
         y = self.concepts() if concepts is None else concepts
         weights = self.attention(query, side, y)
         out = weights @ y
@@ -170,10 +188,18 @@ def collapse_figures(embeddings: Tensor, weights: Tensor, side: str) -> dict[str
     n = unit.shape[0]
     pairs = unit.sum(0).pow(2).sum() - unit.pow(2).sum()  # sum over i != j of cos(u_i, u_j)
     weights = weights.detach().float()
-    return {f"attention_top_{side}": weights.max(dim=1).values.mean(),
-            f"attention_entropy_{side}": -torch.special.xlogy(weights, weights).sum(dim=1).mean(),
-            f"concept_cosine_{side}": pairs / max(n * (n - 1), 1)}
+    return {
+        f"attention_top_{side}": weights.max(dim=1).values.mean(),
+        f"attention_entropy_{side}": -torch.special.xlogy(weights, weights).sum(dim=1).mean(),
+        f"concept_cosine_{side}": pairs / max(n * (n - 1), 1),
+    }
 
 
-__all__ = ["ConceptEmbedder", "ConceptGCN", "RANDOM_STD", "build_concept_gcn", "collapse_figures",
-           "concept_word_vectors"]
+__all__ = [
+    "ConceptEmbedder",
+    "ConceptGCN",
+    "RANDOM_STD",
+    "build_concept_gcn",
+    "collapse_figures",
+    "concept_word_vectors",
+]

@@ -6,7 +6,8 @@ PGC clusters ``u = normalise(v̂^I + ŵ^I)``, one vector per training pair, into
 - Cosine similarity on L2-normalised rows (the input is normalised here; zero rows stay zero).
   A centroid is the normalised sum of its members (the mean direction).
 - Init ``"k-means++"`` (D² sampling with D² = 2 - 2 cos, one candidate per step), ``"random"``
-  (K distinct points) or given centroids (a warm start). All random numbers come from a CPU ``torch.Generator`` seeded with
+  (K distinct points) or given centroids (a warm start). All random numbers come from a CPU ``torch.Generator``
+  seeded with
   ``seed``, so the draws are the same on every device. k-means++ costs K sequential passes over
   the data (O(N d) each).
 - Fixed iterations (default 20) of assign-then-update; it stops early only at a fixed point (no
@@ -38,11 +39,11 @@ DEFAULT_BUDGET = 256 * 2**20  # bytes for one chunk's similarity block
 
 @dataclass
 class KMeansResult:
-    centroids: Tensor        # (K, d) float32, unit rows, on the input's device
-    labels: Tensor           # (N,) int64
-    iterations: int          # assign-update iterations run
-    mean_similarity: float   # mean cosine of the points to their centroid in the last assignment
-    reseeded: int            # empty clusters re-seeded, over all iterations
+    centroids: Tensor  # (K, d) float32, unit rows, on the input's device
+    labels: Tensor  # (N,) int64
+    iterations: int  # assign-update iterations run
+    mean_similarity: float  # mean cosine of the points to their centroid in the last assignment
+    reseeded: int  # empty clusters re-seeded, over all iterations
 
 
 def _rows_per_chunk(k: int, budget: int) -> int:
@@ -56,13 +57,14 @@ def assign(x: Tensor, centroids: Tensor, memory_budget: int = DEFAULT_BUDGET) ->
     sims = torch.empty(n, dtype=x.dtype, device=x.device)
     step = _rows_per_chunk(k, memory_budget)
     for start in range(0, n, step):
-        best = (x[start:start + step] @ centroids.T).max(dim=1)
-        sims[start:start + step], labels[start:start + step] = best.values, best.indices
+        best = (x[start : start + step] @ centroids.T).max(dim=1)
+        sims[start : start + step], labels[start : start + step] = best.values, best.indices
     return labels, sims
 
 
-def _cluster_sums(x: Tensor, labels: Tensor, k: int, memory_budget: int,
-                  one_hot: bool | None = None) -> tuple[Tensor, Tensor]:
+def _cluster_sums(
+    x: Tensor, labels: Tensor, k: int, memory_budget: int, one_hot: bool | None = None
+) -> tuple[Tensor, Tensor]:
     """``(sums (K, d), counts (K,))`` of the points of each cluster, deterministically.
 
     ``index_add_`` on the CPU, chunked one-hot products elsewhere (``one_hot`` forces either).
@@ -73,10 +75,10 @@ def _cluster_sums(x: Tensor, labels: Tensor, k: int, memory_budget: int,
     sums = torch.zeros(k, x.shape[1], dtype=x.dtype, device=x.device)
     step = _rows_per_chunk(k, memory_budget)
     for start in range(0, x.shape[0], step):
-        chunk = labels[start:start + step]
+        chunk = labels[start : start + step]
         onehot = torch.zeros(k, chunk.shape[0], dtype=x.dtype, device=x.device)
         onehot[chunk, torch.arange(chunk.shape[0], device=x.device)] = 1.0
-        sums += onehot @ x[start:start + step]
+        sums += onehot @ x[start : start + step]
     return sums, counts
 
 
@@ -91,10 +93,10 @@ def _kmeanspp(x: Tensor, k: int, uniforms: Tensor) -> Tensor:
     for j in range(1, k):
         cum = torch.cumsum(dist.to(acc), dim=0)
         total = cum[-1:]
-        pick = torch.searchsorted(cum, u[j:j + 1] * total, right=True).clamp(max=n - 1)
+        pick = torch.searchsorted(cum, u[j : j + 1] * total, right=True).clamp(max=n - 1)
         # every point at distance 0 (duplicates): fall back to a uniform draw
-        index[j:j + 1] = torch.where(total > 0, pick, torch.clamp((u[j:j + 1] * n).long(), max=n - 1))
-        dist = torch.minimum(dist, (2 - 2 * (x @ x.index_select(0, index[j:j + 1]).T)[:, 0]).clamp_min(0))
+        index[j : j + 1] = torch.where(total > 0, pick, torch.clamp((u[j : j + 1] * n).long(), max=n - 1))
+        dist = torch.minimum(dist, (2 - 2 * (x @ x.index_select(0, index[j : j + 1]).T)[:, 0]).clamp_min(0))
     return index
 
 
@@ -129,8 +131,15 @@ def cluster_count_problem(k: int, n: int) -> str | None:
     return f"must be between 1 and the number of training pairs ({n})"
 
 
-def spherical_kmeans(x: Tensor, k: int, iterations: int = 20, init: str | Tensor = "k-means++", seed: int = 0,
-                     memory_budget: int = DEFAULT_BUDGET, stop_early: bool = True) -> KMeansResult:
+def spherical_kmeans(
+    x: Tensor,
+    k: int,
+    iterations: int = 20,
+    init: str | Tensor = "k-means++",
+    seed: int = 0,
+    memory_budget: int = DEFAULT_BUDGET,
+    stop_early: bool = True,
+) -> KMeansResult:
     """Spherical k-means of the rows of ``x`` (N, d) into ``k`` clusters (module doc).
 
     ``init`` is ``"k-means++"``, ``"random"``, or a (k, d) tensor of starting centroids (a warm
@@ -160,7 +169,7 @@ def spherical_kmeans(x: Tensor, k: int, iterations: int = 20, init: str | Tensor
         centroids = x[_kmeanspp(x, k, torch.rand(k, generator=generator, dtype=torch.float64))].clone()
     previous: Tensor | None = None
     reseeded = 0
-    for it in range(1, iterations + 1):
+    for it in range(1, iterations + 1):  # noqa: B007 - read after the loop: the iterations it ran
         labels, sims = assign(x, centroids, memory_budget)
         counts = torch.bincount(labels, minlength=k)
         moved = _reseed(labels, sims, counts)
@@ -170,8 +179,9 @@ def spherical_kmeans(x: Tensor, k: int, iterations: int = 20, init: str | Tensor
         if stop_early and moved == 0 and previous is not None and torch.equal(labels, previous):
             break
         previous = labels
-    return KMeansResult(centroids=centroids, labels=labels, iterations=it,
-                        mean_similarity=float(sims.mean()), reseeded=reseeded)
+    return KMeansResult(
+        centroids=centroids, labels=labels, iterations=it, mean_similarity=float(sims.mean()), reseeded=reseeded
+    )
 
 
 __all__ = ["INITS", "KMeansResult", "assign", "cluster_count_problem", "spherical_kmeans"]

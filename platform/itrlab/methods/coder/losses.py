@@ -64,8 +64,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from itrlab.methods.coder.loss_settings import Diversity, Eps, Gamma, MdclPositive, Mu  # noqa: F401  (the settings' types)
-
 from itrlab.losses.base import (
     LossOutput,
     RetrievalLoss,
@@ -77,6 +75,7 @@ from itrlab.losses.base import (
     positive_scores,
 )
 from itrlab.losses.registry import register_loss
+from itrlab.methods.coder.loss_settings import Diversity, Eps, Gamma, MdclPositive, Mu  # noqa: F401  (the settings' types)
 
 I2T_MEMORY = "i2t_memory"
 T2I_MEMORY = "t2i_memory"
@@ -155,8 +154,10 @@ def memory_scores(sims: Similarities, name: str) -> Tensor:
     """The (B, M) memory similarities ``name``, checked against the batch and ``memory_image_ids``."""
     scores, ids = sims.get(name), sims.get(MEMORY_IMAGE_IDS)
     if ids.dim() != 1 or scores.dim() != 2 or tuple(scores.shape) != (sims.batch_size, ids.shape[0]):
-        raise ValueError(f"{name} must have shape (B, M) = ({sims.batch_size}, {ids.shape[0]}) to match i2t and "
-                         f"{MEMORY_IMAGE_IDS} {tuple(ids.shape)}, got {tuple(scores.shape)}")
+        raise ValueError(
+            f"{name} must have shape (B, M) = ({sims.batch_size}, {ids.shape[0]}) to match i2t and "
+            f"{MEMORY_IMAGE_IDS} {tuple(ids.shape)}, got {tuple(scores.shape)}"
+        )
     return scores
 
 
@@ -169,7 +170,8 @@ def momentum_positive(sims: Similarities, name: str) -> Tensor:
 
 
 def anchor_diversities(sims: Similarities, kind: str, eps: float, use_memory: bool) -> tuple[Tensor, Tensor]:
-    """(B,) diversities of the image anchors and of the caption anchors (docs/papers/coder.md §A2; A3 with ``use_memory``)."""
+    """(B,) diversities of the image anchors and of the caption anchors (docs/papers/coder.md §A2; A3 with
+    ``use_memory``)."""
     scores, negatives = sims.i2t, negative_mask(sims.image_ids)
     positive = positive_scores(scores)
     image = diversity(scores, negatives, kind, eps, positive)
@@ -192,8 +194,9 @@ def dcl_term(positive: Tensor, scores: Tensor, negatives: Tensor, mu: float, gam
     """
     logits = (scores - gamma) / (mu * div.unsqueeze(1))
     one = torch.ones_like(negatives[:, :1])
-    spread = masked_logsumexp(torch.cat([torch.zeros_like(logits[:, :1]), logits], dim=1),
-                              torch.cat([one, negatives], dim=1), dim=1)
+    spread = masked_logsumexp(
+        torch.cat([torch.zeros_like(logits[:, :1]), logits], dim=1), torch.cat([one, negatives], dim=1), dim=1
+    )
     return mu * (spread - torch.log((1 + positive).clamp(min=MIN_POSITIVE)))
 
 
@@ -242,8 +245,10 @@ class DCLLoss(RetrievalLoss):
         scores, negatives = sims.i2t, negative_mask(sims.image_ids)
         positive = positive_scores(scores)
         image_div, caption_div = anchor_diversities(sims, self.div, self.eps, self.memory_div)
-        return (dcl_term(positive, scores, negatives, self.mu, self.gamma, image_div),
-                dcl_term(positive, scores.T, negatives.T, self.mu, self.gamma, caption_div))
+        return (
+            dcl_term(positive, scores, negatives, self.mu, self.gamma, image_div),
+            dcl_term(positive, scores.T, negatives.T, self.mu, self.gamma, caption_div),
+        )
 
     def extra_repr(self) -> str:
         return f"mu={self.mu}, gamma={self.gamma}, eps={self.eps}, div={self.div!r}, memory_div={self.memory_div}"
@@ -313,8 +318,10 @@ class MemoryDCLLoss(DCLLoss):
         else:
             image_pos = caption_pos = positive_scores(sims.i2t)
         image_div, caption_div = anchor_diversities(sims, self.div, self.eps, self.memory_div)
-        return (dcl_term(image_pos, memory_scores(sims, I2T_MEMORY), negatives, self.mu, self.gamma, image_div),
-                dcl_term(caption_pos, memory_scores(sims, T2I_MEMORY), negatives, self.mu, self.gamma, caption_div))
+        return (
+            dcl_term(image_pos, memory_scores(sims, I2T_MEMORY), negatives, self.mu, self.gamma, image_div),
+            dcl_term(caption_pos, memory_scores(sims, T2I_MEMORY), negatives, self.mu, self.gamma, caption_div),
+        )
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, positive={self.positive!r}"
@@ -325,7 +332,8 @@ class PrototypeClusterLoss(RetrievalLoss):
     """PGC (C eq. 7; docs/papers/coder.md §A4): ``L = CE(P_v, z) + CE(P_w, z)`` with a shared prototype head.
 
     Reads ``image_cluster_logits`` / ``caption_cluster_logits`` (B, K) (``P^C v^C`` / ``P^C w^C``, or
-    the cosines over a temperature the method's prototypes give; the softmax is inside the cross-entropy) and ``cluster_labels`` (B,), integer, ``-1`` (any
+    the cosines over a temperature the method's prototypes give; the softmax is inside the cross-entropy) and
+    ``cluster_labels`` (B,), integer, ``-1`` (any
     negative) = no label yet. Each modality's term is a mean over the ``B`` pairs, an unlabelled
     pair adding 0 (a batch with no label gives 0 and a zero gradient, never NaN). No parameters.
     Parts: ``image`` (``L^v``), ``caption`` (``L^w``) and ``labelled`` (fraction of pairs with a label).
@@ -342,8 +350,10 @@ class PrototypeClusterLoss(RetrievalLoss):
         check_inputs(self, sims)
         labels = sims.get(CLUSTER_LABELS)
         if labels.is_floating_point() or labels.is_complex() or tuple(labels.shape) != (sims.batch_size,):
-            raise ValueError(f"{CLUSTER_LABELS} must be integer of shape ({sims.batch_size},), "
-                             f"got {labels.dtype} {tuple(labels.shape)}")
+            raise ValueError(
+                f"{CLUSTER_LABELS} must be integer of shape ({sims.batch_size},), "
+                f"got {labels.dtype} {tuple(labels.shape)}"
+            )
         labelled = labels >= 0
         target = torch.where(labelled, labels, torch.zeros_like(labels)).long()
         terms = []
@@ -354,13 +364,33 @@ class PrototypeClusterLoss(RetrievalLoss):
             ce = F.cross_entropy(logits, target, reduction="none")
             terms.append(torch.where(labelled, ce, torch.zeros_like(ce)).mean())
         image, caption = terms
-        return LossOutput(loss=image + caption, parts={"image": image.detach(), "caption": caption.detach(),
-                                                      "labelled": labelled.to(image.dtype).mean().detach()})
+        return LossOutput(
+            loss=image + caption,
+            parts={
+                "image": image.detach(),
+                "caption": caption.detach(),
+                "labelled": labelled.to(image.dtype).mean().detach(),
+            },
+        )
 
 
 __all__ = [
-    "CAPTION_CLUSTER_LOGITS", "CLUSTER_LABELS", "DIVERSITY_KINDS", "I2T_MEMORY", "I2T_MOMENTUM_POS",
-    "IMAGE_CLUSTER_LOGITS", "MEMORY_IMAGE_IDS", "T2I_MEMORY", "T2I_MOMENTUM_POS",
-    "DCLInstanceLoss", "DCLLoss", "MemoryDCLLoss", "PrototypeClusterLoss",
-    "anchor_diversities", "averaged_diversity", "dcl_term", "diversity", "memory_negative_mask",
+    "CAPTION_CLUSTER_LOGITS",
+    "CLUSTER_LABELS",
+    "DIVERSITY_KINDS",
+    "I2T_MEMORY",
+    "I2T_MOMENTUM_POS",
+    "IMAGE_CLUSTER_LOGITS",
+    "MEMORY_IMAGE_IDS",
+    "T2I_MEMORY",
+    "T2I_MOMENTUM_POS",
+    "DCLInstanceLoss",
+    "DCLLoss",
+    "MemoryDCLLoss",
+    "PrototypeClusterLoss",
+    "anchor_diversities",
+    "averaged_diversity",
+    "dcl_term",
+    "diversity",
+    "memory_negative_mask",
 ]

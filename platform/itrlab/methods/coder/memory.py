@@ -35,12 +35,14 @@ class MomentumQueue(nn.Module):
         images, captions, image_ids = gather_from_all(images), gather_from_all(captions), gather_from_all(image_ids)
         batch = images.shape[0]
         if self.size % batch:
-            raise ValueError(f"the queue size ({self.size}) must be a multiple of the enqueued batch ({batch} "
-                             "pairs: train.batch_size times the number of workers)")
+            raise ValueError(
+                f"the queue size ({self.size}) must be a multiple of the enqueued batch ({batch} "
+                "pairs: train.batch_size times the number of workers)"
+            )
         start = int(self.pointer)
-        self.images[start:start + batch] = images.to(self.images.dtype)
-        self.captions[start:start + batch] = captions.to(self.captions.dtype)
-        self.image_ids[start:start + batch] = image_ids
+        self.images[start : start + batch] = images.to(self.images.dtype)
+        self.captions[start : start + batch] = captions.to(self.captions.dtype)
+        self.image_ids[start : start + batch] = image_ids
         self.pointer.fill_((start + batch) % self.size)
 
     @property

@@ -49,16 +49,16 @@ from itrlab.losses import LOSSES, LossOutput, Similarities, build_loss
 from itrlab.losses.parts import PartBound
 from itrlab.methods.base import MethodSettings, mark_reinitialised, task_loss_requires, union
 from itrlab.methods.coder import losses as D
+from itrlab.methods.coder.concepts import ConceptEmbedder, ConceptGCN, collapse_figures
+from itrlab.methods.coder.kmeans import cluster_count_problem
+from itrlab.methods.coder.memory import MomentumQueue
+from itrlab.methods.coder.prototypes import ClusterPrototypes, Reset
 from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import DualEncoderMethod
 from itrlab.methods.registry import register_method
-from itrlab.methods.coder.concepts import ConceptEmbedder, ConceptGCN, collapse_figures
 from itrlab.models.ema import ema_update_, momentum_copy
-from itrlab.methods.coder.kmeans import cluster_count_problem
-from itrlab.methods.coder.memory import MomentumQueue
 from itrlab.models.pooling import MeanPooling, build_pooling
 from itrlab.numbers import Flag, number
-from itrlab.methods.coder.prototypes import ClusterPrototypes, Reset
 
 
 class CoderSettings(MethodSettings):
@@ -141,13 +141,17 @@ def check_dcl_nulls(settings: CoderSettings, loss_name: str, is_dcl: bool, term:
     takes the instance DCL's value."""
     for key in keys:
         if getattr(settings, f"{term}_{key}") is None and not is_dcl:
-            raise ConfigError(f"method.{term}_{key}", None, f"null takes the instance DCL's {key}, and the instance loss "
-                                                            f"({loss_name}) is not a DCL: give a value")
+            raise ConfigError(
+                f"method.{term}_{key}",
+                None,
+                f"null takes the instance DCL's {key}, and the instance loss ({loss_name}) is not a DCL: give a value",
+            )
 
 
 def dcl_settings(settings: CoderSettings, loss: nn.Module, term: str, keys: tuple[str, ...]) -> dict:
     """The settings ``keys`` of the ``term`` DCL (``mdcl``, ``concept``): ``method.<term>_<key>``, a null
-    taking the value of the instance DCL ``loss`` (as built); ConfigError when null has no instance DCL to take it from."""
+    taking the value of the instance DCL ``loss`` (as built); ConfigError when null has no instance DCL to take it
+    from."""
     instance = instance_dcl(loss)
     check_dcl_nulls(settings, getattr(loss, "name", type(loss).__name__), instance is not None, term, keys)
     given = {key: getattr(settings, f"{term}_{key}") for key in keys}
@@ -158,24 +162,37 @@ def dcl_settings(settings: CoderSettings, loss: nn.Module, term: str, keys: tupl
 class CoderMethod(DualEncoderMethod):
     name = "coder"
     settings = CoderSettings
-    group_refusal = ("it keeps state outside its parameters (the momentum encoder's queues and the concept memory, "
-                     "updated after each step, and k-means prototypes re-clustered each epoch)")
+    group_refusal = (
+        "it keeps state outside its parameters (the momentum encoder's queues and the concept memory, "
+        "updated after each step, and k-means prototypes re-clustered each epoch)"
+    )
     # the dual encoder's similarities, and the memory banks' (M-DCL, MB's memory diversity)
     provides = DualEncoderMethod.provides | frozenset(D.MEMORY_SCORES) | frozenset(D.MOMENTUM_POSITIVES)
     # PGC's cross-entropies (eq. 7) and the concept branch's collapse figures (concepts.collapse_figures);
     # DCL's terms (instance, mdcl, concept) can go below zero: no floor
     part_bounds = {
-        **dict.fromkeys(("pgc", "pgc_image", "pgc_caption"),
-                        PartBound(0.0, "ln K: uniform over the K clusters; 0 before the first clustering (epoch 1)")),
-        "pgc_labelled": PartBound(0.0, "the share of pairs with a cluster label (0 before the first clustering)",
-                                  statistic=True),
+        **dict.fromkeys(
+            ("pgc", "pgc_image", "pgc_caption"),
+            PartBound(0.0, "ln K: uniform over the K clusters; 0 before the first clustering (epoch 1)"),
+        ),
+        "pgc_labelled": PartBound(
+            0.0, "the share of pairs with a cluster label (0 before the first clustering)", statistic=True
+        ),
         "pgc_prototype_cosine": PartBound(plateau="the prototypes' mean cosine; 1: all alike", statistic=True),
-        **{f"attention_top_{side}": PartBound(plateau="1: one concept per sample (collapse)", statistic=True)
-           for side in ("image", "caption")},
-        **{f"attention_entropy_{side}": PartBound(0.0, "0: one concept per sample (collapse); ln g: uniform",
-                                                  statistic=True) for side in ("image", "caption")},
-        **{f"concept_cosine_{side}": PartBound(plateau="1: all concept embeddings alike (collapse)", statistic=True)
-           for side in ("image", "caption")},
+        **{
+            f"attention_top_{side}": PartBound(plateau="1: one concept per sample (collapse)", statistic=True)
+            for side in ("image", "caption")
+        },
+        **{
+            f"attention_entropy_{side}": PartBound(
+                0.0, "0: one concept per sample (collapse); ln g: uniform", statistic=True
+            )
+            for side in ("image", "caption")
+        },
+        **{
+            f"concept_cosine_{side}": PartBound(plateau="1: all concept embeddings alike (collapse)", statistic=True)
+            for side in ("image", "caption")
+        },
     }
 
     @classmethod
@@ -183,8 +200,11 @@ class CoderMethod(DualEncoderMethod):
         super().validate_config(config)
         settings = cls.method_settings(config)
         if cls.uses_memory(config, settings) and settings.queue_size % config.train.batch_size:
-            raise ConfigError("method.queue_size", settings.queue_size,
-                              f"must be a multiple of train.batch_size ({config.train.batch_size}): whole batches are enqueued")
+            raise ConfigError(
+                "method.queue_size",
+                settings.queue_size,
+                f"must be a multiple of train.batch_size ({config.train.batch_size}): whole batches are enqueued",
+            )
         if settings.pgc and not settings.concepts:
             raise ConfigError("method.pgc", True, "PGC classifies concept embeddings: it needs method.concepts=true")
         is_dcl = issubclass(LOSSES[config.loss.name], D.DCLLoss)  # the class: no loss is built to check a config
@@ -207,17 +227,21 @@ class CoderMethod(DualEncoderMethod):
         if problem:
             raise ConfigError("method.K", settings.K, problem)
         if cls.uses_memory(config, settings) and settings.queue_size > pairs:
-            raise ConfigError("method.queue_size", settings.queue_size,
-                              f"must be at most the number of training pairs ({pairs})")
+            raise ConfigError(
+                "method.queue_size", settings.queue_size, f"must be at most the number of training pairs ({pairs})"
+            )
         captions = config.dataset.root / f"{config.dataset.splits.train}_caps.txt"
         if settings.concepts and captions.is_file():  # synthetic data not generated yet: checked in prepare
             words = distinct_words(captions)
             if settings.concept_size > words:
-                raise ConfigError("method.concept_size", settings.concept_size,
-                                  f"must be at most the number of distinct words of the training captions ({words})")
+                raise ConfigError(
+                    "method.concept_size",
+                    settings.concept_size,
+                    f"must be at most the number of distinct words of the training captions ({words})",
+                )
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "CoderMethod":
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> CoderMethod:
         method = super().from_config(config, context)
         method.setup(cls.method_settings(config), context, config)
         return method
@@ -231,27 +255,40 @@ class CoderMethod(DualEncoderMethod):
             self.momentum_model = momentum_copy(self.model)
             self.queue = MomentumQueue(settings.queue_size, dim)
         if settings.mdcl:
-            self.mdcl_loss = build_loss("mdcl", positive=settings.mdcl_positive,
-                                        **dcl_settings(settings, self.loss, "mdcl", MDCL_KEYS))
+            self.mdcl_loss = build_loss(
+                "mdcl", positive=settings.mdcl_positive, **dcl_settings(settings, self.loss, "mdcl", MDCL_KEYS)
+            )
         if settings.concepts:
             self.concept_fc = nn.Linear(context.feature_dim, dim)
             self.text_concept_pool = build_pooling(config.model.text.pooling)
             self.text_concept_fc = nn.Linear(dim, dim)
             g = settings.concept_size
             gcn = ConceptGCN(torch.eye(g), torch.zeros(g, 50), dim, layers=settings.gcn_layers)
-            self.concept_embedder = ConceptEmbedder(gcn, smooth=settings.concept_smooth,
-                                                    normalize_scores=settings.concept_attention_normalise,
-                                                    query_norm=settings.concept_query_norm)
-            self.concept_loss = build_loss("dcl", div=settings.concept_div,
-                                           **dcl_settings(settings, self.loss, "concept", CONCEPT_DCL_KEYS))
+            self.concept_embedder = ConceptEmbedder(
+                gcn,
+                smooth=settings.concept_smooth,
+                normalize_scores=settings.concept_attention_normalise,
+                query_norm=settings.concept_query_norm,
+            )
+            self.concept_loss = build_loss(
+                "dcl", div=settings.concept_div, **dcl_settings(settings, self.loss, "concept", CONCEPT_DCL_KEYS)
+            )
         # the caption embedding and the concept query pool one projection of the mean stored state
         # (caption_features); a mean has no weights, so the two poolings are the same function
         self.pooled_once = bool(getattr(self.model.text_encoder, "mean_first", False)) and (
-            not settings.concepts or isinstance(self.text_concept_pool, MeanPooling))
+            not settings.concepts or isinstance(self.text_concept_pool, MeanPooling)
+        )
         if settings.pgc:
             n_pairs = context.n_train_captions or settings.K
-            self.prototypes = ClusterPrototypes(n_pairs, dim, settings.K, settings.kmeans_iterations, seed=config.seed,
-                                                temperature=settings.pgc_temperature, reset=settings.pgc_reset)
+            self.prototypes = ClusterPrototypes(
+                n_pairs,
+                dim,
+                settings.K,
+                settings.kmeans_iterations,
+                seed=config.seed,
+                temperature=settings.pgc_temperature,
+                reset=settings.pgc_reset,
+            )
             self.pgc_loss = build_loss("pgc")
         self.eval_batch_size = config.eval.batch_size
         self._pending: tuple[Tensor, Tensor, Tensor] | None = None
@@ -281,26 +318,36 @@ class CoderMethod(DualEncoderMethod):
             if saved is not None:
                 vocabulary.save(saved)
         gcn = self.concept_embedder.gcn
-        gcn.adjacency.copy_(cooccurrence_graph(captions, vocabulary, graph_eps=settings.graph_eps,
-                                               rescale=settings.graph_rescale))
+        gcn.adjacency.copy_(
+            cooccurrence_graph(captions, vocabulary, graph_eps=settings.graph_eps, rescale=settings.graph_rescale)
+        )
         features, coverage = concept_word_vectors(vocabulary, source=settings.word_vectors)
         gcn.features.copy_(features)
-        context.notes["concepts"] = {"concept_words": float(len(vocabulary)), "concept_glove_coverage": coverage,
-                                     "concept_graph_edges": float((gcn.adjacency > 0).sum() - len(vocabulary))}
+        context.notes["concepts"] = {
+            "concept_words": float(len(vocabulary)),
+            "concept_glove_coverage": coverage,
+            "concept_graph_edges": float((gcn.adjacency > 0).sum() - len(vocabulary)),
+        }
 
     # ------------------------------------------------------------------ embeddings
 
-    def image_concepts(self, images: Tensor, y: Tensor | None = None,
-                       return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    def image_concepts(
+        self, images: Tensor, y: Tensor | None = None, return_weights: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
         """Unit v^C (B, F) of eq. 2 (and the attention, (B, g)); the query (docs/papers/coder.md §A7.4) pools
         a separate region FC with the instance encoder's pooling module."""
         n_regions = images.new_full((images.size(0),), images.size(1), dtype=torch.long)
         query = self.model.image_encoder.pool(self.concept_fc(images), n_regions)
         return self._unit(self.concept_embedder(query, "image", y, return_weights=True), return_weights)
 
-    def caption_concepts(self, tokens: Tensor, lengths: Tensor, y: Tensor | None = None,
-                         pooled_words: Tensor | None = None,
-                         return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    def caption_concepts(
+        self,
+        tokens: Tensor,
+        lengths: Tensor,
+        y: Tensor | None = None,
+        pooled_words: Tensor | None = None,
+        return_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         """Unit w^C (B, F) of eq. 2 (and the attention); the query is a separate FC over the instance text
         encoder's word features pooled by a separate pooling (given, or computed from the tokens by
         :meth:`caption_features`)."""
@@ -325,8 +372,9 @@ class CoderMethod(DualEncoderMethod):
         words = encoder.word_features(tokens, lengths)
         query = None
         if settings.concepts:
-            query = self.text_concept_pool(words if settings.concept_text_gradient else words.detach(),
-                                           lengths.to(words.device))
+            query = self.text_concept_pool(
+                words if settings.concept_text_gradient else words.detach(), lengths.to(words.device)
+            )
         return encoder.pool_features(words, lengths), query
 
     @staticmethod
@@ -354,22 +402,34 @@ class CoderMethod(DualEncoderMethod):
         if settings.concepts:
             y = self.concept_embedder.concepts()  # one GCN pass for both sides
             image_c, image_a = self.image_concepts(batch.images, y, return_weights=True)
-            caption_c, caption_a = self.caption_concepts(batch.tokens, batch.lengths, y, pooled_words,
-                                                         return_weights=True)
-            parts.update(collapse_figures(image_c, image_a, "image") | collapse_figures(caption_c, caption_a, "caption"))
+            caption_c, caption_a = self.caption_concepts(
+                batch.tokens, batch.lengths, y, pooled_words, return_weights=True
+            )
+            parts.update(
+                collapse_figures(image_c, image_a, "image") | collapse_figures(caption_c, caption_a, "caption")
+            )
             concept_sims = Similarities(image_c @ caption_c.T, batch.image_ids)
             concept = self.concept_loss(concept_sims).loss
             if settings.concept_both_ways:
                 concept = concept + self.concept_loss(Similarities(concept_sims.i2t.T, batch.image_ids)).loss
             total, parts["concept"] = total + concept, concept.detach()
             if settings.pgc:
-                pgc = self.pgc_loss(concept_sims.with_extras(**{
-                    D.IMAGE_CLUSTER_LOGITS: self.prototypes.logits(image_c),
-                    D.CAPTION_CLUSTER_LOGITS: self.prototypes.logits(caption_c),
-                    D.CLUSTER_LABELS: self.prototypes.labels_of(batch.caption_ids)}))
+                pgc = self.pgc_loss(
+                    concept_sims.with_extras(
+                        **{
+                            D.IMAGE_CLUSTER_LOGITS: self.prototypes.logits(image_c),
+                            D.CAPTION_CLUSTER_LOGITS: self.prototypes.logits(caption_c),
+                            D.CLUSTER_LABELS: self.prototypes.labels_of(batch.caption_ids),
+                        }
+                    )
+                )
                 total, parts["pgc"] = total + pgc.loss, pgc.loss.detach()
-                parts.update(pgc_image=pgc.parts["image"], pgc_caption=pgc.parts["caption"],
-                             pgc_labelled=pgc.parts["labelled"], pgc_prototype_cosine=self.prototypes.mean_cosine())
+                parts.update(
+                    pgc_image=pgc.parts["image"],
+                    pgc_caption=pgc.parts["caption"],
+                    pgc_labelled=pgc.parts["labelled"],
+                    pgc_prototype_cosine=self.prototypes.mean_cosine(),
+                )
         return LossOutput(total, parts), sims
 
     @torch.no_grad()
@@ -382,10 +442,13 @@ class CoderMethod(DualEncoderMethod):
         self._pending = (key_images, key_captions, batch.image_ids)
         memory_images = torch.cat([key_images, self.queue.images])
         memory_captions = torch.cat([key_captions, self.queue.captions])
-        return {D.I2T_MEMORY: image_emb @ memory_captions.T, D.T2I_MEMORY: caption_emb @ memory_images.T,
-                D.MEMORY_IMAGE_IDS: torch.cat([batch.image_ids, self.queue.image_ids]),
-                D.I2T_MOMENTUM_POS: (image_emb * key_captions).sum(-1),
-                D.T2I_MOMENTUM_POS: (caption_emb * key_images).sum(-1)}
+        return {
+            D.I2T_MEMORY: image_emb @ memory_captions.T,
+            D.T2I_MEMORY: caption_emb @ memory_images.T,
+            D.MEMORY_IMAGE_IDS: torch.cat([batch.image_ids, self.queue.image_ids]),
+            D.I2T_MOMENTUM_POS: (image_emb * key_captions).sum(-1),
+            D.T2I_MOMENTUM_POS: (caption_emb * key_images).sum(-1),
+        }
 
     @torch.no_grad()
     def after_step(self, step: int, total_steps: int) -> None:
@@ -401,18 +464,32 @@ class CoderMethod(DualEncoderMethod):
         """PGC: recluster the training pairs before every epoch from the second (once per epoch)."""
         super().set_epoch(epoch)
         settings = self.settings_
-        if settings.pgc and epoch >= 2 and int(self.prototypes.clustered_epoch) != epoch and self._train_split is not None:
+        if (
+            settings.pgc
+            and epoch >= 2
+            and int(self.prototypes.clustered_epoch) != epoch
+            and self._train_split is not None
+        ):
             encoder = self.momentum_model if self.uses_memory_ else self.model
-            images, captions = self.encode_split(self._train_split, self._vocab, self.eval_batch_size,
-                                                 encoder.encode_images, encoder.encode_captions)
+            images, captions = self.encode_split(
+                self._train_split, self._vocab, self.eval_batch_size, encoder.encode_images, encoder.encode_captions
+            )
             per_caption = images.repeat_interleave(self._train_split.captions_per_image, dim=0)
             y = self.concept_embedder.concepts()  # the prototypes score concept embeddings: start them there
-            image_c, caption_c = self.encode_split(self._train_split, self._vocab, self.eval_batch_size,
-                                                   lambda b: self.image_concepts(b, y),
-                                                   lambda t, n: self.caption_concepts(t, n, y))
+            image_c, caption_c = self.encode_split(
+                self._train_split,
+                self._vocab,
+                self.eval_batch_size,
+                lambda b: self.image_concepts(b, y),
+                lambda t, n: self.caption_concepts(t, n, y),
+            )
             self.last_clustering = self.prototypes.recluster(
-                per_caption, captions, epoch,
-                image_c.repeat_interleave(self._train_split.captions_per_image, dim=0), caption_c)
+                per_caption,
+                captions,
+                epoch,
+                image_c.repeat_interleave(self._train_split.captions_per_image, dim=0),
+                caption_c,
+            )
             mark_reinitialised(self.prototypes.prototypes.weight)  # Adam's moments of the old ids mean nothing now
 
     # ------------------------------------------------------------------ evaluation
@@ -431,8 +508,9 @@ class CoderMethod(DualEncoderMethod):
 
     def embed_captions(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """The caption counterpart of :meth:`embed_images`."""
-        return self._joint(self.model.encode_captions(tokens, lengths),
-                           lambda y: self.caption_concepts(tokens, lengths, y))
+        return self._joint(
+            self.model.encode_captions(tokens, lengths), lambda y: self.caption_concepts(tokens, lengths, y)
+        )
 
     def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
         return dense_score_fn(*self.embed_split(split, vocab, batch_size))

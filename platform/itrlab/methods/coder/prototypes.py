@@ -27,7 +27,6 @@ from torch import Tensor, nn
 
 from itrlab.methods.coder.kmeans import spherical_kmeans
 
-
 Reset = Literal["cluster_mean", "random"]  # where the prototypes restart after a reclustering
 RESETS = get_args(Reset)
 
@@ -38,8 +37,16 @@ class ClusterPrototypes(nn.Module):
     a reclustering, ``cluster_mean`` (the unit mean of the cluster's concept embeddings) or ``random``
     (unit rows drawn with ``seed + epoch``)."""
 
-    def __init__(self, n_pairs: int, dim: int, k: int, iterations: int = 20, seed: int = 0,
-                 temperature: float | None = None, reset: str = "cluster_mean"):
+    def __init__(
+        self,
+        n_pairs: int,
+        dim: int,
+        k: int,
+        iterations: int = 20,
+        seed: int = 0,
+        temperature: float | None = None,
+        reset: str = "cluster_mean",
+    ):
         super().__init__()
         if temperature is not None and not temperature > 0:
             raise ValueError(f"the PGC temperature must be > 0 (or None), got {temperature!r}")
@@ -70,8 +77,14 @@ class ClusterPrototypes(nn.Module):
         return self.labels[pair_ids.to(self.labels.device)]
 
     @torch.no_grad()
-    def recluster(self, image_embeddings: Tensor, caption_embeddings: Tensor, epoch: int,
-                  image_concepts: Tensor | None = None, caption_concepts: Tensor | None = None) -> dict[str, float]:
+    def recluster(
+        self,
+        image_embeddings: Tensor,
+        caption_embeddings: Tensor,
+        epoch: int,
+        image_concepts: Tensor | None = None,
+        caption_concepts: Tensor | None = None,
+    ) -> dict[str, float]:
         """k-means on ``normalise(v̂ + ŵ)`` of every training pair (rows aligned): new labels; P^C reset at
         each cluster's unit mean of ``normalise(v^C + w^C)`` (the concept embeddings it scores; without them,
         at the k-means centroids), or at random unit rows (``reset="random"``)."""
@@ -82,8 +95,9 @@ class ClusterPrototypes(nn.Module):
         prototypes = result.centroids
         if self.reset == "random":
             generator = torch.Generator().manual_seed(self.seed + epoch)
-            prototypes = F.normalize(torch.randn(self.prototypes.weight.shape, generator=generator,
-                                                 dtype=torch.float64), dim=1)
+            prototypes = F.normalize(
+                torch.randn(self.prototypes.weight.shape, generator=generator, dtype=torch.float64), dim=1
+            )
         elif image_concepts is not None and caption_concepts is not None:
             c = F.normalize(F.normalize(image_concepts, dim=1) + F.normalize(caption_concepts, dim=1), dim=1)
             sums = torch.zeros(self.k, c.shape[1], dtype=c.dtype, device=c.device).index_add_(0, labels.to(c.device), c)

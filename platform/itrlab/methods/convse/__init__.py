@@ -8,9 +8,9 @@ from itrlab.methods.convse import loss_settings  # noqa: F401  (declares its los
 from itrlab.methods.registry import METHODS, Paper, register_paper
 
 METHODS.declare("itrlab.methods.convse.method", "mvn", "convse", "convsepp")
-PAPER = register_paper(Paper(
-    "ConVSE", "Contrastive Learning of Visual-Semantic Embeddings (Jain and Verma)",
-    "docs/papers/convse.md"))
+PAPER = register_paper(
+    Paper("ConVSE", "Contrastive Learning of Visual-Semantic Embeddings (Jain and Verma)", "docs/papers/convse.md")
+)
 
 _EXPORTS = {
     **dict.fromkeys(["ContrastiveMaxOfNegativesLoss", "ContrastiveSumOfNegativesLoss", "MultimodalNCELoss"], "losses"),

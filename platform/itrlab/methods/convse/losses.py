@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from itrlab.losses.registry import register_loss
 from itrlab.losses.base import (
     RetrievalLoss,
     Similarities,
@@ -20,6 +19,7 @@ from itrlab.losses.base import (
     negative_mask,
     positive_scores,
 )
+from itrlab.losses.registry import register_loss
 
 
 @register_loss

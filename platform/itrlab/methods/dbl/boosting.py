@@ -38,7 +38,6 @@ from itrlab.methods.dbl.cooperative_loss import COOPERATIVE_LOSSES, CooperativeL
 from itrlab.methods.dbl.soft_margin import D_X, D_Y, gamma_sa, gamma_sa_negative
 from itrlab.methods.dbl.strategies import DBL_STRATEGIES, strategy_settings  # noqa: F401  (re-exported)
 
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -233,10 +232,7 @@ class AbsoluteSumLoss(_AbsoluteLoss):
         neg_i2t = masked_sum(negative, negatives, dim=1)
         neg_t2i = masked_sum(negative, negatives, dim=0)
         return self.output(
-            pos_i2t + neg_i2t,
-            pos_t2i + neg_t2i,
-            positive=(pos_i2t + pos_t2i).sum(),
-            negative=(neg_i2t + neg_t2i).sum(),
+            pos_i2t + neg_i2t, pos_t2i + neg_t2i, positive=(pos_i2t + pos_t2i).sum(), negative=(neg_i2t + neg_t2i).sum()
         )
 
 
@@ -279,10 +275,7 @@ class AbsoluteMaxLoss(_AbsoluteLoss):
         pos_i2t, pos_t2i = torch.where(row_has, positive, zero), torch.where(col_has, positive, zero)
         neg_i2t, neg_t2i = torch.where(row_has, hinge(neg_row), zero), torch.where(col_has, hinge(neg_col), zero)
         return self.output(
-            pos_i2t + neg_i2t,
-            pos_t2i + neg_t2i,
-            positive=(pos_i2t + pos_t2i).sum(),
-            negative=(neg_i2t + neg_t2i).sum(),
+            pos_i2t + neg_i2t, pos_t2i + neg_t2i, positive=(pos_i2t + pos_t2i).sum(), negative=(neg_i2t + neg_t2i).sum()
         )
 
 
@@ -303,6 +296,7 @@ class BoostingCombinationLoss(BoostingLoss):
     """
 
     name = "dbl"
+
     def __init__(self, relative: str, absolute: str, gamma: float, alpha: float, soft: bool, hardest: str):
         super().__init__()
         self.relative, self.absolute = relative, absolute

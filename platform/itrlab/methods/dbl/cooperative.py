@@ -32,12 +32,12 @@ import torch
 from torch import nn
 
 from itrlab.data import Batch, PrecompSplit, Vocabulary
-from itrlab.eval import ScoreFn
 from itrlab.errors import UserInputError
+from itrlab.eval import ScoreFn
 from itrlab.files import load_tensors
 from itrlab.losses import LossOutput, Similarities
-from itrlab.methods.dbl.cooperative_loss import CooperativeLoss
 from itrlab.methods.base import MethodModule, union
+from itrlab.methods.dbl.cooperative_loss import CooperativeLoss
 from itrlab.models.ema import ema_update_
 
 
@@ -53,8 +53,14 @@ def ema_momentum(step: int, total_steps: int, start: float = 0.99995, end: float
 class CooperativeMethod(MethodModule):
     """``branches[-1]`` is the target; the scenario decides how the anchors learn."""
 
-    def __init__(self, branches: list[MethodModule], loss: CooperativeLoss, scenario: str,
-                 weight: float = 1.0, ema: tuple[float, float] = (0.99995, 1.0)):
+    def __init__(
+        self,
+        branches: list[MethodModule],
+        loss: CooperativeLoss,
+        scenario: str,
+        weight: float = 1.0,
+        ema: tuple[float, float] = (0.99995, 1.0),
+    ):
         super().__init__()
         if len(branches) < 2:
             raise ValueError("a cooperative scheme needs at least two branches")
@@ -125,7 +131,9 @@ class CooperativeMethod(MethodModule):
             prefix = "" if index == last else f"branch{index + 1}_"
             parts[f"{prefix}task"] = task.loss.detach()
             if index == last:
-                parts.update({f"task_{name}": value for name, value in task.parts.items() if name not in ("i2t", "t2i")})
+                parts.update(
+                    {f"task_{name}": value for name, value in task.parts.items() if name not in ("i2t", "t2i")}
+                )
             peers = self._peers(index)
             if peers:
                 coop = torch.stack([self.cooperative_loss(sims[index], sims[k]).loss for k in peers]).mean()
@@ -174,8 +182,17 @@ class CooperativeMethod(MethodModule):
         return self.target
 
     @classmethod
-    def build(cls, make_branch, loss: CooperativeLoss, scenario: str, *, branches: int = 2, weight: float = 1.0,
-              ema: tuple[float, float] = (0.99995, 1.0), anchor_checkpoint: Path | None = None) -> "CooperativeMethod":
+    def build(
+        cls,
+        make_branch,
+        loss: CooperativeLoss,
+        scenario: str,
+        *,
+        branches: int = 2,
+        weight: float = 1.0,
+        ema: tuple[float, float] = (0.99995, 1.0),
+        anchor_checkpoint: Path | None = None,
+    ) -> CooperativeMethod:
         """Branches from ``make_branch()`` (a fresh, randomly initialised method each call).
 
         OAS loads ``anchor_checkpoint`` (a ``best.pt`` or ``model.pt`` of the plain method) into the
@@ -189,10 +206,18 @@ class CooperativeMethod(MethodModule):
                 anchor.load_state_dict(load_model_state(anchor_checkpoint))
             except RuntimeError as err:  # another width, another method
                 lines = str(err).strip().splitlines()
-                detail = next((line.strip() for line in lines if "size mismatch" in line or "Missing" in line
-                               or "Unexpected" in line), lines[0] if lines else type(err).__name__)
-                raise UserInputError(f"cooperative.anchor_checkpoint {anchor_checkpoint} does not fit this method "
-                                     f"({detail}): train the anchor with the same method and model settings") from None
+                detail = next(
+                    (
+                        line.strip()
+                        for line in lines
+                        if "size mismatch" in line or "Missing" in line or "Unexpected" in line
+                    ),
+                    lines[0] if lines else type(err).__name__,
+                )
+                raise UserInputError(
+                    f"cooperative.anchor_checkpoint {anchor_checkpoint} does not fit this method "
+                    f"({detail}): train the anchor with the same method and model settings"
+                ) from None
             members = [anchor, copy.deepcopy(anchor)]
         elif scenario == "mss":
             target = make_branch()

@@ -85,7 +85,7 @@ class CooperativeSettings(Section):
         return ema
 
     @model_validator(mode="after")
-    def _settings_in_effect(self) -> "CooperativeSettings":
+    def _settings_in_effect(self) -> CooperativeSettings:
         """One of loss/strategy, a known loss, and settings its strategy or loss uses and accepts, typed; the
         settings it uses that were not given, filled in with their defaults (a run logs them all)."""
         try:
@@ -94,8 +94,9 @@ class CooperativeSettings(Section):
             raise refused(err) from None
         if self._loss is not None:
             given = self.params()
-            self.__pydantic_extra__.update({key: value for key, value in dict(self._loss[1]).items()
-                                            if key in allowed and key not in given})
+            self.__pydantic_extra__.update(
+                {key: value for key, value in dict(self._loss[1]).items() if key in allowed and key not in given}
+            )
         return self
 
     def params(self) -> dict[str, Any]:
@@ -110,7 +111,7 @@ class CooperativeSettings(Section):
         """One line for tags and run descriptions: ``oss strategy=F``, ``oss loss=dml``."""
         return f"{self.scenario} " + (f"strategy={self.strategy}" if self.strategy else f"loss={self.loss}")
 
-    def fresh(self) -> "CooperativeSettings":
+    def fresh(self) -> CooperativeSettings:
         """The scheme without a trained anchor: OAS's frozen anchor becomes MSS's, a copy of the target that
         no loss trains (the same branches and the same step's work), built fresh; the others as they are."""
         if self.scenario != "oas":
@@ -131,14 +132,24 @@ def typed_loss(section: CooperativeSettings) -> tuple[tuple[str, LossSettings] |
     may give it; a ConfigError on ``cooperative.<key>`` for what it cannot run."""
     if section.strategy is not None:
         if section.loss is not None:
-            raise ConfigError("cooperative.loss", section.loss, "give either cooperative.loss or cooperative.strategy, not both")
+            raise ConfigError(
+                "cooperative.loss", section.loss, "give either cooperative.loss or cooperative.strategy, not both"
+            )
         owner, allowed = f"strategy {section.strategy}", DBL_STRATEGIES[section.strategy].settings
     elif section.loss is None:
-        raise ConfigError("cooperative.loss", None, f"name a cooperative loss ({', '.join(sorted(COOPERATIVE_LOSSES))}) "
-                          f"or a DBL strategy ({', '.join(DBL_STRATEGIES)})")
+        raise ConfigError(
+            "cooperative.loss",
+            None,
+            f"name a cooperative loss ({', '.join(sorted(COOPERATIVE_LOSSES))}) "
+            f"or a DBL strategy ({', '.join(DBL_STRATEGIES)})",
+        )
     elif section.loss not in COOPERATIVE_LOSSES:
-        raise ConfigError("cooperative.loss", section.loss, f"known cooperative losses: {', '.join(sorted(COOPERATIVE_LOSSES))}",
-                          did_you_mean(section.loss, COOPERATIVE_LOSSES))
+        raise ConfigError(
+            "cooperative.loss",
+            section.loss,
+            f"known cooperative losses: {', '.join(sorted(COOPERATIVE_LOSSES))}",
+            did_you_mean(section.loss, COOPERATIVE_LOSSES),
+        )
     else:
         owner, allowed = f"cooperative loss '{section.loss}'", COOPERATIVE_LOSSES.param_names(section.loss)
     try:

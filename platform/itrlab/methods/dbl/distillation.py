@@ -33,7 +33,6 @@ therefore weighs them 1/B of a summed term, as in the cited works' own settings.
 from __future__ import annotations
 
 import itertools
-
 from typing import get_args
 
 import torch
@@ -46,7 +45,6 @@ from itrlab.methods.dbl.loss_settings import MAX_LIST_LEN, RkdRelations  # noqa:
 # Squared distances are clamped here before the square root (RKD's reference ``pdist``): the
 # root stays differentiable, and a clamped entry (a self- or duplicate-pair) gets no gradient.
 DISTANCE_EPS = 1e-12
-
 
 
 def squared_distance(similarity: Tensor) -> Tensor:
@@ -361,4 +359,3 @@ class DinoStarLoss(DinoLoss):
     def cross_entropy(log_p_student: Tensor, log_p_teacher: Tensor) -> Tensor:
         """(Q,) DINO*'s ``H(P_s, P_t) = -sum P_s log P_t`` per query."""
         return -(log_p_student.exp() * log_p_teacher).sum(dim=1)
-

@@ -24,7 +24,9 @@ from itrlab.numbers import Flag, number
 COOPERATIVE_LOSSES = LossRegistry("cooperative loss")
 """The losses between two branches (the ``cooperative.loss`` names)."""
 
-BOOSTING, DISTILLATION, PROJECTION = (f"itrlab.methods.dbl.{name}" for name in ("boosting", "distillation", "projection"))
+BOOSTING, DISTILLATION, PROJECTION = (
+    f"itrlab.methods.dbl.{name}" for name in ("boosting", "distillation", "projection")
+)
 
 # --------------------------------------------------------------------------- boosting (eq. 7-10, 17-20)
 
@@ -36,8 +38,12 @@ Hardest = Literal["difference", "violation"]
 def check_hardest_needs_soft(hardest: str, soft: bool) -> None:
     """``hardest`` chooses between two readings of the soft margin only: without ``soft`` it changes nothing."""
     if hardest != "difference" and not soft:
-        raise SettingError("hardest", hardest, "the hardest-negative rule differs only with soft margins "
-                                               "(soft: true); with a fixed γ both readings pick the same negative")
+        raise SettingError(
+            "hardest",
+            hardest,
+            "the hardest-negative rule differs only with soft margins "
+            "(soft: true); with a fixed γ both readings pick the same negative",
+        )
 
 
 class RelativeSumSettings(LossSettings):
@@ -64,7 +70,8 @@ class RelativeMaxSettings(HardestRule, RelativeSumSettings):
 
 
 class AbsoluteSumSettings(LossSettings):
-    """AS (eq. 9): γ, its split α (``gamma_1 = alpha gamma`` for the positive, the rest for the negative) and ``soft``."""
+    """AS (eq. 9): γ, its split α (``gamma_1 = alpha gamma`` for the positive, the rest for the negative) and
+    ``soft``."""
 
     gamma: Gamma = 0.2
     alpha: Alpha = 0.5
@@ -88,8 +95,11 @@ class BoostingCombinationSettings(LossSettings):
     @model_validator(mode="after")
     def _hardest_of_max_forms(self):
         if self.hardest != "difference" and self.relative == "rs" and self.absolute == "as":
-            raise SettingError("hardest", self.hardest, "the hardest-negative rule applies to the Max forms (rm, am); "
-                                                        "RS and AS sum over every negative")
+            raise SettingError(
+                "hardest",
+                self.hardest,
+                "the hardest-negative rule applies to the Max forms (rm, am); RS and AS sum over every negative",
+            )
         check_hardest_needs_soft(self.hardest, self.soft)
         return self
 
@@ -148,12 +158,17 @@ class MaxPolynomialSettings(LossSettings):
 
 
 for _name, _settings, _module in [
-        ("rs", RelativeSumSettings, BOOSTING), ("rm", RelativeMaxSettings, BOOSTING),
-        ("as", AbsoluteSumSettings, BOOSTING), ("am", AbsoluteMaxSettings, BOOSTING),
-        ("dbl", BoostingCombinationSettings, BOOSTING),
-        ("dr", DarkRankSettings, DISTILLATION), ("rkd", RelationalDistanceSettings, DISTILLATION),
-        ("dml", MutualLearningSettings, DISTILLATION), ("dino", DinoSettings, DISTILLATION),
-        ("dino_star", DinoSettings, DISTILLATION)]:
+    ("rs", RelativeSumSettings, BOOSTING),
+    ("rm", RelativeMaxSettings, BOOSTING),
+    ("as", AbsoluteSumSettings, BOOSTING),
+    ("am", AbsoluteMaxSettings, BOOSTING),
+    ("dbl", BoostingCombinationSettings, BOOSTING),
+    ("dr", DarkRankSettings, DISTILLATION),
+    ("rkd", RelationalDistanceSettings, DISTILLATION),
+    ("dml", MutualLearningSettings, DISTILLATION),
+    ("dino", DinoSettings, DISTILLATION),
+    ("dino_star", DinoSettings, DISTILLATION),
+]:
     COOPERATIVE_LOSSES.declare(_name, _settings, _module)
 LOSSES.declare("cmpm", CmpmSettings, PROJECTION)
 LOSSES.declare("mpl", MaxPolynomialSettings, PROJECTION)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from itrlab.config import ExperimentConfig
-from itrlab.methods.dbl.loss_settings import COOPERATIVE_LOSSES
 from itrlab.methods.dbl.cooperative_settings import SECTION, CooperativeSettings
+from itrlab.methods.dbl.loss_settings import COOPERATIVE_LOSSES
 from itrlab.methods.registry import Scheme, register_scheme
 
 if TYPE_CHECKING:
@@ -33,8 +33,9 @@ def cooperative_loss(cooperative: CooperativeSettings | None) -> CooperativeLoss
     return None if typed is None else COOPERATIVE_LOSSES.build(*typed)
 
 
-def build_cooperative(config: ExperimentConfig, make_branch: Callable[[], MethodModule],
-                      context: BuildContext) -> MethodModule:
+def build_cooperative(
+    config: ExperimentConfig, make_branch: Callable[[], MethodModule], context: BuildContext
+) -> MethodModule:
     """The branches of ``config``'s method in its cooperative scheme (a plain branch for DBL's row A).
 
     An OAS anchor loaded from a checkpoint keeps the weights it was trained to; without a checkpoint
@@ -52,12 +53,23 @@ def build_cooperative(config: ExperimentConfig, make_branch: Callable[[], Method
             raise ValueError("the oas scenario needs cooperative.anchor_checkpoint, or a trainer to train the anchor")
         checkpoint = Path(context.train_anchor(config.model_copy(update={SECTION: None})))
     return CooperativeMethod.build(
-        make_branch, loss, cooperative.scenario,
-        branches=cooperative.branches, weight=cooperative.weight,
-        ema=(cooperative.ema.start, cooperative.ema.end), anchor_checkpoint=checkpoint,
+        make_branch,
+        loss,
+        cooperative.scenario,
+        branches=cooperative.branches,
+        weight=cooperative.weight,
+        ema=(cooperative.ema.start, cooperative.ema.end),
+        anchor_checkpoint=checkpoint,
     )
 
 
-COOPERATIVE_SCHEME = register_scheme(Scheme(SECTION, CooperativeSettings, build_cooperative,
-                                            CooperativeSettings.describe, CooperativeSettings.fresh,
-                                            CooperativeSettings.structure))
+COOPERATIVE_SCHEME = register_scheme(
+    Scheme(
+        SECTION,
+        CooperativeSettings,
+        build_cooperative,
+        CooperativeSettings.describe,
+        CooperativeSettings.fresh,
+        CooperativeSettings.structure,
+    )
+)

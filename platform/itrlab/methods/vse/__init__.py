@@ -7,9 +7,9 @@ from itrlab.lazy import lazy_exports
 from itrlab.methods.registry import METHODS, Paper, register_paper
 
 METHODS.declare("itrlab.methods.vse.method", "vse", "vsepp")
-PAPER = register_paper(Paper(
-    "VSE++", "VSE++: Improving Visual-Semantic Embeddings with Hard Negatives (BMVC 2018)",
-    "docs/papers/vse.md"))
+PAPER = register_paper(
+    Paper("VSE++", "VSE++: Improving Visual-Semantic Embeddings with Hard Negatives (BMVC 2018)", "docs/papers/vse.md")
+)
 
 _EXPORTS = dict.fromkeys(["VseMethod", "VseSettings"], "method")
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

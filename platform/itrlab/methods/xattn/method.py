@@ -51,8 +51,13 @@ class InteractionMethod(MethodModule):
     settings = XattnSettings
     provides = frozenset({"i2t", "image_ids"})
 
-    def __init__(self, model: InteractionModel, loss: torch.nn.Module, max_len: int = 64,
-                 shard_elements: int | None | str = "device"):
+    def __init__(
+        self,
+        model: InteractionModel,
+        loss: torch.nn.Module,
+        max_len: int = 64,
+        shard_elements: int | None | str = "device",
+    ):
         super().__init__()
         self.model = model
         self.loss = loss
@@ -66,15 +71,19 @@ class InteractionMethod(MethodModule):
         refuse_pooled_settings(config, "scores words against regions and pools nothing")
 
     @classmethod
-    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> "InteractionMethod":
+    def from_config(cls, config: ExperimentConfig, context: BuildContext) -> InteractionMethod:
         settings, model_config = cls.method_settings(config), config.model
         model = InteractionModel.build(
-            feature_dim=context.feature_dim, vocab_size=context.vocab_size, embed_dim=model_config.embed_dim,
-            sim_dim=settings.sim_dim, lambda_=settings.attention_lambda,
+            feature_dim=context.feature_dim,
+            vocab_size=context.vocab_size,
+            embed_dim=model_config.embed_dim,
+            sim_dim=settings.sim_dim,
+            lambda_=settings.attention_lambda,
             text=text_encoder_spec(model_config.text),
         )
-        method = cls(model, build_task_loss(config.loss), model_config.text.max_len,
-                     settings.shard_elements or "device")
+        method = cls(
+            model, build_task_loss(config.loss), model_config.text.max_len, settings.shard_elements or "device"
+        )
         method.name = config.method.name
         method.text_lr = model_config.text.lr
         return method
@@ -83,7 +92,9 @@ class InteractionMethod(MethodModule):
         """``Similarities`` of the batch: ``i2t`` is the ``B x B`` score matrix of eq. 1-2."""
         unknown = set(needs) - {"i2t", "image_ids"}
         if unknown:
-            raise ValueError(f"an interaction model scores image-caption pairs only; it has no {', '.join(sorted(unknown))}")
+            raise ValueError(
+                f"an interaction model scores image-caption pairs only; it has no {', '.join(sorted(unknown))}"
+            )
         return Similarities(i2t=self.model(batch.images, batch.tokens, batch.lengths), image_ids=batch.image_ids)
 
     def encode_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -92,8 +103,14 @@ class InteractionMethod(MethodModule):
         ``L`` is the split's longest caption; shorter ones are zero-padded.
         """
         (regions,), words, lengths = encode_split_features(
-            self, split, vocab, batch_size, self.max_len,
-            lambda images: (self.model.encode_images(images),), self.model.encode_captions)
+            self,
+            split,
+            vocab,
+            batch_size,
+            self.max_len,
+            lambda images: (self.model.encode_images(images),),
+            self.model.encode_captions,
+        )
         return regions, words, lengths
 
     def split_score_fn(self, regions: Tensor, words: Tensor, lengths: Tensor) -> ScoreFn:

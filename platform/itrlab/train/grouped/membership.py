@@ -44,15 +44,20 @@ def group_refusal(config: ExperimentConfig) -> str | None:
         return f"method {config.method.name} cannot train in a group: {reason}"
     text, image = config.model.text, config.model.image
     if text.encoder != "bigru":
-        what = ("its stored token states are not padded across the members' batches here" if text.encoder == "precomp"
-                else "the pretrained transformer is not run under torch.func.vmap here")
+        what = (
+            "its stored token states are not padded across the members' batches here"
+            if text.encoder == "precomp"
+            else "the pretrained transformer is not run under torch.func.vmap here"
+        )
         return f"model.text.encoder={text.encoder} cannot train in a group: {what} (bigru is)"
     for where, pooling in (("model.text.pooling", text.pooling), ("model.image.pooling", image.pooling)):
         if pooling != "mean":
             return f"{where}={pooling} cannot train in a group: GPO's weights come from a GRU over packed sequences"
     if config.train.precision == "fp16":
-        return ("train.precision=fp16 cannot train in a group: one gradient scaler would skip every member's step "
-                "when one member's gradients overflow; use bf16")
+        return (
+            "train.precision=fp16 cannot train in a group: one gradient scaler would skip every member's step "
+            "when one member's gradients overflow; use bf16"
+        )
     return None
 
 
@@ -60,8 +65,12 @@ def group_key(config: ExperimentConfig) -> str:
     """What the members of one group must share besides the model shape: the data, the ``train`` and
     ``eval`` sections and the captions' length (one batch, schedule and precision drive the step)."""
     dump = config.dump()
-    shared = {"dataset": dump.get("dataset"), "train": dump.get("train"), "eval": dump.get("eval"),
-              "max_len": config.model.text.max_len}
+    shared = {
+        "dataset": dump.get("dataset"),
+        "train": dump.get("train"),
+        "eval": dump.get("eval"),
+        "max_len": config.model.text.max_len,
+    }
     return json.dumps(shared, sort_keys=True, default=str)
 
 
@@ -86,8 +95,9 @@ def shared_step(config: ExperimentConfig) -> tuple[str, tuple[tuple[str, tuple[i
     return group_key(config), model_signature(config)
 
 
-def pack_groups(configs: Sequence[ExperimentConfig], size: int, label: Callable[[int], str] = str,
-                setting: str = "group") -> list[list[int]]:
+def pack_groups(
+    configs: Sequence[ExperimentConfig], size: int, label: Callable[[int], str] = str, setting: str = "group"
+) -> list[list[int]]:
     """The runs ``configs`` packed into groups of at most ``size`` (module doc, "Packing"): lists of their
     indices, each group in the order given and the groups by their first member.
 
@@ -104,9 +114,15 @@ def pack_groups(configs: Sequence[ExperimentConfig], size: int, label: Callable[
         sets.setdefault(shared_step(config), []).append(index)
     largest = max((len(indices) for indices in sets.values()), default=0)
     if size > largest:
-        kinds = "; ".join(f"{len(indices)} x {describe_shape(configs[indices[0]])} (from {label(indices[0])})"
-                          for indices in sets.values())
-        raise ConfigError(setting, size, f"a group holds trials of one model shape and one train section, and "
-                          f"the sweep's {len(configs)} trials fall in {len(sets)} such sets ({kinds}): at most {largest}")
-    groups = [indices[start:start + size] for indices in sets.values() for start in range(0, len(indices), size)]
+        kinds = "; ".join(
+            f"{len(indices)} x {describe_shape(configs[indices[0]])} (from {label(indices[0])})"
+            for indices in sets.values()
+        )
+        raise ConfigError(
+            setting,
+            size,
+            f"a group holds trials of one model shape and one train section, and "
+            f"the sweep's {len(configs)} trials fall in {len(sets)} such sets ({kinds}): at most {largest}",
+        )
+    groups = [indices[start : start + size] for indices in sets.values() for start in range(0, len(indices), size)]
     return sorted(groups, key=lambda indices: indices[0])

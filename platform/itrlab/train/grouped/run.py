@@ -13,11 +13,11 @@ All members read one device copy of the training split (the resident path).
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import logging
 import torch
 
 from itrlab.config import ExperimentConfig
@@ -48,11 +48,17 @@ def _end(context, error: BaseException | None) -> None:
         context.__exit__(type(error), error, error.__traceback__)
 
 
-def run_group(configs: Sequence[ExperimentConfig], run_dirs: Sequence[Path], *,
-              callbacks: Sequence[list[EpochCallback]] | None = None,
-              trackers: Sequence[MlflowTracker | None] | None = None, parent_run_id: str | None = None,
-              run_names: Sequence[str | None] | None = None, on_epoch_end: Callable[[int], None] | None = None,
-              device: torch.device | None = None) -> list[MemberResult]:
+def run_group(
+    configs: Sequence[ExperimentConfig],
+    run_dirs: Sequence[Path],
+    *,
+    callbacks: Sequence[list[EpochCallback]] | None = None,
+    trackers: Sequence[MlflowTracker | None] | None = None,
+    parent_run_id: str | None = None,
+    run_names: Sequence[str | None] | None = None,
+    on_epoch_end: Callable[[int], None] | None = None,
+    device: torch.device | None = None,
+) -> list[MemberResult]:
     """Train ``configs`` as one group, member ``k`` in ``run_dirs[k]``; one result per member, in order."""
     count = len(configs)
     callbacks = callbacks or [[] for _ in range(count)]
@@ -65,9 +71,16 @@ def run_group(configs: Sequence[ExperimentConfig], run_dirs: Sequence[Path], *,
     try:
         for k, config in enumerate(configs):
             try:
-                runs[k] = start_run(config, Path(run_dirs[k]), callbacks=callbacks[k], tracker=trackers[k],
-                                    parent_run_id=parent_run_id, run_name=run_names[k], device=device,
-                                    shared_resident=shared)
+                runs[k] = start_run(
+                    config,
+                    Path(run_dirs[k]),
+                    callbacks=callbacks[k],
+                    tracker=trackers[k],
+                    parent_run_id=parent_run_id,
+                    run_name=run_names[k],
+                    device=device,
+                    shared_resident=shared,
+                )
             except StorageError:
                 raise
             except Exception as err:  # noqa: BLE001 - this member fails (its record, by its caller), the others go on

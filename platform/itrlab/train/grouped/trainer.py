@@ -44,7 +44,14 @@ from itrlab.data import Batch
 from itrlab.errors import StorageError
 from itrlab.losses import LossOutput
 from itrlab.models.batched import make_batchable
-from itrlab.train.loop import CUDA_READ_EVERY, NonFiniteLossError, StepCounter, Trainer, _StepLog, step_progress_interval
+from itrlab.train.loop import (
+    CUDA_READ_EVERY,
+    NonFiniteLossError,
+    StepCounter,
+    Trainer,
+    _StepLog,
+    step_progress_interval,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -87,8 +94,13 @@ def stack_batches(batches: list[Batch]) -> tuple[Tensor, ...]:
     position is masked by its length, so it changes no result)."""
     width = max(b.tokens.shape[1] for b in batches)
     tokens = [torch.nn.functional.pad(b.tokens, (0, width - b.tokens.shape[1])) for b in batches]
-    return (torch.stack([b.images for b in batches]), torch.stack(tokens), torch.stack([b.lengths for b in batches]),
-            torch.stack([b.image_ids for b in batches]), torch.stack([b.caption_ids for b in batches]))
+    return (
+        torch.stack([b.images for b in batches]),
+        torch.stack(tokens),
+        torch.stack([b.lengths for b in batches]),
+        torch.stack([b.image_ids for b in batches]),
+        torch.stack([b.caption_ids for b in batches]),
+    )
 
 
 def rows_index(rows: list[int], device: torch.device) -> slice | Tensor:
@@ -112,16 +124,24 @@ class GroupedTrainer:
         for trainer in trainers[1:]:
             for what in ("device", "steps_per_epoch", "total_steps"):
                 if getattr(trainer, what) != getattr(first, what):
-                    raise ValueError(f"group members differ in {what}: {getattr(trainer, what)} vs {getattr(first, what)}")
+                    raise ValueError(
+                        f"group members differ in {what}: {getattr(trainer, what)} vs {getattr(first, what)}"
+                    )
             if trainer.state.step != first.state.step:
-                raise ValueError(f"group members were checkpointed at different steps ({trainer.state.step} vs "
-                                 f"{first.state.step}): resume them from one group checkpoint")
+                raise ValueError(
+                    f"group members were checkpointed at different steps ({trainer.state.step} vs "
+                    f"{first.state.step}): resume them from one group checkpoint"
+                )
         self.device, self.precision = first.device, first.precision
         self.config = first.config
         self.on_epoch_end = on_epoch_end
         classes: dict[str, StepClass] = {}
-        order = sorted(range(len(trainers)), key=lambda i: list(dict.fromkeys(
-            step_class_key(t.config) for t in trainers)).index(step_class_key(trainers[i].config)))
+        order = sorted(
+            range(len(trainers)),
+            key=lambda i: list(dict.fromkeys(step_class_key(t.config) for t in trainers)).index(
+                step_class_key(trainers[i].config)
+            ),
+        )
         self.members = [Member(trainers[i], row) for row, i in enumerate(order)]
         self.by_input = [self.members[order.index(i)] for i in range(len(trainers))]  # in the caller's order
         for member in self.members:
@@ -150,15 +170,21 @@ class GroupedTrainer:
             self.params[name] = stacked.requires_grad_(parameter.requires_grad)
             for row, method in enumerate(methods):
                 method.get_parameter(name).data = stacked.data[row]
-        self.buffers = {name: torch.stack([method.get_buffer(name) for method in methods])
-                        for name, _ in methods[0].named_buffers()}
+        self.buffers = {
+            name: torch.stack([method.get_buffer(name) for method in methods]) for name, _ in methods[0].named_buffers()
+        }
         first = self.members[0].trainer.optimizer
         names = {id(p): n for n, p in methods[0].named_parameters()}
         groups = []
         for group in first.param_groups:
             options = {k: v for k, v in group.items() if k not in ("params", "initial_lr", "lr")}
-            groups.append({**options, "lr": group.get("initial_lr", group["lr"]),
-                           "params": [self.params[names[id(p)]] for p in group["params"]]})
+            groups.append(
+                {
+                    **options,
+                    "lr": group.get("initial_lr", group["lr"]),
+                    "params": [self.params[names[id(p)]] for p in group["params"]],
+                }
+            )
         self.optimizer = torch.optim.Adam(groups)
         self._stack_optimizer_state()
         trainer = self.members[0].trainer
@@ -174,9 +200,12 @@ class GroupedTrainer:
                 continue
             if any(entry is None for entry in own):
                 raise ValueError(f"only some members have optimizer state for {name}: resume from one group checkpoint")
-            self.optimizer.state[stacked] = {key: own[0][key].clone() if key == "step" else
-                                             torch.stack([entry[key] for entry in own]).to(stacked.device)
-                                             for key in own[0]}
+            self.optimizer.state[stacked] = {
+                key: own[0][key].clone()
+                if key == "step"
+                else torch.stack([entry[key] for entry in own]).to(stacked.device)
+                for key in own[0]
+            }
 
     def _share_optimizer_state(self, member: Member) -> None:
         """The member's own optimizer holds its rows of the stacked moments (views) and the schedule's
@@ -188,8 +217,9 @@ class GroupedTrainer:
         for name, parameter in self.member_params[member.row]:
             state = self.optimizer.state.get(self.params[name])
             if state:
-                own.state[parameter] = {key: value if key == "step" else value[member.row]
-                                        for key, value in state.items()}
+                own.state[parameter] = {
+                    key: value if key == "step" else value[member.row] for key, value in state.items()
+                }
 
     # ------------------------------------------------------------------ training
 
@@ -257,7 +287,9 @@ class GroupedTrainer:
         template = step_class.template
 
         def member_step(params, buffers, images, tokens, lengths, image_ids, caption_ids):
-            output = functional_call(template, (params, buffers), (Batch(images, tokens, lengths, image_ids, caption_ids),))
+            output = functional_call(
+                template, (params, buffers), (Batch(images, tokens, lengths, image_ids, caption_ids),)
+            )
             return output.loss, dict(output.parts)
 
         return vmap(member_step, randomness="error")(params, buffers, *inputs)
@@ -305,7 +337,9 @@ class GroupedTrainer:
         grads = [p.grad for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
         if not grads:
             return
-        norms = torch.stack([torch.linalg.vector_norm(g.reshape(g.shape[0], -1), 2, dim=1) for g in grads], dim=1)  # (G, params)
+        norms = torch.stack(
+            [torch.linalg.vector_norm(g.reshape(g.shape[0], -1), 2, dim=1) for g in grads], dim=1
+        )  # (G, params)
         total = torch.linalg.vector_norm(norms, 2, dim=1)
         scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
         for g in grads:
