@@ -1,4 +1,5 @@
-"""Each documented training run here as a user runs it, or the reason it is not (``jobs/check_documented_trainings.py``).
+"""Each documented training run here as a user runs it, or the reason it is not
+(``jobs/check_documented_trainings.py``).
 
 A command runs as a process from the checkout's root, its ``python`` the job's own (the venv's), with the
 check's budget as its time limit; its result is read from what it left: a training's ``test_recall.json`` in the
