@@ -57,8 +57,8 @@ def test_the_printed_ui_command_is_the_one_the_docs_give(monkeypatch):
 def test_a_sweeps_view_shows_its_trials_with_their_values_and_results_first(tmp_path):
     """The saved view a sweep's link opens: its parent's children, flat, best test rsum first; as its first
     columns the test rsum (by its MLflow name), the six recalls' column, the swept values and the seed, then the
-    other test results; MLflow's own pinned columns narrowed; saved as MLflow's "Save view" saves one, replaced when saved again, and only itrlab's
-    newest views kept."""
+    other test results; MLflow's own pinned columns narrowed; saved as MLflow's "Save view" saves one, replaced
+    when saved again, and only itrlab's newest views kept."""
     spec = load_sweep("dbl_tiny")
     view = trials_view(spec, "20261126-085735", "p1")
     assert view.search == "tags.`mlflow.parentRunId` = 'p1'" and view.order_by == "test_rsum" and not view.ascending
