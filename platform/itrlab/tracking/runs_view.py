@@ -9,9 +9,8 @@ opens one (read from MLflow's JS bundle: the "Save view" dialog writes exactly t
 sweep invocation's trials filters on their parent run (a filter lists runs flat, children included,
 where the default view nests them under a collapsed parent), sorts by the test objective and shows
 the test rsum and the six recalls first, then the swept values and the seed (the run's name says those too),
-then the other test results. Every link
-carries ``workflowType=machine_learning``: without it MLflow 3.17 opens its GenAI overview, whatever the
-experiment's ``mlflow.experimentKind``.
+then the other test results. Every link carries ``workflowType=machine_learning``: without it MLflow 3.17
+opens its GenAI overview, whatever the experiment's ``mlflow.experimentKind``.
 
 The six test recalls as one column: a metric column needs 100 px to show its name whole (`1_test/i2t_R10`), and
 beside MLflow's sidebar and Assistant panel a 1280-px window holds four. So a run that logs its test table also
