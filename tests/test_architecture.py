@@ -1,6 +1,6 @@
 """The house rules of docs/architecture.md, checked on the source: layers import only downwards, the
 import graph has no cycle, a paper's package is named by nothing outside it (the import list of
-itrlab.methods aside), and only the allowed packages import MLflow and Ray."""
+itrlab.methods aside), only the allowed packages import MLflow and Ray, and only the command line prints."""
 
 from __future__ import annotations
 
@@ -350,3 +350,30 @@ def test_the_name_check_catches_a_repeated_name():
     assert unexplained_names([*paths[4:6], "eval/precomp.py"]) == {
         "precomp.py": ["data/kinds/precomp.py", "data/precomp.py", "eval/precomp.py"]
     }
+
+
+COMMAND_LINE = ("itrlab.cli", "itrlab.local_cluster.commands")  # the layer that prints (docs/architecture.md)
+
+
+def printing_modules(sources: dict[str, Path]) -> list[str]:
+    """The modules of ``sources`` (name -> path) outside the command line that call ``print``."""
+    return sorted(
+        name
+        for name, path in sources.items()
+        if not name.startswith(COMMAND_LINE)
+        and any(
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    )
+
+
+def test_only_the_command_line_prints(tmp_path):
+    """The library logs through ``logging.getLogger(__name__)`` (a program embedding it can quiet it); only the
+    command line prints. The check finds a planted print."""
+    assert printing_modules(SOURCES) == []
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f():\n    print('hello')\n")
+    assert printing_modules({"itrlab.sweep.planted": planted, "itrlab.cli.planted": planted}) == [
+        "itrlab.sweep.planted"
+    ]

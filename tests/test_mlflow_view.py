@@ -55,24 +55,24 @@ def test_the_printed_ui_command_is_the_one_the_docs_give(monkeypatch):
 
 
 def test_a_sweeps_view_shows_its_trials_with_their_values_and_results_first(tmp_path):
-    """The saved view a sweep's link opens: its parent's children, flat, best test rsum first, the test results
-    (by their MLflow names), then the swept values and the seed as the first columns, MLflow's own pinned
-    columns narrowed; saved as MLflow's "Save view" saves one, replaced when saved again, and only itrlab's
-    newest views kept."""
+    """The saved view a sweep's link opens: its parent's children, flat, best test rsum first; as its first
+    columns the test rsum (by its MLflow name), the six recalls' column, the swept values and the seed, then the
+    other test results; MLflow's own pinned columns narrowed; saved as MLflow's "Save view" saves one, replaced
+    when saved again, and only itrlab's newest views kept."""
     spec = load_sweep("dbl_tiny")
     view = trials_view(spec, "20261126-085735", "p1")
     assert view.search == "tags.`mlflow.parentRunId` = 'p1'" and view.order_by == "test_rsum" and not view.ascending
     assert view.columns() == [
         "metrics.`1_test-sum/rsum`",
         "tags.`test i2t R1 R5 R10 / t2i R1 R5 R10`",
+        "tags.`param.cooperative.strategy`",
+        "tags.`param.seed`",
         "metrics.`1_test/i2t_R1`",
         "metrics.`1_test/t2i_R1`",
         "metrics.`1_test/i2t_R5`",
         "metrics.`1_test/t2i_R5`",
         "metrics.`best_val_rsum`",
         "metrics.`1_test_rank/md`",
-        "tags.`param.cooperative.strategy`",
-        "tags.`param.seed`",
     ]
     state = view.state()
     assert state["orderByKey"] == "metrics.`1_test-sum/rsum`" and state["selectedColumns"] == view.columns()

@@ -1,6 +1,6 @@
 """The MLflow runs table a sweep's link opens: a saved view of its trials (:mod:`itrlab.tracking.runs_view`),
-one row per trial, best first: the test results as its first columns (rsum, the six recalls in one column, R@1
-and R@5 both ways, the best epoch's validation figure), then the swept values and the seed.
+one row per trial, best first: the test rsum and the six recalls in one column, then the swept values and the
+seed, then R@1 and R@5 both ways and the best epoch's validation figure.
 
 Saved on the parent run's experiment when the parent run opens (the link works while the sweep runs) as
 the view ``itrlab-<parent run id>``, named ``<sweep> <invocation>: trials``; a resumed sweep saves it again.
@@ -29,9 +29,9 @@ def swept_keys(spec: SweepSpec) -> list[str]:
 
 def trials_view(spec: SweepSpec, invocation: str, parent_run_id: str) -> RunsView:
     """The view of one invocation's trials: its parent's children, sorted by the test counterpart of the
-    objective (test rsum for the loss), with the test objective, the six test recalls in one column, R@1 and R@5
-    both ways, the objective at the best epoch, the table's other test columns, then the swept values (the
-    ``param.<key>`` tags), the seed and the profile."""
+    objective (test rsum for the loss), with the test objective, the six test recalls in one column, the swept
+    values (the ``param.<key>`` tags), the seed and the profile, then R@1 and R@5 both ways, the objective at the
+    best epoch and the table's other test columns."""
     metric = spec.objective.metric
     test = f"test_{metric}" if metric in METRIC_NAMES.values() else "test_rsum"
     ascending = spec.objective.mode == "min" and test != "test_rsum"

@@ -8,9 +8,9 @@ experiment tags, ``mlflow.sharedViewState.<id>``, each holding ``{"name", "creat
 opens one (read from MLflow's JS bundle: the "Save view" dialog writes exactly that). A view of one
 sweep invocation's trials filters on their parent run (a filter lists runs flat, children included,
 where the default view nests them under a collapsed parent), sorts by the test objective and shows
-the test results first, then the swept values and the seed (the run's name says those too). Every link
-carries ``workflowType=machine_learning``: without it MLflow 3.17 opens its GenAI overview, whatever the
-experiment's ``mlflow.experimentKind``.
+the test rsum and the six recalls first, then the swept values and the seed (the run's name says those too),
+then the other test results. Every link carries ``workflowType=machine_learning``: without it MLflow 3.17
+opens its GenAI overview, whatever the experiment's ``mlflow.experimentKind``.
 
 The six test recalls as one column: a metric column needs 100 px to show its name whole (`1_test/i2t_R10`), and
 beside MLflow's sidebar and Assistant panel a 1280-px window holds four. So a run that logs its test table also
@@ -71,9 +71,9 @@ def recalls_summary(metrics: Mapping[str, float], prefix: str = "test_") -> str 
 @dataclass(frozen=True)
 class RunsView:
     """What a saved view shows: runs matching ``search`` (MLflow's search syntax), sorted by the metric
-    ``order_by``, with the metric and tag columns ``metrics`` and ``tags`` first, in that order (metrics by
-    itrlab's names: the view shows them by their MLflow names, :mod:`~itrlab.tracking.chart_names`), and the
-    tags ``summary`` (:data:`RECALLS_TAG`) right after the first metric."""
+    ``order_by``, with these columns first: the first of ``metrics``, the tags ``summary`` (:data:`RECALLS_TAG`),
+    the tags ``tags`` (what tells the rows apart), then the rest of ``metrics`` (by itrlab's names: the view shows
+    them by their MLflow names, :mod:`~itrlab.tracking.chart_names`)."""
 
     name: str
     search: str
@@ -95,7 +95,7 @@ class RunsView:
     def columns(self) -> list[str]:
         """The table's column ids (MLflow's ``<kind>.`<name>```), in their order."""
         metrics = self.metric_columns()
-        return [*metrics[:1], *self.summary_columns(), *metrics[1:], *self.tag_columns()]
+        return [*metrics[:1], *self.summary_columns(), *self.tag_columns(), *metrics[1:]]
 
     def state(self) -> dict:
         """The table state MLflow's runs page reads from a saved view."""

@@ -1,0 +1,7 @@
+"""``python -m itrlab.cli``: the ``itrlab`` command."""
+
+import sys
+
+from itrlab.cli.entry_points import main
+
+sys.exit(main())

@@ -1,0 +1,93 @@
+"""``itrlab report RUN_ID``: a finished sweep's dated results page, from its parent run's ``sweep/summary.json``."""
+
+from __future__ import annotations
+
+import argparse
+
+from itrlab.cli.guard import guarded
+from itrlab.errors import UserInputError
+
+
+@guarded
+def report_main(args: argparse.Namespace) -> int:
+    """Write the dated results page of a finished sweep from its parent run's ``sweep/summary.json``: the
+    summary checked against its schema (:mod:`itrlab.report.summary_schema`) before anything is written; a
+    bad file, a run that is no sweep's parent or a sweep still running is one line and exit status 2."""
+    import shutil
+    import tempfile
+
+    from itrlab.files import check_writable_dir
+    from itrlab.report.diagnostics import diagnostics
+    from itrlab.report.results_page import check_profile, page_name, render, unused_page_name
+    from itrlab.report.summary_schema import read_summary
+    from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri
+
+    if not args.out.strip():  # Path("") is the current folder: never where a page goes by accident
+        raise UserInputError("--out: got an empty path; give the folder of the page (default: docs/results)")
+    out = check_writable_dir(args.out, "--out")
+    tracker = MlflowTracker.for_reading(check_tracking_store(resolve_tracking_uri(args.tracking_uri)))
+    run = tracker.run_record(args.run_id)
+    check_profile(run)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = tracker.download_artifact(args.run_id, "sweep/summary.json", tmp)
+        if path is None:
+            raise UserInputError(_no_summary(args.run_id, run))
+        summary = read_summary(path, f"run {args.run_id}: sweep/summary.json")
+        name = unused_page_name(out, page_name(run, summary), args.run_id)
+        images = {}
+        for artifact in summary.get("plots", []):
+            image = tracker.download_artifact(args.run_id, artifact, tmp)
+            if image is not None:
+                (out / "img").mkdir(parents=True, exist_ok=True)
+                target = out / "img" / f"{name}-{image.name}"
+                shutil.copyfile(image, target)
+                images[artifact] = f"img/{target.name}"
+        page = out / f"{name}.md"
+        out.mkdir(parents=True, exist_ok=True)
+        from itrlab.methods import METHODS  # what each method declares of the parts of its loss
+
+        bounds = {method: cls.part_bounds for method, cls in METHODS.items()}
+        shown = diagnostics(summary, tracker.trial_runs(args.run_id), bounds)
+        page.write_text(render(summary, run, images, shown), encoding="utf-8")
+    print(f"results page: {page}")
+    return 0
+
+
+def _no_summary(run_id: str, run: dict) -> str:
+    """Why a run has no ``sweep/summary.json``: a sweep still running, one that ended before its report, a
+    sweep's trial, or a run of no sweep."""
+    from itrlab.tracking.mlflow_tracker import PARENT_TAG, SWEEP_TAG
+
+    sweep, parent = run["tags"].get(SWEEP_TAG), run["tags"].get(PARENT_TAG)
+    if sweep and parent:
+        return (
+            f"run {run_id} is not a sweep's parent run: it is a trial of sweep '{sweep}'; give its parent run {parent}"
+        )
+    if sweep and run.get("status") == "RUNNING":
+        return (
+            f"run {run_id} is the parent run of sweep '{sweep}', still running: its results "
+            f"(sweep/summary.json) are written when it ends; report it then"
+        )
+    if sweep:
+        return (
+            f"run {run_id}, the parent run of sweep '{sweep}', ended {run.get('status')} before it wrote its "
+            f"results (no sweep/summary.json); `itrlab sweep --resume` continues it"
+        )
+    return (
+        f"run {run_id} is not a sweep's parent run: it has no sweep/summary.json "
+        f"(give the parent run of a finished sweep, as its last line printed)"
+    )
+
+
+def add_report_parser(sub) -> None:
+    """``report`` on the ``itrlab`` parser's subcommands ``sub``."""
+    report = sub.add_parser(
+        "report",
+        help="write a finished sweep's dated results page (docs/results/)",
+        description="Write <out>/<date>-<sweep>.md (and its plots under <out>/img/) from a sweep "
+        "parent run's sweep/summary.json in MLflow.",
+    )
+    report.add_argument("run_id", help="the sweep's MLflow parent run (printed on its last line)")
+    report.add_argument("--out", default="docs/results", help="folder of the page (default: %(default)s)")
+    report.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    report.set_defaults(func=report_main)

@@ -1,0 +1,211 @@
+"""``itrlab train`` (``jobs/train.py``), ``itrlab check-config`` and ``itrlab make-synthetic``.
+
+A training checks its config, data, run folder and MLflow store before it starts; its last lines give the
+test table, where it wrote, and whether its result lies at chance or its loss never left its plateau
+(:func:`run_verdicts`)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+from pathlib import Path
+
+from itrlab import threads
+from itrlab.cli.arguments import add_experiment_args
+from itrlab.cli.guard import guarded, interrupted, say_where_it_writes
+from itrlab.errors import UserInputError
+from itrlab.interrupts import interruption, sigterm_as_sigint
+
+
+def _latest_run_dir(base: Path) -> Path | None:
+    runs = sorted((p for p in base.glob("*") if (p / "last.pt").is_file()), key=lambda p: p.stat().st_mtime)
+    return runs[-1] if runs else None
+
+
+def _resolve_run(args: argparse.Namespace):
+    """The assembled experiment and run directory of this invocation (a fresh run, or the one to
+    resume), and whether that directory is still to be claimed: a fresh run without ``--run-dir``
+    gets ``<output.dir>/<name>/<timestamp>`` (``-1``, ``-2`` ... when another run took it that second),
+    created only once every check passed."""
+    from itrlab.assembly import check_experiment, load_experiment
+
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    if args.resume:
+        if run_dir is None:
+            config = load_experiment(args.config, args.overrides)
+            run_dir = _latest_run_dir(config.output.dir / config.name)
+            if run_dir is None:
+                raise UserInputError(
+                    f"--resume: no run of '{config.name}' with a checkpoint under {config.output.dir / config.name}"
+                )
+        if not (run_dir / "config.yaml").is_file():
+            raise UserInputError(f"--resume: {run_dir} holds no config.yaml; it is not an itrlab run directory")
+        config = load_experiment(run_dir / "config.yaml", args.overrides)
+    else:
+        config = load_experiment(args.config, args.overrides)
+        if run_dir is None:
+            run_dir = config.output.dir / config.name / time.strftime("%Y%m%d-%H%M%S")
+        elif (run_dir / "last.pt").exists():
+            raise UserInputError(f"--run-dir {run_dir} already holds a run; pass --resume to continue it")
+    experiment = check_experiment(config)  # before MLflow or training start
+    from itrlab.files import check_writable_dir
+
+    check_writable_dir(run_dir, "--run-dir" if args.run_dir else "output.dir")
+    return experiment, run_dir, not args.resume and not args.run_dir
+
+
+@guarded
+def train_main(args: argparse.Namespace) -> int:
+    sigterm_as_sigint()  # SIGTERM (Kubernetes, systemd, timeout) ends the run as Ctrl-C does
+    experiment, run_dir, claim = _resolve_run(args)
+    config = experiment.config
+    from itrlab.config.checks import check_data_content
+    from itrlab.files import file_lock
+    from itrlab.tracking import MlflowTracker
+    from itrlab.train import ConsoleProgress, LossHistory, run_experiment
+    from itrlab.train.device import describe, resolve_device
+    from itrlab.train.provenance import check_resume, finished_resume
+
+    device = resolve_device(config.train.device)  # before MLflow or training start
+    threads.apply(config.train.threads)  # torch's CPU threads (itrlab.threads), as printed below
+    tracker = None
+    with contextlib.ExitStack() as held:
+        made = not claim and not run_dir.exists()  # a new --run-dir: removed again if nothing lands in it
+        if not claim:  # a resumed run or a --run-dir: held against a second process (exit 2 there)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            held.callback(lambda: made and run_dir.is_dir() and not any(run_dir.iterdir()) and run_dir.rmdir())
+            held.enter_context(file_lock(run_dir, blocking=False, what=f"the run folder {run_dir}"))
+        changes = check_resume(run_dir, config, args.allow_changes) if args.resume else []
+        unchanged = finished_resume(run_dir, config) if args.resume else None
+        if unchanged is not None:  # a FINISHED run: its recorded results stay as they are
+            print(unchanged, flush=True)
+            return 0
+        check_data_content(config)  # every data check that can run before MLflow and the run folder exist
+        if config.tracking.enabled:
+            from itrlab.tracking import check_tracking_store, close_orphaned_runs
+
+            close_orphaned_runs(check_tracking_store())  # answers; runs of dead processes here end KILLED
+        if claim:
+            from itrlab.files import claim_new_dir
+
+            run_dir = claim_new_dir(run_dir.parent, run_dir.name)
+            held.enter_context(file_lock(run_dir, blocking=False, what=f"the run folder {run_dir}"))
+        if config.tracking.enabled:  # from here on it owns an MLflow run (itrlab.tracking.watchdog)
+            from itrlab.tracking.watchdog import watching
+
+            held.enter_context(watching("the training"))
+        say_where_it_writes([("data", config.dataset.root), ("the run folder", run_dir)], config.tracking.enabled)
+        print(
+            f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, "
+            f"dataset {config.dataset.name}, "
+            f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}",
+            flush=True,
+        )
+        try:
+            try:
+                if config.tracking.enabled:
+                    tracker = MlflowTracker(config.experiment_name)
+                    tracker.resume_changes = changes  # recorded on the run once it is reopened
+                if changes:
+                    print(f"--allow-changes: resuming with {len(changes)} change(s): {'; '.join(changes)}", flush=True)
+                history = LossHistory()
+                result = run_experiment(
+                    experiment, run_dir, callbacks=[ConsoleProgress(), history], tracker=tracker, device=device
+                )
+            finally:
+                if claim and run_dir.is_dir() and not any(run_dir.iterdir()):
+                    run_dir.rmdir()  # a run that wrote nothing (its data failed a check) leaves no folder
+        except KeyboardInterrupt:  # the run was ended KILLED by run_experiment (tracker.ending)
+            resume = (
+                f"; continue it with: jobs/train.py --resume --run-dir {run_dir}"
+                if (run_dir / "last.pt").is_file()
+                else ""
+            )
+            return interrupted(
+                f"{interruption()[0]}{', MLflow run KILLED' if tracker and tracker.run_id else ''}{resume}"
+            )
+    print(f"\nbest epoch {result.best_epoch} (val rsum {result.best_val_rsum:.1f}); test, best checkpoint:")
+    print(result.test.format())
+    print(f"run directory: {result.run_dir}")
+    if tracker is not None:
+        print(f"MLflow: run {result.mlflow_run_id} in experiment '{config.experiment_name}' at {tracker.tracking_uri}")
+        print(f"MLflow UI: {result.mlflow_hint}")
+    for line in run_verdicts(config, result.test.rsum, history.series):
+        print(f"itrlab: {line}")
+    return 0
+
+
+def run_verdicts(config, test_rsum: float, history: dict[str, list[tuple[int, float]]]) -> list[str]:
+    """What a training's last lines say of its result: at chance on its test protocol, or a loss that never
+    left its plateau (itrlab.report.verdict), with what to try (docs/training.md#at-chance-or-on-a-plateau)."""
+    from itrlab.report.chance import chance_on_test, config_data_shape
+    from itrlab.report.verdict import verdicts
+
+    chance = chance_on_test(config_data_shape(config), config.eval.test_protocol)
+    found = verdicts(test_rsum, chance, history, config.loss.warmup_epochs)
+    if found:
+        found.append("this run measured its settings, not the method: see docs/training.md#at-chance-or-on-a-plateau")
+    return found
+
+
+@guarded
+def check_config_main(args: argparse.Namespace) -> int:
+    import yaml
+
+    from itrlab.assembly import check_experiment, load_experiment
+
+    config = load_experiment(args.config, args.overrides)
+    summary = check_experiment(config).data if not args.no_data else None
+    print(yaml.safe_dump(config.dump(), sort_keys=False), end="")
+    if summary is not None:
+        print(
+            f"# data: {summary.n_images} images per split, {summary.captions_per_image} captions per image"
+            + (" (synthetic, not generated yet)" if summary.generated else "")
+        )
+    return 0
+
+
+@guarded
+def make_synthetic_main(args: argparse.Namespace) -> int:
+    from itrlab.data import synthetic
+
+    try:
+        return synthetic.run(vars(args))
+    except ValueError as err:
+        raise UserInputError(str(err)) from None
+
+
+def add_train_parsers(sub) -> None:
+    """``train``, ``check-config`` and ``make-synthetic`` on the ``itrlab`` parser's subcommands ``sub``."""
+    train = sub.add_parser("train", help="train one model and evaluate it (jobs/train.py)")
+    add_experiment_args(train)
+    train.add_argument("--run-dir", help="run directory (default: <output.dir>/<name>/<timestamp>)")
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --run-dir, or the latest run of the experiment, from its last checkpoint",
+    )
+    train.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="with --resume: train on although the config or data differ from what the run recorded "
+        "(the changes are recorded on its MLflow run); other test data or another test protocol "
+        "is never accepted (a new record)",
+    )
+    train.set_defaults(func=train_main)
+
+    check = sub.add_parser("check-config", help="validate a config against its data and print it resolved")
+    add_experiment_args(check)
+    check.add_argument("--no-data", action="store_true", help="do not look at the data files")
+    check.set_defaults(func=check_config_main)
+
+    from itrlab.data.synthetic import add_arguments as add_synthetic_arguments
+
+    synth = sub.add_parser(
+        "make-synthetic",
+        help="write a synthetic dataset in the precomp layout",
+        description="Generate a seeded synthetic ITR dataset in the SCAN precomp layout.",
+    )
+    add_synthetic_arguments(synth)
+    synth.set_defaults(func=make_synthetic_main)
