@@ -10,8 +10,8 @@ says how many steps it timed; a section that fails is reported and the next one 
   share, epoch / floor); a method whose optional packages a bare GPU machine lacks runs without the parts
   that need them, as the plan's sizing says, and the page says so;
 * **grouped**: the plan's trials at their group sizes (VSE++ at G = 1, 3, 9, 27, ...)
-(:mod:`itrlab.bench.grouped_throughput`:
-  pairs/s per member, the ratio against one run at a time, busy share, peak memory);
+  (:mod:`itrlab.bench.grouped_throughput`: pairs/s per member, the ratio against one run at a time, busy share,
+  peak memory);
 * **eval**: the plan's evaluations (dense and token-level) of a 1,000-image test split (5,000 captions) at
   the default shard budget;
 * **profiles**: 100 steps of each paper profile's full method (the last row of its grid: the papers'

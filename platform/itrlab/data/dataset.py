@@ -35,8 +35,12 @@ class _Movable:
     """``to(device)`` and ``pin_memory()`` for dataclasses of tensors (and dicts of tensors)."""
 
     def to(self, device: torch.device | str, non_blocking: bool = False):
-        return type(self)(**{f.name: _apply(getattr(self, f.name), lambda t: t.to(device, non_blocking=non_blocking))
-                             for f in fields(self)})
+        return type(self)(
+            **{
+                f.name: _apply(getattr(self, f.name), lambda t: t.to(device, non_blocking=non_blocking))
+                for f in fields(self)
+            }
+        )
 
     def pin_memory(self):  # called by DataLoader(pin_memory=True)
         return type(self)(**{f.name: _apply(getattr(self, f.name), lambda t: t.pin_memory()) for f in fields(self)})
@@ -46,10 +50,10 @@ class _Movable:
 class Batch(_Movable):
     """A training batch of B (image, caption) pairs."""
 
-    images: Tensor       # (B, R, D) float32 region features of each pair's image
-    tokens: Tensor       # (B, L) long, padded with 0 (<pad>); stored text features: (B, L, H) token states
-    lengths: Tensor      # (B,) long, true lengths (<start> and <end> included)
-    image_ids: Tensor    # (B,) long, image index in the split; equal ids are positives
+    images: Tensor  # (B, R, D) float32 region features of each pair's image
+    tokens: Tensor  # (B, L) long, padded with 0 (<pad>); stored text features: (B, L, H) token states
+    lengths: Tensor  # (B,) long, true lengths (<start> and <end> included)
+    image_ids: Tensor  # (B,) long, image index in the split; equal ids are positives
     caption_ids: Tensor  # (B,) long, caption index in the split
     extras: dict[str, Tensor] = field(default_factory=dict)  # per-sample fields a method asked for
 
@@ -61,7 +65,7 @@ class Batch(_Movable):
 class ImageBatch(_Movable):
     """Images of a split, for encoding the whole split."""
 
-    images: Tensor     # (B, R, D) float32
+    images: Tensor  # (B, R, D) float32
     image_ids: Tensor  # (B,) long
 
 
@@ -69,10 +73,10 @@ class ImageBatch(_Movable):
 class TextBatch(_Movable):
     """Captions of a split, for encoding the whole split."""
 
-    tokens: Tensor       # (B, L) long, padded with 0; stored text features: (B, L, H) token states
-    lengths: Tensor      # (B,) long
+    tokens: Tensor  # (B, L) long, padded with 0; stored text features: (B, L, H) token states
+    lengths: Tensor  # (B,) long
     caption_ids: Tensor  # (B,) long
-    image_ids: Tensor    # (B,) long, the image each caption describes
+    image_ids: Tensor  # (B,) long, the image each caption describes
 
 
 class _EncodedCaptions:
@@ -82,11 +86,10 @@ class _EncodedCaptions:
         encoded = [vocab.encode(c, max_len=max_len) for c in split.captions]
         self.lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=len(encoded))
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
-        self.ids = np.fromiter((i for e in encoded for i in e), dtype=np.int64,
-                               count=int(self.offsets[-1]))
+        self.ids = np.fromiter((i for e in encoded for i in e), dtype=np.int64, count=int(self.offsets[-1]))
 
     def __getitem__(self, index: int) -> Tensor:
-        return torch.from_numpy(self.ids[self.offsets[index]:self.offsets[index + 1]].copy())
+        return torch.from_numpy(self.ids[self.offsets[index] : self.offsets[index + 1]].copy())
 
     def padded(self) -> tuple[Tensor, Tensor]:
         """All captions as one (C, L_max) long tensor padded with ``<pad>`` = 0, and their lengths (C,)."""
@@ -115,8 +118,13 @@ class CaptionDataset(Dataset):
     plus a dict of extra fields when ``extra_fields`` names some (name -> function of the caption
     index giving a tensor; a method asks for them with ``MethodModule.batch_extras``)."""
 
-    def __init__(self, split: PrecompSplit, vocab: Vocabulary, max_len: int = DEFAULT_MAX_LEN,
-                 extra_fields: Mapping[str, Callable[[int], Tensor]] | None = None):
+    def __init__(
+        self,
+        split: PrecompSplit,
+        vocab: Vocabulary,
+        max_len: int = DEFAULT_MAX_LEN,
+        extra_fields: Mapping[str, Callable[[int], Tensor]] | None = None,
+    ):
         self.split = split
         self.vocab = vocab
         self.max_len = max_len
@@ -172,7 +180,7 @@ def pad_tokens(sequences: list[Tensor]) -> tuple[Tensor, Tensor]:
     first = sequences[0]
     tokens = torch.full((len(sequences), int(lengths.max()), *first.shape[1:]), PAD_ID, dtype=first.dtype)
     for row, seq in enumerate(sequences):
-        tokens[row, :len(seq)] = seq
+        tokens[row, : len(seq)] = seq
     return tokens, lengths
 
 
@@ -183,7 +191,7 @@ def stack_padded(values: list[Tensor]) -> Tensor:
         return torch.stack(values)
     out = values[0].new_zeros((len(values), longest, *values[0].shape[1:]))
     for row, value in enumerate(values):
-        out[row, :value.shape[0]] = value
+        out[row, : value.shape[0]] = value
     return out
 
 
@@ -194,9 +202,14 @@ def collate(items: list[tuple]) -> Batch:
     extras = {}
     if len(items[0]) > 4:
         extras = {name: stack_padded([item[4][name] for item in items]) for name in items[0][4]}
-    return Batch(images=torch.stack(images), tokens=tokens, lengths=lengths,
-                 image_ids=torch.tensor(image_ids, dtype=torch.long),
-                 caption_ids=torch.tensor(caption_ids, dtype=torch.long), extras=extras)
+    return Batch(
+        images=torch.stack(images),
+        tokens=tokens,
+        lengths=lengths,
+        image_ids=torch.tensor(image_ids, dtype=torch.long),
+        caption_ids=torch.tensor(caption_ids, dtype=torch.long),
+        extras=extras,
+    )
 
 
 def collate_images(items: list[tuple[Tensor, int]]) -> ImageBatch:
@@ -207,8 +220,9 @@ def collate_images(items: list[tuple[Tensor, int]]) -> ImageBatch:
 def collate_texts(items: list[tuple[Tensor, int, int]]) -> TextBatch:
     token_seqs, caption_ids, image_ids = zip(*items)
     tokens, lengths = pad_tokens(list(token_seqs))
-    return TextBatch(tokens, lengths, torch.tensor(caption_ids, dtype=torch.long),
-                     torch.tensor(image_ids, dtype=torch.long))
+    return TextBatch(
+        tokens, lengths, torch.tensor(caption_ids, dtype=torch.long), torch.tensor(image_ids, dtype=torch.long)
+    )
 
 
 class ShardedBatchSampler(Sampler[list[int]]):
@@ -241,12 +255,20 @@ class ShardedBatchSampler(Sampler[list[int]]):
         order = self.permutation()
         for step in range(len(self)):
             start = (step * self.world_size + self.rank) * self.batch_size
-            yield order[start:start + self.batch_size].tolist()
+            yield order[start : start + self.batch_size].tolist()
 
 
-def make_loader(dataset: CaptionDataset, batch_size: int, shuffle: bool, seed: int,
-                drop_last: bool = False, num_workers: int = 0, pin_memory: bool = False,
-                rank: int = 0, world_size: int = 1) -> DataLoader:
+def make_loader(
+    dataset: CaptionDataset,
+    batch_size: int,
+    shuffle: bool,
+    seed: int,
+    drop_last: bool = False,
+    num_workers: int = 0,
+    pin_memory: bool = False,
+    rank: int = 0,
+    world_size: int = 1,
+) -> DataLoader:
     """A training loader of :class:`Batch` with a seeded shuffle (``pin_memory`` for GPU training).
 
     With ``shuffle`` and ``drop_last``, batches come from a :class:`ShardedBatchSampler`: the
@@ -259,8 +281,13 @@ def make_loader(dataset: CaptionDataset, batch_size: int, shuffle: bool, seed: i
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     generator = torch.Generator()
     generator.manual_seed(int(seed))
-    common = dict(num_workers=num_workers, collate_fn=collate, generator=generator, persistent_workers=False,
-                  pin_memory=pin_memory)
+    common = dict(
+        num_workers=num_workers,
+        collate_fn=collate,
+        generator=generator,
+        persistent_workers=False,
+        pin_memory=pin_memory,
+    )
     if shuffle and drop_last:
         sampler = ShardedBatchSampler(len(dataset), batch_size, seed, rank, world_size)
         return DataLoader(dataset, batch_sampler=sampler, **common)
@@ -269,16 +296,22 @@ def make_loader(dataset: CaptionDataset, batch_size: int, shuffle: bool, seed: i
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, **common)
 
 
-def eval_loaders(split: PrecompSplit, vocab: Vocabulary, batch_size: int = 128,
-                 max_len: int = DEFAULT_MAX_LEN,
-                 num_workers: int = 0) -> tuple[DataLoader, DataLoader]:
+def eval_loaders(
+    split: PrecompSplit, vocab: Vocabulary, batch_size: int = 128, max_len: int = DEFAULT_MAX_LEN, num_workers: int = 0
+) -> tuple[DataLoader, DataLoader]:
     """Unshuffled loaders over every image (N) and every caption (cpi x N) of a split.
 
     Yields :class:`ImageBatch` and :class:`TextBatch` in split order, so row ``i`` of the encoded
     images is image ``i`` and row ``j`` of the encoded captions is caption ``j``.
     """
-    images = DataLoader(ImageDataset(split), batch_size=batch_size, shuffle=False,
-                        num_workers=num_workers, collate_fn=collate_images)
-    texts = DataLoader(CaptionTextDataset(split, vocab, max_len), batch_size=batch_size,
-                       shuffle=False, num_workers=num_workers, collate_fn=collate_texts)
+    images = DataLoader(
+        ImageDataset(split), batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate_images
+    )
+    texts = DataLoader(
+        CaptionTextDataset(split, vocab, max_len),
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=num_workers,
+        collate_fn=collate_texts,
+    )
     return images, texts

@@ -87,15 +87,15 @@ def _check_features_header(path: Path) -> tuple[tuple[int, int, int], str]:
     if dtype.kind != "f" or dtype.itemsize not in (2, 4):
         raise DataError(path, f"expected dtype float16 or float32, got {dtype}")
     if fortran_order:
-        raise DataError(path, "array is stored in Fortran order; re-save it C-contiguous "
-                              "(np.save(path, np.ascontiguousarray(a)))")
+        raise DataError(
+            path, "array is stored in Fortran order; re-save it C-contiguous (np.save(path, np.ascontiguousarray(a)))"
+        )
     if shape[0] == 0 or shape[1] == 0 or shape[2] == 0:
         raise DataError(path, f"array is empty (shape {shape})")
     expected = offset + int(np.prod(shape)) * dtype.itemsize
     actual = path.stat().st_size
     if actual < expected:
-        raise DataError(path, f"file is truncated: shape {shape} needs {expected} bytes, "
-                              f"found {actual}")
+        raise DataError(path, f"file is truncated: shape {shape} needs {expected} bytes, found {actual}")
     return (shape[0], shape[1], shape[2]), str(np.dtype(dtype.str.replace(">", "<")))
 
 
@@ -120,12 +120,14 @@ def _split_lines(data: bytes) -> list[bytes]:
 
 def _check_count(path: Path, n_captions: int, n_images: int, cpi: int) -> None:
     if n_captions != cpi * n_images:
-        raise DataError(path, f"found {n_captions} caption lines, expected {cpi * n_images} "
-                              f"({cpi} per image x {n_images} images in the feature file)")
+        raise DataError(
+            path,
+            f"found {n_captions} caption lines, expected {cpi * n_images} "
+            f"({cpi} per image x {n_images} images in the feature file)",
+        )
 
 
-def inspect_precomp(root: str | Path, split: str,
-                    captions_per_image: int | None = 5) -> SplitInfo:
+def inspect_precomp(root: str | Path, split: str, captions_per_image: int | None = 5) -> SplitInfo:
     """Check a split cheaply (npy header, file size, caption line count) without opening it.
 
     Meant for config validation before any training starts. With ``captions_per_image=None``
@@ -139,8 +141,7 @@ def inspect_precomp(root: str | Path, split: str,
     n_captions = len(_split_lines(_read_caption_bytes(cpath)))
     if captions_per_image is not None:
         _check_count(cpath, n_captions, n, captions_per_image)
-    return SplitInfo(Path(root), split, fpath, cpath, n, r, d, dtype, n_captions,
-                     captions_per_image)
+    return SplitInfo(Path(root), split, fpath, cpath, n, r, d, dtype, n_captions, captions_per_image)
 
 
 def _parse_captions(path: Path, data: bytes) -> list[str]:
@@ -180,7 +181,7 @@ def _check_finite(path: Path, features: np.ndarray, check_samples: int, seed: in
         indices = np.sort(np.random.default_rng(seed).choice(n, check_samples, replace=False))
     per_chunk = max(1, (64 << 20) // max(1, features[0].nbytes))  # ~64 MB per read
     for start in range(0, len(indices), per_chunk):
-        chunk = indices[start:start + per_chunk]
+        chunk = indices[start : start + per_chunk]
         finite = np.isfinite(features[chunk]).reshape(len(chunk), -1).all(axis=1)
         if not finite.all():
             bad = int(chunk[np.argmin(finite)])
@@ -236,9 +237,12 @@ class PrecompSplit:
         in place while a run reads it): reading the map past the file's end would kill the process."""
         now = _mapped_bytes(self.features)
         if now < self.opened_bytes:
-            raise DataError(self.features_path, f"the file shrank from {self.opened_bytes:,} to {now:,} bytes while "
-                                                f"this run read it (truncated or rewritten in place); restore it "
-                                                f"and resume the run")
+            raise DataError(
+                self.features_path,
+                f"the file shrank from {self.opened_bytes:,} to {now:,} bytes while "
+                f"this run read it (truncated or rewritten in place); restore it "
+                f"and resume the run",
+            )
 
     def __getstate__(self) -> dict:
         # Pickle the path, not the data: workers re-open the memory map and share the cache.
@@ -268,8 +272,9 @@ def _open_features(path: Path) -> np.ndarray:
         raise DataError(path, f"cannot memory-map features ({exc})") from None
 
 
-def open_precomp(root: str | Path, split: str, captions_per_image: int = 5,
-                 check_samples: int = 256, seed: int = 0) -> PrecompSplit:
+def open_precomp(
+    root: str | Path, split: str, captions_per_image: int = 5, check_samples: int = 256, seed: int = 0
+) -> PrecompSplit:
     """Open and validate a split; features stay memory-mapped.
 
     Checks the npy header (3-D, float16/float32, not truncated), that there are exactly

@@ -45,8 +45,14 @@ def resident_bytes(split: PrecompSplit, max_len: int, text_width: int = 0) -> in
     return int(features + split.n_captions * (max_len * per_token + 16))
 
 
-def choose_data_path(spec: str, device: torch.device, split: PrecompSplit, max_len: int,
-                     free_bytes: int | None = None, text_width: int = 0) -> str:
+def choose_data_path(
+    spec: str,
+    device: torch.device,
+    split: PrecompSplit,
+    max_len: int,
+    free_bytes: int | None = None,
+    text_width: int = 0,
+) -> str:
     """``resident`` or ``loader`` for ``train.data_path`` = ``spec`` on ``device``.
 
     ``free_bytes``: the device's free memory (default: ``torch.cuda.mem_get_info`` on a GPU); ``text_width``:
@@ -70,10 +76,10 @@ def load_features(features: np.ndarray, device: torch.device, chunk_bytes: int =
     row_bytes = max(1, int(np.prod(features.shape[1:])) * features.dtype.itemsize)
     rows = max(1, chunk_bytes // row_bytes)
     for start in range(0, features.shape[0], rows):
-        chunk = torch.from_numpy(np.array(features[start:start + rows]))
+        chunk = torch.from_numpy(np.array(features[start : start + rows]))
         if device.type == "cuda":
             chunk = chunk.pin_memory()
-        out[start:start + rows].copy_(chunk, non_blocking=device.type == "cuda")
+        out[start : start + rows].copy_(chunk, non_blocking=device.type == "cuda")
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return out
@@ -107,11 +113,18 @@ class ResidentSplit:
         image_ids = self.image_ids[index]
         extras = {}
         if self.extra_fields:  # per item, as the loader calls them (they may change between epochs)
-            extras = {name: stack_padded([fn(i) for i in indices]).to(self.device, non_blocking=True)
-                      for name, fn in self.extra_fields.items()}
-        return Batch(images=self.features[image_ids].float(), tokens=self.tokens[index, :width],
-                     lengths=self.lengths[index], image_ids=image_ids, caption_ids=index,
-                     extras=extras)
+            extras = {
+                name: stack_padded([fn(i) for i in indices]).to(self.device, non_blocking=True)
+                for name, fn in self.extra_fields.items()
+            }
+        return Batch(
+            images=self.features[image_ids].float(),
+            tokens=self.tokens[index, :width],
+            lengths=self.lengths[index],
+            image_ids=image_ids,
+            caption_ids=index,
+            extras=extras,
+        )
 
     def batches(self, sampler: Iterable[list[int]]) -> Iterator[Batch]:
         """One batch per list of indices that ``sampler`` (a ShardedBatchSampler) yields, in its order."""

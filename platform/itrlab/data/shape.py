@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from itrlab.data.precomp import inspect_precomp
-from itrlab.errors import ConfigError
 from itrlab.data.synthetic import MANIFEST
+from itrlab.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,13 @@ class DataShape:
 
     def describe(self) -> str:
         """``29,000 / 1,014 / 1,000 images x 5 captions, 36 x 2048 features`` (+ ``, synthetic``)."""
-        text = (f"{self.train_images:,} / {self.val_images:,} / {self.test_images:,} images x "
-                f"{self.captions_per_image} captions, {self.regions} x {self.feature_dim} features")
+        text = (
+            f"{self.train_images:,} / {self.val_images:,} / {self.test_images:,} images x "
+            f"{self.captions_per_image} captions, {self.regions} x {self.feature_dim} features"
+        )
         return text + (", synthetic" if self.synthetic else "")
 
-    def differences(self, other: "DataShape") -> list[str]:
+    def differences(self, other: DataShape) -> list[str]:
         """The fields in which this shape differs from ``other``, as ``name ours vs theirs``."""
         ours, theirs = asdict(self), asdict(other)
         return [f"{key.replace('_', ' ')} {ours[key]} vs {theirs[key]}" for key in ours if ours[key] != theirs[key]]
@@ -51,7 +53,7 @@ class DataShape:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DataShape":
+    def from_dict(cls, data: dict[str, Any]) -> DataShape:
         return cls(**{key: data[key] for key in cls.__dataclass_fields__})
 
 
@@ -76,28 +78,39 @@ class ShapeRequirement:
 
     def describe(self) -> str:
         """``6,000 / 1,000 / 1,000 images x 5 captions, any features`` (or ``36 x 2048 features``)."""
-        features = "any features" if self.regions is None and self.feature_dim is None else (
-            f"{self.regions or ANY} x {self.feature_dim or ANY} features")
-        text = (f"{self.train_images:,} / {self.val_images:,} / {self.test_images:,} images x "
-                f"{self.captions_per_image} captions, {features}")
+        features = (
+            "any features"
+            if self.regions is None and self.feature_dim is None
+            else (f"{self.regions or ANY} x {self.feature_dim or ANY} features")
+        )
+        text = (
+            f"{self.train_images:,} / {self.val_images:,} / {self.test_images:,} images x "
+            f"{self.captions_per_image} captions, {features}"
+        )
         return text + (", synthetic" if self.synthetic else "")
 
     def differences(self, shape: DataShape) -> list[str]:
         """The required fields in which ``shape`` (the trials' data) differs, as ``name ours vs theirs``."""
         ours, required = asdict(shape), asdict(self)
-        return [f"{key.replace('_', ' ')} {ours[key]} vs {required[key]}" for key in required
-                if required[key] is not None and ours[key] != required[key]]
+        return [
+            f"{key.replace('_', ' ')} {ours[key]} vs {required[key]}"
+            for key in required
+            if required[key] is not None and ours[key] != required[key]
+        ]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str) -> "ShapeRequirement":
+    def from_dict(cls, data: dict[str, Any], where: str) -> ShapeRequirement:
         """The requirement of a data file's ``data`` (``where``: the file, for errors): sizes are positive
         integers, ``regions`` and ``feature_dim`` positive integers or ``any``, ``synthetic`` a boolean;
         ``description`` may say in words what the data are. Anything else is a ConfigError."""
         fields = [*SIZES, *FEATURES, "synthetic"]
         unknown = sorted(set(data) - {*fields, "description"})
         if unknown:
-            raise ConfigError(f"{where}: {unknown[0]}", data[unknown[0]], f"a data shape has the keys {', '.join(fields)}"
-                              " and description")
+            raise ConfigError(
+                f"{where}: {unknown[0]}",
+                data[unknown[0]],
+                f"a data shape has the keys {', '.join(fields)} and description",
+            )
         values: dict[str, Any] = {}
         for key in fields:
             if key not in data:
@@ -109,8 +122,9 @@ class ShapeRequirement:
             elif key in FEATURES and value == ANY:
                 value = None
             elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                allowed = "a positive integer" + (f" or '{ANY}' (published rows on other features)"
-                                                  if key in FEATURES else "")
+                allowed = "a positive integer" + (
+                    f" or '{ANY}' (published rows on other features)" if key in FEATURES else ""
+                )
                 raise ConfigError(f"{where}: {key}", value, allowed)
             values[key] = value
         return cls(**values)
@@ -120,5 +134,12 @@ def data_shape(root: str | Path, splits: tuple[str, str, str], captions_per_imag
     """The shape of the precomp folder ``root`` (``splits``: the train, val and test file prefixes),
     read from the feature files' headers and the caption line counts (nothing is loaded)."""
     train, val, test = (inspect_precomp(root, split, captions_per_image) for split in splits)
-    return DataShape(train.n_images, val.n_images, test.n_images, captions_per_image, test.n_regions,
-                     test.feature_dim, (Path(root) / MANIFEST).is_file())
+    return DataShape(
+        train.n_images,
+        val.n_images,
+        test.n_images,
+        captions_per_image,
+        test.n_regions,
+        test.feature_dim,
+        (Path(root) / MANIFEST).is_file(),
+    )

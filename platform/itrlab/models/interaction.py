@@ -10,9 +10,8 @@ Features (§III-A "Feature Extraction"): an FC layer maps each region feature to
 (:meth:`RegionEncoder.region_features`, no pooling); a BiGRU over word embeddings gives one
 ``d``-vector per word, its forward and backward states averaged
 (:meth:`GRUTextEncoder.word_features`; a GloVe-initialised BiGRU or a BERT encoder's projected
-token features work the same way, see :mod:`itrlab.models.text_factory`). Both are L2-normalised per vector, so that
-``T Vᵀ`` is
-the cosine similarity matrix the paper names (as in SCAN [44], whose encoders normalise).
+token features work the same way, see :mod:`itrlab.models.text_factory`). Both are L2-normalised per vector,
+so that ``T Vᵀ`` is the cosine similarity matrix the paper names (as in SCAN [44], whose encoders normalise).
 
 Text-to-image cross-attention (eq. 1)::
 

@@ -32,9 +32,9 @@ from itrlab.config.loader import config_dir, did_you_mean, read_yaml
 from itrlab.config.sweep import SweepSpec
 from itrlab.data.shape import DataShape
 from itrlab.errors import ConfigError
+from itrlab.eval.names import RECALLS
 from itrlab.report.published import PublishedSource
 
-RECALLS = ("i2t_R1", "i2t_R5", "i2t_R10", "t2i_R1", "t2i_R5", "t2i_R10")
 RANKS = ("i2t_medr", "t2i_medr")  # the median ranks, where the paper prints them
 WORDS = ("source", "features", "model")  # what every row says in words
 

@@ -1,18 +1,17 @@
 """The sweep's report in a paper's layout: ``sweep/report.html`` and ``sweep/report.md`` on the parent
 run, and the same table last on the console.
 
-One row per grid row, in the grid's order; columns rsum first (what rows are compared by), then i2t R@1/5/10,
-t2i R@1/5/10 (and MD where the sweep reports it), each cell "mean ± 95% interval" over seeds (the seed count added
-where it is not the grid's; with one seed a mean and
-no interval, and the notes say so); the difference of the objective to the baseline with Welch's
-interval and, where the rows share seeds, the paired one (the notes say which the headline used); the
-cost; a note per row (seeds missing, what became of trials that did not finish, at chance, still
-learning, best); a chance row (random scores on the test protocol, its rsum cell the 95% range of
-a random model's: :attr:`~itrlab.report.chance.ChanceLevel.rsum_band`); the published numbers as rows of their own, only
-when the trials' data have the paper's shape (:mod:`itrlab.data.shape`); published anchors of other
-methods (:mod:`itrlab.report.anchors`) as reference rows last, under the same rule; the headline
-(:mod:`itrlab.report.headline`) and the plots. Pure data in, text out: every text is escaped for the
-page it goes to (:mod:`itrlab.report.escape`), so that a label reads as written, never as markup.
+One row per grid row, in the grid's order; columns rsum first (what rows are compared by), then i2t R@1/5/10, t2i
+R@1/5/10 (and MD where the sweep reports it), each cell "mean ± 95% interval" over seeds (the seed count added where
+it is not the grid's; with one seed a mean and no interval, and the notes say so); the difference of the objective to
+the baseline with Welch's interval and, where the rows share seeds, the paired one (the notes say which the headline
+used); the cost; a note per row (seeds missing, what became of trials that did not finish, at chance, still learning,
+best); a chance row (random scores on the test protocol, its rsum cell the 95% range of a random model's:
+:attr:`~itrlab.report.chance.ChanceLevel.rsum_band`); the published numbers as rows of their own, only when the
+trials' data have the paper's shape (:mod:`itrlab.data.shape`); published anchors of other methods
+(:mod:`itrlab.report.anchors`) as reference rows last, under the same rule; the headline
+(:mod:`itrlab.report.headline`) and the plots. Pure data in, text out: every text is escaped for the page it goes to
+(:mod:`itrlab.report.escape`), so that a label reads as written, never as markup.
 
 The HTML page fits a 1280-px window, and shows the recalls inside the frame MLflow's artifact view gives it
 (about 510 px of a 1280-px window beside MLflow's sidebar, file list and Assistant panel; 710 px of a

@@ -25,8 +25,7 @@ BOARD_FOLDER = "progress"  # under the sweep's folder
 
 class BoardWriter:
     """A training callback of a trial: writes its :class:`~itrlab.train.training_progress.TrainingProgress` to the
-    board.
-    A note that cannot be written is skipped: progress never fails a trial."""
+    board. A note that cannot be written is skipped: progress never fails a trial."""
 
     def __init__(self, folder: Path, trial_id: str, clock=time.time):
         self.path = Path(folder) / f"{trial_id}.json"

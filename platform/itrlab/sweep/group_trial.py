@@ -1,13 +1,12 @@
 """The Tune trial of a grouped sweep (:mod:`itrlab.sweep.groups`): one Ray trial trains one group.
 
-**Tune sees one trial per group**; itrlab keeps one run per member. The trial's config is the group's
-members (their grid points); each member trains in ``<trial>/group/m<k>/`` (its own ``last.pt``,
-``best.pt``, ``mlflow_run.json``; in the sweep's storage ``<trial>/checkpoint_*/m<k>/``) and is its own
-MLflow child run, tagged with its own trial id ``<trial id>-m<k>`` (``itrlab.trial_id``; ``itrlab.group``
-names the Tune trial, ``itrlab.group_member`` its folder), its params, its seed and its status. After every epoch the
-trial reports once: the mean of the members' objective (what
-Tune ranks the group by) and every member's state as JSON (``members``), with one checkpoint of the
-whole ``group`` folder, so that a retried or resumed group restores every member from the same epoch.
+**Tune sees one trial per group**; itrlab keeps one run per member. The trial's config is the group's members (their
+grid points); each member trains in ``<trial>/group/m<k>/`` (its own ``last.pt``, ``best.pt``, ``mlflow_run.json``; in
+the sweep's storage ``<trial>/checkpoint_*/m<k>/``) and is its own MLflow child run, tagged with its own trial id
+``<trial id>-m<k>`` (``itrlab.trial_id``; ``itrlab.group`` names the Tune trial, ``itrlab.group_member`` its folder),
+its params, its seed and its status. After every epoch the trial reports once: the mean of the members' objective
+(what Tune ranks the group by) and every member's state as JSON (``members``), with one checkpoint of the whole
+``group`` folder, so that a retried or resumed group restores every member from the same epoch.
 
 **How members end.** A member whose loss turns NaN or infinite ends ``diverged``, one that fails on its
 own (its data, its validation, its test) ``error``; either way its run ends FAILED with the reason and

@@ -54,6 +54,7 @@ from typing import Any, TextIO
 from ray import tune
 
 from itrlab.config.sweep import SweepSpec
+from itrlab.console_log import emit
 from itrlab.sweep.board import TrialState, read_state
 from itrlab.sweep.quiet_workers import quiet_worker_logs
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR
@@ -267,7 +268,7 @@ class SweepProgress(tune.Callback):
         self.total = total
         self.interval = progress_interval() if interval is None else interval
         self.clock = clock
-        self.stream = stream  # None: sys.stdout at the time of printing
+        self.stream = stream  # None: logged at INFO (the console's stdout at the time of printing)
         self.board, self.concurrency, self.wall = board, concurrency, wall
         self.started: dict[str, float] = {}  # trial id -> first start seen in this invocation
         self.started_wall: dict[str, float] = {}  # the same, in wall-clock time (the board's notes carry it)
@@ -398,9 +399,4 @@ class SweepProgress(tune.Callback):
 
     def print_line(self, trials: list, final: bool = False) -> None:
         self.last_line = self.clock()
-        line = self.line(trials, final)
-        if self.stream is None:
-            _log.info(line)
-        else:
-            self.stream.write(line + "\n")
-            self.stream.flush()
+        emit(_log, self.line(trials, final), self.stream)

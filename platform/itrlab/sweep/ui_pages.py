@@ -33,12 +33,13 @@ REPORT = "sweep/report.html"
 REPORT_HEADERS = ["rsum", "i2t R@1", "i2t R@5", "i2t R@10", "t2i R@1", "t2i R@5", "t2i R@10"]  # paper_report's
 TEST_SECTION = "1_test"
 
-# Whether the window shows all of an element: both ends of it are what the browser finds at those points.
+# Whether the window shows all of an element: inside the window, and what the browser finds at both of its ends is
+# the element or a part of it (not the panel over it, not a parent that a scroll clips it by).
 SHOWN = """const shown = (element) => { if (!element) return false; const r = element.getBoundingClientRect();
   if (r.width <= 0 || r.right > innerWidth || r.bottom > innerHeight || r.left < 0 || r.top < 0) return false;
   const y = r.top + r.height / 2;
   return [r.left + 1, r.right - 1].every(x => { const hit = document.elementFromPoint(x, y);
-    return hit !== null && (element.contains(hit) || hit.contains(element)); }); };"""
+    return hit !== null && element.contains(hit); }); };"""
 # Elements by their own text (its text nodes, trimmed), in document order.
 BY_TEXT = """const byText = (text, root = document.body) => { const found = [];
   const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT); let node;
@@ -63,17 +64,13 @@ RUN_SHOWN = """const header = byText(section)[0];
   const card = (n) => [...byText(n), ...byText(n.split("/").pop())].filter(after)[0];
   return Object.fromEntries(names.map(n => [n, shown(card(n))]));"""
 # the runs table: its rows loaded, each column headed by the metric's MLflow name; a column counts as shown when
-# the window shows its whole header cell, no other element over either end of it (ag-grid's label runs past the
-# cell that clips it; a table scrolled sideways clips the cell without covering it), and the header's text ends
-# inside the box that clips it (cut short, `1_test/i2t_R` could be R@1 or R@5)
+# the window shows its whole header cell (not its label, which runs past the cell that clips it), and the header's
+# text ends inside the box that clips it (cut short, `1_test/i2t_R` could be R@1 or R@5)
 RUNS_READY = """return document.querySelector(".ag-row") !== null && names.every(n => byText(n).length > 0);"""
 RUNS_SHOWN = """const label = (n) => byText(n).find(e => e.closest(".ag-header-cell"));
-  const inside = (cell) => { const r = cell.getBoundingClientRect(), y = r.top + r.height / 2;
-    return r.left >= 0 && r.right <= innerWidth && [r.left + 1, r.right - 1].every(x => {
-      const hit = document.elementFromPoint(x, y); return hit !== null && cell.contains(hit); }); };
   const whole = (e) => e.getBoundingClientRect().right <= e.parentElement.getBoundingClientRect().right + 0.5;
   return Object.fromEntries(names.map(n => { const e = label(n);
-    return [n, e !== undefined && inside(e.closest(".ag-header-cell")) && whole(e)]; }));"""
+    return [n, e !== undefined && shown(e.closest(".ag-header-cell")) && whole(e)]; }));"""
 # the artifact view: the frame MLflow shows an HTML file in, then the report's headers inside that frame
 FRAME_READY = """const frame = document.querySelector("iframe.mlflow-html-iframe");
   return frame !== null && frame.getBoundingClientRect().width > 0 && shown(frame);"""

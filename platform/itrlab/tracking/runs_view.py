@@ -31,6 +31,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from itrlab.eval.names import RECALLS
 from itrlab.tracking.chart_names import chart_name
 
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # MLflow's saved views
@@ -48,7 +49,6 @@ PINNED_WIDTHS = {"attributes.`Run Name`": 132, "runDateAndNestInfo": 110}
 # a run's six test recalls in one tag (module doc): its key is the column's header (letters, digits, spaces, "/")
 RECALLS_TAG = "test i2t R1 R5 R10 / t2i R1 R5 R10"
 SUMMARY_WIDTH = 248
-_RECALL_ORDER = ("i2t_R1", "i2t_R5", "i2t_R10", "t2i_R1", "t2i_R5", "t2i_R10")
 
 
 def metric_width(name: str, sorted_by: bool = False) -> int:
@@ -61,7 +61,7 @@ def recalls_summary(metrics: Mapping[str, float], prefix: str = "test_") -> str 
     """The value of :data:`RECALLS_TAG` from a run's metrics (itrlab's names): ``13.8 32.4 44.1 / 4.4 12.4 18.5``
     (R@1, R@5, R@10 image to text, then text to image, one decimal as the papers print them); None unless all six
     are there."""
-    values = [metrics.get(prefix + name) for name in _RECALL_ORDER]
+    values = [metrics.get(prefix + name) for name in RECALLS]
     if any(value is None for value in values):
         return None
     text = [f"{float(value):.1f}" for value in values]

@@ -212,8 +212,8 @@ def source_tags() -> dict[str, str]:
 
 
 # MLflow's job runner off: it and its huey consumers (their memory: docs/mlflow.md) serve MLflow's GenAI jobs, which
-# itrlab never
-# asks for. Every server and UI the project starts or documents runs with it (the k8s ConfigMap sets it too).
+# itrlab never asks for. Every server and UI the project starts or documents runs with it (the k8s ConfigMap sets it
+# too).
 JOB_EXECUTION_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 JOB_EXECUTION_OFF = " ".join(f"{name}={value}" for name, value in JOB_EXECUTION_ENV.items())  # as a shell prefix
 UI_PORT = 5000

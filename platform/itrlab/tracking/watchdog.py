@@ -7,15 +7,14 @@ Python handler runs). Every run itrlab starts or reopens carries the tag ``itrla
 ends it (:func:`itrlab.process_id.owner_id`; a sweep's driver for its parent and its trials, the training
 process for ``jobs/train.py``).
 
-A training (``itrlab.cli``) and a sweep's driver (``itrlab.sweep.runner``) start this file as a script once
-every check passed, just before they create or reopen a run (:func:`watching`), in a session of its own,
-holding the read end of a pipe whose write end the job keeps. A job that ends its own way (done, failed
-with its message, interrupted) writes ``ok`` first; a job killed outright closes the pipe without it, and
-the watchdog ends every RUNNING run the job owned KILLED, with the reason in ``itrlab.stop_reason``, and
-prints one line (:func:`itrlab.tracking.owners.end_runs_of`). It imports nothing beyond the standard library
-(and :mod:`itrlab.process_id`) until then: waiting costs a blocked read. ``ITRLAB_WATCHDOG=0`` turns it off; the next
-``train`` or ``sweep``
-on the same store closes such runs anyway (:func:`itrlab.tracking.owners.close_orphaned_runs`).
+A training (``itrlab.cli``) and a sweep's driver (``itrlab.sweep.runner``) start this file as a script once every
+check passed, just before they create or reopen a run (:func:`watching`), in a session of its own, holding the read
+end of a pipe whose write end the job keeps. A job that ends its own way (done, failed with its message, interrupted)
+writes ``ok`` first; a job killed outright closes the pipe without it, and the watchdog ends every RUNNING run the job
+owned KILLED, with the reason in ``itrlab.stop_reason``, and prints one line
+(:func:`itrlab.tracking.owners.end_runs_of`). It imports nothing beyond the standard library (and
+:mod:`itrlab.process_id`) until then: waiting costs a blocked read. ``ITRLAB_WATCHDOG=0`` turns it off; the next
+``train`` or ``sweep`` on the same store closes such runs anyway (:func:`itrlab.tracking.owners.close_orphaned_runs`).
 
     python .../itrlab/tracking/watchdog.py FD PID WHAT
 """

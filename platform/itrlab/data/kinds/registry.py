@@ -98,6 +98,7 @@ class KindRegistry(Mapping):
             cls.name = name
             self._classes[name] = cls
             return cls
+
         return decorate
 
     def __getitem__(self, name: str) -> type[DatasetKind]:
@@ -135,7 +136,7 @@ class StoredFeatures:
         raise NotImplementedError
 
     @classmethod
-    def check(cls, config: Any, kind: "DatasetKind") -> None:
+    def check(cls, config: Any, kind: DatasetKind) -> None:
         raise NotImplementedError
 
 
@@ -149,6 +150,7 @@ def register_stored(name: str) -> Callable[[type[StoredFeatures]], type[StoredFe
         cls.name = name
         STORED_FEATURES[name] = cls
         return cls
+
     return decorate
 
 
@@ -161,5 +163,15 @@ def kind_of(dataset: Any) -> DatasetKind:
     return cls(dataset)
 
 
-__all__ = ["DATASET_KINDS", "ROLES", "STORED_FEATURES", "DataSummary", "DatasetKind", "KindRegistry", "StoredFeatures",
-           "kind_of", "register_kind", "register_stored"]
+__all__ = [
+    "DATASET_KINDS",
+    "ROLES",
+    "STORED_FEATURES",
+    "DataSummary",
+    "DatasetKind",
+    "KindRegistry",
+    "StoredFeatures",
+    "kind_of",
+    "register_kind",
+    "register_stored",
+]

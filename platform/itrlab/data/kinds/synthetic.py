@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from itrlab.data.kinds.registry import DataSummary, DatasetKind, register_kind
+from itrlab.data.kinds.registry import DatasetKind, DataSummary, register_kind
 from itrlab.data.precomp import open_precomp
 from itrlab.data.synthetic import MANIFEST, SyntheticSpec, generate_synthetic, synthetic_spec
 from itrlab.errors import ConfigError
@@ -45,8 +45,11 @@ class SyntheticKind(DatasetKind):
     def summary(self) -> DataSummary:
         spec = self.spec()
         if spec.captions_per_image != self.dataset.captions_per_image:
-            raise ConfigError("dataset.captions_per_image", self.dataset.captions_per_image,
-                              f"the synthetic data has {spec.captions_per_image} captions per image")
+            raise ConfigError(
+                "dataset.captions_per_image",
+                self.dataset.captions_per_image,
+                f"the synthetic data has {spec.captions_per_image} captions per image",
+            )
         sizes = {"train": spec.n_train, "val": spec.n_dev, "test": spec.n_test}
         done = self.on_disk()
         if not done:
@@ -65,13 +68,19 @@ class SyntheticKind(DatasetKind):
         free_disk = shutil.disk_usage(probe).free
         free_memory = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else None
         if disk > free_disk:
-            raise ConfigError("dataset.synthetic", self.dataset.synthetic.model_dump(),
-                              f"the synthetic data would need {disk / 1e9:.1f} GB of features on disk; {probe} has "
-                              f"{free_disk / 1e9:.1f} GB free")
+            raise ConfigError(
+                "dataset.synthetic",
+                self.dataset.synthetic.model_dump(),
+                f"the synthetic data would need {disk / 1e9:.1f} GB of features on disk; {probe} has "
+                f"{free_disk / 1e9:.1f} GB free",
+            )
         if free_memory is not None and memory > free_memory:
-            raise ConfigError("dataset.synthetic", self.dataset.synthetic.model_dump(),
-                              f"generating it would need {memory / 1e9:.1f} GB of memory for its largest split; "
-                              f"{free_memory / 1e9:.1f} GB are available")
+            raise ConfigError(
+                "dataset.synthetic",
+                self.dataset.synthetic.model_dump(),
+                f"generating it would need {memory / 1e9:.1f} GB of memory for its largest split; "
+                f"{free_memory / 1e9:.1f} GB are available",
+            )
 
     def shape(self) -> tuple[int, int]:
         spec = self.spec()

@@ -95,9 +95,8 @@ class CrossModalAttention(nn.Module):
         (head ``h``'s keys in block ``h``: H times the multiply-adds of per-head products, but one
         efficient product instead of many thin ones) with the queries, as (n, N, H, A·m), so that the
         softmax runs over the **outermost** axis, the keys: over the last axis, a few keys long, torch's
-        CPU softmax and its backward are several times slower (docs/papers/ascl.md#fusion-scorer). The values product
-        (``Z^O`` folded
-        in per head) reads the probabilities transposed, batched over the ``y`` items.
+        CPU softmax and its backward are several times slower (docs/papers/ascl.md#fusion-scorer). The values
+        product (``Z^O`` folded in per head) reads the probabilities transposed, batched over the ``y`` items.
         """
         (A, m, D), (N, n, _) = x.shape, y.shape
         H, d = self.heads, self.head_dim

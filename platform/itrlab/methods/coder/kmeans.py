@@ -7,8 +7,7 @@ PGC clusters ``u = normalise(v̂^I + ŵ^I)``, one vector per training pair, into
   A centroid is the normalised sum of its members (the mean direction).
 - Init ``"k-means++"`` (D² sampling with D² = 2 - 2 cos, one candidate per step), ``"random"``
   (K distinct points) or given centroids (a warm start). All random numbers come from a CPU ``torch.Generator``
-  seeded with
-  ``seed``, so the draws are the same on every device. k-means++ costs K sequential passes over
+  seeded with ``seed``, so the draws are the same on every device. k-means++ costs K sequential passes over
   the data (O(N d) each).
 - Fixed iterations (default 20) of assign-then-update; it stops early only at a fixed point (no
   label changed and no cluster was empty), which later iterations could not change.

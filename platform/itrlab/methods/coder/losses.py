@@ -331,12 +331,11 @@ class MemoryDCLLoss(DCLLoss):
 class PrototypeClusterLoss(RetrievalLoss):
     """PGC (C eq. 7; docs/papers/coder.md §A4): ``L = CE(P_v, z) + CE(P_w, z)`` with a shared prototype head.
 
-    Reads ``image_cluster_logits`` / ``caption_cluster_logits`` (B, K) (``P^C v^C`` / ``P^C w^C``, or
-    the cosines over a temperature the method's prototypes give; the softmax is inside the cross-entropy) and
-    ``cluster_labels`` (B,), integer, ``-1`` (any
-    negative) = no label yet. Each modality's term is a mean over the ``B`` pairs, an unlabelled
-    pair adding 0 (a batch with no label gives 0 and a zero gradient, never NaN). No parameters.
-    Parts: ``image`` (``L^v``), ``caption`` (``L^w``) and ``labelled`` (fraction of pairs with a label).
+    Reads ``image_cluster_logits`` / ``caption_cluster_logits`` (B, K) (``P^C v^C`` / ``P^C w^C``, or the cosines over
+    a temperature the method's prototypes give; the softmax is inside the cross-entropy) and ``cluster_labels`` (B,),
+    integer, ``-1`` (any negative) = no label yet. Each modality's term is a mean over the ``B`` pairs, an unlabelled
+    pair adding 0 (a batch with no label gives 0 and a zero gradient, never NaN). No parameters. Parts: ``image``
+    (``L^v``), ``caption`` (``L^w``) and ``labelled`` (fraction of pairs with a label).
     """
 
     name = "pgc"

@@ -95,20 +95,18 @@ def shared_step(config: ExperimentConfig) -> tuple[str, tuple[tuple[str, tuple[i
     return group_key(config), model_signature(config)
 
 
-def pack_groups(
-    configs: Sequence[ExperimentConfig], size: int, label: Callable[[int], str] = str, setting: str = "group"
-) -> list[list[int]]:
+def pack_groups(configs: Sequence[ExperimentConfig], size: int, label: Callable[[int], str] = str) -> list[list[int]]:
     """The runs ``configs`` packed into groups of at most ``size`` (module doc, "Packing"): lists of their
     indices, each group in the order given and the groups by their first member.
 
-    One line for bad input, naming ``setting`` (the sweep's ``group``) and each run by ``label(index)``:
+    One line for bad input, naming the setting ``group`` (a sweep's) and each run by ``label(index)``:
     UserInputError for a run that cannot be a member (:func:`group_refusal`), ConfigError for ``size``
     larger than the largest set of runs that share a step (a group would mix model shapes).
     """
     for index, config in enumerate(configs):
         reason = group_refusal(config)
         if reason:
-            raise UserInputError(f"{setting} {size}: trial {label(index)}: {reason}")
+            raise UserInputError(f"group {size}: trial {label(index)}: {reason}")
     sets: dict[tuple, list[int]] = {}
     for index, config in enumerate(configs):
         sets.setdefault(shared_step(config), []).append(index)
@@ -119,7 +117,7 @@ def pack_groups(
             for indices in sets.values()
         )
         raise ConfigError(
-            setting,
+            "group",
             size,
             f"a group holds trials of one model shape and one train section, and "
             f"the sweep's {len(configs)} trials fall in {len(sets)} such sets ({kinds}): at most {largest}",
