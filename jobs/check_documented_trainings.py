@@ -46,8 +46,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--sweep-budget-min",
         type=positive,
-        default=5,
-        help="run a sweep only when its --dry-run puts its training at most this long (default 5)",
+        default=15,
+        help="run a sweep only when its --dry-run puts its training at most this long (default 15)",
     )
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results", help="the page's folder")
     parser.add_argument("--list", action="store_true", help="print the documented trainings and run nothing")

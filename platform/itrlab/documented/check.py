@@ -61,7 +61,7 @@ class Budget:
     (the estimate leaves out evaluation and start-up, and assumes quiet cores)."""
 
     training_s: float = 15 * 60
-    sweep_s: float = 5 * 60
+    sweep_s: float = 15 * 60
 
 
 @dataclass(frozen=True)
