@@ -178,6 +178,12 @@ def test_what_cannot_run_here_says_why_before_anything_runs(text, says):
     assert (reason is None) if says is None else (says in reason), reason
 
 
+def test_a_sweeps_limit_leaves_room_over_its_estimate():
+    budget = Budget(training_s=900, sweep_s=900)
+    assert budget.sweep_limit(None) == budget.sweep_limit(60) == 900  # a short sweep: the training's limit
+    assert budget.sweep_limit(13 * 60) == 3 * 13 * 60  # coder-table2's 13 min: its evaluation and start-up on top
+
+
 # -- a run's result, and the page ----------------------------------------------------------------------------------
 
 

@@ -1,12 +1,13 @@
 """Each documented training run here as a user runs it, or the reason it is not
 (``jobs/check_documented_trainings.py``).
 
-A command runs as a process from the checkout's root, its ``python`` the job's own (the venv's), with the
-check's budget as its time limit; its result is read from what it left: a training's ``test_recall.json`` in the
-run directory it printed, and the verdicts its last lines printed (``itrlab: at chance: ...``, ``itrlab: on its
-plateau: ...``: :mod:`itrlab.report.verdict`); a sweep's trials' ``test_recall.json`` under the sweep directory it
-printed, the lowest of them its rsum, at chance when any trial's rsum lies in chance's range. Beside them, a random
-model's 95% range of rsum on the run's test protocol (:func:`itrlab.report.chance.chance_level`).
+A command runs as a process from the checkout's root, its ``python`` the job's own (the venv's), with the check's
+budget as its time limit (a sweep's: :meth:`Budget.sweep_limit`); its result is read from what it left: a training's
+``test_recall.json`` in the run directory it printed, and the verdicts its last lines printed (``itrlab: at chance:
+...``, ``itrlab: on its plateau: ...``: :mod:`itrlab.report.verdict`); a sweep's trials' ``test_recall.json`` under
+the sweep directory it printed, the lowest of them its rsum, at chance when any trial's rsum lies in chance's range.
+Beside them, a random model's 95% range of rsum on the run's test protocol
+(:func:`itrlab.report.chance.chance_level`).
 
 Not run, with the reason on the page (:func:`reason_not_run`): a command handed to another program (``ray job
 submit``: a cluster), ``--resume`` (it continues a run), a ``--sweep`` file or data folder or text model this
@@ -19,6 +20,7 @@ failed, which the fast tier refuses.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -53,6 +55,7 @@ _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _COST = re.compile(r"^\s*G = (\d+) \(.*?\): about ([\d.]+ (?:s|min|h)) of wall time")
 _SWEEP_LINE = re.compile(r"^sweep (\S+)(?:, profile (\S+))?: (\d+) trial")
 STOP_WAIT_S = 120  # after SIGTERM at the budget, before SIGKILL
+SWEEP_SLACK = 3.0  # a sweep's limit over its dry run's training estimate
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,11 @@ class Budget:
 
     training_s: float = 15 * 60
     sweep_s: float = 15 * 60
+
+    def sweep_limit(self, estimate_s: float | None) -> float:
+        """A sweep's time limit: the training's, or its estimate x SWEEP_SLACK where that is longer (its
+        evaluation, start-up and the machine's load come on top of the estimate)."""
+        return max(self.training_s, SWEEP_SLACK * (estimate_s or 0.0))
 
 
 @dataclass(frozen=True)
@@ -117,9 +125,11 @@ def training_data_reason(words: list[str], repo: Path) -> str | None:
     return None
 
 
-def dry_run(argv: list[str], repo: Path) -> tuple[str, str | None, int, float | None, str]:
+@functools.cache
+def dry_run(argv: tuple[str, ...], repo: Path) -> tuple[str, str | None, int, float | None, str]:
     """(sweep name, profile, trials, training seconds at its group or None, the estimate's words) of a sweep
-    command, read from its own ``--dry-run``."""
+    command, read from its own ``--dry-run`` (once per command: the check asks before it runs it, and for its time
+    limit)."""
     done = subprocess.run([*argv, "--dry-run"], cwd=repo, capture_output=True, text=True, timeout=600)
     head = next((m for m in map(_SWEEP_LINE.match, done.stdout.splitlines()) if m), None)
     costs = [m for m in map(_COST.match, done.stdout.splitlines()) if m]
@@ -163,7 +173,7 @@ def reason_not_run(command: Command, repo: Path, budget: Budget, python: str) ->
         if not torch.cuda.is_available():
             return f"asks for GPUs (--gpus-per-trial {gpus}): none on this machine"
     try:
-        name, profile, trials, seconds, words_ = dry_run(program_argv(words, python), repo)
+        name, profile, trials, seconds, words_ = dry_run(tuple(program_argv(words, python)), repo)
     except (RuntimeError, subprocess.TimeoutExpired) as err:
         return None if isinstance(err, RuntimeError) else "its --dry-run did not answer in 10 min"
     if seconds is not None and seconds <= budget.sweep_s:
@@ -225,6 +235,7 @@ def run_command(command: Command, repo: Path, budget: Budget, python: str, log_f
     """Run ``command`` (a make target: the command it runs) and read its result into its row."""
     words = split(command.runs) if command.runs else command.words
     argv = program_argv(words, python)
+    limit = budget.sweep_limit(dry_run(tuple(argv), repo)[3]) if command.kind == SWEEP else budget.training_s
     log_file.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     started = time.monotonic()
@@ -233,7 +244,7 @@ def run_command(command: Command, repo: Path, budget: Budget, python: str, log_f
             argv, cwd=repo, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
         try:
-            code = process.wait(timeout=budget.training_s)
+            code = process.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             stop(process)
             code = None
@@ -242,7 +253,7 @@ def run_command(command: Command, repo: Path, budget: Budget, python: str, log_f
     output = log_file.read_text(encoding="utf-8", errors="replace")
     base = Entry(command.text, command.pages, "", measured, wall)
     if code is None:
-        return _with(base, f"{FAILED}stopped at this check's budget of {duration(budget.training_s)}")
+        return _with(base, f"{FAILED}stopped at this check's limit of {duration(limit)}")
     if code != 0:
         return _with(base, f"{FAILED}exit {code}: {failure_line(output)}")
     try:
@@ -403,7 +414,8 @@ def preamble(started: str, repo: Path, budget: Budget) -> str:
         "or of an earlier training of the same config but for where it writes (`--run-dir`, `output.*`).\n\n"
         f"Last run: {started}, commit {commit_of(repo)}, on {os.cpu_count()} CPU cores (Linux "
         f"{os.uname().machine}), the job at nice {os.nice(0)}; a training's limit {duration(budget.training_s)}, a "
-        f"sweep run only when its `--dry-run` puts its training at {duration(budget.sweep_s)} or less."
+        f"sweep run only when its `--dry-run` puts its training at {duration(budget.sweep_s)} or less, and stopped at "
+        f"{SWEEP_SLACK:g}x that estimate where that is longer."
     )
 
 
