@@ -134,6 +134,17 @@ def test_a_make_target_and_a_training_of_the_same_config_share_a_row():
     }
 
 
+def test_a_sweep_on_other_cpus_or_storage_shares_its_row_and_one_on_gpus_does_not():
+    texts = [
+        "python jobs/sweep.py --preset ascl-table2",
+        "python jobs/sweep.py --preset ascl-table2 --cpus-per-trial 1 --concurrency=2 --storage /tmp/s",
+        "python jobs/sweep.py --preset ascl-table2 --gpus-per-trial 0.5",
+        "python jobs/sweep.py --preset ascl-table2 --profile flickr8k",
+        "python jobs/sweep_dbl.py --preset ascl-table2",
+    ]
+    assert aliases([Command(text, SWEEP, ()) for text in texts]) == {texts[1]: texts[0]}
+
+
 def test_rows_carry_the_earlier_page_and_an_alias_takes_its_targets_figures():
     commands = [
         Command("make train", TRAINING, ("README.md",), runs="python jobs/train.py"),

@@ -10,12 +10,12 @@ Beside them, a random model's 95% range of rsum on the run's test protocol
 (:func:`itrlab.report.chance.chance_level`).
 
 Not run, with the reason on the page (:func:`reason_not_run`): a command handed to another program (``ray job
-submit``: a cluster), ``--resume`` (it continues a run), a ``--sweep`` file or data folder or text model this
-machine lacks, GPUs where torch sees none, and a sweep whose dry run (``--dry-run``, the figure ``--list`` prints)
-puts its training over the sweep budget (with the sweep's newest results page, where one exists). A make target,
-and a training of the same config as an earlier one but for where it writes (``--run-dir``, ``output.*``), give
-that command's result (``as: ...``). Anything else runs; one that fails or outlasts the budget is recorded as
-failed, which the fast tier refuses.
+submit``: a cluster), ``--resume`` (it continues a run), a ``--sweep`` file or data folder or text model this machine
+lacks, GPUs where torch sees none, and a sweep whose dry run (``--dry-run``, the figure ``--list`` prints) puts its
+training over the sweep budget (with the sweep's newest results page, where one exists). A make target, and a training
+of the same config as an earlier one but for where it writes (``--run-dir``, ``output.*``), or an earlier sweep but
+for its CPUs or storage (``RESOURCE_FLAGS``), give that command's result (``as: ...``). Anything else runs; one that
+fails or outlasts the budget is recorded as failed, which the fast tier refuses.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from itrlab.documented.catalogue import SWEEP, TRAINING, Command, split
+from itrlab.documented.catalogue import SWEEP, Command, split
 from itrlab.documented.page import (
     ALIAS,
     AT_CHANCE,
@@ -289,15 +289,35 @@ def stop(process: subprocess.Popen) -> None:
             continue
 
 
+RESOURCE_FLAGS = ("--cpus-per-trial", "--concurrency", "--storage")  # a sweep's trials are the same under any
+
+
+def sweep_identity(words: list[str]) -> str:
+    """What a sweep trains: its words without the flags that only place or pace its trials (``RESOURCE_FLAGS``;
+    GPUs stay: they change the device)."""
+    kept, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in RESOURCE_FLAGS:
+            skip = True
+        elif not word.startswith(tuple(flag + "=" for flag in RESOURCE_FLAGS)):
+            kept.append(word)
+    return json.dumps(["sweep", *kept])
+
+
 def training_identity(command: Command) -> str | None:
-    """What a training trains: its resolved config without ``output`` and ``tracking`` (where it writes, whether
-    it logs a model), as JSON; None for a sweep, a command handed elsewhere, ``--resume``, or a config that fails."""
+    """What a command trains: a training's resolved config without ``output`` and ``tracking`` (where it writes,
+    whether it logs a model), as JSON, a sweep's :func:`sweep_identity`; None for a command handed elsewhere,
+    ``--resume``, or a config that fails."""
     from itrlab.assembly import load_experiment
     from itrlab.cli import parse_args
 
     words = split(command.runs) if command.runs else command.words
-    if command.kind != TRAINING or command.through or "--resume" in words:
+    if command.through or "--resume" in words:
         return None
+    if command.kind == SWEEP:
+        return sweep_identity(words)
     try:
         args = parse_args(["train", *words[2:]])
         config = load_experiment(args.config, args.overrides).model_dump(mode="json")
@@ -309,9 +329,9 @@ def training_identity(command: Command) -> str | None:
 
 
 def aliases(commands: list[Command], identity: Callable[[Command], str | None] = training_identity) -> dict[str, str]:
-    """Commands whose row is another's: a make target whose recipe is catalogued, and a training that trains what an
+    """Commands whose row is another's: a make target whose recipe is catalogued, and a command that trains what an
     earlier one does (:func:`training_identity`: the same config but for where it writes, ``--run-dir`` or
-    ``output.*``): {command: the command whose row it takes}."""
+    ``output.*``; the same sweep on other CPUs or storage): {command: the command whose row it takes}."""
     texts = {c.text for c in commands}
     found, first = {}, {}
     for command in commands:
@@ -411,7 +431,8 @@ def preamble(started: str, repo: Path, budget: Budget) -> str:
         "a sweep's lowest trial's; *random model (95%)*: the range of a random model's rsum on the run's test "
         "protocol ([at chance](../training.md#at-chance-or-on-a-plateau)); *verdict*: `off chance` when its last "
         "lines said neither `at chance` nor `on its plateau`, `as:` the result of the command a make target runs, "
-        "or of an earlier training of the same config but for where it writes (`--run-dir`, `output.*`).\n\n"
+        "or of an earlier training of the same config but for where it writes (`--run-dir`, `output.*`), or an "
+        "earlier sweep but for its CPUs or storage.\n\n"
         f"Last run: {started}, commit {commit_of(repo)}, on {os.cpu_count()} CPU cores (Linux "
         f"{os.uname().machine}), the job at nice {os.nice(0)}; a training's limit {duration(budget.training_s)}, a "
         f"sweep run only when its `--dry-run` puts its training at {duration(budget.sweep_s)} or less, and stopped at "
