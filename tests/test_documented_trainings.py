@@ -275,7 +275,7 @@ SHORT_RUNS = [  # (the command as documented, the folder to run it from: where i
 ]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # `train` starts its MLflow run's watchdog (itrlab.tracking.watchdog, a python) and git
 def test_two_documented_trainings_end_off_chance_in_one_process(tmp_path, monkeypatch, capsys):
     """Each as the pages show it (its runs and MLflow store sent to tmp), one after the other in this process, as a
     user's shell would not, but a notebook would; each result read as the check job reads it."""
