@@ -14,7 +14,18 @@ import pytest
 from conftest import REPO
 from itrlab.documented.catalogue import SWEEP, TRAINING, Command, catalogue, make_recipes
 from itrlab.documented.check import Budget, aliases, read_result, reason_not_run, rows_of
-from itrlab.documented.page import AT_CHANCE, NOT_RUN, OFF_CHANCE, ON_PLATEAU, Entry, newest_page, read_page, render
+from itrlab.documented.page import (
+    AT_CHANCE,
+    NOT_RUN,
+    OFF_CHANCE,
+    ON_PLATEAU,
+    Entry,
+    duration,
+    newest_page,
+    parse_duration,
+    read_page,
+    render,
+)
 from itrlab.report.chance import chance_level
 
 RESULTS = REPO / "docs" / "results"
@@ -257,6 +268,11 @@ def test_a_page_reads_back_as_it_was_written(tmp_path):
     assert again[0].wall_s == 583.0 and again[0].test_rsum == 249.2 and again[0].pages == ("README.md", "docs/a.md")
     assert again[1].reason == "continues *an* earlier_run <here> | and [there]" and again[1].measured is None
     assert again[2].alias_of == "python jobs/train.py"
+
+
+def test_durations_read_back_and_an_estimates_decimal_hours_are_read_whole():
+    assert [parse_duration(duration(s)) for s in (41, 125, 3780)] == [41, 125, 3780]
+    assert parse_duration("1.18 h") == 1.18 * 3600 and parse_duration("7 min") == 420  # not 18 h
 
 
 def test_the_newest_page_is_the_latest_date(tmp_path):

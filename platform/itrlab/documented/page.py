@@ -68,9 +68,10 @@ def duration(seconds: float) -> str:
 
 
 def parse_duration(text: str) -> float | None:
+    """Seconds of :func:`duration`'s words, or of an estimate's (``1.18 h``, ``7 min``)."""
     units = {"h": 3600, "min": 60, "s": 1}
-    found = re.findall(r"(\d+) (h|min|s)\b", text)
-    return float(sum(int(n) * units[u] for n, u in found)) if found else None
+    found = re.findall(r"(\d+(?:\.\d+)?) (h|min|s)\b", text)
+    return float(sum(float(n) * units[u] for n, u in found)) if found else None
 
 
 def row(entry: Entry) -> str:
