@@ -64,9 +64,13 @@ def main(argv=None) -> int:
     from itrlab.documented.check import Budget, run_check
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    path, entries = run_check(
-        REPO, args.out, sys.executable, Budget(args.budget_min * 60, args.sweep_budget_min * 60), args.only
-    )
+    try:
+        path, entries = run_check(
+            REPO, args.out, sys.executable, Budget(args.budget_min * 60, args.sweep_budget_min * 60), args.only
+        )
+    except KeyboardInterrupt:
+        print("itrlab: interrupted: the page keeps the rows measured before; --only reruns the others", file=sys.stderr)
+        return 130
     bad = [entry for entry in entries if not entry.off_chance and entry.reason is None and entry.alias_of is None]
     print(
         f"{path}: {len(entries)} documented trainings, {sum(e.off_chance for e in entries)} run off chance, "

@@ -311,6 +311,40 @@ def test_two_documented_trainings_end_off_chance_in_one_process(tmp_path, monkey
         assert result.verdict == OFF_CHANCE and result.test_rsum > result.chance[1], (text, result)
 
 
+@pytest.mark.e2e  # starts the command it stops
+def test_ctrl_c_stops_the_command_running_in_its_own_session(tmp_path):
+    """The command runs in a session of its own (so that the budget's stop reaches its Ray), which the terminal's
+    Ctrl-C does not reach: the check passes it on before it ends."""
+    import _thread
+    import os
+    import shlex
+    import sys
+    import threading
+    import time
+
+    from itrlab.documented.check import run_command
+
+    started = tmp_path / "pid"
+    script = f"import os, pathlib, time; pathlib.Path({str(started)!r}).write_text(str(os.getpid())); time.sleep(300)"
+
+    def press_ctrl_c_once_it_runs():
+        while not (started.exists() and started.read_text()):
+            time.sleep(0.05)
+        _thread.interrupt_main()
+
+    threading.Thread(target=press_ctrl_c_once_it_runs, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_command(
+            Command(f"python -c {shlex.quote(script)}", TRAINING, ()),
+            tmp_path,
+            Budget(),
+            sys.executable,
+            tmp_path / "log",
+        )
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(started.read_text()), 0)
+
+
 def test_a_failure_is_told_by_the_commands_own_last_line():
     from itrlab.documented.check import failure_line
 

@@ -248,6 +248,9 @@ def run_command(command: Command, repo: Path, budget: Budget, python: str, log_f
         except subprocess.TimeoutExpired:
             stop(process)
             code = None
+        except KeyboardInterrupt:  # its own session does not get the terminal's Ctrl-C: pass it on, then stop
+            stop(process)
+            raise
     wall = time.monotonic() - started
     measured = f"{time.strftime('%Y-%m-%d')}, load {os.getloadavg()[0]:.1f}"
     output = log_file.read_text(encoding="utf-8", errors="replace")
