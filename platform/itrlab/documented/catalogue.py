@@ -120,9 +120,14 @@ def make_recipes(makefile: str) -> dict[str, str]:
     return {target: text for target, text in recipes.items() if not text.startswith("@")}
 
 
+def program_start(words: list[str]) -> int:
+    """The index of a shell line's program: its first word that is not an environment assignment (``VAR=value``)."""
+    return next((i for i, w in enumerate(words) if not _ENV.match(w)), len(words))
+
+
 def kind_of(words: list[str]) -> str | None:
     """:data:`TRAINING`, :data:`SWEEP` or None for the command of ``words`` (environment assignments first)."""
-    words = words[next((i for i, w in enumerate(words) if not _ENV.match(w)), len(words)) :]
+    words = words[program_start(words) :]
     if len(words) < 2:
         return None
     program, rest = words[0], words[1:]
@@ -154,7 +159,7 @@ def classify(line: str, recipes: dict[str, str]) -> tuple[str, str | None, str |
         inner = words[words.index("--") + 1 :]
         found = kind_of(inner)
         if found:
-            start = next(i for i, w in enumerate(words) if not _ENV.match(w))
+            start = program_start(words)
             program = " ".join(w for w in words[start : start + 3] if not w.startswith("-"))
             return found, None, program
     return None

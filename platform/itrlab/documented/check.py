@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from itrlab.documented.catalogue import SWEEP, Command, split
+from itrlab.documented.catalogue import SWEEP, Command, program_start, split
 from itrlab.documented.page import (
     ALIAS,
     AT_CHANCE,
@@ -51,7 +51,6 @@ from itrlab.errors import ItrlabError
 log = logging.getLogger(__name__)
 
 VERDICT_LINES = {AT_CHANCE: "itrlab: at chance:", ON_PLATEAU: "itrlab: on its plateau:"}
-_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _COST = re.compile(r"^\s*G = (\d+) \(.*?\): about ([\d.]+ (?:s|min|h)) of wall time")
 _SWEEP_LINE = re.compile(r"^sweep (\S+)(?:, profile (\S+))?: (\d+) trial")
 STOP_WAIT_S = 120  # after SIGTERM at the budget, before SIGKILL
@@ -87,7 +86,7 @@ class Result:
 
 def program_argv(words: list[str], python: str) -> list[str]:
     """A documented command's words with its ``python`` (or ``itrlab``) replaced by ``python``'s environment's."""
-    start = next((i for i, w in enumerate(words) if not _ENV.match(w)), len(words))
+    start = program_start(words)
     program, rest = words[start], words[start + 1 :]
     if Path(program).name.startswith("python"):
         return [python, *rest]
