@@ -10,7 +10,10 @@ to print and the exit status (143 = 128 + SIGTERM, 130 = 128 + SIGINT).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import subprocess
 import threading
 
 _received: dict[str, bool] = {"sigterm": False}
@@ -36,3 +39,15 @@ def interruption() -> tuple[str, int]:
     if _received["sigterm"]:
         return "terminated (SIGTERM)", 143
     return "interrupted (Ctrl-C)", 130
+
+
+def stop_process_group(process: subprocess.Popen, term_wait_s: float, kill_wait_s: float) -> None:
+    """End the process group ``process`` leads (started with ``start_new_session``): SIGTERM, which a job takes as
+    Ctrl-C (:func:`sigterm_as_sigint`), then SIGKILL after ``term_wait_s`` seconds; waits up to ``kill_wait_s``
+    after that."""
+    for sig, wait_s in ((signal.SIGTERM, term_wait_s), (signal.SIGKILL, kill_wait_s)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=wait_s)
+            return

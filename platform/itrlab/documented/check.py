@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from itrlab.documented.page import (
     parse_duration,
 )
 from itrlab.errors import ItrlabError
+from itrlab.interrupts import stop_process_group
 
 log = logging.getLogger(__name__)
 
@@ -279,16 +279,7 @@ def _with(entry: Entry, verdict: str) -> Entry:
 
 def stop(process: subprocess.Popen) -> None:
     """Ctrl-C's way out for the command's whole process group (its Ray too), then SIGKILL."""
-    for sig, wait in ((signal.SIGTERM, STOP_WAIT_S), (signal.SIGKILL, 30)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    stop_process_group(process, STOP_WAIT_S, 30)
 
 
 RESOURCE_FLAGS = ("--cpus-per-trial", "--concurrency", "--storage")  # a sweep's trials are the same under any

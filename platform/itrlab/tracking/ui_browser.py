@@ -17,7 +17,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from itrlab.errors import UserInputError
+from itrlab.interrupts import stop_process_group
 from itrlab.tracking.store import ui_command
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
@@ -64,12 +64,7 @@ def _wait(ready, timeout: float, what: str, process: subprocess.Popen, log: Path
 
 def _stop(process: subprocess.Popen) -> None:
     """SIGTERM to the process group ``process`` leads, SIGKILL after 15 s."""
-    for sig, wait_s in ((signal.SIGTERM, 15), (signal.SIGKILL, 15)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=wait_s)
-            return
+    stop_process_group(process, 15, 15)
 
 
 def _answers(url: str) -> bool:
