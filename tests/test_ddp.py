@@ -4,12 +4,15 @@ gathers every worker's keys. One TorchTrainer runs both checks (its start-up is 
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
 import ray
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
+
+from itrlab.interrupts import ctrl_c_kept
 
 pytestmark = pytest.mark.e2e
 
@@ -119,7 +122,11 @@ def ddp_run(tiny_root):
         scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
         run_config=RunConfig(storage_path=str(out / "ray"), name="ddp_checks"),
     )
-    trainer.fit()
+    before = signal.getsignal(signal.SIGINT)
+    with ctrl_c_kept():
+        trainer.fit()
+    # Ray Train's own handler (an abort of this long-ended run) would take a later test's Ctrl-C
+    assert signal.getsignal(signal.SIGINT) is before
     return out
 
 

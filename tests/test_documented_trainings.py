@@ -318,6 +318,7 @@ def test_ctrl_c_stops_the_command_running_in_its_own_session(tmp_path):
     import _thread
     import os
     import shlex
+    import signal
     import sys
     import threading
     import time
@@ -332,15 +333,21 @@ def test_ctrl_c_stops_the_command_running_in_its_own_session(tmp_path):
             time.sleep(0.05)
         _thread.interrupt_main()
 
-    threading.Thread(target=press_ctrl_c_once_it_runs, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        run_command(
-            Command(f"python -c {shlex.quote(script)}", TRAINING, ()),
-            tmp_path,
-            Budget(),
-            sys.executable,
-            tmp_path / "log",
-        )
+    # Python's own Ctrl-C, as the check's process has it: a handler left by an earlier test of this worker
+    # (Tune's, of an in-process sweep) would otherwise take the press, and call a Ray that has gone
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=press_ctrl_c_once_it_runs, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_command(
+                Command(f"python -c {shlex.quote(script)}", TRAINING, ()),
+                tmp_path,
+                Budget(),
+                sys.executable,
+                tmp_path / "log",
+            )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     with pytest.raises(ProcessLookupError):
         os.kill(int(started.read_text()), 0)
 

@@ -5,7 +5,8 @@ Python on the spot (no message, the MLflow run left RUNNING forever). :func:`sig
 makes SIGTERM do what SIGINT's handler of the moment does: raise KeyboardInterrupt (a training ends
 its run KILLED and keeps its checkpoint), or Tune's graceful stop of a sweep (the experiment state is
 saved, so ``--resume`` continues it). :func:`interruption` then says which signal it was: the line
-to print and the exit status (143 = 128 + SIGTERM, 130 = 128 + SIGINT).
+to print and the exit status (143 = 128 + SIGTERM, 130 = 128 + SIGINT). :func:`ctrl_c_kept` takes back the
+SIGINT handler that Ray Train's ``TorchTrainer.fit`` leaves behind.
 """
 
 from __future__ import annotations
@@ -51,3 +52,19 @@ def stop_process_group(process: subprocess.Popen, term_wait_s: float, kill_wait_
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=wait_s)
             return
+
+
+@contextlib.contextmanager
+def ctrl_c_kept():
+    """Put back, after the block, the SIGINT handler it found.
+
+    ``TorchTrainer.fit`` on the main thread installs a handler that asks its run's controller to abort, and never
+    takes it back: a Ctrl-C after the fit went to a run long ended, which exits 0 while Ray is up (an interrupted job
+    must not) and raises ConnectionError once Ray has shut down. Wrap every main-thread ``fit`` of a TorchTrainer in
+    this."""
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        if previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous)

@@ -26,6 +26,7 @@ from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
 from itrlab.bench.timing import time_epoch
+from itrlab.interrupts import ctrl_c_kept
 from itrlab.train.checkpoint import seed_everything
 
 _log = logging.getLogger(__name__)
@@ -92,7 +93,8 @@ def time_scaling(
         scaling_config=ScalingConfig(num_workers=workers, resources_per_worker={"CPU": threads}),
         run_config=RunConfig(storage_path=str(out / "ray"), name=f"bench_ddp_{workers}x{threads}"),
     )
-    trainer.fit()
+    with ctrl_c_kept():
+        trainer.fit()
     timings = json.loads((out / TIMINGS).read_text())
     return ScalingRun(workers, threads, timings["epoch_seconds"], timings["steps_per_epoch"])
 

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from itrlab.interrupts import ctrl_c_kept
+
 PLACEMENTS = ("STRICT_SPREAD", "STRICT_PACK")  # the two ranks on two nodes, then on one
 
 
@@ -64,7 +66,8 @@ def ddp_run(tree: dict[str, Any], placement: str, storage: Path, tracking_uri: s
         ),
         run_config=ray.train.RunConfig(name=name, storage_path=str(folder / "ray")),
     )
-    trainer.fit()
+    with ctrl_c_kept():
+        trainer.fit()
     nodes = [(folder / "nodes" / f"rank{rank}").read_text() for rank in range(2)]
     # the run's metrics as MLflow holds them (the last epoch's validation, the test table, ...)
     tracker = MlflowTracker(name, tracking_uri)
