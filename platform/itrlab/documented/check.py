@@ -104,16 +104,25 @@ def flag_value(words: list[str], flag: str) -> str | None:
     return None
 
 
-def training_data_reason(words: list[str], repo: Path) -> str | None:
-    """Why a training cannot run here: its data folder or text model is not on this machine (None: it can, or
-    its config fails, which the run then shows)."""
+@functools.cache
+def training_config(words: tuple[str, ...]):
+    """The resolved config of a training command's words (``python jobs/train.py ...``), or None where it fails
+    (which its run then shows); read once per command, for both the data check and the alias."""
     from itrlab.assembly import load_experiment
     from itrlab.cli import parse_args
 
     try:
         args = parse_args(["train", *words[2:]])
-        config = load_experiment(args.config, args.overrides)
+        return load_experiment(args.config, args.overrides)
     except (ItrlabError, SystemExit):
+        return None
+
+
+def training_data_reason(words: list[str], repo: Path) -> str | None:
+    """Why a training cannot run here: its data folder or text model is not on this machine (None: it can, or
+    its config fails, which the run then shows)."""
+    config = training_config(tuple(words))
+    if config is None:
         return None
     root = config.dataset.root if Path(config.dataset.root).is_absolute() else repo / config.dataset.root
     if config.dataset.kind != "synthetic" and not Path(root).exists():
@@ -303,19 +312,15 @@ def training_identity(command: Command) -> str | None:
     """What a command trains: a training's resolved config without ``output`` and ``tracking`` (where it writes,
     whether it logs a model), as JSON, a sweep's :func:`sweep_identity`; None for a command handed elsewhere,
     ``--resume``, or a config that fails."""
-    from itrlab.assembly import load_experiment
-    from itrlab.cli import parse_args
-
     words = split(command.runs) if command.runs else command.words
     if command.through or "--resume" in words:
         return None
     if command.kind == SWEEP:
         return sweep_identity(words)
-    try:
-        args = parse_args(["train", *words[2:]])
-        config = load_experiment(args.config, args.overrides).model_dump(mode="json")
-    except (ItrlabError, SystemExit):
+    resolved = training_config(tuple(words))
+    if resolved is None:
         return None
+    config = resolved.model_dump(mode="json")
     return json.dumps(
         {key: value for key, value in config.items() if key not in ("output", "tracking")}, sort_keys=True, default=str
     )
