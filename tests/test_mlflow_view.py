@@ -138,6 +138,33 @@ def test_a_reopened_run_points_at_where_it_lives_now(tmp_path):
     assert (tags["run_dir"], tags["itrlab.trial_id"], tags["kept"]) == ("/sweep/tune/trial_b", "t1", "yes")
 
 
+def test_a_run_resumed_at_other_code_keeps_every_commit_it_ran_under(tmp_path, monkeypatch):
+    """A sweep resumed after a change of code: its runs say the commit now (MLflow's tag) and every commit they
+    ran under, oldest first; a resume at the same commit adds none, a run never resumed has no history."""
+    from itrlab.tracking import mlflow_tracker
+    from itrlab.tracking.store import COMMITS_TAG
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def open_at(commit: str, run_id: str | None = None) -> tuple[str, dict[str, str]]:
+        monkeypatch.setattr(mlflow_tracker, "source_tags", lambda: {"mlflow.source.git.commit": commit})
+        tracker = MlflowTracker("resumed", uri)
+        run_id = tracker.start(run_name="sweep", tags={}, params={}, run_id=run_id)
+        tracker.end("KILLED")
+        return run_id, MlflowClient(uri).get_run(run_id).data.tags
+
+    run_id, tags = open_at("aaa")
+    assert tags["mlflow.source.git.commit"] == "aaa" and COMMITS_TAG not in tags
+    _, tags = open_at("aaa", run_id)
+    assert COMMITS_TAG not in tags
+    _, tags = open_at("bbb", run_id)
+    assert (tags["mlflow.source.git.commit"], tags[COMMITS_TAG]) == ("bbb", "aaa bbb")
+    _, tags = open_at("bbb", run_id)
+    assert tags[COMMITS_TAG] == "aaa bbb"
+    _, tags = open_at("ccc", run_id)
+    assert (tags["mlflow.source.git.commit"], tags[COMMITS_TAG]) == ("ccc", "aaa bbb ccc")
+
+
 def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
     """MLflow's UI shows a metric in the chart section named by its prefix up to a `/`, named sections sorted
     first: the test recalls, their ranks, the validation table, the training loss, the method's parts of its

@@ -81,6 +81,16 @@ def test_the_wall_time_is_the_invocations_own_and_the_ranking_is_said():
     assert "parent run's span" not in page and "Trials ranked by their best epoch's validation rsum." in page
 
 
+def test_a_sweep_resumed_at_other_code_names_every_commit_it_ran_under():
+    tags = {
+        "mlflow.source.git.commit": "bbbbbbbbbbbbbbbb",
+        "itrlab.source.commits": "aaaaaaaaaaaaaaaa bbbbbbbbbbbbbbbb",
+    }
+    page = render(SUMMARY, {**RUN, "tags": tags})
+    assert "- code: commits `aaaaaaaaaaaa`, then `bbbbbbbbbbbb` (the sweep was resumed at other code" in page
+    assert "code: commit `" not in page
+
+
 def test_a_sweep_without_a_table_still_gets_its_trials():
     summary = {k: v for k, v in SUMMARY.items() if k not in ("report", "headline")}
     page = render(summary, RUN)

@@ -23,6 +23,7 @@ from itrlab.report.escape import md_code, md_text
 from itrlab.report.summary import fmt_cell
 from itrlab.report.summary import markdown_table as table_of_rows
 from itrlab.report.summary_schema import NAME
+from itrlab.tracking.store import COMMIT_TAG, COMMITS_TAG
 
 PROFILE_TAG = "itrlab.profile"  # the profile a sweep ran under (itrlab.sweep.runner)
 
@@ -162,8 +163,14 @@ def render(
         f"{md_code(summary.get('test_protocol') or '?')}",
         f"- trials: {total} ({md_text(', '.join(f'{v} {k}' for k, v in counts.items() if v))})",
     ]
-    if tags.get("mlflow.source.git.commit"):
-        provenance.append(f"- code: commit {md_code(tags['mlflow.source.git.commit'][:12])}")
+    if tags.get(COMMITS_TAG):  # resumed at other code: every invocation's commit
+        commits = ", then ".join(md_code(commit[:12]) for commit in tags[COMMITS_TAG].split())
+        provenance.append(
+            f"- code: commits {commits} (the sweep was resumed at other code; each trial's MLflow run names the "
+            f"commits it ran under)"
+        )
+    elif tags.get(COMMIT_TAG):
+        provenance.append(f"- code: commit {md_code(tags[COMMIT_TAG][:12])}")
     if wall_time(summary, run):
         provenance.append(f"- {md_text(wall_time(summary, run))}")
     lines += provenance + [""]

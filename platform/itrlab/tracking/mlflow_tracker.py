@@ -37,7 +37,15 @@ from itrlab.interrupts import interruption
 from itrlab.process_id import owner_id
 from itrlab.tracking.chart_names import chart_name, flat_metrics, logged_flat
 from itrlab.tracking.runs_view import RECALLS_TAG, RunsView, recalls_summary, save_view
-from itrlab.tracking.store import resolve_tracking_uri, short_reason, source_tags, ui_hint
+from itrlab.tracking.store import (
+    COMMIT_TAG,
+    COMMITS_TAG,
+    commit_history,
+    resolve_tracking_uri,
+    short_reason,
+    source_tags,
+    ui_hint,
+)
 from itrlab.tracking.tables import significant, write_table
 
 _log = logging.getLogger(__name__)
@@ -182,6 +190,11 @@ class MlflowTracker:
                 self.client.delete_tag(run_id, STOP_REASON_TAG)
             # where the run lives now (a trial restarted after its sweep's driver died may get a new folder)
             moved = {k: str(v) for k, v in self.default_tags.items() if previous.tags.get(k) != str(v)}
+            # resumed at another commit (a sweep continued after a change of code): the commit now, and the history
+            now = source_tags().get(COMMIT_TAG)
+            history = commit_history(previous.tags, now)
+            if history is not None:
+                moved |= {COMMIT_TAG: now, COMMITS_TAG: history}
             self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in {**moved, OWNER_TAG: owner}.items()])
             self._start_ms = run.info.start_time
             self.flat_names = logged_flat(previous.metrics)  # one run's charts keep one name per metric

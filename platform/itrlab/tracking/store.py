@@ -192,6 +192,21 @@ def _ask_server(uri: str, timeout_s: int, hint: str) -> None:
             pause, timeout_s = min(pause * 2, 15.0), min(timeout_s * 2, 30)
 
 
+COMMIT_TAG = "mlflow.source.git.commit"  # MLflow's: the code's commit (on a resumed run, the latest invocation's)
+COMMITS_TAG = "itrlab.source.commits"  # a run resumed at another commit: every commit it ran under, oldest first
+
+
+def commit_history(before: dict[str, str], now: str | None) -> str | None:
+    """The value of ``COMMITS_TAG`` for a run reopened at commit ``now`` whose tags were ``before``: the commits
+    it ran under, oldest first, space-separated, ``now`` last. None where nothing changes (the same commit as
+    its last, or no git): a run that only ever ran under one commit has no history tag, its ``COMMIT_TAG`` says
+    it."""
+    history = (before.get(COMMITS_TAG) or before.get(COMMIT_TAG) or "").split()
+    if not now or (history and history[-1] == now):
+        return None
+    return " ".join([*history, now]) if history else None
+
+
 @functools.cache
 def source_tags() -> dict[str, str]:
     """MLflow's own source tags, which ``MlflowClient.create_run`` (unlike ``mlflow.start_run``) leaves
@@ -205,7 +220,7 @@ def source_tags() -> dict[str, str]:
             ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
         )
         if commit.returncode == 0 and commit.stdout.strip():
-            tags["mlflow.source.git.commit"] = commit.stdout.strip()
+            tags[COMMIT_TAG] = commit.stdout.strip()
     except (OSError, subprocess.SubprocessError):  # no git, or not a checkout (an installed wheel)
         pass
     return tags
