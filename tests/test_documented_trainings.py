@@ -334,7 +334,8 @@ def test_ctrl_c_stops_the_command_running_in_its_own_session(tmp_path):
         _thread.interrupt_main()
 
     # Python's own Ctrl-C, as the check's process has it: a handler left by an earlier test of this worker
-    # (Tune's, of an in-process sweep) would otherwise take the press, and call a Ray that has gone
+    # (Ray Train's, of a TorchTrainer fitted on the main thread) would otherwise take the press, and call a Ray
+    # that has gone
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         threading.Thread(target=press_ctrl_c_once_it_runs, daemon=True).start()
