@@ -202,9 +202,9 @@ def commit_history(before: dict[str, str], now: str | None) -> str | None:
     its last, or no git): a run that only ever ran under one commit has no history tag, its ``COMMIT_TAG`` says
     it."""
     history = (before.get(COMMITS_TAG) or before.get(COMMIT_TAG) or "").split()
-    if not now or (history and history[-1] == now):
+    if not now or not history or history[-1] == now:
         return None
-    return " ".join([*history, now]) if history else None
+    return " ".join([*history, now])
 
 
 @functools.cache
