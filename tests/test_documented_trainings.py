@@ -324,6 +324,7 @@ def test_ctrl_c_stops_the_command_running_in_its_own_session(tmp_path):
     import time
 
     from itrlab.documented.check import run_command
+    from itrlab.interrupts import ctrl_c_kept
 
     started = tmp_path / "pid"
     script = f"import os, pathlib, time; pathlib.Path({str(started)!r}).write_text(str(os.getpid())); time.sleep(300)"
@@ -336,8 +337,8 @@ def test_ctrl_c_stops_the_command_running_in_its_own_session(tmp_path):
     # Python's own Ctrl-C, as the check's process has it: a handler left by an earlier test of this worker
     # (Ray Train's, of a TorchTrainer fitted on the main thread) would otherwise take the press, and call a Ray
     # that has gone
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with ctrl_c_kept():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         threading.Thread(target=press_ctrl_c_once_it_runs, daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
             run_command(
@@ -347,8 +348,6 @@ def test_ctrl_c_stops_the_command_running_in_its_own_session(tmp_path):
                 sys.executable,
                 tmp_path / "log",
             )
-    finally:
-        signal.signal(signal.SIGINT, previous)
     with pytest.raises(ProcessLookupError):
         os.kill(int(started.read_text()), 0)
 
