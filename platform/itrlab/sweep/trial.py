@@ -34,7 +34,7 @@ from itrlab.errors import StorageError, UserInputError, disk_full, failure_reaso
 from itrlab.sweep.board import BOARD_FOLDER, BoardWriter
 from itrlab.sweep.points import point_key, trial_config
 from itrlab.tracking import MlflowTracker
-from itrlab.tracking.mlflow_tracker import TRIAL_ID_TAG as TRIAL_TAG
+from itrlab.tracking.run_reader import TRIAL_ID_TAG as TRIAL_TAG
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
 from itrlab.train.experiment import MLFLOW_FILE, recorded_run_id
 

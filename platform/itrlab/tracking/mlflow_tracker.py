@@ -1,5 +1,6 @@
-"""MLflow tracking: :class:`MlflowTracker` writes one run, and reads runs back (the only package of itrlab that
-imports MLflow: this module, :mod:`~itrlab.tracking.store`, :mod:`~itrlab.tracking.tables` and
+"""MLflow tracking: :class:`MlflowTracker` writes one run, and reads runs back through the
+:class:`~itrlab.tracking.run_reader.RunReader` it extends (the only package of itrlab that imports MLflow: this
+module, :mod:`~itrlab.tracking.run_reader`, :mod:`~itrlab.tracking.store`, :mod:`~itrlab.tracking.tables` and
 :mod:`~itrlab.tracking.models`).
 
 One tracker writes one run: the flattened config as params, per-epoch metrics, recall tables (as an
@@ -18,7 +19,6 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import sqlite3
 import tempfile
 import time
@@ -35,7 +35,8 @@ from mlflow.exceptions import MlflowException
 from itrlab.errors import TrackingError, UserInputError, failure_reason, one_line_logs
 from itrlab.interrupts import interruption
 from itrlab.process_id import owner_id
-from itrlab.tracking.chart_names import chart_name, flat_metrics, logged_flat
+from itrlab.tracking.chart_names import chart_name, logged_flat
+from itrlab.tracking.run_reader import PARENT_TAG, RunReader
 from itrlab.tracking.runs_view import RECALLS_TAG, RunsView, recalls_summary, save_view
 from itrlab.tracking.store import (
     COMMIT_TAG,
@@ -54,8 +55,6 @@ if TYPE_CHECKING:  # only for annotations: the store check runs before torch is 
     from itrlab.eval import RecallTable
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's log_batch limit
-PARENT_TAG = "mlflow.parentRunId"
-TRIAL_ID_TAG = "itrlab.trial_id"  # a sweep trial's id on its run
 SWEEP_TAG = "itrlab.sweep"  # a sweep's parent run: the sweep's name
 # MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the experiment says it holds
 # model training (and the page is in the machine-learning view: store.ML_VIEW): then on the runs table
@@ -113,8 +112,9 @@ def _left_as_is(tracker: MlflowTracker) -> str:
     return f"; run {tracker.run_id} stays as the store last recorded it (--resume ends it once the store is writable)"
 
 
-class MlflowTracker:
-    """Writes one MLflow run (create, or reopen by id when a training resumes)."""
+class MlflowTracker(RunReader):
+    """Writes one MLflow run (create, or reopen by id when a training resumes), and reads runs back
+    (:class:`~itrlab.tracking.run_reader.RunReader`)."""
 
     def __init__(self, experiment: str, tracking_uri: str | None = None):
         self.tracking_uri = resolve_tracking_uri(tracking_uri)
@@ -287,11 +287,6 @@ class MlflowTracker:
         except Exception as err:  # the block's own error is the one to show
             _log.warning(f"itrlab: could not end the MLflow run {status}: {failure_reason(err)}")
 
-    def status(self, run_id: str | None = None) -> str | None:
-        """The status (RUNNING, FINISHED, FAILED, KILLED) of ``run_id`` (default: this tracker's run)."""
-        run_id = run_id or self.run_id
-        return self.client.get_run(run_id).info.status if run_id else None
-
     def end_run(self, run_id: str, status: str, tags: Mapping[str, Any] | None = None) -> None:
         """End another run of this store (a sweep's trial left RUNNING by a killed process)."""
         if tags:
@@ -299,15 +294,6 @@ class MlflowTracker:
         start = self.client.get_run(run_id).info.start_time
         self.client.set_terminated(
             run_id, status=RunStatus.to_string(RunStatus.from_string(status)), end_time=end_time_ms(start)
-        )
-
-    def child_runs(self, parent_run_id: str | None = None) -> list:
-        """The runs whose parent is ``parent_run_id`` (default: this tracker's run), in the parent's
-        experiment (this tracker's, or the parent's own for a tracker :meth:`for_reading`), newest first."""
-        parent = parent_run_id or self.run_id
-        experiment_id = self.experiment_id or self.client.get_run(parent).info.experiment_id
-        return self.client.search_runs(
-            [experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent}'", max_results=50000
         )
 
     # -- logging ------------------------------------------------------------------------------
@@ -334,10 +320,6 @@ class MlflowTracker:
         """The latest values of ``keys`` that this tracker's run holds (a key it lacks is left out)."""
         metrics = self.metrics(self.run_id) if self.run_id else {}
         return {key: float(metrics[key]) for key in keys if key in metrics}
-
-    def metrics(self, run_id: str) -> dict[str, float]:
-        """The latest value of each metric of ``run_id``, by itrlab's names."""
-        return flat_metrics(self.client.get_run(run_id).data.metrics)
 
     @_store_writes
     def record_changes(self, lines: list[str], run_id: str | None = None) -> int:
@@ -440,72 +422,9 @@ class MlflowTracker:
         """Log the file ``path`` (a plot, say) under ``artifact_dir`` of this run."""
         self.client.log_artifact(self.run_id, str(path), artifact_dir)
 
-    def trial_runs(self, parent_run_id: str, parts: bool = True) -> dict[str, dict[str, Any]]:
-        """The trials of the sweep whose parent run is ``parent_run_id``, by trial id: each child run's
-        name, run id, status, latest metrics (``metrics``), params and tags, and per epoch (``history``: series ->
-        (epoch, value) in order) its validation rsum, training loss and (``parts``) every part of the loss
-        it logged (``loss`` repeats the training loss's). A trial retried in a new run counts once: its run
-        that finished, else its newest."""
-        trials: dict[str, Any] = {}
-        for run in sorted(self.child_runs(parent_run_id), key=lambda run: run.info.start_time):  # later (and
-            # finished) runs of a trial replace its earlier ones
-            trial = run.data.tags.get(TRIAL_ID_TAG)
-            if trial and (
-                trial not in trials or run.info.status == "FINISHED" or trials[trial].info.status != "FINISHED"
-            ):
-                trials[trial] = run
-        found = {}
-        for trial, run in trials.items():
-            metrics = flat_metrics(run.data.metrics)
-            keys = ["rsum", "loss", *sorted(key for key in metrics if parts and key.startswith("loss_"))]
-            history = {key: self.metric_history(run.info.run_id, key) for key in dict.fromkeys(keys)}
-            found[trial] = {
-                "name": run.info.run_name or run.info.run_id,
-                "run_id": run.info.run_id,
-                "status": run.info.status,
-                "metrics": metrics,
-                "params": dict(run.data.params),
-                "tags": dict(run.data.tags),
-                "history": history,
-                "loss": history.get("loss", []),
-            }
-        return found
-
-    def metric_history(self, run_id: str, key: str) -> list[tuple[int, float]]:
-        """(step, value) of every logged value of itrlab's metric ``key`` in ``run_id``, in step order: under its
-        MLflow name and, for a run logged before the chart sections, its flat one."""
-        names = dict.fromkeys([chart_name(key), key])
-        return sorted((m.step, m.value) for name in names for m in self.client.get_metric_history(run_id, name))
-
     @_store_writes
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
-
-    def run_record(self, run_id: str) -> dict[str, Any]:
-        """What a report says of a run: its experiment, name, status, start and end (ms since the
-        epoch) and tags; UserInputError for a run the store does not have."""
-        try:
-            run = self.client.get_run(run_id)
-            experiment = self.client.get_experiment(run.info.experiment_id)
-        except MlflowException:
-            raise UserInputError(f"no MLflow run {run_id} in the store {self.tracking_uri}") from None
-        return {
-            "run_id": run_id,
-            "experiment": experiment.name,
-            "name": run.info.run_name,
-            "status": run.info.status,
-            "start_time": run.info.start_time,
-            "end_time": run.info.end_time,
-            "tags": dict(run.data.tags),
-        }
-
-    def download_artifact(self, run_id: str, path: str, destination: str | Path) -> Path | None:
-        """The run's artifact ``path`` copied under ``destination``; None when the run has no such artifact."""
-        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one line per page, not bars
-        try:
-            return Path(self.client.download_artifacts(run_id, path, str(destination)))
-        except (MlflowException, OSError):
-            return None
 
     def describe(self, text: str) -> None:
         """The run's description (Markdown), shown in full at the top of its page in the MLflow UI."""
