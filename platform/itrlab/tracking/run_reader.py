@@ -38,7 +38,8 @@ class RunReader:
 
     def child_runs(self, parent_run_id: str | None = None) -> list:
         """The runs whose parent is ``parent_run_id`` (default: this tracker's run), in the parent's
-        experiment (this tracker's, or the parent's own for a tracker :meth:`for_reading`), newest first."""
+        experiment (this tracker's, or the parent's own for a tracker
+        :meth:`~itrlab.tracking.mlflow_tracker.MlflowTracker.for_reading`), newest first."""
         parent = parent_run_id or self.run_id
         experiment_id = self.experiment_id or self.client.get_run(parent).info.experiment_id
         return self.client.search_runs(
