@@ -11,6 +11,7 @@ directory::
         last.pt, best.pt   checkpoints (see itrlab.train.checkpoint)
         mlflow_run.json    the MLflow run this directory logs to (reused on resume)
         provenance.json    the digest of the data it trains on (a resume on other data is refused)
+        test_ranks.npz     the test split's per-query ranks (itrlab.eval.rank_file), also an MLflow artifact
         test_recall.json   the final test table (also .md)
 """
 
@@ -35,7 +36,8 @@ from itrlab.data.precomp import fingerprint
 from itrlab.data.text_features import resolve_folder
 from itrlab.data.tokenizers import build_text_tokenizer, load_text_tokenizer
 from itrlab.errors import UserInputError, failure_reason
-from itrlab.eval import RecallTable
+from itrlab.eval import RecallTable, get_protocol, table_from_folds
+from itrlab.eval.rank_file import RANKS_FILE, save_ranks
 from itrlab.files import atomic_write_text, read_json
 from itrlab.methods import BuildContext, build_method
 from itrlab.methods.base import MethodModule
@@ -386,7 +388,10 @@ def finish_run(run: StartedRun) -> RunResult:
             run.run_id,
             time.perf_counter() - run.started,
         )
-    test = trainer.test()
+    protocol = get_protocol(run.config.eval.test_protocol).name
+    folds = trainer.test()
+    test = table_from_folds(folds, protocol, trainer.data.test.n_images)
+    save_ranks(run.run_dir / RANKS_FILE, folds, protocol)
     atomic_write_text(run.run_dir / "test_recall.md", test.to_markdown())
     atomic_write_text(run.run_dir / TEST_RECALL, json.dumps(test.to_dict(), indent=2))  # last: the run finished
     seconds = time.perf_counter() - run.started + run.stage_cost
@@ -395,6 +400,7 @@ def finish_run(run: StartedRun) -> RunResult:
         # a finished run trained further (--resume with a larger train.epochs): its earlier training counts too
         earlier = tracker.run_metrics(tuple(cost))
         tracker.log_recall_table(test, "test", epoch=state.epoch)
+        tracker.log_file(run.run_dir / RANKS_FILE)
         if run.config.output.log_model == "best" and trainer.rank == 0:
             log_best_model(run)
         stage_metrics = {"stage_seconds": sum(stage.seconds for stage in run.stages.values())} if run.stages else {}

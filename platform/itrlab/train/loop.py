@@ -35,7 +35,7 @@ from itrlab.data.prefetch import DevicePrefetcher
 from itrlab.data.resident import ResidentSplit, choose_data_path
 from itrlab.data.text_features import TextFeatures
 from itrlab.errors import ItrlabError, UserInputError
-from itrlab.eval import RecallTable, evaluate
+from itrlab.eval import Ranks, RecallTable, get_protocol, rank_folds, table_from_folds
 from itrlab.losses import LossOutput
 from itrlab.methods import MethodModule
 from itrlab.methods.base import drop_reinitialised_state
@@ -400,9 +400,13 @@ class Trainer:
         return log.means()
 
     def evaluate(self, split: PrecompSplit, protocol: str, method: MethodModule | None = None) -> RecallTable:
+        return table_from_folds(self.rank_queries(split, protocol, method), get_protocol(protocol).name, split.n_images)
+
+    def rank_queries(self, split: PrecompSplit, protocol: str, method: MethodModule | None = None) -> list[Ranks]:
+        """The ranks of every fold of ``protocol`` on ``split`` (what a recall table is computed from)."""
         settings, method = self.config.eval, method or self.method
         score_fn = self.precision.score_fn(lambda: method.score_fn(split, self.data.vocab, settings.batch_size))
-        return evaluate(
+        return rank_folds(
             score_fn,
             split.n_images,
             protocol=protocol,
@@ -416,10 +420,10 @@ class Trainer:
             name: self.evaluate(split, protocol, branch) for name, branch in self.method.auxiliary_evaluators().items()
         }
 
-    def test(self) -> RecallTable:
-        """The test table, computed once with the best checkpoint's weights."""
+    def test(self) -> list[Ranks]:
+        """The ranks of the test split's folds, computed once with the best checkpoint's weights."""
         best = self.run_dir / BEST
         if best.is_file():
             self.method.load_state_dict(load_checkpoint(best)["model"])
         with self.progress.evaluating(self.state.epoch, "testing"):
-            return self.evaluate(self.data.test, self.config.eval.test_protocol)
+            return self.rank_queries(self.data.test, self.config.eval.test_protocol)
