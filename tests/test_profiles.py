@@ -67,6 +67,49 @@ def test_values_fill_the_file_and_every_profile_must_define_them():
             apply_profile({"name": "s", "profiles": {bad: {}}}, None)
 
 
+def test_a_profile_replaces_grid_axes_and_a_file_names_its_default_profile():
+    data = {
+        "name": "s",
+        "default_profile": "real",
+        "grid": {"cooperative.strategy": ["A", "B", "D"], "loss.margin": [0.2]},
+        "profiles": {"budget": {}, "real": {"grid": {"cooperative.strategy": ["A", "B"]}}},
+    }
+    real = apply_profile(data, None)  # no --profile: the file's default
+    assert real["profile"] == "real" and "default_profile" not in real
+    assert real["grid"] == {"cooperative.strategy": ["A", "B"], "loss.margin": [0.2]}
+    assert apply_profile(data, "budget")["grid"]["cooperative.strategy"] == ["A", "B", "D"]
+    with pytest.raises(ConfigError, match="it adds none"):
+        apply_profile({**data, "profiles": {"real": {"grid": {"loss.margn": [0.1]}}}}, None)
+    with pytest.raises(ConfigError, match="profiles of this sweep: budget, real"):
+        apply_profile({**data, "default_profile": "reel"}, None)
+
+
+def test_the_main_job_runs_table4_on_flickr8k_without_data_d_and_e():
+    spec = load_sweep("dbl_table4")
+    assert spec.profile == "flickr8k" and spec.experiment == "vsepp_flickr8k" and len(spec.seeds) == 5
+    assert spec.grid["cooperative.strategy"] == ["A", "B", "C", "F", "G", "H", "I"]
+    assert any("rows D and E left out" in line for line in spec.deviations)
+    assert load_sweep("dbl_table4", "budget").grid["cooperative.strategy"] == list("ABCDEFGHI")
+
+
+@pytest.mark.e2e
+def test_the_main_job_without_flickr8k_names_the_command_that_makes_it(tmp_path):
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "jobs" / "sweep_dbl.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+    )
+    line = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and "data/flickr8k_precomp/pool1x1: the data set flickr8k_precomp is not here" in line
+    assert "`itrlab data flickr8k --from PATH_OR_URL`" in line and "--profile budget" in line, done.stderr
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()  # nothing started
+
+
 @pytest.mark.parametrize("path", sorted((config_dir() / "sweeps").glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_profile_of_every_preset_composes_every_trial(path):
     """Every trial of every profile, and every stage a trial trains first, is a valid config: among the checks,

@@ -46,15 +46,42 @@ def sweep_spec_of(args: argparse.Namespace):
     return load_sweep(args.sweep or presets[args.preset], args.profile).with_settings(settings, labels=SWEEP_FLAGS)
 
 
-def sweep_data_root(spec, overrides: list[str]) -> str | None:
-    """The data folder the sweep's base experiment names, as written (None when it names none)."""
+def sweep_dataset(spec, overrides: list[str]) -> dict:
+    """The ``dataset`` section of the sweep's base experiment, as written ({} when it cannot be composed)."""
     from itrlab.config import compose
 
     try:
         dataset = compose(spec.experiment, [*spec.overrides, *overrides]).get("dataset") or {}
     except ItrlabError:
-        return None
-    return dataset.get("root") if isinstance(dataset, dict) and isinstance(dataset.get("root"), str) else None
+        return {}
+    return dataset if isinstance(dataset, dict) else {}
+
+
+def sweep_data_root(spec, overrides: list[str]) -> str | None:
+    """The data folder the sweep's base experiment names, as written (None when it names none)."""
+    root = sweep_dataset(spec, overrides).get("root")
+    return root if isinstance(root, str) else None
+
+
+def check_data_made(spec, args: argparse.Namespace) -> None:
+    """UserInputError, before Ray starts, for a sweep whose data folder is missing where its data set names the
+    command that makes it (``made_by``): that command, and the preset's synthetic miniature where it has one."""
+    dataset = sweep_dataset(spec, list(args.overrides))
+    root, made_by = dataset.get("root"), dataset.get("made_by")
+    if not isinstance(root, str) or not isinstance(made_by, str) or Path(root).is_dir():
+        return
+    from itrlab.config.loader import read_yaml
+    from itrlab.config.profiles import DEFAULT_PROFILE
+    from itrlab.config.sweep import resolve_sweep_path
+
+    profiles = read_yaml(resolve_sweep_path(args.sweep or sweep_presets()[args.preset]), "sweep").get("profiles")
+    instead = ""
+    if spec.profile != DEFAULT_PROFILE and DEFAULT_PROFILE in (profiles or {}):
+        program = " ".join(args.invocation[0])
+        instead = f", or run its synthetic miniature: {program} --profile {DEFAULT_PROFILE}"
+    raise UserInputError(
+        f"{root}: the data set {dataset.get('name', '')} is not here; make it with `{made_by}` (docs/data.md){instead}"
+    )
 
 
 def list_main(args: argparse.Namespace) -> int:
@@ -94,6 +121,8 @@ def sweep_main(args: argparse.Namespace) -> int:
     from itrlab.sweep import run_sweep
     from itrlab.sweep.progress import set_verbose
 
+    if not args.resume:
+        check_data_made(spec, args)
     say_where_it_writes([("data", sweep_data_root(spec, args.overrides)), ("the sweep folders", args.storage)])
 
     set_verbose(args.verbose)  # before Ray starts: its workers inherit the console's settings

@@ -17,7 +17,13 @@ type; inside a string it is written in), its ``overrides`` follow the sweep's ow
 ``deviations`` (every way the profile differs from the paper, and why) are tagged on every run. A
 profile may name its own base ``experiment`` (``flickr8k``: the real-data recipe of
 ``configs/experiments/*_flickr8k.yaml``) and its own ``seeds``, ``resources``, ``concurrency`` and
-``group``.
+``group``, and replace the values of axes of the sweep's ``grid`` (``grid: {cooperative.strategy: [A, F]}``:
+rows that cannot differ in its setting left out, the reason among its deviations); an axis the sweep's
+grid lacks is an error.
+
+``default_profile: NAME`` at the top of the file names the profile a run without ``--profile`` takes
+(``budget`` where the file names none): DBL's Table IV, the main job, runs its Flickr8K table unless asked
+for the synthetic miniature.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class Profile(Section):
     concurrency: int | None = None
     group: int | None = None  # trials trained together per Ray trial (a GPU profile's grouping)
     experiment: str | None = None  # the base experiment this profile trains (e.g. a real data set's recipe)
+    grid: dict[str, list[Any]] | None = None  # axes of the sweep's grid whose values this profile replaces
     description: str = ""
 
 
@@ -81,11 +88,12 @@ def _text(value: Any) -> str:
 
 
 def apply_profile(data: dict[str, Any], profile: str | None, where: str = "") -> dict[str, Any]:
-    """The sweep file's data as ``profile`` runs it (``None``: the default, ``budget``): values filled in,
-    the profile's overrides after the sweep's own, its name and deviations in ``profile`` and
+    """The sweep file's data as ``profile`` runs it (``None``: the file's ``default_profile``, else ``budget``):
+    values filled in, the profile's overrides after the sweep's own, its name and deviations in ``profile`` and
     ``deviations``. A file without profiles runs only as it is (``--profile`` is then an error)."""
     raw = dict(data.get("profiles") or {})
-    body = {key: value for key, value in data.items() if key != "profiles"}
+    body = {key: value for key, value in data.items() if key not in ("profiles", "default_profile")}
+    default = data.get("default_profile", DEFAULT_PROFILE)
     if not raw:
         if profile not in (None, DEFAULT_PROFILE):
             raise ConfigError(f"{where}--profile", profile, "this sweep defines no profiles: it runs only as written")
@@ -103,7 +111,14 @@ def apply_profile(data: dict[str, Any], profile: str | None, where: str = "") ->
         profiles = {name: Profile.model_validate(section or {}) for name, section in raw.items()}
     except ValidationError as err:
         raise config_error_from_validation(err, Profile, prefix=f"{where}profiles.") from None
-    name = profile or DEFAULT_PROFILE
+    if default not in profiles:
+        raise ConfigError(
+            f"{where}default_profile",
+            default,
+            f"profiles of this sweep: {', '.join(profiles)}",
+            did_you_mean(str(default), list(profiles)),
+        )
+    name = profile or default
     if name not in profiles:
         raise ConfigError(
             f"{where}--profile",
@@ -116,6 +131,17 @@ def apply_profile(data: dict[str, Any], profile: str | None, where: str = "") ->
     chosen = profiles[name]
     filled = _fill(body, chosen.values, where.rstrip(": "))
     filled["overrides"] = [*filled.get("overrides", []), *_fill(chosen.overrides, chosen.values, "overrides")]
+    if chosen.grid:
+        axes = filled.get("grid") or {}
+        unknown = [axis for axis in chosen.grid if axis not in axes]
+        if unknown:
+            raise ConfigError(
+                f"{where}profiles.{name}.grid",
+                unknown[0],
+                f"a profile replaces axes of the sweep's grid ({', '.join(axes) or 'none'}), it adds none",
+                did_you_mean(unknown[0], list(axes)),
+            )
+        filled["grid"] = {**axes, **_fill(chosen.grid, chosen.values, f"profiles.{name}.grid")}
     for key in ("experiment", "seeds", "resources", "concurrency", "group"):
         if getattr(chosen, key) is not None:
             filled[key] = getattr(chosen, key)

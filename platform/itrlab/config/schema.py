@@ -87,6 +87,8 @@ class DatasetConfig(Section):
     # the folder of stored text features (model.text.encoder=precomp; jobs/extract_features.py --text):
     # null = <root>/text, or, for a pooled layout derived from a grid, the grid's text/ (docs/data.md)
     text_features: Path | None = None
+    # the command that makes ``root`` where it is missing, named by a job that needs it before anything starts
+    made_by: str | None = None
 
     @field_validator("kind")
     @classmethod
