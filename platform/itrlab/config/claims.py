@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from itrlab.config.loader import config_dir, config_error_from_validation, did_you_mean, read_yaml
+from itrlab.config.loader import REFUSED, config_dir, config_error_from_validation, did_you_mean, read_yaml, refused
 from itrlab.config.schema import Section
 from itrlab.config.sweep import load_sweep, pivot_labels, sweep_presets
 from itrlab.errors import ConfigError
@@ -143,19 +143,23 @@ class Claim(Section):
     @model_validator(mode="after")
     def _consistent(self) -> Claim:
         if self.row == self.baseline:
-            raise ValueError(f"row and baseline are both {self.row!r}: a claim compares two different rows")
+            raise refused(ConfigError("baseline", self.baseline, f"a row other than the claim's row ({self.row!r})"))
         if self.metric in self.also:
-            raise ValueError(f"also lists {self.metric}, the verdict's own metric")
+            raise refused(ConfigError("also", self.metric, "metrics shown beside the verdict's, not the verdict's own"))
         if self.paper_effect.metric not in self.metrics:
-            raise ValueError(
-                f"paper_effect is read in {self.paper_effect.metric}, which the claim does not show: its metric "
-                f"or also must hold it, so that the paper's effect stands beside ours ({', '.join(self.metrics)})"
+            raise refused(
+                ConfigError(
+                    "paper_effect.metric",
+                    self.paper_effect.metric,
+                    f"a metric the claim shows, so that the paper's effect stands beside ours: its metric or one "
+                    f"in also ({', '.join(self.metrics)})",
+                )
             )
         if self.id in self.depends_on:
-            raise ValueError("depends_on names the claim itself")
+            raise refused(ConfigError("depends_on", self.id, "the ids of other claims, not the claim's own"))
         twice = sorted({name for name in self.depends_on if self.depends_on.count(name) > 1})
         if twice:
-            raise ValueError(f"depends_on names {', '.join(twice)} twice")
+            raise refused(ConfigError("depends_on", twice[0], "each claim once"))
         return self
 
 
@@ -226,8 +230,7 @@ def _read_file(path: Path) -> ClaimsFile:
     try:
         file = ClaimsFile.model_validate(raw)
     except ValidationError as err:
-        error = config_error_from_validation(err, ClaimsFile)
-        raise ClaimsError(_field(path, raw, err), error.value, error.allowed, error.hint) from None
+        raise _claims_error(path, raw, err) from None
     file._path = path
     for claim in file.claims:
         claim._file = path
@@ -244,16 +247,25 @@ def _read_file(path: Path) -> ClaimsFile:
     return file
 
 
-def _field(path: Path, raw: dict[str, Any], err: ValidationError) -> str:
-    """The key of the first pydantic error, a claim named by its id where it has one (``vse.yaml: an-id.row``)."""
-    loc = [str(part) for part in err.errors()[0]["loc"]]
+def _claims_error(path: Path, raw: dict[str, Any], err: ValidationError) -> ClaimsError:
+    """The first pydantic error as a ClaimsError whose key names the file and the claim by its id where it has
+    one (``claims/vse.yaml: an-id.row``; ``claims[2].id`` for a claim without a usable id)."""
+    first = err.errors()[0]
+    error = config_error_from_validation(err, ClaimsFile)
+    loc = [str(part) for part in first["loc"]]
+    inner = error.field.split(".") if first["type"] == REFUSED else []  # a claim's check of one of its keys
     claims = raw.get("claims") if isinstance(raw, dict) else None
-    if len(loc) >= 2 and loc[0] == "claims" and loc[1].isdigit() and isinstance(claims, list):
-        entry = claims[int(loc[1])] if int(loc[1]) < len(claims) else None
-        name = entry.get("id") if isinstance(entry, dict) and isinstance(entry.get("id"), str) else None
-        head = name if name and ID_PATTERN.fullmatch(name) else f"claims[{loc[1]}]"
-        return ".".join([f"{_display(path)}: {head}", *loc[2:]])
-    return f"{_display(path)}: " + (".".join(loc) or "the top level")
+    if not (len(loc) >= 2 and loc[0] == "claims" and loc[1].isdigit() and isinstance(claims, list)):
+        return ClaimsError(
+            f"{_display(path)}: {'.'.join(loc) or 'the top level'}", error.value, error.allowed, error.hint
+        )
+    entry = claims[int(loc[1])] if int(loc[1]) < len(claims) else None
+    name = entry.get("id") if isinstance(entry, dict) else None
+    named = name if isinstance(name, str) and ID_PATTERN.fullmatch(name) else f"claims[{loc[1]}]"
+    allowed = error.allowed.replace(  # an unknown key: the section it sits in, by the claim's name
+        f"keys allowed in {'.'.join(loc[:-1])}:", f"keys allowed in {'.'.join([named, *loc[2:-1]])}:"
+    )
+    return ClaimsError(".".join([f"{_display(path)}: {named}", *loc[2:], *inner]), error.value, allowed, error.hint)
 
 
 def _check_across(files: list[ClaimsFile]) -> None:
