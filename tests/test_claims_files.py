@@ -225,3 +225,16 @@ def test_a_folder_without_claims_or_a_broken_file_is_one_line(tmp_path):
     refused(tmp_path, "a.yaml: claims")
     (tmp_path / "a.yaml").write_text(yaml.safe_dump({"claims": [claim()]}), encoding="utf-8")
     refused(tmp_path, "a.yaml: families", "this key is required")
+
+
+def test_a_preset_whose_file_does_not_load_is_one_line(tmp_path, monkeypatch):
+    """The claims folder defaults to the config folder's claims/; a preset file that does not load is the
+    claim's one line, naming what the sweep loader says."""
+    monkeypatch.setenv("ITRLAB_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "sweeps" / "broken.yaml").write_text("name: broken\nexperiment: vsepp_flickr8k\n", encoding="utf-8")
+    write(tmp_path / "claims", "one.yaml", claim(sweep="broken"))
+    refused(None, "claims/one.yaml: a-claim.sweep", "'broken'", "a preset whose file loads", "the grid is empty")
+    (tmp_path / "sweeps" / "broken.yaml").write_text("grid: [unclosed\n", encoding="utf-8")
+    refused(None, "broken.yaml", "not valid YAML")

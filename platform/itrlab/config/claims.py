@@ -172,6 +172,7 @@ class ClaimsFile(Section):
 
     @property
     def path(self) -> Path | None:
+        """The file it was read from (None for one built in code)."""
         return self._path
 
     @field_validator("families")
@@ -200,7 +201,10 @@ def load_claim_files(folder: str | Path | None = None) -> list[ClaimsFile]:
         raise ClaimsError("claims", str(folder), "a folder of claims files (*.yaml), one per paper: it holds none")
     files = [_read_file(path) for path in paths]
     _check_across(files)
-    presets = sweep_presets()
+    try:
+        presets = sweep_presets()
+    except ConfigError as err:  # a sweep file whose aliases cannot be read: said as it is, as a claims error
+        raise ClaimsError(err.field, err.value, err.allowed, err.hint) from None
     pivots: dict[tuple[str, str | None], list[str]] = {}
     for file in files:
         for claim in file.claims:
@@ -300,8 +304,9 @@ def _check_across(files: list[ClaimsFile]) -> None:
                     "the id of a claim in a claims file",
                     did_you_mean(name, list(claims)),
                 )
+    edges = {cid: c.depends_on for cid, (_, c) in claims.items()}
     for file, claim in claims.values():
-        cycle = _cycle(claim.id, {cid: c.depends_on for cid, (_, c) in claims.items()}, [])
+        cycle = _cycle(claim.id, edges, [])
         if cycle:
             raise ClaimsError(
                 f"{_where(file.path, claim.id)}.depends_on",
@@ -350,7 +355,10 @@ def _check_rows(
 
 def _pivot(claim: Claim, where: str, path: Path) -> list[str]:
     """The row labels of the preset's pivot under the claim's profile."""
-    raw = read_yaml(path, "sweep")
+    try:
+        raw = read_yaml(path, "sweep")
+    except ConfigError as err:
+        raise ClaimsError(f"{where}.sweep", claim.sweep, f"a preset whose file loads; it says: {err}") from None
     profiles = list(raw["profiles"]) if isinstance(raw.get("profiles"), dict) else []
     if profiles and claim.profile not in profiles:
         raise ClaimsError(
