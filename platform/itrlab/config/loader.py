@@ -253,9 +253,12 @@ def compose(experiment: str | Path, overrides: list[str] | tuple[str, ...] = ())
 
 
 def _model_at(loc: tuple, root: type[BaseModel] = ExperimentConfig) -> type[BaseModel] | None:
-    """The config section class that owns the field at ``loc`` (for suggesting keys)."""
+    """The config section class that owns the field at ``loc`` (for suggesting keys); a list's index in
+    ``loc`` (``claims.3.row``) stays in the section of the list's items."""
     model: Any = root
     for part in loc[:-1]:
+        if part.isdigit():
+            continue
         field = getattr(model, "model_fields", {}).get(part)
         if field is None:
             return None

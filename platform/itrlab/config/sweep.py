@@ -376,6 +376,15 @@ def check_sweep_keys(spec: SweepSpec, prefix: str = "") -> None:
             )
 
 
+def pivot_labels(spec: SweepSpec) -> list[str]:
+    """The labels of the pivot's rows in the grid's order: each grid point's cells of ``table.rows``, as
+    :mod:`itrlab.report.pivot` labels the row a trial falls in. What ``table.baseline``, ``table.compare`` and
+    a claim (:mod:`itrlab.config.claims`) may name; empty for a sweep without a table or with a search space."""
+    if spec.table is None or spec.optuna is not None:
+        return []
+    return list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))
+
+
 def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
     """``table.rows`` name keys of the grid (or ``seed``): another key gives a column of '-'. Checked
     after the grid's own keys (a misspelt grid key is the error to report first)."""
@@ -390,7 +399,7 @@ def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
                 f"rows are keys of the sweep's grid: {', '.join(keys)}",
                 did_you_mean(key, keys),
             )
-    labels = list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))
+    labels = pivot_labels(spec)
     named = [("table.baseline", spec.table.baseline)] if spec.table.baseline is not None else []
     named += [(f"table.compare[{i}]", label) for i, pair in enumerate(spec.table.compare) for label in pair]
     for field, label in named:

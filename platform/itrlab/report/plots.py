@@ -30,7 +30,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from itrlab.config.sweep import SweepSpec, row_key, row_label  # noqa: E402
+from itrlab.config.sweep import SweepSpec, pivot_labels, row_label  # noqa: E402
 
 LOG_SPAN = 20  # swept values spanning this factor or more get a log axis
 LOSS_SPAN = 3  # rows whose first-epoch losses differ this factor or more are drawn relative to it
@@ -176,9 +176,7 @@ def plot_pivot(
 
 def _row_order(rows: set[str], spec: SweepSpec) -> list[str]:
     """``rows`` in the order of the sweep's grid (the pivot's), any others after them by name."""
-    grid = []
-    if spec.table is not None and spec.optuna is None:
-        grid = list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))
+    grid = pivot_labels(spec)
     return [row for row in grid if row in rows] + sorted(rows - set(grid))
 
 

@@ -1,0 +1,387 @@
+"""Claims files: each paper's claims as data, one YAML file per paper under ``configs/claims/``.
+
+A claim is one sentence a paper makes about one row of one of its tables against another row, and the
+sweep that measures it here::
+
+    families:
+      table-4: "the boosted rows of Table IV against the single-branch row A"
+    claims:
+      - id: f-over-a
+        claim: "RM (row F) beats the single branch (row A)"
+        sweep: a-table4                  # the preset, as jobs/sweep.py --preset takes it
+        profile: flickr8k                # one of the preset's profiles (left out: a preset without any)
+        row: F                           # the pivot's row labels, as the sweep's report prints them
+        baseline: A
+        direction: greater               # the paper's sign of row - baseline: greater or less
+        metric: i2t_R1                   # the test metric the verdict reads: rsum or one of the six recalls
+        also: [t2i_R1, rsum]             # shown beside it, no verdict
+        family: table-4                  # the Holm family, declared under families above
+        paper_effect: {value: 3.5, metric: i2t_R1, source: "Table IV, Flickr30K 1K"}
+        depends_on: []                   # claims whose failure makes this one conditional
+        note: ""
+
+:func:`load_claims` reads every file of the folder and checks each claim before anything uses it: the
+preset and its profile exist, the row and the baseline are labels the preset's pivot produces (the sweep
+file read through :func:`itrlab.config.sweep.load_sweep` and labelled by
+:func:`itrlab.config.sweep.pivot_labels`, as :mod:`itrlab.report.pivot` labels a trial's row: no torch, Ray
+or MLflow), the metrics are known, the family is declared, ``depends_on`` names claims that exist without a
+cycle, and no id or family is written twice. The first bad input is a :class:`ClaimsError`: one line naming
+the file, the claim and the key, exit status 2. docs/claims-files.md describes the files.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from itrlab.config.loader import REFUSED, config_dir, config_error_from_validation, did_you_mean, read_yaml, refused
+from itrlab.config.schema import Section
+from itrlab.config.sweep import load_sweep, pivot_labels, sweep_presets
+from itrlab.errors import ConfigError
+from itrlab.eval.names import METRIC_NAMES, RECALLS
+
+FOLDER = "claims"  # under configs/
+ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # kebab-case: claim ids and family names
+MAX_ID_CHARS = 80
+# what a verdict may read: the metrics that a split's per-query ranks give, each higher-is-better
+VERDICT_METRICS = ("rsum", *RECALLS)
+# what a claim may show beside it, and what a paper's effect may be read in: every metric of a recall table
+SHOWN_METRICS = tuple(METRIC_NAMES.values())
+
+
+class ClaimsError(ConfigError):
+    """A claims file that names what no sweep has (a preset, a profile, a row), a metric, direction or family
+    that is not allowed, a claim that ``depends_on`` names none, or an id written twice: one line naming the
+    file, the claim and the key, exit status 2 (:class:`~itrlab.errors.UserInputError`)."""
+
+
+def _kebab(value: str, what: str) -> str:
+    if not isinstance(value, str) or len(value) > MAX_ID_CHARS or not ID_PATTERN.fullmatch(value):
+        raise ValueError(
+            f"{what} is kebab-case: lower-case letters and digits in words joined by single '-', "
+            f"at most {MAX_ID_CHARS} characters (e.g. f-over-a)"
+        )
+    return value
+
+
+def _metric(value: str, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        hint = did_you_mean(value, allowed)
+        raise ValueError(f"{what} is one of {', '.join(allowed)}" + (f" ({hint})" if hint else ""))
+    return value
+
+
+class PaperEffect(Section):
+    """The paper's own effect for a claim: row minus baseline in ``metric``, read from its published table."""
+
+    value: float
+    metric: str
+    source: str = Field(min_length=1)  # the table and the data set it is read from
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, metric: str) -> str:
+        return _metric(metric, SHOWN_METRICS, "a paper's effect's metric")
+
+
+class Claim(Section):
+    """One claim of a paper (see the module doc); :attr:`file` is the claims file it was read from."""
+
+    id: str
+    claim: str = Field(min_length=1)
+    sweep: str = Field(min_length=1)
+    profile: str | None = None
+    row: str = Field(min_length=1)
+    baseline: str = Field(min_length=1)
+    direction: Literal["greater", "less"]
+    metric: str
+    also: list[str] = Field(default_factory=list)
+    family: str
+    paper_effect: PaperEffect
+    depends_on: list[str] = Field(default_factory=list)
+    note: str = ""
+    _file: Path | None = PrivateAttr(default=None)
+
+    @property
+    def file(self) -> Path | None:
+        """The claims file this claim was read from (None for one built in code)."""
+        return self._file
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The verdict's metric first, then the ones shown beside it."""
+        return (self.metric, *self.also)
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_kebab(cls, value: str) -> str:
+        return _kebab(value, "a claim's id")
+
+    @field_validator("family")
+    @classmethod
+    def _family_is_kebab(cls, value: str) -> str:
+        return _kebab(value, "a family's name")
+
+    @field_validator("metric")
+    @classmethod
+    def _verdict_metric(cls, value: str) -> str:
+        return _metric(value, VERDICT_METRICS, "the verdict's metric (a test metric that per-query ranks give)")
+
+    @field_validator("also")
+    @classmethod
+    def _shown_metrics(cls, values: list[str]) -> list[str]:
+        for value in values:
+            _metric(value, SHOWN_METRICS, "a metric shown beside the verdict's")
+        twice = sorted({value for value in values if values.count(value) > 1})
+        if twice:
+            raise ValueError(f"lists {', '.join(twice)} twice")
+        return values
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Claim:
+        if self.row == self.baseline:
+            raise refused(ConfigError("baseline", self.baseline, f"a row other than the claim's row ({self.row!r})"))
+        if self.metric in self.also:
+            raise refused(ConfigError("also", self.metric, "metrics shown beside the verdict's, not the verdict's own"))
+        if self.paper_effect.metric not in self.metrics:
+            raise refused(
+                ConfigError(
+                    "paper_effect.metric",
+                    self.paper_effect.metric,
+                    f"a metric the claim shows, so that the paper's effect stands beside ours: its metric or one "
+                    f"in also ({', '.join(self.metrics)})",
+                )
+            )
+        if self.id in self.depends_on:
+            raise refused(ConfigError("depends_on", self.id, "the ids of other claims, not the claim's own"))
+        twice = sorted({name for name in self.depends_on if self.depends_on.count(name) > 1})
+        if twice:
+            raise refused(ConfigError("depends_on", twice[0], "each claim once"))
+        return self
+
+
+class ClaimsFile(Section):
+    """One claims file: its Holm families (name: what the family holds and why) and its claims."""
+
+    families: dict[str, str] = Field(min_length=1)
+    claims: list[Claim] = Field(min_length=1)
+    _path: Path | None = PrivateAttr(default=None)
+
+    @property
+    def path(self) -> Path | None:
+        """The file it was read from (None for one built in code)."""
+        return self._path
+
+    @field_validator("families")
+    @classmethod
+    def _families_named(cls, families: dict[str, str]) -> dict[str, str]:
+        for name, text in families.items():
+            _kebab(name, "a family's name")
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"family {name}: say in a sentence what it holds and why (its description is empty)")
+        return families
+
+
+def claims_folder() -> Path:
+    """``configs/claims/`` (:func:`itrlab.config.loader.config_dir`)."""
+    return config_dir() / FOLDER
+
+
+def load_claim_files(folder: str | Path | None = None) -> list[ClaimsFile]:
+    """Every claims file of ``folder`` (None: ``configs/claims/``), by name, each checked as the module doc
+    says; the first bad input raises :class:`ClaimsError`."""
+    folder = Path(folder) if folder is not None else claims_folder()
+    if not folder.is_dir():
+        raise ClaimsError("claims", str(folder), "a folder of claims files (*.yaml), one per paper")
+    paths = sorted(folder.glob("*.yaml"))
+    if not paths:
+        raise ClaimsError("claims", str(folder), "a folder of claims files (*.yaml), one per paper: it holds none")
+    files = [_read_file(path) for path in paths]
+    _check_across(files)
+    try:
+        presets = sweep_presets()
+    except ConfigError as err:  # a sweep file whose aliases cannot be read: said as it is, as a claims error
+        raise ClaimsError(err.field, err.value, err.allowed, err.hint) from None
+    pivots: dict[tuple[str, str | None], list[str]] = {}
+    for file in files:
+        for claim in file.claims:
+            _check_rows(claim, _where(file.path, claim.id), presets, pivots)
+    return files
+
+
+def load_claims(folder: str | Path | None = None) -> list[Claim]:
+    """Every claim of ``folder``'s claims files (None: ``configs/claims/``), file by file in name order, each
+    file's in its own order; the first bad input raises :class:`ClaimsError` (one line, exit status 2)."""
+    return [claim for file in load_claim_files(folder) for claim in file.claims]
+
+
+def _display(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+def _where(path: Path, claim_id: Any) -> str:
+    return f"{_display(path)}: {claim_id}"
+
+
+def _read_file(path: Path) -> ClaimsFile:
+    try:
+        raw = read_yaml(path, _display(path))
+    except ConfigError as err:
+        raise ClaimsError(err.field, err.value, err.allowed, err.hint) from None
+    try:
+        file = ClaimsFile.model_validate(raw)
+    except ValidationError as err:
+        raise _claims_error(path, raw, err) from None
+    file._path = path
+    for claim in file.claims:
+        claim._file = path
+        if claim.family not in file.families:
+            raise ClaimsError(
+                f"{_where(path, claim.id)}.family",
+                claim.family,
+                f"a family this file declares under families: {', '.join(file.families)}",
+                did_you_mean(claim.family, list(file.families)),
+            )
+    unused = [name for name in file.families if all(claim.family != name for claim in file.claims)]
+    if unused:
+        raise ClaimsError(f"{_display(path)}: families", unused[0], "a family that a claim of this file belongs to")
+    return file
+
+
+def _claims_error(path: Path, raw: dict[str, Any], err: ValidationError) -> ClaimsError:
+    """The first pydantic error as a ClaimsError whose key names the file and the claim by its id where it has
+    one (``claims/vse.yaml: an-id.row``; ``claims[2].id`` for a claim without a usable id)."""
+    first = err.errors()[0]
+    error = config_error_from_validation(err, ClaimsFile)
+    loc = [str(part) for part in first["loc"]]
+    inner = error.field.split(".") if first["type"] == REFUSED else []  # a claim's check of one of its keys
+    claims = raw.get("claims") if isinstance(raw, dict) else None
+    if not (len(loc) >= 2 and loc[0] == "claims" and loc[1].isdigit() and isinstance(claims, list)):
+        return ClaimsError(
+            f"{_display(path)}: {'.'.join(loc) or 'the top level'}", error.value, error.allowed, error.hint
+        )
+    entry = claims[int(loc[1])] if int(loc[1]) < len(claims) else None
+    name = entry.get("id") if isinstance(entry, dict) else None
+    named = name if isinstance(name, str) and ID_PATTERN.fullmatch(name) else f"claims[{loc[1]}]"
+    allowed = error.allowed.replace(  # an unknown key: the section it sits in, by the claim's name
+        f"keys allowed in {'.'.join(loc[:-1])}:", f"keys allowed in {'.'.join([named, *loc[2:-1]])}:"
+    )
+    return ClaimsError(".".join([f"{_display(path)}: {named}", *loc[2:], *inner]), error.value, allowed, error.hint)
+
+
+def _check_across(files: list[ClaimsFile]) -> None:
+    """Ids and family names written once over all files; every ``depends_on`` names a claim; no cycle."""
+    owner: dict[str, Path] = {}
+    for file in files:
+        for claim in file.claims:
+            if claim.id in owner:
+                raise ClaimsError(
+                    f"{_where(file.path, claim.id)}.id",
+                    claim.id,
+                    f"an id no other claim has: {_display(owner[claim.id])} has it already",
+                )
+            owner[claim.id] = file.path
+    declared: dict[str, Path] = {}
+    for file in files:
+        for name in file.families:
+            if name in declared:
+                raise ClaimsError(
+                    f"{_display(file.path)}: families",
+                    name,
+                    f"a family one file declares: {_display(declared[name])} declares it already",
+                )
+            declared[name] = file.path
+    claims = {claim.id: (file, claim) for file in files for claim in file.claims}
+    for file, claim in claims.values():
+        for name in claim.depends_on:
+            if name not in claims:
+                raise ClaimsError(
+                    f"{_where(file.path, claim.id)}.depends_on",
+                    name,
+                    "the id of a claim in a claims file",
+                    did_you_mean(name, list(claims)),
+                )
+    edges = {cid: c.depends_on for cid, (_, c) in claims.items()}
+    for file, claim in claims.values():
+        cycle = _cycle(claim.id, edges, [])
+        if cycle:
+            raise ClaimsError(
+                f"{_where(file.path, claim.id)}.depends_on",
+                claim.depends_on,
+                f"claims that do not depend on each other in a circle: {' -> '.join(cycle)}",
+            )
+
+
+def _cycle(start: str, edges: dict[str, list[str]], path: list[str]) -> list[str]:
+    """The first circle of ``depends_on`` reached from ``start`` (ids, the first repeated at the end), or []."""
+    if start in path:
+        return [*path[path.index(start) :], start]
+    for name in edges.get(start, []):
+        found = _cycle(name, edges, [*path, start])
+        if found:
+            return found
+    return []
+
+
+def _check_rows(
+    claim: Claim, where: str, presets: dict[str, str], pivots: dict[tuple[str, str | None], list[str]]
+) -> None:
+    """The preset exists, has the profile, and its pivot has the claim's row and baseline."""
+    if claim.sweep not in presets:
+        raise ClaimsError(
+            f"{where}.sweep",
+            claim.sweep,
+            f"a preset of configs/sweeps/ as jobs/sweep.py --preset takes it: {', '.join(sorted(presets))}",
+            did_you_mean(claim.sweep, list(presets)),
+        )
+    key = (claim.sweep, claim.profile)
+    if key not in pivots:
+        pivots[key] = _pivot(claim, where, config_dir() / "sweeps" / f"{presets[claim.sweep]}.yaml")
+    labels = pivots[key]
+    under = f" under profile {claim.profile}" if claim.profile else ""
+    for field in ("row", "baseline"):
+        value = getattr(claim, field)
+        if value not in labels:
+            raise ClaimsError(
+                f"{where}.{field}",
+                value,
+                f"the label of a row of preset {claim.sweep}'s pivot{under}: {', '.join(labels)}",
+                did_you_mean(value, labels),
+            )
+
+
+def _pivot(claim: Claim, where: str, path: Path) -> list[str]:
+    """The row labels of the preset's pivot under the claim's profile."""
+    try:
+        raw = read_yaml(path, "sweep")
+    except ConfigError as err:
+        raise ClaimsError(f"{where}.sweep", claim.sweep, f"a preset whose file loads; it says: {err}") from None
+    profiles = list(raw["profiles"]) if isinstance(raw.get("profiles"), dict) else []
+    if profiles and claim.profile not in profiles:
+        raise ClaimsError(
+            f"{where}.profile",
+            claim.profile,
+            f"a profile of preset {claim.sweep}: {', '.join(profiles)}",
+            did_you_mean(str(claim.profile), profiles),
+        )
+    if not profiles and claim.profile is not None:
+        raise ClaimsError(
+            f"{where}.profile",
+            claim.profile,
+            f"nothing: preset {claim.sweep} defines no profiles (it runs only as written), so leave profile out",
+        )
+    try:
+        spec = load_sweep(path, claim.profile)
+    except ConfigError as err:
+        raise ClaimsError(f"{where}.sweep", claim.sweep, f"a preset whose file loads; it says: {err}") from None
+    labels = pivot_labels(spec)
+    if not labels:
+        raise ClaimsError(
+            f"{where}.sweep",
+            claim.sweep,
+            "a preset with a grid and a table: this one's runs get no pivot, so no row to name",
+        )
+    return labels
