@@ -397,9 +397,16 @@ class MlflowTracker(RunReader):
     def log_dataset(self, name: str, digest: str, source: str, context: str = "training") -> None:
         """Log the run's data set as an MLflow input (the UI's Dataset column): name, digest, source."""
         dataset = MlflowDataset(name=name, digest=digest, source_type="local", source=json.dumps({"uri": source}))
-        self.client.log_inputs(
-            self.run_id, datasets=[DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])]
-        )
+        inputs = [DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])]
+        try:
+            self.client.log_inputs(self.run_id, datasets=inputs)
+        except MlflowException as err:
+            # MLflow looks a data set up, then inserts it: two runs of one experiment that start together (a
+            # sweep's trials) can both miss it, and the second insert breaks the store's unique key. The data
+            # set is there now, and the same call finds it.
+            if "unique" not in str(err).lower():
+                raise
+            self.client.log_inputs(self.run_id, datasets=inputs)
 
     @_store_writes
     def log_model(self, bundle: str | Path, loader: str, requirements: list[str]) -> str:
