@@ -34,7 +34,7 @@ from pathlib import Path
 from itrlab.acquire.download import download, size_text
 from itrlab.acquire.manifest import STATE, DataManifest
 from itrlab.acquire.origins import FolderSource, Source, archive_source, classify, opened, unpack
-from itrlab.acquire.verify import Problems, verify_folder
+from itrlab.acquire.verify import Problems, files_of, verify_folder
 from itrlab.console_log import TO_STDERR
 from itrlab.errors import UserInputError, disk_full, no_space
 from itrlab.files import check_writable_dir, file_lock
@@ -170,6 +170,9 @@ def _unpack(manifest: DataManifest, source: Source, staging: Path, progress: boo
         members = source.members(manifest.top_level())
         recorded = {**manifest.checked_files(), **manifest.optional}
         wanted = {*recorded, manifest.split_file}
+        for name in files_of(staging)[0]:  # staged under another manifest: never part of this copy
+            if name not in wanted:
+                (staging / name).unlink()
         known = remembered_digests(staging, recorded, staging, cache=STATE)
         with tqdm(total=len(members), unit="file", desc=source.kind, disable=not progress) as bar:
             written, size = unpack(
