@@ -311,6 +311,15 @@ def test_a_from_that_is_neither_folder_file_nor_url_is_one_line(tiny, capsys, gi
     assert nothing_in_place(tiny)
 
 
+def test_a_truncated_archive_is_one_line(tiny, tmp_path, capsys):
+    whole = tar_of(tiny["reference"], tmp_path / "tiny.tar.gz").read_bytes()
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    assert data(tiny, cut) == 2
+    assert f"{cut}: cannot read the archive" in one_error_line(capsys)
+    assert nothing_in_place(tiny)
+
+
 # --- a URL -----------------------------------------------------------------------------------------------
 
 

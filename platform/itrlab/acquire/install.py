@@ -22,6 +22,7 @@ finished chunks (or finds its output up to date).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tarfile
@@ -100,7 +101,10 @@ def install(
     if features:
         check_writable_dir(done.precomp, "the features' folder")
     raw.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(lock, blocking=False, what=f"{raw} (another `itrlab data` is writing it)"):
+    with (
+        opened(source) if isinstance(source, Source) else contextlib.nullcontext(),
+        file_lock(lock, blocking=False, what=f"{raw} (another `itrlab data` is writing it)"),
+    ):
         if raw.is_dir():
             _verify_in_place(manifest, raw, source, done)
         else:

@@ -105,10 +105,11 @@ class ZipSource(Source):
 class TarSource(Source):
     def __init__(self, path: Path):
         super().__init__(path)
-        self.archive = tarfile.open(path, "r:*")
-        self._members = {_clean(m.name): m for m in self.archive.getmembers() if not m.isdir()}
+        self.archive = tarfile.open(path, "r:*")  # reads the first header; the listing reads the whole archive
+        self._members: dict[str, tarfile.TarInfo] = {}
 
     def entries(self) -> list[Member]:
+        self._members = {_clean(m.name): m for m in self.archive.getmembers() if not m.isdir()}
         return [Member(name, m.isfile(), m.size) for name, m in self._members.items()]
 
     def reader(self, name: str) -> contextlib.AbstractContextManager[BinaryIO]:
