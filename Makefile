@@ -1,6 +1,7 @@
 # itrlab: `make test` sets everything up (virtual environment, CPU torch first, the project with
 # its dev extras) and runs the fast tier of the tests; `make test-all` (CI) runs every tier
-# (docs/tests.md#tiers). `make sweep` runs the main job (the smoke DBL sweep), `make train` the demo training.
+# (docs/tests.md#tiers). `make sweep` runs the main job (the smoke DBL sweep), `make train` the demo training,
+# `make flickr8k FROM=PATH_OR_URL` gets Flickr8K, verified, and its features (docs/data.md#flickr8k).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -12,7 +13,7 @@ PYTEST_WORKERS ?= 2
 # the fast tier: no test that starts a process (e2e), the three-node cluster (cluster) or trains for long (slow)
 FAST_TIER := not e2e and not cluster and not slow
 
-.PHONY: setup test test-all lint format sweep train bench-eval gpu-check clean
+.PHONY: setup test test-all lint format sweep train flickr8k bench-eval gpu-check clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "itrlab needs Python >= 3.11; set PYTHON=python3.11")'
@@ -54,6 +55,13 @@ sweep: setup
 
 train: setup
 	$(PY) jobs/train.py
+
+# Flickr8K from its folder, a zip or tar archive of it, or an http(s) URL of the archive: verified against
+# configs/datasets/manifests/flickr8k.json.gz, put in data/flickr8k/, its features in data/flickr8k_precomp/
+FROM ?=
+flickr8k: setup
+	@if [ -z "$(FROM)" ]; then echo "make flickr8k: name the data: make flickr8k FROM=PATH_OR_URL (docs/data.md#flickr8k)" >&2; exit 2; fi
+	$(VENV)/bin/itrlab data flickr8k --from "$(FROM)"
 
 bench-eval: setup
 	$(PY) jobs/bench_eval.py

@@ -32,7 +32,7 @@ LAYERS = [
     {"config"},
     {"methods", "report"},
     {"assembly", "extract"},
-    {"train", "trained"},
+    {"train", "trained", "acquire"},
     {"sweep"},
     {"bench", "cli", "local_cluster", "documented"},
 ]

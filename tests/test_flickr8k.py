@@ -360,8 +360,8 @@ def test_unchanged_inputs_are_reused_without_reading_the_images(original, encode
     manifest = json.loads((out / "extract.json").read_text())
     layout_written = (out / "pool1x1" / LAYOUT_FILE).stat().st_mtime_ns
     hashed: list[Path] = []
-    real_sha = digests._sha256
-    monkeypatch.setattr(digests, "_sha256", lambda path: hashed.append(path) or real_sha(path))
+    real_sha = digests.sha256_file
+    monkeypatch.setattr(digests, "sha256_file", lambda path: hashed.append(path) or real_sha(path))
     encoded.clear()
     capsys.readouterr()
     assert run(original, out, "--pool", "1x1") == 0
@@ -413,10 +413,10 @@ def test_an_interrupted_extraction_resumes_without_reading_what_it_finished(orig
 
     restore()
     read: list[str] = []
-    real_load, real_check, real_sha = shards.try_load_image, plan.check_image, digests._sha256
+    real_load, real_check, real_sha = shards.try_load_image, plan.check_image, digests.sha256_file
     monkeypatch.setattr(shards, "try_load_image", lambda source: read.append(source.file_name) or real_load(source))
     monkeypatch.setattr(plan, "check_image", lambda path: read.append(Path(path).name) or real_check(path))
-    monkeypatch.setattr(digests, "_sha256", lambda path: read.append(path.name) or real_sha(path))
+    monkeypatch.setattr(digests, "sha256_file", lambda path: read.append(path.name) or real_sha(path))
     encoded.clear()
     assert run(original, out) == 0
     pending = original["lists"]["dev"] + original["lists"]["test"]

@@ -325,7 +325,7 @@ def assign_fractions(
     return splits
 
 
-def _split_file_pairs(path: Path) -> list[tuple[Any, str, int | None]]:
+def split_file_pairs(path: Path) -> list[tuple[Any, str, int | None]]:
     """(key, split, line or None) pairs from a split file in any supported form."""
     if path.suffix.lower() == ".json":
         doc = _read_json(path)
@@ -403,7 +403,7 @@ def assign_from_file(
     assigned: dict[int, str] = {}
     splits: dict[str, list[CocoImage]] = {}
     unknown: list[Any] = []
-    for key, split, line in _split_file_pairs(path):
+    for key, split, line in split_file_pairs(path):
         if not isinstance(split, str) or not _SPLIT_NAME.match(split):
             raise DataError(
                 path, f"split name {split!r} for {key!r} is not allowed (letters, digits, '_', '.', '-')", line=line

@@ -6,6 +6,8 @@ extracted again. Hashing reads every file; to keep re-runs and resumes from read
 images again, the digests are remembered in ``{out}/.image_digests.json`` by file name with the
 file's size and modification time (nanoseconds): a file whose size and time are unchanged is not
 read again, one whose size or time changed is hashed again (the way ``git status`` trusts stat).
+A raw copy checked against its manifest (:mod:`itrlab.acquire.verify`) keeps its digests the same way,
+in a cache file of its own name.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ CACHE = ".image_digests.json"
 UNREADABLE = "unreadable"  # the digest of a missing or unreadable file (the image scan reports it)
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -37,13 +39,33 @@ def _read_cache(path: Path) -> dict[str, list]:
     return cache if isinstance(cache, dict) else {}
 
 
-def image_digests(images_dir: Path, names: Iterable[str], out: Path) -> tuple[dict[str, str], list[str]]:
+def remembered_digests(folder: Path, names: Iterable[str], out: Path, cache: str = CACHE) -> dict[str, str]:
+    """{file name: sha256} of the files of ``folder`` whose size and time are those remembered in ``{out}/{cache}``;
+    reads no file but the record."""
+    record = _read_cache(Path(out) / cache)
+    known = {}
+    for name in names:
+        entry = record.get(name)
+        if not (isinstance(entry, list) and len(entry) == 3):
+            continue
+        try:
+            stat = (Path(folder) / name).stat()
+        except OSError:
+            continue
+        if entry[:2] == [stat.st_size, stat.st_mtime_ns]:
+            known[name] = entry[2]
+    return known
+
+
+def image_digests(
+    images_dir: Path, names: Iterable[str], out: Path, cache: str = CACHE
+) -> tuple[dict[str, str], list[str]]:
     """({file name: sha256}, the names whose content differs from the remembered digest).
 
-    Reads only the files that are new to ``{out}/.image_digests.json`` or whose size or time
-    changed, and writes the updated record back (``out`` must exist).
+    Reads only the files that are new to ``{out}/{cache}`` (default ``.image_digests.json``) or whose size or
+    time changed, and writes the updated record back (``out`` must exist).
     """
-    cache_path = Path(out) / CACHE
+    cache_path = Path(out) / cache
     cache = _read_cache(cache_path)
     digests: dict[str, str] = {}
     changed: list[str] = []
@@ -57,7 +79,7 @@ def image_digests(images_dir: Path, names: Iterable[str], out: Path) -> tuple[di
             if isinstance(entry, list) and entry[:2] == key and len(entry) == 3:
                 digests[name] = entry[2]
                 continue
-            digests[name] = _sha256(path)
+            digests[name] = sha256_file(path)
         except OSError:
             digests[name] = UNREADABLE
             continue
