@@ -19,10 +19,9 @@ from itrlab.report.evidence import (
     QueryRanks,
     TrialEvidence,
     collect_evidence,
-    read_evidence,
     with_findings,
-    write_evidence,
 )
+from itrlab.report.evidence_file import read_evidence, write_evidence
 from itrlab.report.findings import findings
 from itrlab.report.identical import identical_groups
 from itrlab.report.verdict import at_collapse_plateau, collapse_plateau, collapsed, verdicts

@@ -20,7 +20,8 @@ def report_main(args: argparse.Namespace) -> int:
 
     from itrlab.files import check_writable_dir
     from itrlab.report.diagnostics import diagnostics
-    from itrlab.report.evidence import collect_evidence, with_findings, write_evidence
+    from itrlab.report.evidence import collect_evidence, with_findings
+    from itrlab.report.evidence_file import write_evidence
     from itrlab.report.findings import findings
     from itrlab.report.pivot import load_paper
     from itrlab.report.results_page import check_profile, other_profile, page_name, render, unused_page_name

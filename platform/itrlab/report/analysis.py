@@ -12,6 +12,11 @@ in one metric, over the seeds both rows finished. :func:`compare` computes its n
   two-sided paired t-test at alpha = 0.05 over this many seeds, with the observed standard deviation of the
   per-seed differences, detects with 80% power (the noncentral t distribution).
 
+**Why both an interval and the t-test.** The bootstrap covers the test sample and the seeds, but a seed
+resample sees only the seeds there are: with three to five seeds its spread over seeds is narrower than
+Student's t makes it. The paired t-test over seeds is exact for normal seed noise but blind to the test
+sample. A verdict with a direction needs both: the interval and the adjusted p.
+
 **Multiple comparisons.** The p-value that feeds Holm's step-down adjustment (:func:`holm`) is the paired
 t-test's over seeds: it exists for every comparison of two seeds or more, with or without ranks, and its
 family is whatever the caller judges together (a sweep's comparisons on its results page; a family of

@@ -114,11 +114,20 @@ def verdicts(
     """What the run's last lines say of it: at chance, on its plateau (never left it, or at its collapse
     plateau: ``plateau``, the loss's :meth:`~itrlab.losses.registry.LossSettings.collapse_value`), collapsed
     (``test_md``), any of them or nothing."""
+    return [
+        line for line in (at_chance(test_rsum, chance), *failures(history, warmup_epochs, plateau, test_md)) if line
+    ]
+
+
+def failures(
+    history: Mapping[str, list[tuple[int, float]]],
+    warmup_epochs: int,
+    plateau: float | None = None,
+    test_md: float | None = None,
+) -> list[str]:
+    """What says a training failed whatever its recall: on its plateau (it never left it, or it sits on its
+    collapse plateau ``plateau``), collapsed (``test_md``); none, one or both."""
     total = sorted(history.get(TOTAL) or [])
     last = float(total[-1][1]) if total else None
-    found = [
-        at_chance(test_rsum, chance),
-        on_plateau(history, warmup_epochs) or at_collapse_plateau(last, plateau),
-        collapsed(test_md),
-    ]
+    found = [on_plateau(history, warmup_epochs) or at_collapse_plateau(last, plateau), collapsed(test_md)]
     return [line for line in found if line]

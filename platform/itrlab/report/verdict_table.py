@@ -76,8 +76,8 @@ def verdict_notes(found: Findings) -> list[str]:
         f"resamples the test images within each fold (each with its captions, the same draw for both rows and "
         f"every seed) and the shared seeds; 'MDE', the smallest difference a two-sided paired t-test at "
         f"{ALPHA:g} over these seeds, with their spread, detects {POWER:.0%} of the time; 'p', that paired "
-        f"t-test's; 'Holm p', adjusted by Holm's step-down method over the {count} comparisons of this sweep "
-        f"that have one; 'paper', the paper's own difference.",
+        f"t-test's; 'Holm p', adjusted by Holm's step-down method over the comparisons of this sweep that have "
+        f"one ({count}); 'paper', the paper's own difference.",
         f"The verdict, fixed before the data (itrlab.report.analysis): reproduced when the deciding interval "
         f"('{SEEDS_AND_IMAGES}' where both rows have test ranks for every seed, else '{SEEDS_ONLY}') excludes 0 "
         f"in the expected direction and the Holm p is below {ALPHA:g}; contradicted when it excludes 0 the "
