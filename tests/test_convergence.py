@@ -67,7 +67,7 @@ def test_one_epoch_is_no_curve_and_rows_without_history_are_not_judged():
     assert convergence([]) is None and convergence([[(1, math.nan)]]) is None
     rows = row_convergence({"A": [curve([1.0, 2.0, 2.0, 2.0, 2.0])], "B": []}, {"A": 0.5})
     assert set(rows) == {"A"} and rows["A"].tolerance == 0.5
-    assert row_convergence({"A": [curve([1.0, 2.0])]})["A"].tolerance == GAIN_FLOOR == tolerance(None)
+    assert row_convergence({"A": [curve([1.0, 2.0])]})["A"].tolerance == GAIN_FLOOR == tolerance(None) == tolerance(0.0)
 
 
 def test_decay_epochs_are_read_from_a_trials_flattened_config():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from itrlab.cli import main
-from itrlab.report.analysis import INCONCLUSIVE, REPRODUCED
+from itrlab.report.analysis import CONTRADICTED, INCONCLUSIVE, REPRODUCED
 from itrlab.report.bootstrap import rank_metrics
 from itrlab.report.evidence import (
     RANKS_ARTIFACT,
@@ -22,7 +22,7 @@ from itrlab.report.evidence import (
     with_findings,
 )
 from itrlab.report.evidence_file import read_evidence, write_evidence
-from itrlab.report.findings import findings
+from itrlab.report.findings import EXPECTED_BETTER, FROM_PAPER, findings
 from itrlab.report.identical import identical_groups
 from itrlab.report.verdict import at_collapse_plateau, collapse_plateau, collapsed, verdicts
 
@@ -133,6 +133,29 @@ def test_a_loss_that_falls_onto_its_max_of_hinges_plateau_is_flagged():
         verdict.word == INCONCLUSIVE
         and "A failed to train (seed 0: on its plateau: the last training loss 51.22" in verdict.reason
     )
+
+
+def test_a_verdict_is_inconclusive_on_a_failed_base_or_a_row_still_learning_and_takes_the_papers_direction():
+    rising = tuple((epoch, 200.0 + 5 * epoch) for epoch in range(1, 11))  # every seed +10 over epochs 8-10
+    rows = {
+        "A": [trial("A", s, query_ranks(s, 0.2)) for s in SEEDS],
+        "B": [trial("B", s, query_ranks(s, 0.2)) for s in SEEDS],  # A's very ranks: no effect
+        "C": [trial("C", s, query_ranks(40 + s, 0.6)) for s in SEEDS],
+        "L": [trial("L", s, query_ranks(50 + s, 0.6), curve=rising) for s in SEEDS],
+    }
+    rows["B"] = [TrialEvidence(**{**t.__dict__, "curve": t.curve[:-1] + ((10, 270.5),)}) for t in rows["B"]]
+    found = findings(sweep_evidence(rows, pairs=[("C", "B")]), published={"A": {"rsum": 300.0}, "C": {"rsum": 280.0}})
+    words = {(v.stats.row, v.stats.reference): v for v in found.verdicts}
+    assert words[("B", "A")].word == "no effect detected"
+    assert words[("C", "B")].word == INCONCLUSIVE
+    assert words[("C", "B")].reason == "measured on B, whose own comparison with A is no effect detected"
+    assert words[("L", "A")].word == INCONCLUSIVE and words[("L", "A")].reason.startswith(
+        "L still learning (best validation rsum still rising: +10.0 from epoch 8 to 10"
+    )
+    # the paper has C 20 below A: C's clear lead over A contradicts it
+    assert words[("C", "A")].direction == -1 and words[("C", "A")].word == CONTRADICTED
+    assert words[("C", "A")].paper_effect == -20.0 and words[("C", "A")].paper_outside is True
+    assert found.directions[("C", "A")] == FROM_PAPER and found.directions[("B", "A")] == EXPECTED_BETTER
 
 
 def test_the_evidence_file_is_written_small_and_read_back_checked(tmp_path):

@@ -6,14 +6,14 @@ chosen by. A row's seeds are read over the epochs every one of them reached, ``1
 
 **Still learning.** Per seed, the gain of its *best-so-far* validation rsum over the last fifth of the epochs
 (from epoch ``E - ceil(E / 5)`` to ``E``): what more epochs added to the checkpoint a trial keeps. The row is
-still learning when the mean of those gains over its seeds exceeds its **tolerance**: half the smallest
-minimum detectable effect of the comparisons the row is in (:func:`itrlab.report.analysis.
-minimum_detectable_effect`; what the table must resolve), else :data:`GAIN_FLOOR` rsum where no comparison
-gives one (:func:`tolerance`). Seeds are compared with themselves, so their different levels cancel; a flat
-curve whose last epoch happens to be its highest gains next to nothing and is not still learning. A row
-trained for one epoch has no curve to judge and counts as still learning. A row still learning measured the
-budget, not the method: the headline never says it fails to beat, or does not differ from, the baseline
-(:mod:`itrlab.report.headline`), and a verdict on it is inconclusive (:mod:`itrlab.report.analysis`).
+still learning when the mean of those gains over its seeds exceeds its **tolerance** (:func:`tolerance`): half
+the smallest minimum detectable effect of the comparisons the row is in (what the table must resolve:
+:func:`itrlab.report.analysis.smallest_mdes`), else :data:`GAIN_FLOOR` rsum where no comparison gives a
+positive one. Seeds are compared with themselves, so their different levels cancel; a flat curve whose last
+epoch happens to be its highest gains next to nothing and is not still learning. A row trained for one epoch
+has no curve to judge and counts as still learning. A row still learning measured the budget, not the method:
+the headline never says it fails to beat, or does not differ from, the baseline (:mod:`itrlab.report.headline`),
+and a verdict on it is inconclusive (:mod:`itrlab.report.analysis`).
 
 **Schedule not tuned for this row.** With a first learning-rate decay after epoch ``d``
 (``train.lr_decay_epochs``; the rate changes once epoch ``d`` has completed) within the epochs trained, the
@@ -56,8 +56,10 @@ def decay_epochs(params: Mapping[str, str]) -> tuple[int, ...]:
 
 
 def tolerance(mde: float | None) -> float:
-    """A row's tolerance for its gain: half its smallest minimum detectable effect, else :data:`GAIN_FLOOR`."""
-    return mde / 2 if mde is not None and math.isfinite(mde) else GAIN_FLOOR
+    """A row's tolerance for its gain: half its smallest minimum detectable effect, else :data:`GAIN_FLOOR` (an
+    effect of 0, from differences without spread such as a row against its own copy, says nothing of the
+    noise)."""
+    return mde / 2 if mde is not None and math.isfinite(mde) and mde > 0 else GAIN_FLOOR
 
 
 @dataclass(frozen=True)

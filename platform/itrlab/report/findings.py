@@ -114,20 +114,14 @@ def findings(evidence: Evidence, published: Mapping[str, Mapping[str, float]] | 
         )
     mdes = smallest_mdes({row: evidence.values(row) for row in evidence.rows}, pairs)
     smallest = {member: mdes[row] for row in mdes for member in group_of(row)}
-    curves = {
-        row: [t.curve for t in evidence.finished(row) if t.curve] for row in evidence.rows if evidence.finished(row)
-    }
+    curves = {row: series for row in evidence.rows if (series := [t.curve for t in evidence.finished(row) if t.curve])}
     decays = {row: next((t.decay_epochs for t in evidence.finished(row)), ()) for row in curves}
-    converged = row_convergence(
-        {row: series for row, series in curves.items() if series},
-        {row: tolerance(smallest.get(row)) for row in curves},
-        decays,
-    )
-    failed = {}
-    for row in evidence.rows:
-        why = next((f"seed {t.seed}: {t.collapse}" for t in evidence.finished(row) if t.collapse), "")
-        if why:
-            failed[row] = why
+    converged = row_convergence(curves, {row: tolerance(smallest.get(row)) for row in curves}, decays)
+    failed = {  # a row's first failed seed
+        row: why
+        for row in evidence.rows
+        if (why := next((f"seed {t.seed}: {t.collapse}" for t in evidence.finished(row) if t.collapse), ""))
+    }
     adjusted = holm({pair: found.p for pair, found in stats.items() if found.p is not None})
     order = sorted(pairs, key=lambda pair: pair[1] != evidence.baseline)  # the baseline's comparisons first
     verdicts: dict[tuple[str, str], Verdict] = {}
@@ -139,20 +133,14 @@ def findings(evidence: Evidence, published: Mapping[str, Mapping[str, float]] | 
         directions[pair] = FROM_PAPER if effect else EXPECTED_BETTER
         blockers, notes = [], []
         for row in pair:
-            label = merged_label(group_of(row))
-            if not evidence.values(row):
-                blockers.append(f"{label} has no finished seed")
-            elif row in failed:
-                blockers.append(f"{label} failed to train ({failed[row]})")
-            if converged.get(row) and converged[row].learning:
-                blockers.append(f"{label} still learning ({converged[row].learning})")
-            if converged.get(row) and converged[row].schedule:
-                notes.append(f"schedule not tuned for {label} ({converged[row].schedule})")
+            found = _marks(merged_label(group_of(row)), evidence.values(row), failed.get(row), converged.get(row))
+            blockers += found[0]
+            notes += found[1]
         base = verdicts.get((pair[1], evidence.baseline))
         if base is not None and base.word != REPRODUCED:
             blockers.append(
-                f"measured on {merged_label(group_of(pair[1]))}, whose own comparison with {evidence.baseline} is "
-                f"{base.word}"
+                f"measured on {merged_label(group_of(pair[1]))}, whose own comparison with "
+                f"{merged_label(group_of(evidence.baseline))} is {base.word}"
             )
         verdicts[pair] = judge(stats[pair], direction, adjusted.get(pair), effect, blockers, notes)
     return Findings(
@@ -165,3 +153,18 @@ def findings(evidence: Evidence, published: Mapping[str, Mapping[str, float]] | 
         failed,
         evidence.missing_ranks(),
     )
+
+
+def _marks(label: str, values: dict, failed: str | None, converged: Convergence | None) -> tuple[list[str], list[str]]:
+    """What makes a comparison that reads the row ``label`` inconclusive, and what its verdict says of the row."""
+    blockers = (
+        [f"{label} has no finished seed"] if not values else [f"{label} failed to train ({failed})"] if failed else []
+    )
+    if converged is not None and converged.learning:
+        blockers.append(f"{label} still learning ({converged.learning})")
+    notes = (
+        [f"schedule not tuned for {label} ({converged.schedule})"]
+        if converged is not None and converged.schedule
+        else []
+    )
+    return blockers, notes
