@@ -168,7 +168,7 @@ def test_holm_against_a_hand_worked_family():
     assert holm({"only": 0.04}) == {"only": 0.04} and holm({}) == {}
 
 
-def _stats(row, reference, n=1000, hits=100, **kwargs):
+def _stats(row, reference, n=1000, hits=100, metric_name="i2t_R1"):
     """Per-seed values and ranks of two rows: the row finds the first caption of ``hits`` more images."""
     base = np.full(n, 4)
     better = base.copy()
@@ -180,10 +180,9 @@ def _stats(row, reference, n=1000, hits=100, **kwargs):
         reference,
         {s: ranks(better, t2i, (n,)) for s in seeds},
         {s: ranks(base, t2i, (n,)) for s in seeds},
-        "i2t_R1",
+        metric_name,
         "F",
         "A",
-        **kwargs,
     )
 
 
@@ -205,6 +204,7 @@ def test_the_verdict_follows_from_the_interval_and_the_holm_p():
     seeds_only = compare(row, reference, metric="i2t_R1")
     found_words = judge(seeds_only, +1, None)
     assert found_words.interval_kind == SEEDS_ONLY and found_words.holm_p is None and found_words.word == REPRODUCED
+    assert _stats(row, reference, metric_name="md").bootstrap is None  # ranks give no MD: seeds decide
     lone = judge(compare({0: 1.0}, {0: 0.0}), +1, None)
     assert lone.word == INCONCLUSIVE and lone.reason == "1 shared seed: no paired test" and lone.interval is None
     with pytest.raises(ValueError, match="direction"):

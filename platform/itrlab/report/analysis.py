@@ -51,7 +51,7 @@ from scipy.optimize import brentq
 from scipy.stats import nct
 from scipy.stats import t as student_t
 
-from itrlab.report.bootstrap import BootstrapInterval, RankSource, paired_bootstrap
+from itrlab.report.bootstrap import RANK_METRICS, BootstrapInterval, RankSource, paired_bootstrap
 from itrlab.report.stats import Interval, paired_interval
 
 ALPHA = 0.05
@@ -159,14 +159,15 @@ def compare(
     reference: str = "",
 ) -> ComparisonStats:
     """The numbers of ``row`` (per-seed test ``values`` of ``metric``) against ``reference`` (``baseline``):
-    paired over the shared seeds and, when both rows hold ranks for every one of those seeds, the seeds +
-    test images bootstrap of the same metric from the ranks."""
+    paired over the shared seeds and, when both rows hold ranks for every one of those seeds and ranks give
+    the metric (:data:`~itrlab.report.bootstrap.RANK_METRICS`), the seeds + test images bootstrap of it."""
     differences = _shared_differences(values, baseline)
     paired = paired_interval(dict(values), dict(baseline))
     sd = statistics.stdev(differences) if len(differences) > 1 else None
     shared = set(values) & set(baseline)
     bootstrap = None
-    if shared and row_ranks is not None and base_ranks is not None and shared <= set(row_ranks) & set(base_ranks):
+    ranked = row_ranks is not None and base_ranks is not None and shared <= set(row_ranks) & set(base_ranks)
+    if shared and ranked and metric in RANK_METRICS:
         bootstrap = paired_bootstrap({s: row_ranks[s] for s in shared}, {s: base_ranks[s] for s in shared}, metric)
     mde = minimum_detectable_effect(len(differences), sd) if sd is not None else None
     return ComparisonStats(

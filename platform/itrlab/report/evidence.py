@@ -13,7 +13,7 @@ and what the report derived (each row's convergence, the groups of identical row
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from itrlab.config.sweep import row_label
 from itrlab.errors import UserInputError
 from itrlab.eval.names import METRIC_NAMES
 from itrlab.report.bootstrap import check_ranks
-from itrlab.report.convergence import decay_epochs
+from itrlab.report.convergence import Convergence, decay_epochs
 from itrlab.report.diagnostics import row_keys, warmup_epochs
 from itrlab.report.verdict import collapse_plateau, failures
 
@@ -217,7 +217,9 @@ def _collected_trial(
     )
 
 
-def with_findings(evidence: Evidence, convergence: Mapping[str, Any], identical) -> Evidence:
+def with_findings(
+    evidence: Evidence, convergence: Mapping[str, Convergence], identical: Sequence[Sequence[str]]
+) -> Evidence:
     """``evidence`` with what the report derived from it: per row its convergence, the groups of identical rows."""
     return replace(
         evidence,

@@ -31,9 +31,3 @@ def identical_groups(fingerprints: Mapping[str, Mapping[object, Hashable]]) -> l
 def merged_label(group: tuple[str, ...]) -> str:
     """The one label of a group of identical rows: ``D = F``."""
     return JOIN.join(group)
-
-
-def representatives(groups: list[tuple[str, ...]]) -> dict[str, str]:
-    """Row label -> the label that stands for it: the merged label for a member of a group (its first row
-    keeps the group's place), absent for a row of its own."""
-    return {row: merged_label(group) for group in groups for row in group}
