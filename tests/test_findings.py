@@ -35,7 +35,9 @@ def query_ranks(seed: int, hit_share: float) -> QueryRanks:
     rng = np.random.default_rng(seed)
     i2t = np.where(rng.random(N) < hit_share, 0, rng.integers(1, 40, N))
     t2i = np.where(rng.random(CPI * N) < hit_share, 0, rng.integers(1, 40, CPI * N))
-    return QueryRanks(i2t.astype(np.int64), t2i.astype(np.int64), np.array([N]), CPI, "all")
+    return QueryRanks(
+        protocol="all", captions_per_image=CPI, fold_sizes=(N,), i2t=i2t.astype(np.int32), t2i=t2i.astype(np.int32)
+    )
 
 
 def trial(row: str, seed: int, ranks: QueryRanks, curve=CURVE, collapse="", status="finished") -> TrialEvidence:

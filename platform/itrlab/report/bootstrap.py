@@ -35,7 +35,7 @@ ranks give the same interval on every machine.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -57,7 +57,7 @@ class RankSource(Protocol):
 
     i2t: np.ndarray
     t2i: np.ndarray
-    fold_sizes: np.ndarray
+    fold_sizes: Sequence[int] | np.ndarray
     captions_per_image: int
 
 

@@ -38,13 +38,14 @@ class EvidenceError(UserInputError):
 
 @dataclass(frozen=True, eq=False)
 class QueryRanks:
-    """A trial's per-query test ranks (``test_ranks.npz``: :mod:`itrlab.report.bootstrap` says what each holds)."""
+    """A trial's per-query test ranks (``test_ranks.npz``: :mod:`itrlab.report.bootstrap` says what each holds),
+    the fields of :class:`itrlab.eval.rank_file.QueryRanks`."""
 
+    protocol: str
+    captions_per_image: int
+    fold_sizes: tuple[int, ...]
     i2t: np.ndarray
     t2i: np.ndarray
-    fold_sizes: np.ndarray
-    captions_per_image: int
-    protocol: str
 
 
 def load_test_ranks(path: Path, where: str) -> QueryRanks:
@@ -57,27 +58,43 @@ def load_test_ranks(path: Path, where: str) -> QueryRanks:
             f"{where}: not a test-ranks archive ({err}); a trial writes i2t, t2i, fold_sizes, captions_per_image "
             f"and protocol there"
         ) from None
-    ranks = QueryRanks(
-        arrays["i2t"], arrays["t2i"], arrays["fold_sizes"], int(arrays["captions_per_image"]), str(arrays["protocol"])
+    return query_ranks(
+        str(arrays["protocol"]), arrays["captions_per_image"], arrays["fold_sizes"], arrays["i2t"], arrays["t2i"], where
     )
-    check_query_ranks(ranks, where)
-    return ranks
 
 
-def check_query_ranks(ranks: QueryRanks, where: str) -> None:
-    """``ranks`` hold integers that fit its folds (no rank past its fold's queries); an EvidenceError else."""
-    for name in ("i2t", "t2i", "fold_sizes"):
-        if not np.issubdtype(getattr(ranks, name).dtype, np.integer):
-            raise EvidenceError(f"{where}: {name} holds {getattr(ranks, name).dtype}; ranks are integers")
+def query_ranks(
+    protocol: str,
+    captions_per_image: np.ndarray | int,
+    fold_sizes: np.ndarray,
+    i2t: np.ndarray,
+    t2i: np.ndarray,
+    where: str,
+) -> QueryRanks:
+    """:class:`QueryRanks` of arrays read from a file (``where`` names it), checked: integers, and ranks that fit
+    their folds (no rank past its fold's queries); an EvidenceError else."""
+    for name, array in (
+        ("i2t", i2t),
+        ("t2i", t2i),
+        ("fold_sizes", fold_sizes),
+        ("captions_per_image", captions_per_image),
+    ):
+        if not np.issubdtype(np.asarray(array).dtype, np.integer):
+            raise EvidenceError(f"{where}: {name} holds {np.asarray(array).dtype}; integers expected")
+    sizes = tuple(int(size) for size in np.asarray(fold_sizes).reshape(-1))
+    ranks = QueryRanks(
+        protocol=protocol, captions_per_image=int(captions_per_image), fold_sizes=sizes, i2t=i2t, t2i=t2i
+    )
     try:
         folds, cpi = check_ranks(ranks)
     except ValueError as err:
         raise EvidenceError(f"{where}: {err}") from None
-    sizes = np.repeat(folds, folds)  # per image: its fold's size
-    if np.any(ranks.i2t < 0) or np.any(ranks.t2i < 0) or np.any(ranks.i2t > cpi * (sizes - 1)):
+    fold_of_image = np.repeat(folds, folds)  # per image: its fold's size
+    if np.any(ranks.i2t < 0) or np.any(ranks.t2i < 0) or np.any(ranks.i2t > cpi * (fold_of_image - 1)):
         raise EvidenceError(f"{where}: i2t ranks outside 0 to {cpi} x (fold size - 1), or a negative t2i rank")
-    if np.any(ranks.t2i.reshape(-1, cpi) > (sizes - 1)[:, None]):
+    if np.any(ranks.t2i.reshape(-1, cpi) > (fold_of_image - 1)[:, None]):
         raise EvidenceError(f"{where}: t2i ranks past their fold's images")
+    return ranks
 
 
 @dataclass(frozen=True)

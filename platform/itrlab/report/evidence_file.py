@@ -33,7 +33,7 @@ import numpy as np
 
 from itrlab.eval.names import METRIC_NAMES
 from itrlab.files import atomic_write_bytes
-from itrlab.report.evidence import Evidence, EvidenceError, QueryRanks, TrialEvidence, check_query_ranks
+from itrlab.report.evidence import Evidence, EvidenceError, TrialEvidence, query_ranks
 from itrlab.report.summary_schema import NAME, FileCheck, depth, parse_json
 
 FORMAT, VERSION = "itrlab.evidence", 1
@@ -205,8 +205,14 @@ def _read_trial(check: FileCheck, raw: Any, k: int, rows: list[str], arrays: dic
         missing = sorted(names - set(arrays))
         if missing:
             raise check.fail(f"{where}.ranks", missing, "the trial's arrays in the archive")
-        ranks = QueryRanks(arrays[f"t{k}_i2t"], arrays[f"t{k}_t2i"], arrays[f"t{k}_fold_sizes"], cpi, info["protocol"])
-        check_query_ranks(ranks, f"{check.where}: {where}.ranks")
+        ranks = query_ranks(
+            info["protocol"],
+            cpi,
+            arrays[f"t{k}_fold_sizes"],
+            arrays[f"t{k}_i2t"],
+            arrays[f"t{k}_t2i"],
+            f"{check.where}: {where}.ranks",
+        )
     trial = TrialEvidence(
         raw["trial"],
         raw.get("run_id") or "",
