@@ -121,9 +121,10 @@ def test_a_run_at_chance_says_so_in_its_last_lines_and_where_it_wrote(tmp_path, 
         f"itrlab: working in {here}, not in the project folder {REPO}: the run folder {here}/runs/vsepp_synthetic_tiny/"
     )
     assert lines[0].endswith(f"(relative paths are read from the working folder; cd {REPO} to use the project's)")
-    assert lines[-3].startswith("itrlab: at chance: test rsum ")
-    assert "random scores on 50 images x 5 captions" in lines[-3]
-    assert lines[-2].startswith("itrlab: on its plateau: the training loss went from ")
+    assert lines[-4].startswith("itrlab: at chance: test rsum ")
+    assert "random scores on 50 images x 5 captions" in lines[-4]
+    assert lines[-3].startswith("itrlab: on its plateau: the training loss went from ")
+    assert lines[-2].startswith("itrlab: collapsed: test MD ")  # random projections score every pair alike
     assert lines[-1] == (
         "itrlab: this run measured its settings, not the method: see docs/training.md#at-chance-or-on-a-plateau"
     )

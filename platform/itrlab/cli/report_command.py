@@ -10,15 +10,21 @@ from itrlab.errors import UserInputError
 
 @guarded
 def report_main(args: argparse.Namespace) -> int:
-    """Write the dated results page of a finished sweep from its parent run's ``sweep/summary.json``: the
-    summary checked against its schema (:mod:`itrlab.report.summary_schema`) before anything is written; a
-    bad file, a run that is no sweep's parent or a sweep still running is one line and exit status 2."""
+    """Write the dated results page of a finished sweep from its parent run's ``sweep/summary.json`` and its
+    trials' runs (their curves and test ranks), judged by :mod:`itrlab.report.findings`, and beside it the
+    evidence the verdicts come from (``<out>/evidence/<page>.npz``, :mod:`itrlab.report.evidence`): the summary
+    and every trial's ranks checked before anything is written; a bad file, a run that is no sweep's parent or
+    a sweep still running is one line and exit status 2."""
     import shutil
     import tempfile
 
     from itrlab.files import check_writable_dir
     from itrlab.report.diagnostics import diagnostics
-    from itrlab.report.results_page import check_profile, page_name, render, unused_page_name
+    from itrlab.report.evidence import collect_evidence, with_findings
+    from itrlab.report.evidence_file import write_evidence
+    from itrlab.report.findings import findings
+    from itrlab.report.pivot import load_paper
+    from itrlab.report.results_page import check_profile, other_profile, page_name, render, unused_page_name
     from itrlab.report.summary_schema import read_summary
     from itrlab.tracking import MlflowTracker, check_tracking_store, resolve_tracking_uri
 
@@ -33,6 +39,10 @@ def report_main(args: argparse.Namespace) -> int:
         if path is None:
             raise UserInputError(_no_summary(args.run_id, run))
         summary = read_summary(path, f"run {args.run_id}: sweep/summary.json")
+        runs = tracker.trial_runs(args.run_id)
+        evidence = collect_evidence(summary, run, runs, trial_ranks(tracker, runs, tmp), other_profile(run))
+        paper = load_paper(summary.get("table_paper")) if evidence.baseline is not None else None
+        found = findings(evidence, paper.rows if paper else None) if evidence.baseline is not None else None
         name = unused_page_name(out, page_name(run, summary), args.run_id)
         images = {}
         for artifact in summary.get("plots", []):
@@ -47,10 +57,37 @@ def report_main(args: argparse.Namespace) -> int:
         from itrlab.methods import METHODS  # what each method declares of the parts of its loss
 
         bounds = {method: cls.part_bounds for method, cls in METHODS.items()}
-        shown = diagnostics(summary, tracker.trial_runs(args.run_id), bounds)
-        page.write_text(render(summary, run, images, shown), encoding="utf-8")
+        shown = diagnostics(summary, runs, bounds)
+        page.write_text(render(summary, run, images, shown, found), encoding="utf-8")
+        kept = write_evidence(
+            with_findings(evidence, found.convergence, found.identical) if found else evidence,
+            out / EVIDENCE_FOLDER / f"{name}.npz",
+        )
     print(f"results page: {page}")
+    print(f"evidence: {kept}")
     return 0
+
+
+EVIDENCE_FOLDER = "evidence"  # beside the pages: what later tools (the claims board) read without MLflow
+
+
+def trial_ranks(tracker, runs: dict[str, dict], folder: str) -> dict:
+    """Trial id -> its test ranks (the run's ``test_ranks.npz``, checked: a malformed one is one line and exit 2),
+    for the finished trials that logged them."""
+    from pathlib import Path
+
+    from itrlab.report.evidence import RANKS_ARTIFACT, load_test_ranks
+
+    found = {}
+    for trial, trial_run in runs.items():
+        if trial_run.get("status") != "FINISHED":
+            continue
+        where = Path(folder) / "ranks" / trial
+        where.mkdir(parents=True, exist_ok=True)
+        path = tracker.download_artifact(trial_run["run_id"], RANKS_ARTIFACT, where)
+        if path is not None:
+            found[trial] = load_test_ranks(path, f"trial {trial} (run {trial_run['run_id']}): {RANKS_ARTIFACT}")
+    return found
 
 
 def _no_summary(run_id: str, run: dict) -> str:
@@ -85,8 +122,8 @@ def add_report_parser(sub) -> None:
     report = sub.add_parser(
         "report",
         help="write a finished sweep's dated results page (docs/results/)",
-        description="Write <out>/<date>-<sweep>.md (and its plots under <out>/img/) from a sweep "
-        "parent run's sweep/summary.json in MLflow.",
+        description="Write <out>/<date>-<sweep>.md (its plots under <out>/img/, the evidence of its verdicts "
+        "under <out>/evidence/) from a sweep parent run's sweep/summary.json and its trials' runs in MLflow.",
     )
     report.add_argument("run_id", help="the sweep's MLflow parent run (printed on its last line)")
     report.add_argument("--out", default="docs/results", help="folder of the page (default: %(default)s)")

@@ -131,19 +131,23 @@ def train_main(args: argparse.Namespace) -> int:
     if tracker is not None:
         print(f"MLflow: run {result.mlflow_run_id} in experiment '{config.experiment_name}' at {tracker.tracking_uri}")
         print(f"MLflow UI: {result.mlflow_hint}")
-    for line in run_verdicts(config, result.test.rsum, history.series):
+    for line in run_verdicts(config, result.test.rsum, history.series, result.test.md):
         print(f"itrlab: {line}")
     return 0
 
 
-def run_verdicts(config, test_rsum: float, history: dict[str, list[tuple[int, float]]]) -> list[str]:
-    """What a training's last lines say of its result: at chance on its test protocol, or a loss that never
-    left its plateau (itrlab.report.verdict), with what to try (docs/training.md#at-chance-or-on-a-plateau)."""
+def run_verdicts(
+    config, test_rsum: float, history: dict[str, list[tuple[int, float]]], test_md: float | None = None
+) -> list[str]:
+    """What a training's last lines say of its result: at chance on its test protocol, a loss that never left
+    its plateau or sits on its collapse plateau, collapsed embeddings (itrlab.report.verdict), with what to
+    try (docs/training.md#at-chance-or-on-a-plateau)."""
     from itrlab.report.chance import chance_on_test, config_data_shape
-    from itrlab.report.verdict import verdicts
+    from itrlab.report.verdict import collapse_plateau, verdicts
 
     chance = chance_on_test(config_data_shape(config), config.eval.test_protocol)
-    found = verdicts(test_rsum, chance, history, config.loss.warmup_epochs)
+    plateau = collapse_plateau(config.flat())
+    found = verdicts(test_rsum, chance, history, config.loss.warmup_epochs, plateau, test_md)
     if found:
         found.append("this run measured its settings, not the method: see docs/training.md#at-chance-or-on-a-plateau")
     return found

@@ -45,6 +45,12 @@ class LossSettings(BaseModel):
         extra="forbid", strict=True, allow_inf_nan=False, frozen=True, arbitrary_types_allowed=True
     )
 
+    def collapse_value(self, batch_size: int) -> float | None:
+        """The loss's value on a batch of ``batch_size`` pairs when every similarity is equal (the embeddings
+        collapsed): the plateau a loss that stopped learning sits on, whichever side it came from (None:
+        unknown, or it depends on the data)."""
+        return None
+
 
 def typed_settings(model: type[LossSettings], params: Mapping[str, Any]) -> LossSettings:
     """``params`` typed by ``model``; a contradiction its validator found is raised as the SettingError it

@@ -23,5 +23,14 @@ class HingeSettings(LossSettings):
     margin: Margin = 0.2
 
 
+class MaxOfHingesSettings(HingeSettings):
+    """VSE++'s max of hinges: the margin α, and its plateau."""
+
+    def collapse_value(self, batch_size: int) -> float:
+        """``2 α B``: with every similarity equal, each of the ``B`` anchors of each direction has its hardest
+        negative's hinge at exactly the margin, and the loss sums them over the batch."""
+        return 2 * self.margin * batch_size
+
+
 LOSSES.declare("vse", HingeSettings, "itrlab.losses.triplet")
-LOSSES.declare("vsepp", HingeSettings, "itrlab.losses.triplet")
+LOSSES.declare("vsepp", MaxOfHingesSettings, "itrlab.losses.triplet")

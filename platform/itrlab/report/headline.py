@@ -19,15 +19,20 @@ Rows whose numbers a random model could produce (:mod:`itrlab.report.chance`) ar
 and a winner at chance is no winner either. A row whose every seed diverged or failed is named with
 what became of it (issue 45). The same headline is printed, tagged (``itrlab.headline``,
 ``itrlab.best_row`` only for a winner) and logged as metrics.
+
+The results page (``itrlab report``) judges the sweep once more, with the analysis fixed before the data
+(:mod:`itrlab.report.findings`), and its headline speaks in the verdicts' words (:func:`verdict_headline`):
+reproduced, contradicted, no effect detected, inconclusive.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from itrlab.config.sweep import SweepSpec
+from itrlab.report.analysis import INCONCLUSIVE, NO_EFFECT, WORDS, Verdict
 from itrlab.report.chance import ChanceLevel
 from itrlab.report.summary import number, row_label
 
@@ -296,3 +301,34 @@ def _incomplete_note(table: dict[str, list], marks: RowMarks, best: int, means: 
             else f", never named over a complete row ({marks.labels[ahead[0]]}'s mean is lower)"
         )
     return note
+
+
+def verdict_headline(verdicts: Sequence[Verdict], baseline: str | None, metric: str) -> str:
+    """The results page's headline from a sweep's verdicts (:mod:`itrlab.report.findings`): each word of
+    :data:`~itrlab.report.analysis.WORDS` with its comparisons (``F +6.1 [+1.9, +10.4]``, the deciding
+    interval; a pair whose reference is not ``baseline`` as ``row vs reference``), in that order."""
+    if not verdicts:
+        return ""
+    kinds = sorted({v.interval_kind for v in verdicts if v.interval is not None})
+    parts = []
+    for word in WORDS:
+        named = [_verdict_words(v, baseline, metric) for v in verdicts if v.word == word]
+        if named:
+            parts.append(f"{word}: {', '.join(named)}")
+    judged = f", on {' or '.join(kinds)}" if kinds else ""
+    return (
+        f"{metric} against {baseline or 'the reference'} ({len(verdicts)} comparison"
+        f"{'s' if len(verdicts) != 1 else ''}{judged}, Holm within the sweep): " + "; ".join(parts)
+    )
+
+
+def _verdict_words(verdict: Verdict, baseline: str | None, metric: str) -> str:
+    stats = verdict.stats
+    name = stats.row if stats.reference == baseline else f"{stats.row} vs {stats.reference}"
+    if verdict.word == INCONCLUSIVE or verdict.interval is None or stats.difference is None:
+        return name
+    low, high = verdict.interval
+    text = f"{name} {_signed(stats.difference, metric)} [{_signed(low, metric)}, {_signed(high, metric)}]"
+    if verdict.word == NO_EFFECT and stats.mde is not None:
+        text += f" (MDE {number(stats.mde, metric)})"
+    return text

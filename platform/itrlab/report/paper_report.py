@@ -24,13 +24,14 @@ from __future__ import annotations
 import base64
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from itrlab.config.sweep import SweepSpec
 from itrlab.report.anchors import Anchor
 from itrlab.report.chance import ChanceLevel
-from itrlab.report.convergence import TAIL, Convergence
+from itrlab.report.convergence import GAIN_FLOOR, SCHEDULE_GAP, TAIL, Convergence
 from itrlab.report.escape import html_text, md_text, visible
 from itrlab.report.headline import PAIRED, WELCH, Headline, RowMarks
 from itrlab.report.stats import Comparison
@@ -49,6 +50,8 @@ HEADERS = {
 }
 
 
+CONVERGENCE_NOTE = "Still learning:"  # the first words of the note that gives the convergence rules
+INTERVAL_NOTE = "The headline's interval:"  # the first words of the note on the headline's interval
 QUOTED = ("published", "chance", "reference")  # row kinds that are no result of the grid
 MODEL_COLUMNS = ["row", "trial", "model", "gallery"]
 MODELS_NOTE = (
@@ -269,6 +272,8 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
             note.append("at chance")
         if inputs.marks.still_learning(i):
             note.append(f"still learning: {inputs.marks.still_learning(i)}")
+        if (inputs.convergence or {}).get(label) and inputs.convergence[label].schedule:
+            note.append(f"schedule not tuned: {inputs.convergence[label].schedule}")
         if inputs.headline.winner == label:
             note.append("best")
         cells.append(", ".join(note))
@@ -314,7 +319,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
             f"so its share of the noise cancels."
         )
     notes.append(_interval_note(inputs.headline))
-    notes.append(_convergence_note(inputs.convergence, inputs.marks))
+    notes.append(convergence_note(inputs.convergence, inputs.marks.labels))
     if inputs.chance is not None:
         low, high = inputs.chance.rsum_band
         notes.append(
@@ -385,24 +390,28 @@ def _printed(numbers: dict[str, float], columns: list[str]) -> list[str]:
 def _interval_note(top: Headline) -> str:
     """Which interval the headline's difference used."""
     if top.interval == PAIRED:
-        return "The headline's interval: the paired one (the per-seed differences over the seeds both rows finished)."
+        return f"{INTERVAL_NOTE} the paired one (the per-seed differences over the seeds both rows finished)."
     if top.interval == WELCH:
-        return "The headline's interval: Welch's (the two rows share fewer than two finished seeds)."
+        return f"{INTERVAL_NOTE} Welch's (the two rows share fewer than two finished seeds)."
     return ""
 
 
-def _convergence_note(found: dict[str, Convergence] | None, marks: RowMarks) -> str:
-    """The still-learning rule, and the rows it marks (:mod:`itrlab.report.convergence`)."""
+def convergence_note(found: Mapping[str, Convergence] | None, labels: list[str]) -> str:
+    """The still-learning and schedule rules, and the rows of ``labels`` they mark (:mod:`.convergence`)."""
     if found is None:
         return ""
-    learning = [label for i, label in enumerate(marks.labels) if marks.still_learning(i)]
-    unknown = [label for label in marks.labels if label not in found]
+    learning = [label for label in labels if label in found and found[label].learning]
+    untuned = [label for label in labels if label in found and found[label].schedule]
+    unknown = [label for label in labels if label not in found]
     return (
-        f"Still learning: a row whose mean validation rsum over its seeds peaks at its last epoch, or rose over "
-        f"the last 1/{TAIL} of its epochs by more than its seeds' spread (their standard deviation at the last "
-        f"epoch); its numbers measure the budget, not the method, and the headline calls no comparison with it "
-        f"a tie or a loss. "
+        f"{CONVERGENCE_NOTE} a row whose best validation rsum so far rose over the last 1/{TAIL} of its epochs by "
+        f"more, on average over its seeds, than its tolerance (half the smallest minimum detectable effect of its "
+        f"comparisons; {GAIN_FLOOR:g} rsum where none is known); its numbers measure the budget, not the method, "
+        f"and the headline calls no comparison with it a tie or a loss. Schedule not tuned: a row whose best "
+        f"epoch lies at or before half its first learning-rate decay and {SCHEDULE_GAP} or more epochs before it, "
+        f"or whose validation rsum had fallen from its best by more than its tolerance when the rate decayed. "
         + (f"Still learning here: {', '.join(learning)}." if learning else "No row was still learning.")
+        + (f" Schedule not tuned here: {', '.join(untuned)}." if untuned else "")
         + (f" Not judged (no validation history): {', '.join(unknown)}." if unknown else "")
     )
 

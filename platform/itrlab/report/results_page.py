@@ -1,12 +1,12 @@
 """A dated results page (``docs/results/<date>-<sweep>.md``) from a sweep parent run's summary.
 
 ``itrlab report RUN_ID`` reads the parent run's ``sweep/summary.json`` (written by the sweep runner at
-the end of every invocation) and its record in MLflow, and renders them here: pure data in, Markdown
-out. Measured results are never hand-edited prose: the page says where every number comes from (the
-run, the commit, the data set and protocol) and how it was counted. Every text from the summary or the
-run's record is escaped for Markdown (:mod:`itrlab.report.escape`): a label reads as written, never as
-markup, and a ``|`` in it never shifts a table's columns. The summary is checked before it gets here
-(:mod:`itrlab.report.summary_schema`).
+the end of every invocation) and its record in MLflow, judges the trials' runs (:mod:`itrlab.report.findings`),
+and renders them here: pure data in, Markdown out. Measured results are never hand-edited prose: the page
+says where every number comes from (the run, the commit, the data set and protocol) and how it was counted.
+Every text from the summary or the run's record is escaped for Markdown (:mod:`itrlab.report.escape`): a
+label reads as written, never as markup, and a ``|`` in it never shifts a table's columns. The summary is
+checked before it gets here (:mod:`itrlab.report.summary_schema`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,18 @@ from itrlab.data.shape import DataShape
 from itrlab.errors import UserInputError
 from itrlab.report.convergence import TAIL
 from itrlab.report.escape import md_code, md_text
+from itrlab.report.findings import Findings
+from itrlab.report.headline import verdict_headline
 from itrlab.report.summary import fmt_cell
 from itrlab.report.summary import markdown_table as table_of_rows
 from itrlab.report.summary_schema import NAME
+from itrlab.report.verdict_table import HEADER as VERDICT_HEADER
+from itrlab.report.verdict_table import aligned_table, convergence_table, verdict_notes, verdict_row
 from itrlab.tracking.store import COMMIT_TAG, COMMITS_TAG
 
 PROFILE_TAG = "itrlab.profile"  # the profile a sweep ran under (itrlab.sweep.runner)
+CONVERGENCE_KEYS = ("seeds", "epochs", "best_epoch", "since", "gain", "tolerance", "rise", "spread")
+CONVERGENCE_KEYS += ("still_learning", "decay", "schedule")
 
 
 def page_date(run: dict[str, Any]) -> str:
@@ -34,7 +40,7 @@ def page_date(run: dict[str, Any]) -> str:
     return dt.datetime.fromtimestamp(started / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
 
 
-def _other_profile(run: dict[str, Any]) -> str | None:
+def other_profile(run: dict[str, Any]) -> str | None:
     """The profile the sweep ran under when it is not the default (``budget``), else None."""
     profile = run.get("tags", {}).get(PROFILE_TAG)
     return profile if profile and profile != DEFAULT_PROFILE else None
@@ -54,7 +60,7 @@ def check_profile(run: dict[str, Any]) -> None:
 def page_name(run: dict[str, Any], summary: dict[str, Any]) -> str:
     """``<date>-<sweep>``, and ``-<profile>`` for a profile other than the default (``budget``): the file
     stem of the page (a sweep's and a profile's names are folder names)."""
-    profile = _other_profile(run)
+    profile = other_profile(run)
     return f"{page_date(run)}-{summary['sweep']}" + (f"-{profile}" if profile else "")
 
 
@@ -116,8 +122,8 @@ def wall_time(summary: dict[str, Any], run: dict[str, Any]) -> str | None:
 
 def convergence_columns(convergence: dict[str, dict[str, Any]]) -> dict[str, list]:
     """The summary's ``convergence`` (row label -> :meth:`~itrlab.report.convergence.Convergence.to_dict`)
-    as the page's columns."""
-    keys = ["seeds", "epochs", "best_epoch", "since", "rise", "spread", "still_learning"]
+    as the page's columns (those its rows hold)."""
+    keys = [key for key in CONVERGENCE_KEYS if any(key in row for row in convergence.values())]
     return {"row": list(convergence), **{key: [row.get(key) for row in convergence.values()] for key in keys}}
 
 
@@ -131,16 +137,19 @@ def render(
     run: dict[str, Any],
     plots: dict[str, str] | None = None,
     diagnostics: dict[str, Any] | None = None,
+    findings: Findings | None = None,
 ) -> str:
     """The page: title, provenance, the sweep's report (:mod:`itrlab.report.paper_report`: the headline,
     mean ± 95% interval over seeds, differences to the baseline, the chance row, published numbers
-    where the data are the paper's, the cost), what the runs show (``diagnostics``,
+    where the data are the paper's, the cost), the verdicts (``findings``, :mod:`itrlab.report.findings`:
+    then the headline is theirs, identical rows are one row and the convergence marks follow the verdicts'
+    rule: :mod:`itrlab.report.verdict_table`), which rows converged, what the runs show (``diagnostics``,
     :mod:`itrlab.report.diagnostics`: losses and their parts per row), the trials and the plots (``plots``:
     artifact path -> the image's path relative to the page)."""
     tags = run.get("tags", {})
     counts = summary.get("trial_counts", {})
     total = sum(counts.values())
-    profile = _other_profile(run)
+    profile = other_profile(run)
     lines = [
         f"# {md_text(summary['sweep'])}"
         + (f" --profile {md_text(profile)}" if profile else "")
@@ -175,25 +184,49 @@ def render(
         provenance.append(f"- {md_text(wall_time(summary, run))}")
     lines += provenance + [""]
     report = summary.get("report")
+    judged = findings is not None and findings.verdicts and report
     if report:
+        headline, rows, notes = report["headline"], report["rows"], report["notes"]
+        if judged:
+            headline = verdict_headline(findings.verdicts, findings.label(findings.baseline or ""), findings.metric)
+            rows, _, notes = aligned_table(report, summary.get("convergence") or {}, findings)
         lines += [
             "## Results",
             "",
-            f"**{md_text(report['headline'])}**",
+            f"**{md_text(headline)}**",
             "",
-            table_of_rows(report["header"], report["rows"]),
+            table_of_rows(report["header"], rows),
             "",
-            *[f"{md_text(note)}\n" for note in report["notes"]],
+            *[f"{md_text(note)}\n" for note in notes],
         ]
-    if summary.get("convergence"):
+    if judged:
+        lines += [
+            "## Verdicts",
+            "",
+            table_of_rows(VERDICT_HEADER, [verdict_row(verdict) for verdict in findings.verdicts]),
+            "",
+            *[f"{md_text(note)}\n" for note in verdict_notes(findings)],
+        ]
+    if findings is not None and findings.convergence:
+        lines += [
+            "## Converged?",
+            "",
+            markdown_table(convergence_table(findings)),
+            "",
+            f"Per row: the epochs every seed trained, the median of its seeds' best epochs, the gain of each "
+            f"seed's best validation rsum so far over the last 1/{TAIL} of the epochs (from 'since'; their mean) "
+            f"and the tolerance it is held to; 'still learning' and 'schedule' say why a row is marked "
+            f"(itrlab.report.convergence).",
+            "",
+        ]
+    elif summary.get("convergence"):
         lines += [
             "## Converged?",
             "",
             markdown_table(convergence_columns(summary["convergence"])),
             "",
-            "Per row: the epochs it trained, the epoch of its best mean validation rsum, the rise of that mean "
-            f"over the last 1/{TAIL} of the epochs (from 'since') and its seeds' spread at the last epoch; "
-            "'still learning' says why a row is (itrlab.report.convergence).",
+            "Per row: as the sweep judged it when it ended (itrlab.report.convergence); 'still learning' says "
+            "why a row is.",
             "",
         ]
     if diagnostics:

@@ -48,18 +48,20 @@ class SummaryError(UserInputError):
     """A summary that fails the check: one line naming the key, what it holds and what is allowed."""
 
 
-class _Check:
-    """The checks of one file; ``where`` names it in every message."""
+class FileCheck:
+    """The checks of one file read as data (a summary, an evidence file); ``where`` names it in every message,
+    each failure an ``error`` (one line, exit status 2)."""
 
-    def __init__(self, where: str):
+    def __init__(self, where: str, error: type[UserInputError] = SummaryError):
         self.where = where
+        self.error = error
 
-    def fail(self, key: str, value: Any, allowed: str) -> SummaryError:
+    def fail(self, key: str, value: Any, allowed: str) -> UserInputError:
         key = visible(key) if len(key) <= 100 else f"{visible(key[:80])}..."  # a key from the file: one line
         shown = repr(value)
         if len(shown) > 80:
             shown = f"{shown[:60]}... ({len(shown):,} characters)"
-        return SummaryError(f"{self.where}: '{key}': got {shown}; {allowed}")
+        return self.error(f"{self.where}: '{key}': got {shown}; {allowed}")
 
     def string(
         self,
@@ -123,13 +125,14 @@ class _Check:
             raise self.fail(key, value, f"a string of at most {LINE:,} characters")
 
 
-def _parse(raw: bytes, check: _Check) -> Any:
+def parse_json(raw: bytes, check: FileCheck) -> Any:
+    """One strict JSON value from ``raw`` (UTF-8, no ``NaN`` or ``Infinity``); ``check.error`` on one line else."""
     if not raw.strip():
-        raise SummaryError(f"{check.where}: the file is empty; a sweep writes one JSON object there")
+        raise check.error(f"{check.where}: the file is empty; a sweep writes one JSON object there")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise SummaryError(
+        raise check.error(
             f"{check.where}: not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start:,}); "
             f"a sweep writes UTF-8 JSON"
         ) from None
@@ -140,16 +143,16 @@ def _parse(raw: bytes, check: _Check) -> Any:
     try:
         return json.loads(text, parse_constant=no_constant)
     except RecursionError:
-        raise SummaryError(
+        raise check.error(
             f"{check.where}: nested too deeply to read; a summary nests at most {MAX_DEPTH} deep"
         ) from None
     except json.JSONDecodeError as err:
-        raise SummaryError(f"{check.where}: not JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+        raise check.error(f"{check.where}: not JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
     except ValueError as err:
-        raise SummaryError(f"{check.where}: {err}") from None
+        raise check.error(f"{check.where}: {err}") from None
 
 
-def _depth(data: Any) -> int:
+def depth(data: Any) -> int:
     """How deep ``data`` nests (a scalar: 0; past ``MAX_DEPTH + 1`` it is not walked), without recursion."""
     deepest, stack = 0, [(data, 1)]
     while stack:
@@ -161,7 +164,7 @@ def _depth(data: Any) -> int:
     return deepest
 
 
-def _trials(check: _Check, trials: Any) -> None:
+def _trials(check: FileCheck, trials: Any) -> None:
     table = check.mapping(trials, "trials", COLUMNS)
     for key in ("trial", "status"):
         if key not in table:
@@ -183,7 +186,7 @@ def _trials(check: _Check, trials: Any) -> None:
             raise check.fail(f"trials.trial[{i}]", trial, "a trial id (a non-empty string)")
 
 
-def _report(check: _Check, report: Any) -> None:
+def _report(check: FileCheck, report: Any) -> None:
     report = check.mapping(report, "report", 100)
     check.string(report, "title", TEXT, required=True, inside="report")
     check.string(report, "headline", TEXT, required=True, inside="report")
@@ -202,7 +205,7 @@ def _report(check: _Check, report: Any) -> None:
     check.texts(report.get("provenance", []), "report.provenance", TEXT)
 
 
-def _convergence(check: _Check, convergence: Any) -> None:
+def _convergence(check: FileCheck, convergence: Any) -> None:
     for row, found in check.mapping(convergence, "convergence").items():
         where = f"convergence.{row}"
         if len(row) > LINE:
@@ -210,12 +213,15 @@ def _convergence(check: _Check, convergence: Any) -> None:
         found = check.mapping(found, where, 20)
         for key in ("seeds", "epochs", "best_epoch", "since"):
             check.count(found.get(key), f"{where}.{key}")
-        check.number(found.get("rise"), f"{where}.rise", nullable=False)
-        check.number(found.get("spread"), f"{where}.spread")
+        for key in ("gain", "tolerance", "rise", "spread"):  # rise, spread: older summaries hold them
+            check.number(found.get(key), f"{where}.{key}")
+        if found.get("decay") is not None:
+            check.count(found["decay"], f"{where}.decay")
         check.string(found, "still_learning", LINE, inside=where)
+        check.string(found, "schedule", LINE, inside=where)
 
 
-def _data_shape(check: _Check, shape: Any) -> None:
+def _data_shape(check: FileCheck, shape: Any) -> None:
     shape = check.mapping(shape, "data_shape", 20)
     for key in SHAPE_SIZES:
         check.count(shape.get(key), f"data_shape.{key}")
@@ -225,13 +231,13 @@ def _data_shape(check: _Check, shape: Any) -> None:
 
 def check_summary(data: Any, where: str) -> dict[str, Any]:
     """``data`` (a parsed summary) when it passes the checks of the module doc, else a SummaryError."""
-    check = _Check(where)
+    check = FileCheck(where)
     if not isinstance(data, dict):
         raise SummaryError(
             f"{where}: holds a JSON {type(data).__name__.replace('dict', 'object')}, not an object; "
             f"a sweep writes one JSON object (its results)"
         )
-    deepest = _depth(data)
+    deepest = depth(data)
     if deepest > MAX_DEPTH:
         raise SummaryError(f"{where}: nested more than {MAX_DEPTH} deep; a summary nests at most {MAX_DEPTH} deep")
     check.string(
@@ -285,8 +291,8 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
 def read_summary(path: Path, where: str) -> dict[str, Any]:
     """The checked summary in ``path`` (``where`` names it in messages); a SummaryError (one line, exit
     status 2) for a file that fails a check of the module doc."""
-    check = _Check(where)
+    check = FileCheck(where)
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise SummaryError(f"{where}: {size:,} bytes; a summary is at most {MAX_BYTES:,} bytes")
-    return check_summary(_parse(path.read_bytes(), check), where)
+    return check_summary(parse_json(path.read_bytes(), check), where)

@@ -27,11 +27,12 @@ from itrlab.config.schema import ExperimentConfig
 from itrlab.config.sweep import SweepSpec, row_key, row_label
 from itrlab.data.shape import DataShape
 from itrlab.errors import failure_reason
+from itrlab.report.analysis import smallest_mdes
 from itrlab.report.anchors import reference_rows
 from itrlab.report.chance import ChanceLevel, chance_on_test, config_data_shape
-from itrlab.report.convergence import Convergence, row_convergence
+from itrlab.report.convergence import Convergence, decay_epochs, row_convergence, tolerance
 from itrlab.report.escape import md_text
-from itrlab.report.headline import Headline, headline, row_marks
+from itrlab.report.headline import Headline, headline, objective_column, row_marks
 from itrlab.report.paper_report import PaperReport, ReportInputs, build_report
 from itrlab.report.pivot import comparisons, pivot, published_numbers, trial_cost_unit
 from itrlab.report.plots import plot_curves, plot_pivot
@@ -95,7 +96,9 @@ def report_sweep(
         grid = pivot(rows, spec, shape, protocol)
         parent.replace_table(grid, "sweep/table.json")
         chance = chance_on_test(shape, protocol)
-        converged = row_convergence(validation_curves(spec, rows, runs))
+        converged = row_convergence(
+            validation_curves(spec, rows, runs), row_tolerances(spec, grid, rows), row_decays(spec, rows, runs)
+        )
         top = headline(grid, spec, chance, {row: found.learning for row, found in converged.items()})
         summary["convergence"] = {row: found.to_dict() for row, found in converged.items()}
         if top is not None:
@@ -202,6 +205,37 @@ def validation_curves(spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dic
         if row.status == "finished" and history:
             curves.setdefault(row_label(row_key(row.params, spec.table.rows)), []).append(history)
     return curves
+
+
+def row_tolerances(spec: SweepSpec, grid: dict[str, list], rows: list[TrialRow]) -> dict[str, float]:
+    """Per row label, the tolerance its best validation rsum's gain is held to (:func:`itrlab.report.convergence.
+    tolerance`): half the smallest minimum detectable effect of its comparisons in the test objective (each row
+    against the baseline, and the ``table.compare`` pairs), over their shared seeds."""
+    column = objective_column(grid, spec)[0]
+    values: dict[str, dict[int, float]] = {}
+    for row in rows:
+        value, seed = row.metrics.get(column), row.params.get("seed")
+        if (
+            row.status == "finished"
+            and isinstance(seed, int)
+            and isinstance(value, (int, float))
+            and math.isfinite(value)
+        ):
+            values.setdefault(row_label(row_key(row.params, spec.table.rows)), {})[seed] = float(value)
+    baseline = next((label for label, flag in zip(row_marks(grid, spec, None).labels, grid["baseline"]) if flag), None)
+    pairs = [(label, baseline) for label in values if baseline is not None and label != baseline]
+    mdes = smallest_mdes(values, [*pairs, *spec.table.compare])
+    return {label: tolerance(mdes.get(label)) for label in values}
+
+
+def row_decays(spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dict]) -> dict[str, tuple[int, ...]]:
+    """Per row label, its trials' learning-rate decays (``train.lr_decay_epochs`` of the first that has a run)."""
+    decays: dict[str, tuple[int, ...]] = {}
+    for row in rows:
+        run = runs.get(row.trial_id)
+        if run is not None:
+            decays.setdefault(row_label(row_key(row.params, spec.table.rows)), decay_epochs(run.get("params") or {}))
+    return decays
 
 
 def report_inputs(

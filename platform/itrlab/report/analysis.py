@@ -1,0 +1,271 @@
+"""One analysis for every comparison of two rows, fixed before the data, and the verdict that follows from it.
+
+A comparison is a row against its reference (a sweep's baseline, a ``table.compare`` pair, a paper's claim)
+in one metric, over the seeds both rows finished. :func:`compare` computes its numbers:
+
+* **paired over seeds**: the mean of the per-seed differences with their Student-t 95% interval
+  (:func:`itrlab.report.stats.paired_interval`) and the paired t-test's two-sided p-value
+  (:func:`paired_t_p`, n - 1 degrees of freedom);
+* **seeds + test images**: the paired bootstrap over the test images and the seeds
+  (:func:`itrlab.report.bootstrap.paired_bootstrap`), when every trial of both rows has its test ranks;
+* the **minimum detectable effect** (:func:`minimum_detectable_effect`): the smallest true difference that a
+  two-sided paired t-test at alpha = 0.05 over this many seeds, with the observed standard deviation of the
+  per-seed differences, detects with 80% power (the noncentral t distribution).
+
+**Why both an interval and the t-test.** The bootstrap covers the test sample and the seeds, but a seed
+resample sees only the seeds there are: with three to five seeds its spread over seeds is narrower than
+Student's t makes it. The paired t-test over seeds is exact for normal seed noise but blind to the test
+sample. A verdict with a direction needs both: the interval and the adjusted p.
+
+**Multiple comparisons.** The p-value that feeds Holm's step-down adjustment (:func:`holm`) is the paired
+t-test's over seeds: it exists for every comparison of two seeds or more, with or without ranks, and its
+family is whatever the caller judges together (a sweep's comparisons on its results page; a family of
+claims on the claims board). The bootstrap's own p-value is reported beside it, not adjusted.
+
+**The verdict** (:func:`judge`), mechanically, with the words of :data:`WORDS`:
+
+1. **inconclusive** when something makes the comparison unreadable, said with the reason: a row still
+   learning, a row that failed (no finished seed, its loss on its plateau, its embeddings collapsed), a
+   reference that failed its own claim; or fewer than two shared seeds (no paired test);
+2. otherwise the **deciding interval** is the seeds + test images interval (the bootstrap) when both rows
+   have test ranks for every shared seed, else the paired interval over seeds, and the verdict says which;
+3. **reproduced** when that interval excludes 0 on the side of the expected direction *and* the
+   Holm-adjusted p is below alpha = 0.05; **contradicted** when it excludes 0 on the other side and the
+   Holm-adjusted p is below 0.05;
+4. **no effect detected** otherwise (the interval holds 0, or it excludes 0 while the adjusted p does not
+   reach 0.05): the verdict carries the minimum detectable effect and whether the paper's own effect lies
+   outside the interval (a paper's effect outside it is one this setting would have seen).
+
+Which interval decides, which p is adjusted and the thresholds are fixed here, before any data: no page
+chooses its interval after seeing it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from scipy.optimize import brentq
+from scipy.stats import nct
+from scipy.stats import t as student_t
+
+from itrlab.report.bootstrap import RANK_METRICS, BootstrapInterval, RankSource, paired_bootstrap
+from itrlab.report.stats import Interval, paired_interval
+
+ALPHA = 0.05
+POWER = 0.80
+REPRODUCED, CONTRADICTED, NO_EFFECT, INCONCLUSIVE = "reproduced", "contradicted", "no effect detected", "inconclusive"
+WORDS = (REPRODUCED, CONTRADICTED, NO_EFFECT, INCONCLUSIVE)
+SEEDS_AND_IMAGES, SEEDS_ONLY = "seeds + test images", "seeds"
+
+
+def _shared_differences(values: Mapping[int, float], baseline: Mapping[int, float]) -> list[float]:
+    return [values[seed] - baseline[seed] for seed in sorted(set(values) & set(baseline))]
+
+
+def paired_t_p(values: Mapping[int, float], baseline: Mapping[int, float]) -> float | None:
+    """The two-sided p-value of the paired t-test of ``values[s] - baseline[s]`` over the seeds both hold (n - 1
+    degrees of freedom); None with fewer than two shared seeds. Differences with no spread give 1 when they
+    are all 0 and 0 otherwise (the t statistic is then 0 or infinite)."""
+    differences = _shared_differences(values, baseline)
+    if len(differences) < 2:
+        return None
+    mean, sd = statistics.fmean(differences), statistics.stdev(differences)
+    if sd == 0:
+        return 1.0 if mean == 0 else 0.0
+    t = mean / (sd / math.sqrt(len(differences)))
+    return float(2 * student_t.sf(abs(t), len(differences) - 1))
+
+
+def paired_power(effect: float, seeds: int, sd: float, alpha: float = ALPHA) -> float:
+    """The power of a two-sided paired t-test at ``alpha`` over ``seeds`` differences of standard deviation
+    ``sd`` when the true mean difference is ``effect``: P(|T| > t crit) for T noncentral t with ``seeds - 1``
+    degrees of freedom and noncentrality ``effect / (sd / sqrt(seeds))``."""
+    df = seeds - 1
+    critical = student_t.ppf(1 - alpha / 2, df)
+    shift = effect / (sd / math.sqrt(seeds))
+    return float(nct.sf(critical, df, shift) + nct.cdf(-critical, df, shift))
+
+
+def minimum_detectable_effect(seeds: int, sd: float, alpha: float = ALPHA, power: float = POWER) -> float | None:
+    """The smallest true mean difference that a two-sided paired t-test at ``alpha`` over ``seeds`` differences
+    with standard deviation ``sd`` detects with probability ``power`` (:func:`paired_power`, solved by Brent's
+    method); None with fewer than two seeds or an unknown spread, 0 for differences with no spread."""
+    if seeds < 2 or not math.isfinite(sd) or sd < 0:
+        return None
+    if sd == 0:
+        return 0.0
+    high = sd
+    while paired_power(high, seeds, sd, alpha) < power:  # power rises with the effect: bracket the root
+        high *= 2
+    return float(brentq(lambda effect: paired_power(effect, seeds, sd, alpha) - power, 0.0, high, xtol=1e-9))
+
+
+def holm(p_values: Mapping[str, float]) -> dict[str, float]:
+    """Holm's step-down adjusted p-values of a family (id -> p): the i-th smallest p times ``m - i + 1``, made
+    monotone (never below an adjusted p ranked before it) and capped at 1. Ties keep the family's order."""
+    order = sorted(p_values, key=lambda key: p_values[key])
+    m, running, adjusted = len(order), 0.0, {}
+    for i, key in enumerate(order):
+        running = max(running, min(1.0, (m - i) * p_values[key]))
+        adjusted[key] = running
+    return {key: adjusted[key] for key in p_values}
+
+
+def smallest_mdes(values: Mapping[str, Mapping[int, float]], pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
+    """Row -> the smallest minimum detectable effect of the ``pairs`` (row, reference) it is in, from the rows'
+    per-seed ``values``: what the table must resolve about it (a row in no pair with an MDE is absent)."""
+    found: dict[str, float] = {}
+    for row, reference in pairs:
+        differences = _shared_differences(values.get(row, {}), values.get(reference, {}))
+        if len(differences) > 1:
+            mde = minimum_detectable_effect(len(differences), statistics.stdev(differences))
+            for name in (row, reference):
+                found[name] = min(found.get(name, math.inf), mde)
+    return found
+
+
+@dataclass(frozen=True)
+class ComparisonStats:
+    """The numbers of one comparison (see the module doc): over the ``seeds`` both rows finished, the paired
+    interval (None: fewer than two) and its t-test ``p``, the seeds + test images ``bootstrap`` (None: some
+    trial lacks its ranks), the standard deviation of the per-seed differences and the ``mde``."""
+
+    row: str
+    reference: str
+    metric: str
+    seeds: int
+    paired: Interval | None
+    p: float | None
+    bootstrap: BootstrapInterval | None
+    sd: float | None
+    mde: float | None
+
+    @property
+    def difference(self) -> float | None:
+        """The mean over the shared seeds of row minus reference (None: no shared seed)."""
+        return self.paired.value if self.paired is not None else None
+
+
+def compare(
+    values: Mapping[int, float],
+    baseline: Mapping[int, float],
+    row_ranks: Mapping[int, RankSource] | None = None,
+    base_ranks: Mapping[int, RankSource] | None = None,
+    metric: str = "rsum",
+    row: str = "",
+    reference: str = "",
+) -> ComparisonStats:
+    """The numbers of ``row`` (per-seed test ``values`` of ``metric``) against ``reference`` (``baseline``):
+    paired over the shared seeds and, when both rows hold ranks for every one of those seeds and ranks give
+    the metric (:data:`~itrlab.report.bootstrap.RANK_METRICS`), the seeds + test images bootstrap of it."""
+    differences = _shared_differences(values, baseline)
+    paired = paired_interval(dict(values), dict(baseline))
+    sd = statistics.stdev(differences) if len(differences) > 1 else None
+    shared = set(values) & set(baseline)
+    bootstrap = None
+    ranked = row_ranks is not None and base_ranks is not None and shared <= set(row_ranks) & set(base_ranks)
+    if shared and ranked and metric in RANK_METRICS:
+        bootstrap = paired_bootstrap({s: row_ranks[s] for s in shared}, {s: base_ranks[s] for s in shared}, metric)
+    mde = minimum_detectable_effect(len(differences), sd) if sd is not None else None
+    return ComparisonStats(
+        row, reference, metric, len(differences), paired, paired_t_p(values, baseline), bootstrap, sd, mde
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A comparison's verdict: its ``word`` (one of :data:`WORDS`), why (``reason``), its numbers (``stats``),
+    the ``direction`` it was expected in (+1: the row above its reference, -1: below), its ``holm_p``, the
+    deciding ``interval`` (low, high; None when inconclusive before any interval) and its kind
+    (:data:`SEEDS_AND_IMAGES` or :data:`SEEDS_ONLY`), the paper's own effect and whether it lies outside the
+    interval (None: no paper effect, or no interval)."""
+
+    word: str
+    reason: str
+    stats: ComparisonStats
+    direction: int
+    holm_p: float | None
+    interval: tuple[float, float] | None
+    interval_kind: str
+    paper_effect: float | None = None
+    paper_outside: bool | None = None
+
+    def to_dict(self) -> dict:
+        s = self.stats
+        return {
+            "row": s.row,
+            "reference": s.reference,
+            "metric": s.metric,
+            "word": self.word,
+            "reason": self.reason,
+            "direction": self.direction,
+            "seeds": s.seeds,
+            "difference": s.difference,
+            "paired_ci95": s.paired.half_width if s.paired is not None else None,
+            "p": s.p,
+            "holm_p": self.holm_p,
+            "bootstrap": s.bootstrap.to_dict() if s.bootstrap is not None else None,
+            "mde": s.mde,
+            "interval": list(self.interval) if self.interval is not None else None,
+            "interval_kind": self.interval_kind,
+            "paper_effect": self.paper_effect,
+            "paper_outside": self.paper_outside,
+        }
+
+
+def judge(
+    stats: ComparisonStats,
+    direction: int,
+    holm_p: float | None,
+    paper_effect: float | None = None,
+    blockers: Sequence[str] = (),
+    notes: Sequence[str] = (),
+    alpha: float = ALPHA,
+) -> Verdict:
+    """The verdict on ``stats`` (the rule of the module doc). ``direction``: +1 when the row is expected above
+    its reference, -1 below; ``holm_p``: its Holm-adjusted p within its family (None: a family of one, its
+    own p); ``paper_effect``: the paper's own difference in the metric, if known; ``blockers``: what makes
+    it inconclusive (each a phrase: ``"F still learning (...)"``); ``notes``: phrases added to the reason
+    whatever the word (``"schedule not tuned for F"``)."""
+    if direction not in (1, -1):
+        raise ValueError(f"direction {direction!r}: +1 (row above its reference) or -1 (below)")
+    adjusted = holm_p if holm_p is not None else stats.p
+    bootstrap = stats.bootstrap
+    kind = SEEDS_AND_IMAGES if bootstrap is not None else SEEDS_ONLY
+    interval = (
+        (bootstrap.low, bootstrap.high)
+        if bootstrap is not None
+        else (stats.paired.low, stats.paired.high)
+        if stats.paired is not None and stats.paired.half_width is not None
+        else None
+    )
+
+    def verdict(word: str, reason: str, shown: tuple[float, float] | None) -> Verdict:
+        outside = None
+        if paper_effect is not None and shown is not None:
+            outside = not shown[0] <= paper_effect <= shown[1]
+        text = "; ".join([reason, *notes])
+        return Verdict(word, text, stats, direction, holm_p, shown, kind, paper_effect, outside)
+
+    if blockers:
+        return verdict(INCONCLUSIVE, "; ".join(blockers), interval)
+    if interval is None or adjusted is None:
+        return verdict(
+            INCONCLUSIVE, f"{stats.seeds} shared seed{'s' if stats.seeds != 1 else ''}: no paired test", None
+        )
+    side = 1 if interval[0] > 0 else -1 if interval[1] < 0 else 0
+    where = f"the {kind} interval [{interval[0]:+.1f}, {interval[1]:+.1f}]"
+    if side and adjusted < alpha:
+        word = REPRODUCED if side == direction else CONTRADICTED
+        way = "the expected direction" if side == direction else "the other direction"
+        return verdict(word, f"{where} excludes 0 in {way}, Holm p {adjusted:.2g} < {alpha:g}", interval)
+    why = f"{where} holds 0" if not side else f"{where} excludes 0 but Holm p {adjusted:.2g} >= {alpha:g}"
+    if stats.mde is not None:
+        why += f"; smallest effect detectable at 80% power: {stats.mde:.1f}"
+    if paper_effect is not None:
+        inside = interval[0] <= paper_effect <= interval[1]
+        why += f"; the paper's effect {paper_effect:+.1f} lies {'inside' if inside else 'outside'} the interval"
+    return verdict(NO_EFFECT, why, interval)

@@ -1,0 +1,180 @@
+"""Recall metrics from a trial's per-query test ranks, and the paired bootstrap over test images and seeds.
+
+**Ranks.** A trial's test ranks (``test_ranks.npz``, its MLflow artifact) hold, for a test split of ``N``
+images cut into the folds of its protocol (``fold_sizes``, summing to ``N``; folds in image order): ``i2t``,
+the 0-based rank of each image's best own caption among its fold's captions, and ``t2i`` (``cpi * N``), the
+0-based rank of each caption's image among its fold's images, caption ``j`` belonging to image ``j // cpi``
+(:mod:`itrlab.eval.ranking`). Any object with those attributes and ``captions_per_image`` is a
+:class:`RankSource`.
+
+**A metric is a sum over images.** R@K of a fold is the share of its queries ranked below K, and the
+protocol's value is the mean over folds (:func:`itrlab.eval.recall.table_from_folds`). So every recall and
+rsum is ``sum_i c_i`` over the test images, where image ``i`` of a fold of ``n`` images contributes
+
+* to i2t R@K: ``100 / (F n)`` if its rank is below K, else 0;
+* to t2i R@K: ``100 / (F n cpi)`` times the number of its ``cpi`` captions ranked below K;
+* to rsum: the sum of its six contributions
+
+(``F`` folds). :func:`image_contributions` gives ``c``; a resample of a fold's images with replacement (the
+same size) is then a weighted sum of it, which makes the bootstrap a matrix product.
+
+**The paired bootstrap** (:func:`paired_bootstrap`) compares a row with its reference over the seeds both
+hold, on the one test set both were ranked on. Each of :data:`REPLICATES` replicates
+
+1. draws each fold's images with replacement (each image with its ``cpi`` captions), the same draw for
+   both rows and every seed, so that what the two rows share of the test sample cancels;
+2. draws the shared seeds with replacement, the same draw for both rows (a seed fixes both rows' data
+   order and shared initial weights, :mod:`itrlab.report.stats`), so that the seeds' noise is covered too;
+3. takes the mean over the drawn seeds of ``metric(row) - metric(reference)`` on the drawn images.
+
+The interval is the replicates' 2.5th to 97.5th percentile; the two-sided p-value is
+``2 min(share <= 0, share >= 0)`` with the add-one rule (``(count + 1) / (replicates + 1)``: a finite number
+of replicates never gives p = 0), capped at 1. The generator is seeded (:data:`BOOTSTRAP_SEED`): the same
+ranks give the same interval on every machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from itrlab.eval.names import RECALLS
+
+RANK_METRICS = ("rsum", *RECALLS)
+"""The metrics that per-query ranks give (MD and the median ranks are not sums over images)."""
+KS = (1, 5, 10)
+REPLICATES = 2000
+BOOTSTRAP_SEED = 56
+CONFIDENCE = 0.95
+CHUNK = 250  # replicates drawn at once: the image counts of a chunk are CHUNK x N floats
+
+
+class RankSource(Protocol):
+    """A trial's per-query test ranks (the fields of ``test_ranks.npz``)."""
+
+    i2t: np.ndarray
+    t2i: np.ndarray
+    fold_sizes: Sequence[int] | np.ndarray
+    captions_per_image: int
+
+
+def check_ranks(ranks: RankSource) -> tuple[np.ndarray, int]:
+    """The fold sizes and captions per image of ``ranks``; ValueError for arrays that do not fit together."""
+    folds = np.asarray(ranks.fold_sizes, dtype=np.int64).reshape(-1)
+    cpi, n = int(ranks.captions_per_image), int(np.sum(folds))
+    i2t, t2i = np.asarray(ranks.i2t), np.asarray(ranks.t2i)
+    if cpi < 1 or folds.size == 0 or np.any(folds < 1):
+        raise ValueError(f"ranks: {cpi} captions per image and folds {folds.tolist()}; need 1 or more of each")
+    if i2t.shape != (n,) or t2i.shape != (cpi * n,):
+        raise ValueError(
+            f"ranks: i2t {i2t.shape} and t2i {t2i.shape} for folds of {folds.tolist()} images x {cpi} captions; "
+            f"expected ({n},) and ({cpi * n},)"
+        )
+    return folds, cpi
+
+
+def image_contributions(ranks: RankSource, metric: str = "rsum") -> np.ndarray:
+    """Per test image (in the ranks' order), its contribution to ``metric`` (one of :data:`RANK_METRICS`): the
+    metric is their sum (see the module doc)."""
+    if metric not in RANK_METRICS:
+        raise ValueError(f"metric {metric!r}: ranks give {', '.join(RANK_METRICS)}")
+    folds, cpi = check_ranks(ranks)
+    weight = np.repeat(100.0 / (len(folds) * folds), folds)  # per image: 100 / (F n) of its fold
+    i2t = np.asarray(ranks.i2t)
+    t2i = np.asarray(ranks.t2i).reshape(-1, cpi)
+    total = np.zeros(len(weight))
+    for k in KS:
+        if metric in ("rsum", f"i2t_R{k}"):
+            total += i2t < k
+        if metric in ("rsum", f"t2i_R{k}"):
+            total += np.count_nonzero(t2i < k, axis=1) / cpi
+    return weight * total
+
+
+def rank_metrics(ranks: RankSource) -> dict[str, float]:
+    """Every metric of :data:`RANK_METRICS` from ``ranks``: the recall table's numbers (rsum, R@K)."""
+    return {metric: float(image_contributions(ranks, metric).sum()) for metric in RANK_METRICS}
+
+
+@dataclass(frozen=True)
+class BootstrapInterval:
+    """The paired bootstrap's result: ``value`` (the mean over the shared seeds of the row's metric minus its
+    reference's, on the whole test set), the percentile interval ``low`` to ``high``, the two-sided ``p``, and
+    what it resampled (``seeds``, ``images``, ``replicates``)."""
+
+    value: float
+    low: float
+    high: float
+    p: float
+    seeds: int
+    images: int
+    replicates: int
+
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    def to_dict(self) -> dict:
+        return {
+            "value": self.value,
+            "low": self.low,
+            "high": self.high,
+            "p": self.p,
+            "seeds": self.seeds,
+            "images": self.images,
+            "replicates": self.replicates,
+        }
+
+
+def _resampled_images(rng: np.random.Generator, folds: np.ndarray, count: int) -> np.ndarray:
+    """``count`` draws of every fold's images with replacement: (count, N) how often each image was drawn."""
+    parts = []
+    for size in folds:
+        drawn = rng.integers(0, size, size=(count, size))
+        flat = (np.arange(count)[:, None] * size + drawn).ravel()
+        parts.append(np.bincount(flat, minlength=count * size).reshape(count, size))
+    return np.concatenate(parts, axis=1).astype(np.float64)
+
+
+def paired_bootstrap(
+    row: Mapping[int, RankSource],
+    reference: Mapping[int, RankSource],
+    metric: str = "rsum",
+    replicates: int = REPLICATES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> BootstrapInterval | None:
+    """The paired bootstrap of ``metric(row) - metric(reference)`` over test images and the seeds both rows
+    hold (``seed -> ranks`` each; see the module doc); None when they share no seed. ValueError when two
+    rankings are not of one test set (other fold sizes or captions per image)."""
+    shared = sorted(set(row) & set(reference))
+    if not shared:
+        return None
+    folds, cpi = check_ranks(row[shared[0]])
+    for ranks in [*(row[s] for s in shared), *(reference[s] for s in shared)]:
+        other, other_cpi = check_ranks(ranks)
+        if other_cpi != cpi or not np.array_equal(other, folds):
+            raise ValueError(
+                f"ranks of folds {other.tolist()} x {other_cpi} captions beside {folds.tolist()} x {cpi}: "
+                f"a paired bootstrap needs one test set"
+            )
+    differences = np.stack(
+        [image_contributions(row[s], metric) - image_contributions(reference[s], metric) for s in shared], axis=1
+    )  # (N, seeds)
+    n_seeds = len(shared)
+    rng = np.random.default_rng(seed)
+    stats = np.empty(replicates)
+    for start in range(0, replicates, CHUNK):
+        count = min(CHUNK, replicates - start)
+        per_seed = _resampled_images(rng, folds, count) @ differences  # (count, seeds)
+        drawn = rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=count)
+        stats[start : start + count] = (drawn * per_seed).sum(axis=1) / n_seeds
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(stats, [tail, 1 - tail])
+    below, above = np.count_nonzero(stats <= 0), np.count_nonzero(stats >= 0)
+    p = min(1.0, 2 * (min(below, above) + 1) / (replicates + 1))
+    return BootstrapInterval(
+        float(differences.sum(axis=0).mean()), float(low), float(high), float(p), n_seeds, int(folds.sum()), replicates
+    )

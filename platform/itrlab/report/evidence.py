@@ -1,0 +1,245 @@
+"""A sweep's evidence: what its verdicts are computed from, collected from MLflow once and kept in one file
+that later tools (the claims board) read without MLflow.
+
+``itrlab report`` collects it (:func:`collect_evidence`: the checked ``sweep/summary.json``, each trial's run
+and its ``test_ranks.npz``, :func:`load_test_ranks`), judges it (:mod:`itrlab.report.findings`) and writes it
+beside the page as ``evidence/<page stem>.npz``; :mod:`itrlab.report.evidence_file` holds that file's format,
+its writer and its checked reader. :class:`Evidence` is what both hand on: per trial its row, seed, status,
+test metrics, validation curve, best epoch, learning-rate decays, why its training failed (if it did) and its
+test ranks; per sweep its rows, baseline, ``table.compare`` pairs, the metric and its published table's name;
+and what the report derived (each row's convergence, the groups of identical rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from itrlab.config.sweep import row_label
+from itrlab.errors import UserInputError
+from itrlab.eval.names import METRIC_NAMES
+from itrlab.report.bootstrap import check_ranks
+from itrlab.report.convergence import Convergence, decay_epochs
+from itrlab.report.diagnostics import row_keys, warmup_epochs
+from itrlab.report.verdict import collapse_plateau, failures
+
+RANKS_ARTIFACT = "test_ranks.npz"  # a trial's per-query test ranks, at its run's artifact root
+TEST_METRICS = tuple(f"test_{name}" for name in METRIC_NAMES.values())
+
+
+class EvidenceError(UserInputError):
+    """An evidence file (or a trial's ranks) that fails its check: one line, exit status 2."""
+
+
+@dataclass(frozen=True, eq=False)
+class QueryRanks:
+    """A trial's per-query test ranks (``test_ranks.npz``: :mod:`itrlab.report.bootstrap` says what each holds),
+    the fields of :class:`itrlab.eval.rank_file.QueryRanks`."""
+
+    protocol: str
+    captions_per_image: int
+    fold_sizes: tuple[int, ...]
+    i2t: np.ndarray
+    t2i: np.ndarray
+
+
+def load_test_ranks(path: Path, where: str) -> QueryRanks:
+    """A trial's ``test_ranks.npz`` (``where`` names it in messages), checked; an EvidenceError else."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in ("i2t", "t2i", "fold_sizes", "captions_per_image", "protocol")}
+    except (OSError, ValueError, KeyError, EOFError) as err:
+        raise EvidenceError(
+            f"{where}: not a test-ranks archive ({err}); a trial writes i2t, t2i, fold_sizes, captions_per_image "
+            f"and protocol there"
+        ) from None
+    return query_ranks(
+        str(arrays["protocol"]), arrays["captions_per_image"], arrays["fold_sizes"], arrays["i2t"], arrays["t2i"], where
+    )
+
+
+def query_ranks(
+    protocol: str,
+    captions_per_image: np.ndarray | int,
+    fold_sizes: np.ndarray,
+    i2t: np.ndarray,
+    t2i: np.ndarray,
+    where: str,
+) -> QueryRanks:
+    """:class:`QueryRanks` of arrays read from a file (``where`` names it), checked: integers, and ranks that fit
+    their folds (no rank past its fold's queries); an EvidenceError else."""
+    for name, array in (
+        ("i2t", i2t),
+        ("t2i", t2i),
+        ("fold_sizes", fold_sizes),
+        ("captions_per_image", captions_per_image),
+    ):
+        if not np.issubdtype(np.asarray(array).dtype, np.integer):
+            raise EvidenceError(f"{where}: {name} holds {np.asarray(array).dtype}; integers expected")
+    sizes = tuple(int(size) for size in np.asarray(fold_sizes).reshape(-1))
+    ranks = QueryRanks(
+        protocol=protocol, captions_per_image=int(captions_per_image), fold_sizes=sizes, i2t=i2t, t2i=t2i
+    )
+    try:
+        folds, cpi = check_ranks(ranks)
+    except ValueError as err:
+        raise EvidenceError(f"{where}: {err}") from None
+    fold_of_image = np.repeat(folds, folds)  # per image: its fold's size
+    if np.any(ranks.i2t < 0) or np.any(ranks.t2i < 0) or np.any(ranks.i2t > cpi * (fold_of_image - 1)):
+        raise EvidenceError(f"{where}: i2t ranks outside 0 to {cpi} x (fold size - 1), or a negative t2i rank")
+    if np.any(ranks.t2i.reshape(-1, cpi) > (fold_of_image - 1)[:, None]):
+        raise EvidenceError(f"{where}: t2i ranks past their fold's images")
+    return ranks
+
+
+@dataclass(frozen=True)
+class TrialEvidence:
+    """One trial of the sweep (see the module doc's ``trials``)."""
+
+    trial: str
+    run_id: str
+    row: str
+    seed: int | None
+    status: str
+    metrics: dict[str, float | None]
+    curve: tuple[tuple[int, float], ...] = ()
+    best_epoch: int | None = None
+    decay_epochs: tuple[int, ...] = ()
+    collapse: str = ""
+    ranks: QueryRanks | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "finished"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A sweep's evidence (see the module doc)."""
+
+    sweep: str
+    profile: str | None
+    run_id: str
+    experiment: str
+    test_protocol: str
+    metric: str
+    mode: str
+    rows: tuple[str, ...]
+    baseline: str | None
+    pairs: tuple[tuple[str, str], ...]
+    paper: str | None
+    trials: tuple[TrialEvidence, ...]
+    convergence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    identical: tuple[tuple[str, ...], ...] = ()
+
+    def finished(self, row: str) -> list[TrialEvidence]:
+        """The finished trials of ``row`` that have a seed."""
+        return [t for t in self.trials if t.row == row and t.finished and t.seed is not None]
+
+    def values(self, row: str, metric: str | None = None) -> dict[int, float]:
+        """Seed -> the test value of ``metric`` (default: the sweep's, ``test_<metric>``) of ``row``'s finished
+        trials that have one."""
+        column = f"test_{metric or self.metric}"
+        found = {t.seed: t.metrics.get(column) for t in self.finished(row)}
+        return {seed: float(value) for seed, value in found.items() if _finite(value)}
+
+    def ranks(self, row: str) -> dict[int, QueryRanks]:
+        """Seed -> the test ranks of ``row``'s finished trials that logged them."""
+        return {t.seed: t.ranks for t in self.finished(row) if t.ranks is not None}
+
+    def missing_ranks(self) -> list[str]:
+        """The finished trials without test ranks."""
+        return [t.trial for t in self.trials if t.finished and t.ranks is None]
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _int(value) -> int | None:
+    return int(value) if _finite(value) and float(value).is_integer() else None
+
+
+def collect_evidence(
+    summary: Mapping[str, Any],
+    run: Mapping[str, Any],
+    runs: Mapping[str, Mapping[str, Any]],
+    ranks: Mapping[str, QueryRanks],
+    profile: str | None = None,
+) -> Evidence:
+    """The evidence of a sweep from its checked ``summary`` (:func:`itrlab.report.summary_schema.read_summary`),
+    its parent ``run``'s record, its trials' ``runs`` (:meth:`~itrlab.tracking.MlflowTracker.trial_runs`: trial
+    id -> metrics, params, history) and the ``ranks`` they logged (trial id -> :class:`QueryRanks`)."""
+    trials_table, keys = summary.get("trials") or {}, row_keys(summary)
+    report = summary.get("report") or {}
+    kinds = report.get("row_kinds") or ["result"] * len(report.get("rows", []))
+    rows = [cells[0] for cells, kind in zip(report.get("rows", []), kinds) if kind in ("result", "baseline")]
+    baseline = next((cells[0] for cells, kind in zip(report.get("rows", []), kinds) if kind == "baseline"), None)
+    mode, _, metric = str(summary.get("objective", "max rsum")).partition(" ")
+    columns = {pair.get("column") for pair in summary.get("comparisons") or []} - {None}
+    metric = next(iter(columns)).removeprefix("test_") if len(columns) == 1 else metric
+    if f"test_{metric}" not in TEST_METRICS:
+        metric, mode = "rsum", "max"  # an objective with no test counterpart (the loss): rows compare by rsum
+    found = []
+    for i, trial in enumerate(trials_table.get("trial", [])):
+        label = row_label([trials_table[key][i] for key in keys]) if all(k in trials_table for k in keys) else trial
+        if label not in rows:
+            rows.append(label)
+        found.append(_collected_trial(trials_table, i, label, runs.get(trial) or {}, ranks.get(trial)))
+    pairs = tuple((str(p["row"]), str(p["reference"])) for p in summary.get("comparisons") or [] if "row" in p)
+    return Evidence(
+        str(summary["sweep"]),
+        profile,
+        str(run.get("run_id", "")),
+        str(summary.get("experiment", "")),
+        str(summary.get("test_protocol") or ""),
+        metric,
+        mode if mode in ("max", "min") else "max",
+        tuple(rows),
+        baseline,
+        pairs,
+        summary.get("table_paper"),
+        tuple(found),
+    )
+
+
+def _collected_trial(
+    table: Mapping[str, list], i: int, row: str, run: Mapping[str, Any], ranks: QueryRanks | None
+) -> TrialEvidence:
+    """The ``i``-th trial of the summary's trials ``table``, of ``row``, from its ``run`` (the table's numbers
+    where the run has none) and its ``ranks``."""
+    params, history, logged = run.get("params") or {}, run.get("history") or {}, run.get("metrics") or {}
+    metrics = {key: table[key][i] for key in TEST_METRICS if key in table}
+    metrics.update({key: value for key, value in logged.items() if key in TEST_METRICS})
+    metrics = {key: float(value) if _finite(value) else None for key, value in metrics.items()}
+    status = table["status"][i]
+    failed = failures(history, warmup_epochs({"params": params}), collapse_plateau(params), metrics.get("test_md"))
+    return TrialEvidence(
+        table["trial"][i],
+        str(run.get("run_id", "")),
+        row,
+        _int(table["seed"][i]) if "seed" in table else None,
+        status,
+        metrics,
+        tuple((int(e), float(v)) for e, v in history.get("rsum") or [] if _finite(v)),
+        _int(logged.get("best_epoch", table["best_epoch"][i] if "best_epoch" in table else None)),
+        decay_epochs(params),
+        failed[0] if failed and status == "finished" else "",
+        ranks,
+    )
+
+
+def with_findings(
+    evidence: Evidence, convergence: Mapping[str, Convergence], identical: Sequence[Sequence[str]]
+) -> Evidence:
+    """``evidence`` with what the report derived from it: per row its convergence, the groups of identical rows."""
+    return replace(
+        evidence,
+        convergence={row: found.to_dict() for row, found in convergence.items()},
+        identical=tuple(tuple(group) for group in identical),
+    )
