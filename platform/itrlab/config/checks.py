@@ -2,10 +2,10 @@
 
 ``check_data`` opens only file headers (array shapes, caption line counts) or the synthetic spec, and the
 stored text features' arrays, read whole once and remembered by their file status
-(:mod:`itrlab.data.array_checks`), so it is cheap, and runs before Ray, MLflow or training start. :mod:`itrlab.assembly` runs it, then the
-method's own checks against the sizes it returns. ``check_data_content`` reads what a run reads when it
-opens its data (every caption; the features of a sample of images), so that a command refuses bad data
-before it creates its MLflow store, run or run folder.
+(:mod:`itrlab.data.array_checks`), so it is cheap, and runs before Ray, MLflow or training start.
+:mod:`itrlab.assembly` runs it, then the method's own checks against the sizes it returns.
+``check_data_content`` reads what a run reads when it opens its data (every caption; the features of a sample
+of images), so that a command refuses bad data before it creates its MLflow store, run or run folder.
 """
 
 from __future__ import annotations
