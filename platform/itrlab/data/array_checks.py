@@ -59,12 +59,20 @@ def open_array(path: Path, shape: tuple[int, ...], kinds: str, what: str) -> np.
 
 
 def _status_key(path: Path) -> tuple[int, ...]:
-    status = path.stat()
+    status = regular_file(path, "array file")  # a FIFO would block the pass forever
     return (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
 
 
 def _read_pass(path: Path) -> ArrayContent:
-    """One pass over ``path``: the sha256 of every byte, and (a floating-point array) whether all are finite."""
+    """One pass over ``path``: the sha256 of every byte, and (a floating-point array) whether all are finite;
+    DataError for a file that is not a ``.npy``."""
+    try:
+        return _read(path)
+    except (OSError, ValueError) as exc:
+        raise DataError(path, f"unreadable or not a .npy array ({str(exc)[:200]})") from None
+
+
+def _read(path: Path) -> ArrayContent:
     digest, finite = hashlib.sha256(), True
     with path.open("rb") as handle:
         version = np.lib.format.read_magic(handle)
@@ -73,11 +81,12 @@ def _read_pass(path: Path) -> ArrayContent:
         offset = handle.tell()
         handle.seek(0)
         digest.update(handle.read(offset))
-        size = max(1, BLOCK // dtype.itemsize) * dtype.itemsize
+        itemsize = max(dtype.itemsize, 1)
+        size = max(1, BLOCK // itemsize) * itemsize
         for block in iter(lambda: handle.read(size), b""):
             digest.update(block)
             if finite and dtype.kind == "f":
-                whole = len(block) - len(block) % dtype.itemsize
+                whole = len(block) - len(block) % itemsize
                 finite = bool(np.isfinite(np.frombuffer(block[:whole], dtype=dtype)).all())
     return ArrayContent(digest.hexdigest(), finite)
 
