@@ -145,6 +145,7 @@ def write_text_features(root: Path, width: int = 384, seed: int = 0) -> Path:
             "captions": len(captions),
             "captions_sha256": tf.captions_digest(captions),
             "tokens": int(lengths.sum()),
+            "arrays_sha256": tf.array_digests(folder, split),
         }
     manifest = {
         "format": tf.FORMAT,

@@ -147,6 +147,33 @@ def test_bad_input_is_one_line_and_exit_2(inside, capsys, argv, says):
     assert not (folder / "g.html").exists()
 
 
+def test_gallery_log_writes_only_into_the_models_own_run(inside, tmp_path, capsys, monkeypatch):
+    """A downloaded copy of the model whose model.json names another FINISHED run of the store (an evaluation's):
+    ``--log`` refuses in one line and writes nothing there, nor the page; the model's own run takes it, into an
+    ``--out`` folder made first."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    _, run_id = inside
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    assert itrlab("evaluate", f"runs:/{run_id}/model") == 0
+    unrelated = capsys.readouterr().out.strip().splitlines()[-1].split()[2]
+    client = MlflowClient()
+    assert client.get_run(unrelated).info.status == "FINISHED"
+    copy = Path(mlflow.artifacts.download_artifacts(artifact_uri=f"runs:/{run_id}/model", dst_path=str(tmp_path)))
+    info_file = copy / "artifacts" / "bundle" / "model.json"
+    info_file.write_text(json.dumps({**json.loads(info_file.read_text()), "run_id": unrelated}))
+    assert itrlab("gallery", copy, "--out", tmp_path / "gallery.html", "--log") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"names run {unrelated}, but run {unrelated} logged no model" in err[0], err
+    assert "itrlab.gallery" not in client.get_run(unrelated).data.tags
+    assert "gallery.html" not in [item.path for item in client.list_artifacts(unrelated)]
+    assert not (tmp_path / "gallery.html").exists()
+    out = tmp_path / "pages" / "new" / "gallery.html"
+    assert itrlab("gallery", f"runs:/{run_id}/model", "--out", out, "-n", 2, "--log") == 0
+    assert out.is_file() and f"gallery.html of run {run_id}" in capsys.readouterr().out
+
+
 @pytest.mark.e2e
 @pytest.mark.skipif(CHROMIUM is None, reason=NEEDS_CHROMIUM)
 def test_the_gallery_renders_its_thumbnails_in_a_browser(inside, capsys):

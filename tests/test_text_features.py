@@ -10,6 +10,7 @@ captions of a small precomp folder.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -334,3 +335,215 @@ def test_a_model_on_stored_text_embeds_new_captions_with_their_text_model(stored
         (copy / "text" / "text.json").write_text(json.dumps(manifest))
         with pytest.raises(UserInputError, match=says):
             NewTextFeatures.of(TextFeatures(copy / "text"))
+
+
+# ---------------------------------------------------------------- bad feature files, one line before any work
+
+
+def edit_manifest(folder: Path, edit) -> None:
+    """``edit`` (a function of the manifest dict) applied to ``folder``'s ``text.json``."""
+    manifest = json.loads((folder / "text.json").read_text())
+    edit(manifest)
+    (folder / "text.json").write_text(json.dumps(manifest))
+
+
+def rebind_text(folder: Path) -> None:
+    """Record the sha256 of ``folder``'s arrays, as they are now, in its ``text.json``: a forged folder whose
+    digests agree, so that the checks behind the digests are what refuses it."""
+    import hashlib
+
+    roles = {"tokens": ("tokens", "lengths"), "sentence": ("sentence",)}
+
+    def rebind(manifest):
+        for split, entry in manifest["splits"].items():
+            entry["arrays_sha256"] = {
+                role: hashlib.sha256((folder / f"{split}_{role}.npy").read_bytes()).hexdigest()
+                for kind in manifest["kinds"]
+                for role in roles[kind]
+            }
+
+    edit_manifest(folder, rebind)
+
+
+def test_the_extraction_records_the_digest_of_every_array_and_extracts_a_folder_without_them_again(
+    stored, tmp_path, small_bert_dir
+):
+    from itrlab.files import sha256_file
+
+    root = copy_of(stored, tmp_path)
+    manifest = json.loads((root / "text" / "text.json").read_text())
+    for split, entry in manifest["splits"].items():
+        assert entry["arrays_sha256"] == {
+            kind: sha256_file(root / "text" / f"{split}_{kind}.npy") for kind in ("tokens", "lengths", "sentence")
+        }
+    before = {p.name: p.read_bytes() for p in (root / "text").glob("*.npy")}
+    edit_manifest(root / "text", lambda m: [entry.pop("arrays_sha256") for entry in m["splits"].values()])
+    options = text_job.TextOptions(root, kind="both", model_dir=small_bert_dir, chunk_size=64, progress=False)
+    again = text_job.extract_text(options)
+    assert not again.get("up_to_date") and again["splits"] == manifest["splits"]
+    assert {p.name: p.read_bytes() for p in (root / "text").glob("*.npy")} == before
+
+
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda m: m.pop("hidden_size"), "the text-feature manifest lacks 'hidden_size'"),
+        (lambda m: m.update(splits=[1, 2]), "'splits': got [1, 2]; Input should be a valid dictionary"),
+        (lambda m: m.update(hidden_size="384"), "'hidden_size': got '384'; Input should be a valid integer"),
+        (lambda m: m.update(hidden_size=2**40), "'hidden_size': got 1099511627776"),
+        (lambda m: m.update(kinds=["words"]), "'kinds.0': got 'words'"),
+        (lambda m: m["splits"]["dev"].update(captions=-1), "'splits.dev.captions': got -1"),
+        (lambda m: m["splits"]["dev"].update(tokens=None), "split 'dev' lacks 'tokens'"),
+        (lambda m: m["splits"].update({"../x": m["splits"]["dev"]}), "'splits.../x.[key]': got '../x'"),
+    ],
+)
+def test_a_text_manifest_is_typed_and_a_bad_key_is_one_line(stored, tmp_path, capsys, edit, says):
+    root = copy_of(stored, tmp_path)
+    edit_manifest(root / "text", edit)
+    err = refused(capsys, root)
+    assert "text.json" in err and says in err
+
+
+def rewrite(path: Path, change) -> None:
+    """``path``'s array replaced by ``change(array)``."""
+    array = np.load(path)
+    np.save(path, change(array))
+
+
+@pytest.mark.parametrize(
+    "name, change, says",
+    [
+        ("dev_tokens.npy", lambda a: a.astype(str), "dtype <U"),
+        ("dev_lengths.npy", lambda a: a.astype(np.float32), "dtype float32; caption lengths are integer numbers"),
+        ("dev_lengths.npy", lambda a: np.concatenate([[0], a[1:-1], [a[0] + a[-1]]]), "caption 0 has 0 tokens"),
+        ("dev_lengths.npy", lambda a: a[:-1], "shape (49,), expected (50,)"),
+        ("dev_lengths.npy", lambda a: a.reshape(2, 25), "shape (2, 25), expected (50,)"),
+        ("dev_lengths.npy", lambda a: a + 1, "the lengths add up to"),
+        ("test_tokens.npy", lambda a: np.where(np.arange(len(a))[:, None] == 3, np.nan, a), "NaN or infinite"),
+        ("dev_sentence.npy", lambda a: np.where(np.arange(len(a))[:, None] == 0, np.inf, a), "NaN or infinite"),
+    ],
+)
+def test_every_array_file_is_checked_whole_before_training(stored, tmp_path, capsys, name, change, says):
+    """Each bad array is one line at the run's start, its digest in text.json agreeing (a forged folder): the
+    check behind the digest is what refuses it."""
+    root = copy_of(stored, tmp_path)
+    rewrite(root / "text" / name, change)
+    rebind_text(root / "text")
+    if name.endswith("sentence.npy"):  # sentence vectors are read by a run only where they are asked for
+        from itrlab.data.precomp import read_captions
+
+        with pytest.raises(DataError, match="NaN or infinite") as refusal:
+            TextFeatures(root / "text").check_split("dev", read_captions(root, "dev"), "sentence")
+        assert name in str(refusal.value)
+        return
+    err = refused(capsys, root)
+    assert name in err and says in err
+
+
+@pytest.mark.parametrize(
+    "name, change",
+    [
+        ("test_tokens.npy", lambda a: np.random.default_rng(1).standard_normal(a.shape).astype(a.dtype)),
+        ("train_lengths.npy", lambda a: np.concatenate([[a[0] - 3, a[1] + 3], a[2:]]).astype(a.dtype)),
+    ],
+    ids=["other numbers of the same shape", "three tokens moved to the next caption"],
+)
+def test_arrays_changed_after_the_extraction_are_refused_by_their_digest(stored, tmp_path, capsys, name, change):
+    root = copy_of(stored, tmp_path)
+    rewrite(root / "text" / name, change)
+    err = refused(capsys, root)
+    assert name in err and "are not those text.json recorded" in err and "changed after the extraction" in err
+
+
+def test_nan_in_the_test_split_is_refused_at_the_start_of_training(stored, tmp_path):
+    """Not after every epoch: the run stops before its first step, no checkpoint written."""
+    from itrlab.train import run_experiment
+
+    root = copy_of(stored, tmp_path)
+    rewrite(root / "text" / "test_tokens.npy", lambda a: np.where(np.arange(len(a))[:, None] == 7, np.nan, a))
+    rebind_text(root / "text")
+    with pytest.raises(DataError, match="test_tokens.npy: holds NaN or infinite values"):
+        run_experiment(tiny_config(root), tmp_path / "run")
+    assert not list(tmp_path.glob("run/**/*.pt"))  # no epoch trained
+
+
+@pytest.mark.timeout(60)
+def test_a_token_file_that_is_a_fifo_is_refused_without_opening_it(stored, tmp_path, capsys):
+    root = copy_of(stored, tmp_path)
+    (root / "text" / "dev_tokens.npy").unlink()
+    os.mkfifo(root / "text" / "dev_tokens.npy")
+    err = refused(capsys, root)
+    assert "dev_tokens.npy" in err and "is a FIFO, not a regular file" in err
+
+
+def test_a_folder_extracted_before_the_digests_is_checked_with_one_warning(stored, tmp_path, capsys):
+    from itrlab.data import text_features
+
+    root = copy_of(stored, tmp_path)
+    edit_manifest(root / "text", lambda m: [entry.pop("arrays_sha256") for entry in m["splits"].values()])
+    text_features._unbound.discard((root / "text").resolve())
+    assert main(["check-config", "-c", "vsepp_synthetic_tiny", *on_stored_text(root)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "records no digest of their arrays" in err[0], err
+    rewrite(root / "text" / "dev_tokens.npy", lambda a: np.where(np.arange(len(a))[:, None] == 0, np.inf, a))
+    assert "dev_tokens.npy: holds NaN or infinite values" in refused(capsys, root)
+
+
+def test_each_array_is_read_once_until_its_file_changes(stored, tmp_path):
+    """The digest pass is remembered by file status: a second check reads nothing; bytes rewritten with their
+    modification time set back are read again (their change time moved)."""
+    from itrlab.data import array_checks
+    from itrlab.data.precomp import read_captions
+
+    root = copy_of(stored, tmp_path)
+    captions = read_captions(root, "dev")
+    reads = []
+    real = array_checks._read_pass
+    array_checks._seen.clear()
+    try:
+        array_checks._read_pass = lambda path: reads.append(path.name) or real(path)
+        TextFeatures(root / "text").check_split("dev", captions)
+        assert sorted(reads) == ["dev_lengths.npy", "dev_tokens.npy"]
+        array_checks._seen.clear()  # a new process: the record beside the arrays answers
+        TextFeatures(root / "text").check_split("dev", captions)
+        assert len(reads) == 2 and (root / "text" / array_checks.CACHE).is_file()
+        path = root / "text" / "dev_tokens.npy"
+        status = path.stat()
+        rewrite(path, lambda a: -a)
+        os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+        array_checks._seen.clear()
+        with pytest.raises(DataError, match="are not those text.json recorded"):
+            TextFeatures(root / "text").check_split("dev", captions)
+        assert reads[-1] == "dev_tokens.npy" and len(reads) == 3
+    finally:
+        array_checks._read_pass = real
+
+
+def test_a_run_and_its_model_are_bound_to_the_bytes_they_read(stored, tmp_path, capsys):
+    """``vocab.json`` and ``model.json`` record the digests of the arrays the run read; test tokens overwritten
+    with other numbers of the same shape (and text.json forged to agree): the run's resume and the model refuse
+    them, where ``itrlab evaluate`` gave another table, exit 0."""
+    import itrlab
+    from itrlab.train import run_experiment
+    from itrlab.trained import bundle_from_run
+
+    root = copy_of(stored, tmp_path)
+    run_experiment(tiny_config(root), tmp_path / "run")
+    recorded = json.loads((tmp_path / "run" / "vocab.json").read_text())["arrays_sha256"]
+    manifest = json.loads((root / "text" / "text.json").read_text())
+    assert recorded == {
+        split: {k: v for k, v in e["arrays_sha256"].items() if k != "sentence"}
+        for split, e in manifest["splits"].items()
+    }
+    folder = bundle_from_run(tmp_path / "run", tmp_path / "bundle")
+    assert json.loads((folder / "model.json").read_text())["text_features_sha256"] == recorded
+    assert itrlab.load_model(folder).info.text_encoder == "precomp"
+    rewrite(
+        root / "text" / "test_tokens.npy", lambda a: np.random.default_rng(1).standard_normal(a.shape).astype(a.dtype)
+    )
+    rebind_text(root / "text")
+    with pytest.raises(DataError, match="changed since this run read them .test_tokens.npy"):
+        load_text_tokenizer(tmp_path / "run" / "vocab.json", "precomp")
+    assert main(["evaluate", "--no-tracking", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "test_tokens.npy" in err[0] and "changed since" in err[0], err

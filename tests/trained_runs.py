@@ -29,3 +29,18 @@ def train(experiment: str, run_dir: Path, *overrides: str) -> str | None:
     built = assemble(experiment, ["train.epochs=1", *overrides])
     tracker = MlflowTracker(built.config.experiment_name) if built.config.tracking.enabled else None
     return run_experiment(built, run_dir, tracker=tracker).mlflow_run_id
+
+
+def rebind(folder: Path) -> None:
+    """Record the sha256 of the model folder ``folder``'s files, as they are now, in its ``model.json`` (one that
+    records digests): a forged folder whose digests agree, so that the checks behind the digests are what refuses
+    it."""
+    import hashlib
+    import json
+
+    info = json.loads((folder / "model.json").read_text())
+    if "files_sha256" in info:
+        info["files_sha256"] = {
+            name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in info["files_sha256"]
+        }
+        (folder / "model.json").write_text(json.dumps(info))

@@ -3,7 +3,10 @@
 * :func:`atomic_write_bytes` / :func:`atomic_write_text` / :func:`atomic_write_json` write to a
   temporary sibling, fsync, and rename: a process killed mid-write never leaves a truncated file.
 * :func:`read_json` reads a JSON file and turns an unreadable or malformed one into a
-  :class:`~itrlab.errors.DataError` that names it.
+  :class:`~itrlab.errors.DataError` that names it; :func:`read_record` also types it by one pydantic schema,
+  the first bad key named on one line.
+* :func:`regular_file` refuses what is not a plain file before it is opened (a FIFO would block a reader
+  forever, a device would feed it without end); :func:`sha256_file` is a file's digest.
 * :func:`load_tensors` loads a torch file written by itrlab without unpickling code
   (``weights_only``): a file whose pickle would run something is refused with a message.
 * :func:`file_lock` holds an ``flock`` on a path (a lock file, or a folder itself): blocking, or
@@ -15,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -81,12 +86,50 @@ def atomic_write_json(path: str | Path, payload: Any, indent: int | None = 2) ->
     atomic_write_text(path, json.dumps(payload, indent=indent) + "\n")
 
 
-def read_json(path: str | Path, what: str = "file") -> Any:
-    """The JSON value in ``path``; DataError naming the file (and the line) when it cannot be read or parsed.
+FILE_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def regular_file(path: str | Path, what: str = "file") -> os.stat_result:
+    """The status of ``path`` (links followed) when it is a regular file; DataError naming it otherwise, before
+    anything opens it."""
+    path = Path(path)
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        raise DataError(path, f"{what} not found") from None
+    except OSError as exc:
+        raise DataError(path, f"cannot read the {what}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(status.st_mode):
+        kind = FILE_KINDS.get(stat.S_IFMT(status.st_mode), "not a regular file")
+        raise DataError(path, f"the {what} is {kind}, not a regular file; refused without opening it")
+    return status
+
+
+def sha256_file(path: str | Path) -> str:
+    """The sha256 of the bytes of the file ``path`` (hex), read a MiB at a time."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_json(path: str | Path, what: str = "file", max_bytes: int | None = None) -> Any:
+    """The JSON value in ``path``; DataError naming the file (and the line) when it cannot be read or parsed,
+    is not a regular file, or (``max_bytes``) is larger than that.
 
     ``what`` names the file for the message ("vocabulary file not found").
     """
     path = Path(path)
+    size = regular_file(path, what).st_size
+    if max_bytes is not None and size > max_bytes:
+        raise DataError(path, f"the {what} is {size:,} bytes; at most {max_bytes:,} are read")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -95,6 +138,30 @@ def read_json(path: str | Path, what: str = "file") -> Any:
         raise DataError(path, f"cannot read the {what}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise DataError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+
+
+def read_record(path: str | Path, schema: type, what: str, max_bytes: int = 1 << 20) -> Any:
+    """The JSON object in ``path`` typed by the pydantic model ``schema``: DataError naming the file and its
+    first bad key (what it holds, what is allowed) on one line, before any value of it is used."""
+    return validate_record(path, read_json(path, what, max_bytes), schema, what)
+
+
+def validate_record(path: str | Path, data: Any, schema: type, what: str) -> Any:
+    """``data`` (read from ``path``) typed by the pydantic model ``schema``, as :func:`read_record` types it."""
+    from pydantic import ValidationError
+
+    try:
+        return schema.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = ".".join(str(part) for part in first["loc"]) or "the top level"
+        if first["type"] == "missing":
+            raise DataError(path, f"the {what} lacks '{key}'") from None
+        shown = repr(first.get("input"))
+        if len(shown) > 80:
+            shown = f"{shown[:60]}... ({len(shown):,} characters)"
+        reason = first["msg"].removeprefix("Value error, ")
+        raise DataError(path, f"'{key}': got {shown}; {reason[:200]}") from None
 
 
 @contextlib.contextmanager
@@ -134,6 +201,8 @@ def load_tensors(path: str | Path, what: str = "checkpoint") -> Any:
     import torch
 
     path = Path(path)
+    if path.exists():
+        regular_file(path, what)  # a FIFO would block torch.load forever
     try:
         with torch.serialization.safe_globals(_numpy_value_globals()):
             return torch.load(path, map_location="cpu", weights_only=True)

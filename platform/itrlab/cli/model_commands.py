@@ -16,26 +16,29 @@ def evaluate_main(args: argparse.Namespace) -> int:
     """``itrlab evaluate MODEL [MODEL ...]``: every check first (models, data, protocol: exit 2), then the
     tables, printed, written (``--out``) and logged to one MLflow run tagged with its source runs."""
     from itrlab.trained import evaluate_models, load_model, open_eval_split
+    from itrlab.trained.sources import source_run
 
+    out = output_file(args.out, "--out") if args.out else None
     models = [load_model(source, args.tracking_uri) for source in args.models]
     data = open_eval_split(models, args.data, args.split, args.protocol)
-    tracker = None
+    tracker, runs = None, []
     if not args.no_tracking:
         from itrlab.tracking import MlflowTracker, check_tracking_store
 
         check_tracking_store(args.tracking_uri)
+        runs = [source_run(m, args.tracking_uri, "the evaluation is not tagged with it") for m in models]
         tracker = MlflowTracker(args.experiment, args.tracking_uri)
     result = evaluate_models(models, data)
     print(result.format())
-    if args.out:
+    if out is not None:
         from itrlab.files import atomic_write_json
 
-        atomic_write_json(Path(args.out), result.to_dict())
+        atomic_write_json(out, result.to_dict())
         print(f"written: {args.out}")
     if tracker is not None:
         from itrlab.trained.evaluation import log_evaluation
 
-        run_id = log_evaluation(tracker, models, result)
+        run_id = log_evaluation(tracker, models, result, runs)
         print(f"MLflow: run {run_id} in experiment '{args.experiment}' at {tracker.tracking_uri}")
     return 0
 
@@ -77,16 +80,18 @@ def retrieve_main(args: argparse.Namespace) -> int:
 def gallery_main(args: argparse.Namespace) -> int:
     """``itrlab gallery MODEL --out FILE``: the retrieval gallery of a split whose data came from photos, written
     to ``--out`` and (``--log``) to the MLflow run the model came from; a split without photos is one line."""
-    from itrlab.files import atomic_write_text, check_writable_dir
+    from itrlab.files import atomic_write_text
     from itrlab.trained import load_model, open_eval_split
     from itrlab.trained.gallery import ARTIFACT, build_gallery, render
     from itrlab.trained.photos import split_images
+    from itrlab.trained.sources import source_run
 
-    out = Path(args.out)
-    check_writable_dir(out.parent, "--out")
+    out = output_file(args.out, "--out")
     model = load_model(args.model, args.tracking_uri)
-    if args.log and model.info.run_id is None:
-        raise UserInputError(f"--log: {args.model} names no MLflow run (a model folder without one); drop --log")
+    if args.log:
+        if model.info.run_id is None:
+            raise UserInputError(f"--log: {args.model} names no MLflow run (a model folder without one); drop --log")
+        source_run(model, args.tracking_uri, "--log writes only into the run a model came from", required=True)
     data = open_eval_split([model], args.data, args.split, "all")
     page = render(build_gallery(model, data, split_images(data.split), args.n, args.seed))
     atomic_write_text(out, page)
@@ -97,6 +102,22 @@ def gallery_main(args: argparse.Namespace) -> int:
         MlflowTracker.for_reading(args.tracking_uri).log_gallery(page, ARTIFACT, model.info.run_id)
         print(f"MLflow: {ARTIFACT} of run {model.info.run_id}")
     return 0
+
+
+def output_file(path: str, flag: str) -> Path:
+    """``path`` as a file to write after the work: its folder created (or UserInputError when it cannot be), and
+    UserInputError when ``path`` is a folder or another file that is not a regular one; before anything is
+    scored."""
+    from itrlab.files import check_writable_dir
+
+    out = Path(path).expanduser()
+    if out.is_dir():
+        raise UserInputError(f"{flag}: {out} is a folder; name the file to write (e.g. {out / 'gallery.html'})")
+    if out.exists() and not out.is_file():
+        raise UserInputError(f"{flag}: {out} exists and is not a regular file; name a file to write")
+    check_writable_dir(out.parent, flag)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def add_model_parsers(sub) -> None:

@@ -1,10 +1,11 @@
 """Checks of a config against its data (and the local files of its text encoder).
 
-``check_data`` opens only file headers (array shapes, caption line counts) or the synthetic spec, so
-it is cheap, and runs before Ray, MLflow or training start. :mod:`itrlab.assembly` runs it, then the
-method's own checks against the sizes it returns. ``check_data_content`` reads what a run reads when it
-opens its data (every caption; the features of a sample of images), so that a command refuses bad data
-before it creates its MLflow store, run or run folder.
+``check_data`` opens only file headers (array shapes, caption line counts) or the synthetic spec, and the
+stored text features' arrays, read whole once and remembered by their file status
+(:mod:`itrlab.data.array_checks`), so it is cheap, and runs before Ray, MLflow or training start.
+:mod:`itrlab.assembly` runs it, then the method's own checks against the sizes it returns.
+``check_data_content`` reads what a run reads when it opens its data (every caption; the features of a sample
+of images), so that a command refuses bad data before it creates its MLflow store, run or run folder.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def check_text_encoder(config: ExperimentConfig) -> None:
 
 def check_stored_text(config: ExperimentConfig) -> None:
     """The features stored beside the data that the config reads (:data:`~itrlab.data.kinds.STORED_FEATURES`; with
-    ``model.text.encoder=precomp``, the text features): there, whole, and of each split's captions in their order
-    (a DataError naming the file otherwise)."""
+    ``model.text.encoder=precomp``, the text features): there, whole, every value finite, their bytes those their
+    manifest records, and of each split's captions in their order (a DataError naming the file otherwise)."""
     kind = kind_of(config.dataset)
     for stored in STORED_FEATURES.values():
         if stored.wanted(config):

@@ -15,7 +15,14 @@ over stored features, as the image tower already is. ``jobs/extract_features.py 
 
 Which captions: ``{split}_caps.txt`` of the precomp folder, in its order. ``text.json`` keeps the sha256
 of each split's caption lines, so text features of another data set, or of the same captions in another
-order, are refused before training (:meth:`TextFeatures.open_split`).
+order, are refused before training (:meth:`TextFeatures.open_split`), and the sha256 of each array file's
+bytes (``arrays_sha256``), so that arrays changed after the extraction (other numbers of the same shape,
+tokens moved from one caption to the next) are refused too. ``text.json`` is typed by one schema
+(:mod:`itrlab.data.text_manifest`: each key's type and bounds, the first bad key named on one line); each
+split's arrays are checked whole when a run starts and when a model opens them: dtype, shape, the lengths
+(integers, each at least 1, their sum the token count), every value finite, the bytes' digest
+(:mod:`itrlab.data.array_checks`, remembered by file status so that a second check reads nothing). A folder
+whose ``text.json`` predates ``arrays_sha256`` is checked without it, and one warning says so.
 
 Where: ``dataset.text_features`` names the folder; by default ``<dataset.root>/text``, or, for a pooled
 layout derived from a grid (``<grid>/pool3x3/``, which holds ``layout.json``), the grid's ``<grid>/text``:
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +45,11 @@ from typing import Any
 
 import numpy as np
 
+from itrlab.data.array_checks import array_content, open_array
 from itrlab.data.kinds.registry import StoredFeatures, register_stored
+from itrlab.data.text_manifest import TextManifest, typed_digests
 from itrlab.errors import DataError
-from itrlab.files import atomic_write_text, read_json
+from itrlab.files import atomic_write_text, read_json, validate_record
 
 MANIFEST = "text.json"
 FORMAT = "itrlab-text-features"
@@ -48,6 +58,8 @@ TOKENIZER_FORMAT = "itrlab-stored-text"
 KINDS = ("tokens", "sentence")  # what a folder may hold: token states, sentence vectors
 DEFAULT_FOLDER = "text"
 LAYOUT_MANIFEST = "layout.json"  # itrlab.extract.layouts: a pooled layout derived from a grid
+_log = logging.getLogger(__name__)
+_unbound: set[Path] = set()  # folders whose text.json records no digest of its arrays, said once per process
 
 
 def tokens_path(folder: Path, split: str) -> Path:
@@ -82,6 +94,19 @@ def resolve_folder(root: str | Path, configured: str | Path | None = None) -> Pa
     if not own.exists() and (root / LAYOUT_MANIFEST).is_file() and grid.exists():
         return grid
     return own
+
+
+def array_files(folder: Path, split: str, kind: str = "tokens") -> dict[str, Path]:
+    """The array files of ``split``'s stored ``kind``, by their role (``tokens``, ``lengths``; ``sentence``)."""
+    if kind == "tokens":
+        return {"tokens": tokens_path(folder, split), "lengths": lengths_path(folder, split)}
+    return {"sentence": sentence_path(folder, split)}
+
+
+def array_digests(folder: Path, split: str, kind: str = "tokens") -> dict[str, str]:
+    """The sha256 of each array file of ``split``'s ``kind``, by role (read once, :mod:`~itrlab.data.array_checks`):
+    what ``text.json`` records as the split's ``arrays_sha256``."""
+    return {role: array_content(path).sha256 for role, path in array_files(folder, split, kind).items()}
 
 
 @dataclass
@@ -158,7 +183,7 @@ class TextFeatures:
                 "missing: the text features in this folder are unfinished or absent "
                 "(re-run jobs/extract_features.py --text; it resumes)",
             )
-        manifest = read_json(manifest_file, "text-feature manifest")
+        manifest = read_json(manifest_file, "text-feature manifest", 1 << 20)
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise DataError(manifest_file, f"not an itrlab text-feature manifest (format {FORMAT!r} expected)")
         if manifest.get("version") != FORMAT_VERSION:
@@ -166,10 +191,11 @@ class TextFeatures:
                 manifest_file,
                 f"format version {manifest.get('version')!r}; this itrlab reads {FORMAT_VERSION}: extract them again",
             )
+        typed = validate_record(manifest_file, manifest, TextManifest, "text-feature manifest")
         self.manifest = manifest
-        self.width = int(manifest["hidden_size"])
-        self.kinds = tuple(manifest.get("kinds", ()))
-        self.splits: dict[str, dict[str, Any]] = dict(manifest.get("splits", {}))
+        self.width = typed.hidden_size
+        self.kinds = tuple(typed.kinds)
+        self.splits: dict[str, dict[str, Any]] = {name: entry.model_dump() for name, entry in typed.splits.items()}
 
     @property
     def model(self) -> dict[str, Any]:
@@ -226,19 +252,57 @@ class TextFeatures:
                 f"{captions_digest(captions)[:12]}): another data set or another caption "
                 f"order; extract them again for this data set",
             )
-        expected = {
-            "tokens": [(tokens_path, (int(entry.get("tokens", -1)), self.width)), (lengths_path, (len(captions),))],
-            "sentence": [(sentence_path, (len(captions), self.width))],
-        }[kind]
-        for path_of, shape in expected:
-            _check_array(path_of(self.folder, split), shape)
         if kind == "tokens":
-            lengths = np.load(lengths_path(self.folder, split), allow_pickle=False)
-            if int(lengths.sum()) != int(entry.get("tokens", -1)) or (lengths < 1).any():
+            if entry.get("tokens") is None:
+                raise DataError(manifest_file, f"split {split!r} lacks 'tokens' (the count of its token states)")
+            open_array(tokens_path(self.folder, split), (entry["tokens"], self.width), "f", "text features")
+            self._check_lengths(split, len(captions), entry["tokens"])
+        else:
+            open_array(sentence_path(self.folder, split), (len(captions), self.width), "f", "text features")
+        self._check_content(split, kind)
+
+    def _check_lengths(self, split: str, n_captions: int, tokens: int) -> None:
+        """DataError unless ``{split}_lengths.npy`` holds one integer of at least 1 per caption, adding up to
+        ``tokens``."""
+        path = lengths_path(self.folder, split)
+        lengths = np.asarray(open_array(path, (n_captions,), "iu", "caption lengths"))
+        if len(lengths) and int(lengths.min()) < 1:
+            first = int(lengths.argmin())
+            raise DataError(path, f"caption {first} has {int(lengths[first])} tokens; each has at least 1")
+        if int(lengths.sum(dtype=np.int64)) != tokens:
+            raise DataError(
+                path, f"the lengths add up to {int(lengths.sum(dtype=np.int64)):,} tokens, the manifest says {tokens:,}"
+            )
+
+    def array_files(self, split: str, kind: str = "tokens") -> dict[str, Path]:
+        return array_files(self.folder, split, kind)
+
+    def array_digests(self, split: str, kind: str = "tokens") -> dict[str, str]:
+        return array_digests(self.folder, split, kind)
+
+    def _check_content(self, split: str, kind: str) -> None:
+        """DataError unless every value of the split's arrays is finite and their bytes are those ``text.json``
+        recorded (a folder that recorded none: one warning, once)."""
+        recorded = self.splits[split].get("arrays_sha256") or {}
+        for role, path in self.array_files(split, kind).items():
+            content = array_content(path)
+            if not content.finite:
+                raise DataError(path, "holds NaN or infinite values; extract the text features again")
+            if role in recorded and recorded[role] != content.sha256:
                 raise DataError(
-                    lengths_path(self.folder, split),
-                    f"the lengths add up to {int(lengths.sum()):,} tokens, the manifest says {entry.get('tokens')}",
+                    path,
+                    f"its bytes (sha256 {content.sha256[:12]}) are not those {MANIFEST} recorded "
+                    f"({recorded[role][:12]}): changed after the extraction; extract the text features again",
                 )
+        if not recorded and self.folder not in _unbound:
+            _unbound.add(self.folder)
+            _log.warning(
+                "text features in %s: %s records no digest of their arrays (extracted before itrlab recorded them): "
+                "their shapes, lengths and values are checked, not that their bytes are the extraction's; "
+                "extract them again to bind them",
+                self.folder,
+                MANIFEST,
+            )
 
     def open_split(self, split: str, captions: Sequence[str], max_len: int | None = None) -> SplitText:
         """The token states of ``split``, checked against its ``captions`` (see :meth:`check_split`)."""
@@ -253,14 +317,37 @@ class TextFeatures:
             "folder": str(self.folder),
             "fingerprint": self.fingerprint,
             "width": self.width,
+            "arrays_sha256": self.every_digest(),
         }
         atomic_write_text(path, json.dumps(payload, indent=1) + "\n")
+
+    def every_digest(self) -> dict[str, dict[str, str]]:
+        """The sha256 of every array file of every split's token states, by split and role: what binds a run (its
+        ``vocab.json``) and a model (its ``model.json``) to the bytes they read."""
+        return {split: self.array_digests(split) for split in sorted(self.splits)} if "tokens" in self.kinds else {}
+
+    def check_digests(self, recorded: dict[str, dict[str, str]], where: Path, what: str) -> None:
+        """DataError naming ``where`` unless each array file ``recorded`` names still has the recorded digest."""
+        for split, roles in recorded.items():
+            if split not in self.splits:
+                raise DataError(where, f"{what} read split {split!r}, which {self.folder / MANIFEST} no longer holds")
+            found = self.array_digests(split)
+            for role, digest in roles.items():
+                if found.get(role) != digest:
+                    raise DataError(
+                        where,
+                        f"the text features in {self.folder} changed since {what} read them "
+                        f"({self.array_files(split)[role].name}: sha256 {str(found.get(role))[:12]}, "
+                        f"{what} read {str(digest)[:12]})",
+                    )
 
     @classmethod
     def load(cls, path: str | Path) -> TextFeatures:
         payload = read_json(path, "tokenizer file")
         if not isinstance(payload, dict) or payload.get("format") != TOKENIZER_FORMAT:
             raise DataError(path, "not an itrlab stored-text tokenizer file")
+        if not isinstance(payload.get("folder"), str):
+            raise DataError(path, f"'folder': got {payload.get('folder')!r}; the folder of the text features")
         features = cls(payload["folder"])
         if features.fingerprint != payload.get("fingerprint"):
             raise DataError(
@@ -268,6 +355,9 @@ class TextFeatures:
                 f"the text features in {features.folder} changed since this run started "
                 f"(fingerprint {features.fingerprint}, the run used {payload.get('fingerprint')})",
             )
+        recorded = payload.get("arrays_sha256")
+        if recorded is not None:
+            features.check_digests(typed_digests(path, recorded), path, "this run")
         return features
 
 
@@ -294,20 +384,6 @@ class StoredText(StoredFeatures):
             features.check_split(split, read_captions(dataset.root, split), "tokens")
 
 
-def _check_array(path: Path, shape: tuple[int, ...]) -> None:
-    """DataError unless ``path`` is a whole .npy of ``shape`` (a truncated file is caught by its size)."""
-    if not path.is_file():
-        raise DataError(path, "missing (the text features are incomplete: re-run jobs/extract_features.py --text)")
-    try:
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise DataError(path, f"unreadable or truncated ({exc})") from None
-    if tuple(array.shape) != tuple(shape):
-        raise DataError(
-            path, f"shape {tuple(array.shape)}, expected {tuple(shape)}: truncated or from another extraction"
-        )
-
-
 __all__ = [
     "DEFAULT_FOLDER",
     "KINDS",
@@ -316,6 +392,7 @@ __all__ = [
     "StoredText",
     "TOKENIZER_FORMAT",
     "TextFeatures",
+    "array_digests",
     "captions_digest",
     "lengths_path",
     "resolve_folder",

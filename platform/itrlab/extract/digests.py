@@ -17,18 +17,10 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from itrlab.files import atomic_write_text
+from itrlab.files import atomic_write_text, sha256_file
 
 CACHE = ".image_digests.json"
 UNREADABLE = "unreadable"  # the digest of a missing or unreadable file (the image scan reports it)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _read_cache(path: Path) -> dict[str, list]:

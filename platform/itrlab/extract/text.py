@@ -37,6 +37,7 @@ from itrlab.data.text_features import (
     FORMAT_VERSION,
     MANIFEST,
     TextFeatures,
+    array_digests,
     captions_digest,
     lengths_path,
     sentence_path,
@@ -158,7 +159,7 @@ def plan_text(options: TextOptions, log: Callable[[str], None]) -> TextPlan | di
     manifest_file = options.folder / MANIFEST
     if manifest_file.is_file():
         old = read_json(manifest_file, "text-feature manifest")
-        if isinstance(old, dict) and old.get("fingerprint") == fingerprint:
+        if isinstance(old, dict) and old.get("fingerprint") == fingerprint and _binds_its_arrays(old):
             return old
         if isinstance(old, dict) and not options.overwrite:
             chosen = [
@@ -181,6 +182,15 @@ def plan_text(options: TextOptions, log: Callable[[str], None]) -> TextPlan | di
             f"extracting them again"
         )
     return TextPlan(options, captions, settings, fingerprint, model_dir=model_dir)
+
+
+def _binds_its_arrays(manifest: dict[str, Any]) -> bool:
+    """Whether a manifest records the digest of every split's arrays (one written before it did is extracted
+    again: its arrays cannot be checked against the extraction)."""
+    splits = manifest.get("splits")
+    return isinstance(splits, dict) and all(
+        isinstance(entry, dict) and isinstance(entry.get("arrays_sha256"), dict) for entry in splits.values()
+    )
 
 
 def _prepare_work(plan: TextPlan) -> None:
@@ -325,6 +335,7 @@ def _assemble(plan: TextPlan, stats: dict[str, float], started: float) -> dict[s
             "tokens": int(lengths.sum()),
             "max_tokens": int(lengths.max()),
             "mean_tokens": round(float(lengths.mean()), 2),
+            "arrays_sha256": {role: sha for kind in kinds for role, sha in array_digests(folder, split, kind).items()},
         }
     manifest = {
         "format": FORMAT,

@@ -409,12 +409,12 @@ class MlflowTracker(RunReader):
             self.client.log_inputs(self.run_id, datasets=inputs)
 
     @_store_writes
-    def log_model(self, bundle: str | Path, loader: str, requirements: list[str]) -> str:
+    def log_model(self, bundle: str | Path, requirements: list[str]) -> str:
         """Log the itrlab model folder ``bundle`` as this run's MLflow model (``pyfunc``, artifact ``model``,
         :mod:`itrlab.tracking.models`); its URI."""
         from itrlab.tracking.models import log_model_folder
 
-        return log_model_folder(self.client, self.run_id, bundle, loader, requirements)
+        return log_model_folder(self.client, self.run_id, bundle, requirements)
 
     @_store_writes
     def log_gallery(self, page: str, artifact: str, run_id: str | None = None) -> None:

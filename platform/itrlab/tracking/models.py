@@ -9,11 +9,15 @@ site-packages: docs/speed.md#figures-behind-the-codes-choices), which a training
 flavor's loader (:func:`_load_pyfunc`, no pickled Python object), and the environment files
 (``requirements.txt``, ``conda.yaml``, ``python_env.yaml``) with the installed versions of the few packages it
 names, so that ``mlflow.pyfunc.load_model`` and ``mlflow models serve`` open it as any pyfunc model.
-:class:`ItrlabPyfunc` opens the folder through ``loader``, a ``module:function`` that the layer which knows how
-to build a method names when it logs (this package sits below the methods and may not import them), and its
-``predict`` embeds captions (column ``caption``) or image region features (column ``features``: one (R, D)
+:class:`ItrlabPyfunc` opens the folder through ``loader``, the ``module:function`` of the layer which knows how
+to build a method (this package sits below the methods and may not import them: it names it, :data:`LOADER`), and
+its ``predict`` embeds captions (column ``caption``) or image region features (column ``features``: one (R, D)
 nested list per row). A model logged before (MLflow's models from code) holds its own code file, which builds an
 :class:`ItrlabPyfunc` through ``load_context``: it loads as it did.
+
+``MLmodel`` is data that anyone who can write the model's artifacts can change: its ``loader`` is read as a name
+and compared with :data:`LOADER` before anything is imported, so that a model naming any other function
+(``runpy:run_path`` and a ``__main__.py`` planted beside it) is refused in one line and runs nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 import mlflow
 import pandas as pd
 import yaml
+from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model
 from mlflow.utils.environment import _mlflow_conda_env, _PythonEnv
@@ -39,11 +44,21 @@ ARTIFACT = "model"  # the run's artifact path of its model: runs:/<id>/model
 BUNDLE = "bundle"  # the pyfunc's artifact that holds itrlab's model folder
 MODEL_TAG = "itrlab.model"  # on a run that logged its model: the model's URI (a sweep's report links it)
 GALLERY_TAG = "itrlab.gallery"  # on a run that logged a retrieval gallery: its artifact path
+LOADER = "itrlab.trained.model:open_bundle"  # the one function that opens a model folder (itrlab.trained)
+FETCHED = ("runs", "models", "mlflow-artifacts", "file")  # the URI schemes MLflow fetches a model by here
+BUNDLE_PATH = f"{ARTIFACT}/artifacts/{BUNDLE}"  # a run's logged model folder, as an artifact path
 
 
-def load_loader(name: str):
-    """The function ``module:function`` names."""
-    module, _, function = name.partition(":")
+def load_loader(name: object):
+    """The function :data:`LOADER` names, when ``name`` is that; UserInputError (one line) for any other name,
+    before anything is imported."""
+    if name != LOADER:
+        shown = repr(name) if len(repr(name)) <= 80 else f"{repr(name)[:60]}..."
+        raise UserInputError(
+            f"an itrlab model's MLmodel names the loader {shown}; itrlab opens its models with {LOADER!r} "
+            f"only: refused, nothing imported (the MLmodel was changed after itrlab wrote it)"
+        )
+    module, _, function = LOADER.partition(":")
     return getattr(importlib.import_module(module), function)
 
 
@@ -53,7 +68,7 @@ class ItrlabPyfunc(mlflow.pyfunc.PythonModel):
     a ``features`` column the images' embeddings."""
 
     def load_context(self, context) -> None:
-        self.model = load_loader(context.model_config["loader"])(context.artifacts[BUNDLE])
+        self.model = load_loader((context.model_config or {}).get("loader"))(context.artifacts[BUNDLE])
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None):
         columns = set(getattr(model_input, "columns", ()))
@@ -85,7 +100,7 @@ def _load_pyfunc(data_path: str, model_config: dict[str, Any] | None = None) -> 
     """The pyfunc flavor's loader (``loader_module`` of the models :func:`save_pyfunc` writes): the itrlab model
     folder at ``data_path`` opened by the ``loader`` its ``model_config`` names."""
     opened = ItrlabPyfunc()
-    opened.model = load_loader((model_config or {})["loader"])(data_path)
+    opened.model = load_loader((model_config or {}).get("loader"))(data_path)
     return LoadedPyfunc(opened)
 
 
@@ -101,7 +116,7 @@ def pinned(requirements: list[str]) -> list[str]:
     return pins
 
 
-def save_pyfunc(bundle: str | Path, destination: str | Path, loader: str, requirements: list[str]) -> Path:
+def save_pyfunc(bundle: str | Path, destination: str | Path, requirements: list[str]) -> Path:
     """The MLflow model folder of the itrlab model folder ``bundle`` at ``destination`` (which must not exist)."""
     destination = Path(destination)
     destination.mkdir(parents=True)
@@ -119,7 +134,7 @@ def save_pyfunc(bundle: str | Path, destination: str | Path, loader: str, requir
         data=str(data),
         conda_env="conda.yaml",
         python_env="python_env.yaml",
-        model_config={"loader": loader},
+        model_config={"loader": LOADER},
     )
     model.save(str(destination / "MLmodel"))
     return destination
@@ -137,33 +152,72 @@ def is_model_uri(text: str) -> bool:
     return bool(sep) and len(scheme) > 1 and scheme.replace("-", "").isalnum()
 
 
+def check_model_uri(uri: str) -> None:
+    """UserInputError (one line naming the scheme) for a URI whose scheme is not one MLflow fetches a model by
+    here (:data:`FETCHED`: an object store or a web address is reached through a run, ``runs:/...``)."""
+    scheme = uri.partition(":")[0].lower()
+    if scheme not in FETCHED:
+        raise UserInputError(
+            f"model {uri[:200]!r}: itrlab does not fetch models by '{scheme}' URIs; name a model by "
+            f"{', '.join(f'{name}:' for name in FETCHED)} URIs (a model in an object store or on a web server is "
+            f"reached through its run: runs:/<run id>/model), a run id or a folder"
+        )
+
+
 def download_model(uri: str, destination: str | Path, tracking_uri: str | None = None) -> Path:
-    """The MLflow model at ``uri`` copied under ``destination``; UserInputError (one line) when there is none."""
+    """The MLflow model at ``uri`` copied under ``destination``; UserInputError (one line, with the likely cause)
+    when there is none."""
     from itrlab.tracking.store import resolve_tracking_uri
 
+    check_model_uri(uri)
+    store = resolve_tracking_uri(tracking_uri)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
         path = Path(
-            mlflow.artifacts.download_artifacts(
-                artifact_uri=uri, dst_path=str(destination), tracking_uri=resolve_tracking_uri(tracking_uri)
-            )
+            mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(destination), tracking_uri=store)
         )
     except (MlflowException, OSError) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserInputError(
-            f"{uri}: no logged itrlab model there ({reason[:200]}); a run logs its model when "
-            f"output.log_model is 'best' (the default)"
+            f"{uri}: no logged itrlab model there ({reason[:200]}); {_likely_cause(uri, store)}"
         ) from None
     if not (path / "MLmodel").is_file() or bundle_of(path) is None:
         raise UserInputError(f"{uri} is not an itrlab model (no MLmodel with an itrlab bundle)")
     return path
 
 
-def log_model_folder(client, run_id: str, bundle: str | Path, loader: str, requirements: list[str]) -> str:
+def _likely_cause(uri: str, store: str) -> str:
+    """Why a model URI that MLflow could not fetch has no model: its run is not in the store, or it is and logged
+    no model."""
+    scheme, _, rest = uri.partition(":/")
+    if scheme != "runs":
+        return f"is it in the MLflow store {store} (--tracking-uri, MLFLOW_TRACKING_URI)?"
+    run_id = rest.strip("/").partition("/")[0]
+    try:
+        MlflowClient(tracking_uri=store).get_run(run_id)
+    except MlflowException:
+        return (
+            f"the MLflow store {store} holds no run {run_id}: a run of another store "
+            f"(--tracking-uri, MLFLOW_TRACKING_URI), or a mistyped id"
+        )
+    return f"run {run_id} logged no model: a run logs its model when output.log_model is 'best' (the default)"
+
+
+def logged_bundle_file(client, run_id: str, name: str, destination: str | Path) -> Path | None:
+    """The file ``name`` of the itrlab model folder that run ``run_id`` logged, copied under ``destination``;
+    None when the run logged no such file."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    try:
+        return Path(client.download_artifacts(run_id, f"{BUNDLE_PATH}/{name}", str(destination)))
+    except (MlflowException, OSError):
+        return None
+
+
+def log_model_folder(client, run_id: str, bundle: str | Path, requirements: list[str]) -> str:
     """Log ``bundle`` as run ``run_id``'s pyfunc model (artifact ``model``); its URI ``runs:/<id>/model``."""
     # not "itrlab-": /tmp/itrlab-* are local clusters' folders (itrlab.local_cluster), which tests count
     with tempfile.TemporaryDirectory(prefix="itrlab_model_") as scratch:
-        folder = save_pyfunc(bundle, Path(scratch) / ARTIFACT, loader, requirements)
+        folder = save_pyfunc(bundle, Path(scratch) / ARTIFACT, requirements)
         client.log_artifacts(run_id, str(folder), ARTIFACT)
     uri = f"runs:/{run_id}/{ARTIFACT}"
     client.set_tag(run_id, MODEL_TAG, uri)

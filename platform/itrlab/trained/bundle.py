@@ -3,7 +3,9 @@
 ::
 
     model.json        what it is: method, feature layout (regions x width), text encoder, training captions,
-                      whether it embeds images and captions apart, the run it came from
+                      whether it embeds images and captions apart, the run it came from; the sha256 of every
+                      other file of the folder (``files_sha256``) and, for a model on stored text features, of
+                      the arrays it was trained on (``text_features_sha256``: each split's tokens and lengths)
     weights.pt        the model's state dict (the run's ``model.pt``: a cooperative scheme's target branch),
                       read weights-only
     config.yaml       the run's resolved config
@@ -12,21 +14,27 @@
     test_recall.json  its test table, as the run logged it
 
 Nothing in it is unpickled: weights through ``torch.load(weights_only=True)``, the rest JSON and YAML.
+``model.json`` is typed by one schema (:class:`ModelInfo`: each size an integer within bounds, each name a short
+string) before anything is built from it, so that a size of 2**31 allocates nothing.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Annotated, Literal
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from itrlab.config import ExperimentConfig
 from itrlab.data.precomp import inspect_precomp
+from itrlab.data.text_features import TextFeatures
+from itrlab.data.text_manifest import ArrayDigests, Sha256
+from itrlab.data.tokenizers import TEXT_ENCODERS
 from itrlab.errors import UserInputError
-from itrlab.files import atomic_write_text, load_tensors, read_json
+from itrlab.files import atomic_write_text, load_tensors, read_json, sha256_file, validate_record
 
 FORMAT, VERSION = "itrlab-model", 1
 INFO, WEIGHTS, CONFIG = "model.json", "weights.pt", "config.yaml"
@@ -39,41 +47,46 @@ RUN_MODEL, RUN_VOCAB, RUN_TEST, RUN_CONFIG = (
 )  # a run folder's files (itrlab.train)
 
 
-@dataclass(frozen=True)
-class ModelInfo:
-    """What a trained model expects and where it came from (``model.json``)."""
+MAX_FEATURE_DIM = 1 << 16  # D of an image's region features (the papers' Faster R-CNN regions: 2,048)
+MAX_REGIONS = 10_000  # R (36 regions, a 7 x 7 grid; a 100 x 100 grid at most)
+MAX_CAPTIONS = 10**8  # training captions (COCO: 566,747): CODER sizes a state by them
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
-    method: str
-    feature_dim: int  # D of the (R, D) region features of an image
-    n_regions: int  # R of the data it trained on
-    text_encoder: str  # bigru, bert or precomp (stored text features)
-    n_train_captions: int
+
+class ModelInfo(BaseModel):
+    """What a trained model expects and where it came from (``model.json``), typed and bounded."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
+
+    method: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,64}$")]
+    feature_dim: Annotated[int, Field(ge=1, le=MAX_FEATURE_DIM)]  # D of the (R, D) region features of an image
+    n_regions: Annotated[int, Field(ge=1, le=MAX_REGIONS)]  # R of the data it trained on
+    text_encoder: Literal[TEXT_ENCODERS]  # bigru, bert or precomp (stored text features)
+    n_train_captions: Annotated[int, Field(ge=1, le=MAX_CAPTIONS)]
     embeds_apart: bool  # False: it scores pairs jointly (cross-attention), no separate embeddings
-    dataset: str
-    test_protocol: str
-    run_id: str | None = None  # the MLflow run it was logged to
-    run_dir: str | None = None
+    dataset: Name
+    test_protocol: Name
+    run_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")] | None = None  # the MLflow run it came from
+    run_dir: Annotated[str, StringConstraints(max_length=4096)] | None = None
+    files_sha256: dict[Literal[WEIGHTS, CONFIG, TOKENIZER, TEST], Sha256] | None = None  # None: bundled before
+    text_features_sha256: ArrayDigests | None = None  # a model on stored text features: the arrays it read
 
     def layout(self) -> str:
         return f"{self.n_regions} regions x {self.feature_dim}"
 
     @classmethod
     def read(cls, path: Path) -> ModelInfo:
-        payload = read_json(path, "model description")
+        payload = read_json(path, "model description", 1 << 20)
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             raise UserInputError(f"{path} is not an itrlab model description (format '{FORMAT}')")
         if payload.get("version") != VERSION:
             raise UserInputError(
                 f"{path}: itrlab model version {payload.get('version')!r}; this itrlab reads {VERSION}"
             )
-        names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(payload) - {"run_id", "run_dir"})
-        if missing:
-            raise UserInputError(f"{path} lacks {', '.join(missing)}")
-        return cls(**{key: value for key, value in payload.items() if key in names})
+        return validate_record(path, payload, cls, "model description")
 
     def write(self, path: Path) -> None:
-        atomic_write_text(path, json.dumps({"format": FORMAT, "version": VERSION, **asdict(self)}, indent=2))
+        atomic_write_text(path, json.dumps({"format": FORMAT, "version": VERSION, **self.model_dump()}, indent=2))
 
 
 def write_bundle(
@@ -94,16 +107,21 @@ def write_bundle(
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise UserInputError(f"{run_dir / RUN_MODEL} is not an itrlab model checkpoint (no model entry)")
     torch.save(state["model"], destination / WEIGHTS)  # the weights alone: a few hundred kB on the synthetic data
+    text = None
+    if config.model.text.encoder == "precomp":  # the arrays the run read (checked against its own record)
+        text = TextFeatures.load(run_dir / RUN_VOCAB).every_digest()
     ModelInfo(
-        config.method.name,
-        train.feature_dim,
-        train.n_regions,
-        config.model.text.encoder,
-        train.n_captions,
-        embeds_apart,
-        dataset.name,
-        config.eval.test_protocol,
-        run_id,
-        str(run_dir),
+        method=config.method.name,
+        feature_dim=train.feature_dim,
+        n_regions=train.n_regions,
+        text_encoder=config.model.text.encoder,
+        n_train_captions=train.n_captions,
+        embeds_apart=embeds_apart,
+        dataset=dataset.name,
+        test_protocol=config.eval.test_protocol,
+        run_id=run_id,
+        run_dir=str(run_dir),
+        files_sha256={name: sha256_file(destination / name) for name in (WEIGHTS, CONFIG, TOKENIZER, TEST)},
+        text_features_sha256=text,
     ).write(destination / INFO)
     return destination

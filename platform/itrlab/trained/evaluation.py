@@ -54,7 +54,16 @@ class Evaluation:
 
 
 def check_ensemble(models: Sequence[TrainedModel]) -> None:
-    """UserInputError when the members expect different inputs (feature layouts)."""
+    """UserInputError when two members are one model (the same weights, however each is named) or the members
+    expect different inputs (feature layouts)."""
+    seen: dict[str, TrainedModel] = {}
+    for model in models:
+        twin = seen.setdefault(model.weights_sha256, model)
+        if twin is not model:
+            raise UserInputError(
+                f"ensemble: {twin.source} and {model.source} are one model (the same weights, sha256 "
+                f"{model.weights_sha256[:12]}); an ensemble's members are different models"
+            )
     first = models[0]
     for model in models[1:]:
         if (model.info.n_regions, model.info.feature_dim) != (first.info.n_regions, first.info.feature_dim):
@@ -129,11 +138,14 @@ def evaluate_models(models: Sequence[TrainedModel], data: EvalData) -> Evaluatio
     return Evaluation(data, members, ensemble)
 
 
-def log_evaluation(tracker, models: Sequence[TrainedModel], result: Evaluation) -> str:
+def log_evaluation(
+    tracker, models: Sequence[TrainedModel], result: Evaluation, source_runs: Sequence[str | None]
+) -> str:
     """One MLflow run of ``result``: the ensemble's table (else the model's) as its metrics and ``test`` table,
-    each member's table as ``member<k>`` metrics, tags naming the source runs and models; its id."""
+    each member's table as ``member<k>`` metrics, tags naming the models and their source runs (``source_runs``,
+    each checked by :func:`itrlab.trained.sources.source_run`; None: not named); its id."""
     data = result.data
-    sources = {f"itrlab.source_run.{k}": model.info.run_id for k, model in enumerate(models, 1) if model.info.run_id}
+    sources = {f"itrlab.source_run.{k}": run for k, run in enumerate(source_runs, 1) if run}
     kind = f"ensemble of {len(models)}" if len(models) > 1 else "model"
     tags = {
         "itrlab.evaluation": kind,

@@ -1,9 +1,19 @@
 """A trained model opened for use (issue 43): it embeds image features, embeds raw captions (tokenized as in
 training) and scores pairs, for every method; a model that scores pairs jointly (cross-attention) says that it
-has no separate embeddings. :func:`open_bundle` reads a model folder (:mod:`itrlab.trained.bundle`) safely."""
+has no separate embeddings. :func:`open_bundle` reads a model folder (:mod:`itrlab.trained.bundle`) safely, and
+checks that the model is what its ``model.json`` says before anything is scored:
+
+* every file of the folder is a regular file (a FIFO would block a reader forever) whose sha256 is the one
+  ``model.json`` records, and a model on stored text features reads the arrays it was trained on (their digests);
+  a model bundled before the digests opens with one warning naming what cannot be checked;
+* ``model.json``'s identity (method, text encoder, data set, test protocol, whether it embeds apart) is that of
+  the ``config.yaml`` beside it, and, for a model named by its run (``runs:/<id>/...``), its run is that one;
+* the weights hold a tensor of the method's own dtype at each of its names, every value finite.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,14 +27,16 @@ from itrlab.data import PrecompSplit
 from itrlab.data.dataset import eval_loaders
 from itrlab.data.text_features import TextFeatures
 from itrlab.data.tokenizers import load_text_tokenizer
-from itrlab.errors import UserInputError
+from itrlab.errors import DataError, UserInputError
 from itrlab.eval import RecallTable, ScoreFn
-from itrlab.files import load_tensors, read_json
+from itrlab.files import load_tensors, read_json, regular_file, sha256_file
 from itrlab.methods import METHODS
 from itrlab.methods.base import MethodModule
 from itrlab.methods.context import BuildContext
 from itrlab.methods.registry import scheme_of
 from itrlab.trained.bundle import CONFIG, INFO, TEST, TOKENIZER, WEIGHTS, ModelInfo
+
+_log = logging.getLogger(__name__)
 
 
 def plain_config(config: ExperimentConfig) -> ExperimentConfig:
@@ -45,6 +57,8 @@ class TrainedModel:
         info: ModelInfo,
         test: RecallTable | None,
         source: str,
+        weights_sha256: str = "",
+        from_run: str | None = None,
     ):
         self.method, self.config, self.tokenizer, self.info, self.test, self.source = (
             method,
@@ -54,6 +68,8 @@ class TrainedModel:
             test,
             source,
         )
+        self.weights_sha256 = weights_sha256  # what names the model whatever it is called (ensembles)
+        self.from_run = from_run  # the run it was read from (runs:/<id>/..., a run folder), None: not known
         self.method.eval()
 
     def __repr__(self) -> str:
@@ -140,16 +156,26 @@ class TrainedModel:
         return self.method.score_fn(split, self.tokenizer, self.batch_size)
 
 
-def open_bundle(folder: str | Path, source: str | None = None) -> TrainedModel:
-    """The model in ``folder`` (written by :func:`itrlab.trained.bundle.write_bundle`), built and loaded."""
+def open_bundle(folder: str | Path, source: str | None = None, from_run: str | None = None) -> TrainedModel:
+    """The model in ``folder`` (written by :func:`itrlab.trained.bundle.write_bundle`), checked (the module's
+    docstring), built and loaded; ``from_run``: the run it was read from, which ``model.json`` must name."""
     folder = Path(folder)
+    source = source or str(folder)
     info = ModelInfo.read(folder / INFO)
+    if from_run is not None and info.run_id != from_run:
+        raise UserInputError(
+            f"{source}: its model.json names run {info.run_id}, but the model is run {from_run}'s; refused"
+        )
+    weights_sha256 = check_files(folder, info, source)
     config = load_experiment(folder / CONFIG)
+    plain = plain_config(config)
+    check_identity(folder / INFO, info, plain)
     tokenizer = load_text_tokenizer(folder / TOKENIZER)
+    if isinstance(tokenizer, TextFeatures) and info.text_features_sha256 is not None:
+        tokenizer.check_digests(info.text_features_sha256, folder / INFO, "the model")
     state = load_tensors(folder / WEIGHTS, "model weights")
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise UserInputError(f"{folder / WEIGHTS} is not a state dict of tensors")
-    plain = plain_config(config)
     context = BuildContext(
         feature_dim=info.feature_dim,
         vocab_size=len(tokenizer),
@@ -158,6 +184,7 @@ def open_bundle(folder: str | Path, source: str | None = None) -> TrainedModel:
         train_size=info.n_train_captions,
     )
     method = METHODS[plain.method.name].from_config(plain, context)
+    check_weights(folder / WEIGHTS, state, method, plain.method.name)
     try:
         method.load_state_dict(state)
     except RuntimeError as err:
@@ -166,5 +193,75 @@ def open_bundle(folder: str | Path, source: str | None = None) -> TrainedModel:
             f"{folder / WEIGHTS} does not fit method '{plain.method.name}' as its config builds it "
             f"({first[1].strip() if len(first) > 1 else first[0]})"
         ) from None
-    test = RecallTable.from_dict(read_json(folder / TEST, "test table")) if (folder / TEST).is_file() else None
-    return TrainedModel(method, config, tokenizer, info, test, source or str(folder))
+    test = read_test_table(folder / TEST) if (folder / TEST).exists() else None
+    return TrainedModel(method, config, tokenizer, info, test, source, weights_sha256, from_run)
+
+
+def check_files(folder: Path, info: ModelInfo, source: str) -> str:
+    """Every file of the model folder regular and (a model bundled with digests) of the digest ``model.json``
+    records, else UserInputError; one warning for a model bundled before the digests. The weights' sha256."""
+    for name in (CONFIG, TOKENIZER, WEIGHTS, TEST):
+        if name != TEST or (folder / name).exists():
+            regular_file(folder / name, f"model's {name}")
+    recorded = info.files_sha256
+    if recorded is None:
+        unchecked = "weights, config, tokenizer, test table" + (
+            " and text features" if info.text_encoder == "precomp" else ""
+        )
+        _log.warning(
+            "model %s: its model.json records no digests (bundled before itrlab recorded them): its %s are not "
+            "checked against it",
+            source,
+            unchecked,
+        )
+        return sha256_file(folder / WEIGHTS)
+    for name in (WEIGHTS, CONFIG, TOKENIZER):
+        if name not in recorded:
+            raise DataError(folder / INFO, f"'files_sha256' records no digest of {name}; refused")
+    for name, digest in recorded.items():
+        found = sha256_file(folder / name) if (folder / name).exists() else "no file"
+        if found != digest:
+            raise UserInputError(
+                f"{folder / name}: sha256 {found[:12]}, not the {digest[:12]} its model.json records: changed "
+                f"since the model was bundled; refused"
+            )
+    return recorded[WEIGHTS]
+
+
+def check_identity(info_path: Path, info: ModelInfo, plain: ExperimentConfig) -> None:
+    """UserInputError unless ``model.json`` says what its ``config.yaml`` builds: the method, text encoder, data
+    set and test protocol, and whether the method embeds images and captions apart."""
+    built = {
+        "method": plain.method.name,
+        "text_encoder": plain.model.text.encoder,
+        "dataset": plain.dataset.name,
+        "test_protocol": plain.eval.test_protocol,
+        "embeds_apart": METHODS[plain.method.name].embeds_apart,
+    }
+    for key, value in built.items():
+        if getattr(info, key) != value:
+            raise UserInputError(
+                f"{info_path}: '{key}' is {getattr(info, key)!r}, but its config.yaml builds {value!r}; refused"
+            )
+
+
+def check_weights(path: Path, state: dict[str, torch.Tensor], method: MethodModule, name: str) -> None:
+    """UserInputError unless each tensor of ``state`` has the dtype the method holds at its name and every value
+    of a floating-point tensor is finite (before they are loaded: loading casts a tensor silently)."""
+    own = method.state_dict()
+    for key, tensor in state.items():
+        if key in own and tensor.dtype != own[key].dtype:
+            raise UserInputError(f"{path}: '{key}' is {tensor.dtype}, method '{name}' holds {own[key].dtype} there")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise UserInputError(f"{path}: '{key}' holds NaN or infinite values; refused")
+
+
+def read_test_table(path: Path) -> RecallTable:
+    """The test table a model folder holds; DataError (one line) for one that is not a recall table."""
+    data = read_json(path, "test table", 1 << 20)
+    try:
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON {type(data).__name__}, not an object")
+        return RecallTable.from_dict(data)
+    except (ValueError, TypeError, KeyError) as err:
+        raise DataError(path, f"not a recall table ({str(err)[:200]})") from None
