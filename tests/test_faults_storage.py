@@ -34,22 +34,14 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
-def sweep_broken_mid_trial(tmp_path: Path, tmpfs: Path, name: str, breaking) -> tuple[int, str]:
-    """A two-trial tiny sweep storing on ``tmpfs``; once its first checkpoint is stored, ``breaking()`` runs while
-    its trial is held (it cannot end first). The driver's exit status and log (the driver killed if it hangs)."""
-    command = sweep_command(
-        tmp_path,
-        {
-            "name": name,
-            "experiment": "dbl_synthetic_tiny",
-            "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=40"],
-            "grid": {"cooperative.strategy": ["A", "F"]},
-            "seeds": [0],
-            "resources": {"cpu": 1},
-        },
-    )
-    command[command.index("--storage") + 1] = str(tmpfs / "sweeps")
-    log_path = tmp_path / "driver.log"
+def sweep_broken_mid_trial(
+    tmp_path: Path, tmpfs: Path, name: str, breaking, epochs: int = 40, log: str = "driver.log"
+) -> tuple[int, str]:
+    """A two-trial tiny sweep of ``epochs`` storing on ``tmpfs``; once its first checkpoint is stored, ``breaking()``
+    runs while its trial is held (it cannot end first). The driver's exit status and log (``log``, under
+    ``tmp_path``; the driver killed if it hangs)."""
+    command = tiny_sweep_on(tmp_path, tmpfs, name, epochs)
+    log_path = tmp_path / log
     driver = start_driver(command, tmp_path, log_path)
     try:
 
@@ -63,6 +55,23 @@ def sweep_broken_mid_trial(tmp_path: Path, tmpfs: Path, name: str, breaking) -> 
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
     return code, log_path.read_text()
+
+
+def tiny_sweep_on(tmp_path: Path, tmpfs: Path, name: str, epochs: int) -> list[str]:
+    """The command of a two-trial tiny sweep (DBL's strategies A and F, ``epochs`` each) storing on ``tmpfs``."""
+    command = sweep_command(
+        tmp_path,
+        {
+            "name": name,
+            "experiment": "dbl_synthetic_tiny",
+            "overrides": [f"dataset.root={tmp_path / 'data'}", f"train.epochs={epochs}"],
+            "grid": {"cooperative.strategy": ["A", "F"]},
+            "seeds": [0],
+            "resources": {"cpu": 1},
+        },
+    )
+    command[command.index("--storage") + 1] = str(tmpfs / "sweeps")
+    return command
 
 
 @pytest.mark.e2e
@@ -268,3 +277,41 @@ def test_a_data_error_found_when_a_split_is_read_leaves_no_run_folder(tmp_path):
     assert not [p for p in (tmp_path / "runs").rglob("*") if p.is_file() or p.name[0].isdigit()], list(
         (tmp_path / "runs").rglob("*")
     )
+
+
+@pytest.mark.e2e
+def test_a_sweep_stopped_by_a_full_disk_resumes_once_space_is_freed_with_its_metrics_unchanged(tmp_path, tmpfs):
+    """A sweep whose storage fills mid-trial stops on one line; once the space is freed, ``--resume`` verifies its
+    signed state (no false tamper alarm: the signatures never lag the state they cover), finishes every trial,
+    and leaves what each trial logged before the stop as it was: every epoch once, at its own step."""
+    from mlflow import MlflowClient
+
+    from itrlab.tracking.chart_names import chart_name
+
+    epochs = 6
+    code, text = sweep_broken_mid_trial(tmp_path, tmpfs, "refill", lambda: fill(tmpfs), epochs=epochs)
+    assert code == 1 and "no space left on" in text.rstrip().splitlines()[-1], text[-4000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (stopped,) = sweep_runs(tmp_path, "refill")[1]
+    before = {m.step: m.value for m in client.get_metric_history(stopped.info.run_id, chart_name("rsum"))}
+    assert before, "the trial logged no epoch before its storage filled"
+
+    (tmpfs / "filler").unlink()
+    log = tmp_path / "resume.log"
+    resumed = start_driver([*tiny_sweep_on(tmp_path, tmpfs, "refill", epochs), "--resume"], tmp_path, log)
+    try:
+        assert resumed.wait(timeout=600) == 0, log.read_text()[-4000:]
+    finally:
+        if resumed.poll() is None:
+            os.killpg(resumed.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "was changed after itrlab saved it" not in text and "Traceback" not in text, text[-4000:]
+    (parent,), children = sweep_runs(tmp_path, "refill")
+    assert parent.info.status == "FINISHED", parent.data.tags.get("itrlab.stop_reason")
+    assert len(children) == 2 and {c.info.status for c in children} == {"FINISHED"}
+    for child in children:
+        for key in ("rsum", "loss", "lr", "epoch_seconds"):
+            steps = [m.step for m in client.get_metric_history(child.info.run_id, chart_name(key))]
+            assert sorted(steps) == list(range(1, epochs + 1)), (child.info.run_name, key, sorted(steps))
+    after = {m.step: m.value for m in client.get_metric_history(stopped.info.run_id, chart_name("rsum"))}
+    assert {step: after[step] for step in before} == before

@@ -680,6 +680,142 @@ def test_only_ray_pods_reach_mlflow_and_only_mlflow_its_stores(docs, overlay):
     assert not admitted(policies, RAY_POD, other, 6379) and not admitted(policies, head, submitter, 6379)
 
 
+KUBE_DNS = ({"k8s-app": "kube-dns"}, "kube-system")
+METADATA = "169.254.169.254"  # a cloud's metadata endpoint: the node's cloud credentials
+OUTSIDE = "93.184.216.34"  # an address on the internet
+POD_IP = "10.244.1.7"  # any pod's address, for the rules that name addresses
+
+
+def ip_in(block: dict, ip: str) -> bool:
+    import ipaddress
+
+    address = ipaddress.ip_address(ip)
+    if address not in ipaddress.ip_network(block["cidr"]):
+        return False
+    return not any(address in ipaddress.ip_network(cidr) for cidr in block.get("except", []))
+
+
+def egress_allowed(
+    policies: list[dict],
+    source: dict[str, str],
+    port: int,
+    *,
+    to: dict[str, str] | None = None,
+    namespace: str = NAMESPACE,
+    ip: str = POD_IP,
+    protocol: str = "TCP",
+) -> bool:
+    """Whether the policies let a pod labelled ``source`` (in the itrlab namespace) open ``port`` (``protocol``) on a
+    pod labelled ``to`` in ``namespace`` at ``ip``, or, ``to`` None, on the address ``ip`` outside the cluster
+    (Kubernetes' rules: a pod that no Egress policy selects opens anything; else the union of their rules; a peer
+    matches a pod by its selectors, an address by its ipBlock)."""
+    chosen = [
+        p
+        for p in policies
+        if "Egress" in p["spec"].get("policyTypes", []) and selected(source, p["spec"]["podSelector"])
+    ]
+    if not chosen:
+        return True
+    for policy in chosen:
+        for rule in policy["spec"].get("egress", []):
+            ports = [(p.get("protocol", "TCP"), p["port"], p.get("endPort", p["port"])) for p in rule.get("ports", [])]
+            if ports and not any(proto == protocol and low <= port <= high for proto, low, high in ports):
+                continue
+            for peer in rule.get("to", [{}]):
+                if "ipBlock" in peer:
+                    if ip_in(peer["ipBlock"], ip):
+                        return True
+                    continue
+                if to is None:  # selectors name pods, not addresses outside the cluster
+                    if not peer:
+                        return True
+                    continue
+                in_namespace = (
+                    namespace == NAMESPACE
+                    if "namespaceSelector" not in peer
+                    else selected({"kubernetes.io/metadata.name": namespace}, peer["namespaceSelector"])
+                )
+                if in_namespace and selected(to, peer.get("podSelector", {})):
+                    return True
+    return False
+
+
+def pod_labels(doc: dict) -> list[tuple[str, dict[str, str]]]:
+    """(where, labels) of every pod template of a Deployment, StatefulSet, RayCluster or RayJob."""
+    spec = doc.get("spec", {})
+    if doc["kind"] in ("Deployment", "StatefulSet"):
+        return [(doc["metadata"]["name"], spec["template"]["metadata"]["labels"])]
+    clusters = {"RayCluster": spec, "RayJob": spec.get("rayClusterSpec")}
+    if doc["kind"] not in clusters:
+        return []
+    cluster = clusters[doc["kind"]]
+    found = [(f"{doc['kind']}.head", cluster["headGroupSpec"]["template"]["metadata"]["labels"])]
+    found += [
+        (f"{doc['kind']}.{g['groupName']}", g["template"]["metadata"]["labels"]) for g in cluster["workerGroupSpecs"]
+    ]
+    if doc["kind"] == "RayJob" and "submitterPodTemplate" in spec:
+        found.append(("RayJob.submitter", spec["submitterPodTemplate"]["metadata"]["labels"]))
+    return found
+
+
+@pytest.mark.e2e
+def test_ray_and_mlflow_pods_open_only_what_they_need(docs, overlay):
+    """Egress: the Ray pods (heads, workers, the RayJob's submitter) open DNS, each other and MLflow; a head also the
+    Kubernetes API server's ports (its autoscaler); MLflow opens DNS, PostgreSQL and its overlay's object store.
+    Neither opens a cloud's metadata endpoint, any other address or PostgreSQL (Ray), whatever the port."""
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    mlflow, postgres, s3 = ({"app.kubernetes.io/name": name} for name in ("mlflow", "postgres", "s3"))
+    head = {"app.kubernetes.io/name": "ray", "app.kubernetes.io/component": "ray-head"}
+    submitter = {"app.kubernetes.io/name": "ray", "app.kubernetes.io/component": "ray-job-submitter"}
+    dns, system = KUBE_DNS
+    for where, labels in (pod for doc in docs for pod in pod_labels(doc)):  # every Ray and MLflow pod is limited
+        if labels.get("app.kubernetes.io/name") in ("ray", "mlflow"):
+            assert not egress_allowed(policies, labels, 80, ip=OUTSIDE), where
+    for source in (head, RAY_POD, submitter, mlflow):
+        for protocol in ("UDP", "TCP"):
+            assert egress_allowed(policies, source, 53, to=dns, namespace=system, protocol=protocol), source
+        assert not egress_allowed(policies, source, 53, to=dns, namespace="elsewhere", protocol="UDP"), source
+        for port in (80, 443, 6443, 8080):
+            assert not egress_allowed(policies, source, port, ip=METADATA), (source, port)
+        assert not egress_allowed(policies, source, 22, ip=OUTSIDE), source
+    for source in (head, RAY_POD, submitter):
+        assert egress_allowed(policies, source, 5000, to=mlflow)
+        assert not egress_allowed(policies, source, 5432, to=postgres)
+        assert not egress_allowed(policies, source, 8333, to=s3)
+        for port in (6379, 8265, 10001, 20000):  # Ray's own ports, the job API among them
+            assert egress_allowed(policies, source, port, to=RAY_POD) and egress_allowed(
+                policies, source, port, to=head
+            )
+    for port in (443, 6443, 8443):  # a head's autoscaler and the API server
+        assert egress_allowed(policies, head, port, ip=OUTSIDE)
+        assert not egress_allowed(policies, RAY_POD, port, ip=OUTSIDE)
+        assert not egress_allowed(policies, submitter, port, ip=OUTSIDE)
+    assert egress_allowed(policies, mlflow, 5432, to=postgres)
+    assert not egress_allowed(policies, mlflow, 6379, to=RAY_POD) and not egress_allowed(
+        policies, mlflow, 5432, ip=OUTSIDE
+    )
+    if overlay == "dev-cpu":  # the in-cluster store, no address outside
+        assert egress_allowed(policies, mlflow, 8333, to=s3) and not egress_allowed(policies, mlflow, 443, ip=OUTSIDE)
+    else:  # the external bucket over HTTPS
+        assert egress_allowed(policies, mlflow, 443, ip=OUTSIDE) and not egress_allowed(policies, mlflow, 8333, to=s3)
+
+
+@pytest.mark.e2e
+def test_every_address_block_leaves_out_the_metadata_endpoint(docs):
+    blocks = [
+        peer["ipBlock"]
+        for doc in docs
+        if doc["kind"] == "NetworkPolicy"
+        for rule in doc["spec"].get("egress", [])
+        for peer in rule.get("to", [])
+        if "ipBlock" in peer
+    ]
+    assert blocks  # the head's API server rule, the GPU overlay's bucket
+    for block in blocks:
+        assert not ip_in(block, METADATA), block
+        assert "169.254.169.254/32" in block.get("except", []) or not ip_in({"cidr": block["cidr"]}, METADATA)
+
+
 @pytest.mark.e2e
 def test_mlflow_asks_for_a_password_that_every_ray_pod_has(docs):
     container = mlflow_container(docs)

@@ -115,6 +115,29 @@ def test_state_changed_or_planted_after_signing_is_refused(tmp_path, key, tamper
         integrity.verify(sweep, SWEEP)
 
 
+def test_a_version_whose_signature_cannot_be_written_is_withheld_from_the_upload(tmp_path, key, monkeypatch):
+    """Tune saves a new version in its staging folder and uploads it right after, overwriting the stored file in
+    place, which a full disk often allows while the manifest's atomic replacement fails: the version left
+    unsigned is taken out of the staging folder before that upload, so the storage keeps the version signed
+    last, and the state verifies once the disk has room again."""
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    staging = tune_state(tmp_path / "driver")  # the driver's staging copy of tune/
+    monkeypatch.setattr(integrity.StateSigner, "staging", staging)
+    monkeypatch.setattr(integrity.StateSigner, "tune_dir", sweep / "tune")
+    monkeypatch.setattr(integrity.StateSigner, "sweep", SWEEP)
+    signer = integrity.StateSigner()
+    signer.get_state()  # Tune saved its state to staging: signed
+    shutil.copytree(staging, sweep / "tune")  # and uploaded
+    (staging / "experiment_state-1.json").write_text('{"saved": "again"}')  # the next save
+    (sweep / f"{integrity.MANIFEST}.tmp").mkdir()  # the manifest cannot be replaced now (a full disk in life)
+    signer.get_state()
+    assert not (staging / "experiment_state-1.json").exists() and (staging / "tuner.pkl").exists()
+    shutil.copytree(staging, sweep / "tune", dirs_exist_ok=True)  # the upload that follows
+    assert (sweep / "tune" / "experiment_state-1.json").read_text() == "{}"
+    assert integrity.verify(sweep, SWEEP) == 1
+
+
 def test_another_installations_key_or_none_refuses(tmp_path, key, monkeypatch):
     sweep = tmp_path / "sweep"
     tune_state(sweep)

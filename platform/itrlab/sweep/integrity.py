@@ -35,6 +35,15 @@ trial and no other pod writes), right after Tune saved it (:class:`StateSigner`,
 in the driver after every save); ``tuner.pkl``, which Tune writes once straight into the storage, right
 after the Tuner is built.
 
+The manifest never lags the state it covers. Tune uploads its staging folder by overwriting each stored file
+in place, which a full disk often still allows (the old file's space is reused), while the manifest is
+replaced atomically (a new file beside the old one), which needs space the full disk lacks. So a version
+whose signature could not be written is withheld from the upload that follows (:func:`withhold_unsigned`
+takes it out of the staging folder, where Tune writes it anew at its next save): the storage keeps the
+version signed last, and a ``--resume`` once space is freed verifies and continues from it. An upload Tune
+started earlier and still runs then (Tune starts no new one meanwhile) may carry the newer version: a resume
+refuses that one as changed.
+
 The key (:func:`installation_key`) lives outside the storage: ``$ITRLAB_SECRET_FILE``, else
 ``~/.config/itrlab/secret`` (32 random bytes, created mode 0600 on first use); a key file that others can
 read (any group or world bit) is refused, before anything starts. It protects against whoever can write the
@@ -260,6 +269,28 @@ def sign(sweep_dir: Path, source: Path, sweep: str, only: set[str] | None = None
         _generations[written] = manifest.generation
 
 
+def withhold_unsigned(sweep_dir: Path, staging: Path, sweep: str) -> list[str]:
+    """Take out of ``staging`` (the driver's staging copy of ``tune/``) every file Tune may unpickle whose version
+    the stored manifest does not sign for ``sweep``: its signature could not be written (a full disk), so Tune's
+    next upload must leave the storage's signed version in place. Tune writes the state files anew at its next
+    save, and a trial's ``error.pkl`` withheld leaves its error to ``error.txt``. The relative paths taken out."""
+    raw = Manifest.read_raw(sweep_dir)
+    key = installation_key(create=False)
+    manifest = Manifest.parse(raw, key) if raw is not None else None
+    signed = manifest.files if manifest is not None and manifest.sweep == sweep else {}
+    withheld = []
+    for path in signed_files(Path(staging)):
+        relative = _relative(path, Path(staging))
+        try:
+            if _mac(key, sweep, relative, path.read_bytes()) in signed.get(relative, []):
+                continue
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        withheld.append(relative)
+    return withheld
+
+
 def _settle(manifest: Manifest, sweep_dir: Path, key: bytes) -> bool:
     """Drop, per file, the versions older than the one the storage holds now (they can no longer come back
     legitimately: Tune uploads newer versions only); whether anything changed."""
@@ -417,7 +448,9 @@ class StateSigner(tune.Callback):
             try:
                 sign(tune_dir.parent, staging, sweep)
             except OSError:  # a storage that can no longer be written: the sweep's storage check stops it on one
-                return  # line; the state left unsigned is refused by a --resume, never unpickled
+                # line; the storage keeps the state signed last, which a --resume continues from
+                with contextlib.suppress(OSError):
+                    withhold_unsigned(tune_dir.parent, staging, sweep)
 
     def on_trial_add(self, iteration: int, trials: list, trial, **info) -> None:
         self._folders([trial])

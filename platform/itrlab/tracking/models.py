@@ -12,8 +12,9 @@ names, so that ``mlflow.pyfunc.load_model`` and ``mlflow models serve`` open it 
 :class:`ItrlabPyfunc` opens the folder through ``loader``, the ``module:function`` of the layer which knows how
 to build a method (this package sits below the methods and may not import them: it names it, :data:`LOADER`), and
 its ``predict`` embeds captions (column ``caption``) or image region features (column ``features``: one (R, D)
-nested list per row). A model logged before (MLflow's models from code) holds its own code file, which builds an
-:class:`ItrlabPyfunc` through ``load_context``: it loads as it did.
+nested list per row), each request checked and bounded first (:mod:`~itrlab.tracking.serving_input`). A model
+logged before (MLflow's models from code) holds its own code file, which builds an :class:`ItrlabPyfunc` through
+``load_context``: it loads as it did.
 
 ``MLmodel`` is data that anyone who can write the model's artifacts can change: its ``loader`` is read as a name
 and compared with :data:`LOADER` before anything is imported, so that a model naming any other function
@@ -38,7 +39,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import Model
 from mlflow.utils.environment import _mlflow_conda_env, _PythonEnv
 
-from itrlab.errors import UserInputError
+from itrlab.errors import UserInputError, failure_reason
+from itrlab.tracking.serving_input import RefusedRequest, checked_captions, checked_features
 
 ARTIFACT = "model"  # the run's artifact path of its model: runs:/<id>/model
 BUNDLE = "bundle"  # the pyfunc's artifact that holds itrlab's model folder
@@ -71,16 +73,17 @@ class ItrlabPyfunc(mlflow.pyfunc.PythonModel):
         self.model = load_loader((context.model_config or {}).get("loader"))(context.artifacts[BUNDLE])
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None):
+        """Embeddings of the frame's captions or images, each request checked first
+        (:mod:`~itrlab.tracking.serving_input`): what the model cannot embed is a RefusedRequest, one line."""
         columns = set(getattr(model_input, "columns", ()))
-        if "caption" in columns:
-            return self.model.embed_captions([str(c) for c in model_input["caption"]]).numpy()
-        if "features" in columns:
-            import numpy as np
-
-            return self.model.embed_images(
-                np.stack([np.asarray(f, dtype=np.float32) for f in model_input["features"]])
-            ).numpy()
-        raise UserInputError(
+        try:
+            if "caption" in columns:
+                return self.model.embed_captions(checked_captions(model_input["caption"])).numpy()
+            if "features" in columns:
+                return self.model.embed_images(checked_features(model_input["features"])).numpy()
+        except UserInputError as err:  # the model's own refusal: another layout, no separate embeddings
+            raise RefusedRequest(failure_reason(err)) from None
+        raise RefusedRequest(
             f"an itrlab model's input is a frame with a 'caption' column (text) or a 'features' "
             f"column (region features per image); got columns {sorted(columns) or 'none'}"
         )

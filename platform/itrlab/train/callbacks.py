@@ -1,4 +1,5 @@
-"""What a training reports at the end of each epoch: a line on the console, the metrics to MLflow."""
+"""What a training reports at the end of each epoch: a line on the console, the loss's history (the metrics go to
+MLflow through :class:`~itrlab.train.epoch_metrics.MlflowEpochLogger`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import logging
 from typing import TextIO
 
 from itrlab.console_log import emit
-from itrlab.tracking import MlflowTracker
 from itrlab.train.loop import EpochReport
 
 _log = logging.getLogger(__name__)
@@ -41,11 +41,3 @@ class LossHistory:
     def on_epoch_end(self, report: EpochReport) -> None:
         for name, value in {"loss": report.loss, **{f"loss_{k}": v for k, v in report.parts.items()}}.items():
             self.series.setdefault(name, []).append((report.epoch, float(value)))
-
-
-class MlflowEpochLogger:
-    def __init__(self, tracker: MlflowTracker):
-        self.tracker = tracker
-
-    def on_epoch_end(self, report: EpochReport) -> None:
-        self.tracker.log_metrics(report.metrics(), step=report.epoch)

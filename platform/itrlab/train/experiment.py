@@ -9,6 +9,8 @@ directory::
                            pretrained model directory whose tokenizer encodes them (BERT), or the folder
                            of stored text features (precomp)
         last.pt, best.pt   checkpoints (see itrlab.train.checkpoint)
+        metrics_backlog.json  epochs' metrics not yet in MLflow (a store that failed), logged on resume
+                           (itrlab.train.epoch_metrics)
         mlflow_run.json    the MLflow run this directory logs to (reused on resume)
         provenance.json    the digest of the data it trains on (a resume on other data is refused)
         test_ranks.npz     the test split's per-query ranks (itrlab.eval.rank_file), also an MLflow artifact
@@ -44,9 +46,9 @@ from itrlab.methods.base import MethodModule
 from itrlab.methods.registry import scheme_labels
 from itrlab.models.glove import GloveCoverage
 from itrlab.tracking import MlflowTracker
-from itrlab.train.callbacks import MlflowEpochLogger
 from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
 from itrlab.train.device import describe, resolve_device
+from itrlab.train.epoch_metrics import MlflowEpochLogger
 from itrlab.train.loop import EpochCallback, Trainer, TrainingData
 from itrlab.train.provenance import TEST_RECALL, record_data
 from itrlab.train.stages import STAGE_TAG, StageStore, TrainedStage, publish_run, start_from, trained_stage
@@ -353,7 +355,9 @@ def start_run(
             tracker.log_final_metrics(preparation_metrics(notes))
         # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
         # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
-        trainer.callbacks.insert(0, MlflowEpochLogger(tracker))
+        logger = MlflowEpochLogger(tracker, run_dir)
+        logger.catch_up(trainer.state.epoch)  # epochs a failed store left unlogged, from the backlog
+        trainer.callbacks.insert(0, logger)
     # once nothing was refused
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(config.dump(), sort_keys=False))
     record_data(run_dir, config)  # what a --resume compares its data with (itrlab.train.provenance)

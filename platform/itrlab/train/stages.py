@@ -41,8 +41,9 @@ from itrlab.errors import UserInputError
 from itrlab.files import atomic_write_text, file_lock, read_json
 from itrlab.methods.base import MethodModule
 from itrlab.tracking import MlflowTracker
-from itrlab.train.callbacks import ConsoleProgress, MlflowEpochLogger
+from itrlab.train.callbacks import ConsoleProgress
 from itrlab.train.checkpoint import MODEL, load_checkpoint, seed_everything
+from itrlab.train.epoch_metrics import MlflowEpochLogger
 from itrlab.train.loop import Trainer, TrainingData
 from itrlab.train.stage_identity import stage_key
 
@@ -156,7 +157,7 @@ def trained_stage(
         if start is not None:
             start(method)
         callbacks: list = [ConsoleProgress(prefix=f"stage {name} ")]
-        tracker = run_id = None
+        tracker = run_id = logger = None
         if store.tracking_uri is not None:
             tracker = MlflowTracker(store.experiment or config.experiment_name, store.tracking_uri)
             record = folder / "mlflow_run.json"
@@ -169,8 +170,11 @@ def trained_stage(
                 parent_run_id=store.parent_run_id,
             )
             atomic_write_text(record, json.dumps({"run_id": run_id}))
-            callbacks.insert(0, MlflowEpochLogger(tracker))
+            logger = MlflowEpochLogger(tracker, folder)
+            callbacks.insert(0, logger)
         trainer = Trainer(config, method, data, folder, callbacks, device=device)
+        if logger is not None:
+            logger.catch_up(trainer.state.epoch)
         _log.info(f"stage {name}: training in {folder}")
         with tracker.ending() if tracker is not None else contextlib.nullcontext():
             try:

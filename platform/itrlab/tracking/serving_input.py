@@ -1,0 +1,120 @@
+"""What a served itrlab model embeds, checked before it embeds anything (``mlflow models serve``, and any
+``mlflow.pyfunc.load_model(...).predict``): a request is at most :data:`MAX_ROWS` rows and :data:`MAX_BYTES`
+bytes of input, its captions are non-empty strings, its image features nested lists of finite numbers of one
+shape. Anything else is a :class:`RefusedRequest`: the scoring server answers HTTP 400 with one line and no
+stack trace, and nothing is embedded (a ``null`` caption is not the caption "None", a NaN feature not a NaN
+embedding).
+
+The byte limit counts what the model would read: a caption's UTF-8 text, an image's features as 4-byte floats.
+MLflow's scoring server reads and parses a request's body whole before the model sees it, so a body limit in
+front of a server open to others belongs to its proxy (docs/models.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+
+MAX_ROWS = 4096  # captions or images per request
+MAX_BYTES = 32 << 20  # of input per request: the captions' UTF-8 text, or the images' features as 4-byte floats
+FEATURE_BYTES = 4  # a feature value as the model reads it (float32)
+
+
+class RefusedRequest(MlflowException):
+    """A request the model cannot embed: MLflow's scoring server answers 400 (``INVALID_PARAMETER_VALUE``) with
+    :meth:`serialize_as_json` as its body. The server puts the whole request in front of the message of an error
+    raised by ``predict``; the answer keeps this one line."""
+
+    def __init__(self, line: str):
+        super().__init__(line, error_code=INVALID_PARAMETER_VALUE)
+        self.line = line
+
+    def serialize_as_json(self) -> str:
+        return json.dumps({"error_code": self.error_code, "message": self.line})
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value that is not a caption is, in a few words."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "null"
+    if isinstance(value, (bool, np.bool_)):
+        return "a boolean"
+    if isinstance(value, (int, float, np.number)):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "a list"
+    return type(value).__name__
+
+
+def _rows(values: Iterable[Any], what: str) -> list[Any]:
+    rows = list(values)
+    if not rows:
+        raise RefusedRequest(f"the request holds no {what}; send 1 to {MAX_ROWS:,} rows")
+    if len(rows) > MAX_ROWS:
+        raise RefusedRequest(f"the request holds {len(rows):,} {what}; at most {MAX_ROWS:,} rows per request")
+    return rows
+
+
+def _over_bytes(size: int, what: str) -> RefusedRequest:
+    return RefusedRequest(
+        f"the request's {what} come to {size / (1 << 20):,.1f} MiB; at most {MAX_BYTES >> 20} MiB per request"
+    )
+
+
+def checked_captions(values: Iterable[Any]) -> list[str]:
+    """The captions of a request's ``caption`` column, or a :class:`RefusedRequest` naming the first that is not a
+    non-empty string, or a request over :data:`MAX_ROWS` rows or :data:`MAX_BYTES` bytes of text."""
+    captions = _rows(values, "captions")
+    size = 0
+    for row, caption in enumerate(captions):
+        if not isinstance(caption, str):
+            raise RefusedRequest(f"caption row {row} is {_kind(caption)}; each caption is a non-empty string")
+        if not caption.strip():
+            raise RefusedRequest(f"caption row {row} is empty; each caption is a non-empty string")
+        size += len(caption.encode("utf-8"))
+        if size > MAX_BYTES:
+            raise _over_bytes(sum(len(c.encode("utf-8")) for c in captions if isinstance(c, str)), "captions")
+    return captions
+
+
+def checked_features(values: Iterable[Any]) -> np.ndarray:
+    """The images of a request's ``features`` column as one (N, R, D) float32 array, or a :class:`RefusedRequest`
+    naming the first row that is not an (R, D) nested list of finite numbers of the first row's shape, or a
+    request over :data:`MAX_ROWS` rows or :data:`MAX_BYTES` bytes of features. Whether (R, D) is the layout the
+    model trained on is the model's check."""
+    images = _rows(values, "images")
+    arrays, size = [], 0
+    for row, value in enumerate(images):
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError):  # rows of different lengths
+            array = None
+        if array is None or array.dtype.kind not in "fiu" or array.ndim != 2:
+            raise RefusedRequest(
+                f"features row {row} is not an (R, D) list of R lists of D numbers"
+                + (f" ({_kind(value)})" if not isinstance(value, (list, tuple, np.ndarray)) else "")
+            )
+        if arrays and array.shape != arrays[0].shape:
+            raise RefusedRequest(
+                f"features row {row} is {array.shape[0]} x {array.shape[1]}, row 0 {arrays[0].shape[0]} x "
+                f"{arrays[0].shape[1]}; every image has the model's R x D layout"
+            )
+        with np.errstate(over="ignore"):  # beyond float32's range: infinite, refused below
+            array = array.astype(np.float32)
+        if not np.isfinite(array).all():
+            raise RefusedRequest(
+                f"features row {row} holds NaN or infinity; features are finite numbers (within float32's range)"
+            )
+        size += array.size * FEATURE_BYTES
+        if size > MAX_BYTES:
+            raise _over_bytes(len(images) * array.size * FEATURE_BYTES, "features")
+        arrays.append(array)
+    return np.stack(arrays)
