@@ -191,8 +191,8 @@ def test_the_evidence_file_is_written_small_and_read_back_checked(tmp_path):
     assert "'format'" in tampered("version", lambda m: {**m, "version": 2})
     assert "one of the rows" in tampered("baseline", lambda m: {**m, "baseline": "Z"})
     assert "'trials[0].seed': got -1" in tampered("seed", lambda m: {**m, "trials": [{**m["trials"][0], "seed": -1}]})
-    assert "t2i ranks past their fold's images" in tampered("ranks", t0_t2i=np.full(CPI * N, N, dtype=np.int16))
-    assert "expected (100,)" in tampered("short", t0_i2t=np.zeros(N - 1, dtype=np.int16))
+    assert "a rank outside its fold of 100 images" in tampered("ranks", t0_t2i=np.full(CPI * N, N, dtype=np.int16))
+    assert "do not fit 99 image" in tampered("short", t0_i2t=np.zeros(N - 1, dtype=np.int16))
     assert "nothing else" in tampered("extra", stray=np.zeros(3))
     (tmp_path / "junk.npz").write_bytes(b"not an archive")
     with pytest.raises(EvidenceError, match="not a NumPy archive"):

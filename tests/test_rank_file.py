@@ -59,7 +59,7 @@ def _write(path, **arrays) -> None:
         ({"i2t": np.zeros(2, np.float32)}, "1-d integer array"),
         ({"captions_per_image": np.int64(0)}, "positive integer"),
         ({"protocol": np.array(3)}, "must be a name"),
-        ({"i2t": np.array([{"a": 1}, None], dtype=object)}, "unreadable"),  # a pickle is never loaded
+        ({"i2t": np.array([{"a": 1}, None], dtype=object)}, "pickled objects, which are never loaded"),
     ],
 )
 def test_a_file_that_is_not_a_ranks_file_is_refused_with_its_name(tmp_path, arrays, fault):

@@ -6,8 +6,8 @@ recomputes any recall from them, for every row and seed of a table, without load
 
 The file is a plain ``np.savez_compressed`` archive read with ``allow_pickle=False``:
 
-* ``i2t``: int32 (N,), the 0-based rank of each test image's best-ranked own caption, the folds of the
-  protocol concatenated in image order;
+* ``i2t``: int32 (N,) as written (read back in its own integer type), the 0-based rank of each test image's
+  best-ranked own caption, the folds of the protocol concatenated in image order;
 * ``t2i``: int32 (cpi * N,), the 0-based rank of each caption's image;
 * ``fold_sizes``: int64 (folds,), the images of each fold (their sum is N). A rank counts the negatives
   of its own fold only (:mod:`itrlab.eval.ranking`), and a protocol's recall is the mean over its folds;
@@ -106,44 +106,52 @@ def save_ranks(path: str | Path, folds: Sequence[Ranks], protocol: str) -> Query
 
 
 def load_ranks(path: str | Path) -> QueryRanks:
-    """The ranks in ``path``, checked: RankFileError (naming the file) for anything :func:`save_ranks` does
-    not write: a missing key, a wrong dtype or shape, a rank out of its fold's range, a pickled object."""
+    """The ranks in ``path``, checked (:func:`checked_ranks`): RankFileError naming the file for anything
+    :func:`save_ranks` does not write, a pickled object included."""
     path = Path(path)
-
-    def fault(what: str) -> RankFileError:
-        return RankFileError(f"{path}: {what}")
-
     try:
         with np.load(path, allow_pickle=False) as archive:
             missing = [key for key in _KEYS if key not in archive.files]
             if missing:
-                raise fault(f"not a ranks file: no {', '.join(missing)}")
+                raise RankFileError(f"not a ranks file: no {', '.join(missing)}")
             arrays = {key: archive[key] for key in _KEYS}
+        return checked_ranks(**arrays)
+    except RankFileError as err:
+        raise RankFileError(f"{path}: {err}") from None
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        if isinstance(err, RankFileError):
-            raise
-        raise fault(f"unreadable ranks file ({err})") from None
-    i2t, t2i, sizes = arrays["i2t"], arrays["t2i"], arrays["fold_sizes"]
-    cpi, protocol = arrays["captions_per_image"], arrays["protocol"]
-    for name, array, ndim in (("i2t", i2t, 1), ("t2i", t2i, 1), ("fold_sizes", sizes, 1)):
-        if array.ndim != ndim or not np.issubdtype(array.dtype, np.integer):
-            raise fault(f"{name} must be a 1-d integer array, not {array.dtype} of shape {array.shape}")
+        why = "it holds pickled objects, which are never loaded" if "allow_pickle" in str(err) else str(err)
+        raise RankFileError(f"{path}: not a ranks file ({why})") from None
+
+
+def checked_ranks(
+    protocol: np.ndarray | str,
+    captions_per_image: np.ndarray | int,
+    fold_sizes: np.ndarray | Sequence[int],
+    i2t: np.ndarray,
+    t2i: np.ndarray,
+) -> QueryRanks:
+    """:class:`QueryRanks` of arrays read back (a ranks file, a results page's evidence), checked: RankFileError
+    for a wrong dtype or shape, folds that do not fit the ranks, or a rank outside its fold's range."""
+    i2t, t2i, sizes = np.asarray(i2t), np.asarray(t2i), np.asarray(fold_sizes)
+    cpi, protocol = np.asarray(captions_per_image), np.asarray(protocol)
+    for name, array in (("i2t", i2t), ("t2i", t2i), ("fold_sizes", sizes)):
+        if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+            raise RankFileError(f"{name} must be a 1-d integer array, not {array.dtype} of shape {array.shape}")
     if cpi.ndim != 0 or not np.issubdtype(cpi.dtype, np.integer) or int(cpi) < 1:
-        raise fault(f"captions_per_image must be a positive integer, not {cpi!r}")
+        raise RankFileError(f"captions_per_image must be a positive integer, not {cpi!r}")
     if protocol.ndim != 0 or protocol.dtype.kind != "U":
-        raise fault("protocol must be a name")
+        raise RankFileError("protocol must be a name")
     cpi = int(cpi)
     if sizes.size == 0 or (sizes < 1).any() or int(sizes.sum()) != i2t.size or t2i.size != cpi * i2t.size:
-        raise fault(
+        raise RankFileError(
             f"fold sizes {sizes.tolist()} do not fit {i2t.size} image and {t2i.size} caption ranks "
             f"at {cpi} captions an image"
         )
-    sizes = tuple(int(size) for size in sizes)
-    ranks = QueryRanks(str(protocol), cpi, sizes, i2t.astype(np.int32), t2i.astype(np.int32))
+    ranks = QueryRanks(str(protocol), cpi, tuple(int(size) for size in sizes), i2t, t2i)  # their own integer type
     for size, (images, captions) in zip(ranks.fold_sizes, ranks.folds(), strict=True):
         # a rank counts the fold's negatives: at most cpi * (size - 1) captions, size - 1 images
         if _out_of(ranks.i2t[images], cpi * (size - 1)) or _out_of(ranks.t2i[captions], size - 1):
-            raise fault(f"a rank outside its fold of {size} images")
+            raise RankFileError(f"a rank outside its fold of {size} images")
     return ranks
 
 

@@ -23,12 +23,12 @@ import numpy as np
 from itrlab.config.sweep import row_label
 from itrlab.errors import UserInputError
 from itrlab.eval.names import METRIC_NAMES
-from itrlab.report.bootstrap import check_ranks
+from itrlab.eval.rank_file import RANKS_FILE, QueryRanks, RankFileError, checked_ranks, load_ranks
 from itrlab.report.convergence import Convergence, decay_epochs
 from itrlab.report.diagnostics import row_keys, warmup_epochs
 from itrlab.report.verdict import collapse_plateau, failures
 
-RANKS_ARTIFACT = "test_ranks.npz"  # a trial's per-query test ranks, at its run's artifact root
+RANKS_ARTIFACT = RANKS_FILE  # a trial's per-query test ranks, at its run's artifact root
 TEST_METRICS = tuple(f"test_{name}" for name in METRIC_NAMES.values())
 
 
@@ -36,31 +36,12 @@ class EvidenceError(UserInputError):
     """An evidence file (or a trial's ranks) that fails its check: one line, exit status 2."""
 
 
-@dataclass(frozen=True, eq=False)
-class QueryRanks:
-    """A trial's per-query test ranks (``test_ranks.npz``: :mod:`itrlab.report.bootstrap` says what each holds),
-    the fields of :class:`itrlab.eval.rank_file.QueryRanks`."""
-
-    protocol: str
-    captions_per_image: int
-    fold_sizes: tuple[int, ...]
-    i2t: np.ndarray
-    t2i: np.ndarray
-
-
 def load_test_ranks(path: Path, where: str) -> QueryRanks:
     """A trial's ``test_ranks.npz`` (``where`` names it in messages), checked; an EvidenceError else."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in ("i2t", "t2i", "fold_sizes", "captions_per_image", "protocol")}
-    except (OSError, ValueError, KeyError, EOFError) as err:
-        raise EvidenceError(
-            f"{where}: not a test-ranks archive ({err}); a trial writes i2t, t2i, fold_sizes, captions_per_image "
-            f"and protocol there"
-        ) from None
-    return query_ranks(
-        str(arrays["protocol"]), arrays["captions_per_image"], arrays["fold_sizes"], arrays["i2t"], arrays["t2i"], where
-    )
+        return load_ranks(path)
+    except RankFileError as err:
+        raise EvidenceError(f"{where}: {str(err).removeprefix(f'{path}: ')}") from None
 
 
 def query_ranks(
@@ -71,30 +52,12 @@ def query_ranks(
     t2i: np.ndarray,
     where: str,
 ) -> QueryRanks:
-    """:class:`QueryRanks` of arrays read from a file (``where`` names it), checked: integers, and ranks that fit
-    their folds (no rank past its fold's queries); an EvidenceError else."""
-    for name, array in (
-        ("i2t", i2t),
-        ("t2i", t2i),
-        ("fold_sizes", fold_sizes),
-        ("captions_per_image", captions_per_image),
-    ):
-        if not np.issubdtype(np.asarray(array).dtype, np.integer):
-            raise EvidenceError(f"{where}: {name} holds {np.asarray(array).dtype}; integers expected")
-    sizes = tuple(int(size) for size in np.asarray(fold_sizes).reshape(-1))
-    ranks = QueryRanks(
-        protocol=protocol, captions_per_image=int(captions_per_image), fold_sizes=sizes, i2t=i2t, t2i=t2i
-    )
+    """:class:`QueryRanks` of arrays read from a file (``where`` names it), checked
+    (:func:`itrlab.eval.rank_file.checked_ranks`); an EvidenceError else."""
     try:
-        folds, cpi = check_ranks(ranks)
-    except ValueError as err:
+        return checked_ranks(protocol, captions_per_image, np.asarray(fold_sizes).reshape(-1), i2t, t2i)
+    except RankFileError as err:
         raise EvidenceError(f"{where}: {err}") from None
-    fold_of_image = np.repeat(folds, folds)  # per image: its fold's size
-    if np.any(ranks.i2t < 0) or np.any(ranks.t2i < 0) or np.any(ranks.i2t > cpi * (fold_of_image - 1)):
-        raise EvidenceError(f"{where}: i2t ranks outside 0 to {cpi} x (fold size - 1), or a negative t2i rank")
-    if np.any(ranks.t2i.reshape(-1, cpi) > (fold_of_image - 1)[:, None]):
-        raise EvidenceError(f"{where}: t2i ranks past their fold's images")
-    return ranks
 
 
 @dataclass(frozen=True)
