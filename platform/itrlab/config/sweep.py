@@ -35,18 +35,24 @@ MAX_TRIALS = 10_000  # grid points times seeds, or Optuna's num_trials: checked 
 MAX_LABEL_CHARS = 100  # a row's label names trial runs in MLflow (run names: 250 characters at most)
 
 
-def label(value: Any, key: str = "") -> Any:
-    """A grid value of ``key`` as a table cell: a named variant (any value of the ``variant`` key, a
-    ``name`` alone: the base experiment itself, or a ``name`` with dotted overrides) by its name,
-    other dict values (whole sections) as ``key=value`` pairs, ``None`` (a section switched off,
-    such as ``cooperative: null``) as ``none``."""
-    if value is None:
-        return "none"
-    if (
+def named_row(value: Any, key: str = "") -> bool:
+    """Whether a grid value of ``key`` is a named variant: any value of the ``variant`` key, a ``name`` alone
+    (the base experiment itself), or a ``name`` with dotted overrides (``{name: B, cooperative.strategy: B,
+    train.epochs: 14}``: a row of an axis with settings of its own). A trial sets each of its other keys."""
+    return (
         isinstance(value, dict)
         and "name" in value
         and (key == VARIANT or set(value) == {"name"} or any("." in str(k) for k in value))
-    ):
+    )
+
+
+def label(value: Any, key: str = "") -> Any:
+    """A grid value of ``key`` as a table cell: a named variant (:func:`named_row`) by its name, other dict
+    values (whole sections) as ``key=value`` pairs, ``None`` (a section switched off, such as
+    ``cooperative: null``) as ``none``."""
+    if value is None:
+        return "none"
+    if named_row(value, key):
         return value["name"]
     if isinstance(value, dict):
         return " ".join(f"{k}={v}" for k, v in value.items())

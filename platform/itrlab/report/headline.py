@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from itrlab.config.sweep import SweepSpec
 from itrlab.report.analysis import INCONCLUSIVE, NO_EFFECT, WORDS, Verdict
@@ -126,9 +126,24 @@ def headline(
     spec: SweepSpec,
     chance: ChanceLevel | None = None,
     learning: Mapping[str, str] | None = None,
+    synthetic: str | None = None,
 ) -> Headline | None:
     """The headline of the pivot ``table`` (see the module doc); None when the pivot has no row.
-    ``learning``: row label -> why it is still learning (:func:`itrlab.report.convergence.row_convergence`)."""
+    ``learning``: row label -> why it is still learning (:func:`itrlab.report.convergence.row_convergence`);
+    ``synthetic``: the name of the data set when its data are synthetic, said at the end (a finding about the
+    generator's data, not a paper's)."""
+    found = _headline(table, spec, chance, learning)
+    if found is None or synthetic is None:
+        return found
+    return replace(found, text=f"{found.text} [on synthetic data: {synthetic}]")
+
+
+def _headline(
+    table: dict[str, list],
+    spec: SweepSpec,
+    chance: ChanceLevel | None,
+    learning: Mapping[str, str] | None,
+) -> Headline | None:
     column, mode = objective_column(table, spec)
     marks = row_marks(table, spec, chance, learning)
     if not marks.labels:

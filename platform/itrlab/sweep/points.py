@@ -15,7 +15,7 @@ from typing import Any
 
 from itrlab.config import ExperimentConfig, compose, validate
 from itrlab.config.loader import set_path
-from itrlab.config.sweep import VARIANT, SweepSpec
+from itrlab.config.sweep import SweepSpec, named_row
 from itrlab.methods.sections import declared_schema
 
 
@@ -36,7 +36,7 @@ def trial_tree(base_tree: dict[str, Any], params: dict[str, Any]) -> dict[str, A
     """The raw config tree of one trial: the base tree with the trial's dotted keys set."""
     tree = copy.deepcopy(base_tree)
     for key, value in params.items():
-        if key == VARIANT:  # a named ablation row: several dotted keys at once
+        if named_row(value, key):  # a named ablation row: several dotted keys at once
             for path, setting in value.items():
                 if path != "name":
                     set_path(tree, path.split("."), setting)

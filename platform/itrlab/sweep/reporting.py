@@ -99,7 +99,8 @@ def report_sweep(
         converged = row_convergence(
             validation_curves(spec, rows, runs), row_tolerances(spec, grid, rows), row_decays(spec, rows, runs)
         )
-        top = headline(grid, spec, chance, {row: found.learning for row, found in converged.items()})
+        synthetic = config.dataset.name if shape is not None and shape.synthetic else None
+        top = headline(grid, spec, chance, {row: found.learning for row, found in converged.items()}, synthetic)
         summary["convergence"] = {row: found.to_dict() for row, found in converged.items()}
         if top is not None:
             pairs = comparisons(rows, spec, top.column)
