@@ -55,7 +55,7 @@ def rows_for(spec_name: str, key: str, cells: list[tuple[str, int, float]]) -> l
 
 
 def test_pivot_gives_intervals_and_the_difference_to_the_baseline_in_grid_order():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     # F listed before A in the trials: the pivot follows the grid (A first, the baseline)
     rows = rows_for(
         "dbl_table4",
@@ -85,7 +85,7 @@ def test_pivot_gives_intervals_and_the_difference_to_the_baseline_in_grid_order(
 
 
 def test_published_numbers_stand_only_beside_data_of_the_papers_shape_and_protocol():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     rows = rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("A", 1, 74.0), ("F", 0, 80.0)])
     synthetic = pivot(rows, spec, SYNTHETIC, "all")
     assert not any(key.endswith("_paper") for key in synthetic)  # F30K numbers beside synthetic ones: none
@@ -143,7 +143,7 @@ def test_plots_of_a_numeric_sweep_and_of_a_grid_are_pngs(tmp_path):
         for i, (g, s) in enumerate((g, s) for g in (0.1, 0.2, 0.4) for s in (0, 1))
     ]
     line = plot_pivot(pivot(rows, gamma, SYNTHETIC, "all"), gamma, tmp_path / "gamma.png")
-    table4 = load_sweep("dbl_table4")
+    table4 = load_sweep("dbl_table4", "budget")
     bars = plot_pivot(
         pivot(
             rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("F", 0, 80.0)]), table4, F30K, "f30k_1k"
@@ -163,7 +163,7 @@ def test_plots_of_a_numeric_sweep_and_of_a_grid_are_pngs(tmp_path):
 
 
 def test_each_row_says_what_it_cost():
-    spec = load_sweep("dbl_table4")  # resources: 2 CPUs per trial
+    spec = load_sweep("dbl_table4", "budget")  # resources: 2 CPUs per trial
     rows = rows_for("dbl_table4", "cooperative.strategy", [("A", 0, 70.0), ("A", 1, 74.0), ("F", 0, 80.0)])
     for row, seconds in zip(rows, (1800.0, 3600.0, 900.0)):
         row.metrics["run_seconds"] = seconds

@@ -52,7 +52,7 @@ def chance_bands(ax) -> list:
 
 
 def test_bars_start_at_zero_with_an_x_label_and_a_chance_band():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     means = [100.0 + 2 * i for i in range(9)]  # F (110) is 1.1x A (100): from 0 the bars say so
     fig = pivot_figure(pivot_table("cooperative.strategy", STRATEGIES, means, [3.0] * 9), spec, chance=(2.0, 6.0))
     ax = fig.axes[0]
@@ -67,7 +67,7 @@ def test_bars_start_at_zero_with_an_x_label_and_a_chance_band():
 
 
 def test_one_seed_bars_have_no_interval_and_say_1_seed():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     fig = pivot_figure(pivot_table("cooperative.strategy", STRATEGIES, [50.0] * 9, [None] * 9), spec)
     ax = fig.axes[0]
     texts = legend_texts(ax)
@@ -78,7 +78,7 @@ def test_one_seed_bars_have_no_interval_and_say_1_seed():
 
 
 def test_error_bars_only_on_rows_with_an_interval():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     halves = [2.0, None, 1.5, None, None, 4.0, None, None, None]
     fig = pivot_figure(pivot_table("cooperative.strategy", STRATEGIES, [60.0] * 9, halves), spec)
     ax = fig.axes[0]
@@ -109,7 +109,7 @@ def test_swept_line_with_one_seed_has_no_band():
 
 
 def test_published_numbers_are_drawn_where_the_pivot_holds_them():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     table = pivot_table("cooperative.strategy", STRATEGIES, [60.0] * 9, [1.0] * 9)
     table["test_rsum_paper"] = [400.0, None, 410.0] + [None] * 6
     ax = pivot_figure(table, spec).axes[0]
@@ -131,7 +131,7 @@ def seeds_of(rows: list[str], loss_scales: list[float], epochs: int = 5) -> dict
 
 
 def test_curves_group_15_trials_into_5_rows_with_distinct_colours():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     fig = curves_figure(seeds_of(list("EDCBA"), [200.0, 2.0, 2.0, 2.0, 2.0]), spec)
     top, bottom = fig.axes
     assert [t.get_text() for t in fig.legends[0].get_texts()] == list("ABCDE")  # the grid's order
@@ -143,7 +143,7 @@ def test_curves_group_15_trials_into_5_rows_with_distinct_colours():
 
 
 def test_the_mean_line_and_band_span_the_seeds():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     fig = curves_figure(seeds_of(["A"], [2.0]), spec)
     top = fig.axes[0]
     assert list(top.lines[0].get_ydata()) == pytest.approx([10.0 * e + 1 for e in range(1, 6)])  # seeds +0, +1, +2
@@ -152,7 +152,7 @@ def test_the_mean_line_and_band_span_the_seeds():
 
 
 def test_epoch_ticks_are_whole_numbers():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     fig = curves_figure(seeds_of(list("AB"), [2.0, 2.0], epochs=3), spec)
     fig.canvas.draw()
     for ax in fig.axes:
@@ -163,7 +163,7 @@ def test_epoch_ticks_are_whole_numbers():
 def test_losses_of_different_scales_are_drawn_relative_to_their_first_epoch():
     """A summed hinge near 200 beside an InfoNCE near 2: each row's curve starts at 1.0, so both descents
     fill the panel; rows of one scale keep their logged values."""
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     _, bottom = curves_figure(seeds_of(list("AB"), [200.0, 2.0]), spec).axes
     assert bottom.get_ylabel() == "training loss / its first epoch's"
     assert [line.get_ydata()[0] for line in bottom.lines] == pytest.approx([1.0, 1.0])
@@ -173,7 +173,7 @@ def test_losses_of_different_scales_are_drawn_relative_to_their_first_epoch():
 
 
 def test_many_rows_get_distinct_colours_and_a_legend_below_the_panels():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     rows = [f"row{i:02d}" for i in range(15)]
     fig = curves_figure(seeds_of(rows, [2.0] * 15), spec)
     assert len({to_rgba(line.get_color()) for line in fig.axes[0].lines}) == 15
@@ -185,7 +185,7 @@ def test_many_rows_get_distinct_colours_and_a_legend_below_the_panels():
 
 
 def test_trials_without_a_row_are_rows_of_their_own():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     curves = {name: {"rsum": [(1, 5.0), (2, 6.0)], "loss": [(1, 1.0), (2, 0.5)]} for name in ("x", "y")}
     fig = curves_figure(curves, spec)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["x", "y"]
@@ -193,7 +193,7 @@ def test_trials_without_a_row_are_rows_of_their_own():
 
 
 def test_plot_functions_write_png_and_close_their_figures(tmp_path):
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     table = pivot_table("cooperative.strategy", STRATEGIES, [60.0] * 9, [1.0] * 9)
     assert plot_pivot(table, spec, tmp_path / "pivot.png", chance=(2.0, 6.0)) == tmp_path / "pivot.png"
     assert plot_curves(seeds_of(list("AB"), [2.0, 2.0]), spec, tmp_path / "curves.png") == tmp_path / "curves.png"

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from itrlab.config.loader import config_dir, read_yaml
 from itrlab.config.profiles import apply_profile
-from itrlab.config.sweep import load_sweep
+from itrlab.config.sweep import label, load_sweep
 from itrlab.errors import ConfigError
 from itrlab.sweep.runner import base_tree, profile_tags
 from itrlab.sweep.trial import trial_config
@@ -87,7 +87,27 @@ def test_a_profile_replaces_grid_axes_and_a_file_names_its_default_profile():
 def test_the_main_job_runs_table4_on_flickr8k_without_data_d_and_e():
     spec = load_sweep("dbl_table4")
     assert spec.profile == "flickr8k" and spec.experiment == "vsepp_flickr8k" and len(spec.seeds) == 5
-    assert spec.grid["cooperative.strategy"] == ["A", "B", "C", "F", "G", "H", "I"]
+    assert [label(value, "cooperative.strategy") for value in spec.grid["cooperative.strategy"]] == list("ABCFGHI")
+    epochs = {
+        point["cooperative.strategy"]["name"]
+        for point in spec.grid_points()
+        if isinstance(point["cooperative.strategy"], dict)
+    }
+    assert epochs == {"B", "C", "H"}  # the sum-based rows, on a schedule of their own
+    from itrlab.config import compose
+    from itrlab.sweep.points import trial_tree
+
+    tree = compose(spec.experiment, spec.overrides)
+    trained = {
+        label(p["cooperative.strategy"], "cooperative.strategy"): trial_tree(tree, p)
+        for p in spec.grid_points()
+        if p["seed"] == 0
+    }
+    assert {row: (t["cooperative"]["strategy"], t["train"]["epochs"]) for row, t in trained.items()} == {
+        **{row: (row, 8) for row in "AFGI"},
+        **{row: (row, 14) for row in "BCH"},
+    }
+    assert trained["B"]["train"]["lr_decay_epochs"] == [8] and trained["A"]["train"]["lr_decay_epochs"] == [3]
     assert any("rows D and E left out" in line for line in spec.deviations)
     assert load_sweep("dbl_table4", "budget").grid["cooperative.strategy"] == list("ABCDEFGHI")
 

@@ -69,7 +69,7 @@ def cells(spec_name: str, key: str, values: dict[str, list[float]]) -> list[Tria
 
 
 def dbl_table(values: dict[str, list[float]]):
-    spec = load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2]})
+    spec = load_sweep("dbl_table4", "budget").model_copy(update={"seeds": [0, 1, 2]})
     return pivot(cells("dbl_table4", "cooperative.strategy", values), spec, SYNTHETIC, "all"), spec
 
 
@@ -193,7 +193,7 @@ def test_one_seed_says_it_has_no_interval_and_each_metric_has_one_format():
 
 
 def test_published_rows_appear_only_on_the_papers_data():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     rows = cells("dbl_table4", "cooperative.strategy", {"A": [400.0, 410.0], "F": [420.0, 430.0]})
     level = chance_level(1000, 5, "f30k_1k")
     for shape, expected in ((F30K, True), (DataShape(29000, 1014, 1000, 5, 36, 2048, True), False)):
@@ -217,7 +217,7 @@ def test_the_data_shape_is_read_from_the_files_not_the_name(tmp_path):
     generate_synthetic(root, synthetic_spec("tiny"))
     shape = data_shape(root, ("train", "dev", "test"), 5)
     assert shape == DataShape(200, 50, 50, 5, 6, 32, synthetic=True)
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     numbers, note = published_numbers(spec, shape, "all")
     assert numbers is None and "synthetic True vs False" in note
 
@@ -345,8 +345,12 @@ def test_rows_that_share_seeds_are_compared_paired_and_the_page_says_which_inter
         else TrialRow(row.trial_id, {**row.params, "seed": row.params["seed"] + 2}, row.metrics, row.status)
         for row in rows
     ]
-    table = pivot(rows, load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2, 3, 4]}), SYNTHETIC, "all")
-    top, report = report_of(table, load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2, 3, 4]}), level)
+    table = pivot(
+        rows, load_sweep("dbl_table4", "budget").model_copy(update={"seeds": [0, 1, 2, 3, 4]}), SYNTHETIC, "all"
+    )
+    top, report = report_of(
+        table, load_sweep("dbl_table4", "budget").model_copy(update={"seeds": [0, 1, 2, 3, 4]}), level
+    )
     assert top.interval == "Welch" and "paired" not in top.text and "rsum vs A, paired" not in report.header
     assert "The headline's interval: Welch's (the two rows share fewer than two finished seeds)." in report.notes
 
@@ -376,7 +380,7 @@ def mean_interval_of(values):
 
 def test_a_row_whose_every_seed_diverged_stays_in_the_table_and_the_headline_names_it():
     """Issue 45: a row that vanished reads as a row never run."""
-    spec = load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1, 2]})
+    spec = load_sweep("dbl_table4", "budget").model_copy(update={"seeds": [0, 1, 2]})
     rows = cells("dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "F": [170.0, 171.0, 172.0]})
     rows += [
         TrialRow(

@@ -145,7 +145,7 @@ def hostile_sweep(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("hostile")
     uri = f"sqlite:///{folder / 'mlflow.db'}"
-    spec = load_sweep("dbl_table4").model_copy(update={"seeds": [0, 1]})
+    spec = load_sweep("dbl_table4", "budget").model_copy(update={"seeds": [0, 1]})
     rows = []
     for number, row in enumerate(["A", *HOSTILE]):
         for seed in (0, 1):

@@ -112,7 +112,7 @@ def test_the_search_space_suggests_a_conditional_dimension_only_under_its_condit
 
 
 def test_grid_points_cover_every_combination_times_seeds():
-    spec = load_sweep("dbl_table4")
+    spec = load_sweep("dbl_table4", "budget")
     points = spec.grid_points()
     assert len(points) == 9 * 3
     assert {(p["cooperative.strategy"], p["seed"]) for p in points} == {(s, k) for s in "ABCDEFGHI" for k in (0, 1, 2)}
