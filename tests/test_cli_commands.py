@@ -17,7 +17,7 @@ from itrlab.cli import main, sweep_presets
 from itrlab.documented.catalogue import documented_lines
 
 ITRLAB = str(Path(sys.executable).parent / "itrlab")
-SUBCOMMANDS = ["train", "check-config", "sweep", "make-synthetic", "report", "data"]
+SUBCOMMANDS = ["train", "check-config", "sweep", "make-synthetic", "report", "claims", "data"]
 JOBS = sorted(path.name for path in (REPO / "jobs").glob("[!_]*.py"))  # _bootstrap.py: what each job imports first
 
 

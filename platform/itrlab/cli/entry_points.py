@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from itrlab.cli.arguments import OneLineParser
+from itrlab.cli.claims_command import add_claims_parser
 from itrlab.cli.data_command import add_data_parser
 from itrlab.cli.model_commands import add_model_parsers
 from itrlab.cli.report_command import add_report_parser
@@ -30,6 +31,7 @@ def build_parser(
     add_train_parsers(sub)
     add_sweep_parser(sub, preset_flags, sweep_prog)
     add_report_parser(sub)
+    add_claims_parser(sub)
     add_model_parsers(sub)
     add_data_parser(sub)
     return parser

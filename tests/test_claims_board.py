@@ -1,0 +1,173 @@
+"""The claims board (itrlab.report.claims_board, ``itrlab claims``): claims judged on a sweep's evidence, Holm within
+the family and across the board, a claim built on one that is not reproduced is inconclusive, a row still learning
+blocks its claims, and the command refuses evidence without per-query ranks before writing anything."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from itrlab.cli import main
+from itrlab.config.claims import Claim
+from itrlab.eval.rank_file import QueryRanks
+from itrlab.report.analysis import CONTRADICTED, INCONCLUSIVE, NO_EFFECT, REPRODUCED
+from itrlab.report.bootstrap import rank_metrics
+from itrlab.report.claims_board import Measured, counts, judge_claims, newest_evidence, render
+from itrlab.report.evidence import Evidence, TrialEvidence
+from itrlab.report.evidence_file import read_evidence, write_evidence
+
+N, CPI, SEEDS = 200, 5, (0, 1, 2, 3, 4)
+FLAT = tuple((epoch, 250.0 + 5 * min(epoch, 5)) for epoch in range(1, 11))  # turned at epoch 5
+RISING = tuple((epoch, 200.0 + 5 * epoch) for epoch in range(1, 11))  # still rising at its last epoch
+
+
+def ranks(seed: int, hit_share: float) -> QueryRanks:
+    """A fold of N images: about ``hit_share`` of the queries at rank 0, the others further down."""
+    rng = np.random.default_rng(seed)
+    i2t = np.where(rng.random(N) < hit_share, 0, rng.integers(1, 40, N)).astype(np.int32)
+    t2i = np.where(rng.random(CPI * N) < hit_share, 0, rng.integers(1, 40, CPI * N)).astype(np.int32)
+    return QueryRanks("all", CPI, (N,), i2t, t2i)
+
+
+def trial(row: str, seed: int, share: float, curve=FLAT, with_ranks=True) -> TrialEvidence:
+    found = ranks(1000 * ord(row) + seed, share)
+    metrics = {f"test_{name}": value for name, value in rank_metrics(found).items()}
+    return TrialEvidence(
+        f"{row}{seed}",
+        f"run-{row}{seed}",
+        row,
+        seed,
+        "finished",
+        metrics,
+        curve,
+        5,
+        (3,),
+        "",
+        found if with_ranks else None,
+    )
+
+
+def evidence(shares: dict[str, float], curves: dict[str, tuple] | None = None, with_ranks=True) -> Evidence:
+    curves = curves or {}
+    trials = tuple(
+        trial(row, s, share, curves.get(row, FLAT), with_ranks) for row, share in shares.items() for s in SEEDS
+    )
+    learning = {row: "still rising" for row in curves if curves[row] is RISING}
+    convergence = {row: {"still_learning": learning.get(row, ""), "epochs": 10, "best_epoch": 5} for row in shares}
+    return Evidence(
+        "dbl_table4", "flickr8k", "parent", "vsepp_flickr8k", "f8k_1k", "rsum", "max", tuple(shares), "A", (), None,
+        trials, convergence,
+    )  # fmt: skip
+
+
+def claim(claim_id: str, row: str, direction="greater", depends_on=(), family="t4", **more) -> Claim:
+    return Claim.model_validate(
+        {
+            "id": claim_id,
+            "claim": f"{row} beats A",
+            "sweep": "dbl-table4",
+            "profile": "flickr8k",
+            "row": row,
+            "baseline": "A",
+            "direction": direction,
+            "metric": "rsum",
+            "family": family,
+            "paper_effect": {"value": 5.0, "metric": "rsum", "source": "a table"},
+            "depends_on": list(depends_on),
+            **more,
+        }
+    )
+
+
+def judged(shares, claims, curves=None) -> dict[str, object]:
+    measured = {("dbl_table4", "flickr8k"): Measured(evidence(shares, curves), "2026-11-29-dbl_table4-flickr8k.md")}
+    return {result.claim.id: result for result in judge_claims(claims, measured)}
+
+
+def test_each_claim_gets_its_verdict_word_from_the_fixed_analysis():
+    found = judged(
+        {"A": 0.3, "F": 0.5, "B": 0.3, "C": 0.1},
+        [claim("f", "F"), claim("b", "B"), claim("c", "C"), claim("after-b", "F", depends_on=["b"])],
+    )
+    assert found["f"].verdict.word == REPRODUCED and found["f"].verdict.stats.bootstrap is not None
+    assert found["c"].verdict.word == CONTRADICTED  # the interval excludes 0 the other way
+    assert found["b"].verdict.word == NO_EFFECT and found["b"].verdict.stats.mde > 0
+    assert found["b"].paper_outside is not None
+    after = found["after-b"].verdict
+    assert after.word == INCONCLUSIVE and "claim b, which is no effect detected" in after.reason
+    for result in found.values():  # the board's family of four, against the board-wide Holm over the same four
+        assert result.board_p >= result.verdict.stats.p
+
+
+def test_holm_across_the_board_is_at_least_holm_within_a_family():
+    found = judged(
+        {"A": 0.3, "F": 0.36, "G": 0.36, "B": 0.3},
+        [claim("f", "F", family="one"), claim("g", "G", family="two"), claim("b", "B", family="two")],
+    )
+    assert found["f"].verdict.holm_p == pytest.approx(found["f"].verdict.stats.p)  # a family of one
+    assert all(result.board_p >= result.verdict.holm_p for result in found.values())
+
+
+def test_a_row_still_learning_makes_its_claims_inconclusive():
+    found = judged({"A": 0.3, "F": 0.5}, [claim("f", "F")], curves={"F": RISING})
+    assert found["f"].verdict.word == INCONCLUSIVE and "F still learning" in found["f"].verdict.reason
+
+
+def test_a_paper_effect_in_another_metric_is_compared_in_that_metric():
+    effect = {"value": 40.0, "metric": "i2t_R1", "source": "a table of R@1"}
+    found = judged({"A": 0.3, "F": 0.5}, [claim("f", "F", paper_effect=effect, also=["i2t_R1"])])
+    assert found["f"].paper_stats.metric == "i2t_R1" and found["f"].paper_outside is True  # +40 is far outside ours
+
+
+def test_the_board_renders_every_measured_claim_and_the_rest_apart():
+    found = judged({"A": 0.3, "F": 0.5}, [claim("f", "F"), claim("x", "F", sweep="vsepp-flickr8k", profile=None)])
+    board = render(list(found.values()), {"t4": "Table IV's rows against A"})
+    assert "| f: F vs A, rsum ([page](results/2026-11-29-dbl_table4-flickr8k.md)) |" in board
+    assert "**reproduced**" in board and "## Not measured yet" in board
+    assert "`python jobs/sweep.py --preset vsepp-flickr8k`, then `itrlab report`" in board
+    assert counts(list(found.values())) == {REPRODUCED: 1, "not measured": 1}
+
+
+def test_the_newest_evidence_of_a_sweep_is_read(tmp_path):
+    write_evidence(evidence({"A": 0.3, "F": 0.3}), tmp_path / "2026-11-28-dbl_table4-flickr8k.npz")
+    write_evidence(evidence({"A": 0.3, "F": 0.5}), tmp_path / "2026-11-29-dbl_table4-flickr8k.npz")
+    write_evidence(evidence({"A": 0.3, "F": 0.4}), tmp_path / "2026-11-29-dbl_table4-flickr8k-2.npz")
+    (key, measured), *_ = newest_evidence(tmp_path, read_evidence).items()
+    assert key == ("dbl_table4", "flickr8k") and measured.page == "2026-11-29-dbl_table4-flickr8k-2.md"
+
+
+def test_itrlab_claims_writes_the_board_and_logs_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (tmp_path / "docs" / "results" / "evidence").mkdir(parents=True)
+    write_evidence(
+        evidence({row: 0.3 + 0.02 * i for i, row in enumerate("ABCFGHI")}),
+        tmp_path / "docs" / "results" / "evidence" / "2026-11-29-dbl_table4-flickr8k.npz",
+    )
+    assert main(["claims"]) == 0
+    board = (tmp_path / "docs" / "claims.md").read_text()
+    assert "dbl-f-over-a: F vs A" in board and "## Not measured yet" in board
+    out = capsys.readouterr().out
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    (run,) = client.search_runs([client.get_experiment_by_name("itrlab-claims").experiment_id])
+    assert run.info.status == "FINISHED" and "claims.md" in [a.path for a in client.list_artifacts(run.info.run_id)]
+    assert "claims board: docs/claims.md" in out
+
+
+def test_evidence_without_ranks_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evidence").mkdir()
+    write_evidence(
+        evidence({row: 0.3 for row in "ABCFGHI"}, with_ranks=False),
+        tmp_path / "evidence" / "2026-11-29-dbl_table4-flickr8k.npz",
+    )
+    assert main(["claims", "--evidence", "evidence", "--out", "board.md", "--no-log"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1
+        and "have no per-query test ranks" in err[0]
+        and "--preset dbl-table4 --profile flickr8k" in err[0]
+    )
+    assert not (tmp_path / "board.md").exists()
