@@ -202,8 +202,8 @@ def test_sweep_survives_a_lost_worker_node(cluster):
     client = MlflowClient(tracking_uri=cluster.mlflow_uri)
     storage = cluster.shared / "sweeps"
     log = cluster.root / "sweep-job.log"
-    # the preset's `small` data cut to 1,500 training images (its own folder): a third of the epoch, still
-    # seconds long, so the node dies while its trial trains (and the sweep takes a third of the time)
+    # the preset's own data on the shared storage, 3 epochs without a decay, one 2-CPU trial at a time: each
+    # trial seconds long, so the node dies while a trial trains, and the 6 trials take a few minutes
     job = submit(
         cluster,
         [
@@ -212,8 +212,13 @@ def test_sweep_survives_a_lost_worker_node(cluster):
             "smoke",
             "--storage",
             str(storage),
-            f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'small_1500'}",
-            "dataset.synthetic.knobs={n_train: 1500, n_dev: 100, n_test: 200}",
+            "--cpus-per-trial",
+            "2",
+            "--concurrency",
+            "1",
+            f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'smoke'}",
+            "train.epochs=3",
+            "train.lr_decay_epochs=[]",
         ],
         log,
     )
@@ -283,14 +288,14 @@ def test_sweep_survives_a_lost_worker_node(cluster):
     parents = [run for run in runs if "mlflow.parentRunId" not in run.data.tags]
     children = [run for run in runs if "mlflow.parentRunId" in run.data.tags]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert sorted(run.data.tags["param.cooperative.strategy"] for run in children) == ["A", "F"]
+    assert sorted(run.data.tags["param.cooperative.strategy"] for run in children) == ["A"] * 3 + ["F"] * 3
     assert {run.info.status for run in children} == {"FINISHED"}
     for run in [*parents, *children]:
         assert run.info.artifact_uri.startswith("mlflow-artifacts:"), run.info.artifact_uri  # served, no node's disk
     trials = json.loads(
         Path(client.download_artifacts(parents[0].info.run_id, "sweep/trials.json", str(cluster.root))).read_text()
     )
-    assert len(trials["data"]) == 2  # each grid point exactly one result
+    assert len(trials["data"]) == 6  # each grid point exactly one result
     statuses = {row[trials["columns"].index("status")] for row in trials["data"]}
     assert statuses == {"finished"}
     # a pivot sweep's report (its one best is the headline: no 'best trial' artifact)

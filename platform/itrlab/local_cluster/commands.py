@@ -53,7 +53,7 @@ def up(args: argparse.Namespace) -> None:
         f"\nsubmit a sweep:\n  RAY_AUTH_MODE=token RAY_AUTH_TOKEN={token} \\\n"
         f"  ray job submit --address {cluster.dashboard_url} --working-dir . -- python jobs/sweep_dbl.py "
         f"--preset smoke --storage {cluster.shared / 'sweeps'} "
-        f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'small'}\n"
+        f"dataset.root={cluster.shared / 'data' / 'synthetic' / 'smoke'}\n"
         f"stop it: jobs/local_cluster.py down --root {args.root}"
     )
 

@@ -139,10 +139,7 @@ def headline(
 
 
 def _headline(
-    table: dict[str, list],
-    spec: SweepSpec,
-    chance: ChanceLevel | None,
-    learning: Mapping[str, str] | None,
+    table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None, learning: Mapping[str, str] | None
 ) -> Headline | None:
     column, mode = objective_column(table, spec)
     marks = row_marks(table, spec, chance, learning)
