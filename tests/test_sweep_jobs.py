@@ -259,7 +259,9 @@ def test_make_sweeps_preset_ends_with_a_verdict_on_converged_rows(tmp_path):
         re.search(r"[+-]\d+\.\d ± \d+\.\d .*paired by seed", headline)
         and "[on synthetic data: synthetic_smoke]" in headline
     )
-    for child in children:  # off the max-of-hinges plateau (2 x margin 0.2 x batch 32), embeddings spread
+    for child in children:  # the baseline off its max-of-hinges plateau (2 x margin 0.2 x batch 32); spread
         metrics = flat_metrics(child.data.metrics)
-        assert metrics["loss"] < 0.5 * 2 * 0.2 * 32 and metrics["test_md"] > 0.1, (child.data.tags, metrics)
+        assert metrics["test_md"] > 0.1, (child.data.tags, metrics)
+        if child.data.tags["param.cooperative.strategy"] == "A":
+            assert metrics["loss"] < 0.5 * 2 * 0.2 * 32, metrics
     assert headline in done.stdout
