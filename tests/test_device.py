@@ -107,7 +107,7 @@ def test_cooperative_mss_trains_on_cuda(tmp_path, tiny_root):
 def test_a_trial_asking_for_several_gpus_trains_one_ddp_worker_per_gpu():
     from itrlab.sweep import load_sweep
 
-    spec = load_sweep("dbl_smoke")
+    spec = load_sweep("dbl_smoke").with_settings({"resources.cpu": 2})
     assert spec.workers == (1, 2.0, 0.0)
     assert spec.with_settings({"resources.gpu": 0.5}).workers == (1, 2.0, 0.5)  # two trials share a GPU
     assert spec.with_settings({"resources.gpu": 2, "resources.cpu": 8}).workers == (2, 4.0, 1.0)

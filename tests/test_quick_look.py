@@ -176,16 +176,17 @@ def test_images_without_out_is_refused_with_the_folders_the_data_set_configs_rea
     assert "data/coco_mini_precomp (coco_mini)" in err
 
 
-def test_the_documented_extraction_of_the_shipped_copy_writes_where_the_experiment_reads():
-    """docs/data.md's command for the shipped Flickr8K copy: its --out and --pool are the folder and layout the
-    data set config reads, its --text the stored text features vsepp_flickr8k reads."""
+def test_the_documented_flickr8k_command_writes_where_the_experiment_reads():
+    """docs/data.md's one command for Flickr8K: the manifest it checks against names as its features' folder and
+    layouts the folder and layout the data set config reads, and the stored text features vsepp_flickr8k reads."""
+    from itrlab.acquire.manifest import find_manifest, read_manifest
     from test_cli_commands import documented_commands
 
-    (line,) = [c for c in documented_commands(r"extract_features\.py --images \.\./shared/data/flickr8k")]
-    words = line.split()
+    (line, *_) = [c for c in documented_commands(r"itrlab data flickr8k --from")]
+    manifest = read_manifest(find_manifest(line.split()[2]))
     root = Path(load_experiment("vsepp_flickr8k").dataset.root)
-    assert words[words.index("--out") + 1] == str(root.parent) and root.name == "pool1x1"
-    assert "1x1" in words[words.index("--pool") + 1].split(",") and "--text" in words
+    assert Path(manifest.precomp) == root.parent and root.name == "pool1x1"
+    assert "1x1" in manifest.extract.pool.split(",") and manifest.extract.text == "tokens"
     assert load_experiment("vsepp_flickr8k").model.text.encoder == "precomp"
 
 
@@ -196,12 +197,12 @@ def test_a_sweep_names_the_data_folder_its_trials_read(tmp_path, monkeypatch):
     from itrlab.config.sweep import load_sweep
 
     spec = load_sweep(sweep_presets()["dbl-smoke"], None)
-    assert sweep_data_root(spec, []) == "data/synthetic/small"
+    assert sweep_data_root(spec, []) == "data/synthetic/smoke"
     assert sweep_data_root(spec, ["dataset.root=/x"]) == "/x"
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
     here = tmp_path.resolve()
     assert elsewhere_line([("data", sweep_data_root(spec, [])), ("the sweep folders", "runs/sweeps")]) == (
-        f"working in {here}, not in the project folder {REPO}: data {here}/data/synthetic/small, the sweep folders "
+        f"working in {here}, not in the project folder {REPO}: data {here}/data/synthetic/smoke, the sweep folders "
         f"{here}/runs/sweeps (relative paths are read from the working folder; cd {REPO} to use the project's)"
     )
