@@ -128,6 +128,16 @@ def test_the_main_job_without_flickr8k_names_the_command_that_makes_it(tmp_path)
     assert done.returncode == 2 and "data/flickr8k_precomp/pool1x1: the data set flickr8k_precomp is not here" in line
     assert "`itrlab data flickr8k --from PATH_OR_URL`" in line and "--profile budget" in line, done.stderr
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()  # nothing started
+    planned = dry_run(tmp_path, "--preset", "dbl-table4", "--dry-run")
+    assert (
+        planned.returncode == 0 and "sweep dbl_table4, profile flickr8k: 35 trial(s) (5 seed(s) each)" in planned.stdout
+    )
+    assert (
+        f"data: flickr8k_precomp in {tmp_path}/data/flickr8k_precomp/pool1x1: not here yet; make it with "
+        "`itrlab data flickr8k --from PATH_OR_URL`"
+    ) in planned.stdout
+    shown = [line.split()[0] for line in planned.stdout.split("trials (one line per row")[1].splitlines()[2:9]]
+    assert shown == list("ABCFGHI"), planned.stdout
 
 
 @pytest.mark.parametrize("path", sorted((config_dir() / "sweeps").glob("*.yaml")), ids=lambda p: p.stem)
