@@ -120,8 +120,17 @@ def test_a_paper_effect_in_another_metric_is_compared_in_that_metric():
 
 
 def test_the_board_renders_every_measured_claim_and_the_rest_apart():
-    found = judged({"A": 0.3, "F": 0.5}, [claim("f", "F"), claim("x", "F", sweep="vsepp-flickr8k", profile=None)])
+    found = judged(
+        {"A": 0.3, "F": 0.5}, [claim("f", "F", also=["t2i_R1"]), claim("x", "F", sweep="vsepp-flickr8k", profile=None)]
+    )
     board = render(list(found.values()), {"t4": "Table IV's rows against A"})
+    also = found["f"].also[0]
+    assert (
+        f"| t2i_R1 {also.bootstrap.value:+.1f} [{also.bootstrap.low:+.1f}, {also.bootstrap.high:+.1f}] |".replace(
+            "[", "\\["
+        ).replace("]", "\\]")
+        in board
+    )  # the claim's other metric beside its verdict, escaped as a cell
     assert "| f: F vs A, rsum ([page](results/2026-11-29-dbl_table4-flickr8k.md)) |" in board
     assert "**reproduced**" in board and "## Not measured yet" in board
     assert "`python jobs/sweep.py --preset vsepp-flickr8k`, then `itrlab report`" in board

@@ -47,6 +47,7 @@ class ClaimResult:
     paper_outside: bool | None = None
     measured: Measured | None = None
     schedule: str = ""
+    also: tuple[ComparisonStats, ...] = ()  # the claim's other metrics (``also``), shown beside its verdict
 
 
 def _stats(measured: Measured, claim: Claim, metric: str) -> ComparisonStats:
@@ -159,6 +160,7 @@ def judge_claims(claims: Sequence[Claim], measured: Mapping[tuple[str, str | Non
             outside,
             found,
             _schedule(evidence, (claim.row, claim.baseline)),
+            tuple(_stats(found, claim, metric) for metric in claim.also),
         )
     return [results[claim.id] for claim in claims]
 
@@ -210,6 +212,7 @@ HEADERS = (
     "seeds + test images (95%)",
     "MDE (80%)",
     "Holm p: family / board",
+    "other metrics, seeds + test images",
     "schedule",
     "verdict",
 )
@@ -253,6 +256,7 @@ def render(results: Sequence[ClaimResult], families: Mapping[str, str], results_
                 md_cell(_bootstrap(stats)),
                 md_cell("—" if stats.mde is None else f"{stats.mde:.1f}"),
                 md_cell(f"{_p(verdict.holm_p if verdict.holm_p is not None else stats.p)} / {_p(result.board_p)}"),
+                md_cell("; ".join(f"{other.metric} {_bootstrap(other)}" for other in result.also) or "—"),
                 md_cell(result.schedule),
                 f"**{md_cell(verdict.word)}**",
             ]
