@@ -5,6 +5,7 @@ back checked, and ``itrlab report`` on a real MLflow store writing the verdicts 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -158,6 +159,18 @@ def test_a_verdict_is_inconclusive_on_a_failed_base_or_a_row_still_learning_and_
     assert words[("C", "A")].direction == -1 and words[("C", "A")].word == CONTRADICTED
     assert words[("C", "A")].paper_effect == -20.0 and words[("C", "A")].paper_outside is True
     assert found.directions[("C", "A")] == FROM_PAPER and found.directions[("B", "A")] == EXPECTED_BETTER
+
+
+def test_a_declared_pair_is_judged_once_in_its_own_order():
+    """A sweep whose baseline is the method it claims better (VSE++), declaring VSE++ against VSE: one comparison,
+    VSE++ against VSE, not also VSE against VSE++ (which would read the claim's reference as a failed base)."""
+    rows = {
+        "VSE++": [trial("VSE++", s, query_ranks(40 + s, 0.6)) for s in SEEDS],
+        "VSE": [trial("VSE", s, query_ranks(s, 0.2)) for s in SEEDS],
+    }
+    evidence = sweep_evidence(rows, pairs=[("VSE++", "VSE")])
+    found = findings(replace(evidence, baseline="VSE++"))
+    assert [(v.stats.row, v.stats.reference, v.word) for v in found.verdicts] == [("VSE++", "VSE", REPRODUCED)]
 
 
 def test_the_evidence_file_is_written_small_and_read_back_checked(tmp_path):

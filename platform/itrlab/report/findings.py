@@ -67,9 +67,18 @@ def _fingerprints(evidence: Evidence) -> dict[str, dict[int, tuple]]:
 
 def family(evidence: Evidence, groups: list[tuple[str, ...]]) -> list[tuple[str, str]]:
     """The sweep's comparisons (row, reference) as the module doc lists them, by the rows' first labels (a group
-    of identical rows stands under its first row); without duplicates or a row against itself."""
+    of identical rows stands under its first row); without duplicates or a row against itself. A declared pair
+    (``table.compare``) stands for its two rows in the order it names them: the baseline's comparison with the
+    same row is not judged again the other way round (VSE against VSE++ where the sweep declares VSE++ against
+    VSE)."""
     first = {row: group[0] for group in groups for row in group}
-    pairs = [(row, evidence.baseline) for row in evidence.rows if evidence.baseline is not None]
+    declared = {frozenset((first.get(row, row), first.get(ref, ref))) for row, ref in evidence.pairs}
+    pairs = [
+        (row, evidence.baseline)
+        for row in evidence.rows
+        if evidence.baseline is not None
+        and frozenset((first.get(row, row), first.get(evidence.baseline, evidence.baseline))) not in declared
+    ]
     seen, found = set(), []
     for row, reference in [*pairs, *evidence.pairs]:
         pair = (first.get(row, row), first.get(reference, reference))
