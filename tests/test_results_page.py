@@ -190,6 +190,17 @@ def test_a_profile_other_than_budget_names_its_page():
     )
 
 
+def test_the_page_says_how_its_setting_deviates_from_the_paper_before_any_verdict():
+    deviations = "Flickr8K, not Flickr30K: real photos on 2 cores\nrows D and E left out: *identical* to F and G"
+    page = render(SUMMARY, {**RUN, "tags": {"itrlab.profile": "flickr8k", "itrlab.deviations": deviations}})
+    setting = page.index("## Setting: how it deviates from the paper")
+    assert setting < page.index("## Results")
+    assert (
+        "- Flickr8K, not Flickr30K: real photos on 2 cores\n- rows D and E left out: \\*identical\\* to F and G" in page
+    )
+    assert "## Setting" not in render(SUMMARY, {**RUN, "tags": {"itrlab.deviations": "none"}})  # a sweep as written
+
+
 def test_a_page_of_another_sweep_is_never_written_over(tmp_path):
     """The same sweep twice on one day (on a GPU, then on a CPU): the second page gets the next free name;
     the page of the same parent run is written again in place."""

@@ -38,6 +38,8 @@ from itrlab.config.schema import Section
 from itrlab.errors import ConfigError
 
 DEFAULT_PROFILE = "budget"
+PROFILE_TAG = "itrlab.profile"  # the MLflow tag of the profile a sweep and its trials ran under
+DEVIATIONS_TAG = "itrlab.deviations"  # the tag of the profile's deviations from the paper, one a line
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 

@@ -15,7 +15,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from itrlab.config.profiles import DEFAULT_PROFILE
+from itrlab.config.profiles import DEFAULT_PROFILE, DEVIATIONS_TAG, PROFILE_TAG
 from itrlab.data.shape import DataShape
 from itrlab.errors import UserInputError
 from itrlab.report.convergence import TAIL
@@ -29,7 +29,6 @@ from itrlab.report.verdict_table import HEADER as VERDICT_HEADER
 from itrlab.report.verdict_table import aligned_table, convergence_table, verdict_notes, verdict_row
 from itrlab.tracking.store import COMMIT_TAG, COMMITS_TAG
 
-PROFILE_TAG = "itrlab.profile"  # the profile a sweep ran under (itrlab.sweep.runner)
 CONVERGENCE_KEYS = ("seeds", "epochs", "best_epoch", "since", "gain", "tolerance", "rise", "spread")
 CONVERGENCE_KEYS += ("still_learning", "decay", "schedule")
 
@@ -145,7 +144,8 @@ def render(
     then the headline is theirs, identical rows are one row and the convergence marks follow the verdicts'
     rule: :mod:`itrlab.report.verdict_table`), which rows converged, what the runs show (``diagnostics``,
     :mod:`itrlab.report.diagnostics`: losses and their parts per row), the trials and the plots (``plots``:
-    artifact path -> the image's path relative to the page)."""
+    artifact path -> the image's path relative to the page). The profile's deviations from the paper (the parent
+    run's tag) come first: the setting every verdict of the page holds in."""
     tags = run.get("tags", {})
     counts = summary.get("trial_counts", {})
     total = sum(counts.values())
@@ -183,6 +183,9 @@ def render(
     if wall_time(summary, run):
         provenance.append(f"- {md_text(wall_time(summary, run))}")
     lines += provenance + [""]
+    deviations = [line for line in tags.get(DEVIATIONS_TAG, "").splitlines() if line.strip() and line != "none"]
+    if deviations:  # what every verdict below holds in: this setting, not the paper's
+        lines += ["## Setting: how it deviates from the paper", "", *[f"- {md_text(line)}" for line in deviations], ""]
     report = summary.get("report")
     judged = findings is not None and findings.verdicts and report
     if report:

@@ -38,6 +38,7 @@ from ray import tune
 from itrlab.assembly import check_experiment
 from itrlab.config import ExperimentConfig
 from itrlab.config.checks import check_data_content
+from itrlab.config.profiles import DEVIATIONS_TAG, PROFILE_TAG
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.errors import StorageError, failure_reason
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
@@ -175,7 +176,7 @@ def profile_tags(spec: SweepSpec) -> dict[str, str]:
     of the parent and of every trial."""
     if spec.profile is None:
         return {}
-    return {"itrlab.profile": spec.profile, "itrlab.deviations": "\n".join(spec.deviations) or "none"}
+    return {PROFILE_TAG: spec.profile, DEVIATIONS_TAG: "\n".join(spec.deviations) or "none"}
 
 
 def sweep_lock(sweep_dir: Path, name: str):

@@ -8,6 +8,7 @@ the view ``itrlab-<parent run id>``, named ``<sweep> <invocation>: trials``; a r
 
 from __future__ import annotations
 
+from itrlab.config.profiles import PROFILE_TAG
 from itrlab.config.sweep import SweepSpec
 from itrlab.eval.names import METRIC_NAMES
 from itrlab.tracking import MlflowTracker
@@ -38,7 +39,7 @@ def trials_view(spec: SweepSpec, invocation: str, parent_run_id: str) -> RunsVie
     validation = f"best_val_{metric}" if metric == "rsum" else metric
     extra = [c for c in (spec.table.columns if spec.table else []) if c.startswith("test_")]
     metrics = list(dict.fromkeys([test, *RECALLS, validation, *extra]))
-    tags = [f"param.{key}" for key in swept_keys(spec)] + ["param.seed"] + (["itrlab.profile"] if spec.profile else [])
+    tags = [f"param.{key}" for key in swept_keys(spec)] + ["param.seed"] + ([PROFILE_TAG] if spec.profile else [])
     name = f"{spec.name} {invocation}: trials"
     return RunsView(name, children_filter(parent_run_id), test, ascending, tags, metrics, summary=[RECALLS_TAG])
 
