@@ -255,9 +255,8 @@ def test_make_sweeps_preset_ends_with_a_verdict_on_converged_rows(tmp_path):
     assert summary["seeds"] == [0, 1, 2]
     assert {row: found["still_learning"] for row, found in summary["convergence"].items()} == {"A": "", "F": ""}
     headline = summary["headline"]
-    assert (
-        re.search(r"[+-]\d+\.\d ± \d+\.\d .*paired by seed", headline)
-        and "[on synthetic data: synthetic_smoke]" in headline
+    assert re.search(r"[+-]\d+\.\d ± \d+\.\d .*paired by seed", headline) and headline.endswith(
+        "; on synthetic data: synthetic_smoke"
     )
     for child in children:  # the baseline off its max-of-hinges plateau (2 x margin 0.2 x batch 32); spread
         metrics = flat_metrics(child.data.metrics)

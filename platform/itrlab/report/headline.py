@@ -135,7 +135,7 @@ def headline(
     found = _headline(table, spec, chance, learning)
     if found is None or synthetic is None:
         return found
-    return replace(found, text=f"{found.text} [on synthetic data: {synthetic}]")
+    return replace(found, text=f"{found.text}; on synthetic data: {synthetic}")
 
 
 def _headline(

@@ -55,9 +55,11 @@ def estimate_cell(figure: Figure) -> str:
 
 
 def profiles_of(path: Path) -> list[str | None]:
-    """A preset's profiles, the default first (``[None]``: a file without profiles runs as written)."""
-    names = list(read_yaml(path, "sweep").get("profiles") or {})
-    return sorted(names, key=lambda name: name != DEFAULT_PROFILE) or [None]
+    """A preset's profiles, the one a run without ``--profile`` takes first (the file's ``default_profile``, else
+    ``budget``; ``[None]``: a file without profiles runs as written)."""
+    data = read_yaml(path, "sweep")
+    default = data.get("default_profile", DEFAULT_PROFILE)
+    return sorted(data.get("profiles") or {}, key=lambda name: name != default) or [None]
 
 
 def preset_entries(preset: str, path: Path) -> list[PresetEntry]:
