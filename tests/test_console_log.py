@@ -2,6 +2,8 @@
 
 - the console handler: a record's bare message, INFO on stdout, warnings and ``TO_STDERR`` on stderr;
 - a training embedded in a program whose logging is at WARNING prints no INFO line, on stdout or stderr;
+- a worker the command line started keeps its ordered exit (``SystemExit`` raised inside a weakref callback, as
+  Ray's SIGTERM handler does when it lands there) off the console, and prints any other such exception;
 - the command line's console is what it was before the library logged: a smoke training's and a sweep's dry
   run's lines, with the code of ``BEFORE`` (the commit before the change, unpacked with ``git archive``) and
   with this checkout, equal once what legitimately varies is masked (timings, paths, timestamps).
@@ -47,6 +49,47 @@ def test_the_console_handler_writes_bare_lines_to_the_streams(capsys):
 def _clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in (console_log.CONSOLE_ENV, "PYTHONPATH")}
     return {**env, **extra}
+
+
+EXIT_IN_CALLBACK = """
+import gc, os, signal, sys, weakref
+import itrlab
+
+class Thing:
+    pass
+
+def on_sigterm(signum, frame):
+    raise SystemExit(1)  # what Ray's worker does on SIGTERM (ray._private.worker: raise_sys_exit_...)
+
+kept = []
+def callback(ref):
+    if sys.argv[1] == "other":
+        raise ValueError("a real error in a callback")
+    os.kill(os.getpid(), signal.SIGTERM)  # the signal arrives while Python runs the weakref callback
+
+signal.signal(signal.SIGTERM, on_sigterm)
+thing = Thing()
+kept.append(weakref.ref(thing, callback))
+del thing
+gc.collect()
+print("still here")
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("raised", "started_by_the_command_line"), [("exit", True), ("other", True), ("exit", False)])
+def test_a_workers_exit_inside_a_callback_stays_off_the_console(raised, started_by_the_command_line):
+    env = _clean_env(**({console_log.CONSOLE_ENV: "INFO"} if started_by_the_command_line else {}))
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_IN_CALLBACK, raised], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout == "still here\n", done.stderr
+    if raised == "other":
+        assert "Exception ignored in" in done.stderr and "ValueError: a real error" in done.stderr
+    elif started_by_the_command_line:
+        assert done.stderr == ""
+    else:  # a program embedding itrlab keeps Python's own hook
+        assert "Exception ignored in" in done.stderr and "SystemExit" in done.stderr
 
 
 EMBEDDED = """

@@ -1,6 +1,7 @@
 """itrlab: a Ray-distributed experiment platform for image-text retrieval research."""
 
 from itrlab import console_log as _console_log
+from itrlab import interrupts as _interrupts
 from itrlab import threads as _threads
 
 __version__ = "0.1.0"
@@ -9,8 +10,10 @@ __version__ = "0.1.0"
 # import torch, so every entry point (jobs/*.py, itrlab ..., Ray workers, tests) gets it (itrlab.threads)
 _threads.configure_env()
 # a process that a command-line program started (a Ray worker of its sweep) shows its log records as the
-# program's console does (itrlab.console_log); any other leaves them to the program that embeds itrlab
-_console_log.follow()
+# program's console does (itrlab.console_log), and its exit at the program's stop stays off the console
+# (itrlab.interrupts); any other process leaves both to the program that embeds itrlab
+if _console_log.follow():
+    _interrupts.worker_exit_quiet()
 
 
 def load_model(source, tracking_uri: str | None = None):

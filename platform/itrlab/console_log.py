@@ -70,13 +70,15 @@ def configure(level: int | str = logging.INFO) -> None:
     os.environ[CONSOLE_ENV] = logging.getLevelName(logger.level)
 
 
-def follow() -> None:
-    """In a process a command-line program started (:data:`CONSOLE_ENV` set): its console, as the parent's.
-    Else nothing. Called when ``itrlab`` is imported."""
+def follow() -> bool:
+    """In a process a command-line program started (:data:`CONSOLE_ENV` set): its console, as the parent's,
+    and True. Else nothing, and False. Called when ``itrlab`` is imported."""
     level = os.environ.get(CONSOLE_ENV, "").strip().upper()
-    if not level or any(isinstance(h, ConsoleHandler) for h in logging.getLogger(ROOT).handlers):
-        return
-    configure(level if isinstance(logging.getLevelName(level), int) else logging.INFO)
+    if not level:
+        return False
+    if not any(isinstance(h, ConsoleHandler) for h in logging.getLogger(ROOT).handlers):
+        configure(level if isinstance(logging.getLevelName(level), int) else logging.INFO)
+    return True
 
 
 def emit(logger: logging.Logger, line: str, stream: TextIO | None = None) -> None:

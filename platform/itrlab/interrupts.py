@@ -6,7 +6,8 @@ makes SIGTERM do what SIGINT's handler of the moment does: raise KeyboardInterru
 its run KILLED and keeps its checkpoint), or Tune's graceful stop of a sweep (the experiment state is
 saved, so ``--resume`` continues it). :func:`interruption` then says which signal it was: the line
 to print and the exit status (143 = 128 + SIGTERM, 130 = 128 + SIGINT). :func:`ctrl_c_kept` takes back the
-SIGINT handler that Ray Train's ``TorchTrainer.fit`` leaves behind.
+SIGINT handler that Ray Train's ``TorchTrainer.fit`` leaves behind. :func:`worker_exit_quiet` keeps a Ray
+worker's ordered exit off the console.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 
 _received: dict[str, bool] = {"sigterm": False}
@@ -68,3 +70,22 @@ def ctrl_c_kept():
     finally:
         if previous is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, previous)
+
+
+def worker_exit_quiet() -> None:
+    """In a Ray worker that a command-line program started: the exit that Ray's SIGTERM handler raises
+    (``SystemExit``) prints nothing when it lands inside a finalizer or a weakref callback. Python cannot raise
+    from there and prints it as "Exception ignored in ..." with a traceback, which Ray forwards to the console
+    when a stopped sweep shuts its workers down; the worker ends as asked either way. Any other exception
+    that Python cannot raise prints as before. Idempotent."""
+    if getattr(sys.unraisablehook, "itrlab_quiet_exit", False):
+        return
+    passed_on = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, SystemExit):
+            return
+        passed_on(unraisable)
+
+    hook.itrlab_quiet_exit = True
+    sys.unraisablehook = hook
