@@ -48,7 +48,7 @@ def trial(row: str, seed: int, ranks: QueryRanks, curve=CURVE, collapse="", stat
     )
 
 
-def sweep_evidence(rows: dict[str, list[TrialEvidence]], pairs=()) -> Evidence:
+def sweep_evidence(rows: dict[str, list[TrialEvidence]], pairs=(), steps=()) -> Evidence:
     return Evidence(
         "dbl_tiny",
         None,
@@ -62,6 +62,7 @@ def sweep_evidence(rows: dict[str, list[TrialEvidence]], pairs=()) -> Evidence:
         tuple(pairs),
         None,
         tuple(t for trials in rows.values() for t in trials),
+        steps=tuple(steps),
     )
 
 
@@ -139,6 +140,7 @@ def test_a_loss_that_falls_onto_its_max_of_hinges_plateau_is_flagged():
 
 
 def test_a_verdict_is_inconclusive_on_a_failed_base_or_a_row_still_learning_and_takes_the_papers_direction():
+    """A step (``table.steps``) on a base that failed its own claim is inconclusive; a sibling pair is not."""
     rising = tuple((epoch, 200.0 + 5 * epoch) for epoch in range(1, 11))  # every seed +10 over epochs 8-10
     rows = {
         "A": [trial("A", s, query_ranks(s, 0.2)) for s in SEEDS],
@@ -147,11 +149,16 @@ def test_a_verdict_is_inconclusive_on_a_failed_base_or_a_row_still_learning_and_
         "L": [trial("L", s, query_ranks(50 + s, 0.6), curve=rising) for s in SEEDS],
     }
     rows["B"] = [TrialEvidence(**{**t.__dict__, "curve": t.curve[:-1] + ((10, 270.5),)}) for t in rows["B"]]
-    found = findings(sweep_evidence(rows, pairs=[("C", "B")]), published={"A": {"rsum": 300.0}, "C": {"rsum": 280.0}})
+    published = {"A": {"rsum": 300.0}, "C": {"rsum": 280.0}}
+    found = findings(sweep_evidence(rows, pairs=[("C", "B")], steps=[("C", "B")]), published=published)
     words = {(v.stats.row, v.stats.reference): v for v in found.verdicts}
     assert words[("B", "A")].word == "no effect detected"
     assert words[("C", "B")].word == INCONCLUSIVE
     assert words[("C", "B")].reason == "measured on B, whose own comparison with A is no effect detected"
+    # declared as siblings (table.compare alone: C is not built on B), the same pair stands on its own numbers
+    sibling = findings(sweep_evidence(rows, pairs=[("C", "B")]), published=published)
+    (alone,) = [v for v in sibling.verdicts if (v.stats.row, v.stats.reference) == ("C", "B")]
+    assert alone.word == "reproduced" and "measured on" not in alone.reason
     assert words[("L", "A")].word == INCONCLUSIVE and words[("L", "A")].reason.startswith(
         "L still learning (best validation rsum still rising: +10.0 from epoch 8 to 10"
     )
@@ -175,7 +182,7 @@ def test_a_declared_pair_is_judged_once_in_its_own_order():
 
 def test_the_evidence_file_is_written_small_and_read_back_checked(tmp_path):
     rows = {row: [trial(row, s, query_ranks(10 * i + s, 0.3 + 0.1 * i)) for s in SEEDS] for i, row in enumerate("AB")}
-    evidence = sweep_evidence(rows)
+    evidence = sweep_evidence(rows, pairs=[("B", "A")], steps=[("B", "A")])
     found = findings(evidence)
     path = write_evidence(with_findings(evidence, found.convergence, found.identical), tmp_path / "e" / "page.npz")
     back = read_evidence(path)
@@ -184,6 +191,7 @@ def test_the_evidence_file_is_written_small_and_read_back_checked(tmp_path):
     assert np.array_equal(back.ranks("B")[1].t2i, rows["B"][1].ranks.t2i) and back.ranks("B")[1].t2i.dtype == np.int16
     assert back.trials[0].curve == CURVE and back.trials[0].decay_epochs == (8,)
     assert back.convergence["A"]["still_learning"] == "" and back.identical == ()
+    assert back.pairs == (("B", "A"),) and back.steps == (("B", "A"),)
     assert findings(back).verdicts[0].to_dict() == found.verdicts[0].to_dict()  # the board judges it the same
     assert path.stat().st_size < 20_000  # 6 trials of 100 images x 5 captions
 
@@ -203,6 +211,7 @@ def test_the_evidence_file_is_written_small_and_read_back_checked(tmp_path):
 
     assert "'format'" in tampered("version", lambda m: {**m, "version": 2})
     assert "one of the rows" in tampered("baseline", lambda m: {**m, "baseline": "Z"})
+    assert "one of the pairs" in tampered("step", lambda m: {**m, "steps": [["A", "B"]]})
     assert "'trials[0].seed': got -1" in tampered("seed", lambda m: {**m, "trials": [{**m["trials"][0], "seed": -1}]})
     assert "a rank outside its fold of 100 images" in tampered("ranks", t0_t2i=np.full(CPI * N, N, dtype=np.int16))
     assert "do not fit 99 image" in tampered("short", t0_i2t=np.zeros(N - 1, dtype=np.int16))

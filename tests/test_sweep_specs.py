@@ -119,17 +119,19 @@ def test_grid_points_cover_every_combination_times_seeds():
 
 
 @pytest.mark.parametrize(
-    "compare, says",
+    "key, pairs, says",
     [
-        ([["ConVSE++", "ConVSE+"]], "table.compare[0]': got 'ConVSE+'; the label of a row of the pivot"),
-        ([["ConVSE", "ConVSE"]], "table.compare[0]': got ['ConVSE', 'ConVSE']; two different rows"),
+        ("compare", [["ConVSE++", "ConVSE+"]], "table.compare[0]': got 'ConVSE+'; the label of a row of the pivot"),
+        ("compare", [["ConVSE", "ConVSE"]], "table.compare[0]': got ['ConVSE', 'ConVSE']; two different rows"),
+        ("steps", [["ConVSE", "VSE++"], ["ConVSE", "VSE+"]], "table.steps[1]': got 'VSE+'; the label of a row"),
+        ("steps", [["VSE", "VSE"]], "table.steps[0]': got ['VSE', 'VSE']; two different rows"),
     ],
 )
-def test_a_comparison_names_two_rows_of_the_pivot(compare, says):
+def test_a_comparison_names_two_rows_of_the_pivot(key, pairs, says):
     from itrlab.errors import ConfigError
 
     spec = load_sweep("convse_table3")
-    spec = spec.model_copy(update={"table": spec.table.model_copy(update={"compare": compare})})
+    spec = spec.model_copy(update={"table": spec.table.model_copy(update={key: pairs})})
     with pytest.raises(ConfigError, match=re.escape(says)):
         check_table_rows(spec)
 

@@ -166,6 +166,10 @@ class TableSpec(Section):
     # further pairs [row, reference] (labels): each row's objective minus the reference's, with Welch's 95%
     # interval, a line under the table (ConVSE Table III: ConVSE++ against ConVSE, besides both against VSE++)
     compare: list[tuple[str, str]] = Field(default_factory=list)
+    # pairs [row, reference] where the row adds one component to its reference (CODER Table 2's cumulative
+    # rows): compared as `compare`'s, and a step whose reference failed its own comparison with the baseline
+    # is inconclusive (measured on a failed base). A `compare` pair's rows are siblings: each stands alone
+    steps: list[tuple[str, str]] = Field(default_factory=list)
 
 
 class SweepSpec(Section):
@@ -407,7 +411,8 @@ def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
             )
     labels = pivot_labels(spec)
     named = [("table.baseline", spec.table.baseline)] if spec.table.baseline is not None else []
-    named += [(f"table.compare[{i}]", label) for i, pair in enumerate(spec.table.compare) for label in pair]
+    declared = [("compare", spec.table.compare), ("steps", spec.table.steps)]
+    named += [(f"table.{key}[{i}]", label) for key, pairs in declared for i, pair in enumerate(pairs) for label in pair]
     for field, label in named:
         if label not in labels:
             raise ConfigError(
@@ -416,9 +421,10 @@ def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
                 f"the label of a row of the pivot: {', '.join(labels)}",
                 did_you_mean(label, labels),
             )
-    for i, (row, reference) in enumerate(spec.table.compare):
-        if row == reference:
-            raise ConfigError(f"{prefix}table.compare[{i}]", [row, reference], "two different rows")
+    for key, pairs in declared:
+        for i, (row, reference) in enumerate(pairs):
+            if row == reference:
+                raise ConfigError(f"{prefix}table.{key}[{i}]", [row, reference], "two different rows")
 
 
 def resolve_sweep_path(sweep: str | Path) -> Path:

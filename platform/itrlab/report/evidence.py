@@ -99,6 +99,7 @@ class Evidence:
     trials: tuple[TrialEvidence, ...]
     convergence: dict[str, dict[str, Any]] = field(default_factory=dict)
     identical: tuple[tuple[str, ...], ...] = ()
+    steps: tuple[tuple[str, str], ...] = ()  # the pairs of ``table.steps``: the row built on its reference
 
     def finished(self, row: str) -> list[TrialEvidence]:
         """The finished trials of ``row`` that have a seed."""
@@ -154,7 +155,9 @@ def collect_evidence(
         if label not in rows:
             rows.append(label)
         found.append(_collected_trial(trials_table, i, label, runs.get(trial) or {}, ranks.get(trial)))
-    pairs = tuple((str(p["row"]), str(p["reference"])) for p in summary.get("comparisons") or [] if "row" in p)
+    declared = [p for p in summary.get("comparisons") or [] if "row" in p]
+    pairs = tuple((str(p["row"]), str(p["reference"])) for p in declared)
+    steps = tuple((str(p["row"]), str(p["reference"])) for p in declared if p.get("step") is True)
     return Evidence(
         str(summary["sweep"]),
         profile,
@@ -168,6 +171,7 @@ def collect_evidence(
         pairs,
         summary.get("table_paper"),
         tuple(found),
+        steps=steps,
     )
 
 

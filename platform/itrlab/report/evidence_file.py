@@ -81,6 +81,7 @@ def _meta(evidence: Evidence) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "rows": list(evidence.rows),
         "baseline": evidence.baseline,
         "pairs": [list(pair) for pair in evidence.pairs],
+        "steps": [list(pair) for pair in evidence.steps],
         "paper": evidence.paper,
         "trials": trials,
         "convergence": evidence.convergence,
@@ -138,6 +139,10 @@ def _evidence(check: FileCheck, meta: dict, arrays: dict[str, np.ndarray]) -> Ev
     for i, pair in enumerate(pairs):
         if not isinstance(pair, list) or len(pair) != 2 or any(p not in rows for p in pair):
             raise check.fail(f"pairs[{i}]", pair, "[row, reference], both among the rows")
+    steps = check.listing(meta.get("steps", []), "steps")
+    for i, pair in enumerate(steps):
+        if pair not in pairs:
+            raise check.fail(f"steps[{i}]", pair, "one of the pairs")
     identical = check.listing(meta.get("identical", []), "identical")
     for i, group in enumerate(identical):
         if not isinstance(group, list) or len(group) < 2 or any(r not in rows for r in group):
@@ -169,6 +174,7 @@ def _evidence(check: FileCheck, meta: dict, arrays: dict[str, np.ndarray]) -> Ev
         tuple(trials),
         convergence,
         tuple(tuple(group) for group in identical),
+        tuple(tuple(pair) for pair in steps),
     )
 
 

@@ -15,9 +15,11 @@ for a metric maximised, below for one minimised), and the page says so.
 **Inconclusive** (the blockers :func:`~itrlab.report.analysis.judge` takes), for either row of a comparison: no
 finished seed; still learning (:mod:`itrlab.report.convergence`, each row held to half the smallest minimum
 detectable effect of its comparisons); a training that failed (a seed whose loss never left its plateau or
-sits on its collapse plateau, or whose embeddings collapsed: :mod:`itrlab.report.verdict`); and for a
-reference that is not the baseline, its own comparison with the baseline not reproduced ("measured on a base
-that failed its own claim"). A row whose schedule is not tuned for it is said in the verdict's reason.
+sits on its collapse plateau, or whose embeddings collapsed: :mod:`itrlab.report.verdict`); and for a step
+(``table.steps``: the row adds one component to its reference), the reference's own comparison with the
+baseline not reproduced ("measured on a base that failed its own claim"). Two rows of a ``table.compare`` pair
+are siblings (ConVSE++ and ConVSE, both on the same VSE++ base): each stands on its own. A row whose schedule
+is not tuned for it is said in the verdict's reason.
 """
 
 from __future__ import annotations
@@ -110,6 +112,8 @@ def findings(evidence: Evidence, published: Mapping[str, Mapping[str, float]] | 
         return members.get(row, (row,))
 
     pairs = family(evidence, groups)
+    first = {row: group[0] for group in groups for row in group}
+    steps = {(first.get(row, row), first.get(ref, ref)) for row, ref in evidence.steps}
     stats: dict[tuple[str, str], ComparisonStats] = {}
     for row, reference in pairs:
         stats[(row, reference)] = compare(
@@ -145,7 +149,7 @@ def findings(evidence: Evidence, published: Mapping[str, Mapping[str, float]] | 
             found = _marks(merged_label(group_of(row)), evidence.values(row), failed.get(row), converged.get(row))
             blockers += found[0]
             notes += found[1]
-        base = verdicts.get((pair[1], evidence.baseline))
+        base = verdicts.get((pair[1], evidence.baseline)) if pair in steps else None
         if base is not None and base.word != REPRODUCED:
             blockers.append(
                 f"measured on {merged_label(group_of(pair[1]))}, whose own comparison with "

@@ -123,15 +123,18 @@ def unfinished(members: list[TrialRow]) -> str:
 
 
 def comparisons(rows: list[TrialRow], spec: SweepSpec, column: str) -> list[Comparison]:
-    """The ``table.compare`` pairs of rows, each row's ``column`` minus its reference's over their finished
-    seeds (a row without one gives no number: NaN), Welch's and, where they share seeds, paired."""
+    """The ``table.compare`` and ``table.steps`` pairs of rows, each row's ``column`` minus its reference's over
+    their finished seeds (a row without one gives no number: NaN), Welch's and, where they share seeds, paired."""
     groups = {row_label(key): members for key, members in _grid_order(rows, spec).items()}
     pairs = []
-    for row, reference in spec.table.compare:
+    declared = [(pair, False) for pair in spec.table.compare] + [(pair, True) for pair in spec.table.steps]
+    for (row, reference), step in declared:
         mine, theirs = groups.get(row, []), groups.get(reference, [])
         welch = difference_interval(_values(mine, column), _values(theirs, column))
         pairs.append(
-            Comparison(row, reference, column, welch, paired_interval(_by_seed(mine, column), _by_seed(theirs, column)))
+            Comparison(
+                row, reference, column, welch, paired_interval(_by_seed(mine, column), _by_seed(theirs, column)), step
+            )
         )
     return pairs
 

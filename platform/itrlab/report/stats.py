@@ -96,6 +96,7 @@ class Comparison:
     column: str
     difference: Interval
     paired: Interval | None = None
+    step: bool = False  # a pair of ``table.steps``: the row adds one component to its reference
 
     def to_dict(self) -> dict:
         paired = self.paired
@@ -109,4 +110,5 @@ class Comparison:
             "paired": paired.value if paired else None,
             "paired_ci95": paired.half_width if paired else None,
             "paired_seeds": paired.n if paired else None,
+            "step": self.step,
         }

@@ -83,8 +83,9 @@ def verdict_notes(found: Findings) -> list[str]:
         f"in the expected direction and the Holm p is below {ALPHA:g}; contradicted when it excludes 0 the "
         f"other way with the Holm p below {ALPHA:g}; no effect detected otherwise, with the MDE and whether the "
         f"paper's effect lies outside the interval; inconclusive when a row is still learning, failed (no "
-        f"finished seed, a loss on its plateau, collapsed embeddings) or is measured on a reference whose own "
-        f"comparison with the baseline was not reproduced. Every verdict holds in this setting (data, "
+        f"finished seed, a loss on its plateau, collapsed embeddings) or is a step (the row adds one component to "
+        f"its reference) measured on a reference whose own comparison with the baseline was not reproduced. "
+        f"Every verdict holds in this setting (data, "
         f"backbone, budget) only.",
     ]
     from_paper = [f"{row} vs {ref}" for (row, ref), how in found.directions.items() if how == FROM_PAPER]
