@@ -149,9 +149,14 @@ def test_the_minimum_detectable_effect_has_80_percent_power():
     # G*Power's paired t-test: effect size dz = 1 with 10 pairs has power 0.8031; dz = 0.5 needs 34 pairs (0.8078)
     assert paired_power(1.0, 10, 1.0) == pytest.approx(0.8031, abs=1e-4)
     assert paired_power(2.5, 34, 5.0) == pytest.approx(0.8078, abs=1e-4)
-    for seeds, sd in ((3, 5.1), (5, 4.0), (10, 1.0)):
+    for seeds, sd in ((2, 16.97), (3, 5.1), (5, 4.0), (10, 1.0)):
         mde = minimum_detectable_effect(seeds, sd)
         assert _power_by_integration(mde, seeds, sd) == pytest.approx(0.80, abs=1e-5)
+    # far from 0 the tail against the effect underflows (scipy's nct gives NaN there): the power stays a number
+    for seeds in (2, 3, 5):
+        for shift in (5.0, 8.0, 20.0, 100.0):
+            power = paired_power(shift / math.sqrt(seeds), seeds, 1.0)
+            assert power == pytest.approx(_power_by_integration(shift / math.sqrt(seeds), seeds, 1.0), abs=1e-6)
     assert minimum_detectable_effect(10, 1.0) < 1.0  # dz = 1 has a little more than 80%
     # AsCL > w/o P&N, -4.5 +- 7.5 over 3 seeds (sd 3.02): a paired test detects about 10 rsum 80% of the time
     sd = 7.5 * math.sqrt(3) / stats.t.ppf(0.975, 2)

@@ -388,8 +388,9 @@ def check_sweep_keys(spec: SweepSpec, prefix: str = "") -> None:
 
 def pivot_labels(spec: SweepSpec) -> list[str]:
     """The labels of the pivot's rows in the grid's order: each grid point's cells of ``table.rows``, as
-    :mod:`itrlab.report.pivot` labels the row a trial falls in. What ``table.baseline``, ``table.compare`` and
-    a claim (:mod:`itrlab.config.claims`) may name; empty for a sweep without a table or with a search space."""
+    :mod:`itrlab.report.pivot` labels the row a trial falls in. What ``table.baseline``, ``table.compare``,
+    ``table.steps`` and a claim (:mod:`itrlab.config.claims`) may name; empty for a sweep without a table or
+    with a search space."""
     if spec.table is None or spec.optuna is not None:
         return []
     return list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))

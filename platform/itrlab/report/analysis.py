@@ -85,8 +85,11 @@ def paired_power(effect: float, seeds: int, sd: float, alpha: float = ALPHA) -> 
     degrees of freedom and noncentrality ``effect / (sd / sqrt(seeds))``."""
     df = seeds - 1
     critical = student_t.ppf(1 - alpha / 2, df)
-    shift = effect / (sd / math.sqrt(seeds))
-    return float(nct.sf(critical, df, shift) + nct.cdf(-critical, df, shift))
+    shift = abs(effect) / (sd / math.sqrt(seeds))
+    opposite = nct.cdf(-critical, df, shift)  # the tail against the effect's sign
+    # scipy's nct gives NaN for that tail once the noncentrality passes about 7.5 (at any df), where it is far
+    # below 1e-8: it counts 0 (two seeds' MDE lies there: its bracket would end on NaN)
+    return float(nct.sf(critical, df, shift) + (0.0 if math.isnan(opposite) else opposite))
 
 
 def minimum_detectable_effect(seeds: int, sd: float, alpha: float = ALPHA, power: float = POWER) -> float | None:

@@ -6,8 +6,8 @@ and its ``test_ranks.npz``, :func:`load_test_ranks`), judges it (:mod:`itrlab.re
 beside the page as ``evidence/<page stem>.npz``; :mod:`itrlab.report.evidence_file` holds that file's format,
 its writer and its checked reader. :class:`Evidence` is what both hand on: per trial its row, seed, status,
 test metrics, validation curve, best epoch, learning-rate decays, why its training failed (if it did) and its
-test ranks; per sweep its rows, baseline, ``table.compare`` pairs, the metric and its published table's name;
-and what the report derived (each row's convergence, the groups of identical rows).
+test ranks; per sweep its rows, baseline, ``table.compare`` and ``table.steps`` pairs, the metric and its
+published table's name; and what the report derived (each row's convergence, the groups of identical rows).
 """
 
 from __future__ import annotations

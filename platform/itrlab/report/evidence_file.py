@@ -7,8 +7,9 @@ read with ``allow_pickle=False``):
 * ``meta``: a 0-d unicode array holding one JSON object: ``format``, ``version``; ``sweep``, ``profile``
   (null: the default), ``run_id`` (the sweep's parent run), ``experiment``, ``test_protocol``; ``metric``
   (what the rows are compared by, ``rsum``) and ``mode`` (``max`` or ``min``); ``rows`` (the table's row
-  labels in order), ``baseline`` (one of them, or null) and ``pairs`` (``[[row, reference], ...]``, the
-  sweep's ``table.compare``); ``paper`` (its published table, or null); ``trials``, one object per trial:
+  labels in order), ``baseline`` (one of them, or null), ``pairs`` (``[[row, reference], ...]``, the
+  sweep's ``table.compare`` and ``table.steps``) and ``steps`` (those of ``table.steps``; absent: none);
+  ``paper`` (its published table, or null); ``trials``, one object per trial:
   ``trial``, ``run_id``, ``row``, ``seed`` (null: none), ``status``, ``metrics`` (``test_*`` -> number or
   null), ``curve`` (``[[epoch, validation rsum], ...]``), ``best_epoch``, ``decay_epochs``
   (``train.lr_decay_epochs``), ``collapse`` (why its training failed to leave its plateau or collapsed,

@@ -1,8 +1,9 @@
 """What a sweep's evidence says: every comparison of its table with its numbers and its verdict, which rows are
 still learning or on a schedule not tuned for them, which rows are one, and the headline.
 
-**The family.** Every row against the sweep's baseline, then the pairs of its ``table.compare``, in the sweep's
-metric (the objective's test counterpart, :attr:`Evidence.metric <itrlab.report.evidence.Evidence.metric>`).
+**The family.** Every row against the sweep's baseline, then the pairs of its ``table.compare`` and
+``table.steps``, in the sweep's metric (the objective's test counterpart, :attr:`Evidence.metric
+<itrlab.report.evidence.Evidence.metric>`).
 Rows identical to every digit (:mod:`itrlab.report.identical`) count once, under their merged label
 (``D = F``): a comparison of a row with itself is dropped and a pair that merging makes twice is judged once.
 Holm's adjustment runs over the comparisons of this family that have a paired p (two shared seeds or more).

@@ -225,7 +225,7 @@ def row_tolerances(spec: SweepSpec, grid: dict[str, list], rows: list[TrialRow])
             values.setdefault(row_label(row_key(row.params, spec.table.rows)), {})[seed] = float(value)
     baseline = next((label for label, flag in zip(row_marks(grid, spec, None).labels, grid["baseline"]) if flag), None)
     pairs = [(label, baseline) for label in values if baseline is not None and label != baseline]
-    mdes = smallest_mdes(values, [*pairs, *spec.table.compare])
+    mdes = smallest_mdes(values, [*pairs, *spec.table.compare, *spec.table.steps])
     return {label: tolerance(mdes.get(label)) for label in values}
 
 
