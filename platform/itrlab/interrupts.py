@@ -77,7 +77,7 @@ def worker_exit_quiet() -> None:
     (``SystemExit``) prints nothing when it lands inside a finalizer or a weakref callback. Python cannot raise
     from there and prints it as "Exception ignored in ..." with a traceback, which Ray forwards to the console
     when a stopped sweep shuts its workers down; the worker ends as asked either way. Any other exception
-    that Python cannot raise prints as before. Idempotent."""
+    that Python cannot raise prints through the hook it found. Idempotent."""
     if getattr(sys.unraisablehook, "itrlab_quiet_exit", False):
         return
     passed_on = sys.unraisablehook
