@@ -68,13 +68,18 @@ def _fingerprints(evidence: Evidence) -> dict[str, dict[int, tuple]]:
     return {row: prints.get(row, {}) for row in evidence.rows}
 
 
+def first_labels(groups: list[tuple[str, ...]]) -> dict[str, str]:
+    """Row -> the first label of its group of identical rows: the label a comparison of it stands under."""
+    return {row: group[0] for group in groups for row in group}
+
+
 def family(evidence: Evidence, groups: list[tuple[str, ...]]) -> list[tuple[str, str]]:
     """The sweep's comparisons (row, reference) as the module doc lists them, by the rows' first labels (a group
     of identical rows stands under its first row); without duplicates or a row against itself. A declared pair
     (``table.compare``) stands for its two rows in the order it names them: the baseline's comparison with the
     same row is not judged again the other way round (VSE against VSE++ where the sweep declares VSE++ against
     VSE)."""
-    first = {row: group[0] for group in groups for row in group}
+    first = first_labels(groups)
     declared = {frozenset((first.get(row, row), first.get(ref, ref))) for row, ref in evidence.pairs}
     pairs = [
         (row, evidence.baseline)
@@ -113,7 +118,7 @@ def findings(evidence: Evidence, published: Mapping[str, Mapping[str, float]] | 
         return members.get(row, (row,))
 
     pairs = family(evidence, groups)
-    first = {row: group[0] for group in groups for row in group}
+    first = first_labels(groups)
     steps = {(first.get(row, row), first.get(ref, ref)) for row, ref in evidence.steps}
     stats: dict[tuple[str, str], ComparisonStats] = {}
     for row, reference in pairs:
