@@ -35,7 +35,7 @@ def dry_run_lines(capsys, *args: str) -> list[str]:
 
 @pytest.mark.slow  # every preset under every profile: about 2 CPU-minutes of counted steps on a first run
 def test_every_preset_and_profile_prints_the_same_estimate_in_dry_run_and_list(records, capsys):
-    assert sweep_cli(["--list"]) == 0
+    assert sweep_cli(["--list", "--estimate"]) == 0
     listing = capsys.readouterr().out
     rows, preset = {}, None
     for line in listing.splitlines()[1:]:
@@ -109,8 +109,8 @@ def test_the_declared_shapes_are_those_of_the_extracted_features_where_they_are_
         pytest.skip("no extracted features here (data/flickr8k_precomp: docs/data.md#flickr8k)")
 
 
-@pytest.mark.e2e  # two --list commands in subprocesses, on a configs folder of two presets
-def test_list_answers_from_what_it_kept_without_torch_and_follows_a_new_measurement(tmp_path):
+@pytest.mark.e2e  # --list commands in subprocesses, on a configs folder of two presets
+def test_list_answers_from_what_it_kept_without_torch_and_estimate_follows_a_new_measurement(tmp_path):
     import shutil
 
     configs = tmp_path / "configs"
@@ -127,9 +127,9 @@ def test_list_answers_from_what_it_kept_without_torch_and_follows_a_new_measurem
         "PYTHONPATH": str(REPO / "platform"),
     }
 
-    def listing() -> subprocess.CompletedProcess:
+    def listing(*flags: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-X", "importtime", str(REPO / "jobs" / "sweep.py"), "--list"],
+            [sys.executable, "-X", "importtime", str(REPO / "jobs" / "sweep.py"), "--list", *flags],
             capture_output=True,
             text=True,
             timeout=600,
@@ -137,7 +137,11 @@ def test_list_answers_from_what_it_kept_without_torch_and_follows_a_new_measurem
             env=env,
         )
 
-    first, second = listing(), listing()
+    fresh = listing()  # nothing kept: names, trials, and no step counted
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    assert not re.search(r"\|\s+torch$", fresh.stderr, re.M)
+    assert fresh.stdout.count("not worked out yet: --dry-run (or --list --estimate)") == 2  # one line per preset (neither has profiles)
+    first, second = listing("--estimate"), listing()
     assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
     assert re.search(r"\|\s+torch$", first.stderr, re.M)  # worked out: the method layer counts the steps
     assert not re.search(r"\|\s+torch$", second.stderr, re.M)  # kept: no torch, nothing counted
@@ -148,6 +152,6 @@ def test_list_answers_from_what_it_kept_without_torch_and_follows_a_new_measurem
 
     shape = "vsepp 6x32 embed32 bigru16 batch32 fp32 oss x2"  # dbl-tiny's F row; its A row stays estimated
     record("cpu (1 threads)", shape, 1000.0, tmp_path / "bench" / "throughput.jsonl")
-    third = listing()
+    third = listing("--estimate")
     line = next(text for text in third.stdout.splitlines() if text.startswith("dbl-tiny"))
     assert "(part measured)" in line, third.stdout

@@ -1,5 +1,5 @@
 """``jobs/sweep.py --list``: every preset with its paper, table or figure, trial count, profiles and the
-time it would take here; bad combinations are one line and exit 2."""
+time its dry run worked out; bad combinations are one line and exit 2."""
 
 from __future__ import annotations
 
@@ -18,13 +18,18 @@ from test_profiles import dry_run
 
 
 @pytest.mark.e2e
-def test_list_names_every_preset_with_its_trials_and_a_time_where_measured(tmp_path):
+def test_list_names_every_preset_with_its_trials_and_the_time_its_dry_run_worked_out(tmp_path):
     spec = load_sweep("convse_table3")
     _, configs = trial_configs(spec, [])
     for config in [*configs, *shared_stages(configs)]:  # convse-table3's shapes measured at 2,500 pairs/s
         _, features, _ = train_pairs(config)
         record("cpu (2 threads)", training_shape(config, *features), 2500.0, tmp_path / "throughput.jsonl")
 
+    fresh = dry_run(tmp_path, "--list")  # nothing worked out yet: every line says how to get its figure
+    assert fresh.returncode == 0 and not fresh.stderr.strip(), fresh.stderr
+    assert "about " not in fresh.stdout and "not worked out yet: --dry-run (or --list --estimate)" in fresh.stdout
+    for args in (["convse-table3"], ["coder-table2"], ["coder-table2", "--profile", "paper"]):  # kept by their dry runs
+        assert dry_run(tmp_path, "--dry-run", "--preset", *args).returncode == 0
     done = dry_run(tmp_path, "--list")
     assert done.returncode == 0 and not done.stderr.strip(), done.stderr
     lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip() and line[0] != " "}

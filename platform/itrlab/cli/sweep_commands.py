@@ -90,7 +90,7 @@ def list_main(args: argparse.Namespace) -> int:
     others = [
         f"--{key.replace('_', '-')}" if key != "overrides" else " ".join(value)
         for key, value in vars(args).items()
-        if key not in ("list", "func", "command", "invocation") and value != getattr(defaults, key, None)
+        if key not in ("list", "estimate", "func", "command", "invocation") and value != getattr(defaults, key, None)
     ]
     if others:
         raise UserInputError(
@@ -99,7 +99,7 @@ def list_main(args: argparse.Namespace) -> int:
         )
     from itrlab.sweep.catalog import list_presets
 
-    print(list_presets(sweep_presets()))
+    print(list_presets(sweep_presets(), work=args.estimate))
     return 0
 
 
@@ -107,6 +107,8 @@ def list_main(args: argparse.Namespace) -> int:
 def sweep_main(args: argparse.Namespace) -> int:
     if args.list:
         return list_main(args)
+    if args.estimate:
+        raise UserInputError("--estimate goes with --list (a --dry-run always estimates its sweep)")
     sigterm_as_sigint()  # SIGTERM stops the sweep as Ctrl-C does: state saved, --resume continues it
     spec = sweep_spec_of(args)
     if not args.resume:  # an override's typo: one line before torch, Ray or MLflow are imported
@@ -201,7 +203,13 @@ def add_sweep_arguments(sweep: argparse.ArgumentParser, preset_flags: dict[str, 
         "--list",
         action="store_true",
         help="list every preset with its paper, table or figure, and each of its profiles with its "
-        "trial count and the estimate its --dry-run prints, and exit",
+        "trial count and the estimate its --dry-run printed (kept per code version), and exit",
+    )
+    sweep.add_argument(
+        "--estimate",
+        action="store_true",
+        help="with --list: work out the estimates not kept yet (counts one step per model shape: minutes on a "
+        "fresh clone)",
     )
     from itrlab.config.choices import list_choices, preset_names, profile_names
 

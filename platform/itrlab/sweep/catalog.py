@@ -49,8 +49,14 @@ def title_of(path: Path, width: int = 72) -> tuple[str, str]:
     return reproduces or "-", sentence if len(sentence) <= width else sentence[: width - 1].rstrip() + "…"
 
 
-def estimate_cell(figure: Figure) -> str:
-    """The figure --dry-run prints for the sweep's own group, marked measured or estimated."""
+NOT_KEPT = "not worked out yet: --dry-run (or --list --estimate)"
+
+
+def estimate_cell(figure: Figure | None) -> str:
+    """The figure --dry-run prints for the sweep's own group, marked measured or estimated (:data:`NOT_KEPT`
+    where none is kept)."""
+    if figure is None:
+        return NOT_KEPT
     return figure.text() + (f" ({figure.kind()})" if figure.kind() else "")
 
 
@@ -62,26 +68,29 @@ def profiles_of(path: Path) -> list[str | None]:
     return sorted(data.get("profiles") or {}, key=lambda name: name != default) or [None]
 
 
-def preset_entries(preset: str, path: Path) -> list[PresetEntry]:
-    """One line per profile of a preset, each with the estimate its dry run prints at the sweep's group."""
+def preset_entries(preset: str, path: Path, work: bool = False) -> list[PresetEntry]:
+    """One line per profile of a preset, each with the estimate its dry run prints at the sweep's group: the
+    one kept, or with ``work`` one worked out where none is (a step's FLOPs counted per model shape)."""
     reproduces, varies = cached(["title", str(path)], lambda: (list(title_of(path)), []))
     entries = []
     for profile in profiles_of(path):
         spec = load_sweep(path, profile)
-        figure = next(f for f in sweep_estimate(spec, []) if f.group == spec.group)
+        figures = sweep_estimate(spec, [], work=work) or []
+        figure = next((f for f in figures if f.group == spec.group), None)
         entries.append(PresetEntry(preset, profile or "-", reproduces, varies, spec.trial_count, estimate_cell(figure)))
     return entries
 
 
-def list_presets(presets: dict[str, str]) -> str:
-    """The table ``--list`` prints: one line per preset file and profile (its short names beside its file's name)."""
+def list_presets(presets: dict[str, str], work: bool = False) -> str:
+    """The table ``--list`` prints: one line per preset file and profile (its short names beside its file's name);
+    ``work``: estimates worked out where none is kept (``--list --estimate``)."""
     aliases: dict[str, list[str]] = {}
     for name, stem in presets.items():
         aliases.setdefault(stem, []).append(name)
     header = ("preset", "profile", "reproduces", "trials", "training time here (as --dry-run)", "varies")
     rows = [header]
     for stem, names in aliases.items():
-        for i, e in enumerate(preset_entries(" / ".join(names), resolve_sweep_path(stem))):
+        for i, e in enumerate(preset_entries(" / ".join(names), resolve_sweep_path(stem), work)):
             rows.append(
                 (
                     e.preset if i == 0 else "",
@@ -99,5 +108,6 @@ def list_presets(presets: dict[str, str]) -> str:
         f"(evaluation not counted), with its device-hours (wall time x the CPUs or GPUs a trial holds): measured "
         f"where jobs/bench_train.py, jobs/bench_group.py or jobs/bench_gpu.py recorded the step here, else estimated "
         f"from the FLOPs of one step on a nominal device (--dry-run says which). Kept per code version in "
-        f"{estimates_file()}.\nrun one: python jobs/sweep.py --preset NAME [--profile NAME] [--dry-run]"
+        f"{estimates_file()}; --list shows the kept ones, --list --estimate works out the others (counting one "
+        f"step per model shape: minutes on a first run).\nrun one: python jobs/sweep.py --preset NAME [--profile NAME] [--dry-run]"
     )

@@ -114,6 +114,14 @@ def estimates_file() -> Path:
 
 
 _DIGESTS: dict[tuple, str] = {}
+_LISTINGS: dict[tuple[Path, str], list[Path]] = {}
+
+
+def _files(root: Path, pattern: str) -> list[Path]:
+    """The files under ``root`` matching ``pattern``, listed once per process (a command's lifetime)."""
+    if (root, pattern) not in _LISTINGS:
+        _LISTINGS[root, pattern] = sorted(root.rglob(pattern))
+    return _LISTINGS[root, pattern]
 
 
 def _digest(files: list[Path], root: Path) -> str:
@@ -139,8 +147,8 @@ def code_version() -> str:
         torch = metadata.version("torch")
     configs = config_dir()
     parts = [
-        _digest(sorted(SOURCE_ROOT.rglob("*.py")), SOURCE_ROOT),
-        _digest(sorted(configs.rglob("*.yaml")), configs),
+        _digest(_files(SOURCE_ROOT, "*.py"), SOURCE_ROOT),
+        _digest(_files(configs, "*.yaml"), configs),
         torch,
         _digest([record], record.parent) if record.is_file() else "no record",
     ]
@@ -168,15 +176,18 @@ def _read(cache: Path) -> dict[str, Any]:
     return {}
 
 
-def cached(parts: list[Any], compute: Callable[[], tuple[Any, list[str]]]) -> Any:
+def cached(parts: list[Any], compute: Callable[[], tuple[Any, list[str]]] | None) -> Any:
     """``compute()``'s value (JSON), kept under the code version and ``parts``; ``compute`` also returns the
-    data folders the value depends on, whose fingerprint must still match for the kept value to stand."""
+    data folders the value depends on, whose fingerprint must still match for the kept value to stand.
+    ``compute`` None only reads: None where nothing current is kept."""
     version = code_version()
     key = hashlib.sha256(json.dumps([version, *parts], sort_keys=True, default=str).encode()).hexdigest()[:24]
     cache = estimates_file()
     entry = _read(cache).get(key)
     if isinstance(entry, dict) and entry.get("data") == data_fingerprint(list(entry.get("data") or {})):
         return entry["value"]
+    if compute is None:
+        return None
     value, roots = compute()
     with contextlib.suppress(OSError):  # a read-only folder: worked out again next time
         cache.parent.mkdir(parents=True, exist_ok=True)
@@ -187,15 +198,17 @@ def cached(parts: list[Any], compute: Callable[[], tuple[Any, list[str]]]) -> An
     return value
 
 
-def sweep_estimate(spec: SweepSpec, overrides: list[str]) -> list[Figure]:
+def sweep_estimate(spec: SweepSpec, overrides: list[str], work: bool = True) -> list[Figure] | None:
     """The figures of ``spec`` with ``overrides`` (:func:`work_out`), from the cache when nothing that decides
-    them changed."""
+    them changed; with ``work`` False only from the cache (None when it keeps none: working one out counts
+    a step's FLOPs, seconds to a minute a model)."""
 
     def compute() -> tuple[list[dict], list[str]]:
         figures, roots = work_out(spec, overrides)
         return [asdict(figure) for figure in figures], roots
 
-    return [Figure(**figure) for figure in cached(["estimate", spec.model_dump(mode="json"), list(overrides)], compute)]
+    kept = cached(["estimate", spec.model_dump(mode="json"), list(overrides)], compute if work else None)
+    return None if kept is None else [Figure(**figure) for figure in kept]
 
 
 def cost_lines(spec: SweepSpec, overrides: list[str]) -> str:
