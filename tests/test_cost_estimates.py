@@ -140,7 +140,8 @@ def test_list_answers_from_what_it_kept_without_torch_and_estimate_follows_a_new
     fresh = listing()  # nothing kept: names, trials, and no step counted
     assert fresh.returncode == 0, fresh.stderr[-2000:]
     assert not re.search(r"\|\s+torch$", fresh.stderr, re.M)
-    assert fresh.stdout.count("not worked out yet: --dry-run (or --list --estimate)") == 2  # one line per preset (neither has profiles)
+    # one line per preset (neither has profiles)
+    assert fresh.stdout.count("not worked out yet: --dry-run (or --list --estimate)") == 2
     first, second = listing("--estimate"), listing()
     assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
     assert re.search(r"\|\s+torch$", first.stderr, re.M)  # worked out: the method layer counts the steps

@@ -109,5 +109,6 @@ def list_presets(presets: dict[str, str], work: bool = False) -> str:
         f"where jobs/bench_train.py, jobs/bench_group.py or jobs/bench_gpu.py recorded the step here, else estimated "
         f"from the FLOPs of one step on a nominal device (--dry-run says which). Kept per code version in "
         f"{estimates_file()}; --list shows the kept ones, --list --estimate works out the others (counting one "
-        f"step per model shape: minutes on a first run).\nrun one: python jobs/sweep.py --preset NAME [--profile NAME] [--dry-run]"
+        f"step per model shape: minutes on a first run).\n"
+        f"run one: python jobs/sweep.py --preset NAME [--profile NAME] [--dry-run]"
     )
