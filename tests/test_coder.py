@@ -161,6 +161,10 @@ def _batch(root, config):
         (["loss={name: vsepp, margin: 0.2}", "method.concepts=false", "method.pgc=false"], "method.mdcl_mu"),
         (["loss={name: vsepp, margin: 0.2}", "method.mdcl=false", "method.pgc=false"], "method.concept_mu"),
         (["method.typo=1"], "method.typo"),
+        (["loss.reading=moco"], "loss.reading"),
+        (["loss.alpha=3"], "loss.alpha"),  # α is read by the multi-similarity reading only
+        (["loss.reading=infonce", "loss.alpha=0.5"], "loss.alpha"),
+        (["loss.reading=multi_similarity", "loss.alpha=0"], "loss.alpha"),
     ],
 )
 def test_bad_settings_fail_before_anything_starts(tiny_root, overrides, field):
@@ -233,3 +237,34 @@ def test_mdcl_and_the_concept_dcl_take_their_own_keys_and_null_the_instance_dcls
     m, c = method.mdcl_loss, method.concept_loss
     assert (m.mu, m.gamma, m.eps, m.div, m.memory_div) == (0.3, 0.2, 0.4, "none", False)
     assert (c.mu, c.gamma, c.eps) == (0.5, -0.1, 0.6) and method.instance_weight == 1.0
+
+
+@pytest.mark.parametrize("reading", ["infonce", "multi_similarity"])
+def test_every_dcl_term_reads_the_equation_as_the_instance_loss(tiny_root, reading):
+    """``loss.reading`` (and α) reach the M-DCL and concept-level terms (one L_DCL); a step trains all of them.
+    Without an instance DCL (BTR) those terms read the equation as printed."""
+    alpha = ["loss.alpha=3"] if reading == "multi_similarity" else []
+    config = coder(tiny_root, f"loss.reading={reading}", *alpha, "method.pgc=false")
+    check_experiment(config)
+    method = CoderMethod.from_config(config, _context(tiny_root, config))
+    want = (reading, 3.0 if alpha else 2.0)
+    for loss in (method.loss, method.mdcl_loss, method.concept_loss):
+        assert (loss.reading, loss.alpha) == want, loss
+    assert method.instance_weight == 3.0  # λ of a DCL instance loss, whichever its reading
+    method.train()
+    output, _ = method.step(_batch(tiny_root, config))
+    output.loss.backward()
+    assert torch.isfinite(output.loss) and {"instance", "mdcl", "concept"} <= set(output.parts)
+    grads = [p.grad for p in method.model.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+    given = ("method.mdcl_mu=0.3", "method.mdcl_gamma=0.2", "method.mdcl_eps=0.4", "method.mdcl_div=none")
+    btr = coder(
+        tiny_root,
+        "loss={name: vsepp, margin: 0.2}",
+        *given,
+        "method.mdcl_memory_div=false",
+        "method.concepts=false",
+        "method.pgc=false",
+    )
+    method = CoderMethod.from_config(btr, _context(tiny_root, btr))
+    assert (method.mdcl_loss.reading, method.mdcl_loss.alpha) == ("printed", 2.0)

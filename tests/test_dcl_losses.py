@@ -1,4 +1,5 @@
-"""Tests of CODER's losses (itrlab.methods.coder.losses) against plain loops written from C eq. 3-7 / S eq. 7-9."""
+"""Tests of CODER's losses (itrlab.methods.coder.losses) against plain loops written from C eq. 3-7 / S eq. 7-9,
+the DCL term in each of its three readings (as printed, InfoNCE form, multi-similarity form)."""
 
 from __future__ import annotations
 
@@ -107,26 +108,46 @@ def ref_divs(rows, kind, eps, memory_div):
     return [0.5 * (a + b) for a, b in zip(batch, memory)]
 
 
-def ref_term(positive, negatives, mu, gamma, div):
-    """μ [log(Σ_{q≠n} exp((S_nq − γ)/(μ div)) + 1) − log(S_nn + 1)] (eq. 4-5, one anchor)."""
-    total = sum((torch.exp((s - gamma) / (mu * div)) for s in negatives), torch.zeros((), dtype=torch.float64))
-    return mu * (torch.log(total + 1) - torch.log(torch.clamp(positive + 1, min=1e-6)))
+def ref_term(positive, negatives, mu, gamma, div, reading="printed", alpha=2.0):
+    """One anchor's term, in the reading asked for:
+
+    printed (C eq. 4-5, S eq. 9): μ [log(Σ_{q≠n} exp((S_nq − γ)/(μ div)) + 1) − log(S_nn + 1)];
+    infonce: μ log(1 + Σ_{q≠n} exp((S_nq − S_nn + γ)/(μ div))), i.e. −μ log of the positive's softmax share
+    with the negatives' logits raised by γ: exp(S_nn/T) / (exp(S_nn/T) + Σ exp((S_nq + γ)/T));
+    multi_similarity: μ log(1 + Σ_{q≠n} exp((S_nq − γ)/(μ div))) + (1/α) log(1 + exp(−α (S_nn − γ))).
+    """
+    zero = torch.zeros((), dtype=torch.float64)
+    temperature = mu * div
+    if reading == "infonce":
+        own = torch.exp(positive / temperature)
+        others = sum((torch.exp((s + gamma) / temperature) for s in negatives), zero)
+        return -mu * torch.log(own / (own + others))
+    push = mu * torch.log(sum((torch.exp((s - gamma) / temperature) for s in negatives), zero) + 1)
+    if reading == "multi_similarity":
+        return push + torch.log(1 + torch.exp(-alpha * (positive - gamma))) / alpha
+    assert reading == "printed", reading
+    return push - mu * torch.log(torch.clamp(positive + 1, min=1e-6))
 
 
-def ref_dcl(sims, mu=0.1, gamma=0.3, eps=0.1, div="std", memory_div=False):
+def ref_dcl(sims, mu=0.1, gamma=0.3, eps=0.1, div="std", memory_div=False, reading="printed", alpha=2.0):
     out = []
     for rows in ref_anchor_rows(sims):
         divs = ref_divs(rows, div, eps, memory_div)
-        out.append(sum(ref_term(p, b, mu, gamma, d) for (p, b, _, _), d in zip(rows, divs)) / len(rows))
+        out.append(sum(ref_term(p, b, mu, gamma, d, reading, alpha) for (p, b, _, _), d in zip(rows, divs)) / len(rows))
     return out  # [l(V→W), l(W→V)]
 
 
-def ref_mdcl(sims, mu=0.1, gamma=0.3, eps=0.1, div="std", memory_div=True, positive="momentum"):
+def ref_mdcl(
+    sims, mu=0.1, gamma=0.3, eps=0.1, div="std", memory_div=True, positive="momentum", reading="printed", alpha=2.0
+):
     out = []
     for rows in ref_anchor_rows(sims):
         divs = ref_divs(rows, div, eps, memory_div)
         out.append(
-            sum(ref_term(k if positive == "momentum" else p, m, mu, gamma, d) for (p, _, m, k), d in zip(rows, divs))
+            sum(
+                ref_term(k if positive == "momentum" else p, m, mu, gamma, d, reading, alpha)
+                for (p, _, m, k), d in zip(rows, divs)
+            )
             / len(rows)
         )
     return out
@@ -159,6 +180,27 @@ CASES = [
     (MemoryDCLLoss, {"memory_div": False}, lambda s: ref_mdcl(s, memory_div=False)),
     (MemoryDCLLoss, {"div": "ent"}, lambda s: ref_mdcl(s, div="ent")),
     (MemoryDCLLoss, {"div": "none", "positive": "online"}, lambda s: ref_mdcl(s, div="none", positive="online")),
+    # the InfoNCE and multi-similarity readings, wherever the printed one runs
+    (DCLInstanceLoss, {"reading": "infonce"}, lambda s: ref_dcl(s, div="none", reading="infonce")),
+    (DCLInstanceLoss, {"reading": "multi_similarity"}, lambda s: ref_dcl(s, div="none", reading="multi_similarity")),
+    (DCLLoss, {"reading": "infonce"}, lambda s: ref_dcl(s, reading="infonce")),
+    (
+        DCLLoss,
+        {"reading": "infonce", "gamma": -0.2, "div": "ent", "memory_div": True},
+        lambda s: ref_dcl(s, reading="infonce", gamma=-0.2, div="ent", memory_div=True),
+    ),
+    (DCLLoss, {"reading": "multi_similarity"}, lambda s: ref_dcl(s, reading="multi_similarity")),
+    (
+        DCLLoss,
+        {"reading": "multi_similarity", "alpha": 5.0, "mu": 0.05, "memory_div": True},
+        lambda s: ref_dcl(s, reading="multi_similarity", alpha=5.0, mu=0.05, memory_div=True),
+    ),
+    (MemoryDCLLoss, {"reading": "infonce"}, lambda s: ref_mdcl(s, reading="infonce")),
+    (
+        MemoryDCLLoss,
+        {"reading": "multi_similarity", "alpha": 1.5, "positive": "online", "div": "ent"},
+        lambda s: ref_mdcl(s, reading="multi_similarity", alpha=1.5, positive="online", div="ent"),
+    ),
 ]
 CASE_IDS = [f"{c.name}-{'-'.join(f'{k}={v}' for k, v in p.items()) or 'default'}" for c, p, _ in CASES]
 
@@ -192,8 +234,16 @@ def test_gradient_matches_loop_with_diversity_held_fixed(cls, params, reference)
 
 @pytest.mark.parametrize(
     "loss",
-    [DCLInstanceLoss(), DCLLoss(div="none", memory_div=True), MemoryDCLLoss(div="none")],
-    ids=["dcl_i", "dcl_none", "mdcl_none"],
+    [
+        DCLInstanceLoss(),
+        DCLLoss(div="none", memory_div=True),
+        MemoryDCLLoss(div="none"),
+        DCLInstanceLoss(reading="infonce"),
+        DCLLoss(reading="multi_similarity", div="none"),
+        MemoryDCLLoss(reading="infonce", div="none", positive="online"),
+        MemoryDCLLoss(reading="multi_similarity", alpha=3.0, div="none"),
+    ],
+    ids=["dcl_i", "dcl_none", "mdcl_none", "dcl_i_infonce", "dcl_ms_none", "mdcl_infonce_online", "mdcl_ms"],
 )
 def test_gradcheck(loss):
     base = make_sims(ID_LAYOUTS["two_captions"], seed=11)
@@ -247,6 +297,10 @@ ALL_MEMORY_LOSSES = [
     DCLLoss(div="ent", memory_div=True),
     MemoryDCLLoss(),
     MemoryDCLLoss(div="ent", positive="online"),
+    DCLLoss(reading="infonce", memory_div=True),
+    DCLLoss(reading="multi_similarity", div="ent", memory_div=True),
+    MemoryDCLLoss(reading="infonce"),
+    MemoryDCLLoss(reading="multi_similarity", positive="online"),
 ]
 
 
@@ -405,6 +459,10 @@ def test_memory_shape_checks():
         (MemoryDCLLoss, {"div": None}, "'std', 'ent' or 'none'"),
         (DCLLoss, {"memory_div": "yes"}, "valid boolean"),
         (MemoryDCLLoss, {"positive": "key"}, "'momentum' or 'online'"),
+        (DCLLoss, {"reading": "moco"}, "'printed', 'infonce' or 'multi_similarity'"),
+        (DCLInstanceLoss, {"alpha": 0, "reading": "multi_similarity"}, "must be a finite number > 0"),
+        (DCLLoss, {"alpha": 3.0}, "changes nothing with reading 'printed'"),
+        (MemoryDCLLoss, {"alpha": 1.0, "reading": "infonce"}, "changes nothing with reading 'infonce'"),
     ],
 )
 def test_bad_params_raise_value_error(cls, params, message):
@@ -420,9 +478,75 @@ def test_registry():
         MemoryDCLLoss,
         PrototypeClusterLoss,
     }
-    assert loss_param_names("dcl") == ("mu", "gamma", "eps", "div", "memory_div")
-    assert loss_param_names("dcl_i") == ("mu", "gamma")
-    assert loss_param_names("mdcl") == ("mu", "gamma", "eps", "div", "memory_div", "positive")
+    assert loss_param_names("dcl") == ("mu", "gamma", "reading", "alpha", "eps", "div", "memory_div")
+    assert loss_param_names("dcl_i") == ("mu", "gamma", "reading", "alpha")
+    assert loss_param_names("mdcl") == ("mu", "gamma", "reading", "alpha", "eps", "div", "memory_div", "positive")
     assert loss_param_names("pgc") == ()
     assert build_loss("dcl", div="ent", eps=0.05).eps == 0.05
     assert refused_setting(build_loss, "dcl_i", div="std") == "div"
+
+
+# --------------------------------------------------------------------------- the three readings
+
+
+def test_infonce_reading_without_margin_or_diversity_is_mu_times_convse():
+    """``reading: infonce`` at γ = 0 and div = 1 is ConVSE's l_CSN (eq. 6-8, the InfoNCE row) at τ = μ, times μ."""
+    sims = make_sims(ID_LAYOUTS["two_captions"], seed=13)
+    for mu in (0.1, 0.3):
+        dcl = DCLInstanceLoss(mu=mu, gamma=0.0, reading="infonce")(sims)
+        convse = build_loss("convse", tau=mu)(sims)
+        for part in ("i2t", "t2i"):
+            assert dcl.parts[part].item() == pytest.approx(mu * convse.parts[part].item(), rel=1e-12)
+
+
+def test_multi_similarity_reading_is_the_printed_push_with_another_pull():
+    """The multi-similarity reading keeps the printed negative term and replaces −μ log(1 + S_nn) by
+    (1/α) log(1 + exp(−α(S_nn − γ))): the difference of the two losses depends on the positives alone."""
+    sims = make_sims(ID_LAYOUTS["triple_and_pair"], seed=14)
+    gamma, alpha, mu = 0.3, 2.0, 0.1
+    positive = sims.i2t.diagonal()
+    pull_ms = torch.nn.functional.softplus(-alpha * (positive - gamma)) / alpha
+    pull_printed = -mu * torch.log(1 + positive)
+    for memory_div in (False, True):
+        printed = DCLLoss(memory_div=memory_div)(sims)
+        ms = DCLLoss(reading="multi_similarity", memory_div=memory_div)(sims)
+        for part in ("i2t", "t2i"):
+            assert ms.parts[part].item() - printed.parts[part].item() == pytest.approx(
+                (pull_ms - pull_printed).mean().item(), rel=1e-9
+            )
+
+
+@pytest.mark.parametrize("reading", ["printed", "infonce", "multi_similarity"])
+@pytest.mark.parametrize("div", ["none", "std"])
+def test_gradient_pulls_the_positive_up_pushes_negatives_down_and_skips_same_image_entries(reading, div):
+    """Every reading: dL/dS_nn < 0, dL/dS_nq > 0 on every negative, exactly 0 on a sibling caption of the
+    anchor's image."""
+    sims = make_sims(ID_LAYOUTS["two_captions"], seed=15)
+    i2t = sims.i2t.clone().requires_grad_(True)
+    DCLLoss(reading=reading, div=div)(Similarities(i2t=i2t, image_ids=sims.image_ids)).loss.backward()
+    ids = sims.image_ids
+    same_image = ids[:, None] == ids[None, :]
+    eye = torch.eye(len(ids), dtype=torch.bool)
+    assert (i2t.grad.diagonal() < 0).all()
+    assert (i2t.grad[~same_image] > 0).all()
+    assert torch.count_nonzero(i2t.grad[same_image & ~eye]) == 0 and (same_image & ~eye).any()
+
+
+def test_the_printed_pull_is_weaker_than_the_other_readings():
+    """One image anchor's term at the paper's μ = 0.1, γ = 0.3, every score 0.3: the printed positive gradient
+    μ/(1 + S_nn) is a small fraction of the push on the anchor's negatives; the InfoNCE form pulls with the whole
+    push, the multi-similarity form with σ(−α(S_nn − γ)) = ½."""
+    n = 8
+    ids = torch.arange(n)
+    grads = {}
+    for reading in ("printed", "infonce", "multi_similarity"):
+        i2t = torch.full((n, n), 0.3, dtype=torch.float64, requires_grad=True)
+        image_terms, _ = DCLInstanceLoss(reading=reading).terms(Similarities(i2t=i2t, image_ids=ids))
+        image_terms[0].backward()
+        grads[reading] = (-i2t.grad[0, 0].item(), i2t.grad[0, 1:].sum().item())  # (pull, push)
+    assert grads["printed"][0] == pytest.approx(0.1 / 1.3)
+    assert grads["infonce"][0] == pytest.approx(grads["infonce"][1])
+    assert grads["multi_similarity"][0] == pytest.approx(0.5)
+    assert grads["printed"][1] == grads["multi_similarity"][1]  # the same negative term
+    assert grads["printed"][0] < grads["printed"][1] / 5
+    assert grads["printed"][0] < min(grads["infonce"][0], grads["multi_similarity"][0]) / 5

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import model_validator
+
+from itrlab.errors import SettingError
 from itrlab.losses.registry import LOSSES, LossSettings
 from itrlab.numbers import Flag, number
 
@@ -13,16 +16,36 @@ MODULE = "itrlab.methods.coder.losses"
 
 Diversity = Literal["std", "ent", "none"]
 MdclPositive = Literal["momentum", "online"]
+# the three readings of the DCL equation (docs/papers/coder.md#three-readings-of-the-dcl-equation)
+Reading = Literal["printed", "infonce", "multi_similarity"]
 Mu = number(gt=0, meaning="the DCL temperature μ")
 Gamma = number(meaning="the DCL score offset γ")
 Eps = number(gt=0, meaning="the diversity parameter ε")
+Alpha = number(gt=0, meaning="the multi-similarity positive's scale α")
+MS_ALPHA = 2.0  # α of Wang et al.'s multi-similarity loss (CVPR 2019)
 
 
 class DclInstanceSettings(LossSettings):
-    """DCL-I (C eq. 4): μ > 0 (paper 0.1) and the score offset γ (paper 0.3)."""
+    """DCL-I (C eq. 4): μ > 0 (paper 0.1), the score offset γ (paper 0.3), the ``reading`` of the equation
+    (``printed``: C eq. 4-5 as printed; ``infonce``: the positive inside the log; ``multi_similarity``: the
+    multi-similarity loss's positive term, scaled by ``alpha``, α > 0, 2). ``alpha`` changes nothing in the
+    other readings, so a value other than 2 there is refused."""
 
     mu: Mu = 0.1
     gamma: Gamma = 0.3
+    reading: Reading = "printed"
+    alpha: Alpha = MS_ALPHA
+
+    @model_validator(mode="after")
+    def _alpha_needs_multi_similarity(self):
+        if self.alpha != MS_ALPHA and self.reading != "multi_similarity":
+            raise SettingError(
+                "alpha",
+                self.alpha,
+                f"α scales the multi-similarity positive term: it changes nothing with reading "
+                f"{self.reading!r} (give reading: multi_similarity, or leave alpha at {MS_ALPHA})",
+            )
+        return self
 
 
 class DclSettings(DclInstanceSettings):

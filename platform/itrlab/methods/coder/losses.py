@@ -42,15 +42,29 @@ the memory. An anchor with no negative gets ``div = 1``; ``none`` gives 1 everyw
 ("MB", docs/papers/coder.md §A3): ``div_n = ½(div^batch_n + div^mem_n)``, each max-normalised first.
 
 Per direction (image anchors, rows; caption anchors, columns of ``i2t`` / rows of ``t2i_memory``),
-with the positive score ``P_n``::
+with the positive score ``P_n`` and ``T_n = μ·div_n``, the mean over the anchors of one of three readings
+of the per-anchor term (``reading``; docs/papers/coder.md#three-readings-of-the-dcl-equation)::
 
-    l = (μ/B) Σ_n [ log(1 + Σ_{q∈N_n} exp((S_nq − γ) / (μ·div_n))) − log(max(1 + P_n, 1e-6)) ]
+    printed           μ·log(1 + Σ_{q∈N_n} exp((S_nq − γ)/T_n)) − μ·log(max(1 + P_n, 1e-6))
+    infonce           μ·log(1 + Σ_{q∈N_n} exp((S_nq − P_n + γ)/T_n))
+    multi_similarity  μ·log(1 + Σ_{q∈N_n} exp((S_nq − γ)/T_n)) + (1/α)·log(1 + exp(−α(P_n − γ)))
+
+``printed`` is C eq. 4-5 and S eq. 9 as printed, ``(μ/N) Σ_n [log(Σ_{q≠n} exp(·) + 1) − log(S_nn + 1)]``:
+the positive's gradient, ``μ/(1 + P_n)`` (0.077 at μ = 0.1, P_n = 0.3), against up to ``1/div_n`` on the
+negatives together. ``infonce`` reads the "+1" as the positive's own term with the log divided through by
+it, γ a margin the positive must clear (with ``div = 1``: at ``γ = 0`` μ times ConVSE's l_CSN at τ = μ, and
+as ``μ → 0`` VSE++'s max of hinges at margin γ; a negative γ gives the other sign). ``multi_similarity``
+reads the negative term as the multi-similarity loss's (Wang et al., CVPR 2019:
+``(1/β)·log(1 + Σ exp(β(S − λ)))`` with ``β = 1/T_n``, ``λ = γ``) and adds that loss's positive term over
+the one positive ``P_n`` (its pair mining left out). In every reading ``div_n`` divides the logits inside the
+first log, where eq. 5 puts it (never the multi-similarity positive term), and same-image entries are in
+neither term.
 
 ``dcl_i`` (eq. 4, "IE"): ``div = 1``, in-batch, ``P_n = S_nn``. ``dcl`` (eq. 5 = S eq. 9, "EE"):
 the same with ``div``; ``memory_div=True`` ("MB") averages in the memory diversity. ``mdcl`` (eq. 6,
 docs/papers/coder.md §A3 reading): the memory scores as candidates, ``P_n`` the momentum key (``positive="momentum"``)
-or ``S_nn`` (``"online"``, docs/papers/coder.md §A7.7). Each loss is ``l(V→W) + l(W→V)``: mean over anchors × μ,
-the two directions summed; parts ``i2t`` / ``t2i``. ``pgc`` (eq. 7): cross-entropy of both
+or ``S_nn`` (``"online"``, docs/papers/coder.md §A7.7). Each loss is ``l(V→W) + l(W→V)``, each the mean of its
+anchors' terms; parts ``i2t`` / ``t2i``. ``pgc`` (eq. 7): cross-entropy of both
 modalities' cluster logits against ``cluster_labels``, each a mean over the batch (unlabelled
 pairs add 0 and still count in ``B``); parts ``image`` / ``caption`` / ``labelled``.
 """
@@ -75,7 +89,7 @@ from itrlab.losses.base import (
     positive_scores,
 )
 from itrlab.losses.registry import register_loss
-from itrlab.methods.coder.loss_settings import Diversity, Eps, Gamma, MdclPositive, Mu  # noqa: F401  (the settings' types)
+from itrlab.methods.coder.loss_settings import MS_ALPHA, Diversity, Eps, Gamma, MdclPositive, Mu, Reading  # noqa: F401  (the settings' types)
 
 I2T_MEMORY = "i2t_memory"
 T2I_MEMORY = "t2i_memory"
@@ -90,6 +104,7 @@ CLUSTER_LABELS = "cluster_labels"
 
 DIVERSITY_KINDS = get_args(Diversity)
 MDCL_POSITIVES = get_args(MdclPositive)
+READINGS = get_args(Reading)
 MIN_SPREAD = 1e-6  # clamp of SD_n / H_n (docs/papers/coder.md §A2)
 MIN_POSITIVE = 1e-6  # clamp of 1 + S_nn (docs/papers/coder.md §A2)
 
@@ -185,19 +200,40 @@ def anchor_diversities(sims: Similarities, kind: str, eps: float, use_memory: bo
     return averaged_diversity(image, image_mem), averaged_diversity(caption, caption_mem)
 
 
-def dcl_term(positive: Tensor, scores: Tensor, negatives: Tensor, mu: float, gamma: float, div: Tensor) -> Tensor:
-    """(A,) per-anchor DCL term (C eq. 4-5): ``μ·[log(1 + Σ_neg exp((S − γ)/(μ·div_n))) − log(1 + P_n)]``.
-
-    ``positive`` (A,), ``scores`` / ``negatives`` (A, Q), ``div`` (A,). ``1 + P_n`` is clamped at
-    ``1e-6``; the ``1 +`` inside the first log is a zero logit that is always allowed, so an anchor
-    without negatives is finite.
-    """
-    logits = (scores - gamma) / (mu * div.unsqueeze(1))
+def log_one_plus_sum_exp(logits: Tensor, negatives: Tensor) -> Tensor:
+    """(A,) ``log(1 + Σ_{q: negatives} exp(logits_q))`` per row: the ``1`` a zero logit that is always
+    allowed, so that a row without negatives gives 0."""
     one = torch.ones_like(negatives[:, :1])
-    spread = masked_logsumexp(
+    return masked_logsumexp(
         torch.cat([torch.zeros_like(logits[:, :1]), logits], dim=1), torch.cat([one, negatives], dim=1), dim=1
     )
-    return mu * (spread - torch.log((1 + positive).clamp(min=MIN_POSITIVE)))
+
+
+def dcl_term(
+    positive: Tensor,
+    scores: Tensor,
+    negatives: Tensor,
+    mu: float,
+    gamma: float,
+    div: Tensor,
+    reading: str = "printed",
+    alpha: float = MS_ALPHA,
+) -> Tensor:
+    """(A,) per-anchor DCL term in one of its three readings (module docstring; C eq. 4-5, S eq. 9).
+
+    ``printed``: ``μ·[log(1 + Σ_neg exp((S − γ)/(μ·div_n))) − log(1 + P_n)]``, ``1 + P_n`` clamped at
+    ``1e-6``; ``infonce``: ``μ·log(1 + Σ_neg exp((S − P_n + γ)/(μ·div_n)))``; ``multi_similarity``: the
+    printed negative term plus ``(1/α)·log(1 + exp(−α(P_n − γ)))``. ``positive`` (A,), ``scores`` /
+    ``negatives`` (A, Q), ``div`` (A,). An anchor without negatives is finite in every reading.
+    """
+    _check_choice("reading", reading, READINGS)
+    temperature = mu * div.unsqueeze(1)
+    if reading == "infonce":
+        return mu * log_one_plus_sum_exp((scores - positive.unsqueeze(1) + gamma) / temperature, negatives)
+    push = mu * log_one_plus_sum_exp((scores - gamma) / temperature, negatives)
+    if reading == "multi_similarity":
+        return push + F.softplus(-alpha * (positive - gamma)) / alpha
+    return push - mu * torch.log((1 + positive).clamp(min=MIN_POSITIVE))
 
 
 def diversity_inputs(div: str, memory_div: bool) -> tuple[str, ...]:
@@ -221,6 +257,8 @@ class DCLLoss(RetrievalLoss):
     Args:
         mu: μ > 0 (paper 0.1).
         gamma: γ, the score offset (paper 0.3).
+        reading: ``"printed"`` (C eq. 4-5, default), ``"infonce"`` or ``"multi_similarity"`` (module docstring).
+        alpha: α > 0 of the multi-similarity positive term (2); read by ``reading="multi_similarity"`` only.
         eps: ε > 0 of the diversity (paper 0.1).
         div: ``"std"`` (C eq. 3, default), ``"ent"`` (S eq. 8) or ``"none"`` (= ``dcl_i``).
         memory_div: Table 3 "MB": average the batch diversity with the memory diversity (docs/papers/coder.md §A3);
@@ -232,9 +270,10 @@ class DCLLoss(RetrievalLoss):
     reduction = "mean"
     requires: ClassVar[tuple[str, ...]] = ("i2t", "image_ids")
 
-    def __init__(self, mu: float, gamma: float, eps: float, div: str, memory_div: bool):
+    def __init__(self, mu: float, gamma: float, reading: str, alpha: float, eps: float, div: str, memory_div: bool):
         super().__init__()
-        self.mu, self.gamma, self.eps, self.div, self.memory_div = mu, gamma, eps, div, memory_div
+        self.mu, self.gamma, self.reading, self.alpha = mu, gamma, reading, alpha
+        self.eps, self.div, self.memory_div = eps, div, memory_div
         self.requires = ("i2t", "image_ids") + diversity_inputs(div, memory_div)  # what this configuration reads
 
     @classmethod
@@ -246,12 +285,24 @@ class DCLLoss(RetrievalLoss):
         positive = positive_scores(scores)
         image_div, caption_div = anchor_diversities(sims, self.div, self.eps, self.memory_div)
         return (
-            dcl_term(positive, scores, negatives, self.mu, self.gamma, image_div),
-            dcl_term(positive, scores.T, negatives.T, self.mu, self.gamma, caption_div),
+            self.term(positive, scores, negatives, image_div),
+            self.term(positive, scores.T, negatives.T, caption_div),
         )
 
+    def term(self, positive: Tensor, scores: Tensor, negatives: Tensor, div: Tensor) -> Tensor:
+        """(A,) :func:`dcl_term` of this loss's μ, γ, reading and α."""
+        return dcl_term(positive, scores, negatives, self.mu, self.gamma, div, self.reading, self.alpha)
+
+    def reading_repr(self) -> str:
+        """The reading (and α with the multi-similarity one), for ``extra_repr``."""
+        alpha = f", alpha={self.alpha}" if self.reading == "multi_similarity" else ""
+        return f"reading={self.reading!r}{alpha}"
+
     def extra_repr(self) -> str:
-        return f"mu={self.mu}, gamma={self.gamma}, eps={self.eps}, div={self.div!r}, memory_div={self.memory_div}"
+        return (
+            f"mu={self.mu}, gamma={self.gamma}, {self.reading_repr()}, eps={self.eps}, div={self.div!r}, "
+            f"memory_div={self.memory_div}"
+        )
 
 
 @register_loss
@@ -261,19 +312,20 @@ class DCLInstanceLoss(DCLLoss):
     Args:
         mu: μ > 0 (paper 0.1).
         gamma: γ (paper 0.3).
+        reading, alpha: as ``dcl``.
     """
 
     name = "dcl_i"
 
-    def __init__(self, mu: float, gamma: float):
-        super().__init__(mu=mu, gamma=gamma, div="none")
+    def __init__(self, mu: float, gamma: float, reading: str, alpha: float):
+        super().__init__(mu=mu, gamma=gamma, reading=reading, alpha=alpha, div="none")
 
     @classmethod
     def reads(cls, settings) -> tuple[str, ...]:
         return ("i2t", "image_ids")
 
     def extra_repr(self) -> str:
-        return f"mu={self.mu}, gamma={self.gamma}"
+        return f"mu={self.mu}, gamma={self.gamma}, {self.reading_repr()}"
 
 
 @register_loss
@@ -288,15 +340,17 @@ class MemoryDCLLoss(DCLLoss):
     eq. 6). Reduction: mean over anchors × μ, both directions summed.
 
     Args:
-        mu, gamma, eps, div: as ``dcl``.
+        mu, gamma, reading, alpha, eps, div: as ``dcl``.
         memory_div: ``div_n = ½(div^batch_n + div^mem_n)`` (default True) or the batch diversity.
         positive: ``"momentum"`` (default) or ``"online"``.
     """
 
     name = "mdcl"
 
-    def __init__(self, mu: float, gamma: float, eps: float, div: str, memory_div: bool, positive: str):
-        super().__init__(mu=mu, gamma=gamma, eps=eps, div=div, memory_div=memory_div)
+    def __init__(
+        self, mu: float, gamma: float, reading: str, alpha: float, eps: float, div: str, memory_div: bool, positive: str
+    ):
+        super().__init__(mu=mu, gamma=gamma, reading=reading, alpha=alpha, eps=eps, div=div, memory_div=memory_div)
         self.positive = positive
         self.requires = self.memory_inputs(div, memory_div, positive)
 
@@ -319,8 +373,8 @@ class MemoryDCLLoss(DCLLoss):
             image_pos = caption_pos = positive_scores(sims.i2t)
         image_div, caption_div = anchor_diversities(sims, self.div, self.eps, self.memory_div)
         return (
-            dcl_term(image_pos, memory_scores(sims, I2T_MEMORY), negatives, self.mu, self.gamma, image_div),
-            dcl_term(caption_pos, memory_scores(sims, T2I_MEMORY), negatives, self.mu, self.gamma, caption_div),
+            self.term(image_pos, memory_scores(sims, I2T_MEMORY), negatives, image_div),
+            self.term(caption_pos, memory_scores(sims, T2I_MEMORY), negatives, caption_div),
         )
 
     def extra_repr(self) -> str:
@@ -381,6 +435,7 @@ __all__ = [
     "I2T_MOMENTUM_POS",
     "IMAGE_CLUSTER_LOGITS",
     "MEMORY_IMAGE_IDS",
+    "READINGS",
     "T2I_MEMORY",
     "T2I_MOMENTUM_POS",
     "DCLInstanceLoss",
@@ -390,6 +445,7 @@ __all__ = [
     "anchor_diversities",
     "averaged_diversity",
     "dcl_term",
+    "log_one_plus_sum_exp",
     "diversity",
     "memory_negative_mask",
 ]

@@ -4,19 +4,21 @@ The method owns every stateful part; the losses (``itrlab.methods.coder.losses``
 
 * Instance level (C eq. 1): the dual encoder of the config (``model``: GPO or mean pooling,
   BiGRU or BERT); its loss is the ``loss`` section (``vsepp`` = BTR, ``dcl_i`` = IE, ``dcl`` = EE,
-  with ``memory_div: true`` = MB), weighted by λ (``method.lambda``, eq. 8; null: 3 for a DCL, 1 for
-  BTR's VSE++, which is then plain VSE++).
+  with ``memory_div: true`` = MB; ``reading``: eq. 4-5 as printed, in InfoNCE form or in multi-similarity
+  form), weighted by λ (``method.lambda``, eq. 8; null: 3 for a DCL, 1 for BTR's VSE++, which is then plain
+  VSE++).
 * M-DCL (eq. 6; docs/papers/coder.md §A3): a momentum copy of the instance encoder (``momentum`` 0.995, every step)
   and a pair-aligned queue of ``queue_size`` momentum embeddings (:class:`MomentumQueue`). The
   memory is the batch's momentum keys, then the queue; same-image entries are never negatives.
-  The M-DCL term's μ, γ, ε, diversity and memory diversity are ``mdcl_*`` (null: the instance DCL's).
+  The M-DCL term's μ, γ, ε, diversity and memory diversity are ``mdcl_*`` (null: the instance DCL's); it
+  reads the DCL equation as the instance loss does (``loss.reading``, ``loss.alpha``).
 * Concepts (C §3.3; S eq. 4-6): ``concept_size`` words of the training captions split 7:2:1 by
   POS, their co-occurrence graph binarised at ``graph_eps``, a GCN over GloVe vectors, concept
   embeddings by attention (λ_c = ``concept_smooth``; unit concepts and batch-normalised queries, as
   CVSE, docs/papers/coder.md#collapse), the concept-level DCL (batch only, ``concept_div``,
-  ``concept_mu/gamma/eps``). Queries (docs/papers/coder.md §A7.4): the image side pools its own region
-  FC with the instance encoder's pooling module; the text side pools the instance text encoder's word
-  features (under stop-gradient unless ``concept_text_gradient``) with a separate pooling and FC.
+  ``concept_mu/gamma/eps``; the instance DCL's reading). Queries (docs/papers/coder.md §A7.4): the image side
+  pools its own region FC with the instance encoder's pooling module; the text side pools the instance text
+  encoder's word features (under stop-gradient unless ``concept_text_gradient``) with a separate pooling and FC.
   Every step logs how far the branch is from collapse (attention top weight and entropy, the mean
   pairwise cosine of the concept embeddings).
 * PGC (eq. 7; docs/papers/coder.md §A4): ``K`` clusters of the training pairs, reclustered each epoch from the
@@ -120,6 +122,9 @@ def distinct_words(captions_file) -> int:
 PAPER_LAMBDA = 3.0  # λ of eq. 8 (C §4.2)
 MDCL_KEYS = ("mu", "gamma", "eps", "div", "memory_div")
 CONCEPT_DCL_KEYS = ("mu", "gamma", "eps")
+# how the DCL equation is read (loss.reading, loss.alpha): one L_DCL (C §3.2), so the M-DCL and concept-level
+# terms read it as the instance DCL does, and as printed when the instance loss is no DCL
+READING_KEYS = ("reading", "alpha")
 
 
 def instance_dcl(loss: nn.Module) -> D.DCLLoss | None:
@@ -151,11 +156,13 @@ def check_dcl_nulls(settings: CoderSettings, loss_name: str, is_dcl: bool, term:
 def dcl_settings(settings: CoderSettings, loss: nn.Module, term: str, keys: tuple[str, ...]) -> dict:
     """The settings ``keys`` of the ``term`` DCL (``mdcl``, ``concept``): ``method.<term>_<key>``, a null
     taking the value of the instance DCL ``loss`` (as built); ConfigError when null has no instance DCL to take it
-    from."""
+    from. The instance DCL's reading and α come with them (:data:`READING_KEYS`); without an instance DCL the
+    loss's defaults, the equation as printed."""
     instance = instance_dcl(loss)
     check_dcl_nulls(settings, getattr(loss, "name", type(loss).__name__), instance is not None, term, keys)
     given = {key: getattr(settings, f"{term}_{key}") for key in keys}
-    return {key: getattr(instance, key) if value is None else value for key, value in given.items()}
+    reading = {key: getattr(instance, key) for key in READING_KEYS} if instance is not None else {}
+    return reading | {key: getattr(instance, key) if value is None else value for key, value in given.items()}
 
 
 @register_method("coder")
