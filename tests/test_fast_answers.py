@@ -147,3 +147,39 @@ def test_the_quiet_sweeps_worker_hook_imports_neither_torch_nor_tune(tmp_path, m
     modules, level = json.loads(done.stdout.splitlines()[-1])
     assert not {m.split(".")[0] for m in modules} & {"torch", "mlflow"} and "ray.tune" not in modules
     assert level == 30  # WARNING: Train's per-epoch INFO lines off
+
+
+@pytest.mark.parametrize(
+    "job, args",
+    [
+        ("train.py", ["-c", "vsepp_synthetic_tiny", "train.epoch=3"]),  # an override's typo
+        ("train.py", ["-c", "vsepp_flickr8k", "dataset.root=data/not-here"]),  # a data folder that is not there
+    ],
+)
+def test_a_trainings_bad_input_answers_before_torch(tmp_path, job, args):
+    code, modules, _, stderr = imports_of(tmp_path, job, *args)
+    assert code == 2 and len(stderr.strip().splitlines()) == 1 and stderr.startswith("itrlab"), stderr
+    assert not {m.split(".")[0] for m in modules} & set(HEAVY), stderr
+
+
+@pytest.mark.parametrize("command", ["evaluate", "retrieve", "gallery", "report"])
+def test_a_run_the_store_does_not_hold_is_one_line_before_torch_or_mlflow(tmp_path, command):
+    """The store is a real MLflow SQLite store holding one run; the command names another."""
+    import mlflow
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(store)
+    client.create_run(client.create_experiment("e"))
+    missing = "0123456789abcdef0123456789abcdef"
+    entry = tmp_path / "itrlab_entry.py"
+    entry.write_text("import sys\nfrom itrlab.cli import main\nsys.exit(main())\n")
+    args = {
+        "evaluate": ["evaluate", f"runs:/{missing}/model"],
+        "retrieve": ["retrieve", missing, "--caption", "a dog"],
+        "gallery": ["gallery", f"runs:/{missing}/model", "--out", str(tmp_path / "g.html")],
+        "report": ["report", missing],
+    }[command]
+    code, modules, _, stderr = imports_of(tmp_path, str(entry), *args, "--tracking-uri", store)
+    assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert f"holds no run {missing}" in stderr or f"no MLflow run {missing}" in stderr, stderr
+    assert not {m.split(".")[0] for m in modules} & set(HEAVY), stderr

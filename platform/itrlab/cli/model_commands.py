@@ -15,6 +15,9 @@ from itrlab.errors import UserInputError
 def evaluate_main(args: argparse.Namespace) -> int:
     """``itrlab evaluate MODEL [MODEL ...]``: every check first (models, data, protocol: exit 2), then the
     tables, printed, written (``--out``) and logged to one MLflow run tagged with its source runs."""
+    from itrlab.tracking.probe import check_sources_in_store
+
+    check_sources_in_store(args.models, args.tracking_uri)  # a run the store lacks: one line, before torch
     from itrlab.trained import evaluate_models, load_model, open_eval_split
     from itrlab.trained.sources import source_run
 
@@ -47,6 +50,9 @@ def evaluate_main(args: argparse.Namespace) -> int:
 def retrieve_main(args: argparse.Namespace) -> int:
     """``itrlab retrieve MODEL --caption TEXT | --image ID``: the top-k images of a typed caption, or the top-k
     captions of an image of the split; every check (model, data, the caption, the id, k) before scoring."""
+    from itrlab.tracking.probe import check_sources_in_store
+
+    check_sources_in_store([args.model], args.tracking_uri)
     from itrlab.trained import load_model, open_eval_split
     from itrlab.trained.photos import split_images
     from itrlab.trained.retrieval import (
@@ -80,6 +86,9 @@ def retrieve_main(args: argparse.Namespace) -> int:
 def gallery_main(args: argparse.Namespace) -> int:
     """``itrlab gallery MODEL --out FILE``: the retrieval gallery of a split whose data came from photos, written
     to ``--out`` and (``--log``) to the MLflow run the model came from; a split without photos is one line."""
+    from itrlab.tracking.probe import check_sources_in_store
+
+    check_sources_in_store([args.model], args.tracking_uri)
     from itrlab.files import atomic_write_text
     from itrlab.trained import load_model, open_eval_split
     from itrlab.trained.gallery import ARTIFACT, build_gallery, render

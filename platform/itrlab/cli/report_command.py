@@ -18,6 +18,12 @@ def report_main(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
+    from itrlab.tracking.probe import holds_run
+
+    if holds_run(args.tracking_uri, args.run_id) is False:  # one line before MLflow is imported
+        from itrlab.tracking.store import resolve_tracking_uri
+
+        raise UserInputError(f"no MLflow run {args.run_id} in the store {resolve_tracking_uri(args.tracking_uri)}")
     from itrlab.files import check_writable_dir
     from itrlab.report.diagnostics import diagnostics
     from itrlab.report.evidence import collect_evidence, with_findings

@@ -23,14 +23,30 @@ def _latest_run_dir(base: Path) -> Path | None:
     return runs[-1] if runs else None
 
 
+def check_structure(config: str | Path, overrides: list[str], data: bool = True) -> None:
+    """The composed experiment against the declared schema (unknown keys, types, ranges; a loss's and a scheme's
+    settings; :func:`itrlab.methods.sections.declared_schema`) and, with ``data``, against its data's headers,
+    before torch is imported: a typo or a missing folder is one line in about a second. The method's own keys and
+    checks follow in :func:`itrlab.assembly.check_experiment`."""
+    from itrlab.config import compose, validate
+    from itrlab.config.checks import check_data
+    from itrlab.methods.sections import declared_schema
+
+    checked = validate(compose(config, overrides), declared_schema())
+    if data:
+        check_data(checked)
+
+
 def _resolve_run(args: argparse.Namespace):
     """The assembled experiment and run directory of this invocation (a fresh run, or the one to
     resume), and whether that directory is still to be claimed: a fresh run without ``--run-dir``
     gets ``<output.dir>/<name>/<timestamp>`` (``-1``, ``-2`` ... when another run took it that second),
     created only once every check passed."""
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    if not args.resume:
+        check_structure(args.config, args.overrides)
     from itrlab.assembly import check_experiment, load_experiment
 
-    run_dir = Path(args.run_dir) if args.run_dir else None
     if args.resume:
         if run_dir is None:
             config = load_experiment(args.config, args.overrides)
@@ -157,6 +173,7 @@ def run_verdicts(
 def check_config_main(args: argparse.Namespace) -> int:
     import yaml
 
+    check_structure(args.config, args.overrides, data=not args.no_data)
     from itrlab.assembly import check_experiment, load_experiment
 
     config = load_experiment(args.config, args.overrides)

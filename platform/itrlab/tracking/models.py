@@ -197,12 +197,21 @@ def _likely_cause(uri: str, store: str) -> str:
         return f"is it in the MLflow store {store} (--tracking-uri, MLFLOW_TRACKING_URI)?"
     run_id = rest.strip("/").partition("/")[0]
     try:
-        MlflowClient(tracking_uri=store).get_run(run_id)
+        run = MlflowClient(tracking_uri=store).get_run(run_id)
     except MlflowException:
         return (
             f"the MLflow store {store} holds no run {run_id}: a run of another store "
             f"(--tracking-uri, MLFLOW_TRACKING_URI), or a mistyped id"
         )
+    from itrlab.tracking.mlflow_tracker import SWEEP_TAG
+
+    if SWEEP_TAG in run.data.tags:
+        return (
+            f"run {run_id} is the parent of sweep {run.data.tags[SWEEP_TAG]}, which trains nothing itself: each "
+            f"trial's run logged its model (the sweep's report.html lists their URIs under each row)"
+        )
+    if run.info.status == "RUNNING":
+        return f"run {run_id} is still running: a run logs its model when its training ends"
     return f"run {run_id} logged no model: a run logs its model when output.log_model is 'best' (the default)"
 
 

@@ -1,0 +1,157 @@
+"""How fast the commands answer what needs no work: bad input, ``--list``, ``--dry-run``.
+
+Each answer is a fresh process, timed from its start to its exit (wall and CPU seconds), ``repeats`` times; the
+median counts. Two states of the checkout: *warm* (Python's bytecode cache and itrlab's estimate caches as they
+are here) and *fresh* (as on a new clone: an empty bytecode cache, no kept estimate or step count; each repeat
+starts from empty ones). The baseline is the bare interpreter's start (``python -c pass``) timed the same way, so
+that each answer reads as a ratio to what no command can go below on this machine. A wrong exit status (an answer
+that should be exit 2 and is not) is reported and fails the bench.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+MISSING_RUN = "0123456789abcdef0123456789abcdef"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One command to time: ``argv`` after the interpreter, the exit status it must give."""
+
+    label: str
+    argv: list[str]
+    status: int
+
+
+def answers(repo: Path, store: str) -> list[Answer]:
+    """The answers the bench times: every kind of input a user gets wrong, and the two listings."""
+    sweep, train = str(repo / "jobs" / "sweep.py"), str(repo / "jobs" / "train.py")
+    itrlab = ["-c", "import sys; from itrlab.cli import main; sys.exit(main())"]
+    return [
+        Answer("misspelt preset", [sweep, "--preset", "dbl-smok"], 2),
+        Answer("sweep: unknown key", [sweep, "--preset", "dbl-smoke", "train.epohcs=3"], 2),
+        Answer("sweep: bad loss setting", [sweep, "--preset", "dbl-table4", "--dry-run", "loss.margin=-1"], 2),
+        Answer("sweep --list", [sweep, "--list"], 0),
+        Answer("sweep --dry-run", [sweep, "--preset", "dbl-smoke", "--dry-run"], 0),
+        Answer("train: unknown experiment", [train, "-c", "vsepp_flickrk"], 2),
+        Answer("train: unknown key", [train, "-c", "vsepp_synthetic_tiny", "train.epoch=3"], 2),
+        Answer("train: missing data folder", [train, "-c", "vsepp_flickr8k", "dataset.root=data/not-here"], 2),
+        Answer(
+            "evaluate: run not in store",
+            [*itrlab, "evaluate", f"runs:/{MISSING_RUN}/model", "--tracking-uri", store],
+            2,
+        ),
+        Answer(
+            "gallery: run not in store",
+            [*itrlab, "gallery", MISSING_RUN, "--out", "g.html", "--tracking-uri", store],
+            2,
+        ),
+        Answer("report: run not in store", [*itrlab, "report", MISSING_RUN, "--tracking-uri", store], 2),
+    ]
+
+
+@dataclass
+class Timing:
+    """An answer's repeats: wall and CPU seconds each, and the exit statuses seen."""
+
+    label: str
+    state: str
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)
+    expected: int = 0
+
+    @property
+    def median_wall(self) -> float:
+        return statistics.median(self.wall)
+
+    @property
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu)
+
+    @property
+    def right(self) -> bool:
+        return all(status == self.expected for status in self.statuses)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_once(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
+    """(wall s, CPU s, exit status) of ``python argv`` in a new process."""
+    cpu, started = _children_cpu(), time.perf_counter()
+    done = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, timeout=600)
+    return time.perf_counter() - started, _children_cpu() - cpu, done.returncode
+
+
+def fresh_env(env: dict[str, str], scratch: Path) -> dict[str, str]:
+    """``env`` as on a new clone: an empty bytecode cache and no kept estimate or step count, under ``scratch``."""
+    return {
+        **env,
+        "PYTHONPYCACHEPREFIX": str(scratch / "pycache"),
+        "ITRLAB_ESTIMATES": str(scratch / "estimates.json"),
+        "ITRLAB_STEP_COUNTS": str(scratch / "step_counts.json"),
+    }
+
+
+def measure(items: list[Answer], repo: Path, repeats: int, states: tuple[str, ...]) -> list[Timing]:
+    """Each answer (and the baseline, first) ``repeats`` times in each state; the warm state runs one untimed
+    answer first so that its caches hold what a second use of the checkout finds."""
+    env = {**os.environ, "PYTHONPATH": str(repo / "platform"), "ITRLAB_CONFIG_DIR": str(repo / "configs")}
+    baseline = Answer("baseline: python -c pass", ["-c", "pass"], 0)
+    timings = []
+    for state in states:
+        for item in [baseline, *items]:
+            timing = Timing(item.label, state, expected=item.status)
+            if state == "warm":
+                time_once(item.argv, env, repo)
+            for _ in range(repeats):
+                with tempfile.TemporaryDirectory(prefix="itrlab_bench_answers_") as scratch:
+                    run_env = fresh_env(env, Path(scratch)) if state == "fresh" else env
+                    wall, cpu, status = time_once(item.argv, run_env, repo)
+                timing.wall.append(wall)
+                timing.cpu.append(cpu)
+                timing.statuses.append(status)
+            timings.append(timing)
+    return timings
+
+
+def table(timings: list[Timing], target_s: float, loads: tuple[tuple[float, ...], tuple[float, ...]]) -> str:
+    """The report: per answer and state, median wall and CPU seconds, the ratio to the baseline's wall, and
+    whether it is under ``target_s``; the load averages before and after."""
+    base = {t.state: t.median_wall for t in timings if t.label.startswith("baseline")}
+    rows = [("answer", "state", "wall s (median)", "CPU s", "x baseline", f"< {target_s:g} s", "exit")]
+    for t in timings:
+        rows.append(
+            (
+                t.label,
+                t.state,
+                f"{t.median_wall:.2f}",
+                f"{t.median_cpu:.2f}",
+                f"{t.median_wall / base[t.state]:.1f}",
+                "yes" if t.median_wall < target_s else "NO",
+                "ok" if t.right else f"WRONG {sorted(set(t.statuses))} (wants {t.expected})",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    before, after = (", ".join(f"{x:.2f}" for x in load) for load in loads)
+    return "\n".join([*lines, f"load average (1, 5, 15 min) before: {before}; after: {after}"])
+
+
+def to_dict(timings: list[Timing]) -> list[dict]:
+    return [asdict(t) | {"median_wall": t.median_wall, "median_cpu": t.median_cpu} for t in timings]
+
+
+__all__ = ["Answer", "Timing", "answers", "fresh_env", "measure", "table", "time_once", "to_dict"]
