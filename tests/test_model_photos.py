@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +69,22 @@ def test_a_photo_gets_the_features_the_extraction_stored_for_it_in_every_layout(
         # other batches and threads) a float16 step or two apart (float16 steps are 2**-10 of a value, at most)
         assert np.allclose(found, stored, rtol=2**-9, atol=1e-4), np.abs(found - stored).max()
         assert (found == stored).mean() > 0.98
+
+
+def test_a_layout_of_another_grid_or_another_shape_records_no_extraction(inside, tmp_path, caplog):
+    from itrlab.trained.new_images import extraction_record
+
+    _, out, _ = inside
+    copy = tmp_path / "precomp"
+    shutil.copytree(out, copy)
+    assert extraction_record(copy / "pool3x3", 9, 1280).pool == 3
+    assert extraction_record(copy / "pool3x3", 9, 2048) is None  # features of another width than the encoder's
+    assert "not the 9 x 1280 its extraction names" in caplog.text
+    record = json.loads((copy / "pool3x3" / "layout.json").read_text())
+    (copy / "pool3x3" / "layout.json").write_text(json.dumps({**record, "grid_fingerprint": "0" * 64}))
+    assert extraction_record(copy / "pool3x3", 9, 1280) is None
+    assert "derived from another grid than the one" in caplog.text and "takes no photos" in caplog.text
+    assert extraction_record(tmp_path, 9, 1280) is None  # no extraction at all: nothing to say
 
 
 def test_a_photo_embeds_as_the_extraction_and_the_model_embed_it(inside):

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from itrlab.errors import ItrlabError, UserInputError, failure_reason
+from itrlab.errors import DataError, ItrlabError, UserInputError, failure_reason
 from itrlab.extract.image_encoder import FEATURE_DIM, FEATURES, GRID, ImageEncoder, model_info
 from itrlab.extract.images import PREPROCESSING, ImageSource, try_load_image
 from itrlab.extract.layouts import pool_regions
@@ -51,61 +51,57 @@ class ExtractionRecord(BaseModel):
     def n_regions(self) -> int:
         return GRID * GRID if self.pool is None else self.pool * self.pool
 
-    def describe(self) -> str:
-        layout = f"{GRID}x{GRID} grid" if self.pool is None else f"{self.pool}x{self.pool} pooled layout"
-        return f"{self.encoder.get('name')} ({self.encoder.get('weights')}), {layout}, {self.dtype}"
-
 
 def extraction_record(root: str | Path, n_regions: int, feature_dim: int) -> ExtractionRecord | None:
     """The extraction the precomp folder ``root`` came from (its ``extract.json``, a pooled layout's one folder
-    up), held to the folder's (R, D) layout; None when the folder holds no itrlab extraction, a layout derived
-    from another grid, or features of another layout (said in one warning: such a model takes no photos)."""
+    up), held to the folder's (R, D) layout; None when the folder holds no itrlab extraction, and (said in one
+    warning: such a model takes no photos) when its manifest or layout record cannot be read, its layout was
+    derived from another grid, or its features are of another layout."""
     root = Path(root)
     manifest_path = manifest_of(root)
     if manifest_path is None:
         return None
     try:
-        manifest = read_json(manifest_path, "extraction manifest", 1 << 20)
-        pool = None
-        if (root / LAYOUT).is_file():
-            layout = read_json(root / LAYOUT, "pooled layout record", 1 << 20)
-            if not isinstance(layout, dict) or layout.get("grid_fingerprint") != manifest.get("fingerprint"):
-                _log.warning(
-                    "%s: its layout.json names another grid than %s: the model records no extraction, and takes "
-                    "no photos",
-                    root,
-                    manifest_path,
-                )
-                return None
-            pool = (layout.get("layout") or [None])[0]
-        fields = ("model", "preprocessing", "features", "dtype")
-        found = {key: manifest.get(key) for key in fields} if isinstance(manifest, dict) else {}
-        record = validate_record(
-            manifest_path,
-            {
-                "encoder": found.get("model"),
-                "preprocessing": found.get("preprocessing"),
-                "features": found.get("features"),
-                "dtype": found.get("dtype"),
-                "pool": pool,
-            },
-            ExtractionRecord,
-            "extraction manifest",
-        )
+        record = _record(root, manifest_path)
     except UserInputError as err:
         _log.warning("%s: the model records no extraction, and takes no photos (%s)", root, failure_reason(err))
         return None
     if (record.n_regions, FEATURE_DIM) != (n_regions, feature_dim):
         _log.warning(
-            "%s: %d regions x %d, not the %s its extraction names: the model records no extraction, and takes "
+            "%s: %d regions x %d, not the %d x %d its extraction names: the model records no extraction, and takes "
             "no photos",
             root,
             n_regions,
             feature_dim,
-            f"{record.n_regions} x {FEATURE_DIM}",
+            record.n_regions,
+            FEATURE_DIM,
         )
         return None
     return record
+
+
+def _record(root: Path, manifest_path: Path) -> ExtractionRecord:
+    """The record of ``manifest_path`` (and, for a pooled layout, ``root``'s ``layout.json``); DataError (one line)
+    when either is not what the extraction writes."""
+    manifest = read_json(manifest_path, "extraction manifest", 1 << 20)
+    if not isinstance(manifest, dict):
+        raise DataError(manifest_path, "not an extraction manifest (a JSON object)")
+    pool = None
+    if (root / LAYOUT).is_file():
+        layout = read_json(root / LAYOUT, "pooled layout record", 1 << 20)
+        size = layout.get("layout") if isinstance(layout, dict) else None
+        if not (isinstance(size, list) and len(size) == 2 and size[0] == size[1]):
+            raise DataError(root / LAYOUT, "not a pooled layout's record (no square 'layout')")
+        if layout.get("grid_fingerprint") != manifest.get("fingerprint"):
+            raise DataError(root / LAYOUT, f"derived from another grid than the one {manifest_path} describes")
+        pool = size[0]
+    fields = {"encoder": "model", "preprocessing": "preprocessing", "features": "features", "dtype": "dtype"}
+    return validate_record(
+        manifest_path,
+        {**{name: manifest.get(key) for name, key in fields.items()}, "pool": pool},
+        ExtractionRecord,
+        "extraction manifest",
+    )
 
 
 class PhotoFeatures:
