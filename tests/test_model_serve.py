@@ -2,10 +2,15 @@
 port answers a request of captions with their embeddings, and a request of image features with theirs, equal to
 ``itrlab.load_model(...)``'s on the same input; the request is the one docs/models.md shows. What it cannot embed
 (a caption that is not a non-empty string, features that are not finite numbers of the model's layout, a request
-over its stated rows or bytes) is answered 400 with one line and no stack trace. One server for the module."""
+over its stated rows or bytes) is answered 400 with one line and no stack trace. A model trained on photos' features
+(tests/photo_sets.py) answers JPEG and PNG photos sent as base64 with the embeddings that the extraction and the
+model give them, and refuses what is no photo; a model of synthetic features refuses photos. One server for each
+model."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import urllib.error
@@ -13,9 +18,11 @@ import urllib.request
 
 import numpy as np
 import pytest
+from PIL import Image
 
+from photo_sets import photo_model
 from servers import BIN, serve
-from trained_runs import train
+from trained_runs import train, work_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -43,6 +50,31 @@ def refused(url: str, body: str) -> str:
     return payload["message"]
 
 
+def serve_model(root, uri: str):
+    """``mlflow models serve`` of the model ``uri`` of the store in ``root`` on a loopback port, until the block
+    ends; yields its URL."""
+    store = f"sqlite:///{root / 'mlflow.db'}"
+    command = [
+        str(BIN / "mlflow"),
+        "models",
+        "serve",
+        "-m",
+        uri,
+        "--env-manager",
+        "local",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+    ]
+    # the server's /ping answers once the model is loaded; a deadline, not a guess of how long that takes. It
+    # starts `uvicorn` by name: the environment's bin folder on PATH, as in an activated virtual environment
+    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    return serve(
+        command, root, "mlflow-models-serve", "/ping", timeout=180, env={"MLFLOW_TRACKING_URI": store, "PATH": path}
+    )
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, one_torch_thread):
     """A tiny VSE++ run's model, served by ``mlflow models serve`` on a loopback port: (its URL, the model as
@@ -50,33 +82,29 @@ def served(tmp_path_factory, one_torch_thread):
     import itrlab
 
     root = tmp_path_factory.mktemp("serve")
-    store = f"sqlite:///{root / 'mlflow.db'}"
     with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        patch.setenv("MLFLOW_TRACKING_URI", store)
+        work_in(patch, root)
         run_id = train("vsepp_synthetic_tiny", root / "run", f"dataset.root={root / 'tiny'}")
         uri = f"runs:/{run_id}/model"
         model = itrlab.load_model(uri)
-        command = [
-            str(BIN / "mlflow"),
-            "models",
-            "serve",
-            "-m",
-            uri,
-            "--env-manager",
-            "local",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "{port}",
-        ]
-        # the server's /ping answers once the model is loaded; a deadline, not a guess of how long that takes. It
-        # starts `uvicorn` by name: the environment's bin folder on PATH, as in an activated virtual environment
-        path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
-        with serve(
-            command, root, "mlflow-models-serve", "/ping", timeout=180, env={"MLFLOW_TRACKING_URI": store, "PATH": path}
-        ) as url:
+        with serve_model(root, uri) as url:
             yield f"{url}/invocations", model
+
+
+@pytest.fixture(scope="module")
+def served_photos(tmp_path_factory, one_torch_thread):
+    """A tiny VSE++ model trained on generated photos' features (their 3x3 layout), served by ``mlflow models
+    serve`` on a loopback port: (its URL, the model as ``itrlab.load_model`` opens it, the extraction's folder)."""
+    import itrlab
+
+    root = tmp_path_factory.mktemp("serve_photos")
+    with pytest.MonkeyPatch.context() as patch:
+        work_in(patch, root)
+        run_id, out, _ = photo_model(root)
+        uri = f"runs:/{run_id}/model"
+        model = itrlab.load_model(uri)
+        with serve_model(root, uri) as url:
+            yield f"{url}/invocations", model, out
 
 
 def test_mlflow_models_serve_answers_captions_and_features_with_embeddings(served):
@@ -138,3 +166,44 @@ def test_a_request_over_its_rows_or_bytes_is_refused(served):
     line = refused(url, captions(long, long))
     assert line.startswith("the request's captions come to 32.0 MiB") and "at most 32 MiB" in line, line
     assert len(post(url, json.loads(captions(*["a dog"] * MAX_ROWS)))["predictions"]) == MAX_ROWS
+
+
+def photos_of(out):
+    """The training split of the photo model's data (its 3x3 layout): its features and each row's photo."""
+    from itrlab.data.precomp import open_precomp
+    from itrlab.trained.photos import split_images
+
+    split = open_precomp(out / "pool3x3", "train", 5)
+    return np.asarray(split.features, dtype=np.float32), split_images(split).photos
+
+
+def test_mlflow_models_serve_answers_photos_with_the_embeddings_of_extraction_and_model(served_photos):
+    url, model, out = served_photos
+    features, photos = photos_of(out)
+    assert {photo.suffix for photo in photos} == {".jpg", ".png"}
+    # the request docs/models.md shows: one record per photo, its file's bytes in base64
+    answer = post(url, {"dataframe_records": [{"image": base64.b64encode(p.read_bytes()).decode()} for p in photos]})
+    expected = model.embed_images(features).numpy()
+    assert np.asarray(answer["predictions"]).shape == expected.shape == (len(photos), 32)
+    assert np.allclose(np.asarray(answer["predictions"]), expected, atol=1e-5)
+
+
+def test_what_is_no_photo_is_refused_by_the_served_model(served_photos):
+    url, _, out = served_photos
+    features, photos = photos_of(out)
+    good = base64.b64encode(photos[0].read_bytes()).decode()
+    records = lambda *rows: json.dumps({"dataframe_records": list(rows)})  # noqa: E731
+    line = refused(url, records({"image": good}, {"image": "a dog runs on the beach"}))
+    assert line.startswith("image row 1 is not base64 text"), line
+    line = refused(url, records({"image": base64.b64encode(b"GIF89a not really").decode()}))
+    assert line.startswith("image row 0: not a JPEG or PNG image"), line
+    line = refused(url, records({"image": good, "features": features[0].tolist()}))
+    assert line.startswith("row 0 holds both 'features' and 'image'"), line
+
+
+def test_a_model_of_synthetic_features_refuses_photos(served):
+    url, _ = served
+    photo = io.BytesIO()
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(photo, format="PNG")
+    line = refused(url, json.dumps({"dataframe_records": [{"image": base64.b64encode(photo.getvalue()).decode()}]}))
+    assert "did not come from photos through itrlab's feature extraction" in line, line

@@ -54,7 +54,7 @@ class ImageSource:
     problem: str | None = None  # known before decoding (e.g. the driver could not read the file)
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, formats: Sequence[str] | None = None) -> str:
     from PIL import UnidentifiedImageError
 
     if isinstance(exc, FileNotFoundError):
@@ -64,30 +64,31 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, PermissionError):
         return "permission denied"
     if isinstance(exc, UnidentifiedImageError):
-        return "not an image (cannot identify the format)"
+        return f"not a {' or '.join(formats)} image" if formats else "not an image (cannot identify the format)"
     text = str(exc).strip() or type(exc).__name__
     return f"corrupt image ({text[:120]})"
 
 
-def _open(source: ImageSource):
+def _open(source: ImageSource, formats: Sequence[str] | None = None):
     from PIL import Image
 
     if source.problem is not None:
         raise _KnownProblem(source.problem)
-    return Image.open(io.BytesIO(source.data) if source.data is not None else source.path)
+    return Image.open(io.BytesIO(source.data) if source.data is not None else source.path, formats=formats)
 
 
 class _KnownProblem(Exception):
     pass
 
 
-def load_image(source: ImageSource | str | Path) -> np.ndarray:
-    """Decode, RGB, short side 256 (bilinear), centre crop 224 -> (224, 224, 3) uint8."""
+def load_image(source: ImageSource | str | Path, formats: Sequence[str] | None = None) -> np.ndarray:
+    """Decode, RGB, short side 256 (bilinear), centre crop 224 -> (224, 224, 3) uint8; ``formats``: the image
+    formats (PIL's names, "JPEG", "PNG") decoded, None: any that PIL reads."""
     from PIL import Image
 
     if not isinstance(source, ImageSource):
         source = ImageSource(Path(source).name, str(source))
-    with _open(source) as image:
+    with _open(source, formats) as image:
         image = image.convert("RGB")
         width, height = image.size
         scale = RESIZE_SHORT_SIDE / min(width, height)
@@ -98,16 +99,17 @@ def load_image(source: ImageSource | str | Path) -> np.ndarray:
         return np.asarray(image, dtype=np.uint8)
 
 
-def try_load_image(source: ImageSource) -> tuple[np.ndarray | None, str | None]:
-    """(pixels, None), or (None, the problem) for a missing, unreadable or corrupt image."""
+def try_load_image(source: ImageSource, formats: Sequence[str] | None = None) -> tuple[np.ndarray | None, str | None]:
+    """(pixels, None), or (None, the problem) for a missing, unreadable or corrupt image, or (``formats``) one of
+    another format."""
     try:
-        return load_image(source), None
+        return load_image(source, formats), None
     except _KnownProblem as exc:
         return None, str(exc)
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - PIL raises many types for broken files
-        return None, _describe(exc)
+        return None, _describe(exc, formats)
 
 
 def check_image(path: str | Path) -> str | None:

@@ -11,8 +11,10 @@ flavor's loader (:func:`_load_pyfunc`, no pickled Python object), and the enviro
 names, so that ``mlflow.pyfunc.load_model`` and ``mlflow models serve`` open it as any pyfunc model.
 :class:`ItrlabPyfunc` opens the folder through ``loader``, the ``module:function`` of the layer which knows how
 to build a method (this package sits below the methods and may not import them: it names it, :data:`LOADER`), and
-its ``predict`` embeds captions (column ``caption``) or image region features (column ``features``: one (R, D)
-nested list per row), each request checked and bounded first (:mod:`~itrlab.tracking.serving_input`). A model
+its ``predict`` embeds captions (column ``caption``), image region features (column ``features``: one (R, D)
+nested list per row) or photos (column ``image``: a JPEG or PNG's bytes per row, base64-encoded, embedded through
+the feature extraction the model's data came from), each request checked and bounded first
+(:mod:`~itrlab.tracking.serving_input`). A model
 logged before (MLflow's models from code) holds its own code file, which builds an :class:`ItrlabPyfunc` through
 ``load_context``: it loads as it did.
 
@@ -40,7 +42,13 @@ from mlflow.models import Model
 from mlflow.utils.environment import _mlflow_conda_env, _PythonEnv
 
 from itrlab.errors import UserInputError, failure_reason
-from itrlab.tracking.serving_input import RefusedRequest, checked_captions, checked_features
+from itrlab.tracking.serving_input import (
+    RefusedRequest,
+    checked_captions,
+    checked_features,
+    checked_images,
+    input_column,
+)
 
 ARTIFACT = "model"  # the run's artifact path of its model: runs:/<id>/model
 BUNDLE = "bundle"  # the pyfunc's artifact that holds itrlab's model folder
@@ -67,26 +75,23 @@ def load_loader(name: object):
 class ItrlabPyfunc(mlflow.pyfunc.PythonModel):
     """A trained itrlab model behind MLflow's ``pyfunc`` interface (``mlflow.pyfunc.load_model``, ``mlflow
     models serve``): ``predict`` of a frame with a ``caption`` column returns their embeddings, of a frame with
-    a ``features`` column the images' embeddings."""
+    a ``features`` column the images' embeddings, of a frame with an ``image`` column the photos'."""
 
     def load_context(self, context) -> None:
         self.model = load_loader((context.model_config or {}).get("loader"))(context.artifacts[BUNDLE])
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None):
-        """Embeddings of the frame's captions or images, each request checked first
+        """Embeddings of the frame's captions, images' features or photos, each request checked first
         (:mod:`~itrlab.tracking.serving_input`): what the model cannot embed is a RefusedRequest, one line."""
-        columns = set(getattr(model_input, "columns", ()))
+        column = input_column(model_input)
         try:
-            if "caption" in columns:
-                return self.model.embed_captions(checked_captions(model_input["caption"])).numpy()
-            if "features" in columns:
-                return self.model.embed_images(checked_features(model_input["features"])).numpy()
-        except UserInputError as err:  # the model's own refusal: another layout, no separate embeddings
+            if column == "caption":
+                return self.model.embed_captions(checked_captions(model_input[column])).numpy()
+            if column == "features":
+                return self.model.embed_images(checked_features(model_input[column])).numpy()
+            return self.model.embed_photos(checked_images(model_input[column])).numpy()
+        except UserInputError as err:  # the model's own refusal: another layout, no photos, no separate embeddings
             raise RefusedRequest(failure_reason(err)) from None
-        raise RefusedRequest(
-            f"an itrlab model's input is a frame with a 'caption' column (text) or a 'features' "
-            f"column (region features per image); got columns {sorted(columns) or 'none'}"
-        )
 
 
 class LoadedPyfunc:

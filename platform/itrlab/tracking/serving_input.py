@@ -1,17 +1,21 @@
 """What a served itrlab model embeds, checked before it embeds anything (``mlflow models serve``, and any
-``mlflow.pyfunc.load_model(...).predict``): a request is at most :data:`MAX_ROWS` rows and :data:`MAX_BYTES`
-bytes of input, its captions are non-empty strings, its image features nested lists of finite numbers of one
-shape. Anything else is a :class:`RefusedRequest`: the scoring server answers HTTP 400 with one line and no
-stack trace, and nothing is embedded (a ``null`` caption is not the caption "None", a NaN feature not a NaN
-embedding).
+``mlflow.pyfunc.load_model(...).predict``): a request holds one kind of input (:func:`input_column`: captions,
+image features or photos), at most :data:`MAX_ROWS` rows (:data:`MAX_PHOTOS` photos) and :data:`MAX_BYTES` bytes
+of input; its captions are non-empty strings, its image features nested lists of finite numbers of one shape, its
+photos base64 text. Anything else is a :class:`RefusedRequest`: the scoring server answers HTTP 400 with one line
+and no stack trace, and nothing is embedded (a ``null`` caption is not the caption "None", a NaN feature not a NaN
+embedding). Whether a photo's bytes are a JPEG or PNG image is the model's check, when it decodes them.
 
-The byte limit counts what the model would read: a caption's UTF-8 text, an image's features as 4-byte floats.
+The byte limit counts what the model would read: a caption's UTF-8 text, an image's features as 4-byte floats, a
+photo's bytes (decoded from base64).
 MLflow's scoring server reads and parses a request's body whole before the model sees it, so a body limit in
 front of a server open to others belongs to its proxy (docs/models.md).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 from collections.abc import Iterable
@@ -21,7 +25,9 @@ import numpy as np
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
+INPUTS = ("caption", "features", "image")  # a request's column: captions, images' region features, photos
 MAX_ROWS = 4096  # captions or images per request
+MAX_PHOTOS = 256  # photos per request: each goes through the image encoder (about 0.1 s of a CPU core)
 MAX_BYTES = 32 << 20  # of input per request: the captions' UTF-8 text, or the images' features as 4-byte floats
 FEATURE_BYTES = 4  # a feature value as the model reads it (float32)
 
@@ -54,12 +60,41 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _rows(values: Iterable[Any], what: str) -> list[Any]:
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def input_column(frame: Any) -> str:
+    """The one column of :data:`INPUTS` that the request ``frame`` holds, or a :class:`RefusedRequest` for a frame
+    of none, or of two (naming the first row that holds both)."""
+    columns = set(getattr(frame, "columns", ()))
+    held = [name for name in INPUTS if name in columns]
+    if len(held) == 1:
+        return held[0]
+    kinds = "a 'caption' column (text), a 'features' column (region features per image) or an 'image' column (a "
+    kinds += "JPEG or PNG photo per row, base64-encoded)"
+    if not held:
+        raise RefusedRequest(
+            f"an itrlab model's input is a frame with {kinds}; got columns {sorted(map(str, columns)) or 'none'}"
+        )
+    for row in range(len(frame)):
+        both = [name for name in held if not _missing(frame[name].iloc[row])]
+        if len(both) > 1:
+            raise RefusedRequest(
+                f"row {row} holds both '{both[0]}' and '{both[1]}'; a request embeds one kind of input: {kinds}"
+            )
+    raise RefusedRequest(
+        f"the request mixes rows of {' and '.join(repr(name) for name in held)}; a request embeds one kind of "
+        f"input: send each kind in a request of its own"
+    )
+
+
+def _rows(values: Iterable[Any], what: str, limit: int = MAX_ROWS) -> list[Any]:
     rows = list(values)
     if not rows:
-        raise RefusedRequest(f"the request holds no {what}; send 1 to {MAX_ROWS:,} rows")
-    if len(rows) > MAX_ROWS:
-        raise RefusedRequest(f"the request holds {len(rows):,} {what}; at most {MAX_ROWS:,} rows per request")
+        raise RefusedRequest(f"the request holds no {what}; send 1 to {limit:,} rows")
+    if len(rows) > limit:
+        raise RefusedRequest(f"the request holds {len(rows):,} {what}; at most {limit:,} rows per request")
     return rows
 
 
@@ -118,3 +153,29 @@ def checked_features(values: Iterable[Any]) -> np.ndarray:
             raise _over_bytes(len(images) * array.size * FEATURE_BYTES, "features")
         arrays.append(array)
     return np.stack(arrays)
+
+
+def checked_images(values: Iterable[Any]) -> list[bytes]:
+    """The photos of a request's ``image`` column (base64 text, standard alphabet with its padding) as their
+    bytes, or a :class:`RefusedRequest` naming the first row that is not base64 text of some bytes, or a request
+    over :data:`MAX_PHOTOS` rows or :data:`MAX_BYTES` bytes of photos."""
+    texts = _rows(values, "photos", MAX_PHOTOS)
+    photos, size = [], 0
+    for row, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise RefusedRequest(
+                f"image row {row} is {_kind(text)}; each image is a JPEG or PNG photo's bytes, base64-encoded"
+            )
+        try:
+            photo = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):  # a character out of the alphabet, wrong padding; non-ASCII text
+            raise RefusedRequest(
+                f"image row {row} is not base64 text; each image is a JPEG or PNG photo's bytes, base64-encoded"
+            ) from None
+        if not photo:
+            raise RefusedRequest(f"image row {row} is empty; each image is a JPEG or PNG photo's bytes, base64-encoded")
+        size += len(photo)
+        if size > MAX_BYTES:  # the whole request's, as base64 gives them
+            raise _over_bytes(sum(len(t) * 3 // 4 for t in texts if isinstance(t, str)), "photos")
+        photos.append(photo)
+    return photos

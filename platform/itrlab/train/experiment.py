@@ -54,7 +54,7 @@ from itrlab.train.provenance import TEST_RECALL, record_data
 from itrlab.train.stages import STAGE_TAG, StageStore, TrainedStage, publish_run, start_from, trained_stage
 from itrlab.trained.gallery import ARTIFACT as GALLERY
 from itrlab.trained.gallery import bundle_gallery
-from itrlab.trained.sources import REQUIREMENTS, bundle_from_run
+from itrlab.trained.sources import bundle_from_run, requirements_of
 
 _log = logging.getLogger(__name__)
 VOCAB_FILE = "vocab.json"
@@ -434,7 +434,7 @@ def log_best_model(run: StartedRun) -> str:
     # not "itrlab-": /tmp/itrlab-* are local clusters' folders (itrlab.local_cluster), which tests count
     with tempfile.TemporaryDirectory(prefix="itrlab_bundle_") as scratch:
         bundle = bundle_from_run(run.run_dir, Path(scratch) / "bundle", run.run_id)
-        uri = run.tracker.log_model(bundle, REQUIREMENTS)
+        uri = run.tracker.log_model(bundle, requirements_of(bundle))
         try:
             page = bundle_gallery(bundle)
         except Exception as err:  # noqa: BLE001 - a gallery never fails a run whose model and table are logged

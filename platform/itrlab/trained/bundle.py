@@ -13,6 +13,10 @@
                       stored text features it reads (a reference, checked against the captions it embeds)
     test_recall.json  its test table, as the run logged it
 
+A model whose data came from photos through itrlab's feature extraction also records that extraction in
+``model.json`` (``extraction``: encoder, preprocessing, dtype, pooled layout), so that it embeds a photo as its
+data's photos were (:mod:`itrlab.trained.new_images`).
+
 Nothing in it is unpickled: weights through ``torch.load(weights_only=True)``, the rest JSON and YAML.
 ``model.json`` is typed by one schema (:class:`ModelInfo`: each size an integer within bounds, each name a short
 string) before anything is built from it, so that a size of 2**31 allocates nothing.
@@ -35,6 +39,7 @@ from itrlab.data.text_manifest import ArrayDigests, Sha256
 from itrlab.data.tokenizers import TEXT_ENCODERS
 from itrlab.errors import UserInputError
 from itrlab.files import atomic_write_text, load_tensors, read_json, sha256_file, validate_record
+from itrlab.trained.new_images import ExtractionRecord, extraction_record
 
 FORMAT, VERSION = "itrlab-model", 1
 INFO, WEIGHTS, CONFIG = "model.json", "weights.pt", "config.yaml"
@@ -70,6 +75,7 @@ class ModelInfo(BaseModel):
     run_dir: Annotated[str, StringConstraints(max_length=4096)] | None = None
     files_sha256: dict[Literal[WEIGHTS, CONFIG, TOKENIZER, TEST], Sha256] | None = None  # None: bundled before
     text_features_sha256: ArrayDigests | None = None  # a model on stored text features: the arrays it read
+    extraction: ExtractionRecord | None = None  # its features' extraction from photos; None: not from photos
 
     def layout(self) -> str:
         return f"{self.n_regions} regions x {self.feature_dim}"
@@ -123,5 +129,6 @@ def write_bundle(
         run_dir=str(run_dir),
         files_sha256={name: sha256_file(destination / name) for name in (WEIGHTS, CONFIG, TOKENIZER, TEST)},
         text_features_sha256=text,
+        extraction=extraction_record(dataset.root, train.n_regions, train.feature_dim),
     ).write(destination / INFO)
     return destination

@@ -1,7 +1,9 @@
 """A trained model opened for use (issue 43): it embeds image features, embeds raw captions (tokenized as in
-training) and scores pairs, for every method; a model that scores pairs jointly (cross-attention) says that it
-has no separate embeddings. :func:`open_bundle` reads a model folder (:mod:`itrlab.trained.bundle`) safely, and
-checks that the model is what its ``model.json`` says before anything is scored:
+training) and scores pairs, for every method; a model whose data came from photos also embeds photos, through the
+extraction its features came from (:mod:`itrlab.trained.new_images`); a model that scores pairs jointly
+(cross-attention) says that it has no separate embeddings. :func:`open_bundle` reads a model folder
+(:mod:`itrlab.trained.bundle`) safely, and checks that the model is what its ``model.json`` says before anything is
+scored:
 
 * every file of the folder is a regular file (a FIFO would block a reader forever) whose sha256 is the one
   ``model.json`` records, and a model on stored text features reads the arrays it was trained on (their digests);
@@ -35,6 +37,7 @@ from itrlab.methods.base import MethodModule
 from itrlab.methods.context import BuildContext
 from itrlab.methods.registry import scheme_of
 from itrlab.trained.bundle import CONFIG, INFO, TEST, TOKENIZER, WEIGHTS, ModelInfo
+from itrlab.trained.new_images import PhotoFeatures
 
 _log = logging.getLogger(__name__)
 
@@ -46,8 +49,8 @@ def plain_config(config: ExperimentConfig) -> ExperimentConfig:
 
 
 class TrainedModel:
-    """A trained model: ``embed_images``, ``embed_captions``, ``score``, and ``score_fn`` over a whole split
-    (what ``itrlab evaluate`` ranks with, the same function the run's test table was computed with)."""
+    """A trained model: ``embed_images``, ``embed_photos``, ``embed_captions``, ``score``, and ``score_fn`` over a
+    whole split (what ``itrlab evaluate`` ranks with, the same function the run's test table was computed with)."""
 
     def __init__(
         self,
@@ -70,6 +73,7 @@ class TrainedModel:
         )
         self.weights_sha256 = weights_sha256  # what names the model whatever it is called (ensembles)
         self.from_run = from_run  # the run it was read from (runs:/<id>/..., a run folder), None: not known
+        self.photo_features: PhotoFeatures | None = None  # built with the first photo
         self.method.eval()
 
     def __repr__(self) -> str:
@@ -131,6 +135,17 @@ class TrainedModel:
             if len(features)
             else features.new_zeros((0, 0))
         )
+
+    @torch.no_grad()
+    def embed_photos(self, photos: Sequence[bytes | str | Path]) -> Tensor:
+        """The embeddings (N, d) of ``photos``, each a JPEG or PNG (its bytes, or its file): the features the
+        extraction of the model's data would have stored for it (:mod:`itrlab.trained.new_images`), embedded by
+        :meth:`embed_images`. UserInputError (one line) for a model whose features did not come from photos
+        through that extraction, or a photo that is no JPEG or PNG image."""
+        self._require_embeddings("image")
+        if self.photo_features is None:
+            self.photo_features = PhotoFeatures.of(self.info.extraction, self.info.dataset, self.info.layout())
+        return self.embed_images(self.photo_features(photos))
 
     @torch.no_grad()
     def embed_captions(self, captions: Sequence[str]) -> Tensor:

@@ -19,10 +19,11 @@ from itrlab.errors import UserInputError
 from itrlab.files import read_json, sha256_file
 from itrlab.trained.bundle import INFO, WEIGHTS, ModelInfo, write_bundle
 from itrlab.trained.model import TrainedModel, open_bundle, plain_config
+from itrlab.trained.new_images import PHOTO_REQUIREMENTS
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 RUN_URI = re.compile(r"runs:/([0-9a-f]{32})/")  # a model named by its run
-REQUIREMENTS = ["torch", "pyyaml", "pydantic"]
+REQUIREMENTS = ["torch", "pyyaml", "pydantic"]  # what a logged model needs beside MLflow and itrlab
 MLFLOW_RECORD = "mlflow_run.json"  # a run folder's record of its MLflow run (itrlab.train.experiment)
 _log = logging.getLogger(__name__)
 
@@ -44,6 +45,13 @@ def bundle_from_run(run_dir: Path, destination: Path, run_id: str | None = None)
     config = load_experiment(run_dir / "config.yaml")
     embeds = METHODS[plain_config(config).method.name].embeds_apart
     return write_bundle(run_dir, config, destination, embeds_apart=embeds, run_id=run_id or recorded_run(run_dir))
+
+
+def requirements_of(bundle: Path) -> list[str]:
+    """The distributions the model folder ``bundle`` needs where it is served: :data:`REQUIREMENTS`, and the image
+    encoder's packages for a model that embeds photos (its ``model.json`` records its extraction)."""
+    photos = ModelInfo.read(bundle / INFO).extraction is not None
+    return REQUIREMENTS + (PHOTO_REQUIREMENTS if photos else [])
 
 
 def load_model(source: str | Path, tracking_uri: str | None = None) -> TrainedModel:
