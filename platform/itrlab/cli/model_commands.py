@@ -22,7 +22,7 @@ def evaluate_main(args: argparse.Namespace) -> int:
     from itrlab.trained.sources import source_run
 
     out = output_file(args.out, "--out") if args.out else None
-    models = [load_model(source, args.tracking_uri) for source in args.models]
+    models = [load_model(source, args.tracking_uri, args.embedding) for source in args.models]
     data = open_eval_split(models, args.data, args.split, args.protocol)
     tracker, runs = None, []
     if not args.no_tracking:
@@ -131,6 +131,9 @@ def output_file(path: str, flag: str) -> Path:
 
 def add_model_parsers(sub) -> None:
     """``evaluate``, ``retrieve`` and ``gallery`` on the ``itrlab`` parser's subcommands ``sub``."""
+    from itrlab.config.choices import literal_values
+    from itrlab.config.schema import EvalConfig
+
     evaluate = sub.add_parser(
         "evaluate",
         help="evaluate trained models (or their ensemble) on a data set, split and protocol (docs/models.md)",
@@ -150,6 +153,12 @@ def add_model_parsers(sub) -> None:
         "--protocol",
         help="f30k_1k, f8k_1k, coco_5k, coco_1k (5 folds), 5fold, all (default: the "
         "model's test protocol on its own test split, else all)",
+    )
+    evaluate.add_argument(
+        "--embedding",
+        choices=literal_values(EvalConfig, "embedding"),
+        help="the embedding each model's scores read: output (through its projection head) or prehead (before "
+        "it: the base network's, SimCLR's reading); default: the one its run tested (eval.embedding)",
     )
     evaluate.add_argument("--out", help="write the tables as JSON to this file")
     evaluate.add_argument(

@@ -265,11 +265,32 @@ class TrainConfig(Section):
         return milestones
 
 
+PREHEAD = "prehead"  # the reading before the projection head: eval.embedding's value, its metrics' prefix
+
+
 class EvalConfig(Section):
     val_protocol: str = "all"
     test_protocol: str = "all"
     batch_size: int = Field(512, ge=1)
     image_chunk: int = Field(512, ge=1)
+    # the embedding that validation (so the best checkpoint), the test table and a stored model read: `output`, the
+    # model's own (through its projection head, model.projection_hidden, where it has one); `prehead`, the one
+    # before that head (the base network's: SimCLR's reading, which drops the head at test)
+    embedding: Literal["output", "prehead"] = "output"
+    # also log the reading before the projection head beside the run's own, which alone picks the best checkpoint:
+    # each epoch's validation as prehead_<metric>, the best checkpoint's test as prehead_test_<metric>; in a model
+    # without a head that reading is its embedding
+    log_prehead: bool = False
+
+    @field_validator("log_prehead")
+    @classmethod
+    def _one_reading_once(cls, log_prehead: bool, info: ValidationInfo) -> bool:
+        if log_prehead and info.data.get("embedding") == PREHEAD:
+            raise ValueError(
+                "log_prehead logs the reading before the projection head beside the run's own, and "
+                "eval.embedding=prehead makes it the run's own already: set one of them"
+            )
+        return log_prehead
 
 
 class OutputConfig(Section):

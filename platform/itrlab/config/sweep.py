@@ -27,7 +27,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from itrlab.config.loader import config_dir, config_error_from_validation, did_you_mean, read_yaml
 from itrlab.config.profiles import apply_profile
-from itrlab.config.schema import NAME_PATTERN, Section, safe_name
+from itrlab.config.schema import NAME_PATTERN, PREHEAD, Section, safe_name
 from itrlab.errors import ConfigError
 
 VARIANT = "variant"  # grid key whose values are named sets of overrides: {name: "+M-DCL", method.mdcl: true, ...}
@@ -335,11 +335,17 @@ def objective_metrics() -> list[str]:
 
 
 def table_columns() -> list[str]:
-    """What ``table.columns`` may name: the final test table (``test_*``), the last validation table,
-    and the best epoch's validation rsum."""
+    """What ``table.columns`` may name: the final test table (``test_*``; ``prehead_test_*``, read before the
+    projection head, of trials with ``eval.log_prehead``), the last validation table, and the best epoch's
+    validation rsum."""
     from itrlab.eval import METRIC_NAMES
 
-    return [*(f"test_{m}" for m in METRIC_NAMES.values()), *METRIC_NAMES.values(), "best_val_rsum", "best_epoch"]
+    return [
+        *(f"{prefix}test_{m}" for prefix in ("", f"{PREHEAD}_") for m in METRIC_NAMES.values()),
+        *METRIC_NAMES.values(),
+        "best_val_rsum",
+        "best_epoch",
+    ]
 
 
 PUBLISHED = {"paper": ("paper",), "anchors": ("paper", "anchors")}  # table key -> its folder under configs/

@@ -32,7 +32,7 @@ from pydantic import ConfigDict, ValidationError
 from torch import Tensor, nn
 
 from itrlab.config.loader import config_error_from_validation
-from itrlab.config.schema import ExperimentConfig, LossConfig, MethodSection
+from itrlab.config.schema import PREHEAD, ExperimentConfig, LossConfig, MethodSection
 from itrlab.data import Batch, PrecompSplit, Vocabulary
 from itrlab.errors import ConfigError
 from itrlab.eval import ScoreFn
@@ -51,6 +51,13 @@ class Method(Protocol):
     def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn: ...
 
     def parameters(self): ...
+
+
+class Scorer(Protocol):
+    """What the trainer evaluates: a method, one of its branches, or one of its readings (the embedding before
+    its projection head)."""
+
+    def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn: ...
 
 
 def build_task_loss(config: LossConfig) -> nn.Module:
@@ -130,6 +137,9 @@ class MethodModule(nn.Module):
     # whether it embeds images and captions apart (``embed_images(features)``, ``embed_captions(tokens,
     # lengths)``) and scores them by a product; False: it scores image-caption pairs jointly (issue 43)
     embeds_apart: ClassVar[bool] = False
+    # whether its evaluation reads the embedding before the projection head too (``eval.embedding=prehead``,
+    # ``eval.log_prehead``; ``prehead_reading()``): a dual encoder whose scores are its encoders' embeddings
+    reads_prehead: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ building
 
@@ -137,7 +147,8 @@ class MethodModule(nn.Module):
     def validate_config(cls, config: ExperimentConfig) -> None:
         """Raise ConfigError for a config this method cannot train (its sections are typed already).
 
-        The base check: the task loss reads only similarities this method provides (``provides``).
+        The base checks: the task loss reads only similarities this method provides (``provides``), and the
+        reading before the projection head is asked of a method that has one (:meth:`check_reading`).
         """
         missing = [name for name in task_loss_requires(config.loss) if name not in cls.provides]
         if missing:
@@ -146,6 +157,32 @@ class MethodModule(nn.Module):
                 config.loss.name,
                 f"method '{config.method.name}' gives its losses {', '.join(sorted(cls.provides))}; "
                 f"loss '{config.loss.name}' also needs {', '.join(missing)}",
+            )
+        cls.check_reading(config)
+
+    @classmethod
+    def check_reading(cls, config: ExperimentConfig) -> None:
+        """ConfigError when the ``eval`` section asks for the reading before the projection head of a method
+        whose evaluation has no such reading, or (``eval.embedding=prehead``) of a model without a head, whose
+        one embedding is its output. ``eval.log_prehead`` on a model without a head logs that embedding again,
+        so that every row of a sweep carries the reading."""
+        settings = config.eval
+        if settings.embedding != PREHEAD and not settings.log_prehead:
+            return
+        field, value = ("eval.embedding", PREHEAD) if settings.embedding == PREHEAD else ("eval.log_prehead", True)
+        if not cls.reads_prehead:
+            raise ConfigError(
+                field,
+                value,
+                f"method '{config.method.name}' scores with no embedding before a projection head; it takes "
+                f"eval.embedding=output and eval.log_prehead=false (the defaults)",
+            )
+        if settings.embedding == PREHEAD and config.model.projection_hidden is None:
+            raise ConfigError(
+                field,
+                value,
+                "model.projection_hidden is null: the model has no projection head, so its one embedding is "
+                "its output; set model.projection_hidden, or keep eval.embedding=output",
             )
 
     @classmethod

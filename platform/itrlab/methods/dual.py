@@ -12,17 +12,23 @@ differ only in the loss and the head; CODER builds on it.
 | convsepp | l_CMN (eq. 12-14)                       | yes             |
 
 The pairing is set by ``configs/methods/<name>.yaml``; any dual loss works with any of them.
+
+Evaluation reads the encoders' output (``eval.embedding=output``) or the embedding before their projection
+head (``prehead``: the base network's, SimCLR's reading); :meth:`DualEncoderMethod.prehead_reading` is the
+latter beside the former (``eval.log_prehead``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from itrlab.config import ExperimentConfig
-from itrlab.config.schema import TextEncoderConfig
+from itrlab.config.schema import PREHEAD, TextEncoderConfig
 from itrlab.data import Batch, PrecompSplit, Vocabulary, eval_loaders
 from itrlab.eval import ScoreFn, dense_score_fn
 from itrlab.losses import Similarities
@@ -49,12 +55,14 @@ def text_encoder_spec(text: TextEncoderConfig) -> TextEncoderSpec:
 class DualEncoderMethod(MethodModule):
     name = "dual"
     embeds_apart = True  # images and captions have embeddings of their own (issue 43: a trained model embeds)
+    reads_prehead: ClassVar[bool] = True
 
     def __init__(self, model: DualEncoder, loss: torch.nn.Module, max_len: int = 64):
         super().__init__()
         self.model = model
         self.loss = loss
         self.max_len = max_len
+        self.embedding = "output"  # what evaluation reads (eval.embedding): the output, or before the head
 
     @classmethod
     def from_config(cls, config: ExperimentConfig, context: BuildContext) -> DualEncoderMethod:
@@ -67,6 +75,7 @@ class DualEncoderMethod(MethodModule):
             text=text_encoder_spec(config.model.text),
         )
         method = cls(model, build_task_loss(config.loss), config.model.text.max_len)
+        method.embedding = config.eval.embedding
         method.name = config.method.name
         method.text_lr = config.model.text.lr
         return method
@@ -108,13 +117,18 @@ class DualEncoderMethod(MethodModule):
         self.train(was_training)
         return images, captions
 
+    @property
+    def through_head(self) -> bool:
+        """Whether evaluation reads the embeddings through the projection head (``eval.embedding=output``)."""
+        return self.embedding != PREHEAD
+
     def embed_images(self, images: Tensor) -> Tensor:
         """The embeddings (B, d) of a batch of region features (B, R, D): what the split's scores compare."""
-        return self.model.encode_images(images)
+        return self.model.encode_images(images, head=self.through_head)
 
     def embed_captions(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """The embeddings (B, d) of a batch of encoded captions (token ids, or stored token states)."""
-        return self.model.encode_captions(tokens, lengths)
+        return self.model.encode_captions(tokens, lengths, head=self.through_head)
 
     def embed_split(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> tuple[Tensor, Tensor]:
         """Embeddings of every image (N, d) and every caption (cpi·N, d) of a split."""
@@ -122,3 +136,20 @@ class DualEncoderMethod(MethodModule):
 
     def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
         return dense_score_fn(*self.embed_split(split, vocab, batch_size))
+
+    def prehead_reading(self) -> PreheadReading:
+        """This method read before its projection head (``eval.log_prehead``), its own reading unchanged."""
+        return PreheadReading(self)
+
+
+class PreheadReading:
+    """A dual encoder's scores of a split from the embeddings before its projection head (the base network's; in
+    a model without a head, its embeddings): what ``eval.log_prehead`` logs beside the run's own reading."""
+
+    def __init__(self, method: DualEncoderMethod):
+        self.method = method
+
+    def score_fn(self, split: PrecompSplit, vocab: Vocabulary, batch_size: int) -> ScoreFn:
+        model = self.method.model
+        images, captions = partial(model.encode_images, head=False), partial(model.encode_captions, head=False)
+        return dense_score_fn(*self.method.encode_split(split, vocab, batch_size, images, captions))

@@ -29,12 +29,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from itrlab.data.tokenizers import import_transformers, load_hf_tokenizer, require_model_dir, swap_pad_id
 from itrlab.errors import UserInputError
-from itrlab.models.encoders import ProjectionHead
+from itrlab.models.encoders import ProjectionHead, unit_embedding
 from itrlab.models.pooling import build_pooling, length_mask
 
 
@@ -112,13 +111,13 @@ class BertTextEncoder(nn.Module):
             hidden = self.bert(inputs_embeds=embeddings, attention_mask=mask.long()).last_hidden_state
         return self.fc(hidden) * mask.unsqueeze(-1).to(hidden.dtype)
 
-    def pool_features(self, words: Tensor, lengths: Tensor) -> Tensor:
-        """(B, embed_dim) unit vectors from token features: pooling, head, L2 norm."""
-        return F.normalize(self.head(self.pool(words, lengths)), dim=-1)
+    def pool_features(self, words: Tensor, lengths: Tensor, head: bool = True) -> Tensor:
+        """(B, embed_dim) unit vectors from token features: pooling, head (unless ``head=False``), L2 norm."""
+        return unit_embedding(self.head, self.pool(words, lengths), head)
 
-    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        """(B, embed_dim) unit vectors."""
-        return self.pool_features(self.token_features(tokens, lengths), lengths)
+    def forward(self, tokens: Tensor, lengths: Tensor, head: bool = True) -> Tensor:
+        """(B, embed_dim) unit vectors: through the projection head, or before it (``head=False``)."""
+        return self.pool_features(self.token_features(tokens, lengths), lengths, head)
 
 
 __all__ = ["BertTextEncoder", "load_pretrained_model"]

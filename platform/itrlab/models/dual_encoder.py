@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from itrlab.models.encoders import RegionEncoder
+from itrlab.models.encoders import ProjectionHead, RegionEncoder
 from itrlab.models.text_factory import TextEncoderSpec
 
 
@@ -33,11 +33,18 @@ class DualEncoder(nn.Module):
             image_encoder, text.build(vocab_size=vocab_size, embed_dim=embed_dim, projection_hidden=projection_hidden)
         )
 
-    def encode_images(self, regions: Tensor) -> Tensor:
-        return self.image_encoder(regions)
+    @property
+    def has_head(self) -> bool:
+        """Whether the embeddings pass through a projection head (``model.projection_hidden``) before their norm."""
+        return any(isinstance(encoder.head, ProjectionHead) for encoder in (self.image_encoder, self.text_encoder))
 
-    def encode_captions(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        return self.text_encoder(tokens, lengths)
+    def encode_images(self, regions: Tensor, head: bool = True) -> Tensor:
+        """Unit embeddings (B, d) of region features: through the projection head, or before it (``head=False``)."""
+        return self.image_encoder(regions, head=head)
+
+    def encode_captions(self, tokens: Tensor, lengths: Tensor, head: bool = True) -> Tensor:
+        """Unit embeddings (B, d) of encoded captions: through the projection head, or before it (``head=False``)."""
+        return self.text_encoder(tokens, lengths, head=head)
 
     def forward(self, regions: Tensor, tokens: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         return self.encode_images(regions), self.encode_captions(tokens, lengths)

@@ -2,7 +2,8 @@
 
 Image: region features (B, R, D) -> linear projection -> pooling -> L2 norm.
 Text: word ids -> embedding -> BiGRU (forward and backward halves averaged) -> pooling -> L2 norm.
-An optional projection head (ConVSE's two-layer MLP, §IV-A.2) sits before the normalisation.
+An optional projection head (ConVSE's two-layer MLP, §IV-A.2) sits before the normalisation; every encoder
+also gives the embedding before it (``head=False``: the base network's, :func:`unit_embedding`).
 
 The per-region and per-word features before pooling (``RegionEncoder.region_features``,
 ``GRUTextEncoder.word_features``) are what interaction models (``itrlab.models.interaction``) use.
@@ -18,6 +19,12 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from itrlab.models.batched import MaskedGRU
 from itrlab.models.glove import GloveEmbedding
 from itrlab.models.pooling import build_pooling
+
+
+def unit_embedding(head: nn.Module, pooled: Tensor, through_head: bool = True) -> Tensor:
+    """Pooled features (B, d) as unit vectors: through the projection ``head`` (``nn.Identity`` in a model without
+    one), or before it (``through_head=False``: the base network's embedding, which SimCLR's reading evaluates)."""
+    return F.normalize(head(pooled) if through_head else pooled, dim=-1)
 
 
 class ProjectionHead(nn.Module):
@@ -55,11 +62,12 @@ class RegionEncoder(nn.Module):
         """(B, R, embed_dim) projected region features, before pooling (not normalised)."""
         return self.fc(regions)
 
-    def forward(self, regions: Tensor, n_regions: Tensor | None = None) -> Tensor:
+    def forward(self, regions: Tensor, n_regions: Tensor | None = None, head: bool = True) -> Tensor:
+        """(B, embed_dim) unit vectors: through the projection head, or before it (``head=False``)."""
         if n_regions is None:
             n_regions = regions.new_full((regions.size(0),), regions.size(1), dtype=torch.long)
         pooled = self.pool(self.region_features(regions), n_regions)
-        return F.normalize(self.head(pooled), dim=-1)
+        return unit_embedding(self.head, pooled, head)
 
 
 class GRUTextEncoder(nn.Module):
@@ -113,9 +121,9 @@ class GRUTextEncoder(nn.Module):
         half = out.size(-1) // 2
         return (out[..., :half] + out[..., half:]) / 2
 
-    def pool_features(self, words: Tensor, lengths: Tensor) -> Tensor:
-        """(B, embed_dim) unit vectors from word features: pooling, head, L2 norm."""
-        return F.normalize(self.head(self.pool(words, lengths)), dim=-1)
+    def pool_features(self, words: Tensor, lengths: Tensor, head: bool = True) -> Tensor:
+        """(B, embed_dim) unit vectors from word features: pooling, head (unless ``head=False``), L2 norm."""
+        return unit_embedding(self.head, self.pool(words, lengths), head)
 
-    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        return self.pool_features(self.word_features(tokens, lengths), lengths)
+    def forward(self, tokens: Tensor, lengths: Tensor, head: bool = True) -> Tensor:
+        return self.pool_features(self.word_features(tokens, lengths), lengths, head)

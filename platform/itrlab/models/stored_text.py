@@ -15,10 +15,9 @@ perturb the states themselves, not the transformer's word embeddings.
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from itrlab.models.encoders import ProjectionHead
+from itrlab.models.encoders import ProjectionHead, unit_embedding
 from itrlab.models.pooling import MeanPooling, build_pooling, length_mask
 
 
@@ -60,13 +59,13 @@ class StoredTextEncoder(nn.Module):
 
     token_features = word_features
 
-    def pool_features(self, words: Tensor, lengths: Tensor) -> Tensor:
-        """(B, embed_dim) unit vectors from token features: pooling, head, L2 norm."""
-        return self.embed_pooled(self.pool(words, lengths))
+    def pool_features(self, words: Tensor, lengths: Tensor, head: bool = True) -> Tensor:
+        """(B, embed_dim) unit vectors from token features: pooling, head (unless ``head=False``), L2 norm."""
+        return self.embed_pooled(self.pool(words, lengths), head)
 
-    def embed_pooled(self, pooled: Tensor) -> Tensor:
-        """(B, embed_dim) unit vectors from pooled token features: head, L2 norm."""
-        return F.normalize(self.head(pooled), dim=-1)
+    def embed_pooled(self, pooled: Tensor, head: bool = True) -> Tensor:
+        """(B, embed_dim) unit vectors from pooled token features: head (unless ``head=False``), L2 norm."""
+        return unit_embedding(self.head, pooled, head)
 
     @property
     def mean_first(self) -> bool:
@@ -83,10 +82,10 @@ class StoredTextEncoder(nn.Module):
             return self.fc(self.pool(self.input_embeddings(states), lengths.to(states.device)))
         return self.pool(self.word_features(states, lengths), lengths.to(states.device))
 
-    def forward(self, states: Tensor, lengths: Tensor) -> Tensor:
+    def forward(self, states: Tensor, lengths: Tensor, head: bool = True) -> Tensor:
         """(B, embed_dim) unit vectors: :meth:`pooled_word_features` (averaged first where that is the same),
-        head, L2 norm."""
-        return self.embed_pooled(self.pooled_word_features(states, lengths))
+        head (unless ``head=False``), L2 norm."""
+        return self.embed_pooled(self.pooled_word_features(states, lengths), head)
 
 
 __all__ = ["StoredTextEncoder"]

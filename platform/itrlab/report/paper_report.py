@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from itrlab.config.schema import PREHEAD
 from itrlab.config.sweep import SweepSpec
 from itrlab.report.anchors import Anchor
 from itrlab.report.chance import ChanceLevel
@@ -35,7 +36,7 @@ from itrlab.report.convergence import GAIN_FLOOR, SCHEDULE_GAP, TAIL, Convergenc
 from itrlab.report.escape import html_text, md_text, visible
 from itrlab.report.headline import PAIRED, WELCH, Headline, RowMarks
 from itrlab.report.stats import Comparison
-from itrlab.report.summary import markdown_table, number
+from itrlab.report.summary import markdown_table, metric_name, number
 
 RECALLS = ["test_rsum", "test_i2t_R1", "test_i2t_R5", "test_i2t_R10", "test_t2i_R1", "test_t2i_R5", "test_t2i_R10"]
 HEADERS = {
@@ -48,6 +49,7 @@ HEADERS = {
     "test_rsum": "rsum",
     "test_md": "MD",
 }
+HEADERS.update({f"{PREHEAD}_{column}": f"{header} before the head" for column, header in list(HEADERS.items())})
 
 
 CONVERGENCE_NOTE = "Still learning:"  # the first words of the note that gives the convergence rules
@@ -61,8 +63,10 @@ MODELS_NOTE = (
 
 
 def report_columns(spec: SweepSpec) -> list[str]:
-    """The paper's columns: rsum, every recall, and MD when the sweep's table asks for it (DBL)."""
-    return RECALLS + (["test_md"] if "test_md" in spec.table.columns else [])
+    """The paper's columns: rsum, every recall, and MD when the sweep's table asks for it (DBL), and the test
+    metrics read before the projection head (``prehead_test_*``) that it asks for."""
+    asked = [c for c in spec.table.columns if c == "test_md" or c.startswith(f"{PREHEAD}_test_")]
+    return RECALLS + [c for c in asked if c in HEADERS]
 
 
 def _interval_apart(cell: str) -> str:
@@ -290,9 +294,9 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
             ["chance"]
             + [
                 f"{low:.1f}-{high:.1f}"
-                if c == "test_rsum"
-                else number(level.recalls[c.removeprefix("test_")], c)
-                if c != "test_md"
+                if metric_name(c) == "rsum"
+                else number(level.recalls[metric_name(c)], c)
+                if metric_name(c) != "md"
                 else "-"
                 for c in columns
             ]

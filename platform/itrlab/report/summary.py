@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from itrlab.config.schema import PREHEAD
 from itrlab.config.sweep import VARIANT, SweepSpec, label, row_key, row_label  # noqa: F401  (re-exported)
 from itrlab.eval.names import METRIC_NAMES
 from itrlab.report.escape import md_cell, md_text, visible
@@ -23,9 +24,16 @@ class TrialRow:
     reason: str | None = None  # why a trial did not finish, on one line
 
 
+def metric_name(column: str) -> str:
+    """The recall table's metric a column holds (``rsum`` of ``test_rsum``, ``prehead_test_rsum``, ``best_val_rsum``;
+    ``i2t_R1`` of ``test_i2t_R1``), or ``column`` itself."""
+    return column.removeprefix(f"{PREHEAD}_").removeprefix("test_").removeprefix("best_val_")
+
+
 def is_metric(column: str) -> bool:
-    """Whether ``column`` is a recall table's metric (``rsum``, ``test_i2t_R1``, ``best_val_rsum``, ``test_md``)."""
-    return column.removeprefix("test_").removeprefix("best_val_") in METRIC_NAMES.values()
+    """Whether ``column`` is a recall table's metric (``rsum``, ``test_i2t_R1``, ``best_val_rsum``, ``test_md``,
+    ``prehead_test_rsum``)."""
+    return metric_name(column) in METRIC_NAMES.values()
 
 
 def number(value: float, column: str) -> str:

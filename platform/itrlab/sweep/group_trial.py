@@ -162,7 +162,7 @@ def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
                     "run_seconds": run.seconds,
                     "cost_seconds": run.seconds / len(todo),
                     "trial_end_time": time.time(),
-                    **run.test.metrics(prefix="test_"),
+                    **run.test_metrics(),
                 }
             )
             _end_member(state, run_dir, "finished", None, None, names[k], context)

@@ -235,7 +235,7 @@ def train_and_report(
             "best_val_rsum": result.best_val_rsum,
             "run_seconds": result.seconds,
             "trial_end_time": time.time(),
-            **result.test.metrics(prefix="test_"),
+            **result.test_metrics(),
         }
     )
 

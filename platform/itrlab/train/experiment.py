@@ -15,6 +15,8 @@ directory::
         provenance.json    the digest of the data it trains on (a resume on other data is refused)
         test_ranks.npz     the test split's per-query ranks (itrlab.eval.rank_file), also an MLflow artifact
         test_recall.json   the final test table (also .md)
+        prehead_test_ranks.npz, prehead_test_recall.json
+                           with eval.log_prehead: the same, read before the projection head
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import yaml
 from itrlab import threads as thread_policy
 from itrlab.assembly import Experiment, check_experiment, stage_configs
 from itrlab.config import ExperimentConfig
+from itrlab.config.schema import PREHEAD
 from itrlab.data.kinds import kind_of
 from itrlab.data.precomp import fingerprint
 from itrlab.data.text_features import resolve_folder
@@ -57,6 +60,8 @@ from itrlab.trained.gallery import bundle_gallery
 from itrlab.trained.sources import bundle_from_run, requirements_of
 
 _log = logging.getLogger(__name__)
+TEST = "test"
+PREHEAD_TEST = f"{PREHEAD}_{TEST}"  # the test table read before the projection head (eval.log_prehead)
 VOCAB_FILE = "vocab.json"
 MLFLOW_FILE = "mlflow_run.json"
 
@@ -71,6 +76,13 @@ class RunResult:
     mlflow_hint: str | None
     seconds: float = 0.0  # building the method (OAS: training its anchor), training, test evaluation: wall clock
     epochs: int = 0  # the epochs the run has trained, a restored checkpoint's included
+    prehead: RecallTable | None = None  # eval.log_prehead: the best checkpoint's test table before the head
+
+    def test_metrics(self) -> dict[str, float]:
+        """The final test metrics a sweep's trial reports: ``test_<metric>``, and ``prehead_test_<metric>`` with
+        ``eval.log_prehead``."""
+        metrics = self.test.metrics(prefix=f"{TEST}_")
+        return metrics if self.prehead is None else {**metrics, **self.prehead.metrics(prefix=f"{PREHEAD_TEST}_")}
 
 
 def generate_if_synthetic(config: ExperimentConfig) -> None:
@@ -395,6 +407,12 @@ def finish_run(run: StartedRun) -> RunResult:
     protocol = get_protocol(run.config.eval.test_protocol).name
     folds = trainer.test()
     test = table_from_folds(folds, protocol, trainer.data.test.n_images)
+    prehead = None
+    if run.config.eval.log_prehead:  # the same checkpoint, read before its projection head
+        prehead_folds = trainer.test_prehead()
+        prehead = table_from_folds(prehead_folds, protocol, trainer.data.test.n_images)
+        save_ranks(run.run_dir / f"{PREHEAD}_{RANKS_FILE}", prehead_folds, protocol)
+        atomic_write_text(run.run_dir / f"{PREHEAD}_{TEST_RECALL}", json.dumps(prehead.to_dict(), indent=2))
     save_ranks(run.run_dir / RANKS_FILE, folds, protocol)
     atomic_write_text(run.run_dir / "test_recall.md", test.to_markdown())
     atomic_write_text(run.run_dir / TEST_RECALL, json.dumps(test.to_dict(), indent=2))  # last: the run finished
@@ -403,8 +421,11 @@ def finish_run(run: StartedRun) -> RunResult:
         cost = {"train_seconds": seconds, **device_hours(trainer.device, run.world_size, seconds * run.device_share)}
         # a finished run trained further (--resume with a larger train.epochs): its earlier training counts too
         earlier = tracker.run_metrics(tuple(cost))
-        tracker.log_recall_table(test, "test", epoch=state.epoch)
+        tracker.log_recall_table(test, TEST, epoch=state.epoch)
         tracker.log_file(run.run_dir / RANKS_FILE)
+        if prehead is not None:
+            tracker.log_recall_table(prehead, PREHEAD_TEST, epoch=state.epoch)
+            tracker.log_file(run.run_dir / f"{PREHEAD}_{RANKS_FILE}")
         if run.config.output.log_model == "best" and trainer.rank == 0:
             log_best_model(run)
         stage_metrics = {"stage_seconds": sum(stage.seconds for stage in run.stages.values())} if run.stages else {}
@@ -425,6 +446,7 @@ def finish_run(run: StartedRun) -> RunResult:
         tracker.ui_hint() if tracker is not None else None,
         seconds,
         state.epoch,
+        prehead,
     )
 
 

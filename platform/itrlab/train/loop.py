@@ -28,6 +28,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from itrlab.config import ExperimentConfig
+from itrlab.config.schema import PREHEAD
 from itrlab.console_log import emit
 from itrlab.data import Batch, CaptionDataset, PrecompSplit, Vocabulary, make_loader
 from itrlab.data.dataset import ShardedBatchSampler
@@ -38,7 +39,7 @@ from itrlab.errors import ItrlabError, UserInputError
 from itrlab.eval import Ranks, RecallTable, get_protocol, rank_folds, table_from_folds
 from itrlab.losses import LossOutput
 from itrlab.methods import MethodModule
-from itrlab.methods.base import drop_reinitialised_state
+from itrlab.methods.base import Scorer, drop_reinitialised_state
 from itrlab.train.checkpoint import BEST, LAST, MODEL, TrainState, load_checkpoint, save_checkpoint, set_rng_state
 from itrlab.train.device import resolve_device
 from itrlab.train.precision import MixedPrecision
@@ -399,10 +400,10 @@ class Trainer:
             self.progress.step(epoch, done)
         return log.means()
 
-    def evaluate(self, split: PrecompSplit, protocol: str, method: MethodModule | None = None) -> RecallTable:
+    def evaluate(self, split: PrecompSplit, protocol: str, method: Scorer | None = None) -> RecallTable:
         return table_from_folds(self.rank_queries(split, protocol, method), get_protocol(protocol).name, split.n_images)
 
-    def rank_queries(self, split: PrecompSplit, protocol: str, method: MethodModule | None = None) -> list[Ranks]:
+    def rank_queries(self, split: PrecompSplit, protocol: str, method: Scorer | None = None) -> list[Ranks]:
         """The ranks of every fold of ``protocol`` on ``split`` (what a recall table is computed from)."""
         settings, method = self.config.eval, method or self.method
         score_fn = self.precision.score_fn(lambda: method.score_fn(split, self.data.vocab, settings.batch_size))
@@ -414,11 +415,18 @@ class Trainer:
             image_chunk=settings.image_chunk,
         )
 
+    def readings(self) -> dict[str, Scorer]:
+        """What validation evaluates beside the model, by the prefix of its metrics: the method's other branches
+        (a cooperative scheme's ``anchor``) and, with ``eval.log_prehead``, the model read before its projection
+        head (``prehead``)."""
+        readings: dict[str, Scorer] = dict(self.method.auxiliary_evaluators())
+        if self.config.eval.log_prehead:
+            readings[PREHEAD] = self.method.exported_model().prehead_reading()
+        return readings
+
     def evaluate_auxiliary(self, split: PrecompSplit, protocol: str) -> dict[str, RecallTable]:
-        """Tables of the method's other branches (a cooperative scheme's anchors)."""
-        return {
-            name: self.evaluate(split, protocol, branch) for name, branch in self.method.auxiliary_evaluators().items()
-        }
+        """Tables of :meth:`readings`, by their prefix."""
+        return {name: self.evaluate(split, protocol, reading) for name, reading in self.readings().items()}
 
     def test(self) -> list[Ranks]:
         """The ranks of the test split's folds, computed once with the best checkpoint's weights."""
@@ -427,3 +435,10 @@ class Trainer:
             self.method.load_state_dict(load_checkpoint(best)["model"])
         with self.progress.evaluating(self.state.epoch, "testing"):
             return self.rank_queries(self.data.test, self.config.eval.test_protocol)
+
+    def test_prehead(self) -> list[Ranks]:
+        """With ``eval.log_prehead``, after :meth:`test` (which loads the best checkpoint): the test split's
+        ranks read before the projection head, from the checkpoint the run's own reading picked."""
+        with self.progress.evaluating(self.state.epoch, "testing"):
+            reading = self.method.exported_model().prehead_reading()
+            return self.rank_queries(self.data.test, self.config.eval.test_protocol, reading)

@@ -10,13 +10,16 @@ split and protocol gives that table again, to the digit.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from itrlab.config.schema import PREHEAD
 from itrlab.data import PrecompSplit, open_precomp
 from itrlab.errors import UserInputError
 from itrlab.eval import RecallTable, ScoreFn, evaluate, get_protocol
 from itrlab.trained.model import TrainedModel
+
+READ_AS = {PREHEAD: " (read before its projection head)"}  # a member's heading, by the embedding it read
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class Evaluation:
     data: EvalData
     members: dict[str, RecallTable]
     ensemble: RecallTable | None
+    embeddings: dict[str, str] = field(default_factory=dict)  # the embedding each member read (eval.embedding)
 
     def to_dict(self) -> dict:
         return {
@@ -43,11 +47,15 @@ class Evaluation:
             "protocol": self.data.protocol,
             "n_images": self.data.split.n_images,
             "members": {source: table.to_dict() for source, table in self.members.items()},
+            "embeddings": self.embeddings,
             **({"ensemble": self.ensemble.to_dict()} if self.ensemble is not None else {}),
         }
 
     def format(self) -> str:
-        blocks = [f"{source}\n{table.format()}" for source, table in self.members.items()]
+        blocks = [
+            f"{source}{READ_AS.get(self.embeddings.get(source, ''), '')}\n{table.format()}"
+            for source, table in self.members.items()
+        ]
         if self.ensemble is not None:
             blocks.append(f"ensemble of {len(self.members)} (mean of their similarities)\n{self.ensemble.format()}")
         return "\n\n".join(blocks)
@@ -135,7 +143,7 @@ def evaluate_models(models: Sequence[TrainedModel], data: EvalData) -> Evaluatio
         model.source: table(function, model.config.eval.image_chunk) for model, function in zip(models, functions)
     }
     ensemble = table(mean_score_fn(functions), eval_settings.image_chunk) if len(models) > 1 else None
-    return Evaluation(data, members, ensemble)
+    return Evaluation(data, members, ensemble, {model.source: model.config.eval.embedding for model in models})
 
 
 def log_evaluation(
@@ -153,6 +161,7 @@ def log_evaluation(
         "split": data.split.split,
         "protocol": data.protocol,
         "method": "+".join(model.info.method for model in models),
+        "embedding": "+".join(model.config.eval.embedding for model in models),
         **sources,
         **{f"itrlab.source.{k}": model.source for k, model in enumerate(models, 1)},
         "mlflow.note.content": f"evaluation of {kind} ({', '.join(m.source for m in models)}) on {data.dataset} "

@@ -29,7 +29,7 @@ from itrlab.data import PrecompSplit
 from itrlab.data.dataset import eval_loaders
 from itrlab.data.text_features import TextFeatures
 from itrlab.data.tokenizers import load_text_tokenizer
-from itrlab.errors import DataError, UserInputError
+from itrlab.errors import ConfigError, DataError, UserInputError
 from itrlab.eval import RecallTable, ScoreFn
 from itrlab.files import load_tensors, read_json, regular_file, sha256_file
 from itrlab.methods import METHODS
@@ -171,9 +171,12 @@ class TrainedModel:
         return self.method.score_fn(split, self.tokenizer, self.batch_size)
 
 
-def open_bundle(folder: str | Path, source: str | None = None, from_run: str | None = None) -> TrainedModel:
+def open_bundle(
+    folder: str | Path, source: str | None = None, from_run: str | None = None, embedding: str | None = None
+) -> TrainedModel:
     """The model in ``folder`` (written by :func:`itrlab.trained.bundle.write_bundle`), checked (the module's
-    docstring), built and loaded; ``from_run``: the run it was read from, which ``model.json`` must name."""
+    docstring), built and loaded; ``from_run``: the run it was read from, which ``model.json`` must name;
+    ``embedding``: the embedding its scores read (``eval.embedding``; None: its config's)."""
     folder = Path(folder)
     source = source or str(folder)
     info = ModelInfo.read(folder / INFO)
@@ -182,7 +185,7 @@ def open_bundle(folder: str | Path, source: str | None = None, from_run: str | N
             f"{source}: its model.json names run {info.run_id}, but the model is run {from_run}'s; refused"
         )
     weights_sha256 = check_files(folder, info, source)
-    config = load_experiment(folder / CONFIG)
+    config = read_config(folder / CONFIG, source, embedding)
     plain = plain_config(config)
     check_identity(folder / INFO, info, plain)
     tokenizer = load_text_tokenizer(folder / TOKENIZER)
@@ -210,6 +213,18 @@ def open_bundle(folder: str | Path, source: str | None = None, from_run: str | N
         ) from None
     test = read_test_table(folder / TEST) if (folder / TEST).exists() else None
     return TrainedModel(method, config, tokenizer, info, test, source, weights_sha256, from_run)
+
+
+def read_config(path: Path, source: str, embedding: str | None) -> ExperimentConfig:
+    """The model's ``config.yaml``, read at ``embedding`` (``eval.embedding``; None: as it is). A reading the model
+    has not (before the projection head of a model without one) is a UserInputError naming the model."""
+    if embedding is None:
+        return load_experiment(path)
+    try:  # the run's own second reading is a training's: a stored model is read one way
+        return load_experiment(path, [f"eval.embedding={embedding}", "eval.log_prehead=false"])
+    except ConfigError as err:  # what the model is, without the config's fix (its settings are trained)
+        why = err.allowed.split(";")[0]
+        raise UserInputError(f"{source}: no reading at eval.embedding={embedding}: {why}") from None
 
 
 def check_files(folder: Path, info: ModelInfo, source: str) -> str:

@@ -54,17 +54,18 @@ def requirements_of(bundle: Path) -> list[str]:
     return REQUIREMENTS + (PHOTO_REQUIREMENTS if photos else [])
 
 
-def load_model(source: str | Path, tracking_uri: str | None = None) -> TrainedModel:
+def load_model(source: str | Path, tracking_uri: str | None = None, embedding: str | None = None) -> TrainedModel:
     """The trained model at ``source``: an MLflow model URI, a run id (its ``model`` artifact), a run folder or
-    a model folder; UserInputError (one line) for anything else."""
+    a model folder; UserInputError (one line) for anything else. ``embedding``: the embedding its scores read
+    (``output``, or ``prehead``: before its projection head); None: its config's ``eval.embedding``."""
     from itrlab.tracking.models import bundle_of, check_model_uri, download_model, is_model_uri
 
     text = str(source)
     path = Path(text).expanduser()
     if path.is_dir() and (path / INFO).exists():  # a model folder (its files are checked when it opens)
-        return open_bundle(path, text)
+        return open_bundle(path, text, embedding=embedding)
     if path.is_dir() and bundle_of(path) is not None:
-        return open_bundle(bundle_of(path), text)
+        return open_bundle(bundle_of(path), text, embedding=embedding)
     if RUN_ID.fullmatch(text):
         text = f"runs:/{text}/model"
     elif not path.is_dir() and not is_model_uri(text):
@@ -73,10 +74,10 @@ def load_model(source: str | Path, tracking_uri: str | None = None) -> TrainedMo
         check_model_uri(text)
     with tempfile.TemporaryDirectory(prefix="itrlab_model_") as scratch:  # the model is in memory once opened
         if path.is_dir():  # a run folder: the run it records is its own
-            return open_bundle(bundle_from_run(path, Path(scratch) / "bundle"), text, recorded_run(path))
+            return open_bundle(bundle_from_run(path, Path(scratch) / "bundle"), text, recorded_run(path), embedding)
         named = RUN_URI.match(text)
         return open_bundle(
-            bundle_of(download_model(text, scratch, tracking_uri)), text, named.group(1) if named else None
+            bundle_of(download_model(text, scratch, tracking_uri)), text, named.group(1) if named else None, embedding
         )
 
 

@@ -173,6 +173,9 @@ class CoderMethod(DualEncoderMethod):
         "it keeps state outside its parameters (the momentum encoder's queues and the concept memory, "
         "updated after each step, and k-means prototypes re-clustered each epoch)"
     )
+    # its evaluation embedding joins the instance embedding with the concept branch's (_joint): no reading of the
+    # instance embedding before a projection head alone
+    reads_prehead = False
     # the dual encoder's similarities, and the memory banks' (M-DCL, MB's memory diversity)
     provides = DualEncoderMethod.provides | frozenset(D.MEMORY_SCORES) | frozenset(D.MOMENTUM_POSITIVES)
     # PGC's cross-entropies (eq. 7) and the concept branch's collapse figures (concepts.collapse_figures);
