@@ -417,6 +417,14 @@ class MlflowTracker(RunReader):
         return log_model_folder(self.client, self.run_id, bundle, requirements)
 
     @_store_writes
+    def register_rows(self, rows) -> list:
+        """A sweep's rows (:class:`~itrlab.tracking.registry.RowModels`) in the store's model registry, one version
+        per seed's model (:mod:`itrlab.tracking.registry`); what each version became."""
+        from itrlab.tracking.registry import register_rows
+
+        return register_rows(self.client, rows)
+
+    @_store_writes
     def log_gallery(self, page: str, artifact: str, run_id: str | None = None) -> None:
         """The retrieval gallery ``page`` (HTML) as the artifact ``artifact`` of this run, or of ``run_id`` (a
         finished run whose model it shows); the run's tag ``itrlab.gallery`` names it."""
