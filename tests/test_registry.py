@@ -13,7 +13,7 @@ from scipy import stats
 from itrlab.cli import main
 from itrlab.report.findings import findings
 from itrlab.report.row_models import registered_rows
-from itrlab.tracking.registry import SEED_TAG, logged_models, model_names, slug
+from itrlab.tracking.model_registry import SEED_TAG, logged_models, model_names, slug
 from test_findings import SEEDS, _store, query_ranks, sweep_evidence, trial
 
 

@@ -79,7 +79,7 @@ def registrable(summary: dict, run: dict, runs: dict[str, dict]) -> dict[str, st
     """Trial id -> run id of the sweep's finished trials that logged their model; UserInputError (one line, before
     anything is downloaded or written) when there is none."""
     from itrlab.report.row_models import check_registrable
-    from itrlab.tracking.registry import logged_models
+    from itrlab.tracking.model_registry import logged_models
 
     logged = logged_models(runs)
     check_registrable(str(summary["sweep"]), str(run.get("run_id", "")), logged)

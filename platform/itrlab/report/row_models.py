@@ -1,5 +1,5 @@
 """What ``itrlab report --register`` puts in MLflow's model registry: per row of a sweep's table a registered model,
-per finished seed that logged its model a version (:mod:`itrlab.tracking.registry` writes them).
+per finished seed that logged its model a version (:mod:`itrlab.tracking.model_registry` writes them).
 
 Every version's description carries its row's numbers as the results page gives them: the row's test mean in the
 sweep's metric with its 95% Student-t interval over the row's finished seeds and their count
@@ -22,7 +22,7 @@ from itrlab.report.findings import Findings
 from itrlab.report.stats import mean_interval
 from itrlab.report.summary import number
 from itrlab.report.verdict_table import verdict_row
-from itrlab.tracking.registry import SEED_TAG, RowModels, VersionSpec, model_names
+from itrlab.tracking.model_registry import SEED_TAG, RowModels, VersionSpec, model_names
 
 SWEEP_TAG, ROW_TAG, SEEDS_TAG = "itrlab.sweep", "itrlab.row", "itrlab.row_seeds"  # a registered model's, a version's
 PARENT_TAG, TRIAL_TAG = "itrlab.parent_run", "itrlab.trial_id"
@@ -64,7 +64,7 @@ def row_comparisons(found: Findings | None, row: str) -> list[str]:
 
 def check_registrable(sweep: str, run_id: str, logged: Mapping[str, str]) -> None:
     """UserInputError (one line) when no finished trial of the sweep logged its model (``logged``: trial id ->
-    run id, :func:`itrlab.tracking.registry.logged_models`): there is nothing to register."""
+    run id, :func:`itrlab.tracking.model_registry.logged_models`): there is nothing to register."""
     if not logged:
         raise UserInputError(
             f"--register: no finished trial of sweep '{sweep}' (parent run {run_id}) logged its model "
@@ -75,7 +75,7 @@ def check_registrable(sweep: str, run_id: str, logged: Mapping[str, str]) -> Non
 
 def registered_rows(evidence: Evidence, found: Findings | None, logged: Mapping[str, str]) -> list[RowModels]:
     """The registered model of each row with a finished seed whose trial logged its model (``logged``: trial id
-    -> run id, :func:`itrlab.tracking.registry.logged_models`), its versions one per such trial in seed order
+    -> run id, :func:`itrlab.tracking.model_registry.logged_models`), its versions one per such trial in seed order
     (:func:`check_registrable` first)."""
     trials = [t for t in evidence.trials if t.finished and t.trial in logged]
     check_registrable(evidence.sweep, evidence.run_id, {t.trial: logged[t.trial] for t in trials})
