@@ -22,12 +22,16 @@ resumed sweep becomes the next version.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from itrlab.tracking.models import ARTIFACT, MODEL_TAG
+
+# on `mlflow server`, "Waiting up to 300 seconds for model version to finish creation" for every version registered
+logging.getLogger("mlflow.store.model_registry.abstract_store").setLevel(logging.WARNING)
 
 SEPARATORS = re.compile(r"[^A-Za-z0-9_.+-]+")
 MAX_NAME = 200  # characters of a registered model's name (MLflow's store keeps 256)
