@@ -36,7 +36,6 @@ logging.getLogger("mlflow.store.model_registry.abstract_store").setLevel(logging
 SEPARATORS = re.compile(r"[^A-Za-z0-9_.+-]+")
 MAX_NAME = 200  # characters of a registered model's name (MLflow's store keeps 256)
 SEED_TAG = "itrlab.seed"
-RUN_URI_TAG = "itrlab.model_uri"
 
 
 @dataclass(frozen=True)
@@ -111,16 +110,16 @@ def register_rows(client, rows: Iterable[RowModels]) -> list[Registered]:
         _registered_model(client, row)
         standing = {version.run_id: version for version in client.search_model_versions(f"name = '{row.name}'")}
         for spec in row.versions:
-            tags = {**spec.tags, RUN_URI_TAG: f"runs:/{spec.run_id}/{ARTIFACT}"}
             old = standing.get(spec.run_id)
             if old is None:
+                source = f"runs:/{spec.run_id}/{ARTIFACT}"
                 version = client.create_model_version(
-                    row.name, tags[RUN_URI_TAG], run_id=spec.run_id, tags=tags, description=spec.description
+                    row.name, source, run_id=spec.run_id, tags=spec.tags, description=spec.description
                 )
                 done.append(Registered(row.name, str(version.version), spec.run_id, True))
                 continue
             client.update_model_version(row.name, old.version, description=spec.description)
-            for key, value in tags.items():
+            for key, value in spec.tags.items():
                 client.set_model_version_tag(row.name, old.version, key, value)
             done.append(Registered(row.name, str(old.version), spec.run_id, False))
     return done
