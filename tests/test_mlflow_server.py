@@ -95,3 +95,23 @@ def test_training_logs_to_a_real_mlflow_server(tmp_path):
         assert tables["members"][f"runs:/{run.info.run_id}/model"] == saved
         evaluation = client.get_run(evaluated.stdout.strip().splitlines()[-1].split()[2])
         assert evaluation.data.tags["itrlab.source_run.1"] == run.info.run_id
+
+        # the model registered through the server (which checks a runs:/ source against the version's run), read
+        # back by models:/ (the registry's round trip on a sweep's rows: tests/test_sweep.py)
+        from itrlab.tracking import MlflowTracker
+        from itrlab.tracking.model_registry import RowModels, VersionSpec
+
+        row = RowModels("tiny-budget-A", "row A", {}, (VersionSpec(run.info.run_id, "seed 0", {"itrlab.seed": "0"}),))
+        (done,) = MlflowTracker.for_reading(uri).register_rows([row])
+        assert (done.uri, done.new) == ("models:/tiny-budget-A/1", True)
+        assert client.get_model_version("tiny-budget-A", "1").source == f"runs:/{run.info.run_id}/model"
+        evaluated = subprocess.run(
+            [sys.executable, "-m", "itrlab.cli", "evaluate", done.uri, "--no-tracking", "--out", tmp_path / "v1.json"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+        assert json.loads((tmp_path / "v1.json").read_text())["members"][done.uri] == saved

@@ -276,6 +276,47 @@ def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, t
     assert re.search(r"<img[^>]+pivot_test_rsum\.png", plot), "the plot is not shown"
 
 
+def test_report_registers_each_rows_seeds_and_evaluate_reads_a_version_back(
+    variant_sweep, tmp_path, monkeypatch, capsys
+):
+    """``itrlab report --register`` over a real sweep of two rows and two seeds: a registered model per row, a
+    version per seed's model, tagged with its seed, its description holding the row's interval over both seeds;
+    ``itrlab evaluate models:/<name>/<version>`` gives the test table its trial's run logged, to the digit, and
+    its MLflow run names that trial's run as the model's source."""
+    from itrlab.eval.names import METRIC_NAMES
+
+    workdir, result = variant_sweep
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{workdir / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    assert main(["report", result.parent_run_id, "--out", str(tmp_path / "results"), "--register"]) == 0
+    line = r"^registered: models:/(variant_sweep-budget-[AF])/(\d) \(run ([0-9a-f]{32})\)$"
+    registered = re.findall(line, capsys.readouterr().out, re.M)
+    assert sorted(found[:2] for found in registered) == [
+        ("variant_sweep-budget-A", "1"),
+        ("variant_sweep-budget-A", "2"),
+        ("variant_sweep-budget-F", "1"),
+        ("variant_sweep-budget-F", "2"),
+    ]
+    client = MlflowClient()
+    kids = {kid.info.run_id: kid for kid in children(client, "variant_sweep", result.parent_run_id)}
+    for name, version, run_id in registered:
+        kid, registered_version = kids[run_id], client.get_model_version(name, version)
+        assert name.endswith(f"-{kid.data.params['variant']}") and registered_version.run_id == run_id
+        assert registered_version.tags["itrlab.seed"] == kid.data.params["seed"]
+        assert "Student-t interval over 2 seeds: 0, 1)" in registered_version.description
+    name, version, run_id = next(found for found in registered if found[0].endswith("-F"))
+    out = tmp_path / "evaluation.json"
+    assert main(["evaluate", f"models:/{name}/{version}", "--out", str(out)]) == 0
+    evaluation = capsys.readouterr().out.strip().splitlines()[-1].split()[2]
+    table = json.loads(out.read_text())["members"][f"models:/{name}/{version}"]
+    logged = flat_metrics(kids[run_id].data.metrics)
+    assert {field: table[field] for field in METRIC_NAMES} == {
+        field: pytest.approx(logged[f"test_{metric}"], abs=1e-9) for field, metric in METRIC_NAMES.items()
+    }
+    assert client.get_run(evaluation).data.tags["itrlab.source_run.1"] == run_id
+
+
 def test_diverging_trial_stops_with_its_reason_and_the_sweep_goes_on(workdir):
     # 3e38 is a valid float32 margin (1e39 is refused at config time), but the batch's summed hinges overflow
     sweep = write_sweep(workdir / "sweep.yaml", name="nan_sweep", grid={"loss.margin": [0.2, 3.0e38]}, table=None)

@@ -1,6 +1,6 @@
 """What the trained models answer (docs/models.md): ``itrlab evaluate`` (their tables, their ensemble's),
 ``itrlab retrieve`` (the top-k images of a caption, or captions of an image) and ``itrlab gallery`` (an HTML page
-of what a model retrieves)."""
+of what a model retrieves; with ``--against``, of where two models differ)."""
 
 from __future__ import annotations
 
@@ -95,6 +95,8 @@ def gallery_main(args: argparse.Namespace) -> int:
     from itrlab.trained.photos import split_images
     from itrlab.trained.sources import source_run
 
+    if args.against is not None:
+        return side_by_side_main(args)
     out = output_file(args.out, "--out")
     model = load_model(args.model, args.tracking_uri)
     if args.log:
@@ -110,6 +112,33 @@ def gallery_main(args: argparse.Namespace) -> int:
 
         MlflowTracker.for_reading(args.tracking_uri).log_gallery(page, ARTIFACT, model.info.run_id)
         print(f"MLflow: {ARTIFACT} of run {model.info.run_id}")
+    return 0
+
+
+def side_by_side_main(args: argparse.Namespace) -> int:
+    """``itrlab gallery A --against B --out FILE``: the queries where one model ranks the true match in its top k
+    and the other does not, both ways, with their counts (:mod:`itrlab.trained.side_by_side`); every check (the
+    flags, both models, that they trained on one data set and split, the data, its photos) before scoring."""
+    from itrlab.files import atomic_write_text
+    from itrlab.trained import load_model, open_eval_split
+    from itrlab.trained.photos import split_images
+    from itrlab.trained.side_by_side import build_side_by_side, check_options, check_pair, render_side_by_side
+
+    if args.log:
+        raise UserInputError("--log with --against: a side-by-side page belongs to no one run; drop --log")
+    check_options(args.k, args.n)
+    out = output_file(args.out, "--out")
+    a, b = (load_model(source, args.tracking_uri) for source in (args.model, args.against))
+    check_pair(a, b)
+    data = open_eval_split([a, b], args.data, args.split, "all")
+    page = build_side_by_side(a, b, data, split_images(data.split), args.k, args.n, args.seed)
+    atomic_write_text(out, render_side_by_side(page))
+    for found in page.contrasts:
+        print(
+            f"{found.direction}, top {found.k}: A only {len(found.a_only)}, B only {len(found.b_only)}, both "
+            f"{found.both}, neither {found.neither} of {found.queries} queries"
+        )
+    print(f"gallery: {out}")
     return 0
 
 
@@ -142,7 +171,7 @@ def add_model_parsers(sub) -> None:
         "models",
         nargs="+",
         metavar="MODEL",
-        help="runs:/<run id>/model, a run id, a run folder or a model folder; two or more: "
+        help="runs:/<run id>/model, models:/<name>/<version>, a run id, a run folder or a model folder; two or more: "
         "their ensemble (the mean of their similarities) too",
     )
     evaluate.add_argument("--data", help="a precomp data folder (default: the first model's own data set)")
@@ -168,7 +197,7 @@ def add_model_parsers(sub) -> None:
     evaluate.add_argument("--no-tracking", action="store_true", help="log no MLflow run")
     evaluate.set_defaults(func=evaluate_main)
 
-    model_help = "runs:/<run id>/model, a run id, a run folder or a model folder"
+    model_help = "runs:/<run id>/model, models:/<name>/<version>, a run id, a run folder or a model folder"
     data_help = "a precomp data folder (default: the model's own data set)"
     retrieve = sub.add_parser(
         "retrieve", help="the top-k images of a typed caption, or the top-k captions of an image (docs/models.md)"
@@ -201,5 +230,14 @@ def add_model_parsers(sub) -> None:
     gallery.add_argument("--data", help=data_help)
     gallery.add_argument("--split", help="the split's file prefix (default: the model's test split; with --data: test)")
     gallery.add_argument("--log", action="store_true", help="also log it as gallery.html of the model's MLflow run")
+    gallery.add_argument(
+        "--against",
+        metavar="MODEL",
+        help="a second model trained on the same data set and split: the page shows the queries where one ranks "
+        "the true match in its top k and the other does not, both ways, with counts",
+    )
+    gallery.add_argument(
+        "-k", "--k", type=int, default=1, help="with --against: the top k a match counts within (default: %(default)s)"
+    )
     gallery.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     gallery.set_defaults(func=gallery_main)

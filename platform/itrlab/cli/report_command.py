@@ -46,6 +46,7 @@ def report_main(args: argparse.Namespace) -> int:
             raise UserInputError(_no_summary(args.run_id, run))
         summary = read_summary(path, f"run {args.run_id}: sweep/summary.json")
         runs = tracker.trial_runs(args.run_id)
+        logged = registrable(summary, run, runs) if args.register else {}
         evidence = collect_evidence(summary, run, runs, trial_ranks(tracker, runs, tmp), other_profile(run))
         paper = load_paper(summary.get("table_paper")) if evidence.baseline is not None else None
         found = findings(evidence, paper.rows if paper else None) if evidence.baseline is not None else None
@@ -71,7 +72,24 @@ def report_main(args: argparse.Namespace) -> int:
         )
     print(f"results page: {page}")
     print(f"evidence: {kept}")
+    if args.register:
+        from itrlab.report.row_models import registered_rows
+
+        for done in tracker.register_rows(registered_rows(evidence, found, logged)):
+            version = f"{done.uri} (run {done.run_id})"
+            print(f"registered: {version}" if done.new else f"already registered: {version}, its description updated")
     return 0
+
+
+def registrable(summary: dict, run: dict, runs: dict[str, dict]) -> dict[str, str]:
+    """Trial id -> run id of the sweep's finished trials that logged their model; UserInputError (one line, before
+    anything is downloaded or written) when there is none."""
+    from itrlab.report.row_models import check_registrable
+    from itrlab.tracking.model_registry import logged_models
+
+    logged = logged_models(runs)
+    check_registrable(str(summary["sweep"]), str(run.get("run_id", "")), logged)
+    return logged
 
 
 EVIDENCE_FOLDER = "evidence"  # beside the pages: what later tools (the claims board) read without MLflow
@@ -134,4 +152,10 @@ def add_report_parser(sub) -> None:
     report.add_argument("run_id", help="the sweep's MLflow parent run (printed on its last line)")
     report.add_argument("--out", default="docs/results", help="folder of the page (default: %(default)s)")
     report.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    report.add_argument(
+        "--register",
+        action="store_true",
+        help="also register each row's models in the store's model registry, <sweep>-<profile>-<row>, one version "
+        "per seed's model (docs/models.md#registered-models)",
+    )
     report.set_defaults(func=report_main)

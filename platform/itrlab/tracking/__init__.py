@@ -3,7 +3,8 @@
 written and read back), :mod:`~itrlab.tracking.tables` (tables as the MLflow UI shows them),
 :mod:`~itrlab.tracking.runs_view` (saved views of an experiment's runs table),
 :mod:`~itrlab.tracking.watchdog` (the process that owns a run, and the watchdog a job leaves behind),
-:mod:`~itrlab.tracking.owners` (runs of dead processes ended KILLED).
+:mod:`~itrlab.tracking.owners` (runs of dead processes ended KILLED), :mod:`~itrlab.tracking.models` (trained models
+logged and read back) and :mod:`~itrlab.tracking.model_registry` (a sweep's rows as registered models).
 
 The exports are imported when first used (:mod:`itrlab.lazy`), and :mod:`~itrlab.tracking.store` imports
 MLflow only to check a store: ``--dry-run`` names the store a cluster job would log to without MLflow."""

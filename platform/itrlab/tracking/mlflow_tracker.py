@@ -1,7 +1,7 @@
 """MLflow tracking: :class:`MlflowTracker` writes one run, and reads runs back through the
 :class:`~itrlab.tracking.run_reader.RunReader` it extends (the only package of itrlab that imports MLflow: this
-module, :mod:`~itrlab.tracking.run_reader`, :mod:`~itrlab.tracking.store`, :mod:`~itrlab.tracking.tables` and
-:mod:`~itrlab.tracking.models`).
+module, :mod:`~itrlab.tracking.run_reader`, :mod:`~itrlab.tracking.store`, :mod:`~itrlab.tracking.tables`,
+:mod:`~itrlab.tracking.models` and :mod:`~itrlab.tracking.model_registry`).
 
 One tracker writes one run: the flattened config as params, per-epoch metrics, recall tables (as an
 MLflow table, JSON and Markdown), and tags naming the method, dataset, protocol and seed. Metrics go to MLflow
@@ -415,6 +415,14 @@ class MlflowTracker(RunReader):
         from itrlab.tracking.models import log_model_folder
 
         return log_model_folder(self.client, self.run_id, bundle, requirements)
+
+    @_store_writes
+    def register_rows(self, rows) -> list:
+        """A sweep's rows (:class:`~itrlab.tracking.model_registry.RowModels`) in the store's model registry, one
+        version per seed's model (:mod:`itrlab.tracking.model_registry`); what each version became."""
+        from itrlab.tracking.model_registry import register_rows
+
+        return register_rows(self.client, rows)
 
     @_store_writes
     def log_gallery(self, page: str, artifact: str, run_id: str | None = None) -> None:

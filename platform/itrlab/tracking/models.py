@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -198,6 +199,8 @@ def _likely_cause(uri: str, store: str) -> str:
     """Why a model URI that MLflow could not fetch has no model: its run is not in the store, or it is and logged
     no model."""
     scheme, _, rest = uri.partition(":/")
+    if scheme == "models":
+        return _registered_cause(rest.strip("/"), store)
     if scheme != "runs":
         return f"is it in the MLflow store {store} (--tracking-uri, MLFLOW_TRACKING_URI)?"
     run_id = rest.strip("/").partition("/")[0]
@@ -218,6 +221,24 @@ def _likely_cause(uri: str, store: str) -> str:
     if run.info.status == "RUNNING":
         return f"run {run_id} is still running: a run logs its model when its training ends"
     return f"run {run_id} logged no model: a run logs its model when output.log_model is 'best' (the default)"
+
+
+def _registered_cause(path: str, store: str) -> str:
+    """Why ``models:/<path>`` names no model: the registry holds no model of that name, or not that version (the
+    versions it holds said)."""
+    name = re.split(r"[/@]", path, maxsplit=1)[0]
+    client = MlflowClient(tracking_uri=store)
+    try:
+        client.get_registered_model(name)
+        held = [] if "'" in name else client.search_model_versions(f"name = '{name}'")
+    except MlflowException:
+        return (
+            f"the model registry of the MLflow store {store} holds no model named {name[:200]!r} (--tracking-uri, "
+            f"MLFLOW_TRACKING_URI; `itrlab report RUN_ID --register` names a sweep's rows <sweep>-<profile>-<row>)"
+        )
+    versions = sorted(int(version.version) for version in held)
+    shown = ", ".join(map(str, versions[:20])) + (", ..." if len(versions) > 20 else "")
+    return f"registered model {name[:200]!r} holds version{'s' if len(versions) != 1 else ''} {shown or 'none'}"
 
 
 def logged_bundle_file(client, run_id: str, name: str, destination: str | Path) -> Path | None:

@@ -98,7 +98,8 @@ def thumbnail(photo: Path | None, cache: dict[Path, str | None]) -> str | None:
     return cache[photo]
 
 
-def _thumb(hit: Hit, cache: dict[Path, str | None], label: str) -> str:
+def figure(hit: Hit, cache: dict[Path, str | None], label: str) -> str:
+    """An image hit as a thumbnail (framed when it is the query's truth) with its ``label`` beneath."""
     uri = thumbnail(hit.photo, cache)
     picture = (
         f'<img src="{uri}" alt="image {hit.image_id}">'
@@ -106,6 +107,42 @@ def _thumb(hit: Hit, cache: dict[Path, str | None], label: str) -> str:
         else f'<span class="missing">image {hit.image_id}: no photo</span>'
     )
     return f'<figure class="{"truth" if hit.truth else "hit"}">{picture}<figcaption>{esc(label)}</figcaption></figure>'
+
+
+def caption_item(hit: Hit) -> str:
+    """A caption hit as a list item (its image's own caption marked ✓) with its score."""
+    return (
+        f'<li class="{"truth" if hit.truth else "hit"}">{"✓ " if hit.truth else ""}{esc(hit.caption)} '
+        f'<span class="score">{hit.score:.3f}</span></li>'
+    )
+
+
+STYLE = f"""
+body {{ font-family: system-ui, sans-serif; font-size: 14px; margin: 1em; color: #222; }}
+h1 {{ font-size: 1.3em; }} h2 {{ font-size: 1.1em; margin-top: 1.5em; }}
+section.query {{ margin: 0.8em 0; padding-bottom: 0.6em; border-bottom: 1px solid #ddd; }}
+p.caption {{ margin: 0 0 0.3em; font-weight: 600; }}
+div.row {{ display: flex; flex-wrap: wrap; gap: 6px; }}
+figure {{ margin: 0; text-align: center; font-size: 12px; color: #555; }}
+figure img {{ display: block; max-width: {THUMB}px; max-height: {THUMB}px; border: 3px solid transparent; }}
+figure.truth img {{ border-color: #2a9d3a; }} figure.truth figcaption {{ color: #2a9d3a; font-weight: 600; }}
+span.missing {{ display: block; width: {THUMB}px; height: {THUMB // 2}px; background: #eee; }}
+section.image {{ display: flex; gap: 1em; align-items: flex-start; }}
+section.image figure img {{ border-color: #888; }} ol {{ margin: 0; }}
+li.truth {{ color: #2a9d3a; font-weight: 600; }} span.score, p.note {{ color: #777; font-size: 12px; }}
+"""  # the gallery's look, which the side-by-side page (itrlab.trained.side_by_side) shares
+
+
+def html_page(title: str, style: str, body: str) -> str:
+    """One self-contained HTML page: ``title`` (escaped here), ``style`` and ``body`` (HTML, escaped by its
+    writer)."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
+<style>{style}</style></head><body>
+<h1>{esc(title)}</h1>
+{body}
+</body></html>
+"""
 
 
 def _truth_note(ranking: Ranking, what: str) -> str:
@@ -120,46 +157,24 @@ def render(gallery: Gallery) -> str:
     by_caption = "\n".join(
         f'<section class="query"><p class="caption">{esc(caption)}</p><div class="row">'
         + "".join(
-            _thumb(hit, cache, f"{hit.rank}. {hit.score:.3f}" + (" (true)" if hit.truth else ""))
+            figure(hit, cache, f"{hit.rank}. {hit.score:.3f}" + (" (true)" if hit.truth else ""))
             for hit in ranking.hits
         )
         + f"</div>{_truth_note(ranking, 'the true image')}</section>"
         for caption, ranking in gallery.by_caption
     )
     by_image = "\n".join(
-        f'<section class="query image">{_thumb(image, cache, f"image {image.image_id}")}<ol>'
-        + "".join(
-            f'<li class="{"truth" if hit.truth else "hit"}">{"✓ " if hit.truth else ""}{esc(hit.caption)} '
-            f'<span class="score">{hit.score:.3f}</span></li>'
-            for hit in ranking.hits
-        )
+        f'<section class="query image">{figure(image, cache, f"image {image.image_id}")}<ol>'
+        + "".join(caption_item(hit) for hit in ranking.hits)
         + f"</ol>{_truth_note(ranking, 'its first own caption')}</section>"
         for image, ranking in gallery.by_image
     )
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{esc(gallery.title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; font-size: 14px; margin: 1em; color: #222; }}
-h1 {{ font-size: 1.3em; }} h2 {{ font-size: 1.1em; margin-top: 1.5em; }}
-section.query {{ margin: 0.8em 0; padding-bottom: 0.6em; border-bottom: 1px solid #ddd; }}
-p.caption {{ margin: 0 0 0.3em; font-weight: 600; }}
-div.row {{ display: flex; flex-wrap: wrap; gap: 6px; }}
-figure {{ margin: 0; text-align: center; font-size: 12px; color: #555; }}
-figure img {{ display: block; max-width: {THUMB}px; max-height: {THUMB}px; border: 3px solid transparent; }}
-figure.truth img {{ border-color: #2a9d3a; }} figure.truth figcaption {{ color: #2a9d3a; font-weight: 600; }}
-span.missing {{ display: block; width: {THUMB}px; height: {THUMB // 2}px; background: #eee; }}
-section.image {{ display: flex; gap: 1em; align-items: flex-start; }}
-section.image figure img {{ border-color: #888; }} ol {{ margin: 0; }}
-li.truth {{ color: #2a9d3a; font-weight: 600; }} span.score, p.note {{ color: #777; font-size: 12px; }}
-</style></head><body>
-<h1>{esc(gallery.title)}</h1>
-<ul>{"".join(f"<li>{esc(line)}</li>" for line in gallery.about)}</ul>
+    body = f"""<ul>{"".join(f"<li>{esc(line)}</li>" for line in gallery.about)}</ul>
 <h2>Captions and their top {TOP} images (the true image framed in green)</h2>
 {by_caption}
 <h2>Images and their top {TOP} captions (✓: the image's own caption)</h2>
-{by_image}
-</body></html>
-"""
+{by_image}"""
+    return html_page(gallery.title, STYLE, body)
 
 
 def bundle_gallery(folder: Path, n: int = 8, seed: int = 0) -> str | None:

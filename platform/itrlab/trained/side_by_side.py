@@ -1,0 +1,243 @@
+"""Two models side by side (``itrlab gallery A --against B``): the queries of one split where one model ranks the
+true match in its top k and the other does not, both ways, with their counts.
+
+Both models rank the same split, every query of it, with the functions their test tables were computed with
+(:meth:`~itrlab.trained.model.TrainedModel.score_fn`), into the ranks the recall table counts
+(:func:`itrlab.eval.ranking.compute_ranks`: the number of negatives scoring at least as high as the true match, ties
+against the model): image to text, an image's best-ranked own caption; text to image, a caption's image. For each
+direction, :func:`contrast` splits the queries into those only A finds within its top ``k``, those only B finds,
+those both find and those neither finds: R@k of A minus R@k of B is (A only - B only) / queries, in percent. The
+page shows ``n`` sampled queries of each one-sided set with both models' top lists beside each other, the true
+match framed, and where each model ranks it.
+
+The two models must have trained on one data set and split (its name, its train and test splits, the captions and
+feature layout of its training split) and be two models (different weights): a comparison of models that saw
+different data says nothing of the models. Every text on the page is escaped as the gallery's is
+(:func:`~itrlab.report.escape.html_text`): a caption holding ``<script>`` reads as text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from itrlab.errors import UserInputError
+from itrlab.eval.ranking import compute_ranks
+from itrlab.report.escape import html_text as esc
+from itrlab.trained.evaluation import EvalData
+from itrlab.trained.gallery import STYLE, TOP, caption_item, figure, html_page, require_photos, sample
+from itrlab.trained.model import TrainedModel
+from itrlab.trained.photos import SplitImages
+from itrlab.trained.retrieval import Hit, Ranking, captions_for_image, images_for_caption
+
+MAX_K = 10  # the recall table's R@1, R@5 and R@10, and between
+DIRECTIONS = ("image to text", "text to image")
+SIDE_STYLE = """
+div.pair { display: flex; gap: 2em; flex-wrap: wrap; } div.side { flex: 1 1 0; min-width: 300px; }
+div.side h3 { font-size: 1em; margin: 0.2em 0; } div.side.wins h3 { color: #2a9d3a; }
+table.counts { border-collapse: collapse; } table.counts td, table.counts th { padding: 2px 10px; text-align: right; }
+table.counts th:first-child, table.counts td:first-child { text-align: left; }
+"""
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """The queries of one direction split by whether each model ranks its true match within its top ``k``:
+    ``a_only`` and ``b_only`` (query indices, ascending), and how many both and neither find."""
+
+    direction: str
+    k: int
+    a_only: tuple[int, ...]
+    b_only: tuple[int, ...]
+    both: int
+    neither: int
+
+    @property
+    def queries(self) -> int:
+        return len(self.a_only) + len(self.b_only) + self.both + self.neither
+
+
+def contrast(ranks_a: np.ndarray, ranks_b: np.ndarray, k: int, direction: str) -> Contrast:
+    """The :class:`Contrast` of two models' 0-based ranks of the true match of the same queries at ``k``."""
+    ranks_a, ranks_b = np.asarray(ranks_a), np.asarray(ranks_b)
+    if ranks_a.shape != ranks_b.shape or ranks_a.ndim != 1:
+        raise ValueError(f"{direction}: ranks of {ranks_a.shape} and {ranks_b.shape} queries; one query each")
+    hit_a, hit_b = ranks_a < k, ranks_b < k
+    return Contrast(
+        direction,
+        k,
+        tuple(np.flatnonzero(hit_a & ~hit_b).tolist()),
+        tuple(np.flatnonzero(hit_b & ~hit_a).tolist()),
+        int((hit_a & hit_b).sum()),
+        int((~hit_a & ~hit_b).sum()),
+    )
+
+
+def check_options(k: int, n: int) -> None:
+    """UserInputError (one line) for a ``k`` or an ``n`` the page cannot show."""
+    if not 1 <= k <= MAX_K:
+        raise UserInputError(f"--k {k}: a side-by-side gallery compares the top 1 to {MAX_K} (R@1 ... R@10)")
+    if not 1 <= n <= 100:
+        raise UserInputError(f"-n {n}: a side-by-side gallery shows 1 to 100 queries of each one-sided set")
+
+
+def _trained_on(model: TrainedModel) -> tuple:
+    """What a model trained on, as the check compares it: data set, train and test splits, training captions,
+    feature layout."""
+    splits = model.config.dataset.splits
+    return (model.info.dataset, splits.train, splits.test, model.info.n_train_captions, model.info.layout())
+
+
+def check_pair(a: TrainedModel, b: TrainedModel) -> None:
+    """UserInputError (one line, before anything is scored) unless ``a`` and ``b`` are two models (different
+    weights) trained on one data set and split."""
+    if a.weights_sha256 == b.weights_sha256:
+        raise UserInputError(
+            f"gallery --against: {a.source} and {b.source} are one model (the same weights, sha256 "
+            f"{a.weights_sha256[:12]}); compare two different models"
+        )
+    if _trained_on(a) != _trained_on(b):
+
+        def said(model: TrainedModel) -> str:
+            name, train, test, captions, layout = _trained_on(model)
+            return f"{name} (train split {train!r}, {captions:,} captions, {layout}; test split {test!r})"
+
+        raise UserInputError(
+            f"gallery --against: {a.source} trained on {said(a)}, {b.source} on {said(b)}; a side-by-side gallery "
+            f"compares models trained on one data set and split"
+        )
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A shown query: the caption (text to image) or the image (image to text, as a hit), each model's top hits,
+    and the 1-based rank of the true match for each."""
+
+    caption: str | None
+    image: Hit | None
+    a: Ranking
+    b: Ranking
+    rank_a: int
+    rank_b: int
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """The page's content: who A and B are, the data, and per direction its contrast and the shown queries of
+    each one-sided set."""
+
+    title: str
+    about: list[str]
+    contrasts: list[Contrast]
+    shown: dict[tuple[str, str], list[Shown]]  # (direction, "a" | "b"): the queries only that model finds
+
+
+def build_side_by_side(
+    a: TrainedModel, b: TrainedModel, data: EvalData, images: SplitImages, k: int = 1, n: int = 8, seed: int = 0
+) -> SideBySide:
+    """Both directions' contrasts of ``a`` and ``b`` on ``data``'s split at ``k``, and ``n`` sampled queries of each
+    one-sided set with both models' top lists."""
+    check_options(k, n)
+    check_pair(a, b)
+    require_photos(images, a, data)
+    split = data.split
+    scores = [model.score_fn(split) for model in (a, b)]  # each model encodes the split once
+    ranks = [
+        compute_ranks(score, split.n_images, split.captions_per_image, model.config.eval.image_chunk)
+        for model, score in zip((a, b), scores)
+    ]
+    shown_top = max(k, TOP)
+    contrasts = [
+        contrast(ranks[0].i2t, ranks[1].i2t, k, DIRECTIONS[0]),
+        contrast(ranks[0].t2i, ranks[1].t2i, k, DIRECTIONS[1]),
+    ]
+    shown: dict[tuple[str, str], list[Shown]] = {}
+    for found, which in ((c, side) for c in contrasts for side in ("a", "b")):
+        queries = found.a_only if which == "a" else found.b_only
+        picked = [queries[i] for i in sample(len(queries), n, seed)]
+        if found.direction == DIRECTIONS[0]:
+            shown[(found.direction, which)] = [
+                Shown(
+                    None,
+                    Hit(0, 0.0, images.ids[row], images.photo(row), True),
+                    *(captions_for_image(score, split, images, row, shown_top) for score in scores),
+                    int(ranks[0].i2t[row]) + 1,
+                    int(ranks[1].i2t[row]) + 1,
+                )
+                for row in picked
+            ]
+        else:
+            shown[(found.direction, which)] = [
+                Shown(
+                    split.captions[j],
+                    None,
+                    *(images_for_caption(score, split, images, j, shown_top) for score in scores),
+                    int(ranks[0].t2i[j]) + 1,
+                    int(ranks[1].t2i[j]) + 1,
+                )
+                for j in picked
+            ]
+    about = [
+        f"A: {a.source} ({a.info.method}, trained on {a.info.dataset})",
+        f"B: {b.source} ({b.info.method}, trained on {b.info.dataset})",
+        f"data {data.dataset}, split {split.split}: {split.n_images:,} images, {split.n_captions:,} captions, every "
+        f"one a query; ranks as the recall table counts them (ties count against the model)",
+        f"up to {n} queries of each one-sided set sampled with seed {seed}; each model's top {shown_top} shown",
+    ]
+    title = f"{a.info.method} (A) against {b.info.method} (B), top {k}: {data.dataset} {split.split}"
+    return SideBySide(title, about, contrasts, shown)
+
+
+def _counts(contrasts: list[Contrast]) -> str:
+    head = "<tr><th>direction</th><th>queries</th><th>A only</th><th>B only</th><th>both</th><th>neither</th>"
+    head += "<th>R@k A − B</th></tr>"
+    rows = "".join(
+        f'<tr class="{esc(c.direction.replace(" ", "-"))}"><td>{esc(c.direction)}</td><td>{c.queries}</td>'
+        f'<td class="a-only">{len(c.a_only)}</td><td class="b-only">{len(c.b_only)}</td><td>{c.both}</td>'
+        f"<td>{c.neither}</td><td>{100 * (len(c.a_only) - len(c.b_only)) / max(c.queries, 1):+.1f}</td></tr>"
+        for c in contrasts
+    )
+    return f'<table class="counts">{head}{rows}</table>'
+
+
+def _side(label: str, ranking: Ranking, rank: int, k: int, wins: bool, cache: dict, images: bool) -> str:
+    found = f"the true match ranks {rank}" + (f", within the top {k}" if rank <= k else f", not within the top {k}")
+    if images:
+        hits = "".join(
+            figure(hit, cache, f"{hit.rank}. {hit.score:.3f}" + (" (true)" if hit.truth else ""))
+            for hit in ranking.hits
+        )
+        body = f'<div class="row">{hits}</div>'
+    else:
+        body = f"<ol>{''.join(caption_item(hit) for hit in ranking.hits)}</ol>"
+    return f'<div class="side{" wins" if wins else ""}"><h3>{esc(label)}: {esc(found)}</h3>{body}</div>'
+
+
+def _query(item: Shown, which: str, k: int, cache: dict[Path, str | None]) -> str:
+    images = item.caption is not None  # a caption's query ranks images
+    head = (
+        f'<p class="caption">{esc(item.caption)}</p>'
+        if images
+        else figure(item.image, cache, f"image {item.image.image_id}")
+    )
+    sides = _side("A", item.a, item.rank_a, k, which == "a", cache, images)
+    sides += _side("B", item.b, item.rank_b, k, which == "b", cache, images)
+    return f'<section class="query{"" if images else " image"}">{head}<div class="pair">{sides}</div></section>'
+
+
+def render_side_by_side(page: SideBySide) -> str:
+    """The comparison as one self-contained HTML page (thumbnails embedded, as the gallery's)."""
+    cache: dict[Path, str | None] = {}
+    parts = [f"<ul>{''.join(f'<li>{esc(line)}</li>' for line in page.about)}</ul>", _counts(page.contrasts)]
+    for found in page.contrasts:
+        for which, winner, loser in (("a", "A", "B"), ("b", "B", "A")):
+            count = len(found.a_only if which == "a" else found.b_only)
+            items = page.shown[(found.direction, which)]
+            parts.append(
+                f'<h2 id="{found.direction.replace(" ", "-")}-{which}-only">{esc(found.direction)}: {winner} ranks the '
+                f"true match in its top {found.k}, {loser} does not ({count} queries, {len(items)} shown)</h2>"
+            )
+            parts += [_query(item, which, found.k, cache) for item in items]
+    return html_page(page.title, STYLE + SIDE_STYLE, "\n".join(parts))
