@@ -88,7 +88,7 @@ def gallery_main(args: argparse.Namespace) -> int:
     to ``--out`` and (``--log``) to the MLflow run the model came from; a split without photos is one line."""
     from itrlab.tracking.probe import check_sources_in_store
 
-    check_sources_in_store([args.model], args.tracking_uri)
+    check_sources_in_store([args.model, *([args.against] if args.against is not None else [])], args.tracking_uri)
     from itrlab.files import atomic_write_text
     from itrlab.trained import load_model, open_eval_split
     from itrlab.trained.gallery import ARTIFACT, build_gallery, render
