@@ -42,7 +42,7 @@ def main() -> int:
         client.create_run(client.create_experiment("bench"))
         states = ("warm", "fresh") if args.state == "both" else (args.state,)
         before = os.getloadavg()
-        timings = measure(answers(REPO, store), REPO, args.repeats, states)
+        timings = measure(lambda root: answers(root, store), REPO, args.repeats, states)
         after = os.getloadavg()
     print(table(timings, TARGET_SECONDS, (before, after)))
     if args.json:

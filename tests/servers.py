@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -103,61 +102,6 @@ def moto_server(workdir: Path):
     return serve(
         [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", "{port}"], workdir, "moto-server", "/moto-api/", timeout=60
     )
-
-
-def _processes() -> dict[int, tuple[int, int, str]]:
-    """pid -> (parent pid, process group, command line) of every process this user can read."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state, ppid, pgrp, ...
-        table[int(entry.name)] = (int(fields[1]), int(fields[2]), cmdline)
-    return table
-
-
-def stop_ray_head(gcs_port: int, timeout: float = 30.0) -> None:
-    """SIGKILL the cluster that ``ray start --head --port=<gcs_port>`` started, and only that one:
-    ``ray stop`` stops every Ray of this user on the machine (another test module's, a measurement's).
-    Its processes are the GCS server's process group and their descendants (Ray's workers lead
-    process groups of their own). Ray's processes inherit the group of ``ray start``: start it with
-    ``start_new_session=True``, or the group is the caller's own (this refuses to kill that)."""
-    table = _processes()
-    groups = {
-        group
-        for _, group, cmd in table.values()
-        if "gcs_server" in cmd and f"--gcs_server_port={gcs_port} " in cmd + " "
-    }
-    if os.getpgrp() in groups:
-        raise RuntimeError(
-            f"the Ray cluster on port {gcs_port} shares this process's group: "
-            "run `ray start` with start_new_session=True"
-        )
-    doomed = {pid for pid, (_, group, _) in table.items() if group in groups}
-    while more := {pid for pid, (parent, _, _) in table.items() if parent in doomed} - doomed:
-        doomed |= more
-    doomed.discard(os.getpid())
-    for pid in doomed:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + timeout
-    while any("zombie" not in _state(pid) for pid in doomed):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the Ray cluster on port {gcs_port} did not stop in {timeout:.0f} s")
-        time.sleep(0.2)
-
-
-def _state(pid: int) -> str:
-    """The ``State:`` line of a process (``... (zombie)`` once it died), or "zombie" when it is gone."""
-    try:
-        return next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:"))
-    except (OSError, StopIteration):
-        return "zombie"  # gone
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ LAYERS = [
         "lazy",
         "process_id",
         "workdir",
+        "ray_head",
         "console_log",
     },
     {"losses", "eval"},

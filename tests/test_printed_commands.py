@@ -76,18 +76,14 @@ def test_the_dry_run_prints_the_script_and_every_flag_given(capsys, tmp_path, mo
     line = out.split("\n      -- ", 1)[1].splitlines()[0]
     assert line == (
         f"python jobs/sweep_dbl.py --preset smoke --cpus-per-trial 1 --concurrency 2 "
-        f"--storage {tmp_path / 'runs' / 'sweeps'}"
+        f"--storage {tmp_path / 'runs' / 'sweeps'} dataset.root={tmp_path / 'data' / 'synthetic' / 'smoke'}"
     )
+    given = parse_args(
+        sweep_argv(argv, DBL.DEFAULT_PRESET, DBL.PRESET_FLAGS), DBL.PRESET_FLAGS, ["python", "jobs/sweep_dbl.py"]
+    )
+    given.overrides.append(f"dataset.root={tmp_path / 'data' / 'synthetic' / 'smoke'}")  # the data folder, absolute
     assert parsed(shlex.split(line), DBL.DEFAULT_PRESET, DBL.PRESET_FLAGS) == {
-        key: value
-        for key, value in vars(
-            parse_args(
-                sweep_argv(argv, DBL.DEFAULT_PRESET, DBL.PRESET_FLAGS),
-                DBL.PRESET_FLAGS,
-                ["python", "jobs/sweep_dbl.py"],
-            )
-        ).items()
-        if key not in IGNORED
+        key: value for key, value in vars(given).items() if key not in IGNORED
     }
 
 
@@ -118,3 +114,16 @@ def test_the_sweep_jobs_usage_names_the_script(capsys):
             ["--help"], default_preset=DBL.DEFAULT_PRESET, preset_flags=DBL.PRESET_FLAGS, script="jobs/sweep_dbl.py"
         )
     assert capsys.readouterr().out.startswith("usage: jobs/sweep_dbl.py ")
+
+
+def test_the_cluster_line_gives_a_relative_data_folder_as_an_absolute_path(tmp_path, monkeypatch):
+    """The job runs in a copy of this folder without its git-ignored data/: a relative data folder would be made
+    again in every job's copy. The last ``dataset.root`` given is the one made absolute; an absolute one stays."""
+    monkeypatch.chdir(tmp_path)
+    given = parse_args(sweep_argv(["--preset", "smoke", "x.y=1", "dataset.root=a", "dataset.root=data/b"]))
+    words = cluster_command(given, "data/b")
+    assert words[-3:] == ["x.y=1", "dataset.root=a", f"dataset.root={tmp_path / 'data' / 'b'}"]
+    assert cluster_command(given, "/data/b")[-1] == "dataset.root=data/b"
+    plain = parse_args(sweep_argv(["--preset", "smoke"]))
+    assert cluster_command(plain, "data/synthetic/smoke")[-1] == f"dataset.root={tmp_path}/data/synthetic/smoke"
+    assert cluster_command(plain)[-2] == "--storage"

@@ -4,6 +4,7 @@ folder says where its relative paths land."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from itrlab.cli import main
 from itrlab.errors import ConfigError, DataError
 from itrlab.report.chance import chance_level
 from itrlab.report.verdict import PLATEAU_SHARE, at_chance, on_plateau, verdicts
-from itrlab.workdir import elsewhere_line, project_folder
+from itrlab.workdir import JOB_CONFIG_ENV, elsewhere_line, project_folder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -147,6 +148,30 @@ def test_relative_paths_are_said_only_outside_the_project(tmp_path, monkeypatch)
     assert elsewhere_line([("data", "/abs/data")], tracking=False) is None
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
     assert elsewhere_line([("runs", "/abs/runs")]) is None
+
+
+def test_a_ray_job_says_its_relative_paths_land_in_its_copy_and_which_it_was_shipped_with(tmp_path, monkeypatch):
+    """Under `ray job submit --working-dir` the driver works in Ray's copy of the folder: `cd` is no remedy there,
+    paths on the cluster are; a folder the job was shipped with is read from the copy."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv(JOB_CONFIG_ENV, json.dumps({"runtime_env": {"working_dir": "gcs://_ray_pkg_1.zip"}}))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data" / "mine").mkdir(parents=True)
+    here = tmp_path.resolve()
+    line = elsewhere_line([("data", "data/synthetic/smoke"), ("the sweep folders", "runs/sweeps")])
+    assert line == (
+        f"a Ray job: working in its copy of the submitted folder, {here}: data {here}/data/synthetic/smoke, the "
+        f"sweep folders {here}/runs/sweeps, the MLflow store {here}/mlflow.db (relative paths are read in this "
+        "copy, and what the job was not shipped with is made or looked for there: give them as paths on the "
+        "cluster, an absolute dataset.root, --storage or output.dir and MLFLOW_TRACKING_URI in the job's runtime "
+        "env; docs/sweeps.md#running-on-a-ray-cluster)"
+    )
+    assert elsewhere_line([("data", "data/mine")], tracking=False) == (
+        f"a Ray job: working in its copy of the submitted folder, {here}: data {here}/data/mine (shipped with the job)"
+    )
+    assert elsewhere_line([("data", "/abs/data")], tracking=False) is None
+    monkeypatch.setenv(JOB_CONFIG_ENV, json.dumps({"runtime_env": {}}))  # no --working-dir: the folder it started in
+    assert elsewhere_line([("data", "data/mine")], tracking=False).endswith(f"cd {REPO} to use the project's)")
 
 
 def test_an_error_about_a_relative_path_names_the_folder_it_was_resolved_from(tmp_path, monkeypatch):

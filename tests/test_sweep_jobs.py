@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,9 +20,10 @@ from mlflow import MlflowClient
 from conftest import REPO
 from held import board_notes, trial_processes, trials_held
 from held import training as in_training
+from itrlab.ray_head import stop_head
 from itrlab.sweep import progress
 from itrlab.tracking.chart_names import chart_name, flat_metrics
-from servers import free_port, stop_ray_head
+from servers import free_port
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
@@ -84,10 +87,17 @@ def start_driver(
 
 
 def test_ray_job_submit_against_a_local_head(tmp_path):
-    env = job_env(tmp_path)
-    env["RAY_AUTH_MODE"] = "token"  # Ray 2.60 clusters require the token; `ray start` writes it to ~/.ray
-    gcs, dashboard, agent = free_port(), free_port(), free_port()
-    # the job agent's port too: another Ray on this machine (another test module's, a sweep) holds the default
+    # token authentication asked for, with a token made first in a home of its own: a head started without
+    # RAY_AUTH_MODE has it off where ~/.ray/auth_token is missing, and with it refuses to start without a token
+    env = job_env(tmp_path) | {"HOME": str(tmp_path / "home"), "RAY_AUTH_MODE": "token"}
+    token = subprocess.run(
+        [str(BIN / "ray"), "get-auth-token", "--generate"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert token.returncode == 0, token.stderr
+    gcs, dashboard, agent, client = free_port(), free_port(), free_port(), free_port()
+    # every port and the temp folder its own: another Ray on this machine (another test module's, a sweep) holds
+    # Ray's defaults; the folder is short, for Ray's socket paths under it
+    temp = tempfile.mkdtemp(prefix="itrlab-ray-", dir="/tmp")
     started = subprocess.run(
         [
             str(BIN / "ray"),
@@ -98,6 +108,8 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
             f"--dashboard-port={dashboard}",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-agent-listen-port={agent}",
+            f"--ray-client-server-port={client}",
+            f"--temp-dir={temp}",
             "--num-cpus=2",
             "--disable-usage-stats",
         ],
@@ -107,7 +119,7 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
         text=True,
         timeout=180,
         start_new_session=True,
-    )  # its processes in a group of their own (stop_ray_head)
+    )
     assert started.returncode == 0, started.stdout + started.stderr
     try:
         # the line the dry run prints, as a user copies it (in the repository), with this head's address
@@ -153,7 +165,8 @@ def test_ray_job_submit_against_a_local_head(tmp_path):
         started_own, address = local.stdout.split()[-2:]
         assert started_own == "True" and not address.endswith(f":{gcs}"), local.stdout
     finally:
-        stop_ray_head(gcs)
+        stop_head(temp)  # this head alone: `ray stop` would end every Ray on the machine
+        shutil.rmtree(temp, ignore_errors=True)
     parents, children = sweep_runs(tmp_path, "dbl_tiny")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert len(children) == 2 and {c.info.status for c in children} == {"FINISHED"}

@@ -2,8 +2,9 @@
 
 Each answer is a fresh process, timed from its start to its exit (wall and CPU seconds), ``repeats`` times; the
 median counts. Two states of the checkout: *warm* (Python's bytecode cache and itrlab's estimate caches as they
-are here) and *fresh* (as on a new clone: an empty bytecode cache, no kept estimate or step count; each repeat
-starts from empty ones). The baseline is the bare interpreter's start (``python -c pass``) timed the same way, so
+are here) and *fresh* (as on a new clone: each repeat runs in a copy of the checkout's ``platform/``, ``jobs/`` and
+``configs/`` without their bytecode, with no kept estimate or step count; the installed packages keep theirs, as a
+venv built by ``make setup`` does). The baseline is the bare interpreter's start (``python -c pass``) timed the same way, so
 that each answer reads as a ratio to what no command can go below on this machine. A wrong exit status (an answer
 that should be exit 2 and is not) is reported and fails the bench.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -95,31 +97,43 @@ def time_once(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, f
     return time.perf_counter() - started, _children_cpu() - cpu, done.returncode
 
 
-def fresh_env(env: dict[str, str], scratch: Path) -> dict[str, str]:
-    """``env`` as on a new clone: an empty bytecode cache and no kept estimate or step count, under ``scratch``."""
-    return {
-        **env,
-        "PYTHONPYCACHEPREFIX": str(scratch / "pycache"),
-        "ITRLAB_ESTIMATES": str(scratch / "estimates.json"),
-        "ITRLAB_STEP_COUNTS": str(scratch / "step_counts.json"),
+CHECKOUT = ("platform", "jobs", "configs")  # what an answer reads of the checkout
+
+
+def fresh_checkout(repo: Path, scratch: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of ``repo``'s :data:`CHECKOUT` folders under ``scratch`` without bytecode, and the environment that
+    keeps no estimate or step count: the checkout as a new clone has it."""
+    for name in CHECKOUT:
+        shutil.copytree(repo / name, scratch / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return scratch, {
+        "ITRLAB_ESTIMATES": str(scratch / "bench" / "estimates.json"),
+        "ITRLAB_STEP_COUNTS": str(scratch / "bench" / "step_counts.json"),
+        "ITRLAB_THROUGHPUT": str(scratch / "bench" / "throughput.jsonl"),
     }
 
 
-def measure(items: list[Answer], repo: Path, repeats: int, states: tuple[str, ...]) -> list[Timing]:
-    """Each answer (and the baseline, first) ``repeats`` times in each state; the warm state runs one untimed
-    answer first so that its caches hold what a second use of the checkout finds."""
-    env = {**os.environ, "PYTHONPATH": str(repo / "platform"), "ITRLAB_CONFIG_DIR": str(repo / "configs")}
+def measure(items, repo: Path, repeats: int, states: tuple[str, ...]) -> list[Timing]:
+    """Each answer of ``items(root)`` (and the baseline, first) ``repeats`` times in each state; the warm state
+    runs each answer once untimed first, so that its caches hold what a second use of the checkout finds."""
     baseline = Answer("baseline: python -c pass", ["-c", "pass"], 0)
     timings = []
     for state in states:
-        for item in [baseline, *items]:
-            timing = Timing(item.label, state, expected=item.status)
-            if state == "warm":
-                time_once(item.argv, env, repo)
-            for _ in range(repeats):
+        for index in range(len(items(repo)) + 1):
+            timing = None
+            for repeat in range(repeats + (state == "warm")):
                 with tempfile.TemporaryDirectory(prefix="itrlab_bench_answers_") as scratch:
-                    run_env = fresh_env(env, Path(scratch)) if state == "fresh" else env
-                    wall, cpu, status = time_once(item.argv, run_env, repo)
+                    root, extra = fresh_checkout(repo, Path(scratch)) if state == "fresh" else (repo, {})
+                    item = ([baseline, *items(root)])[index]
+                    env = {
+                        **os.environ,
+                        "PYTHONPATH": str(root / "platform"),
+                        "ITRLAB_CONFIG_DIR": str(root / "configs"),
+                        **extra,
+                    }
+                    timing = timing or Timing(item.label, state, expected=item.status)
+                    wall, cpu, status = time_once(item.argv, env, root)
+                if state == "warm" and repeat == 0:
+                    continue  # untimed: fills the caches
                 timing.wall.append(wall)
                 timing.cpu.append(cpu)
                 timing.statuses.append(status)
@@ -154,4 +168,4 @@ def to_dict(timings: list[Timing]) -> list[dict]:
     return [asdict(t) | {"median_wall": t.median_wall, "median_cpu": t.median_cpu} for t in timings]
 
 
-__all__ = ["Answer", "Timing", "answers", "fresh_env", "measure", "table", "time_once", "to_dict"]
+__all__ = ["Answer", "Timing", "answers", "fresh_checkout", "measure", "table", "time_once", "to_dict"]

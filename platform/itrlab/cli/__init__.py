@@ -1,6 +1,7 @@
 """Command-line entry points: ``itrlab train``, ``itrlab check-config``, ``itrlab sweep``, ``itrlab report``,
-``itrlab evaluate``, ``itrlab retrieve``, ``itrlab gallery``, ``itrlab make-synthetic``, ``itrlab data``;
-``jobs/train.py`` is ``itrlab train``, ``jobs/sweep.py`` and each paper's sweep job ``itrlab sweep``.
+``itrlab evaluate``, ``itrlab retrieve``, ``itrlab gallery``, ``itrlab make-synthetic``, ``itrlab data``,
+``itrlab ray-stop``; ``jobs/train.py`` is ``itrlab train``, ``jobs/sweep.py`` and each paper's sweep job
+``itrlab sweep``.
 
 Bad input (config, override, data, an output folder that cannot be written, an MLflow store that does not
 answer) prints one line naming the field, the bad value and what is allowed, and exits with status 2 before
@@ -12,7 +13,8 @@ Who holds what:
 * :mod:`~itrlab.cli.entry_points`: ``main``, ``parse_args`` and ``build_parser`` (every command's parser put
   together), the jobs' ``train_cli`` and ``sweep_cli``;
 * :mod:`~itrlab.cli.train_commands`, :mod:`~itrlab.cli.sweep_commands`, :mod:`~itrlab.cli.report_command`,
-  :mod:`~itrlab.cli.model_commands`, :mod:`~itrlab.cli.data_command`: the commands, each with its own flags
+  :mod:`~itrlab.cli.model_commands`, :mod:`~itrlab.cli.data_command`,
+  :mod:`~itrlab.cli.ray_command`: the commands, each with its own flags
   (``add_*_parser(s)``);
 * :mod:`~itrlab.cli.arguments`: what their parsers share (one-line errors, a training's experiment argument);
 * :mod:`~itrlab.cli.guard`: one line and an exit status for bad input, an interruption or a full disk.

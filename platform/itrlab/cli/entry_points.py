@@ -14,6 +14,7 @@ from itrlab.cli.arguments import OneLineParser
 from itrlab.cli.claims_command import add_claims_parser
 from itrlab.cli.data_command import add_data_parser
 from itrlab.cli.model_commands import add_model_parsers
+from itrlab.cli.ray_command import add_ray_stop_parser
 from itrlab.cli.report_command import add_report_parser
 from itrlab.cli.sweep_commands import add_sweep_parser
 from itrlab.cli.train_commands import add_train_parsers
@@ -34,6 +35,7 @@ def build_parser(
     add_claims_parser(sub)
     add_model_parsers(sub)
     add_data_parser(sub)
+    add_ray_stop_parser(sub)
     return parser
 
 

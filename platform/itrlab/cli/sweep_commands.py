@@ -119,7 +119,8 @@ def sweep_main(args: argparse.Namespace) -> int:
         from itrlab.sweep.dry_run import print_plan
         from itrlab.sweep.estimates import cost_lines
 
-        return print_plan(spec, args, cost_lines(spec, list(args.overrides)), cluster_command(args))
+        command = cluster_command(args, sweep_data_root(spec, list(args.overrides)))
+        return print_plan(spec, args, cost_lines(spec, list(args.overrides)), command)
     from itrlab.sweep import run_sweep
     from itrlab.sweep.progress import set_verbose
 
@@ -175,10 +176,12 @@ def sweep_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def cluster_command(args: argparse.Namespace) -> list[str]:
+def cluster_command(args: argparse.Namespace, data_root: str | None = None) -> list[str]:
     """The words of the command given (its program and script, every flag and override), as a cluster job runs
-    it: less ``--dry-run``, with ``--storage`` absolute (the job runs in a copy of this folder). Written from the
-    parsed arguments, so that the line parses back to the same arguments (tests/test_printed_commands.py)."""
+    it: less ``--dry-run``, with ``--storage`` absolute and, where ``data_root`` (the sweep's data folder,
+    :func:`sweep_data_root`) is relative, ``dataset.root`` absolute: the job runs in a copy of this folder without
+    its git-ignored ``runs/`` and ``data/``, where synthetic data would be made again for every job. Written from
+    the parsed arguments, so that the line parses back to the same arguments (tests/test_printed_commands.py)."""
     program, preset_flags = args.invocation
     by_flag = {preset: flag for flag, (preset, _) in preset_flags.items()}  # a preset the job names by a flag
     sweep = sweep_parser(preset_flags)
@@ -193,7 +196,15 @@ def cluster_command(args: argparse.Namespace) -> list[str]:
             words.append(action.option_strings[-1])
         else:
             words += [action.option_strings[-1], format(value, "g") if isinstance(value, float) else str(value)]
-    return [*program, *words, "--storage", str(Path(args.storage).absolute()), *args.overrides]
+    overrides = list(args.overrides)
+    if data_root is not None and not Path(data_root).expanduser().is_absolute():
+        absolute = f"dataset.root={Path(data_root).absolute()}"
+        given = [i for i, word in enumerate(overrides) if word.startswith("dataset.root=")]
+        if given:
+            overrides[given[-1]] = absolute  # the last one is the one that counts
+        else:
+            overrides.append(absolute)
+    return [*program, *words, "--storage", str(Path(args.storage).absolute()), *overrides]
 
 
 def add_sweep_arguments(sweep: argparse.ArgumentParser, preset_flags: dict[str, tuple[str, str]] | None = None) -> None:

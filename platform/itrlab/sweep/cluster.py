@@ -9,7 +9,6 @@ one line (exit status 1) before any MLflow run exists."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
@@ -27,6 +26,7 @@ from itrlab.errors import UnavailableError, UserInputError
 from itrlab.sweep import progress
 from itrlab.sweep.quiet_workers import WORKER_SETUP_HOOK
 from itrlab.train.loop import STEP_PROGRESS_ENV
+from itrlab.workdir import job_runtime_env
 
 _log = logging.getLogger(__name__)
 
@@ -175,41 +175,19 @@ def stop_own_ray_processes(timeout_s: float = 15.0) -> None:
     runs (its children running one of Ray's programs, and theirs), by process id."""
     import signal
 
+    from itrlab.ray_head import descendants, process_table, send, wait_ended
+
     with contextlib.suppress(Exception):
         ray.shutdown()
-    table = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                stat = open(f"/proc/{entry.name}/stat").read()
-                cmdline = open(f"/proc/{entry.name}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-                table[int(entry.name)] = (int(stat[stat.rindex(")") + 2 :].split()[1]), cmdline)
-    doomed = {
-        pid for pid, (parent, cmd) in table.items() if parent == os.getpid() and any(p in cmd for p in RAY_PROGRAMS)
+    table = process_table()
+    started = {
+        pid
+        for pid, proc in table.items()
+        if proc.parent == os.getpid() and any(program in " ".join(proc.args) for program in RAY_PROGRAMS)
     }
-    while more := {pid for pid, (parent, _) in table.items() if parent in doomed} - doomed:
-        doomed |= more
-    for pid in doomed:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + timeout_s
-    for pid in doomed:
-        while time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError, OSError):
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    break
-            if not os.path.exists(f"/proc/{pid}"):
-                break
-            time.sleep(0.1)
-
-
-def _job_runtime_env() -> dict[str, Any]:
-    """The runtime env of the ``ray job submit`` this driver runs under (ray.init refuses to set one of
-    its fields or environment variables again); empty outside a submitted job."""
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        runtime_env = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}").get("runtime_env")
-        return runtime_env if isinstance(runtime_env, dict) else {}
-    return {}
+    doomed = descendants(started, table)
+    send(doomed, signal.SIGKILL)
+    wait_ended(doomed, timeout_s)
 
 
 def console_runtime_env(env_vars: dict[str, str]) -> dict[str, Any]:
@@ -225,7 +203,7 @@ def console_runtime_env(env_vars: dict[str, str]) -> dict[str, Any]:
     env_vars |= {
         key: os.environ[key] for key in (progress.VERBOSE_ENV, STEP_PROGRESS_ENV, CONSOLE_ENV) if os.environ.get(key)
     }
-    job = _job_runtime_env()
+    job = job_runtime_env()
     env_vars = {key: value for key, value in env_vars.items() if key not in (job.get("env_vars") or {})}
     runtime_env: dict[str, Any] = {"env_vars": env_vars} if env_vars else {}
     if (

@@ -26,7 +26,9 @@ from itrlab.train.stage_identity import stage_key
 
 _log = logging.getLogger(__name__)
 
-RAY_DASHBOARD = "http://127.0.0.1:8265"  # a head on this machine (docs/sweeps.md); elsewhere, its dashboard address
+# the dashboard of the head docs/sweeps.md starts on this machine (not Ray's 8265, which a sweep's own Ray may hold);
+# elsewhere, the head's dashboard address
+RAY_DASHBOARD = "http://127.0.0.1:8275"
 
 
 def schedule(config: ExperimentConfig) -> str:
@@ -237,7 +239,7 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace, cost: str, command: li
 
 def submit_command(command: list[str]) -> str:
     """The ``ray job submit`` line of ``command`` as docs/sweeps.md gives it: the cluster's token, an absolute
-    MLflow store (the job runs in a copy of the working folder, without runs/ or mlflow.db)."""
+    MLflow store (the job runs in a copy of the working folder, without runs/, data/ or mlflow.db)."""
     runtime = json.dumps({"env_vars": {TRACKING_URI_ENV: resolve_tracking_uri()}})
     return (
         f"  RAY_AUTH_MODE=token ray job submit --address {RAY_DASHBOARD} --working-dir . \\\n"

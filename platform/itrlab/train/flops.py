@@ -83,6 +83,10 @@ def _counting_config(config: ExperimentConfig) -> ExperimentConfig:
 
 CACHE_NAME = "step_counts.json"  # beside the throughput record: counts by shape, kept between dry runs
 CACHE_ENV = "ITRLAB_STEP_COUNTS"  # or this file: one cache for several throughput records (tests share one)
+# the counts of every preset's and profile's steps, shipped with the code so that a fresh clone's dry run counts
+# nothing; made again by `python jobs/sweep.py --list --estimate` with $ITRLAB_STEP_COUNTS naming this file
+# removed first (docs/speed.md#how-a-sweeps-cost-is-estimated)
+SHIPPED_COUNTS = Path(__file__).with_name(CACHE_NAME)
 _COUNTED: dict[str, StepCount] = {}
 
 
@@ -115,18 +119,20 @@ def shape_key(config: ExperimentConfig) -> str:
 def count_step(config: ExperimentConfig, regions: int, feature_dim: int, caption_tokens: int) -> StepCount:
     """FLOPs and operators of one training step of ``config`` at its batch (see the module doc); counted
     once per :func:`shape_key`, data shape and torch version, and kept in :func:`step_counts_file` (a
-    paper profile's step takes about a second to count; ``--list`` counts every preset's on its first call)."""
+    paper profile's step takes about a second to count) unless :data:`SHIPPED_COUNTS` holds it."""
     key = hashlib.sha256(
         json.dumps([shape_key(config), regions, feature_dim, caption_tokens, torch.__version__]).encode()
     ).hexdigest()[:20]
-    cache = step_counts_file()
+    cache, shipped = step_counts_file(), _read_counts(SHIPPED_COUNTS)
     if key not in _COUNTED:
-        _COUNTED.update(_read_counts(cache))  # what another process counted meanwhile too
+        _COUNTED.update(shipped | _read_counts(cache))  # and what another process counted meanwhile
     if key not in _COUNTED:
         _COUNTED[key] = _count(_counting_config(config), regions, feature_dim, caption_tokens)
+        making = cache.resolve() == SHIPPED_COUNTS.resolve()  # the shipped file made again: it keeps every count
+        counted = {k: v for k, v in _COUNTED.items() if making or k not in shipped}
         with contextlib.suppress(OSError):  # a read-only folder: counted again next time
             cache.parent.mkdir(parents=True, exist_ok=True)
-            merged = _read_counts(cache) | _COUNTED  # two processes counting at once lose nothing
+            merged = _read_counts(cache) | counted  # two processes counting at once lose nothing
             atomic_write_json(cache, {k: [v.flops, v.ops] for k, v in merged.items()})
     return _COUNTED[key]
 
