@@ -156,3 +156,32 @@ def test_list_answers_from_what_it_kept_without_torch_and_estimate_follows_a_new
     third = listing("--estimate")
     line = next(text for text in third.stdout.splitlines() if text.startswith("dbl-tiny"))
     assert "(part measured)" in line, third.stdout
+
+
+@pytest.mark.e2e  # the whole catalogue worked out in a fresh interpreter with no step counted yet
+def test_the_shipped_step_counts_hold_every_preset_so_a_fresh_clone_counts_none(tmp_path):
+    from itrlab.train.flops import SHIPPED_COUNTS
+
+    counts = tmp_path / "step_counts.json"
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "OMP_NUM_THREADS": "1",
+        "HOME": str(tmp_path),
+        "ITRLAB_CONFIG_DIR": str(REPO / "configs"),
+        "ITRLAB_THROUGHPUT": str(tmp_path / "throughput.jsonl"),
+        "ITRLAB_ESTIMATES": str(tmp_path / "estimates.json"),
+        "ITRLAB_STEP_COUNTS": str(counts),
+        "PYTHONPATH": str(REPO / "platform"),
+    }
+    done = subprocess.run(
+        [sys.executable, str(REPO / "jobs" / "sweep.py"), "--list", "--estimate"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not counts.exists(), (
+        f"steps counted that {SHIPPED_COUNTS.name} lacks: make it again (docs/speed.md#how-a-sweeps-cost-is-estimated)"
+    )

@@ -4,9 +4,9 @@ Each answer is a fresh process, timed from its start to its exit (wall and CPU s
 median counts. Two states of the checkout: *warm* (Python's bytecode cache and itrlab's estimate caches as they
 are here) and *fresh* (as on a new clone: each repeat runs in a copy of the checkout's ``platform/``, ``jobs/`` and
 ``configs/`` without their bytecode, with no kept estimate or step count; the installed packages keep theirs, as a
-venv built by ``make setup`` does). The baseline is the bare interpreter's start (``python -c pass``) timed the same way, so
-that each answer reads as a ratio to what no command can go below on this machine. A wrong exit status (an answer
-that should be exit 2 and is not) is reported and fails the bench.
+venv built by ``make setup`` does). The baseline is the bare interpreter's start (``python -c pass``) timed the
+same way, so that each answer reads as a ratio to what no command can go below on this machine. A wrong exit
+status (an answer that should be exit 2 and is not) is reported and fails the bench.
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ CACHE_NAME = "step_counts.json"  # beside the throughput record: counts by shape
 CACHE_ENV = "ITRLAB_STEP_COUNTS"  # or this file: one cache for several throughput records (tests share one)
 # the counts of every preset's and profile's steps, shipped with the code so that a fresh clone's dry run counts
 # nothing; made again by `python jobs/sweep.py --list --estimate` with $ITRLAB_STEP_COUNTS naming this file
-# removed first (docs/speed.md#how-a-sweeps-cost-is-estimated)
+# removed first and no throughput record (docs/speed.md#how-a-sweeps-cost-is-estimated)
 SHIPPED_COUNTS = Path(__file__).with_name(CACHE_NAME)
 _COUNTED: dict[str, StepCount] = {}
 
