@@ -30,6 +30,8 @@ import argparse
 import logging
 import os
 import re
+import shlex
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +44,7 @@ from itrlab.extract import (
     text,  # noqa: F401  the import list of the steps after the images: each registers itself
 )
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
+from itrlab.extract.dataset_config import dataset_name, write_dataset_config
 from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.images import ImageSource, read_source
 from itrlab.extract.job import RunStats
@@ -200,6 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
             f"{reader.flag()}: {reader.default_out}" for reader in READERS.values() if reader.default_out is not None
         )
         + "), the `root` of the data set config that reads it",
+    )
+    io_group.add_argument(
+        "--name",
+        default=None,
+        help="the data set's name: the data set config written beside the features, OUT/NAME.yaml, and the "
+        "experiment of the training command printed (default: the name of the --out folder; not a shipped "
+        "data set's)",
     )
     io_group.add_argument("--overwrite", action="store_true", help="replace an extraction with other settings in --out")
     io_group.add_argument("--keep-shards", action="store_true", help="keep the per-chunk shards after assembly")
@@ -402,8 +412,26 @@ def step_options(args: argparse.Namespace) -> tuple[list[tuple[type[Step], Any]]
     return [(step, options) for step, options in chosen if options is not None], bool(alone)
 
 
+def config_name(args: argparse.Namespace) -> str | None:
+    """The name of the data set config the extraction writes beside its features (:mod:`itrlab.extract.dataset_config`),
+    checked before any work; None where it writes none: a format with a data set config of its own (a default
+    ``--out``), or no photos extracted (a step alone: ``--text-only``)."""
+    alone = any(step.only(args) for step in STEPS.values())
+    reader = None if alone else chosen_format(args)[0]
+    if reader is None or reader.default_out is not None:
+        if args.name is not None:
+            owner = (
+                "--text-only extracts no photos" if reader is None else f"{reader.flag()} has its own data set config"
+            )
+            raise UserInputError(f"--name names the data set config an extraction of photos writes; {owner}")
+        return None
+    return dataset_name(args.name, output_folder(args))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: prints the report and images/s; bad input exits with status 2."""
+    """The command line: prints the report and images/s, and for a folder of photos the data set config it wrote
+    and the command that trains on it; bad input exits with status 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
 
     def log(message: str) -> None:
@@ -413,15 +441,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines: list[str] = []
     steps: list[tuple[type[Step], Any]] = []
     alone = False
+    written = None
     try:
+        name = config_name(args)
         steps, alone = step_options(args)
+        manifest = None
         if not alone:
             options = options_from_args(args)
-            lines += job.summary_lines(
-                extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task, log=log)
-            )
+            manifest = extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task, log=log)
+            lines += job.summary_lines(manifest)
         for step, chosen in steps:
             lines += step.run(chosen, log)
+        if name is not None and manifest is not None:
+            made_by = shlex.join(["python", "jobs/extract_features.py", *argv])
+            written = write_dataset_config(output_folder(args), name, manifest, made_by)
+            if written is None:
+                lines.append(
+                    f"no data set config written: the splits {', '.join(manifest['splits'])} are not a training, a "
+                    f"validation and a test split (docs/data.md#your-own-photos)"
+                )
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
@@ -430,11 +468,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     for line in lines:
         _log.info(line)
-    written = ", ".join(
+    outputs = ", ".join(
         [
             *([] if alone else [f"{output_folder(args)} ({MANIFEST})"]),
             *(step.written(options) for step, options in steps),
         ]
     )
-    _log.info(f"output: {written}; total {time.perf_counter() - started:.1f} s")
+    _log.info(f"output: {outputs}; total {time.perf_counter() - started:.1f} s")
+    for line in written.lines if written is not None else []:
+        _log.info(line)
     return 0
