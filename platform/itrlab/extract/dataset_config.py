@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import yaml
 from itrlab.config.loader import compose, config_dir
 from itrlab.config.schema import DatasetConfig, safe_name
 from itrlab.errors import UserInputError
+from itrlab.extract.readers import Reader
 from itrlab.files import atomic_write_text
 from itrlab.workdir import project_folder
 
@@ -80,6 +82,21 @@ def dataset_name(given: str | None, out: Path) -> str:
             f"{source}: a shipped data set has this name (configs/datasets/{clash.name}); pass --name with another"
         )
     return name
+
+
+def config_name(given: str | None, reader: type[Reader] | None, out: Callable[[], Path]) -> str | None:
+    """The name of the data set config an extraction with ``reader`` (None: no photos extracted, ``--text-only``)
+    into ``out()`` writes, checked before any work (:func:`dataset_name`); None where it writes none: a format with
+    a data set config of its own (a default ``--out``: ``--flickr8k``) or no photos. ``given``: ``--name``, which
+    those refuse."""
+    if reader is None or reader.default_out is not None:
+        if given is not None:
+            owner = (
+                "--text-only extracts no photos" if reader is None else f"{reader.flag()} has its own data set config"
+            )
+            raise UserInputError(f"--name names the data set config an extraction of photos writes; {owner}")
+        return None
+    return dataset_name(given, out())
 
 
 def shown_path(path: Path) -> str:

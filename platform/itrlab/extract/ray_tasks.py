@@ -13,7 +13,14 @@ driver connects to ``RAY_ADDRESS``, or starts a local Ray instance, unless Ray i
 initialised in this process. This is the only module of itrlab that imports ray, and only when
 it is used.
 
+The command line reports what the caption file covers of the image folder (:mod:`itrlab.extract.coverage`) and,
+for a folder of photos, writes its data set config beside the features and prints, last, the command that trains
+on it (:mod:`itrlab.extract.dataset_config`).
+
 Command line (``python jobs/extract_features.py --help``)::
+
+    # a folder of photos -> data/holiday/ and its data set config data/holiday/holiday.yaml:
+    python jobs/extract_features.py --images ~/holiday --captions ~/holiday/captions.json --out data/holiday --text
 
     python jobs/extract_features.py --images DIR --captions captions.json --out data/coco_mini_precomp \\
         --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--skip-bad] [--pad-captions] \\
@@ -44,7 +51,7 @@ from itrlab.extract import (
     text,  # noqa: F401  the import list of the steps after the images: each registers itself
 )
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
-from itrlab.extract.dataset_config import dataset_name, write_dataset_config
+from itrlab.extract.dataset_config import config_name, write_dataset_config
 from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.images import ImageSource, read_source
 from itrlab.extract.job import RunStats
@@ -412,22 +419,6 @@ def step_options(args: argparse.Namespace) -> tuple[list[tuple[type[Step], Any]]
     return [(step, options) for step, options in chosen if options is not None], bool(alone)
 
 
-def config_name(args: argparse.Namespace) -> str | None:
-    """The name of the data set config the extraction writes beside its features (:mod:`itrlab.extract.dataset_config`),
-    checked before any work; None where it writes none: a format with a data set config of its own (a default
-    ``--out``), or no photos extracted (a step alone: ``--text-only``)."""
-    alone = any(step.only(args) for step in STEPS.values())
-    reader = None if alone else chosen_format(args)[0]
-    if reader is None or reader.default_out is not None:
-        if args.name is not None:
-            owner = (
-                "--text-only extracts no photos" if reader is None else f"{reader.flag()} has its own data set config"
-            )
-            raise UserInputError(f"--name names the data set config an extraction of photos writes; {owner}")
-        return None
-    return dataset_name(args.name, output_folder(args))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: prints the report and images/s, and for a folder of photos the data set config it wrote
     and the command that trains on it; bad input exits with status 2."""
@@ -443,7 +434,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     alone = False
     written = None
     try:
-        name = config_name(args)
+        alone = any(step.only(args) for step in STEPS.values())  # no photos extracted: no data set config
+        name = config_name(args.name, None if alone else chosen_format(args)[0], lambda: output_folder(args))
         steps, alone = step_options(args)
         manifest = None
         if not alone:
