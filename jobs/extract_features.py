@@ -3,7 +3,8 @@
     python jobs/extract_features.py --images PHOTOS_DIR --captions captions.json \\
         --out data/coco_mini_precomp --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--ray]
 
-Re-running the same command resumes an interrupted job. See ``--help`` and
+A folder of photos also gets its data set config beside the features, and the command that trains on it is
+printed last (docs/data.md#your-own-photos). Re-running the same command resumes an interrupted job. See ``--help`` and
 ``itrlab.extract.job`` for the output files and options (docs/data.md).
 """
 

@@ -53,12 +53,35 @@ def test_defaults_override_swaps_files():
 
 
 def test_every_shipped_experiment_validates():
+    """Each experiment as it is; a recipe that names no data set of its own (vsepp_photos: the data set config an
+    extraction writes) with one, and without one it says how to name it."""
     from itrlab.config import config_dir
 
     names = [p.stem for p in (config_dir() / "experiments").glob("*.yaml")]
     assert len(names) >= 6
+    recipes = [name for name in names if "dataset" not in compose(name)]
+    assert recipes == ["vsepp_photos"]
     for name in names:
-        load_experiment(name)
+        load_experiment(name, ["defaults.dataset=synthetic_tiny"] if name in recipes else [])
+    with pytest.raises(ConfigError) as err:
+        load_experiment("vsepp_photos")
+    assert err.value.field == "defaults.dataset" and "the experiment names no data set" in str(err.value)
+
+
+def test_defaults_dataset_takes_a_data_set_configs_path(tmp_path):
+    """A data set config outside configs/datasets/ (the one an extraction writes beside its features) by its path;
+    a path to no file is one config error naming it."""
+    written = tmp_path / "holiday" / "holiday.yaml"
+    written.parent.mkdir()
+    written.write_text(
+        f"name: holiday\nkind: precomp\nroot: {tmp_path / 'holiday'}\nsplits: {{train: train, val: dev, test: test}}\n"
+    )
+    config = load_experiment("vsepp_photos", [f"defaults.dataset={written}", "name=vsepp_holiday"])
+    assert (config.name, config.dataset.name, config.dataset.root) == ("vsepp_holiday", "holiday", tmp_path / "holiday")
+    assert config.model.text.encoder == "precomp" and config.experiment_name == "vsepp_holiday"
+    with pytest.raises(ConfigError) as err:
+        load_experiment("vsepp_photos", [f"defaults.dataset={tmp_path / 'gone.yaml'}"])
+    assert err.value.field == "defaults.dataset" and "does not exist" in str(err.value)
 
 
 def test_flat_params_use_dotted_keys():

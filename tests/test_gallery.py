@@ -157,9 +157,14 @@ def test_gallery_log_writes_only_into_the_models_own_run(inside, tmp_path, capsy
     _, run_id = inside
     monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     assert itrlab("evaluate", f"runs:/{run_id}/model") == 0
-    unrelated = capsys.readouterr().out.strip().splitlines()[-1].split()[2]
+    printed = capsys.readouterr().out.strip().splitlines()
+    unrelated = printed[-1].split()[2]
     client = MlflowClient()
     assert client.get_run(unrelated).info.status == "FINISHED"
+    # the evaluation's table has a random ranking's beside it, printed and in its run
+    chance = printed.index(next(line for line in printed if line.startswith("Chance (random scores on ")))
+    assert printed[chance + 3].startswith("  rsum ") and "95% range" in printed[chance + 3]
+    assert {"6_chance/rsum", "6_chance/rsum_high"} <= set(client.get_run(unrelated).data.metrics)
     copy = Path(mlflow.artifacts.download_artifacts(artifact_uri=f"runs:/{run_id}/model", dst_path=str(tmp_path)))
     info_file = copy / "artifacts" / "bundle" / "model.json"
     info_file.write_text(json.dumps({**json.loads(info_file.read_text()), "run_id": unrelated}))

@@ -119,6 +119,9 @@ def test_split_names_ids_and_captions(tmp_path):
     ]
     images[4]["sentences"][1] = {"tokens": ["a", "tokenized", "caption"]}
     path = write(tmp_path / "dataset_coco.json", images, dataset="coco")
+    for name in ("0.jpg", "val2014/1.jpg", "2.jpg", "3.jpg", "4.jpg", "extra.png"):  # the photos (never decoded here)
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).touch()
     options = ExtractOptions(out=tmp_path / "out", images=tmp_path, captions=path, format="karpathy")
     splits, report, messages = plan_splits(options)
     assert {s: [(im.image_id, im.file_name) for im in ims] for s, ims in splits.items()} == {
@@ -128,6 +131,10 @@ def test_split_names_ids_and_captions(tmp_path):
     }
     assert splits["train"][1].captions[1] == "a tokenized caption" and len(splits["dev"][0].captions) == 5
     assert [e["id"] for e in report["excluded_images"]] == [3] and report["dropped_captions"] == 2
+    assert (report["photos"]["photos_without_captions"], report["photos"]["photos_without_captions_first"]) == (
+        1,
+        ["extra.png"],
+    )
     assert (
         report["images_in_file"] == 5
         and report["split"]["dataset"] == "coco"

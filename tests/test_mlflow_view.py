@@ -168,8 +168,9 @@ def test_a_run_resumed_at_other_code_keeps_every_commit_it_ran_under(tmp_path, m
 def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
     """MLflow's UI shows a metric in the chart section named by its prefix up to a `/`, named sections sorted
     first: the test recalls, their ranks, the validation table, the training loss, the method's parts of its
-    loss, another branch's table; the rest keep their names (the UI's "Model metrics", last). Every name
-    read back (latest values, histories, a sweep's trials) is itrlab's, the flat one Ray Tune and the reports use."""
+    loss, another branch's table, a random ranking's; the rest keep their names (the UI's "Model metrics",
+    last). Every name read back (latest values, histories, a sweep's trials) is itrlab's, the flat one Ray Tune
+    and the reports use."""
     sections = {
         name: chart_name(name)
         for name in (
@@ -187,6 +188,8 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
             "anchor_rsum",
             "anchor2_i2t_R5",
             "member1_rsum",
+            "chance_t2i_R10",
+            "chance_rsum_high",
             "best_val_rsum",
             "best_epoch",
             "best_rsum",
@@ -209,6 +212,8 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
         "anchor_rsum": "5_anchor/rsum",
         "anchor2_i2t_R5": "5_anchor2/i2t_R5",
         "member1_rsum": "5_member1/rsum",
+        "chance_t2i_R10": "6_chance/t2i_R10",
+        "chance_rsum_high": "6_chance/rsum_high",
         "best_val_rsum": "best_val_rsum",
         "best_epoch": "best_epoch",
         "best_rsum": "best_rsum",
@@ -227,6 +232,7 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
         "5_anchor",
         "5_anchor2",
         "5_member1",
+        "6_chance",
     ]
     assert flat_name("1_test/rsum") == "test_rsum"  # a run logged before rsum had a section of its own
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

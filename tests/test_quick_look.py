@@ -124,6 +124,12 @@ def test_a_run_at_chance_says_so_in_its_last_lines_and_where_it_wrote(tmp_path, 
     assert lines[0].endswith(f"(relative paths are read from the working folder; cd {REPO} to use the project's)")
     assert lines[-4].startswith("itrlab: at chance: test rsum ")
     assert "random scores on 50 images x 5 captions" in lines[-4]
+    table = lines.index("Chance (random scores on 50 images x 5 captions)")  # under the test table, its columns
+    assert lines[table - 5].startswith("Recall (protocol all: 50 images") and lines[table + 2].split()[-3:] == [
+        "2.00",
+        "10.00",
+        "20.00",
+    ]
     assert lines[-3].startswith("itrlab: on its plateau: the training loss went from ")
     assert lines[-2].startswith("itrlab: collapsed: test MD ")  # random projections score every pair alike
     assert lines[-1] == (

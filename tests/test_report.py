@@ -54,6 +54,38 @@ def test_chance_level_matches_random_scores():
     assert coco.rsum_sd == pytest.approx(one_fold.rsum_sd / math.sqrt(5))
 
 
+def test_the_chance_range_of_16_test_images_holds_a_random_models_rsums():
+    """The issue's 16 test images: a random ranking's expected recalls and the 95% range of its rsum against 2,000
+    random score matrices ranked from the definition. The range holds at least 95% of their rsums and is not
+    much wider than their own 2.5%-97.5% range (the normal range of an upper bound of the spread)."""
+    level = chance_level(16, 5, "all")
+    assert level.recalls["t2i_R10"] == pytest.approx(62.5) and level.recalls["t2i_R1"] == pytest.approx(6.25)
+    sims = simulated_random_recalls(16, 5, trials=2000, seed=1)
+    assert sims.mean(axis=0) == pytest.approx([level.recalls[k] for k in RECALLS], abs=1.0)
+    rsums = sims.sum(axis=1)
+    assert rsums.mean() == pytest.approx(level.recalls["rsum"], abs=2.0)
+    low, high = level.rsum_band
+    assert np.mean((rsums >= low) & (rsums <= high)) >= 0.95
+    sim_low, sim_high = np.quantile(rsums, [0.025, 0.975])
+    assert low <= sim_low and sim_high <= high
+    assert high - low <= 1.3 * (sim_high - sim_low)
+
+
+def test_the_chance_level_beside_a_table_says_every_recall_and_the_range():
+    """What a training prints under its table, and what MLflow keeps beside it: the same numbers."""
+    level = chance_level(16, 5, "all")
+    low, high = level.rsum_band
+    lines = level.lines()
+    assert lines[0] == "Chance (random scores on 16 images x 5 captions)"
+    assert lines[1].split()[-3:] == [f"{level.recalls[f'i2t_R{k}']:.2f}" for k in (1, 5, 10)]
+    assert lines[2].split()[-3:] == ["6.25", "31.25", "62.50"]
+    assert lines[3] == f"  rsum {level.recalls['rsum']:.2f}, 95% range {low:.2f} to {high:.2f}"
+    metrics = level.metrics()
+    assert metrics["chance_t2i_R10"] == pytest.approx(62.5) and metrics["chance_rsum_high"] == high
+    assert set(metrics) == {f"chance_{k}" for k in (*RECALLS, "rsum", "rsum_low", "rsum_high")}
+    assert "| t2i (text->image) | 6.25 | 31.25 | 62.50 |" in level.markdown()
+
+
 def cells(spec_name: str, key: str, values: dict[str, list[float]]) -> list[TrialRow]:
     """Finished trials: ``values[row]`` = test rsum per seed; the recalls split it evenly."""
     rows = []

@@ -78,6 +78,7 @@ def train_main(args: argparse.Namespace) -> int:
     config = experiment.config
     from itrlab.config.checks import check_data_content
     from itrlab.files import file_lock
+    from itrlab.report.chance import chance_of_table
     from itrlab.tracking import MlflowTracker
     from itrlab.train import ConsoleProgress, LossHistory, run_experiment
     from itrlab.train.device import describe, resolve_device
@@ -143,6 +144,9 @@ def train_main(args: argparse.Namespace) -> int:
             )
     print(f"\nbest epoch {result.best_epoch} (val rsum {result.best_val_rsum:.1f}); test, best checkpoint:")
     print(result.test.format())
+    chance = chance_of_table(result.test, config.dataset.captions_per_image)
+    if chance is not None:
+        print("\n".join(chance.lines()))
     print(f"run directory: {result.run_dir}")
     if tracker is not None:
         print(f"MLflow: run {result.mlflow_run_id} in experiment '{config.experiment_name}' at {tracker.tracking_uri}")

@@ -10,7 +10,9 @@ An experiment file names its dataset and method files under ``defaults``::
 holds whole sections (``method``, ``model``, ``loss``, ``train``...). The experiment file is merged
 over them, then the command-line overrides over that (``train.epochs=3 loss.margin=0.1``;
 ``defaults.dataset=synthetic_tiny`` swaps a file). Values are parsed as YAML (``3`` is an int,
-``[5, 8]`` a list, ``null`` None).
+``[5, 8]`` a list, ``null`` None). ``defaults.dataset`` (and ``defaults.method``) may also be a YAML file's
+path: ``defaults.dataset=data/holiday/holiday.yaml``, the data set config that the extraction of a folder of
+photos writes beside its features (docs/data.md#your-own-photos).
 
 Every problem becomes a :class:`~itrlab.errors.ConfigError` that names the field, the bad value and
 what is allowed, so the entry points can exit with status 2 before any expensive work. Limits hold before
@@ -214,12 +216,24 @@ def resolve_experiment_path(experiment: str | Path) -> Path:
     )
 
 
+def is_config_path(name: Any) -> bool:
+    """Whether ``defaults.<kind>`` names a YAML file by its path (``data/holiday/holiday.yaml``: the data set config
+    an extraction writes beside its features) rather than a file of ``configs/<kind>s/`` by its name."""
+    return isinstance(name, str) and name.endswith((".yaml", ".yml"))
+
+
 def _named_file(kind: str, name: Any) -> Path:
+    """The file ``defaults.<kind>`` names: ``configs/<kind>s/<name>.yaml``, or a YAML file's path."""
+    if is_config_path(name):
+        return Path(name).expanduser()
     folder = config_dir() / f"{kind}s"
     known = sorted(p.stem for p in folder.glob("*.yaml"))
     if not isinstance(name, str) or not (folder / f"{name}.yaml").is_file():
         raise ConfigError(
-            f"defaults.{kind}", name, f"allowed: {', '.join(known)} (files in {folder})", did_you_mean(str(name), known)
+            f"defaults.{kind}",
+            name,
+            f"allowed: {', '.join(known)} (files in {folder}), or a YAML file's path",
+            did_you_mean(str(name), known),
         )
     return folder / f"{name}.yaml"
 
@@ -319,6 +333,13 @@ def config_error_from_validation(err: ValidationError, root: type[BaseModel], pr
         section = (prefix + ".".join(loc[:-1])).rstrip(".: ") or "the top level"
         return ConfigError(
             field, value, f"unknown key; keys allowed in {section}: {', '.join(known)}", did_you_mean(loc[-1], known)
+        )
+    if first["type"] == "missing" and field == "dataset":
+        return ConfigError(
+            "defaults.dataset",
+            None,
+            "the experiment names no data set; pass defaults.dataset=NAME (a file of configs/datasets/) or the "
+            "path of a data set config (the one an extraction writes beside its features: docs/data.md)",
         )
     if first["type"] == "missing":
         return ConfigError(field, None, "this key is required")

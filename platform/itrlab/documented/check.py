@@ -10,12 +10,12 @@ Beside them, a random model's 95% range of rsum on the run's test protocol
 (:func:`itrlab.report.chance.chance_level`).
 
 Not run, with the reason on the page (:func:`reason_not_run`): a command handed to another program (``ray job
-submit``: a cluster), ``--resume`` (it continues a run), a ``--sweep`` file or data folder or text model this machine
-lacks, GPUs where torch sees none, and a sweep whose dry run (``--dry-run``, the figure ``--list`` prints) puts its
-training over the sweep budget (with the sweep's newest results page, where one exists). A make target, and a training
-of the same config as an earlier one but for where it writes (``--run-dir``, ``output.*``), or an earlier sweep but
-for its CPUs or storage (``RESOURCE_FLAGS``), give that command's result (``as: ...``). Anything else runs; one that
-fails or outlasts the budget is recorded as failed, which the fast tier refuses.
+submit``: a cluster), ``--resume`` (it continues a run), a ``--sweep`` file, data folder, data set config or text
+model this machine lacks, GPUs where torch sees none, and a sweep whose dry run (``--dry-run``, the figure ``--list``
+prints) puts its training over the sweep budget (with the sweep's newest results page, where one exists). A make
+target, and a training of the same config as an earlier one but for where it writes (``--run-dir``, ``output.*``), or
+an earlier sweep but for its CPUs or storage (``RESOURCE_FLAGS``), give that command's result (``as: ...``). Anything
+else runs; one that fails or outlasts the budget is recorded as failed, which the fast tier refuses.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from itrlab.config.loader import is_config_path
 from itrlab.documented.catalogue import SWEEP, Command, program_start, split
 from itrlab.documented.page import (
     ALIAS,
@@ -119,10 +120,17 @@ def training_config(words: tuple[str, ...]):
 
 
 def training_data_reason(words: list[str], repo: Path) -> str | None:
-    """Why a training cannot run here: its data folder or text model is not on this machine (None: it can, or
+    """Why a training cannot run here: its data folder, the data set config it names by its path
+    (``defaults.dataset=data/holiday/holiday.yaml``) or its text model is not on this machine (None: it can, or
     its config fails, which the run then shows)."""
     config = training_config(tuple(words))
     if config is None:
+        named = flag_value(words, "defaults.dataset")
+        if is_config_path(named) and not (Path(named) if Path(named).is_absolute() else repo / named).exists():
+            return (
+                f"needs the data set config {named}, which the extraction of the reader's own photos writes "
+                f"(docs/data.md#your-own-photos) and this machine lacks"
+            )
         return None
     root = config.dataset.root if Path(config.dataset.root).is_absolute() else repo / config.dataset.root
     if config.dataset.kind != "synthetic" and not Path(root).exists():

@@ -18,3 +18,5 @@ METRIC_NAMES = {
 }
 # the six recalls in the papers' column order: R@1, R@5, R@10 image to text, then text to image
 RECALLS = tuple(METRIC_NAMES[field] for field in ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10"))
+# the two ranking directions, in the tables' order, and their words
+DIRECTIONS = {"i2t": "image->text", "t2i": "text->image"}

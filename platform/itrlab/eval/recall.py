@@ -22,11 +22,9 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 from torch import Tensor
 
-from itrlab.eval.names import METRIC_NAMES
+from itrlab.eval.names import DIRECTIONS, METRIC_NAMES
 from itrlab.eval.protocols import get_protocol
 from itrlab.eval.ranking import DEFAULT_IMAGE_CHUNK, Ranks, ScoreFn, compute_ranks, dense_score_fn
-
-DIRECTIONS = {"i2t": "image->text", "t2i": "text->image"}
 
 
 @dataclass(frozen=True)

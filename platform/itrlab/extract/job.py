@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from itrlab.errors import DataError, ItrlabError
+from itrlab.extract.coverage import Coverage
 from itrlab.extract.image_encoder import FEATURE_DIM, FEATURES, N_REGIONS, ImageEncoder, torch_threads
 from itrlab.extract.images import PREPROCESSING, BadImagesError, path_source
 from itrlab.extract.layouts import derive_layouts, parse_pool
@@ -226,6 +227,8 @@ def summary_lines(manifest: dict[str, Any]) -> list[str]:
         f"{caps['per_image']}, {len(caps['excluded_images'])} images excluded, "
         f"{len(caps['padded_images'])} padded"
     )
+    if caps.get("photos"):  # what the caption file covers of the image folder (formats read from --images)
+        lines += Coverage.from_json(caps["photos"]).lines(manifest["source"]["images"])
     if manifest["bad_images"]:
         lines.append(
             f"bad images skipped ({len(manifest['bad_images'])}): "

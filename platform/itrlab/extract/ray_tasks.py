@@ -13,7 +13,14 @@ driver connects to ``RAY_ADDRESS``, or starts a local Ray instance, unless Ray i
 initialised in this process. This is the only module of itrlab that imports ray, and only when
 it is used.
 
+The command line reports what the caption file covers of the image folder (:mod:`itrlab.extract.coverage`) and,
+for a folder of photos, writes its data set config beside the features and prints, last, the command that trains
+on it (:mod:`itrlab.extract.dataset_config`).
+
 Command line (``python jobs/extract_features.py --help``)::
+
+    # a folder of photos -> data/holiday/ and its data set config data/holiday/holiday.yaml:
+    python jobs/extract_features.py --images ~/holiday --captions ~/holiday/captions.json --out data/holiday --text
 
     python jobs/extract_features.py --images DIR --captions captions.json --out data/coco_mini_precomp \\
         --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--skip-bad] [--pad-captions] \\
@@ -30,6 +37,8 @@ import argparse
 import logging
 import os
 import re
+import shlex
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +51,7 @@ from itrlab.extract import (
     text,  # noqa: F401  the import list of the steps after the images: each registers itself
 )
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, DEFAULT_SPLIT_NAMES
+from itrlab.extract.dataset_config import config_name, write_dataset_config
 from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.images import ImageSource, read_source
 from itrlab.extract.job import RunStats
@@ -200,6 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
             f"{reader.flag()}: {reader.default_out}" for reader in READERS.values() if reader.default_out is not None
         )
         + "), the `root` of the data set config that reads it",
+    )
+    io_group.add_argument(
+        "--name",
+        default=None,
+        help="the data set's name: the data set config written beside the features, OUT/NAME.yaml, and the "
+        "experiment of the training command printed (default: the name of the --out folder; not a shipped "
+        "data set's)",
     )
     io_group.add_argument("--overwrite", action="store_true", help="replace an extraction with other settings in --out")
     io_group.add_argument("--keep-shards", action="store_true", help="keep the per-chunk shards after assembly")
@@ -403,7 +420,9 @@ def step_options(args: argparse.Namespace) -> tuple[list[tuple[type[Step], Any]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: prints the report and images/s; bad input exits with status 2."""
+    """The command line: prints the report and images/s, and for a folder of photos the data set config it wrote
+    and the command that trains on it; bad input exits with status 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
 
     def log(message: str) -> None:
@@ -413,15 +432,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines: list[str] = []
     steps: list[tuple[type[Step], Any]] = []
     alone = False
+    written = None
     try:
+        alone = any(step.only(args) for step in STEPS.values())  # no photos extracted: no data set config
+        name = config_name(args.name, None if alone else chosen_format(args)[0], lambda: output_folder(args))
         steps, alone = step_options(args)
+        manifest = None
         if not alone:
             options = options_from_args(args)
-            lines += job.summary_lines(
-                extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task, log=log)
-            )
+            manifest = extract_dataset(options, use_ray=args.ray, cpus_per_task=args.cpus_per_task, log=log)
+            lines += job.summary_lines(manifest)
         for step, chosen in steps:
             lines += step.run(chosen, log)
+        if name is not None and manifest is not None:
+            made_by = shlex.join(["python", "jobs/extract_features.py", *argv])
+            written = write_dataset_config(output_folder(args), name, manifest, made_by)
+            if written is None:
+                lines.append(
+                    f"no data set config written: the splits {', '.join(manifest['splits'])} are not a training, a "
+                    f"validation and a test split (docs/data.md#your-own-photos)"
+                )
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
@@ -430,11 +460,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     for line in lines:
         _log.info(line)
-    written = ", ".join(
+    outputs = ", ".join(
         [
             *([] if alone else [f"{output_folder(args)} ({MANIFEST})"]),
             *(step.written(options) for step, options in steps),
         ]
     )
-    _log.info(f"output: {written}; total {time.perf_counter() - started:.1f} s")
+    _log.info(f"output: {outputs}; total {time.perf_counter() - started:.1f} s")
+    for line in written.lines if written is not None else []:
+        _log.info(line)
     return 0

@@ -14,6 +14,11 @@ their spreads are added (an upper bound: their correlation is about 0.65).
 That 95% range of a random model's rsum (:attr:`ChanceLevel.rsum_band`) is the one notion of chance:
 the plots shade it, the report's chance row prints it, and a row is *at chance* when its interval (its
 mean, with one seed) reaches it: its numbers could come from random scores.
+
+Every recall table a training or an evaluation prints has its chance level beside it
+(:meth:`ChanceLevel.lines`, in the table's columns), and MLflow keeps it where the table is
+(:meth:`ChanceLevel.metrics`, :meth:`ChanceLevel.markdown`): R@10 = 88.75 on 16 test images reads
+differently beside a random model's 62.5.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from itrlab.eval import get_protocol
+from itrlab.eval.names import DIRECTIONS
 
 if TYPE_CHECKING:
     from itrlab.config.schema import ExperimentConfig
     from itrlab.data.shape import DataShape
+    from itrlab.eval import RecallTable
 
 KS = (1, 5, 10)
 Z95 = 1.959963984540054  # the normal 97.5% quantile: a two-sided 95% range
@@ -76,6 +83,47 @@ class ChanceLevel:
         its numbers could be a random model's."""
         return low <= self.rsum_high
 
+    def metrics(self) -> dict[str, float]:
+        """The level as flat metrics, for MLflow beside the test table: ``chance_i2t_R1`` ... ``chance_rsum``
+        (a random model's expected recalls and rsum) and ``chance_rsum_low``, ``chance_rsum_high`` (its 95%
+        range)."""
+        low, high = self.rsum_band
+        return {
+            **{f"chance_{name}": value for name, value in self.recalls.items()},
+            "chance_rsum_low": low,
+            "chance_rsum_high": high,
+        }
+
+    def lines(self) -> list[str]:
+        """The level as console lines under a recall table (:meth:`itrlab.eval.RecallTable.format`), its
+        R@1/5/10 in the table's columns."""
+        rows = [
+            f"  {direction + ' ' + words:<18}" + "".join(f"{self.recalls[f'{direction}_R{k}']:>8.2f}" for k in KS)
+            for direction, words in DIRECTIONS.items()
+        ]
+        low, high = self.rsum_band
+        return [
+            f"Chance ({self.description})",
+            *rows,
+            f"  rsum {self.recalls['rsum']:.2f}, 95% range {low:.2f} to {high:.2f}",
+        ]
+
+    def markdown(self) -> str:
+        """The level as Markdown, under a recall table's (:meth:`itrlab.eval.RecallTable.to_markdown`)."""
+        low, high = self.rsum_band
+        cells = {d: " | ".join(f"{self.recalls[f'{d}_R{k}']:.2f}" for k in KS) for d in DIRECTIONS}
+        return "\n".join(
+            [
+                f"Chance: {self.description}",
+                "",
+                "| direction | R@1 | R@5 | R@10 |",
+                "|---|---:|---:|---:|",
+                *(f"| {d} ({words}) | {cells[d]} |" for d, words in DIRECTIONS.items()),
+                "",
+                f"rsum {self.recalls['rsum']:.2f}, 95% range {low:.2f} to {high:.2f}",
+            ]
+        )
+
 
 def chance_level(test_images: int, captions_per_image: int, protocol: str) -> ChanceLevel:
     """The chance level of ``protocol`` on a test split of ``test_images`` images."""
@@ -91,6 +139,15 @@ def chance_level(test_images: int, captions_per_image: int, protocol: str) -> Ch
     sd = 100 * per_fold / math.sqrt(len(folds))
     what = f"{len(folds)} folds of {n} images" if len(folds) > 1 else f"{n} images"
     return ChanceLevel(recalls, sd, f"random scores on {what} x {captions_per_image} captions")
+
+
+def chance_of_table(table: RecallTable, captions_per_image: int) -> ChanceLevel | None:
+    """The chance level of ``table``'s protocol on its split (its images, ``captions_per_image`` captions
+    each); None where the protocol does not fit the split."""
+    try:
+        return chance_level(table.n_images, captions_per_image, table.protocol)
+    except ValueError:
+        return None
 
 
 def config_data_shape(config: ExperimentConfig) -> DataShape | None:

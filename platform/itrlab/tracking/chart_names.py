@@ -23,6 +23,9 @@ MLflow name               itrlab's name                          what
 ``5_<branch>/<metric>``   ``<branch>_<metric>``                  another branch's recall table (an
                                                                  anchor's: ``anchor_rsum``; an
                                                                  ensemble's members: ``member1_rsum``)
+``6_chance/<metric>``     ``chance_<metric>``                    a random model's recalls on the test
+                                                                 protocol, its rsum and that rsum's
+                                                                 95% range (``rsum_low``, ``rsum_high``)
 ``<name>``                ``<name>``                             the rest, as it is (the UI's "Model
                                                                  metrics", last): best epoch, cost, ...
 ========================  =====================================  =================================
@@ -77,6 +80,7 @@ SECTIONS = (
     Section("2_val", "", _TABLE),
     Section("3_train", "", TRAINING),
     Section("4_loss", "loss_", None),
+    Section("6_chance", "chance_", None),
 )
 _BY_SECTION = {section.section: section for section in SECTIONS}
 

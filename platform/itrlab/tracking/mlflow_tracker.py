@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mlflow
 from mlflow import MlflowClient
@@ -53,6 +53,16 @@ _log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # only for annotations: the store check runs before torch is imported
     from itrlab.eval import RecallTable
+
+
+class BesideTable(Protocol):
+    """What a recall table's chance level gives MLflow (:class:`itrlab.report.chance.ChanceLevel`): flat metrics,
+    and Markdown to follow the table's."""
+
+    def metrics(self) -> dict[str, float]: ...
+
+    def markdown(self) -> str: ...
+
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's log_batch limit
 SWEEP_TAG = "itrlab.sweep"  # a sweep's parent run: the sweep's name
@@ -345,8 +355,12 @@ class MlflowTracker(RunReader):
             self.client.delete_tag(self.run_id, key)
 
     @_store_writes
-    def log_recall_table(self, table: RecallTable, split: str, epoch: int = 0) -> None:
-        """The table as an MLflow table, JSON and Markdown artifacts, and ``{split}_*`` metrics.
+    def log_recall_table(
+        self, table: RecallTable, split: str, epoch: int = 0, chance: BesideTable | None = None
+    ) -> None:
+        """The table as an MLflow table, JSON and Markdown artifacts, and ``{split}_*`` metrics; with ``chance``
+        (a random model's recalls on the table's protocol), its metrics (``chance_*``) and its Markdown under the
+        table's.
 
         MLflow appends to an existing table artifact, so each logging adds rows tagged with
         ``epoch`` (the epochs trained): a resumed run that trains longer shows both results.
@@ -358,9 +372,10 @@ class MlflowTracker(RunReader):
         columns["epoch"] = [epoch] * len(columns["direction"])
         self.client.log_table(self.run_id, data=columns, artifact_file=f"recall/{split}_table.json")
         self.client.log_dict(self.run_id, table.to_dict(), f"recall/{split}.json")
-        self.client.log_text(self.run_id, table.to_markdown(), f"recall/{split}.md")
+        text = table.to_markdown() + (f"\n\n{chance.markdown()}" if chance is not None else "")
+        self.client.log_text(self.run_id, text, f"recall/{split}.md")
         metrics = table.metrics(prefix=f"{split}_")
-        self.log_final_metrics(metrics)
+        self.log_final_metrics({**metrics, **(chance.metrics() if chance is not None else {})})
         summary = recalls_summary(metrics) if split == "test" else None
         if summary is not None:
             self.set_tags({RECALLS_TAG: summary})

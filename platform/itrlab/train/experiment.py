@@ -48,6 +48,7 @@ from itrlab.methods import BuildContext, build_method
 from itrlab.methods.base import MethodModule
 from itrlab.methods.registry import scheme_labels
 from itrlab.models.glove import GloveCoverage
+from itrlab.report.chance import chance_of_table
 from itrlab.tracking import MlflowTracker
 from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
 from itrlab.train.device import describe, resolve_device
@@ -414,14 +415,17 @@ def finish_run(run: StartedRun) -> RunResult:
         save_ranks(run.run_dir / f"{PREHEAD}_{RANKS_FILE}", prehead_folds, protocol)
         atomic_write_text(run.run_dir / f"{PREHEAD}_{TEST_RECALL}", json.dumps(prehead.to_dict(), indent=2))
     save_ranks(run.run_dir / RANKS_FILE, folds, protocol)
-    atomic_write_text(run.run_dir / "test_recall.md", test.to_markdown())
+    chance = chance_of_table(test, run.config.dataset.captions_per_image)
+    atomic_write_text(
+        run.run_dir / "test_recall.md", test.to_markdown() + (f"\n\n{chance.markdown()}\n" if chance else "\n")
+    )
     atomic_write_text(run.run_dir / TEST_RECALL, json.dumps(test.to_dict(), indent=2))  # last: the run finished
     seconds = time.perf_counter() - run.started + run.stage_cost
     if tracker is not None:
         cost = {"train_seconds": seconds, **device_hours(trainer.device, run.world_size, seconds * run.device_share)}
         # a finished run trained further (--resume with a larger train.epochs): its earlier training counts too
         earlier = tracker.run_metrics(tuple(cost))
-        tracker.log_recall_table(test, TEST, epoch=state.epoch)
+        tracker.log_recall_table(test, TEST, epoch=state.epoch, chance=chance)
         tracker.log_file(run.run_dir / RANKS_FILE)
         if prehead is not None:
             tracker.log_recall_table(prehead, PREHEAD_TEST, epoch=state.epoch)

@@ -17,6 +17,7 @@ from itrlab.config.schema import PREHEAD
 from itrlab.data import PrecompSplit, open_precomp
 from itrlab.errors import UserInputError
 from itrlab.eval import RecallTable, ScoreFn, evaluate, get_protocol
+from itrlab.report.chance import ChanceLevel, chance_of_table
 from itrlab.trained.model import TrainedModel
 
 READ_AS = {PREHEAD: " (read before its projection head)"}  # a member's heading, by the embedding it read
@@ -51,13 +52,22 @@ class Evaluation:
             **({"ensemble": self.ensemble.to_dict()} if self.ensemble is not None else {}),
         }
 
+    @property
+    def chance(self) -> ChanceLevel | None:
+        """What a random ranking gets on this split under this protocol: every table's chance level."""
+        return chance_of_table(next(iter(self.members.values())), self.data.split.captions_per_image)
+
     def format(self) -> str:
+        """Each table, then (once: they share the split and protocol) their chance level."""
         blocks = [
             f"{source}{READ_AS.get(self.embeddings.get(source, ''), '')}\n{table.format()}"
             for source, table in self.members.items()
         ]
         if self.ensemble is not None:
             blocks.append(f"ensemble of {len(self.members)} (mean of their similarities)\n{self.ensemble.format()}")
+        chance = self.chance
+        if chance is not None:
+            blocks.append("\n".join(chance.lines()))
         return "\n\n".join(blocks)
 
 
@@ -170,7 +180,7 @@ def log_evaluation(
     with tracker.ending():
         run_id = tracker.start(run_name=f"evaluate-{kind.replace(' ', '-')}", tags=tags, params={})
         headline = result.ensemble if result.ensemble is not None else next(iter(result.members.values()))
-        tracker.log_recall_table(headline, "test")
+        tracker.log_recall_table(headline, "test", chance=result.chance)
         if len(models) > 1:
             for k, table in enumerate(result.members.values(), 1):
                 tracker.log_final_metrics(table.metrics(prefix=f"member{k}_"))

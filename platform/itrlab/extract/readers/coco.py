@@ -32,6 +32,7 @@ class CocoReader(Reader):
         messages = [f"captions: {len(coco.images)} images, {coco.n_annotations} annotations in {coco.path}"]
         if coco.blank_captions:
             messages.append(f"{coco.blank_captions} blank captions left out")
+        photos = self.cover(coco.images, coco.path, messages)
         selection = self.select(coco.images, coco.path, messages)
         unassigned = 0
         if options.split_file is not None:
@@ -46,7 +47,6 @@ class CocoReader(Reader):
             fractions = parse_fractions(options.split_fractions, names)
             splits = assign_fractions(selection.images, fractions, names, options.seed)
             split_source = {"fractions": dict(zip(names, fractions)), "seed": options.seed}
-        self.check_inside(splits, coco.path)
         report = {
             "images_in_file": len(coco.images),
             "annotations": coco.n_annotations,
@@ -54,6 +54,7 @@ class CocoReader(Reader):
             **selection.to_json(),
             "unassigned_images": unassigned,
             "split": split_source,
+            "photos": photos,
         }
         return splits, report, messages
 

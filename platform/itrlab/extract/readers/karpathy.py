@@ -113,6 +113,7 @@ class KarpathyReader(Reader):
         ]
         if read["blank_captions"]:
             messages.append(f"{read['blank_captions']} blank captions left out")
+        photos = self.cover([image for image, _ in images], path, messages)
         selection = self.select([image for image, _ in images], path, messages)
         chosen = {image.image_id: image for image in selection.images}
         splits: dict[str, list[CocoImage]] = {name: [] for name in dict.fromkeys(SPLITS.values())}
@@ -125,7 +126,6 @@ class KarpathyReader(Reader):
             + ", ".join(f"{name} {len(split_images)}" for name, split_images in splits.items())
             + " images (train and restval -> train, val -> dev)"
         )
-        self.check_inside(splits, path)
         report = {
             "images_in_file": len(images),
             "annotations": read["sentences"],
@@ -133,6 +133,7 @@ class KarpathyReader(Reader):
             **selection.to_json(),
             "unassigned_images": 0,
             "split": {"karpathy": str(path.resolve()), "dataset": read["dataset"], "names": SPLITS},
+            "photos": photos,
         }
         return splits, report, messages
 

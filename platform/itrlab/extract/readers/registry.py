@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from itrlab.errors import DataError, UserInputError
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, CaptionSelection, CocoImage, select_captions
+from itrlab.extract.coverage import coverage
 from itrlab.extract.image_paths import check_inside
 
 DEFAULT_FORMAT = "coco"  # --format when none is given (and the format of a manifest whose source names none)
@@ -139,9 +140,15 @@ class Reader:
             )
         return selection
 
-    def check_inside(self, splits: dict[str, list[CocoImage]], listing: Path) -> None:
-        """Every chosen image a file name inside the image folder (:mod:`itrlab.extract.image_paths`)."""
-        check_inside(self.images_dir(), ((im.file_name, None) for ims in splits.values() for im in ims), listing)
+    def cover(self, images: Sequence[CocoImage], listing: Path, messages: list[str]) -> dict[str, Any]:
+        """What the caption file ``listing`` covers of the image folder (:mod:`itrlab.extract.coverage`: photos it
+        does not list, photos it lists that the folder lacks), its lines appended to ``messages``; the report's
+        ``photos``. A DataError when one of its names leads outside the folder (:mod:`itrlab.extract.image_paths`),
+        the folder holds no photo or the file lists none of them: before a split is chosen."""
+        check_inside(self.images_dir(), ((image.file_name, None) for image in images), listing)
+        found = coverage(self.images_dir(), (image.file_name for image in images), listing)
+        messages += found.lines(self.images_dir())
+        return found.to_json()
 
 
 class ReaderRegistry(Mapping):
