@@ -165,7 +165,7 @@ def test_bad_inputs_are_one_line_and_exit_2(inside, capsys):
     assert "unknown evaluation protocol" in refused(capsys, vsepp, "--protocol", "coco_9k")
     other = write_precomp(folder / "other", {"train": 20, "dev": 10, "test": 10}, regions=4, dim=8)
     assert "expects (N, " in refused(capsys, vsepp, "--data", other)
-    assert "no logged itrlab model" in refused(capsys, "runs:/" + "0" * 32 + "/model")
+    assert f"holds no run {'0' * 32}: a run of another store" in refused(capsys, "runs:/" + "0" * 32 + "/model")
     assert "not a folder" in refused(capsys, "no-such-model")
     run_dir = folder / "runs" / "unlogged"
     unlogged = train("vsepp_synthetic_tiny", run_dir, f"dataset.root={folder / 'tiny'}", "output.log_model=none")

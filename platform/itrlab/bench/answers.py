@@ -39,11 +39,11 @@ def answers(repo: Path, store: str) -> list[Answer]:
     sweep, train = str(repo / "jobs" / "sweep.py"), str(repo / "jobs" / "train.py")
     itrlab = ["-c", "import sys; from itrlab.cli import main; sys.exit(main())"]
     return [
-        Answer("misspelt preset", [sweep, "--preset", "dbl-smok"], 2),
-        Answer("sweep: unknown key", [sweep, "--preset", "dbl-smoke", "train.epohcs=3"], 2),
-        Answer("sweep: bad loss setting", [sweep, "--preset", "dbl-table4", "--dry-run", "loss.margin=-1"], 2),
+        Answer("misspelt preset", [sweep, "--preset", "smok"], 2),
+        Answer("sweep: unknown key", [sweep, "--preset", "smoke", "train.epohcs=3"], 2),
+        Answer("sweep: bad loss setting", [sweep, "--preset", "table4", "--dry-run", "loss.margin=-1"], 2),
         Answer("sweep --list", [sweep, "--list"], 0),
-        Answer("sweep --dry-run", [sweep, "--preset", "dbl-smoke", "--dry-run"], 0),
+        Answer("sweep --dry-run", [sweep, "--preset", "smoke", "--dry-run"], 0),  # `make sweep`'s preset
         Answer("train: unknown experiment", [train, "-c", "vsepp_flickrk"], 2),
         Answer("train: unknown key", [train, "-c", "vsepp_synthetic_tiny", "train.epoch=3"], 2),
         Answer("train: missing data folder", [train, "-c", "vsepp_flickr8k", "dataset.root=data/not-here"], 2),

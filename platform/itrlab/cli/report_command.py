@@ -117,8 +117,7 @@ def trial_ranks(tracker, runs: dict[str, dict], folder: str) -> dict:
 def _no_summary(run_id: str, run: dict) -> str:
     """Why a run has no ``sweep/summary.json``: a sweep still running, one that ended before its report, a
     sweep's trial, or a run of no sweep."""
-    from itrlab.tracking.mlflow_tracker import SWEEP_TAG
-    from itrlab.tracking.run_reader import PARENT_TAG
+    from itrlab.tracking.run_reader import PARENT_TAG, SWEEP_TAG
 
     sweep, parent = run["tags"].get(SWEEP_TAG), run["tags"].get(PARENT_TAG)
     if sweep and parent:

@@ -80,7 +80,7 @@ def check_data_content(config: ExperimentConfig) -> None:
 
 def check_data(config: ExperimentConfig) -> DataSummary:
     """Check the config against the data's sizes; raises ConfigError or DataError."""
-    from itrlab.eval import get_protocol
+    from itrlab.eval import PROTOCOLS, get_protocol
 
     check_text_encoder(config)
     summary = kind_of(config.dataset).summary()
@@ -100,6 +100,12 @@ def check_data(config: ExperimentConfig) -> DataSummary:
         )
     for field, role in (("val_protocol", "val"), ("test_protocol", "test")):
         name = getattr(config.eval, field)
+        if name not in PROTOCOLS:
+            from itrlab.config.loader import did_you_mean
+
+            raise ConfigError(
+                f"eval.{field}", name, f"known protocols: {', '.join(sorted(PROTOCOLS))}", did_you_mean(name, PROTOCOLS)
+            )
         try:
             get_protocol(name).check(summary.n_images[role])
         except ValueError as err:

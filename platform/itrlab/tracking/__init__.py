@@ -14,7 +14,7 @@ from itrlab.lazy import lazy_exports
 _EXPORTS = {
     "OWNER_TAG": "mlflow_tracker",
     "STOP_REASON_TAG": "mlflow_tracker",
-    "SWEEP_TAG": "mlflow_tracker",
+    "SWEEP_TAG": "run_reader",
     "MlflowTracker": "mlflow_tracker",
     "close_orphaned_runs": "owners",
     "owner_id": "itrlab.process_id",

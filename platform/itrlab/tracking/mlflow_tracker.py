@@ -65,7 +65,6 @@ class BesideTable(Protocol):
 
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's log_batch limit
-SWEEP_TAG = "itrlab.sweep"  # a sweep's parent run: the sweep's name
 # MLflow 3 opens an experiment on its GenAI overview (traces, tokens) unless the experiment says it holds
 # model training (and the page is in the machine-learning view: store.ML_VIEW): then on the runs table
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"

@@ -211,7 +211,7 @@ def _likely_cause(uri: str, store: str) -> str:
             f"the MLflow store {store} holds no run {run_id}: a run of another store "
             f"(--tracking-uri, MLFLOW_TRACKING_URI), or a mistyped id"
         )
-    from itrlab.tracking.mlflow_tracker import SWEEP_TAG
+    from itrlab.tracking.run_reader import SWEEP_TAG
 
     if SWEEP_TAG in run.data.tags:
         return (

@@ -19,6 +19,7 @@ from itrlab.errors import UserInputError
 from itrlab.tracking.chart_names import chart_name, flat_metrics
 
 PARENT_TAG = "mlflow.parentRunId"
+SWEEP_TAG = "itrlab.sweep"  # a sweep's parent run: the sweep's name
 TRIAL_ID_TAG = "itrlab.trial_id"  # a sweep trial's id on its run
 
 
