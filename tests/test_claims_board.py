@@ -1,18 +1,25 @@
-"""The claims board (itrlab.report.claims_board, ``itrlab claims``): claims judged on a sweep's evidence, Holm within
-the family and across the board, a claim built on one that is not reproduced is inconclusive, a row still learning
-blocks its claims, and the command refuses evidence without per-query ranks before writing anything."""
+"""The claims board (itrlab.report.claims_board, itrlab.report.claims_page, ``itrlab claims``): claims judged on a
+sweep's evidence, Holm within the family and across the board, a claim built on one that is not reproduced is
+inconclusive, a row still learning blocks its claims, and the command refuses evidence without per-query ranks
+before writing anything; the experiments that separate the setting from the method, judged by the same analysis (in
+the embedding they read), each shown under its claim with its reading, or with the command that measures it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
+import yaml
 
 from itrlab.cli import main
 from itrlab.config.claims import Claim
+from itrlab.config.separating import Separating
 from itrlab.eval.rank_file import QueryRanks
 from itrlab.report.analysis import CONTRADICTED, INCONCLUSIVE, NO_EFFECT, REPRODUCED
 from itrlab.report.bootstrap import rank_metrics
-from itrlab.report.claims_board import Measured, counts, judge_claims, newest_evidence, render
+from itrlab.report.claims_board import Measured, counts, judge_claims, judge_separating, newest_evidence
+from itrlab.report.claims_page import render
 from itrlab.report.evidence import Evidence, TrialEvidence
 from itrlab.report.evidence_file import read_evidence, write_evidence
 
@@ -30,7 +37,7 @@ def ranks(seed: int, hit_share: float) -> QueryRanks:
 
 
 def trial(row: str, seed: int, share: float, curve=FLAT, with_ranks=True) -> TrialEvidence:
-    found = ranks(1000 * ord(row) + seed, share)
+    found = ranks(1000 * sum(map(ord, row)) + seed, share)
     metrics = {f"test_{name}": value for name, value in rank_metrics(found).items()}
     return TrialEvidence(
         f"{row}{seed}",
@@ -180,3 +187,154 @@ def test_evidence_without_ranks_is_one_line_and_writes_nothing(tmp_path, monkeyp
         and "--preset dbl-table4 --profile flickr8k" in err[0]
     )
     assert not (tmp_path / "board.md").exists()
+
+
+# --------------------------------------------------------------------------- separating experiments
+
+
+def separating(exp_id: str, row: str, serves="f", family="checks", embedding="output", **more) -> Separating:
+    return Separating.model_validate(
+        {
+            "id": exp_id,
+            "serves": serves,
+            "question": f"Does {row} beat A elsewhere?",
+            "sweep": "dbl-table4",
+            "profile": "flickr8k",
+            "row": row,
+            "baseline": "A",
+            "direction": "greater",
+            "metric": "rsum",
+            "family": family,
+            "embedding": embedding,
+            "reads": {
+                "reproduced": {"belongs_to": "setting", "because": "it holds once the setting changes"},
+                "no effect detected": {"belongs_to": "open", "because": "it separates nothing"},
+                "contradicted": {"belongs_to": "method", "because": "it fails there too"},
+            },
+            **more,
+        }
+    )
+
+
+def with_prehead(found: Evidence, shares: dict[str, float]) -> Evidence:
+    """``found`` whose rows of ``shares`` also hold a reading before the projection head with its own ranks."""
+    trials = []
+    for t in found.trials:
+        if t.row in shares:
+            before = ranks(7000 + 1000 * sum(map(ord, t.row)) + t.seed, shares[t.row])
+            metrics = {**t.metrics, **{f"prehead_test_{k}": v for k, v in rank_metrics(before).items()}}
+            t = replace(t, metrics=metrics, prehead_ranks=before)
+        trials.append(t)
+    return replace(found, trials=tuple(trials))
+
+
+def board(found: Evidence, claims, experiments):
+    measured = {("dbl_table4", "flickr8k"): Measured(found, "2026-11-29-dbl_table4-flickr8k.md")}
+    return judge_claims(claims, measured), {r.experiment.id: r for r in judge_separating(experiments, measured)}
+
+
+def test_a_separating_experiment_gets_its_verdict_and_its_reading_from_the_same_analysis():
+    found = evidence({"A": 0.3, "F": 0.5, "B": 0.1, "C": 0.3, "G": 0.5}, curves={"G": RISING})
+    claims = [claim("f", "F"), claim("b", "B")]
+    experiments = [separating("up", "F"), separating("down", "B"), separating("same", "C"), separating("rising", "G")]
+    results, separated = board(found, claims, experiments)
+    assert separated["up"].verdict.word == REPRODUCED and separated["up"].reading() == (
+        "setting",
+        "it holds once the setting changes",
+    )
+    assert separated["down"].verdict.word == CONTRADICTED and separated["down"].reading()[0] == "method"
+    assert separated["same"].verdict.word == NO_EFFECT and separated["same"].reading()[0] == "open"
+    assert separated["rising"].verdict.word == INCONCLUSIVE and "G still learning" in separated["rising"].verdict.reason
+    assert separated["rising"].reading() == ("open", "inconclusive: it separates nothing yet")
+    # the same numbers as a claim of the same rows: one analysis
+    twin = {
+        r.claim.id: r
+        for r in judge_claims(
+            [claim("twin", "F", family="other")], {("dbl_table4", "flickr8k"): Measured(found, "p.md")}
+        )
+    }
+    assert separated["up"].verdict.stats == twin["twin"].verdict.stats
+    # Holm within the separating family, the board-wide adjustment over separating experiments only
+    assert all(r.board_p >= r.verdict.holm_p for r in separated.values() if r.verdict.holm_p is not None)
+    alone, _ = board(found, claims, [])
+    assert [(r.verdict.to_dict(), r.board_p) for r in results] == [(r.verdict.to_dict(), r.board_p) for r in alone]
+
+
+def test_a_separating_experiment_before_the_heads_reads_that_embedding_and_its_ranks():
+    found = with_prehead(evidence({"A": 0.3, "F": 0.3}), {"A": 0.3, "F": 0.6})
+    _, separated = board(
+        found, [claim("f", "F")], [separating("out", "F"), separating("pre", "F", embedding="prehead")]
+    )
+    assert separated["out"].verdict.word == NO_EFFECT  # through the heads F and A tie
+    pre = separated["pre"].verdict
+    assert pre.word == REPRODUCED and pre.stats.bootstrap is not None  # before them F wins, on its own ranks
+    assert pre.stats.difference == pytest.approx(
+        sum(found.values("F", "rsum", True)[s] - found.values("A", "rsum", True)[s] for s in SEEDS) / len(SEEDS)
+    )
+
+
+def test_the_board_shows_each_separating_experiment_under_its_claim_and_the_unmeasured_with_their_command():
+    found = evidence({"A": 0.3, "F": 0.5})
+    claims = [claim("f", "F"), claim("x", "F", sweep="vsepp-flickr8k", profile=None, baseline="VSE", family="v")]
+    experiments = [
+        separating("up", "F"),
+        separating("later", "VSE++", serves="f", sweep="vsepp-flickr8k", profile=None, baseline="VSE"),
+        separating("for-x", "VSE++", serves="x", sweep="vsepp-flickr8k", profile=None, baseline="VSE"),
+    ]
+    results, separated = board(found, claims, experiments)
+    page = render(results, {"t4": "Table IV's rows against A"}, "results/", list(separated.values()))
+    lines = page.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("| f: F vs A")))
+    assert lines[at + 1].startswith(
+        "| ↳ separating up: F vs A, rsum ([page](results/2026-11-29-dbl_table4-flickr8k.md)) |"
+    )
+    assert lines[at + 1].endswith("| **reproduced**: setting |")
+    assert lines[at + 2] == (
+        "| ↳ separating later: VSE++ vs VSE, rsum | — | not measured: `python jobs/sweep.py --preset vsepp-flickr8k` "
+        "| — | — | — | — | — | not measured |"
+    )
+    assert "Reads: **setting**: it holds once the setting changes." in page
+    assert (
+        "Not measured: `python jobs/sweep.py --preset vsepp-flickr8k`, then `itrlab report`. Its reading, fixed "
+        "before the data: reproduced → setting (it holds once the setting changes); no effect detected → open"
+    ) in page
+    waiting = page[page.index("## Not measured yet") :]
+    assert "| ↳ separating for-x: VSE++ vs VSE, rsum | `python jobs/sweep.py --preset vsepp-flickr8k`, then" in waiting
+    assert "Their separating experiments:" in waiting and "↳ for-x (separates x)" in waiting
+    assert counts(list(separated.values())) == {REPRODUCED: 1, "not measured": 2}
+
+
+def test_a_separating_experiment_without_the_ranks_it_reads_is_one_line_and_writes_nothing(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evidence").mkdir()
+    (tmp_path / "claims").mkdir()
+    write_evidence(evidence({row: 0.3 for row in "AF"}), tmp_path / "evidence" / "2026-11-29-dbl_table4-flickr8k.npz")
+    experiment = separating("pre", "F", embedding="prehead", sweep="convse-heads-flickr8k", profile=None)
+    text = {
+        "families": {"t4": "the claims", "checks": "the separating experiments"},
+        "claims": [claim("f", "F").model_dump()],
+        "separating": [{**experiment.model_dump(), "row": "ConVSE", "baseline": "VSE++"}],
+    }
+    (tmp_path / "claims" / "one.yaml").write_text(yaml.safe_dump(text, sort_keys=False), encoding="utf-8")
+    convse = replace(evidence({"VSE++": 0.3, "ConVSE": 0.3}), baseline="VSE++")
+    write_evidence(
+        replace(convse, sweep="convse_heads_flickr8k", profile=None),
+        tmp_path / "evidence" / "2026-11-29-convse_heads_flickr8k.npz",
+    )
+    args = ["claims", "--claims", "claims", "--evidence", "evidence", "--out", "board.md", "--no-log"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "separating experiment pre: 10 trial(s)" in err[0], err
+    assert "no per-query test ranks read before the projection head" in err[0]
+    assert "--preset convse-heads-flickr8k" in err[0] and not (tmp_path / "board.md").exists()
+    write_evidence(
+        replace(with_prehead(convse, {"VSE++": 0.3, "ConVSE": 0.6}), sweep="convse_heads_flickr8k", profile=None),
+        tmp_path / "evidence" / "2026-11-29-convse_heads_flickr8k.npz",
+    )
+    assert main(args) == 0
+    page = (tmp_path / "board.md").read_text()
+    assert "| ↳ separating pre: ConVSE vs VSE++, rsum before the projection head ([page](" in page
+    assert "2026-11-29-convse_heads_flickr8k.md)) |" in page
+    assert "separating experiments: 1 reproduced" in capsys.readouterr().out

@@ -238,3 +238,128 @@ def test_a_preset_whose_file_does_not_load_is_one_line(tmp_path, monkeypatch):
     refused(None, "claims/one.yaml: a-claim.sweep", "'broken'", "a preset whose file loads", "the grid is empty")
     (tmp_path / "sweeps" / "broken.yaml").write_text("grid: [unclosed\n", encoding="utf-8")
     refused(None, "broken.yaml", "not valid YAML")
+
+
+# --------------------------------------------------------------------------- separating experiments
+
+
+def test_the_shipped_separating_experiments_serve_failing_claims_of_their_file():
+    """Each shipped separating experiment serves a claim of its own file, in a family of its own kind, and reads
+    every verdict word; those of the claims the issue names are there."""
+    for file in load_claim_files():
+        own = {claim.id for claim in file.claims}
+        claimed = {claim.family for claim in file.claims}
+        for experiment in file.separating:
+            assert experiment.serves in own and experiment.family not in claimed, experiment.id
+            assert list(experiment.reads) == ["reproduced", "no effect detected", "contradicted"], experiment.id
+    served = {e.serves: e for file in load_claim_files() for e in file.separating}
+    assert {"convse-over-vsepp", "convsepp-over-vsepp", "coder-dcl-over-btr", "vsepp-over-vse", "dbl-f-over-a"} <= set(
+        served
+    )
+    prehead = [e for file in load_claim_files() for e in file.separating if e.prehead]
+    assert {e.row for e in prehead} == {"ConVSE", "ConVSE++"} and all(e.baseline == "VSE++" for e in prehead)
+
+
+def separating(**changes) -> dict:
+    """A valid separating experiment serving :func:`claim`'s a-claim, on DBL Table IV's flickr8k pivot."""
+    entry = {
+        "id": "a-check",
+        "serves": "a-claim",
+        "question": "Does F beat A where the claim's setting changes?",
+        "sweep": "dbl-table4",
+        "profile": "flickr8k",
+        "row": "F",
+        "baseline": "A",
+        "direction": "greater",
+        "metric": "rsum",
+        "family": "checks",
+        "reads": {
+            "reproduced": {"belongs_to": "setting", "because": "it holds there"},
+            "no effect detected": {"belongs_to": "open", "because": "nothing separated"},
+            "contradicted": {"belongs_to": "method", "because": "it fails there too"},
+        },
+    }
+    entry.update(changes)
+    return {key: value for key, value in entry.items() if value is not None}
+
+
+def write_with(folder, *experiments: dict, families=None, claims=None) -> None:
+    families = families if families is not None else {"fam": "the claims", "checks": "the separating experiments"}
+    (folder / "one.yaml").write_text(
+        yaml.safe_dump({"families": families, "claims": claims or [claim()], "separating": list(experiments)}),
+        encoding="utf-8",
+    )
+
+
+def test_a_separating_experiment_loads_beside_its_claim(tmp_path):
+    write_with(tmp_path, separating(), separating(id="b-check", embedding="output", row="G"))
+    (file,) = load_claim_files(tmp_path)
+    first, second = file.separating
+    assert first.serves == "a-claim" and not first.prehead and first.reads["contradicted"].belongs_to == "method"
+    assert second.row == "G" and [c.id for c in file.claims] == ["a-claim"]
+    ids = [entry.id for entry in load_claims(tmp_path)]
+    assert ids == ["a-claim"]  # load_claims gives the claims only
+
+
+def test_a_separating_experiment_before_the_heads_needs_a_preset_that_reads_there(tmp_path):
+    before = separating(
+        sweep="convse-heads-flickr8k", profile=None, row="ConVSE", baseline="VSE++", embedding="prehead"
+    )
+    write_with(tmp_path, before)
+    (file,) = load_claim_files(tmp_path)
+    assert file.separating[0].prehead
+    write_with(tmp_path, separating(embedding="prehead"))
+    refused(tmp_path, "one.yaml: a-check.embedding", "'prehead'", "no column prehead_test_rsum")
+
+
+@pytest.mark.parametrize(
+    ("entry", "fragments"),
+    [
+        (separating(serves="a-clam"), ["one.yaml: a-check.serves", "'a-clam'", "a claim of this file", "a-claim"]),
+        (separating(row="Z"), ["one.yaml: a-check.row", "'Z'", "preset dbl-table4's pivot under profile flickr8k"]),
+        (separating(sweep="dbl-table5"), ["a-check.sweep", "'dbl-table5'", "did you mean 'dbl-table4'"]),
+        (separating(profile="flickr9k"), ["a-check.profile", "a profile of preset dbl-table4"]),
+        (separating(metric="md"), ["a-check.metric", "'md'", "per-query ranks"]),
+        (separating(also=["t2i_R2"]), ["a-check.also", "shown beside the verdict"]),
+        (separating(baseline="F"), ["a-check.baseline", "a row other than the separating experiment's row ('F')"]),
+        (separating(embedding="head"), ["a-check.embedding", "'head'", "'output' or 'prehead'"]),
+        (separating(family="other"), ["a-check.family", "'other'", "declares under families"]),
+        (separating(id="A-Check"), ["one.yaml: separating[0].id", "kebab-case"]),
+        (separating(id="a-claim"), ["a-claim.id", "no other claim or separating experiment has"]),
+        (separating(question=None), ["a-check.question", "this key is required"]),
+        (separating(colour="red"), ["a-check.colour", "keys allowed in a-check: also, baseline"]),
+        (
+            separating(reads={"reproduced": {"belongs_to": "setting", "because": "x"}}),
+            ["a-check.reads", "a reading for each verdict word", "lacks no effect detected, contradicted"],
+        ),
+        (
+            separating(
+                reads={
+                    word: {"belongs_to": "setting", "because": "x"}
+                    for word in ("reproduced", "no effect detected", "contradicted", "inconclusive")
+                }
+            ),
+            ["a-check.reads", "has inconclusive"],
+        ),
+        (
+            separating(
+                reads={
+                    word: {"belongs_to": "paper", "because": "x"}
+                    for word in ("reproduced", "no effect detected", "contradicted")
+                }
+            ),
+            ["a-check.reads.", ".belongs_to", "'paper'", "'setting', 'method' or 'open'"],
+        ),
+    ],
+)
+def test_a_bad_separating_experiment_is_one_line(tmp_path, entry, fragments):
+    write_with(tmp_path, entry)
+    message = refused(tmp_path, *fragments)
+    assert "one.yaml" in message
+
+
+def test_a_family_of_separating_experiments_holds_no_claim_and_is_used(tmp_path):
+    write_with(tmp_path, separating(family="fam"), families={"fam": "the claims and a separating experiment"})
+    refused(tmp_path, "one.yaml: a-check.family", "'fam'", "separating experiments only", "Holm adjustment")
+    write_with(tmp_path, families={"fam": "the claims", "checks": "unused"})
+    refused(tmp_path, "one.yaml: families", "'checks'", "a claim of this file belongs to, or a separating experiment")

@@ -14,6 +14,7 @@ from itrlab.cli import main
 from itrlab.report.analysis import CONTRADICTED, INCONCLUSIVE, REPRODUCED
 from itrlab.report.bootstrap import rank_metrics
 from itrlab.report.evidence import (
+    PREHEAD_RANKS_ARTIFACT,
     RANKS_ARTIFACT,
     Evidence,
     EvidenceError,
@@ -194,6 +195,7 @@ def test_the_evidence_file_is_written_small_and_read_back_checked(tmp_path):
     assert back.pairs == (("B", "A"),) and back.steps == (("B", "A"),)
     assert findings(back).verdicts[0].to_dict() == found.verdicts[0].to_dict()  # the board judges it the same
     assert path.stat().st_size < 20_000  # 6 trials of 100 images x 5 captions
+    assert back.ranks("B", prehead=True) == {} and back.values("B", prehead=True) == {}
 
     def tampered(name: str, meta=None, **arrays) -> str:
         with np.load(path) as data:
@@ -223,10 +225,38 @@ def test_the_evidence_file_is_written_small_and_read_back_checked(tmp_path):
         read_evidence(tmp_path / "missing.npz")
 
 
-def _store(folder, ranks_of):
+def test_the_reading_before_the_projection_head_is_kept_beside_the_trials_own(tmp_path):
+    """A trial that also read its model before the projection head keeps that reading's metrics and ranks in
+    the evidence file, read back checked; an archive whose trial names them without their arrays is refused."""
+    rows = {row: [trial(row, s, query_ranks(10 * i + s, 0.3)) for s in SEEDS] for i, row in enumerate("AB")}
+    before = {s: query_ranks(500 + s, 0.6) for s in SEEDS}
+    rows["B"] = [
+        replace(
+            t,
+            metrics={**t.metrics, **{f"prehead_test_{k}": v for k, v in rank_metrics(before[t.seed]).items()}},
+            prehead_ranks=before[t.seed],
+        )
+        for t in rows["B"]
+    ]
+    evidence = sweep_evidence(rows)
+    path = write_evidence(evidence, tmp_path / "page.npz")
+    back = read_evidence(path)
+    assert back.values("B", "rsum", prehead=True) == evidence.values("B", "rsum", prehead=True) != back.values("B")
+    assert set(back.ranks("B", prehead=True)) == set(SEEDS) and back.ranks("A", prehead=True) == {}
+    assert np.array_equal(back.ranks("B", prehead=True)[2].i2t, before[2].i2t)
+    assert back.trials[3].ranks_of(prehead=True) is not None and back.trials[3].ranks_of() is not None
+    with np.load(path) as data:
+        content = {key: data[key] for key in data.files if key != "t3_prehead_t2i"}
+    np.savez_compressed(tmp_path / "short.npz", **content)
+    with pytest.raises(EvidenceError, match=r"trials\[3\]\.prehead_ranks': got \['t3_prehead_t2i'\]"):
+        read_evidence(tmp_path / "short.npz")
+
+
+def _store(folder, ranks_of, prehead_of=None):
     """A SQLite MLflow store with one finished sweep of rows A (baseline), B, D and F (D and F identical), three
     seeds each, every trial with its curves, test metrics and (``ranks_of(row, seed)``: bytes or ranks) its
-    ``test_ranks.npz``; returns its URI and the parent run's id."""
+    ``test_ranks.npz``, and where ``prehead_of(row, seed)`` gives ranks, its reading before the projection head
+    (``prehead_test_*`` and ``prehead_test_ranks.npz``); returns its URI and the parent run's id."""
     from itrlab.tracking import SWEEP_TAG, MlflowTracker
     from itrlab.tracking.run_reader import TRIAL_ID_TAG
 
@@ -269,6 +299,19 @@ def _store(folder, ranks_of):
             else:
                 upload.write_bytes(ranks)
             child.log_file(upload)
+            before = prehead_of(row, seed) if prehead_of else None
+            if before is not None:
+                child.log_final_metrics({f"prehead_test_{key}": value for key, value in rank_metrics(before).items()})
+                saved = folder / "upload" / trial_id / PREHEAD_RANKS_ARTIFACT
+                np.savez(
+                    saved,
+                    i2t=before.i2t.astype(np.int32),
+                    t2i=before.t2i.astype(np.int32),
+                    fold_sizes=before.fold_sizes,
+                    captions_per_image=np.int64(CPI),
+                    protocol=np.array("all"),
+                )
+                child.log_file(saved)
             child.end("FINISHED")
             for key, value in (
                 ("trial", trial_id),
@@ -308,7 +351,8 @@ def test_itrlab_report_writes_the_verdicts_and_the_evidence_beside_the_page(tmp_
     def ranks_of(row, seed):
         return same[seed] if row in "DF" else query_ranks(10 * "AB".index(row) + seed, 0.15 if row == "A" else 0.6)
 
-    uri, parent = _store(tmp_path, ranks_of)
+    before = {s: query_ranks(700 + s, 0.9) for s in SEEDS}
+    uri, parent = _store(tmp_path, ranks_of, lambda row, seed: before[seed] if row == "B" else None)
     out = tmp_path / "results"
     assert main(["report", parent, "--out", str(out), "--tracking-uri", uri]) == 0
     printed = capsys.readouterr().out
@@ -326,6 +370,11 @@ def test_itrlab_report_writes_the_verdicts_and_the_evidence_beside_the_page(tmp_
     evidence = read_evidence(out / "evidence" / page.with_suffix(".npz").name)
     assert evidence.identical == (("D", "F"),) and set(evidence.ranks("B")) == set(SEEDS)
     assert evidence.convergence["B"]["schedule"] == "" and evidence.trials[0].run_id
+    assert evidence.values("B", "rsum", prehead=True) == pytest.approx(
+        {s: rank_metrics(before[s])["rsum"] for s in SEEDS}
+    )
+    assert np.array_equal(evidence.ranks("B", prehead=True)[1].t2i, before[1].t2i)
+    assert evidence.ranks("A", prehead=True) == {} and evidence.values("A", prehead=True) == {}
 
     def broken(row, seed):
         return b"not a zip" if (row, seed) == ("B", 1) else ranks_of(row, seed)

@@ -47,7 +47,14 @@ def report_main(args: argparse.Namespace) -> int:
         summary = read_summary(path, f"run {args.run_id}: sweep/summary.json")
         runs = tracker.trial_runs(args.run_id)
         logged = registrable(summary, run, runs) if args.register else {}
-        evidence = collect_evidence(summary, run, runs, trial_ranks(tracker, runs, tmp), other_profile(run))
+        evidence = collect_evidence(
+            summary,
+            run,
+            runs,
+            trial_ranks(tracker, runs, tmp),
+            other_profile(run),
+            trial_ranks(tracker, runs, tmp, prehead=True),
+        )
         paper = load_paper(summary.get("table_paper")) if evidence.baseline is not None else None
         found = findings(evidence, paper.rows if paper else None) if evidence.baseline is not None else None
         name = unused_page_name(out, page_name(run, summary), args.run_id)
@@ -95,22 +102,26 @@ def registrable(summary: dict, run: dict, runs: dict[str, dict]) -> dict[str, st
 EVIDENCE_FOLDER = "evidence"  # beside the pages: what later tools (the claims board) read without MLflow
 
 
-def trial_ranks(tracker, runs: dict[str, dict], folder: str) -> dict:
+def trial_ranks(tracker, runs: dict[str, dict], folder: str, prehead: bool = False) -> dict:
     """Trial id -> its test ranks (the run's ``test_ranks.npz``, checked: a malformed one is one line and exit 2),
-    for the finished trials that logged them."""
+    for the finished trials that logged them; ``prehead``: those read before the projection head
+    (``prehead_test_ranks.npz``), asked only of the trials that logged that reading's metrics."""
     from pathlib import Path
 
-    from itrlab.report.evidence import RANKS_ARTIFACT, load_test_ranks
+    from itrlab.report.evidence import PREHEAD_RANKS_ARTIFACT, RANKS_ARTIFACT, load_test_ranks, test_column
 
+    artifact = PREHEAD_RANKS_ARTIFACT if prehead else RANKS_ARTIFACT
     found = {}
     for trial, trial_run in runs.items():
         if trial_run.get("status") != "FINISHED":
             continue
-        where = Path(folder) / "ranks" / trial
+        if prehead and test_column("rsum", prehead=True) not in (trial_run.get("metrics") or {}):
+            continue
+        where = Path(folder) / ("prehead_ranks" if prehead else "ranks") / trial
         where.mkdir(parents=True, exist_ok=True)
-        path = tracker.download_artifact(trial_run["run_id"], RANKS_ARTIFACT, where)
+        path = tracker.download_artifact(trial_run["run_id"], artifact, where)
         if path is not None:
-            found[trial] = load_test_ranks(path, f"trial {trial} (run {trial_run['run_id']}): {RANKS_ARTIFACT}")
+            found[trial] = load_test_ranks(path, f"trial {trial} (run {trial_run['run_id']}): {artifact}")
     return found
 
 

@@ -19,59 +19,42 @@ sweep that measures it here::
         paper_effect: {value: 3.5, metric: i2t_R1, source: "Table IV, Flickr30K 1K"}
         depends_on: []                   # claims whose failure makes this one conditional
         note: ""
+    separating: []                       # experiments that tell our setting from the paper's method
 
-:func:`load_claims` reads every file of the folder and checks each claim before anything uses it: the
-preset and its profile exist, the row and the baseline are labels the preset's pivot produces (the sweep
-file read through :func:`itrlab.config.sweep.load_sweep` and labelled by
+A file's ``separating`` list holds, where a claim fails, the experiments that separate our setting from the
+method as printed (:mod:`itrlab.config.separating`); each serves one claim of its file.
+
+:func:`load_claims` reads every file of the folder and checks each claim and separating experiment before
+anything uses it: the preset and its profile exist, the row and the baseline are labels the preset's pivot
+produces (the sweep file read through :func:`itrlab.config.sweep.load_sweep` and labelled by
 :func:`itrlab.config.sweep.pivot_labels`, as :mod:`itrlab.report.pivot` labels a trial's row: no torch, Ray
-or MLflow), the metrics are known, the family is declared, ``depends_on`` names claims that exist without a
-cycle, and no id or family is written twice. The first bad input is a :class:`ClaimsError`: one line naming
-the file, the claim and the key, exit status 2. docs/claims-files.md describes the files.
+or MLflow), the metrics are known, the family is declared (a separating experiment's holds no claim),
+``depends_on`` names claims that exist without a cycle, ``serves`` names a claim of the same file, and no id
+or family is written twice. The first bad input is a :class:`ClaimsError`: one line naming the file, the
+entry and the key, exit status 2. docs/claims-files.md describes the files.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from itrlab.config.comparison import ID_PATTERN, SHOWN_METRICS, Comparison, kebab, metric_name
 from itrlab.config.loader import REFUSED, config_dir, config_error_from_validation, did_you_mean, read_yaml, refused
-from itrlab.config.schema import Section
-from itrlab.config.sweep import load_sweep, pivot_labels, sweep_presets
+from itrlab.config.schema import PREHEAD, Section
+from itrlab.config.separating import Separating
+from itrlab.config.sweep import SweepSpec, load_sweep, pivot_labels, sweep_presets
 from itrlab.errors import ConfigError
-from itrlab.eval.names import METRIC_NAMES, RECALLS
 
 FOLDER = "claims"  # under configs/
-ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # kebab-case: claim ids and family names
-MAX_ID_CHARS = 80
-# what a verdict may read: the metrics that a split's per-query ranks give, each higher-is-better
-VERDICT_METRICS = ("rsum", *RECALLS)
-# what a claim may show beside it, and what a paper's effect may be read in: every metric of a recall table
-SHOWN_METRICS = tuple(METRIC_NAMES.values())
 
 
 class ClaimsError(ConfigError):
     """A claims file that names what no sweep has (a preset, a profile, a row), a metric, direction or family
     that is not allowed, a claim that ``depends_on`` names none, or an id written twice: one line naming the
     file, the claim and the key, exit status 2 (:class:`~itrlab.errors.UserInputError`)."""
-
-
-def _kebab(value: str, what: str) -> str:
-    if not isinstance(value, str) or len(value) > MAX_ID_CHARS or not ID_PATTERN.fullmatch(value):
-        raise ValueError(
-            f"{what} is kebab-case: lower-case letters and digits in words joined by single '-', "
-            f"at most {MAX_ID_CHARS} characters (e.g. f-over-a)"
-        )
-    return value
-
-
-def _metric(value: str, allowed: tuple[str, ...], what: str) -> str:
-    if value not in allowed:
-        hint = did_you_mean(value, allowed)
-        raise ValueError(f"{what} is one of {', '.join(allowed)}" + (f" ({hint})" if hint else ""))
-    return value
 
 
 class PaperEffect(Section):
@@ -84,68 +67,29 @@ class PaperEffect(Section):
     @field_validator("metric")
     @classmethod
     def _known_metric(cls, metric: str) -> str:
-        return _metric(metric, SHOWN_METRICS, "a paper's effect's metric")
+        return metric_name(metric, SHOWN_METRICS, "a paper's effect's metric")
 
 
-class Claim(Section):
+class Claim(Comparison):
     """One claim of a paper (see the module doc); :attr:`file` is the claims file it was read from."""
 
-    id: str
     claim: str = Field(min_length=1)
-    sweep: str = Field(min_length=1)
-    profile: str | None = None
-    row: str = Field(min_length=1)
-    baseline: str = Field(min_length=1)
-    direction: Literal["greater", "less"]
-    metric: str
-    also: list[str] = Field(default_factory=list)
-    family: str
     paper_effect: PaperEffect
     depends_on: list[str] = Field(default_factory=list)
     note: str = ""
     _file: Path | None = PrivateAttr(default=None)
+
+    @classmethod
+    def what(cls) -> str:
+        return "claim"
 
     @property
     def file(self) -> Path | None:
         """The claims file this claim was read from (None for one built in code)."""
         return self._file
 
-    @property
-    def metrics(self) -> tuple[str, ...]:
-        """The verdict's metric first, then the ones shown beside it."""
-        return (self.metric, *self.also)
-
-    @field_validator("id")
-    @classmethod
-    def _id_is_kebab(cls, value: str) -> str:
-        return _kebab(value, "a claim's id")
-
-    @field_validator("family")
-    @classmethod
-    def _family_is_kebab(cls, value: str) -> str:
-        return _kebab(value, "a family's name")
-
-    @field_validator("metric")
-    @classmethod
-    def _verdict_metric(cls, value: str) -> str:
-        return _metric(value, VERDICT_METRICS, "the verdict's metric (a test metric that per-query ranks give)")
-
-    @field_validator("also")
-    @classmethod
-    def _shown_metrics(cls, values: list[str]) -> list[str]:
-        for value in values:
-            _metric(value, SHOWN_METRICS, "a metric shown beside the verdict's")
-        twice = sorted({value for value in values if values.count(value) > 1})
-        if twice:
-            raise ValueError(f"lists {', '.join(twice)} twice")
-        return values
-
     @model_validator(mode="after")
     def _consistent(self) -> Claim:
-        if self.row == self.baseline:
-            raise refused(ConfigError("baseline", self.baseline, f"a row other than the claim's row ({self.row!r})"))
-        if self.metric in self.also:
-            raise refused(ConfigError("also", self.metric, "metrics shown beside the verdict's, not the verdict's own"))
         if self.paper_effect.metric not in self.metrics:
             raise refused(
                 ConfigError(
@@ -164,10 +108,12 @@ class Claim(Section):
 
 
 class ClaimsFile(Section):
-    """One claims file: its Holm families (name: what the family holds and why) and its claims."""
+    """One claims file: its Holm families (name: what the family holds and why), its claims and the experiments
+    that separate our setting from the paper's method where a claim fails (:mod:`itrlab.config.separating`)."""
 
     families: dict[str, str] = Field(min_length=1)
     claims: list[Claim] = Field(min_length=1)
+    separating: list[Separating] = Field(default_factory=list)
     _path: Path | None = PrivateAttr(default=None)
 
     @property
@@ -179,7 +125,7 @@ class ClaimsFile(Section):
     @classmethod
     def _families_named(cls, families: dict[str, str]) -> dict[str, str]:
         for name, text in families.items():
-            _kebab(name, "a family's name")
+            kebab(name, "a family's name")
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"family {name}: say in a sentence what it holds and why (its description is empty)")
         return families
@@ -205,10 +151,10 @@ def load_claim_files(folder: str | Path | None = None) -> list[ClaimsFile]:
         presets = sweep_presets()
     except ConfigError as err:  # a sweep file whose aliases cannot be read: said as it is, as a claims error
         raise ClaimsError(err.field, err.value, err.allowed, err.hint) from None
-    pivots: dict[tuple[str, str | None], list[str]] = {}
+    pivots: dict[tuple[str, str | None], SweepSpec] = {}
     for file in files:
-        for claim in file.claims:
-            _check_rows(claim, _where(file.path, claim.id), presets, pivots)
+        for entry in [*file.claims, *file.separating]:
+            _check_rows(entry, _where(file.path, entry.id), presets, pivots)
     return files
 
 
@@ -238,52 +184,79 @@ def _read_file(path: Path) -> ClaimsFile:
     file._path = path
     for claim in file.claims:
         claim._file = path
-        if claim.family not in file.families:
+    entries = [*file.claims, *file.separating]
+    for entry in entries:
+        if entry.family not in file.families:
             raise ClaimsError(
-                f"{_where(path, claim.id)}.family",
-                claim.family,
+                f"{_where(path, entry.id)}.family",
+                entry.family,
                 f"a family this file declares under families: {', '.join(file.families)}",
-                did_you_mean(claim.family, list(file.families)),
+                did_you_mean(entry.family, list(file.families)),
             )
-    unused = [name for name in file.families if all(claim.family != name for claim in file.claims)]
+    unused = [name for name in file.families if all(entry.family != name for entry in entries)]
     if unused:
-        raise ClaimsError(f"{_display(path)}: families", unused[0], "a family that a claim of this file belongs to")
+        raise ClaimsError(
+            f"{_display(path)}: families",
+            unused[0],
+            "a family that a claim of this file belongs to, or a separating experiment of it",
+        )
+    claimed = {claim.family for claim in file.claims}
+    for experiment in file.separating:
+        if experiment.family in claimed:
+            raise ClaimsError(
+                f"{_where(path, experiment.id)}.family",
+                experiment.family,
+                "a family of separating experiments only: the claims' families hold the paper's claims, whose Holm "
+                "adjustment our own experiments must not change",
+            )
     return file
 
 
 def _claims_error(path: Path, raw: dict[str, Any], err: ValidationError) -> ClaimsError:
-    """The first pydantic error as a ClaimsError whose key names the file and the claim by its id where it has
-    one (``claims/vse.yaml: an-id.row``; ``claims[2].id`` for a claim without a usable id)."""
+    """The first pydantic error as a ClaimsError whose key names the file and the claim or separating experiment
+    by its id where it has one (``claims/vse.yaml: an-id.row``; ``claims[2].id``, ``separating[0].id`` for an
+    entry without a usable id)."""
     first = err.errors()[0]
     error = config_error_from_validation(err, ClaimsFile)
     loc = [str(part) for part in first["loc"]]
-    inner = error.field.split(".") if first["type"] == REFUSED else []  # a claim's check of one of its keys
-    claims = raw.get("claims") if isinstance(raw, dict) else None
-    if not (len(loc) >= 2 and loc[0] == "claims" and loc[1].isdigit() and isinstance(claims, list)):
+    inner = error.field.split(".") if first["type"] == REFUSED else []  # an entry's check of one of its keys
+    entries = raw.get(loc[0]) if isinstance(raw, dict) and loc and loc[0] in ("claims", "separating") else None
+    if not (len(loc) >= 2 and loc[1].isdigit() and isinstance(entries, list)):
         return ClaimsError(
             f"{_display(path)}: {'.'.join(loc) or 'the top level'}", error.value, error.allowed, error.hint
         )
-    entry = claims[int(loc[1])] if int(loc[1]) < len(claims) else None
+    entry = entries[int(loc[1])] if int(loc[1]) < len(entries) else None
     name = entry.get("id") if isinstance(entry, dict) else None
-    named = name if isinstance(name, str) and ID_PATTERN.fullmatch(name) else f"claims[{loc[1]}]"
-    allowed = error.allowed.replace(  # an unknown key: the section it sits in, by the claim's name
+    named = name if isinstance(name, str) and ID_PATTERN.fullmatch(name) else f"{loc[0]}[{loc[1]}]"
+    allowed = error.allowed.replace(  # an unknown key: the section it sits in, by the entry's name
         f"keys allowed in {'.'.join(loc[:-1])}:", f"keys allowed in {'.'.join([named, *loc[2:-1]])}:"
     )
     return ClaimsError(".".join([f"{_display(path)}: {named}", *loc[2:], *inner]), error.value, allowed, error.hint)
 
 
 def _check_across(files: list[ClaimsFile]) -> None:
-    """Ids and family names written once over all files; every ``depends_on`` names a claim; no cycle."""
+    """Ids (of claims and separating experiments) and family names written once over all files; every
+    ``depends_on`` names a claim, without a cycle; every ``serves`` names a claim of its own file."""
     owner: dict[str, Path] = {}
     for file in files:
-        for claim in file.claims:
-            if claim.id in owner:
+        for entry in [*file.claims, *file.separating]:
+            if entry.id in owner:
                 raise ClaimsError(
-                    f"{_where(file.path, claim.id)}.id",
-                    claim.id,
-                    f"an id no other claim has: {_display(owner[claim.id])} has it already",
+                    f"{_where(file.path, entry.id)}.id",
+                    entry.id,
+                    f"an id no other claim or separating experiment has: {_display(owner[entry.id])} has it already",
                 )
-            owner[claim.id] = file.path
+            owner[entry.id] = file.path
+    for file in files:
+        own = [claim.id for claim in file.claims]
+        for experiment in file.separating:
+            if experiment.serves not in own:
+                raise ClaimsError(
+                    f"{_where(file.path, experiment.id)}.serves",
+                    experiment.serves,
+                    f"the id of a claim of this file, whose failure it separates: {', '.join(own)}",
+                    did_you_mean(experiment.serves, own),
+                )
     declared: dict[str, Path] = {}
     for file in files:
         for name in file.families:
@@ -327,61 +300,70 @@ def _cycle(start: str, edges: dict[str, list[str]], path: list[str]) -> list[str
 
 
 def _check_rows(
-    claim: Claim, where: str, presets: dict[str, str], pivots: dict[tuple[str, str | None], list[str]]
+    entry: Comparison, where: str, presets: dict[str, str], pivots: dict[tuple[str, str | None], SweepSpec]
 ) -> None:
-    """The preset exists, has the profile, and its pivot has the claim's row and baseline."""
-    if claim.sweep not in presets:
+    """The preset exists, has the profile, and its pivot has the entry's row and baseline; a separating
+    experiment that reads the embedding before the projection head names a preset whose table shows it."""
+    if entry.sweep not in presets:
         raise ClaimsError(
             f"{where}.sweep",
-            claim.sweep,
+            entry.sweep,
             f"a preset of configs/sweeps/ as jobs/sweep.py --preset takes it: {', '.join(sorted(presets))}",
-            did_you_mean(claim.sweep, list(presets)),
+            did_you_mean(entry.sweep, list(presets)),
         )
-    key = (claim.sweep, claim.profile)
+    key = (entry.sweep, entry.profile)
     if key not in pivots:
-        pivots[key] = _pivot(claim, where, config_dir() / "sweeps" / f"{presets[claim.sweep]}.yaml")
-    labels = pivots[key]
-    under = f" under profile {claim.profile}" if claim.profile else ""
+        pivots[key] = _pivot(entry, where, config_dir() / "sweeps" / f"{presets[entry.sweep]}.yaml")
+    spec = pivots[key]
+    labels = pivot_labels(spec)
+    under = f" under profile {entry.profile}" if entry.profile else ""
     for field in ("row", "baseline"):
-        value = getattr(claim, field)
+        value = getattr(entry, field)
         if value not in labels:
             raise ClaimsError(
                 f"{where}.{field}",
                 value,
-                f"the label of a row of preset {claim.sweep}'s pivot{under}: {', '.join(labels)}",
+                f"the label of a row of preset {entry.sweep}'s pivot{under}: {', '.join(labels)}",
                 did_you_mean(value, labels),
             )
+    column = f"{PREHEAD}_test_{entry.metric}"
+    if isinstance(entry, Separating) and entry.prehead and column not in spec.table.columns:
+        raise ClaimsError(
+            f"{where}.embedding",
+            entry.embedding,
+            f"output, or a preset whose trials read before the projection head (eval.log_prehead) and whose "
+            f"table shows it: preset {entry.sweep}'s table has no column {column}",
+        )
 
 
-def _pivot(claim: Claim, where: str, path: Path) -> list[str]:
-    """The row labels of the preset's pivot under the claim's profile."""
+def _pivot(entry: Comparison, where: str, path: Path) -> SweepSpec:
+    """The preset's sweep file under the entry's profile, checked to have a pivot."""
     try:
         raw = read_yaml(path, "sweep")
     except ConfigError as err:
-        raise ClaimsError(f"{where}.sweep", claim.sweep, f"a preset whose file loads; it says: {err}") from None
+        raise ClaimsError(f"{where}.sweep", entry.sweep, f"a preset whose file loads; it says: {err}") from None
     profiles = list(raw["profiles"]) if isinstance(raw.get("profiles"), dict) else []
-    if profiles and claim.profile not in profiles:
+    if profiles and entry.profile not in profiles:
         raise ClaimsError(
             f"{where}.profile",
-            claim.profile,
-            f"a profile of preset {claim.sweep}: {', '.join(profiles)}",
-            did_you_mean(str(claim.profile), profiles),
+            entry.profile,
+            f"a profile of preset {entry.sweep}: {', '.join(profiles)}",
+            did_you_mean(str(entry.profile), profiles),
         )
-    if not profiles and claim.profile is not None:
+    if not profiles and entry.profile is not None:
         raise ClaimsError(
             f"{where}.profile",
-            claim.profile,
-            f"nothing: preset {claim.sweep} defines no profiles (it runs only as written), so leave profile out",
+            entry.profile,
+            f"nothing: preset {entry.sweep} defines no profiles (it runs only as written), so leave profile out",
         )
     try:
-        spec = load_sweep(path, claim.profile)
+        spec = load_sweep(path, entry.profile)
     except ConfigError as err:
-        raise ClaimsError(f"{where}.sweep", claim.sweep, f"a preset whose file loads; it says: {err}") from None
-    labels = pivot_labels(spec)
-    if not labels:
+        raise ClaimsError(f"{where}.sweep", entry.sweep, f"a preset whose file loads; it says: {err}") from None
+    if not pivot_labels(spec):
         raise ClaimsError(
             f"{where}.sweep",
-            claim.sweep,
+            entry.sweep,
             "a preset with a grid and a table: this one's runs get no pivot, so no row to name",
         )
-    return labels
+    return spec

@@ -1,5 +1,7 @@
-"""The claims board: every paper's claims (:mod:`itrlab.config.claims`) judged by the one analysis
-(:mod:`itrlab.report.analysis`) on the evidence the results pages keep (:mod:`itrlab.report.evidence_file`).
+"""The claims board's verdicts: every paper's claims (:mod:`itrlab.config.claims`), and the experiments that
+separate our setting from the paper's method where a claim fails (:mod:`itrlab.config.separating`), judged by the
+one analysis (:mod:`itrlab.report.analysis`) on the evidence the results pages keep
+(:mod:`itrlab.report.evidence_file`); :mod:`itrlab.report.claims_page` writes them as the board.
 
 For each claim the board takes the newest evidence of its sweep and profile (``docs/results/evidence/``, written
 by ``itrlab report``) and computes, in the claim's metric, the paired difference over the seeds both rows
@@ -13,6 +15,13 @@ measures it.
 
 The paper's own effect is compared in its own metric (a table that prints R@1 only): the board computes that
 metric's interval too and says whether the paper's effect lies outside it.
+
+A separating experiment is judged the same way (its rows' blockers, its family's Holm p; no paper effect, no
+dependency), in its own embedding's metric (before the projection head for ``embedding: prehead``). Its Holm
+families hold separating experiments only, and the board-wide adjustment beside it runs over the separating
+experiments alone: our own experiments never change a paper's claim's p-values. Its verdict word picks, from the
+reading fixed in its file, whether the claim's failure belongs to the setting, to the method as printed, or
+stays open (:meth:`SeparatingResult.reading`).
 """
 
 from __future__ import annotations
@@ -22,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from itrlab.config.claims import Claim
-from itrlab.report.analysis import REPRODUCED, ComparisonStats, Verdict, compare, holm, judge
-from itrlab.report.escape import md_cell, md_text
+from itrlab.config.comparison import Comparison
+from itrlab.config.separating import OPEN, Separating
+from itrlab.report.analysis import INCONCLUSIVE, REPRODUCED, ComparisonStats, Verdict, compare, holm, judge
 from itrlab.report.evidence import Evidence
 
 
@@ -50,17 +60,72 @@ class ClaimResult:
     also: tuple[ComparisonStats, ...] = ()  # the claim's other metrics (``also``), shown beside its verdict
 
 
-def _stats(measured: Measured, claim: Claim, metric: str) -> ComparisonStats:
-    evidence = measured.evidence
+@dataclass(frozen=True)
+class SeparatingResult:
+    """One separating experiment on the board: its verdict (None: not measured yet), the Holm p across every
+    separating experiment on the board, and where the numbers come from."""
+
+    experiment: Separating
+    verdict: Verdict | None = None
+    board_p: float | None = None
+    measured: Measured | None = None
+    schedule: str = ""
+    also: tuple[ComparisonStats, ...] = ()
+
+    def reading(self) -> tuple[str, str]:
+        """(where the served claim's failure belongs: setting, method or open; why), by the experiment's
+        reading of its verdict word; open while it is not measured or inconclusive."""
+        if self.verdict is None:
+            return OPEN, "not measured yet"
+        if self.verdict.word == INCONCLUSIVE:
+            return OPEN, "inconclusive: it separates nothing yet"
+        found = self.experiment.reads[self.verdict.word]
+        return found.belongs_to, found.because
+
+
+def command(entry: Comparison) -> str:
+    """The command that measures a claim or separating experiment: its preset (and profile) swept."""
+    return f"python jobs/sweep.py --preset {entry.sweep}" + (f" --profile {entry.profile}" if entry.profile else "")
+
+
+def prehead(entry: Comparison) -> bool:
+    """Whether ``entry`` reads the embedding before the projection head (a separating experiment that says so)."""
+    return isinstance(entry, Separating) and entry.prehead
+
+
+def _stats(measured: Measured, entry: Comparison, metric: str) -> ComparisonStats:
+    evidence, before = measured.evidence, prehead(entry)
     return compare(
-        evidence.values(claim.row, metric),
-        evidence.values(claim.baseline, metric),
-        evidence.ranks(claim.row),
-        evidence.ranks(claim.baseline),
+        evidence.values(entry.row, metric, before),
+        evidence.values(entry.baseline, metric, before),
+        evidence.ranks(entry.row, before),
+        evidence.ranks(entry.baseline, before),
         metric,
-        claim.row,
-        claim.baseline,
+        entry.row,
+        entry.baseline,
     )
+
+
+def _blockers(evidence: Evidence, entry: Comparison) -> tuple[list[str], list[str]]:
+    """What makes a comparison of ``entry``'s two rows inconclusive, and what its verdict notes of them."""
+    blockers, notes = [], []
+    for row in (entry.row, entry.baseline):
+        more, noted = _row_blockers(evidence, row)
+        blockers += more
+        notes += noted
+    for group in evidence.identical:
+        if entry.row in group and entry.baseline in group:
+            notes.append(f"{entry.row} and {entry.baseline} gave the same numbers to every digit")
+    return blockers, notes
+
+
+def _family_holm(entries: Sequence[Comparison], p: Mapping[str, float]) -> dict[str, float]:
+    """Id -> the Holm-adjusted p within its family, of the entries that have a p."""
+    families: dict[str, dict[str, float]] = {}
+    for entry in entries:
+        if entry.id in p:
+            families.setdefault(entry.family, {})[entry.id] = p[entry.id]
+    return {entry_id: adjusted for family in families.values() for entry_id, adjusted in holm(family).items()}
 
 
 def _row_blockers(evidence: Evidence, row: str) -> tuple[list[str], list[str]]:
@@ -116,12 +181,7 @@ def judge_claims(claims: Sequence[Claim], measured: Mapping[tuple[str, str | Non
     the newest evidence of that sweep, keyed as :func:`claim_key` keys a claim."""
     stats = {c.id: _stats(measured[claim_key(c)], c, c.metric) for c in claims if claim_key(c) in measured}
     p = {claim_id: found.p for claim_id, found in stats.items() if found.p is not None}
-    board = holm(p)
-    families: dict[str, dict[str, float]] = {}
-    for claim in claims:
-        if claim.id in p:
-            families.setdefault(claim.family, {})[claim.id] = p[claim.id]
-    within = {claim_id: adjusted for family in families.values() for claim_id, adjusted in holm(family).items()}
+    board, within = holm(p), _family_holm(claims, p)
     results: dict[str, ClaimResult] = {}
     for claim in _dependency_order(claims):
         found = measured.get(claim_key(claim))
@@ -129,14 +189,7 @@ def judge_claims(claims: Sequence[Claim], measured: Mapping[tuple[str, str | Non
             results[claim.id] = ClaimResult(claim)
             continue
         evidence = found.evidence
-        blockers, notes = [], []
-        for row in (claim.row, claim.baseline):
-            more, noted = _row_blockers(evidence, row)
-            blockers += more
-            notes += noted
-        for group in evidence.identical:
-            if claim.row in group and claim.baseline in group:
-                notes.append(f"{claim.row} and {claim.baseline} gave the same numbers to every digit")
+        blockers, notes = _blockers(evidence, claim)
         for needed in claim.depends_on:
             base = results[needed].verdict
             word = base.word if base is not None else "not measured"
@@ -165,9 +218,39 @@ def judge_claims(claims: Sequence[Claim], measured: Mapping[tuple[str, str | Non
     return [results[claim.id] for claim in claims]
 
 
-def claim_key(claim: Claim, presets: Mapping[str, str] | None = None) -> tuple[str, str | None]:
-    """(the sweep file's name, the profile) of the evidence a claim reads; ``presets``: preset -> sweep file name
-    (:func:`itrlab.config.sweep.sweep_presets`; default: read once)."""
+def judge_separating(
+    experiments: Sequence[Separating], measured: Mapping[tuple[str, str | None], Measured]
+) -> list[SeparatingResult]:
+    """Every separating experiment judged (the module doc), in the order given; ``measured`` as
+    :func:`judge_claims` takes it."""
+    stats = {e.id: _stats(measured[claim_key(e)], e, e.metric) for e in experiments if claim_key(e) in measured}
+    p = {entry_id: found.p for entry_id, found in stats.items() if found.p is not None}
+    board, within = holm(p), _family_holm(experiments, p)
+    results = []
+    for experiment in experiments:
+        found = measured.get(claim_key(experiment))
+        if found is None:
+            results.append(SeparatingResult(experiment))
+            continue
+        blockers, notes = _blockers(found.evidence, experiment)
+        direction = 1 if experiment.direction == "greater" else -1
+        verdict = judge(stats[experiment.id], direction, within.get(experiment.id), None, blockers, notes)
+        results.append(
+            SeparatingResult(
+                experiment,
+                verdict,
+                board.get(experiment.id),
+                found,
+                _schedule(found.evidence, (experiment.row, experiment.baseline)),
+                tuple(_stats(found, experiment, metric) for metric in experiment.also),
+            )
+        )
+    return results
+
+
+def claim_key(claim: Comparison, presets: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+    """(the sweep file's name, the profile) of the evidence a claim (or separating experiment) reads; ``presets``:
+    preset -> sweep file name (:func:`itrlab.config.sweep.sweep_presets`; default: read once)."""
     if presets is None:
         from itrlab.config.sweep import sweep_presets
 
@@ -178,109 +261,9 @@ def claim_key(claim: Claim, presets: Mapping[str, str] | None = None) -> tuple[s
 _PRESETS: dict[str, dict[str, str]] = {}
 
 
-def _number(value: float | None, digits: int = 1) -> str:
-    return "—" if value is None else f"{value:+.{digits}f}"
-
-
-def _p(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2g}"
-
-
-def _ours(stats: ComparisonStats) -> str:
-    paired = stats.paired
-    if paired is None:
-        return f"{_number(stats.difference)} ({stats.seeds} seed{'s' if stats.seeds != 1 else ''})"
-    half = "" if paired.half_width is None else f" ± {paired.half_width:.1f}"
-    return f"{paired.value:+.1f}{half} ({stats.seeds} seeds)"
-
-
-def _bootstrap(stats: ComparisonStats) -> str:
-    found = stats.bootstrap
-    return "—" if found is None else f"{found.value:+.1f} [{found.low:+.1f}, {found.high:+.1f}]"
-
-
-def _paper(result: ClaimResult) -> str:
-    effect = result.claim.paper_effect
-    outside = {True: ", outside ours", False: ", inside ours", None: ""}[result.paper_outside]
-    return f"{effect.metric} {effect.value:+.1f}{outside}"
-
-
-HEADERS = (
-    "claim",
-    "paper",
-    "ours, paired over seeds",
-    "seeds + test images (95%)",
-    "MDE (80%)",
-    "Holm p: family / board",
-    "other metrics, seeds + test images",
-    "schedule",
-    "verdict",
-)
-
-
-def render(results: Sequence[ClaimResult], families: Mapping[str, str], results_link: str = "results/") -> str:
-    """The board as Markdown: one table per family (the claims it judges together), every cell escaped, the
-    reasons under each table, and the claims not measured yet with the command that measures them."""
-    lines = [
-        "# Claims board",
-        "",
-        "Every claim of the papers this project reproduces, judged by one analysis fixed before the data "
-        '(docs/claims-files.md says how a claim is written; docs/sweeps.md, "The verdicts", how it is '
-        "judged). Ours is always *in this setting*: the data, features and schedules each results page lists "
-        "under its deviations from the paper. Generated by `itrlab claims`; do not edit.",
-        "",
-        "Verdicts: **reproduced** (the seeds + test images interval excludes 0 in the paper's direction and the "
-        "family's Holm-adjusted p < 0.05), **contradicted** (the same, the other way), **no effect detected** "
-        "(the interval holds 0: the MDE says what this many seeds could have seen), **inconclusive** (a row "
-        "still learning or failed, or a claim built on one that is not reproduced).",
-        "",
-    ]
-    by_family: dict[str, list[ClaimResult]] = {}
-    for result in results:
-        by_family.setdefault(result.claim.family, []).append(result)
-    waiting = [result for result in results if result.verdict is None]
-    for family, members in by_family.items():
-        measured = [result for result in members if result.verdict is not None]
-        if not measured:
-            continue
-        lines += [f"## {md_text(family)}", "", md_text(families.get(family, "")), ""]
-        lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-        for result in measured:
-            verdict, stats = result.verdict, result.verdict.stats
-            page = result.measured.page
-            cells = [
-                f"{md_cell(result.claim.id)}: {md_cell(result.claim.row)} vs {md_cell(result.claim.baseline)}, "
-                f"{md_cell(result.claim.metric)} ([page]({results_link}{page}))",
-                md_cell(_paper(result)),
-                md_cell(_ours(stats)),
-                md_cell(_bootstrap(stats)),
-                md_cell("—" if stats.mde is None else f"{stats.mde:.1f}"),
-                md_cell(f"{_p(verdict.holm_p if verdict.holm_p is not None else stats.p)} / {_p(result.board_p)}"),
-                md_cell("; ".join(f"{other.metric} {_bootstrap(other)}" for other in result.also) or "—"),
-                md_cell(result.schedule),
-                f"**{md_cell(verdict.word)}**",
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", "Why:", ""]
-        for result in measured:
-            lines.append(f"- {md_text(result.claim.id)}: {md_text(result.verdict.reason)}")
-        lines.append("")
-    if waiting:
-        lines += ["## Not measured yet", "", "| claim | measured by |", "|---|---|"]
-        for result in waiting:
-            claim = result.claim
-            command = f"python jobs/sweep.py --preset {claim.sweep}" + (
-                f" --profile {claim.profile}" if claim.profile else ""
-            )
-            lines.append(
-                f"| {md_cell(claim.id)}: {md_cell(claim.claim)} | `{md_cell(command)}`, then `itrlab report` |"
-            )
-        lines.append("")
-    return "\n".join(lines)
-
-
-def counts(results: Sequence[ClaimResult]) -> dict[str, int]:
-    """How many claims got each verdict word (``not measured`` for those without evidence)."""
+def counts(results: Sequence[ClaimResult | SeparatingResult]) -> dict[str, int]:
+    """How many claims (or separating experiments) got each verdict word (``not measured`` for those without
+    evidence)."""
     found: dict[str, int] = {}
     for result in results:
         word = result.verdict.word if result.verdict is not None else "not measured"
@@ -307,4 +290,15 @@ def _page_order(stem: str) -> str:
     return f"{head}-{int(number):04d}" if head and number.isdigit() else f"{stem}-0001"
 
 
-__all__ = ["ClaimResult", "Measured", "claim_key", "counts", "judge_claims", "newest_evidence", "render"]
+__all__ = [
+    "ClaimResult",
+    "Measured",
+    "SeparatingResult",
+    "claim_key",
+    "command",
+    "counts",
+    "judge_claims",
+    "judge_separating",
+    "newest_evidence",
+    "prehead",
+]

@@ -6,8 +6,10 @@ and its ``test_ranks.npz``, :func:`load_test_ranks`), judges it (:mod:`itrlab.re
 beside the page as ``evidence/<page stem>.npz``; :mod:`itrlab.report.evidence_file` holds that file's format,
 its writer and its checked reader. :class:`Evidence` is what both hand on: per trial its row, seed, status,
 test metrics, validation curve, best epoch, learning-rate decays, why its training failed (if it did) and its
-test ranks; per sweep its rows, baseline, ``table.compare`` and ``table.steps`` pairs, the metric and its
-published table's name; and what the report derived (each row's convergence, the groups of identical rows).
+test ranks, and for a trial that also read its model before the projection head (``eval.log_prehead``) that
+reading's metrics (``prehead_test_*``) and ranks; per sweep its rows, baseline, ``table.compare`` and
+``table.steps`` pairs, the metric and its published table's name; and what the report derived (each row's
+convergence, the groups of identical rows).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from itrlab.config.schema import PREHEAD
 from itrlab.config.sweep import row_label
 from itrlab.errors import UserInputError
 from itrlab.eval.names import METRIC_NAMES
@@ -29,7 +32,15 @@ from itrlab.report.diagnostics import row_keys, warmup_epochs
 from itrlab.report.verdict import collapse_plateau, failures
 
 RANKS_ARTIFACT = RANKS_FILE  # a trial's per-query test ranks, at its run's artifact root
+PREHEAD_RANKS_ARTIFACT = f"{PREHEAD}_{RANKS_FILE}"  # the same, read before the projection head (eval.log_prehead)
 TEST_METRICS = tuple(f"test_{name}" for name in METRIC_NAMES.values())
+PREHEAD_TEST_METRICS = tuple(f"{PREHEAD}_{key}" for key in TEST_METRICS)
+
+
+def test_column(metric: str, prehead: bool = False) -> str:
+    """A trial's test metric as its run logs it: ``test_<metric>``, or ``prehead_test_<metric>`` read before the
+    projection head."""
+    return f"{PREHEAD}_test_{metric}" if prehead else f"test_{metric}"
 
 
 class EvidenceError(UserInputError):
@@ -75,6 +86,11 @@ class TrialEvidence:
     decay_epochs: tuple[int, ...] = ()
     collapse: str = ""
     ranks: QueryRanks | None = None
+    prehead_ranks: QueryRanks | None = None  # the test ranks read before the projection head (eval.log_prehead)
+
+    def ranks_of(self, prehead: bool = False) -> QueryRanks | None:
+        """Its test ranks, or (``prehead``) those read before the projection head."""
+        return self.prehead_ranks if prehead else self.ranks
 
     @property
     def finished(self) -> bool:
@@ -105,16 +121,18 @@ class Evidence:
         """The finished trials of ``row`` that have a seed."""
         return [t for t in self.trials if t.row == row and t.finished and t.seed is not None]
 
-    def values(self, row: str, metric: str | None = None) -> dict[int, float]:
-        """Seed -> the test value of ``metric`` (default: the sweep's, ``test_<metric>``) of ``row``'s finished
-        trials that have one."""
-        column = f"test_{metric or self.metric}"
+    def values(self, row: str, metric: str | None = None, prehead: bool = False) -> dict[int, float]:
+        """Seed -> the test value of ``metric`` (default: the sweep's, ``test_<metric>``; ``prehead``: read before
+        the projection head, ``prehead_test_<metric>``) of ``row``'s finished trials that have one."""
+        column = test_column(metric or self.metric, prehead)
         found = {t.seed: t.metrics.get(column) for t in self.finished(row)}
         return {seed: float(value) for seed, value in found.items() if _finite(value)}
 
-    def ranks(self, row: str) -> dict[int, QueryRanks]:
-        """Seed -> the test ranks of ``row``'s finished trials that logged them."""
-        return {t.seed: t.ranks for t in self.finished(row) if t.ranks is not None}
+    def ranks(self, row: str, prehead: bool = False) -> dict[int, QueryRanks]:
+        """Seed -> the test ranks (``prehead``: read before the projection head) of ``row``'s finished trials that
+        logged them."""
+        found = {t.seed: t.ranks_of(prehead) for t in self.finished(row)}
+        return {seed: ranks for seed, ranks in found.items() if ranks is not None}
 
     def missing_ranks(self) -> list[str]:
         """The finished trials without test ranks."""
@@ -135,10 +153,12 @@ def collect_evidence(
     runs: Mapping[str, Mapping[str, Any]],
     ranks: Mapping[str, QueryRanks],
     profile: str | None = None,
+    prehead_ranks: Mapping[str, QueryRanks] | None = None,
 ) -> Evidence:
     """The evidence of a sweep from its checked ``summary`` (:func:`itrlab.report.summary_schema.read_summary`),
     its parent ``run``'s record, its trials' ``runs`` (:meth:`~itrlab.tracking.MlflowTracker.trial_runs`: trial
-    id -> metrics, params, history) and the ``ranks`` they logged (trial id -> :class:`QueryRanks`)."""
+    id -> metrics, params, history) and the ``ranks`` they logged (trial id -> :class:`QueryRanks`; and
+    ``prehead_ranks``, those read before the projection head)."""
     trials_table, keys = summary.get("trials") or {}, row_keys(summary)
     report = summary.get("report") or {}
     kinds = report.get("row_kinds") or ["result"] * len(report.get("rows", []))
@@ -154,7 +174,11 @@ def collect_evidence(
         label = row_label([trials_table[key][i] for key in keys]) if all(k in trials_table for k in keys) else trial
         if label not in rows:
             rows.append(label)
-        found.append(_collected_trial(trials_table, i, label, runs.get(trial) or {}, ranks.get(trial)))
+        found.append(
+            _collected_trial(
+                trials_table, i, label, runs.get(trial) or {}, ranks.get(trial), (prehead_ranks or {}).get(trial)
+            )
+        )
     declared = [p for p in summary.get("comparisons") or [] if "row" in p]
     pairs = tuple((str(p["row"]), str(p["reference"])) for p in declared)
     steps = tuple((str(p["row"]), str(p["reference"])) for p in declared if p.get("step") is True)
@@ -176,13 +200,19 @@ def collect_evidence(
 
 
 def _collected_trial(
-    table: Mapping[str, list], i: int, row: str, run: Mapping[str, Any], ranks: QueryRanks | None
+    table: Mapping[str, list],
+    i: int,
+    row: str,
+    run: Mapping[str, Any],
+    ranks: QueryRanks | None,
+    prehead_ranks: QueryRanks | None = None,
 ) -> TrialEvidence:
     """The ``i``-th trial of the summary's trials ``table``, of ``row``, from its ``run`` (the table's numbers
-    where the run has none) and its ``ranks``."""
+    where the run has none) and its ``ranks`` (and ``prehead_ranks``)."""
     params, history, logged = run.get("params") or {}, run.get("history") or {}, run.get("metrics") or {}
-    metrics = {key: table[key][i] for key in TEST_METRICS if key in table}
-    metrics.update({key: value for key, value in logged.items() if key in TEST_METRICS})
+    kept = (*TEST_METRICS, *PREHEAD_TEST_METRICS)
+    metrics = {key: table[key][i] for key in kept if key in table}
+    metrics.update({key: value for key, value in logged.items() if key in kept})
     metrics = {key: float(value) if _finite(value) else None for key, value in metrics.items()}
     status = table["status"][i]
     failed = failures(history, warmup_epochs({"params": params}), collapse_plateau(params), metrics.get("test_md"))
@@ -198,6 +228,7 @@ def _collected_trial(
         decay_epochs(params),
         failed[0] if failed and status == "finished" else "",
         ranks,
+        prehead_ranks,
     )
 
 

@@ -14,10 +14,13 @@ read with ``allow_pickle=False``):
   null), ``curve`` (``[[epoch, validation rsum], ...]``), ``best_epoch``, ``decay_epochs``
   (``train.lr_decay_epochs``), ``collapse`` (why its training failed to leave its plateau or collapsed,
   ``""``: it did not; :mod:`itrlab.report.verdict`) and ``ranks`` (null, or ``{"captions_per_image": c,
-  "protocol": p}``); and what the report derived: ``convergence`` (row -> :meth:`Convergence.to_dict
-  <itrlab.report.convergence.Convergence.to_dict>`) and ``identical`` (groups of identical rows);
+  "protocol": p}``) and, for a trial that also read its model before the projection head, ``prehead_ranks``
+  (the same; absent or null: none); and what the report derived: ``convergence`` (row ->
+  :meth:`Convergence.to_dict <itrlab.report.convergence.Convergence.to_dict>`) and ``identical`` (groups of
+  identical rows);
 * for the ``k``-th trial with ranks: ``t<k>_i2t`` and ``t<k>_t2i`` (int16 where every rank fits, else
-  int32) and ``t<k>_fold_sizes`` (int64): its test ranks (:mod:`itrlab.report.bootstrap`).
+  int32) and ``t<k>_fold_sizes`` (int64): its test ranks (:mod:`itrlab.report.bootstrap`); with
+  ``prehead_ranks``, ``t<k>_prehead_i2t``, ``t<k>_prehead_t2i`` and ``t<k>_prehead_fold_sizes`` alike.
 
 :func:`read_evidence` checks every field's type and range, that the rows, pairs and trials agree, that every
 trial's ranks fit its folds and that the archive holds nothing else; a file that fails is one line
@@ -33,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from itrlab.eval.names import METRIC_NAMES
+from itrlab.eval.rank_file import QueryRanks
 from itrlab.files import atomic_write_bytes
 from itrlab.report.evidence import Evidence, EvidenceError, TrialEvidence, query_ranks
 from itrlab.report.summary_schema import NAME, FileCheck, depth, parse_json
@@ -42,18 +46,24 @@ MAX_BYTES = 256 * 2**20
 MAX_TRIALS = 100_000
 
 
+def _ranks(ranks: QueryRanks | None, stem: str, arrays: dict[str, np.ndarray]) -> dict[str, Any] | None:
+    """``ranks`` as the arrays ``<stem>_i2t``, ``<stem>_t2i``, ``<stem>_fold_sizes`` put in ``arrays``, and the
+    trial's field that describes them (None: no ranks)."""
+    if ranks is None:
+        return None
+    fits = max(int(np.max(ranks.i2t, initial=0)), int(np.max(ranks.t2i, initial=0))) < 2**15
+    dtype = np.int16 if fits else np.int32
+    arrays[f"{stem}_i2t"], arrays[f"{stem}_t2i"] = ranks.i2t.astype(dtype), ranks.t2i.astype(dtype)
+    arrays[f"{stem}_fold_sizes"] = np.asarray(ranks.fold_sizes, dtype=np.int64)
+    return {"captions_per_image": int(ranks.captions_per_image), "protocol": str(ranks.protocol)}
+
+
 def _meta(evidence: Evidence) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     arrays: dict[str, np.ndarray] = {}
     trials = []
     for k, t in enumerate(evidence.trials):
-        ranks = None
-        if t.ranks is not None:
-            r = t.ranks
-            fits = max(int(np.max(r.i2t, initial=0)), int(np.max(r.t2i, initial=0))) < 2**15
-            dtype = np.int16 if fits else np.int32
-            arrays[f"t{k}_i2t"], arrays[f"t{k}_t2i"] = r.i2t.astype(dtype), r.t2i.astype(dtype)
-            arrays[f"t{k}_fold_sizes"] = np.asarray(r.fold_sizes, dtype=np.int64)
-            ranks = {"captions_per_image": int(r.captions_per_image), "protocol": str(r.protocol)}
+        ranks = _ranks(t.ranks, f"t{k}", arrays)
+        prehead = _ranks(t.prehead_ranks, f"t{k}_prehead", arrays)
         trials.append(
             {
                 "trial": t.trial,
@@ -67,6 +77,7 @@ def _meta(evidence: Evidence) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
                 "decay_epochs": list(t.decay_epochs),
                 "collapse": t.collapse,
                 "ranks": ranks,
+                **({"prehead_ranks": prehead} if prehead is not None else {}),
             }
         )
     meta = {
@@ -203,23 +214,10 @@ def _read_trial(check: FileCheck, raw: Any, k: int, rows: list[str], arrays: dic
     decays = check.listing(raw.get("decay_epochs", []), f"{where}.decay_epochs", 100)
     for i, epoch in enumerate(decays):
         check.count(epoch, f"{where}.decay_epochs[{i}]")
-    ranks, names = None, set()
-    if raw.get("ranks") is not None:
-        info = check.mapping(raw["ranks"], f"{where}.ranks", 4)
-        cpi = check.count(info.get("captions_per_image"), f"{where}.ranks.captions_per_image", 1000)
-        check.string(info, "protocol", 100, required=True, inside=f"{where}.ranks")
-        names = {f"t{k}_i2t", f"t{k}_t2i", f"t{k}_fold_sizes"}
-        missing = sorted(names - set(arrays))
-        if missing:
-            raise check.fail(f"{where}.ranks", missing, "the trial's arrays in the archive")
-        ranks = query_ranks(
-            info["protocol"],
-            cpi,
-            arrays[f"t{k}_fold_sizes"],
-            arrays[f"t{k}_i2t"],
-            arrays[f"t{k}_t2i"],
-            f"{check.where}: {where}.ranks",
-        )
+    ranks, names = _read_ranks(check, raw.get("ranks"), f"{where}.ranks", f"t{k}", arrays)
+    prehead, prehead_names = _read_ranks(
+        check, raw.get("prehead_ranks"), f"{where}.prehead_ranks", f"t{k}_prehead", arrays
+    )
     trial = TrialEvidence(
         raw["trial"],
         raw.get("run_id") or "",
@@ -232,5 +230,29 @@ def _read_trial(check: FileCheck, raw: Any, k: int, rows: list[str], arrays: dic
         tuple(decays),
         raw.get("collapse") or "",
         ranks,
+        prehead,
     )
-    return trial, names
+    return trial, names | prehead_names
+
+
+def _read_ranks(check: FileCheck, info: Any, where: str, stem: str, arrays: dict) -> tuple[QueryRanks | None, set[str]]:
+    """A trial's ranks described by ``info`` (None: none) from the arrays ``<stem>_*``, checked; the names of
+    the arrays they took."""
+    if info is None:
+        return None, set()
+    info = check.mapping(info, where, 4)
+    cpi = check.count(info.get("captions_per_image"), f"{where}.captions_per_image", 1000)
+    check.string(info, "protocol", 100, required=True, inside=where)
+    names = {f"{stem}_i2t", f"{stem}_t2i", f"{stem}_fold_sizes"}
+    missing = sorted(names - set(arrays))
+    if missing:
+        raise check.fail(where, missing, "the trial's arrays in the archive")
+    ranks = query_ranks(
+        info["protocol"],
+        cpi,
+        arrays[f"{stem}_fold_sizes"],
+        arrays[f"{stem}_i2t"],
+        arrays[f"{stem}_t2i"],
+        f"{check.where}: {where}",
+    )
+    return ranks, names
