@@ -7,6 +7,7 @@ import logging
 from typing import TextIO
 
 from itrlab.console_log import emit
+from itrlab.train.decay_choice import DecayChoice
 from itrlab.train.loop import EpochReport
 
 _log = logging.getLogger(__name__)
@@ -23,12 +24,17 @@ class ConsoleProgress:
     def on_epoch_end(self, report: EpochReport) -> None:
         val = report.val
         marker = " *best*" if report.is_best else ""
+        # a run choosing its decay: the schedules the epoch belongs to, and the best of the one in training
+        branch = f"  [decay after {', '.join(map(str, report.branches))}]" if report.branches else ""
         line = (
             f"{self.prefix}epoch {report.epoch:>3}/{report.epochs}  loss {report.loss:9.4f}  lr {report.lr:.2e}  "
             f"val rsum {val.rsum:6.1f} (i2t R@1 {val.i2t_r1:5.1f}, t2i R@1 {val.t2i_r1:5.1f})  "
-            f"{report.seconds:5.1f}s{marker}"
+            f"{report.seconds:5.1f}s{marker}{branch}"
         )
         emit(_log, line, self.stream)
+
+    def on_decay_chosen(self, choice: DecayChoice) -> None:
+        emit(_log, f"{self.prefix}{choice.describe()}", self.stream)
 
 
 class LossHistory:

@@ -1,0 +1,198 @@
+"""The learning rate's decay chosen on validation (``train.lr_decay_choices``, itrlab.train.decay_choice): on the tiny
+synthetic data each branch is the run of its own decay epoch for epoch, the branch with the best validation is kept
+and alone tested, the test split informs nothing before that, the same seed gives the same run, a run stopped
+anywhere resumes to the same result, and MLflow holds each branch's curve and the chosen one once per step."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlflow import MlflowClient
+
+from conftest import tiny_config
+from itrlab.errors import UserInputError
+from itrlab.tracking import MlflowTracker
+from itrlab.tracking.chart_names import chart_name
+from itrlab.train import run_experiment
+from itrlab.train.checkpoint import LAST, load_checkpoint
+from itrlab.train.decay_choice import BranchRecord, DecayBranches, choose
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+EPOCHS, CHOICES = 4, (1, 2, 3)
+CHOSEN = ("train.epochs=4", "train.lr_decay_choices=[1, 2, 3]", "train.lr=0.003")
+
+
+def choice_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / "decay" / "choice.json").read_text())
+
+
+def rsums(history: list[dict]) -> list[float]:
+    return [entry["rsum"] for entry in history]
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory, tiny_root):
+    """Each choice's schedule trained as a run of its own (``train.lr_decay_epochs=[d]``): decay -> (result, its
+    last state)."""
+    folder = tmp_path_factory.mktemp("alone")
+    found = {}
+    for decay in CHOICES:
+        config = tiny_config(tiny_root, "train.epochs=4", "train.lr=0.003", f"train.lr_decay_epochs=[{decay}]")
+        found[decay] = (run_experiment(config, folder / str(decay)), load_checkpoint(folder / str(decay) / LAST))
+    return found
+
+
+class Phases:
+    """The phases a training announces (its callbacks' ``on_progress``), in order."""
+
+    def __init__(self):
+        self.seen: list[str] = []
+
+    def on_progress(self, progress) -> None:
+        self.seen.append(progress.phase)
+
+    def on_epoch_end(self, report) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def chosen(tmp_path_factory, tiny_root):
+    """One run choosing among decays after epoch 1, 2 and 3 of 4: its result, folder and the phases it went
+    through."""
+    run_dir = tmp_path_factory.mktemp("chosen") / "run"
+    phases = Phases()
+    return run_experiment(tiny_config(tiny_root, *CHOSEN), run_dir, callbacks=[phases]), run_dir, phases.seen
+
+
+def test_each_branch_is_the_run_of_its_decay_and_the_best_validation_is_kept(alone, chosen):
+    """The answer is known from the runs alone: each branch's validation curve is its own run's to the last digit,
+    the branch kept is the one whose best validation rsum is highest (the earliest of equal ones), and the run's
+    test table, best epoch and per-epoch history are that run's."""
+    result, run_dir, _ = chosen
+    record = choice_of(run_dir)
+    assert [b["decay"] for b in record["branches"]] == list(CHOICES)
+    for branch in record["branches"]:
+        run, last = alone[branch["decay"]]
+        assert [value for _, value in branch["curve"]] == rsums(last["state"].history)
+        assert (branch["best_rsum"], branch["best_epoch"]) == (run.best_val_rsum, run.best_epoch)
+    best = max(CHOICES, key=lambda d: (alone[d][0].best_val_rsum, -d))
+    assert record["chosen"] == best
+    assert len({alone[d][0].best_val_rsum for d in CHOICES}) > 1  # the choice had something to choose
+    assert result.test == alone[best][0].test
+    assert (result.best_epoch, result.best_val_rsum, result.epochs) == (
+        alone[best][0].best_epoch,
+        alone[best][0].best_val_rsum,
+        EPOCHS,
+    )
+    state = load_checkpoint(run_dir / LAST)["state"]
+    assert state.decay_after == best and state.history == alone[best][1]["state"].history
+    assert [entry["lr"] for entry in state.history] == pytest.approx(
+        [0.003 if epoch <= best else 0.0003 for epoch in range(1, EPOCHS + 1)]
+    )
+
+
+def test_the_test_split_is_evaluated_once_after_the_choice_and_informs_nothing(chosen, tiny_root, tmp_path):
+    """The run announces its test once, after every validation; the same run on data whose test split is another
+    (its images in reverse order: other test tables) chooses the same branch from the same records."""
+    result, run_dir, phases = chosen
+    assert phases.count("testing") == 1 and phases[-1] == "testing"
+    other = tmp_path / "other"
+    shutil.copytree(tiny_root, other)
+    np.save(other / "test_ims.npy", np.load(other / "test_ims.npy")[::-1].copy())
+    moved = run_experiment(tiny_config(other, *CHOSEN), tmp_path / "run")
+    assert choice_of(tmp_path / "run") == choice_of(run_dir)
+    assert moved.test != result.test
+
+
+def test_the_same_seed_gives_the_same_choice_and_result(chosen, tiny_root, tmp_path):
+    result, run_dir, _ = chosen
+    again = run_experiment(tiny_config(tiny_root, *CHOSEN), tmp_path / "again")
+    assert choice_of(tmp_path / "again") == choice_of(run_dir) and again.test == result.test
+
+
+def test_choose_takes_the_highest_best_validation_and_the_earliest_of_equals():
+    def branch(decay: int, best: float) -> BranchRecord:
+        return BranchRecord(decay=decay, epochs=30, best_rsum=best, best_epoch=decay + 1, curve=[])
+
+    assert choose([branch(3, 280.0), branch(9, 290.5), branch(15, 285.0)]) == 9
+    assert choose([branch(3, 290.5), branch(9, 290.5), branch(15, 285.0)]) == 3
+    assert choose([branch(3, float("nan")), branch(9, 100.0)]) == 9
+
+
+class StopAfter:
+    """A Ctrl-C once the branch ``decay`` has checkpointed epoch ``epoch``."""
+
+    def __init__(self, decay: int, epoch: int):
+        self.decay, self.epoch = decay, epoch
+
+    def on_epoch_end(self, report) -> None:
+        if report.branches and report.epoch == self.epoch and self.decay in report.branches:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    "decay, epoch, lose_start",
+    [
+        (1, 3, False),  # inside branch 1, after the trunk
+        (3, 2, True),  # in the trunk, stopped between its checkpoint of epoch 2 and the copy of branch 2's start
+        pytest.param(1, 4, False, marks=pytest.mark.slow),  # branch 1's last epoch, before its record
+        pytest.param(2, 4, False, marks=pytest.mark.slow),  # the last branch's last epoch, before the choice
+    ],
+)
+def test_a_run_stopped_anywhere_resumes_to_the_same_choice_and_result(
+    chosen, tiny_root, tmp_path, decay, epoch, lose_start
+):
+    result, run_dir, _ = chosen
+    stopped = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(tiny_config(tiny_root, *CHOSEN), stopped, callbacks=[StopAfter(decay, epoch)])
+    if lose_start:
+        shutil.rmtree(stopped / "decay" / f"after{epoch}")
+    resumed = run_experiment(tiny_config(tiny_root, *CHOSEN), stopped)
+    assert choice_of(stopped) == choice_of(run_dir) and resumed.test == result.test
+    assert load_checkpoint(stopped / LAST)["state"].history == load_checkpoint(run_dir / LAST)["state"].history
+
+
+def test_a_run_trained_without_choices_or_in_a_branch_the_choices_lack_is_refused(tiny_root, tmp_path):
+    run_experiment(tiny_config(tiny_root, "train.epochs=1"), tmp_path / "fixed")
+    with pytest.raises(UserInputError, match="trained 1 epoch\\(s\\) without train.lr_decay_choices"):
+        run_experiment(tiny_config(tiny_root, *CHOSEN), tmp_path / "fixed")
+    branches = DecayBranches(tmp_path, [2, 3], EPOCHS)
+    state = load_checkpoint(tmp_path / "fixed" / LAST)["state"]
+    state.decay_after = 1
+    with pytest.raises(UserInputError, match="decays after epoch 1, which train.lr_decay_choices=\\[2, 3\\]"):
+        branches.check_state(state)
+
+
+def test_mlflow_holds_each_branch_and_the_chosen_curve_once_per_step_across_a_resume(workdir, chosen, tiny_root):
+    """Stopped inside branch 1 and resumed: every branch's series (``decay<d>_rsum``, in its chart section) has
+    steps 1-4 once with its record's values, and the plain ``rsum`` is the chosen branch's, with the choice's
+    figures as final metrics."""
+    _, run_dir, _ = chosen
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    config = tiny_config(tiny_root, *CHOSEN, "tracking.enabled=true")
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, workdir / "run", tracker=MlflowTracker("decay", uri), callbacks=[StopAfter(1, 3)])
+    result = run_experiment(config, workdir / "run", tracker=MlflowTracker("decay", uri))
+    client, record = MlflowClient(uri), choice_of(run_dir)
+
+    def series(key: str) -> list[tuple[int, float]]:
+        return sorted((m.step, m.value) for m in client.get_metric_history(result.mlflow_run_id, chart_name(key)))
+
+    for branch in record["branches"]:
+        assert chart_name(f"decay{branch['decay']}_rsum") == f"5_decay{branch['decay']}/rsum"
+        assert series(f"decay{branch['decay']}_rsum") == [
+            (epoch, pytest.approx(value, rel=1e-5)) for epoch, value in branch["curve"]
+        ]
+        assert [step for step, _ in series(f"decay{branch['decay']}_lr")] == list(range(1, EPOCHS + 1))
+    chosen_curve = next(b["curve"] for b in record["branches"] if b["decay"] == record["chosen"])
+    assert series("rsum") == [(epoch, pytest.approx(value, rel=1e-5)) for epoch, value in chosen_curve]
+    assert [step for step, _ in series("loss")] == list(range(1, EPOCHS + 1))
+    metrics = client.get_run(result.mlflow_run_id).data.metrics
+    assert metrics["lr_decay_chosen"] == record["chosen"]
+    assert metrics["decay2_best_rsum"] == pytest.approx(record["branches"][1]["best_rsum"], rel=1e-5)
