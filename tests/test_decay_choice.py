@@ -6,6 +6,7 @@ anywhere resumes to the same result, and MLflow holds each branch's curve and th
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -196,3 +197,49 @@ def test_mlflow_holds_each_branch_and_the_chosen_curve_once_per_step_across_a_re
     metrics = client.get_run(result.mlflow_run_id).data.metrics
     assert metrics["lr_decay_chosen"] == record["chosen"]
     assert metrics["decay2_best_rsum"] == pytest.approx(record["branches"][1]["best_rsum"], rel=1e-5)
+
+
+SWEEP = """name: decay_tiny
+experiment: vsepp_synthetic_tiny
+overrides: [train.epochs=4, "train.lr_decay_choices=[1, 2, 3]"]
+grid: {loss.margin: [0.1, 0.2]}
+seeds: [0, 1]
+table: {rows: [loss.margin]}
+"""
+
+
+@pytest.mark.parametrize(
+    "extra, args, fragment",
+    [
+        ("asha: {grace_period: 1}\n", [], "config error at 'asha'"),
+        ("num_workers: 2\n", [], "config error at 'num_workers'"),
+        ("", ["--group", "2"], "train.lr_decay_choices cannot train in a group"),
+    ],
+    ids=["asha", "num_workers", "group"],
+)
+def test_a_sweep_whose_trials_cannot_branch_is_refused_in_one_line(tmp_path, capsys, extra, args, fragment):
+    from itrlab.cli import sweep_cli
+
+    (tmp_path / "sweep.yaml").write_text(SWEEP + extra)
+    code = sweep_cli(["--sweep", str(tmp_path / "sweep.yaml"), "--dry-run", *args, f"dataset.root={tmp_path}/data"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and fragment in err, err
+    assert "train.lr_decay_choices" in err
+
+
+def test_a_dry_run_shows_the_choices_and_costs_every_schedule(tmp_path, monkeypatch, capsys):
+    """The schedule line names the choices and the epochs trained; the cost counts them (9 epochs of 4)."""
+    from itrlab.cli import sweep_cli
+
+    monkeypatch.setenv("ITRLAB_THROUGHPUT", str(tmp_path / "throughput.jsonl"))
+    monkeypatch.setenv("ITRLAB_ESTIMATES", str(tmp_path / "estimates.json"))
+    (tmp_path / "sweep.yaml").write_text(SWEEP)
+
+    def cost(*overrides: str) -> float:
+        root = f"dataset.root={tmp_path / 'not-generated'}"  # the synthetic spec gives the shape
+        assert sweep_cli(["--sweep", str(tmp_path / "sweep.yaml"), "--dry-run", root, *overrides]) == 0
+        out = capsys.readouterr().out
+        assert ("after epoch 1, 2 or 3 (chosen on validation: 9 epochs trained)" in out) == (not overrides), out
+        return float(re.search(r"G = 1 .*?, ([0-9.]+) CPU-hours", out).group(1))
+
+    assert cost() / cost("train.lr_decay_choices=null") == pytest.approx(9 / 4, rel=0.05)
