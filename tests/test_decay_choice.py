@@ -15,9 +15,13 @@ import pytest
 from mlflow import MlflowClient
 
 from conftest import tiny_config
+from itrlab.config.sweep import load_sweep
 from itrlab.errors import UserInputError
+from itrlab.report.summary import TrialRow
+from itrlab.sweep.reporting import validation_curves
 from itrlab.tracking import MlflowTracker
 from itrlab.tracking.chart_names import chart_name
+from itrlab.tracking.run_reader import TRIAL_ID_TAG
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import LAST, load_checkpoint
 from itrlab.train.decay_choice import BranchRecord, DecayBranches, choose
@@ -177,9 +181,17 @@ def test_mlflow_holds_each_branch_and_the_chosen_curve_once_per_step_across_a_re
     _, run_dir, _ = chosen
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     config = tiny_config(tiny_root, *CHOSEN, "tracking.enabled=true")
+    parent = MlflowTracker("decay", uri)
+    parent_id = parent.start(run_name="sweep", tags={}, params={})
+
+    def tracker() -> MlflowTracker:  # a sweep trial's run, as the trial tags it
+        found = MlflowTracker("decay", uri)
+        found.default_tags = {TRIAL_ID_TAG: "t0"}
+        return found
+
     with pytest.raises(KeyboardInterrupt):
-        run_experiment(config, workdir / "run", tracker=MlflowTracker("decay", uri), callbacks=[StopAfter(1, 3)])
-    result = run_experiment(config, workdir / "run", tracker=MlflowTracker("decay", uri))
+        run_experiment(config, workdir / "run", tracker=tracker(), parent_run_id=parent_id, callbacks=[StopAfter(1, 3)])
+    result = run_experiment(config, workdir / "run", tracker=tracker(), parent_run_id=parent_id)
     client, record = MlflowClient(uri), choice_of(run_dir)
 
     def series(key: str) -> list[tuple[int, float]]:
@@ -197,6 +209,12 @@ def test_mlflow_holds_each_branch_and_the_chosen_curve_once_per_step_across_a_re
     metrics = client.get_run(result.mlflow_run_id).data.metrics
     assert metrics["lr_decay_chosen"] == record["chosen"]
     assert metrics["decay2_best_rsum"] == pytest.approx(record["branches"][1]["best_rsum"], rel=1e-5)
+    # what the sweep's report reads back: the chosen curve, the decay chosen, which seed chose it
+    (tmp := workdir / "sweep.yaml").write_text(SWEEP)
+    row = TrialRow("t0", {"loss.margin": 0.2, "seed": 0}, {}, "finished")
+    curves, decays, said = validation_curves(load_sweep(tmp), [row], parent.trial_runs(parent_id))
+    assert curves == {"0.2": [[(epoch, pytest.approx(value, rel=1e-5)) for epoch, value in chosen_curve]]}
+    assert decays == {"0.2": [(record["chosen"],)]} and said == {"0.2": f"after {record['chosen']} (seed 0)"}
 
 
 SWEEP = """name: decay_tiny
