@@ -22,7 +22,7 @@ from itrlab.sweep.reporting import validation_curves
 from itrlab.tracking import MlflowTracker
 from itrlab.tracking.chart_names import chart_name
 from itrlab.tracking.run_reader import TRIAL_ID_TAG
-from itrlab.train import run_experiment
+from itrlab.train import LossHistory, run_experiment
 from itrlab.train.checkpoint import LAST, load_checkpoint
 from itrlab.train.decay_choice import BranchRecord, DecayBranches, choose
 
@@ -70,15 +70,16 @@ def chosen(tmp_path_factory, tiny_root):
     """One run choosing among decays after epoch 1, 2 and 3 of 4: its result, folder and the phases it went
     through."""
     run_dir = tmp_path_factory.mktemp("chosen") / "run"
-    phases = Phases()
-    return run_experiment(tiny_config(tiny_root, *CHOSEN), run_dir, callbacks=[phases]), run_dir, phases.seen
+    phases, losses = Phases(), LossHistory()
+    result = run_experiment(tiny_config(tiny_root, *CHOSEN), run_dir, callbacks=[phases, losses])
+    return result, run_dir, phases.seen, losses.series
 
 
 def test_each_branch_is_the_run_of_its_decay_and_the_best_validation_is_kept(alone, chosen):
     """The answer is known from the runs alone: each branch's validation curve is its own run's to the last digit,
     the branch kept is the one whose best validation rsum is highest (the earliest of equal ones), and the run's
     test table, best epoch and per-epoch history are that run's."""
-    result, run_dir, _ = chosen
+    result, run_dir, *_ = chosen
     record = choice_of(run_dir)
     assert [b["decay"] for b in record["branches"]] == list(CHOICES)
     for branch in record["branches"]:
@@ -99,12 +100,14 @@ def test_each_branch_is_the_run_of_its_decay_and_the_best_validation_is_kept(alo
     assert [entry["lr"] for entry in state.history] == pytest.approx(
         [0.003 if epoch <= best else 0.0003 for epoch in range(1, EPOCHS + 1)]
     )
+    # what the command line's last lines judge the loss by: the chosen branch's, not every branch's in turn
+    assert chosen[3]["loss"] == [(entry["epoch"], entry["loss"]) for entry in state.history]
 
 
 def test_the_test_split_is_evaluated_once_after_the_choice_and_informs_nothing(chosen, tiny_root, tmp_path):
     """The run announces its test once, after every validation; the same run on data whose test split is another
     (its images in reverse order: other test tables) chooses the same branch from the same records."""
-    result, run_dir, phases = chosen
+    result, run_dir, phases, _ = chosen
     assert phases.count("testing") == 1 and phases[-1] == "testing"
     other = tmp_path / "other"
     shutil.copytree(tiny_root, other)
@@ -115,7 +118,7 @@ def test_the_test_split_is_evaluated_once_after_the_choice_and_informs_nothing(c
 
 
 def test_the_same_seed_gives_the_same_choice_and_result(chosen, tiny_root, tmp_path):
-    result, run_dir, _ = chosen
+    result, run_dir, *_ = chosen
     again = run_experiment(tiny_config(tiny_root, *CHOSEN), tmp_path / "again")
     assert choice_of(tmp_path / "again") == choice_of(run_dir) and again.test == result.test
 
@@ -152,7 +155,7 @@ class StopAfter:
 def test_a_run_stopped_anywhere_resumes_to_the_same_choice_and_result(
     chosen, tiny_root, tmp_path, decay, epoch, lose_start
 ):
-    result, run_dir, _ = chosen
+    result, run_dir, *_ = chosen
     stopped = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         run_experiment(tiny_config(tiny_root, *CHOSEN), stopped, callbacks=[StopAfter(decay, epoch)])
@@ -178,7 +181,7 @@ def test_mlflow_holds_each_branch_and_the_chosen_curve_once_per_step_across_a_re
     """Stopped inside branch 1 and resumed: every branch's series (``decay<d>_rsum``, in its chart section) has
     steps 1-4 once with its record's values, and the plain ``rsum`` is the chosen branch's, with the choice's
     figures as final metrics."""
-    _, run_dir, _ = chosen
+    _, run_dir, *_ = chosen
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     config = tiny_config(tiny_root, *CHOSEN, "tracking.enabled=true")
     parent = MlflowTracker("decay", uri)

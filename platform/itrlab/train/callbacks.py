@@ -39,7 +39,8 @@ class ConsoleProgress:
 
 class LossHistory:
     """The training loss and its parts per epoch, as this process saw them (``loss``, ``loss_<part>`` ->
-    [(epoch, value)]): what the CLI's last lines read the loss's plateau from (itrlab.report.verdict)."""
+    [(epoch, value)]; a run that chose its decay: the chosen branch's): what the CLI's last lines read the loss's
+    plateau from (itrlab.report.verdict)."""
 
     def __init__(self):
         self.series: dict[str, list[tuple[int, float]]] = {}
@@ -47,3 +48,11 @@ class LossHistory:
     def on_epoch_end(self, report: EpochReport) -> None:
         for name, value in {"loss": report.loss, **{f"loss_{k}": v for k, v in report.parts.items()}}.items():
             self.series.setdefault(name, []).append((report.epoch, float(value)))
+
+    def on_decay_chosen(self, choice: DecayChoice) -> None:
+        """A run that chose its decay: the chosen branch's losses, epoch 1 to the last, not every branch's."""
+        self.series = {}
+        for entry in choice.history:
+            for name, value in entry.items():
+                if name == "loss" or name.startswith("loss_"):
+                    self.series.setdefault(name, []).append((int(entry["epoch"]), float(value)))
