@@ -148,8 +148,10 @@ class StopAfter:
     [
         (1, 3, False),  # inside branch 1, after the trunk
         (3, 2, True),  # in the trunk, stopped between its checkpoint of epoch 2 and the copy of branch 2's start
-        pytest.param(1, 4, False, marks=pytest.mark.slow),  # branch 1's last epoch, before its record
-        pytest.param(2, 4, False, marks=pytest.mark.slow),  # the last branch's last epoch, before the choice
+        # branch 1's last epoch: its end kept and branch 2's start the run folder's, the trainer not yet on it
+        pytest.param(1, 4, False, marks=pytest.mark.slow),
+        # the last branch's last epoch: the choice made and kept, its callbacks not told
+        pytest.param(2, 4, False, marks=pytest.mark.slow),
     ],
 )
 def test_a_run_stopped_anywhere_resumes_to_the_same_choice_and_result(

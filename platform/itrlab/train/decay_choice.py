@@ -22,7 +22,9 @@ The run folder's ``last.pt``, ``best.pt`` and ``model.pt`` are the branch in tra
 branch's. Every step is a file written whole and every step can be taken again, so a run stopped anywhere resumes:
 in a branch, from the run's ``last.pt``; between branches, from the files that say where it stands (a start the
 trunk checkpointed but did not copy is copied from the run's ``last.pt``, which is then exactly that epoch's). The
-:class:`~itrlab.train.loop.Trainer` drives the branches; this module holds their files and the choice.
+files change right after an epoch's checkpoint and before its callbacks (:meth:`DecayBranches.settle`), so that a
+sweep trial's report of the epoch stores them and nothing changes in the trial's folder while the sweep's storage
+copies it after the report. :func:`fit_branches` drives a :class:`~itrlab.train.loop.Trainer` through the branches.
 """
 
 from __future__ import annotations
@@ -229,19 +231,38 @@ class DecayBranches:
                     atomic_copy(folder / name, self.run_dir / name)
 
     def choice(self, history: list[dict[str, Any]] | None = None) -> DecayChoice:
-        """The choice among the branches' records (every branch finished), written to ``decay/choice.json``;
-        ``history``: the chosen branch's per-epoch metrics, kept with it."""
+        """The choice among the branches' records (every branch finished); ``history``: the chosen branch's
+        per-epoch metrics, kept with it."""
         records = tuple(self.record(decay) for decay in self.choices)
         missing = [decay for decay, record in zip(self.choices, records) if record is None]
         if missing:
             raise ValueError(f"branches not finished: {missing}")
-        chosen = DecayChoice(choose(records), records, list(history or []))
+        return DecayChoice(choose(records), records, list(history or []))
+
+    def settle(self, state: TrainState) -> bool:
+        """What the run folder owes once its checkpoint of ``state``'s epoch is written: the trunk's copy at an
+        earlier choice (the branch's start); after a branch's last epoch, the branch's end and record, then the
+        next branch's start as the run folder's files, or, every branch finished, ``decay/choice.json`` and the
+        chosen branch's files. Returns whether every branch has finished. Each step can be taken again."""
+        if state.epoch < self.epochs:
+            due = self.start_due(state)
+            if due is not None:
+                self.keep_start(due)
+            return False
+        self.keep_end(state)
+        following = self.following()
+        if following is not None:
+            self.open(following)
+            return False
+        choice = self.choice()
         with _stored(self.run_dir):
             atomic_write_json(
                 self.run_dir / DECAY_FOLDER / CHOICE_RECORD,
-                {"chosen": chosen.chosen, "branches": [r.model_dump(mode="json") for r in records]},
+                {"chosen": choice.chosen, "branches": [r.model_dump(mode="json") for r in choice.branches]},
             )
-        return chosen
+        if state.decay_after != choice.chosen:
+            self.open(choice.chosen)
+        return True
 
 
 @contextlib.contextmanager
@@ -256,12 +277,14 @@ def _stored(folder: Path) -> Iterator[None]:
 
 class BranchTrainer(Protocol):
     """What :func:`fit_branches` drives (:class:`itrlab.train.loop.Trainer`): a run's state, branches, progress and
-    callbacks; training to the last epoch, and reopening the run folder's ``last.pt``."""
+    callbacks, whether its last epoch's checkpoint settled the branches already (``settled``: None when no epoch
+    ended a branch here); training to the last epoch, and reopening the run folder's ``last.pt``."""
 
     state: TrainState
     branches: DecayBranches
     progress: ProgressNotifier
     callbacks: list
+    settled: bool | None
 
     def train_to_end(self) -> None: ...
 
@@ -269,29 +292,26 @@ class BranchTrainer(Protocol):
 
 
 def fit_branches(trainer: BranchTrainer) -> DecayChoice:
-    """Train every branch of ``trainer``'s run (:attr:`Trainer.branches`) to its last epoch, choose, and leave the
-    chosen branch's files in the run folder and its state in ``trainer``; the callbacks with an
-    ``on_decay_chosen(choice)`` hear the choice. A run stopped anywhere continues here (see the module doc)."""
+    """Train every branch of ``trainer``'s run (:attr:`Trainer.branches`) to its last epoch, and end with the chosen
+    branch's files in the run folder and its state in ``trainer``; the callbacks with an ``on_decay_chosen(choice)``
+    hear the choice. The files change with the checkpoint of a branch's last epoch (:meth:`DecayBranches.settle`),
+    before the epoch's callbacks: a sweep trial's report of that epoch stores them, and no file changes while the
+    storage copies the trial's folder after the report. A run stopped anywhere continues here (see the module
+    doc)."""
     branches = trainer.branches
-    due = branches.start_due(trainer.state)
-    if due is not None:
-        branches.keep_start(due)
+    if trainer.state.epoch < branches.epochs:  # a start the trunk checkpointed but did not copy (it stopped between)
+        branches.settle(trainer.state)
     while True:
-        decay = trainer.state.decay_after
-        trainer.progress.schedule = f"decay after {decay}"
-        trainer.progress.epochs_after = branches.epochs_after(decay)
+        trainer.progress.schedule = f"decay after {trainer.state.decay_after}"
+        trainer.progress.epochs_after = branches.epochs_after(trainer.state.decay_after)
+        trainer.settled = None
         trainer.train_to_end()
-        branches.keep_end(trainer.state)
-        following = branches.following()
-        if following is None:
+        # a run resumed at a branch's last epoch, or at an earlier choice the trunk did not copy, settles here
+        done = trainer.settled if trainer.settled is not None else branches.settle(trainer.state)
+        trainer.reopen()
+        if done:
             break
-        branches.open(following)
-        trainer.reopen()
-    choice = branches.choice()
-    if trainer.state.decay_after != choice.chosen:
-        branches.open(choice.chosen)
-        trainer.reopen()
-    choice = DecayChoice(choice.chosen, choice.branches, list(trainer.state.history))
+    choice = branches.choice(trainer.state.history)
     for callback in trainer.callbacks:
         chosen = getattr(callback, "on_decay_chosen", None)
         if chosen is not None:

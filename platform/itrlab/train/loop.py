@@ -237,6 +237,7 @@ class Trainer:
         )
         self.state = TrainState()
         self.branches = None  # train.lr_decay_choices: the run's schedules (itrlab.train.decay_choice)
+        self.settled: bool | None = None  # a branch's last epoch settled its files: whether every branch finished
         if train.lr_decay_choices:
             if self.world_size > 1:
                 raise UserInputError(
@@ -347,9 +348,9 @@ class Trainer:
                     self.run_dir / MODEL, model=self.method.exported_model(), optimizer=None, state=self.state
                 )
             save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
-            due = self.branches.start_due(self.state) if self.branches is not None else None
-            if due is not None:  # the trunk at an earlier choice: that branch's start
-                self.branches.keep_start(due)
+            if self.branches is not None:  # a start the trunk leaves, a branch's end (before the callbacks)
+                done = self.branches.settle(self.state)
+                self.settled = done if epoch == self.config.train.epochs else None
         report = replace(report, seconds=time.perf_counter() - started)
         for callback in self.callbacks:
             callback.on_epoch_end(report)
