@@ -168,6 +168,19 @@ def test_a_run_stopped_anywhere_resumes_to_the_same_choice_and_result(
     assert load_checkpoint(stopped / LAST)["state"].history == load_checkpoint(run_dir / LAST)["state"].history
 
 
+@pytest.mark.slow
+def test_a_larger_train_epochs_trains_every_branch_further_and_chooses_again(chosen, tiny_root, tmp_path):
+    """A finished run resumed with 5 epochs instead of 4: every branch trains its fifth epoch and the choice is
+    made again, as a run of 5 epochs from the start makes it."""
+    _, run_dir, *_ = chosen
+    shutil.copytree(run_dir, tmp_path / "longer")
+    longer = [*CHOSEN[1:], "train.epochs=5"]
+    further = run_experiment(tiny_config(tiny_root, *longer), tmp_path / "longer")
+    straight = run_experiment(tiny_config(tiny_root, *longer), tmp_path / "straight")
+    assert choice_of(tmp_path / "longer") == choice_of(tmp_path / "straight") and further.test == straight.test
+    assert all(len(branch["curve"]) == 5 for branch in choice_of(tmp_path / "longer")["branches"])
+
+
 def test_a_run_trained_without_choices_or_in_a_branch_the_choices_lack_is_refused(tiny_root, tmp_path):
     run_experiment(tiny_config(tiny_root, "train.epochs=1"), tmp_path / "fixed")
     with pytest.raises(UserInputError, match="trained 1 epoch\\(s\\) without train.lr_decay_choices"):
