@@ -107,6 +107,26 @@ CASES = [
     (["eval.test_protocol=coco_5k"], "eval.test_protocol", ["coco_5k", "test split"]),
     (["model.image.pooling=max"], "model.image.pooling", ["'max'", "mean", "gpo"]),
     (["train.lr_decay_epochs=[5,0]"], "train.lr_decay_epochs", ["[5, 0]", "increasing epoch numbers >= 1"]),
+    # a decay chosen on validation: empty, one choice, out of the epochs, beside a fixed schedule, a decay of 1
+    (["train.lr_decay_choices=[]"], "train.lr_decay_choices", ["[]", "chooses nothing", "two or more"]),
+    (["train.lr_decay_choices=[3]"], "train.lr_decay_choices", ["no choice", "train.lr_decay_epochs=[3]"]),
+    (["train.lr_decay_choices=[3,2]"], "train.lr_decay_choices", ["increasing epoch numbers >= 1"]),
+    (["train.lr_decay_choices=[0,2]"], "train.lr_decay_choices", ["increasing epoch numbers >= 1"]),
+    (
+        ["train.epochs=6", "train.lr_decay_choices=[3,6]"],
+        "train.lr_decay_choices",
+        ["6 can never fire with train.epochs=6", "allowed: 1 to 5"],
+    ),
+    (
+        ["train.epochs=6", "train.lr_decay_choices=[1,3]", "train.lr_decay_epochs=[2]"],
+        "train.lr_decay_choices",
+        ["cannot be combined with train.lr_decay_epochs=[2]", "set train.lr_decay_epochs=[]"],
+    ),
+    (
+        ["train.epochs=6", "train.lr_decay_choices=[1,3]", "train.lr_decay=1"],
+        "train.lr_decay_choices",
+        ["decays nothing"],
+    ),
     (["train.epochs"], "override", ["section.key=value"]),
     (["defaults.dataset=f30k"], "defaults.dataset", ["f30k_precomp"]),
     (["dataset.root=/nonexistent/itrlab"], "dataset.root", ["/nonexistent/itrlab", "existing directory"]),
@@ -168,3 +188,12 @@ def test_check_config_prints_resolved_config(tmp_path, monkeypatch, capsys, prec
     out = capsys.readouterr().out
     assert code == 0
     assert yaml.safe_load(out)["train"]["epochs"] == 1
+
+
+def test_a_decay_chosen_on_validation_counts_every_schedule_it_trains_once():
+    """``train.trained_epochs``: the undecayed epochs up to the latest choice once, then each choice's own."""
+    from itrlab.config.schema import TrainConfig
+
+    assert TrainConfig(epochs=30, lr_decay_epochs=[15]).trained_epochs == 30
+    assert TrainConfig(epochs=30, lr_decay_choices=[3, 9, 15]).trained_epochs == 15 + 27 + 21 + 15
+    assert TrainConfig(epochs=5, lr_decay_choices=[1, 3]).trained_epochs == 3 + 4 + 2

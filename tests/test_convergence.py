@@ -8,7 +8,15 @@ import math
 
 import pytest
 
-from itrlab.report.convergence import GAIN_FLOOR, convergence, decay_epochs, row_convergence, tolerance
+from itrlab.report.convergence import (
+    GAIN_FLOOR,
+    chosen_decays,
+    convergence,
+    decay_choices,
+    decay_epochs,
+    row_convergence,
+    tolerance,
+)
 
 
 def curve(values, start=1):
@@ -74,3 +82,37 @@ def test_decay_epochs_are_read_from_a_trials_flattened_config():
     assert decay_epochs({"train.lr_decay_epochs": "[15, 25]"}) == (15, 25)
     assert decay_epochs({"train.lr_decay_epochs": "[]"}) == () == decay_epochs({})
     assert decay_epochs({"train.lr_decay_epochs": "fifteen"}) == () == decay_epochs({"train.lr_decay_epochs": "[true]"})
+
+
+def test_a_decay_chosen_on_validation_is_read_from_the_trials_metric_and_its_choices_from_its_config():
+    params = {"train.lr_decay_epochs": "[]", "train.lr_decay_choices": "[3, 9, 15]"}
+    assert decay_epochs(params, {"lr_decay_chosen": 9.0}) == (9,) and decay_choices(params) == (3, 9, 15)
+    assert decay_epochs(params, {"lr_decay_chosen": math.nan}) == () == decay_epochs(params, {"rsum": 1.0})
+    assert decay_choices({"train.lr_decay_choices": "None"}) == () == decay_choices({})
+    assert chosen_decays([0, 1, 2], [(9,), (3,), (9,)]) == "after 3 (seed 1), after 9 (seeds 0, 2)"
+
+
+def test_each_seed_is_judged_at_the_decay_it_chose():
+    """BTR's seeds peak at epoch 3 whatever their decay: the two that chose 15 peak 12 epochs before it, a
+    schedule not tuned for them; seeds that peak just after the decay each chose are not marked."""
+    early = [260.0, 275.0, 280.0] + [279.0 - 0.1 * i for i in range(27)]
+    chose = [(15,), (3,), (15,)]
+    found = convergence([curve(early)] * 3, seed_decays=chose, chosen=chosen_decays([0, 1, 2], chose))
+    assert found.decay == 15 and found.chosen == "after 3 (seed 1), after 15 (seeds 0, 2)"
+    assert found.schedule == (
+        "best epochs 3, 3, 3 against first decays after 15, 3, 15: at or before half the decay and 3 or more "
+        "epochs before it in 2 of 3 seeds"
+    )
+    assert (
+        found.to_dict()["decay_chosen"] == found.chosen and "decay_chosen" not in convergence([curve(early)]).to_dict()
+    )
+
+    def peaks_after(decay: int) -> list[tuple[int, float]]:
+        return curve([200.0 + min(epoch, decay + 1) for epoch in range(1, 31)])
+
+    found = convergence([peaks_after(3), peaks_after(9), peaks_after(15)], seed_decays=[(3,), (9,), (15,)])
+    assert found.schedule == "" and found.decay == 9
+    # the same seeds all held to one decay after 15 (the single schedule): the one that peaks at 4 is not the median
+    assert convergence([peaks_after(3), peaks_after(9), peaks_after(15)], decay_epochs=(15,)).schedule == ""
+    with pytest.raises(ValueError, match="2 seeds' decays for 3 curves"):
+        convergence([peaks_after(3)] * 3, seed_decays=[(3,), (9,)])

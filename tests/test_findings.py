@@ -181,6 +181,29 @@ def test_a_declared_pair_is_judged_once_in_its_own_order():
     assert [(v.stats.row, v.stats.reference, v.word) for v in found.verdicts] == [("VSE++", "VSE", REPRODUCED)]
 
 
+def test_a_decay_each_seed_chose_on_validation_is_judged_kept_and_read_back(tmp_path):
+    """Trials that chose their decay (``train.lr_decay_choices``): the row's convergence says which decay each seed
+    chose and judges each seed at its own (row B's seeds peak at epoch 4 of 10 whatever they chose: the two that
+    chose 8 lie 4 epochs before it), and the evidence file keeps the choices."""
+    peaked = tuple((epoch, 200.0 + 10 * min(epoch, 4) - (epoch > 4)) for epoch in range(1, 11))
+    rows = {row: [trial(row, s, query_ranks(10 * i + s, 0.3 + 0.1 * i)) for s in SEEDS] for i, row in enumerate("AB")}
+    for i, decay in enumerate((8, 2, 8)):
+        rows["B"][i] = replace(rows["B"][i], curve=peaked, decay_epochs=(decay,), decay_choices=(2, 5, 8))
+    evidence = sweep_evidence(rows, pairs=[("B", "A")])
+    found = findings(evidence)
+    b = found.convergence["B"]
+    assert b.chosen == "after 2 (seed 1), after 8 (seeds 0, 2)" and found.convergence["A"].chosen == ""
+    assert (
+        b.schedule.startswith("best epochs 4, 4, 4 against first decays after 8, 2, 8") and "2 of 3 seeds" in b.schedule
+    )
+    back = read_evidence(
+        write_evidence(with_findings(evidence, found.convergence, found.identical), tmp_path / "e.npz")
+    )
+    assert [t.decay_choices for t in back.trials if t.row == "B"] == [(2, 5, 8)] * 3
+    assert [t.decay_epochs for t in back.trials if t.row == "B"] == [(8,), (2,), (8,)]
+    assert back.convergence["B"]["decay_chosen"] == b.chosen and findings(back).convergence["B"] == b
+
+
 def test_the_evidence_file_is_written_small_and_read_back_checked(tmp_path):
     rows = {row: [trial(row, s, query_ranks(10 * i + s, 0.3 + 0.1 * i)) for s in SEEDS] for i, row in enumerate("AB")}
     evidence = sweep_evidence(rows, pairs=[("B", "A")], steps=[("B", "A")])

@@ -166,6 +166,23 @@ def test_every_profile_of_every_preset_composes_every_trial(path):
             assert spec.resources.cpu * spec.concurrency <= 2 and spec.table.anchors == "flickr8k", path.stem
 
 
+def test_coder_table2_on_flickr8k_offers_every_row_the_same_decay_choices():
+    """Baseline and method alike choose their one decay on validation among after epoch 3, 9 and 15 of 30; the other
+    profiles keep the paper's fixed decay halfway, and the profile says why it differs."""
+    spec = load_sweep("coder_table2", "flickr8k")
+    rows = {p["variant"]["name"]: trial_config(base_tree(spec, []), p) for p in spec.grid_points()}
+    assert set(rows) == {"BTR", "+DCL", "+M-DCL", "+concept DCL", "+PGC (full)"}
+    assert {
+        (c.train.epochs, tuple(c.train.lr_decay_choices), tuple(c.train.lr_decay_epochs)) for c in rows.values()
+    } == {(30, (3, 9, 15), ())}
+    assert any("after epoch 3, 9 or 15 of 30, chosen per run on validation" in line for line in spec.deviations)
+    paper = load_sweep("coder_table2", "paper")
+    assert all(
+        trial_config(base_tree(paper, ["dataset.root=/data/nowhere"]), p).train.lr_decay_choices is None
+        for p in paper.grid_points()[:1]
+    )
+
+
 def test_every_preset_of_a_published_table_has_a_flickr8k_profile():
     assert paper_presets() and all(
         "flickr8k" in read_yaml(config_dir() / "sweeps" / f"{name}.yaml", "sweep")["profiles"]

@@ -347,6 +347,14 @@ def test_a_headline_never_calls_a_row_still_learning_no_better_than_the_baseline
         and note.endswith("Not judged (no validation history): C.")
         for note in report.notes
     )
+    # a row whose seeds chose their decay on validation: which each chose, in its note; the rule says so
+    chose = [(1,), (1,), (2,)]
+    converged["F"] = convergence(
+        [[(1, 100.0), (2, 130.0), (3, 130.0)]] * 3, seed_decays=chose, chosen="after 1 (seeds 0, 1), after 2 (seed 2)"
+    )
+    _, report = report_of(table, spec, level, {}, converged)
+    assert report.rows[2][-1].startswith("decay chosen on validation: after 1 (seeds 0, 1), after 2 (seed 2)")
+    assert any("each seed judged at the decay it chose on validation" in note for note in report.notes)
 
 
 def test_rows_that_share_seeds_are_compared_paired_and_the_page_says_which_interval_the_headline_used():

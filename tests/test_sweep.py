@@ -329,6 +329,41 @@ def test_diverging_trial_stops_with_its_reason_and_the_sweep_goes_on(workdir):
     assert kids["0.2"].info.status == "FINISHED"
 
 
+def test_a_trial_that_chooses_its_decay_reports_and_keeps_the_chosen_branch(workdir):
+    """A trial with train.lr_decay_choices: its final report, its run and the sweep's report hold the branch its
+    validation chose, the report says which decay the seed chose, and the trial's stored checkpoint holds the
+    branches and the choice (what a retried trial resumes from)."""
+    sweep = write_sweep(
+        workdir / "sweep.yaml",
+        name="decay_sweep",
+        experiment="vsepp_synthetic_tiny",
+        overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=4", "train.lr_decay_choices=[1, 2, 3]"],
+        grid={"train.lr": [0.003]},
+        table={"rows": ["train.lr"]},
+    )
+    result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
+    (row,) = result.rows
+    assert row.status == "finished"
+    client = MlflowClient()
+    (kid,) = children(client, "decay_sweep", result.parent_run_id)
+    metrics = flat_metrics(kid.data.metrics)
+    best = {d: metrics[f"decay{d}_best_rsum"] for d in (1, 2, 3)}
+    chosen = max(best, key=lambda d: (best[d], -d))
+    assert metrics["lr_decay_chosen"] == chosen and row.metrics["best_val_rsum"] == pytest.approx(best[chosen])
+
+    def series(key: str) -> list[tuple[int, float]]:
+        return [(m.step, m.value) for m in client.get_metric_history(kid.info.run_id, chart_name(key))]
+
+    assert sorted(series("rsum")) == sorted(series(f"decay{chosen}_rsum"))
+    assert row.metrics["rsum"] == pytest.approx(dict(series(f"decay{chosen}_rsum"))[4], rel=1e-5)
+    summary = json.loads(
+        Path(client.download_artifacts(result.parent_run_id, "sweep/summary.json", str(workdir))).read_text()
+    )
+    assert summary["convergence"]["0.003"]["decay_chosen"] == f"after {chosen} (seed 0)"
+    (stored,) = (workdir / "sweeps" / "decay_sweep").glob("*/tune/*/checkpoint_*/decay/choice.json")
+    assert json.loads(stored.read_text())["chosen"] == chosen
+
+
 def test_a_row_that_is_another_rows_stage_trains_it_once(workdir):
     """ConVSE's shape: the VSE++ row trains the ConVSE row's base network as it is, so its model is the
     stage: no stage run trains it again, and the ConVSE run names the VSE++ run as its base."""

@@ -1,7 +1,7 @@
 """Small file helpers shared by every layer: atomic writes, JSON reading, advisory locks.
 
-* :func:`atomic_write_bytes` / :func:`atomic_write_text` / :func:`atomic_write_json` write to a
-  temporary sibling, fsync, and rename: a process killed mid-write never leaves a truncated file.
+* :func:`atomic_write_bytes` / :func:`atomic_write_text` / :func:`atomic_write_json` / :func:`atomic_copy` write
+  to a temporary sibling, fsync, and rename: a process killed mid-write never leaves a truncated file.
 * :func:`read_json` reads a JSON file and turns an unreadable or malformed one into a
   :class:`~itrlab.errors.DataError` that names it; :func:`read_record` also types it by one pydantic schema,
   the first bad key named on one line.
@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
@@ -84,6 +85,13 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_write_json(path: str | Path, payload: Any, indent: int | None = 2) -> None:
     atomic_write_text(path, json.dumps(payload, indent=indent) + "\n")
+
+
+def atomic_copy(source: str | Path, target: str | Path) -> None:
+    """Copy the file ``source`` to ``target`` as :func:`atomic_write_bytes` writes: ``target`` is the old file or
+    the whole copy, never a part of it."""
+    with open(source, "rb") as read:
+        atomic_write_bytes(target, lambda f: shutil.copyfileobj(read, f, 1 << 20))
 
 
 FILE_KINDS = {

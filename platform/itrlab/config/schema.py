@@ -228,6 +228,13 @@ class TrainConfig(Section):
         "be below train.epochs (e = epochs - 1: the last epoch alone runs decayed)",
     )
     lr_decay: float = Field(0.1, gt=0, le=1)
+    lr_decay_choices: list[int] | None = Field(
+        None,
+        description="epochs after which the learning rate's one decay (x lr_decay) may fall, chosen per run on "
+        "validation: the run trains one branch per choice from the shared undecayed epochs and keeps the branch "
+        "whose best validation rsum is highest (docs/training.md#choosing-the-decay-on-validation); null: the "
+        "fixed schedule of lr_decay_epochs",
+    )
     warmup_steps: int = Field(0, ge=0)
     grad_clip: float = Field(2.0, ge=0)
     loader_workers: int = Field(0, ge=0, le=256)  # and at most 4 per core of the machine (config.checks)
@@ -263,6 +270,52 @@ class TrainConfig(Section):
                 else f"{late[0]} can never fire with train.epochs=1; set train.lr_decay_epochs=[] (no decay)"
             )
         return milestones
+
+    @field_validator("lr_decay_choices")
+    @classmethod
+    def _choices_fit_the_schedule(cls, choices: list[int] | None, info: ValidationInfo) -> list[int] | None:
+        """Two or more increasing epochs below ``epochs``, instead of ``lr_decay_epochs`` and with a decay that
+        changes the rate: each choice is the one decay of a schedule the run trains."""
+        if choices is None:
+            return None
+        if not choices:
+            raise ValueError(
+                "an empty list chooses nothing: give two or more epochs after which the rate may decay, "
+                "e.g. [3, 9, 15], or null for the fixed schedule of train.lr_decay_epochs"
+            )
+        if any(e < 1 for e in choices) or choices != sorted(set(choices)):
+            raise ValueError("lr_decay_choices must be increasing epoch numbers >= 1, e.g. [3, 9, 15]")
+        if len(choices) == 1:
+            raise ValueError(
+                f"one epoch is no choice: set train.lr_decay_epochs={choices} instead, or give two or more epochs"
+            )
+        epochs = info.data.get("epochs")
+        late = [e for e in choices if epochs is not None and e >= epochs]
+        if late:
+            raise ValueError(
+                f"{late[0]} can never fire with train.epochs={epochs}: the rate changes once epoch {late[0]} has "
+                f"completed, and epoch {epochs} is the last; "
+                + (f"allowed: 1 to {epochs - 1}" if epochs > 2 else "two choices need train.epochs=3 or more")
+            )
+        fixed = info.data.get("lr_decay_epochs")
+        if fixed:
+            raise ValueError(
+                f"train.lr_decay_choices chooses the schedule's one decay; it cannot be combined with "
+                f"train.lr_decay_epochs={fixed}: set train.lr_decay_epochs=[]"
+            )
+        if info.data.get("lr_decay") == 1:
+            raise ValueError("train.lr_decay=1 decays nothing: every choice would train the same schedule")
+        return choices
+
+    @property
+    def trained_epochs(self) -> int:
+        """The epochs a run trains in all: ``epochs``, or with ``lr_decay_choices`` the undecayed epochs up to the
+        latest choice once and, after each choice, its own decayed epochs (``[3, 9, 15]`` of 30: 15 + 27 + 21 +
+        15 = 78)."""
+        choices = self.lr_decay_choices
+        if not choices:
+            return self.epochs
+        return max(choices) + sum(self.epochs - choice for choice in choices)
 
 
 PREHEAD = "prehead"  # the reading before the projection head: eval.embedding's value, its metrics' prefix

@@ -24,6 +24,12 @@ row is marked when
 * it had overfitted before the decay: at epoch ``d`` its validation rsum lay below its best so far by more
   than the tolerance (the mean over seeds).
 
+A trial that chose its decay on validation (``train.lr_decay_choices``, :mod:`itrlab.train.decay_choice`) is
+judged by the schedule it chose (its MLflow metric ``lr_decay_chosen``), each seed by its own: the row is marked
+when that many of its seeds (half or more, as the median counts them) lie well before their own first decay, or
+when their validation had fallen at their own decays by more than the tolerance on average; the row's note says
+which decay each seed chose.
+
 Such a row was measured at a schedule chosen for others; the mark is separate from "still learning", and
 the verdicts that read the row say so. A row with no validation history (a trial without MLflow) is not
 judged: it gets no mark.
@@ -41,18 +47,45 @@ TAIL = 5  # the last fifth of the epochs
 GAIN_FLOOR = 1.0  # rsum: the tolerance of a row no comparison gives a minimum detectable effect
 SCHEDULE_GAP = 3  # epochs: a best epoch this far or more before the first decay (and at or before half of it)
 DECAY_PARAM = "train.lr_decay_epochs"  # a trial's learning-rate decays, as its MLflow params keep them: "[15, 25]"
+CHOICES_PARAM = "train.lr_decay_choices"  # the decays a trial chose among: "[3, 9, 15]", or "None"
+CHOSEN_METRIC = "lr_decay_chosen"  # the decay it chose on validation (itrlab.train.decay_choice)
 
 
-def decay_epochs(params: Mapping[str, str]) -> tuple[int, ...]:
-    """A trial's learning-rate decays from its flattened config (``train.lr_decay_epochs``); none when it does
-    not say or says something else than a list of epochs."""
+def _epochs(text: str | None) -> tuple[int, ...]:
     try:
-        epochs = json.loads(params.get(DECAY_PARAM) or "[]")
+        epochs = json.loads(text or "[]")
     except ValueError:
         return ()
     if not isinstance(epochs, list) or not all(isinstance(e, int) and not isinstance(e, bool) for e in epochs):
         return ()
     return tuple(sorted(epochs))
+
+
+def decay_epochs(params: Mapping[str, str], metrics: Mapping[str, float] | None = None) -> tuple[int, ...]:
+    """A trial's learning-rate decays: the one it chose on validation (its metric ``lr_decay_chosen``), else those
+    of its flattened config (``train.lr_decay_epochs``); none when they do not say or say something else than
+    epochs."""
+    chosen = (metrics or {}).get(CHOSEN_METRIC)
+    if _finite(chosen) and float(chosen).is_integer() and chosen >= 1:
+        return (int(chosen),)
+    return _epochs(params.get(DECAY_PARAM))
+
+
+def decay_choices(params: Mapping[str, str]) -> tuple[int, ...]:
+    """The decays a trial chose its own among (``train.lr_decay_choices``); none for a fixed schedule."""
+    return _epochs(params.get(CHOICES_PARAM))
+
+
+def chosen_decays(seeds: Sequence[int | None], decays: Sequence[Sequence[int]]) -> str:
+    """Which decay each seed chose: ``after 3 (seeds 0, 2), after 9 (seed 1)``, in increasing decay."""
+    by_decay: dict[int, list[str]] = {}
+    for seed, found in zip(seeds, decays):
+        if found:
+            by_decay.setdefault(found[0], []).append("?" if seed is None else str(seed))
+    return ", ".join(
+        f"after {decay} (seed{'s' if len(names) > 1 else ''} {', '.join(names)})"
+        for decay, names in sorted(by_decay.items())
+    )
 
 
 def tolerance(mde: float | None) -> float:
@@ -79,8 +112,10 @@ class Convergence:
     learning: str
     decay: int | None = None
     schedule: str = ""
+    chosen: str = ""  # which decay each seed chose on validation (train.lr_decay_choices); "": a fixed schedule
 
     def to_dict(self) -> dict:
+        chosen = {"decay_chosen": self.chosen} if self.chosen else {}
         return {
             "seeds": self.seeds,
             "epochs": self.epochs,
@@ -91,6 +126,7 @@ class Convergence:
             "still_learning": self.learning,
             "decay": self.decay,
             "schedule": self.schedule,
+            **chosen,
         }
 
 
@@ -107,15 +143,29 @@ def _best_so_far(series: dict[int, float], epochs: list[int]) -> dict[int, float
 
 
 def convergence(
-    curves: Sequence[Sequence[tuple[int, float]]], tol: float = GAIN_FLOOR, decay_epochs: Sequence[int] = ()
+    curves: Sequence[Sequence[tuple[int, float]]],
+    tol: float = GAIN_FLOOR,
+    decay_epochs: Sequence[int] = (),
+    seed_decays: Sequence[Sequence[int]] | None = None,
+    chosen: str = "",
 ) -> Convergence | None:
     """The convergence of one row from its seeds' validation curves (``[(epoch, rsum), ...]`` each), held to
-    the tolerance ``tol``, with the decays of its schedule (``train.lr_decay_epochs``); None when no epoch is
-    common to all of them."""
-    series = [{int(epoch): float(value) for epoch, value in curve if _finite(value)} for curve in curves]
-    series = [s for s in series if s]
-    if not series:
+    the tolerance ``tol``, with the decays of its schedule (``train.lr_decay_epochs``), or each seed's own
+    (``seed_decays``, in the order of ``curves``: decays chosen on validation, ``chosen`` saying which); None when
+    no epoch is common to all of them."""
+    if seed_decays is not None and len(seed_decays) != len(curves):
+        raise ValueError(f"{len(seed_decays)} seeds' decays for {len(curves)} curves")
+    decays_of = seed_decays if seed_decays is not None else [decay_epochs] * len(curves)
+    seeds = [
+        (series, tuple(sorted(decays)))
+        for series, decays in zip(
+            ({int(epoch): float(value) for epoch, value in curve if _finite(value)} for curve in curves), decays_of
+        )
+        if series
+    ]
+    if not seeds:
         return None
+    series = [found for found, _ in seeds]
     epochs = sorted(set.intersection(*(set(s) for s in series)))
     if not epochs:
         return None
@@ -123,7 +173,8 @@ def convergence(
     since = max((epoch for epoch in epochs if epoch <= last - math.ceil(last / TAIL)), default=epochs[0])
     best = [_best_so_far(s, epochs) for s in series]
     gain = statistics.fmean(b[last] - b[since] for b in best)
-    best_epoch = statistics.median_low(max(epochs, key=lambda e, s=s: (s[e], -e)) for s in series)
+    bests = [max(epochs, key=lambda e, s=s: (s[e], -e)) for s in series]
+    best_epoch = statistics.median_low(bests)
     if since == last:
         why = f"{last} epoch{'s' if last != 1 else ''} trained: no curve to judge"
     elif gain > tol:
@@ -133,32 +184,66 @@ def convergence(
         )
     else:
         why = ""
-    decay = next((d for d in decay_epochs if d < last and d in epochs), None)
-    schedule = ""
-    if decay is not None:
-        drop = statistics.fmean(b[decay] - s[decay] for b, s in zip(best, series))
-        if best_epoch <= decay / 2 and decay - best_epoch >= SCHEDULE_GAP:
-            schedule = (
-                f"best epoch {best_epoch}, {decay - best_epoch} epochs before the first decay (after epoch {decay})"
+    firsts = [next((d for d in decays if d < last and d in epochs), None) for _, decays in seeds]
+    decay, schedule = _schedule(series, best, bests, best_epoch, firsts, tol)
+    return Convergence(len(series), last, best_epoch, since, gain, tol, why, decay, schedule, chosen)
+
+
+def _schedule(
+    series: list[dict[int, float]],
+    best: list[dict[int, float]],
+    bests: list[int],
+    best_epoch: int,
+    firsts: list[int | None],
+    tol: float,
+) -> tuple[int | None, str]:
+    """The row's first decay (its seeds' when they share one, else their median) and why its schedule is not
+    tuned for it ("": it is, or no decay to judge), from each seed's curve, best-so-far, best epoch and first
+    decay (None: none within the epochs)."""
+    judged = [(b, s, e, d) for b, s, e, d in zip(best, series, bests, firsts) if d is not None]
+    if not judged:
+        return None, ""
+    shared = len(set(firsts)) == 1
+    decay = firsts[0] if shared else statistics.median_low(d for *_, d in judged)
+    early = [e for *_, e, d in judged if e <= d / 2 and d - e >= SCHEDULE_GAP]
+    drop = statistics.fmean(b[d] - s[d] for b, s, _, d in judged)
+    if len(early) >= (len(series) - 1) // 2 + 1:  # the median seed lies that early
+        if shared:
+            return (
+                decay,
+                f"best epoch {best_epoch}, {decay - best_epoch} epochs before the first decay (after epoch {decay})",
             )
-        elif drop > tol:
-            schedule = (
-                f"overfitted before the first decay (after epoch {decay}): validation rsum {drop:.1f} below "
-                f"its best by then"
-            )
-    return Convergence(len(series), last, best_epoch, since, gain, tol, why, decay, schedule)
+        return decay, (
+            f"best epochs {', '.join(map(str, bests))} against first decays after "
+            f"{', '.join('-' if d is None else str(d) for d in firsts)}: at or before half the decay and "
+            f"{SCHEDULE_GAP} or more epochs before it in {len(early)} of {len(series)} seeds"
+        )
+    if drop > tol:
+        after = f"epoch {decay}" if shared else f"epochs {', '.join(str(d) for *_, d in judged)}"
+        return (
+            decay,
+            f"overfitted before the first decay (after {after}): validation rsum {drop:.1f} below its best by then",
+        )
+    return decay, ""
 
 
 def row_convergence(
     curves: Mapping[str, Sequence[Sequence[tuple[int, float]]]],
     tolerances: Mapping[str, float] | None = None,
-    decays: Mapping[str, Sequence[int]] | None = None,
+    decays: Mapping[str, Sequence[Sequence[int]]] | None = None,
+    chosen: Mapping[str, str] | None = None,
 ) -> dict[str, Convergence]:
     """Row label -> its :class:`Convergence`, for the rows with a validation history; ``tolerances`` per row
-    (:func:`tolerance`; :data:`GAIN_FLOOR` for a row not given), ``decays``: per row, its
-    ``train.lr_decay_epochs``."""
+    (:func:`tolerance`; :data:`GAIN_FLOOR` for a row not given), ``decays``: per row, each seed's learning-rate
+    decays in the order of its curves (:func:`decay_epochs`), ``chosen``: per row, which decay each seed chose
+    (:func:`chosen_decays`)."""
     found = {
-        row: convergence(series, (tolerances or {}).get(row, GAIN_FLOOR), (decays or {}).get(row, ()))
+        row: convergence(
+            series,
+            (tolerances or {}).get(row, GAIN_FLOOR),
+            seed_decays=(decays or {}).get(row, [()] * len(series)),
+            chosen=(chosen or {}).get(row, ""),
+        )
         for row, series in curves.items()
     }
     return {row: result for row, result in found.items() if result is not None}

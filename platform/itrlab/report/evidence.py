@@ -5,11 +5,11 @@ that later tools (the claims board) read without MLflow.
 and its ``test_ranks.npz``, :func:`load_test_ranks`), judges it (:mod:`itrlab.report.findings`) and writes it
 beside the page as ``evidence/<page stem>.npz``; :mod:`itrlab.report.evidence_file` holds that file's format,
 its writer and its checked reader. :class:`Evidence` is what both hand on: per trial its row, seed, status,
-test metrics, validation curve, best epoch, learning-rate decays, why its training failed (if it did) and its
-test ranks, and for a trial that also read its model before the projection head (``eval.log_prehead``) that
-reading's metrics (``prehead_test_*``) and ranks; per sweep its rows, baseline, ``table.compare`` and
-``table.steps`` pairs, the metric and its published table's name; and what the report derived (each row's
-convergence, the groups of identical rows).
+test metrics, validation curve, best epoch, learning-rate decays (the one it chose on validation, and the
+choices, where it chose), why its training failed (if it did) and its test ranks, and for a trial that also read its
+model before the projection head (``eval.log_prehead``) that reading's metrics (``prehead_test_*``) and ranks; per
+sweep its rows, baseline, ``table.compare`` and ``table.steps`` pairs, the metric and its published table's name;
+and what the report derived (each row's convergence, the groups of identical rows).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from itrlab.config.sweep import row_label
 from itrlab.errors import UserInputError
 from itrlab.eval.names import METRIC_NAMES
 from itrlab.eval.rank_file import RANKS_FILE, QueryRanks, RankFileError, checked_ranks, load_ranks
-from itrlab.report.convergence import Convergence, decay_epochs
+from itrlab.report.convergence import Convergence, decay_choices, decay_epochs
 from itrlab.report.diagnostics import row_keys, warmup_epochs
 from itrlab.report.verdict import collapse_plateau, failures
 
@@ -87,6 +87,7 @@ class TrialEvidence:
     collapse: str = ""
     ranks: QueryRanks | None = None
     prehead_ranks: QueryRanks | None = None  # the test ranks read before the projection head (eval.log_prehead)
+    decay_choices: tuple[int, ...] = ()  # the decays it chose ``decay_epochs`` among on validation; () fixed
 
     def ranks_of(self, prehead: bool = False) -> QueryRanks | None:
         """Its test ranks, or (``prehead``) those read before the projection head."""
@@ -225,10 +226,11 @@ def _collected_trial(
         metrics,
         tuple((int(e), float(v)) for e, v in history.get("rsum") or [] if _finite(v)),
         _int(logged.get("best_epoch", table["best_epoch"][i] if "best_epoch" in table else None)),
-        decay_epochs(params),
+        decay_epochs(params, logged),
         failed[0] if failed and status == "finished" else "",
         ranks,
         prehead_ranks,
+        decay_choices(params),
     )
 
 

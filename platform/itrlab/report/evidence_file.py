@@ -12,12 +12,13 @@ read with ``allow_pickle=False``):
   ``paper`` (its published table, or null); ``trials``, one object per trial:
   ``trial``, ``run_id``, ``row``, ``seed`` (null: none), ``status``, ``metrics`` (``test_*`` -> number or
   null), ``curve`` (``[[epoch, validation rsum], ...]``), ``best_epoch``, ``decay_epochs``
-  (``train.lr_decay_epochs``), ``collapse`` (why its training failed to leave its plateau or collapsed,
-  ``""``: it did not; :mod:`itrlab.report.verdict`) and ``ranks`` (null, or ``{"captions_per_image": c,
-  "protocol": p}``) and, for a trial that also read its model before the projection head, ``prehead_ranks``
-  (the same; absent or null: none); and what the report derived: ``convergence`` (row ->
-  :meth:`Convergence.to_dict <itrlab.report.convergence.Convergence.to_dict>`) and ``identical`` (groups of
-  identical rows);
+  (``train.lr_decay_epochs``, or the one decay it chose on validation), ``decay_choices`` (what it chose
+  among, ``train.lr_decay_choices``; absent or ``[]``: a fixed schedule), ``collapse`` (why its training
+  failed to leave its plateau or collapsed, ``""``: it did not; :mod:`itrlab.report.verdict`) and ``ranks``
+  (null, or ``{"captions_per_image": c, "protocol": p}``) and, for a trial that also read its model before the
+  projection head, ``prehead_ranks`` (the same; absent or null: none); and what the report derived:
+  ``convergence`` (row -> :meth:`Convergence.to_dict <itrlab.report.convergence.Convergence.to_dict>`) and
+  ``identical`` (groups of identical rows);
 * for the ``k``-th trial with ranks: ``t<k>_i2t`` and ``t<k>_t2i`` (int16 where every rank fits, else
   int32) and ``t<k>_fold_sizes`` (int64): its test ranks (:mod:`itrlab.report.bootstrap`); with
   ``prehead_ranks``, ``t<k>_prehead_i2t``, ``t<k>_prehead_t2i`` and ``t<k>_prehead_fold_sizes`` alike.
@@ -75,6 +76,7 @@ def _meta(evidence: Evidence) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
                 "curve": [list(point) for point in t.curve],
                 "best_epoch": t.best_epoch,
                 "decay_epochs": list(t.decay_epochs),
+                "decay_choices": list(t.decay_choices),
                 "collapse": t.collapse,
                 "ranks": ranks,
                 **({"prehead_ranks": prehead} if prehead is not None else {}),
@@ -214,6 +216,9 @@ def _read_trial(check: FileCheck, raw: Any, k: int, rows: list[str], arrays: dic
     decays = check.listing(raw.get("decay_epochs", []), f"{where}.decay_epochs", 100)
     for i, epoch in enumerate(decays):
         check.count(epoch, f"{where}.decay_epochs[{i}]")
+    choices = check.listing(raw.get("decay_choices", []), f"{where}.decay_choices", 100)
+    for i, epoch in enumerate(choices):
+        check.count(epoch, f"{where}.decay_choices[{i}]")
     ranks, names = _read_ranks(check, raw.get("ranks"), f"{where}.ranks", f"t{k}", arrays)
     prehead, prehead_names = _read_ranks(
         check, raw.get("prehead_ranks"), f"{where}.prehead_ranks", f"t{k}_prehead", arrays
@@ -231,6 +236,7 @@ def _read_trial(check: FileCheck, raw: Any, k: int, rows: list[str], arrays: dic
         raw.get("collapse") or "",
         ranks,
         prehead,
+        tuple(choices),
     )
     return trial, names | prehead_names
 

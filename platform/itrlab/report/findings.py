@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from itrlab.report.analysis import REPRODUCED, ComparisonStats, Verdict, compare, holm, judge, smallest_mdes
-from itrlab.report.convergence import Convergence, row_convergence, tolerance
+from itrlab.report.convergence import Convergence, chosen_decays, row_convergence, tolerance
 from itrlab.report.evidence import Evidence
 from itrlab.report.identical import identical_groups, merged_label
 
@@ -134,8 +134,14 @@ def findings(evidence: Evidence, published: Mapping[str, Mapping[str, float]] | 
     mdes = smallest_mdes({row: evidence.values(row) for row in evidence.rows}, pairs)
     smallest = {member: mdes[row] for row in mdes for member in group_of(row)}
     curves = {row: series for row in evidence.rows if (series := [t.curve for t in evidence.finished(row) if t.curve])}
-    decays = {row: next((t.decay_epochs for t in evidence.finished(row)), ()) for row in curves}
-    converged = row_convergence(curves, {row: tolerance(smallest.get(row)) for row in curves}, decays)
+    curved = {row: [t for t in evidence.finished(row) if t.curve] for row in curves}  # in the order of the curves
+    decays = {row: [t.decay_epochs for t in trials] for row, trials in curved.items()}
+    chosen = {
+        row: chosen_decays([t.seed for t in trials], decays[row])
+        for row, trials in curved.items()
+        if any(t.decay_choices for t in trials)
+    }
+    converged = row_convergence(curves, {row: tolerance(smallest.get(row)) for row in curves}, decays, chosen)
     failed = {  # a row's first failed seed
         row: why
         for row in evidence.rows

@@ -276,8 +276,11 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
             note.append("at chance")
         if inputs.marks.still_learning(i):
             note.append(f"still learning: {inputs.marks.still_learning(i)}")
-        if (inputs.convergence or {}).get(label) and inputs.convergence[label].schedule:
-            note.append(f"schedule not tuned: {inputs.convergence[label].schedule}")
+        found = (inputs.convergence or {}).get(label)
+        if found and found.chosen:
+            note.append(f"decay chosen on validation: {found.chosen}")
+        if found and found.schedule:
+            note.append(f"schedule not tuned: {found.schedule}")
         if inputs.headline.winner == label:
             note.append("best")
         cells.append(", ".join(note))
@@ -413,7 +416,12 @@ def convergence_note(found: Mapping[str, Convergence] | None, labels: list[str])
         f"comparisons; {GAIN_FLOOR:g} rsum where none is known); its numbers measure the budget, not the method, "
         f"and the headline calls no comparison with it a tie or a loss. Schedule not tuned: a row whose best "
         f"epoch lies at or before half its first learning-rate decay and {SCHEDULE_GAP} or more epochs before it, "
-        f"or whose validation rsum had fallen from its best by more than its tolerance when the rate decayed. "
+        f"or whose validation rsum had fallen from its best by more than its tolerance when the rate decayed"
+        + (
+            ", each seed judged at the decay it chose on validation (train.lr_decay_choices). "
+            if any(found[label].chosen for label in labels if label in found)
+            else ". "
+        )
         + (f"Still learning here: {', '.join(learning)}." if learning else "No row was still learning.")
         + (f" Schedule not tuned here: {', '.join(untuned)}." if untuned else "")
         + (f" Not judged (no validation history): {', '.join(unknown)}." if unknown else "")

@@ -30,7 +30,7 @@ from itrlab.report.verdict_table import aligned_table, convergence_table, verdic
 from itrlab.tracking.store import COMMIT_TAG, COMMITS_TAG
 
 CONVERGENCE_KEYS = ("seeds", "epochs", "best_epoch", "since", "gain", "tolerance", "rise", "spread")
-CONVERGENCE_KEYS += ("still_learning", "decay", "schedule")
+CONVERGENCE_KEYS += ("still_learning", "decay", "decay_chosen", "schedule")
 
 
 def page_date(run: dict[str, Any]) -> str:

@@ -219,6 +219,7 @@ def _convergence(check: FileCheck, convergence: Any) -> None:
             check.count(found["decay"], f"{where}.decay")
         check.string(found, "still_learning", LINE, inside=where)
         check.string(found, "schedule", LINE, inside=where)
+        check.string(found, "decay_chosen", LINE, inside=where)  # absent: a fixed schedule
 
 
 def _data_shape(check: FileCheck, shape: Any) -> None:

@@ -184,5 +184,6 @@ def convergence_table(found: Findings) -> dict[str, list]:
         "tolerance": [round(c.tolerance, 2) for c in rows.values()],
         "still_learning": [c.learning for c in rows.values()],
         "first_decay": [c.decay for c in rows.values()],
+        **({"decay_chosen": [c.chosen for c in rows.values()]} if any(c.chosen for c in rows.values()) else {}),
         "schedule": [c.schedule for c in rows.values()],
     }

@@ -54,29 +54,33 @@ class TrialState:
     step_seconds: float | None
     eval_seconds: float | None
     updated: float  # wall-clock time of the note
+    schedule: str = ""  # the schedule in training, of a run that chooses its decay (``decay after 9``)
+    epochs_after: int = 0  # the epochs of the schedules still to follow it
 
     def describe(self) -> str:
-        """``epoch 3/10 step 46/195``, ``validating epoch 3/10``, ``testing``."""
+        """``epoch 3/10 step 46/195``, ``validating epoch 3/10``, ``testing``; ``(decay after 9)`` after the
+        epoch of a run that chooses its decay."""
+        branch = f" ({self.schedule})" if self.schedule else ""
         if self.phase == "training":
-            return f"epoch {self.epoch}/{self.epochs} step {self.step}/{self.steps}"
+            return f"epoch {self.epoch}/{self.epochs}{branch} step {self.step}/{self.steps}"
         if self.phase == "validating":
-            return f"validating epoch {self.epoch}/{self.epochs}"
+            return f"validating epoch {self.epoch}/{self.epochs}{branch}"
         return "testing"
 
     def seconds_left(self, now: float) -> float | None:
         """What the trial has left, from its measured step rate: the steps left of this and the later
-        epochs, and a validation per epoch left and the test evaluation, each as long as the last
-        validation (0 before the first is measured), less the time since the note. Never below one
+        epochs (and of the schedules still to follow, ``epochs_after``), and a validation per epoch left
+        and the test evaluation, each as long as the last validation (0 before the first is measured),
+        less the time since the note. Never below one
         step's time, nor a validation's when only evaluations are left: the trial has work left. None
         before the first step was timed."""
         step = self.step_seconds
         if step is None or not math.isfinite(step) or step <= 0:
             return None
         evals = self.eval_seconds or 0.0
-        steps_left = (self.epochs - self.epoch) * self.steps + (
-            self.steps - self.step if self.phase == "training" else 0
-        )
-        validations_left = self.epochs - self.epoch + (self.phase != "testing")  # this epoch's, unless it is over
+        epochs_left = self.epochs - self.epoch + self.epochs_after  # a run choosing its decay: the schedules to follow
+        steps_left = epochs_left * self.steps + (self.steps - self.step if self.phase == "training" else 0)
+        validations_left = epochs_left + (self.phase != "testing")  # this epoch's, unless it is over
         tests_left = 1
         left = steps_left * step + (validations_left + tests_left) * evals
         floor = evals if self.phase != "training" and evals > 0 else step
@@ -98,6 +102,8 @@ def read_state(folder: Path | None, trial_id: str, since: float | None) -> Trial
             data.get("step_seconds"),
             data.get("eval_seconds"),
             float(data["updated"]),
+            str(data.get("schedule") or ""),
+            int(data.get("epochs_after") or 0),
         )
     except (OSError, ValueError, KeyError, TypeError):  # no note yet, or one being replaced
         return None

@@ -12,7 +12,8 @@ For each trial and stage the time of a step comes from, in order:
    launch its operators (operators x seconds per operator; a grouped step launches one per operator
    whatever its G).
 
-A trial's training time is its epochs x steps per epoch x the time of a step; a group's, its members'
+A trial's training time is its epochs x steps per epoch x the time of a step (the epochs of every schedule
+of a trial that chooses its decay on validation: ``train.trained_epochs``); a group's, its members'
 common schedule at the group's step time. Evaluation is not counted. The device is a GPU when a trial
 asks for one (an H100-class GPU in the nominal table), else the CPUs it reserves.
 """
@@ -105,7 +106,7 @@ def group_seconds(
     shape = training_shape(config, *features)
     measured = lookup(device, group_shape(shape, size))
     if measured is not None:
-        cost.seconds += measured.seconds(pairs * config.train.epochs)
+        cost.seconds += measured.seconds(pairs * config.train.trained_epochs)
         cost.measured.add(f"{measured.device}, {measured.measured}")
         cost.measured_shapes[shape] = cost.measured_shapes.get(shape, 0) + 1
         return
@@ -121,7 +122,7 @@ def group_seconds(
     step = NOMINAL[device].step_seconds(
         counted.flops, counted.ops * classes, config.train.precision, size, threads if device == "cpu" else 1
     )
-    cost.seconds += step * (pairs // config.train.batch_size) * config.train.epochs
+    cost.seconds += step * (pairs // config.train.batch_size) * config.train.trained_epochs
     cost.estimated += 1
     cost.estimated_shapes[shape] = cost.estimated_shapes.get(shape, 0) + 1
 

@@ -32,9 +32,16 @@ RAY_DASHBOARD = "http://127.0.0.1:8275"
 
 
 def schedule(config: ExperimentConfig) -> str:
-    """``2e-04 -> 2e-05 at epoch 15`` or ``2e-05 fixed``."""
+    """``2e-04 -> 2e-05 at epoch 15``, ``2e-05 fixed`` or, chosen on validation, ``2e-04 -> 2e-05 after epoch 3, 9
+    or 15 (chosen on validation: 78 epochs trained)``."""
     train, text = config.train, f"{config.train.lr:.0e}"
     lr = train.lr
+    if train.lr_decay_choices:
+        *first, last = map(str, train.lr_decay_choices)
+        return (
+            f"{text} -> {lr * train.lr_decay:.0e} after epoch {', '.join(first)} or {last} (chosen on validation: "
+            f"{train.trained_epochs} epochs trained)"
+        )
     for epoch in train.lr_decay_epochs:
         lr *= train.lr_decay
         text += f" -> {lr:.0e} at epoch {epoch}"

@@ -16,6 +16,7 @@ from typing import Any
 from itrlab.config import ExperimentConfig, compose, validate
 from itrlab.config.loader import set_path
 from itrlab.config.sweep import SweepSpec, named_row
+from itrlab.errors import ConfigError
 from itrlab.methods.sections import declared_schema
 
 
@@ -59,5 +60,31 @@ def check_structure(spec: SweepSpec, overrides: list[str]) -> None:
     torch is imported. The method section's own keys are checked later, by :func:`trial_config`."""
     tree = compose(spec.experiment, [*spec.overrides, *overrides])
     schema = declared_schema()
-    for point in spec.search_corners() if spec.optuna else spec.grid_points():
-        validate(trial_tree(tree, point), schema)
+    points = spec.search_corners() if spec.optuna else spec.grid_points()
+    check_decay_choices(spec, [validate(trial_tree(tree, point), schema) for point in points])
+
+
+def check_decay_choices(spec: SweepSpec, configs: list[ExperimentConfig]) -> None:
+    """ConfigError (one line) for trials that choose their decay (``train.lr_decay_choices``: each trains one
+    schedule after another, reporting more epochs than ``train.epochs``) in a sweep that cannot hold them: ASHA,
+    whose rungs count a trial's reports as its epochs, and multi-worker (DDP) trials. Grouping refuses them on
+    its own (:func:`itrlab.train.grouped.membership.group_refusal`)."""
+    choosing = next((config for config in configs if config.train.lr_decay_choices), None)
+    if choosing is None:
+        return
+    choices = choosing.train.lr_decay_choices
+    if spec.asha is not None:
+        raise ConfigError(
+            "asha",
+            spec.asha.model_dump(),
+            f"trials with train.lr_decay_choices={choices} train one schedule after another and report each "
+            f"epoch of each, which ASHA's rungs would read as epochs of one training: drop the asha section, or "
+            f"the choices",
+        )
+    if spec.workers[0] > 1 or spec.trainer == "torch":
+        raise ConfigError(
+            "num_workers",
+            spec.workers[0],
+            f"trials with train.lr_decay_choices={choices} train their schedules in one process: use one "
+            f"worker per trial (and trainer: auto), or train.lr_decay_epochs",
+        )

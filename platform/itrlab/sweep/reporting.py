@@ -30,7 +30,14 @@ from itrlab.errors import failure_reason
 from itrlab.report.analysis import smallest_mdes
 from itrlab.report.anchors import reference_rows
 from itrlab.report.chance import ChanceLevel, chance_on_test, config_data_shape
-from itrlab.report.convergence import Convergence, decay_epochs, row_convergence, tolerance
+from itrlab.report.convergence import (
+    Convergence,
+    chosen_decays,
+    decay_choices,
+    decay_epochs,
+    row_convergence,
+    tolerance,
+)
 from itrlab.report.escape import md_text
 from itrlab.report.headline import Headline, headline, objective_column, row_marks
 from itrlab.report.paper_report import PaperReport, ReportInputs, build_report
@@ -96,9 +103,8 @@ def report_sweep(
         grid = pivot(rows, spec, shape, protocol)
         parent.replace_table(grid, "sweep/table.json")
         chance = chance_on_test(shape, protocol)
-        converged = row_convergence(
-            validation_curves(spec, rows, runs), row_tolerances(spec, grid, rows), row_decays(spec, rows, runs)
-        )
+        curves, decays, chosen = validation_curves(spec, rows, runs)
+        converged = row_convergence(curves, row_tolerances(spec, grid, rows), decays, chosen)
         synthetic = config.dataset.name if shape is not None and shape.synthetic else None
         top = headline(grid, spec, chance, {row: found.learning for row, found in converged.items()}, synthetic)
         summary["convergence"] = {row: found.to_dict() for row, found in converged.items()}
@@ -198,14 +204,29 @@ def trial_curves(parent: MlflowTracker) -> dict[str, dict]:
         return {}
 
 
-def validation_curves(spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dict]) -> dict[str, list]:
-    """Pivot row label -> its finished trials' validation rsum per epoch (from their MLflow runs)."""
+def validation_curves(
+    spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dict]
+) -> tuple[dict[str, list], dict[str, list], dict[str, str]]:
+    """Per pivot row label, from its finished trials' MLflow runs: their validation rsum per epoch, each one's
+    learning-rate decays in the same order (the one it chose on validation, else ``train.lr_decay_epochs``:
+    :func:`~itrlab.report.convergence.decay_epochs`), and which decay each seed chose, where they chose."""
     curves: dict[str, list] = {}
+    decays: dict[str, list] = {}
+    seeds: dict[str, list] = {}
+    choosing: set[str] = set()
     for row in rows:
-        history = (runs.get(row.trial_id) or {}).get("history", {}).get("rsum")
+        run = runs.get(row.trial_id) or {}
+        history = run.get("history", {}).get("rsum")
         if row.status == "finished" and history:
-            curves.setdefault(row_label(row_key(row.params, spec.table.rows)), []).append(history)
-    return curves
+            label = row_label(row_key(row.params, spec.table.rows))
+            params = run.get("params") or {}
+            curves.setdefault(label, []).append(history)
+            decays.setdefault(label, []).append(decay_epochs(params, run.get("metrics")))
+            seeds.setdefault(label, []).append(row.params.get("seed"))
+            if decay_choices(params):
+                choosing.add(label)
+    chosen = {label: chosen_decays(seeds[label], decays[label]) for label in choosing}
+    return curves, decays, chosen
 
 
 def row_tolerances(spec: SweepSpec, grid: dict[str, list], rows: list[TrialRow]) -> dict[str, float]:
@@ -227,16 +248,6 @@ def row_tolerances(spec: SweepSpec, grid: dict[str, list], rows: list[TrialRow])
     pairs = [(label, baseline) for label in values if baseline is not None and label != baseline]
     mdes = smallest_mdes(values, [*pairs, *spec.table.compare, *spec.table.steps])
     return {label: tolerance(mdes.get(label)) for label in values}
-
-
-def row_decays(spec: SweepSpec, rows: list[TrialRow], runs: dict[str, dict]) -> dict[str, tuple[int, ...]]:
-    """Per row label, its trials' learning-rate decays (``train.lr_decay_epochs`` of the first that has a run)."""
-    decays: dict[str, tuple[int, ...]] = {}
-    for row in rows:
-        run = runs.get(row.trial_id)
-        if run is not None:
-            decays.setdefault(row_label(row_key(row.params, spec.table.rows)), decay_epochs(run.get("params") or {}))
-    return decays
 
 
 def report_inputs(

@@ -61,7 +61,7 @@ from itrlab.sweep.outcome import (
     trial_rows,
     with_unstarted,
 )
-from itrlab.sweep.points import base_tree, point_key, trial_config
+from itrlab.sweep.points import base_tree, check_decay_choices, point_key, trial_config
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.resume import (
     STATE_FILE,
@@ -120,6 +120,7 @@ def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> dict[str, ExperimentC
     checks its own, and this returns nothing)."""
     points = spec.search_corners() if spec.optuna else spec.grid_points()
     configs = [trial_config(tree, point) for point in points]
+    check_decay_choices(spec, configs)
     check_experiment(configs[0])
     for config in configs[1:]:
         if (

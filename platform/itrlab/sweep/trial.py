@@ -36,6 +36,7 @@ from itrlab.sweep.points import point_key, trial_config
 from itrlab.tracking import MlflowTracker
 from itrlab.tracking.run_reader import TRIAL_ID_TAG as TRIAL_TAG
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
+from itrlab.train.decay_choice import DecayChoice
 from itrlab.train.experiment import MLFLOW_FILE, recorded_run_id
 
 _log = logging.getLogger(__name__)
@@ -97,6 +98,12 @@ class EpochReporter:
             if checkpoint is None:
                 raise
             raise unstored_checkpoint(report.epoch, err, self.storage) from None
+
+    def on_decay_chosen(self, choice: DecayChoice) -> None:
+        """A run that chose its decay (``train.lr_decay_choices``) ends on the chosen branch: the final report
+        repeats that branch's last epoch, not the last branch trained."""
+        if choice.history:
+            self.last = dict(choice.history[-1])
 
 
 def unstored_checkpoint(epoch: int, err: OSError, storage: str | None) -> StorageError:

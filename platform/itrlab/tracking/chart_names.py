@@ -22,7 +22,10 @@ MLflow name               itrlab's name                          what
 ``4_loss/<part>``         ``loss_<part>``                        the method's own parts of its loss
 ``5_<branch>/<metric>``   ``<branch>_<metric>``                  another branch's recall table (an
                                                                  anchor's: ``anchor_rsum``; an
-                                                                 ensemble's members: ``member1_rsum``)
+                                                                 ensemble's members: ``member1_rsum``;
+                                                                 a decay's schedule: ``decay9_rsum``,
+                                                                 with its ``decay9_loss`` and
+                                                                 ``decay9_lr``)
 ``6_chance/<metric>``     ``chance_<metric>``                    a random model's recalls on the test
                                                                  protocol, its rsum and that rsum's
                                                                  95% range (``rsum_low``, ``rsum_high``)
@@ -57,6 +60,7 @@ BRANCH_PREFIX = "5_"
 # `best_` is no branch (a sweep's `best_rsum`, its best trial's objective)
 _BRANCH = re.compile(r"([a-z][a-z0-9]*)_(.+)")
 NOT_BRANCHES = frozenset({"best", "test", "loss"})
+BRANCH_METRICS = _TABLE | {"loss", "lr"}  # what a branch's section holds: its table, its loss and rate per epoch
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ def chart_name(name: str) -> str:
         if section.holds(name):
             return f"{section.section}/{name[len(section.prefix) :]}"
     branch = _BRANCH.fullmatch(name)
-    if branch and branch.group(1) not in NOT_BRANCHES and branch.group(2) in _TABLE:
+    if branch and branch.group(1) not in NOT_BRANCHES and branch.group(2) in BRANCH_METRICS:
         return f"{BRANCH_PREFIX}{branch.group(1)}/{branch.group(2)}"
     return name
 

@@ -9,7 +9,7 @@ that is not an itrlab checkpoint is refused with a message naming it.
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,9 @@ class TrainState:
     step: int = 0  # optimizer steps taken
     best_rsum: float = float("-inf")
     best_epoch: int = 0
-    history: list[dict[str, Any]] = field(default_factory=list)  # one entry per epoch: loss, val metrics
+    history: list[dict[str, Any]] = field(default_factory=list)  # one entry per epoch: its logged metrics
+    # with train.lr_decay_choices: the epoch after which this state's schedule decays (itrlab.train.decay_choice)
+    decay_after: int | None = None
 
 
 def rng_state() -> dict[str, Any]:
@@ -130,6 +132,18 @@ def save_checkpoint(
     except OSError as err:  # a full or read-only disk: the previous file is intact (atomic rename)
         why = no_space(Path(path).parent) if disk_full(err) else err.strerror or str(err)
         raise StorageError(f"cannot write the checkpoint {path}: {why}; the previous one is kept") from None
+
+
+def copy_checkpoint(source: Path, target: Path, **state: Any) -> None:
+    """Write the checkpoint ``source`` to ``target`` as it is (its weights, optimizer and generators' states), but
+    for the fields of its :class:`TrainState` given in ``state``."""
+    payload = load_checkpoint(source)
+    payload["state"] = plain(asdict(replace(payload["state"], **state)))
+    try:
+        atomic_write_bytes(target, lambda f: torch.save(payload, f))
+    except OSError as err:
+        why = no_space(Path(target).parent) if disk_full(err) else err.strerror or str(err)
+        raise StorageError(f"cannot write the checkpoint {target}: {why}") from None
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:

@@ -368,8 +368,8 @@ def start_run(
             tracker.log_final_metrics(preparation_metrics(notes))
         # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
         # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
-        logger = MlflowEpochLogger(tracker, run_dir)
-        logger.catch_up(trainer.state.epoch)  # epochs a failed store left unlogged, from the backlog
+        logger = MlflowEpochLogger(tracker, run_dir, config.train.lr_decay_choices or ())
+        logger.catch_up(trainer.state.epoch, trainer.state.decay_after)  # epochs a failed store left, from the backlog
         trainer.callbacks.insert(0, logger)
     # once nothing was refused
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(config.dump(), sort_keys=False))

@@ -3,7 +3,9 @@
 After every epoch the trainer validates on the val split, writes ``last.pt`` (everything needed to
 continue) and, when the validation rsum improved, ``best.pt``. ``fit`` continues from ``last.pt``
 when the run directory has one: the epoch counter, the optimizer, the LR schedule (a function of
-the global step) and the RNG states all carry on. ``test`` evaluates once, with the best weights.
+the global step) and the RNG states all carry on. ``test`` evaluates once, with the best weights. With
+``train.lr_decay_choices`` the run trains one branch per choice of its decay and ends on the one validation
+chose (:mod:`itrlab.train.decay_choice`).
 
 Speed (issue #11): ``train.precision`` runs steps and evaluation under autocast
 (:mod:`itrlab.train.precision`); ``train.data_path`` builds batches from a device-resident copy of
@@ -19,7 +21,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -41,6 +43,7 @@ from itrlab.losses import LossOutput
 from itrlab.methods import MethodModule
 from itrlab.methods.base import Scorer, drop_reinitialised_state
 from itrlab.train.checkpoint import BEST, LAST, MODEL, TrainState, load_checkpoint, save_checkpoint, set_rng_state
+from itrlab.train.decay_choice import DecayBranches, epoch_branches, fit_branches
 from itrlab.train.device import resolve_device
 from itrlab.train.precision import MixedPrecision
 from itrlab.train.schedule import StepDecaySchedule
@@ -66,6 +69,8 @@ class EpochReport:
     best_rsum: float
     seconds: float
     auxiliary: dict[str, RecallTable] = field(default_factory=dict)  # e.g. {"anchor": table}
+    # train.lr_decay_choices: the decays whose schedules hold this epoch (itrlab.train.decay_choice); () without
+    branches: tuple[int, ...] = ()
 
     def metrics(self) -> dict[str, float]:
         """Per-epoch metrics: loss and its parts, lr, the validation table (unprefixed), and the
@@ -224,9 +229,6 @@ class Trainer:
             self.step_module = torch.nn.parallel.DistributedDataParallel(
                 self.method, device_ids=[self.device.index] if self.device.type == "cuda" else None
             )
-        self.schedule = StepDecaySchedule(
-            self.steps_per_epoch, tuple(train.lr_decay_epochs), train.lr_decay, train.warmup_steps
-        )
         self.total_steps = self.steps_per_epoch * train.epochs
         # foreach: each update as a few multi-tensor kernels over every parameter, as on CUDA by default, rather
         # than a loop of small ones per parameter (a large share of a small CPU step:
@@ -235,19 +237,39 @@ class Trainer:
             self.method.param_groups(train.lr), lr=train.lr, weight_decay=train.weight_decay, foreach=True
         )
         self.state = TrainState()
-        if (self.run_dir / LAST).is_file():
-            self._restore(load_checkpoint(self.run_dir / LAST))
-        self.scheduler = self.schedule.scheduler(self.optimizer, last_step=self.state.step)
+        self.branches = None  # train.lr_decay_choices: the run's schedules (itrlab.train.decay_choice)
+        self.settled: bool | None = None  # a branch's last epoch settled its files: whether every branch finished
+        if train.lr_decay_choices:
+            if self.world_size > 1:
+                raise UserInputError(
+                    "train.lr_decay_choices trains its branches in one process: multi-worker training cannot "
+                    "choose its decay; use one worker, or train.lr_decay_epochs"
+                )
+            self.branches = DecayBranches(self.run_dir, train.lr_decay_choices, train.epochs)
+        self.reopen()
         # where the training stands, for callbacks that listen (a sweep's progress board); one worker speaks
         self.progress = ProgressNotifier(self.callbacks if self.rank == 0 else [], train.epochs, self.steps_per_epoch)
+
+    def reopen(self) -> None:
+        """Continue from the run folder's ``last.pt`` when it has one (a resume, or the next decay branch), with
+        the learning-rate schedule of the state it holds."""
+        train = self.config.train
+        if (self.run_dir / LAST).is_file():
+            self._restore(load_checkpoint(self.run_dir / LAST))
+        if self.branches is not None:
+            self.state = self.branches.check_state(self.state)
+        decays = (self.state.decay_after,) if self.branches is not None else tuple(train.lr_decay_epochs)
+        self.schedule = StepDecaySchedule(self.steps_per_epoch, decays, train.lr_decay, train.warmup_steps)
+        self.scheduler = self.schedule.scheduler(self.optimizer, last_step=self.state.step)
 
     def _restore(self, checkpoint: dict) -> None:
         """Continue from ``last.pt``; UserInputError when it does not fit this config (another width,
         another method), before anything of the run is touched."""
         try:
             self.method.load_state_dict(checkpoint["model"])
-            configured = [
-                {"initial_lr": g["lr"], "weight_decay": g["weight_decay"]} for g in self.optimizer.param_groups
+            configured = [  # the configured rate: the schedule's base once a scheduler set it (a branch reopened)
+                {"initial_lr": g.get("initial_lr", g["lr"]), "weight_decay": g["weight_decay"]}
+                for g in self.optimizer.param_groups
             ]
             self.optimizer.load_state_dict(checkpoint["optimizer"])
             for group, settings in zip(self.optimizer.param_groups, configured):
@@ -276,11 +298,19 @@ class Trainer:
         return self.state.epoch
 
     def fit(self) -> TrainState:
+        """Train to the last epoch; with ``train.lr_decay_choices``, every branch, and end on the chosen one
+        (:func:`itrlab.train.decay_choice.fit_branches`)."""
+        if self.branches is not None:
+            fit_branches(self)
+        else:
+            self.train_to_end()
+        return self.state
+
+    def train_to_end(self) -> None:
         for epoch in range(self.state.epoch + 1, self.config.train.epochs + 1):
             started = time.perf_counter()
             loss, parts = self.train_epoch(epoch)
             self.finish_epoch(epoch, loss, parts, started)
-        return self.state
 
     def finish_epoch(self, epoch: int, loss: float, parts: dict[str, float], started: float) -> None:
         """After epoch ``epoch`` trained (mean ``loss`` and ``parts``; it began at ``started``, perf_counter):
@@ -290,19 +320,11 @@ class Trainer:
             val = self.evaluate(self.data.val, self.config.eval.val_protocol)
             auxiliary = self.evaluate_auxiliary(self.data.val, self.config.eval.val_protocol)
         is_best = val.rsum > self.state.best_rsum
-        self.state.epoch, self.state.history = (
-            epoch,
-            [*self.state.history, {"epoch": epoch, "loss": loss, **val.metrics()}],
+        branches = (
+            epoch_branches(self.branches.choices, self.state.decay_after, epoch) if self.branches is not None else ()
         )
         if is_best:
             self.state.best_rsum, self.state.best_epoch = val.rsum, epoch
-        if self.rank == 0:  # the workers' weights are identical: one writes
-            if is_best:
-                save_checkpoint(self.run_dir / BEST, model=self.method, optimizer=None, state=self.state)
-                save_checkpoint(
-                    self.run_dir / MODEL, model=self.method.exported_model(), optimizer=None, state=self.state
-                )
-            save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
         report = EpochReport(
             epoch,
             self.config.train.epochs,
@@ -313,9 +335,24 @@ class Trainer:
             val,
             is_best,
             self.state.best_rsum,
-            time.perf_counter() - started,
+            0.0,
             auxiliary,
+            branches,
         )
+        # the epoch's metrics but its duration (which a rerun does not repeat): a chosen branch's curve, once chosen
+        entry = {key: value for key, value in report.metrics().items() if key != "epoch_seconds"}
+        self.state.epoch, self.state.history = epoch, [*self.state.history, {"epoch": epoch, **entry}]
+        if self.rank == 0:  # the workers' weights are identical: one writes
+            if is_best:
+                save_checkpoint(self.run_dir / BEST, model=self.method, optimizer=None, state=self.state)
+                save_checkpoint(
+                    self.run_dir / MODEL, model=self.method.exported_model(), optimizer=None, state=self.state
+                )
+            save_checkpoint(self.run_dir / LAST, model=self.method, optimizer=self.optimizer, state=self.state)
+            if self.branches is not None:  # a start the trunk leaves, a branch's end (before the callbacks)
+                done = self.branches.settle(self.state)
+                self.settled = done if epoch == self.config.train.epochs else None
+        report = replace(report, seconds=time.perf_counter() - started)
         for callback in self.callbacks:
             callback.on_epoch_end(report)
 

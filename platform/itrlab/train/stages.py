@@ -170,11 +170,11 @@ def trained_stage(
                 parent_run_id=store.parent_run_id,
             )
             atomic_write_text(record, json.dumps({"run_id": run_id}))
-            logger = MlflowEpochLogger(tracker, folder)
+            logger = MlflowEpochLogger(tracker, folder, config.train.lr_decay_choices or ())
             callbacks.insert(0, logger)
         trainer = Trainer(config, method, data, folder, callbacks, device=device)
         if logger is not None:
-            logger.catch_up(trainer.state.epoch)
+            logger.catch_up(trainer.state.epoch, trainer.state.decay_after)
         _log.info(f"stage {name}: training in {folder}")
         with tracker.ending() if tracker is not None else contextlib.nullcontext():
             try:

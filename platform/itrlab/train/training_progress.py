@@ -23,7 +23,9 @@ PHASES = ("training", "validating", "testing")
 class TrainingProgress:
     """A training's phase and position: epoch ``epoch`` of ``epochs``, ``step`` of the epoch's ``steps``
     done; ``step_seconds`` the mean of this epoch's steps so far (the last epoch's at its start; None
-    before any step); ``eval_seconds`` the last validation's duration (None before the first)."""
+    before any step); ``eval_seconds`` the last validation's duration (None before the first). A run that
+    chooses its decay (``train.lr_decay_choices``) trains one schedule after another: ``schedule`` names the
+    one in training (``decay after 9``) and ``epochs_after`` counts the epochs of those still to follow."""
 
     phase: str
     epoch: int
@@ -32,6 +34,8 @@ class TrainingProgress:
     steps: int
     step_seconds: float | None = None
     eval_seconds: float | None = None
+    schedule: str = ""
+    epochs_after: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,13 +53,24 @@ class ProgressNotifier:
         every: float = PROGRESS_EVERY_S,
     ):
         self.callbacks, self.epochs, self.steps, self.clock, self.every = callbacks, epochs, steps, clock, every
+        self.schedule, self.epochs_after = "", 0  # the schedule in training, the epochs of those to follow
         self.step_seconds: float | None = None
         self.eval_seconds: float | None = None
         self.epoch_started = self.last = 0.0
 
     def _send(self, phase: str, epoch: int, step: int) -> None:
         self.last = self.clock()
-        progress = TrainingProgress(phase, epoch, self.epochs, step, self.steps, self.step_seconds, self.eval_seconds)
+        progress = TrainingProgress(
+            phase,
+            epoch,
+            self.epochs,
+            step,
+            self.steps,
+            self.step_seconds,
+            self.eval_seconds,
+            self.schedule,
+            self.epochs_after,
+        )
         for callback in self.callbacks:
             notify = getattr(callback, "on_progress", None)
             if notify is not None:

@@ -6,7 +6,7 @@ dual encoders (VSE, VSE++, MVN, ConVSE, ConVSE++, CLIP), ``xattn``, and DBL's co
 around them (OSS, OAS, MSS). Refused, each with the reason on one line: methods that say why not
 (``MethodModule.group_refusal``: CODER's queues and k-means, AsCL's generators), a BERT text encoder,
 GPO pooling (its own packed GRU), fp16 (one gradient scaler would skip every member's step when one
-overflows).
+overflows), a decay chosen on validation (``train.lr_decay_choices``: a run's schedules train one after another).
 
 Members of one group share a **model shape** (the names and shapes of their parameters) and the
 same data, ``train`` and ``eval`` sections (one batch, schedule, epoch count and precision drive the
@@ -53,6 +53,11 @@ def group_refusal(config: ExperimentConfig) -> str | None:
     for where, pooling in (("model.text.pooling", text.pooling), ("model.image.pooling", image.pooling)):
         if pooling != "mean":
             return f"{where}={pooling} cannot train in a group: GPO's weights come from a GRU over packed sequences"
+    if config.train.lr_decay_choices:
+        return (
+            "train.lr_decay_choices cannot train in a group: each run trains one schedule after another from its "
+            "own checkpoints, where a group's members share one schedule; use group: 1"
+        )
     if config.train.precision == "fp16":
         return (
             "train.precision=fp16 cannot train in a group: one gradient scaler would skip every member's step "
