@@ -225,3 +225,20 @@ def test_features_tokenised_otherwise_are_refused(stored, tmp_path):
     (root / "text" / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(DataError, match="caption 2 .* stored states"):
         built(root, *ENCODER_INPUT)
+
+
+def test_a_steps_cost_counts_the_reencoding_and_its_shape_says_so(stored, tmp_path, monkeypatch):
+    """The dry run's estimate: a step counted on made-up inputs encodes made-up captions with the packaged MiniLM
+    (a frozen model's forward of 2B captions: many times the stored step's FLOPs), and the shape a throughput is
+    recorded under tells it from the stored path's."""
+    from itrlab.train.flops import CACHE_ENV, count_step
+    from itrlab.train.throughput import training_shape
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "step_counts.json"))
+    plain, there, unused = (
+        config_of(stored, "train.batch_size=8", *overrides)
+        for overrides in ([], ENCODER_INPUT, [*ENCODER_INPUT, "loss.use_negatives=false"])
+    )
+    assert training_shape(there, 4, 8) == training_shape(plain, 4, 8) + " reencoded"
+    assert training_shape(unused, 4, 8) == training_shape(plain, 4, 8)  # no negatives: nothing encoded again
+    assert count_step(there, 4, 8, 14).flops > 10 * count_step(plain, 4, 8, 14).flops

@@ -70,7 +70,7 @@ from itrlab.methods.ascl.text_augment import (
     NegativeGenerator,
     PositiveGenerator,
 )
-from itrlab.methods.base import MethodModule, MethodSettings, build_task_loss
+from itrlab.methods.base import MethodModule, MethodSettings, build_task_loss, task_loss_requires
 from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import text_encoder_spec
 from itrlab.methods.registry import register_method
@@ -254,6 +254,26 @@ class AsclMethod(MethodModule):
                 self.generators.reencoder = InputReencoder.for_split(vocab, states, train.captions)
         else:
             self.generators.pool = CaptionPool(train.captions, train.captions_per_image, vocab, self.max_len)
+
+    @classmethod
+    def cost_note(cls, config: ExperimentConfig) -> str:
+        """``reencoded`` where the step encodes its type-I negatives with the frozen text model (about twice the
+        stored path's step on Flickr8K's shapes: docs/papers/ascl.md#noise-at-the-encoders-input)."""
+        reencodes = cls.method_settings(config).noise_site == ENCODER_INPUT
+        return "reencoded" if reencodes and I2T_GENERATED_NEG in task_loss_requires(config.loss) else ""
+
+    def bind_made_up_inputs(self, batch: Batch) -> None:
+        """At ``encoder_input``, unless the training data bound them: the packaged MiniLM over made-up token ids
+        of the batch's captions (their count and length), so that a step on made-up inputs encodes as a run's."""
+        reencoder = self.generators.reencoder
+        if self.generators.noise_site != ENCODER_INPUT or I2T_GENERATED_NEG not in self.loss.requires:
+            return
+        if reencoder is None or self.generators.made_up:
+            captions = int(batch.caption_ids.max()) + 1
+            if reencoder is None or len(reencoder.ids) < captions or reencoder.ids.shape[1] < batch.tokens.shape[1]:
+                with torch.device("cpu"):  # a real model, also where the step is counted on the meta device
+                    self.generators.reencoder = InputReencoder.made_up(captions, batch.tokens.shape[1])
+                self.generators.made_up = True
 
     # ------------------------------------------------------------------ training
 

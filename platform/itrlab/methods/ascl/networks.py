@@ -167,6 +167,7 @@ class SampleGenerators(nn.Module):
         self.stored_stride = stored_stride
         self.pool: CaptionPool | StatePool | None = None
         self.reencoder: InputReencoder | None = None
+        self.made_up = False  # the reencoder reads made-up token ids (a step counted on made-up inputs)
 
     def extra_repr(self) -> str:
         return f"noise_site={self.noise_site}" + (", stored states" if self.stored_stride else "")

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from itrlab.data.text_features import SplitText, TextFeatures
-from itrlab.data.tokenizers import PretrainedTokenizer, features_model_dir, swap_pad_id
+from itrlab.data.tokenizers import PretrainedTokenizer, features_model_dir, require_model_dir, swap_pad_id
 from itrlab.errors import DataError
 from itrlab.methods.ascl.stored_positives import Layout
 from itrlab.models.bert_text import load_pretrained_model
@@ -84,6 +84,16 @@ class InputReencoder:
                 )
             ids[caption, : kept[caption]] = torch.tensor(tokens[: kept[caption]], dtype=torch.int32)
         return cls(model_dir, ids, torch.tensor(kept, dtype=torch.long))
+
+    @classmethod
+    def made_up(cls, captions: int, width: int, model_dir: Path | None = None) -> InputReencoder:
+        """The packaged MiniLM (or ``model_dir``'s) over ``captions`` made-up captions of ``width`` tokens
+        (``[CLS] a a ... [SEP]``): what counting a step's cost on made-up inputs encodes
+        (:meth:`~itrlab.methods.base.MethodModule.bind_made_up_inputs`)."""
+        folder = require_model_dir(model_dir)
+        row = PretrainedTokenizer(folder).encode(" ".join(["a"] * width), max_len=width)
+        ids = torch.tensor([row] * captions, dtype=torch.int32)
+        return cls(folder, ids, torch.full((captions,), len(row), dtype=torch.long))
 
     # ------------------------------------------------------------------ token ids
 
