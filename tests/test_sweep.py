@@ -368,6 +368,9 @@ def test_a_row_with_its_own_seeds_runs_them_and_the_pivot_pairs_the_shared_ones(
     report = Path(client.download_artifacts(result.parent_run_id, "sweep/report.md", str(workdir))).read_text()
     assert r"over seeds \[0, 1\]; B: \[0, 1, 2\]" in report  # Markdown's escaped brackets
     assert "of 3 seeds" not in report and "of 2 seeds" not in report  # each row complete with its own
+    assert main(["report", result.parent_run_id, "--out", str(workdir / "results")]) == 0  # the dated page
+    (page,) = (workdir / "results").glob("*-row_seeds_sweep.md")
+    assert r"seeds \[0, 1\]; B: \[0, 1, 2\]" in page.read_text()
 
 
 def test_optuna_search_runs_its_trials(workdir):

@@ -468,12 +468,17 @@ def seeds_by_row(spec: SweepSpec) -> dict[str, list[int]]:
 def seeds_text(spec: SweepSpec) -> str:
     """The sweep's seeds as a report says them: ``[0, 1, 2]``, and the rows that run their own
     (``[0, 1, 2]; AsCL, w/o Neg: [0, 1, 2, 3, 4, 5]``)."""
+    return grid_seeds_text(spec.grid, spec.seeds)
+
+
+def grid_seeds_text(grid: dict[str, list[Any]], seeds: list[int]) -> str:
+    """:func:`seeds_text` of a grid and its sweep's ``seeds`` (as a finished sweep's summary keeps them)."""
     own: dict[str, list[str]] = {}
-    for values in spec.grid.values():
-        for value in values:
+    for values in grid.values():
+        for value in values if isinstance(values, list) else []:
             if own_seeds(value) is not None:
                 own.setdefault(str(own_seeds(value)), []).append(str(value["name"]))
-    return "; ".join([str(spec.seeds), *(f"{', '.join(names)}: {seeds}" for seeds, names in own.items())])
+    return "; ".join([str(seeds), *(f"{', '.join(names)}: {row}" for row, names in own.items())])
 
 
 def shared_seeds(spec: SweepSpec, row: str, reference: str) -> int:
