@@ -404,6 +404,51 @@ def test_a_row_that_is_another_rows_stage_trains_it_once(workdir):
     assert [p.name.split("-")[0] for p in (sweep_dir / "stages").iterdir() if (p / "stage.json").is_file()] == ["run"]
 
 
+def test_a_row_with_its_own_seeds_runs_them_and_the_pivot_pairs_the_shared_ones(workdir):
+    """Row B runs seeds 0-2, row A the sweep's 0-1: five trials, each tagged with its row and seed, the pivot
+    counting each row's own, the paired difference over the two seeds both ran."""
+    sweep = write_sweep(
+        workdir / "sweep.yaml",
+        name="row_seeds_sweep",
+        experiment="vsepp_synthetic_tiny",
+        overrides=[f"dataset.root={workdir / 'data'}", "train.epochs=1"],
+        grid={"variant": [{"name": "A", "loss.margin": 0.2}, {"name": "B", "loss.margin": 0.1, "seeds": [0, 1, 2]}]},
+        seeds=[0, 1],
+        concurrency=2,
+        table={"rows": ["variant"]},
+    )
+    result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
+    assert sorted((row.params["variant"]["name"], row.params["seed"], row.status) for row in result.rows) == [
+        ("A", 0, "finished"),
+        ("A", 1, "finished"),
+        ("B", 0, "finished"),
+        ("B", 1, "finished"),
+        ("B", 2, "finished"),
+    ]
+    assert all(
+        row.params["variant"] in ({"name": "A", "loss.margin": 0.2}, {"name": "B", "loss.margin": 0.1})
+        for row in result.rows
+    )  # the trial's point: the row without its seeds
+    client = MlflowClient()
+    kids = children(client, "row_seeds_sweep", result.parent_run_id)
+    tagged = sorted((k.data.tags["param.variant"], k.data.tags["param.seed"]) for k in kids)
+    assert tagged == [("A", "0"), ("A", "1"), ("B", "0"), ("B", "1"), ("B", "2")]
+    assert {k.data.params["loss.margin"] for k in kids if k.data.tags["param.variant"] == "B"} == {"0.1"}
+    table = json.loads(
+        Path(client.download_artifacts(result.parent_run_id, "sweep/table.json", str(workdir))).read_text()
+    )
+    column = table["columns"].index
+    rows = {row[column("variant")]: row for row in table["data"]}
+    assert rows["A"][column("seeds")] == 2 and rows["B"][column("seeds")] == 3
+    assert rows["B"][column("test_rsum_diff_paired_seeds")] == 2
+    report = Path(client.download_artifacts(result.parent_run_id, "sweep/report.md", str(workdir))).read_text()
+    assert r"over seeds \[0, 1\]; B: \[0, 1, 2\]" in report  # Markdown's escaped brackets
+    assert "of 3 seeds" not in report and "of 2 seeds" not in report  # each row complete with its own
+    assert main(["report", result.parent_run_id, "--out", str(workdir / "results")]) == 0  # the dated page
+    (page,) = (workdir / "results").glob("*-row_seeds_sweep.md")
+    assert r"seeds \[0, 1\]; B: \[0, 1, 2\]" in page.read_text()
+
+
 def test_optuna_search_runs_its_trials(workdir):
     sweep = write_sweep(
         workdir / "sweep.yaml",

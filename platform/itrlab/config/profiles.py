@@ -19,7 +19,8 @@ profile may name its own base ``experiment`` (``flickr8k``: the real-data recipe
 ``configs/experiments/*_flickr8k.yaml``) and its own ``seeds``, ``resources``, ``concurrency`` and
 ``group``, and replace the values of axes of the sweep's ``grid`` (``grid: {cooperative.strategy: [A, F]}``:
 rows that cannot differ in its setting left out, the reason among its deviations); an axis the sweep's
-grid lacks is an error.
+grid lacks is an error. Its ``table`` keys replace the sweep's (``table: {compare: [[B, A]]}``: pairs of rows
+only its grid has).
 
 ``default_profile: NAME`` at the top of the file names the profile a run without ``--profile`` takes
 (``budget`` where the file names none): DBL's Table IV, the main job, runs its Flickr8K table unless asked
@@ -56,6 +57,7 @@ class Profile(Section):
     group: int | None = None  # trials trained together per Ray trial (a GPU profile's grouping)
     experiment: str | None = None  # the base experiment this profile trains (e.g. a real data set's recipe)
     grid: dict[str, list[Any]] | None = None  # axes of the sweep's grid whose values this profile replaces
+    table: dict[str, Any] | None = None  # keys of the sweep's table this profile replaces (compare, baseline ...)
     description: str = ""
 
 
@@ -144,6 +146,11 @@ def apply_profile(data: dict[str, Any], profile: str | None, where: str = "") ->
                 did_you_mean(unknown[0], list(axes)),
             )
         filled["grid"] = {**axes, **_fill(chosen.grid, chosen.values, f"profiles.{name}.grid")}
+    if chosen.table:
+        filled["table"] = {
+            **(filled.get("table") or {}),
+            **_fill(chosen.table, chosen.values, f"profiles.{name}.table"),
+        }
     for key in ("experiment", "seeds", "resources", "concurrency", "group"):
         if getattr(chosen, key) is not None:
             filled[key] = getattr(chosen, key)

@@ -14,6 +14,11 @@ rejects Tune grids. Keys are dotted config paths, as in command-line overrides::
     table: {rows: [loss.margin]}
 
 (``configs/sweeps/`` holds one file per paper table or figure; ``table.paper`` names its published numbers.)
+
+A named row may run its own ``seeds`` instead of the sweep's (``{name: AsCL, seeds: [0, 1, 2, 3, 4, 5]}``): the
+rows that a comparison needs more seeds for get them, and the others keep the sweep's. Rows are compared over
+the seeds both ran (:mod:`itrlab.report.analysis`), so rows of a pair share their seeds. A trial's point holds
+the row without its ``seeds``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from itrlab.config.schema import NAME_PATTERN, PREHEAD, Section, safe_name
 from itrlab.errors import ConfigError
 
 VARIANT = "variant"  # grid key whose values are named sets of overrides: {name: "+M-DCL", method.mdcl: true, ...}
+ROW_SEEDS = "seeds"  # a named row's own seeds, instead of the sweep's: {name: AsCL, seeds: [0, 1, 2, 3, 4, 5]}
 MAX_TRIALS = 10_000  # grid points times seeds, or Optuna's num_trials: checked before any point is listed
 MAX_LABEL_CHARS = 100  # a row's label names trial runs in MLflow (run names: 250 characters at most)
 
@@ -42,8 +48,37 @@ def named_row(value: Any, key: str = "") -> bool:
     return (
         isinstance(value, dict)
         and "name" in value
-        and (key == VARIANT or set(value) == {"name"} or any("." in str(k) for k in value))
+        and (key == VARIANT or set(value) <= {"name", ROW_SEEDS} or any("." in str(k) for k in value))
     )
+
+
+def own_seeds(value: Any) -> list[int] | None:
+    """A grid value's own seeds (:data:`ROW_SEEDS`), or None: it runs the sweep's."""
+    return value.get(ROW_SEEDS) if isinstance(value, dict) and "name" in value else None
+
+
+def without_seeds(value: Any) -> Any:
+    """A grid value as a trial's point holds it: a named row without its own seeds."""
+    if isinstance(value, dict) and ROW_SEEDS in value:
+        return {k: v for k, v in value.items() if k != ROW_SEEDS}
+    return value
+
+
+def _check_row_seeds(key: str, value: Any) -> None:
+    """ValueError unless a grid value's own seeds are a non-empty list of distinct integers of a named row."""
+    if not isinstance(value, dict) or ROW_SEEDS not in value:
+        return
+    name = value.get("name")
+    if name is None:
+        raise ValueError(f"grid key '{key}': a value with its own seeds needs a name (the row that runs them)")
+    seeds = value[ROW_SEEDS]
+    if not isinstance(seeds, list) or not seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
+        raise ValueError(f"grid key '{key}', row {name!r}: seeds {seeds!r} must be a non-empty list of integers")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(
+            f"grid key '{key}', row {name!r}: seeds {seeds} repeat a seed: identical trials would count as "
+            f"independent seeds"
+        )
 
 
 def label(value: Any, key: str = "") -> Any:
@@ -217,7 +252,15 @@ class SweepSpec(Section):
         for key, values in self.grid.items():
             if not isinstance(values, list) or not values:
                 raise ValueError(f"grid key '{key}' needs a non-empty list of values")
-            trials *= len(values)
+            for value in values:
+                _check_row_seeds(key, value)
+            trials *= max(len(own_seeds(value) or self.seeds) for value in values)
+        seeded = [key for key, values in self.grid.items() if any(own_seeds(v) is not None for v in values)]
+        if len(seeded) > 1:
+            raise ValueError(
+                f"rows of grid keys {', '.join(seeded)} give their own seeds: one grid key at most may, or a "
+                f"trial would have two sets of seeds"
+            )
         if trials > MAX_TRIALS:
             raise ValueError(
                 f"the grid's points times the seeds make {trials:,} trials; a sweep runs at most "
@@ -286,13 +329,21 @@ class SweepSpec(Section):
             raise error from None
 
     def grid_points(self) -> list[dict[str, Any]]:
-        """Every combination of the grid's values, times the seeds (each a dict of dotted overrides)."""
+        """Every combination of the grid's values, times the seeds (each a dict of dotted overrides): a row's own
+        seeds where it gives them (the row held without them), else the sweep's."""
         keys = list(self.grid)
         points = []
         for values in itertools.product(*(self.grid[k] for k in keys)):
-            for seed in self.seeds:
-                points.append({**dict(zip(keys, values)), "seed": seed})
+            seeds = next((own for own in map(own_seeds, values) if own is not None), self.seeds)
+            point = {key: without_seeds(value) for key, value in zip(keys, values)}
+            for seed in seeds:
+                points.append({**point, "seed": seed})
         return points
+
+    @property
+    def row_seeds(self) -> bool:
+        """Whether some row of the grid runs its own seeds (the trials are then no product of grid and seeds)."""
+        return any(own_seeds(value) is not None for values in self.grid.values() for value in values)
 
     @property
     def trial_count(self) -> int:
@@ -402,6 +453,40 @@ def pivot_labels(spec: SweepSpec) -> list[str]:
     return list(dict.fromkeys(row_label(row_key(point, spec.table.rows)) for point in spec.grid_points()))
 
 
+def seeds_by_row(spec: SweepSpec) -> dict[str, list[int]]:
+    """The seeds each pivot row runs (label -> seeds in grid order): the sweep's, or a row's own."""
+    if spec.table is None or spec.optuna is not None:
+        return {}
+    rows: dict[str, list[int]] = {}
+    for point in spec.grid_points():
+        seeds = rows.setdefault(row_label(row_key(point, spec.table.rows)), [])
+        if point["seed"] not in seeds:
+            seeds.append(point["seed"])
+    return rows
+
+
+def seeds_text(spec: SweepSpec) -> str:
+    """The sweep's seeds as a report says them: ``[0, 1, 2]``, and the rows that run their own
+    (``[0, 1, 2]; AsCL, w/o Neg: [0, 1, 2, 3, 4, 5]``)."""
+    return grid_seeds_text(spec.grid, spec.seeds)
+
+
+def grid_seeds_text(grid: dict[str, list[Any]], seeds: list[int]) -> str:
+    """:func:`seeds_text` of a grid and its sweep's ``seeds`` (as a finished sweep's summary keeps them)."""
+    own: dict[str, list[str]] = {}
+    for values in grid.values():
+        for value in values if isinstance(values, list) else []:
+            if own_seeds(value) is not None:
+                own.setdefault(str(own_seeds(value)), []).append(str(value["name"]))
+    return "; ".join([str(seeds), *(f"{', '.join(names)}: {row}" for row, names in own.items())])
+
+
+def shared_seeds(spec: SweepSpec, row: str, reference: str) -> int:
+    """How many seeds two pivot rows both run: what a paired comparison of them pairs when every trial finishes."""
+    rows = seeds_by_row(spec)
+    return len(set(rows.get(row, spec.seeds)) & set(rows.get(reference, spec.seeds)))
+
+
 def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
     """``table.rows`` name keys of the grid (or ``seed``): another key gives a column of '-'. Checked
     after the grid's own keys (a misspelt grid key is the error to report first)."""
@@ -428,10 +513,27 @@ def check_table_rows(spec: SweepSpec, prefix: str = "") -> None:
                 f"the label of a row of the pivot: {', '.join(labels)}",
                 did_you_mean(label, labels),
             )
+    if spec.row_seeds:  # the baseline is compared with every row
+        base = spec.table.baseline if spec.table.baseline is not None else labels[0]
+        apart = next((label for label in labels if label != base and shared_seeds(spec, label, base) < 2), None)
+        if apart is not None:
+            raise ConfigError(
+                f"{prefix}table.baseline",
+                base,
+                f"a row that runs two seeds or more in common with every other row (row {apart!r} shares "
+                f"{shared_seeds(spec, apart, base)}): a comparison pairs rows by seed",
+            )
     for key, pairs in declared:
         for i, (row, reference) in enumerate(pairs):
             if row == reference:
                 raise ConfigError(f"{prefix}table.{key}[{i}]", [row, reference], "two different rows")
+            if spec.row_seeds and shared_seeds(spec, row, reference) < 2:
+                raise ConfigError(
+                    f"{prefix}table.{key}[{i}]",
+                    [row, reference],
+                    f"two rows that run two seeds or more in common (they share "
+                    f"{shared_seeds(spec, row, reference)}): a comparison pairs them by seed",
+                )
 
 
 def resolve_sweep_path(sweep: str | Path) -> Path:

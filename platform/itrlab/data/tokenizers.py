@@ -22,6 +22,7 @@ This module takes plain arguments (no config imports), like the rest of ``itrlab
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -124,6 +125,46 @@ def require_model_dir(model_dir: str | Path | None) -> Path:
             "directory is needed; nothing is downloaded)"
         )
     return path
+
+
+def model_identity(model_dir: str | Path) -> dict[str, Any]:
+    """What identifies the text model wherever it is installed: its folder's name and a digest of its config and
+    weight files' names, sizes and first MiB (cheap; changes when the model is replaced). Stored text features
+    record it (:mod:`itrlab.extract.text`)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(model_dir).iterdir()):
+        if path.is_file() and (path.suffix in (".json", ".safetensors", ".bin", ".txt", ".model")):
+            digest.update(f"{path.name}:{path.stat().st_size}:".encode())
+            with path.open("rb") as handle:
+                digest.update(handle.read(1 << 20))
+    folder = Path(model_dir)
+    name = folder.parent.name if folder.name == "model" else folder.name  # a pip package's model/ folder
+    return {"name": name, "sha256": digest.hexdigest()[:16]}
+
+
+def features_model_dir(features: TextFeatures) -> Path:
+    """The local folder of the text model that computed ``features`` (the identity digest their ``text.json``
+    records): the packaged MiniLM when it is that model, else the folder ``text.json`` names when it still holds
+    it. A :class:`UserInputError` when neither does: a run that encodes captions again must use the model whose
+    states it reads."""
+    recorded = features.model
+    wanted = recorded.get("sha256")
+    candidates = []
+    try:
+        candidates.append(default_model_dir())
+    except UserInputError:  # the package is not installed: the recorded folder may still be there
+        pass
+    if recorded.get("dir"):
+        candidates.append(Path(str(recorded["dir"])))
+    for folder in candidates:
+        if not missing_model_files(folder) and model_identity(folder).get("sha256") == wanted:
+            return folder.resolve()
+    where = " or ".join(str(c) for c in candidates) or "nowhere (no package, no recorded folder)"
+    raise UserInputError(
+        f"the text features in {features.folder} were computed by {recorded.get('name')} (digest {wanted}), "
+        f"which is not installed here (looked in {where}): install that model (pip package "
+        f"{DEFAULT_MODEL_PACKAGE} for the default) or extract the features again"
+    )
 
 
 def swap_pad_id(ids: Any, pad_id: int) -> Any:
@@ -308,10 +349,12 @@ __all__ = [
     "TextTokenizer",
     "build_text_tokenizer",
     "default_model_dir",
+    "features_model_dir",
     "import_transformers",
     "load_hf_tokenizer",
     "load_text_tokenizer",
     "missing_model_files",
+    "model_identity",
     "require_model_dir",
     "resolve_model_dir",
     "swap_pad_id",

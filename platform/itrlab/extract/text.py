@@ -117,23 +117,9 @@ def precomp_splits(folder: Path) -> list[str]:
     return [name for name in names if (Path(folder) / f"{name}_ims.npy").is_file()]
 
 
-def model_identity(model_dir: Path) -> dict[str, Any]:
-    """What identifies the text model wherever it is installed: its folder's name and a digest of its config and
-    weight files' names, sizes and first MiB (cheap; changes when the model is replaced)."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(model_dir).iterdir()):
-        if path.is_file() and (path.suffix in (".json", ".safetensors", ".bin", ".txt", ".model")):
-            digest.update(f"{path.name}:{path.stat().st_size}:".encode())
-            with path.open("rb") as handle:
-                digest.update(handle.read(1 << 20))
-    folder = Path(model_dir)
-    name = folder.parent.name if folder.name == "model" else folder.name  # a pip package's model/ folder
-    return {"name": name, "sha256": digest.hexdigest()[:16]}
-
-
 def plan_text(options: TextOptions, log: Callable[[str], None]) -> TextPlan | dict[str, Any]:
     """The plan, or the finished manifest when the folder already holds these features."""
-    from itrlab.data.tokenizers import require_model_dir
+    from itrlab.data.tokenizers import model_identity, require_model_dir
 
     options.check()
     precomp = Path(options.precomp)

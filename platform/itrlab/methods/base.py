@@ -120,6 +120,8 @@ class MethodModule(nn.Module):
     ``after_step(step, total_steps)`` (after every optimizer step: EMA anchors, queues),
     ``auxiliary_evaluators()`` (other branches to evaluate beside the model: anchors),
     ``batch_extras()`` (extra per-sample fields the method wants in its batches).
+    What estimates a step's cost asks of it: ``cost_note(config)`` (work its training shape does not show) and
+    ``bind_made_up_inputs(batch)`` (data a step reads beyond its batch, made up to count it).
     """
 
     name = "method"
@@ -214,6 +216,19 @@ class MethodModule(nn.Module):
         coverage = init_glove_embeddings(self, context.vocab_words, train.captions if train is not None else None)
         if coverage is not None:
             context.notes["glove"] = coverage
+
+    @classmethod
+    def cost_note(cls, config: ExperimentConfig) -> str:
+        """A word for work of a step of ``config`` that its training shape (data, model, batch:
+        :func:`itrlab.train.throughput.training_shape`) does not show, such as a frozen model run in the step;
+        "" (the default) where there is none. The shape carries it, so that a throughput measured without that
+        work is never read for a step with it."""
+        return ""
+
+    def bind_made_up_inputs(self, batch: Batch) -> None:
+        """Before a step on made-up inputs of ``batch``'s shape (counting its cost, :mod:`itrlab.train.flops`),
+        bind what the step reads beyond its batch and ``prepare`` would take from the training data, made up
+        as well. Nothing by default."""
 
     def batch_extras(self) -> dict[str, Callable[[int], Tensor]]:
         """Extra per-sample fields of training batches: name -> function of the training caption's

@@ -7,7 +7,7 @@ named the winner only when
   better side: the paired interval (the per-seed differences, :func:`itrlab.report.stats.paired_interval`)
   where the two rows share two seeds or more, else Welch's (two seeds or more on both sides: one seed has
   no interval, so no winner); :attr:`Headline.interval` says which, and the report says it under the table;
-* it has every seed of the grid whenever some row has (a row cut short by Ctrl-C or failures is
+* it has every seed the grid gives it whenever some row has (a row cut short by Ctrl-C or failures is
   marked and never named over a complete one).
 
 Otherwise the headline says "no row differs from <baseline> at 95% (n seeds)", unless a row is still
@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from itrlab.config.sweep import SweepSpec
+from itrlab.config.sweep import SweepSpec, seeds_by_row
 from itrlab.report.analysis import INCONCLUSIVE, NO_EFFECT, WORDS, Verdict
 from itrlab.report.chance import ChanceLevel
 from itrlab.report.summary import number, row_label
@@ -90,7 +90,8 @@ def row_marks(
 ) -> RowMarks:
     """The marks of the pivot's rows; ``learning``: row label -> why it is still learning."""
     labels = [row_label(table[key][i] for key in spec.table.rows) for i in range(len(table["seeds"]))]
-    incomplete = [seeds < len(spec.seeds) for seeds in table["seeds"]]
+    expected = seeds_by_row(spec)  # the sweep's seeds, or a row's own
+    incomplete = [seeds < len(expected.get(label, spec.seeds)) for label, seeds in zip(labels, table["seeds"])]
     at_chance = [False] * len(labels)
     if chance is not None and "test_rsum_mean" in table:
         for i, (mean, half) in enumerate(zip(table["test_rsum_mean"], table["test_rsum_ci95"])):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from itrlab.config.schema import PREHEAD
-from itrlab.config.sweep import SweepSpec
+from itrlab.config.sweep import SweepSpec, seeds_by_row, seeds_text, shared_seeds
 from itrlab.report.anchors import Anchor
 from itrlab.report.chance import ChanceLevel
 from itrlab.report.convergence import GAIN_FLOOR, SCHEDULE_GAP, TAIL, Convergence
@@ -213,7 +213,12 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
     columns = report_columns(spec)
     objective = inputs.headline.column
     keys = spec.table.rows
-    grid_seeds = len(spec.seeds)
+    expected = seeds_by_row(spec)  # the seeds each row runs: the sweep's, or its own
+
+    def grid_seeds(label: str) -> int:
+        return len(expected.get(label, spec.seeds))
+
+    base_label = next((label for i, label in enumerate(inputs.marks.labels) if table["baseline"][i]), None)
     unit = "GPU-h" if inputs.cost_column == "gpu_hours" else "CPU-h"
     baseline = inputs.headline.baseline or "baseline"
     versus = f"{HEADERS.get(objective, objective)} vs {baseline}"
@@ -235,7 +240,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
                 table.get(f"{c}_mean", [None] * (i + 1))[i],
                 table.get(f"{c}_ci95", [None] * (i + 1))[i],
                 seeds,
-                grid_seeds,
+                grid_seeds(label),
                 c,
             )
             for c in columns
@@ -248,7 +253,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
                 table[f"{objective}_diff"][i],
                 table[f"{objective}_diff_ci95"][i],
                 seeds,
-                grid_seeds,
+                grid_seeds(label),
                 objective,
                 signed=True,
             )
@@ -262,14 +267,14 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
                     table[f"{objective}_diff_paired"][i],
                     table[f"{objective}_diff_paired_ci95"][i],
                     pairs if pairs is not None else 0,
-                    grid_seeds,
+                    shared_seeds(spec, label, base_label),
                     objective,
                     signed=True,
                 )
             )
         wall, hours = table["wall_s_mean"][i], table[inputs.cost_column][i]
         cells += [_duration(wall), "-" if not _finite(hours) else f"{hours:.3g}"]
-        note = [f"{seeds} of {grid_seeds} seeds"] if inputs.marks.incomplete[i] else []
+        note = [f"{seeds} of {grid_seeds(label)} seeds"] if inputs.marks.incomplete[i] else []
         if inputs.marks.what_became(i):
             note.append(inputs.marks.what_became(i))
         if inputs.marks.at_chance[i]:
@@ -338,14 +343,14 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
     if inputs.comparisons:
         notes.append(
             "Other differences, with Welch's 95% interval: "
-            + "; ".join(_comparison(c, grid_seeds) for c in inputs.comparisons)
+            + "; ".join(_comparison(c, min(grid_seeds(c.row), grid_seeds(c.reference))) for c in inputs.comparisons)
             + "."
         )
         paired_pairs = [c for c in inputs.comparisons if c.paired is not None]
         if paired_pairs:
             notes.append(
                 "Other differences, paired by seed: "
-                + "; ".join(_comparison(c, grid_seeds, paired=True) for c in paired_pairs)
+                + "; ".join(_comparison(c, shared_seeds(spec, c.row, c.reference), paired=True) for c in paired_pairs)
                 + "."
             )
     notes.append(inputs.published_note)
@@ -358,7 +363,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
         f"total {_total(table, inputs.cost_column):.3g} {unit}."
     )
     return PaperReport(
-        f"{spec.name}: test results over seeds {spec.seeds}",
+        f"{spec.name}: test results over seeds {seeds_text(spec)}",
         header,
         rows,
         kinds,
@@ -377,7 +382,7 @@ def _cells_note(table: dict[str, list], spec: SweepSpec, baseline: str) -> str:
     """What a cell holds: "mean ± interval" only where rows have seeds to make one."""
     if _any_interval(table):
         return (
-            f"Cells: mean ± 95% Student-t interval over seeds {spec.seeds} (the seed count where a row has "
+            f"Cells: mean ± 95% Student-t interval over seeds {seeds_text(spec)} (the seed count where a row has "
             f"fewer; one seed: its value, no interval); 'vs {baseline}': the difference of the means with "
             f"Welch's 95% interval."
         )

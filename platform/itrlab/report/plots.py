@@ -30,7 +30,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from itrlab.config.sweep import SweepSpec, pivot_labels, row_label  # noqa: E402
+from itrlab.config.sweep import SweepSpec, pivot_labels, row_label, seeds_text  # noqa: E402
 
 LOG_SPAN = 20  # swept values spanning this factor or more get a log axis
 LOSS_SPAN = 3  # rows whose first-epoch losses differ this factor or more are drawn relative to it
@@ -96,7 +96,7 @@ def pivot_figure(
             label=f"chance: random scores' 95% range ({chance[0]:.1f}-{chance[1]:.1f})",
         )
     ax.set_ylabel(f"test {name}")
-    ax.set_title(f"{spec.name}: test {name}, seeds {spec.seeds}")
+    ax.set_title(f"{spec.name}: test {name}, seeds {seeds_text(spec)}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     return fig

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from itrlab.config.profiles import DEFAULT_PROFILE, DEVIATIONS_TAG, PROFILE_TAG
+from itrlab.config.sweep import grid_seeds_text
 from itrlab.data.shape import DataShape
 from itrlab.errors import UserInputError
 from itrlab.report.convergence import TAIL
@@ -167,7 +168,7 @@ def render(
         f"- MLflow: {_parent_run(run['run_id'])} ({md_text(run.get('status', '?'))}) in experiment "
         f"{md_code(run.get('experiment', '?'))}{runs_table}",
         f"- experiment {md_code(summary['experiment'])}, objective {md_text(summary['objective'])}, "
-        f"seeds {md_text(summary['seeds'])}",
+        f"seeds {md_text(grid_seeds_text(summary.get('grid') or {}, summary['seeds']))}",
         f"- data: {md_code(summary.get('dataset') or '?')}{_shape(summary)}, test protocol "
         f"{md_code(summary.get('test_protocol') or '?')}",
         f"- trials: {total} ({md_text(', '.join(f'{v} {k}' for k, v in counts.items() if v))})",

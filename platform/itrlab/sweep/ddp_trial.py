@@ -22,6 +22,7 @@ import ray.train
 import ray.train.torch
 from ray import tune
 
+from itrlab.sweep.points import trial_point
 from itrlab.sweep.trial import (
     EpochReporter,
     TrialContext,
@@ -133,7 +134,11 @@ def trial_function(
 
     def trainable(params: dict[str, Any], context: TrialContext) -> None:
         run_torch_trainer_trial(
-            params, context, num_workers=num_workers, cpus_per_worker=cpus_per_worker, gpus_per_worker=gpus_per_worker
+            trial_point(params),
+            context,
+            num_workers=num_workers,
+            cpus_per_worker=cpus_per_worker,
+            gpus_per_worker=gpus_per_worker,
         )
 
     trainable.__name__ = "torch_trainer_trial"

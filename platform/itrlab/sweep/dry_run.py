@@ -18,7 +18,7 @@ from pathlib import Path
 from itrlab.assembly import stage_configs
 from itrlab.config import ExperimentConfig
 from itrlab.config.loader import config_dir, read_yaml
-from itrlab.config.sweep import SweepSpec, row_key, row_label
+from itrlab.config.sweep import SweepSpec, row_key, row_label, seeds_text
 from itrlab.sweep.cost import Cost, group_seconds
 from itrlab.sweep.points import base_tree, trial_config
 from itrlab.tracking.store import TRACKING_URI_ENV, resolve_tracking_uri
@@ -177,6 +177,8 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace, cost: str, command: li
         + f": {len(configs)} trial(s)"
         + (
             f" ({len(spec.seeds)} seed(s) each)"
+            if not spec.row_seeds
+            else f" (seeds {seeds_text(spec)})"
             if spec.optuna is None
             else f" (Optuna: {spec.optuna.num_trials} trials; the search's corners below)"
         )

@@ -17,6 +17,7 @@ from itrlab.config.sweep import SweepSpec
 from itrlab.errors import failure_reason
 from itrlab.report.summary import TrialRow
 from itrlab.sweep.group_trial import member_rows
+from itrlab.sweep.points import trial_point
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR, TRIAL_TAG
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker
 
@@ -147,7 +148,7 @@ def trial_rows(results, interrupted: bool = False) -> tuple[list[TrialRow], bool
         else:
             status, reason = "stopped", reason or "stopped early by the scheduler (ASHA)"
         trial_id = getattr(trial, "trial_id", None) or metrics.get("trial_id") or str(result.path).rsplit("/", 1)[-1]
-        rows.append(TrialRow(str(trial_id), dict(result.config or {}), metrics, status, reason))
+        rows.append(TrialRow(str(trial_id), trial_point(dict(result.config or {})), metrics, status, reason))
     return member_rows(rows), interrupted  # a grouped sweep's trial: one row per member
 
 

@@ -27,6 +27,16 @@ def base_tree(spec: SweepSpec, overrides: list[str]) -> dict[str, Any]:
     return absolute_paths(compose(spec.experiment, [*spec.overrides, *overrides]))
 
 
+POINT = "point"  # Tune's key of a sweep whose rows run their own seeds: each trial's whole grid point
+
+
+def trial_point(params: dict[str, Any]) -> dict[str, Any]:
+    """A trial's grid point (its dotted keys, named rows and seed) from the params Tune hands it: as they are, or,
+    where rows run their own seeds (no product of grid and seeds), the point Tune holds under :data:`POINT`."""
+    point = params.get(POINT) if isinstance(params, dict) else None
+    return dict(point) if isinstance(point, dict) else params
+
+
 def point_key(params: dict[str, Any]) -> str:
     """A trial's point (its dotted keys and values, a named variant's dict included) as one string, the
     same for the driver's grid point and the params Tune hands the trial."""

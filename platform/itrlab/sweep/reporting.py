@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from itrlab.config.schema import ExperimentConfig
-from itrlab.config.sweep import SweepSpec, row_key, row_label
+from itrlab.config.sweep import SweepSpec, row_key, row_label, seeds_text
 from itrlab.data.shape import DataShape
 from itrlab.errors import failure_reason
 from itrlab.report.analysis import smallest_mdes
@@ -267,7 +267,7 @@ def report_inputs(
         f"experiment {spec.experiment}" + (f" with {' '.join(spec.overrides)}" if spec.overrides else ""),
         f"data {config.dataset.name}: {shape.describe() if shape else 'shape unknown'}; "
         f"test protocol {config.eval.test_protocol}",
-        f"objective {spec.objective.mode} {spec.objective.metric}; seeds {spec.seeds}",
+        f"objective {spec.objective.mode} {spec.objective.metric}; seeds {seeds_text(spec)}",
     ]
     learning = {row: found.learning for row, found in (converged or {}).items()}
     return ReportInputs(

@@ -61,7 +61,7 @@ from itrlab.sweep.outcome import (
     trial_rows,
     with_unstarted,
 )
-from itrlab.sweep.points import base_tree, check_decay_choices, point_key, trial_config
+from itrlab.sweep.points import POINT, base_tree, check_decay_choices, point_key, trial_config
 from itrlab.sweep.reporting import report_sweep
 from itrlab.sweep.resume import (
     STATE_FILE,
@@ -133,9 +133,12 @@ def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> dict[str, ExperimentC
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
-    """Tune's space: the grid and the seeds; for an Optuna sweep only the seed (Optuna suggests the rest)."""
+    """Tune's space: the grid and the seeds, every combination, or, where rows run their own seeds, each grid point
+    under :data:`~itrlab.sweep.points.POINT`; for an Optuna sweep only the seed (Optuna suggests the rest)."""
     if spec.optuna is not None:
         return {"seed": spec.seeds[0]}
+    if spec.row_seeds:  # no product: one value per grid point
+        return {POINT: tune.grid_search(spec.grid_points())}
     space = {key: tune.grid_search(values) for key, values in spec.grid.items()}
     space["seed"] = tune.grid_search(spec.seeds)
     return space

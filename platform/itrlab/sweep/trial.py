@@ -32,7 +32,7 @@ from itrlab.config import ExperimentConfig
 from itrlab.config.sweep import VARIANT, label
 from itrlab.errors import StorageError, UserInputError, disk_full, failure_reason, no_space
 from itrlab.sweep.board import BOARD_FOLDER, BoardWriter
-from itrlab.sweep.points import point_key, trial_config
+from itrlab.sweep.points import point_key, trial_config, trial_point
 from itrlab.tracking import MlflowTracker
 from itrlab.tracking.run_reader import TRIAL_ID_TAG as TRIAL_TAG
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
@@ -265,6 +265,7 @@ def restored_trial_folder(name: str) -> tuple[str, Path]:
 
 def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     """The Tune function trainable."""
+    params = trial_point(params)
     trial_id, run_dir = restored_trial_folder("run")
 
     tracker = MlflowTracker(context.experiment, context.tracking_uri)

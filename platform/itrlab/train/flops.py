@@ -18,7 +18,8 @@ meaning on the meta device) is counted on the CPU instead, at batches of 2, 4 an
 weights and zero inputs: a step's FLOPs are a polynomial of degree 2 in the batch (the encoders are
 linear in it, the similarity matrices and pair scoring quadratic), so the three counts give it exactly at
 the config's batch. An OAS config is counted as MSS (a frozen anchor that scores the batch without
-gradient, no checkpoint to read).
+gradient, no checkpoint to read). What a step reads beyond its batch (a frozen model's token ids of the training
+captions) is made up by the method (``bind_made_up_inputs``) and counted with the step.
 """
 
 from __future__ import annotations
@@ -158,6 +159,9 @@ def _batch(config: ExperimentConfig, size: int, regions: int, feature_dim: int, 
 
 
 def _run(method: torch.nn.Module, batch: Batch) -> tuple[float, int]:
+    for module in method.modules():  # the method, or a scheme's branches: data beyond the batch, made up
+        if hasattr(module, "bind_made_up_inputs"):
+            module.bind_made_up_inputs(batch)
     with _StepCounter() as counter:
         method(batch).loss.backward()
     return float(counter.flops), counter.ops

@@ -26,8 +26,9 @@ def throughput_file() -> Path:
 
 def training_shape(config: ExperimentConfig, regions: int, feature_dim: int) -> str:
     """``convse 36x2048 embed1024 bigru300 batch256 fp32``: what decides a training step's cost; a scheme
-    that wraps the method adds its structure (``xattn ... fp32 oss x2``: two branches train)."""
-    from itrlab.methods.registry import scheme_structure  # the method layer (torch): not for a record's path
+    that wraps the method adds its structure (``xattn ... fp32 oss x2``: two branches train), and the method
+    its :meth:`~itrlab.methods.base.MethodModule.cost_note` (work in the step the rest does not show)."""
+    from itrlab.methods.registry import METHODS, scheme_structure  # the method layer (torch): not for a record's path
 
     text = config.model.text
     encoder = {
@@ -36,9 +37,10 @@ def training_shape(config: ExperimentConfig, regions: int, feature_dim: int) -> 
     }.get(text.encoder, f"{text.encoder}:{text.bert_path}")
     structure = scheme_structure(config)
     scheme = f" {structure}" if structure else ""
+    note = METHODS[config.method.name].cost_note(config)  # work in the step the shape does not show
     return (
         f"{config.method.name} {regions}x{feature_dim} embed{config.model.embed_dim} {encoder} "
-        f"batch{config.train.batch_size} {config.train.precision}{scheme}"
+        f"batch{config.train.batch_size} {config.train.precision}{scheme}{f' {note}' if note else ''}"
     )
 
 

@@ -44,7 +44,7 @@ class NewTextFeatures(TextFeatures):
     @classmethod
     def of(cls, stored: TextFeatures, batch_size: int = 64) -> NewTextFeatures:
         """``stored`` with its text model checked: there, and the one that computed the features."""
-        from itrlab.extract.text import model_identity
+        from itrlab.data.tokenizers import model_identity
 
         model = stored.model
         folder = Path(str(model.get("dir", "")))

@@ -24,10 +24,13 @@ and hierarchical cross-modal fusion scored without any ground-truth leak (``docs
   shards (:func:`~itrlab.methods.sharded.encode_split_features` and
   :func:`~itrlab.methods.sharded.sharded_score_fn`, shared with ``xattn``): no pair ever looks
   up its ground-truth partner, unlike the reference code (docs/papers/ascl.md §B3, #leak-free-scoring).
-* Stored text features (``model.text.encoder: precomp``, issue 42): the captions arrive as a frozen MiniLM's
+* Stored text features (``model.text.encoder: precomp``): the captions arrive as a frozen MiniLM's
   token states; ``T⁺`` cuts and joins states (:mod:`itrlab.methods.ascl.stored_positives`), ``T⁻`` perturbs
   the states (``input``) or ``W`` (``features``) without re-encoding, so ``shuffle`` (a no-op there) is
-  refused and ``mixture`` draws from the other four (docs/papers/ascl.md#stored-text-features).
+  refused and ``mixture`` draws from the other four (docs/papers/ascl.md#stored-text-features); or
+  (``encoder_input``) perturbs the MiniLM's input embeddings of the captions' token ids and encodes them
+  again with the frozen MiniLM in the step (:mod:`itrlab.methods.ascl.reencode`), where every generator,
+  ``shuffle`` included, applies (docs/papers/ascl.md#noise-at-the-encoders-input).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from itrlab.losses import Similarities
 from itrlab.losses.parts import PartBound
 from itrlab.methods.ascl.losses import I2T_GENERATED_NEG, I2T_POS, I2T_POS_GENERATED_NEG
 from itrlab.methods.ascl.networks import (
+    ENCODER_INPUT,
     NOISE_SITES,
     AsclModel,
     CaptionPool,
@@ -56,6 +60,7 @@ from itrlab.methods.ascl.networks import (
     length_buckets,
     stack_padded,
 )
+from itrlab.methods.ascl.reencode import InputReencoder
 from itrlab.methods.ascl.stored_positives import StatePool
 from itrlab.methods.ascl.text_augment import (
     MIXTURE_OF,
@@ -65,7 +70,7 @@ from itrlab.methods.ascl.text_augment import (
     NegativeGenerator,
     PositiveGenerator,
 )
-from itrlab.methods.base import MethodModule, MethodSettings, build_task_loss
+from itrlab.methods.base import MethodModule, MethodSettings, build_task_loss, task_loss_requires
 from itrlab.methods.context import BuildContext
 from itrlab.methods.dual import text_encoder_spec
 from itrlab.methods.registry import register_method
@@ -89,7 +94,9 @@ class AsclSettings(MethodSettings):
     cutoff_rows: int = Field(1, ge=0)  # tokens zeroed by token cutoff
     cutoff_cols: int = Field(1, ge=0)  # features zeroed by feature cutoff
     positives: Literal[POSITIVE_GENERATORS] = "mixture"  # type II (concat) / III (truncate) (Fig. 3a)
-    noise_site: Literal[NOISE_SITES] = "input"  # input embeddings (re-encoded) or token features
+    # input embeddings (re-encoded; on stored states: the states), token features, or (stored states) the frozen
+    # text model's input embeddings, encoded again in the step
+    noise_site: Literal[NOISE_SITES] = "input"
     u1: number(ge=0, le=1, meaning="the weight of the local score, eq. 4") = 0.8  # 0.8 COCO, 0.6 F30K
     heads: int = Field(8, ge=1)  # H of the cross-attention (reference code)
     cross_attention: bool = True  # false: "w/o MF"
@@ -139,13 +146,23 @@ class AsclMethod(MethodModule):
             "attends over every token and region and pools them itself (eq. 1-3): "
             "a pooled (GPO) encoder has no place in its fusion scorer",
         )
-        if config.model.text.encoder == STORED and settings.generator in ORDER_BLIND:
+        stored = config.model.text.encoder == STORED
+        if settings.noise_site == ENCODER_INPUT and not stored:
+            raise ConfigError(
+                "method.noise_site",
+                settings.noise_site,
+                f"encoder_input encodes the captions of stored text states again with the frozen model that "
+                f"computed them: it needs model.text.encoder=precomp; the {config.model.text.encoder} encoder "
+                f"encodes its input itself: use noise_site=input",
+            )
+        if stored and settings.noise_site != ENCODER_INPUT and settings.generator in ORDER_BLIND:
             raise ConfigError(
                 "method.generator",
                 settings.generator,
                 "stored text states are not encoded again, and the fusion scorer's attention and "
                 "means ignore order: a shuffle of them is a no-op; use another generator (mixture "
-                "draws from the other four), or model.text.encoder=bigru or bert",
+                "draws from the other four), noise_site=encoder_input (the frozen model encodes the "
+                "shuffled input again), or model.text.encoder=bigru or bert",
             )
         if settings.cutoff_rows >= config.model.text.max_len:
             raise ConfigError(
@@ -185,7 +202,9 @@ class AsclMethod(MethodModule):
         max_len, stored = model_config.text.max_len, spec.encoder == STORED
         if stored:  # states framed by [CLS] / [SEP]; positives edit position ids, then frame them
             start, end, continuation, protect_ends = None, None, frozenset(), True
-            positive_max_len, mixture = max_len - 2, tuple(m for m in MIXTURE_OF if m not in ORDER_BLIND)
+            positive_max_len = max_len - 2
+            order_seen = settings.noise_site == ENCODER_INPUT  # the frozen model sees a shuffle
+            mixture = MIXTURE_OF if order_seen else tuple(m for m in MIXTURE_OF if m not in ORDER_BLIND)
         else:
             tokenizer = context.vocab
             if tokenizer is None and spec.encoder == "bert":  # bare builds (unit tests): the model's own tokenizer
@@ -222,7 +241,8 @@ class AsclMethod(MethodModule):
 
     def prepare(self, context: BuildContext) -> None:
         """GloVe rows (BiGRU), and the training captions of each image for type-II positives (token ids, or
-        the training split's stored states)."""
+        the training split's stored states); at ``encoder_input`` with a loss that reads type-I negatives, the
+        frozen text model of the stored states and the training captions' token ids."""
         super().prepare(context)
         train, vocab = context.train, context.vocab
         if train is None or vocab is None:
@@ -230,8 +250,30 @@ class AsclMethod(MethodModule):
         if isinstance(vocab, TextFeatures):
             states = vocab.open_split(train.split, train.captions, self.max_len)
             self.generators.pool = StatePool(states, train.captions_per_image, self.generators.stored_stride)
+            if self.generators.noise_site == ENCODER_INPUT and I2T_GENERATED_NEG in self.loss.requires:
+                self.generators.reencoder = InputReencoder.for_split(vocab, states, train.captions)
         else:
             self.generators.pool = CaptionPool(train.captions, train.captions_per_image, vocab, self.max_len)
+
+    @classmethod
+    def cost_note(cls, config: ExperimentConfig) -> str:
+        """``reencoded`` where the step encodes its type-I negatives with the frozen text model (about twice the
+        stored path's step on Flickr8K's shapes: docs/papers/ascl.md#noise-at-the-encoders-input)."""
+        reencodes = cls.method_settings(config).noise_site == ENCODER_INPUT
+        return "reencoded" if reencodes and I2T_GENERATED_NEG in task_loss_requires(config.loss) else ""
+
+    def bind_made_up_inputs(self, batch: Batch) -> None:
+        """At ``encoder_input``, unless the training data bound them: the packaged MiniLM over made-up token ids
+        of the batch's captions (their count and length), so that a step on made-up inputs encodes as a run's."""
+        reencoder = self.generators.reencoder
+        if self.generators.noise_site != ENCODER_INPUT or I2T_GENERATED_NEG not in self.loss.requires:
+            return
+        if reencoder is None or self.generators.made_up:
+            captions = int(batch.caption_ids.max()) + 1
+            if reencoder is None or len(reencoder.ids) < captions or reencoder.ids.shape[1] < batch.tokens.shape[1]:
+                with torch.device("cpu"):  # a real model, also where the step is counted on the meta device
+                    self.generators.reencoder = InputReencoder.made_up(captions, batch.tokens.shape[1])
+                self.generators.made_up = True
 
     # ------------------------------------------------------------------ training
 
@@ -252,13 +294,15 @@ class AsclMethod(MethodModule):
         regions, global_feats = self.model.encode_images(batch.images)
         generator = self._generator() if needs & set(GENERATED) else None
         tokens, lengths, size = batch.tokens, batch.lengths, len(batch)
+        negative = bool(needs & {I2T_GENERATED_NEG, I2T_POS_GENERATED_NEG})
+        ids = self.generators.caption_ids(batch.caption_ids, tokens.shape[1]) if negative else None
         if needs & {I2T_POS, I2T_POS_GENERATED_NEG}:  # T⁺ joins T: [T; T⁺]
-            plus, plus_lengths = self.generators.positive_tokens(
+            plus, plus_lengths, plus_ids = self.generators.positive_samples(
                 tokens, lengths, batch.image_ids, batch.caption_ids, generator
             )
             tokens, lengths = stack_padded(tokens, plus), torch.cat([lengths, plus_lengths])
-        negative = bool(needs & {I2T_GENERATED_NEG, I2T_POS_GENERATED_NEG})
-        clean, noisy = self.score_captions(regions, global_feats, tokens, lengths, negative, generator)
+            ids = stack_padded(ids, plus_ids) if ids is not None and plus_ids is not None else None
+        clean, noisy = self.score_captions(regions, global_feats, tokens, lengths, negative, generator, ids)
         wanted = {I2T_GENERATED_NEG: (noisy, 0), I2T_POS: (clean, size), I2T_POS_GENERATED_NEG: (noisy, size)}
         extras = {name: scores[:, start : start + size] for name, (scores, start) in wanted.items() if name in needs}
         return Similarities(i2t=clean[:, :size], image_ids=batch.image_ids, extras=extras)
@@ -271,16 +315,20 @@ class AsclMethod(MethodModule):
         lengths: Tensor,
         negative: bool,
         generator: torch.Generator | None,
+        ids: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Scores (I, n) of the images against the captions and, with ``negative``, against their type-I
         negatives (I, n). Captions go in runs of similar length (:func:`length_buckets`), each run and
-        its negatives through one text-encoder call and one scorer call, padded to the run's longest."""
+        its negatives through one text-encoder call and one scorer call, padded to the run's longest.
+        ``ids`` (n, L): the captions' token ids, for negatives at ``encoder_input``."""
         clean, noisy, index = [], [], []
         for run in length_buckets(lengths):
             run = run.to(lengths.device)
             run_lengths = lengths[run]
-            run_tokens = tokens[run, : int(run_lengths.max())]
-            words, perturbed = self.generators.encode(self.model, run_tokens, run_lengths, negative, generator)
+            width = int(run_lengths.max())
+            run_tokens = tokens[run, :width]
+            run_ids = ids[run.to(ids.device), :width] if ids is not None else None
+            words, perturbed = self.generators.encode(self.model, run_tokens, run_lengths, negative, generator, run_ids)
             if perturbed is not None:
                 words, run_lengths = torch.cat([words, perturbed]), torch.cat([run_lengths, run_lengths])
             scores = self.model.pair_scores(regions, global_feats, words, run_lengths, max_elements=None)

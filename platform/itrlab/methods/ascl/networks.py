@@ -8,14 +8,17 @@ sample generators with their caption pool.
   encoded in two steps (:meth:`AsclModel.input_embeddings`, then
   :meth:`AsclModel.features_from_embeddings`) so that type-I noise lands on the encoder's input.
 * :class:`SampleGenerators`: the type-I negative generator (noise at ``input`` embeddings, the
-  default, or on the encoded token ``features``), the type-II/III positive generator, and the
-  pool of every training caption of an image that type II concatenates from.
+  default, on the encoded token ``features``, or, on stored states, at the frozen text model's input,
+  ``encoder_input``), the type-II/III positive generator, and the pool of every training caption of an
+  image that type II concatenates from.
 * :class:`CaptionPool`: the training split's captions by image id, tokenised on first use.
   Shared, never copied (``deepcopy`` returns it): it is data, not state.
 
 On stored text features (``model.text.encoder: precomp``) the "tokens" are a frozen MiniLM's token states:
 the positives cut and join states (:mod:`itrlab.methods.ascl.stored_positives`), the negatives perturb the
-states (``input``) or their projection ``W`` (``features``), and nothing is encoded again.
+states (``input``) or their projection ``W`` (``features``) without encoding anything again, or perturb the
+MiniLM's input embeddings of the captions' token ids and encode them again with it (``encoder_input``,
+:mod:`itrlab.methods.ascl.reencode`).
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ import torch
 from torch import Tensor, nn
 
 from itrlab.methods.ascl.fusion import DEFAULT_HEADS, HierarchicalFusion, global_image_feature
-from itrlab.methods.ascl.stored_positives import StatePool, stored_positives
+from itrlab.methods.ascl.reencode import InputReencoder
+from itrlab.methods.ascl.stored_positives import StatePool, layout_states, positive_layout
 from itrlab.methods.ascl.text_augment import NegativeGenerator, PositiveGenerator
 from itrlab.models.encoders import RegionEncoder
 from itrlab.models.interaction import DEFAULT_SHARD_ELEMENTS
 from itrlab.models.text_factory import TextEncoderSpec
 
-NOISE_SITES = ("input", "features")
+ENCODER_INPUT = "encoder_input"  # stored states: noise on the frozen text model's input, encoded again
+NOISE_SITES = ("input", "features", ENCODER_INPUT)
 
 
 class AsclModel(nn.Module):
@@ -140,7 +145,9 @@ class SampleGenerators(nn.Module):
     ``noise_site``: ``input`` perturbs the text encoder's input embeddings and re-encodes (the
     default: ConSERT practice, the paper's "textual embedding layers"); ``features`` perturbs the
     encoded token features ``W`` (no re-encoding; a shuffle is then a no-op for the fusion scorer,
-    whose attention and means ignore order, which the method refuses at config time).
+    whose attention and means ignore order, which the method refuses at config time);
+    ``encoder_input`` (stored states only) perturbs the frozen text model's input embeddings of the
+    captions' token ids and encodes them with it (``reencoder``, set when the method is prepared).
 
     ``stored_stride``: set on stored token states (the longest caption's states + 1): the positives are then
     states cut and joined (:func:`~itrlab.methods.ascl.stored_positives.stored_positives`), not token ids.
@@ -159,6 +166,8 @@ class SampleGenerators(nn.Module):
         self.negatives, self.positives, self.noise_site = negatives, positives, noise_site
         self.stored_stride = stored_stride
         self.pool: CaptionPool | StatePool | None = None
+        self.reencoder: InputReencoder | None = None
+        self.made_up = False  # the reencoder reads made-up token ids (a step counted on made-up inputs)
 
     def extra_repr(self) -> str:
         return f"noise_site={self.noise_site}" + (", stored states" if self.stored_stride else "")
@@ -168,22 +177,53 @@ class SampleGenerators(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """``T⁺`` token ids (B, L') (or stored states (B, L', H)) and lengths: type II (two captions of the
         image, from the batch and the pool) or type III (truncation), one type per sample."""
-        if self.stored_stride is not None:
-            return stored_positives(
-                self.positives, tokens, lengths, image_ids, caption_ids, generator, self.pool, self.stored_stride
-            )
-        tokens_plus, lengths_plus, _ = self.positives(tokens, lengths, image_ids, generator, pool=self.pool)
-        return tokens_plus, lengths_plus
+        plus, plus_lengths, _ = self.positive_samples(tokens, lengths, image_ids, caption_ids, generator)
+        return plus, plus_lengths
+
+    def positive_samples(
+        self, tokens: Tensor, lengths: Tensor, image_ids: Tensor, caption_ids: Tensor, generator: torch.Generator
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """:meth:`positive_tokens` and, on stored states with a ``reencoder``, the token ids (B, L') of ``T⁺``
+        (else None): what ``encoder_input`` perturbs for ``T̃⁻``."""
+        if self.stored_stride is None:
+            tokens_plus, lengths_plus, _ = self.positives(tokens, lengths, image_ids, generator, pool=self.pool)
+            return tokens_plus, lengths_plus, None
+        layout = positive_layout(
+            self.positives, lengths, image_ids, caption_ids, generator, self.pool, self.stored_stride
+        )
+        plus, plus_lengths = layout_states(layout, tokens, caption_ids, lengths, self.pool)
+        ids = self.reencoder.ids_at(layout, tokens.device) if self.reencoder is not None else None
+        return plus, plus_lengths, ids
+
+    def caption_ids(self, caption_ids: Tensor, width: int) -> Tensor | None:
+        """(B, width) token ids of training captions for ``encoder_input`` (None without a ``reencoder``)."""
+        return self.reencoder.ids_of(caption_ids, width) if self.reencoder is not None else None
 
     def encode(
-        self, model: AsclModel, tokens: Tensor, lengths: Tensor, negative: bool, generator: torch.Generator
+        self,
+        model: AsclModel,
+        tokens: Tensor,
+        lengths: Tensor,
+        negative: bool,
+        generator: torch.Generator,
+        ids: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Token features of the captions and, with ``negative``, of their type-I negatives: (B, L, D) each.
 
-        At the ``input`` site both go through the text encoder in one call (2B sequences).
+        At the ``input`` site both go through the text encoder in one call (2B sequences). At
+        ``encoder_input`` the captions read their stored states ``tokens`` and the negatives are the frozen
+        text model's states of their perturbed token ids ``ids`` (B, L).
         """
         if not negative:
             return model.encode_captions(tokens, lengths), None
+        if self.noise_site == ENCODER_INPUT:
+            if self.reencoder is None or ids is None:
+                raise RuntimeError(
+                    "noise_site encoder_input needs the training captions' token ids and their text model: "
+                    "prepare the method with its training data first"
+                )
+            states = self.reencoder.perturbed_states(ids, lengths, self.negatives, generator)
+            return model.encode_captions(tokens, lengths), model.features_from_embeddings(states, lengths)
         if self.noise_site == "features":
             words = model.encode_captions(tokens, lengths)
             return words, self.negatives(words, lengths, generator)
@@ -224,4 +264,13 @@ def length_buckets(lengths: Tensor, saving: float = 0.15) -> list[Tensor]:
     return [order[: best + 1], order[best + 1 :]]
 
 
-__all__ = ["AsclModel", "CaptionPool", "NOISE_SITES", "SampleGenerators", "frame_ids", "length_buckets", "stack_padded"]
+__all__ = [
+    "AsclModel",
+    "CaptionPool",
+    "ENCODER_INPUT",
+    "NOISE_SITES",
+    "SampleGenerators",
+    "frame_ids",
+    "length_buckets",
+    "stack_padded",
+]

@@ -69,6 +69,71 @@ def content_ids(caption: int, length: int, stride: int) -> list[int]:
     return [caption * stride + p + 1 for p in range(1, max(length - 1, 1))]
 
 
+Layout = list[list[tuple[int, int]]]  # per generated caption: the (caption, position) of each of its states
+
+
+def positive_layout(
+    generator: PositiveGenerator,
+    lengths: Tensor,
+    image_ids: Tensor,
+    caption_ids: Tensor,
+    random: torch.Generator | None,
+    pool: StatePool | None,
+    stride: int,
+) -> Layout:
+    """Where each ``T⁺``'s states come from: per generated caption, the (training caption, position) of each of its
+    states, frame included (module docstring). ``generator`` edits position ids (it must frame nothing:
+    ``start_id = end_id = None``); ``stride`` exceeds every caption's length; captions outside the batch
+    (``caption_ids``, whose lengths are ``lengths``) are the ``pool``'s."""
+    if generator.start_id is not None or generator.end_id is not None:
+        raise ValueError("stored positives frame the states themselves: the id generator must frame nothing")
+    if int(lengths.max()) > stride:
+        raise ValueError(f"a caption of {int(lengths.max())} states does not fit the stride {stride}")
+    sizes = [int(n) for n in lengths.tolist()]
+    batch = {int(c): n for c, n in zip(caption_ids.tolist(), sizes)}
+    width = max(max(len(content_ids(0, n, stride)) for n in sizes), 1)
+    ids = torch.zeros((len(sizes), width), dtype=torch.long)
+    for row, (caption, n) in enumerate(zip(caption_ids.tolist(), sizes)):
+        content = content_ids(int(caption), n, stride)
+        ids[row, : len(content)] = torch.tensor(content, dtype=torch.long)
+    content_lengths = torch.tensor([max(n - FRAME, 0) for n in sizes], dtype=torch.long)
+    edited, edited_lengths, _ = generator(ids, content_lengths, image_ids.cpu(), random, pool=pool)
+
+    def length(caption: int) -> int:
+        return batch[caption] if caption in batch else pool.captions.kept(caption)
+
+    layout = []
+    for row, n in enumerate(edited_lengths.tolist()):
+        positions = [divmod(int(i) - 1, stride) for i in edited[row, :n].tolist()]
+        if not positions:  # nothing to edit: the caption itself
+            caption = int(caption_ids[row])
+            layout.append([(caption, p) for p in range(sizes[row])])
+            continue
+        first, last = positions[0][0], positions[-1][0]
+        layout.append([(first, 0), *positions, (last, length(last) - 1)])
+    return layout
+
+
+def layout_states(layout: Layout, states: Tensor, caption_ids: Tensor, lengths: Tensor, pool: StatePool | None):
+    """``T⁺`` as stored states (B, L', H) float32, zero at padding, and lengths (B,): the states ``layout`` names,
+    read from the batch's ``states`` (captions ``caption_ids``) or the ``pool``."""
+    batch = {int(c): row for row, c in enumerate(caption_ids.tolist())}
+    sizes = [int(n) for n in lengths.tolist()]
+    cache: dict[int, Tensor] = {}
+
+    def caption_states(caption: int) -> Tensor:
+        if caption not in cache:
+            row = batch.get(caption)
+            cache[caption] = states[row, : sizes[row]].float() if row is not None else pool.states(caption)
+        return cache[caption]
+
+    out_lengths = torch.tensor([len(row) for row in layout], dtype=torch.long)
+    out = states.new_zeros((len(layout), int(out_lengths.max()), states.shape[-1]), dtype=torch.float32)
+    for row, places in enumerate(layout):
+        out[row, : len(places)] = torch.stack([caption_states(c)[p] for c, p in places])
+    return out.to(states.device), out_lengths.to(lengths.device)
+
+
 def stored_positives(
     generator: PositiveGenerator,
     states: Tensor,
@@ -79,46 +144,18 @@ def stored_positives(
     pool: StatePool | None,
     stride: int,
 ) -> tuple[Tensor, Tensor]:
-    """``T⁺`` as stored states (B, L', H) float32, zero at padding, and lengths (B,) (module docstring).
-
-    ``generator`` edits position ids (it must frame nothing: ``start_id = end_id = None``); ``stride`` exceeds
-    every caption's length. Captions of the batch are read from ``states``, others from ``pool``.
-    """
-    if generator.start_id is not None or generator.end_id is not None:
-        raise ValueError("stored positives frame the states themselves: the id generator must frame nothing")
-    if int(lengths.max()) > stride:
-        raise ValueError(f"a caption of {int(lengths.max())} states does not fit the stride {stride}")
-    batch = {int(c): row for row, c in enumerate(caption_ids.tolist())}
-    sizes = [int(n) for n in lengths.tolist()]
-    width = max(max(len(content_ids(0, n, stride)) for n in sizes), 1)
-    ids = torch.zeros((len(sizes), width), dtype=torch.long)
-    for row, (caption, n) in enumerate(zip(caption_ids.tolist(), sizes)):
-        content = content_ids(int(caption), n, stride)
-        ids[row, : len(content)] = torch.tensor(content, dtype=torch.long)
-    content_lengths = torch.tensor([max(n - FRAME, 0) for n in sizes], dtype=torch.long)
-    edited, edited_lengths, _ = generator(ids, content_lengths, image_ids.cpu(), random, pool=pool)
-    cache: dict[int, Tensor] = {}
-
-    def caption_states(caption: int) -> Tensor:
-        if caption not in cache:
-            row = batch.get(caption)
-            cache[caption] = states[row, : sizes[row]].float() if row is not None else pool.states(caption)
-        return cache[caption]
-
-    out_rows = []
-    for row, n in enumerate(edited_lengths.tolist()):
-        positions = [divmod(int(i) - 1, stride) for i in edited[row, :n].tolist()]
-        if not positions:  # nothing to edit: the caption itself
-            out_rows.append(caption_states(int(caption_ids[row])))
-            continue
-        first, last = caption_states(positions[0][0]), caption_states(positions[-1][0])
-        body = [caption_states(c)[p] for c, p in positions]
-        out_rows.append(torch.stack([first[0], *body, last[-1]]))
-    out_lengths = torch.tensor([len(r) for r in out_rows], dtype=torch.long)
-    out = states.new_zeros((len(out_rows), int(out_lengths.max()), states.shape[-1]), dtype=torch.float32)
-    for row, value in enumerate(out_rows):
-        out[row, : len(value)] = value
-    return out.to(states.device), out_lengths.to(lengths.device)
+    """``T⁺`` as stored states (B, L', H) float32, zero at padding, and lengths (B,) (module docstring):
+    :func:`positive_layout`, read by :func:`layout_states`."""
+    layout = positive_layout(generator, lengths, image_ids, caption_ids, random, pool, stride)
+    return layout_states(layout, states, caption_ids, lengths, pool)
 
 
-__all__ = ["StatePool", "StoredCaptions", "content_ids", "stored_positives"]
+__all__ = [
+    "Layout",
+    "StatePool",
+    "StoredCaptions",
+    "content_ids",
+    "layout_states",
+    "positive_layout",
+    "stored_positives",
+]
