@@ -66,28 +66,33 @@ def write_photo_set(folder: Path, n: int = N_PHOTOS, seed: int = 0) -> tuple[Pat
     return images_dir, captions
 
 
+def extract_photos(images: Path, captions: Path, out: Path, pool: str = "1x1") -> Path:
+    """The real feature extraction of ``images`` with ``captions`` into ``out`` (splits 0.6/0.2/0.2, float16,
+    the 7x7 grid and the ``pool`` layouts); ``out``."""
+    from itrlab.extract.job import extract_dataset
+    from itrlab.extract.plan import ExtractOptions
+
+    options = ExtractOptions(
+        out=out,
+        images=images,
+        captions=captions,
+        split_fractions="0.6,0.2,0.2",
+        dtype="float16",
+        pool=pool,
+        progress=False,
+        batch_size=8,
+    )
+    extract_dataset(options)
+    return out
+
+
 def photo_model(folder: Path, layout: str = "pool3x3") -> tuple[str, Path, Path]:
     """The generated photo set of :func:`write_photo_set` under ``folder``, extracted (float16, the 7x7 grid and
     its 3x3 and 1x1 pooled layouts) and trained on (``layout``: ``pool3x3``, ``pool1x1`` or ``.``, the grid) in this
     process, its run logged to the MLflow store ``MLFLOW_TRACKING_URI`` names; (the run id, the extraction's
     folder, the photo folder)."""
-    from itrlab.extract.job import extract_dataset
-    from itrlab.extract.plan import ExtractOptions
-
     images, captions = write_photo_set(folder)
-    out = folder / "precomp"
-    extract_dataset(
-        ExtractOptions(
-            out=out,
-            images=images,
-            captions=captions,
-            split_fractions="0.6,0.2,0.2",
-            dtype="float16",
-            pool="3x3,1x1",
-            progress=False,
-            batch_size=8,
-        )
-    )
+    out = extract_photos(images, captions, folder / "precomp", "3x3,1x1")
     run_id = train(
         "vsepp_synthetic_tiny",
         folder / "runs" / "photos",

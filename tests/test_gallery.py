@@ -19,6 +19,7 @@ import pytest
 
 from browser import CHROMIUM, NEEDS_CHROMIUM, browser_dom
 from conftest import SHARED
+from photo_sets import extract_photos
 from trained_runs import itrlab, train, work_in
 
 COCO_MINI = SHARED / "data" / "coco_mini"
@@ -55,23 +56,9 @@ def photo_set(folder: Path) -> tuple[Path, Path]:
 def photo_run(tmp_path_factory):
     """A model trained on features of photos (its run logs the model and the gallery), and a model trained on
     synthetic data (no photos); the folder and store they share."""
-    from itrlab.extract.job import extract_dataset
-    from itrlab.extract.plan import ExtractOptions
-
     folder = tmp_path_factory.mktemp("gallery")
     images, captions = photo_set(folder)
-    extract_dataset(
-        ExtractOptions(
-            out=folder / "precomp",
-            images=images,
-            captions=captions,
-            split_fractions="0.6,0.2,0.2",
-            dtype="float16",
-            pool="1x1",
-            progress=False,
-            batch_size=8,
-        )
-    )
+    extract_photos(images, captions, folder / "precomp")
     with pytest.MonkeyPatch.context() as patch:
         work_in(patch, folder)
         run_id = train(

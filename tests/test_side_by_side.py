@@ -19,6 +19,7 @@ import pytest
 
 from browser import CHROMIUM, NEEDS_CHROMIUM, browser_dom
 from itrlab.trained.side_by_side import contrast
+from photo_sets import extract_photos
 from trained_runs import itrlab, train, work_in
 
 MARKUP = '<img src=x onerror="document.body.dataset.pwned=1"> & <b>bold</b>'
@@ -94,23 +95,9 @@ def photo_set(folder: Path) -> tuple[Path, Path]:
 def two_models(tmp_path_factory):
     """VSE++ and VSE trained on features of the photos (their runs log their models), a VSE++ model on synthetic
     data (no photos, another data set); the folder and store they share."""
-    from itrlab.extract.job import extract_dataset
-    from itrlab.extract.plan import ExtractOptions
-
     folder = tmp_path_factory.mktemp("side_by_side")
     images, captions = photo_set(folder)
-    extract_dataset(
-        ExtractOptions(
-            out=folder / "precomp",
-            images=images,
-            captions=captions,
-            split_fractions="0.6,0.2,0.2",
-            dtype="float16",
-            pool="1x1",
-            progress=False,
-            batch_size=8,
-        )
-    )
+    extract_photos(images, captions, folder / "precomp")
     data = [
         "dataset.kind=precomp",
         f"dataset.root={folder / 'precomp' / 'pool1x1'}",

@@ -82,18 +82,27 @@ def _link(result: ClaimResult | SeparatingResult, results_link: str) -> str:
 
 
 def _claim_cells(result: ClaimResult, results_link: str) -> list[str]:
-    verdict, stats = result.verdict, result.verdict.stats
+    verdict = result.verdict
     return [
         f"{md_cell(result.claim.id)}: {md_cell(result.claim.row)} vs {md_cell(result.claim.baseline)}, "
         f"{md_cell(result.claim.metric)}{_link(result, results_link)}",
         md_cell(_paper(result)),
+        *_measured_cells(result),
+        f"**{md_cell(verdict.word)}**",
+    ]
+
+
+def _measured_cells(result: ClaimResult | SeparatingResult) -> list[str]:
+    """The cells from ours to the schedule of a judged claim or experiment: paired, seeds + test images, MDE,
+    Holm p (family / board), the other metrics, the schedule."""
+    verdict, stats = result.verdict, result.verdict.stats
+    return [
         md_cell(_ours(stats)),
         md_cell(_bootstrap(stats)),
         md_cell("—" if stats.mde is None else f"{stats.mde:.1f}"),
         md_cell(f"{_p(verdict.holm_p if verdict.holm_p is not None else stats.p)} / {_p(result.board_p)}"),
         md_cell("; ".join(f"{other.metric} {_bootstrap(other)}" for other in result.also) or "—"),
         md_cell(result.schedule),
-        f"**{md_cell(verdict.word)}**",
     ]
 
 
@@ -108,19 +117,8 @@ def _separating_cells(result: SeparatingResult, results_link: str) -> list[str]:
     first = f"{md_cell(_what(result))}{_link(result, results_link)}"
     if result.verdict is None:
         return [first, "—", f"{NOT_MEASURED}: `{md_cell(command(result.experiment))}`", *["—"] * 5, NOT_MEASURED]
-    verdict, stats = result.verdict, result.verdict.stats
     belongs, _ = result.reading()
-    return [
-        first,
-        "—",
-        md_cell(_ours(stats)),
-        md_cell(_bootstrap(stats)),
-        md_cell("—" if stats.mde is None else f"{stats.mde:.1f}"),
-        md_cell(f"{_p(verdict.holm_p if verdict.holm_p is not None else stats.p)} / {_p(result.board_p)}"),
-        md_cell("; ".join(f"{other.metric} {_bootstrap(other)}" for other in result.also) or "—"),
-        md_cell(result.schedule),
-        f"**{md_cell(verdict.word)}**: {md_cell(belongs)}",
-    ]
+    return [first, "—", *_measured_cells(result), f"**{md_cell(result.verdict.word)}**: {md_cell(belongs)}"]
 
 
 def _reading_rule(result: SeparatingResult) -> str:
