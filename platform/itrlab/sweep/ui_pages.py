@@ -65,7 +65,7 @@ RUN_SHOWN = """const header = byText(section)[0];
   return Object.fromEntries(names.map(n => [n, shown(card(n))]));"""
 # the runs table: its rows loaded, each column headed by the metric's MLflow name; a column counts as shown when
 # the window shows its whole header cell (not its label, which runs past the cell that clips it), and the header's
-# text ends inside the box that clips it (cut short, `1_test/i2t_R` could be R@1 or R@5)
+# text ends inside the box that clips it (cut short, `1_test/i2t_R0` could be R@1 or R@5)
 RUNS_READY = """return document.querySelector(".ag-row") !== null && names.every(n => byText(n).length > 0);"""
 RUNS_SHOWN = """const label = (n) => byText(n).find(e => e.closest(".ag-header-cell"));
   const whole = (e) => e.getBoundingClientRect().right <= e.parentElement.getBoundingClientRect().right + 0.5;
