@@ -261,12 +261,15 @@ def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, t
     assert not [marker for marker in GENAI_ONLY if marker in runs_page + view]  # model training throughout
     assert 'class="mlflow-html-iframe"' in view, "the artifact view does not show the HTML report"
     assert headline in parent.data.tags["mlflow.note.content"]  # the run page's description: the headline in full
-    rows = re.findall(r'<tr class="(\w+)">(.*?)</tr>', report, re.S)
-    cells = {re.findall(r"<td>(.*?)</td>", row)[0]: re.findall(r"<td>(.*?)</td>", row) for _, row in rows}
-    assert [kind for kind, _ in rows] == ["baseline", "result", "chance"] and set(cells) == {"A", "F", "chance"}
+    recalls, compared = [
+        re.findall(r'<tr class="(\w+)">(.*?)</tr>', table, re.S) for table in report.split("</table>")[:2]
+    ]
+    cells = {re.findall(r"<td>(.*?)</td>", row)[0]: re.findall(r"<td>(.*?)</td>", row) for _, row in recalls}
+    assert [kind for kind, _ in recalls] == ["baseline", "result", "chance"] and set(cells) == {"A", "F", "chance"}
     interval = r'\d+\.\d <span class="ci">± \d+\.\d</span>'  # a narrow page wraps a cell before its interval
     assert all(re.fullmatch(interval, cell) for cell in cells["A"][1:8]), cells["A"]  # rsum and every recall
-    assert cells["F"][9].startswith(("+", "-")) and "± " in cells["F"][9]  # vs A, with Welch's interval
+    versus = {re.findall(r"<td>(.*?)</td>", row)[0]: re.findall(r"<td>(.*?)</td>", row) for _, row in compared}
+    assert versus["F"][1].startswith(("+", "-")) and "± " in versus["F"][1]  # vs A, with Welch's interval
     assert re.fullmatch(r"\d+\.\d-\d+\.\d", cells["chance"][1]) and "random scores" in cells["chance"][-1]
     assert f'<p class="headline">{html.escape(headline, quote=False)}</p>' in report  # as the DOM serialises text
     assert result.headline == headline and "(2 seeds)" in headline  # "at 95%", or inconclusive: still learning
