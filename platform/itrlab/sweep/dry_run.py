@@ -169,7 +169,8 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace, cost: str, command: li
         + (
             f" ({len(spec.seeds)} seed(s) each)"
             if spec.optuna is None
-            else f" (Optuna: {spec.optuna.num_trials} trials; the search's corners below)"
+            else f" (Optuna: {spec.optuna.num_trials} configurations x {len(spec.seeds)} seed(s) = "
+            f"{spec.trial_count} trials; the search's corners below)"
         )
     )
     _log.info(
