@@ -37,6 +37,7 @@ from itrlab.report.chance import ChanceLevel
 from itrlab.report.convergence import GAIN_FLOOR, SCHEDULE_GAP, TAIL, Convergence
 from itrlab.report.escape import html_text, md_text, visible
 from itrlab.report.headline import PAIRED, WELCH, Headline, RowMarks
+from itrlab.report.importance import Importances
 from itrlab.report.stats import Comparison
 from itrlab.report.summary import markdown_table, metric_name, number
 
@@ -107,6 +108,7 @@ class PaperReport:
     models: list[list[str]] = field(default_factory=list)
     # the HTML page's tables: how many columns after the label each takes, in order (none: one table)
     column_groups: list[int] = field(default_factory=list)
+    importance: Importances | None = None  # what the parameters did (itrlab.report.importance), after the notes
 
     def markdown(self, plots: dict[str, str] | None = None) -> str:
         """Markdown; ``plots`` maps a caption to an image path relative to the page."""
@@ -121,6 +123,8 @@ class PaperReport:
             "",
             *[md_text(note) + "\n" for note in self.notes],
         ]
+        if self.importance is not None:
+            lines += [self.importance.markdown(), ""]
         if self.models:
             lines += [f"{md_text(MODELS_NOTE)}\n", markdown_table(MODEL_COLUMNS, self.models), ""]
         for caption, path in (plots or {}).items():
@@ -153,6 +157,8 @@ thead th {{ border-bottom: 2px solid #444; }}
 tr.baseline td {{ font-weight: 600; }}
 tr.published td, tr.chance td, tr.reference td {{ font-style: italic; color: #555; }}
 p.headline {{ font-size: 1.05em; font-weight: 600; }}
+h2 {{ font-size: 1.1em; margin-top: 1.4em; }}
+table.importance td {{ text-align: left; }}
 figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{ max-width: min(640px, 100%); }}
 </style></head><body>
 <h1>{esc(self.title)}</h1>
@@ -160,6 +166,7 @@ figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{
 <p class="headline">{esc(self.headline)}</p>
 {tables}
 {"".join(f"<p>{esc(note)}</p>" for note in self.notes)}
+{self.importance.html() if self.importance is not None else ""}
 {self._models_html()}
 {images}
 </body></html>
@@ -181,7 +188,7 @@ figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{
         head = "".join(
             f"<th>{esc(self.header[j]).replace('.', '.<wbr>') if j == 0 else esc(self.header[j])}</th>" for j in columns
         )
-        note = len(self.header) - 1  # the note column: text, left-aligned
+        note = self.header.index("note") if "note" in self.header else -1  # the note column: text, left-aligned
         body = "\n".join(
             f'<tr class="{esc(kind)}">'
             + "".join(
@@ -216,7 +223,8 @@ figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{
         widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(header)]
         lines = [visible(self.title), "  ".join(h.ljust(w) for h, w in zip(header, widths))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
-        return "\n".join([*lines, *map(visible, self.notes), visible(self.headline)])
+        importance = [visible(line) for line in self.importance.text().splitlines()] if self.importance else []
+        return "\n".join([*lines, *map(visible, self.notes), *importance, visible(self.headline)])
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ from itrlab.tracking import (
     resolve_tracking_uri,
     source_tags,
 )
+from itrlab.tracking.store import OVERVIEW_TAB
 from itrlab.tracking.watchdog import watching
 from itrlab.train.experiment import generate_if_synthetic
 
@@ -132,7 +133,8 @@ def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> dict[str, ExperimentC
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
-    """Tune's space: the grid and the seeds; for an Optuna sweep only the seed (Optuna suggests the rest)."""
+    """Tune's space: the grid and the seeds; for an Optuna sweep only the first seed (Optuna suggests the rest,
+    and with several seeds each suggestion's seed: :class:`~itrlab.sweep.search.SeedRepeater`)."""
     if spec.optuna is not None:
         return {"seed": spec.seeds[0]}
     space = {key: tune.grid_search(values) for key, values in spec.grid.items()}
@@ -158,7 +160,7 @@ def tune_config(spec: SweepSpec, epochs: int, reuse_actors: bool) -> tune.TuneCo
         mode=spec.objective.mode,
         search_alg=search_alg,
         scheduler=scheduler,
-        num_samples=spec.optuna.num_trials if spec.optuna else 1,
+        num_samples=spec.trial_count if spec.optuna else 1,  # Optuna's configurations times the seeds
         max_concurrent_trials=spec.concurrency,
         # in-process trials reuse their worker process: no re-import of torch and
         # MLflow, no new store connection (seconds per trial on 2 cores)
@@ -268,7 +270,7 @@ def _run_locked(
     tree, checked = share_stages(tree, checked, sweep_dir)
     started_ray = start_ray(spec, tracking_uri)
     parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state, now)
-    view = save_trials_view(spec, parent, sweep_dir.name)  # what the printed link opens: the trials, one row each
+    save_trials_view(spec, parent, sweep_dir.name)  # the trials, one row each: the parent's description links it
     _log.info(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}")
     integrity.StateSigner.sweep = signed[0] if signed else integrity.identity(sweep_dir, parent.run_id)
     try:
@@ -292,7 +294,7 @@ def _run_locked(
     except BaseException as err:
         end_parent_early(parent, err, started_ray, sweep_dir)
         raise
-    return end_parent(spec, parent, rows, interrupted, sweep_dir, headline, view)
+    return end_parent(spec, parent, rows, interrupted, sweep_dir, headline)
 
 
 def first_trial(tree: dict[str, Any], checked: dict[str, ExperimentConfig]) -> ExperimentConfig:
@@ -492,10 +494,9 @@ def end_parent(
     interrupted: bool,
     sweep_dir: Path,
     headline: str | None,
-    view: str | None = None,
 ) -> SweepResult:
-    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result
-    (its link: the saved view ``view`` of the trials in the runs table)."""
+    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result (its
+    link: the parent run's page, its description first: the links to the report and the trials, the headline)."""
     best = best_row(rows, spec.objective.metric, spec.objective.mode)
     if interrupted:
         status, reason = "KILLED", f"{interruption()[0]}; --resume continues the sweep"
@@ -510,4 +511,6 @@ def end_parent(
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)
     set_status(sweep_dir, status)
-    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(view), interrupted, status, headline)
+    return SweepResult(
+        rows, best, sweep_dir, parent.run_id, parent.ui_hint(tab=OVERVIEW_TAB), interrupted, status, headline
+    )
