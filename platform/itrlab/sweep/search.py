@@ -58,7 +58,8 @@ class SeedRepeater(Repeater):
     def suggest(self, trial_id: str) -> dict | None:
         config = super().suggest(trial_id)
         if isinstance(config, dict) and TRIAL_INDEX in config:
-            config = {**config, "seed": self.seeds[config.pop(TRIAL_INDEX)]}
+            config = dict(config)
+            config["seed"] = self.seeds[config.pop(TRIAL_INDEX)]
         return config
 
 
