@@ -17,7 +17,7 @@ from itrlab.tracking import MlflowTracker, ui_hint
 from itrlab.tracking.chart_names import chart_name, flat_name
 from itrlab.tracking.mlflow_tracker import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 from itrlab.tracking.runs_view import KEEP_VIEWS, PINNED_WIDTHS
-from itrlab.tracking.store import ui_command
+from itrlab.tracking.store import ui_command, ui_fragment
 
 
 def test_experiments_are_model_training_and_links_open_the_runs_table(tmp_path):
@@ -34,6 +34,14 @@ def test_experiments_are_model_training_and_links_open_the_runs_table(tmp_path):
     assert (
         ui_hint("http://h:5000/", "3", view="itrlab-x")
         == "open http://h:5000/#/experiments/3/runs?viewStateShareKey=itrlab-x&workflowType=machine_learning"
+    )
+    # a sweep's link: its parent's Overview; the links its description holds: the part after the `#`
+    assert ui_hint(uri, "3", "abc", tab="overview").endswith(
+        "/#/experiments/3/runs/abc/overview?workflowType=machine_learning"
+    )
+    assert (
+        ui_fragment("3", "abc", artifact="sweep/report.html")
+        == "#/experiments/3/runs/abc/artifacts/sweep/report.html?workflowType=machine_learning"
     )
 
 
