@@ -288,7 +288,13 @@ def test_the_report_needs_no_horizontal_scroll_in_mlflows_frame_at_1280_px(tmp_p
     """The report's HTML in the width MLflow's artifact view gives it in a 1280-px window: every column (the
     recalls, MD, the difference to the baseline, the cost, the note), the models' URIs and the provenance fit
     without a horizontal scroll; the tables each lead with the row's label."""
-    table, spec = dbl_table({"A": [150.0, 151.0, 152.0], "C": [200.0], "F": [170.0, 171.0, 172.0]})
+    spec = load_sweep("dbl_table4", "budget").model_copy(update={"seeds": [0, 1, 2]})
+    rows = cells(
+        "dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "C": [200.0], "F": [170.0, 171.0, 172.0]}
+    )
+    for i, row in enumerate(rows):  # MD with an interval of 3 significant digits, as a real sweep's: the widest cell
+        row.metrics["test_md"] = 0.28 + 0.00565 * i
+    table = pivot(rows, spec, SYNTHETIC, "all")
     level = chance_level(50, 5, "all")
     top = headline(table, spec, level)
     cost_column, devices = trial_cost_unit(spec)

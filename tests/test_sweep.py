@@ -216,9 +216,10 @@ GENAI_ONLY = (">Judges<", ">Evaluation runs<", ">Sessions<")  # MLflow 3's GenAI
 @pytest.mark.skipif(CHROMIUM is None, reason=NEEDS_CHROMIUM)
 def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, tmp_path):
     """`mlflow ui` as docs/mlflow.md starts it, over a finished variant sweep, loaded by headless Chromium:
-    the link the sweep printed opens the parent run's page, its description first with the links to the report
-    and the trials and the headline; the trials' link opens the runs table in the model-training view with every
-    trial as a row (not one collapsed parent), its variant and test rsum among the columns; the artifact view shows
+    the link the sweep printed opens the parent run's page on its report; the parent's Overview has its
+    description with the links to the report and the trials, and the headline; the trials' link opens the runs
+    table in the model-training view with every trial as a row (not one collapsed parent), its variant and test
+    rsum among the columns; the artifact view shows
     sweep/report.html in MLflow's HTML frame, and that file renders "mean ± interval" cells, the chance
     band and the headline, its rsum column inside the frame of a 1280-px window (about 480 px beside
     MLflow's panels); the pivot's table view shows every column and the plot is there."""
@@ -238,12 +239,12 @@ def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, t
     command[command.index("--port") + 1] = "{port}"
     with serve(command, workdir, "mlflow-ui", "/health", timeout=90) as url:
         link = printed.split(" and open ", 1)[1].replace("http://127.0.0.1:5000", url)
-        parent_page = browser_dom(link)
+        run_page = f"{url}/#/experiments/{experiment.experiment_id}/runs/{result.parent_run_id}"
+        parent_page = browser_dom(f"{run_page}/overview?workflowType=machine_learning")
         description = parent.data.tags["mlflow.note.content"]
         trials_link = re.search(r"\[The trials\]\((#/experiments/[^)]+)\)", description).group(1)
         runs_page = browser_dom(f"{url}/{trials_link}")
-        run_page = f"{url}/#/experiments/{experiment.experiment_id}/runs/{result.parent_run_id}"
-        view = browser_dom(f"{run_page}/artifacts/sweep/report.html?workflowType=machine_learning")
+        view = browser_dom(link)
         # the frame shows the file the UI fetches here (served as a download, so rendered from a copy)
         served = tmp_path / "report.html"
         with urlopen(f"{url}/get-artifact?path=sweep%2Freport.html&run_uuid={result.parent_run_id}") as response:
@@ -252,8 +253,8 @@ def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, t
         table = browser_dom(f"{run_page}/artifacts/sweep/table.json")
         plot = browser_dom(f"{run_page}/artifacts/sweep/plots/pivot_test_rsum.png")
     assert "get-artifact?path=sweep%2Freport.html" in (workdir / "mlflow-ui.log").read_text()
-    # the sweep's link: the parent's page, its description's links to the report and the trials, then the headline
-    assert link.endswith(f"/runs/{result.parent_run_id}/overview?workflowType=machine_learning"), link
+    # the sweep's link: the parent's page on its report; its Overview: the links to the report and trials, the headline
+    assert link == f"{run_page}/artifacts/sweep/report.html?workflowType=machine_learning", link
     report_link = f"#/experiments/{experiment.experiment_id}/runs/{result.parent_run_id}/artifacts/sweep/report.html?"
     assert f'href="{report_link}' in parent_page and f'href="{html.escape(trials_link)}"' in parent_page
     assert html.escape(headline, quote=False) in parent_page

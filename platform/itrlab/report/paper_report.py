@@ -145,9 +145,9 @@ class PaperReport:
 <style>
 body {{ font-family: system-ui, sans-serif; font-size: 14px; margin: 0.5em; color: #222; }}
 h1 {{ font-size: 1.3em; }}
-table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 13px; }}
+table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 12px; }}
 table + table {{ margin-top: 0.8em; }}
-th, td {{ padding: 0.25em 0.25em; border-bottom: 1px solid #ddd; text-align: right; vertical-align: top; }}
+th, td {{ padding: 0.25em 0.2em; border-bottom: 1px solid #ddd; text-align: right; vertical-align: top; }}
 td span.ci {{ white-space: nowrap; }}
 td.note {{ text-align: left; min-width: 8em; }}
 li, p {{ overflow-wrap: anywhere; }}

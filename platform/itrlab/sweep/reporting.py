@@ -14,9 +14,9 @@
 * for an Optuna search and a grid with a numeric axis: what the parameters did (:mod:`itrlab.report.importance`:
   fANOVA's importance on the configurations' means over seeds, beside the seeds' spread), in the report, as
   ``sweep/importance.json`` and in the summary (``importance``), and their parallel-coordinates plot;
-* the parent run's description (``mlflow.note.content``, Markdown: the page the sweep's printed link opens): links
-  to the report and to the trials' view first, then the headline (or the best configuration) and the
-  parameters' importance;
+* the parent run's description (``mlflow.note.content``, Markdown: the top of its Overview tab): links to the
+  report and to the trials' view first, then the headline (or the best configuration) and the parameters'
+  importance. The sweep's printed link opens the parent's page on the report itself (:class:`SweepReport`);
 * ``sweep/plots/`` and ``sweep/summary.json`` (what ``itrlab report`` writes a dated page from).
 
 The tables are rewritten whole: a resumed sweep's rows replace those of the previous invocation. The
@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,16 +62,24 @@ REPORT = "sweep/report.html"
 REPORT_LINK = "The report"  # the text of the description's link to REPORT
 
 
+@dataclass(frozen=True)
+class SweepReport:
+    """What :func:`report_sweep` left on the parent run that the sweep's result names."""
+
+    headline: str | None  # the pivot's one headline (itrlab.report.headline); None without a pivot
+    page: str | None  # the report's artifact path (REPORT); None when none was written (no trial finished)
+
+
 def report_sweep(
     spec: SweepSpec,
     rows: list[TrialRow],
     parent: MlflowTracker,
     config: ExperimentConfig,
     invocation_seconds: float | None = None,
-) -> str | None:
-    """Log and print the sweep's results (see the module doc); returns the headline (None without a table).
-    ``invocation_seconds``: this invocation's wall time so far, the one wall time a sweep reports (a resumed
-    sweep's earlier invocations, and the gaps between them, are not in it)."""
+) -> SweepReport:
+    """Log and print the sweep's results (see the module doc); returns the pivot's headline and whether a report
+    was written. ``invocation_seconds``: this invocation's wall time so far, the one wall time a sweep reports (a
+    resumed sweep's earlier invocations, and the gaps between them, are not in it)."""
     title = f"{spec.name}: trials {ranking_note(spec)}"
     runs = trial_curves(parent)
     links = trial_links(parent, runs)
@@ -155,7 +164,7 @@ def report_sweep(
     parent.log_dict(json_safe(summary), "sweep/summary.json")
     if report is not None:
         _log.info("\n" + report.text())
-    return top.text if top is not None else None
+    return SweepReport(top.text if top is not None else None, REPORT if report is not None else None)
 
 
 def sweep_importance(spec: SweepSpec, rows: list[TrialRow]) -> Importances | None:
@@ -200,10 +209,10 @@ def model_rows(spec: SweepSpec, rows: list[TrialRow], links: dict[str, dict[str,
 
 
 def description(spec: SweepSpec, parent: MlflowTracker, text: str | None, importance: Importances | None) -> str:
-    """The parent run's MLflow description (``mlflow.note.content``, Markdown in the UI: the top of the page the
-    sweep's link opens): first a line of links, to the report (when one was written) and to the view of the
-    trials, each a link within the UI (:func:`~itrlab.tracking.store.ui_fragment`); then ``text`` (the headline, or
-    the best configuration) and the parameters' importance, every text escaped
+    """The parent run's MLflow description (``mlflow.note.content``, Markdown in the UI: the top of the run's
+    Overview, under MLflow's own boxes): first a line of links, to the report (when one was written) and to the
+    view of the trials, each a link within the UI (:func:`~itrlab.tracking.store.ui_fragment`); then ``text`` (the
+    headline, or the best configuration) and the parameters' importance, every text escaped
     (:func:`~itrlab.report.escape.md_text`)."""
     report = ui_fragment(parent.experiment_id, parent.run_id, artifact=REPORT)
     trials = ui_fragment(parent.experiment_id, view=trials_view_id(parent.run_id))

@@ -62,7 +62,7 @@ from itrlab.sweep.outcome import (
     with_unstarted,
 )
 from itrlab.sweep.points import base_tree, point_key, trial_config
-from itrlab.sweep.reporting import report_sweep
+from itrlab.sweep.reporting import SweepReport, report_sweep
 from itrlab.sweep.resume import (
     STATE_FILE,
     check_tune_state,
@@ -290,11 +290,11 @@ def _run_locked(
         tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=signed[1] if signed else None)
         rows, interrupted = fit_trials(tuner, spec, sweep_dir, started_ray)
         settle_trial_runs(parent, rows)
-        headline = report_sweep(spec, rows, parent, first, invocation_seconds=time.monotonic() - started)
+        report = report_sweep(spec, rows, parent, first, invocation_seconds=time.monotonic() - started)
     except BaseException as err:
         end_parent_early(parent, err, started_ray, sweep_dir)
         raise
-    return end_parent(spec, parent, rows, interrupted, sweep_dir, headline)
+    return end_parent(spec, parent, rows, interrupted, sweep_dir, report)
 
 
 def first_trial(tree: dict[str, Any], checked: dict[str, ExperimentConfig]) -> ExperimentConfig:
@@ -493,10 +493,11 @@ def end_parent(
     rows: list[TrialRow],
     interrupted: bool,
     sweep_dir: Path,
-    headline: str | None,
+    report: SweepReport,
 ) -> SweepResult:
-    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result (its
-    link: the parent run's page, its description first: the links to the report and the trials, the headline)."""
+    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result. Its
+    link opens the parent run's page on its report (the Artifacts tab, ``sweep/report.html`` shown: the headline
+    first, then the table), or, without a report, on its Overview (the description: the link to the trials)."""
     best = best_row(rows, spec.objective.metric, spec.objective.mode)
     if interrupted:
         status, reason = "KILLED", f"{interruption()[0]}; --resume continues the sweep"
@@ -511,6 +512,5 @@ def end_parent(
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)
     set_status(sweep_dir, status)
-    return SweepResult(
-        rows, best, sweep_dir, parent.run_id, parent.ui_hint(tab=OVERVIEW_TAB), interrupted, status, headline
-    )
+    link = parent.ui_hint(artifact=report.page) if report.page else parent.ui_hint(tab=OVERVIEW_TAB)
+    return SweepResult(rows, best, sweep_dir, parent.run_id, link, interrupted, status, report.headline)

@@ -1,4 +1,5 @@
-"""The MLflow runs table a sweep's link opens: a saved view of its trials (:mod:`itrlab.tracking.runs_view`),
+"""The MLflow runs table the parent run's description links: a saved view of a sweep's trials
+(:mod:`itrlab.tracking.runs_view`),
 one row per trial, best first: the test rsum and the six recalls in one column, then the swept values and the
 seed, then R@1 and R@5 both ways and the best epoch's validation figure.
 

@@ -4,15 +4,16 @@ without a click, and a screenshot of it (``jobs/mlflow_screenshots.py`` writes d
 
 The pages, each opened by the link itrlab prints for it (:func:`~itrlab.tracking.store.ui_link`):
 
-* ``sweep``: the parent run's page, the link a sweep prints (its Overview tab): its description shows the link to
-  the report and the headline (:func:`itrlab.sweep.reporting.description`);
+* ``report``: the link a sweep prints, the parent run's page on ``sweep/report.html`` (its Artifacts tab, the
+  report in a frame of its own): the report's entry in the file list, the headline, the rsum and recall columns,
+  and no horizontal scroll;
+* ``overview``: the parent run's Overview tab: its description's link to the report and the headline
+  (:func:`itrlab.sweep.reporting.description`), under MLflow's boxes (the run's details, its child runs, tags);
 * ``run``: a trial's page (the link a training prints: its "Model metrics" tab), the trial with the most
   metrics (a boosted one, with its anchor's tables): its six test recalls are the first charts, two rows of three,
   R@1, R@5, R@10 (:mod:`itrlab.tracking.chart_names`);
 * ``runs``: the runs table the description's trials link opens (:mod:`itrlab.sweep.runs_table`): the test rsum column
-  and the six recalls' column;
-* ``report``: ``sweep/report.html`` in the run's artifact view (a frame of its own): the rsum and recall columns,
-  and no horizontal scroll.
+  and the six recalls' column.
 
 A recall (a link, a headline) counts as shown when the window shows all of its chart's title, column header, report
 header or text: inside the window, not under the panel, not cut off by a scroll; a column's header also whole, not
@@ -41,11 +42,13 @@ TEST_SECTION = "1_test"
 
 # Whether the window shows all of an element: inside the window, and what the browser finds at both of its ends is
 # the element or a part of it (not the panel over it, not a parent that a scroll clips it by).
-SHOWN = """const shown = (element) => { if (!element) return false; const r = element.getBoundingClientRect();
+SHOWN = """const shownBox = (element, r) => {
   if (r.width <= 0 || r.right > innerWidth || r.bottom > innerHeight || r.left < 0 || r.top < 0) return false;
   const y = r.top + r.height / 2;
   return [r.left + 1, r.right - 1].every(x => { const hit = document.elementFromPoint(x, y);
-    return hit !== null && element.contains(hit); }); };"""
+    return hit !== null && element.contains(hit); }); };
+const shown = (element) => !!element && [...element.getClientRects()].length > 0
+  && [...element.getClientRects()].every(r => shownBox(element, r));"""
 # Elements by their own text (its text nodes, trimmed), in document order.
 BY_TEXT = """const byText = (text, root = document.body) => { const found = [];
   const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT); let node;
@@ -83,14 +86,18 @@ FRAME_READY = """const frame = document.querySelector("iframe.mlflow-html-iframe
 REPORT_READY = "return document.querySelector('table th') !== null;"
 REPORT_SHOWN = """const page = document.scrollingElement;
   return {...Object.fromEntries(names.map(n => [n, shown(byText(n).find(e => e.tagName === "TH"))])),
-    [scroll]: page.scrollWidth <= page.clientWidth};"""
+    [scroll]: page.scrollWidth <= page.clientWidth, [headline]: shown(document.querySelector("p.headline"))};"""
 NO_SCROLL = "no horizontal scroll"
+HEADLINE = "the headline"
+# the report's entry in the artifact view's file list, beside its frame
+ENTRY_SHOWN = """return {[entry]: shown(byText(entry)[0])};"""
+REPORT_ENTRY = REPORT.rsplit("/", 1)[-1]
 # the parent's Overview: its description's link to the report (a link whose text is REPORT_LINK) and its headline
 # (the bold paragraph whose text is the headline)
-SWEEP_READY = """return [...document.querySelectorAll("a")].some(a => a.textContent.trim() === link);"""
-SWEEP_SHOWN = """const anchor = [...document.querySelectorAll("a")].find(a => a.textContent.trim() === link);
+OVERVIEW_READY = """return [...document.querySelectorAll("a")].some(a => a.textContent.trim() === link);"""
+OVERVIEW_SHOWN = """const anchor = [...document.querySelectorAll("a")].find(a => a.textContent.trim() === link);
   const bold = [...document.querySelectorAll("strong")].find(e => e.textContent.trim() === headline);
-  return {[link]: shown(anchor), "the headline": shown(bold)};"""
+  return {[link]: shown(anchor), [name]: shown(bold)};"""
 
 
 @dataclass
@@ -108,7 +115,7 @@ class PageLook:
 
 
 def sweep_links(tracking_uri: str, parent_run_id: str, base: str) -> dict[str, str]:
-    """The links of the pages (``sweep``, ``run``, ``runs``, ``report``) of the sweep whose parent run is
+    """The links of the pages (``report``, ``overview``, ``run``, ``runs``) of the sweep whose parent run is
     ``parent_run_id``, on the UI at ``base``."""
     tracker = MlflowTracker.for_reading(tracking_uri)
     experiment = tracker.client.get_run(parent_run_id).info.experiment_id
@@ -117,10 +124,10 @@ def sweep_links(tracking_uri: str, parent_run_id: str, base: str) -> dict[str, s
         raise ValueError(f"run {parent_run_id} has no trials (child runs): not a sweep's parent run")
     richest = max(children, key=lambda run: (len(run.data.metrics), run.info.start_time))
     return {
-        "sweep": ui_link(base, experiment, parent_run_id, tab=OVERVIEW_TAB),
+        "report": ui_link(base, experiment, parent_run_id, artifact=REPORT),
+        "overview": ui_link(base, experiment, parent_run_id, tab=OVERVIEW_TAB),
         "run": ui_link(base, experiment, richest.info.run_id),
         "runs": ui_link(base, experiment, view=trials_view_id(parent_run_id)),
-        "report": ui_link(base, experiment, parent_run_id, artifact=REPORT),
     }
 
 
@@ -141,7 +148,7 @@ def look_at(
     headline: str | None = None,
 ) -> list[PageLook]:
     """Each page of ``links`` (:func:`sweep_links`) at each width, in a fresh browser: what it shows (the test
-    recalls; on the parent's page the report's link and the ``headline``) once they are on the page (a
+    recalls, the headline; on the Overview the report's link and the ``headline``) once they are on the page (a
     RuntimeError if they never are); with ``shots``, its screenshot ``shots/mlflow-<page>-<width>.png``.
     ``folder`` takes the browsers' logs."""
     found = []
@@ -156,9 +163,9 @@ def look_at(
 
 
 def _look(browser: Browser, page: str, headline: str | None = None) -> dict[str, bool]:
-    if page == "sweep":
-        browser.wait_for(_script(SWEEP_READY, link=REPORT_LINK), "the report's link in the parent's description")
-        return browser.evaluate(_script(SWEEP_SHOWN, link=REPORT_LINK, headline=headline or ""))
+    if page == "overview":
+        browser.wait_for(_script(OVERVIEW_READY, link=REPORT_LINK), "the report's link in the parent's description")
+        return browser.evaluate(_script(OVERVIEW_SHOWN, link=REPORT_LINK, headline=headline or "", name=HEADLINE))
     if page == "run":
         names = [chart_name(f"test_{recall}") for recall in sorted(R_AT_K)]
         browser.wait_for(_script(RUN_READY, names=names, section=TEST_SECTION), f"the test charts on {page}")
@@ -170,4 +177,5 @@ def _look(browser: Browser, page: str, headline: str | None = None) -> dict[str,
     browser.wait_for(_script(FRAME_READY), "the artifact view's frame")
     browser.wait_for(_script(REPORT_READY), "the report's table in its frame", frame_of=True)
     frame = next(frame for frame in browser.frames() if browser.evaluate(_script(REPORT_READY), frame))
-    return browser.evaluate(_script(REPORT_SHOWN, names=REPORT_HEADERS, scroll=NO_SCROLL), frame)
+    shown = browser.evaluate(_script(REPORT_SHOWN, names=REPORT_HEADERS, scroll=NO_SCROLL, headline=HEADLINE), frame)
+    return {**browser.evaluate(_script(ENTRY_SHOWN, entry=REPORT_ENTRY)), **shown}

@@ -449,7 +449,7 @@ class MlflowTracker(RunReader):
         """Save a view of the experiment's runs table (:mod:`itrlab.tracking.runs_view`); returns its id."""
         return save_view(self.client, self.experiment_id, view_id, view)
 
-    def ui_hint(self, view: str | None = None, tab: str = RUN_TAB) -> str:
-        """How to open this run in the MLflow UI (its ``tab``), or the saved view ``view`` of its experiment's runs
-        table."""
-        return ui_hint(self.tracking_uri, self.experiment_id, None if view else self.run_id, view, tab)
+    def ui_hint(self, view: str | None = None, tab: str = RUN_TAB, artifact: str | None = None) -> str:
+        """How to open this run in the MLflow UI (its ``tab``, or its ``artifact``), or the saved view ``view`` of its
+        experiment's runs table."""
+        return ui_hint(self.tracking_uri, self.experiment_id, None if view else self.run_id, view, tab, artifact)

@@ -1,4 +1,4 @@
-"""A saved view of an experiment's runs table: the page a sweep's link opens, its trials as rows.
+"""A saved view of an experiment's runs table: a sweep's trials as rows (its parent run's description links it).
 
 MLflow 3.17's runs table keeps its state (filter, sort, shown columns, their order) in the browser,
 so a plain link opens it as the last browser left it: the sweep one collapsed row, the columns Run

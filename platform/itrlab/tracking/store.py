@@ -63,7 +63,7 @@ BUSY = re.compile(
 # chooses it (docs/mlflow.md#what-mlflow-lets-itrlab-turn-off)
 ML_VIEW = "workflowType=machine_learning"
 RUN_TAB = "model-metrics"  # a run's page opens on its charts: its test recalls first (itrlab.tracking.chart_names)
-OVERVIEW_TAB = "overview"  # a run's description first: a sweep's parent opens there (its headline, its report)
+OVERVIEW_TAB = "overview"  # a run's description first (a sweep's parent: the links to its report and trials)
 
 logging.getLogger("alembic").setLevel(logging.WARNING)
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables..."
@@ -286,11 +286,17 @@ def ui_link(
 
 
 def ui_hint(
-    tracking_uri: str, experiment_id: str, run_id: str | None = None, view: str | None = None, tab: str = RUN_TAB
+    tracking_uri: str,
+    experiment_id: str,
+    run_id: str | None = None,
+    view: str | None = None,
+    tab: str = RUN_TAB,
+    artifact: str | None = None,
 ) -> str:
-    """How a person opens the MLflow UI on this run (its ``tab``), or on a saved view of the experiment's runs table
-    (``view``), or on the runs table, in the model-training view (not MLflow 3's GenAI overview)."""
+    """How a person opens the MLflow UI on this run (its ``tab``, or its ``artifact``), or on a saved view of the
+    experiment's runs table (``view``), or on the runs table, in the model-training view (not MLflow 3's GenAI
+    overview)."""
     if tracking_uri.startswith(("http://", "https://")):
-        return f"open {ui_link(tracking_uri, experiment_id, run_id, view, tab=tab)}"
-    local = ui_link(f"http://127.0.0.1:{UI_PORT}", experiment_id, run_id, view, tab=tab)
+        return f"open {ui_link(tracking_uri, experiment_id, run_id, view, artifact, tab)}"
+    local = ui_link(f"http://127.0.0.1:{UI_PORT}", experiment_id, run_id, view, artifact, tab)
     return f"run `{ui_command(tracking_uri)}` and open {local}"
