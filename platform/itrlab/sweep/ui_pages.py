@@ -27,10 +27,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from itrlab.eval.names import RECALLS
 from itrlab.sweep.reporting import REPORT, REPORT_LINK
 from itrlab.sweep.runs_table import trials_view_id
 from itrlab.tracking import MlflowTracker
-from itrlab.tracking.chart_names import R_AT_K, chart_name
+from itrlab.tracking.chart_names import chart_name
 from itrlab.tracking.mlflow_tracker import DESCRIPTION_TAG
 from itrlab.tracking.runs_view import RECALLS_TAG
 from itrlab.tracking.store import OVERVIEW_TAB, ui_link
@@ -93,8 +94,11 @@ HEADLINE = "the headline"
 ENTRY_SHOWN = """return {[entry]: shown(byText(entry)[0])};"""
 REPORT_ENTRY = REPORT.rsplit("/", 1)[-1]
 # the parent's Overview: its description's link to the report (a link whose text is REPORT_LINK) and its headline
-# (the bold paragraph whose text is the headline)
-OVERVIEW_READY = """return [...document.querySelectorAll("a")].some(a => a.textContent.trim() === link);"""
+# (the bold paragraph whose text is the headline), once MLflow's boxes above it have loaded (their placeholders,
+# labelled "Child runs loading", "Loading...", gone: the child runs' names take lines of their own)
+OVERVIEW_READY = """return [...document.querySelectorAll("a")].some(a => a.textContent.trim() === link)
+  && ![...document.querySelectorAll("span")].some(e => e.children.length === 0
+    && /(^Loading\\.\\.\\.$| loading$)/.test(e.textContent.trim()));"""
 OVERVIEW_SHOWN = """const anchor = [...document.querySelectorAll("a")].find(a => a.textContent.trim() === link);
   const bold = [...document.querySelectorAll("strong")].find(e => e.textContent.trim() === headline);
   return {[link]: shown(anchor), [name]: shown(bold)};"""
@@ -167,7 +171,7 @@ def _look(browser: Browser, page: str, headline: str | None = None) -> dict[str,
         browser.wait_for(_script(OVERVIEW_READY, link=REPORT_LINK), "the report's link in the parent's description")
         return browser.evaluate(_script(OVERVIEW_SHOWN, link=REPORT_LINK, headline=headline or "", name=HEADLINE))
     if page == "run":
-        names = [chart_name(f"test_{recall}") for recall in sorted(R_AT_K)]
+        names = [chart_name(f"test_{recall}") for recall in RECALLS]  # i2t R@1, R@5, R@10, then t2i
         browser.wait_for(_script(RUN_READY, names=names, section=TEST_SECTION), f"the test charts on {page}")
         return browser.evaluate(_script(RUN_SHOWN, names=names, section=TEST_SECTION))
     if page == "runs":
