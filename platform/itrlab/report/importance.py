@@ -28,7 +28,6 @@ of named rows is read from its pivot, row against row.
 
 from __future__ import annotations
 
-import logging
 import math
 import statistics
 from collections.abc import Callable, Mapping
@@ -39,11 +38,10 @@ from itrlab.config.sweep import SweepSpec, label
 from itrlab.report.escape import html_text, md_text
 from itrlab.report.summary import TrialRow, markdown_table, number
 
-_log = logging.getLogger(__name__)
-
 MIN_CONFIGURATIONS = 3  # fewer configurations with a value: no importance
 SEED = 0  # fANOVA's random forest, and the partial dependence's
 TREES = 64  # the partial dependence's forest: as many trees as fANOVA's
+TITLE = "What the parameters did"
 HEADER = ["parameter", "importance", "effect", "seeds' spread", "vs the seed noise"]
 BELOW, ABOVE, UNKNOWN = "below the seed noise", "above the seed noise", "cannot tell (one seed)"
 
@@ -79,7 +77,6 @@ class Importances:
     configurations: int
     seeds: int  # the most seeds a configuration has
     left_out: int = 0  # trials left out: not finished, or without a value
-    notes: list[str] = field(default_factory=list)
     # for the parallel-coordinates plot: each configuration's params and mean, the parameters' distributions
     points: list[tuple[dict[str, Any], float]] = field(default_factory=list)
     space: dict[str, Any] = field(default_factory=dict)
@@ -122,14 +119,7 @@ class Importances:
         )
 
     def markdown(self) -> str:
-        return "\n\n".join(
-            [
-                f"**{md_text(self.title())}**",
-                markdown_table(HEADER, self.rows()),
-                md_text(self.note()),
-                *map(md_text, self.notes),
-            ]
-        )
+        return "\n\n".join([f"**{md_text(TITLE)}**", markdown_table(HEADER, self.rows()), md_text(self.note())])
 
     def html(self) -> str:
         head = "".join(f"<th>{html_text(h)}</th>" for h in HEADER)
@@ -139,19 +129,15 @@ class Importances:
             + f'<td class="note">{html_text(row[-1])}</td></tr>'
             for row in self.rows()
         )
-        notes = "".join(f"<p>{html_text(text)}</p>" for text in [self.note(), *self.notes])
         return (
-            f'<h2>{html_text(self.title())}</h2><table class="importance"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>{notes}"
+            f'<h2>{html_text(TITLE)}</h2><table class="importance"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table><p>{html_text(self.note())}</p>"
         )
 
     def text(self) -> str:
         rows = [HEADER, *self.rows()]
         widths = [max(len(row[j]) for row in rows) for j in range(len(HEADER))]
-        return "\n".join([self.title(), *("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows)])
-
-    def title(self) -> str:
-        return "What the parameters did"
+        return "\n".join([TITLE, *("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows)])
 
     def to_dict(self) -> dict:
         return {
