@@ -1,6 +1,8 @@
 """The library logs, the command line prints (issue 44 item 7, itrlab.console_log).
 
 - the console handler: a record's bare message, INFO on stdout, warnings and ``TO_STDERR`` on stderr;
+- a log file or a pipe gets no ANSI colour codes: neither in itrlab's records nor in the lines Ray forwards
+  from its workers (``RAY_COLOR_PREFIX=0``); a terminal keeps them;
 - a training embedded in a program whose logging is at WARNING prints no INFO line, on stdout or stderr;
 - a worker the command line started keeps its ordered exit (``SystemExit`` raised inside a weakref callback, as
   Ray's SIGTERM handler does when it lands there) off the console, and prints any other such exception;
@@ -50,6 +52,80 @@ def test_the_console_handler_writes_bare_lines_to_the_streams(capsys):
     assert out == "epoch 1/2 · 50% done\n"
     assert err == "progress beside the report\nitrlab: warning: something\nitrlab: error: bad input\n"
     assert os.environ[console_log.CONSOLE_ENV] == "INFO"
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal, as a console window's is."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_stream_that_is_no_terminal_gets_no_colour_codes(capsys, monkeypatch):
+    console_log.configure()
+    coloured = "trial 1 failed: \x1b[36mray::trial()\x1b[39m (pid=7) ValueError: \x1b[1mboom\x1b[0m"
+    logging.getLogger("itrlab.sweep.some").warning(coloured)
+    assert capsys.readouterr().err == "trial 1 failed: ray::trial() (pid=7) ValueError: boom\n"
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    logging.getLogger("itrlab.sweep.some").warning(coloured)
+    assert terminal.getvalue() == coloured + "\n"  # a terminal shows the colours
+
+
+def test_rays_colour_is_off_unless_both_streams_are_terminals_or_the_user_set_it(monkeypatch):
+    monkeypatch.delenv(console_log.RAY_COLOR_ENV, raising=False)
+    console_log.configure()  # pytest's captured streams: no terminal
+    assert os.environ[console_log.RAY_COLOR_ENV] == "0"
+    monkeypatch.setenv(console_log.RAY_COLOR_ENV, "1")
+    console_log.configure()
+    assert os.environ[console_log.RAY_COLOR_ENV] == "1"  # the user's choice wins
+    monkeypatch.delenv(console_log.RAY_COLOR_ENV)
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    console_log.configure()
+    assert console_log.RAY_COLOR_ENV not in os.environ
+
+
+RAY_TO_A_FILE = """
+import logging, sys, time
+from pathlib import Path
+from itrlab import console_log
+console_log.configure()
+import ray
+
+@ray.remote
+def trial():
+    print("a line from the worker", flush=True)
+    raise ValueError("boom")
+
+ray.init(address="local", num_cpus=1, include_dashboard=False)
+try:
+    ray.get(trial.remote())
+except ray.exceptions.RayTaskError as err:
+    logging.getLogger("itrlab.sweep.demo").warning(f"trial failed: {err}")
+out = Path(sys.argv[1])
+deadline = time.monotonic() + 120  # Ray forwards the worker's line on its own schedule: wait for it
+while "a line from the worker" not in out.read_text() and time.monotonic() < deadline:
+    time.sleep(0.2)
+ray.shutdown()
+"""
+
+
+@pytest.mark.e2e
+def test_a_sweeps_log_written_to_a_file_holds_no_colour_codes(tmp_path):
+    """A real Ray started by a command-line program whose stdout and stderr are files: the worker's line that
+    Ray forwards (prefixed ``(trial pid=...)``) and Ray's error logged by itrlab reach the files as plain text."""
+    out, err = tmp_path / "out.log", tmp_path / "err.log"
+    env = {k: v for k, v in _clean_env(PYTHONPATH=str(REPO / "platform")).items() if k != console_log.RAY_COLOR_ENV}
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        done = subprocess.run(
+            [sys.executable, "-c", RAY_TO_A_FILE, str(out)], stdout=stdout, stderr=stderr, env=env, timeout=300
+        )
+    text = out.read_text() + err.read_text()
+    assert done.returncode == 0, text[-3000:]
+    assert re.search(r"\(trial pid=\d+\) a line from the worker", text), text[-3000:]
+    assert "trial failed: " in text and "boom" in text
+    assert "\x1b" not in text, [line for line in text.splitlines() if "\x1b" in line]
 
 
 def _clean_env(**extra: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ from itrlab.tracking import MlflowTracker, ui_hint
 from itrlab.tracking.chart_names import chart_name, flat_name
 from itrlab.tracking.mlflow_tracker import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 from itrlab.tracking.runs_view import KEEP_VIEWS, PINNED_WIDTHS
-from itrlab.tracking.store import ui_command
+from itrlab.tracking.store import ui_command, ui_fragment
 
 
 def test_experiments_are_model_training_and_links_open_the_runs_table(tmp_path):
@@ -34,6 +34,14 @@ def test_experiments_are_model_training_and_links_open_the_runs_table(tmp_path):
     assert (
         ui_hint("http://h:5000/", "3", view="itrlab-x")
         == "open http://h:5000/#/experiments/3/runs?viewStateShareKey=itrlab-x&workflowType=machine_learning"
+    )
+    # a sweep's link: its parent's Overview; the links its description holds: the part after the `#`
+    assert ui_hint(uri, "3", "abc", tab="overview").endswith(
+        "/#/experiments/3/runs/abc/overview?workflowType=machine_learning"
+    )
+    assert (
+        ui_fragment("3", "abc", artifact="sweep/report.html")
+        == "#/experiments/3/runs/abc/artifacts/sweep/report.html?workflowType=machine_learning"
     )
 
 
@@ -67,10 +75,10 @@ def test_a_sweeps_view_shows_its_trials_with_their_values_and_results_first(tmp_
         "tags.`test i2t R1 R5 R10 / t2i R1 R5 R10`",
         "tags.`param.cooperative.strategy`",
         "tags.`param.seed`",
-        "metrics.`1_test/i2t_R1`",
-        "metrics.`1_test/t2i_R1`",
-        "metrics.`1_test/i2t_R5`",
-        "metrics.`1_test/t2i_R5`",
+        "metrics.`1_test/i2t_R01`",
+        "metrics.`1_test/t2i_R01`",
+        "metrics.`1_test/i2t_R05`",
+        "metrics.`1_test/t2i_R05`",
         "metrics.`best_val_rsum`",
         "metrics.`1_test_rank/md`",
     ]
@@ -199,7 +207,7 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
     }
     assert sections == {
         "test_rsum": "1_test-sum/rsum",
-        "test_i2t_R1": "1_test/i2t_R1",
+        "test_i2t_R1": "1_test/i2t_R01",
         "test_md": "1_test_rank/md",
         "rsum": "2_val/rsum",
         "t2i_meanr": "2_val/t2i_meanr",
@@ -210,7 +218,7 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
         "loss_cooperative": "4_loss/cooperative",
         "loss_task_mdcl": "4_loss/task_mdcl",
         "anchor_rsum": "5_anchor/rsum",
-        "anchor2_i2t_R5": "5_anchor2/i2t_R5",
+        "anchor2_i2t_R5": "5_anchor2/i2t_R05",
         "member1_rsum": "5_member1/rsum",
         "chance_t2i_R10": "6_chance/t2i_R10",
         "chance_rsum_high": "6_chance/rsum_high",
@@ -235,6 +243,7 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
         "6_chance",
     ]
     assert flat_name("1_test/rsum") == "test_rsum"  # a run logged before rsum had a section of its own
+    assert flat_name("1_test/i2t_R1") == "test_i2t_R1" and flat_name("2_val/t2i_R5") == "t2i_R5"  # one-digit K
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = MlflowTracker("sections", uri)
     run_id = tracker.start(run_name="r", tags={}, params={})
@@ -256,6 +265,34 @@ def test_metrics_go_into_chart_sections_and_come_back_by_their_names(tmp_path):
         "best_epoch": 2.0,
     }
     assert tracker.metric_history(run_id, "rsum") == [(1, 10.0), (2, 20.0)]
+
+
+def test_the_recall_charts_sort_as_the_papers_print_them():
+    """MLflow's UI sorts a section's charts by name in code units (``Array.sort``): the recalls' names sort R@1, R@5,
+    R@10, image to text first, in the test section, the validation section and another branch's."""
+    from itrlab.eval.names import RECALLS
+
+    for name_of in (lambda r: f"test_{r}", lambda r: r, lambda r: f"anchor_{r}"):
+        names = [chart_name(name_of(recall)) for recall in RECALLS]  # i2t R1 R5 R10, t2i R1 R5 R10
+        assert sorted(names) == names, names
+        assert [flat_name(name) for name in names] == [name_of(recall) for recall in RECALLS]
+
+
+def test_a_run_logged_with_one_digit_recalls_keeps_their_names_when_it_resumes(tmp_path):
+    """A run logged with ``2_val/i2t_R1`` (before the two-digit K) reads back the same and, reopened, goes on
+    under those names: its charts are not split in two; a metric it never logged gets the current name."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    tracker = MlflowTracker("one_digit", uri)
+    run_id = tracker.start(run_name="r", tags={}, params={})
+    client.log_metric(run_id, "2_val/i2t_R1", 10.0, step=1)  # as itrlab logged it before
+    tracker.end("KILLED")
+    again = MlflowTracker("one_digit", uri)
+    again.start(run_name="r", tags={}, params={}, run_id=run_id)
+    again.log_metrics({"i2t_R1": 12.0, "i2t_R5": 30.0}, step=2)
+    assert set(client.get_run(run_id).data.metrics) == {"2_val/i2t_R1", "2_val/i2t_R05"}
+    assert again.metric_history(run_id, "i2t_R1") == [(1, 10.0), (2, 12.0)]
+    assert again.metrics(run_id) == {"i2t_R1": 12.0, "i2t_R5": 30.0}
 
 
 def test_a_run_logged_with_flat_names_reads_back_and_keeps_them_when_it_resumes(tmp_path):

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from browser import CHROMIUM, NEEDS_CHROMIUM
 from itrlab.config.sweep import load_sweep
 from itrlab.data.shape import DataShape
 from itrlab.report.chance import chance_level, image_to_text_hit
@@ -291,6 +292,63 @@ def test_other_pairs_of_rows_get_their_difference_with_welchs_interval():
     # a pair whose reference has one seed: the difference without an interval, and the seed count
     (lone,) = comparisons(cells("convse_table3", "variant", {**values, "ConVSE": [295.0]}), spec, "test_rsum")
     assert lone.difference.half_width is None and lone.difference.n == 1
+
+
+FRAME_AT_1280 = 480  # px: the frame MLflow's artifact view gives an HTML file in a 1280-px window (its panels open)
+WIDTH_PROBE = """<script>
+const page = document.scrollingElement;
+document.body.setAttribute("data-scroll", page.scrollWidth + " " + page.clientWidth);
+</script></body>"""
+
+
+def scroll_widths(page: str, folder, width: int) -> tuple[int, int]:
+    """The page's scroll width and the window's width, as headless Chromium lays the page out ``width`` px wide."""
+    import re
+
+    from browser import browser_dom
+
+    probe = folder / "probe.html"
+    probe.write_text(page.replace("</body>", WIDTH_PROBE), encoding="utf-8")
+    dom = browser_dom(probe.as_uri(), width=width, budget_ms=5000, timeout=120)
+    scroll, client = re.search(r'data-scroll="(\d+) (\d+)"', dom).groups()
+    return int(scroll), int(client)
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(CHROMIUM is None, reason=NEEDS_CHROMIUM)
+def test_the_report_needs_no_horizontal_scroll_in_mlflows_frame_at_1280_px(tmp_path):
+    """The report's HTML in the width MLflow's artifact view gives it in a 1280-px window: every column (the
+    recalls, MD, the difference to the baseline, the cost, the note), the models' URIs and the provenance fit
+    without a horizontal scroll; the tables each lead with the row's label."""
+    spec = load_sweep("dbl_table4", "budget").model_copy(update={"seeds": [0, 1, 2]})
+    rows = cells(
+        "dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "C": [200.0], "F": [170.0, 171.0, 172.0]}
+    )
+    for i, row in enumerate(rows):  # MD with an interval of 3 significant digits, as a real sweep's: the widest cell
+        row.metrics["test_md"] = 0.28 + 0.00565 * i
+    table = pivot(rows, spec, SYNTHETIC, "all")
+    level = chance_level(50, 5, "all")
+    top = headline(table, spec, level)
+    cost_column, devices = trial_cost_unit(spec)
+    report = build_report(
+        table,
+        spec,
+        ReportInputs(
+            top,
+            row_marks(table, spec, level, {"C": "best validation epoch 3 of 3"}),
+            level,
+            None,
+            "Published numbers (dbl_table4) left out, not comparable: the trials' data differ.",
+            cost_column,
+            devices,
+            ["experiment dbl_synthetic_small with train.epochs=3 train.lr_decay_epochs=[] dataset.root=" + "x" * 60],
+        ),
+    )
+    report.models = [["A", "a0", "runs:/0123456789abcdef0123456789abcdef/model", ""]]
+    page = report.html()
+    assert page.count("<table>") == 2 and page.count("<th>cooperative.<wbr>strategy</th>") == 2
+    scroll, window = scroll_widths(page, tmp_path, FRAME_AT_1280)
+    assert scroll <= window, f"the page is {scroll} px wide in a {window}-px frame"
 
 
 def report_of(table, spec, level=None, learning=None, converged=None, pairs=()):

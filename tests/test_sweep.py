@@ -216,8 +216,10 @@ GENAI_ONLY = (">Judges<", ">Evaluation runs<", ">Sessions<")  # MLflow 3's GenAI
 @pytest.mark.skipif(CHROMIUM is None, reason=NEEDS_CHROMIUM)
 def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, tmp_path):
     """`mlflow ui` as docs/mlflow.md starts it, over a finished variant sweep, loaded by headless Chromium:
-    the link the sweep printed opens the runs table in the model-training view with every trial as a row
-    (not one collapsed parent), its variant and test rsum among the columns; the artifact view shows
+    the link the sweep printed opens the parent run's page on its report; the parent's Overview has its
+    description with the links to the report and the trials, and the headline; the trials' link opens the runs
+    table in the model-training view with every trial as a row (not one collapsed parent), its variant and test
+    rsum among the columns; the artifact view shows
     sweep/report.html in MLflow's HTML frame, and that file renders "mean ± interval" cells, the chance
     band and the headline, its rsum column inside the frame of a 1280-px window (about 480 px beside
     MLflow's panels); the pivot's table view shows every column and the plot is there."""
@@ -237,9 +239,12 @@ def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, t
     command[command.index("--port") + 1] = "{port}"
     with serve(command, workdir, "mlflow-ui", "/health", timeout=90) as url:
         link = printed.split(" and open ", 1)[1].replace("http://127.0.0.1:5000", url)
-        runs_page = browser_dom(link)
         run_page = f"{url}/#/experiments/{experiment.experiment_id}/runs/{result.parent_run_id}"
-        view = browser_dom(f"{run_page}/artifacts/sweep/report.html?workflowType=machine_learning")
+        parent_page = browser_dom(f"{run_page}/overview?workflowType=machine_learning")
+        description = parent.data.tags["mlflow.note.content"]
+        trials_link = re.search(r"\[The trials\]\((#/experiments/[^)]+)\)", description).group(1)
+        runs_page = browser_dom(f"{url}/{trials_link}")
+        view = browser_dom(link)
         # the frame shows the file the UI fetches here (served as a download, so rendered from a copy)
         served = tmp_path / "report.html"
         with urlopen(f"{url}/get-artifact?path=sweep%2Freport.html&run_uuid={result.parent_run_id}") as response:
@@ -248,7 +253,12 @@ def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, t
         table = browser_dom(f"{run_page}/artifacts/sweep/table.json")
         plot = browser_dom(f"{run_page}/artifacts/sweep/plots/pivot_test_rsum.png")
     assert "get-artifact?path=sweep%2Freport.html" in (workdir / "mlflow-ui.log").read_text()
-    # the sweep's link: its trials as rows, with their variant and test rsum, in the model-training view
+    # the sweep's link: the parent's page on its report; its Overview: the links to the report and trials, the headline
+    assert link == f"{run_page}/artifacts/sweep/report.html?workflowType=machine_learning", link
+    report_link = f"#/experiments/{experiment.experiment_id}/runs/{result.parent_run_id}/artifacts/sweep/report.html?"
+    assert f'href="{report_link}' in parent_page and f'href="{html.escape(trials_link)}"' in parent_page
+    assert html.escape(headline, quote=False) in parent_page
+    # the trials' link: its trials as rows, with their variant and test rsum, in the model-training view
     kids = children(client, "variant_sweep", result.parent_run_id)
     assert "<title>Runs - Experiment" in runs_page, re.findall(r"<title>[^<]*", runs_page)
     assert all(kid.info.run_name in runs_page for kid in kids) and len(kids) == 4
@@ -258,16 +268,21 @@ def test_the_sweeps_link_report_and_plots_read_in_the_mlflow_ui(variant_sweep, t
     for kid in kids:
         test_rsum = flat_metrics(kid.data.metrics)["test_rsum"]
         assert f">{test_rsum:g}<" in runs_page, test_rsum
-    assert not [marker for marker in GENAI_ONLY if marker in runs_page + view]  # model training throughout
+    assert not [marker for marker in GENAI_ONLY if marker in parent_page + runs_page + view]  # model training
     assert 'class="mlflow-html-iframe"' in view, "the artifact view does not show the HTML report"
     assert headline in parent.data.tags["mlflow.note.content"]  # the run page's description: the headline in full
-    rows = re.findall(r'<tr class="(\w+)">(.*?)</tr>', report, re.S)
-    cells = {re.findall(r"<td>(.*?)</td>", row)[0]: re.findall(r"<td>(.*?)</td>", row) for _, row in rows}
-    assert [kind for kind, _ in rows] == ["baseline", "result", "chance"] and set(cells) == {"A", "F", "chance"}
+    recalls, compared = [
+        re.findall(r'<tr class="(\w+)">(.*?)</tr>', table, re.S) for table in report.split("</table>")[:2]
+    ]
+    cells = {re.findall(r"<td>(.*?)</td>", row)[0]: re.findall(r"<td>(.*?)</td>", row) for _, row in recalls}
+    assert [kind for kind, _ in recalls] == ["baseline", "result", "chance"] and set(cells) == {"A", "F", "chance"}
     interval = r'\d+\.\d <span class="ci">± \d+\.\d</span>'  # a narrow page wraps a cell before its interval
     assert all(re.fullmatch(interval, cell) for cell in cells["A"][1:8]), cells["A"]  # rsum and every recall
-    assert cells["F"][9].startswith(("+", "-")) and "± " in cells["F"][9]  # vs A, with Welch's interval
-    assert re.fullmatch(r"\d+\.\d-\d+\.\d", cells["chance"][1]) and "random scores" in cells["chance"][-1]
+    versus = {re.findall(r"<td>(.*?)</td>", row)[0]: re.findall(r"<td>(.*?)</td>", row) for _, row in compared}
+    assert versus["F"][1].startswith(("+", "-")) and "± " in versus["F"][1]  # vs A, with Welch's interval
+    assert re.fullmatch(r"\d+\.\d-\d+\.\d", cells["chance"][1])
+    assert [kind for kind, _ in compared] == ["baseline", "result", "chance"]  # the second table: one row each too
+    assert '<td class="note">random scores' in dict(compared)["chance"]
     assert f'<p class="headline">{html.escape(headline, quote=False)}</p>' in report  # as the DOM serialises text
     assert result.headline == headline and "(2 seeds)" in headline  # "at 95%", or inconclusive: still learning
     assert 0 < rsum_column_right_edge(served, 480) <= 480  # rsum, right after the row label, inside the frame
@@ -449,24 +464,47 @@ def test_a_row_with_its_own_seeds_runs_them_and_the_pivot_pairs_the_shared_ones(
     assert r"seeds \[0, 1\]; B: \[0, 1, 2\]" in page.read_text()
 
 
-def test_optuna_search_runs_its_trials(workdir):
+def test_optuna_search_runs_each_configuration_on_every_seed_and_reports_what_its_parameters_did(workdir):
+    """Three configurations Optuna suggests, each trained with seeds 0 and 1 (Optuna learns their mean); the parent
+    run's report lists the configurations over their seeds and each parameter's importance beside the seeds'
+    spread, with the parallel-coordinates plot; its description links the report and says the best configuration."""
     sweep = write_sweep(
         workdir / "sweep.yaml",
         name="optuna_sweep",
         grid={},
         table=None,
+        seeds=[0, 1],
         optuna={
             "space": {
                 "cooperative.gamma": {"type": "uniform", "low": 0.1, "high": 0.3},
                 "cooperative.strategy": {"type": "choice", "values": ["F", "G"]},
             },
-            "num_trials": 2,
+            "num_trials": 3,
             "seed": 0,
         },
     )
     result = run_sweep(load_sweep(sweep), storage=workdir / "sweeps")
-    assert len(result.rows) == 2 and all(row.status == "finished" for row in result.rows)
+    assert len(result.rows) == 6 and all(row.status == "finished" for row in result.rows)
     assert all(0.1 <= row.params["cooperative.gamma"] <= 0.3 for row in result.rows)
+    seeds: dict[tuple, list[int]] = {}
+    for row in result.rows:
+        seeds.setdefault((row.params["cooperative.gamma"], row.params["cooperative.strategy"]), []).append(
+            row.params["seed"]
+        )
+    assert len(seeds) == 3 and all(sorted(found) == [0, 1] for found in seeds.values()), seeds
+    client = MlflowClient()
+    parent = client.get_run(result.parent_run_id)
+    page = Path(client.download_artifacts(result.parent_run_id, "sweep/report.html", str(workdir))).read_text()
+    assert "best of 3 configurations by validation rsum (mean over its 2 seeds)" in page
+    assert "<h2>What the parameters did</h2>" in page and "<th>seeds&#x27; spread</th>" in page
+    assert "parallel coordinates" in page
+    importance = json.loads(
+        Path(client.download_artifacts(result.parent_run_id, "sweep/importance.json", str(workdir))).read_text()
+    )
+    assert importance["configurations"] == 3 and importance["seeds"] == 2 and importance["seed_sd"] is not None
+    assert {param["name"] for param in importance["params"]} == {"cooperative.gamma", "cooperative.strategy"}
+    description = parent.data.tags["mlflow.note.content"]
+    assert description.startswith("[**The report**](#/experiments/") and "**best of 3 configurations" in description
 
 
 @pytest.mark.parametrize(

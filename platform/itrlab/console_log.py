@@ -19,18 +19,39 @@ subprocesses), and a Ray cluster's workers get through the sweep's runtime env
 :func:`follow`, which configures it as its parent was, so that a trial's lines reach the console as
 before (Ray forwards a worker's stdout and stderr to the driver). A process whose parent did not
 configure the console (an embedded itrlab starting Ray) is left alone.
+
+A stream that is no terminal (a log file, a pipe) gets no colour codes: the handler drops ANSI escape sequences
+from a record written to it (Ray's error messages colour the task that failed), and :func:`configure` sets
+``RAY_COLOR_PREFIX=0`` (Ray's switch: the ``(trial pid=...)`` prefix of the lines Ray forwards from its workers
+without colour) unless the user set it, so that ``itrlab sweep ... > sweep.log`` holds plain text.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from typing import TextIO
 
 CONSOLE_ENV = "ITRLAB_CONSOLE"  # the level the command line's console shows ("INFO"), for its child processes
 TO_STDERR = {"to_stderr": True}  # ``log.info(..., extra=TO_STDERR)``: on stderr whatever its level
 ROOT = "itrlab"
+RAY_COLOR_ENV = "RAY_COLOR_PREFIX"  # Ray's colour of a forwarded line's prefix: "0" none
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # an ANSI control sequence (colours, cursor moves)
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` writes to a terminal (a closed or replaced stream counts as none)."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def plain(text: str) -> str:
+    """``text`` without ANSI escape sequences."""
+    return ANSI.sub("", text)
 
 
 class ConsoleHandler(logging.Handler):
@@ -48,7 +69,7 @@ class ConsoleHandler(logging.Handler):
             stream = (
                 sys.stderr if record.levelno >= logging.WARNING or getattr(record, "to_stderr", False) else sys.stdout
             )
-            stream.write(text + "\n")
+            stream.write((text if is_terminal(stream) else plain(text)) + "\n")
             stream.flush()
         except RecursionError:
             raise
@@ -60,7 +81,7 @@ def configure(level: int | str = logging.INFO) -> None:
     """The console of a command-line program (idempotent): the ``itrlab`` logger at ``level``, its records
     through one :class:`ConsoleHandler` and not passed on to the root logger's handlers (a library that
     configures the root logger does not print them twice); the processes it starts follow
-    (:data:`CONSOLE_ENV`)."""
+    (:data:`CONSOLE_ENV`); Ray's forwarded lines without colour when stdout or stderr is no terminal."""
     logger = logging.getLogger(ROOT)
     for handler in [h for h in logger.handlers if isinstance(h, ConsoleHandler)]:
         logger.removeHandler(handler)
@@ -68,6 +89,8 @@ def configure(level: int | str = logging.INFO) -> None:
     logger.setLevel(level)
     logger.propagate = False
     os.environ[CONSOLE_ENV] = logging.getLevelName(logger.level)
+    if not (is_terminal(sys.stdout) and is_terminal(sys.stderr)):
+        os.environ.setdefault(RAY_COLOR_ENV, "0")
 
 
 def follow() -> bool:

@@ -12,6 +12,8 @@ import logging
 import os
 from pathlib import Path
 
+from itrlab.console_log import plain
+
 log = logging.getLogger(__name__)
 
 
@@ -127,12 +129,13 @@ def no_space(where: str | Path) -> str:
 
 def failure_reason(err: BaseException) -> str:
     """One line for a person: the message of an itrlab error; a full disk as ``no space left on <folder of
-    the file>``; else the exception's type and first line."""
+    the file>``; else the exception's type and first line. No colour codes (Ray colours a failed task's name):
+    the line goes to tags, files and logs."""
     if isinstance(err, ItrlabError):
-        return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return plain(str(err).strip().splitlines()[0]) if str(err).strip() else type(err).__name__
     if disk_full(err) and isinstance(err, OSError) and err.filename:
         return f"{no_space(Path(os.fsdecode(err.filename)).parent)} (writing {os.fsdecode(err.filename)})"
-    text = str(err).strip().splitlines()
+    text = plain(str(err)).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 

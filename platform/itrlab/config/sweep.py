@@ -145,6 +145,9 @@ class SearchDimension(Section):
 
 
 class OptunaSpec(Section):
+    """Optuna's search: ``num_trials`` configurations drawn from ``space`` (TPE seeded by ``seed``), each run once
+    per seed of the sweep (Optuna learns from a configuration's mean over them: :mod:`itrlab.sweep.search`)."""
+
     space: dict[str, SearchDimension]
     num_trials: int = Field(ge=1, le=MAX_TRIALS)
     seed: int = 0
@@ -248,7 +251,7 @@ class SweepSpec(Section):
             )
         if self.optuna is None and not self.grid:
             raise ValueError("the grid is empty: list at least one key with its values (or give an optuna section)")
-        trials = len(self.seeds)
+        trials = len(self.seeds) * (self.optuna.num_trials if self.optuna is not None else 1)
         for key, values in self.grid.items():
             if not isinstance(values, list) or not values:
                 raise ValueError(f"grid key '{key}' needs a non-empty list of values")
@@ -263,7 +266,8 @@ class SweepSpec(Section):
             )
         if trials > MAX_TRIALS:
             raise ValueError(
-                f"the grid's points times the seeds make {trials:,} trials; a sweep runs at most "
+                f"the {'grid' if self.optuna is None else 'search'}'s points times the seeds make {trials:,} trials; "
+                f"a sweep runs at most "
                 f"{MAX_TRIALS:,} (split it into several sweep files)"
             )
         for key, values in self.grid.items():
@@ -347,8 +351,8 @@ class SweepSpec(Section):
 
     @property
     def trial_count(self) -> int:
-        """The sweep's trials: the grid's points times its seeds, or Optuna's ``num_trials``."""
-        return self.optuna.num_trials if self.optuna is not None else len(self.grid_points())
+        """The sweep's trials: the grid's points, or Optuna's ``num_trials`` configurations, times its seeds."""
+        return self.optuna.num_trials * len(self.seeds) if self.optuna is not None else len(self.grid_points())
 
     def search_corners(self) -> list[dict[str, Any]]:
         """One point per extreme value of each Optuna dimension (the others at their first corner), a

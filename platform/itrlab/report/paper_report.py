@@ -13,10 +13,12 @@ trials' data have the paper's shape (:mod:`itrlab.data.shape`); published anchor
 (:mod:`itrlab.report.headline`) and the plots. Pure data in, text out: every text is escaped for the page it goes to
 (:mod:`itrlab.report.escape`), so that a label reads as written, never as markup.
 
-The HTML page fits a 1280-px window, and shows the recalls inside the frame MLflow's artifact view gives it
-(about 510 px of a 1280-px window beside MLflow's sidebar, file list and Assistant panel; 710 px of a
-1600-px one): a cell may wrap before its interval (mean above, ``± half`` below), a header at its spaces,
-the first header after a dot, a model's URI anywhere.
+The HTML page fits the frame MLflow's artifact view gives it without a horizontal scroll (about 500 px of a
+1280-px window beside MLflow's sidebar, file list and Assistant panel; 710 px of a 1600-px one): its table is cut
+into tables of a few columns each, every one led by the row's label (the recalls and MD; the readings before a
+projection head; the difference to the baseline, the cost and the note), a cell may wrap before its interval
+(mean above, ``± half`` below), a header at its spaces, the first header after a dot, a model's URI and any
+long word anywhere. The Markdown page and the console keep the one wide table.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from itrlab.report.chance import ChanceLevel
 from itrlab.report.convergence import GAIN_FLOOR, SCHEDULE_GAP, TAIL, Convergence
 from itrlab.report.escape import html_text, md_text, visible
 from itrlab.report.headline import PAIRED, WELCH, Headline, RowMarks
+from itrlab.report.importance import Importances
 from itrlab.report.stats import Comparison
 from itrlab.report.summary import markdown_table, metric_name, number
 
@@ -65,8 +68,8 @@ MODELS_NOTE = (
 def report_columns(spec: SweepSpec) -> list[str]:
     """The paper's columns: rsum, every recall, and MD when the sweep's table asks for it (DBL), and the test
     metrics read before the projection head (``prehead_test_*``) that it asks for."""
-    asked = [c for c in spec.table.columns if c == "test_md" or c.startswith(f"{PREHEAD}_test_")]
-    return RECALLS + [c for c in asked if c in HEADERS]
+    asked = [c for c in spec.table.columns if c in HEADERS and (c == "test_md" or c.startswith(f"{PREHEAD}_test_"))]
+    return RECALLS + sorted(asked, key=lambda c: c.startswith(PREHEAD))  # MD, then the readings before the head
 
 
 def _interval_apart(cell: str) -> str:
@@ -103,6 +106,9 @@ class PaperReport:
     provenance: list[str] = field(default_factory=list)
     # each trial's model: row label, trial, model URI (runs:/<id>/model), its gallery in the MLflow UI or ""
     models: list[list[str]] = field(default_factory=list)
+    # the HTML page's tables: how many columns after the label each takes, in order (none: one table)
+    column_groups: list[int] = field(default_factory=list)
+    importance: Importances | None = None  # what the parameters did (itrlab.report.importance), after the notes
 
     def markdown(self, plots: dict[str, str] | None = None) -> str:
         """Markdown; ``plots`` maps a caption to an image path relative to the page."""
@@ -117,6 +123,8 @@ class PaperReport:
             "",
             *[md_text(note) + "\n" for note in self.notes],
         ]
+        if self.importance is not None:
+            lines += [self.importance.markdown(), ""]
         if self.models:
             lines += [f"{md_text(MODELS_NOTE)}\n", markdown_table(MODEL_COLUMNS, self.models), ""]
         for caption, path in (plots or {}).items():
@@ -126,15 +134,7 @@ class PaperReport:
     def html(self, plots: dict[str, Path] | None = None) -> str:
         """One self-contained HTML page (``plots``: caption -> PNG file, embedded as data URIs)."""
         esc = html_text
-        head = "".join(
-            f"<th>{esc(h).replace('.', '.<wbr>') if j == 0 else esc(h)}</th>" for j, h in enumerate(self.header)
-        )
-        body = "\n".join(
-            f'<tr class="{esc(kind)}">'
-            + "".join(f"<td>{esc(c) if j == 0 else _interval_apart(esc(c))}</td>" for j, c in enumerate(row))
-            + "</tr>"
-            for row, kind in zip(self.rows, self.row_kinds)
-        )
+        tables = "\n".join(self._table_html(columns) for columns in self._html_columns())
         images = "".join(
             f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,'
             f'{base64.b64encode(Path(path).read_bytes()).decode()}"><figcaption>{esc(caption)}</figcaption></figure>'
@@ -143,31 +143,67 @@ class PaperReport:
         return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(self.title)}</title>
 <style>
-body {{ font-family: system-ui, sans-serif; font-size: 14px; margin: 1em; color: #222; }}
+body {{ font-family: system-ui, sans-serif; font-size: 14px; margin: 0.5em; color: #222; }}
 h1 {{ font-size: 1.3em; }}
-table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 13px; }}
-th, td {{ padding: 0.25em 0.45em; border-bottom: 1px solid #ddd; text-align: right; vertical-align: top; }}
+table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 12px; }}
+table + table {{ margin-top: 0.8em; }}
+th, td {{ padding: 0.25em 0.2em; border-bottom: 1px solid #ddd; text-align: right; vertical-align: top; }}
 td span.ci {{ white-space: nowrap; }}
-td:last-child {{ text-align: left; min-width: 8em; }}
+td.note {{ text-align: left; min-width: 8em; }}
+li, p {{ overflow-wrap: anywhere; }}
 table.models td {{ text-align: left; overflow-wrap: anywhere; }}
 th:first-child, td:first-child {{ text-align: left; }}
 thead th {{ border-bottom: 2px solid #444; }}
 tr.baseline td {{ font-weight: 600; }}
 tr.published td, tr.chance td, tr.reference td {{ font-style: italic; color: #555; }}
 p.headline {{ font-size: 1.05em; font-weight: 600; }}
+h2 {{ font-size: 1.1em; margin-top: 1.4em; }}
+table.importance td {{ text-align: left; }}
 figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{ max-width: min(640px, 100%); }}
 </style></head><body>
 <h1>{esc(self.title)}</h1>
 <ul>{"".join(f"<li>{esc(item)}</li>" for item in self.provenance)}</ul>
 <p class="headline">{esc(self.headline)}</p>
-<table><thead><tr>{head}</tr></thead><tbody>
-{body}
-</tbody></table>
+{tables}
 {"".join(f"<p>{esc(note)}</p>" for note in self.notes)}
+{self.importance.html() if self.importance is not None else ""}
 {self._models_html()}
 {images}
 </body></html>
 """
+
+    def _html_columns(self) -> list[list[int]]:
+        """The columns (indices of :attr:`header`) of each of the HTML page's tables, the label's first in each."""
+        groups, start = [], 1
+        for size in self.column_groups or [len(self.header) - 1]:
+            groups.append([0, *range(start, min(start + size, len(self.header)))])
+            start += size
+        if start < len(self.header):
+            groups.append([0, *range(start, len(self.header))])
+        return [group for group in groups if len(group) > 1]
+
+    def _table_html(self, columns: list[int]) -> str:
+        """One of the HTML page's tables: ``columns`` of every row that has a cell there besides its label."""
+        esc = html_text
+        head = "".join(
+            f"<th>{esc(self.header[j]).replace('.', '.<wbr>') if j == 0 else esc(self.header[j])}</th>" for j in columns
+        )
+        note = self.header.index("note") if "note" in self.header else -1  # the note column: text, left-aligned
+        body = "\n".join(
+            f'<tr class="{esc(kind)}">'
+            + "".join(
+                f"<td>{esc(row[j])}</td>"
+                if j == 0
+                else f'<td class="note">{esc(row[j])}</td>'
+                if j == note
+                else f"<td>{_interval_apart(esc(row[j]))}</td>"
+                for j in columns
+            )
+            + "</tr>"
+            for row, kind in zip(self.rows, self.row_kinds)
+            if any(row[j] for j in columns[1:])
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>"
 
     def _models_html(self) -> str:
         if not self.models:
@@ -187,7 +223,8 @@ figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{
         widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(header)]
         lines = [visible(self.title), "  ".join(h.ljust(w) for h, w in zip(header, widths))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
-        return "\n".join([*lines, *map(visible, self.notes), visible(self.headline)])
+        importance = [visible(line) for line in self.importance.text().splitlines()] if self.importance else []
+        return "\n".join([*lines, *map(visible, self.notes), *importance, visible(self.headline)])
 
 
 @dataclass(frozen=True)
@@ -362,6 +399,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
         f"reserved (a run's own {inputs.cost_column} metric counts the same way); "
         f"total {_total(table, inputs.cost_column):.3g} {unit}."
     )
+    prehead = sum(c.startswith(f"{PREHEAD}_") for c in columns)
     return PaperReport(
         f"{spec.name}: test results over seeds {seeds_text(spec)}",
         header,
@@ -370,6 +408,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
         inputs.headline.text,
         [n for n in notes if n],
         inputs.provenance,
+        column_groups=[len(columns) - prehead, prehead],
     )
 
 

@@ -14,6 +14,11 @@
   magnitude (VSE's summed hinges start near 300, an InfoNCE near 4): when the rows' first-epoch losses
   differ 3x or more, each row's loss is drawn relative to its own first epoch (1.0 there), so that every
   row's descent is visible; otherwise as logged.
+* :func:`plot_parallel` (figure: :func:`parallel_figure`): the configurations of a search or a numeric grid in
+  parallel coordinates: an axis per swept parameter (its range, a log axis where the search samples it so; its
+  values where it has choices) and a last axis for the objective's mean over seeds, one line per configuration,
+  coloured by that mean, the best drawn last and thickest; a parameter a configuration does not set (a conditional
+  dimension) breaks its line there.
 """
 
 from __future__ import annotations
@@ -256,3 +261,71 @@ def curves_figure(curves: dict[str, dict], spec: SweepSpec) -> Figure | None:
 def plot_curves(curves: dict[str, dict], spec: SweepSpec, path: Path) -> Path | None:
     """:func:`curves_figure` written to ``path`` (PNG); None when there is nothing to draw."""
     return _save(curves_figure(curves, spec), path)
+
+
+def _position(value, distribution) -> float:
+    """Where ``value`` sits on its axis, 0 to 1: a choice by its place in the choices, a number in the range
+    (its log where the distribution is log-scaled); NaN for a value the configuration does not have."""
+    if value is None:
+        return math.nan
+    choices = getattr(distribution, "choices", None)
+    if choices is not None:
+        return choices.index(value) / (len(choices) - 1) if len(choices) > 1 else 0.5
+    low, high = float(distribution.low), float(distribution.high)
+    if getattr(distribution, "log", False):
+        value, low, high = math.log10(value), math.log10(low), math.log10(high)
+    return (float(value) - low) / (high - low) if high > low else 0.5
+
+
+def _axis_labels(distribution) -> list[tuple[float, str]]:
+    """The labels of an axis: each choice at its place, or the range's ends."""
+    choices = getattr(distribution, "choices", None)
+    if choices is not None:
+        return [(_position(choice, distribution), str(choice)) for choice in choices]
+    return [(0.0, f"{distribution.low:.3g}"), (1.0, f"{distribution.high:.3g}")]
+
+
+def parallel_figure(
+    configurations: list[tuple[dict, float]], space: dict, objective: str, mode: str = "max"
+) -> Figure | None:
+    """``configurations`` (params, mean objective) in parallel coordinates over ``space`` (a key's distribution:
+    ``choices``, or ``low``, ``high`` and ``log``); None with fewer than two configurations."""
+    means = [mean for _, mean in configurations if _finite(mean) is not None]
+    if len(means) < 2 or not space:
+        return None
+    keys = list(space)
+    low, high = min(means), max(means)
+    fig, ax = plt.subplots(figsize=(7.2, 4.0), dpi=100)
+    cmap = plt.get_cmap("viridis")
+    better = (lambda m: (m - low) / (high - low)) if high > low else (lambda m: 0.5)
+    score = better if mode == "max" else (lambda m: 1.0 - better(m))
+    ranked = sorted((c for c in configurations if _finite(c[1]) is not None), key=lambda c: score(c[1]))
+    xs = list(range(len(keys) + 1))
+    for i, (params, mean) in enumerate(ranked):
+        ys = [_position(params.get(key), space[key]) for key in keys] + [
+            (mean - low) / (high - low) if high > low else 0.5
+        ]
+        best = i == len(ranked) - 1
+        ax.plot(xs, ys, color=cmap(score(mean)), linewidth=2.6 if best else 1.2, alpha=1.0 if best else 0.75)
+    for x, key in enumerate(keys):
+        ax.axvline(x, color="#444", linewidth=0.8)
+        for y, text in _axis_labels(space[key]):
+            ax.annotate(text, (x, y), xytext=(4, 0), textcoords="offset points", fontsize=8, va="center")
+    ax.axvline(len(keys), color="#444", linewidth=0.8)
+    for y, value in ((0.0, low), (1.0, high)):
+        ax.annotate(f"{value:.1f}", (len(keys), y), xytext=(4, 0), textcoords="offset points", fontsize=8, va="center")
+    ax.set_xticks(xs, [*keys, f"mean {objective}"], rotation=15, ha="right", fontsize=8)
+    ax.set_yticks([])
+    ax.set_xlim(-0.2, len(keys) + 0.5)
+    ax.set_ylim(-0.05, 1.05)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(f"{len(ranked)} configurations, mean {objective} over seeds (best: thickest)", fontsize=10)
+    return fig
+
+
+def plot_parallel(
+    configurations: list[tuple[dict, float]], space: dict, objective: str, path: Path, mode: str = "max"
+) -> Path | None:
+    """:func:`parallel_figure` saved as ``path`` (None when there is nothing to draw)."""
+    return _save(parallel_figure(configurations, space, objective, mode), path)

@@ -174,13 +174,13 @@ def print_plan(spec: SweepSpec, args: argparse.Namespace, cost: str, command: li
     _log.info(
         f"sweep {spec.name}"
         + (f", profile {spec.profile}" if spec.profile else "")
-        + f": {len(configs)} trial(s)"
         + (
-            f" ({len(spec.seeds)} seed(s) each)"
-            if not spec.row_seeds
-            else f" (seeds {seeds_text(spec)})"
+            f": {len(configs)} trial(s) ({len(spec.seeds)} seed(s) each)"
+            if spec.optuna is None and not spec.row_seeds
+            else f": {len(configs)} trial(s) (seeds {seeds_text(spec)})"
             if spec.optuna is None
-            else f" (Optuna: {spec.optuna.num_trials} trials; the search's corners below)"
+            else f": {spec.trial_count} trial(s) (Optuna: {spec.optuna.num_trials} configurations x "
+            f"{len(spec.seeds)} seed(s); below, the {len(configs)} corners of its search space)"
         )
     )
     _log.info(

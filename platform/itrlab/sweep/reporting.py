@@ -8,7 +8,15 @@
   (published anchors of other methods, ``table.anchors``, as reference rows under it); which rows were
   still learning (:mod:`itrlab.report.convergence`), judged from the trials' validation rsum per epoch in
   MLflow and kept in the summary (``convergence``);
-* for Optuna sweeps (no grid to pivot): the best trial, as ``sweep/best.json``, a tag and metrics;
+* for sweeps without a pivot (Optuna's, a grid without ``table``): the best trial, as ``sweep/best.json``, a tag and
+  metrics, and ``sweep/report.html`` and ``sweep/report.md`` of their configurations over seeds
+  (:mod:`itrlab.report.search_report`);
+* for an Optuna search and a grid with a numeric axis: what the parameters did (:mod:`itrlab.report.importance`:
+  fANOVA's importance on the configurations' means over seeds, beside the seeds' spread), in the report, as
+  ``sweep/importance.json`` and in the summary (``importance``), and their parallel-coordinates plot;
+* the parent run's description (``mlflow.note.content``, Markdown: the top of its Overview tab): links to the
+  report and to the trials' view first, then the headline (or the best configuration) and the parameters'
+  importance. The sweep's printed link opens the parent's page on the report itself (:class:`SweepReport`);
 * ``sweep/plots/`` and ``sweep/summary.json`` (what ``itrlab report`` writes a dated page from).
 
 The tables are rewritten whole: a resumed sweep's rows replace those of the previous invocation. The
@@ -20,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +49,32 @@ from itrlab.report.convergence import (
 )
 from itrlab.report.escape import md_text
 from itrlab.report.headline import Headline, headline, objective_column, row_marks
+from itrlab.report.importance import Importances, param_importances
 from itrlab.report.paper_report import PaperReport, ReportInputs, build_report
 from itrlab.report.pivot import comparisons, pivot, published_numbers, trial_cost_unit
-from itrlab.report.plots import plot_curves, plot_pivot
+from itrlab.report.plots import plot_curves, plot_parallel, plot_pivot
+from itrlab.report.search_report import build_search_report, configuration_label, swept_keys, test_objective
 from itrlab.report.stats import Comparison
 from itrlab.report.summary import TrialRow, best_row, objective_value, ranked_table, ranking_note, to_markdown, to_text
 from itrlab.sweep.outcome import RETRIED
 from itrlab.sweep.runs_table import trials_view_id
 from itrlab.tracking import MlflowTracker
 from itrlab.tracking.models import GALLERY_TAG, MODEL_TAG
-from itrlab.tracking.store import ui_link
+from itrlab.tracking.store import ui_fragment, ui_link
 
 _log = logging.getLogger(__name__)
 
 STATUSES = ("finished", "diverged", "stopped", "error", "interrupted", "not started")
+REPORT = "sweep/report.html"
+REPORT_LINK = "The report"  # the text of the description's link to REPORT
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What :func:`report_sweep` left on the parent run that the sweep's result names."""
+
+    headline: str | None  # the pivot's one headline (itrlab.report.headline); None without a pivot
+    page: str | None  # the report's artifact path (REPORT); None when none was written (no trial finished)
 
 
 def report_sweep(
@@ -62,10 +83,10 @@ def report_sweep(
     parent: MlflowTracker,
     config: ExperimentConfig,
     invocation_seconds: float | None = None,
-) -> str | None:
-    """Log and print the sweep's results (see the module doc); returns the headline (None without a table).
-    ``invocation_seconds``: this invocation's wall time so far, the one wall time a sweep reports (a resumed
-    sweep's earlier invocations, and the gaps between them, are not in it)."""
+) -> SweepReport:
+    """Log and print the sweep's results (see the module doc); returns the pivot's headline and whether a report
+    was written. ``invocation_seconds``: this invocation's wall time so far, the one wall time a sweep reports (a
+    resumed sweep's earlier invocations, and the gaps between them, are not in it)."""
     title = f"{spec.name}: trials {ranking_note(spec)}"
     runs = trial_curves(parent)
     links = trial_links(parent, runs)
@@ -98,6 +119,10 @@ def report_sweep(
         # the trials in MLflow's runs table (itrlab.sweep.runs_table), under the UI's address
         "runs_table": ui_link("", parent.experiment_id, view=trials_view_id(parent.run_id)),
     }
+    importance = sweep_importance(spec, rows)
+    if importance is not None:
+        parent.log_dict(json_safe(importance.to_dict()), "sweep/importance.json")
+        summary["importance"] = json_safe(importance.to_dict())
     grid, report, chance, top = None, None, None, None
     if spec.table is not None and spec.optuna is None:
         grid = pivot(rows, spec, shape, protocol)
@@ -112,24 +137,28 @@ def report_sweep(
             pairs = comparisons(rows, spec, top.column)
             report = build_report(grid, spec, report_inputs(grid, spec, config, shape, chance, top, pairs, converged))
             report.models = model_rows(spec, rows, links)
+            report.importance = importance
             summary["comparisons"] = [pair.to_dict() for pair in pairs]
     else:
         log_best_trial(spec, rows, parent)
+        report = build_search_report(spec, rows, importance, provenance(spec, config, shape))
+        if report is not None:
+            report.models = model_rows(spec, rows, links)
     with tempfile.TemporaryDirectory() as tmp:
-        plots = draw_plots(spec, rows, runs, grid, chance, Path(tmp))
+        plots = draw_plots(spec, rows, runs, grid, chance, Path(tmp), importance)
         for path in plots.values():
             parent.log_file(path, "sweep/plots")
         summary["plots"] = [f"sweep/plots/{path.name}" for path in plots.values()]
         markdown = to_markdown(trials, title)
         if report is not None:
-            parent.set_tags(top.tags())
-            parent.describe(description(top, spec))
-            parent.log_final_metrics(top.metrics)
             parent.log_text(report.html(plots), "sweep/report.html")
             parent.log_text(
                 report.markdown({caption: f"plots/{path.name}" for caption, path in plots.items()}), "sweep/report.md"
             )
             markdown = report.markdown() + "\n" + markdown
+        if top is not None:
+            parent.set_tags(top.tags())
+            parent.log_final_metrics(top.metrics)
             summary.update(
                 report=report_dict(report),
                 headline=top.text,
@@ -137,10 +166,21 @@ def report_sweep(
                 table_anchors=spec.table.anchors,
             )
         parent.log_text(markdown, "sweep/summary.md")
+    parent.describe(description(spec, parent, report.headline if report is not None else None, importance))
     parent.log_dict(json_safe(summary), "sweep/summary.json")
     if report is not None:
         _log.info("\n" + report.text())
-    return top.text if top is not None else None
+    return SweepReport(top.text if top is not None else None, REPORT if report is not None else None)
+
+
+def sweep_importance(spec: SweepSpec, rows: list[TrialRow]) -> Importances | None:
+    """What the sweep's parameters did (:mod:`itrlab.report.importance`) on its test objective; None where the sweep
+    gets none, or, said on one line, where it cannot be computed: the sweep's results are logged without it."""
+    try:
+        return param_importances(rows, spec, test_objective(spec))
+    except Exception as err:  # noqa: BLE001 - the importance must never fail a finished sweep's report
+        _log.warning(f"itrlab: the parameters' importance was not computed: {failure_reason(err)}")
+        return None
 
 
 def trial_links(parent: MlflowTracker, runs: dict[str, dict]) -> dict[str, dict[str, str]]:
@@ -157,12 +197,14 @@ def trial_links(parent: MlflowTracker, runs: dict[str, dict]) -> dict[str, dict[
 
 
 def model_rows(spec: SweepSpec, rows: list[TrialRow], links: dict[str, dict[str, str]]) -> list[list[str]]:
-    """The report's list of models: row label, trial, model URI, gallery link, for each trial that logged a
-    model, in the order of the rows."""
+    """The report's list of models: row label (a pivot's row, else the configuration), trial, model URI, gallery
+    link, for each trial that logged a model, in the order of the rows."""
     models, galleries = links.get("model", {}), links.get("gallery", {})
+    keys = swept_keys(spec)
+    pivoted = spec.table is not None and spec.optuna is None
     return [
         [
-            row_label(row_key(row.params, spec.table.rows)),
+            row_label(row_key(row.params, keys)) if pivoted else configuration_label(row.params, keys),
             row.trial_id,
             models[row.trial_id],
             galleries.get(row.trial_id, ""),
@@ -172,13 +214,23 @@ def model_rows(spec: SweepSpec, rows: list[TrialRow], links: dict[str, dict[str,
     ]
 
 
-def description(top: Headline, spec: SweepSpec) -> str:
-    """The parent run's MLflow description (``mlflow.note.content``, Markdown in the UI): the headline, its
-    labels escaped (:func:`~itrlab.report.escape.md_text`), and where the report and the trials are."""
-    return (
-        f"**{md_text(top.text)}**\n\nThe report: Artifacts, sweep/report.html (the same as sweep/report.md, with "
-        f"the plots). The trials, {md_text(ranking_note(spec))}: sweep/trials.json."
-    )
+def description(spec: SweepSpec, parent: MlflowTracker, text: str | None, importance: Importances | None) -> str:
+    """The parent run's MLflow description (``mlflow.note.content``, Markdown in the UI: the top of the run's
+    Overview, under MLflow's own boxes): first a line of links, to the report (when one was written) and to the
+    view of the trials, each a link within the UI (:func:`~itrlab.tracking.store.ui_fragment`); then ``text`` (the
+    headline, or the best configuration) and the parameters' importance, every text escaped
+    (:func:`~itrlab.report.escape.md_text`)."""
+    report = ui_fragment(parent.experiment_id, parent.run_id, artifact=REPORT)
+    trials = ui_fragment(parent.experiment_id, view=trials_view_id(parent.run_id))
+    contents = ["the table over seeds", *(["what the parameters did"] if importance is not None else []), "the plots"]
+    links = [
+        *([f"[**{REPORT_LINK}**]({report}) ({REPORT}: {', '.join(contents)}, each trial's model)"] if text else []),
+        f"[The trials]({trials}) (one row each, best first)",
+    ]
+    parts = [" · ".join(links), *([f"**{md_text(text)}**"] if text else [])]
+    if importance is not None:
+        parts.append(md_text(importance.summary()) + ".")
+    return "\n\n".join(parts)
 
 
 def json_safe(value: Any) -> Any:
@@ -263,12 +315,6 @@ def report_inputs(
     published, published_note = published_numbers(spec, shape, config.eval.test_protocol)
     anchors, anchors_note = reference_rows(spec, shape, config.eval.test_protocol)
     cost_column, devices = trial_cost_unit(spec)
-    provenance = [
-        f"experiment {spec.experiment}" + (f" with {' '.join(spec.overrides)}" if spec.overrides else ""),
-        f"data {config.dataset.name}: {shape.describe() if shape else 'shape unknown'}; "
-        f"test protocol {config.eval.test_protocol}",
-        f"objective {spec.objective.mode} {spec.objective.metric}; seeds {seeds_text(spec)}",
-    ]
     learning = {row: found.learning for row, found in (converged or {}).items()}
     return ReportInputs(
         top,
@@ -278,12 +324,23 @@ def report_inputs(
         published_note,
         cost_column,
         devices,
-        provenance,
+        provenance(spec, config, shape),
         pairs,
         anchors,
         anchors_note,
         converged,
     )
+
+
+def provenance(spec: SweepSpec, config: ExperimentConfig, shape: DataShape | None) -> list[str]:
+    """The report's first lines: the experiment and its overrides, the data and test protocol, the objective."""
+    search = f"; Optuna: {spec.optuna.num_trials} configurations (TPE, seed {spec.optuna.seed})" if spec.optuna else ""
+    return [
+        f"experiment {spec.experiment}" + (f" with {' '.join(spec.overrides)}" if spec.overrides else ""),
+        f"data {config.dataset.name}: {shape.describe() if shape else 'shape unknown'}; "
+        f"test protocol {config.eval.test_protocol}",
+        f"objective {spec.objective.mode} {spec.objective.metric}; seeds {seeds_text(spec)}{search}",
+    ]
 
 
 def report_dict(report: PaperReport) -> dict:
@@ -328,12 +385,21 @@ def draw_plots(
     grid: dict[str, list] | None,
     chance: ChanceLevel | None,
     folder: Path,
+    importance: Importances | None = None,
 ) -> dict[str, Path]:
-    """The pivot's plot and the trials' curves grouped by row (``runs``: their MLflow runs,
-    :meth:`~itrlab.tracking.MlflowTracker.trial_runs`), as PNG files in ``folder``: caption -> file.
-    A plot that fails is reported on one line: the sweep's results are logged without it."""
+    """The pivot's plot, the configurations in parallel coordinates (with an ``importance``) and the trials' curves
+    grouped by row (``runs``: their MLflow runs, :meth:`~itrlab.tracking.MlflowTracker.trial_runs`), as PNG files in
+    ``folder``: caption -> file. A plot that fails is reported on one line: the sweep's results are logged without
+    it."""
     plots: dict[str, Path] = {}
     try:
+        if importance is not None:
+            mode = spec.objective.mode if importance.objective == f"test_{spec.objective.metric}" else "max"
+            path = plot_parallel(
+                importance.points, importance.space, importance.objective, folder / "parallel_coordinates.png", mode
+            )
+            if path is not None:
+                plots[f"the configurations in parallel coordinates, by mean {importance.objective}"] = path
         if grid is not None:
             path = plot_pivot(
                 grid, spec, folder / "pivot_test_rsum.png", chance=chance.rsum_band if chance is not None else None

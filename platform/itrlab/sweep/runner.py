@@ -62,7 +62,7 @@ from itrlab.sweep.outcome import (
     with_unstarted,
 )
 from itrlab.sweep.points import POINT, base_tree, check_decay_choices, point_key, trial_config
-from itrlab.sweep.reporting import report_sweep
+from itrlab.sweep.reporting import SweepReport, report_sweep
 from itrlab.sweep.resume import (
     STATE_FILE,
     check_tune_state,
@@ -90,6 +90,7 @@ from itrlab.tracking import (
     resolve_tracking_uri,
     source_tags,
 )
+from itrlab.tracking.store import OVERVIEW_TAB
 from itrlab.tracking.watchdog import watching
 from itrlab.train.experiment import generate_if_synthetic
 
@@ -134,7 +135,8 @@ def check_trials(spec: SweepSpec, tree: dict[str, Any]) -> dict[str, ExperimentC
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
     """Tune's space: the grid and the seeds, every combination, or, where rows run their own seeds, each grid point
-    under :data:`~itrlab.sweep.points.POINT`; for an Optuna sweep only the seed (Optuna suggests the rest)."""
+    under :data:`~itrlab.sweep.points.POINT`; for an Optuna sweep only the first seed (Optuna suggests the rest,
+    and with several seeds each suggestion's seed: :class:`~itrlab.sweep.search.SeedRepeater`)."""
     if spec.optuna is not None:
         return {"seed": spec.seeds[0]}
     if spec.row_seeds:  # no product: one value per grid point
@@ -162,7 +164,7 @@ def tune_config(spec: SweepSpec, epochs: int, reuse_actors: bool) -> tune.TuneCo
         mode=spec.objective.mode,
         search_alg=search_alg,
         scheduler=scheduler,
-        num_samples=spec.optuna.num_trials if spec.optuna else 1,
+        num_samples=spec.trial_count if spec.optuna else 1,  # Optuna's configurations times the seeds
         max_concurrent_trials=spec.concurrency,
         # in-process trials reuse their worker process: no re-import of torch and
         # MLflow, no new store connection (seconds per trial on 2 cores)
@@ -272,7 +274,7 @@ def _run_locked(
     tree, checked = share_stages(tree, checked, sweep_dir)
     started_ray = start_ray(spec, tracking_uri)
     parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state, now)
-    view = save_trials_view(spec, parent, sweep_dir.name)  # what the printed link opens: the trials, one row each
+    save_trials_view(spec, parent, sweep_dir.name)  # the trials, one row each: the parent's description links it
     _log.info(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}")
     integrity.StateSigner.sweep = signed[0] if signed else integrity.identity(sweep_dir, parent.run_id)
     try:
@@ -292,11 +294,11 @@ def _run_locked(
         tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=signed[1] if signed else None)
         rows, interrupted = fit_trials(tuner, spec, sweep_dir, started_ray)
         settle_trial_runs(parent, rows)
-        headline = report_sweep(spec, rows, parent, first, invocation_seconds=time.monotonic() - started)
+        report = report_sweep(spec, rows, parent, first, invocation_seconds=time.monotonic() - started)
     except BaseException as err:
         end_parent_early(parent, err, started_ray, sweep_dir)
         raise
-    return end_parent(spec, parent, rows, interrupted, sweep_dir, headline, view)
+    return end_parent(spec, parent, rows, interrupted, sweep_dir, report)
 
 
 def first_trial(tree: dict[str, Any], checked: dict[str, ExperimentConfig]) -> ExperimentConfig:
@@ -495,11 +497,11 @@ def end_parent(
     rows: list[TrialRow],
     interrupted: bool,
     sweep_dir: Path,
-    headline: str | None,
-    view: str | None = None,
+    report: SweepReport,
 ) -> SweepResult:
-    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result
-    (its link: the saved view ``view`` of the trials in the runs table)."""
+    """The parent run ended KILLED (interrupted), FAILED (no trial finished) or FINISHED; the sweep's result. Its
+    link opens the parent run's page on its report (the Artifacts tab, ``sweep/report.html`` shown: the headline
+    first, then the table), or, without a report, on its Overview (the description: the link to the trials)."""
     best = best_row(rows, spec.objective.metric, spec.objective.mode)
     if interrupted:
         status, reason = "KILLED", f"{interruption()[0]}; --resume continues the sweep"
@@ -514,4 +516,5 @@ def end_parent(
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)
     set_status(sweep_dir, status)
-    return SweepResult(rows, best, sweep_dir, parent.run_id, parent.ui_hint(view), interrupted, status, headline)
+    link = parent.ui_hint(artifact=report.page) if report.page else parent.ui_hint(tab=OVERVIEW_TAB)
+    return SweepResult(rows, best, sweep_dir, parent.run_id, link, interrupted, status, report.headline)

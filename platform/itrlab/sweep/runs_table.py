@@ -1,4 +1,5 @@
-"""The MLflow runs table a sweep's link opens: a saved view of its trials (:mod:`itrlab.tracking.runs_view`),
+"""The MLflow runs table the parent run's description links: a saved view of a sweep's trials
+(:mod:`itrlab.tracking.runs_view`),
 one row per trial, best first: the test rsum and the six recalls in one column, then the swept values and the
 seed, then R@1 and R@5 both ways and the best epoch's validation figure.
 
@@ -10,22 +11,11 @@ from __future__ import annotations
 
 from itrlab.config.profiles import PROFILE_TAG
 from itrlab.config.sweep import SweepSpec
-from itrlab.eval.names import METRIC_NAMES
+from itrlab.report.search_report import swept_keys, test_objective
 from itrlab.tracking import MlflowTracker
 from itrlab.tracking.runs_view import ITRLAB_VIEW, RECALLS_TAG, RunsView, children_filter
 
 RECALLS = ["test_i2t_R1", "test_t2i_R1", "test_i2t_R5", "test_t2i_R5"]  # after the six recalls' column (RECALLS_TAG)
-
-
-def swept_keys(spec: SweepSpec) -> list[str]:
-    """The keys a trial's row is told apart by: the table's rows, else the grid's or the search's keys."""
-    if spec.table is not None and spec.optuna is None:
-        keys = list(spec.table.rows)
-    elif spec.optuna is not None:
-        keys = list(spec.optuna.space)
-    else:
-        keys = list(spec.grid or {})
-    return [key for key in keys if key != "seed"]
 
 
 def trials_view(spec: SweepSpec, invocation: str, parent_run_id: str) -> RunsView:
@@ -34,7 +24,7 @@ def trials_view(spec: SweepSpec, invocation: str, parent_run_id: str) -> RunsVie
     values (the ``param.<key>`` tags), the seed and the profile, then R@1 and R@5 both ways, the objective at the
     best epoch and the table's other test columns."""
     metric = spec.objective.metric
-    test = f"test_{metric}" if metric in METRIC_NAMES.values() else "test_rsum"
+    test = test_objective(spec)
     ascending = spec.objective.mode == "min" and test != "test_rsum"
     validation = f"best_val_{metric}" if metric == "rsum" else metric
     extra = [c for c in (spec.table.columns if spec.table else []) if c.startswith("test_")]

@@ -4,42 +4,52 @@ without a click, and a screenshot of it (``jobs/mlflow_screenshots.py`` writes d
 
 The pages, each opened by the link itrlab prints for it (:func:`~itrlab.tracking.store.ui_link`):
 
+* ``report``: the link a sweep prints, the parent run's page on ``sweep/report.html`` (its Artifacts tab, the
+  report in a frame of its own): the report's entry in the file list, the headline, the rsum and recall columns,
+  and no horizontal scroll;
+* ``overview``: the parent run's Overview tab: its description's link to the report and the headline
+  (:func:`itrlab.sweep.reporting.description`), under MLflow's boxes (the run's details, its child runs, tags);
 * ``run``: a trial's page (the link a training prints: its "Model metrics" tab), the trial with the most
-  metrics (a boosted one, with its anchor's tables): its six test recalls are the first charts, two rows of three
-  (:mod:`itrlab.tracking.chart_names`);
-* ``runs``: the runs table the sweep's link opens (:mod:`itrlab.sweep.runs_table`): the test rsum column and the
-  six recalls' column;
-* ``report``: ``sweep/report.html`` in the run's artifact view (a frame of its own): the rsum and recall columns.
+  metrics (a boosted one, with its anchor's tables): its six test recalls are the first charts, two rows of three,
+  R@1, R@5, R@10 (:mod:`itrlab.tracking.chart_names`);
+* ``runs``: the runs table the description's trials link opens (:mod:`itrlab.sweep.runs_table`): the test rsum column
+  and the six recalls' column.
 
-A recall counts as shown when the window shows all of its chart's title, column header or report header: inside
-the window, not under the panel, not cut off by a scroll; a column's header also whole, not cut short.
+A recall (a link, a headline) counts as shown when the window shows all of its chart's title, column header, report
+header or text: inside the window, not under the panel, not cut off by a scroll; a column's header also whole, not
+cut short. What a page shows is measured once it is on the page, never after a fixed wait.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from itrlab.eval.names import RECALLS
+from itrlab.sweep.reporting import REPORT, REPORT_LINK
 from itrlab.sweep.runs_table import trials_view_id
 from itrlab.tracking import MlflowTracker
-from itrlab.tracking.chart_names import R_AT_K, chart_name
+from itrlab.tracking.chart_names import chart_name
+from itrlab.tracking.mlflow_tracker import DESCRIPTION_TAG
 from itrlab.tracking.runs_view import RECALLS_TAG
-from itrlab.tracking.store import ui_link
+from itrlab.tracking.store import OVERVIEW_TAB, ui_link
 from itrlab.tracking.ui_browser import Browser
 
 WIDTHS = (1280, 1600)
-REPORT = "sweep/report.html"
 REPORT_HEADERS = ["rsum", "i2t R@1", "i2t R@5", "i2t R@10", "t2i R@1", "t2i R@5", "t2i R@10"]  # paper_report's
 TEST_SECTION = "1_test"
 
 # Whether the window shows all of an element: inside the window, and what the browser finds at both of its ends is
 # the element or a part of it (not the panel over it, not a parent that a scroll clips it by).
-SHOWN = """const shown = (element) => { if (!element) return false; const r = element.getBoundingClientRect();
+SHOWN = """const shownBox = (element, r) => {
   if (r.width <= 0 || r.right > innerWidth || r.bottom > innerHeight || r.left < 0 || r.top < 0) return false;
   const y = r.top + r.height / 2;
   return [r.left + 1, r.right - 1].every(x => { const hit = document.elementFromPoint(x, y);
-    return hit !== null && element.contains(hit); }); };"""
+    return hit !== null && element.contains(hit); }); };
+const shown = (element) => !!element && [...element.getClientRects()].length > 0
+  && [...element.getClientRects()].every(r => shownBox(element, r));"""
 # Elements by their own text (its text nodes, trimmed), in document order.
 BY_TEXT = """const byText = (text, root = document.body) => { const found = [];
   const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT); let node;
@@ -65,7 +75,7 @@ RUN_SHOWN = """const header = byText(section)[0];
   return Object.fromEntries(names.map(n => [n, shown(card(n))]));"""
 # the runs table: its rows loaded, each column headed by the metric's MLflow name; a column counts as shown when
 # the window shows its whole header cell (not its label, which runs past the cell that clips it), and the header's
-# text ends inside the box that clips it (cut short, `1_test/i2t_R` could be R@1 or R@5)
+# text ends inside the box that clips it (cut short, `1_test/i2t_R0` could be R@1 or R@5)
 RUNS_READY = """return document.querySelector(".ag-row") !== null && names.every(n => byText(n).length > 0);"""
 RUNS_SHOWN = """const label = (n) => byText(n).find(e => e.closest(".ag-header-cell"));
   const whole = (e) => e.getBoundingClientRect().right <= e.parentElement.getBoundingClientRect().right + 0.5;
@@ -75,7 +85,23 @@ RUNS_SHOWN = """const label = (n) => byText(n).find(e => e.closest(".ag-header-c
 FRAME_READY = """const frame = document.querySelector("iframe.mlflow-html-iframe");
   return frame !== null && frame.getBoundingClientRect().width > 0 && shown(frame);"""
 REPORT_READY = "return document.querySelector('table th') !== null;"
-REPORT_SHOWN = """return Object.fromEntries(names.map(n => [n, shown(byText(n).find(e => e.tagName === "TH"))]));"""
+REPORT_SHOWN = """const page = document.scrollingElement;
+  return {...Object.fromEntries(names.map(n => [n, shown(byText(n).find(e => e.tagName === "TH"))])),
+    [scroll]: page.scrollWidth <= page.clientWidth, [headline]: shown(document.querySelector("p.headline"))};"""
+NO_SCROLL = "no horizontal scroll"
+HEADLINE = "the headline"
+# the report's entry in the artifact view's file list, beside its frame
+ENTRY_SHOWN = """return {[entry]: shown(byText(entry)[0])};"""
+REPORT_ENTRY = REPORT.rsplit("/", 1)[-1]
+# the parent's Overview: its description's link to the report (a link whose text is REPORT_LINK) and its headline
+# (the bold paragraph whose text is the headline), once MLflow's boxes above it have loaded (their placeholders,
+# labelled "Child runs loading", "Loading...", gone: the child runs' names take lines of their own)
+OVERVIEW_READY = """return [...document.querySelectorAll("a")].some(a => a.textContent.trim() === link)
+  && ![...document.querySelectorAll("span")].some(e => e.children.length === 0
+    && /(^Loading\\.\\.\\.$| loading$)/.test(e.textContent.trim()));"""
+OVERVIEW_SHOWN = """const anchor = [...document.querySelectorAll("a")].find(a => a.textContent.trim() === link);
+  const bold = [...document.querySelectorAll("strong")].find(e => e.textContent.trim() === headline);
+  return {[link]: shown(anchor), [name]: shown(bold)};"""
 
 
 @dataclass
@@ -93,8 +119,8 @@ class PageLook:
 
 
 def sweep_links(tracking_uri: str, parent_run_id: str, base: str) -> dict[str, str]:
-    """The links of the pages (``run``, ``runs``, ``report``) of the sweep whose parent run is ``parent_run_id``,
-    on the UI at ``base``."""
+    """The links of the pages (``report``, ``overview``, ``run``, ``runs``) of the sweep whose parent run is
+    ``parent_run_id``, on the UI at ``base``."""
     tracker = MlflowTracker.for_reading(tracking_uri)
     experiment = tracker.client.get_run(parent_run_id).info.experiment_id
     children = tracker.child_runs(parent_run_id)
@@ -102,32 +128,50 @@ def sweep_links(tracking_uri: str, parent_run_id: str, base: str) -> dict[str, s
         raise ValueError(f"run {parent_run_id} has no trials (child runs): not a sweep's parent run")
     richest = max(children, key=lambda run: (len(run.data.metrics), run.info.start_time))
     return {
+        "report": ui_link(base, experiment, parent_run_id, artifact=REPORT),
+        "overview": ui_link(base, experiment, parent_run_id, tab=OVERVIEW_TAB),
         "run": ui_link(base, experiment, richest.info.run_id),
         "runs": ui_link(base, experiment, view=trials_view_id(parent_run_id)),
-        "report": ui_link(base, experiment, parent_run_id, artifact=REPORT),
     }
 
 
+def sweep_headline(tracking_uri: str, parent_run_id: str) -> str | None:
+    """The headline the parent run's description shows: its bold paragraph, as the UI renders it (Markdown's
+    escapes undone); None without one."""
+    text = MlflowTracker.for_reading(tracking_uri).client.get_run(parent_run_id).data.tags.get(DESCRIPTION_TAG, "")
+    bold = [part[2:-2] for part in text.split("\n\n") if part.startswith("**") and part.endswith("**")]
+    return re.sub(r"\\(.)", r"\1", bold[0]) if bold else None
+
+
 def look_at(
-    links: dict[str, str], folder: Path, shots: Path | None = None, widths=WIDTHS, timeout: float = 600
+    links: dict[str, str],
+    folder: Path,
+    shots: Path | None = None,
+    widths=WIDTHS,
+    timeout: float = 600,
+    headline: str | None = None,
 ) -> list[PageLook]:
-    """Each page of ``links`` (:func:`sweep_links`) at each width, in a fresh browser: what it shows of the
-    test recalls once they are on the page (a RuntimeError if they never are); with ``shots``, its screenshot
-    ``shots/mlflow-<page>-<width>.png``. ``folder`` takes the browsers' logs."""
+    """Each page of ``links`` (:func:`sweep_links`) at each width, in a fresh browser: what it shows (the test
+    recalls, the headline; on the Overview the report's link and the ``headline``) once they are on the page (a
+    RuntimeError if they never are); with ``shots``, its screenshot ``shots/mlflow-<page>-<width>.png``.
+    ``folder`` takes the browsers' logs."""
     found = []
     for width in widths:
         for page, link in links.items():
             with Browser(width, folder, timeout) as browser:
                 browser.open(link)
-                shown = _look(browser, page)
+                shown = _look(browser, page, headline)
                 shot = browser.screenshot(shots / f"mlflow-{page}-{width}.png") if shots else None
             found.append(PageLook(page, width, shown, shot))
     return found
 
 
-def _look(browser: Browser, page: str) -> dict[str, bool]:
+def _look(browser: Browser, page: str, headline: str | None = None) -> dict[str, bool]:
+    if page == "overview":
+        browser.wait_for(_script(OVERVIEW_READY, link=REPORT_LINK), "the report's link in the parent's description")
+        return browser.evaluate(_script(OVERVIEW_SHOWN, link=REPORT_LINK, headline=headline or "", name=HEADLINE))
     if page == "run":
-        names = [chart_name(f"test_{recall}") for recall in sorted(R_AT_K)]
+        names = [chart_name(f"test_{recall}") for recall in RECALLS]  # i2t R@1, R@5, R@10, then t2i
         browser.wait_for(_script(RUN_READY, names=names, section=TEST_SECTION), f"the test charts on {page}")
         return browser.evaluate(_script(RUN_SHOWN, names=names, section=TEST_SECTION))
     if page == "runs":
@@ -137,4 +181,5 @@ def _look(browser: Browser, page: str) -> dict[str, bool]:
     browser.wait_for(_script(FRAME_READY), "the artifact view's frame")
     browser.wait_for(_script(REPORT_READY), "the report's table in its frame", frame_of=True)
     frame = next(frame for frame in browser.frames() if browser.evaluate(_script(REPORT_READY), frame))
-    return browser.evaluate(_script(REPORT_SHOWN, names=REPORT_HEADERS), frame)
+    shown = browser.evaluate(_script(REPORT_SHOWN, names=REPORT_HEADERS, scroll=NO_SCROLL, headline=HEADLINE), frame)
+    return {**browser.evaluate(_script(ENTRY_SHOWN, entry=REPORT_ENTRY)), **shown}

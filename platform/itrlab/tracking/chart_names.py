@@ -14,6 +14,7 @@ The sections, in the order the UI shows them:
 MLflow name               itrlab's name                          what
 ========================  =====================================  =================================
 ``1_test/<recall>``       ``test_<recall>``                      the test table: R@1/5/10 both ways
+                                                                 (``i2t_R01``: below)
 ``1_test-sum/rsum``       ``test_rsum``                          their sum
 ``1_test_rank/<rank>``    ``test_<rank>``                        its ranks: medr, meanr (both ways), MD
 ``2_val/<metric>``        ``<metric>``                           the validation table, per epoch
@@ -36,6 +37,11 @@ MLflow name               itrlab's name                          what
 The six recalls fill two rows of the UI's three charts a row, so that a 1,000-px window shows them all; their sum
 follows in a section of its own (``-`` sorts before ``_``), not as a seventh chart on a third row below the fold.
 Runs logged before it had a section read back the same (``1_test/rsum`` is ``test_rsum`` too).
+
+A recall's K has two digits in MLflow (``1_test/i2t_R01``, ``i2t_R05``, ``i2t_R10``; ``2_val/t2i_R05``): the UI
+sorts a section's charts by name (``Array.sort``: code units, so ``R1 < R10 < R5``), and the papers' order is R@1,
+R@5, R@10. Names logged with one digit (``1_test/i2t_R1``) read back the same, and a run reopened keeps the names
+it has (:attr:`~itrlab.tracking.mlflow_tracker.MlflowTracker.logged_names`).
 
 Only :mod:`itrlab.tracking` knows these names: everything else (Ray Tune's objective, ``summary.json``, the
 reports) uses the flat ones, and every name read back from MLflow is flat again (:func:`flat_name`), whether
@@ -61,6 +67,20 @@ BRANCH_PREFIX = "5_"
 _BRANCH = re.compile(r"([a-z][a-z0-9]*)_(.+)")
 NOT_BRANCHES = frozenset({"best", "test", "loss"})
 BRANCH_METRICS = _TABLE | {"loss", "lr"}  # what a branch's section holds: its table, its loss and rate per epoch
+_ONE_DIGIT_K = re.compile(r"_R(\d)$")  # i2t_R1 -> i2t_R01 (module doc: the charts' order)
+_TWO_DIGIT_K = re.compile(r"_R0(\d)$")
+
+
+def sortable(rest: str) -> str:
+    """A recall table's metric name as MLflow holds it: R@K with two digits (``i2t_R05``), so that a section's
+    charts sort R@1, R@5, R@10; any other name as it is."""
+    return _ONE_DIGIT_K.sub(r"_R0\1", rest) if rest in _TABLE else rest
+
+
+def unsorted(rest: str) -> str:
+    """:func:`sortable`'s inverse: ``i2t_R05`` is ``i2t_R5`` (and ``i2t_R5``, logged so, too)."""
+    name = _TWO_DIGIT_K.sub(r"_R\1", rest)
+    return name if name in _TABLE else rest
 
 
 @dataclass(frozen=True)
@@ -93,11 +113,18 @@ def chart_name(name: str) -> str:
     """The MLflow name of itrlab's metric ``name``: in its chart section, or ``name`` itself (the rest)."""
     for section in SECTIONS:
         if section.holds(name):
-            return f"{section.section}/{name[len(section.prefix) :]}"
+            return f"{section.section}/{sortable(name[len(section.prefix) :])}"
     branch = _BRANCH.fullmatch(name)
     if branch and branch.group(1) not in NOT_BRANCHES and branch.group(2) in BRANCH_METRICS:
-        return f"{BRANCH_PREFIX}{branch.group(1)}/{branch.group(2)}"
+        return f"{BRANCH_PREFIX}{branch.group(1)}/{sortable(branch.group(2))}"
     return name
+
+
+def mlflow_names(name: str) -> list[str]:
+    """Every name itrlab's metric ``name`` may have in a run: :func:`chart_name`'s, its one-digit R@K
+    (``1_test/i2t_R1``, logged before the two digits), and the flat name (logged before the sections)."""
+    current = chart_name(name)
+    return list(dict.fromkeys([current, _TWO_DIGIT_K.sub(r"_R\1", current), name]))
 
 
 def flat_name(key: str) -> str:
@@ -108,9 +135,9 @@ def flat_name(key: str) -> str:
         return key
     section = _BY_SECTION.get(section_name)
     if section is not None:
-        return section.prefix + rest
+        return section.prefix + (unsorted(rest) if section.rests is not None else rest)
     if section_name.startswith(BRANCH_PREFIX) and _BRANCH.fullmatch(f"{section_name[len(BRANCH_PREFIX) :]}_{rest}"):
-        return f"{section_name[len(BRANCH_PREFIX) :]}_{rest}"
+        return f"{section_name[len(BRANCH_PREFIX) :]}_{unsorted(rest)}"
     return key
 
 

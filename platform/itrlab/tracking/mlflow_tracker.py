@@ -35,12 +35,13 @@ from mlflow.exceptions import MlflowException
 from itrlab.errors import TrackingError, UserInputError, failure_reason, one_line_logs
 from itrlab.interrupts import interruption
 from itrlab.process_id import owner_id
-from itrlab.tracking.chart_names import chart_name, logged_flat
+from itrlab.tracking.chart_names import chart_name, flat_name, logged_flat
 from itrlab.tracking.run_reader import PARENT_TAG, RunReader
 from itrlab.tracking.runs_view import RECALLS_TAG, RunsView, recalls_summary, save_view
 from itrlab.tracking.store import (
     COMMIT_TAG,
     COMMITS_TAG,
+    RUN_TAB,
     commit_history,
     resolve_tracking_uri,
     short_reason,
@@ -138,6 +139,7 @@ class MlflowTracker(RunReader):
         self._taken_up = time.monotonic()
         self.resume_changes: list[str] = []  # what a --resume --allow-changes changed: recorded when reopened
         self.flat_names = False  # a run logged before the chart sections, reopened: it keeps its flat names
+        self.logged_names: dict[str, str] = {}  # a reopened run's metrics: itrlab's name -> the MLflow name it has
 
     @classmethod
     def for_reading(cls, tracking_uri: str | None = None) -> MlflowTracker:
@@ -149,7 +151,7 @@ class MlflowTracker(RunReader):
         tracker.experiment_id = tracker.experiment = tracker.run_id = None
         tracker.default_tags, tracker.default_params = {}, {}
         tracker._start_ms, tracker._taken_up, tracker.resume_changes = None, time.monotonic(), []
-        tracker.flat_names = False
+        tracker.flat_names, tracker.logged_names = False, {}
         return tracker
 
     @_store_writes
@@ -207,6 +209,7 @@ class MlflowTracker(RunReader):
             self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in {**moved, OWNER_TAG: owner}.items()])
             self._start_ms = run.info.start_time
             self.flat_names = logged_flat(previous.metrics)  # one run's charts keep one name per metric
+            self.logged_names = {flat_name(key): key for key in previous.metrics}
             self._warn_of_clock()
             if self.resume_changes:
                 self.record_changes(self.resume_changes)
@@ -309,10 +312,14 @@ class MlflowTracker(RunReader):
     @_store_writes
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Every metric (itrlab's names), in its chart section (:func:`~itrlab.tracking.chart_names.chart_name`), to 6
-        significant digits (31.8, not 31.799999999999997: the UI shows what is stored)."""
+        significant digits (31.8, not 31.799999999999997: the UI shows what is stored). A reopened run logs a metric
+        under the name it already has (one chart per metric, whatever names the code gives now)."""
         timestamp = mlflow.utils.time.get_current_time_millis()
-        name = (lambda key: key) if self.flat_names else chart_name
-        batch = [Metric(name(k), significant(float(v)), timestamp, step) for k, v in metrics.items()]
+        new = (lambda key: key) if self.flat_names else chart_name
+        batch = [
+            Metric(self.logged_names.get(k) or new(k), significant(float(v)), timestamp, step)
+            for k, v in metrics.items()
+        ]
         self.client.log_batch(self.run_id, metrics=batch)
 
     @_store_writes
@@ -464,6 +471,7 @@ class MlflowTracker(RunReader):
         """Save a view of the experiment's runs table (:mod:`itrlab.tracking.runs_view`); returns its id."""
         return save_view(self.client, self.experiment_id, view_id, view)
 
-    def ui_hint(self, view: str | None = None) -> str:
-        """How to open this run in the MLflow UI, or the saved view ``view`` of its experiment's runs table."""
-        return ui_hint(self.tracking_uri, self.experiment_id, None if view else self.run_id, view)
+    def ui_hint(self, view: str | None = None, tab: str = RUN_TAB, artifact: str | None = None) -> str:
+        """How to open this run in the MLflow UI (its ``tab``, or its ``artifact``), or the saved view ``view`` of its
+        experiment's runs table."""
+        return ui_hint(self.tracking_uri, self.experiment_id, None if view else self.run_id, view, tab, artifact)

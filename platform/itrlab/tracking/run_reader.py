@@ -16,7 +16,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from itrlab.errors import UserInputError
-from itrlab.tracking.chart_names import chart_name, flat_metrics
+from itrlab.tracking.chart_names import flat_metrics, mlflow_names
 
 PARENT_TAG = "mlflow.parentRunId"
 SWEEP_TAG = "itrlab.sweep"  # a sweep's parent run: the sweep's name
@@ -83,9 +83,10 @@ class RunReader:
         return found
 
     def metric_history(self, run_id: str, key: str) -> list[tuple[int, float]]:
-        """(step, value) of every logged value of itrlab's metric ``key`` in ``run_id``, in step order: under its
-        MLflow name and, for a run logged before the chart sections, its flat one."""
-        names = dict.fromkeys([chart_name(key), key])
+        """(step, value) of every logged value of itrlab's metric ``key`` in ``run_id``, in step order: under each
+        name it may have (:func:`~itrlab.tracking.chart_names.mlflow_names`: a run logged before the chart sections or
+        the two-digit R@K holds an older one)."""
+        names = mlflow_names(key)
         return sorted((m.step, m.value) for name in names for m in self.client.get_metric_history(run_id, name))
 
     def run_record(self, run_id: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A saved view of an experiment's runs table: the page a sweep's link opens, its trials as rows.
+"""A saved view of an experiment's runs table: a sweep's trials as rows (its parent run's description links it).
 
 MLflow 3.17's runs table keeps its state (filter, sort, shown columns, their order) in the browser,
 so a plain link opens it as the last browser left it: the sweep one collapsed row, the columns Run
@@ -39,7 +39,7 @@ VIEW_PARAM = "viewStateShareKey"
 ITRLAB_VIEW = "itrlab-"  # the ids of the views itrlab saves (a person's views are never touched)
 KEEP_VIEWS = 20  # itrlab's views kept per experiment, newest first (MLflow's UI saves no more than 40)
 # pixels per metric column: its header whole (the UI shows a metric by its full name, about 7 px a character after
-# a 12-px margin), and the sort arrow's 14 px on the column the table is sorted by: 100 for `1_test/i2t_R1`, 133 for
+# a 12-px margin), and the sort arrow's 14 px on the column the table is sorted by: 100 for `1_test/i2t_R01`, 133 for
 # `1_test-sum/rsum` sorted
 METRIC_WIDTH = 100
 SORT_ARROW_WIDTH = 14

@@ -63,6 +63,7 @@ BUSY = re.compile(
 # chooses it (docs/mlflow.md#what-mlflow-lets-itrlab-turn-off)
 ML_VIEW = "workflowType=machine_learning"
 RUN_TAB = "model-metrics"  # a run's page opens on its charts: its test recalls first (itrlab.tracking.chart_names)
+OVERVIEW_TAB = "overview"  # a run's description first (a sweep's parent: the links to its report and trials)
 
 logging.getLogger("alembic").setLevel(logging.WARNING)
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "Creating initial MLflow database tables..."
@@ -256,21 +257,46 @@ def ui_command(tracking_uri: str, port: int = UI_PORT) -> str:
     )
 
 
-def ui_link(
-    base: str, experiment_id: str, run_id: str | None = None, view: str | None = None, artifact: str | None = None
+def ui_fragment(
+    experiment_id: str,
+    run_id: str | None = None,
+    view: str | None = None,
+    artifact: str | None = None,
+    tab: str = RUN_TAB,
 ) -> str:
-    """A link into the MLflow UI at ``base``, in its model-training view: a run's charts (its "Model metrics" tab), an
-    ``artifact`` of the run, a saved view of the experiment's runs table (:mod:`itrlab.tracking.runs_view`), or
-    the runs table."""
+    """The UI's page as the part of a link after its ``#``, in the model-training view: a run's ``tab`` (its charts,
+    "Model metrics", unless told; ``overview``: its description first), an ``artifact`` of the run, a saved view of
+    the experiment's runs table (:mod:`itrlab.tracking.runs_view`), or the runs table. A run's description links
+    its other pages by it: the link holds wherever the UI is served."""
     query = f"{VIEW_PARAM}={view}&{ML_VIEW}" if view else ML_VIEW
-    page = f"/runs/{run_id}/" + (f"artifacts/{artifact}" if artifact else RUN_TAB) if run_id else "/runs"
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}{page}?{query}"
+    page = f"/runs/{run_id}/" + (f"artifacts/{artifact}" if artifact else tab) if run_id else "/runs"
+    return f"#/experiments/{experiment_id}{page}?{query}"
 
 
-def ui_hint(tracking_uri: str, experiment_id: str, run_id: str | None = None, view: str | None = None) -> str:
-    """How a person opens the MLflow UI on this run, or on a saved view of the experiment's runs table
-    (``view``), or on the runs table, in the model-training view (not MLflow 3's GenAI overview)."""
+def ui_link(
+    base: str,
+    experiment_id: str,
+    run_id: str | None = None,
+    view: str | None = None,
+    artifact: str | None = None,
+    tab: str = RUN_TAB,
+) -> str:
+    """A link into the MLflow UI at ``base`` (:func:`ui_fragment`)."""
+    return f"{base.rstrip('/')}/{ui_fragment(experiment_id, run_id, view, artifact, tab)}"
+
+
+def ui_hint(
+    tracking_uri: str,
+    experiment_id: str,
+    run_id: str | None = None,
+    view: str | None = None,
+    tab: str = RUN_TAB,
+    artifact: str | None = None,
+) -> str:
+    """How a person opens the MLflow UI on this run (its ``tab``, or its ``artifact``), or on a saved view of the
+    experiment's runs table (``view``), or on the runs table, in the model-training view (not MLflow 3's GenAI
+    overview)."""
     if tracking_uri.startswith(("http://", "https://")):
-        return f"open {ui_link(tracking_uri, experiment_id, run_id, view)}"
-    local = ui_link(f"http://127.0.0.1:{UI_PORT}", experiment_id, run_id, view)
+        return f"open {ui_link(tracking_uri, experiment_id, run_id, view, artifact, tab)}"
+    local = ui_link(f"http://127.0.0.1:{UI_PORT}", experiment_id, run_id, view, artifact, tab)
     return f"run `{ui_command(tracking_uri)}` and open {local}"

@@ -462,7 +462,7 @@ def log_best_model(run: StartedRun) -> str:
         bundle = bundle_from_run(run.run_dir, Path(scratch) / "bundle", run.run_id)
         uri = run.tracker.log_model(bundle, requirements_of(bundle))
         try:
-            page = bundle_gallery(bundle)
+            page = bundle_gallery(bundle, uri)  # the model by its URI, not the scratch folder
         except Exception as err:  # noqa: BLE001 - a gallery never fails a run whose model and table are logged
             _log.warning("the run's retrieval gallery was not made: %s", failure_reason(err))
             page = None

@@ -177,9 +177,10 @@ def render(gallery: Gallery) -> str:
     return html_page(gallery.title, STYLE, body)
 
 
-def bundle_gallery(folder: Path, n: int = 8, seed: int = 0) -> str | None:
+def bundle_gallery(folder: Path, source: str | None = None, n: int = 8, seed: int = 0) -> str | None:
     """The gallery page of the model folder ``folder`` on its own test split (what a training run logs beside its
-    model); None, with nothing opened, when that data was not extracted from photos or its photos are gone."""
+    model), naming the model ``source`` (its URI, ``runs:/<id>/model``: the folder is a training's scratch copy);
+    None, with nothing opened, when that data was not extracted from photos or its photos are gone."""
     from itrlab.assembly import load_experiment
     from itrlab.trained.bundle import CONFIG
     from itrlab.trained.evaluation import open_eval_split
@@ -188,7 +189,7 @@ def bundle_gallery(folder: Path, n: int = 8, seed: int = 0) -> str | None:
 
     if manifest_of(Path(load_experiment(Path(folder) / CONFIG).dataset.root)) is None:
         return None
-    model = open_bundle(folder)
+    model = open_bundle(folder, source)
     data = open_eval_split([model])
     images = split_images(data.split)
     if images.photos is None or not any(images.photos):
