@@ -251,13 +251,16 @@ class SweepSpec(Section):
             )
         if self.optuna is None and not self.grid:
             raise ValueError("the grid is empty: list at least one key with its values (or give an optuna section)")
-        trials = len(self.seeds) * (self.optuna.num_trials if self.optuna is not None else 1)
+        trials = self.optuna.num_trials if self.optuna is not None else 1
+        most_seeds = len(self.seeds)  # a bound: the most seeds any row runs
         for key, values in self.grid.items():
             if not isinstance(values, list) or not values:
                 raise ValueError(f"grid key '{key}' needs a non-empty list of values")
             for value in values:
                 _check_row_seeds(key, value)
-            trials *= max(len(own_seeds(value) or self.seeds) for value in values)
+            trials *= len(values)
+            most_seeds = max(most_seeds, *(len(own_seeds(value) or self.seeds) for value in values))
+        trials *= most_seeds
         seeded = [key for key, values in self.grid.items() if any(own_seeds(v) is not None for v in values)]
         if len(seeded) > 1:
             raise ValueError(
@@ -478,7 +481,7 @@ def seeds_text(spec: SweepSpec) -> str:
 def grid_seeds_text(grid: dict[str, list[Any]], seeds: list[int]) -> str:
     """:func:`seeds_text` of a grid and its sweep's ``seeds`` (as a finished sweep's summary keeps them)."""
     own: dict[str, list[str]] = {}
-    for values in grid.values():
+    for values in grid.values() if isinstance(grid, dict) else []:  # a summary's grid, as checked: any shape
         for value in values if isinstance(values, list) else []:
             if own_seeds(value) is not None:
                 own.setdefault(str(own_seeds(value)), []).append(str(value["name"]))
