@@ -62,7 +62,7 @@ def answers(repo: Path, store: str) -> list[Answer]:
 
 
 @dataclass
-class Timing:
+class AnswerTimes:
     """An answer's repeats: wall and CPU seconds each, and the exit statuses seen."""
 
     label: str
@@ -112,7 +112,7 @@ def fresh_checkout(repo: Path, scratch: Path) -> tuple[Path, dict[str, str]]:
     }
 
 
-def measure(items, repo: Path, repeats: int, states: tuple[str, ...]) -> list[Timing]:
+def measure(items, repo: Path, repeats: int, states: tuple[str, ...]) -> list[AnswerTimes]:
     """Each answer of ``items(root)`` (and the baseline, first) ``repeats`` times in each state; the warm state
     runs each answer once untimed first, so that its caches hold what a second use of the checkout finds."""
     baseline = Answer("baseline: python -c pass", ["-c", "pass"], 0)
@@ -130,7 +130,7 @@ def measure(items, repo: Path, repeats: int, states: tuple[str, ...]) -> list[Ti
                         "ITRLAB_CONFIG_DIR": str(root / "configs"),
                         **extra,
                     }
-                    timing = timing or Timing(item.label, state, expected=item.status)
+                    timing = timing or AnswerTimes(item.label, state, expected=item.status)
                     wall, cpu, status = time_once(item.argv, env, root)
                 if state == "warm" and repeat == 0:
                     continue  # untimed: fills the caches
@@ -141,7 +141,7 @@ def measure(items, repo: Path, repeats: int, states: tuple[str, ...]) -> list[Ti
     return timings
 
 
-def table(timings: list[Timing], target_s: float, loads: tuple[tuple[float, ...], tuple[float, ...]]) -> str:
+def table(timings: list[AnswerTimes], target_s: float, loads: tuple[tuple[float, ...], tuple[float, ...]]) -> str:
     """The report: per answer and state, median wall and CPU seconds, the ratio to the baseline's wall, and
     whether it is under ``target_s``; the load averages before and after."""
     base = {t.state: t.median_wall for t in timings if t.label.startswith("baseline")}
@@ -164,8 +164,8 @@ def table(timings: list[Timing], target_s: float, loads: tuple[tuple[float, ...]
     return "\n".join([*lines, f"load average (1, 5, 15 min) before: {before}; after: {after}"])
 
 
-def to_dict(timings: list[Timing]) -> list[dict]:
+def to_dict(timings: list[AnswerTimes]) -> list[dict]:
     return [asdict(t) | {"median_wall": t.median_wall, "median_cpu": t.median_cpu} for t in timings]
 
 
-__all__ = ["Answer", "Timing", "answers", "fresh_checkout", "measure", "table", "time_once", "to_dict"]
+__all__ = ["Answer", "AnswerTimes", "answers", "fresh_checkout", "measure", "table", "time_once", "to_dict"]

@@ -3,7 +3,7 @@
 Importing MLflow and opening its store take seconds on 2 cores; a command handed a run that is not there (a
 mistyped id, a run of another store) answers in a fraction of that by asking the database directly, read-only.
 The probe only answers what it can tell for sure: a store that is not a ``sqlite:///`` file, or a file it
-cannot read as an MLflow store, gives ``None``, and the command goes on through MLflow as before.
+cannot read as an MLflow store, gives ``None``, and the command asks MLflow.
 """
 
 from __future__ import annotations
