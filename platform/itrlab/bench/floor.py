@@ -10,6 +10,10 @@ trainer's own batches and step (:mod:`itrlab.bench.timing`), then reports:
 * **busy**: on a GPU, the mean utilisation NVML reports while the epochs run (``torch.cuda``'s
   ``utilization``, which needs ``pynvml``; ``n/a`` without it); on a CPU, the process's CPU time over
   wall time x torch threads;
+* **epoch start**: the method's ``set_epoch`` before each epoch (CODER reclusters there from the second
+  epoch on), not counted in the epoch;
+* **evaluation** (``evaluate``): one evaluation of the test split under the config's test protocol, the
+  model as trained by the timed epochs;
 * **floor**: the same model's ``train_step`` (forward, backward, optimizer step) on batches already on
   the device, cycled, no data loading (``floor_steps`` steps after each epoch);
   **epoch / floor** = epoch time over floor step time x steps per epoch.
@@ -29,7 +33,15 @@ from pathlib import Path
 
 import torch
 
-from itrlab.bench.timing import EpochTiming, GpuSampler, bench_trainer, floor_batches, time_epoch, time_floor
+from itrlab.bench.timing import (
+    EpochTiming,
+    GpuSampler,
+    bench_trainer,
+    floor_batches,
+    time_epoch,
+    time_evaluation,
+    time_floor,
+)
 from itrlab.config import ExperimentConfig
 from itrlab.train.device import describe
 
@@ -51,6 +63,8 @@ class BenchReport:
     load_before: float
     load_after: float
     notes: list[str] = field(default_factory=list)
+    evaluation_seconds: float | None = None  # one evaluation of the test split under its protocol (--evaluate)
+    evaluation_protocol: str = ""
 
     def median(self, attribute: str) -> float:
         return statistics.median(getattr(e, attribute) for e in self.epochs)
@@ -78,8 +92,15 @@ class BenchReport:
         values = [e.busy for e in self.epochs if e.busy is not None]
         return statistics.median(values) if values else None
 
+    @property
+    def epoch_start_seconds(self) -> float:
+        """The longest of the epochs' starts (``set_epoch``): CODER reclusters before every epoch from the second."""
+        return max(e.start_seconds for e in self.epochs)
+
     def summary(self) -> dict:
         return {
+            "epoch_start_seconds": self.epoch_start_seconds,
+            "evaluation_seconds": self.evaluation_seconds,
             "pairs_per_second": self.median("pairs_per_second"),
             "epoch_seconds": self.median("seconds"),
             "data_share": self.median("data_share"),
@@ -114,6 +135,14 @@ class BenchReport:
             f"median: {self.median('pairs_per_second'):.0f} pairs/s; data wait {100 * self.median('data_share'):.1f}% "
             f"of the epoch (median step {100 * self.median_step_wait_share:.1f}%); busy {busy} [{self.busy_kind}]; "
             f"epoch / floor {self.floor_ratio:.2f}x",
+            f"epoch starts (the method's set_epoch: CODER's reclustering): "
+            + ", ".join(f"{e.start_seconds:.2f}" for e in self.epochs)
+            + " s",
+            *(
+                [f"evaluation of the test split ({self.evaluation_protocol}): {self.evaluation_seconds:.2f} s"]
+                if self.evaluation_seconds is not None
+                else []
+            ),
             f"machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; 1-min load average "
             f"{self.load_before:.2f} before, {self.load_after:.2f} after (other load skews the timings)",
         ]
@@ -127,8 +156,10 @@ def run_bench(
     warmup: int = 5,
     max_steps: int | None = None,
     run_dir: Path | None = None,
+    evaluate: bool = False,
 ) -> BenchReport:
-    """Time ``epochs`` training epochs of ``config`` on its device, then the floor (see the module doc)."""
+    """Time ``epochs`` training epochs of ``config`` on its device, then the floor (see the module doc); with
+    ``evaluate``, then one evaluation of the test split under the config's test protocol."""
     with bench_trainer(config, run_dir) as trainer:
         config, device = trainer.config, trainer.device
         notes = []
@@ -143,6 +174,7 @@ def run_bench(
         for epoch in range(1, epochs + 1):  # floor runs between epochs: both see the same machine load
             timings.append(time_epoch(trainer, epoch, gpu_nvml, max_steps))
             floor.append(time_floor(trainer, batches, floor_steps))
+        evaluation_seconds = time_evaluation(trainer) if evaluate else None
         load_after = os.getloadavg()[0]
     return BenchReport(
         config.name,
@@ -158,6 +190,8 @@ def run_bench(
         load_before,
         load_after,
         notes,
+        evaluation_seconds,
+        config.eval.test_protocol if evaluate else "",
     )
 
 

@@ -2,7 +2,8 @@
 
 :func:`bench_trainer` builds the experiment's data, method and :class:`~itrlab.train.loop.Trainer` as a
 run does (in a temporary run directory, MLflow off). :func:`time_epoch` times one training epoch (no
-evaluation) with the trainer's own batches and step: its wall time, for each step the time from the end
+evaluation) with the trainer's own batches and step: the method's ``set_epoch`` before it (where CODER
+reclusters), its wall time, for each step the time from the end
 of the previous step until its batch is ready on the device (``next()`` on the loader or the resident
 split, plus the copy), and how busy the device was (on a GPU the mean utilisation NVML reports, which
 needs ``pynvml``; on a CPU the process's CPU time over wall time x torch threads). :func:`time_floor`
@@ -40,6 +41,7 @@ class EpochTiming:
     data_wait_seconds: float
     step_wait_shares: list[float]
     busy: float | None
+    start_seconds: float = 0.0  # the method's set_epoch before the epoch (CODER's reclustering), not in seconds
 
     @property
     def pairs_per_second(self) -> float:
@@ -98,7 +100,11 @@ def time_epoch(
     batches and steps); it stops after the first step that ends past ``time_limit`` seconds."""
     device = trainer.device
     trainer.method.train()
+    sync(device)
+    start_began = time.perf_counter()
     trainer.method.set_epoch(epoch)
+    sync(device)
+    start_seconds = time.perf_counter() - start_began
     log = _StepLog(epoch, every=1 if device.type != "cuda" else CUDA_READ_EVERY)
     waits, shares = 0.0, []
     sampler = GpuSampler(device) if gpu_nvml else None
@@ -134,7 +140,7 @@ def time_epoch(
     else:
         busy = None
     steps = len(shares)
-    return EpochTiming(seconds, steps, steps * trainer.config.train.batch_size, waits, shares, busy)
+    return EpochTiming(seconds, steps, steps * trainer.config.train.batch_size, waits, shares, busy, start_seconds)
 
 
 def floor_batches(trainer: Trainer, n_batches: int = 8) -> list:
@@ -158,6 +164,16 @@ def time_floor(trainer: Trainer, batches: list, steps: int) -> float:
         trainer.train_step(batches[index % len(batches)], 0)
     sync(device)
     return (time.perf_counter() - started) / steps
+
+
+def time_evaluation(trainer: Trainer) -> float:
+    """Seconds of one evaluation of the test split under the config's test protocol (the trainer's own)."""
+    trainer.method.eval()
+    sync(trainer.device)
+    started = time.perf_counter()
+    trainer.evaluate(trainer.data.test, trainer.config.eval.test_protocol)
+    sync(trainer.device)
+    return time.perf_counter() - started
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """``jobs/bench_train.py``: the training benchmarks' command line.
 
 Without ``--busy``: epochs against the in-run compute floor (:mod:`itrlab.bench.floor`), whose pairs/s it
-records for the cost estimates of sweeps' dry runs. With ``--busy N``: quiet epochs against epochs beside
+records for the cost estimates of sweeps' dry runs; with ``--against REVISION`` the same benchmark on the
+library of a git revision too, and each part's ratio (:mod:`itrlab.bench.revision`). With ``--busy N``: quiet epochs against epochs beside
 N busy processes, under each thread policy, each policy in a subprocess of its own that runs this
 command line again with ``--in-process`` (:mod:`itrlab.bench.busy`).
 """
@@ -16,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 _log = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[3]  # the checkout: platform/itrlab/bench/train.py
 
 
 def _at_least_one(text: str) -> int:
@@ -42,6 +44,46 @@ def step_ratio(result, baseline, overrides: str) -> str:
         f"{step(baseline) / step(result):.1f}x this one (floors {1000 * result.floor_step:.1f} and "
         f"{1000 * baseline.floor_step:.1f} ms: {baseline.floor_step / result.floor_step:.1f}x); baseline: {overrides}"
     )
+
+
+def _report_against(args, argv: list[str] | None, result, commit: str) -> int:
+    """This run's report, the same benchmark on ``commit``'s library (a subprocess) and the ratio of each part."""
+    import sys
+
+    from itrlab.bench.revision import bench_at, part_ratios
+
+    _log.info(result.format())
+    child_argv = _without_options(list(sys.argv[1:] if argv is None else argv), {"--against": 1, "--json": 1})
+    _log.info(f"bench_train: the same benchmark on the library of {args.against} ({commit[:12]}) ...")
+    try:
+        other = bench_at(REPO, commit, [*child_argv, "--no-record"])
+    except RuntimeError as err:
+        _log.warning(f"bench_train: {err}")
+        return 1
+    label = args.against if len(args.against) <= 16 else commit[:12]
+    _log.info(part_ratios(result.summary(), other["summary"], label))
+    _log.info(
+        f"ratio: {label}'s time over this code's (above 1: this code is faster); 1-min load average "
+        f"{result.load_before:.2f} before this code's epochs, {other['load_before']:.2f} before {label}'s"
+    )
+    if args.json:
+        args.json.write_text(json.dumps({"run": result.to_dict(), "against": {"commit": commit, **other}}, indent=2))
+    return 0
+
+
+def _without_options(argv: list[str], options: dict[str, int]) -> list[str]:
+    """``argv`` without the given options and their values (``--name VALUE`` or ``--name=VALUE``)."""
+    kept, skip = [], 0
+    for word in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = word.split("=", 1)[0]
+        if name in options:
+            skip = 0 if "=" in word else options[name]
+            continue
+        kept.append(word)
+    return kept
 
 
 def bench_cli(argv: list[str] | None = None) -> int:
@@ -100,6 +142,7 @@ def bench_cli(argv: list[str] | None = None) -> int:
         help="--busy: stop an epoch after this many seconds and count its time per step (default 60)",
     )
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)  # one policy's child process
+    parser.add_argument("--no-record", action="store_true", help=argparse.SUPPRESS)  # --against's child: old code
     parser.add_argument(
         "--baseline",
         metavar="'[EXPERIMENT] [key=value ...]'",
@@ -107,6 +150,18 @@ def bench_cli(argv: list[str] | None = None) -> int:
         "experiment, or this one with overrides, or both (the overrides given to this run apply "
         "to it too): e.g. -c vsepp_flickr8k --baseline vsepp_bigru_flickr8k, the BiGRU recipe "
         "against stored text features",
+    )
+    parser.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="also time one evaluation of the test split under the config's test protocol",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REVISION",
+        help="also run this benchmark on the library of a git revision (a branch, tag, commit or HEAD~N), in a "
+        "subprocess of this run, and print each part's ratio: train step, epoch, epoch start (CODER's "
+        "reclustering) and, with --evaluate, the test evaluation",
     )
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
@@ -128,17 +183,31 @@ def bench_cli(argv: list[str] | None = None) -> int:
         parser.error("--busy must be >= 0 and --repeats >= 1")
     if args.baseline is not None and args.busy is not None:
         parser.error("--baseline times plain epochs: it does not combine with --busy")
+    if args.against is not None and (args.busy is not None or args.baseline is not None):
+        parser.error("--against times plain epochs of one experiment: it does not combine with --busy or --baseline")
     baseline = None
     try:
         config = load_experiment(args.config, overrides)
+        if args.against is not None:  # checked before anything is timed
+            from itrlab.bench.revision import resolve_revision
+
+            against_commit = resolve_revision(REPO, args.against)
         if args.baseline is not None:  # checked before anything is timed
             words = shlex.split(args.baseline)
             named = words[:1] if words and "=" not in words[0] else []
             baseline = load_experiment(named[0] if named else args.config, [*overrides, *words[len(named) :]])
         if args.busy is None:
             result = run_bench(
-                config, epochs=args.epochs, floor_steps=args.floor_steps, warmup=args.warmup, max_steps=args.max_steps
+                config,
+                epochs=args.epochs,
+                floor_steps=args.floor_steps,
+                warmup=args.warmup,
+                max_steps=args.max_steps,
+                evaluate=args.evaluate,
             )
+            if args.against is not None:
+                record_throughput(config, result)
+                return _report_against(args, argv, result, against_commit)
             if baseline is not None:
                 _log.info(result.format())
                 _log.info(f"bench_train: the baseline ({args.baseline}) ...")
@@ -204,5 +273,6 @@ def bench_cli(argv: list[str] | None = None) -> int:
     _log.info(result.format())
     if args.json:
         args.json.write_text(json.dumps(result.to_dict(), indent=2))
-    record_throughput(config, result)
+    if not args.no_record:
+        record_throughput(config, result)
     return 0

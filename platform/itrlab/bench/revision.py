@@ -1,0 +1,106 @@
+"""The training benchmark against another revision of the library, in the same run (``bench_train.py --against``).
+
+A speed-up is a ratio against the code it replaces, measured beside it: :func:`library_at` writes the
+``platform/`` folder of a git revision into a temporary folder (``git archive``, nothing checked out) and lays
+this checkout's ``itrlab/bench`` over it, so that both sides are timed by the same benchmark code;
+:func:`bench_at` runs ``jobs/bench_train.py`` there in a subprocess (its own torch, its own threads) and
+reads back its report. :func:`part_ratios` then puts the two reports' parts side by side: the train step
+(the floor), the epoch, the epoch start (CODER's reclustering) and the test evaluation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from itrlab.errors import UserInputError
+
+BENCH_PACKAGE = Path("itrlab") / "bench"
+
+
+def resolve_revision(repo: Path, revision: str) -> str:
+    """The full commit id of ``revision`` in ``repo``; a :class:`UserInputError` (one line) when git does not
+    know it or ``repo`` is not a git checkout. Asked before anything is timed."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise UserInputError("--against needs git, which is not installed") from None
+    if done.returncode != 0 or not done.stdout.strip():
+        raise UserInputError(
+            f"--against {revision!r}: not a commit of the git checkout at {repo} "
+            "(a branch, a tag, a commit id or HEAD~N)"
+        )
+    return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def library_at(repo: Path, commit: str) -> Iterator[Path]:
+    """A temporary ``platform/`` folder: the package as of ``commit``, with this checkout's benchmark code."""
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", commit, "platform"], capture_output=True, check=True
+    ).stdout
+    with tempfile.TemporaryDirectory(prefix="bench_against_") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        platform = Path(tmp) / "platform"
+        here = Path(__file__).resolve().parent
+        shutil.rmtree(platform / BENCH_PACKAGE, ignore_errors=True)
+        shutil.copytree(here, platform / BENCH_PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+        yield platform
+
+
+def bench_at(repo: Path, commit: str, argv: list[str]) -> dict:
+    """``jobs/bench_train.py ARGV`` on the library of ``commit`` in a subprocess: its report (``BenchReport``'s
+    dict). Raises :class:`RuntimeError` with the child's last lines when it fails."""
+    with library_at(repo, commit) as platform, tempfile.TemporaryDirectory(prefix="bench_report_") as out:
+        report = Path(out) / "report.json"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(platform), os.environ.get("PYTHONPATH")]))}
+        done = subprocess.run(
+            [sys.executable, str(repo / "jobs" / "bench_train.py"), *argv, "--json", str(report)],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0 or not report.is_file():
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
+            raise RuntimeError(f"the benchmark on {commit[:12]}'s library failed (exit {done.returncode}):\n{tail}")
+        return json.loads(report.read_text())
+
+
+def part_ratios(this: dict, other: dict, label: str) -> str:
+    """The table of each timed part here and at ``label`` (two reports' summaries) and their ratio: how many
+    times ``label``'s time this run's is (above 1: this code is faster)."""
+    parts = [
+        ("train step (floor, s)", "floor_step_seconds"),
+        ("epoch (s)", "epoch_seconds"),
+        ("epoch start: set_epoch (s)", "epoch_start_seconds"),
+        ("test evaluation (s)", "evaluation_seconds"),
+    ]
+    width = max(len(label), 9)
+    lines = [f"{'part':<28}  {'this code':>10}  {label:>{width}}  {'ratio':>6}"]
+    for name, key in parts:
+        mine, theirs = this.get(key), other.get(key)
+        if mine is None or theirs is None:
+            continue
+        ratio = f"{theirs / mine:.2f}x" if mine > 0.005 else "-"
+        lines.append(f"{name:<28}  {mine:>10.3f}  {theirs:>{width}.3f}  {ratio:>6}")
+    return "\n".join(lines)
+
+
+__all__ = ["bench_at", "library_at", "part_ratios", "resolve_revision"]
