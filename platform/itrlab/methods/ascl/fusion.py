@@ -14,11 +14,8 @@ no biases, no residual, no LayerNorm. Padded words are masked out of the keys. I
 ``Y = W`` gives ``W*`` (K×D); T2I: ``X = W``, ``Y = V`` gives ``V*`` (L×D). ``Z^O`` is folded into
 the values per head (``(Y Z^Y_h) Z^O_h``, ``Z^O_h`` = rows h of ``Z^O``): the same ``Y*``, computed
 once per item instead of once per pair. :meth:`CrossModalAttention.attend` computes a whole block of
-pairs with three large matrix products and the softmax over the outermost axis (layout notes there):
-on a CPU, faster than the same products with the softmax over the last axis, which were faster than
-per-head einsums, in training and evaluation alike; with many keys (SCAN's 36 regions) the last axis
-is the faster one for that direction, but the pair of directions still gains (the figures:
-docs/papers/ascl.md#fusion-scorer).
+pairs with three matrix products, per-head logits with the softmax over the keys ahead of the queries
+(layout notes there; the figures: docs/papers/ascl.md#fusion-scorer).
 
 **Scores** (eq. 2-4), ``R`` the cosine::
 
@@ -90,26 +87,25 @@ class CrossModalAttention(nn.Module):
     def attend(self, x: Tensor, y: Tensor, bias: Tensor | None = None) -> Tensor:
         """``Y*`` of eq. 1 for every pair of an ``x`` item (A, m, D) and a ``y`` item (N, n, D): (N, A, m, D).
 
-        ``bias`` (N, n) is added to the logits (``-inf`` at padded keys). Three large matrix products,
-        laid out for the CPU: the logits of all heads come from one product of block-diagonal keys
-        (head ``h``'s keys in block ``h``: H times the multiply-adds of per-head products, but one
-        efficient product instead of many thin ones) with the queries, as (n, N, H, A·m), so that the
-        softmax runs over the **outermost** axis, the keys: over the last axis, a few keys long, torch's
-        CPU softmax and its backward are several times slower (docs/papers/ascl.md#fusion-scorer). The values
-        product (``Z^O`` folded in per head) reads the probabilities transposed, batched over the ``y`` items.
+        ``bias`` (N, n) is added to the logits (``-inf`` at padded keys). Three products, laid out for the CPU:
+        the logits of each head against every query at once, ``(N, H, n, d) @ (H, d, A·m)``, as (N, H, n, A·m),
+        so that the softmax runs over the keys with the queries contiguous behind them (over the last axis, a
+        few keys long, torch's CPU softmax and its backward are several times slower); each head's keys
+        times its rows of ``Z^O`` give the values, (N, H·n, D); one batched product over the ``y`` items reads
+        the probabilities transposed against them. Per-head logits cost a head's share of the multiply-adds of
+        one product of block-diagonal keys with all queries, the layout they replace (1.2 to 1.5 times
+        slower in training, docs/papers/ascl.md#fusion-scorer).
         """
         (A, m, D), (N, n, _) = x.shape, y.shape
         H, d = self.heads, self.head_dim
-        queries = self.query(x).reshape(A * m, D) / math.sqrt(d)
-        keys = self.key_value(y).view(N, n, H, d)
-        eye = torch.eye(H, dtype=keys.dtype, device=keys.device)
-        diagonal = keys.transpose(0, 1)[:, :, :, None, :] * eye[:, :, None]  # (n, N, H, H', d): h = h' blocks
-        logits = (diagonal.reshape(n * N * H, D) @ queries.t()).view(n, N, H, A * m)
+        queries = (self.query(x) / math.sqrt(d)).reshape(A * m, H, d).permute(1, 2, 0)  # (H, d, A·m)
+        keys = self.key_value(y).view(N, n, H, d).transpose(1, 2)  # (N, H, n, d)
+        logits = torch.matmul(keys, queries)  # (N, H, n, A·m)
         if bias is not None:
-            logits = logits.add_(bias.t()[:, :, None, None])
-        probs = torch.softmax(logits, dim=0).transpose(0, 1).reshape(N, n * H, A * m)
-        blocks = self.out.weight.t().view(H, d, 1, D) * eye[:, None, :, None]  # Z^O_h in block (h, h)
-        values = (keys.reshape(N * n, D) @ blocks.reshape(D, H * D)).view(N, n * H, D)
+            logits = logits + bias[:, None, :, None]
+        probs = torch.softmax(logits, dim=2).reshape(N, H * n, A * m)
+        out_rows = self.out.weight.t().reshape(H, d, D)  # Z^O_h: rows h·d .. (h+1)·d of Z^O
+        values = torch.matmul(keys, out_rows).reshape(N, H * n, D)
         return torch.bmm(probs.transpose(1, 2), values).view(N, A, m, D)
 
 
