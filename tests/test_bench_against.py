@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+
 import pytest
 
 from itrlab.bench.revision import library_at, resolve_revision
@@ -70,4 +71,3 @@ def test_against_does_not_combine_with_busy_or_baseline(capsys):
             bench_cli(["--against", "HEAD", *extra])
         assert stopped.value.code == 2
         assert "--against" in capsys.readouterr().err
-

@@ -101,12 +101,12 @@ def _count(value: Any) -> bool:
 
 
 def check_length(tree: dict[str, Any]) -> None:
-    """A run at least as long as its loss's warm-up (issue 46: ``train.epochs=1`` on an experiment whose
-    warm-up takes its first epoch), refused with one sentence that gives every setting the run needs: the
-    epochs its warm-up and its learning-rate decay call for, or the overrides of a short run. Checked on the
-    composed tree, before typing, so that a decay the short run cannot reach is named in the same sentence
-    (a decay alone that cannot fire is the schema's own error, :class:`itrlab.config.schema.TrainConfig`);
-    values of the wrong type are left to the typing."""
+    """A run at least as long as its loss's warm-up (``train.epochs=1`` on an experiment whose warm-up takes its first
+    epoch would train nothing but the warm-up), refused with one sentence that gives every setting the run needs:
+    the epochs its warm-up and its learning-rate decay call for, or the overrides of a short run. Checked on the
+    composed tree, before typing, so that a decay the short run cannot reach is named in the same sentence (a decay
+    alone that cannot fire is the schema's own error, :class:`itrlab.config.schema.TrainConfig`); values of the
+    wrong type are left to the typing."""
     train, loss = tree.get("train") or {}, tree.get("loss") or {}
     if not isinstance(train, dict) or not isinstance(loss, dict):
         return

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 def resolved_from(path: str | Path) -> str:
     """`` (relative to <working folder>)`` for a relative path, else nothing: an error about a relative path
-    names the folder it was resolved from (issue 46: a job started in another folder)."""
+    names the folder it was resolved from: a job started in another folder says where it looked."""
     return "" if Path(path).expanduser().is_absolute() else f" (relative to {Path.cwd()})"
 
 
@@ -123,7 +123,7 @@ def disk_full(err: BaseException) -> bool:
 
 
 def no_space(where: str | Path) -> str:
-    """The one way itrlab names a full disk (issue #45 item 6): ``no space left on <folder>``."""
+    """The one way itrlab names a full disk: ``no space left on <folder>``."""
     return f"no space left on {where}"
 
 

@@ -1,4 +1,4 @@
-"""The size of each paper profile's trained model (issue 43: docs/models.md gives it), as ``jobs/bench_model_size.py``
+"""The size of each paper profile's trained model (docs/models.md gives it), as ``jobs/bench_model_size.py``
 prints it.
 
 What a run logs as its model is its state dict (``weights.pt``: the plain method's, a cooperative scheme's target

@@ -1,10 +1,10 @@
 """``jobs/bench_train.py``: the training benchmarks' command line.
 
-Without ``--busy``: epochs against the in-run compute floor (:mod:`itrlab.bench.floor`), whose pairs/s it
-records for the cost estimates of sweeps' dry runs; with ``--against REVISION`` the same benchmark on the
-library of a git revision too, and each part's ratio (:mod:`itrlab.bench.revision`). With ``--busy N``: quiet epochs against epochs beside
-N busy processes, under each thread policy, each policy in a subprocess of its own that runs this
-command line again with ``--in-process`` (:mod:`itrlab.bench.busy`).
+Without ``--busy``: epochs against the in-run compute floor (:mod:`itrlab.bench.floor`), whose pairs/s it records
+for the cost estimates of sweeps' dry runs; with ``--against REVISION`` the same benchmark on the library of a git
+revision too, and each part's ratio (:mod:`itrlab.bench.revision`). With ``--busy N``: quiet epochs against epochs
+beside N busy processes, under each thread policy, each policy in a subprocess of its own that runs this command
+line again with ``--in-process`` (:mod:`itrlab.bench.busy`).
 """
 
 from __future__ import annotations

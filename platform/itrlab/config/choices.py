@@ -1,5 +1,5 @@
-"""The names a flag takes, from where they are defined, for every ``--help`` (issue 46: ``--profile``'s help
-named ``paper`` and ``budget`` by hand, not ``flickr8k``): presets and their profiles from ``configs/sweeps/``,
+"""The names a flag takes, from where they are defined, for every ``--help``, so that no help
+names a choice by hand that the configs do not hold: presets and their profiles from ``configs/sweeps/``,
 experiments from ``configs/experiments/``, a ``Literal`` setting's values from the schema.
 
 :class:`ChoicesHelpFormatter` appends ``(choices: ...)`` to the help of an action marked with

@@ -1,4 +1,4 @@
-"""The trainings the manual documents (issue 46: README's second example ended at chance and nothing said so).
+"""The trainings the manual documents, each checked to learn: a documented command that ends at chance says so.
 
 * :mod:`~itrlab.documented.catalogue`: every command of README.md's and docs/'s shell blocks that trains
   (``python jobs/train.py ...``, ``itrlab train ...``, a make target that runs one, a sweep that trains), read

@@ -1,4 +1,4 @@
-"""Image names that stay inside their image folder (issue #45 item 7).
+"""Image names that stay inside their image folder.
 
 A split list, a token file or a COCO caption file names each photo by a path relative to the data set's
 image folder. A name that is absolute, holds a ``..`` component, or leads through a symbolic link to a

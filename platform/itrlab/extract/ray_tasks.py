@@ -381,8 +381,8 @@ def dataset_roots() -> list[str]:
 
 def output_folder(args: argparse.Namespace) -> Path:
     """``--out``; with a format that has one (``--flickr8k``) it defaults to the folder its data set config reads.
-    ``--images`` names no data set (issue 46: its old default, a COCO sample's folder, was wrong for any other
-    photos): without ``--out`` it is refused, with the folders the data set configs read."""
+    ``--images`` names no data set, and no default folder fits every set of photos: without ``--out`` it is refused,
+    with the folders the data set configs read."""
     if args.out is not None:
         return args.out
     reader, _ = chosen_format(args)

@@ -137,7 +137,7 @@ class MethodModule(nn.Module):
     # statistic beside the loss (itrlab.losses.parts); the report reads each part against them
     part_bounds: ClassVar[Mapping[str, PartBound]] = {}
     # whether it embeds images and captions apart (``embed_images(features)``, ``embed_captions(tokens,
-    # lengths)``) and scores them by a product; False: it scores image-caption pairs jointly (issue 43)
+    # lengths)``) and scores them by a product; False: it scores image-caption pairs jointly
     embeds_apart: ClassVar[bool] = False
     # whether its evaluation reads the embedding before the projection head too (``eval.embedding=prehead``,
     # ``eval.log_prehead``; ``prehead_reading()``): a dual encoder whose scores are its encoders' embeddings

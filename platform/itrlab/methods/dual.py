@@ -54,7 +54,7 @@ def text_encoder_spec(text: TextEncoderConfig) -> TextEncoderSpec:
 
 class DualEncoderMethod(MethodModule):
     name = "dual"
-    embeds_apart = True  # images and captions have embeddings of their own (issue 43: a trained model embeds)
+    embeds_apart = True  # images and captions have embeddings of their own: a trained model embeds either
     reads_prehead: ClassVar[bool] = True
 
     def __init__(self, model: DualEncoder, loss: torch.nn.Module, max_len: int = 64):

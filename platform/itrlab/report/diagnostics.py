@@ -7,7 +7,7 @@ attention weight near 1) says which term did not learn. ``itrlab report`` reads 
 MLflow (:meth:`itrlab.tracking.MlflowTracker.trial_runs`) and this module turns them into the results
 page's table: pure data in, a table out.
 
-**The rule** (issue 41: one "last / first" of the total across rows read a warm-up's other loss, a term
+**The rule** (one "last / first" of the total across rows would read a warm-up's other loss, a term
 switched on after epoch 1 and a loss that can go below zero as if they were one quantity):
 
 * each series (the total ``loss`` and every part ``loss_<part>``) of a trial is read from its **own first

@@ -1,8 +1,8 @@
 """Text on its way into a page, escaped for where it goes: one function per target.
 
 Row labels, trial reasons, sweep names and descriptions come from sweep files, MLflow tags and
-``summary.json``: any of them may hold ``<script>``, ``"><img onerror=...>``, ``|``, ``*`` or a newline
-(issue 45). Every page (``report.md``, ``summary.md``, the results page, ``report.html``) and the parent
+``summary.json``: any of them may hold ``<script>``, ``"><img onerror=...>``, ``|``, ``*`` or a newline.
+Every page (``report.md``, ``summary.md``, the results page, ``report.html``) and the parent
 run's MLflow description (``mlflow.note.content``, rendered as Markdown by the MLflow UI) pass such text
 through the function of its target, so that it reads as the text it is, never as markup:
 

@@ -17,7 +17,7 @@ every other row still learning the comparison is "inconclusive", and the headlin
 why; with some rows still learning it speaks of the converged rows and calls the rest inconclusive.
 Rows whose numbers a random model could produce (:mod:`itrlab.report.chance`) are marked "at chance",
 and a winner at chance is no winner either. A row whose every seed diverged or failed is named with
-what became of it (issue 45). The same headline is printed, tagged (``itrlab.headline``,
+what became of it. The same headline is printed, tagged (``itrlab.headline``,
 ``itrlab.best_row`` only for a winner) and logged as metrics.
 
 The results page (``itrlab report``) judges the sweep once more, with the analysis fixed before the data

@@ -12,7 +12,7 @@ order. For each column (``test_rsum``, ...):
   and the seeds it pairs (:func:`itrlab.report.stats.paired_interval`); None elsewhere;
 * ``unfinished``: what became of a row's trials that did not finish (``diverged 3/3: <reason>``, ``""``
   when all finished). A row whose every seed diverged or failed stays in the table, its numbers blank
-  (issue 45: a row that vanished reads as a row never run);
+  (a row that vanished would read as a row never run);
 * ``wall_s_mean`` and ``cpu_hours`` (``gpu_hours`` when trials hold GPUs): the cost of the row, its
   trials' mean wall time and their summed wall time x the devices a trial holds;
 * ``<col>_paper`` and ``<col>_vs_paper``: the published number and ours minus it, only when the

@@ -5,7 +5,7 @@ rows share their seeds, also the paired difference: the Student-t interval of th
 Pairing is sound because a seed fixes a run's data order and the initialisation of the parts two
 configs share (tests/test_train.py: two configs that differ only in the loss see the same first batch
 and start from the same image-encoder weights), so the seed's share of the noise cancels in the
-difference (issue 41). The paired interval counts only the seeds both rows finished.
+difference. The paired interval counts only the seeds both rows finished.
 
 With one seed there is no interval (``half_width`` is None and the tables say "1 seed"), never
 ``± 0.00``.

@@ -1,4 +1,4 @@
-"""``sweep/summary.json`` read only as far as it can be checked (issue 45).
+"""``sweep/summary.json`` read only as far as it can be checked.
 
 ``itrlab report`` writes a page from a file that anyone who can write the sweep's MLflow artifacts can
 change; a tampered or truncated file must be answered with one line and exit status 2, never with a

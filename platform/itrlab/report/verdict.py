@@ -1,5 +1,5 @@
-"""What one training's last lines say of its result beside its recall table (issue 46: a model at chance,
-or one whose loss never left its plateau, was printed without a word).
+"""What one training's last lines say of its result beside its recall table, so that a model at
+chance, or one whose loss never left its plateau, is never printed without a word.
 
 * **At chance**: its test rsum lies within the 95% range of a random model's rsum on its test protocol
   (:attr:`itrlab.report.chance.ChanceLevel.rsum_band`, the one notion of chance that the sweeps' reports
@@ -8,7 +8,7 @@ or one whose loss never left its plateau, was printed without a word).
   after the loss's warm-up: :func:`itrlab.report.diagnostics.read_trial`), fell by less than
   :data:`PLATEAU_SHARE` of that first value by its last epoch, over two epochs or more. A loss that does
   not move has not left the value it started at: for VSE++'s hardest negative from random projections,
-  every hinge at its margin (issue 46's Flickr8K run without its warm-up, test rsum 36.6).
+  every hinge at its margin (VSE++ on Flickr8K without its warm-up ends there, test rsum about 37).
 * **On its collapse plateau** (said "on its plateau" too): its last training loss lies within
   :data:`PLATEAU_SHARE` of the value its loss takes when every similarity is equal
   (:meth:`~itrlab.losses.registry.LossSettings.collapse_value`: ``2 α B`` for VSE++'s max of hinges summed

@@ -110,7 +110,7 @@ def init_ray(tracking_uri: str, logical_cpus: float = 0, dashboard: bool = True)
 
 # Ray 2.60 turns token authentication on for every new local Ray when RAY_AUTH_MODE is unset
 # (ray._private.worker.init -> authentication_token_setup.enable_token_auth_by_default) and says so with a
-# warning on every start (issue 46: the smoke sweep opened with it). Authentication stays on; for the Ray a
+# warning on every start, which would open every sweep. Authentication stays on; for the Ray a
 # sweep starts itself on loopback, the sentence is dropped. Joining a cluster (RAY_ADDRESS) is untouched.
 TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 TOKEN_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"

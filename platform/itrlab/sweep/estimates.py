@@ -1,5 +1,5 @@
-"""One estimate of a sweep's cost, the one ``--dry-run``, ``--list`` and the docs quote (issue 46: the three
-disagreed), kept per code version.
+"""One estimate of a sweep's cost, the one ``--dry-run``, ``--list`` and the docs quote, so that
+the three agree, kept per code version.
 
 :func:`work_out` prices a sweep's trials and stages with :func:`itrlab.sweep.dry_run.training_seconds` (measured
 step times where a benchmark recorded them, else counted FLOPs: :mod:`itrlab.sweep.cost`) and returns one

@@ -1,5 +1,5 @@
 """Proof that the Tune state a sweep resumes from is the state itrlab saved for this sweep, checked before
-Ray starts (issue #30 item 1; bound to its sweep and version, issue #45 item 1).
+Ray starts, and bound to its sweep and version.
 
 ``Tuner.restore`` unpickles files of the sweep's storage, and unpickling runs whatever code a file names.
 In Ray 2.60 (``ray/tune``) these are, all under ``<sweep>/tune/``:

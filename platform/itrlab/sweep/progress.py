@@ -9,7 +9,7 @@ line on stdout::
 
 *done* counts trials that finished or were stopped early (Tune's TERMINATED), *failed* those whose run ended
 FAILED: errored for good (ERROR, after their retries), or ended on a result that says how they failed (a
-checkpoint the storage did not take, bad input, a loss that diverged; issue #45); the total is the sweep's
+checkpoint the storage did not take, bad input, a loss that diverged); the total is the sweep's
 trial count (the grid times the seeds, or Optuna's ``num_trials``). The counts are read from Tune's trial
 list at every step, so a resumed sweep counts the trials it restored. Each running trial says what it does,
 from the sweep's progress board (:mod:`itrlab.sweep.board`): ``starting`` until its training's first note (Ray's
@@ -326,7 +326,7 @@ class SweepProgress(tune.Callback):
     def counts(self, trials: list) -> tuple[int, int, int, int]:
         """(done, running, failed, interrupted) among ``trials``. Failed: ERROR (after its retries), or ended
         (TERMINATED) on a result that says it failed (its checkpoint could not be stored, its input was bad,
-        its loss diverged: its run is FAILED; issue #45). Done: TERMINATED otherwise, and either completed
+        its loss diverged: its run is FAILED). Done: TERMINATED otherwise, and either completed
         in this invocation or restored so (never started here): Tune also marks TERMINATED the trials
         that the end of an interrupted sweep cut short, without completing them; those are interrupted."""
         done = running = failed = interrupted = 0

@@ -186,7 +186,7 @@ def sweep_importance(spec: SweepSpec, rows: list[TrialRow]) -> Importances | Non
 def trial_links(parent: MlflowTracker, runs: dict[str, dict]) -> dict[str, dict[str, str]]:
     """Each trial's model (``model``: its URI, ``runs:/<id>/model``, what ``itrlab.load_model`` and ``itrlab
     evaluate`` take) and retrieval gallery (``gallery``: its page in the MLflow UI, under the UI's address), from
-    the tags its run set when it logged them (issue 43)."""
+    the tags its run set when it logged them."""
     models = {trial: run["tags"][MODEL_TAG] for trial, run in runs.items() if run["tags"].get(MODEL_TAG)}
     galleries = {
         trial: ui_link("", parent.experiment_id, run["run_id"], artifact=run["tags"][GALLERY_TAG])

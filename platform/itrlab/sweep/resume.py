@@ -97,7 +97,7 @@ def tune_statuses(tune_dir: Path) -> list[str] | None:
 def nothing_left_to_run(sweep_dir: Path, state: dict[str, Any]) -> bool:
     """Whether ``--resume`` of this invocation would run nothing: it ended FINISHED and Tune holds every trial
     as ended (TERMINATED; an ERROR trial is retried by a resume). Such a resume changes nothing already
-    recorded: not the parent run's end, its invocation time or its report (issue #45)."""
+    recorded: not the parent run's end, its invocation time or its report."""
     statuses = tune_statuses(sweep_dir / "tune") if state.get("status") == "FINISHED" else None
     return bool(statuses) and all(status == "TERMINATED" for status in statuses)
 

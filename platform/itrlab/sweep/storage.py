@@ -1,5 +1,5 @@
 """A sweep's storage that stops taking writes (a full disk, a disk turned read-only, its folder replaced): the
-sweep ends on one line that says what broke (issue #23; a full disk named as one, issue #45 item 6), its runs
+sweep ends on one line that says what broke (a full disk named as one), its runs
 FAILED with that reason, instead of Tune's repeated tracebacks."""
 
 from __future__ import annotations

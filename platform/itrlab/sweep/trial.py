@@ -108,7 +108,7 @@ class EpochReporter:
 
 def unstored_checkpoint(epoch: int, err: OSError, storage: str | None) -> StorageError:
     """The error of an epoch's checkpoint that the sweep's storage did not take; a full disk is named as one
-    (``no space left on <the sweep's folder>``, issue #45 item 6)."""
+    (``no space left on <the sweep's folder>``)."""
     why = no_space(storage or "the sweep's storage") if disk_full(err) else (err.strerror or failure_reason(err))
     return StorageError(f"the checkpoint of epoch {epoch} cannot be stored in the sweep's storage: {why}")
 

@@ -1,4 +1,4 @@
-"""Trained models as MLflow models (issue 43): a model folder written by :mod:`itrlab.trained` logged as the
+"""Trained models as MLflow models: a model folder written by :mod:`itrlab.trained` logged as the
 run's ``model`` artifact through the ``pyfunc`` flavor, and models read back by URI.
 
 The folder (weights, config, tokenizer, feature layout, test table) travels as the model's data,

@@ -7,7 +7,7 @@ the global step) and the RNG states all carry on. ``test`` evaluates once, with 
 ``train.lr_decay_choices`` the run trains one branch per choice of its decay and ends on the one validation
 chose (:mod:`itrlab.train.decay_choice`).
 
-Speed (issue #11): ``train.precision`` runs steps and evaluation under autocast
+Speed: ``train.precision`` runs steps and evaluation under autocast
 (:mod:`itrlab.train.precision`); ``train.data_path`` builds batches from a device-resident copy of
 the training split (:mod:`itrlab.data.resident`) or with a DataLoader over the memory map, in the
 same order either way.

@@ -9,7 +9,7 @@ first difference, before the MLflow run is reopened, unless ``--allow-changes``:
 (param ``resume.<n>.changes``, tag ``itrlab.resume_changes``). ``train.epochs`` may always change: training
 longer is what a resume is for.
 
-Two things a resume never does (issue #45 item 4). It never evaluates a run on other data or under another
+Two things a resume never does. It never evaluates a run on other data or under another
 test protocol (the ``dataset`` section, the data's digest, ``eval.test_protocol``), ``--allow-changes`` or
 not: the run's params, tags and description name its test set, and an evaluation on other data is a new
 record (a later ``itrlab evaluate``), not a change of this one; the data moved to another folder, the same

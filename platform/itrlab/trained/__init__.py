@@ -1,4 +1,4 @@
-"""Trained models (issue 43): a run's best model as a folder and an MLflow model (:mod:`~itrlab.trained.bundle`),
+"""Trained models: a run's best model as a folder and an MLflow model (:mod:`~itrlab.trained.bundle`),
 opened for use (:mod:`~itrlab.trained.model`: embed images, embed captions, score pairs), loaded from a URI, run
 id or folder (:mod:`~itrlab.trained.sources`), and evaluated on any data and protocol, alone or as an ensemble
 (:mod:`~itrlab.trained.evaluation`). The exports are imported when first used (:mod:`itrlab.lazy`)."""

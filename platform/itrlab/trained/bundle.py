@@ -1,4 +1,4 @@
-"""A trained model's folder (issue 43): everything needed to use a run's best model without its run folder.
+"""A trained model's folder: everything needed to use a run's best model without its run folder.
 
 ::
 

@@ -1,4 +1,4 @@
-"""Trained models evaluated on any data set, split and protocol (``itrlab evaluate``, issue 43), alone or as an
+"""Trained models evaluated on any data set, split and protocol (``itrlab evaluate``), alone or as an
 ensemble: the mean of the members' similarity matrices (the published convention: SGRAF = the mean of SGR
 and SAF, VSE∞'s ``eval_ensemble.py``), each member's own table beside it.
 

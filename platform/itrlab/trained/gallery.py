@@ -1,4 +1,4 @@
-"""A retrieval gallery (issue 43): what a model retrieves, for a split whose data came from photos.
+"""A retrieval gallery: what a model retrieves, for a split whose data came from photos.
 
 ``n`` sampled captions of the split, each with its top-5 images as thumbnails (the ground-truth image framed),
 and ``n`` sampled images, each with its top-5 captions (its own captions marked), ranked by the function the

@@ -1,4 +1,4 @@
-"""A trained model opened for use (issue 43): it embeds image features, embeds raw captions (tokenized as in
+"""A trained model opened for use: it embeds image features, embeds raw captions (tokenized as in
 training) and scores pairs, for every method; a model whose data came from photos also embeds photos, through the
 extraction its features came from (:mod:`itrlab.trained.new_images`); a model that scores pairs jointly
 (cross-attention) says that it has no separate embeddings. :func:`open_bundle` reads a model folder

@@ -1,5 +1,5 @@
-"""New captions for a model that reads stored text features (issue 43: ``itrlab retrieve --caption`` and a served
-model answer typed text).
+"""New captions for a model that reads stored text features: ``itrlab retrieve --caption`` and a served
+model answer typed text.
 
 Such a model trained on token states that the text model named in the features' ``text.json`` computed once
 (:mod:`itrlab.extract.text`). A typed caption gets its states from that same model, with the same tokenizer and

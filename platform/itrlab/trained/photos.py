@@ -1,4 +1,4 @@
-"""Which image a precomp split's row is, and where its photo is (issue 43: retrieval you can look at).
+"""Which image a precomp split's row is, and where its photo is: retrieval you can look at.
 
 A folder written by the feature extraction (:mod:`itrlab.extract.job`) keeps ``{split}_ids.txt`` (the image id of
 each row) and ``extract.json``, whose ``source`` names the photo folder and the caption source (in the format it

@@ -1,4 +1,4 @@
-"""Retrieval you can look at (issue 43): a typed caption's top-k images and an image's top-k captions
+"""Retrieval you can look at: a typed caption's top-k images and an image's top-k captions
 (``itrlab retrieve``), and the ranked lists of a split's own captions and images (the gallery,
 :mod:`itrlab.trained.gallery`).
 

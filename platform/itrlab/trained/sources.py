@@ -1,4 +1,4 @@
-"""Where a trained model comes from (issue 43): an MLflow model URI (``runs:/<id>/model``, ``models:/...``), a run
+"""Where a trained model comes from: an MLflow model URI (``runs:/<id>/model``, ``models:/...``), a run
 id, a run folder, or a model folder. :func:`load_model` is ``itrlab.load_model``.
 
 A model knows the run it came from (``model.json``'s ``run_id``), and results about it are written into that run

@@ -144,7 +144,7 @@ def read_flickr8k(root: str | Path) -> Flickr8k:
                 f"{_listing([name for name, _ in unknown])}",
                 line=unknown[0][1],
             )
-    for split, names in lists.items():  # every listed photo inside the image folder (issue #45)
+    for split, names in lists.items():  # every listed photo inside the image folder
         check_inside(images_dir, names, root / SPLIT_FILES[split])
     missing = sorted(name for name in where if not (images_dir / name).is_file())
     if missing:

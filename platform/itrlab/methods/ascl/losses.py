@@ -47,7 +47,7 @@ Parts for logging: ``i2t`` / ``t2i`` (image- / caption-anchor halves), ``L_I``, 
 (absent when ``use_positives`` is False), ``dropped_generated`` (the fraction of generated
 negatives α dropped: of all B x N, each against each anchor's positive) and ``own_outscores`` (the share of
 generated negatives that outscore the caption they were made from, ``S(I_i, T⁻_i) > S(I_i, T_i)``; with N = B
-only; issue 42: a noise too strong to confuse the scorer leaves it near 0, one too weak near ½).
+only: a noise too strong to confuse the scorer leaves it near 0, one too weak near ½).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""AsCL's type-II/III positives on stored token states (``model.text.encoder: precomp``; issue 42, item 2).
+"""AsCL's type-II/III positives on stored token states (``model.text.encoder: precomp``).
 
 Stored text features hold each caption's token states, computed once by a frozen MiniLM, and no token ids: a
 generated caption cannot be encoded again. Its states are cut and joined instead, the same edits

@@ -8,7 +8,7 @@ the paper's "textual embedding layers"; spec flag ``noise_site``). :class:`Negat
 ``gaussian``        ``W + σ·s·N(0, 1)``: σ = ``sigma``; ``s`` = 1 (``sigma_units: absolute``, the
                     reference code's σ = 1) or the standard deviation of the entries it perturbs in
                     this batch (``sigma_units: std``, detached), so that σ means the same on word
-                    embeddings of std 0.06 and on contextual states of std 0.5 (issue 42)
+                    embeddings of std 0.06 and on contextual states of std 0.5
 ``shuffle``         a uniformly random permutation of the caption's tokens
 ``token_cutoff``    zero ``cutoff_rows`` (default 1) random rows (tokens)
 ``feature_cutoff``  zero ``cutoff_cols`` (default 1) random columns (features) of the caption's rows
