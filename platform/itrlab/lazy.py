@@ -4,7 +4,7 @@
 that imports every submodule, a command that only needs a name list or a parser pays for torch, Ray or
 MLflow before it can print its first line (an unknown preset, ``--help``). A package whose
 ``__init__`` declares its exports with :func:`lazy_exports` imports a submodule only when one of its
-names is asked for; ``from itrlab.eval import evaluate`` works as before.
+names is asked for; ``from itrlab.eval import evaluate`` works as an eager import would.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ All return unit vectors (B, embed_dim) from ``(tokens, lengths)`` and per-token 
 ``word_features(tokens, lengths)`` (BERT also as ``token_features``).
 
 :class:`TextEncoderSpec` holds the choice; models call ``spec.build(...)`` where they create their
-text encoder (after their image encoder, so a seed gives the same weights as before).
+text encoder (after their image encoder, so that a seed gives the image encoder the same weights whatever the
+text encoder).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Such a model trained on token states that the text model named in the features' 
 (:mod:`itrlab.extract.text`). A typed caption gets its states from that same model, with the same tokenizer and
 ``max_len``, through the extraction's own encoder (:class:`~itrlab.extract.text.CaptionEncoder`), provided the
 model is still where the features say and is the same model (its identity digest); otherwise one line says so,
-before anything is scored. A split whose captions are the stored ones reads the stored states, as before.
+before anything is scored. A split whose captions are the stored ones reads the stored states themselves.
 """
 
 from __future__ import annotations
