@@ -18,6 +18,7 @@ import statistics
 from dataclasses import dataclass
 
 from scipy.stats import t as student_t
+from scipy.stats import ttest_ind
 
 CONFIDENCE = 0.95
 
@@ -57,19 +58,18 @@ def mean_interval(values: list[float], confidence: float = CONFIDENCE) -> Interv
 
 def difference_interval(values: list[float], baseline: list[float], confidence: float = CONFIDENCE) -> Interval:
     """mean(values) - mean(baseline) with Welch's interval (unequal variances, Welch-Satterthwaite
-    degrees of freedom); no interval unless both sides have two seeds or more. ``n`` is the smaller count."""
+    degrees of freedom; scipy's ``ttest_ind``); no interval unless both sides have two seeds or more. ``n`` is
+    the smaller count."""
     n, m = len(values), len(baseline)
     if n == 0 or m == 0:
         return Interval(math.nan, None, 0)
     diff = statistics.fmean(values) - statistics.fmean(baseline)
     if n < 2 or m < 2:
         return Interval(diff, None, min(n, m))
-    va, vb = statistics.variance(values) / n, statistics.variance(baseline) / m
-    se = math.sqrt(va + vb)
-    if se == 0:
+    if statistics.variance(values) == 0 and statistics.variance(baseline) == 0:
         return Interval(diff, 0.0, min(n, m))
-    df = (va + vb) ** 2 / (va**2 / (n - 1) + vb**2 / (m - 1))
-    return Interval(diff, float(student_t.ppf(0.5 + confidence / 2, df) * se), min(n, m))
+    interval = ttest_ind(values, baseline, equal_var=False).confidence_interval(confidence)
+    return Interval(diff, float(interval.high - interval.low) / 2, min(n, m))
 
 
 PAIRED_SEEDS = 2  # the seeds two rows must share for a paired interval (one difference has no spread)
