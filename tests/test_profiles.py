@@ -84,6 +84,49 @@ def test_a_profile_replaces_grid_axes_and_a_file_names_its_default_profile():
         apply_profile({**data, "default_profile": "reel"}, None)
 
 
+def test_a_profile_extends_another_with_only_what_it_changes():
+    data = {
+        "name": "s",
+        "overrides": ["train.lr=${lr}"],
+        "grid": {"variant": [{"name": "a"}, {"name": "b"}], "loss.margin": [0.2]},
+        "profiles": {
+            "budget": {"values": {"lr": 0.001}},
+            "real": {
+                "experiment": "vsepp_flickr8k",
+                "values": {"lr": 2e-4},
+                "overrides": ["train.threads=1"],
+                "deviations": ["Flickr8K, not Flickr30K"],
+                "seeds": [0, 1, 2],
+                "table": {"baseline": "a"},
+                "description": "the real recipe",
+            },
+            "real-other": {
+                "extends": "real",
+                "overrides": ["loss.reading=infonce"],
+                "deviations": ["DCL read as InfoNCE"],
+                "grid": {"loss.margin": [0.1]},
+                "seeds": [0, 1],
+                "description": "its other reading",
+            },
+        },
+    }
+    real, other = apply_profile(data, "real"), apply_profile(data, "real-other")
+    assert other["overrides"] == ["train.lr=0.0002", "train.threads=1", "loss.reading=infonce"]
+    assert other["deviations"] == ["Flickr8K, not Flickr30K", "DCL read as InfoNCE"]
+    assert other["experiment"] == real["experiment"] == "vsepp_flickr8k" and other["table"] == {"baseline": "a"}
+    assert other["seeds"] == [0, 1] and real["seeds"] == [0, 1, 2]  # its own key where it sets one
+    assert other["grid"] == {"variant": [{"name": "a"}, {"name": "b"}], "loss.margin": [0.1]}
+    assert other["description"] == "the real recipe\nits other reading" and other["profile"] == "real-other"
+    assert real["overrides"] == ["train.lr=0.0002", "train.threads=1"]  # the extended profile is untouched
+    for bad in ("reel", "real-other"):  # an unknown profile, itself
+        broken = {**data, "profiles": {**data["profiles"], "real-other": {"extends": bad}}}
+        with pytest.raises(ConfigError, match="another profile of this sweep that extends none"):
+            apply_profile(broken, "budget")
+    chain = {**data, "profiles": {**data["profiles"], "third": {"extends": "real-other"}}}
+    with pytest.raises(ConfigError, match="extends none: budget, real"):
+        apply_profile(chain, "budget")  # one level: every profile is checked
+
+
 def test_the_main_job_runs_table4_on_flickr8k_without_data_d_and_e():
     spec = load_sweep("dbl_table4")
     assert spec.profile == "flickr8k" and spec.experiment == "vsepp_flickr8k" and len(spec.seeds) == 5

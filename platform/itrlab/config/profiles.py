@@ -20,7 +20,10 @@ profile may name its own base ``experiment`` (``flickr8k``: the real-data recipe
 ``group``, and replace the values of axes of the sweep's ``grid`` (``grid: {cooperative.strategy: [A, F]}``:
 rows that cannot differ in its setting left out, the reason among its deviations); an axis the sweep's
 grid lacks is an error. Its ``table`` keys replace the sweep's (``table: {compare: [[B, A]]}``: pairs of rows
-only its grid has).
+only its grid has). ``extends: OTHER`` makes a profile another one with its own keys on top: the other's
+``overrides`` and ``deviations`` first, then its own (a variant of a recipe lists only what it changes), its
+``values``, ``grid`` and ``table`` keys over the other's, any other key its own where it sets one; the other
+profile extends none.
 
 ``default_profile: NAME`` at the top of the file names the profile a run without ``--profile`` takes
 (``budget`` where the file names none): DBL's Table IV, the main job, runs its Flickr8K table unless asked
@@ -59,6 +62,36 @@ class Profile(Section):
     grid: dict[str, list[Any]] | None = None  # axes of the sweep's grid whose values this profile replaces
     table: dict[str, Any] | None = None  # keys of the sweep's table this profile replaces (compare, baseline ...)
     description: str = ""
+    extends: str | None = None  # the profile this one is, with its own keys on top (see the module doc)
+
+
+def _extended(profiles: dict[str, Profile], name: str, where: str) -> Profile:
+    """Profile ``name`` with what it ``extends`` under it: the other's overrides and deviations first, then its
+    own; ``values``, ``grid`` and ``table`` merged key by key, its own winning; every other key its own where set.
+    One level only: a chain is hard to read in a sweep file."""
+    profile = profiles[name]
+    if profile.extends is None:
+        return profile
+    base = profiles.get(profile.extends)
+    if base is None or base.extends is not None or profile.extends == name:
+        raise ConfigError(
+            f"{where}profiles.{name}.extends",
+            profile.extends,
+            "another profile of this sweep that extends none: "
+            + ", ".join(other for other, p in profiles.items() if other != name and p.extends is None),
+            did_you_mean(str(profile.extends), [other for other in profiles if other != name]),
+        )
+    own = profile.model_dump(exclude_unset=True, exclude={"extends"})
+    merged = base.model_dump()
+    for key in ("overrides", "deviations"):
+        merged[key] = [*merged[key], *own.pop(key, [])]
+    for key in ("values", "grid", "table"):
+        if key in own:
+            merged[key] = {**(merged[key] or {}), **own.pop(key)}
+    if "description" in own:
+        merged["description"] = f"{merged['description']}\n{own.pop('description')}".strip()
+    merged.update(own)
+    return Profile.model_validate(merged)
 
 
 def _fill(node: Any, values: dict[str, Any], where: str) -> Any:
@@ -112,9 +145,10 @@ def apply_profile(data: dict[str, Any], profile: str | None, where: str = "") ->
                 "a profile's name is letters, digits, '-' and '_', starting with a letter or digit (e.g. flickr8k)",
             )
     try:
-        profiles = {name: Profile.model_validate(section or {}) for name, section in raw.items()}
+        declared = {name: Profile.model_validate(section or {}) for name, section in raw.items()}
     except ValidationError as err:
         raise config_error_from_validation(err, Profile, prefix=f"{where}profiles.") from None
+    profiles = {name: _extended(declared, name, where) for name in declared}
     if default not in profiles:
         raise ConfigError(
             f"{where}default_profile",
