@@ -93,7 +93,7 @@ def test_a_training_on_photos_logs_its_gallery_and_tags_its_model(inside, tmp_pa
     assert tags["itrlab.model"] == f"runs:/{run_id}/model" and tags["itrlab.gallery"] == "gallery.html"
     page = Path(client.download_artifacts(run_id, "gallery.html", str(tmp_path))).read_text(encoding="utf-8")
     assert page.count('<figure class="truth">') >= 1 and page.count("data:image/jpeg;base64,") >= 8 * 5
-    assert "&lt;img src=x onerror=&quot;document.body.dataset.pwned=1&quot;&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in page
+    assert "&lt;img src=x onerror=&#34;document.body.dataset.pwned=1&#34;&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in page
     assert "<img src=x" not in page and "<b>bold" not in page  # every caption escaped
     assert f"<li>model runs:/{run_id}/model (vsepp, " in page and "itrlab_bundle_" not in page  # not its scratch copy
 

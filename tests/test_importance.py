@@ -71,7 +71,7 @@ def test_the_below_noise_wording_says_what_the_rule_is():
     assert "not which one matters" in note
     assert "b" in found.summary() and "(below the seed noise)" in found.summary()
     page = found.html()
-    assert "<th>seeds&#x27; spread</th>" in page and "below the seed noise" in page
+    assert "<th>seeds&#39; spread</th>" in page and "below the seed noise" in page
     assert "| b | " in found.markdown() and found.text().splitlines()[0] == "What the parameters did"
 
 
@@ -193,7 +193,7 @@ def test_an_optuna_sweeps_report_shows_each_parameters_importance_beside_the_see
             rows.append(finished(f"t{trial}{seed}", {**point, "seed": seed}, rsum))
     run, files, plots = reported(tmp_path, spec, rows)
     page = files["report.html"].read_text()
-    assert "<h2>What the parameters did</h2>" in page and "<th>seeds&#x27; spread</th>" in page
+    assert "<h2>What the parameters did</h2>" in page and "<th>seeds&#39; spread</th>" in page
     table = re.search(r'<table class="importance">.*?</table>', page, re.S).group(0)
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)][1:]
     assert [row[0] for row in cells] == ["loss.margin", "train.lr"]  # the one that matters first

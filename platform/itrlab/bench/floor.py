@@ -135,7 +135,7 @@ class BenchReport:
             f"median: {self.median('pairs_per_second'):.0f} pairs/s; data wait {100 * self.median('data_share'):.1f}% "
             f"of the epoch (median step {100 * self.median_step_wait_share:.1f}%); busy {busy} [{self.busy_kind}]; "
             f"epoch / floor {self.floor_ratio:.2f}x",
-            "epoch starts (the method's set_epoch: CODER's reclustering): "
+            "epoch starts (the method's set_epoch: a reclustering, for one): "
             + ", ".join(f"{e.start_seconds:.2f}" for e in self.epochs)
             + " s",
             *(

@@ -160,7 +160,7 @@ def bench_cli(argv: list[str] | None = None) -> int:
         "--against",
         metavar="REVISION",
         help="also run this benchmark on the library of a git revision (a branch, tag, commit or HEAD~N), in a "
-        "subprocess of this run, and print each part's ratio: train step, epoch, epoch start (CODER's "
+        "subprocess of this run, and print each part's ratio: train step, epoch, epoch start (a method's "
         "reclustering) and, with --evaluate, the test evaluation",
     )
     parser.add_argument("--json", type=Path, help="also write the report here")

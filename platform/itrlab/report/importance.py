@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from itrlab.config.sweep import SweepSpec, label
-from itrlab.report.escape import html_text, md_text
+from itrlab.report.escape import md_text
+from itrlab.report.pages import fragment
 from itrlab.report.summary import TrialRow, markdown_table, number
 
 MIN_CONFIGURATIONS = 3  # fewer configurations with a value: no importance
@@ -121,18 +122,13 @@ class Importances:
     def markdown(self) -> str:
         return "\n\n".join([f"**{md_text(TITLE)}**", markdown_table(HEADER, self.rows()), md_text(self.note())])
 
+    def page_part(self) -> dict:
+        """What the report's page shows of it (``templates/importance.html.j2``)."""
+        return {"title": TITLE, "header": HEADER, "rows": self.rows(), "note": self.note()}
+
     def html(self) -> str:
-        head = "".join(f"<th>{html_text(h)}</th>" for h in HEADER)
-        body = "".join(
-            "<tr>"
-            + "".join(f"<td>{html_text(c)}</td>" for c in row[:-1])
-            + f'<td class="note">{html_text(row[-1])}</td></tr>'
-            for row in self.rows()
-        )
-        return (
-            f'<h2>{html_text(TITLE)}</h2><table class="importance"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table><p>{html_text(self.note())}</p>"
-        )
+        """The HTML of :meth:`page_part` alone: a title, a table and its note."""
+        return fragment("importance.html.j2", "importance_table", self.page_part())
 
     def text(self) -> str:
         rows = [HEADER, *self.rows()]

@@ -38,6 +38,8 @@ from itrlab.report.convergence import GAIN_FLOOR, SCHEDULE_GAP, TAIL, Convergenc
 from itrlab.report.escape import html_text, md_text, visible
 from itrlab.report.headline import PAIRED, WELCH, Headline, RowMarks
 from itrlab.report.importance import Importances
+from itrlab.report.pages import Markup
+from itrlab.report.pages import render as render_page
 from itrlab.report.stats import Comparison
 from itrlab.report.summary import markdown_table, metric_name, number
 
@@ -72,9 +74,19 @@ def report_columns(spec: SweepSpec) -> list[str]:
     return RECALLS + sorted(asked, key=lambda c: c.startswith(PREHEAD))  # MD, then the readings before the head
 
 
-def _interval_apart(cell: str) -> str:
-    """An escaped cell with its interval (``± 0.4``) kept whole: a narrow page wraps the cell before it."""
-    return re.sub(r" (± \S+)", r' <span class="ci">\1</span>', cell)
+def _interval_apart(cell: str) -> Markup:
+    """A cell, escaped, with its interval (``± 0.4``) kept whole: a narrow page wraps the cell before it."""
+    return Markup(re.sub(r" (± \S+)", r' <span class="ci">\1</span>', html_text(cell)))
+
+
+def _png_uri(path: Path) -> str:
+    """A PNG file as a ``data:`` URI: the page stays one self-contained file."""
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode()
+
+
+def _breakable(label: str) -> Markup:
+    """A header, escaped, that may break after each dot (``cooperative.<wbr>strategy``)."""
+    return Markup(html_text(label).replace(".", ".<wbr>"))
 
 
 def _finite(value) -> bool:
@@ -132,45 +144,27 @@ class PaperReport:
         return "\n".join(lines).rstrip("\n") + "\n"
 
     def html(self, plots: dict[str, Path] | None = None) -> str:
-        """One self-contained HTML page (``plots``: caption -> PNG file, embedded as data URIs)."""
-        esc = html_text
-        tables = "\n".join(self._table_html(columns) for columns in self._html_columns())
-        images = "".join(
-            f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,'
-            f'{base64.b64encode(Path(path).read_bytes()).decode()}"><figcaption>{esc(caption)}</figcaption></figure>'
-            for caption, path in (plots or {}).items()
+        """One self-contained HTML page (``templates/sweep_report.html.j2``; ``plots``: caption -> PNG file, embedded
+        as data URIs)."""
+        return render_page(
+            "sweep_report.html.j2",
+            title=self.title,
+            provenance=self.provenance,
+            headline=self.headline,
+            tables=[self._html_table(columns) for columns in self._html_columns()],
+            notes=self.notes,
+            importance=self.importance.page_part() if self.importance is not None else None,
+            models=self.models,
+            models_note=MODELS_NOTE,
+            model_columns=MODEL_COLUMNS,
+            plots=[
+                {
+                    "caption": caption,
+                    "uri": "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode(),
+                }
+                for caption, path in (plots or {}).items()
+            ],
         )
-        return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{esc(self.title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; font-size: 14px; margin: 0.5em; color: #222; }}
-h1 {{ font-size: 1.3em; }}
-table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 12px; }}
-table + table {{ margin-top: 0.8em; }}
-th, td {{ padding: 0.25em 0.2em; border-bottom: 1px solid #ddd; text-align: right; vertical-align: top; }}
-td span.ci {{ white-space: nowrap; }}
-td.note {{ text-align: left; min-width: 8em; }}
-li, p {{ overflow-wrap: anywhere; }}
-table.models td {{ text-align: left; overflow-wrap: anywhere; }}
-th:first-child, td:first-child {{ text-align: left; }}
-thead th {{ border-bottom: 2px solid #444; }}
-tr.baseline td {{ font-weight: 600; }}
-tr.published td, tr.chance td, tr.reference td {{ font-style: italic; color: #555; }}
-p.headline {{ font-size: 1.05em; font-weight: 600; }}
-h2 {{ font-size: 1.1em; margin-top: 1.4em; }}
-table.importance td {{ text-align: left; }}
-figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{ max-width: min(640px, 100%); }}
-</style></head><body>
-<h1>{esc(self.title)}</h1>
-<ul>{"".join(f"<li>{esc(item)}</li>" for item in self.provenance)}</ul>
-<p class="headline">{esc(self.headline)}</p>
-{tables}
-{"".join(f"<p>{esc(note)}</p>" for note in self.notes)}
-{self.importance.html() if self.importance is not None else ""}
-{self._models_html()}
-{images}
-</body></html>
-"""
 
     def _html_columns(self) -> list[list[int]]:
         """The columns (indices of :attr:`header`) of each of the HTML page's tables, the label's first in each."""
@@ -182,40 +176,22 @@ figure {{ display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }} img {{
             groups.append([0, *range(start, len(self.header))])
         return [group for group in groups if len(group) > 1]
 
-    def _table_html(self, columns: list[int]) -> str:
-        """One of the HTML page's tables: ``columns`` of every row that has a cell there besides its label."""
-        esc = html_text
-        head = "".join(
-            f"<th>{esc(self.header[j]).replace('.', '.<wbr>') if j == 0 else esc(self.header[j])}</th>" for j in columns
-        )
+    def _html_table(self, columns: list[int]) -> dict:
+        """One of the HTML page's tables: ``columns`` of every row that has a cell there besides its label; the
+        label's header may break after each dot, an interval (``± 0.4``) stays whole."""
         note = self.header.index("note") if "note" in self.header else -1  # the note column: text, left-aligned
-        body = "\n".join(
-            f'<tr class="{esc(kind)}">'
-            + "".join(
-                f"<td>{esc(row[j])}</td>"
-                if j == 0
-                else f'<td class="note">{esc(row[j])}</td>'
-                if j == note
-                else f"<td>{_interval_apart(esc(row[j]))}</td>"
-                for j in columns
-            )
-            + "</tr>"
+        header = [_breakable(self.header[j]) if j == 0 else self.header[j] for j in columns]
+        rows = [
+            {
+                "kind": kind,
+                "cells": [
+                    {"text": row[j] if j in (0, note) else _interval_apart(row[j]), "note": j == note} for j in columns
+                ],
+            }
             for row, kind in zip(self.rows, self.row_kinds)
             if any(row[j] for j in columns[1:])
-        )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>"
-
-    def _models_html(self) -> str:
-        if not self.models:
-            return ""
-        head = "".join(f"<th>{html_text(h)}</th>" for h in MODEL_COLUMNS)
-        body = "".join(
-            "<tr>" + "".join(f"<td><code>{html_text(c)}</code></td>" for c in row) + "</tr>" for row in self.models
-        )
-        return (
-            f'<p>{html_text(MODELS_NOTE)}</p><table class="models"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>"
-        )
+        ]
+        return {"header": header, "rows": rows}
 
     def text(self) -> str:
         """The console's aligned table, with the headline under it (a label's newline shown as ``␊``)."""

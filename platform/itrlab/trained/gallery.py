@@ -8,8 +8,8 @@ The page is one self-contained HTML file: every thumbnail is a small JPEG (at mo
 embedded as a ``data:`` URI. The MLflow UI shows an HTML artifact inside a sandboxed frame from a copy of the file
 it fetched through ``get-artifact?path=...``: a relative link (``thumbs/1.jpg``) would resolve against that
 address, not against the artifact's folder, and show a broken image; an embedded thumbnail shows wherever the file
-is opened (the UI, a downloaded copy, a mail). Every caption is user data and escaped
-(:func:`~itrlab.report.escape.html_text`): a caption holding ``<script>`` reads as text.
+is opened (the UI, a downloaded copy, a mail). The page comes from a template with autoescape
+(:mod:`itrlab.report.pages`): a caption holding ``<script>`` reads as text.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from itrlab.errors import UserInputError
-from itrlab.report.escape import html_text as esc
+from itrlab.report.pages import render as render_page
 from itrlab.trained.evaluation import EvalData
 from itrlab.trained.model import TrainedModel
 from itrlab.trained.photos import SplitImages
@@ -98,83 +98,19 @@ def thumbnail(photo: Path | None, cache: dict[Path, str | None]) -> str | None:
     return cache[photo]
 
 
-def figure(hit: Hit, cache: dict[Path, str | None], label: str) -> str:
-    """An image hit as a thumbnail (framed when it is the query's truth) with its ``label`` beneath."""
-    uri = thumbnail(hit.photo, cache)
-    picture = (
-        f'<img src="{uri}" alt="image {hit.image_id}">'
-        if uri
-        else f'<span class="missing">image {hit.image_id}: no photo</span>'
-    )
-    return f'<figure class="{"truth" if hit.truth else "hit"}">{picture}<figcaption>{esc(label)}</figcaption></figure>'
-
-
-def caption_item(hit: Hit) -> str:
-    """A caption hit as a list item (its image's own caption marked ✓) with its score."""
-    return (
-        f'<li class="{"truth" if hit.truth else "hit"}">{"✓ " if hit.truth else ""}{esc(hit.caption)} '
-        f'<span class="score">{hit.score:.3f}</span></li>'
-    )
-
-
-STYLE = f"""
-body {{ font-family: system-ui, sans-serif; font-size: 14px; margin: 1em; color: #222; }}
-h1 {{ font-size: 1.3em; }} h2 {{ font-size: 1.1em; margin-top: 1.5em; }}
-section.query {{ margin: 0.8em 0; padding-bottom: 0.6em; border-bottom: 1px solid #ddd; }}
-p.caption {{ margin: 0 0 0.3em; font-weight: 600; }}
-div.row {{ display: flex; flex-wrap: wrap; gap: 6px; }}
-figure {{ margin: 0; text-align: center; font-size: 12px; color: #555; }}
-figure img {{ display: block; max-width: {THUMB}px; max-height: {THUMB}px; border: 3px solid transparent; }}
-figure.truth img {{ border-color: #2a9d3a; }} figure.truth figcaption {{ color: #2a9d3a; font-weight: 600; }}
-span.missing {{ display: block; width: {THUMB}px; height: {THUMB // 2}px; background: #eee; }}
-section.image {{ display: flex; gap: 1em; align-items: flex-start; }}
-section.image figure img {{ border-color: #888; }} ol {{ margin: 0; }}
-li.truth {{ color: #2a9d3a; font-weight: 600; }} span.score, p.note {{ color: #777; font-size: 12px; }}
-"""  # the gallery's look, which the side-by-side page (itrlab.trained.side_by_side) shares
-
-
-def html_page(title: str, style: str, body: str) -> str:
-    """One self-contained HTML page: ``title`` (escaped here), ``style`` and ``body`` (HTML, escaped by its
-    writer)."""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
-<style>{style}</style></head><body>
-<h1>{esc(title)}</h1>
-{body}
-</body></html>
-"""
-
-
-def _truth_note(ranking: Ranking, what: str) -> str:
-    if ranking.truth_rank is None or ranking.truth_rank <= len(ranking.hits):
-        return ""
-    return f'<p class="note">{esc(what)} ranks {ranking.truth_rank}</p>'
-
-
 def render(gallery: Gallery) -> str:
-    """The gallery as one self-contained HTML page."""
+    """The gallery as one self-contained HTML page (``templates/gallery.html.j2``)."""
     cache: dict[Path, str | None] = {}
-    by_caption = "\n".join(
-        f'<section class="query"><p class="caption">{esc(caption)}</p><div class="row">'
-        + "".join(
-            figure(hit, cache, f"{hit.rank}. {hit.score:.3f}" + (" (true)" if hit.truth else ""))
-            for hit in ranking.hits
-        )
-        + f"</div>{_truth_note(ranking, 'the true image')}</section>"
-        for caption, ranking in gallery.by_caption
+    return render_page(
+        "gallery.html.j2",
+        title=gallery.title,
+        about=gallery.about,
+        by_caption=gallery.by_caption,
+        by_image=gallery.by_image,
+        top=TOP,
+        thumb=THUMB,
+        thumbnail=lambda photo: thumbnail(photo, cache),
     )
-    by_image = "\n".join(
-        f'<section class="query image">{figure(image, cache, f"image {image.image_id}")}<ol>'
-        + "".join(caption_item(hit) for hit in ranking.hits)
-        + f"</ol>{_truth_note(ranking, 'its first own caption')}</section>"
-        for image, ranking in gallery.by_image
-    )
-    body = f"""<ul>{"".join(f"<li>{esc(line)}</li>" for line in gallery.about)}</ul>
-<h2>Captions and their top {TOP} images (the true image framed in green)</h2>
-{by_caption}
-<h2>Images and their top {TOP} captions (✓: the image's own caption)</h2>
-{by_image}"""
-    return html_page(gallery.title, STYLE, body)
 
 
 def bundle_gallery(folder: Path, source: str | None = None, n: int = 8, seed: int = 0) -> str | None:

@@ -12,8 +12,8 @@ match framed, and where each model ranks it.
 
 The two models must have trained on one data set and split (its name, its train and test splits, the captions and
 feature layout of its training split) and be two models (different weights): a comparison of models that saw
-different data says nothing of the models. Every text on the page is escaped as the gallery's is
-(:func:`~itrlab.report.escape.html_text`): a caption holding ``<script>`` reads as text.
+different data says nothing of the models. The page comes from a template with autoescape, as the
+gallery's (:mod:`itrlab.report.pages`): a caption holding ``<script>`` reads as text.
 """
 
 from __future__ import annotations
@@ -25,21 +25,15 @@ import numpy as np
 
 from itrlab.errors import UserInputError
 from itrlab.eval.ranking import compute_ranks
-from itrlab.report.escape import html_text as esc
+from itrlab.report.pages import render as render_page
 from itrlab.trained.evaluation import EvalData
-from itrlab.trained.gallery import STYLE, TOP, caption_item, figure, html_page, require_photos, sample
+from itrlab.trained.gallery import THUMB, TOP, require_photos, sample, thumbnail
 from itrlab.trained.model import TrainedModel
 from itrlab.trained.photos import SplitImages
 from itrlab.trained.retrieval import Hit, Ranking, captions_for_image, images_for_caption
 
 MAX_K = 10  # the recall table's R@1, R@5 and R@10, and between
 DIRECTIONS = ("image to text", "text to image")
-SIDE_STYLE = """
-div.pair { display: flex; gap: 2em; flex-wrap: wrap; } div.side { flex: 1 1 0; min-width: 300px; }
-div.side h3 { font-size: 1em; margin: 0.2em 0; } div.side.wins h3 { color: #2a9d3a; }
-table.counts { border-collapse: collapse; } table.counts td, table.counts th { padding: 2px 10px; text-align: right; }
-table.counts th:first-child, table.counts td:first-child { text-align: left; }
-"""
 
 
 @dataclass(frozen=True)
@@ -190,54 +184,16 @@ def build_side_by_side(
     return SideBySide(title, about, contrasts, shown)
 
 
-def _counts(contrasts: list[Contrast]) -> str:
-    head = "<tr><th>direction</th><th>queries</th><th>A only</th><th>B only</th><th>both</th><th>neither</th>"
-    head += "<th>R@k A − B</th></tr>"
-    rows = "".join(
-        f'<tr class="{esc(c.direction.replace(" ", "-"))}"><td>{esc(c.direction)}</td><td>{c.queries}</td>'
-        f'<td class="a-only">{len(c.a_only)}</td><td class="b-only">{len(c.b_only)}</td><td>{c.both}</td>'
-        f"<td>{c.neither}</td><td>{100 * (len(c.a_only) - len(c.b_only)) / max(c.queries, 1):+.1f}</td></tr>"
-        for c in contrasts
-    )
-    return f'<table class="counts">{head}{rows}</table>'
-
-
-def _side(label: str, ranking: Ranking, rank: int, k: int, wins: bool, cache: dict, images: bool) -> str:
-    found = f"the true match ranks {rank}" + (f", within the top {k}" if rank <= k else f", not within the top {k}")
-    if images:
-        hits = "".join(
-            figure(hit, cache, f"{hit.rank}. {hit.score:.3f}" + (" (true)" if hit.truth else ""))
-            for hit in ranking.hits
-        )
-        body = f'<div class="row">{hits}</div>'
-    else:
-        body = f"<ol>{''.join(caption_item(hit) for hit in ranking.hits)}</ol>"
-    return f'<div class="side{" wins" if wins else ""}"><h3>{esc(label)}: {esc(found)}</h3>{body}</div>'
-
-
-def _query(item: Shown, which: str, k: int, cache: dict[Path, str | None]) -> str:
-    images = item.caption is not None  # a caption's query ranks images
-    head = (
-        f'<p class="caption">{esc(item.caption)}</p>'
-        if images
-        else figure(item.image, cache, f"image {item.image.image_id}")
-    )
-    sides = _side("A", item.a, item.rank_a, k, which == "a", cache, images)
-    sides += _side("B", item.b, item.rank_b, k, which == "b", cache, images)
-    return f'<section class="query{"" if images else " image"}">{head}<div class="pair">{sides}</div></section>'
-
-
 def render_side_by_side(page: SideBySide) -> str:
-    """The comparison as one self-contained HTML page (thumbnails embedded, as the gallery's)."""
+    """The comparison as one self-contained HTML page (``templates/side_by_side.html.j2``; thumbnails embedded, as
+    the gallery's)."""
     cache: dict[Path, str | None] = {}
-    parts = [f"<ul>{''.join(f'<li>{esc(line)}</li>' for line in page.about)}</ul>", _counts(page.contrasts)]
-    for found in page.contrasts:
-        for which, winner, loser in (("a", "A", "B"), ("b", "B", "A")):
-            count = len(found.a_only if which == "a" else found.b_only)
-            items = page.shown[(found.direction, which)]
-            parts.append(
-                f'<h2 id="{found.direction.replace(" ", "-")}-{which}-only">{esc(found.direction)}: {winner} ranks the '
-                f"true match in its top {found.k}, {loser} does not ({count} queries, {len(items)} shown)</h2>"
-            )
-            parts += [_query(item, which, found.k, cache) for item in items]
-    return html_page(page.title, STYLE + SIDE_STYLE, "\n".join(parts))
+    return render_page(
+        "side_by_side.html.j2",
+        title=page.title,
+        about=page.about,
+        contrasts=page.contrasts,
+        shown=page.shown,
+        thumb=THUMB,
+        thumbnail=lambda photo: thumbnail(photo, cache),
+    )

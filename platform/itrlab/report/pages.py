@@ -1,0 +1,50 @@
+"""HTML pages from templates (``itrlab/report/templates/``): jinja2 with autoescape on every page.
+
+Every value a template writes with ``{{ ... }}`` is escaped for HTML (``&``, ``<``, ``>``, ``"``, ``'``) after its
+control characters are shown as Unicode control pictures (:func:`~itrlab.report.escape.visible`, the form of a
+newline in every page), so that a caption or label holding ``<script>`` reads as text wherever it lands: no
+writer has a call to remember. Markup that a page builds on purpose (a macro's output, a cell with its
+interval kept whole) is :class:`markupsafe.Markup` and passes as it is. Templates that name an unknown value
+fail (``StrictUndefined``) instead of printing nothing.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from itrlab.report.escape import visible
+
+
+def _shown(value: object) -> object:
+    """``{{ value }}`` before escaping: control characters visible; markup built on purpose as it is."""
+    return value if isinstance(value, Markup) else visible(value)
+
+
+@cache
+def environment() -> Environment:
+    """The one template environment (built once per process)."""
+    return Environment(
+        loader=PackageLoader("itrlab.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        finalize=_shown,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def render(template: str, **context: object) -> str:
+    """The page ``template`` (a file of ``templates/``) with ``context``."""
+    return environment().get_template(template).render(**context)
+
+
+def fragment(template: str, macro: str, *args: object) -> str:
+    """The HTML of one macro of ``template`` (a part of a page, e.g. a table), called with ``args``."""
+    return str(getattr(environment().get_template(template).module, macro)(*args))
+
+
+__all__ = ["Markup", "fragment", "render"]
