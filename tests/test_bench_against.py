@@ -21,6 +21,7 @@ def head() -> str:
     return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
 
 
+@pytest.mark.e2e
 def test_the_library_of_a_revision_is_that_commits_package_under_this_checkouts_benchmark():
     commit = resolve_revision(REPO, "HEAD")
     assert commit == head() and len(commit) == 40
@@ -57,6 +58,7 @@ def test_against_head_prints_each_parts_ratio_and_records_only_this_codes_throug
     assert len(throughput.read_text().splitlines()) == 1  # the revision's side records nothing
 
 
+@pytest.mark.e2e
 def test_an_unknown_revision_is_one_line_before_anything_is_timed(capsys):
     with pytest.raises(UserInputError, match="not a commit"):
         resolve_revision(REPO, "no-such-revision")
