@@ -98,18 +98,21 @@ def thumbnail(photo: Path | None, cache: dict[Path, str | None]) -> str | None:
     return cache[photo]
 
 
+def render_with_photos(template: str, **context: object) -> str:
+    """A page of ``templates/`` that shows photos as embedded thumbnails, each photo read once."""
+    cache: dict[Path, str | None] = {}
+    return render_page(template, thumb=THUMB, thumbnail=lambda photo: thumbnail(photo, cache), **context)
+
+
 def render(gallery: Gallery) -> str:
     """The gallery as one self-contained HTML page (``templates/gallery.html.j2``)."""
-    cache: dict[Path, str | None] = {}
-    return render_page(
+    return render_with_photos(
         "gallery.html.j2",
         title=gallery.title,
         about=gallery.about,
         by_caption=gallery.by_caption,
         by_image=gallery.by_image,
         top=TOP,
-        thumb=THUMB,
-        thumbnail=lambda photo: thumbnail(photo, cache),
     )
 
 

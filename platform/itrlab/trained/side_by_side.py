@@ -19,15 +19,13 @@ gallery's (:mod:`itrlab.report.pages`): a caption holding ``<script>`` reads as 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from itrlab.errors import UserInputError
 from itrlab.eval.ranking import compute_ranks
-from itrlab.report.pages import render as render_page
 from itrlab.trained.evaluation import EvalData
-from itrlab.trained.gallery import THUMB, TOP, require_photos, sample, thumbnail
+from itrlab.trained.gallery import TOP, render_with_photos, require_photos, sample
 from itrlab.trained.model import TrainedModel
 from itrlab.trained.photos import SplitImages
 from itrlab.trained.retrieval import Hit, Ranking, captions_for_image, images_for_caption
@@ -187,13 +185,6 @@ def build_side_by_side(
 def render_side_by_side(page: SideBySide) -> str:
     """The comparison as one self-contained HTML page (``templates/side_by_side.html.j2``; thumbnails embedded, as
     the gallery's)."""
-    cache: dict[Path, str | None] = {}
-    return render_page(
-        "side_by_side.html.j2",
-        title=page.title,
-        about=page.about,
-        contrasts=page.contrasts,
-        shown=page.shown,
-        thumb=THUMB,
-        thumbnail=lambda photo: thumbnail(photo, cache),
+    return render_with_photos(
+        "side_by_side.html.j2", title=page.title, about=page.about, contrasts=page.contrasts, shown=page.shown
     )
