@@ -41,7 +41,7 @@ class EpochTiming:
     data_wait_seconds: float
     step_wait_shares: list[float]
     busy: float | None
-    start_seconds: float = 0.0  # the method's set_epoch before the epoch (CODER's reclustering), not in seconds
+    start_seconds: float = 0.0  # the method's set_epoch before the epoch (CODER's reclustering), not counted in seconds
 
     @property
     def pairs_per_second(self) -> float:
