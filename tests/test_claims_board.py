@@ -14,13 +14,14 @@ import yaml
 
 from itrlab.cli import main
 from itrlab.config.claims import Claim
+from itrlab.config.profiles import COMMAND_OVERRIDES_TAG
 from itrlab.config.separating import Separating
 from itrlab.eval.rank_file import QueryRanks
 from itrlab.report.analysis import CONTRADICTED, INCONCLUSIVE, NO_EFFECT, REPRODUCED
 from itrlab.report.bootstrap import rank_metrics
 from itrlab.report.claims_board import Measured, counts, judge_claims, judge_separating, newest_evidence
 from itrlab.report.claims_page import render
-from itrlab.report.evidence import Evidence, TrialEvidence
+from itrlab.report.evidence import Evidence, TrialEvidence, recorded_overrides
 from itrlab.report.evidence_file import read_evidence, write_evidence
 
 N, CPI, SEEDS = 200, 5, (0, 1, 2, 3, 4)
@@ -150,6 +151,34 @@ def test_the_newest_evidence_of_a_sweep_is_read(tmp_path):
     write_evidence(evidence({"A": 0.3, "F": 0.4}), tmp_path / "2026-11-29-dbl_table4-flickr8k-2.npz")
     (key, measured), *_ = newest_evidence(tmp_path, read_evidence).items()
     assert key == ("dbl_table4", "flickr8k") and measured.page == "2026-11-29-dbl_table4-flickr8k-2.md"
+
+
+def test_evidence_of_a_sweep_whose_command_line_changed_its_recipe_is_not_read(tmp_path):
+    """A run with a command-line override of its recipe measures another experiment than the claim's: the board
+    keeps the newest run as declared; one that only says where the data lie is as declared."""
+    write_evidence(evidence({"A": 0.3, "F": 0.3}), tmp_path / "2026-11-28-dbl_table4-flickr8k.npz")
+    changed = replace(evidence({"A": 0.3, "F": 0.5}), command_overrides=("loss.reading=infonce",))
+    write_evidence(changed, tmp_path / "2026-11-29-dbl_table4-flickr8k.npz")
+    assert read_evidence(tmp_path / "2026-11-29-dbl_table4-flickr8k.npz").command_overrides == ("loss.reading=infonce",)
+    unreadable = replace(evidence({"A": 0.3, "F": 0.6}), command_overrides=None)
+    write_evidence(unreadable, tmp_path / "2026-11-29-dbl_table4-flickr8k-2.npz")
+    (measured,) = newest_evidence(tmp_path, read_evidence).values()
+    assert measured.page == "2026-11-28-dbl_table4-flickr8k.md"
+    located = replace(
+        evidence({"A": 0.3, "F": 0.4}), command_overrides=("dataset.root=/data/flickr8k_precomp/pool1x1",)
+    )
+    write_evidence(located, tmp_path / "2026-11-29-dbl_table4-flickr8k-3.npz")
+    (measured,) = newest_evidence(tmp_path, read_evidence).values()
+    assert measured.page == "2026-11-29-dbl_table4-flickr8k-3.md"
+
+
+def test_the_parent_runs_tag_gives_the_command_lines_overrides():
+    assert recorded_overrides({"tags": {}}) == ()  # a sweep recorded before the tag: as declared
+    assert recorded_overrides({"tags": {COMMAND_OVERRIDES_TAG: '["loss.reading=infonce"]'}}) == (
+        "loss.reading=infonce",
+    )
+    for bad in ("not json", '{"a": 1}', "[1, 2]"):
+        assert recorded_overrides({"tags": {COMMAND_OVERRIDES_TAG: bad}}) is None
 
 
 def test_itrlab_claims_writes_the_board_and_logs_it(tmp_path, monkeypatch, capsys):

@@ -73,6 +73,7 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert [p.info.run_id for p in parents] == [result.parent_run_id]
     assert parents[0].info.status == "FINISHED"
+    assert parents[0].data.tags["itrlab.command_overrides"] == "[]"  # run as declared: the board may read it
     kids = children(client, "tiny_sweep", result.parent_run_id)
     assert len(kids) == 2 and {k.info.status for k in kids} == {"FINISHED"}
     assert {k.data.tags["param.cooperative.strategy"] for k in kids} == {"A", "F"}

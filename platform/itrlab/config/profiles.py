@@ -44,6 +44,9 @@ from itrlab.errors import ConfigError
 DEFAULT_PROFILE = "budget"
 PROFILE_TAG = "itrlab.profile"  # the MLflow tag of the profile a sweep and its trials ran under
 DEVIATIONS_TAG = "itrlab.deviations"  # the tag of the profile's deviations from the paper, one a line
+# the tag of the overrides a sweep's command line added to its preset and profile (a JSON list): a verdict reads
+# only the preset as declared (itrlab.report.claims_board)
+COMMAND_OVERRIDES_TAG = "itrlab.command_overrides"
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 

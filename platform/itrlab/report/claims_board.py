@@ -4,7 +4,8 @@ one analysis (:mod:`itrlab.report.analysis`) on the evidence the results pages k
 (:mod:`itrlab.report.evidence_file`); :mod:`itrlab.report.claims_page` writes them as the board.
 
 For each claim the board takes the newest evidence of its sweep and profile (``docs/results/evidence/``, written
-by ``itrlab report``) and computes, in the claim's metric, the paired difference over the seeds both rows
+by ``itrlab report``) whose sweep ran as declared (no command-line override but where the data lie:
+:func:`as_declared`) and computes, in the claim's metric, the paired difference over the seeds both rows
 finished, the seeds + test images bootstrap interval, the minimum detectable effect and the paired t-test's p.
 The p-values are Holm-adjusted twice: within the claim's family (one paper's table) and across every claim on
 the board. The verdict follows mechanically (:func:`itrlab.report.analysis.judge`) from the family's adjusted p,
@@ -273,12 +274,24 @@ def counts(results: Sequence[ClaimResult | SeparatingResult]) -> dict[str, int]:
     return found
 
 
+WHERE_THE_DATA_LIE = "dataset.root="  # the one override a sweep's command line adds that keeps its preset as declared
+
+
+def as_declared(overrides: tuple[str, ...] | None) -> bool:
+    """Whether a sweep run with these command-line ``overrides`` ran its preset and profile as declared: none, or
+    only where the data lie (a cluster's absolute folder). None (not readable) is not."""
+    return overrides is not None and all(item.startswith(WHERE_THE_DATA_LIE) for item in overrides)
+
+
 def newest_evidence(folder: Path, read) -> dict[tuple[str, str | None], Measured]:
     """(sweep, profile) -> the newest evidence in ``folder`` (by its page's name: its date, then its number), read
-    with ``read`` (:func:`itrlab.report.evidence_file.read_evidence`)."""
+    with ``read`` (:func:`itrlab.report.evidence_file.read_evidence`), of a sweep run as declared: a run whose
+    command line changed its recipe (``loss.reading=infonce``) measures another experiment than the claim's."""
     found: dict[tuple[str, str | None], tuple[str, Measured]] = {}
     for path in sorted(folder.glob("*.npz")):
         evidence = read(path)
+        if not as_declared(evidence.command_overrides):
+            continue
         key = (evidence.sweep, evidence.profile)
         order = _page_order(path.stem)
         if key not in found or order > found[key][0]:

@@ -14,6 +14,7 @@ and what the report derived (each row's convergence, the groups of identical row
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from itrlab.config.profiles import COMMAND_OVERRIDES_TAG
 from itrlab.config.schema import PREHEAD
 from itrlab.config.sweep import row_label
 from itrlab.errors import UserInputError
@@ -117,6 +119,8 @@ class Evidence:
     convergence: dict[str, dict[str, Any]] = field(default_factory=dict)
     identical: tuple[tuple[str, ...], ...] = ()
     steps: tuple[tuple[str, str], ...] = ()  # the pairs of ``table.steps``: the row built on its reference
+    # the overrides the sweep's command line added to its preset and profile; None: not recorded (or unreadable)
+    command_overrides: tuple[str, ...] | None = ()
 
     def finished(self, row: str) -> list[TrialEvidence]:
         """The finished trials of ``row`` that have a seed."""
@@ -197,7 +201,23 @@ def collect_evidence(
         summary.get("table_paper"),
         tuple(found),
         steps=steps,
+        command_overrides=recorded_overrides(run),
     )
+
+
+def recorded_overrides(run: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The overrides the parent ``run``'s tag records (a JSON list of strings); None where the tag holds anything
+    else. A run without the tag is taken as run as declared: sweeps recorded no other way before it."""
+    text = (run.get("tags") or {}).get(COMMAND_OVERRIDES_TAG)
+    if text is None:
+        return ()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return None
+    return tuple(value)
 
 
 def _collected_trial(

@@ -4,21 +4,21 @@
 **Format** :data:`FORMAT`, version :data:`VERSION`: one compressed NumPy archive (``np.savez_compressed``,
 read with ``allow_pickle=False``):
 
-* ``meta``: a 0-d unicode array holding one JSON object: ``format``, ``version``; ``sweep``, ``profile``
-  (null: the default), ``run_id`` (the sweep's parent run), ``experiment``, ``test_protocol``; ``metric``
-  (what the rows are compared by, ``rsum``) and ``mode`` (``max`` or ``min``); ``rows`` (the table's row
-  labels in order), ``baseline`` (one of them, or null), ``pairs`` (``[[row, reference], ...]``, the
-  sweep's ``table.compare`` and ``table.steps``) and ``steps`` (those of ``table.steps``; absent: none);
-  ``paper`` (its published table, or null); ``trials``, one object per trial:
-  ``trial``, ``run_id``, ``row``, ``seed`` (null: none), ``status``, ``metrics`` (``test_*`` -> number or
-  null), ``curve`` (``[[epoch, validation rsum], ...]``), ``best_epoch``, ``decay_epochs``
-  (``train.lr_decay_epochs``, or the one decay it chose on validation), ``decay_choices`` (what it chose
-  among, ``train.lr_decay_choices``; absent or ``[]``: a fixed schedule), ``collapse`` (why its training
-  failed to leave its plateau or collapsed, ``""``: it did not; :mod:`itrlab.report.verdict`) and ``ranks``
-  (null, or ``{"captions_per_image": c, "protocol": p}``) and, for a trial that also read its model before the
-  projection head, ``prehead_ranks`` (the same; absent or null: none); and what the report derived:
-  ``convergence`` (row -> :meth:`Convergence.to_dict <itrlab.report.convergence.Convergence.to_dict>`) and
-  ``identical`` (groups of identical rows);
+* ``meta``: a 0-d unicode array holding one JSON object: ``format``, ``version``; ``sweep``, ``profile`` (null: the
+  default), ``command_overrides`` (what the sweep's command line added to its preset and profile; null: not
+  readable at its run; absent in files written before it: none), ``run_id`` (the sweep's parent run),
+  ``experiment``, ``test_protocol``; ``metric`` (what the rows are compared by, ``rsum``) and ``mode`` (``max`` or
+  ``min``); ``rows`` (the table's row labels in order), ``baseline`` (one of them, or null), ``pairs`` (``[[row,
+  reference], ...]``, the sweep's ``table.compare`` and ``table.steps``) and ``steps`` (those of ``table.steps``;
+  absent: none); ``paper`` (its published table, or null); ``trials``, one object per trial: ``trial``, ``run_id``,
+  ``row``, ``seed`` (null: none), ``status``, ``metrics`` (``test_*`` -> number or null), ``curve`` (``[[epoch,
+  validation rsum], ...]``), ``best_epoch``, ``decay_epochs`` (``train.lr_decay_epochs``, or the one decay it chose
+  on validation), ``decay_choices`` (what it chose among, ``train.lr_decay_choices``; absent or ``[]``: a fixed
+  schedule), ``collapse`` (why its training failed to leave its plateau or collapsed, ``""``: it did not;
+  :mod:`itrlab.report.verdict`) and ``ranks`` (null, or ``{"captions_per_image": c, "protocol": p}``) and, for a
+  trial that also read its model before the projection head, ``prehead_ranks`` (the same; absent or null: none);
+  and what the report derived: ``convergence`` (row -> :meth:`Convergence.to_dict
+  <itrlab.report.convergence.Convergence.to_dict>`) and ``identical`` (groups of identical rows);
 * for the ``k``-th trial with ranks: ``t<k>_i2t`` and ``t<k>_t2i`` (int16 where every rank fits, else
   int32) and ``t<k>_fold_sizes`` (int64): its test ranks (:mod:`itrlab.report.bootstrap`); with
   ``prehead_ranks``, ``t<k>_prehead_i2t``, ``t<k>_prehead_t2i`` and ``t<k>_prehead_fold_sizes`` alike.
@@ -87,6 +87,7 @@ def _meta(evidence: Evidence) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "version": VERSION,
         "sweep": evidence.sweep,
         "profile": evidence.profile,
+        "command_overrides": None if evidence.command_overrides is None else list(evidence.command_overrides),
         "run_id": evidence.run_id,
         "experiment": evidence.experiment,
         "test_protocol": evidence.test_protocol,
@@ -189,7 +190,18 @@ def _evidence(check: FileCheck, meta: dict, arrays: dict[str, np.ndarray]) -> Ev
         convergence,
         tuple(tuple(group) for group in identical),
         tuple(tuple(pair) for pair in steps),
+        _read_command_overrides(check, meta),
     )
+
+
+def _read_command_overrides(check: FileCheck, meta: dict) -> tuple[str, ...] | None:
+    """``command_overrides``: a list of override texts, null (not readable at its run), or absent (a file written
+    before the field: the sweep as declared)."""
+    if "command_overrides" not in meta:
+        return ()
+    if meta["command_overrides"] is None:
+        return None
+    return tuple(check.texts(meta["command_overrides"], "command_overrides"))
 
 
 def _read_trial(check: FileCheck, raw: Any, k: int, rows: list[str], arrays: dict) -> tuple[TrialEvidence, set[str]]:

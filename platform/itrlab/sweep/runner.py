@@ -38,7 +38,7 @@ from ray import tune
 from itrlab.assembly import check_experiment
 from itrlab.config import ExperimentConfig
 from itrlab.config.checks import check_data_content
-from itrlab.config.profiles import DEVIATIONS_TAG, PROFILE_TAG
+from itrlab.config.profiles import COMMAND_OVERRIDES_TAG, DEVIATIONS_TAG, PROFILE_TAG
 from itrlab.config.sweep import SweepSpec, check_sweep_keys, check_table_rows
 from itrlab.errors import StorageError, failure_reason
 from itrlab.files import check_writable_dir, claim_new_dir, file_lock
@@ -356,6 +356,7 @@ def open_parent_run(
     if state:
         changes = state.pop("accepted", [])
         parent.start(run_name=state["run_name"], tags={}, params={}, run_id=state["parent_run_id"])
+        parent.set_tags({COMMAND_OVERRIDES_TAG: json.dumps(overrides)})  # what this invocation runs with
         if changes:
             parent.record_changes(changes)
             _log.info(
@@ -376,7 +377,12 @@ def open_parent_run(
     }
     parent.start(
         run_name=run_name,
-        tags={SWEEP_TAG: spec.name, "itrlab.sweep_dir": str(sweep_dir), **profile_tags(spec)},
+        tags={
+            SWEEP_TAG: spec.name,
+            "itrlab.sweep_dir": str(sweep_dir),
+            COMMAND_OVERRIDES_TAG: json.dumps(overrides),
+            **profile_tags(spec),
+        },
         params=params,
     )
     write_state(
