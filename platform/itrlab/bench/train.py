@@ -10,6 +10,7 @@ line again with ``--in-process`` (:mod:`itrlab.bench.busy`).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import shlex
@@ -197,27 +198,22 @@ def bench_cli(argv: list[str] | None = None) -> int:
             named = words[:1] if words and "=" not in words[0] else []
             baseline = load_experiment(named[0] if named else args.config, [*overrides, *words[len(named) :]])
         if args.busy is None:
-            result = run_bench(
-                config,
+            bench = functools.partial(  # the run and its baseline, timed alike
+                run_bench,
                 epochs=args.epochs,
                 floor_steps=args.floor_steps,
                 warmup=args.warmup,
                 max_steps=args.max_steps,
                 evaluate=args.evaluate,
             )
+            result = bench(config)
             if args.against is not None:
                 record_throughput(config, result)
                 return _report_against(args, argv, result, against_commit)
             if baseline is not None:
                 _log.info(result.format())
                 _log.info(f"bench_train: the baseline ({args.baseline}) ...")
-                against = run_bench(
-                    baseline,
-                    epochs=args.epochs,
-                    floor_steps=args.floor_steps,
-                    warmup=args.warmup,
-                    max_steps=args.max_steps,
-                )
+                against = bench(baseline)
                 _log.info(against.format())
                 _log.info(step_ratio(result, against, args.baseline))
                 if args.json:
