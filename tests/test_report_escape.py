@@ -10,6 +10,7 @@ no element comes from a label, the labels read as written, and every table row h
 
 from __future__ import annotations
 
+import html
 import json
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,7 +20,8 @@ from markdown_it import MarkdownIt
 
 from itrlab.cli import main
 from itrlab.config.sweep import load_sweep
-from itrlab.report.escape import html_text, md_cell, md_code, md_text, visible
+from itrlab.report.escape import md_cell, md_code, md_text, visible
+from itrlab.report.pages import escape
 from itrlab.report.summary import TrialRow
 
 HOSTILE = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "a|b", "two\nlines"]
@@ -127,10 +129,10 @@ def test_each_target_function_shows_text_as_written():
         shown = visible(text)
         paragraph = Elements(md.render(md_text(text)))
         assert [tag for tag, _ in paragraph.elements] == ["p"], (text, md.render(md_text(text)))
-        assert md.render(md_text(text)) == f"<p>{html_text(shown).replace('&#x27;', chr(39))}</p>\n"
+        assert md.render(md_text(text)) == f"<p>{html.escape(shown, quote=True).replace('&#x27;', chr(39))}</p>\n"
         cell = Elements(md.render(f"| h | i |\n|---|---|\n| {md_cell(text)} | x |"))
         assert cell.tables == [[["h", "i"], [shown.strip(), "x"]]], text
-        assert Elements(f"<p>{html_text(text)}</p>").elements == [("p", {})]
+        assert Elements(f"<p>{escape(text)}</p>").elements == [("p", {})]
     assert visible("two\nlines\t\x00") == "two␊lines␉␀"
     assert md.render(md_code("a``b`")) == "<p><code>a``b`</code></p>\n"
 

@@ -13,8 +13,9 @@ through the function of its target, so that it reads as the text it is, never as
   ``-``, ``+``, ``=``, ``1.``; leading spaces, an indented code block, become ``&#32;``);
 * :func:`md_cell`: a Markdown table cell: the same inline escapes, and ``|``, so that a label holding ``|``
   never shifts the table's columns (a cell holds no blocks: its first character stays as it is);
-* :func:`md_code`: an inline code span (a run id): a fence longer than any backtick run inside;
-* :func:`html_text`: HTML element content or a quoted attribute value (``&``, ``<``, ``>``, ``"``, ``'``).
+* :func:`md_code`: an inline code span (a run id): a fence longer than any backtick run inside.
+
+HTML is escaped where its pages are written, by their templates' autoescape (:mod:`itrlab.report.pages`).
 
 All of them show control characters as their Unicode control pictures (a newline as ``␊``, a tab as
 ``␉``): a label's newline stays visible as text in a table cell, where a real line break would end the
@@ -23,7 +24,6 @@ row, and in running text, where it would start a new block.
 
 from __future__ import annotations
 
-import html
 import re
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -63,8 +63,3 @@ def md_code(text: object) -> str:
     fence = "`" * (longest + 1)
     pad = " " if shown.startswith("`") or shown.endswith("`") or not shown.strip() else ""
     return f"{fence}{pad}{shown}{pad}{fence}"
-
-
-def html_text(text: object) -> str:
-    """``text`` for HTML element content or a quoted attribute value."""
-    return html.escape(visible(text), quote=True)

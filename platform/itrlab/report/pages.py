@@ -23,6 +23,11 @@ def _shown(value: object) -> object:
     return value if isinstance(value, Markup) else visible(value)
 
 
+def escape(value: object) -> Markup:
+    """``value`` as a template writes it (:func:`_shown`, then escaped): for markup a page builds around text."""
+    return Markup.escape(_shown(value))
+
+
 @cache
 def environment() -> Environment:
     """The one template environment (built once per process)."""
@@ -47,4 +52,4 @@ def fragment(template: str, macro: str, *args: object) -> str:
     return str(getattr(environment().get_template(template).module, macro)(*args))
 
 
-__all__ = ["Markup", "fragment", "render"]
+__all__ = ["Markup", "escape", "fragment", "render"]

@@ -35,10 +35,10 @@ from itrlab.config.sweep import SweepSpec, seeds_by_row, seeds_text, shared_seed
 from itrlab.report.anchors import Anchor
 from itrlab.report.chance import ChanceLevel
 from itrlab.report.convergence import GAIN_FLOOR, SCHEDULE_GAP, TAIL, Convergence
-from itrlab.report.escape import html_text, md_text, visible
+from itrlab.report.escape import md_text, visible
 from itrlab.report.headline import PAIRED, WELCH, Headline, RowMarks
 from itrlab.report.importance import Importances
-from itrlab.report.pages import Markup
+from itrlab.report.pages import Markup, escape
 from itrlab.report.pages import render as render_page
 from itrlab.report.stats import Comparison
 from itrlab.report.summary import markdown_table, metric_name, number
@@ -76,7 +76,7 @@ def report_columns(spec: SweepSpec) -> list[str]:
 
 def _interval_apart(cell: str) -> Markup:
     """A cell, escaped, with its interval (``± 0.4``) kept whole: a narrow page wraps the cell before it."""
-    return Markup(re.sub(r" (± \S+)", r' <span class="ci">\1</span>', html_text(cell)))
+    return Markup(re.sub(r" (± \S+)", r' <span class="ci">\1</span>', str(escape(cell))))
 
 
 def _png_uri(path: Path) -> str:
@@ -86,7 +86,7 @@ def _png_uri(path: Path) -> str:
 
 def _breakable(label: str) -> Markup:
     """A header, escaped, that may break after each dot (``cooperative.<wbr>strategy``)."""
-    return Markup(html_text(label).replace(".", ".<wbr>"))
+    return Markup(str(escape(label)).replace(".", ".<wbr>"))
 
 
 def _finite(value) -> bool:
