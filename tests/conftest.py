@@ -103,6 +103,24 @@ def tiny_root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("data") / "tiny"
 
 
+def ascl_stored_config(root: Path, *overrides: str):
+    """AsCL on the tiny stored-state data under ``root`` (features and MiniLM-shaped token states, F30K's layout),
+    D = 16, MLflow off, with ``overrides``."""
+    from itrlab.assembly import load_experiment
+
+    return load_experiment(
+        "ascl_synthetic_tiny",
+        [
+            "defaults.dataset=f30k_precomp",
+            f"dataset.root={root}",
+            "tracking.enabled=false",
+            "model.embed_dim=16",
+            "model.text.encoder=precomp",
+            *overrides,
+        ],
+    )
+
+
 def tiny_config(root: Path, *overrides: str):
     """VSE++ on the tiny synthetic data under ``root``, MLflow off, with ``overrides``."""
     from itrlab.assembly import load_experiment

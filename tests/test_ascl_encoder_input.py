@@ -11,8 +11,7 @@ import shutil
 import pytest
 import torch
 
-from conftest import write_precomp, write_text_features
-from itrlab.assembly import load_experiment
+from conftest import ascl_stored_config, write_precomp, write_text_features
 from itrlab.data import CaptionDataset, collate, open_precomp
 from itrlab.data.text_features import MANIFEST, TextFeatures
 from itrlab.errors import ConfigError, DataError, UserInputError
@@ -39,22 +38,8 @@ def stored(tmp_path_factory):
     return root
 
 
-def config_of(root, *overrides):
-    return load_experiment(
-        "ascl_synthetic_tiny",
-        [
-            "defaults.dataset=f30k_precomp",
-            f"dataset.root={root}",
-            "tracking.enabled=false",
-            "model.embed_dim=16",
-            "model.text.encoder=precomp",
-            *overrides,
-        ],
-    )
-
-
 def built(root, *overrides, seed=0):
-    config = config_of(root, *overrides)
+    config = ascl_stored_config(root, *overrides)
     data, features = open_precomp(root, "train"), TextFeatures(root / "text")
     torch.manual_seed(seed)
     method = build_method(config, BuildContext.of(vocab=features, splits={"train": data}))
@@ -201,7 +186,7 @@ def test_a_loss_without_negatives_loads_no_model(stored):
 )
 def test_bad_combinations_are_refused_in_one_line(stored, overrides, field):
     with pytest.raises(ConfigError) as caught:
-        config_of(stored, *overrides)
+        ascl_stored_config(stored, *overrides)
     assert caught.value.field == field and "\n" not in str(caught.value)
 
 
@@ -236,7 +221,7 @@ def test_a_steps_cost_counts_the_reencoding_and_its_shape_says_so(stored, tmp_pa
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "step_counts.json"))
     plain, there, unused = (
-        config_of(stored, "train.batch_size=8", *overrides)
+        ascl_stored_config(stored, "train.batch_size=8", *overrides)
         for overrides in ([], ENCODER_INPUT, [*ENCODER_INPUT, "loss.use_negatives=false"])
     )
     assert training_shape(there, 4, 8) == training_shape(plain, 4, 8) + " reencoded"

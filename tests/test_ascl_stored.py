@@ -9,8 +9,7 @@ import math
 import pytest
 import torch
 
-from conftest import write_precomp, write_text_features
-from itrlab.assembly import load_experiment
+from conftest import ascl_stored_config, write_precomp, write_text_features
 from itrlab.data import CaptionDataset, collate, open_precomp
 from itrlab.data.text_features import TextFeatures
 from itrlab.errors import ConfigError
@@ -38,22 +37,8 @@ def stored_dir(tmp_path):
     return root
 
 
-def stored_config(root, *overrides):
-    return load_experiment(
-        "ascl_synthetic_tiny",
-        [
-            "defaults.dataset=f30k_precomp",
-            f"dataset.root={root}",
-            "tracking.enabled=false",
-            "model.embed_dim=16",
-            "model.text.encoder=precomp",
-            *overrides,
-        ],
-    )
-
-
 def stored_method(root, *overrides):
-    config = stored_config(root, *overrides)
+    config = ascl_stored_config(root, *overrides)
     data = open_precomp(root, "train")
     features = TextFeatures(root / "text")
     torch.manual_seed(0)
@@ -65,7 +50,7 @@ def stored_method(root, *overrides):
 
 
 def test_one_epoch_on_stored_text_features_trains_and_evaluates(stored_dir, tmp_path):
-    config = stored_config(stored_dir, "train.epochs=1")
+    config = ascl_stored_config(stored_dir, "train.epochs=1")
     result = run_experiment(config, tmp_path / "run")
     assert result.best_epoch == 1 and math.isfinite(result.test.rsum) and result.test.rsum > 0
 
@@ -177,12 +162,12 @@ def test_sigma_in_std_units_scales_with_what_it_perturbs_and_spares_the_frame_an
 
 def test_stored_states_refuse_a_shuffle_and_the_mixture_draws_from_the_other_four(stored_dir):
     with pytest.raises(ConfigError) as err:
-        stored_config(stored_dir, "method.generator=shuffle")
+        ascl_stored_config(stored_dir, "method.generator=shuffle")
     assert err.value.field == "method.generator"
     method, _ = stored_method(stored_dir)
     negatives = method.generators.negatives
     assert negatives.mixture_of == tuple(m for m in MIXTURE_OF if m != "shuffle") and negatives.protect_ends
-    assert method.generators.stored_stride == stored_config(stored_dir).model.text.max_len + 1
+    assert method.generators.stored_stride == ascl_stored_config(stored_dir).model.text.max_len + 1
 
 
 def test_the_type_two_pool_holds_the_training_splits_stored_states(stored_dir):
