@@ -497,7 +497,7 @@ def test_optuna_search_runs_each_configuration_on_every_seed_and_reports_what_it
     parent = client.get_run(result.parent_run_id)
     page = Path(client.download_artifacts(result.parent_run_id, "sweep/report.html", str(workdir))).read_text()
     assert "best of 3 configurations by validation rsum (mean over its 2 seeds)" in page
-    assert "<h2>What the parameters did</h2>" in page and "<th>seeds&#x27; spread</th>" in page
+    assert "<h2>What the parameters did</h2>" in page and "<th>seeds&#39; spread</th>" in page
     assert "parallel coordinates" in page
     importance = json.loads(
         Path(client.download_artifacts(result.parent_run_id, "sweep/importance.json", str(workdir))).read_text()
