@@ -16,7 +16,7 @@ from itrlab.cli import main
 from itrlab.errors import ConfigError
 from itrlab.train import run_experiment
 from itrlab.train.checkpoint import BEST, load_checkpoint
-from itrlab.train.device import describe, resolve_device
+from itrlab.train.device import device_label, resolve_device
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")
@@ -25,7 +25,7 @@ needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GP
 @needs_no_gpu
 def test_auto_is_the_cpu_without_a_gpu():
     assert resolve_device("auto") == resolve_device("cpu") == torch.device("cpu")
-    assert describe(torch.device("cpu")) == f"cpu ({torch.get_num_threads()} threads)"
+    assert device_label(torch.device("cpu")) == f"cpu ({torch.get_num_threads()} threads)"
     with pytest.raises(ConfigError, match="no CUDA GPU is visible"):
         resolve_device("cuda:1")
 

@@ -19,7 +19,7 @@ from itrlab.report.chance import chance_level, image_to_text_hit
 from itrlab.report.headline import headline, row_marks
 from itrlab.report.paper_report import ReportInputs, build_report
 from itrlab.report.pivot import pivot, published_numbers, trial_cost_unit
-from itrlab.report.summary import TrialRow, fmt_cell, number
+from itrlab.report.summary import TrialRow, fmt_cell, metric_text
 
 SYNTHETIC = DataShape(200, 50, 50, 5, 6, 32, synthetic=True)
 F30K = DataShape(29000, 1014, 1000, 5, 36, 2048, synthetic=False)
@@ -220,8 +220,8 @@ def test_one_seed_says_it_has_no_interval_and_each_metric_has_one_format():
     assert f"rsum is at or below {level.rsum_high:.1f}, inside that band" in report.notes[1]
     assert "interval" not in report.notes[1]
     # one format per metric, wherever it is shown: the report, the trials table, the results page
-    assert fmt_cell(0.000353123, "test_md") == number(0.000353123, "md") == "0.000353"
-    assert fmt_cell(75.6333, "test_rsum") == fmt_cell(75.6333, "rsum") == number(75.6333, "test_rsum") == "75.6"
+    assert fmt_cell(0.000353123, "test_md") == metric_text(0.000353123, "md") == "0.000353"
+    assert fmt_cell(75.6333, "test_rsum") == fmt_cell(75.6333, "rsum") == metric_text(75.6333, "test_rsum") == "75.6"
     assert fmt_cell(5e-05, "train.lr") == "5e-05" and fmt_cell(0.2, "cooperative.gamma") == "0.2"
 
 

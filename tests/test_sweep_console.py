@@ -16,7 +16,7 @@ import pytest
 from conftest import tiny_config
 from itrlab.config.sweep import SweepSpec
 from itrlab.sweep import progress
-from itrlab.sweep.board import BoardWriter, TrialState, read_state
+from itrlab.sweep.board import BoardWriter, TrialState, read_trial_state
 from itrlab.sweep.progress import DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration, progress_line
 from itrlab.train.loop import StepCounter, format_step_time
 
@@ -138,10 +138,12 @@ def test_the_board_holds_what_the_training_notes(tmp_path):
 
     writer = BoardWriter(tmp_path / "progress", "t1", clock=lambda: 500.0)
     writer.on_progress(TrainingProgress("training", 2, 5, 10, 40, 0.5, 3.0))
-    read = read_state(tmp_path / "progress", "t1", since=400.0)
+    read = read_trial_state(tmp_path / "progress", "t1", since=400.0)
     assert read == TrialState("training", 2, 5, 10, 40, 0.5, 3.0, 500.0)
-    assert read_state(tmp_path / "progress", "t1", since=600.0) is None  # an earlier invocation's note
-    assert read_state(tmp_path / "progress", "t2", since=None) is None and read_state(None, "t1", None) is None
+    assert read_trial_state(tmp_path / "progress", "t1", since=600.0) is None  # an earlier invocation's note
+    assert (
+        read_trial_state(tmp_path / "progress", "t2", since=None) is None and read_trial_state(None, "t1", None) is None
+    )
 
 
 def test_the_trainer_notes_each_phase_and_its_step_rate(tiny_root, one_torch_thread):

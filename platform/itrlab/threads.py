@@ -209,7 +209,7 @@ def apply(requested: int = 0) -> int:
     return torch.get_num_threads()
 
 
-def describe() -> str:
+def wait_policy() -> str:
     """``OMP_WAIT_POLICY=PASSIVE`` (or ``GOMP_SPINCOUNT=...``, ``default``): how this process's OpenMP
     threads wait, as set in its environment."""
     shown = [f"{key}={os.environ[key]}" for key in USER_WAIT_KEYS if key in os.environ]

@@ -81,7 +81,7 @@ def train_main(args: argparse.Namespace) -> int:
     from itrlab.report.chance import chance_of_table
     from itrlab.tracking import MlflowTracker
     from itrlab.train import ConsoleProgress, LossHistory, run_experiment
-    from itrlab.train.device import describe, resolve_device
+    from itrlab.train.device import device_label, resolve_device
     from itrlab.train.provenance import check_resume, finished_resume
 
     device = resolve_device(config.train.device)  # before MLflow or training start
@@ -116,7 +116,7 @@ def train_main(args: argparse.Namespace) -> int:
         print(
             f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, "
             f"dataset {config.dataset.name}, "
-            f"{config.train.epochs} epochs on {describe(device)} -> {run_dir}",
+            f"{config.train.epochs} epochs on {device_label(device)} -> {run_dir}",
             flush=True,
         )
         try:

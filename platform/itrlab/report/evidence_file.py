@@ -218,13 +218,13 @@ def _read_trial(check: FileCheck, raw: Any, k: int, rows: list[str], arrays: dic
             check.count(raw[key], f"{where}.{key}")
     metrics = check.mapping(raw.get("metrics", {}), f"{where}.metrics", 100)
     for key, value in metrics.items():
-        check.number(value, f"{where}.metrics.{key}")
+        check.numeric(value, f"{where}.metrics.{key}")
     curve = check.listing(raw.get("curve", []), f"{where}.curve")
     for i, point in enumerate(curve):
         if not isinstance(point, list) or len(point) != 2:
             raise check.fail(f"{where}.curve[{i}]", point, "[epoch, validation rsum]")
         check.count(point[0], f"{where}.curve[{i}][0]")
-        check.number(point[1], f"{where}.curve[{i}][1]", nullable=False)
+        check.numeric(point[1], f"{where}.curve[{i}][1]", nullable=False)
     decays = check.listing(raw.get("decay_epochs", []), f"{where}.decay_epochs", 100)
     for i, epoch in enumerate(decays):
         check.count(epoch, f"{where}.decay_epochs[{i}]")

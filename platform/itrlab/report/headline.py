@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from itrlab.config.sweep import SweepSpec, seeds_by_row
 from itrlab.report.analysis import INCONCLUSIVE, NO_EFFECT, WORDS, Verdict
 from itrlab.report.chance import ChanceLevel
-from itrlab.report.summary import number, row_label
+from itrlab.report.summary import metric_text, row_label
 
 PAIRED, WELCH = "paired", "Welch"
 
@@ -169,8 +169,8 @@ def _headline(
         metrics[f"best_row_{name}_vs_baseline"] = diff
         metrics[f"best_row_{name}_vs_baseline_ci95"] = half
         text = (
-            f"best row: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
-            f"{_pm(table[f'{column}_ci95'][best], column)}, {_signed(diff, column)} ± {number(half, column)} "
+            f"best row: {marks.labels[best]}, test {name} {metric_text(float(means[best]), column)}"
+            f"{_pm(table[f'{column}_ci95'][best], column)}, {_signed(diff, column)} ± {metric_text(half, column)} "
             f"over {baseline} at 95% ({seeds} seeds){_paired_words(interval, paired_seeds, seeds)}"
         )
         return Headline(
@@ -182,7 +182,7 @@ def _headline(
     )
     if baseline is None or len(rows) == 1 and base in rows:
         text = (
-            f"one row: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
+            f"one row: {marks.labels[best]}, test {name} {metric_text(float(means[best]), column)}"
             f"{_pm(table[f'{column}_ci95'][best], column)} ({seeds_text})" + _learning_note(marks, [best])
         )
         return Headline(text + notes, column, None, baseline, metrics)
@@ -190,14 +190,14 @@ def _headline(
         became = marks.what_became(base) or "no finished seed"
         text = (
             f"no comparison: the baseline {baseline} has no result ({became})"
-            f"; highest mean: {marks.labels[best]}, test {name} {number(float(means[best]), column)}"
+            f"; highest mean: {marks.labels[best]}, test {name} {metric_text(float(means[best]), column)}"
             f"{_pm(table[f'{column}_ci95'][best], column)}"
         )
         return Headline(text + notes, column, None, baseline, metrics)
     text, used = _comparison_text(table, column, marks, base, [i for i in rows if i != base], seeds_text)
     if best != base and diff is not None:
         text += f"; highest mean: {marks.labels[best]}, {_signed(diff, column)}" + (
-            f" ± {number(half, column)}{_paired_words(interval, paired_seeds, seeds)}"
+            f" ± {metric_text(half, column)}{_paired_words(interval, paired_seeds, seeds)}"
             if half is not None
             else " (no interval with one seed)"
         )
@@ -238,7 +238,7 @@ def _comparison_text(
 def _difference_words(table: dict[str, list], column: str, marks: RowMarks, i: int) -> str:
     """``VSE -8.7 ± 2.4 (paired by seed)``: row ``i``'s difference to the baseline and its interval's kind."""
     diff, half, interval, _ = difference(table, column, i)
-    return f"{marks.labels[i]} {_signed(diff, column)} ± {number(half, column)} ({interval or 'no interval'})"
+    return f"{marks.labels[i]} {_signed(diff, column)} ± {metric_text(half, column)} ({interval or 'no interval'})"
 
 
 def _differs(table: dict[str, list], column: str, i: int) -> bool:
@@ -272,11 +272,11 @@ def _no_result_note(marks: RowMarks, rows: list[int]) -> str:
 
 
 def _pm(half, column: str) -> str:
-    return f" ± {number(float(half), column)}" if _finite(half) else ""
+    return f" ± {metric_text(float(half), column)}" if _finite(half) else ""
 
 
 def _signed(value: float, column: str) -> str:
-    return ("+" if value >= 0 else "") + number(float(value), column)
+    return ("+" if value >= 0 else "") + metric_text(float(value), column)
 
 
 def _chance_note(marks: RowMarks, rows: list[int]) -> str:
@@ -343,5 +343,5 @@ def _verdict_words(verdict: Verdict, baseline: str | None, metric: str) -> str:
     low, high = verdict.interval
     text = f"{name} {_signed(stats.difference, metric)} [{_signed(low, metric)}, {_signed(high, metric)}]"
     if verdict.word == NO_EFFECT and stats.mde is not None:
-        text += f" (MDE {number(stats.mde, metric)})"
+        text += f" (MDE {metric_text(stats.mde, metric)})"
     return text

@@ -37,7 +37,7 @@ from typing import Any
 from itrlab.config.sweep import SweepSpec, label
 from itrlab.report.escape import md_text
 from itrlab.report.pages import fragment
-from itrlab.report.summary import TrialRow, markdown_table, number
+from itrlab.report.summary import TrialRow, markdown_table, metric_text
 
 MIN_CONFIGURATIONS = 3  # fewer configurations with a value: no importance
 SEED = 0  # fANOVA's random forest, and the partial dependence's
@@ -83,12 +83,12 @@ class Importances:
     space: dict[str, Any] = field(default_factory=dict)
 
     def rows(self) -> list[list[str]]:
-        spread = "-" if self.seed_sd is None else number(self.seed_sd, self.objective)
+        spread = "-" if self.seed_sd is None else metric_text(self.seed_sd, self.objective)
         return [
             [
                 p.name,
                 "-" if p.importance is None else f"{p.importance:.2f}",
-                "-" if p.effect is None else number(p.effect, self.objective),
+                "-" if p.effect is None else metric_text(p.effect, self.objective),
                 spread,
                 p.verdict + (f" ({p.note})" if p.note else ""),
             ]

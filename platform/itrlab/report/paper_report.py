@@ -41,7 +41,7 @@ from itrlab.report.importance import Importances
 from itrlab.report.pages import Markup, escape
 from itrlab.report.pages import render as render_page
 from itrlab.report.stats import Comparison
-from itrlab.report.summary import markdown_table, metric_name, number
+from itrlab.report.summary import markdown_table, metric_name, metric_text
 
 RECALLS = ["test_rsum", "test_i2t_R1", "test_i2t_R5", "test_i2t_R10", "test_t2i_R1", "test_t2i_R5", "test_t2i_R10"]
 HEADERS = {
@@ -97,9 +97,9 @@ def cell(mean, half, seeds: int, grid_seeds: int, column: str, signed: bool = Fa
     """``72.1 ± 0.4``; ``70.3 (1 seed)`` where the grid has more; ``-`` without a value."""
     if not _finite(mean):
         return "-"
-    text = ("+" if signed and mean >= 0 else "") + number(float(mean), column)
+    text = ("+" if signed and mean >= 0 else "") + metric_text(float(mean), column)
     if _finite(half):
-        text += f" ± {number(float(half), column)}"
+        text += f" ± {metric_text(float(half), column)}"
     if seeds != grid_seeds:
         text += f" ({seeds} seed{'s' if seeds != 1 else ''})"
     return text
@@ -316,7 +316,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
             + [
                 f"{low:.1f}-{high:.1f}"
                 if metric_name(c) == "rsum"
-                else number(level.recalls[metric_name(c)], c)
+                else metric_text(level.recalls[metric_name(c)], c)
                 if metric_name(c) != "md"
                 else "-"
                 for c in columns
@@ -411,7 +411,9 @@ def _cells_note(table: dict[str, list], spec: SweepSpec, baseline: str) -> str:
 
 def _printed(numbers: dict[str, float], columns: list[str]) -> list[str]:
     """Published numbers (keyed ``i2t_R1``, ``rsum``...) in the report's ``columns``, ``-`` where absent."""
-    return [number(numbers[c.removeprefix("test_")], c) if c.removeprefix("test_") in numbers else "-" for c in columns]
+    return [
+        metric_text(numbers[c.removeprefix("test_")], c) if c.removeprefix("test_") in numbers else "-" for c in columns
+    ]
 
 
 def _interval_note(top: Headline) -> str:

@@ -20,7 +20,7 @@ from itrlab.report.escape import md_code, md_text
 from itrlab.report.evidence import Evidence, TrialEvidence
 from itrlab.report.findings import Findings
 from itrlab.report.stats import mean_interval
-from itrlab.report.summary import number
+from itrlab.report.summary import metric_text
 from itrlab.report.verdict_table import verdict_row
 from itrlab.tracking.model_registry import SEED_TAG, RowModels, VersionSpec, model_names
 
@@ -37,9 +37,9 @@ def row_numbers(evidence: Evidence, row: str) -> str:
     interval = mean_interval(list(values.values()))
     seeds = ", ".join(str(seed) for seed in sorted(values))
     if interval.half_width is None:
-        return f"test {metric} {number(interval.value, metric)} (1 seed: {seeds}; no interval)"
+        return f"test {metric} {metric_text(interval.value, metric)} (1 seed: {seeds}; no interval)"
     return (
-        f"test {metric} {number(interval.value, metric)} ± {number(interval.half_width, metric)} (mean ± 95% "
+        f"test {metric} {metric_text(interval.value, metric)} ± {metric_text(interval.half_width, metric)} (mean ± 95% "
         f"Student-t interval over {interval.n} seeds: {seeds})"
     )
 
@@ -110,7 +110,7 @@ def _version(
     """The version of ``trial``'s model: its row's description, then its own seed, trial and test value."""
     metric = evidence.metric
     value = trial.metrics.get(f"test_{metric}")
-    own = f"test {metric} {number(value, metric)}" if value is not None else f"no test {metric}"
+    own = f"test {metric} {metric_text(value, metric)}" if value is not None else f"no test {metric}"
     seed = "no seed" if trial.seed is None else f"seed {trial.seed}"
     line = f"This version: {seed}'s model, trial {md_text(trial.trial)}, run {md_code(run_id)}: {md_text(own)}."
     return VersionSpec(

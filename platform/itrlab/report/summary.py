@@ -36,7 +36,7 @@ def is_metric(column: str) -> bool:
     return metric_name(column) in METRIC_NAMES.values()
 
 
-def number(value: float, column: str) -> str:
+def metric_text(value: float, column: str) -> str:
     """A result as the papers print it, one format per metric wherever it is shown (the report, the trials
     table, the console, the results page): recalls, rsum and ranks with one decimal, MD (similarity
     units, often well below 1) with 3 significant digits."""
@@ -46,13 +46,13 @@ def number(value: float, column: str) -> str:
 
 
 def fmt_cell(value: Any, column: str = "") -> str:
-    """A cell: a metric as :func:`number` prints it, any other number as short as it is exact (``5e-05``)."""
+    """A cell: a metric as :func:`metric_text` prints it, any other number as short as it is exact (``5e-05``)."""
     if value is None:
         return "-"
     if isinstance(value, float):
         if math.isnan(value):
             return "nan"
-        return number(value, column) if is_metric(column) else f"{value:.6g}"
+        return metric_text(value, column) if is_metric(column) else f"{value:.6g}"
     return str(value)
 
 

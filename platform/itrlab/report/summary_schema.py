@@ -87,7 +87,7 @@ class FileCheck:
             raise self.fail(key, value, f"an integer from 0 to {limit:,}")
         return value
 
-    def number(self, value: Any, key: str, nullable: bool = True) -> None:
+    def numeric(self, value: Any, key: str, nullable: bool = True) -> None:
         if value is None and nullable:
             return
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -214,7 +214,7 @@ def _convergence(check: FileCheck, convergence: Any) -> None:
         for key in ("seeds", "epochs", "best_epoch", "since"):
             check.count(found.get(key), f"{where}.{key}")
         for key in ("gain", "tolerance", "rise", "spread"):  # rise, spread: older summaries hold them
-            check.number(found.get(key), f"{where}.{key}")
+            check.numeric(found.get(key), f"{where}.{key}")
         if found.get("decay") is not None:
             check.count(found["decay"], f"{where}.decay")
         check.string(found, "still_learning", LINE, inside=where)
@@ -266,7 +266,7 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
         check.count(count, f"trial_counts.{status}")
     _trials(check, data.get("trials"))
     if data.get("invocation_seconds") is not None:
-        check.number(data["invocation_seconds"], "invocation_seconds")
+        check.numeric(data["invocation_seconds"], "invocation_seconds")
         if not 0 <= data["invocation_seconds"] <= 1e9:
             raise check.fail("invocation_seconds", data["invocation_seconds"], "seconds, 0 or more")
     for key, value in (("table_rows", data.get("table_rows")), ("grid", data.get("grid"))):

@@ -17,7 +17,7 @@ from itrlab.report.convergence import Convergence
 from itrlab.report.findings import EXPECTED_BETTER, FROM_PAPER, Findings
 from itrlab.report.identical import merged_label
 from itrlab.report.paper_report import CONVERGENCE_NOTE, INTERVAL_NOTE, convergence_note
-from itrlab.report.summary import number
+from itrlab.report.summary import metric_text
 
 HEADER = [
     "comparison",
@@ -35,7 +35,7 @@ MERGED_ROWS = ("result", "baseline")  # the stored table's kinds of row that are
 
 
 def _signed(value: float | None, metric: str) -> str:
-    return "-" if value is None else ("+" if value >= 0 else "") + number(value, metric)
+    return "-" if value is None else ("+" if value >= 0 else "") + metric_text(value, metric)
 
 
 def _p(value: float | None) -> str:
@@ -46,7 +46,7 @@ def verdict_row(verdict: Verdict) -> list[str]:
     """One comparison's cells, in :data:`HEADER`'s order."""
     s, metric = verdict.stats, verdict.stats.metric
     paired = (
-        f"{_signed(s.paired.value, metric)} ± {number(s.paired.half_width, metric)}"
+        f"{_signed(s.paired.value, metric)} ± {metric_text(s.paired.half_width, metric)}"
         if s.paired is not None and s.paired.half_width is not None
         else _signed(s.difference, metric)
     )
@@ -57,7 +57,7 @@ def verdict_row(verdict: Verdict) -> list[str]:
         str(s.seeds),
         paired,
         both,
-        "-" if s.mde is None else number(s.mde, metric),
+        "-" if s.mde is None else metric_text(s.mde, metric),
         _p(s.p),
         _p(verdict.holm_p),
         _signed(verdict.paper_effect, metric),

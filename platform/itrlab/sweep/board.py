@@ -87,7 +87,7 @@ class TrialState:
         return max(left - max(now - self.updated, 0.0), floor)
 
 
-def read_state(folder: Path | None, trial_id: str, since: float | None) -> TrialState | None:
+def read_trial_state(folder: Path | None, trial_id: str, since: float | None) -> TrialState | None:
     """The trial's note on the board, when there is one written at or after ``since`` (its start here)."""
     if folder is None:
         return None

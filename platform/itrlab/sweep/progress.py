@@ -55,7 +55,7 @@ from ray import tune
 
 from itrlab.config.sweep import SweepSpec
 from itrlab.console_log import emit
-from itrlab.sweep.board import TrialState, read_state
+from itrlab.sweep.board import TrialState, read_trial_state
 from itrlab.sweep.quiet_workers import quiet_worker_logs
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR
 
@@ -366,7 +366,7 @@ class SweepProgress(tune.Callback):
                 total, done, running, failed, None, elapsed=now - (self.begun or now), interrupted=interrupted
             )
         active = [t for t in trials if getattr(t, "status", None) == "RUNNING"]
-        states = [read_state(self.board, t.trial_id, self.started_wall.get(t.trial_id)) for t in active]
+        states = [read_trial_state(self.board, t.trial_id, self.started_wall.get(t.trial_id)) for t in active]
         pending = max(total - done - failed - interrupted - running, 0)
         wall = self.wall()
         lefts = [state.seconds_left(wall) if state is not None else None for state in states]

@@ -166,7 +166,7 @@ def report_sweep(
                 table_anchors=spec.table.anchors,
             )
         parent.log_text(markdown, "sweep/summary.md")
-    parent.describe(description(spec, parent, report.headline if report is not None else None, importance))
+    parent.set_description(description(spec, parent, report.headline if report is not None else None, importance))
     parent.log_dict(json_safe(summary), "sweep/summary.json")
     if report is not None:
         _log.info("\n" + report.text())

@@ -3,7 +3,7 @@
 Each invocation's folder ``<storage>/<sweep>/<timestamp>/`` holds its state file (:data:`STATE_FILE`): the
 MLflow parent run, the overrides, when it started (``started_at``, seconds since the epoch: the clock of
 the machine that started it, not the folder's name, which is local time) and how it ended (``status``:
-RUNNING until the driver ends the parent run FINISHED, FAILED or KILLED), and what it runs (:func:`record`):
+RUNNING until the driver ends the parent run FINISHED, FAILED or KILLED), and what it runs (:func:`invocation_record`):
 the sweep file's settings, the resolved config of its base trial (flattened; a key that an edited
 experiment file, an override or another version of the code's config schema adds, removes or changes
 differs) and the digest of its data (:func:`itrlab.data.precomp.fingerprint`).
@@ -43,7 +43,7 @@ FIXED = ("grid", "seeds", "optuna", "objective", "asha", "max_failures", "num_wo
 FREE = ("name", "description", "aliases", "resources", "concurrency")
 
 
-def read_state(sweep_dir: Path) -> dict[str, Any]:
+def read_sweep_state(sweep_dir: Path) -> dict[str, Any]:
     """The state file of an invocation (UserInputError when it is not one itrlab wrote)."""
     path = sweep_dir / STATE_FILE
     try:
@@ -109,7 +109,7 @@ def write_state(sweep_dir: Path, state: dict[str, Any]) -> None:
 def set_status(sweep_dir: Path, status: str) -> None:
     """How the invocation ended, in its state file (best effort: the parent run holds it too)."""
     try:
-        state = read_state(sweep_dir)
+        state = read_sweep_state(sweep_dir)
         write_state(sweep_dir, {**state, "status": status})
     except (UserInputError, OSError):
         pass
@@ -165,7 +165,7 @@ def _invocations(storage: Path, name: str) -> list[tuple[float, Path, str]]:
         if not (folder / STATE_FILE).is_file():
             continue
         try:
-            state = read_state(folder)
+            state = read_sweep_state(folder)
         except UserInputError:
             continue
         status = state.get("status") if isinstance(state.get("status"), str) else "UNKNOWN"
@@ -184,7 +184,9 @@ def data_digests(configs: list[ExperimentConfig]) -> dict[str, str]:
     return {root: digest for root, config in sorted(by_root.items()) if (digest := data_digest(config)) is not None}
 
 
-def record(spec: SweepSpec, overrides: list[str], base: ExperimentConfig, data: dict[str, str]) -> dict[str, Any]:
+def invocation_record(
+    spec: SweepSpec, overrides: list[str], base: ExperimentConfig, data: dict[str, str]
+) -> dict[str, Any]:
     """What an invocation runs, as its state file records it."""
     settings = {key: value for key, value in spec.model_dump(mode="json").items() if key not in FREE}
     return {"spec": settings, "overrides": list(overrides), "config": base.flat(), "data": data}

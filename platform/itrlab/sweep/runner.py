@@ -68,10 +68,10 @@ from itrlab.sweep.resume import (
     check_tune_state,
     check_unchanged,
     data_digests,
+    invocation_record,
     nothing_left_to_run,
     pick,
-    read_state,
-    record,
+    read_sweep_state,
     set_status,
     write_state,
 )
@@ -218,7 +218,7 @@ def run_sweep(
             check_writable_dir(sweep_dir, "--storage")
             held.enter_context(sweep_lock(sweep_dir, spec.name))  # a running sweep: refused at once
             check_tune_state(sweep_dir / "tune")  # before anything is reopened
-            state = read_state(sweep_dir)
+            state = read_sweep_state(sweep_dir)
             identity = integrity.identity(sweep_dir, state["parent_run_id"])
             signed = (identity, integrity.verify(sweep_dir, identity))  # before anything is unpickled or started
             if nothing_left_to_run(sweep_dir, state):  # a finished sweep: its recorded results stay as they are
@@ -235,7 +235,7 @@ def run_sweep(
             check_data_content(config)  # captions and sampled features, before MLflow or the sweep's folder
         if resume:
             generate_if_synthetic(first)  # the data the record's digest is compared with
-            now = record(spec, overrides, first, data_digests([first, *checked.values()]))
+            now = invocation_record(spec, overrides, first, data_digests([first, *checked.values()]))
             state["accepted"] = check_unchanged(state, now, allow_changes, sweep_dir)
             state["now"] = now
         tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
@@ -270,7 +270,7 @@ def _run_locked(
     a resumed sweep's identity and the generation of its verified state (:mod:`itrlab.sweep.integrity`)."""
     first = first_trial(tree, checked)
     generate_if_synthetic(first)  # once, before trials share it
-    now = state.pop("now", None) or record(spec, overrides, first, data_digests([first, *checked.values()]))
+    now = state.pop("now", None) or invocation_record(spec, overrides, first, data_digests([first, *checked.values()]))
     tree, checked = share_stages(tree, checked, sweep_dir)
     started_ray = start_ray(spec, tracking_uri)
     parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state, now)

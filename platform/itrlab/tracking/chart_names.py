@@ -84,7 +84,7 @@ def unsorted(rest: str) -> str:
 
 
 @dataclass(frozen=True)
-class Section:
+class ChartSection:
     """A chart section: ``<section>/<rest>`` in MLflow is ``<prefix><rest>`` in itrlab, for each rest in
     ``rests`` (None: any)."""
 
@@ -98,13 +98,13 @@ class Section:
 
 
 SECTIONS = (
-    Section("1_test", "test_", R_AT_K),
-    Section("1_test-sum", "test_", TOTAL),
-    Section("1_test_rank", "test_", RANKS),
-    Section("2_val", "", _TABLE),
-    Section("3_train", "", TRAINING),
-    Section("4_loss", "loss_", None),
-    Section("6_chance", "chance_", None),
+    ChartSection("1_test", "test_", R_AT_K),
+    ChartSection("1_test-sum", "test_", TOTAL),
+    ChartSection("1_test_rank", "test_", RANKS),
+    ChartSection("2_val", "", _TABLE),
+    ChartSection("3_train", "", TRAINING),
+    ChartSection("4_loss", "loss_", None),
+    ChartSection("6_chance", "chance_", None),
 )
 _BY_SECTION = {section.section: section for section in SECTIONS}
 

@@ -462,7 +462,7 @@ class MlflowTracker(RunReader):
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
 
-    def describe(self, text: str) -> None:
+    def set_description(self, text: str) -> None:
         """The run's description (Markdown), shown in full at the top of its page in the MLflow UI."""
         self.set_tags({DESCRIPTION_TAG: text})
 

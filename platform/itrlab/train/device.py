@@ -35,7 +35,7 @@ def resolve_device(spec: str) -> torch.device:
     return torch.device("cuda", index)
 
 
-def describe(device: torch.device) -> str:
+def device_label(device: torch.device) -> str:
     """``cpu (2 threads)`` or ``cuda:0 (NVIDIA H100 80GB HBM3)``: for logs and MLflow tags."""
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
@@ -62,5 +62,7 @@ def resolve_precision(spec: str, device: torch.device) -> torch.dtype | None:
             f"fp16 needs a CUDA GPU, and this run trains on {device}; use bf16 (supported on CPUs) or fp32",
         )
     if dtype is torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ConfigError("train.precision", spec, f"{describe(device)} does not support bfloat16; use fp16 or fp32")
+        raise ConfigError(
+            "train.precision", spec, f"{device_label(device)} does not support bfloat16; use fp16 or fp32"
+        )
     return dtype

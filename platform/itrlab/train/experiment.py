@@ -51,7 +51,7 @@ from itrlab.models.glove import GloveCoverage
 from itrlab.report.chance import chance_of_table
 from itrlab.tracking import MlflowTracker
 from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
-from itrlab.train.device import describe, resolve_device
+from itrlab.train.device import device_label, resolve_device
 from itrlab.train.epoch_metrics import MlflowEpochLogger
 from itrlab.train.loop import EpochCallback, Trainer, TrainingData
 from itrlab.train.provenance import TEST_RECALL, record_data
@@ -351,7 +351,7 @@ def start_run(
         tags = {
             **run_tags(config),
             "run_dir": str(run_dir),
-            "device": describe(device),
+            "device": device_label(device),
             **{f"{STAGE_TAG}.{name}": stage.run_id for name, stage in stages.items() if stage.run_id},
         }
         run_id = tracker.start(
