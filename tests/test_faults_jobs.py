@@ -2,7 +2,7 @@
 refused (issue #12), that resume killed outright (SIGKILL) and the sweep resumed again; the local Ray it
 starts listens on loopback only, each trial's MLflow run points at the folder that holds its checkpoints,
 and the console shows progress lines, the pivot and the --resume hint without Ray's noise
-(itrlab.sweep.progress)."""
+(itrlab.sweep.console)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from mlflow import MlflowClient
 
 from held import board_notes, notes_since, training, training_alone, trials_held
-from itrlab.sweep import progress
+from itrlab.sweep import console
 from itrlab.tracking.chart_names import chart_name
 from test_sweep_jobs import job_env, start_driver, sweep_command, sweep_runs
 
@@ -89,7 +89,7 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
             "table": {"rows": ["cooperative.strategy"], "paper": "dbl_table4"},
         },
     )
-    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3"}  # a progress line every 0.3 s
+    env = job_env(tmp_path) | {console.PROGRESS_ENV: "0.3"}  # a progress line every 0.3 s
     log_path = tmp_path / "first.log"
     driver = start_driver(command, tmp_path, log_path, env)
     try:

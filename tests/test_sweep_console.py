@@ -1,5 +1,5 @@
 """What a sweep prints while it runs: the progress line and its ETA, the step counter within an epoch,
-and Ray's noise kept off the console unless ``-v`` (itrlab.sweep.progress). The console of a real sweep,
+and Ray's noise kept off the console unless ``-v`` (itrlab.sweep.console). The console of a real sweep,
 interrupted and resumed, is checked in tests/test_faults_jobs.py."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest
 
 from conftest import tiny_config
 from itrlab.config.sweep import SweepSpec
-from itrlab.sweep import progress
+from itrlab.sweep import console
 from itrlab.sweep.board import BoardWriter, TrialState, read_trial_state
-from itrlab.sweep.progress import DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration, progress_line
-from itrlab.train.loop import StepCounter, format_step_time
+from itrlab.sweep.console import DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration, progress_line
+from itrlab.train.loop import StepLogger, format_step_time
 
 
 class Clock:
@@ -317,11 +317,11 @@ def test_callback_pickles_without_its_stream():
 
 
 def test_interval_comes_from_the_environment(monkeypatch):
-    monkeypatch.setenv(progress.PROGRESS_ENV, "0.25")
+    monkeypatch.setenv(console.PROGRESS_ENV, "0.25")
     assert SweepProgress(1).interval == 0.25
-    monkeypatch.setenv(progress.PROGRESS_ENV, "soon")
+    monkeypatch.setenv(console.PROGRESS_ENV, "soon")
     assert SweepProgress(1).interval == 30.0
-    monkeypatch.delenv(progress.PROGRESS_ENV)
+    monkeypatch.delenv(console.PROGRESS_ENV)
     assert SweepProgress(1).interval == 30.0
 
 
@@ -344,20 +344,20 @@ def test_only_the_tuner_restore_hint_is_dropped():
 def test_with_console_sets_verbosity_and_replaces_the_progress_callback(monkeypatch):
     from ray import tune
 
-    for key in progress.QUIET_ENV:  # what the quiet console sets, restored after the test
+    for key in console.QUIET_ENV:  # what the quiet console sets, restored after the test
         monkeypatch.setenv(key, "placeholder")
         monkeypatch.delenv(key)
-    monkeypatch.setattr(progress, "_set_here", {})
-    monkeypatch.setenv(progress.VERBOSE_ENV, "0")
+    monkeypatch.setattr(console, "_set_here", {})
+    monkeypatch.setenv(console.VERBOSE_ENV, "0")
     old = SweepProgress(99)
-    config = progress.with_console(tune.RunConfig(callbacks=[old]), grid_spec())
+    config = console.with_console(tune.RunConfig(callbacks=[old]), grid_spec())
     assert config.verbose == 0
     assert [type(c) for c in config.callbacks] == [SweepProgress] and config.callbacks[0].total == 15
-    assert progress.quiet_env()["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "false"
-    monkeypatch.setenv(progress.VERBOSE_ENV, "1")  # -v: Tune's default verbosity, the quiet variables gone
-    config = progress.with_console(tune.RunConfig(), grid_spec())
+    assert console.quiet_env()["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "false"
+    monkeypatch.setenv(console.VERBOSE_ENV, "1")  # -v: Tune's default verbosity, the quiet variables gone
+    config = console.with_console(tune.RunConfig(), grid_spec())
     assert config.verbose == tune.RunConfig().verbose != 0
-    assert progress.quiet_env() == {} and "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR" not in os.environ
+    assert console.quiet_env() == {} and "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR" not in os.environ
 
 
 # --- the step counter within an epoch ------------------------------------------------------------
@@ -365,7 +365,7 @@ def test_with_console_sets_verbosity_and_replaces_the_progress_callback(monkeypa
 
 def test_step_counter_prints_at_most_once_per_interval():
     clock, out = Clock(0.0), io.StringIO()
-    counter = StepCounter(3, 10, 400, interval=30, clock=clock, stream=out)
+    counter = StepLogger(3, 10, 400, interval=30, clock=clock, stream=out)
     for step in range(1, 121):
         clock.now += 1.5  # 1.5 s per step: a line at 30 s (step 20), 60 s, ...
         counter.step(step)
@@ -377,11 +377,11 @@ def test_step_counter_prints_at_most_once_per_interval():
 
 def test_a_short_epoch_prints_nothing_and_zero_turns_it_off():
     clock, out = Clock(0.0), io.StringIO()
-    counter = StepCounter(1, 2, 50, interval=30, clock=clock, stream=out)
+    counter = StepLogger(1, 2, 50, interval=30, clock=clock, stream=out)
     for step in range(1, 51):
         clock.now += 0.5  # 25 s in all
         counter.step(step)
-    silent = StepCounter(1, 2, 50, interval=0, clock=clock, stream=out)
+    silent = StepLogger(1, 2, 50, interval=0, clock=clock, stream=out)
     clock.now += 1000
     assert silent.step(1) is None
     assert out.getvalue() == ""

@@ -21,7 +21,7 @@ from conftest import REPO
 from held import board_notes, trial_processes, trials_held
 from held import training as in_training
 from itrlab.ray_head import stop_head
-from itrlab.sweep import progress
+from itrlab.sweep import console
 from itrlab.tracking.chart_names import chart_name, flat_metrics
 from servers import free_port
 
@@ -195,7 +195,7 @@ def test_a_crashed_trial_is_retried_from_its_checkpoint_and_the_eta_never_says_0
         "max_failures": 1,
         "table": {"rows": ["variant"]},
     }
-    env = job_env(tmp_path) | {progress.PROGRESS_ENV: "0.3", "ITRLAB_STEP_PROGRESS_S": "0"}
+    env = job_env(tmp_path) | {console.PROGRESS_ENV: "0.3", "ITRLAB_STEP_PROGRESS_S": "0"}
     log_path = tmp_path / "sweep.log"
     driver = start_driver(sweep_command(tmp_path, spec), tmp_path, log_path, env)
 

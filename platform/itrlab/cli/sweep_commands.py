@@ -122,7 +122,7 @@ def sweep_main(args: argparse.Namespace) -> int:
         command = cluster_command(args, sweep_data_root(spec, list(args.overrides)))
         return print_plan(spec, args, cost_lines(spec, list(args.overrides)), command)
     from itrlab.sweep import run_sweep
-    from itrlab.sweep.progress import set_verbose
+    from itrlab.sweep.console import set_verbose
 
     if not args.resume:
         check_data_made(spec, args)

@@ -1,5 +1,5 @@
 """A sweep's progress board: where each running trial stands, written by the trial and read by the
-driver's progress line (:mod:`itrlab.sweep.progress`).
+driver's progress line (:mod:`itrlab.sweep.console`).
 
 A trial's training (its rank-0 worker) writes ``<sweep dir>/progress/<trial id>.json`` whenever a phase
 begins and, within an epoch, at most every 2 s (:mod:`itrlab.train.training_progress`): its phase, epoch and step,

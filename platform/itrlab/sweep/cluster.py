@@ -23,7 +23,7 @@ from itrlab.config.loader import config_dir
 from itrlab.config.sweep import SweepSpec
 from itrlab.console_log import CONSOLE_ENV
 from itrlab.errors import UnavailableError, UserInputError
-from itrlab.sweep import progress
+from itrlab.sweep import console
 from itrlab.sweep.quiet_workers import WORKER_SETUP_HOOK
 from itrlab.train.loop import STEP_PROGRESS_ENV
 from itrlab.workdir import job_runtime_env
@@ -191,7 +191,7 @@ def stop_own_ray_processes(timeout_s: float = 15.0) -> None:
 
 
 def console_runtime_env(env_vars: dict[str, str]) -> dict[str, Any]:
-    """The runtime env of the sweep's Ray: ``env_vars`` plus the console's (:mod:`itrlab.sweep.progress`).
+    """The runtime env of the sweep's Ray: ``env_vars`` plus the console's (:mod:`itrlab.sweep.console`).
 
     Quiet (no ``-v``): the variables that keep MLflow's progress bars off, and Ray's
     ``worker_process_setup_hook`` that sets Tune's and Train's loggers to WARNING in every worker (their
@@ -199,15 +199,15 @@ def console_runtime_env(env_vars: dict[str, str]) -> dict[str, Any]:
     interval when the user set them here, and the command line's console (:data:`itrlab.console_log.CONSOLE_ENV`:
     a trial's log records as the lines it printed), so that a cluster's trials see them too (a local Ray's
     workers inherit them anyway). A key the submitted job's runtime env sets is left to it."""
-    env_vars = dict(env_vars) | progress.quiet_env()
+    env_vars = dict(env_vars) | console.quiet_env()
     env_vars |= {
-        key: os.environ[key] for key in (progress.VERBOSE_ENV, STEP_PROGRESS_ENV, CONSOLE_ENV) if os.environ.get(key)
+        key: os.environ[key] for key in (console.VERBOSE_ENV, STEP_PROGRESS_ENV, CONSOLE_ENV) if os.environ.get(key)
     }
     job = job_runtime_env()
     env_vars = {key: value for key, value in env_vars.items() if key not in (job.get("env_vars") or {})}
     runtime_env: dict[str, Any] = {"env_vars": env_vars} if env_vars else {}
     if (
-        not progress.is_verbose()
+        not console.is_verbose()
         and "worker_process_setup_hook" not in job
         and "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR" not in os.environ
     ):  # one hook of the user's own wins

@@ -1,10 +1,10 @@
-"""Ray's ``worker_process_setup_hook`` of a quiet sweep (:mod:`itrlab.sweep.progress`), in a module that
+"""Ray's ``worker_process_setup_hook`` of a quiet sweep (:mod:`itrlab.sweep.console`), in a module that
 imports nothing but :mod:`logging`.
 
 Ray imports the hook's module in every worker process the sweep's job starts: its trials, and where a
 trial runs a TorchTrainer, the Train controller, the workers and Ray Train's helper actors (placement
 group cleaner, synchronization, dataset manager, autoscaling coordinator, preemption watcher). Defined in
-:mod:`itrlab.sweep.progress`, the hook made each of them import Ray Tune, torch and the training loop,
+:mod:`itrlab.sweep.console`, the hook made each of them import Ray Tune, torch and the training loop,
 which the helpers never use (what that cost is in docs/speed.md#cpu-figures).
 """
 

@@ -402,7 +402,7 @@ def open_parent_run(
 def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs: int, resume: int | None) -> tune.Tuner:
     """The Tuner of the trials: restored from the sweep's folder on ``--resume`` (``resume``: the generation of
     its state as verified before Ray started), else new."""
-    from itrlab.sweep.progress import restored_with_console, with_console  # progress line, quiet console
+    from itrlab.sweep.console import restored_with_console, with_console  # progress line, quiet console
 
     board = sweep_dir / BOARD_FOLDER  # where each trial notes its phase and step (itrlab.sweep.board)
 

@@ -111,7 +111,7 @@ def format_step_time(seconds: float) -> str:
     return f"{seconds:.2g} s/step"
 
 
-class StepCounter:
+class StepLogger:
     """Within an epoch, at most one line every ``interval`` seconds (0: none), logged (the console's stdout;
     ``stream``: written there instead)::
 
@@ -198,9 +198,7 @@ class Trainer:
     rank: int = 0  # data-parallel workers (Ray Train): each reads and trains every world_size-th batch
     world_size: int = 1
     device: torch.device | None = None  # None: train.device (Ray Train workers pass their own)
-    step_progress_s: float | None = (
-        None  # step lines within an epoch (StepCounter); None: $ITRLAB_STEP_PROGRESS_S or 30
-    )
+    step_progress_s: float | None = None  # step lines within an epoch (StepLogger); None: $ITRLAB_STEP_PROGRESS_S or 30
     shared_resident: ResidentSplit | None = None  # the device copy of the split another trainer made (grouped members)
 
     def __post_init__(self) -> None:
@@ -426,7 +424,7 @@ class Trainer:
         self.begin_epoch(epoch)
         log = _StepLog(epoch, every=1 if self.device.type != "cuda" else CUDA_READ_EVERY)
         interval = step_progress_interval() if self.step_progress_s is None else self.step_progress_s
-        counter = StepCounter(
+        counter = StepLogger(
             epoch, self.config.train.epochs, self.steps_per_epoch, interval if self.rank == 0 else 0.0
         )  # one worker speaks for all
         self.progress.epoch_begins(epoch)

@@ -44,14 +44,7 @@ from itrlab.data import Batch
 from itrlab.errors import StorageError
 from itrlab.losses import LossOutput
 from itrlab.models.batched import make_batchable
-from itrlab.train.loop import (
-    CUDA_READ_EVERY,
-    NonFiniteLossError,
-    StepCounter,
-    Trainer,
-    _StepLog,
-    step_progress_interval,
-)
+from itrlab.train.loop import CUDA_READ_EVERY, NonFiniteLossError, StepLogger, Trainer, _StepLog, step_progress_interval
 
 _log = logging.getLogger(__name__)
 
@@ -263,7 +256,7 @@ class GroupedTrainer:
         for step_class in self.classes:
             step_class.template.set_epoch(epoch)
         trainer = self.members[0].trainer
-        counter = StepCounter(epoch, self.config.train.epochs, trainer.steps_per_epoch, step_progress_interval())
+        counter = StepLogger(epoch, self.config.train.epochs, trainer.steps_per_epoch, step_progress_interval())
         for done in range(1, trainer.steps_per_epoch + 1):
             members = self.active
             if not members:
