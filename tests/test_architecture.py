@@ -26,6 +26,7 @@ LAYERS = [
         "workdir",
         "ray_head",
         "console_log",
+        "registry",
     },
     {"losses", "eval"},
     {"data"},
@@ -255,8 +256,14 @@ def test_the_paper_name_check_catches_a_paper_in_code(tmp_path):
 SAME_CONCEPT = {
     "base.py": ("the contract a layer's parts implement: a loss's, a method's", {"losses/base.py", "methods/base.py"}),
     "registry.py": (
-        "a registry of named parts that a config or a flag names",
-        {"losses/registry.py", "methods/registry.py", "data/kinds/registry.py", "extract/readers/registry.py"},
+        "a registry of named parts that a config or a flag names: the one class, and each layer's instances",
+        {
+            "registry.py",
+            "losses/registry.py",
+            "methods/registry.py",
+            "data/kinds/registry.py",
+            "extract/readers/registry.py",
+        },
     ),
     "ddp_check.py": (
         "the local cluster's DDP check: its driver, without Ray, and its Ray side",

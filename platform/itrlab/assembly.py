@@ -34,7 +34,7 @@ from itrlab.config.schema import LossConfig, TrainConfig
 from itrlab.errors import ConfigError
 from itrlab.eval import PROTOCOLS
 from itrlab.methods.context import BuildContext
-from itrlab.methods.registry import METHODS, SCHEMES
+from itrlab.methods.registry import METHODS, SCHEMES, method_settings_models
 from itrlab.methods.sections import declared_schema
 
 
@@ -49,7 +49,7 @@ class Experiment:
 def _typed_schema() -> type[ExperimentConfig]:
     """The declared schema (:func:`~itrlab.methods.sections.declared_schema`: the ``loss`` section and a
     section for each registered scheme typed by their settings) with ``method`` typed by the methods' settings."""
-    models = METHODS.settings_models()
+    models = method_settings_models()
     method = models[0] if len(models) == 1 else Annotated[Union[models], Field(discriminator="name")]  # noqa: UP007 - a union of the tuple's types
     schema = create_model("AssembledConfig", __base__=declared_schema(), __module__=__name__, method=(method, ...))
     schema.__qualname__ = "AssembledConfig"

@@ -33,7 +33,7 @@ from itrlab.extract.digests import content_digest, image_digests
 from itrlab.extract.image_encoder import model_info
 from itrlab.extract.images import PREPROCESSING, BadImagesError, check_image
 from itrlab.extract.layouts import layout_folders, parse_pool
-from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, SplitPlan
+from itrlab.extract.readers import DEFAULT_FORMAT, Reader, SplitPlan, reader_of
 from itrlab.extract.shards import Chunk, read_shard_meta
 from itrlab.files import atomic_write_text, check_writable_dir, file_lock
 
@@ -79,7 +79,7 @@ class ExtractOptions:
 
     def reader(self) -> Reader:
         """The reader of ``format``, bound to these options (a UserInputError for an unknown format)."""
-        return READERS.lookup(self.format)(self)
+        return reader_of(self.format)(self)
 
     @property
     def images_dir(self) -> Path:

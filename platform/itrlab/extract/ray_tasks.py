@@ -56,7 +56,7 @@ from itrlab.extract.image_encoder import ImageEncoder
 from itrlab.extract.images import ImageSource, read_source
 from itrlab.extract.job import RunStats
 from itrlab.extract.plan import DTYPES, MANIFEST, WORK_DIR, ExtractOptions, Plan
-from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, format_names
+from itrlab.extract.readers import DEFAULT_FORMAT, READERS, Reader, format_names, reader_of
 from itrlab.extract.shards import Chunk, ChunkResult, encode_chunk
 from itrlab.extract.steps import STEPS, Step
 
@@ -306,7 +306,7 @@ def chosen_format(args: argparse.Namespace) -> tuple[type[Reader], Path | None]:
     from; a UserInputError for an unknown format or a flag that contradicts another."""
     flags = [(READERS[name], value) for name in READERS if (value := getattr(args, _shorthand(name), None)) is not None]
     if not flags:
-        return READERS.lookup(args.format or DEFAULT_FORMAT), args.captions
+        return reader_of(args.format or DEFAULT_FORMAT), args.captions
     reader, path = flags[0]
     given = [
         option

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-STEPS: dict[str, type[Step]] = {}
+from itrlab.registry import Registry
+
+STEPS: Registry[type[Step]] = Registry("extraction step")
 
 
 class Step:
@@ -54,15 +56,7 @@ class Step:
         raise NotImplementedError
 
 
-def register_step(name: str) -> Callable[[type[Step]], type[Step]]:
-    def decorate(cls: type[Step]) -> type[Step]:
-        if name in STEPS:
-            raise ValueError(f"extraction step {name!r} is registered twice")
-        cls.name = name
-        STEPS[name] = cls
-        return cls
-
-    return decorate
+register_step = STEPS.register
 
 
 __all__ = ["STEPS", "Step", "register_step"]

@@ -16,22 +16,21 @@ config or from code, is typed by the model: a setting the loss does not take or 
 accept is a ``ValidationError`` whose location names the setting, a contradiction a ``SettingError``.
 A constructor also takes the typed settings themselves (``cls(settings)``), as built from a config.
 
-The same concept as the other registries of named parts, each in its layer's ``registry.py``: losses
-(:mod:`itrlab.losses.registry`), methods and schemes (:mod:`itrlab.methods.registry`), dataset kinds
-(:mod:`itrlab.data.kinds.registry`) and raw formats (:mod:`itrlab.extract.readers.registry`).
+Its registries are instances of the one registry class, :class:`itrlab.registry.Registry`, as are those of the
+other named parts in their layers' ``registry.py``.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from itrlab.errors import SettingError
+from itrlab.registry import Registry
 
 if TYPE_CHECKING:
     from torch import nn
@@ -67,28 +66,22 @@ def typed_settings(model: type[LossSettings], params: Mapping[str, Any]) -> Loss
 _REGISTRIES: list[LossRegistry] = []
 
 
-class LossRegistry(Mapping):
-    """Losses by name: their declared settings (no torch) and, once their module is imported, their classes.
-
-    Iterating, ``in`` and :meth:`settings` read the declarations only; ``registry[name]``,
-    :meth:`get_class` and :meth:`build` import the loss's module when its class is not registered yet.
-    """
+class LossRegistry(Registry[type]):
+    """Losses by name (:class:`~itrlab.registry.Registry`), each declared with its typed settings (no torch);
+    registering a class checks its constructor against them and types every construction by them."""
 
     def __init__(self, kind: str):
-        self.kind = kind
+        super().__init__(kind, plural=f"{kind}es")
         self._settings: dict[str, type[LossSettings]] = {}
-        self._modules: dict[str, str] = {}
-        self._classes: dict[str, type] = {}
         _REGISTRIES.append(self)
 
-    def declare(self, name: str, settings: type[LossSettings], module: str) -> type[LossSettings]:
+    def declare(self, name: str, settings: type[LossSettings], module: str) -> type[LossSettings]:  # type: ignore[override]
         """Declare loss ``name``: its typed ``settings`` and the ``module`` whose import registers its class."""
-        if name in self._settings:
-            raise ValueError(f"{self.kind} {name!r} is declared twice")
-        self._settings[name], self._modules[name] = settings, module
+        super().declare(module, name)
+        self._settings[name] = settings
         return settings
 
-    def register(self, cls: type) -> type:
+    def register(self, cls: type) -> type:  # type: ignore[override]
         """Add ``cls`` under ``cls.name`` (declared before); its constructor is typed by the declared settings."""
         name = cls.name
         if name not in self._settings:
@@ -96,29 +89,12 @@ class LossRegistry(Mapping):
                 f"{self.kind} {name!r} has no declared settings: declare them first "
                 f"({type(self).__name__}.declare(name, settings, module))"
             )
-        if name in self._classes:
-            raise ValueError(f"{self.kind} {name!r} is registered twice")
         cls.__init__ = _typed_constructor(cls, self._settings[name])
-        self._classes[name] = cls
-        return cls
-
-    def __getitem__(self, name: str) -> type:
-        if name not in self._classes and name in self._modules:
-            importlib.import_module(self._modules[name])
-        return self._classes[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._settings
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._settings)
-
-    def __len__(self) -> int:
-        return len(self._settings)
+        return self.add(name, cls)
 
     def _known(self, name: str) -> str:
         if not isinstance(name, str) or name not in self._settings:
-            raise ValueError(f"unknown {self.kind} {name!r}; known {self.kind}es: {', '.join(sorted(self._settings))}")
+            raise ValueError(f"unknown {self.kind} {name!r}; {self.unknown(name)}")
         return name
 
     def get_class(self, name: str) -> type:
@@ -196,7 +172,7 @@ def loss_registries() -> tuple[LossRegistry, ...]:
 
 def registered_loss_classes() -> set[type]:
     """Every class registered so far in every loss registry (the task losses and any package's own kind)."""
-    return {cls for registry in _REGISTRIES for cls in registry._classes.values()}
+    return {cls for registry in _REGISTRIES for cls in registry._parts.values()}
 
 
 LOSSES = LossRegistry("loss")

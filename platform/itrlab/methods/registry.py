@@ -1,7 +1,7 @@
 """Methods by name (the names a config's ``method.name`` may take), and how a config builds one.
 
 Nothing here imports torch: a paper's package declares, without torch, the names of its methods and
-the module that defines them (:meth:`MethodRegistry.declare`), its schemes and its losses' settings;
+the module that defines them (:meth:`~itrlab.registry.Registry.declare`), its schemes and its losses' settings;
 the classes are imported when first looked up. Method classes register themselves with
 ``@register_method("name", ...)``; one class may serve several names (the dual encoders differ only
 in their config). A *scheme* wraps a method in branches when a config section of its own is set: its
@@ -9,72 +9,36 @@ package registers it with :func:`register_scheme`, with the typed settings of th
 the platform names no scheme, section or setting of a paper. :func:`build_method` builds an assembled
 config's method, wrapped in its scheme when the config has one.
 
-The same concept as the other registries of named parts, each in its layer's ``registry.py``: losses
-(:mod:`itrlab.losses.registry`), methods and schemes (:mod:`itrlab.methods.registry`), dataset kinds
-(:mod:`itrlab.data.kinds.registry`) and raw formats (:mod:`itrlab.extract.readers.registry`).
+Its registries are instances of the one registry class, :class:`itrlab.registry.Registry`, as are those of the
+other named parts in their layers' ``registry.py``.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from itrlab.config import ExperimentConfig
 from itrlab.config.schema import Section
+from itrlab.registry import Registry
 
 if TYPE_CHECKING:
     from itrlab.methods.base import MethodModule
     from itrlab.methods.context import BuildContext
 
 
-class MethodRegistry(Mapping):
-    """Method classes by config name: declared names (no torch), their classes imported when first looked up."""
-
-    def __init__(self) -> None:
-        self._classes: dict[str, type[MethodModule]] = {}
-        self._modules: dict[str, str] = {}
-
-    def declare(self, module: str, *names: str) -> None:
-        """Declare methods ``names``, whose classes ``module`` registers when it is imported."""
-        for name in names:
-            if name in self._modules:
-                raise ValueError(f"method {name!r} is declared twice")
-            self._modules[name] = module
-
-    def register(self, *names: str) -> Callable[[type[MethodModule]], type[MethodModule]]:
-        def decorate(cls: type[MethodModule]) -> type[MethodModule]:
-            for name in names:
-                declared = self._modules.get(name, cls.__module__)
-                if name in self._classes or declared != cls.__module__:
-                    raise ValueError(f"method {name!r} is registered twice ({declared} registers it)")
-                self._classes[name] = cls
-            return cls
-
-        return decorate
-
-    def __getitem__(self, name: str) -> type[MethodModule]:
-        if name not in self._classes and name in self._modules:
-            importlib.import_module(self._modules[name])
-        return self._classes[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._modules or name in self._classes
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*self._modules, *self._classes]))
-
-    def __len__(self) -> int:
-        return len(dict.fromkeys([*self._modules, *self._classes]))
-
-    def settings_models(self) -> tuple[type, ...]:
-        """The distinct settings classes of the methods (the ``method`` section's union; imports every method)."""
-        return tuple(dict.fromkeys(self[name].settings for name in self))
+METHODS: Registry[type[MethodModule]] = Registry("method")
 
 
-METHODS = MethodRegistry()
-register_method = METHODS.register
+def register_method(*names: str) -> Callable[[type[MethodModule]], type[MethodModule]]:
+    """A class decorator: the method class serves the config names ``names`` (declared by its package)."""
+    return METHODS.register(*names, set_name=False)
+
+
+def method_settings_models() -> tuple[type, ...]:
+    """The distinct settings classes of the methods (the ``method`` section's union; imports every method)."""
+    return tuple(dict.fromkeys(METHODS[name].settings for name in METHODS))
 
 
 @dataclass(frozen=True)
@@ -99,7 +63,7 @@ class Scheme:
     structure: Callable[[Section], str | None]
 
 
-SCHEMES: dict[str, Scheme] = {}
+SCHEMES: Registry[Scheme] = Registry("scheme")
 
 
 @dataclass(frozen=True)
@@ -112,22 +76,17 @@ class Paper:
     page: str
 
 
-PAPERS: dict[str, Paper] = {}
+PAPERS: Registry[Paper] = Registry("paper")
 
 
 def register_paper(paper: Paper) -> Paper:
     """Declare a paper (its package's ``__init__`` does): the catalogue of presets reads them from here."""
-    if paper.name in PAPERS:
-        raise ValueError(f"paper {paper.name!r} is registered twice")
-    PAPERS[paper.name] = paper
-    return paper
+    return PAPERS.add(paper.name, paper)
 
 
 def register_scheme(scheme: Scheme) -> Scheme:
-    if scheme.section in SCHEMES:
-        raise ValueError(f"a scheme for config section {scheme.section!r} is registered twice")
-    SCHEMES[scheme.section] = scheme
-    return scheme
+    """Register ``scheme`` for its config section (one scheme a section)."""
+    return SCHEMES.add(scheme.section, scheme)
 
 
 def scheme_of(config: ExperimentConfig) -> Scheme | None:

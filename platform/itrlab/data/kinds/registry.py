@@ -10,18 +10,17 @@ This layer knows no config class: a kind is built from the typed ``dataset`` sec
 (:class:`itrlab.config.schema.DatasetConfig`) and reads its fields (``root``, ``splits``,
 ``captions_per_image``, and a section of its own where it has one).
 
-The same concept as the other registries of named parts, each in its layer's ``registry.py``: losses
-(:mod:`itrlab.losses.registry`), methods and schemes (:mod:`itrlab.methods.registry`), dataset kinds
-(:mod:`itrlab.data.kinds.registry`) and raw formats (:mod:`itrlab.extract.readers.registry`).
+Its registries are instances of the one registry class, :class:`itrlab.registry.Registry`, as are those of the
+other named parts in their layers' ``registry.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from itrlab.errors import ConfigError
+from itrlab.registry import Registry
 
 ROLES = ("train", "val", "test")
 
@@ -85,41 +84,7 @@ class DatasetKind:
         return getattr(self.dataset.splits, role)
 
 
-class KindRegistry(Mapping):
-    """Dataset kind classes by config name."""
-
-    def __init__(self) -> None:
-        self._classes: dict[str, type[DatasetKind]] = {}
-
-    def register(self, name: str) -> Callable[[type[DatasetKind]], type[DatasetKind]]:
-        def decorate(cls: type[DatasetKind]) -> type[DatasetKind]:
-            if name in self._classes:
-                raise ValueError(f"dataset kind {name!r} is registered twice")
-            cls.name = name
-            self._classes[name] = cls
-            return cls
-
-        return decorate
-
-    def __getitem__(self, name: str) -> type[DatasetKind]:
-        return self._classes[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._classes)
-
-    def __len__(self) -> int:
-        return len(self._classes)
-
-    def unknown(self, name: object) -> str:
-        """What is allowed instead of ``name``, with the closest known name: a config error's text."""
-        import difflib
-
-        known = sorted(self._classes)
-        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
-        return f"known dataset kinds: {', '.join(known)}" + (f" (did you mean '{close[0]}'?)" if close else "")
-
-
-DATASET_KINDS = KindRegistry()
+DATASET_KINDS: Registry[type[DatasetKind]] = Registry("dataset kind")
 register_kind = DATASET_KINDS.register
 
 
@@ -140,18 +105,8 @@ class StoredFeatures:
         raise NotImplementedError
 
 
-STORED_FEATURES: dict[str, type[StoredFeatures]] = {}
-
-
-def register_stored(name: str) -> Callable[[type[StoredFeatures]], type[StoredFeatures]]:
-    def decorate(cls: type[StoredFeatures]) -> type[StoredFeatures]:
-        if name in STORED_FEATURES:
-            raise ValueError(f"stored features {name!r} are registered twice")
-        cls.name = name
-        STORED_FEATURES[name] = cls
-        return cls
-
-    return decorate
+STORED_FEATURES: Registry[type[StoredFeatures]] = Registry("stored features", plural="stored features")
+register_stored = STORED_FEATURES.register
 
 
 def kind_of(dataset: Any) -> DatasetKind:
@@ -169,7 +124,6 @@ __all__ = [
     "STORED_FEATURES",
     "DataSummary",
     "DatasetKind",
-    "KindRegistry",
     "StoredFeatures",
     "kind_of",
     "register_kind",

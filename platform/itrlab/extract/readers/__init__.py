@@ -9,6 +9,7 @@ from itrlab.extract.readers.registry import (
     Reader,
     SplitPlan,
     format_names,
+    reader_of,
     reader_of_source,
     register_reader,
 )
@@ -16,4 +17,13 @@ from itrlab.extract.readers.registry import (
 # the import list: each format's module registers its reader
 from itrlab.extract.readers import coco, flickr8k, karpathy  # noqa: E402,F401  isort: skip
 
-__all__ = ["DEFAULT_FORMAT", "READERS", "Reader", "SplitPlan", "format_names", "reader_of_source", "register_reader"]
+__all__ = [
+    "DEFAULT_FORMAT",
+    "READERS",
+    "Reader",
+    "SplitPlan",
+    "format_names",
+    "reader_of",
+    "reader_of_source",
+    "register_reader",
+]

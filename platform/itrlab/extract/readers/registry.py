@@ -8,15 +8,13 @@ for every format. Each reader's module registers its class with ``@register_read
 (:mod:`itrlab.extract.readers` imports them); the job and its command line name no format.
 ``docs/adding-a-dataset.md`` is the guide.
 
-The same concept as the other registries of named parts, each in its layer's ``registry.py``: losses
-(:mod:`itrlab.losses.registry`), methods and schemes (:mod:`itrlab.methods.registry`), dataset kinds
-(:mod:`itrlab.data.kinds.registry`) and raw formats (:mod:`itrlab.extract.readers.registry`).
+Its registries are instances of the one registry class, :class:`itrlab.registry.Registry`, as are those of the
+other named parts in their layers' ``registry.py``.
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,6 +22,7 @@ from itrlab.errors import DataError, UserInputError
 from itrlab.extract.captions import CAPTIONS_PER_IMAGE, CaptionSelection, CocoImage, select_captions
 from itrlab.extract.coverage import coverage
 from itrlab.extract.image_paths import check_inside
+from itrlab.registry import Registry
 
 DEFAULT_FORMAT = "coco"  # --format when none is given (and the format of a manifest whose source names none)
 # a reader's plan: {split: images in their order}, the manifest's caption statistics, the lines it reports
@@ -151,44 +150,13 @@ class Reader:
         return found.to_json()
 
 
-class ReaderRegistry(Mapping):
-    """Reader classes by format name."""
-
-    def __init__(self) -> None:
-        self._classes: dict[str, type[Reader]] = {}
-
-    def register(self, name: str) -> Callable[[type[Reader]], type[Reader]]:
-        def decorate(cls: type[Reader]) -> type[Reader]:
-            if name in self._classes:
-                raise ValueError(f"data set format {name!r} is registered twice")
-            cls.name = name
-            self._classes[name] = cls
-            return cls
-
-        return decorate
-
-    def __getitem__(self, name: str) -> type[Reader]:
-        return self._classes[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._classes)
-
-    def __len__(self) -> int:
-        return len(self._classes)
-
-    def lookup(self, name: str) -> type[Reader]:
-        """The reader of format ``name``; a UserInputError naming the known formats (and the closest) otherwise."""
-        if name in self._classes:
-            return self._classes[name]
-        close = difflib.get_close_matches(str(name), list(self._classes), n=1, cutoff=0.5)
-        raise UserInputError(
-            f"--format: got {name!r}; known formats: {', '.join(sorted(self._classes))}"
-            + (f" (did you mean '{close[0]}'?)" if close else "")
-        )
-
-
-READERS = ReaderRegistry()
+READERS: Registry[type[Reader]] = Registry("format")
 register_reader = READERS.register
+
+
+def reader_of(name: str) -> type[Reader]:
+    """The reader of format ``name``; a UserInputError naming the known formats (and the closest) otherwise."""
+    return READERS.lookup(name, lambda text: UserInputError(f"--format: {text}"))
 
 
 def format_names() -> list[str]:
@@ -202,4 +170,13 @@ def reader_of_source(source: dict[str, str]) -> type[Reader]:
     return next((cls for name, cls in READERS.items() if name in source), READERS[DEFAULT_FORMAT])
 
 
-__all__ = ["DEFAULT_FORMAT", "READERS", "Reader", "SplitPlan", "format_names", "reader_of_source", "register_reader"]
+__all__ = [
+    "DEFAULT_FORMAT",
+    "READERS",
+    "Reader",
+    "SplitPlan",
+    "format_names",
+    "reader_of",
+    "reader_of_source",
+    "register_reader",
+]
