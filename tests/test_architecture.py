@@ -35,7 +35,7 @@ LAYERS = [
     {"assembly", "extract"},
     {"train", "trained", "acquire"},
     {"sweep"},
-    {"bench", "cli", "local_cluster", "documented"},
+    {"bench", "cli"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
@@ -258,10 +258,6 @@ SAME_CONCEPT = {
         "a registry of named parts that a config or a flag names",
         {"losses/registry.py", "methods/registry.py", "data/kinds/registry.py", "extract/readers/registry.py"},
     ),
-    "ddp_check.py": (
-        "the local cluster's DDP check: its driver, without Ray, and its Ray side",
-        {"local_cluster/ddp_check.py", "sweep/ddp_check.py"},
-    ),
     "precomp.py": (
         "the precomp layout: read, and registered as a dataset kind",
         {"data/precomp.py", "data/kinds/precomp.py"},
@@ -353,7 +349,7 @@ def test_the_name_check_catches_a_repeated_name():
     }
 
 
-COMMAND_LINE = ("itrlab.cli", "itrlab.local_cluster.commands")  # the layer that prints (docs/architecture.md)
+COMMAND_LINE = ("itrlab.cli",)  # the layer that prints (docs/architecture.md)
 
 
 def printing_modules(sources: dict[str, Path]) -> list[str]:
