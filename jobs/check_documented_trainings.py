@@ -7,7 +7,8 @@
 
 Each command runs from the checkout's root with this job's python; one that runs past --budget-min is stopped
 and recorded as failed. Exit status: 0 every row off chance or not run for a stated reason, 1 a row at chance,
-on its plateau or failed, 2 bad input.
+on its plateau or failed, 2 bad input. The check's code is the package ``documented`` beside the tests
+(tests/documented/), which this job puts on the path; the tests read the same catalogue and page.
 """
 
 import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # the check's code (tests/documented/)
 
 
 def positive(text: str) -> float:
@@ -52,7 +54,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results", help="the page's folder")
     parser.add_argument("--list", action="store_true", help="print the documented trainings and run nothing")
     args = parser.parse_args(argv)
-    from itrlab.documented.catalogue import catalogue
+    from documented.catalogue import catalogue
 
     if args.list:
         for command in catalogue(REPO):
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
     if not args.out.is_dir():
         print(f"itrlab: error: --out: {args.out} is not a folder", file=sys.stderr)
         return 2
-    from itrlab.documented.check import Budget, run_check
+    from documented.check import Budget, run_check
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:

@@ -13,14 +13,24 @@ every node shares (the RWX volume of k8s/). `up` prints the `ray job submit` lin
 Needs PostgreSQL's server programs (Debian: apt-get install postgresql) unless --no-mlflow.
 Ctrl-C or SIGTERM (what `timeout`, CI and systemd send) during `up` stops everything it had started.
 Exit status: 0 done, 1 the cluster could not start (or no cluster under --root), 130 (Ctrl-C) or 143
-(SIGTERM) when interrupted.
+(SIGTERM) when interrupted. The cluster is a test bench: its code is the package ``cluster_harness`` beside the
+tests (tests/cluster_harness/), which this job puts on the path.
 """
 
 import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the job
 
 import sys
+from pathlib import Path
 
-from itrlab.local_cluster.commands import main
+TESTS = Path(__file__).resolve().parents[1] / "tests"  # where the harness lives, beside the tests that use it
+
+
+def main() -> int:
+    sys.path.insert(0, str(TESTS))
+    from cluster_harness.commands import main as run_command
+
+    return run_command()
+
 
 if __name__ == "__main__":
     sys.exit(main())

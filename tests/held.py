@@ -20,46 +20,44 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 
-def _processes() -> dict[int, tuple[int, str, str]]:
-    """pid -> (parent pid, state letter, command line) of every process."""
-    table = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-            cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        table[int(entry.name)] = (int(fields[1]), fields[0], cmd)
-    return table
+
+def _command_line(process: psutil.Process) -> str:
+    """``process``'s arguments joined by spaces; empty when it is gone or cannot be read."""
+    with contextlib.suppress(psutil.Error):
+        return " ".join(process.cmdline())
+    return ""
 
 
 def ray_workers(pid: int) -> list[int]:
     """The Ray worker processes (``ray::...``: trials, idle workers) among ``pid``'s descendants."""
-    table = _processes()
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, (parent, _, _) in table.items() if parent in frontier} - found
-        found |= frontier
-    return sorted(p for p in found if table[p][2].startswith("ray::"))
+    try:
+        found = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return sorted(process.pid for process in found if _command_line(process).startswith("ray::"))
 
 
 def trial_processes(pids: list[int]) -> list[int]:
     """Those of ``pids`` that run a Tune trial (``ray::ImplicitFunc...``), not Ray's agents or idle workers."""
-    table = _processes()
-    return [pid for pid in pids if pid in table and table[pid][2].startswith("ray::ImplicitFunc")]
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            if _command_line(psutil.Process(pid)).startswith("ray::ImplicitFunc"):
+                found.append(pid)
+    return found
+
+
+STOPPED = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 def _stopped(pid: int) -> bool:
-    """Whether ``pid`` is stopped (state T), or gone."""
+    """Whether ``pid`` is stopped, or gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).status() in STOPPED
+    except psutil.NoSuchProcess:
         return True
-    return stat[stat.rindex(")") + 2 :].split()[0] in ("T", "t", "Z", "X")
 
 
 def _signal_all(pids: list[int], signum: int) -> None:

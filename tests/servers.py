@@ -11,7 +11,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from itrlab.local_cluster.processes import free_port  # noqa: F401  # one port never given twice
+from cluster_harness.processes import free_port  # noqa: F401  # one port never given twice
 from itrlab.tracking.store import JOB_EXECUTION_ENV
 
 BIN = Path(sys.executable).parent

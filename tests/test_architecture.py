@@ -36,7 +36,7 @@ LAYERS = [
     {"assembly", "extract"},
     {"train", "trained", "acquire"},
     {"sweep"},
-    {"bench", "cli", "local_cluster", "documented"},
+    {"bench", "cli"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
@@ -265,10 +265,6 @@ SAME_CONCEPT = {
             "extract/readers/registry.py",
         },
     ),
-    "ddp_check.py": (
-        "the local cluster's DDP check: its driver, without Ray, and its Ray side",
-        {"local_cluster/ddp_check.py", "sweep/ddp_check.py"},
-    ),
     "precomp.py": (
         "the precomp layout: read, and registered as a dataset kind",
         {"data/precomp.py", "data/kinds/precomp.py"},
@@ -360,7 +356,7 @@ def test_the_name_check_catches_a_repeated_name():
     }
 
 
-COMMAND_LINE = ("itrlab.cli", "itrlab.local_cluster.commands")  # the layer that prints (docs/architecture.md)
+COMMAND_LINE = ("itrlab.cli",)  # the layer that prints (docs/architecture.md)
 
 
 def printing_modules(sources: dict[str, Path]) -> list[str]:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from documented.catalogue import documented_lines
 from itrlab.cli import main, sweep_presets
-from itrlab.documented.catalogue import documented_lines
 
 ITRLAB = str(Path(sys.executable).parent / "itrlab")
 SUBCOMMANDS = ["train", "check-config", "sweep", "make-synthetic", "report", "claims", "data"]
@@ -74,7 +74,7 @@ def test_a_loss_the_method_cannot_feed_is_one_line_and_exit_2():
 
 def documented_commands(pattern: str) -> list[str]:
     """The shell lines of the README's and docs/' code blocks that run ``pattern`` (comments dropped), as
-    itrlab.documented.catalogue reads them."""
+    documented.catalogue reads them."""
     return [line for _, line in documented_lines(REPO) if re.search(pattern, line)]
 
 

@@ -1,6 +1,6 @@
 """Every training the manual documents was run and ended off chance (issue 46: README's second example tested at
 rsum 11.8 and nothing said so): the newest docs/results/<date>-documented-trainings.md, which
-jobs/check_documented_trainings.py writes, holds each command of itrlab.documented.catalogue with a result off
+jobs/check_documented_trainings.py writes, holds each command of documented.catalogue with a result off
 chance, or the reason it cannot run here. A command added to a page and not run fails here; so does one whose
 run was at chance, on its plateau or failed. How the catalogue reads the pages and the page reads back."""
 
@@ -12,9 +12,9 @@ import re
 import pytest
 
 from conftest import REPO
-from itrlab.documented.catalogue import SWEEP, TRAINING, Command, catalogue, make_recipes
-from itrlab.documented.check import Budget, aliases, read_result, reason_not_run, rows_of
-from itrlab.documented.page import (
+from documented.catalogue import SWEEP, TRAINING, Command, catalogue, make_recipes
+from documented.check import Budget, aliases, read_result, reason_not_run, rows_of
+from documented.page import (
     AT_CHANCE,
     NOT_RUN,
     OFF_CHANCE,
@@ -295,8 +295,8 @@ SHORT_RUNS = [  # (the command as documented, the folder to run it from: where i
 def test_two_documented_trainings_end_off_chance_in_one_process(tmp_path, monkeypatch, capsys):
     """Each as the pages show it (its runs and MLflow store sent to tmp), one after the other in this process, as a
     user's shell would not, but a notebook would; each result read as the check job reads it."""
+    from documented.catalogue import split
     from itrlab.cli import main
-    from itrlab.documented.catalogue import split
 
     texts = {command.text for command in COMMANDS}
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -323,7 +323,7 @@ def test_ctrl_c_stops_the_command_running_in_its_own_session(tmp_path):
     import threading
     import time
 
-    from itrlab.documented.check import run_command
+    from documented.check import run_command
     from itrlab.interrupts import ctrl_c_kept
 
     started = tmp_path / "pid"
@@ -353,7 +353,7 @@ def test_ctrl_c_stops_the_command_running_in_its_own_session(tmp_path):
 
 
 def test_a_failure_is_told_by_the_commands_own_last_line():
-    from itrlab.documented.check import failure_line
+    from documented.check import failure_line
 
     noise = "itrlab: run failed: Ray did not start\nE1128 09:12:32 thread_pool.cc:232] Waiting for thread pool\n"
     assert failure_line(noise) == "itrlab: run failed: Ray did not start"

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from mlflow import MlflowClient
 
@@ -28,19 +29,11 @@ pytestmark = pytest.mark.e2e  # real processes, signals and servers
 
 def descendants(pid: int) -> dict[int, str]:
     """pid -> command line of every live descendant of ``pid``."""
-    table = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                stat = open(f"/proc/{entry.name}/stat").read()
-                cmd = open(f"/proc/{entry.name}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            table[int(entry.name)] = (int(stat[stat.rindex(")") + 2 :].split()[1]), cmd)
-    found, frontier = {}, {pid}
-    while frontier:
-        frontier = {child for child, (parent, _) in table.items() if parent in frontier} - set(found)
-        found.update({child: table[child][1] for child in frontier})
+    found = {}
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for process in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                found[process.pid] = " ".join(process.cmdline())
     return found
 
 
@@ -228,7 +221,7 @@ def test_a_run_its_dead_process_left_running_is_closed_by_the_next_command(tmp_p
 
 
 def local_cluster_problem() -> str | None:
-    from itrlab.local_cluster import isolation_problem, postgres_bin
+    from cluster_harness import isolation_problem, postgres_bin
 
     if postgres_bin() is None:
         return "PostgreSQL's server programs are not installed"
@@ -275,10 +268,9 @@ def test_sigterm_to_local_cluster_up_stops_everything_it_started(tmp_path, miles
         _, err = up.communicate()
     made = set(Path("/tmp").glob("itrlab-*")) - before
     left = {
-        pid: cmd
-        for entry in os.scandir("/proc")
-        if entry.name.isdigit()
-        for pid, cmd in [(int(entry.name), _cmdline(int(entry.name)))]
+        process.pid: cmd
+        for process in psutil.process_iter(["cmdline"])
+        for cmd in [" ".join(process.info["cmdline"] or ())]
         if str(tmp_path) in cmd or any(str(folder) in cmd for folder in made)
     }
     for pid in left:  # never left running, whatever happened
@@ -290,10 +282,3 @@ def test_sigterm_to_local_cluster_up_stops_everything_it_started(tmp_path, miles
     ], err[-3000:]
     assert not left, left
     assert not made, made
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""

@@ -1,4 +1,4 @@
-"""A real multi-node Ray cluster on this machine (:mod:`itrlab.local_cluster`): a head with no CPUs and
+"""A real multi-node Ray cluster on this machine (:mod:`cluster_harness`): a head with no CPUs and
 two worker nodes, each in PID and mount namespaces of its own, sharing only ``<root>/shared`` (the RWX
 volume of k8s/) and loopback; MLflow as ``mlflow server`` on PostgreSQL with served artifacts, with the
 manifests' flags. Sweeps go in through ``ray job submit``: CODER's two tiny trials side by side on the two
@@ -38,7 +38,7 @@ DDP_TOLERANCE = 1e-9
 
 
 def skip_reason() -> str | None:
-    from itrlab.local_cluster import isolation_problem, postgres_bin
+    from cluster_harness import isolation_problem, postgres_bin
 
     if postgres_bin() is None:
         return (
@@ -57,7 +57,7 @@ def cluster(tmp_path_factory):
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    from itrlab.local_cluster import LocalCluster
+    from cluster_harness import LocalCluster
 
     started = time.monotonic()
     root = tmp_path_factory.mktemp("cluster")
@@ -339,7 +339,7 @@ def test_sigterm_to_up_stops_everything_it_started(tmp_path):
     import os
     import signal
 
-    from itrlab.local_cluster.processes import alive, in_namespace
+    from cluster_harness.processes import alive, in_namespace
 
     reason = skip_reason()
     if reason:
@@ -381,7 +381,7 @@ def test_sigterm_to_up_stops_everything_it_started(tmp_path):
     finally:
         if up.poll() is None:  # it did not stop: end it, and what it started with its state
             up.kill()
-            from itrlab.local_cluster import LocalCluster
+            from cluster_harness import LocalCluster
 
             LocalCluster.load(root).stop()
     assert up.returncode == 143, (out, err)

@@ -21,7 +21,7 @@ import pytest
 from mlflow import MlflowClient
 
 from conftest import REPO
-from itrlab.documented.catalogue import shell_blocks, shell_lines
+from documented.catalogue import shell_blocks, shell_lines
 from itrlab.ray_head import Head, stop_head
 from servers import free_port
 

@@ -231,8 +231,9 @@ class Trial:  # a Tune trial is an actor holding the trial's CPUs
         import os
         from itrlab import threads
         import torch
-        start_env = open("/proc/self/environ", "rb").read().split(b"\\0")  # the worker's environment at exec
-        return {"wait_at_start": [e.decode() for e in start_env if e.startswith(b"OMP_WAIT_POLICY=")],
+        import psutil
+        start_env = psutil.Process().environ()  # the worker's environment at exec
+        return {"wait_at_start": [f"{key}={start_env[key]}" for key in ("OMP_WAIT_POLICY",) if key in start_env],
                 "threads": threads.apply(0), "source": threads.thread_count(0)[1],
                 "reserved": threads.ray_reserved_cpus()}
 

@@ -1,6 +1,9 @@
 """Which process owns something (an MLflow run): ``host|boot|pid|start``, so that neither a reused process
-id nor a restarted machine is taken for the owner, and whether that process still runs. The standard
-library only: a job's watchdog (:mod:`itrlab.tracking.watchdog`) waits with nothing else loaded."""
+id nor a restarted machine is taken for the owner, and whether that process still runs. The standard library and
+psutil only: a job's watchdog (:mod:`itrlab.tracking.watchdog`) waits with nothing else loaded.
+
+A process's start is counted in clock ticks after boot, the kernel's own count: unlike its start as a date, it does
+not move when the system clock is set, so an owner written before a clock change is still recognised after."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import functools
 import os
 import socket
 from pathlib import Path
+
+import psutil
 
 
 @functools.cache
@@ -19,13 +24,17 @@ def _boot_id() -> str:
 
 
 def _start_ticks(pid: int) -> str | None:
-    """The process's start time in clock ticks after boot (field 22 of /proc/<pid>/stat); None: no such process."""
+    """The process's start time in clock ticks after boot; None: no such process, or a zombie."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None
+            # psutil gives the start as a date, the boot's date plus the ticks after boot: less the boot's date
+            since_boot = process.create_time() - psutil.boot_time()
+    except psutil.Error:
         return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
+    return str(round(since_boot * os.sysconf("SC_CLK_TCK")))
 
 
 def owner_id(pid: int | None = None) -> str:

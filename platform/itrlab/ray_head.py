@@ -7,7 +7,7 @@ name its temp folder (a session folder under it), the Ray client server names it
 to ``DIR/ray_current_cluster``); with them go the processes they started (the raylet's agents and workers, a
 job's driver and its trials). Only the user's own processes, never this one or those it runs under. They end as
 ``ray stop`` ends them: SIGTERM to the raylets first, the GCS servers last, each stage given a grace period, then
-SIGKILL to whatever still runs. The standard library only, reading ``/proc`` (Linux).
+SIGKILL to whatever still runs. The processes are read through psutil.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import psutil
+
 from itrlab.errors import UserInputError
 
 ADDRESS_FILE = "ray_current_cluster"  # the GCS address `ray start` writes into its temp folder
@@ -27,7 +29,7 @@ GRACE_S = 16.0  # as `ray stop`'s default grace period
 
 
 class Proc(NamedTuple):
-    """A process as ``/proc`` shows it: its parent, its owner and its arguments."""
+    """A process as the process table shows it: its parent, its owner (effective user id) and its arguments."""
 
     parent: int
     uid: int
@@ -37,17 +39,10 @@ class Proc(NamedTuple):
 def process_table() -> dict[int, Proc]:
     """Every process this user can read, by pid (zombies and processes gone while read are left out)."""
     table = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = Path(entry.path, "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
-            args = Path(entry.path, "cmdline").read_bytes().split(b"\0")
-            if fields[0] != "Z":
-                table[int(entry.name)] = Proc(
-                    int(fields[1]), entry.stat().st_uid, tuple(a.decode(errors="replace") for a in args if a)
-                )
+    for process in psutil.process_iter(["ppid", "uids", "cmdline", "status"]):
+        info = process.info
+        if info["status"] != psutil.STATUS_ZOMBIE and None not in (info["ppid"], info["uids"], info["cmdline"]):
+            table[process.pid] = Proc(info["ppid"], info["uids"].effective, tuple(info["cmdline"]))
     return table
 
 

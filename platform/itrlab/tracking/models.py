@@ -253,7 +253,7 @@ def logged_bundle_file(client, run_id: str, name: str, destination: str | Path) 
 
 def log_model_folder(client, run_id: str, bundle: str | Path, requirements: list[str]) -> str:
     """Log ``bundle`` as run ``run_id``'s pyfunc model (artifact ``model``); its URI ``runs:/<id>/model``."""
-    # not "itrlab-": /tmp/itrlab-* are local clusters' folders (itrlab.local_cluster), which tests count
+    # not "itrlab-": /tmp/itrlab-* are local clusters' folders (tests/cluster_harness), which tests count
     with tempfile.TemporaryDirectory(prefix="itrlab_model_") as scratch:
         folder = save_pyfunc(bundle, Path(scratch) / ARTIFACT, requirements)
         client.log_artifacts(run_id, str(folder), ARTIFACT)

@@ -457,7 +457,7 @@ def finish_run(run: StartedRun) -> RunResult:
 def log_best_model(run: StartedRun) -> str:
     """The run's best model logged to its MLflow run as a model (``runs:/<id>/model``, docs/models.md), and,
     when its data came from photos, the gallery of what it retrieves (``gallery.html``)."""
-    # not "itrlab-": /tmp/itrlab-* are local clusters' folders (itrlab.local_cluster), which tests count
+    # not "itrlab-": /tmp/itrlab-* are local clusters' folders (tests/cluster_harness), which tests count
     with tempfile.TemporaryDirectory(prefix="itrlab_bundle_") as scratch:
         bundle = bundle_from_run(run.run_dir, Path(scratch) / "bundle", run.run_id)
         uri = run.tracker.log_model(bundle, requirements_of(bundle))

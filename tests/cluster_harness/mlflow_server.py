@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from itrlab.local_cluster.processes import LOOPBACK, free_port, http_ok, popen, stop_group, wait_until
+from cluster_harness.processes import LOOPBACK, free_port, http_ok, popen, stop_group, wait_until
 from itrlab.tracking.store import JOB_EXECUTION_ENV
 
 BIN = Path(sys.executable).parent  # the environment's programs: mlflow, ray

@@ -1,5 +1,5 @@
 """The dated page of the documented trainings (docs/results/<date>-documented-trainings.md): one row per command
-of :func:`itrlab.documented.catalogue.catalogue` with its run here (the date and the machine's load, its wall
+of :func:`documented.catalogue.catalogue` with its run here (the date and the machine's load, its wall
 time, its test rsum, a random model's 95% range on its test protocol, and the verdict its last lines gave) or the
 reason it was not run. Written by ``jobs/check_documented_trainings.py``, read back by the fast tier.
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from itrlab.local_cluster.processes import ClusterError, alive, child_of, cmdline, in_namespace, pid_namespace, popen
+from cluster_harness.processes import ClusterError, alive, child_of, cmdline, in_namespace, pid_namespace, popen
 
 # PID 1 of a node's namespace: mounts the node's own tmpfs folders, runs `ray start --block` and reaps
 # every orphan until it ends; when it ends, the kernel ends every process of the namespace.

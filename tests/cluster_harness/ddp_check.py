@@ -1,33 +1,63 @@
-"""The Ray side of the cluster's DDP check (:mod:`itrlab.local_cluster.ddp_check`, ``jobs/local_cluster.py
-ddp``): the same two-worker data-parallel trial placed on two nodes and on one, and what each live worker
-node sees of given paths. Run by a driver on the cluster's head.
+"""The DDP check of the local cluster (``jobs/local_cluster.py ddp``, submitted as a Ray job): the same tiny
+data-parallel trial (two workers) with its two ranks on two nodes and on one, and what the worker nodes see of
+the driver's disk and of the shared storage. Run on the cluster, its driver on the head. The Ray Train worker
+is defined inside :func:`ddp_run`, so that Ray sends it by value: the worker nodes have the package on their
+path, not this harness.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from itrlab.interrupts import ctrl_c_kept
 
+_log = logging.getLogger(__name__)
+
+
+# The platform's own tiny baseline (VSE++, whose loss is the shared itrlab.losses'), no paper's method or scheme:
+# the check is of DDP across nodes, not of a method
+DEFAULT_EXPERIMENT = "vsepp_synthetic_tiny"
+
+
+def ddp_check(storage: Path, overrides: Sequence[str] = (), experiment: str = DEFAULT_EXPERIMENT) -> dict[str, Any]:
+    """The same tiny DDP trial on two nodes and on one; writes and returns both results
+    (``<storage>/ddp_check.json``), with what the worker nodes see of the driver's working directory and
+    of the storage."""
+    from itrlab.sweep.runner import base_tree
+    from itrlab.sweep.trial import trial_config
+    from itrlab.tracking import check_tracking_store, resolve_tracking_uri
+    from itrlab.train.experiment import generate_if_synthetic
+
+    storage = Path(storage).resolve()
+    storage.mkdir(parents=True, exist_ok=True)
+    tree = base_tree(SimpleNamespace(experiment=experiment, overrides=list(overrides)), [])
+    generate_if_synthetic(trial_config(tree, {}))  # once, on the shared storage
+    tracking_uri = check_tracking_store(resolve_tracking_uri())
+    # the driver's working directory (the job's, on the head's disk) and the storage, as workers see them
+    seen, runs = placed_ddp_runs(
+        tree, storage, tracking_uri, time.strftime("%Y%m%d-%H%M%S"), [os.getcwd(), str(storage)]
+    )
+    report = {
+        "experiment": experiment,
+        "overrides": list(overrides),
+        "runs": runs,
+        "driver_cwd": os.getcwd(),
+        "workers_see": seen,
+    }
+    (storage / "ddp_check.json").write_text(json.dumps(report, indent=2))
+    for placement, run in runs.items():
+        _log.info(f"{placement}: ranks on nodes {run['nodes']}; test_rsum {run['metrics'].get('test_rsum')!r}")
+    return report
+
+
 PLACEMENTS = ("STRICT_SPREAD", "STRICT_PACK")  # the two ranks on two nodes, then on one
-
-
-def _ddp_worker(loop_config: dict[str, Any]) -> None:
-    """A Ray Train worker of the DDP check: notes its node on the shared storage, then trains as a
-    sweep trial's TorchTrainer worker does (:func:`itrlab.sweep.ddp_trial.worker_loop`)."""
-    import ray
-    import ray.train
-
-    from itrlab.sweep.ddp_trial import worker_loop
-
-    rank = ray.train.get_context().get_world_rank()
-    nodes = Path(loop_config["nodes_dir"])
-    nodes.mkdir(parents=True, exist_ok=True)
-    (nodes / f"rank{rank}").write_text(ray.get_runtime_context().get_node_id())
-    worker_loop(loop_config)
 
 
 def ddp_run(tree: dict[str, Any], placement: str, storage: Path, tracking_uri: str, name: str) -> dict[str, Any]:
@@ -39,6 +69,21 @@ def ddp_run(tree: dict[str, Any], placement: str, storage: Path, tracking_uri: s
 
     from itrlab.sweep.trial import TRIAL_TAG, TrialContext, trial_tags
     from itrlab.tracking import MlflowTracker, source_tags
+
+    # defined here, so that Ray pickles it by value: the worker nodes import the package, not this harness
+    def _ddp_worker(loop_config: dict[str, Any]) -> None:
+        """A Ray Train worker of the DDP check: notes its node on the shared storage, then trains as a
+        sweep trial's TorchTrainer worker does (:func:`itrlab.sweep.ddp_trial.worker_loop`)."""
+        import ray
+        import ray.train
+
+        from itrlab.sweep.ddp_trial import worker_loop
+
+        rank = ray.train.get_context().get_world_rank()
+        nodes = Path(loop_config["nodes_dir"])
+        nodes.mkdir(parents=True, exist_ok=True)
+        (nodes / f"rank{rank}").write_text(ray.get_runtime_context().get_node_id())
+        worker_loop(loop_config)
 
     folder = storage / name
     context = TrialContext(

@@ -1,5 +1,6 @@
 """Processes of the local cluster: starting them in sessions of their own, waiting for them to answer,
-and ending them by their process group or their PID namespace, read only from ``/proc``.
+and ending them by their process group or their PID namespace. Processes are read through psutil; a PID
+namespace, which psutil does not name, from the ``/proc/<pid>/ns/pid`` link.
 
 A pid read back from ``cluster.json`` may belong to another process by now, so nothing here signals a
 pid without checking what it runs (:func:`kill_group`) or which namespace it is in.
@@ -17,6 +18,8 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import psutil
 
 LOOPBACK = "127.0.0.1"
 
@@ -109,15 +112,15 @@ def alive(pid: int | None) -> bool:
     if not pid:
         return False
     try:
-        state = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:"))
-    except (OSError, StopIteration):
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
-    return "zombie" not in state
 
 
 def cmdline(pid: int) -> str:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    """The arguments ``pid`` runs, joined by spaces; empty when it is gone or cannot be read."""
+    with contextlib.suppress(psutil.Error):
+        return " ".join(psutil.Process(pid).cmdline())
     return ""
 
 
@@ -129,12 +132,15 @@ def kill_group(pid: int | None, program: str, sig: int = signal.SIGKILL) -> None
 
 
 def wait_gone(pid: int, timeout: float) -> None:
-    """Wait up to ``timeout`` seconds for ``pid`` to end (reaping it when it is a child of this process)."""
+    """Wait up to ``timeout`` seconds for ``pid`` to end or be a zombie (reaped when it is a child of this
+    process)."""
     deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.1)
+    with contextlib.suppress(psutil.Error):
+        process = psutil.Process(pid)
+        while time.monotonic() < deadline and process.status() != psutil.STATUS_ZOMBIE:
+            with contextlib.suppress(psutil.TimeoutExpired):
+                process.wait(0.1)
+                return
 
 
 def stop_group(pid: int, program: str, sig: int, timeout: float = 15.0) -> None:
@@ -153,21 +159,21 @@ def pid_namespace(pid: int) -> str | None:
 
 def in_namespace(namespace: str) -> list[int]:
     """Live processes of a PID namespace (as the ``pid:[inode]`` link names it)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and pid_namespace(int(entry.name)) == namespace and alive(int(entry.name)):
-            pids.append(int(entry.name))
-    return pids
+    return [
+        process.pid
+        for process in psutil.process_iter()
+        if pid_namespace(process.pid) == namespace and alive(process.pid)
+    ]
 
 
 def child_of(pid: int, timeout: float = 10.0) -> int | None:
     """The first child of ``pid`` (the PID 1 of the namespace ``unshare --fork`` made)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        with contextlib.suppress(psutil.Error):
+            children = psutil.Process(pid).children()
             if children:
-                return int(children[0])
+                return children[0].pid
         time.sleep(0.05)
     return None
 

@@ -33,19 +33,9 @@ from pathlib import Path
 
 import yaml
 
+from documented.catalogue import SWEEP, Command, program_start, split
+from documented.page import ALIAS, AT_CHANCE, FAILED, NOT_RUN, OFF_CHANCE, ON_PLATEAU, Entry, duration, parse_duration
 from itrlab.config.loader import is_config_path
-from itrlab.documented.catalogue import SWEEP, Command, program_start, split
-from itrlab.documented.page import (
-    ALIAS,
-    AT_CHANCE,
-    FAILED,
-    NOT_RUN,
-    OFF_CHANCE,
-    ON_PLATEAU,
-    Entry,
-    duration,
-    parse_duration,
-)
 from itrlab.errors import ItrlabError
 from itrlab.interrupts import stop_process_group
 
@@ -451,8 +441,8 @@ def run_check(
 ) -> tuple[Path, list[Entry]]:
     """Check the manual's trainings (those matching ``only``, the others kept from the newest page) and write
     today's page under ``results``; returns it and its rows."""
-    from itrlab.documented.catalogue import catalogue
-    from itrlab.documented.page import newest_page, page_path, read_page, render
+    from documented.catalogue import catalogue
+    from documented.page import newest_page, page_path, read_page, render
     from itrlab.files import atomic_write_text
 
     newest = newest_page(results)

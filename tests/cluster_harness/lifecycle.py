@@ -31,10 +31,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from itrlab.local_cluster.mlflow_server import BIN, mlflow_args, start_mlflow, stop_mlflow, wait_mlflow
-from itrlab.local_cluster.nodes import Node, end_node, isolation_problem, launch_node, list_ray_nodes, node_ip
-from itrlab.local_cluster.postgres import backend_store_uri, start_postgres, stop_postgres
-from itrlab.local_cluster.processes import (
+from cluster_harness.mlflow_server import BIN, mlflow_args, start_mlflow, stop_mlflow, wait_mlflow
+from cluster_harness.nodes import Node, end_node, isolation_problem, launch_node, list_ray_nodes, node_ip
+from cluster_harness.postgres import backend_store_uri, start_postgres, stop_postgres
+from cluster_harness.processes import (
     LOOPBACK,
     STARTED,
     ClusterError,
@@ -47,7 +47,7 @@ from itrlab.local_cluster.processes import (
 )
 
 STATE_FILE = "cluster.json"
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -116,7 +116,7 @@ class LocalCluster:
         return backend_store_uri(self.pg_port)
 
     def mlflow_args(self, port: int) -> list[str]:
-        """The MLflow server's arguments (:func:`itrlab.local_cluster.mlflow_server.mlflow_args`)."""
+        """The MLflow server's arguments (:func:`cluster_harness.mlflow_server.mlflow_args`)."""
         return mlflow_args(port, self.backend_store_uri, self.mlflow_dir)
 
     def client_env(self, base: dict[str, str] | None = None) -> dict[str, str]:

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from cluster_harness.ddp_check import DEFAULT_EXPERIMENT
+from cluster_harness.lifecycle import STATE_FILE, LocalCluster
+from cluster_harness.processes import ClusterError
 from itrlab.interrupts import interruption, sigterm_as_sigint
-from itrlab.local_cluster.ddp_check import DEFAULT_EXPERIMENT
-from itrlab.local_cluster.lifecycle import STATE_FILE, LocalCluster
-from itrlab.local_cluster.processes import ClusterError
 
 DESCRIPTION = "A multi-node Ray cluster on one machine, to check here what a KubeRay cluster does (docs/cluster.md)."
 
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "status":
             status(args)
         else:
-            from itrlab.local_cluster.ddp_check import ddp_check
+            from cluster_harness.ddp_check import ddp_check
 
             ddp_check(Path(args.storage), args.overrides, args.experiment)
     except ClusterError as err:

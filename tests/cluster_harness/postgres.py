@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from itrlab.local_cluster.processes import LOOPBACK, ClusterError, free_port, popen, stop_group, wait_until
+from cluster_harness.processes import LOOPBACK, ClusterError, free_port, popen, stop_group, wait_until
 
 PG_BIN_ENV = "ITRLAB_PG_BIN"
 
