@@ -1,10 +1,10 @@
-"""The training benchmark against another revision of the library, in the same run (``bench_train.py --against``).
+"""The training benchmark against another revision of the library, in the same run (``train.py --against``).
 
 A speed-up is a ratio against the code it replaces, measured beside it: :func:`library_at` writes the
-``platform/`` folder of a git revision into a temporary folder (``git archive``, nothing checked out) and lays
-this checkout's ``itrlab/bench`` over it, so that both sides are timed by the same benchmark code;
-:func:`bench_at` runs ``jobs/bench_train.py`` there in a subprocess (its own torch, its own threads) and
-reads back its report. :func:`part_ratios` then puts the two reports' parts side by side: the train step
+``platform/`` folder of a git revision into a temporary folder (``git archive``, nothing checked out);
+:func:`bench_at` runs this checkout's ``benchmarks/train.py`` in a subprocess (its own torch, its own threads)
+with that folder first on ``PYTHONPATH``, so that both sides are timed by the same benchmark code, and reads
+back its report. :func:`part_ratios` then puts the two reports' parts side by side: the train step
 (the floor), the epoch, the epoch start (CODER's reclustering) and the test evaluation.
 """
 
@@ -14,7 +14,6 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -22,9 +21,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from common import BENCHMARKS
 from itrlab.errors import UserInputError
 
-BENCH_PACKAGE = Path("itrlab") / "bench"
+SCRIPT = BENCHMARKS / "train.py"  # this checkout's benchmark, whichever library it times
 
 
 def resolve_revision(repo: Path, revision: str) -> str:
@@ -49,28 +49,29 @@ def resolve_revision(repo: Path, revision: str) -> str:
 
 @contextlib.contextmanager
 def library_at(repo: Path, commit: str) -> Iterator[Path]:
-    """A temporary ``platform/`` folder: the package as of ``commit``, with this checkout's benchmark code."""
+    """A temporary ``platform/`` folder: the package as of ``commit``."""
     archive = subprocess.run(
         ["git", "-C", str(repo), "archive", "--format=tar", commit, "platform"], capture_output=True, check=True
     ).stdout
     with tempfile.TemporaryDirectory(prefix="bench_against_") as tmp:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        platform = Path(tmp) / "platform"
-        here = Path(__file__).resolve().parent
-        shutil.rmtree(platform / BENCH_PACKAGE, ignore_errors=True)
-        shutil.copytree(here, platform / BENCH_PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
-        yield platform
+        yield Path(tmp) / "platform"
+
+
+def library_env(platform: Path) -> dict[str, str]:
+    """This process's environment with ``platform`` first on ``PYTHONPATH``: ``import itrlab`` finds the revision's."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(platform), os.environ.get("PYTHONPATH")]))}
 
 
 def bench_at(repo: Path, commit: str, argv: list[str]) -> dict:
-    """``jobs/bench_train.py ARGV`` on the library of ``commit`` in a subprocess: its report (``BenchReport``'s
+    """:data:`SCRIPT` ``ARGV`` on the library of ``commit`` in a subprocess: its report (``BenchReport``'s
     dict). Raises :class:`RuntimeError` with the child's last lines when it fails."""
     with library_at(repo, commit) as platform, tempfile.TemporaryDirectory(prefix="bench_report_") as out:
         report = Path(out) / "report.json"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(platform), os.environ.get("PYTHONPATH")]))}
+        env = library_env(platform)
         done = subprocess.run(
-            [sys.executable, str(repo / "jobs" / "bench_train.py"), *argv, "--json", str(report)],
+            [sys.executable, str(SCRIPT), *argv, "--json", str(report)],
             cwd=repo,
             env=env,
             capture_output=True,
@@ -103,4 +104,4 @@ def part_ratios(this: dict, other: dict, label: str) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["bench_at", "library_at", "part_ratios", "resolve_revision"]
+__all__ = ["bench_at", "library_at", "library_env", "part_ratios", "resolve_revision"]
