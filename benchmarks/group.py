@@ -230,18 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     """``benchmarks/group.py --preset NAME [--profile P] [--rows A,F] [--group G] [--steps N] [key=value ...]``."""
     import argparse
 
-    import torch
-
-    from itrlab import threads as thread_policy
-    from itrlab.cli import sweep_presets
     from itrlab.config.choices import ChoicesHelpFormatter, list_choices, preset_names, profile_names
-    from itrlab.config.sweep import load_sweep
-    from itrlab.errors import ItrlabError, report
-    from itrlab.sweep.cost import group_shape
-    from itrlab.sweep.dry_run import train_pairs
-    from itrlab.train.device import describe
-    from itrlab.train.grouped.membership import shared_step
-    from itrlab.train.throughput import record, training_shape
 
     parser = argparse.ArgumentParser(
         description="Grouped training against one run at a time: a sweep's rows, "
@@ -263,6 +252,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="train.threads (default 1)")
     parser.add_argument("overrides", nargs="*", help="overrides of the sweep's experiment, key=value")
     args = parser.parse_args(argv)
+    # after the arguments: --help and a bad argument answer without loading torch
+    import torch
+
+    from itrlab import threads as thread_policy
+    from itrlab.cli import sweep_presets
+    from itrlab.config.sweep import load_sweep
+    from itrlab.errors import ItrlabError, report
+    from itrlab.sweep.cost import group_shape
+    from itrlab.sweep.dry_run import train_pairs
+    from itrlab.train.device import describe
+    from itrlab.train.grouped.membership import shared_step
+    from itrlab.train.throughput import record, training_shape
+
     try:
         presets = sweep_presets()
         spec = load_sweep(presets.get(args.preset, args.preset), args.profile)
