@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from common import BENCHMARKS
+from common import BENCHMARKS, REPO
 from itrlab.errors import UserInputError
 
 SCRIPT = BENCHMARKS / "train.py"  # this checkout's benchmark, whichever library it times
@@ -104,4 +104,38 @@ def part_ratios(this: dict, other: dict, label: str) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["bench_at", "library_at", "library_env", "part_ratios", "resolve_revision"]
+def report_against(args, argv: list[str] | None, result, commit: str) -> int:
+    """``train.py --against``: this run's report (``result``), the same benchmark on ``commit``'s library (a
+    subprocess, :func:`bench_at`) and the ratio of each part."""
+    print(result.format())
+    child_argv = without_options(list(sys.argv[1:] if argv is None else argv), {"--against": 1, "--json": 1})
+    print(f"bench_train: the same benchmark on the library of {args.against} ({commit[:12]}) ...")
+    try:
+        other = bench_at(REPO, commit, [*child_argv, "--no-record"])
+    except RuntimeError as err:
+        print(f"bench_train: {err}", file=sys.stderr)
+        return 1
+    label = args.against if len(args.against) <= 16 else commit[:12]
+    print(part_ratios(result.summary(), other["summary"], label))
+    print(
+        f"ratio: {label}'s time over this code's (above 1: this code is faster); 1-min load average "
+        f"{result.load_before:.2f} before this code's epochs, {other['load_before']:.2f} before {label}'s"
+    )
+    if args.json:
+        args.json.write_text(json.dumps({"run": result.to_dict(), "against": {"commit": commit, **other}}, indent=2))
+    return 0
+
+
+def without_options(argv: list[str], options: dict[str, int]) -> list[str]:
+    """``argv`` without the given options and their values (``--name VALUE`` or ``--name=VALUE``)."""
+    kept, skip = [], 0
+    for word in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = word.split("=", 1)[0]
+        if name in options:
+            skip = 0 if "=" in word else options[name]
+            continue
+        kept.append(word)
+    return kept

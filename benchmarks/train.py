@@ -226,44 +226,6 @@ def step_ratio(result, baseline, overrides: str) -> str:
     )
 
 
-def _report_against(args, argv: list[str] | None, result, commit: str) -> int:
-    """This run's report, the same benchmark on ``commit``'s library (a subprocess) and the ratio of each part."""
-    from revision import bench_at, part_ratios
-
-    print(result.format())
-    child_argv = _without_options(list(sys.argv[1:] if argv is None else argv), {"--against": 1, "--json": 1})
-    print(f"bench_train: the same benchmark on the library of {args.against} ({commit[:12]}) ...")
-    try:
-        other = bench_at(REPO, commit, [*child_argv, "--no-record"])
-    except RuntimeError as err:
-        print(f"bench_train: {err}", file=sys.stderr)
-        return 1
-    label = args.against if len(args.against) <= 16 else commit[:12]
-    print(part_ratios(result.summary(), other["summary"], label))
-    print(
-        f"ratio: {label}'s time over this code's (above 1: this code is faster); 1-min load average "
-        f"{result.load_before:.2f} before this code's epochs, {other['load_before']:.2f} before {label}'s"
-    )
-    if args.json:
-        args.json.write_text(json.dumps({"run": result.to_dict(), "against": {"commit": commit, **other}}, indent=2))
-    return 0
-
-
-def _without_options(argv: list[str], options: dict[str, int]) -> list[str]:
-    """``argv`` without the given options and their values (``--name VALUE`` or ``--name=VALUE``)."""
-    kept, skip = [], 0
-    for word in argv:
-        if skip:
-            skip -= 1
-            continue
-        name = word.split("=", 1)[0]
-        if name in options:
-            skip = 0 if "=" in word else options[name]
-            continue
-        kept.append(word)
-    return kept
-
-
 def main(argv: list[str] | None = None) -> int:
     """``benchmarks/train.py [-c NAME] [--epochs N] [--precision P] [--data-path D] [--busy N] [key=value ...]``."""
     from itrlab.config.choices import ChoicesHelpFormatter, experiment_names, list_choices, literal_values
@@ -385,7 +347,9 @@ def main(argv: list[str] | None = None) -> int:
             result = bench(config)
             if args.against is not None:
                 record_throughput(config, result)
-                return _report_against(args, argv, result, against_commit)
+                from revision import report_against
+
+                return report_against(args, argv, result, against_commit)
             if baseline is not None:
                 print(result.format())
                 print(f"bench_train: the baseline ({args.baseline}) ...")
