@@ -41,7 +41,7 @@ test-all: setup
 	$(call pytest,--no-loadscope-reorder)
 
 # ruff's lint and format check (the fast tier runs both: tests/test_static.py); `make format` rewrites the files
-LINTED := platform jobs tests
+LINTED := platform jobs benchmarks tests
 lint: setup
 	$(VENV)/bin/ruff check $(LINTED) && $(VENV)/bin/ruff format --check $(LINTED)
 
@@ -64,15 +64,15 @@ flickr8k: setup
 	$(VENV)/bin/itrlab data flickr8k --from "$(FROM)"
 
 bench-eval: setup
-	$(PY) jobs/bench_eval.py
+	$(PY) benchmarks/eval.py
 
-# The GPU check (jobs/bench_gpu.py, docs/speed.md#the-gpu-check): on a machine without a package index,
+# The GPU check (benchmarks/gpu.py, docs/speed.md#the-gpu-check): on a machine without a package index,
 # with the packages of .gpu/ (docs/speed.md says how to make it); else with this checkout's venv (make setup).
 # GPU_CHECK_ARGS: e.g. --out /tmp/check --budget 300
 GPU_CHECK_ARGS ?=
 gpu-check:
-	@if [ -f .gpu/gpu_env.sh ]; then . .gpu/gpu_env.sh && python3 jobs/bench_gpu.py $(GPU_CHECK_ARGS); \
-	else $(PY) jobs/bench_gpu.py $(GPU_CHECK_ARGS); fi
+	@if [ -f .gpu/gpu_env.sh ]; then . .gpu/gpu_env.sh && python3 benchmarks/gpu.py $(GPU_CHECK_ARGS); \
+	else $(PY) benchmarks/gpu.py $(GPU_CHECK_ARGS); fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache runs data mlflow.db

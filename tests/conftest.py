@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 # a job loaded as a module finds what it imports first (jobs/_bootstrap.py), as `python jobs/NAME.py` does
 sys.path.insert(0, str(REPO / "jobs"))
+BENCHMARKS = REPO / "benchmarks"
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -223,6 +224,20 @@ def job_module(name: str):
 
     spec = importlib.util.spec_from_file_location(f"itrlab_job_{name}", REPO / "jobs" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def benchmark(name: str):
+    """``benchmarks/<name>.py`` as a module (its ``__main__`` block not run), its folder last on ``sys.path`` so that
+    it finds the modules the benchmarks share (common.py ...), as ``python benchmarks/NAME.py`` does; loaded by path
+    under its own name (``benchmarks/train.py`` is not ``jobs/train.py``)."""
+    import importlib.util
+
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.append(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(f"itrlab_benchmark_{name}", BENCHMARKS / f"{name}.py")
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
     spec.loader.exec_module(module)
     return module
 

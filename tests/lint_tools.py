@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("platform", "jobs", "tests")  # what `make lint` and the fast tier check
+SOURCES = ("platform", "jobs", "benchmarks", "tests")  # what `make lint` and the fast tier check
 
 
 def ruff(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -133,7 +133,9 @@ def test_a_split_whose_features_have_another_width_is_one_line(tmp_path, capsys)
 @pytest.mark.parametrize("flag", ["--epochs", "--floor-steps", "--max-steps", "--repeats"])
 def test_a_benchmark_count_below_one_is_one_line_and_exit_2(flag, capsys):
     """A count of 0 steps once divided by zero after the model was built; now argparse refuses it."""
-    from itrlab.bench.train import bench_cli
+    from conftest import benchmark
+
+    bench_cli = benchmark("train").main
 
     with pytest.raises(SystemExit) as exited:
         bench_cli([flag, "0"])

@@ -1,4 +1,4 @@
-"""``jobs/bench_train.py --against REVISION``: the same benchmark on the library of a git revision, in the same run.
+"""``benchmarks/train.py --against REVISION``: the same benchmark on the library of a git revision, in the same run.
 
 The subprocess side runs against this checkout's HEAD (a clean clone has one), on the tiny synthetic data.
 """
@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 
-from itrlab.bench.revision import library_at, resolve_revision
-from itrlab.bench.train import REPO, bench_cli
+from conftest import BENCHMARKS, REPO, benchmark
 from itrlab.errors import UserInputError
+
+revision = benchmark("revision")
+library_at, library_env, resolve_revision = revision.library_at, revision.library_env, revision.resolve_revision
+bench_cli = benchmark("train").main
 
 PARTS = ("train step (floor, s)", "epoch (s)", "epoch start: set_epoch (s)", "test evaluation (s)")
 
@@ -30,8 +34,16 @@ def test_the_library_of_a_revision_is_that_commits_package_under_this_checkouts_
             ["git", "-C", str(REPO), "show", f"{commit}:platform/itrlab/train/loop.py"], capture_output=True, text=True
         ).stdout
         assert (platform / "itrlab" / "train" / "loop.py").read_text() == shown
-        here = REPO / "platform" / "itrlab" / "bench" / "revision.py"
-        assert (platform / "itrlab" / "bench" / "revision.py").read_text() == here.read_text()
+        # the benchmark that runs there is this checkout's, over the revision's itrlab
+        assert revision.SCRIPT == BENCHMARKS / "train.py" and revision.SCRIPT.is_file()
+        found = subprocess.run(
+            [sys.executable, "-c", "import common, itrlab; print(common.__file__); print(itrlab.__file__)"],
+            cwd=BENCHMARKS,
+            env=library_env(platform),
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        assert found == [str(BENCHMARKS / "common.py"), str(platform / "itrlab" / "__init__.py")], found
     assert not platform.exists()  # a temporary folder, gone after use
 
 

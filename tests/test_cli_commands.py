@@ -19,6 +19,10 @@ from itrlab.cli import main, sweep_presets
 ITRLAB = str(Path(sys.executable).parent / "itrlab")
 SUBCOMMANDS = ["train", "check-config", "sweep", "make-synthetic", "report", "claims", "data"]
 JOBS = sorted(path.name for path in (REPO / "jobs").glob("[!_]*.py"))  # _bootstrap.py: what each job imports first
+# the benchmarks' scripts, not the modules they share (common.py ...)
+BENCHMARK_SCRIPTS = sorted(
+    path.name for path in (REPO / "benchmarks").glob("[!_]*.py") if 'if __name__ == "__main__":' in path.read_text()
+)
 
 
 def run(*command: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -48,6 +52,13 @@ def test_every_subcommand_has_help(subcommand):
 @pytest.mark.parametrize("job", JOBS)
 def test_every_job_has_help(job):
     result = run(sys.executable, f"jobs/{job}", "--help")
+    assert result.returncode == 0 and result.stdout.startswith("usage:"), result.stderr[-2000:]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("script", BENCHMARK_SCRIPTS)
+def test_every_benchmark_has_help(script):
+    result = run(sys.executable, f"benchmarks/{script}", "--help")
     assert result.returncode == 0 and result.stdout.startswith("usage:"), result.stderr[-2000:]
 
 

@@ -1,5 +1,5 @@
-"""Every third-party module the package, the jobs and the tests import is declared in pyproject.toml: deptry
-(``[tool.deptry]``) reads the imports and the declarations; a module installed only because another package
+"""Every third-party module the package, the jobs, the benchmarks and the tests import is declared in pyproject.toml:
+deptry (``[tool.deptry]``) reads the imports and the declarations; a module installed only because another package
 pulls it in today (matplotlib came with MLflow) fails here, not on a user's machine when that package drops
 it."""
 

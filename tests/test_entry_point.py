@@ -16,6 +16,10 @@ from itrlab.cli import sweep_presets
 
 README = REPO / "README.md"
 JOB_FILES = sorted(path for path in (REPO / "jobs").glob("[!_]*.py"))
+# the benchmarks' scripts start as the jobs do (benchmarks/_bootstrap.py runs jobs/_bootstrap.py)
+BENCHMARK_FILES = sorted(
+    path for path in (REPO / "benchmarks").glob("[!_]*.py") if 'if __name__ == "__main__":' in path.read_text()
+)
 # a figure a reader could take for a measurement: a count of tests, a duration, a share
 FIGURE = re.compile(r"\b\d[\d,.]*\s*(?:tests|min|minutes|s|sec|seconds|h|hours|x)(?![\w-])")
 
@@ -45,7 +49,8 @@ def test_every_preset_is_in_the_presets_page():
 
 
 def test_every_job_checks_its_python_before_it_imports_itrlab():
-    for path in JOB_FILES:
+    assert len(BENCHMARK_FILES) == 8, BENCHMARK_FILES
+    for path in [*JOB_FILES, *BENCHMARK_FILES]:
         imports = [
             line
             for line in path.read_text().splitlines()
@@ -77,11 +82,12 @@ def test_the_line_for_a_python_without_itrlab_gives_the_command_that_starts_the_
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("job", ["sweep_dbl.py", "train.py"])
+@pytest.mark.parametrize("job", ["jobs/sweep_dbl.py", "jobs/train.py", "benchmarks/train.py"])
 def test_a_job_started_without_the_venv_says_how_to_start_it(job, tmp_path):
-    """The job under a Python that cannot import itrlab (the venv's, without its site-packages): one line, exit 2."""
+    """The job (or a benchmark) under a Python that cannot import itrlab (the venv's, without its site-packages):
+    one line, exit 2."""
     done = subprocess.run(
-        [sys.executable, "-E", "-s", "-S", str(REPO / "jobs" / job), "--preset", "smoke"],
+        [sys.executable, "-E", "-s", "-S", str(REPO / job), "--preset", "smoke"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -90,8 +96,8 @@ def test_a_job_started_without_the_venv_says_how_to_start_it(job, tmp_path):
     )
     assert done.returncode == 2 and done.stdout == "", done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith(f"{REPO / 'jobs' / job}: this python ({sys.executable}) cannot import itrlab")
-    assert f"jobs/{job} --preset smoke" in line
+    assert line.startswith(f"{REPO / job}: this python ({sys.executable}) cannot import itrlab")
+    assert f"{job} --preset smoke" in line
 
 
 @pytest.mark.e2e

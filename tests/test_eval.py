@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import benchmark
 from itrlab.errors import UserInputError
 from itrlab.eval import (
     PROTOCOLS,
@@ -252,21 +251,15 @@ def test_dense_score_fn_normalize_and_torch_inputs():
 
 @pytest.mark.e2e  # the job measures each evaluation in a Python subprocess of its own
 def test_bench_job_smoke(capsys):
-    path = Path(__file__).resolve().parents[1] / "jobs" / "bench_eval.py"
-    spec = importlib.util.spec_from_file_location("bench_eval", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = benchmark("eval")
     assert module.main(["--images", "30", "--dim", "8", "--repeats", "1", "--protocol", "5fold"]) == 0
     out = capsys.readouterr().out
     assert "identical ranks: True" in out and "speed-up" in out and "VmHWM" in out
 
 
 def test_bench_job_interaction_smoke(capsys, tmp_path):
-    """--interaction: the job's method built through the registry, its sharded scores equal to the loop's."""
-    path = Path(__file__).resolve().parents[1] / "jobs" / "bench_eval.py"
-    spec = importlib.util.spec_from_file_location("bench_eval", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """--interaction: the benchmark's method built through the registry, its sharded scores equal to the loop's."""
+    module = benchmark("eval")
     out_json = tmp_path / "interaction.json"
     assert (
         module.main(

@@ -1,4 +1,4 @@
-"""The GPU check (``jobs/bench_gpu.py``) on a CPU at small sizes, what it imports, and the cost that a dry
+"""The GPU check (``benchmarks/gpu.py``) on a CPU at small sizes, what it imports, and the cost that a dry
 run prints before launch (issue #32)."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SHARED
+from conftest import BENCHMARKS, REPO, SHARED
 from test_profiles import dry_run
 
 BUNDLER = SHARED / "tools" / "gpu_bundle.py"
 CHECK = """
 import json, runpy, sys
-sys.argv = ["bench_gpu.py", *sys.argv[2:]]
+sys.argv = ["gpu.py", *sys.argv[2:]]
 sys.path.insert(0, __import__("os").path.dirname({job!r}))  # as `python JOB` does
 try:
     runpy.run_path({job!r}, run_name="__main__")
@@ -63,7 +63,7 @@ def _distributions(wanted: list[str]) -> set[str]:
 def test_the_gpu_check_runs_on_a_cpu_and_imports_only_what_a_gpu_machine_has(tmp_path):
     """``--device cpu --quick``: every section at small sizes; the page, the figures, the throughput records
     and the log under ``--out``; and every module it imported comes from a distribution the GPU machine has
-    or the bundle brings (jobs/bench_gpu.py must run there with ``source .gpu/gpu_env.sh``)."""
+    or the bundle brings (benchmarks/gpu.py must run there with ``source .gpu/gpu_env.sh``)."""
     out = tmp_path / "out"
     out.mkdir()
     env = {
@@ -73,7 +73,7 @@ def test_the_gpu_check_runs_on_a_cpu_and_imports_only_what_a_gpu_machine_has(tmp
         "HOME": str(tmp_path),
         "OMP_NUM_THREADS": "1",
     }
-    script = CHECK.format(job=str(REPO / "jobs" / "bench_gpu.py"))
+    script = CHECK.format(job=str(BENCHMARKS / "gpu.py"))
     # a 20 s budget: each section at its floor (one measurement of each), about 40 s on 2 cores, not 55
     done = subprocess.run(
         [sys.executable, "-c", script, "x", "--device", "cpu", "--quick", "--budget", "20", "--out", str(out)],
@@ -107,7 +107,7 @@ def test_the_gpu_check_runs_on_a_cpu_and_imports_only_what_a_gpu_machine_has(tmp
     owners = metadata.packages_distributions()
     loaded = {module.split(".")[0] for module in result["modules"]}
     lacking = {}
-    for top in sorted(_imported_by_itrlab(result["modules"]) & loaded):  # what itrlab's code imported
+    for top in sorted(_imported_by_ours(result["modules"]) & loaded):  # what itrlab's and the check's code imported
         if top in sys.stdlib_module_names or top.startswith("_") or top == "itrlab":
             continue
         dists = {_normal(dist) for dist in owners.get(top, [])}
@@ -116,20 +116,25 @@ def test_the_gpu_check_runs_on_a_cpu_and_imports_only_what_a_gpu_machine_has(tmp
     assert not lacking, f"bench_gpu imports what a GPU machine (or the bundle) lacks: {lacking}"
 
 
-def _imported_by_itrlab(modules: list[str]) -> set[str]:
-    """The top-level packages that the loaded itrlab modules import themselves (at module level or in a
-    function): third-party packages' own optional imports of what happens to be installed here are theirs."""
+def _imported_by_ours(modules: list[str]) -> set[str]:
+    """The top-level packages that the loaded itrlab modules and the check's own files (``benchmarks/gpu.py`` and
+    the benchmark modules it loaded) import themselves (at module level or in a function): third-party packages'
+    own optional imports of what happens to be installed here are theirs."""
     import ast
     import importlib.util
 
-    names = set()
+    ours = {p.stem for p in BENCHMARKS.glob("*.py")}
+    sources = [BENCHMARKS / "gpu.py"]
     for module in modules:
-        if not module.startswith("itrlab"):
-            continue
-        spec = importlib.util.find_spec(module)
-        if spec is None or not str(spec.origin).endswith(".py"):
-            continue
-        for node in ast.walk(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))):
+        if module.startswith("itrlab"):
+            spec = importlib.util.find_spec(module)
+            if spec is not None and str(spec.origin).endswith(".py"):
+                sources.append(Path(spec.origin))
+        elif module in ours:
+            sources.append(BENCHMARKS / f"{module}.py")
+    names = set()
+    for source in sources:
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

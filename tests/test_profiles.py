@@ -294,7 +294,7 @@ def test_dry_run_prints_the_papers_setup_and_starts_nothing(tmp_path):
     # H100: VSE++ at G = 3 was slower than one run at a time), so the dry run says how to ask for a group
     assert "G = 1 (one trial per process): about" in out and "G = 3" not in out and "GPU-hours" in out
     assert "--group G, trains G trials of one model shape together" in out
-    assert "estimated, not measured" in out and "bench_gpu" in out
+    assert "estimated, not measured" in out and "benchmarks/gpu.py" in out
     assert "RAY_AUTH_MODE=token ray job submit --address http://127.0.0.1:8275 --working-dir . \\\n" in out
     assert f'{{"env_vars": {{"MLFLOW_TRACKING_URI": "sqlite:///{tmp_path / "mlflow.db"}"}}}}' in out
     # the command as given (its script by the path it was started with: tests/test_printed_commands.py)

@@ -117,10 +117,12 @@ def test_free_memory_is_none_on_a_cpu_and_the_devices_free_bytes_on_a_gpu(tmp_pa
 
 
 def test_bench_train_reports_throughput_wait_share_and_floor(tmp_path, tiny_root, capsys):
-    """jobs/bench_train.py's logic on the tiny data: every figure present, shares within [0, 1]."""
+    """benchmarks/train.py's logic on the tiny data: every figure present, shares within [0, 1]."""
     import json
 
-    from itrlab.bench.train import bench_cli
+    from conftest import benchmark
+
+    bench_cli = benchmark("train").main
 
     out = tmp_path / "bench.json"
     status = bench_cli(

@@ -1,6 +1,6 @@
 """Static checks of the source, in the fast tier: ruff's lint rules (pycodestyle, pyflakes' names used but never
-defined, import order, bugbear, pyupgrade) and its formatter over the package, the jobs and the tests, as
-``[tool.ruff]`` in pyproject.toml configures them (``make lint`` runs the same; ``make format`` rewrites)."""
+defined, import order, bugbear, pyupgrade) and its formatter over the package, the jobs, the benchmarks and the
+tests, as ``[tool.ruff]`` in pyproject.toml configures them (``make lint`` runs the same; ``make format`` rewrites)."""
 
 from __future__ import annotations
 

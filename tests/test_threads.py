@@ -1,7 +1,7 @@
 """The CPU thread policy (itrlab.threads): the wait policy put in the environment unless the user chose
 one, the thread count from Ray's reservation, train.threads, $OMP_NUM_THREADS or the CPUs available,
 and the wait policy reaching the processes that train (a CLI run, a Ray worker). Timings belong to
-``jobs/bench_train.py --busy N``, not here."""
+``benchmarks/train.py --busy N``, not here."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ By default a libgomp thread that finishes its share of a parallel region spins f
 the threads never stop spinning. On a core that another process also wants, a spinning thread burns
 the time slices the working one needs, and an epoch beside a busy process takes many times its quiet
 time, erratically. Shorter spins only shorten the waste; no spinning at all degrades with the load
-(``jobs/bench_train.py --busy 1`` measures it; the figures are in docs/speed.md#cpu-threads-beside-other-work).
+(``benchmarks/train.py --busy 1`` measures it; the figures are in docs/speed.md#cpu-threads-beside-other-work).
 
 **Wait policy.** ``OMP_WAIT_POLICY=PASSIVE``: a waiting OpenMP thread sleeps at once (libgomp's spin
 count becomes 0; Intel's and LLVM's OpenMP read the same variable). libgomp reads it once, when it is

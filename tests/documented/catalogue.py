@@ -12,7 +12,7 @@ runs
 * one of those behind ``--`` of another program (``ray job submit ... -- python jobs/sweep_dbl.py ...``): it
   trains where that program sends it.
 
-Benchmarks (``jobs/bench_*.py``) time steps and keep no model; ``check-config``, the extraction and ``--resume``
+Benchmarks (``benchmarks/*.py``) time steps and keep no model; ``check-config``, the extraction and ``--resume``
 of nothing train nothing new (``--resume`` is listed: the check says what it continues).
 """
 

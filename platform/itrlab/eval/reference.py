@@ -5,7 +5,7 @@
 positive's position in the sorted list is moved down below every candidate holding its
 score, so that its rank is the number of negatives scoring at least as high. It is slow on
 purpose: it is the baseline that :func:`~itrlab.eval.ranking.compute_ranks` is checked and
-timed against (tests, ``jobs/bench_eval.py``).
+timed against (tests, ``benchmarks/eval.py``).
 
 :func:`random_embeddings` makes seeded L2-normalised embeddings whose every dot product is
 exact in float32, so that the two implementations (different BLAS calls, different

@@ -53,7 +53,7 @@ from itrlab.models.text_factory import TextEncoderSpec
 DEFAULT_LAMBDA = 9.0
 DEFAULT_SHARD_ELEMENTS = 1 << 20
 """Default budget of one shard's largest intermediate, in elements (1 M: 4 MB in float32): the fastest on a
-CPU with ``jobs/bench_eval.py --interaction`` (docs/speed.md#figures-behind-the-codes-choices); on a GPU, raise it.
+CPU with ``benchmarks/eval.py --interaction`` (docs/speed.md#figures-behind-the-codes-choices); on a GPU, raise it.
 """
 MIN_SHARD_ELEMENTS, MAX_SHARD_ELEMENTS = 1 << 18, 1 << 28
 """Bounds of a device-derived budget; the upper one the fastest tried on a GPU (the same page)."""

@@ -106,7 +106,7 @@ def list_presets(presets: dict[str, str], work: bool = False) -> str:
     return "\n".join(line.rstrip() for line in lines) + (
         f"\n\ntraining time here: what `--dry-run` prints for the profile at the sweep's group and concurrency "
         f"(evaluation not counted), with its device-hours (wall time x the CPUs or GPUs a trial holds): measured "
-        f"where jobs/bench_train.py, jobs/bench_group.py or jobs/bench_gpu.py recorded the step here, else estimated "
+        f"where benchmarks/train.py, benchmarks/group.py or benchmarks/gpu.py recorded the step here, else estimated "
         f"from the FLOPs of one step on a nominal device (--dry-run says which). Kept per code version in "
         f"{estimates_file()}; --list shows the kept ones, --list --estimate works out the others (counting one "
         f"step per model shape: minutes on a first run).\n"

@@ -3,7 +3,7 @@ its trials grouped (:mod:`itrlab.sweep.groups`), for ``--dry-run`` and ``--list`
 
 For each trial and stage the time of a step comes from, in order:
 
-1. **measured**: the pairs per second that ``jobs/bench_train.py`` or ``jobs/bench_gpu.py`` recorded on
+1. **measured**: the pairs per second that ``benchmarks/train.py`` or ``benchmarks/gpu.py`` recorded on
    this kind of device for the trial's training shape (:mod:`itrlab.train.throughput`; a grouped
    measurement per member, keyed by its G);
 2. **estimated, not measured**: the FLOPs and operators of one step counted on the meta device

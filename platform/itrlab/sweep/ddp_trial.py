@@ -8,7 +8,7 @@ gradients. Rank 0 writes checkpoints, reports them, and logs to MLflow. A restar
 ``TorchTrainer`` (same name and storage) resumes from its latest checkpoint.
 
 Starting a TorchTrainer costs many seconds (a controller and worker actors), so one-worker trials take the
-in-process path of :mod:`itrlab.sweep.trial` instead (``jobs/bench_sweep_overhead.py`` measures both; the
+in-process path of :mod:`itrlab.sweep.trial` instead (``benchmarks/sweep_overhead.py`` measures both; the
 figures are in docs/speed.md#cpu-figures).
 """
 

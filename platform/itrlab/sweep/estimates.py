@@ -239,8 +239,8 @@ def cost_lines(spec: SweepSpec, overrides: list[str]) -> str:
         )
     if any(figure.estimated for figure in figures):
         lines.append(
-            f"  a measurement replaces an estimate: `python jobs/bench_gpu.py` on a GPU, "
-            f"`python jobs/bench_train.py -c <experiment> <overrides>` on this kind of device; records in "
+            f"  a measurement replaces an estimate: `python benchmarks/gpu.py` on a GPU, "
+            f"`python benchmarks/train.py -c <experiment> <overrides>` on this kind of device; records in "
             f"{throughput_file()}"
         )
     return "\n".join(lines)

@@ -1,7 +1,7 @@
 """Measured training throughput on this machine, by the shapes that decide it: what a sweep's dry run
 estimates its cost from.
 
-``jobs/bench_train.py`` records each measurement (its median pairs per second) in
+``benchmarks/train.py`` records each measurement (its median pairs per second) in
 ``runs/bench/throughput.jsonl`` (or ``$ITRLAB_THROUGHPUT``), keyed by the device and the shape of the
 training: method, region features, embedding size, text encoder, batch size and precision. A dry
 run looks its trials' shapes up and says when none was measured here, never guessing.

@@ -22,6 +22,5 @@ Outside the package, each where its layer puts it (``docs/architecture.md``, "La
 * :mod:`itrlab.sweep.groups` and :mod:`itrlab.sweep.group_trial` (layer ``sweep``, Ray Tune): the
   sweep asks for groups (``group: G``: its trials packed by ``pack_groups`` above, one Tune trial
   per group) and has each one trained by ``run_group``; it knows not how a group trains.
-* :mod:`itrlab.bench.grouped_throughput` (layer ``bench``, ``jobs/bench_group.py``): a group's
-  throughput against its runs one at a time.
+* ``benchmarks/group.py`` (outside the package): a group's throughput against its runs one at a time.
 """

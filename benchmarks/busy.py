@@ -1,4 +1,4 @@
-"""The training benchmark beside other work (``jobs/bench_train.py --busy N``): how an epoch slows down when
+"""The training benchmark beside other work (``benchmarks/train.py --busy N``): how an epoch slows down when
 N other processes keep CPUs busy, under each CPU thread policy.
 
 The busy processes are ``python -c "while True: pass"``-style loops that the benchmark starts before each
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import torch
 
+from common import BENCHMARKS, EpochTiming, bench_trainer, floor_batches, load_average, time_epoch, time_floor
 from itrlab import threads as thread_policy
-from itrlab.bench.timing import EpochTiming, GpuSampler, bench_trainer, floor_batches, time_epoch, time_floor
 from itrlab.config import ExperimentConfig
 
 # A competing process: pure CPU, like `python -c "while True: pass"`, but it also ends by itself once the
@@ -137,20 +137,27 @@ def run_busy_bench(
     """``repeats`` (quiet epoch, epoch beside ``busy`` busy processes) pairs in this process (module doc)."""
     parent = os.getppid()
     with bench_trainer(config, run_dir) as trainer:
-        gpu_nvml = GpuSampler.available(trainer.device)
         time_floor(trainer, floor_batches(trainer), warmup)  # warm-up: allocator, thread pools
         planned = min(trainer.steps_per_epoch, max_steps or trainer.steps_per_epoch)
-        load_before = os.getloadavg()[0]
+        load_before = load_average()
         quiet, loaded = [], []
         for repeat in range(repeats):
-            quiet.append(time_epoch(trainer, 2 * repeat + 1, gpu_nvml, max_steps, time_limit))
+            quiet.append(time_epoch(trainer, 2 * repeat + 1, max_steps, time_limit))
             with BusyProcesses(busy):
-                loaded.append(time_epoch(trainer, 2 * repeat + 2, gpu_nvml, max_steps, time_limit))
+                loaded.append(time_epoch(trainer, 2 * repeat + 2, max_steps, time_limit))
             if os.getppid() != parent:  # the benchmark that started this one is gone
                 raise SystemExit("bench_train: the parent process is gone; stopping")
-        load_after = os.getloadavg()[0]
+        load_after = load_average()
     return BusyReport(
-        policy, thread_policy.describe(), torch.get_num_threads(), busy, planned, quiet, loaded, load_before, load_after
+        policy,
+        thread_policy.wait_policy(),
+        torch.get_num_threads(),
+        busy,
+        planned,
+        quiet,
+        loaded,
+        load_before,
+        load_after,
     )
 
 
@@ -199,7 +206,7 @@ def format_busy(reports: list[BusyReport], config: ExperimentConfig, time_limit:
             f"{stopped} epoch(s) stopped at the {time_limit:g} s limit: their time per step x the planned steps"
         )
     if any(key in os.environ and key not in thread_policy.worker_env() for key in thread_policy.USER_WAIT_KEYS):
-        lines.append(f"note: this shell sets {thread_policy.describe()}, which both policies keep")
+        lines.append(f"note: this shell sets {thread_policy.wait_policy()}, which both policies keep")
     return "\n".join(lines)
 
 
@@ -213,8 +220,7 @@ def run_policy_child(policy: str, argv: list[str]) -> BusyReport:
         out = Path(tmp) / "report.json"
         command = [
             sys.executable,
-            "-c",
-            "import sys; from itrlab.bench.train import bench_cli; sys.exit(bench_cli(sys.argv[1:]))",
+            str(BENCHMARKS / "train.py"),
             *argv,
             "--in-process",
             "--policy",

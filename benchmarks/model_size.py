@@ -1,5 +1,8 @@
-"""The size of each paper profile's trained model (docs/models.md gives it), as ``jobs/bench_model_size.py``
-prints it.
+"""The size of each paper profile's trained model as a run logs it (docs/models.md#model-sizes gives it): a Markdown
+table. Nothing is timed, and nothing is trained.
+
+    python benchmarks/model_size.py                         # VSE++ and each paper's main table
+    python benchmarks/model_size.py --preset dbl_table2     # one preset
 
 What a run logs as its model is its state dict (``weights.pt``: the plain method's, a cooperative scheme's target
 branch; itrlab.trained.bundle) beside a few kB of JSON and YAML. Here the model of each distinct method of a
@@ -12,6 +15,10 @@ here, else given per word (the difference of two builds one word apart).
 
 from __future__ import annotations
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the script
+
+import argparse
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +31,15 @@ from itrlab.config.sweep import load_sweep, resolve_sweep_path
 from itrlab.data.kinds import kind_of
 from itrlab.data.precomp import captions_path, read_captions
 from itrlab.data.tokenizers import PretrainedTokenizer, Vocabulary
+from itrlab.errors import ItrlabError, report
 from itrlab.methods import METHODS
 from itrlab.methods.context import BuildContext
 from itrlab.report.chance import config_data_shape
 from itrlab.sweep.dry_run import trial_configs
 from itrlab.trained.model import plain_config
 
+# the sweeps whose profiles are measured by default: VSE++ (ConVSE's Table III), then each paper's main table
+PRESETS = ["convse_table3", "convse_table2", "dbl_table2", "coder_table2", "ascl_table2"]
 STORED_WIDTH = 384  # stored text features' width when their folder is absent: the packaged MiniLM's
 
 
@@ -147,3 +157,19 @@ def table(sizes: list[ModelSize]) -> str:
             f"| {weights} |"
         )
     return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", action="append", help=f"a preset (repeatable; default: {', '.join(PRESETS)})")
+    args = parser.parse_args(argv)
+    try:
+        sizes = [size for preset in args.preset or PRESETS for size in preset_sizes(preset)]
+    except ItrlabError as err:
+        return report(err)
+    print(table(sizes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

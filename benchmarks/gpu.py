@@ -1,16 +1,16 @@
-"""The GPU check in one call (``jobs/bench_gpu.py``, ``make gpu-check``): everything the GPU targets need,
+"""The GPU check in one call (``make gpu-check``): everything the GPU targets need,
 measured in at most 8 minutes on synthetic data of the papers' shape generated on the spot (no download,
 no data set on the machine), written to a dated page and to the throughput record ``--dry-run`` reads.
 
 Sections, each within its share of the time budget (a measurement stops early past its own limit and
 says how many steps it timed; a section that fails is reported and the next one runs):
 
-* **train**: the paper-dimension training of the plan's trials (the job file's: VSE++, DBL's ``xattn`` alone
-  and under OSS, CODER, AsCL), each in fp32 and bf16 (:mod:`itrlab.bench.timing`: pairs/s, the device's busy
-  share, epoch / floor); a method whose optional packages a bare GPU machine lacks runs without the parts
+* **train**: the paper-dimension training of the plan's trials (VSE++, DBL's ``xattn`` alone and under OSS,
+  CODER, AsCL), each in fp32 and bf16 (``common.py``: pairs/s, the device's busy share, epoch / floor, the floor
+  measured in the same run); a method whose optional packages a bare GPU machine lacks runs without the parts
   that need them, as the plan's sizing says, and the page says so;
 * **grouped**: the plan's trials at their group sizes (VSE++ at G = 1, 3, 9, 27, ...)
-  (:mod:`itrlab.bench.grouped_throughput`: pairs/s per member, the ratio against one run at a time, busy share,
+  (``group.py``: pairs/s per member, the ratio against one run at a time, busy share,
   peak memory);
 * **eval**: the plan's evaluations (dense and token-level) of a 1,000-image test split (5,000 captions) at
   the default shard budget;
@@ -22,14 +22,20 @@ Everything it writes goes under ``--out`` (at most 4 files): ``<date>-gpu-check.
 ``gpu-check.json`` (every figure), ``throughput.jsonl`` (the records) and ``gpu-check.log``. Without
 ``--out`` the page goes to ``docs/results/`` and the records to the throughput record of this checkout.
 ``--device cpu --quick`` runs every section at small sizes in about a minute (the test suite runs it).
-It imports nothing beyond torch, numpy, PyYAML, pydantic and itrlab (MLflow off; no Ray, no Optuna).
+It imports nothing beyond torch, numpy, PyYAML, pydantic and itrlab (MLflow off; no Ray, no Optuna). What it
+measures and on what is :data:`gpu_setup.PLAN`.
+
+    python benchmarks/gpu.py                         # on a CUDA machine: docs/results/<date>-gpu-check.md
+    python benchmarks/gpu.py --out /tmp/check        # everything under one folder
+    python benchmarks/gpu.py --device cpu --quick    # every section at small sizes, about a minute
 """
 
 from __future__ import annotations
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the script
+
 import contextlib
 import json
-import logging
 import sys
 import tempfile
 import time
@@ -38,10 +44,9 @@ from pathlib import Path
 
 import torch
 
-from itrlab.bench.gpu_setup import Check, CheckPlan, guarded, missing_packages_notes, pct, preset_config
+from common import load_average
+from gpu_setup import PLAN, Check, CheckPlan, guarded, missing_packages_notes, pct, preset_config
 from itrlab.methods.registry import scheme_labels, with_fresh_branches
-
-_log = logging.getLogger(__name__)
 
 SHARES = {"train": 0.36, "grouped": 0.30, "eval": 0.10, "profiles": 0.24}  # of the budget after the set-up
 
@@ -62,8 +67,7 @@ class Budget:
 
 
 def train_section(check: Check, seconds: float) -> None:
-    from itrlab.bench.grouped_throughput import BusySampler
-    from itrlab.bench.timing import bench_trainer, floor_batches, time_epoch, time_floor
+    from common import bench_trainer, floor_batches, time_epoch, time_floor
     from itrlab.train.throughput import training_shape
 
     methods = [(r.label, r.preset, r.row, r.extra) for r in check.plan.training]
@@ -81,12 +85,10 @@ def train_section(check: Check, seconds: float) -> None:
                 with bench_trainer(config) as trainer:
                     batches = floor_batches(trainer, 4)
                     time_floor(trainer, batches, 2)  # warm-up: allocator, cuDNN, autotuning
-                    with BusySampler(trainer.device) as busy:
-                        epoch = time_epoch(trainer, 1, False, time_limit=limit * 0.6)
+                    epoch = time_epoch(trainer, 1, time_limit=limit * 0.6)
                     floor = time_floor(trainer, batches, max(3, min(20, epoch.steps)))
                     pairs = epoch.pairs_per_second
                     ratio = epoch.seconds / (floor * epoch.steps)
-                    share = epoch.busy if trainer.device.type == "cpu" else busy.busy
                     split = trainer.data.train
                     shape = training_shape(config, split.n_regions, split.feature_dim)
                     return {
@@ -95,7 +97,7 @@ def train_section(check: Check, seconds: float) -> None:
                         "batch": config.train.batch_size,
                         "steps": epoch.steps,
                         "pairs_per_s": pairs,
-                        "busy": share,
+                        "busy": epoch.busy,
                         "epoch_over_floor": ratio,
                         "shape": shape,
                     }
@@ -114,7 +116,7 @@ def train_section(check: Check, seconds: float) -> None:
 
 
 def grouped_section(check: Check, seconds: float) -> None:
-    from itrlab.bench.grouped_throughput import time_group
+    from group import time_group
     from itrlab.sweep.cost import group_shape
     from itrlab.train.throughput import training_shape
 
@@ -160,7 +162,7 @@ def grouped_section(check: Check, seconds: float) -> None:
 
 
 def eval_section(check: Check, seconds: float) -> None:
-    from itrlab.bench.timing import bench_trainer
+    from common import bench_trainer
 
     check.say(f"\n## Evaluation of the test split ({seconds / 2:.0f} s each)\n")
     check.say("| model | images x captions | seconds | shard budget |")
@@ -223,7 +225,7 @@ def paper_recipes(check: Check) -> list[tuple[str, int, str]]:
 
 
 def profiles_section(check: Check, seconds: float) -> None:
-    from itrlab.bench.timing import bench_trainer, floor_batches, time_epoch, time_floor
+    from common import bench_trainer, floor_batches, time_epoch, time_floor
 
     recipes = paper_recipes(check)
     if check.quick:
@@ -244,7 +246,7 @@ def profiles_section(check: Check, seconds: float) -> None:
             config = with_fresh_branches(config)  # no anchor trained first
             with bench_trainer(config) as trainer:
                 time_floor(trainer, floor_batches(trainer, 2), 1)
-                epoch = time_epoch(trainer, 1, False, max_steps=steps, time_limit=limit * 0.8)
+                epoch = time_epoch(trainer, 1, max_steps=steps, time_limit=limit * 0.8)
                 return {
                     "preset": preset,
                     "recipe": recipe,
@@ -281,7 +283,7 @@ def run_check(
     records are written after every section: a check stopped midway leaves what it measured."""
     from itrlab.config.checks import synthetic_spec_of
     from itrlab.data import generate_synthetic
-    from itrlab.train.device import describe
+    from itrlab.train.device import device_label
 
     clock = Budget(budget)
     date = time.strftime("%Y-%m-%d")
@@ -293,12 +295,12 @@ def run_check(
         check.say(f"# GPU check, {date}\n")
         sizes = "quick (small sizes)" if quick else "the papers' dimensions"
         check.say(
-            f"Device: {describe(device)}; torch {torch.__version__}; {sizes}; budget {budget:.0f} s. "
+            f"Device: {device_label(device)}; torch {torch.__version__}; {sizes}; budget {budget:.0f} s. "
             f"Data: synthetic, of the papers' shape (36 x 2048 regions, captions of Flickr30K's length), "
-            f"generated here. Written by `jobs/bench_gpu.py` (itrlab.bench.gpu)."
+            f"generated here. Written by `benchmarks/gpu.py`."
         )
         generate_synthetic(check.root, synthetic_spec_of(preset_config(check, plan.data.preset, plan.data.row)))
-        names = sections or list(SECTIONS)
+        names, before = sections or list(SECTIONS), load_average()
         written = 0
         for i, name in enumerate(names):
             seconds = clock.section(name, names[i:])
@@ -307,17 +309,18 @@ def run_check(
             check.results.setdefault("seconds", {})[name] = time.perf_counter() - started
             written = _write(check, page, date, written)
         check.say(
-            f"\nTook {time.perf_counter() - clock.started:.0f} s. Busy: the GPU's utilisation sampled by NVML "
-            f"(or nvidia-smi) while timed; on a CPU, process CPU time over wall time x threads."
+            f"\nTook {time.perf_counter() - clock.started:.0f} s; 1-min load average {before:.2f} before, "
+            f"{load_average():.2f} after. Busy: the GPU's utilisation sampled by NVML (or nvidia-smi) while timed; "
+            f"on a CPU, process CPU time over wall time x threads."
         )
         _write(check, page, date, written)
-    _log.info(f"bench_gpu: wrote {page} and {len(check.records)} throughput records")
+    print(f"bench_gpu: wrote {page} and {len(check.records)} throughput records")
     return page
 
 
 def _write(check: Check, page: Path, date: str, written: int) -> int:
     """The page and (with --out) the figures as they stand; the throughput records not written yet."""
-    from itrlab.train.device import describe
+    from itrlab.train.device import device_label
     from itrlab.train.throughput import record, throughput_file
 
     page.write_text("\n".join(check.lines) + "\n", encoding="utf-8")
@@ -325,19 +328,19 @@ def _write(check: Check, page: Path, date: str, written: int) -> int:
     if out:
         (out / "gpu-check.json").write_text(
             json.dumps(
-                {"device": describe(check.device), "date": date, "quick": check.quick, **check.results},
+                {"device": device_label(check.device), "date": date, "quick": check.quick, **check.results},
                 indent=2,
                 default=str,
             )
         )
     for shape, pairs in check.records[written:]:
-        record(describe(check.device), shape, pairs, (out / "throughput.jsonl") if out else throughput_file())
+        record(device_label(check.device), shape, pairs, (out / "throughput.jsonl") if out else throughput_file())
     return len(check.records)
 
 
-def bench_gpu_cli(plan: CheckPlan, argv: list[str] | None = None) -> int:
-    """``jobs/bench_gpu.py [--out DIR] [--device cuda|cpu] [--quick] [--budget S] [--sections a,b]``, measuring
-    what ``plan`` (the job file's) names."""
+def main(argv: list[str] | None = None, plan: CheckPlan = PLAN) -> int:
+    """``benchmarks/gpu.py [--out DIR] [--device cuda|cpu] [--quick] [--budget S] [--sections a,b]``, measuring
+    what ``plan`` names."""
     import argparse
 
     from itrlab.errors import ItrlabError, report
@@ -375,7 +378,7 @@ def bench_gpu_cli(plan: CheckPlan, argv: list[str] | None = None) -> int:
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        _log.warning("bench_gpu: interrupted")
+        print("bench_gpu: interrupted", file=sys.stderr)
         return 130
     finally:
         if log is not None:
@@ -408,3 +411,7 @@ def _tee(log):
         yield
     finally:
         sys.stdout, sys.stderr = out, err
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,8 +3,8 @@ headless Chromium (:class:`Browser`) with a fresh profile, as on a browser's fir
 view, its Assistant panel open), driven over the DevTools protocol: open a page in a window of a given width,
 wait for a state of the page (a script's answer, never a time), measure it, save a screenshot.
 
-Used by ``jobs/mlflow_screenshots.py`` (:mod:`itrlab.sweep.ui_pages`). Nothing here imports
-MLflow: the UI runs as a program, Chromium as another (``apt-get install chromium``).
+Used by ``jobs/mlflow_screenshots.py`` (the docs' screenshots), beside it; not part of the installed package.
+Nothing here imports MLflow: the UI runs as a program, Chromium as another (``apt-get install chromium``).
 """
 
 from __future__ import annotations

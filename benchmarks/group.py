@@ -1,5 +1,8 @@
-"""Grouped training's throughput against one run at a time, measured in one process
-(``jobs/bench_group.py``; the GPU check's grouped section, :mod:`itrlab.bench.gpu`).
+"""Grouped training against one run at a time (the baseline, measured in the same run): a sweep's rows, their
+seeds trained alone and as one group (several models of one shape as one batched model), in one process.
+
+    python benchmarks/group.py --preset convse-table3 --rows VSE,VSE++ --group 3
+    python benchmarks/group.py --preset dbl-table4 --rows A,F --group 3 --steps 20
 
 For G runs of one model shape (a table row's seeds), each built as a run builds it
 (:func:`~itrlab.train.experiment.start_run`, MLflow off, in a temporary folder), it times ``steps``
@@ -9,95 +12,46 @@ optimizer steps on the runs' own batches (their loaders or resident splits: data
 * **G**: the G runs as one group (:class:`~itrlab.train.grouped.trainer.GroupedTrainer`), every step training
   every member on its own batch.
 
-Each after ``warmup`` untimed steps, alternating ``repeats`` times (both see the same machine load);
-figures are medians. **pairs/s per member** is a member's batch over the time of a step that trains it;
-the group's **throughput ratio** against G = 1 is ``G x pairs/s per member at G / pairs/s at G = 1``:
-how much faster the group trains its G runs than one run at a time would. **busy**: the GPU's utilisation
-(NVML, else ``nvidia-smi``) or, on a CPU, the process's CPU time over wall time x torch threads;
-**memory**: the device's peak allocation while the group trains (CUDA).
+Each after ``warmup`` untimed steps, timed by ``torch.utils.benchmark`` (``common.time_steps``), alternating
+``repeats`` times (both see the same machine load); figures are medians. **pairs/s per member** is a member's
+batch over the time of a step that trains it; the group's **throughput ratio** against G = 1 is ``G x pairs/s per
+member at G / pairs/s at G = 1``: how much faster the group trains its G runs than one run at a time would.
+**busy**: the device's busy share (``common.BusySampler``); **memory**: the device's peak allocation while the
+group trains (CUDA). It prints the table's training time at G = 1 and at G from those figures, and records the
+measured pairs/s in the throughput record that a sweep's ``--dry-run`` reads. The GPU check (``gpu.py``) times
+its grouped section with :func:`time_group`.
 """
 
 from __future__ import annotations
 
+import _bootstrap  # noqa: F401 - first: a python without itrlab says how to start the script
+
 import contextlib
-import logging
 import shutil
 import statistics
-import subprocess
+import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+from common import BusySampler, at_least_one, load_average, machine, sync, time_steps
 
-from itrlab.config import ExperimentConfig
-from itrlab.train.experiment import start_run
-from itrlab.train.grouped.trainer import GroupedTrainer
-from itrlab.train.loop import Trainer
+if TYPE_CHECKING:
+    import torch
 
-_log = logging.getLogger(__name__)
-
-
-class BusySampler:
-    """Mean GPU utilisation over a span, sampled in a thread: NVML (``torch.cuda.utilization``, which
-    needs pynvml), else ``nvidia-smi``; on a CPU the process's CPU time over wall time x threads."""
-
-    def __init__(self, device: torch.device, interval: float = 0.1):
-        self.device, self.interval = device, interval
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self.read = self._reader() if device.type == "cuda" else None
-
-    def _reader(self):
-        try:
-            torch.cuda.utilization(self.device)
-            return lambda: torch.cuda.utilization(self.device) / 100.0
-        except Exception:  # noqa: BLE001 - no pynvml: the driver's own tool
-            index = self.device.index or 0
-            command = ["nvidia-smi", f"--id={index}", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"]
-            try:
-                float(subprocess.run(command, capture_output=True, text=True, timeout=5).stdout.strip())
-            except Exception:  # noqa: BLE001
-                return None
-            return lambda: float(subprocess.run(command, capture_output=True, text=True, timeout=5).stdout) / 100.0
-
-    def __enter__(self) -> BusySampler:
-        self.cpu, self.wall = time.process_time(), time.perf_counter()
-        if self.read is not None:
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            with contextlib.suppress(Exception):
-                self.samples.append(self.read())
-
-    def __exit__(self, *exc) -> None:
-        self.cpu, self.wall = time.process_time() - self.cpu, time.perf_counter() - self.wall
-        if self.read is not None:
-            self._stop.set()
-            self._thread.join()
-
-    @property
-    def busy(self) -> float | None:
-        if self.device.type == "cuda":
-            return statistics.fmean(self.samples) if self.samples else None
-        return self.cpu / (self.wall * torch.get_num_threads())
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    from itrlab.config import ExperimentConfig
+    from itrlab.train.loop import Trainer
 
 
 @contextlib.contextmanager
 def member_trainers(configs: list[ExperimentConfig], root: Path | None = None) -> Iterator[list[Trainer]]:
     """The runs of ``configs`` built as runs are (MLflow off), in a temporary folder; one device copy of
     the training split for all of them."""
+    from itrlab.train.experiment import start_run
+
     folder = Path(tempfile.mkdtemp(prefix="bench_group_", dir=root))
     try:
         trainers, shared = [], None
@@ -162,10 +116,14 @@ class Timing:
 
 
 def _peak(device: torch.device) -> int | None:
+    import torch
+
     return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
 
 
 def _reset_peak(device: torch.device) -> None:
+    import torch
+
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -181,6 +139,8 @@ def time_group(
     """Time ``configs`` (one model shape) one run at a time and as one group (see the module doc).
     ``time_limit``: seconds for the whole measurement (the repeats stop early past it); ``solo=False``
     times the group alone."""
+    from itrlab.train.grouped.trainer import GroupedTrainer
+
     started = time.perf_counter()
     with member_trainers(configs) as trainers:
         device = trainers[0].device
@@ -215,17 +175,13 @@ def _time(step, steps: int, warmup: int, device: torch.device, busy: list[float]
         step()
     sync(device)
     with BusySampler(device) as sampler:
-        started = time.perf_counter()
-        for _ in range(steps):
-            step()
-        sync(device)
-        seconds = (time.perf_counter() - started) / steps
+        seconds = time_steps(step, steps)
     if sampler.busy is not None:
         busy.append(sampler.busy)
     return seconds
 
 
-# ---------------------------------------------------------------------- jobs/bench_group.py
+# ---------------------------------------------------------------------- the command line
 
 
 def row_configs(spec, overrides: list[str], rows: list[str] | None, group: int):
@@ -270,20 +226,11 @@ def table_seconds(
     return alone, grouped, covered
 
 
-def bench_group_cli(argv: list[str] | None = None) -> int:
-    """``jobs/bench_group.py --preset NAME [--profile P] [--rows A,F] [--group G] [--steps N] [key=value ...]``."""
+def main(argv: list[str] | None = None) -> int:
+    """``benchmarks/group.py --preset NAME [--profile P] [--rows A,F] [--group G] [--steps N] [key=value ...]``."""
     import argparse
 
-    from itrlab import threads as thread_policy
-    from itrlab.cli import sweep_presets
     from itrlab.config.choices import ChoicesHelpFormatter, list_choices, preset_names, profile_names
-    from itrlab.config.sweep import load_sweep
-    from itrlab.errors import ItrlabError, report
-    from itrlab.sweep.cost import group_shape
-    from itrlab.sweep.dry_run import train_pairs
-    from itrlab.train.device import describe
-    from itrlab.train.grouped.membership import shared_step
-    from itrlab.train.throughput import record, training_shape
 
     parser = argparse.ArgumentParser(
         description="Grouped training against one run at a time: a sweep's rows, "
@@ -296,13 +243,28 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     )
     list_choices(parser.add_argument("--profile", help="its profile (default: budget)"), profile_names)
     parser.add_argument("--rows", help="comma-separated row labels to measure (default: every row)")
-    parser.add_argument("--group", type=int, default=3, help="G, the seeds of a row trained together (default 3)")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps per repeat (default 20)")
+    parser.add_argument(
+        "--group", type=at_least_one, default=3, help="G, the seeds of a row trained together (default 3)"
+    )
+    parser.add_argument("--steps", type=at_least_one, default=20, help="timed steps per repeat (default 20)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each (default 3)")
-    parser.add_argument("--repeats", type=int, default=3, help="alternating repeats; medians (default 3)")
+    parser.add_argument("--repeats", type=at_least_one, default=3, help="alternating repeats; medians (default 3)")
     parser.add_argument("--threads", type=int, default=1, help="train.threads (default 1)")
     parser.add_argument("overrides", nargs="*", help="overrides of the sweep's experiment, key=value")
     args = parser.parse_args(argv)
+    # after the arguments: --help and a bad argument answer without loading torch
+    import torch
+
+    from itrlab import threads as thread_policy
+    from itrlab.cli import sweep_presets
+    from itrlab.config.sweep import load_sweep
+    from itrlab.errors import ItrlabError, report
+    from itrlab.sweep.cost import group_shape
+    from itrlab.sweep.dry_run import train_pairs
+    from itrlab.train.device import device_label
+    from itrlab.train.grouped.membership import shared_step
+    from itrlab.train.throughput import record, training_shape
+
     try:
         presets = sweep_presets()
         spec = load_sweep(presets.get(args.preset, args.preset), args.profile)
@@ -310,9 +272,9 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
         chosen, configs = row_configs(spec, overrides, args.rows.split(",") if args.rows else None, args.group)
         thread_policy.apply(args.threads)
         measured: dict[tuple, Timing] = {}
-        lines = []
+        lines, before = [], load_average()
         for row, members in chosen.items():
-            _log.info(f"bench_group: row {row}: {len(members)} seeds alone and as one group ...")
+            print(f"bench_group: row {row}: {len(members)} seeds alone and as one group ...")
             timing = time_group(members, args.steps, args.warmup, args.repeats)
             config = members[0]
             measured.setdefault(shared_step(config), timing)
@@ -328,7 +290,7 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
                 )
             )
             _, features, _ = train_pairs(config)
-            device = describe(
+            device = device_label(
                 torch.device("cpu")
                 if config.train.device == "cpu"
                 else torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -339,27 +301,32 @@ def bench_group_cli(argv: list[str] | None = None) -> int:
     except ItrlabError as err:
         return report(err)
     except KeyboardInterrupt:
-        _log.warning("bench_group: interrupted")
+        print("bench_group: interrupted", file=sys.stderr)
         return 130
-    group = args.group
+    group, after = args.group, load_average()
     header = ("row", "pairs/s alone", f"pairs/s per member at G={group}", "busy alone", "busy grouped", "ratio vs G=1")
     widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
-    _log.info(
+    print(
         f"\n{spec.name} ({spec.profile or 'as written'}): G = {group}, {device}, {args.steps} steps x "
         f"{args.repeats} repeats (medians); ratio = G x pairs/s per member / pairs/s alone (> 1: the group is faster)"
     )
     for line in [header, *lines]:
-        _log.info("  " + "  ".join(str(cell).rjust(width) for cell, width in zip(line, widths)))
+        print("  " + "  ".join(str(cell).rjust(width) for cell, width in zip(line, widths)))
     alone, grouped, covered = table_seconds(configs, measured, group)
     if covered:
-        _log.info(
+        print(
             f"table ({covered} of {len(configs)} trials, those of the measured shapes; training only): "
             f"{alone / 3600:.2f} h one trial at a time, {grouped / 3600:.2f} h at G = {group} "
             f"(G = {group} takes {grouped / alone:.2f}x the time)"
         )
-    _log.info("recorded in the throughput record (what `jobs/sweep.py --dry-run` reads)")
+    print(machine(before, after))
+    print("recorded in the throughput record (what `jobs/sweep.py --dry-run` reads)")
     return 0
 
 
 def _share(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
