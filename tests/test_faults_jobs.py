@@ -181,9 +181,10 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
     assert {c.info.status for c in children} == {"FINISHED"}
     assert not [c for c in children if "itrlab.stop_reason" in c.data.tags]  # F's reason went with its restart
     (sweep_dir,) = (tmp_path / "sweeps" / "sigint_sweep").iterdir()
-    for child in children:  # run_dir: the trial's folder in the sweep's storage, with its checkpoints
+    for child in children:  # run_dir: the trial's folder in the sweep's storage, with its saved epoch and its end
         run_dir = Path(child.data.tags["run_dir"])
-        assert run_dir.parent == sweep_dir / "tune" and list(run_dir.glob("checkpoint_*/last.pt")), run_dir
+        assert run_dir == sweep_dir / "trials" / child.data.tags["itrlab.trial_id"], run_dir
+        assert list(run_dir.glob("epoch_*/last.pt")) and (run_dir / "final.json").is_file(), run_dir
 
     def check_tables(run_id: str) -> None:  # rewritten whole: one row per trial, ids kept as strings
         trials = parent_table(tmp_path, run_id, "sweep/trials.json")
@@ -198,7 +199,7 @@ def test_ctrl_c_kills_the_sweep_then_resume_completes_it_once(tmp_path):
 
 
 def test_storage_that_breaks_mid_sweep_fails_the_sweep_with_one_line(tmp_path):
-    """The sweep's storage stops taking writes after the first checkpoint (its trials folder replaced by a
+    """The sweep's storage stops taking writes after the first checkpoint (its trials' folder replaced by a
     file, which no user, root included, can write into): the sweep exits 1 with one line, every run FAILED."""
     command = sweep_command(
         tmp_path,
@@ -217,20 +218,80 @@ def test_storage_that_breaks_mid_sweep_fails_the_sweep_with_one_line(tmp_path):
 
         def first_checkpoint_stored() -> bool:
             return training_alone(tmp_path / "sweeps") and any(
-                (tmp_path / "sweeps").glob("broken_storage/*/tune/*/checkpoint_*")
+                (tmp_path / "sweeps").glob("broken_storage/*/trials/*/epoch_*")
             )
 
         with trials_held(driver, first_checkpoint_stored, log=log_path):  # it cannot end before the storage breaks
-            (tune_dir,) = (tmp_path / "sweeps" / "broken_storage").glob("*/tune")
-            tune_dir.rename(tune_dir.with_name("tune.moved"))
-            tune_dir.write_text("not a folder any more")
+            (trials_dir,) = (tmp_path / "sweeps" / "broken_storage").glob("*/trials")
+            trials_dir.rename(trials_dir.with_name("trials.moved"))
+            trials_dir.write_text("not a folder any more")
         assert driver.wait(timeout=300) == 1, log_path.read_text()[-4000:]
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
     last = log_path.read_text().rstrip().splitlines()[-1]
-    assert last.startswith("itrlab: run failed: the sweep's storage can no longer be written: --storage:"), last
+    assert last.startswith("itrlab: run failed: the sweep's storage can no longer be written: the checkpoint of"), last
+    assert "cannot be stored in the sweep's storage: Not a directory" in last, last
     (parent,), children = sweep_runs(tmp_path, "broken_storage")
     assert parent.info.status == "FAILED" and "can no longer be written" in parent.data.tags["itrlab.stop_reason"]
     assert children and {c.info.status for c in children} == {"FAILED"}  # none RUNNING, none "stopped"
     assert all(c.data.tags.get("itrlab.stop_reason") for c in children)
+
+
+def test_an_optuna_search_interrupted_and_resumed_runs_each_configuration_once(tmp_path):
+    """An Optuna search of three configurations, one at a time, stopped with Ctrl-C once the first ended and the
+    second trains; --resume continues the study from Optuna's storage in the sweep's folder: the configuration
+    cut short is asked for again and continues from its saved epoch, the first is not trained again, and the
+    search ends at three configurations, each with one finished run."""
+    import optuna
+
+    command = sweep_command(
+        tmp_path,
+        {
+            "name": "optuna_resume",
+            "experiment": "dbl_synthetic_tiny",
+            "overrides": [f"dataset.root={tmp_path / 'data'}", "train.epochs=2"],
+            "grid": {},
+            "seeds": [0],
+            "resources": {"cpu": 1},
+            "concurrency": 1,
+            "optuna": {
+                "space": {"cooperative.gamma": {"type": "uniform", "low": 0.1, "high": 0.3}},
+                "num_trials": 3,
+                "seed": 0,
+            },
+        },
+    )
+    env = job_env(tmp_path)
+    log_path = tmp_path / "first.log"
+    driver = start_driver(command, tmp_path, log_path, env)
+    try:
+        with trials_held(driver, lambda: one_ended_one_training(board_notes(tmp_path / "sweeps")), log=log_path):
+            driver.send_signal(signal.SIGINT)
+            assert driver.wait(timeout=180) == 130, log_path.read_text()[-4000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    (sweep_dir,) = (tmp_path / "sweeps" / "optuna_resume").iterdir()
+    storage = f"sqlite:///{sweep_dir / 'optuna.db'}"
+    states = sorted(t.state.name for t in optuna.load_study(study_name="optuna_resume", storage=storage).trials)
+    assert states == ["COMPLETE", "RUNNING"], states
+    _, before = sweep_runs(tmp_path, "optuna_resume")
+    first = next(c for c in before if c.info.status == "FINISHED")
+
+    last = subprocess.run([*command, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert last.returncode == 0, last.stdout[-3000:] + last.stderr[-3000:]
+    study = optuna.load_study(study_name="optuna_resume", storage=storage)
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert len(complete) == 3 and [t.state.name for t in study.trials].count("FAIL") == 1  # the one cut short
+    (parent,), children = sweep_runs(tmp_path, "optuna_resume")
+    assert parent.info.status == "FINISHED" and {c.info.status for c in children} == {"FINISHED"}
+    gammas = sorted(round(float(c.data.params["cooperative.gamma"]), 9) for c in children)
+    assert len(children) == 3 and gammas == sorted(round(t.params["cooperative.gamma"], 9) for t in complete), (
+        gammas, [(t.state.name, t.params) for t in study.trials], last.stdout[-3000:]
+    )
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    steps = [m.step for m in client.get_metric_history(first.info.run_id, chart_name("rsum"))]
+    assert steps == [1, 2]  # the configuration that had ended is not trained again
+    trials = parent_table(tmp_path, parent.info.run_id, "sweep/trials.json")
+    assert sorted(trials["status"]) == ["finished"] * 3  # the earlier invocation's configuration among them

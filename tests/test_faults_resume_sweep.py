@@ -1,16 +1,16 @@
-"""A sweep's --resume (issue #30 items 1, 3 and 4), on one tiny sweep interrupted with SIGINT: no file of its
-storage that Ray Tune would unpickle is read unless this installation's key signed it (a planted tuner.pkl
-whose pickle runs a command, a planted searcher state, a planted error.pkl); an edited sweep file, a new
-override or changed data are refused with one line naming the difference (exit 2, before Ray or MLflow);
-``--allow-changes`` runs them and records them on the parent run, while a second ``--resume`` of the same
-sweep is refused at once. Once it finished (issue #45 item 1): its folder rolled back to the interrupted
-state, or another sweep's signed state copied in, is refused with one line and its parent run stays
-FINISHED. The refusals run in this process (they stop before Ray starts), the sweeps and the resume as the
-job itself. Each moment a test acts on ("a trial trains", "the resume runs") is held: the trial's Ray
-workers are stopped while the test acts (tests/held.py), so no trial outruns it."""
+"""A sweep's --resume, on one tiny sweep interrupted with SIGINT: an edited sweep file, a new override or changed
+data are refused with one line naming the difference (exit 2, before Ray or MLflow); ``--allow-changes`` runs them
+and records them on the parent run, while a second ``--resume`` of the same sweep is refused at once, and no file
+of the storage is unpickled (a tuner.pkl, a searcher state and an error.pkl planted there, each a pickle that runs
+a command, never run). Once it finished: its folder rolled back to the interrupted state, or a state naming another
+sweep's parent run, is refused with one line and its parent run stays FINISHED. The refusals run in this process
+(they stop before Ray starts), the sweeps and the resume as the job itself. Each moment a test acts on ("a trial
+trains", "the resume runs") is held: the trial's Ray workers are stopped while the test acts (tests/held.py), so
+no trial outruns it."""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import shutil
@@ -25,6 +25,8 @@ from mlflow import MlflowClient
 
 from conftest import REPO
 from held import notes_since, training, training_alone, trials_held
+from itrlab.sweep.resume import STATE_FILE
+from itrlab.sweep.trial_store import TRIALS_FOLDER
 from test_faults_cli import ctrl_c_reaches_it, env_for, job
 
 pytestmark = pytest.mark.e2e  # real processes, signals and servers
@@ -33,7 +35,7 @@ pytestmark = pytest.mark.e2e  # real processes, signals and servers
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory):
     """A two-trial sweep (A and F, 3 epochs) of a sweep file of its own, stopped with Ctrl-C once a trial
-    reported: (its folder, the environment it ran in). Its signing key is under its HOME."""
+    reported: (its folder, the environment it ran in)."""
     root = tmp_path_factory.mktemp("interrupted")
     spec = yaml.safe_load((REPO / "configs" / "sweeps" / "dbl_tiny.yaml").read_text())
     spec.pop("aliases")
@@ -60,17 +62,14 @@ def interrupted(tmp_path_factory):
             driver.kill()
     (folder,) = (root / "sweeps" / "dbl_tiny").iterdir()
     saved = root / "interrupted-state"  # what a rollback of the folder puts back (test_a_rolled_back_...)
-    (saved / "tune").mkdir(parents=True)
-    shutil.copy2(folder / "itrlab_signatures.json", saved)
-    for path in (folder / "tune").iterdir():
-        if path.is_file():
-            shutil.copy2(path, saved / "tune")
+    shutil.copytree(folder / TRIALS_FOLDER, saved / TRIALS_FOLDER)
+    shutil.copy2(folder / STATE_FILE, saved)
     return root, env
 
 
 @pytest.fixture
 def here(interrupted, monkeypatch):
-    """The sweep's environment in this process (its store, its HOME: its key)."""
+    """The sweep's environment in this process (its store, its HOME)."""
     root, env = interrupted
     monkeypatch.chdir(root)
     for key in ("MLFLOW_TRACKING_URI", "HOME", "ITRLAB_CONFIG_DIR"):
@@ -121,20 +120,14 @@ def the_sweep(root: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("plant", ["tune/tuner.pkl", "tune/searcher-state-9999-12-31_23-59-59.pkl", "trial/error.pkl"])
-def test_a_planted_pickle_in_the_storage_is_refused_and_never_run(here, capsys, plant):
-    folder = the_sweep(here)
+def plant_pickles(folder: Path, marker: Path) -> list[Path]:
+    """Pickles that run ``touch marker`` when loaded, where Ray Tune keeps what ``Tuner.restore`` unpickles: its
+    tuner, a searcher's state, a trial's error."""
     trial = next(p for p in (folder / "tune").iterdir() if p.is_dir())
-    path = trial / "error.pkl" if plant == "trial/error.pkl" else folder / plant
-    marker = here / "pwned"
-    saved = path.read_bytes() if path.exists() else None
-    path.write_bytes(pickle.dumps(RunsACommand(f"touch {marker}")))
-    try:
-        line = refused(here, capsys, resume(here), "Ray Tune would unpickle it, which can run code: refused")
-    finally:
-        path.write_bytes(saved) if saved is not None else path.unlink()
-    assert str(path) in line
-    assert not marker.exists()
+    paths = [folder / "tune" / "tuner.pkl", folder / "tune" / "searcher-state-9999-12-31_23-59-59.pkl"]
+    for path in [*paths, trial / "error.pkl"]:
+        path.write_bytes(pickle.dumps(RunsACommand(f"touch {marker}")))
+    return [*paths, trial / "error.pkl"]
 
 
 def test_an_edited_sweep_file_is_refused_with_what_differs(here, capsys):
@@ -171,8 +164,10 @@ def test_changed_data_is_refused_by_its_digest(here, capsys):
 
 
 def test_allow_changes_runs_them_records_them_and_a_second_resume_waits_for_none(interrupted):
-    """Last in this module: it finishes the sweep."""
+    """It finishes the sweep, over pickles planted in its storage that would run a command if loaded."""
     root, env = interrupted
+    marker = root / "pwned"
+    planted = plant_pickles(the_sweep(root), marker)
     log = root / "resume.log"
     with open(log, "w") as out:
         first = subprocess.Popen(
@@ -206,33 +201,33 @@ def test_allow_changes_runs_them_records_them_and_a_second_resume_waits_for_none
     assert parent.data.params["resume.1.changes"] == "the resolved config's train.lr: recorded 0.001, now 0.005"
     assert parent.data.tags["itrlab.resume_changes"].startswith("resume 1: the resolved config's train.lr")
     assert "0.005" in {k.data.params.get("train.lr") for k in kids}  # the trial that had not started ran it
+    assert not marker.exists() and all(path.is_file() for path in planted)  # never loaded
 
 
 def test_a_rolled_back_sweep_folder_is_refused_and_its_parent_stays_finished(here, capsys):
-    """After the sweep finished: its Tune state and signature manifest put back as they were when it was
-    interrupted (valid signatures of this sweep, of an older generation than its parent run recorded)."""
+    """After the sweep finished: its state file and trials' saved states put back as they were when it was
+    interrupted. Its parent run in MLflow, which the storage's writers cannot change, says FINISHED: refused."""
     folder = the_sweep(here)
     now = here / "finished-state"
-    shutil.copytree(folder / "tune", now / "tune", ignore=lambda _, names: [n for n in names if n.startswith("run_")])
-    shutil.copy2(folder / "itrlab_signatures.json", now)
+    shutil.copytree(folder / TRIALS_FOLDER, now / TRIALS_FOLDER)
+    shutil.copy2(folder / STATE_FILE, now)
     try:
-        saved = {path.name for path in (here / "interrupted-state" / "tune").iterdir()}
-        for path in (folder / "tune").iterdir():  # the folder's own files exactly as they were then
-            if path.is_file() and path.name not in saved:
-                path.unlink()
-        for name in saved:
-            shutil.copy2(here / "interrupted-state" / "tune" / name, folder / "tune" / name)
-        shutil.copy2(here / "interrupted-state" / "itrlab_signatures.json", folder)
-        line = refused(here, capsys, resume(here, folder.name), "is an older state of this sweep", parent="FINISHED")
+        shutil.rmtree(folder / TRIALS_FOLDER)
+        shutil.copytree(here / "interrupted-state" / TRIALS_FOLDER, folder / TRIALS_FOLDER)
+        shutil.copy2(here / "interrupted-state" / STATE_FILE, folder)
+        line = refused(
+            here, capsys, resume(here, folder.name), "ended FINISHED but the folder's state says", "FINISHED"
+        )
     finally:
-        shutil.copytree(now / "tune", folder / "tune", dirs_exist_ok=True)
-        shutil.copy2(now / "itrlab_signatures.json", folder)
-    assert "rolled back is refused" in line
+        shutil.rmtree(folder / TRIALS_FOLDER)
+        shutil.copytree(now / TRIALS_FOLDER, folder / TRIALS_FOLDER)
+        shutil.copy2(now / STATE_FILE, folder)
+    assert "the folder was rolled back; nothing was run" in line
 
 
-def test_another_sweeps_signed_state_copied_in_is_refused_and_its_parent_stays_finished(interrupted, here, capsys):
-    """Another sweep of this installation, finished: its signed tune/*.json, tuner.pkl and signature manifest
-    copied into this sweep's folder. Its signatures name the other sweep: refused before Tune reads a byte."""
+def test_a_state_naming_another_sweeps_parent_run_is_refused_and_its_parent_stays_finished(interrupted, here, capsys):
+    """Another sweep, finished: this sweep's state file made to name its parent run (a state copied from it). The
+    parent run belongs to another sweep's folder: refused before anything runs."""
     spec = yaml.safe_load((here / "sweep.yaml").read_text())
     (here / "other.yaml").write_text(
         yaml.safe_dump(
@@ -255,12 +250,9 @@ def test_another_sweeps_signed_state_copied_in_is_refused_and_its_parent_stays_f
     assert other.returncode == 0, other.stdout[-3000:] + other.stderr[-3000:]
     (theirs,) = (here / "sweeps" / "dbl_tiny_other").iterdir()
     folder = the_sweep(here)
-    for path in (theirs / "tune").iterdir():
-        if path.is_file() and path.suffix in (".json", ".pkl"):
-            shutil.copy2(path, folder / "tune" / path.name)
-    shutil.copy2(theirs / "itrlab_signatures.json", folder)
-    line = refused(
-        here, capsys, resume(here, folder.name), "are those of the sweep 'dbl_tiny_other/", parent="FINISHED"
-    )
-    assert f"not of this one (dbl_tiny/{folder.name} (parent run " in line and "copied from another sweep" in line
+    ours = json.loads((folder / STATE_FILE).read_text())
+    theirs_parent = json.loads((theirs / STATE_FILE).read_text())["parent_run_id"]
+    (folder / STATE_FILE).write_text(json.dumps({**ours, "parent_run_id": theirs_parent}))
+    line = refused(here, capsys, resume(here, folder.name), f"names the parent run {theirs_parent}", parent="FINISHED")
+    assert "which belongs to the sweep folder" in line and "dbl_tiny_other" in line
     shutil.rmtree(here / "sweeps", ignore_errors=True)

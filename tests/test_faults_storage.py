@@ -281,8 +281,8 @@ def test_a_data_error_found_when_a_split_is_read_leaves_no_run_folder(tmp_path):
 
 @pytest.mark.e2e
 def test_a_sweep_stopped_by_a_full_disk_resumes_once_space_is_freed_with_its_metrics_unchanged(tmp_path, tmpfs):
-    """A sweep whose storage fills mid-trial stops on one line; once the space is freed, ``--resume`` verifies its
-    signed state (no false tamper alarm: the signatures never lag the state they cover), finishes every trial,
+    """A sweep whose storage fills mid-trial stops on one line; once the space is freed, ``--resume`` continues each
+    trial from its newest whole saved epoch (a copy the full disk cut short is never named), finishes every trial,
     and leaves what each trial logged before the stop as it was: every epoch once, at its own step."""
     from mlflow import MlflowClient
 
@@ -305,7 +305,7 @@ def test_a_sweep_stopped_by_a_full_disk_resumes_once_space_is_freed_with_its_met
         if resumed.poll() is None:
             os.killpg(resumed.pid, signal.SIGKILL)
     text = log.read_text()
-    assert "was changed after itrlab saved it" not in text and "Traceback" not in text, text[-4000:]
+    assert "Traceback" not in text, text[-4000:]
     (parent,), children = sweep_runs(tmp_path, "refill")
     assert parent.info.status == "FINISHED", parent.data.tags.get("itrlab.stop_reason")
     assert len(children) == 2 and {c.info.status for c in children} == {"FINISHED"}

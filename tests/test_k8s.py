@@ -51,7 +51,6 @@ SECRETS = {
     "itrlab-s3": {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
     "itrlab-ray-auth": {"auth_token"},
     "itrlab-mlflow-auth": {"username", "password", "flask_secret_key"},  # MLflow's basic-auth account
-    "itrlab-sweep-key": {"key"},  # signs the sweeps' saved Tune state (itrlab.sweep.integrity)
 }
 RAY_POD = {"app.kubernetes.io/name": "ray", "app.kubernetes.io/component": "ray-worker"}
 
@@ -664,7 +663,7 @@ def test_only_ray_pods_reach_mlflow_and_only_mlflow_its_stores(docs, overlay):
         for source in (head, RAY_POD, other):
             assert not admitted(policies, s3, source, 8333), source
         assert not admitted(policies, s3, mlflow, 9333) and not admitted(policies, s3, mlflow, 8888)
-    # the Ray dashboard and job API (it runs any command on the head, where the signing key is): the RayJob's
+    # the Ray dashboard and job API (it runs any command on the head): the RayJob's
     # submitter, the heads (a driver asks its own dashboard) and the KubeRay operator; no worker, whose trials
     # hold the cluster's token, no other pod of the namespace, no other namespace (issue #45 item 3)
     operator = {"app.kubernetes.io/name": "kuberay-operator"}
@@ -841,67 +840,6 @@ def test_mlflow_asks_for_a_password_that_every_ray_pod_has(docs):
         for key in ("username", "password"):
             ref = ray_env[f"MLFLOW_TRACKING_{key.upper()}"]["valueFrom"]["secretKeyRef"]
             assert (ref["name"], ref["key"]) == (admin[key]["name"], admin[key]["key"]), where
-
-
-@pytest.mark.e2e
-def test_only_the_ray_head_holds_the_sweep_signing_key_as_a_private_file(docs):
-    """The Secret is mounted into one init container of each head, which copies it into a memory volume as a
-    file of the head's user, mode 0400 (itrlab refuses a key others can read: a Secret volume under fsGroup
-    is 0440); the head's container reads that file (ITRLAB_SECRET_FILE); no other pod holds either."""
-    from itrlab.sweep.integrity import KEY_ENV
-
-    for doc in docs:
-        for where, pod in pod_templates(doc):
-            volumes = {v["name"]: v for v in pod.get("volumes", [])}
-            keyed = {name for name, v in volumes.items() if v.get("secret", {}).get("secretName") == "itrlab-sweep-key"}
-            containers = [*pod.get("initContainers", []), *pod["containers"]]
-            if not where.endswith(".head"):
-                assert not keyed, where  # the workers run the trials, which write the shared storage
-                assert all(KEY_ENV not in env_of(c) for c in containers), where
-                continue
-            (secret,) = keyed
-            assert volumes[secret]["secret"]["defaultMode"] & 0o007 == 0, where  # not readable by others
-            readers = [c for c in containers if any(m["name"] == secret for m in c.get("volumeMounts", []))]
-            (copier,) = readers
-            assert copier in pod.get("initContainers", []), where  # not the container where the driver runs
-            copied = next(m for m in copier["volumeMounts"] if m["name"] != secret)
-            assert volumes[copied["name"]]["emptyDir"]["medium"] == "Memory", where
-            head = pod["containers"][0]
-            mount = next(m for m in head["volumeMounts"] if m["name"] == copied["name"])
-            assert mount.get("readOnly") is True and mount["mountPath"] == copied["mountPath"], where
-            key_file = env_of(head)[KEY_ENV]["value"]
-            item = volumes[secret]["secret"]["items"][0]
-            script = copier["command"][-1]
-            source = next(m for m in copier["volumeMounts"] if m["name"] == secret)["mountPath"]
-            assert f'"{source}/{item["path"]}"' in script and f'"{key_file}"' in script, where
-            assert "0o400" in script and "O_EXCL" in script, where  # a new file, only its user reads it
-            assert key_file.startswith(mount["mountPath"] + "/"), where
-
-
-@pytest.mark.e2e
-def test_the_heads_key_copy_is_a_key_itrlab_accepts_after_every_start(docs, tmp_path, monkeypatch):
-    """The init container's script, run here twice (a pod restarted: its memory volume kept the first copy) on
-    a Secret file of mode 0440: the copy is the Secret's bytes, mode 0400, and the driver's key check takes it."""
-    from itrlab.sweep import integrity
-
-    (raycluster,) = [d for d in docs if d["kind"] == "RayCluster"]
-    pod = raycluster["spec"]["headGroupSpec"]["template"]["spec"]
-    (copier,) = [c for c in pod["initContainers"] if c["name"] == "sweep-key"]
-    (source, target) = (m["mountPath"] for m in copier["volumeMounts"])
-    secret, memory = tmp_path / "secret", tmp_path / "memory"
-    secret.mkdir(), memory.mkdir()
-    (secret / "key").write_text("k" * 64)
-    (secret / "key").chmod(0o440)
-    script = copier["command"][-1].replace(f'"{source}/', f'"{secret}/').replace(f'"{target}/', f'"{memory}/')
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-    assert oct((memory / "key").stat().st_mode & 0o777) == oct(0o400)
-    monkeypatch.setenv(integrity.KEY_ENV, str(memory / "key"))
-    assert integrity.installation_key() == b"k" * 64
-    monkeypatch.setenv(integrity.KEY_ENV, str(secret / "key"))  # the Secret as mounted: group-readable, refused
-    with pytest.raises(integrity.UserInputError, match="has mode 0440"):
-        integrity.installation_key()
 
 
 @pytest.mark.e2e

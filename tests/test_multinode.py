@@ -187,7 +187,7 @@ def test_coder_sweep_runs_on_both_nodes_at_once(cluster):
     assert nodes and nodes <= {node.node_id for node in cluster.live_workers()}
     assert all("test_rsum" in flat_metrics(run.data.metrics) for run in children)
     for run in children:  # the trial's folder, concept vocabulary included, checkpointed to the storage
-        assert list(Path(run.data.tags["run_dir"]).glob("checkpoint_*/concepts.json")), run.data.tags["run_dir"]
+        assert list(Path(run.data.tags["run_dir"]).glob("epoch_*/concepts.json")), run.data.tags["run_dir"]
 
 
 def test_sweep_survives_a_lost_worker_node(cluster):
@@ -224,7 +224,7 @@ def test_sweep_survives_a_lost_worker_node(cluster):
     )
 
     def checkpointed_trial():
-        """The RUNNING child run of a trial that Tune has a checkpoint of (its first result is recorded, in
+        """The RUNNING child run of a trial that saved an epoch (its copy named, with the results it reported, in
         the trial's folder of the shared storage), or None."""
         experiment = client.get_experiment_by_name(SWEEP)
         if experiment is None:
@@ -233,9 +233,8 @@ def test_sweep_survives_a_lost_worker_node(cluster):
             stored = Path(run.data.tags.get("run_dir") or "/nonexistent")
             if (
                 "mlflow.parentRunId" in run.data.tags
-                and (stored / "result.json").is_file()
-                and (stored / "result.json").read_text().strip()
-                and any(stored.glob("checkpoint_*/last.pt"))
+                and (stored / "latest.json").is_file()
+                and any(stored.glob("epoch_*/last.pt"))
             ):
                 return run
         return None

@@ -1,20 +1,19 @@
-"""What ``--resume`` continues and what it trusts, on state files and folders made here (no Ray, no MLflow):
-the newest interrupted invocation by its recorded start, not by its folder's name (issue #30 item 4), and the
-signatures of the Tune state a resume hands to ``Tuner.restore`` (item 1)."""
+"""What ``--resume`` continues and what it checks, on state files and folders made here (no Ray, no MLflow): the
+newest interrupted invocation by its recorded start, not by its folder's name; each trial's saved state (its newest
+whole epoch, what it reported, how it ended); the parent run a state names; an Optuna study cut short."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import stat
 import time
 
 import pytest
 
-from itrlab.errors import UserInputError
-from itrlab.sweep import integrity
-from itrlab.sweep.resume import STATE_FILE, pick
+from itrlab.errors import DataError, StorageError, UserInputError
+from itrlab.sweep.resume import STATE_FILE, check_layout, check_parent, nothing_left_to_run, pick
+from itrlab.sweep.search import STUDY_FILE, cut_short
+from itrlab.sweep.trial_store import LATEST, TRIALS_FOLDER, TrialStore, stored_trials, trial_key
 
 
 def invocation(storage, name: str, started: float, status: str | None):
@@ -58,206 +57,133 @@ def test_a_state_without_a_start_counts_from_its_file(tmp_path):
     assert pick(tmp_path, "sweep", None) == newer
 
 
-@pytest.fixture
-def key(tmp_path, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv(integrity.KEY_ENV, raising=False)
-    return tmp_path / "home" / ".config" / "itrlab" / "secret"
+def stored(tmp_path, epochs: int) -> tuple[TrialStore, list[dict]]:
+    """A trial's store after ``epochs`` saved epochs of a working folder holding ``last.pt`` with the epoch."""
+    store, working, reports = TrialStore(tmp_path / "sweep", trial_key({"seed": 0})), tmp_path / "work", []
+    working.mkdir(exist_ok=True)
+    for epoch in range(1, epochs + 1):
+        (working / "last.pt").write_text(f"epoch {epoch}")
+        reports.append({"epoch": epoch, "rsum": 10.0 * epoch})
+        store.save(epoch, working, reports)
+    return store, reports
 
 
-SWEEP = "sweep/20261126-080454 (parent run p1)"  # the identity a signature binds a file to (integrity.identity)
+def test_a_trials_folder_is_named_by_its_point_the_same_in_every_invocation():
+    assert trial_key({"seed": 0, "gamma": 0.2}) == trial_key({"gamma": 0.2, "seed": 0})
+    assert trial_key({"seed": 0, "gamma": 0.2}) != trial_key({"seed": 1, "gamma": 0.2})
+    assert len(trial_key({})) == 16
 
 
-def tune_state(sweep):
-    tune = sweep / "tune"
-    (tune / "trial_0").mkdir(parents=True)
-    (tune / "tuner.pkl").write_bytes(b"tuner")
-    (tune / "experiment_state-1.json").write_text("{}")
-    (tune / "trial_0" / "error.pkl").write_bytes(b"error")
-    (tune / "trial_0" / "params.pkl").write_bytes(b"never read back")
-    return tune
+def test_a_restored_trial_gets_its_newest_saved_epoch_and_what_it_reported_up_to_it(tmp_path):
+    store, reports = stored(tmp_path, 3)
+    assert sorted(p.name for p in store.folder.glob("epoch_*")) == ["epoch_00003"]  # older copies go
+    (store.folder / ".epoch_00004.partial").mkdir()  # a copy cut short by a crash: never named, never restored
+    (store.folder / ".epoch_00004.partial" / "last.pt").write_text("epoch 4, half written")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert store.restore(fresh) == reports and (fresh / "last.pt").read_text() == "epoch 3"
+    assert store.final() is None and TrialStore(tmp_path / "sweep", "other").restore(fresh) == []
 
 
-def test_signed_state_verifies_and_the_key_is_created_private(tmp_path, key):
-    sweep = tmp_path / "sweep"
-    tune = tune_state(sweep)
-    integrity.sign(sweep, tune, SWEEP)
-    assert integrity.verify(sweep, SWEEP) == 1  # the manifest's generation
-    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_bytes().strip()) == 64
-    manifest = json.loads((sweep / integrity.MANIFEST).read_text())["files"]
-    assert set(manifest) == {"tune/tuner.pkl", "tune/experiment_state-1.json", "tune/trial_0/error.pkl"}
-    assert (
-        integrity.identity(tmp_path / "dbl_tiny" / "20261126-080454", "abc")
-        == "dbl_tiny/20261126-080454 (parent run abc)"
-    )
+def test_a_trial_that_ended_or_was_stopped_keeps_its_last_result(tmp_path):
+    store, reports = stored(tmp_path, 2)
+    store.stop("stopped early by the scheduler (ASHA)")
+    assert store.final() == {**reports[-1], "stopped": 1, "stop_reason": "stopped early by the scheduler (ASHA)"}
+    store.begin({"seed": 0})
+    store.begin({"seed": 1})  # recorded once, at the first start
+    assert store.point() == {"seed": 0} and [s.key for s in stored_trials(tmp_path / "sweep")] == [store.key]
 
 
-@pytest.mark.parametrize(
-    "tamper, why",
-    [
-        (lambda tune: (tune / "tuner.pkl").write_bytes(b"tuner, changed"), "was changed after itrlab saved it"),
-        (lambda tune: (tune / "searcher-state-9.pkl").write_bytes(b"planted"), "was not saved by itrlab here"),
-        (lambda tune: (tune / ".hidden.json").write_text("{}"), "was not saved by itrlab here"),
-        (lambda tune: (tune / "trial_0" / "error.pkl").write_bytes(b"planted"), "was changed after itrlab saved it"),
-        (
-            lambda tune: (tune / "experiment_state-1.json").rename(tune / "experiment_state-2.json"),
-            "not saved by itrlab",
-        ),
-    ],
-    ids=["tuner.pkl changed", "a planted searcher state", "a hidden json", "error.pkl changed", "a renamed state"],
-)
-def test_state_changed_or_planted_after_signing_is_refused(tmp_path, key, tamper, why):
-    sweep = tmp_path / "sweep"
-    tune = tune_state(sweep)
-    integrity.sign(sweep, tune, SWEEP)
-    tamper(tune)
-    with pytest.raises(UserInputError, match=why):
-        integrity.verify(sweep, SWEEP)
+def test_a_saved_state_itrlab_did_not_write_is_one_line_naming_it(tmp_path):
+    store, _ = stored(tmp_path, 1)
+    (store.folder / LATEST).write_text('["not", "a", "record"]')
+    with pytest.raises(DataError, match=r"latest.json.*not a trial's latest.json as itrlab writes it"):
+        store.restore(tmp_path / "work")
 
 
-def test_a_version_whose_signature_cannot_be_written_is_withheld_from_the_upload(tmp_path, key, monkeypatch):
-    """Tune saves a new version in its staging folder and uploads it right after, overwriting the stored file in
-    place, which a full disk often allows while the manifest's atomic replacement fails: the version left
-    unsigned is taken out of the staging folder before that upload, so the storage keeps the version signed
-    last, and the state verifies once the disk has room again."""
-    sweep = tmp_path / "sweep"
-    sweep.mkdir()
-    staging = tune_state(tmp_path / "driver")  # the driver's staging copy of tune/
-    monkeypatch.setattr(integrity.StateSigner, "staging", staging)
-    monkeypatch.setattr(integrity.StateSigner, "tune_dir", sweep / "tune")
-    monkeypatch.setattr(integrity.StateSigner, "sweep", SWEEP)
-    signer = integrity.StateSigner()
-    signer.get_state()  # Tune saved its state to staging: signed
-    shutil.copytree(staging, sweep / "tune")  # and uploaded
-    (staging / "experiment_state-1.json").write_text('{"saved": "again"}')  # the next save
-    (sweep / f"{integrity.MANIFEST}.tmp").mkdir()  # the manifest cannot be replaced now (a full disk in life)
-    signer.get_state()
-    assert not (staging / "experiment_state-1.json").exists() and (staging / "tuner.pkl").exists()
-    shutil.copytree(staging, sweep / "tune", dirs_exist_ok=True)  # the upload that follows
-    assert (sweep / "tune" / "experiment_state-1.json").read_text() == "{}"
-    assert integrity.verify(sweep, SWEEP) == 1
+def finished_state(tmp_path, trials: int, ended: int) -> tuple:
+    folder = invocation(tmp_path, "20261126-080454", time.time(), "FINISHED")
+    for seed in range(trials):
+        store = TrialStore(folder, trial_key({"seed": seed}))
+        store.begin({"seed": seed})
+        if seed < ended:
+            store.finish({"done": 1})
+    return folder, json.loads((folder / STATE_FILE).read_text())
 
 
-def test_another_installations_key_or_none_refuses(tmp_path, key, monkeypatch):
-    sweep = tmp_path / "sweep"
-    tune_state(sweep)
-    integrity.sign(sweep, sweep / "tune", SWEEP)
-    other = tmp_path / "other-key"
-    other.write_text("f" * 64)
-    other.chmod(0o600)
-    monkeypatch.setenv(integrity.KEY_ENV, str(other))
-    with pytest.raises(UserInputError, match="sealed with another key than this installation's"):
-        integrity.verify(sweep, SWEEP)
-    monkeypatch.setenv(integrity.KEY_ENV, str(tmp_path / "missing"))  # a Secret not mounted: never made up
-    with pytest.raises(UserInputError, match="does not exist"):
-        integrity.verify(sweep, SWEEP)
-    assert not (tmp_path / "missing").exists()
+def test_a_finished_sweep_has_nothing_left_only_when_every_trial_ended(tmp_path):
+    folder, state = finished_state(tmp_path / "a", 2, 2)
+    assert nothing_left_to_run(folder, state, 2)
+    assert not nothing_left_to_run(folder, state, 3)  # a trial never started
+    assert not nothing_left_to_run(folder, {**state, "status": "KILLED"}, 2)
+    folder, state = finished_state(tmp_path / "b", 2, 1)  # a trial that failed: a resume runs it again
+    assert not nothing_left_to_run(folder, state, 2)
 
 
-def test_state_copied_from_another_sweep_is_refused(tmp_path, key):
-    """Issue #45 item 1: another sweep's signed files, with or without its manifest, do not verify here."""
-    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
-    tune_state(ours)
-    integrity.sign(ours, ours / "tune", SWEEP)
-    tune_state(theirs)
-    (theirs / "tune" / "tuner.pkl").write_bytes(b"their tuner")
-    other = "sweep/20261127-090000 (parent run p2)"
-    integrity.sign(theirs, theirs / "tune", other)
-    shutil.copyfile(theirs / "tune" / "tuner.pkl", ours / "tune" / "tuner.pkl")  # their file, our manifest
-    with pytest.raises(UserInputError, match="tuner.pkl was changed after itrlab saved it"):
-        integrity.verify(ours, SWEEP)
-    shutil.copyfile(theirs / integrity.MANIFEST, ours / integrity.MANIFEST)  # and their manifest
-    with pytest.raises(
-        UserInputError,
-        match=r"are those of the sweep 'sweep/20261127-090000 \(parent run p2\)', "
-        r"not of this one .*copied from another sweep is refused",
-    ):
-        integrity.verify(ours, SWEEP)
-    manifest = json.loads((ours / integrity.MANIFEST).read_text())
-    manifest["sweep"] = SWEEP  # their manifest relabelled: its seal no longer holds
-    (ours / integrity.MANIFEST).write_text(json.dumps(manifest))
-    with pytest.raises(UserInputError, match="was changed after itrlab wrote it"):
-        integrity.verify(ours, SWEEP)
+def parent(name: str, folder: str, status: str) -> dict:
+    return {"status": status, "tags": {"itrlab.sweep": name, "itrlab.sweep_dir": folder}}
 
 
-def test_a_version_the_storage_outgrew_is_refused_as_rolled_back(tmp_path, key):
-    """Tune saves a file in the driver's staging folder (signed there) and uploads it later: a version stays
-    valid until the storage holds a newer one, then it is refused as a rollback."""
-    sweep, staging = tmp_path / "sweep", tmp_path / "staging"
-    storage = tune_state(sweep)
-    staging.mkdir()
-    state = "experiment_state-1.json"
-    versions = [b'{"v": 1}', b'{"v": 2}', b'{"v": 3}']
-    (staging / state).write_bytes(versions[0])
-    integrity.sign(sweep, staging, SWEEP)
-    integrity.sign(sweep, storage, SWEEP, only={"tune/tuner.pkl", "tune/trial_0/error.pkl"})
-    (storage / state).write_bytes(versions[0])  # uploaded
-    (staging / state).write_bytes(versions[1])
-    integrity.sign(sweep, staging, SWEEP)  # saved, not uploaded yet: both stay valid
-    integrity.verify(sweep, SWEEP)
-    (storage / state).write_bytes(versions[1])  # uploaded
-    (staging / state).write_bytes(versions[2])
-    integrity.sign(sweep, staging, SWEEP)  # the storage holds version 2 now: version 1 is outgrown
-    (storage / state).write_bytes(versions[2])
-    integrity.sign(sweep, staging, SWEEP)  # what the end of an invocation does, once Tune's last upload is done
-    newest = integrity.verify(sweep, SWEEP)
-    for old in versions[:2]:
-        (storage / state).write_bytes(old)
-        with pytest.raises(UserInputError, match="is an older version of the file itrlab saved last"):
-            integrity.verify(sweep, SWEEP)
-    (storage / state).write_bytes(versions[2])
-    assert integrity.verify(sweep, SWEEP, at_least=newest) == newest
+def test_a_state_naming_another_sweeps_parent_or_a_rolled_back_folder_is_refused(tmp_path):
+    folder = invocation(tmp_path / "storage", "20261126-080454", time.time(), "KILLED")
+    state = json.loads((folder / STATE_FILE).read_text())
+    check_parent(folder, "sweep", state, parent("sweep", str(folder), "KILLED"))
+    check_parent(folder, "sweep", state, parent("sweep", "/moved/storage/sweep/20261126-080454", "KILLED"))
+    with pytest.raises(UserInputError, match="belongs to the sweep folder .*20261126-090000; nothing was run"):
+        check_parent(folder, "sweep", state, parent("sweep", str(folder.parent / "20261126-090000"), "KILLED"))
+    with pytest.raises(UserInputError, match="belongs to"):
+        check_parent(folder, "sweep", state, parent("other", str(folder), "KILLED"))
+    with pytest.raises(UserInputError, match="ended FINISHED but the folder's state says KILLED: .*rolled back"):
+        check_parent(folder, "sweep", state, parent("sweep", str(folder), "FINISHED"))
 
 
-def test_a_manifest_rolled_back_with_its_files_is_refused(tmp_path, key):
-    """The whole folder, manifest included, put back as it was: its generation is below what the parent run
-    recorded when the last invocation ended (integrity.GENERATION_TAG)."""
-    sweep = tmp_path / "sweep"
-    tune = tune_state(sweep)
-    integrity.sign(sweep, tune, SWEEP)
-    backup = tmp_path / "backup"
-    shutil.copytree(sweep, backup)
-    (tune / "experiment_state-1.json").write_text('{"later": true}')
-    integrity.sign(sweep, tune, SWEEP)
-    recorded = integrity.generation(sweep, SWEEP)
-    assert integrity.recorded_generation({integrity.GENERATION_TAG: str(recorded)}) == recorded == 2
-    shutil.rmtree(sweep)
-    shutil.copytree(backup, sweep)
-    assert integrity.verify(sweep, SWEEP) == 1  # valid in itself
-    with pytest.raises(
-        UserInputError,
-        match=r"is an older state of this sweep \(generation 1; its parent run "
-        r"recorded 2 .*rolled back is refused",
-    ):
-        integrity.verify(sweep, SWEEP, at_least=recorded)
-    shutil.rmtree(sweep / "tune")  # the state removed altogether: no fresh start in its place
-    with pytest.raises(UserInputError, match=r"holds none of the Tune state its parent run recorded \(generation 2\)"):
-        integrity.verify(sweep, SWEEP, at_least=recorded)
+def test_a_sweep_whose_checkpoints_are_in_tunes_saved_state_is_refused(tmp_path):
+    folder = invocation(tmp_path, "20261126-080454", time.time(), "KILLED")
+    check_layout(folder)  # nothing of Tune's: fine
+    (folder / "tune" / "run_trial_0" / "checkpoint_000001").mkdir(parents=True)
+    with pytest.raises(UserInputError, match="checkpoints are in Tune's saved state .*the itrlab that started it"):
+        check_layout(folder)
+    (folder / TRIALS_FOLDER).mkdir()
+    check_layout(folder)  # Tune's folder of an earlier invocation beside the trials' own: not read
 
 
-def test_a_key_others_can_read_or_that_is_missing_is_refused_before_anything(tmp_path, key, monkeypatch):
-    """Issue #45 item 7: the key named by ITRLAB_SECRET_FILE must exist, be a file and be private (0600)."""
-    named = tmp_path / "sweep-key"
-    named.write_text("a" * 64)
-    named.chmod(0o644)
-    monkeypatch.setenv(integrity.KEY_ENV, str(named))
-    with pytest.raises(
-        UserInputError,
-        match=rf"sweep signing key {named} has mode 0644: others can read or change "
-        rf"it; run `chmod 600 {named}`",
-    ):
-        integrity.installation_key()
-    named.chmod(0o640)
-    with pytest.raises(UserInputError, match="has mode 0640"):
-        integrity.installation_key()
-    named.chmod(0o600)
-    assert integrity.installation_key() == b"a" * 64
-    monkeypatch.setenv(integrity.KEY_ENV, str(tmp_path))
-    with pytest.raises(UserInputError, match="is not a file"):
-        integrity.installation_key()
-    monkeypatch.setenv(integrity.KEY_ENV, str(tmp_path / "absent"))
-    with pytest.raises(
-        UserInputError,
-        match=f"sweep signing key {tmp_path / 'absent'} does not exist \\({integrity.KEY_ENV} names it\\)",
-    ):
-        integrity.installation_key()
+def test_a_resumed_search_asks_again_for_what_was_cut_short_and_counts_what_ended(tmp_path):
+    import optuna
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / STUDY_FILE}")
+    assert cut_short(storage, "search") == ([], 0)  # the search never asked
+    study = optuna.create_study(study_name="search", storage=storage, direction="maximize")
+    done = study.ask()
+    done.suggest_float("gamma", 0.1, 0.3)
+    study.tell(done, 5.0)
+    running = study.ask()
+    gamma = running.suggest_float("gamma", 0.1, 0.3)
+    assert cut_short(storage, "search") == ([{"gamma": gamma}], 1)
+    states = [trial.state.name for trial in study.get_trials()]
+    assert states == ["COMPLETE", "FAIL"]  # no longer waited on
+    assert cut_short(storage, "search") == ([], 2)
+
+
+def test_a_copy_the_storage_does_not_take_is_one_error_and_the_previous_copy_stays_named(tmp_path):
+    store, reports = stored(tmp_path, 1)
+    blocker = store.folder / ".epoch_00002.partial"
+    blocker.write_text("a file where the copy's folder goes")  # no folder can be made there, root or not
+    (tmp_path / "work" / "last.pt").write_text("epoch 2")
+    with pytest.raises(StorageError, match=r"the checkpoint of epoch 2 cannot be stored in the sweep's storage"):
+        store.save(2, tmp_path / "work", [*reports, {"epoch": 2}])
+    assert store.latest()["copy"] == "epoch_00001" and store.reports() == reports
+
+
+def test_a_trial_holds_its_folder_while_it_runs(tmp_path):
+    """A search that asks for a configuration again runs a second trial of the same point: it waits for the
+    first (then reports its result) instead of writing the same folder at once."""
+    from itrlab.files import file_lock
+    from itrlab.sweep.trial_store import LOCK_FILE
+
+    store = TrialStore(tmp_path / "sweep", trial_key({"seed": 0}))
+    with store.held():
+        with pytest.raises(UserInputError, match="is in use by another process"):
+            with file_lock(store.folder / LOCK_FILE, blocking=False):
+                pass
+    with file_lock(store.folder / LOCK_FILE, blocking=False):  # released with the trial
+        pass

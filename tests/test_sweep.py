@@ -376,7 +376,7 @@ def test_a_trial_that_chooses_its_decay_reports_and_keeps_the_chosen_branch(work
         Path(client.download_artifacts(result.parent_run_id, "sweep/summary.json", str(workdir))).read_text()
     )
     assert summary["convergence"]["0.003"]["decay_chosen"] == f"after {chosen} (seed 0)"
-    (stored,) = (workdir / "sweeps" / "decay_sweep").glob("*/tune/*/checkpoint_*/decay/choice.json")
+    (stored,) = (workdir / "sweeps" / "decay_sweep").glob("*/trials/*/epoch_*/decay/choice.json")
     assert json.loads(stored.read_text())["chosen"] == chosen
 
 

@@ -18,6 +18,7 @@ from itrlab.config.sweep import SweepSpec
 from itrlab.sweep import console
 from itrlab.sweep.board import BoardWriter, TrialState, read_trial_state
 from itrlab.sweep.console import DropTunerRestoreHint, SweepProgress, eta_seconds, format_duration, progress_line
+from itrlab.sweep.trial_store import trial_key
 from itrlab.train.loop import StepLogger, format_step_time
 
 
@@ -36,6 +37,20 @@ class FakeTrial:
     trial_id: str
     status: str = "PENDING"
     last_result: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+
+
+def test_a_resumed_sweep_counts_the_trials_that_had_ended_from_its_start():
+    """A --resume runs every trial again, those that had ended only to report their results: they count as they
+    ended (done, or failed when their loss diverged) from the start, not as running or pending, and once."""
+    points = [{"cooperative.strategy": s, "seed": 0} for s in "AFG"]
+    ended = {trial_key(points[0]): False, trial_key(points[1]): True}
+    progress = SweepProgress(3, interval=30, clock=Clock(), ended=ended)
+    trials = [FakeTrial(f"t{i}", config=point) for i, point in enumerate(points)]
+    assert progress.counts(trials) == (1, 0, 1, 0)
+    trials[0].status, trials[1].status, trials[2].status = "RUNNING", "TERMINATED", "RUNNING"  # reporting again
+    assert progress.counts(trials) == (1, 1, 1, 0)
+    assert progress.line(trials).startswith("1/3 trials done · 1 running")
 
 
 def grid_spec(**extra) -> SweepSpec:

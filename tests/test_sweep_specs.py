@@ -111,7 +111,7 @@ def test_the_search_space_suggests_a_conditional_dimension_only_under_its_condit
         study.tell(trial, 0.0)
 
 
-def test_an_optuna_search_runs_each_configuration_once_per_seed_and_learns_their_mean():
+def test_an_optuna_search_runs_each_configuration_once_per_seed_and_learns_their_mean(tmp_path):
     """Tune's searcher for a sweep with seeds [3, 7]: each configuration Optuna suggests comes twice, with seed 3
     and seed 7 (no Ray index left in the trial's config), and Optuna is told the mean of the two trials' objective;
     the sweep's trial count and Tune's samples are the configurations times the seeds."""
@@ -119,7 +119,8 @@ def test_an_optuna_search_runs_each_configuration_once_per_seed_and_learns_their
 
     spec = load_sweep("dbl_optuna").model_copy(update={"seeds": [3, 7]})
     assert spec.trial_count == spec.optuna.num_trials * 2
-    searcher = optuna_search(spec)
+    searcher, ended = optuna_search(spec, tmp_path)
+    assert ended == 0
     configs = [searcher.suggest(f"t{i}") for i in range(4)]
     assert [c["seed"] for c in configs] == [3, 7, 3, 7] and not any("__trial_index__" in c for c in configs)
     drop = lambda c: {k: v for k, v in c.items() if k != "seed"}  # noqa: E731
@@ -128,7 +129,8 @@ def test_an_optuna_search_runs_each_configuration_once_per_seed_and_learns_their
     searcher.on_trial_complete("t1", {"rsum": 30.0})
     (told,) = [trial for trial in searcher.searcher._ot_study.trials if trial.value is not None]
     assert told.value == 20.0  # the configuration's mean over its seeds
-    assert type(optuna_search(spec.model_copy(update={"seeds": [0]}))).__name__ == "OptunaSearch"  # no repeats
+    alone, _ = optuna_search(spec.model_copy(update={"seeds": [0], "name": "alone"}), tmp_path)
+    assert type(alone).__name__ == "OptunaSearch"  # no repeats
 
 
 def test_grid_points_cover_every_combination_times_seeds():

@@ -93,6 +93,7 @@ def ddp_run(tree: dict[str, Any], placement: str, storage: Path, tracking_uri: s
         parent_run_id="",
         sweep_name=name,
         storage_dir=str(folder),
+        sweep_dir=str(folder),  # the run's saved state: <folder>/trials/<name>
         source=tuple(source_tags().items()),
     )
     trainer = TorchTrainer(
@@ -101,6 +102,7 @@ def ddp_run(tree: dict[str, Any], placement: str, storage: Path, tracking_uri: s
             "params": {},
             "context": context,
             "trial_id": name,
+            "key": name,
             "run_dir": str(folder / "local"),
             "tags": dict(context.source) | trial_tags(name, name, {}, run_dir=str(folder)),
             "nodes_dir": str(folder / "nodes"),

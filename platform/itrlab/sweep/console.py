@@ -56,8 +56,10 @@ from ray import tune
 from itrlab.config.sweep import SweepSpec
 from itrlab.console_log import emit
 from itrlab.sweep.board import TrialState, read_trial_state
+from itrlab.sweep.points import trial_point
 from itrlab.sweep.quiet_workers import quiet_worker_logs
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR
+from itrlab.sweep.trial_store import stored_trials, trial_key
 
 _log = logging.getLogger(__name__)
 
@@ -134,9 +136,8 @@ def configure_console() -> None:
 
 def with_console(run_config: tune.RunConfig, spec: SweepSpec, **progress: Any) -> tune.RunConfig:
     """``run_config`` with this invocation's console: Tune's verbosity and a fresh :class:`SweepProgress`
-    in place of any it had. Also for the RunConfig that ``Tuner.restore`` brings back from the saved
-    state (Tune reapplies the first invocation's, callbacks and verbosity included). ``total``: Tune's
-    trials, when they are not the sweep's (a grouped sweep counts its groups)."""
+    in place of any it had. ``total``: Tune's trials, when they are not the sweep's (a grouped sweep counts its
+    groups, a resumed search the configurations it has left)."""
     total = progress.pop("total", None) or spec.trial_count
     configure_console()
     run_config.verbose = tune_verbosity()
@@ -145,14 +146,6 @@ def with_console(run_config: tune.RunConfig, spec: SweepSpec, **progress: Any) -
     kept = [c for c in (run_config.callbacks or []) if not isinstance(c, SweepProgress)]
     run_config.callbacks = [*kept, SweepProgress(total, **{"concurrency": spec.concurrency, **progress})]
     return run_config
-
-
-def restored_with_console(tuner: tune.Tuner, spec: SweepSpec, **progress: Any) -> tune.Tuner:
-    """:func:`with_console` on the RunConfig of a restored Tuner (as ``Tuner.restore`` returns it)."""
-    local = getattr(tuner, "_local_tuner", None)  # None under Ray client, where Tune runs remotely
-    if local is not None:
-        with_console(local.get_run_config(), spec, **progress)
-    return tuner
 
 
 # --- the progress line ---------------------------------------------------------------------------
@@ -246,14 +239,26 @@ def pending_text(pending: int, running: int, concurrency: int | None) -> str:
     return f"{pending} pending (Ray is starting a worker, or waiting for resources)"
 
 
+def ended_before(sweep_dir: Path) -> dict[str, bool]:
+    """The trials of a sweep's folder that had ended, by key: whether each failed (its loss diverged)."""
+    found = {}
+    for store in stored_trials(sweep_dir):
+        final = store.final()
+        if final is not None:
+            found[store.key] = bool(final.get("diverged"))
+    return found
+
+
 class SweepProgress(tune.Callback):
     """Prints :func:`progress_line` every ``interval`` seconds while Tune runs, and once at its end.
 
     Counts come from Tune's trial list (TERMINATED: done, ERROR: failed, RUNNING: running, PENDING:
-    waiting), so trials restored by ``--resume`` count; a trial's wall time runs from its first start in
-    this invocation to its end (a restored trial that had ended: its ``time_total_s``). What a running
-    trial does and has left comes from the sweep's progress board (``board``, :mod:`itrlab.sweep.board`).
-    Picklable: Tune saves its RunConfig, callbacks included, with the experiment's state."""
+    waiting) and, for a ``--resume``, from the trials that had ended before it (``ended``: each one's key and
+    whether it failed, :mod:`itrlab.sweep.trial_store`): those count from the start, while Tune runs them
+    again only to hear their results. A trial's wall time runs from its first start in this invocation to its
+    end. What a running trial does and has left comes from the sweep's progress board (``board``,
+    :mod:`itrlab.sweep.board`). Picklable: Tune saves its RunConfig, callbacks included, with the experiment's
+    state."""
 
     def __init__(
         self,
@@ -264,8 +269,10 @@ class SweepProgress(tune.Callback):
         board: Path | None = None,
         concurrency: int | None = None,
         wall: Callable[[], float] = time.time,
+        ended: dict[str, bool] | None = None,
     ):
         self.total = total
+        self.ended = dict(ended or {})  # key -> whether it failed, for the trials that ended before a resume
         self.interval = progress_interval() if interval is None else interval
         self.clock = clock
         self.stream = stream  # None: logged at INFO (the console's stdout at the time of printing)
@@ -329,8 +336,12 @@ class SweepProgress(tune.Callback):
         its loss diverged: its run is FAILED). Done: TERMINATED otherwise, and either completed
         in this invocation or restored so (never started here): Tune also marks TERMINATED the trials
         that the end of an interrupted sweep cut short, without completing them; those are interrupted."""
-        done = running = failed = interrupted = 0
+        done = sum(not failed for failed in self.ended.values())
+        failed = sum(self.ended.values())
+        running = interrupted = 0
         for trial in trials:
+            if self.ended and self._key(trial) in self.ended:
+                continue  # counted as it ended before, whatever Tune shows while it reports again
             status = getattr(trial, "status", None)
             last = getattr(trial, "last_result", None) or {}
             if status == "ERROR" or (status == "TERMINATED" and any(last.get(key) for key in FAILED_RESULTS)):
@@ -343,11 +354,17 @@ class SweepProgress(tune.Callback):
                 running += 1
         return done, running, failed, interrupted
 
+    def _key(self, trial) -> str:
+        return trial_key(trial_point(dict(getattr(trial, "config", None) or {})))
+
     def wall_times(self, trials: list) -> list[float]:
-        """Wall times of the ended trials: measured here, else (a restored trial) its time_total_s."""
+        """Wall times of the ended trials: measured here, else (a restored trial) its time_total_s; a trial that
+        ended before a resume only reports again here, which is not its wall time."""
         times = []
         for trial in trials:
             if getattr(trial, "status", None) not in ("TERMINATED", "ERROR"):
+                continue
+            if self.ended and self._key(trial) in self.ended:
                 continue
             if trial.trial_id in self.durations:
                 times.append(self.durations[trial.trial_id])

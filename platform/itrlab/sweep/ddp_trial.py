@@ -4,8 +4,9 @@ Ray Train V2 (the default since Ray 2.51) refuses ``Tuner(TorchTrainer(...))``; 
 function, and this one builds a ``TorchTrainer`` inside itself with ``TuneReportCallback`` so the
 workers' reports reach Tune. Each worker runs the same :class:`~itrlab.train.Trainer` with its
 rank: it takes every ``world_size``-th batch of the shared batch order and DDP averages the
-gradients. Rank 0 writes checkpoints, reports them, and logs to MLflow. A restarted trial's
-``TorchTrainer`` (same name and storage) resumes from its latest checkpoint.
+gradients. Rank 0 writes checkpoints, saves its run directory in the sweep's storage after each epoch
+(:mod:`itrlab.sweep.trial_store`) and logs to MLflow. A restarted trial (a retry, a ``--resume``) reports
+again what it had reported, and every worker starts from the trial's newest saved epoch.
 
 Starting a TorchTrainer costs many seconds (a controller and worker actors), so one-worker trials take the
 in-process path of :mod:`itrlab.sweep.trial` instead (``benchmarks/sweep_overhead.py`` measures both; the
@@ -14,6 +15,7 @@ figures are in docs/speed.md#cpu-figures).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from itrlab.sweep.trial import (
     board_writer,
     config_of,
     node_tags,
-    restore_run_dir,
+    replayed,
     reuse_child_run,
     run_trial,
     train_and_report,
@@ -37,6 +39,7 @@ from itrlab.sweep.trial import (
     trial_run_name,
     trial_tags,
 )
+from itrlab.sweep.trial_store import TrialStore, trial_key
 from itrlab.tracking import MlflowTracker
 from itrlab.train import run_experiment
 
@@ -48,21 +51,19 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
     train_context = ray.train.get_context()
     rank, world_size = train_context.get_world_rank(), train_context.get_world_size()
     run_dir = Path(loop_config["run_dir"]) / ("run" if rank == 0 else f"worker{rank}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    restore_run_dir(run_dir, ray.train.get_checkpoint())
+    shutil.rmtree(run_dir, ignore_errors=True)  # every worker starts from the trial's newest saved epoch
+    run_dir.mkdir(parents=True)
+    store = TrialStore(context.sweep_dir, loop_config["key"])
+    reports = store.restore(run_dir)
 
     tracker = None
     if rank == 0:
         tracker = MlflowTracker(context.experiment, context.tracking_uri)
-        reuse_child_run(tracker, run_dir, loop_config["trial_id"], context.parent_run_id)
+        reuse_child_run(tracker, run_dir, store.key, context.parent_run_id)
         tracker.default_tags = {**loop_config["tags"], **node_tags(tracker, run_dir)}  # rank 0's node
         tracker.default_params = trial_params(params)
     reporter = EpochReporter(
-        run_dir,
-        ray.train.report,
-        ray.train.Checkpoint.from_directory if rank == 0 else None,
-        metric=context.metric,
-        storage=context.sweep_dir,
+        run_dir, ray.train.report, metric=context.metric, store=store if rank == 0 else None, reports=reports
     )
     run_name = trial_run_name(params)
 
@@ -96,6 +97,21 @@ def run_torch_trainer_trial(
     gpus_per_worker: float = 0.0,
 ) -> None:
     """A Tune function trial that trains with ``num_workers`` DDP workers."""
+    store = TrialStore(context.sweep_dir, trial_key(params))
+    with store.held():
+        if not replayed(store, params)[1]:  # one that had ended: its result reported again, nothing trained
+            _fit(params, context, store, num_workers, cpus_per_worker, gpus_per_worker)
+
+
+def _fit(
+    params: dict[str, Any],
+    context: TrialContext,
+    store: TrialStore,
+    num_workers: int,
+    cpus_per_worker: float,
+    gpus_per_worker: float,
+) -> None:
+    """The trial's TorchTrainer, fitted: its workers continue from the trial's newest saved epoch."""
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
 
@@ -108,12 +124,9 @@ def run_torch_trainer_trial(
             "params": params,
             "context": context,
             "trial_id": trial_id,
+            "key": store.key,
             "run_dir": tune_context.get_trial_dir(),
-            # its checkpoints: Ray Train keeps them in <storage_dir>/train-<trial id>
-            "tags": dict(context.source)
-            | trial_tags(
-                trial_id, context.sweep_name, params, run_dir=str(Path(context.storage_dir) / f"train-{trial_id}")
-            ),
+            "tags": dict(context.source) | trial_tags(store.key, context.sweep_name, params, run_dir=str(store.folder)),
         },
         scaling_config=ray.train.ScalingConfig(
             num_workers=num_workers, use_gpu=gpus_per_worker > 0, resources_per_worker=resources

@@ -2,17 +2,17 @@
 
 **Tune sees one trial per group**; itrlab keeps one run per member. The trial's config is the group's members (their
 grid points); each member trains in ``<trial>/group/m<k>/`` (its own ``last.pt``, ``best.pt``, ``mlflow_run.json``; in
-the sweep's storage ``<trial>/checkpoint_*/m<k>/``) and is its own MLflow child run, tagged with its own trial id
-``<trial id>-m<k>`` (``itrlab.trial_id``; ``itrlab.group`` names the Tune trial, ``itrlab.group_member`` its folder),
-its params, its seed and its status. After every epoch the trial reports once: the mean of the members' objective
-(what Tune ranks the group by) and every member's state as JSON (``members``), with one checkpoint of the whole
-``group`` folder, so that a retried or resumed group restores every member from the same epoch.
+the sweep's storage ``trials/<key>/epoch_<N>/m<k>/``, :mod:`itrlab.sweep.trial_store`) and is its own MLflow child
+run, tagged with its own trial id ``<key>-m<k>`` (``itrlab.trial_id``; ``itrlab.group`` names the group's key,
+``itrlab.group_member`` its folder), its params, its seed and its status. After every epoch the trial saves the whole
+``group`` folder, so that a retried or resumed group restores every member from the same epoch, then reports once:
+the mean of the members' objective (what Tune ranks the group by) and every member's state as JSON (``members``).
 
 **How members end.** A member whose loss turns NaN or infinite ends ``diverged``, one that fails on its
 own (its data, its validation, its test) ``error``; either way its run ends FAILED with the reason and
 the others train on. Each finished or failed member leaves ``member.json`` in its folder: a resumed
 group does not train it again. A failure of the group itself (the joint step, a lost process) is the
-trial's: Tune retries it from its last checkpoint (``max_failures``), each member from its own
+trial's: Tune retries it from its last saved epoch (``max_failures``), each member from its own
 ``last.pt``, into its own MLflow run.
 
 **Rows.** :func:`member_rows` turns each group trial into one row per member (its grid point, its
@@ -40,14 +40,15 @@ from itrlab.sweep.trial import (
     TrialContext,
     node_tags,
     record_failure,
-    restored_trial_folder,
+    replayed,
     reuse_child_run,
     trial_config,
     trial_params,
     trial_run_name,
     trial_tags,
-    unstored_checkpoint,
+    working_folder,
 )
+from itrlab.sweep.trial_store import TrialStore, trial_key
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError
 from itrlab.train.grouped.run import run_group
@@ -90,9 +91,17 @@ def _report(states: list[MemberState], metric: str, **extra: Any) -> dict[str, A
 
 def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
     """The Tune function trainable of one group (see the module doc)."""
-    trial_id, group_dir = restored_trial_folder("group")
-    # Tune keeps the trial's checkpoints in the sweep's storage: <trial>/checkpoint_*/m<k> per member
-    stored = str(Path(context.sweep_dir) / "tune" / group_dir.parent.name) if context.sweep_dir else None
+    store = TrialStore(context.sweep_dir, trial_key(params))
+    with store.held():
+        _run_group(params, context, store)
+
+
+def _run_group(params: dict[str, Any], context: TrialContext, store: TrialStore) -> None:
+    trial_id, stored = store.key, str(store.folder)  # its saved epochs hold epoch_<N>/m<k> per member
+    group_dir = working_folder("group")
+    reports, ended = replayed(store, params, group_dir)
+    if ended:
+        return
     points = params[GROUP]["members"]
     states = [MemberState(f"{trial_id}-m{k}", point) for k, point in enumerate(points)]
     todo: list[int] = []
@@ -124,11 +133,10 @@ def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
         todo.append(k)
 
     def on_epoch_end(epoch: int) -> None:
-        checkpoint = tune.Checkpoint.from_directory(str(group_dir))
-        try:
-            tune.report({"epoch": epoch, **_report(states, context.metric)}, checkpoint=checkpoint)
-        except OSError as err:
-            raise unstored_checkpoint(epoch, err, context.sweep_dir) from None
+        result = {"epoch": epoch, **_report(states, context.metric)}
+        reports.append(result)
+        store.save(epoch, group_dir, reports)  # a StorageError when the storage does not take it
+        tune.report(result)
 
     started = time.perf_counter()
     try:
@@ -169,7 +177,9 @@ def run_group_trial(params: dict[str, Any], context: TrialContext) -> None:
         else:
             status = "diverged" if isinstance(result.failure, NonFiniteLossError) else "error"
             _end_member(state, run_dir, status, failure_reason(result.failure), trackers[k], names[k], context)
-    tune.report({**_report(states, context.metric), "done": 1, "group_seconds": seconds})
+    final = {**_report(states, context.metric), "done": 1, "group_seconds": seconds}
+    store.finish(final)
+    tune.report(final)
 
 
 def _end_member(

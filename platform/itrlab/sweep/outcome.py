@@ -19,6 +19,7 @@ from itrlab.report.summary import TrialRow
 from itrlab.sweep.group_trial import member_rows
 from itrlab.sweep.points import trial_point
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR, TRIAL_TAG
+from itrlab.sweep.trial_store import TrialStore, stored_trials, trial_key
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker
 
 UNFINISHED = ("interrupted", "not started")
@@ -147,8 +148,11 @@ def trial_rows(results, interrupted: bool = False) -> tuple[list[TrialRow], bool
             reason = "the sweep was interrupted; --resume continues it"
         else:
             status, reason = "stopped", reason or "stopped early by the scheduler (ASHA)"
-        trial_id = getattr(trial, "trial_id", None) or metrics.get("trial_id") or str(result.path).rsplit("/", 1)[-1]
-        rows.append(TrialRow(str(trial_id), trial_point(dict(result.config or {})), metrics, status, reason))
+        point = trial_point(dict(result.config or {}))
+        trial_id = (
+            trial_key(point) if point else getattr(trial, "trial_id", None) or str(result.path).rsplit("/", 1)[-1]
+        )
+        rows.append(TrialRow(str(trial_id), point, metrics, status, reason))
     return member_rows(rows), interrupted  # a grouped sweep's trial: one row per member
 
 
@@ -196,3 +200,26 @@ def kill_running_trial_runs(parent: MlflowTracker, reason: str) -> None:
         for run in parent.child_runs():
             if run.info.status == "RUNNING":
                 parent.end_run(run.info.run_id, "KILLED", {STOP_REASON_TAG: reason})
+
+
+def mark_stopped(sweep_dir, rows: list[TrialRow]) -> None:
+    """Record, in each trial's saved state, that the scheduler stopped it early: a ``--resume`` reports its
+    result again and does not train it on."""
+    for row in rows:
+        if row.status == "stopped" and row.trial_id != "-":
+            TrialStore(sweep_dir, row.trial_id).stop(row.reason or "stopped early by the scheduler (ASHA)")
+
+
+def earlier_rows(sweep_dir, rows: list[TrialRow]) -> list[TrialRow]:
+    """The rows of trials that ended in an earlier invocation and that this one did not run again (a resumed
+    search does not ask again for the configurations it completed), from their saved state."""
+    seen = {row.trial_id for row in rows}
+    found = []
+    for store in stored_trials(sweep_dir):
+        final = store.final() if store.key not in seen else None
+        point = store.point() if final is not None else None
+        if final is None or point is None:
+            continue
+        status = "diverged" if final.get("diverged") else "stopped" if final.get("stopped") else "finished"
+        found.append(TrialRow(store.key, trial_point(point), dict(final), status, final.get("stop_reason")))
+    return member_rows(found)

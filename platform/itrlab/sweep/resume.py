@@ -13,8 +13,13 @@ differs) and the digest of its data (:func:`itrlab.data.precomp.fingerprint`).
 sweep differs from the record (:func:`changes`: overrides given with ``--resume`` apply on top of the
 recorded ones, and what they change shows in the resolved config) is refused with one line naming the first
 difference, unless ``--allow-changes``: then it runs the new settings and the parent run records them (a tag and a
-param). What Tune restores from its own saved state (the grid, the seeds, the Optuna space, the objective,
-ASHA, retries, workers, grouping) cannot change at all: a resumed Tune experiment adds and drops no trial.
+param). What names the trials and their saved states (the grid, the seeds, the Optuna space, the objective,
+ASHA, retries, workers, grouping) cannot change at all: a resumed sweep adds and drops no trial.
+
+A resume reads nothing Tune saved: it starts a new Tune experiment of the same trials, each continuing from its
+own saved state (:mod:`itrlab.sweep.trial_store`). Before anything starts it checks the parent run that the
+state names against the folder (:func:`check_parent`): a state copied from another sweep, or a folder rolled
+back after its sweep finished, is refused.
 """
 
 from __future__ import annotations
@@ -31,13 +36,14 @@ from itrlab.config.schema import differences
 from itrlab.config.sweep import SweepSpec
 from itrlab.errors import UserInputError
 from itrlab.files import atomic_write_json
+from itrlab.sweep.trial_store import TRIALS_FOLDER, stored_trials
 from itrlab.train.provenance import data_digest
 
 _log = logging.getLogger(__name__)
 
 STATE_FILE = "itrlab_sweep.json"
 STATE_LIMIT = 16 << 20  # bytes: a state file larger than this was not written by itrlab
-# what Tune restores from its saved state: a resumed sweep cannot change them
+# what names the trials and their saved states: a resumed sweep cannot change them
 FIXED = ("grid", "seeds", "optuna", "objective", "asha", "max_failures", "num_workers", "trainer", "group")
 # how a sweep runs, not what: free to change on resume (--cpus-per-trial, --concurrency ...)
 FREE = ("name", "description", "aliases", "resources", "concurrency")
@@ -63,43 +69,43 @@ def read_sweep_state(sweep_dir: Path) -> dict[str, Any]:
     return state
 
 
-def check_tune_state(tune_dir: Path) -> None:
-    """Tune's saved state of an interrupted sweep, readable whole, or a UserInputError.
-
-    Tune "restores" a state file cut short (a full disk, a crash while writing) by restarting the
-    experiment with one empty trial, ignoring every trial it had; refuse instead, leaving the trials'
-    checkpoints and MLflow runs as they are.
-    """
-    for path in sorted(tune_dir.glob("experiment_state-*.json")):
-        try:
-            json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise UserInputError(
-                f"--resume: the sweep's saved Tune state {path} is damaged ({err}); nothing was "
-                f"run: its trials' checkpoints under {tune_dir} and their MLflow runs are kept. "
-                f"Restore the file, or run the sweep again without --resume"
-            ) from None
+def check_layout(sweep_dir: Path) -> None:
+    """A UserInputError for a sweep whose trials' checkpoints live in Tune's own saved state (a folder written by
+    an itrlab that resumed through ``Tuner.restore``): this one resumes only from each trial's saved state."""
+    tune_dir = sweep_dir / "tune"
+    if not (sweep_dir / TRIALS_FOLDER).is_dir() and any(tune_dir.glob("*/checkpoint_*")):
+        raise UserInputError(
+            f"--resume {sweep_dir.name}: its trials' checkpoints are in Tune's saved state ({tune_dir}), which this "
+            f"itrlab does not read back: resume it with the itrlab that started it, or run the sweep again"
+        )
 
 
-def tune_statuses(tune_dir: Path) -> list[str] | None:
-    """The status Tune saved for each trial (TERMINATED, ERROR, PENDING ...), from the newest experiment state
-    (the plain JSON fields of each trial's record: nothing is unpickled); None when there is none to read."""
-    states = sorted(tune_dir.glob("experiment_state-*.json"))
-    if not states:
-        return None
-    try:
-        trials = json.loads(states[-1].read_text(encoding="utf-8"))["trial_data"]
-        return [str(json.loads(record[0])["status"]) for record in trials]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError):
-        return None
+def check_parent(sweep_dir: Path, name: str, state: dict[str, Any], parent: dict[str, Any]) -> None:
+    """The parent run the state file names (``parent``: its record in MLflow, which whoever writes the storage
+    cannot change) is this invocation's, and the folder is not older than the run: a UserInputError, one line,
+    for a state copied from another sweep or a folder rolled back after its sweep finished (the run FINISHED, the
+    state not), so that nothing recorded is run again."""
+    recorded = Path(str(parent["tags"].get("itrlab.sweep_dir", "")))
+    if parent["tags"].get("itrlab.sweep") != name or recorded.parts[-2:] != sweep_dir.parts[-2:]:
+        raise UserInputError(
+            f"--resume {sweep_dir.name}: its state names the parent run {state['parent_run_id']}, which belongs to "
+            f"the sweep folder {recorded or 'of another sweep'}; nothing was run"
+        )
+    if parent["status"] == "FINISHED" and state.get("status") != "FINISHED":
+        raise UserInputError(
+            f"--resume {sweep_dir.name}: its parent run {state['parent_run_id']} ended FINISHED but the folder's "
+            f"state says {state.get('status', 'nothing')}: the folder was rolled back; nothing was run"
+        )
 
 
-def nothing_left_to_run(sweep_dir: Path, state: dict[str, Any]) -> bool:
-    """Whether ``--resume`` of this invocation would run nothing: it ended FINISHED and Tune holds every trial
-    as ended (TERMINATED; an ERROR trial is retried by a resume). Such a resume changes nothing already
-    recorded: not the parent run's end, its invocation time or its report."""
-    statuses = tune_statuses(sweep_dir / "tune") if state.get("status") == "FINISHED" else None
-    return bool(statuses) and all(status == "TERMINATED" for status in statuses)
+def nothing_left_to_run(sweep_dir: Path, state: dict[str, Any], trials: int) -> bool:
+    """Whether ``--resume`` of this invocation would run nothing: it ended FINISHED and each of its ``trials``
+    had ended (a trial that failed is run again by a resume). Such a resume changes nothing already recorded:
+    not the parent run's end, its invocation time or its report."""
+    if state.get("status") != "FINISHED":
+        return False
+    ended = [store for store in stored_trials(sweep_dir) if store.final() is not None]
+    return len(ended) >= trials and len(ended) == len(stored_trials(sweep_dir))
 
 
 def write_state(sweep_dir: Path, state: dict[str, Any]) -> None:
@@ -228,7 +234,7 @@ def check_unchanged(state: dict[str, Any], now: dict[str, Any], allow: bool, swe
         raise UserInputError(
             f"--resume {sweep_dir.name}: {fixed[0]}"
             + (f" (and {len(fixed) - 1} more)" if fixed[1:] else "")
-            + "; Ray Tune resumes the trials it laid out and no others: start a new sweep to run "
+            + "; a resume continues the trials the sweep laid out and no others: start a new sweep to run "
             "these (the grid, seeds, Optuna space, objective, ASHA, retries, workers and grouping "
             "cannot change on --resume)"
         )

@@ -7,11 +7,12 @@ for grids with a ``table`` section, the paper-shaped report (:mod:`itrlab.sweep.
 seeds with 95% intervals, differences to the baseline row, a chance row, one honest headline, and the
 published numbers where the data and protocol are the paper's).
 
-Sweep directories live under ``<storage>/<sweep name>/<timestamp>/`` (Tune's experiment state and
-the trials' checkpoints); ``--resume`` continues the newest unfinished one by its recorded start
-(:mod:`itrlab.sweep.resume`), and runs exactly what that invocation recorded (or, with ``--allow-changes``,
-records what changed on the parent run). Nothing Tune unpickles is read unless this installation's key
-signed it (:mod:`itrlab.sweep.integrity`).
+Sweep directories live under ``<storage>/<sweep name>/<timestamp>/``: the invocation's state file, each trial's
+saved state under ``trials/`` (:mod:`itrlab.sweep.trial_store`), an Optuna search's study and Tune's own folder,
+which nothing reads back. ``--resume`` continues the newest unfinished one by its recorded start
+(:mod:`itrlab.sweep.resume`) and runs exactly what that invocation recorded (or, with ``--allow-changes``,
+records what changed on the parent run): a new Tune experiment of the same trials, each continuing from its saved
+state, one that had ended reporting its result again. Nothing of the storage is unpickled.
 
 Every fault ends in a clear state. Before Ray or MLflow start: the sweep's keys, every trial's config
 and data, the storage folder, the resources a trial asks of a local Ray, and the MLflow store (which
@@ -45,7 +46,6 @@ from itrlab.files import check_writable_dir, claim_new_dir, file_lock
 from itrlab.interrupts import interruption, sigterm_as_sigint
 from itrlab.report.pivot import check_published
 from itrlab.report.summary import TrialRow, best_row
-from itrlab.sweep import integrity
 from itrlab.sweep.board import BOARD_FOLDER
 from itrlab.sweep.cluster import check_local_resources, init_ray, wait_for_room
 from itrlab.sweep.ddp_trial import trial_function
@@ -56,7 +56,9 @@ from itrlab.sweep.outcome import (
     NoRetryOnInputError,
     SigintWatch,
     StopOnStorageError,
+    earlier_rows,
     kill_running_trial_runs,
+    mark_stopped,
     settle_trial_runs,
     trial_rows,
     with_unstarted,
@@ -65,7 +67,8 @@ from itrlab.sweep.points import POINT, base_tree, check_decay_choices, point_key
 from itrlab.sweep.reporting import SweepReport, report_sweep
 from itrlab.sweep.resume import (
     STATE_FILE,
-    check_tune_state,
+    check_layout,
+    check_parent,
     check_unchanged,
     data_digests,
     invocation_record,
@@ -77,7 +80,7 @@ from itrlab.sweep.resume import (
 )
 from itrlab.sweep.runs_table import save_trials_view
 from itrlab.sweep.search import optuna_search
-from itrlab.sweep.storage import fit_checking_storage, storage_failure
+from itrlab.sweep.storage import fit_checking_storage
 from itrlab.sweep.trial import TrialContext
 from itrlab.tracking import (
     OWNER_TAG,
@@ -95,6 +98,8 @@ from itrlab.tracking.watchdog import watching
 from itrlab.train.experiment import generate_if_synthetic
 
 _log = logging.getLogger(__name__)
+
+TUNE_FOLDER = "tune"  # Tune's own folder of the invocation, under the sweep's
 
 
 @dataclass(frozen=True)
@@ -146,10 +151,16 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
     return space
 
 
-def tune_config(spec: SweepSpec, epochs: int, reuse_actors: bool) -> tune.TuneConfig:
+def tune_config(
+    spec: SweepSpec, epochs: int, reuse_actors: bool, sweep_dir: Path, resume: bool = False
+) -> tune.TuneConfig:
+    """Tune's settings of the sweep: its objective, its search (an Optuna search's study in ``sweep_dir``,
+    continued on ``resume``: only the configurations left are asked for), its scheduler and concurrency."""
     search_alg = scheduler = None
+    samples = 1
     if spec.optuna is not None:
-        search_alg = optuna_search(spec)
+        search_alg, ended = optuna_search(spec, sweep_dir, resume)
+        samples = max(spec.trial_count - ended * len(spec.seeds), 0)
     if spec.asha is not None:
         from ray.tune.schedulers import ASHAScheduler
 
@@ -164,12 +175,17 @@ def tune_config(spec: SweepSpec, epochs: int, reuse_actors: bool) -> tune.TuneCo
         mode=spec.objective.mode,
         search_alg=search_alg,
         scheduler=scheduler,
-        num_samples=spec.trial_count if spec.optuna else 1,  # Optuna's configurations times the seeds
+        num_samples=samples,  # Optuna's configurations left times the seeds; a grid's points once
         max_concurrent_trials=spec.concurrency,
         # in-process trials reuse their worker process: no re-import of torch and
         # MLflow, no new store connection (seconds per trial on 2 cores)
         reuse_actors=reuse_actors,
     )
+
+
+def tune_trials(spec: SweepSpec, tree: dict[str, Any]) -> int:
+    """How many trials Tune runs: the sweep's, or its groups where trials train in groups."""
+    return len(sweep_groups(spec, tree)) if spec.group > 1 else spec.trial_count
 
 
 def new_sweep_dir(storage: Path, name: str) -> Path:
@@ -208,23 +224,22 @@ def run_sweep(
     check_sweep_keys(spec)
     check_published(spec)
     storage = check_writable_dir(storage, "--storage")
-    # the signing key: a file only its owner reads, checked before anything starts (a resume never makes one up)
-    integrity.installation_key(create=not resume)
     with contextlib.ExitStack() as held:
         state: dict[str, Any] = {}
-        signed = None  # a resumed sweep's identity and the generation of its signed state (itrlab.sweep.integrity)
         if resume:
             sweep_dir = pick(storage, spec.name, resume if isinstance(resume, str) else None)
             check_writable_dir(sweep_dir, "--storage")
             held.enter_context(sweep_lock(sweep_dir, spec.name))  # a running sweep: refused at once
-            check_tune_state(sweep_dir / "tune")  # before anything is reopened
+            check_layout(sweep_dir)  # before anything is reopened
             state = read_sweep_state(sweep_dir)
-            identity = integrity.identity(sweep_dir, state["parent_run_id"])
-            signed = (identity, integrity.verify(sweep_dir, identity))  # before anything is unpickled or started
-            if nothing_left_to_run(sweep_dir, state):  # a finished sweep: its recorded results stay as they are
-                return SweepResult([], None, sweep_dir, state["parent_run_id"], "", unchanged=True)
+            # the parent run it names, which the storage's writers cannot change, against the folder's state
+            tracking_uri = check_tracking_store(resolve_tracking_uri())
+            parent_record = MlflowTracker.for_reading(tracking_uri).run_record(state["parent_run_id"])
+            check_parent(sweep_dir, spec.name, state, parent_record)
             overrides = [*state["overrides"], *overrides]  # this command line's on top of the recorded ones
         tree = base_tree(spec, overrides)
+        if resume and nothing_left_to_run(sweep_dir, state, tune_trials(spec, tree)):
+            return SweepResult([], None, sweep_dir, state["parent_run_id"], "", unchanged=True)  # as recorded
         checked = check_trials(spec, tree)
         if spec.group > 1:  # its groups, checked before Ray (itrlab.sweep.groups)
             sweep_groups(spec, tree)
@@ -238,17 +253,15 @@ def run_sweep(
             now = invocation_record(spec, overrides, first, data_digests([first, *checked.values()]))
             state["accepted"] = check_unchanged(state, now, allow_changes, sweep_dir)
             state["now"] = now
-        tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
-        if signed is not None:  # a folder rolled back to a state older than its parent run recorded: refused
-            recorded = MlflowTracker.for_reading(tracking_uri).run_record(state["parent_run_id"])["tags"]
-            signed = (signed[0], integrity.verify(sweep_dir, signed[0], integrity.recorded_generation(recorded)))
+        if not resume:
+            tracking_uri = check_tracking_store(resolve_tracking_uri())  # answers, in seconds; a new store created once
         close_orphaned_runs(tracking_uri)  # runs of processes that died, on this machine: KILLED with the reason
         if not resume:
             sweep_dir = new_sweep_dir(storage, spec.name)
             held.enter_context(sweep_lock(sweep_dir, spec.name))
         held.enter_context(watching("the sweep's driver"))  # it owns the parent and trial runs from here on
         try:
-            return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state, started, signed)
+            return _run_locked(spec, tree, checked, overrides, sweep_dir, tracking_uri, state, started, bool(resume))
         except BaseException:
             if not resume and not (sweep_dir / STATE_FILE).exists():  # stopped before it began: leave no folder
                 shutil.rmtree(sweep_dir, ignore_errors=True)
@@ -264,10 +277,9 @@ def _run_locked(
     tracking_uri: str,
     state: dict[str, Any],
     started: float,
-    signed: tuple[str, int] | None,
+    resume: bool,
 ) -> SweepResult:
-    """The sweep's life, its folder locked: its data, Ray, the parent run, the trials, their report. ``signed``:
-    a resumed sweep's identity and the generation of its verified state (:mod:`itrlab.sweep.integrity`)."""
+    """The sweep's life, its folder locked: its data, Ray, the parent run, the trials, their report."""
     first = first_trial(tree, checked)
     generate_if_synthetic(first)  # once, before trials share it
     now = state.pop("now", None) or invocation_record(spec, overrides, first, data_digests([first, *checked.values()]))
@@ -276,7 +288,6 @@ def _run_locked(
     parent = open_parent_run(spec, sweep_dir, overrides, tracking_uri, state, now)
     save_trials_view(spec, parent, sweep_dir.name)  # the trials, one row each: the parent's description links it
     _log.info(f"sweep {spec.name}: {sweep_dir}; MLflow parent run {parent.run_id} at {tracking_uri}")
-    integrity.StateSigner.sweep = signed[0] if signed else integrity.identity(sweep_dir, parent.run_id)
     try:
         source = {**source_tags(), **profile_tags(spec), OWNER_TAG: owner_id()}  # the driver settles the trials' runs
         context = TrialContext(
@@ -291,7 +302,7 @@ def _run_locked(
             source=tuple(source.items()),
             checked=checked,
         )
-        tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=signed[1] if signed else None)
+        tuner = build_tuner(spec, context, sweep_dir, first.train.epochs, resume=resume)
         rows, interrupted = fit_trials(tuner, spec, sweep_dir, started_ray)
         settle_trial_runs(parent, rows)
         report = report_sweep(spec, rows, parent, first, invocation_seconds=time.monotonic() - started)
@@ -399,10 +410,10 @@ def open_parent_run(
     return parent
 
 
-def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs: int, resume: int | None) -> tune.Tuner:
-    """The Tuner of the trials: restored from the sweep's folder on ``--resume`` (``resume``: the generation of
-    its state as verified before Ray started), else new."""
-    from itrlab.sweep.console import restored_with_console, with_console  # progress line, quiet console
+def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs: int, resume: bool) -> tune.Tuner:
+    """The Tuner of the trials, new in every invocation: nothing Tune saved in an earlier one is read back (each
+    trial continues from its own saved state, :mod:`itrlab.sweep.trial_store`)."""
+    from itrlab.sweep.console import ended_before, with_console  # progress line, quiet console
 
     board = sweep_dir / BOARD_FOLDER  # where each trial notes its phase and step (itrlab.sweep.board)
 
@@ -414,59 +425,43 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
         # a TorchTrainer trial's own process only waits on its workers, which hold the resources
         {"cpu": cpus, "gpu": gpus} if in_process(spec) else {"cpu": 0.1},
     )
-    sweep = integrity.StateSigner.sweep
-    if resume is not None and tune.Tuner.can_restore(str(sweep_dir / "tune")):
-        integrity.verify(sweep_dir, sweep, at_least=resume)  # again, just before Tune unpickles its state
-        tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable, resume_unfinished=True, resume_errored=True)
-        restored_with_console(
-            tuner, spec, board=board, total=len(groups or [])
-        )  # Tune brings back the saved RunConfig: this invocation's console
-        return tuner
+    settings = tune_config(spec, epochs, in_process(spec), sweep_dir, resume)
     run_config = with_console(
         tune.RunConfig(
-            name="tune",
+            name=TUNE_FOLDER,
             storage_path=str(sweep_dir),
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            callbacks=[NoRetryOnInputError(), integrity.StateSigner()],
+            callbacks=[NoRetryOnInputError()],
             stop=StopOnStorageError(),
         ),
         spec,
         board=board,
-        total=len(groups or []),
+        total=len(groups or []) or (settings.num_samples if spec.optuna else 0),
+        ended=ended_before(sweep_dir) if resume and spec.optuna is None else None,
     )
-    tuner = tune.Tuner(
+    return tune.Tuner(
         trainable,
         param_space=group_param_space(groups) if groups else param_space(spec),
         run_config=run_config,
-        tune_config=tune_config(spec, epochs, reuse_actors=in_process(spec)),
+        tune_config=settings,
     )
-    integrity.sign(sweep_dir, sweep_dir / "tune", sweep, only={"tune/tuner.pkl"})  # Tune wrote it just now, once
-    return tuner
 
 
 def fit_trials(tuner: tune.Tuner, spec: SweepSpec, sweep_dir: Path, started_ray: bool) -> tuple[list[TrialRow], bool]:
-    """Run the trials: a row per grid point (those never started included) and whether Ctrl-C or SIGTERM
-    cut the sweep short."""
+    """Run the trials: a row per trial (those of an earlier invocation that this one did not run again, and the
+    grid points never started, included) and whether Ctrl-C or SIGTERM cut the sweep short. A trial the
+    scheduler stopped early is recorded as ended in its saved state."""
     StopOnStorageError.reason = None
-    integrity.StateSigner.staging = integrity.StateSigner.tune_dir = None
-    try:
-        with SigintWatch() as sigint:
-            results = fit_checking_storage(tuner, sweep_dir)
-    except BaseException:
-        with contextlib.suppress(OSError):  # a storage that can no longer be written: the error in flight says so
-            integrity.sign_after_fit(sweep_dir)
-        raise
-    try:
-        integrity.sign_after_fit(sweep_dir)  # what Tune saved last, signed from the driver's own copy
-    except OSError as err:
-        StopOnStorageError.reason = StopOnStorageError.reason or storage_failure(err, sweep_dir)
+    with SigintWatch() as sigint:
+        results = fit_checking_storage(tuner, sweep_dir)
     if StopOnStorageError.reason is not None:
         raise StorageError(
             f"the sweep's storage can no longer be written: {StopOnStorageError.reason}; "
             f"--resume continues the sweep once it can"
         )
     rows, interrupted = trial_rows(results, sigint.interrupted)
+    mark_stopped(sweep_dir, rows)
+    rows += earlier_rows(sweep_dir, rows)
     if interrupted and started_ray:  # the cut-short trials' processes end before their runs are settled
         ray.shutdown()
     return with_unstarted(rows, spec), interrupted
@@ -478,18 +473,13 @@ def end_parent_early(parent: MlflowTracker, err: BaseException, started_ray: boo
     if isinstance(err, KeyboardInterrupt):
         kill_running_trial_runs(parent, "the sweep was interrupted; --resume continues it")
         with contextlib.suppress(Exception):
-            parent.set_tags(
-                {
-                    STOP_REASON_TAG: f"{interruption()[0]}; --resume continues the sweep",
-                    **integrity.generation_tag(sweep_dir),
-                }
-            )
+            parent.set_tags({STOP_REASON_TAG: f"{interruption()[0]}; --resume continues the sweep"})
         parent.end("KILLED")
         set_status(sweep_dir, "KILLED")
         return
     kill_running_trial_runs(parent, f"the sweep failed: {failure_reason(err)}")
     with contextlib.suppress(Exception):
-        parent.set_tags({STOP_REASON_TAG: failure_reason(err), **integrity.generation_tag(sweep_dir)})
+        parent.set_tags({STOP_REASON_TAG: failure_reason(err)})
     parent.end("FAILED")
     set_status(sweep_dir, "FAILED")
     if started_ray:  # the trials' processes end now: what Ray forwards of their exit comes before the one line
@@ -515,9 +505,8 @@ def end_parent(
         status, reason = "FAILED", "no trial finished"
     else:
         status, reason = "FINISHED", None
-    tags = {**({STOP_REASON_TAG: reason} if reason else {}), **integrity.generation_tag(sweep_dir)}
-    if tags:
-        parent.set_tags(tags)
+    if reason:
+        parent.set_tags({STOP_REASON_TAG: reason})
     if not reason:  # a resumed sweep that finishes no longer carries the reason it stopped before
         parent.delete_tag(STOP_REASON_TAG)
     parent.end(status)

@@ -8,14 +8,14 @@ Tune's :class:`~ray.tune.search.optuna.OptunaSearch` takes the define-by-run fun
 A sweep with several seeds runs each configuration Optuna suggests once per seed (:class:`SeedRepeater`, Ray's
 :class:`~ray.tune.search.Repeater` with the repeat's index as the sweep's seed), and Optuna learns from the mean of
 the configuration's trials: a configuration's value is then what its seeds have in common, and the report can tell a
-parameter's effect from seed noise (:mod:`itrlab.report.importance`). Ray's Repeater keeps its groups in the
-searcher object, not in the searcher's saved state: a ``--resume`` of an interrupted sweep runs on the trials Tune
-saved, and a configuration whose seeds had not all started may end with fewer seeds (the report counts each
-configuration's seeds).
+parameter's effect from seed noise (:mod:`itrlab.report.importance`). A ``--resume`` asks again for a
+configuration whose seeds had not all ended, on every seed: the seeds that had ended report their saved result
+again (:mod:`itrlab.sweep.trial_store`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ray.tune.search import Repeater
@@ -63,16 +63,52 @@ class SeedRepeater(Repeater):
         return config
 
 
-def optuna_search(spec: SweepSpec):
+STUDY_FILE = "optuna.db"  # the search's state, in the sweep's folder: Optuna's own SQLite storage
+
+
+def optuna_search(spec: SweepSpec, sweep_dir: Path, resume: bool = False) -> tuple[Any, int]:
     """Tune's Optuna searcher over ``spec``'s space, seeded TPE, maximising or minimising its objective; with
-    several seeds, each configuration run on every one of them (:class:`SeedRepeater`)."""
+    several seeds, each configuration run on every one of them (:class:`SeedRepeater`); and how many of its
+    configurations an earlier invocation ended.
+
+    The study lives in Optuna's SQLite storage in the sweep's folder (:data:`STUDY_FILE`), so that a ``--resume``
+    continues the search from the configurations it ended (TPE learns from them again) and asks first for those
+    that an interruption cut short (:func:`cut_short`), whose trials continue from their saved state."""
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
+    storage = optuna.storages.RDBStorage(f"sqlite:///{Path(sweep_dir) / STUDY_FILE}")
+    again, ended = cut_short(storage, spec.name) if resume else ([], 0)
+    # a resumed sampler starts its random draws after those of the configurations asked for before (the same seed
+    # would draw them again): the seed plus their count, so that the same history gives the same search
+    seed = spec.optuna.seed + ended + len(again)
     search = OptunaSearch(
         space=SearchSpace(spec.optuna.space),
         metric=spec.objective.metric,
         mode=spec.objective.mode,
-        sampler=optuna.samplers.TPESampler(seed=spec.optuna.seed),
+        sampler=optuna.samplers.TPESampler(seed=seed),
+        study_name=spec.name,
+        storage=storage,
+        points_to_evaluate=again or None,
     )
-    return SeedRepeater(search, spec.seeds) if len(spec.seeds) > 1 else search
+    return (SeedRepeater(search, spec.seeds) if len(spec.seeds) > 1 else search), ended
+
+
+def cut_short(storage, study_name: str) -> tuple[list[dict[str, Any]], int]:
+    """(the configurations an interrupted invocation had asked for and not ended, each marked failed in the study
+    so that TPE does not wait on it; how many configurations ended: complete, pruned or failed)."""
+    from optuna.trial import TrialState
+
+    try:
+        study_id = storage.get_study_id_from_name(study_name)
+    except KeyError:  # the search never asked for a configuration
+        return [], 0
+    again, ended = [], 0
+    for trial in storage.get_all_trials(study_id, deepcopy=False):
+        if trial.state in (TrialState.RUNNING, TrialState.WAITING):
+            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            if trial.params:
+                again.append(dict(trial.params))
+        else:
+            ended += 1
+    return again, ended

@@ -1,17 +1,19 @@
 """One sweep trial: a Ray Tune function trial that runs one training run and reports every epoch.
 
-A one-worker trial trains inside its own trial process (the fast path: well under a second of
-overhead). ``num_workers > 1`` starts a Ray Train ``TorchTrainer`` inside the trial (see
-:mod:`itrlab.sweep.ddp_trial`). After every epoch the trial reports the epoch's metrics with a
-Tune checkpoint of its run directory; a restarted trial (a crash retried under
-``max_failures``, or ``--resume`` of an interrupted sweep) restores that directory and the
-trainer continues from ``last.pt``. Its MLflow child run is found again by the trial id tag, so a
-restart never creates a second run. A trial whose loss turns NaN or infinite stops, its run is
-marked FAILED with the reason, and the sweep goes on. A trial that fails on its input (a
-:class:`~itrlab.errors.UserInputError`: its data or config) is not retried: it reports the error,
-which tells the sweep's driver to give it no further attempt, and fails. Every failure leaves its
-reason on the trial's MLflow run (tag ``itrlab.stop_reason``), created if the trial failed before
-training started.
+A one-worker trial trains inside its own trial process (the fast path: well under a second of overhead).
+``num_workers > 1`` starts a Ray Train ``TorchTrainer`` inside the trial (see :mod:`itrlab.sweep.ddp_trial`).
+After every epoch the trial saves its run directory in the sweep's storage (:mod:`itrlab.sweep.trial_store`, in
+the folder its grid point names), then reports the epoch's metrics. A restarted trial (a crash retried under
+``max_failures``, or ``--resume`` of an interrupted sweep) restores that directory, reports again what it had
+reported, and the trainer continues from ``last.pt``; a trial that had ended reports its result again and trains
+nothing. Its MLflow child run is found again by the trial's key (``itrlab.trial_id``, its folder's name), so a
+restart never creates a second run.
+
+A trial whose loss turns NaN or infinite stops, its run is marked FAILED with the reason, and the sweep goes on. A
+trial that fails on its input (a :class:`~itrlab.errors.UserInputError`: its data or config) is not retried: it
+reports the error, which tells the sweep's driver to give it no further attempt, and fails. Every failure leaves
+its reason on the trial's MLflow run (tag ``itrlab.stop_reason``), created if the trial failed before training
+started.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from ray import tune
 
 from itrlab.config import ExperimentConfig
 from itrlab.config.sweep import VARIANT, label
-from itrlab.errors import StorageError, UserInputError, disk_full, failure_reason, no_space
+from itrlab.errors import StorageError, UserInputError, failure_reason
 from itrlab.sweep.board import BOARD_FOLDER, BoardWriter
 from itrlab.sweep.points import point_key, trial_config, trial_point
+from itrlab.sweep.trial_store import TrialStore, trial_key
 from itrlab.tracking import MlflowTracker
 from itrlab.tracking.run_reader import TRIAL_ID_TAG as TRIAL_TAG
 from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
@@ -58,7 +61,7 @@ class TrialContext:
     parent_run_id: str
     sweep_name: str
     storage_dir: str = ""  # where multi-worker trials keep their Ray Train runs
-    sweep_dir: str = ""  # the sweep's folder: Tune keeps each trial's checkpoints under <sweep_dir>/tune/<trial>
+    sweep_dir: str = ""  # the sweep's folder: each trial keeps its saved state under <sweep_dir>/trials/<key>
     metric: str = "rsum"  # the objective: every report carries it (NaN before the first epoch)
     source: tuple[tuple[str, str], ...] = ()  # the driver's MLflow source tags (user, script, git commit)
     # the grid points' configs as the driver checked them before Ray started, by point_key(params)
@@ -74,30 +77,35 @@ def config_of(context: TrialContext, params: dict[str, Any]) -> ExperimentConfig
 
 class EpochReporter:
     """Reports each epoch's metrics through ``report`` (``tune.report`` in a function trial,
-    ``ray.train.report`` in a TorchTrainer worker), with ``make_checkpoint(run_dir)`` attached when
-    given (a function trial, or a TorchTrainer's rank 0). ``last`` holds the latest metrics."""
+    ``ray.train.report`` in a TorchTrainer worker). With a ``store``, the run directory is saved there first,
+    with every result reported so far (``reports``: those an earlier attempt reported, replayed already).
+    ``last`` holds the latest metrics."""
 
     def __init__(
         self,
         run_dir: Path,
         report: Callable[..., None],
-        make_checkpoint: Callable[[str], Any] | None,
         metric: str = "rsum",
-        storage: str | None = None,
+        store: TrialStore | None = None,
+        reports: list[dict[str, Any]] | None = None,
     ):
-        self.run_dir, self.report, self.make_checkpoint = run_dir, report, make_checkpoint
-        self.storage = storage  # the sweep's folder, named when its disk is full
-        self.last: dict[str, float] = {"rsum": float("nan"), metric: float("nan")}
+        self.run_dir, self.report = run_dir, report
+        self.store, self.reports = store, list(reports or [])
+        first = {"rsum": float("nan"), metric: float("nan")}
+        self.last: dict[str, float] = dict(self.reports[-1]) if self.reports else first
 
     def on_epoch_end(self, report: EpochReport) -> None:
         self.last = {"epoch": report.epoch, **report.metrics()}
-        checkpoint = self.make_checkpoint(str(self.run_dir)) if self.make_checkpoint else None
-        try:
-            self.report(self.last, checkpoint=checkpoint)
-        except OSError as err:  # Tune copies the checkpoint into the sweep's storage here
-            if checkpoint is None:
-                raise
-            raise unstored_checkpoint(report.epoch, err, self.storage) from None
+        self.reports.append(self.last)
+        if self.store is not None:  # a StorageError when the storage does not take it: the sweep stops
+            self.store.save(report.epoch, self.run_dir, self.reports)
+        self.report(self.last)
+
+    def end(self, result: dict[str, Any]) -> None:
+        """Report the trial's last result, recorded first as how it ended (a resume reports it again)."""
+        if self.store is not None:
+            self.store.finish(result)
+        self.report(result)
 
     def on_decay_chosen(self, choice: DecayChoice) -> None:
         """A run that chose its decay (``train.lr_decay_choices``) ends on the chosen branch: the final report
@@ -106,23 +114,8 @@ class EpochReporter:
             self.last = dict(choice.history[-1])
 
 
-def unstored_checkpoint(epoch: int, err: OSError, storage: str | None) -> StorageError:
-    """The error of an epoch's checkpoint that the sweep's storage did not take; a full disk is named as one
-    (``no space left on <the sweep's folder>``)."""
-    why = no_space(storage or "the sweep's storage") if disk_full(err) else (err.strerror or failure_reason(err))
-    return StorageError(f"the checkpoint of epoch {epoch} cannot be stored in the sweep's storage: {why}")
-
-
-def restore_run_dir(run_dir: Path, checkpoint) -> None:
-    """Copy a restarted trial's latest checkpoint (Tune's or Ray Train's; None: none) into its run directory."""
-    if checkpoint is None:
-        return
-    with checkpoint.as_directory() as saved:
-        shutil.copytree(saved, run_dir, dirs_exist_ok=True)
-
-
 def trial_tags(trial_id: str, sweep_name: str, params: dict[str, Any], run_dir: str | None = None) -> dict[str, Any]:
-    """Tags of a trial's MLflow child run: its id (how a restart finds the run), sweep and swept values,
+    """Tags of a trial's MLflow child run: its key (how a restart finds the run), sweep and swept values,
     and ``run_dir``: where the trial's checkpoints live in the sweep's storage (not the temporary
     folder Ray runs the trial in)."""
     tags = {TRIAL_TAG: trial_id, "itrlab.sweep": sweep_name}
@@ -219,7 +212,7 @@ def train_and_report(
         result = train()
     except NonFiniteLossError as err:  # recorded, not retried: the sweep goes on
         record_failure(tracker, reporter.run_dir, str(err), run_name, parent_run_id)
-        reporter.report({**reporter.last, "diverged": 1, "stop_reason": str(err)})
+        reporter.end({**reporter.last, "diverged": 1, "stop_reason": str(err)})
         return
     except StorageError as err:  # the sweep's storage, not this trial, is broken: the driver stops the sweep
         record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
@@ -233,7 +226,7 @@ def train_and_report(
         record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
         raise
     # "epoch" from the result too: a trial restored from its last epoch's checkpoint trains no epoch here
-    reporter.report(
+    reporter.end(
         {
             **reporter.last,
             "done": 1,
@@ -253,36 +246,59 @@ def board_writer(context: TrialContext, trial_id: str) -> list[BoardWriter]:
     return [BoardWriter(Path(context.sweep_dir) / BOARD_FOLDER, trial_id)] if context.sweep_dir else []
 
 
-def restored_trial_folder(name: str) -> tuple[str, Path]:
-    """This Tune trial's id and its folder ``name`` (under the trial's directory), holding the trial's latest
-    checkpoint when it restarts."""
-    tune_context = tune.get_context()
-    folder = Path(tune_context.get_trial_dir()) / name
+def working_folder(name: str) -> Path:
+    """The folder ``name`` under this Tune trial's directory, where the trial works (its saved state is restored
+    into it)."""
+    folder = Path(tune.get_context().get_trial_dir()) / name
     folder.mkdir(parents=True, exist_ok=True)
-    restore_run_dir(folder, tune.get_checkpoint())
-    return tune_context.get_trial_id(), folder
+    return folder
+
+
+def replayed(
+    store: TrialStore, point: dict[str, Any], working: Path | None = None
+) -> tuple[list[dict[str, Any]], bool]:
+    """Start a trial from its saved state: record its point, restore its newest saved epoch into ``working``
+    (emptied first: what an attempt that crashed left after it), and report again what it reported up to that
+    epoch and, for a trial that had ended, its last result. (The reports, whether it had ended: then it trains
+    nothing.)"""
+    store.begin(point)
+    final = store.final()
+    if working is not None:
+        shutil.rmtree(working)
+        working.mkdir()
+    reports = store.restore(working) if working is not None and final is None else store.reports()
+    for result in reports:
+        tune.report(result)
+    if final is not None:
+        tune.report(final)
+    return reports, final is not None
 
 
 def run_trial(params: dict[str, Any], context: TrialContext) -> None:
     """The Tune function trainable."""
     params = trial_point(params)
-    trial_id, run_dir = restored_trial_folder("run")
+    store = TrialStore(context.sweep_dir, trial_key(params))
+    with store.held():
+        _run_trial(params, context, store)
+
+
+def _run_trial(params: dict[str, Any], context: TrialContext, store: TrialStore) -> None:
+    run_dir = working_folder("run")  # Tune runs the trial in a temporary folder: its state is saved in the store
+    reports, ended = replayed(store, params, run_dir)
+    if ended:
+        return
 
     tracker = MlflowTracker(context.experiment, context.tracking_uri)
-    reuse_child_run(tracker, run_dir, trial_id, context.parent_run_id)
-    # Tune runs the trial in a temporary folder and keeps its checkpoints in the sweep's storage
-    stored = str(Path(context.sweep_dir) / "tune" / run_dir.parent.name) if context.sweep_dir else None
+    reuse_child_run(tracker, run_dir, store.key, context.parent_run_id)
     tracker.default_tags = {
         **dict(context.source),
-        **trial_tags(trial_id, context.sweep_name, params, run_dir=stored),
+        **trial_tags(store.key, context.sweep_name, params, run_dir=str(store.folder)),
         **node_tags(tracker, run_dir),
     }
     tracker.default_params = trial_params(params)
-    reporter = EpochReporter(
-        run_dir, tune.report, tune.Checkpoint.from_directory, metric=context.metric, storage=context.sweep_dir
-    )
+    reporter = EpochReporter(run_dir, tune.report, metric=context.metric, store=store, reports=reports)
     run_name = trial_run_name(params)
-    callbacks = [reporter, *board_writer(context, trial_id)]
+    callbacks = [reporter, *board_writer(context, tune.get_context().get_trial_id())]
     train_and_report(
         lambda: run_experiment(
             config_of(context, params),

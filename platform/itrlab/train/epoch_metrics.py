@@ -9,7 +9,7 @@ curve has steps 1..E, and says in one warning which epochs the run trained but n
 backlog holds (a process killed between its checkpoint and its backlog).
 
 An epoch the run logged already is not logged again: a sweep trial restored from a checkpoint older than its
-MLflow run (stopped between logging an epoch and Tune storing the epoch's checkpoint) trains that epoch again,
+MLflow run (stopped between logging an epoch and saving the epoch's copy) trains that epoch again,
 and the run keeps the values it logged first; MLflow would otherwise hold two points at one step.
 
 A run that chooses its decay (``train.lr_decay_choices``, :mod:`itrlab.train.decay_choice`) logs each epoch under
