@@ -42,8 +42,8 @@ class StopOnStorageError(tune.Stopper):
     """Stops the whole sweep once a trial could not write its checkpoint (``storage_error`` in its
     result): every trial shares the sweep's storage, so the next one would fail the same way.
 
-    ``StopOnStorageError.reason`` (class-wide, in the driver) holds that trial's message: a resumed
-    sweep runs the stopper Tune unpickled from its saved state, not a new one.
+    ``StopOnStorageError.reason`` (class-wide, in the driver) holds that trial's message, which the driver reads
+    once Tune returns.
     """
 
     reason: str | None = None
