@@ -124,10 +124,10 @@ def test_the_quiet_sweeps_worker_hook_imports_neither_torch_nor_tune(tmp_path, m
     """Ray runs a quiet sweep's ``worker_process_setup_hook`` in every worker process of its job, Ray Train's
     controller and helper actors included: loading it (as Ray does, by its dotted name) costs them no
     torch, Ray Tune or MLflow import (itrlab.sweep.quiet_workers)."""
-    from itrlab.sweep import cluster, progress
+    from itrlab.sweep import cluster, console
 
     monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
-    monkeypatch.setenv(progress.VERBOSE_ENV, "0")
+    monkeypatch.setenv(console.VERBOSE_ENV, "0")
     hook = cluster.console_runtime_env({})["worker_process_setup_hook"]
     module, _, name = hook.rpartition(".")
     code = (

@@ -287,9 +287,7 @@ def test_an_optuna_search_interrupted_and_resumed_runs_each_configuration_once(t
     (parent,), children = sweep_runs(tmp_path, "optuna_resume")
     assert parent.info.status == "FINISHED" and {c.info.status for c in children} == {"FINISHED"}
     gammas = sorted(round(float(c.data.params["cooperative.gamma"]), 9) for c in children)
-    assert len(children) == 3 and gammas == sorted(round(t.params["cooperative.gamma"], 9) for t in complete), (
-        gammas, [(t.state.name, t.params) for t in study.trials], last.stdout[-3000:]
-    )
+    assert len(children) == 3 and gammas == sorted(round(t.params["cooperative.gamma"], 9) for t in complete)
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     steps = [m.step for m in client.get_metric_history(first.info.run_id, chart_name("rsum"))]
     assert steps == [1, 2]  # the configuration that had ended is not trained again

@@ -178,12 +178,12 @@ def test_a_trial_holds_its_folder_while_it_runs(tmp_path):
     """A search that asks for a configuration again runs a second trial of the same point: it waits for the
     first (then reports its result) instead of writing the same folder at once."""
     from itrlab.files import file_lock
-    from itrlab.sweep.trial_store import LOCK_FILE
 
     store = TrialStore(tmp_path / "sweep", trial_key({"seed": 0}))
     with store.held():
         with pytest.raises(UserInputError, match="is in use by another process"):
-            with file_lock(store.folder / LOCK_FILE, blocking=False):
+            with file_lock(store.folder, blocking=False):
                 pass
-    with file_lock(store.folder / LOCK_FILE, blocking=False):  # released with the trial
+    with file_lock(store.folder, blocking=False):  # released with the trial
         pass
+    assert list(store.folder.iterdir()) == []  # no lock file: nothing of the storage held open for writing

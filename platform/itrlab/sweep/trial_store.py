@@ -33,7 +33,6 @@ TRIALS_FOLDER = "trials"  # under the sweep's folder
 LATEST = "latest.json"
 FINAL = "final.json"
 POINT_FILE = "point.json"  # the trial's grid point, as Tune handed it
-LOCK_FILE = ".lock"
 RECORD_LIMIT = 64 << 20  # bytes: a record larger than this was not written by itrlab
 
 
@@ -53,9 +52,10 @@ class TrialStore:
 
     def held(self):
         """The trial's hold on its folder while it runs: a second trial of the same point (a search that asks for
-        a configuration again) waits for it, then reports its result."""
+        a configuration again) waits for it, then reports its result. The lock is on the folder itself, opened
+        read-only: no file of the storage stays open for writing while the trial runs."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        return file_lock(self.folder / LOCK_FILE, blocking=True)
+        return file_lock(self.folder, blocking=True)
 
     def begin(self, point: dict[str, Any]) -> None:
         """Record the trial's grid point (the report of a resumed search lists a configuration it does not run
