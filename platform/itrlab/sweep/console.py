@@ -59,7 +59,7 @@ from itrlab.sweep.board import TrialState, read_trial_state
 from itrlab.sweep.points import trial_point
 from itrlab.sweep.quiet_workers import quiet_worker_logs
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR
-from itrlab.sweep.trial_store import stored_trials, trial_key
+from itrlab.sweep.trial_store import ended_trials, trial_key
 
 _log = logging.getLogger(__name__)
 
@@ -241,12 +241,7 @@ def pending_text(pending: int, running: int, concurrency: int | None) -> str:
 
 def ended_before(sweep_dir: Path) -> dict[str, bool]:
     """The trials of a sweep's folder that had ended, by key: whether each failed (its loss diverged)."""
-    found = {}
-    for store in stored_trials(sweep_dir):
-        final = store.final()
-        if final is not None:
-            found[store.key] = bool(final.get("diverged"))
-    return found
+    return {key: bool(final.get("diverged")) for key, final in ended_trials(sweep_dir).items()}
 
 
 class SweepProgress(tune.Callback):

@@ -19,7 +19,7 @@ from itrlab.report.summary import TrialRow
 from itrlab.sweep.group_trial import member_rows
 from itrlab.sweep.points import trial_point
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR, TRIAL_TAG
-from itrlab.sweep.trial_store import TrialStore, stored_trials, trial_key
+from itrlab.sweep.trial_store import TrialStore, ended_trials, trial_key
 from itrlab.tracking import STOP_REASON_TAG, MlflowTracker
 
 UNFINISHED = ("interrupted", "not started")
@@ -215,11 +215,10 @@ def earlier_rows(sweep_dir, rows: list[TrialRow]) -> list[TrialRow]:
     search does not ask again for the configurations it completed), from their saved state."""
     seen = {row.trial_id for row in rows}
     found = []
-    for store in stored_trials(sweep_dir):
-        final = store.final() if store.key not in seen else None
-        point = store.point() if final is not None else None
-        if final is None or point is None:
+    for key, final in ended_trials(sweep_dir).items():
+        point = TrialStore(sweep_dir, key).point() if key not in seen else None
+        if point is None:
             continue
         status = "diverged" if final.get("diverged") else "stopped" if final.get("stopped") else "finished"
-        found.append(TrialRow(store.key, trial_point(point), dict(final), status, final.get("stop_reason")))
+        found.append(TrialRow(key, trial_point(point), dict(final), status, final.get("stop_reason")))
     return member_rows(found)

@@ -36,7 +36,7 @@ from itrlab.config.schema import differences
 from itrlab.config.sweep import SweepSpec
 from itrlab.errors import UserInputError
 from itrlab.files import atomic_write_json
-from itrlab.sweep.trial_store import TRIALS_FOLDER, stored_trials
+from itrlab.sweep.trial_store import TRIALS_FOLDER, ended_trials, stored_trials
 from itrlab.train.provenance import data_digest
 
 _log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def nothing_left_to_run(sweep_dir: Path, state: dict[str, Any], trials: int) -> 
     not the parent run's end, its invocation time or its report."""
     if state.get("status") != "FINISHED":
         return False
-    ended = [store for store in stored_trials(sweep_dir) if store.final() is not None]
+    ended = ended_trials(sweep_dir)
     return len(ended) >= trials and len(ended) == len(stored_trials(sweep_dir))
 
 

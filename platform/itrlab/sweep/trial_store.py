@@ -136,3 +136,8 @@ def stored_trials(sweep_dir: str | Path) -> list[TrialStore]:
     """Every trial the sweep's folder holds a saved state of."""
     root = Path(sweep_dir) / TRIALS_FOLDER
     return [TrialStore(sweep_dir, folder.name) for folder in sorted(root.glob("*")) if folder.is_dir()]
+
+
+def ended_trials(sweep_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The last result of every trial of the sweep's folder that ended, by key."""
+    return {store.key: final for store in stored_trials(sweep_dir) if (final := store.final()) is not None}
