@@ -1,37 +1,14 @@
-"""Claims files: each paper's claims as data, one YAML file per paper under ``configs/claims/``.
+"""Claims files: each paper's claims as data, one YAML file per paper under ``configs/claims/``
+(docs/claims-files.md gives the format, with an example). A claim is one sentence a paper makes about one row of
+one of its tables against another row (``id``, ``claim``, ``sweep`` and ``profile``, ``row`` and ``baseline``,
+``direction``, ``metric`` and ``also``, its Holm ``family``, ``paper_effect``, ``depends_on``), and the sweep that
+measures it here; a file's ``separating`` list holds the experiments of :mod:`itrlab.config.separating`.
 
-A claim is one sentence a paper makes about one row of one of its tables against another row, and the
-sweep that measures it here::
-
-    families:
-      table-4: "the boosted rows of Table IV against the single-branch row A"
-    claims:
-      - id: f-over-a
-        claim: "RM (row F) beats the single branch (row A)"
-        sweep: a-table4                  # the preset, as jobs/sweep.py --preset takes it
-        profile: flickr8k                # one of the preset's profiles (left out: a preset without any)
-        row: F                           # the pivot's row labels, as the sweep's report prints them
-        baseline: A
-        direction: greater               # the paper's sign of row - baseline: greater or less
-        metric: i2t_R1                   # the test metric the verdict reads: rsum or one of the six recalls
-        also: [t2i_R1, rsum]             # shown beside it, no verdict
-        family: table-4                  # the Holm family, declared under families above
-        paper_effect: {value: 3.5, metric: i2t_R1, source: "Table IV, Flickr30K 1K"}
-        depends_on: []                   # claims whose failure makes this one conditional
-        note: ""
-    separating: []                       # experiments that tell our setting from the paper's method
-
-A file's ``separating`` list holds, where a claim fails, the experiments that separate our setting from the
-method as printed (:mod:`itrlab.config.separating`); each serves one claim of its file.
-
-:func:`load_claims` reads every file of the folder and checks each claim and separating experiment before
-anything uses it: the preset and its profile exist, the row and the baseline are labels the preset's pivot
-produces (the sweep file read through :func:`itrlab.config.sweep.load_sweep` and labelled by
-:func:`itrlab.config.sweep.pivot_labels`, as :mod:`itrlab.report.pivot` labels a trial's row: no torch, Ray
-or MLflow), the metrics are known, the family is declared (a separating experiment's holds no claim),
-``depends_on`` names claims that exist without a cycle, ``serves`` names a claim of the same file, and no id
-or family is written twice. The first bad input is a :class:`ClaimsError`: one line naming the file, the
-entry and the key, exit status 2. docs/claims-files.md describes the files.
+:func:`load_claims` checks every entry before anything uses it: the preset and profile exist, the row and
+baseline are labels its pivot produces (:func:`itrlab.config.sweep.pivot_labels`: no torch, Ray or MLflow), the
+metrics are known, the family is declared, ``depends_on`` has no cycle, ``serves`` names a claim of the same file,
+no id is written twice. The first bad input is a :class:`ClaimsError`: one line naming the file, the entry and the
+key, exit status 2.
 """
 
 from __future__ import annotations

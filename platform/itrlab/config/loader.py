@@ -1,25 +1,12 @@
 """Compose YAML files and ``key=value`` overrides into one raw tree, and check it against a schema.
 
-An experiment file names its dataset and method files under ``defaults``::
-
-    defaults: {dataset: synthetic_small, method: vsepp}
-    name: vsepp_small
-    train: {epochs: 12}
-
-``configs/datasets/<dataset>.yaml`` becomes the ``dataset`` section; ``configs/methods/<method>.yaml``
-holds whole sections (``method``, ``model``, ``loss``, ``train``...). The experiment file is merged
-over them, then the command-line overrides over that (``train.epochs=3 loss.margin=0.1``;
-``defaults.dataset=synthetic_tiny`` swaps a file). Values are parsed as YAML (``3`` is an int,
-``[5, 8]`` a list, ``null`` None). ``defaults.dataset`` (and ``defaults.method``) may also be a YAML file's
-path: ``defaults.dataset=data/holiday/holiday.yaml``, the data set config that the extraction of a folder of
-photos writes beside its features (docs/data.md#your-own-photos).
-
-Every problem becomes a :class:`~itrlab.errors.ConfigError` that names the field, the bad value and
-what is allowed, so the entry points can exit with status 2 before any expensive work. Limits hold before
-and while a file or an override is parsed, so that no input runs for minutes or fills the memory first: a
-file of at most :data:`MAX_FILE_BYTES`, nesting at most :data:`MAX_DEPTH` deep, at most :data:`MAX_ALIASES`
-YAML aliases, and at most :data:`MAX_NODES` values once aliases are expanded (an "alias bomb" of a few
-lines expands to billions).
+An experiment file names its dataset and method files under ``defaults``
+(``defaults: {dataset: synthetic_small, method: vsepp}``); they become its sections, the experiment file is merged
+over them and the overrides over that (``train.epochs=3``; ``defaults.dataset=synthetic_tiny`` or a YAML file's
+path swaps a file). Override values are parsed as YAML. Every problem is a :class:`~itrlab.errors.ConfigError`
+naming the field, the bad value and what is allowed, before any expensive work. Limits hold while a file or an
+override is parsed, so no input runs for minutes or fills the memory: :data:`MAX_FILE_BYTES`, :data:`MAX_DEPTH`,
+:data:`MAX_ALIASES` and :data:`MAX_NODES` values once aliases are expanded (an "alias bomb").
 """
 
 from __future__ import annotations

@@ -1,33 +1,11 @@
-"""Profiles of a sweep: one preset, run as the paper ran it (``paper``) or as a miniature of the same
-recipe (``budget``, the default).
+"""Profiles of a sweep (docs/sweeps.md gives the format): one preset, run as the paper ran it (``paper``) or as a
+miniature of the same recipe (``budget``, the default; ``default_profile: NAME`` names another).
 
-A sweep file may hold a ``profiles`` section::
-
-    profiles:
-      budget:
-        values: {main_lr: 0.00005, base_lr: 0.0005, head: 512}
-        deviations: ["synthetic 'small' data, not Flickr30K: ..."]
-      paper:
-        overrides: [defaults.dataset=f30k_precomp, eval.test_protocol=f30k_1k, train.batch_size=256]
-        values: {main_lr: 0.00002, base_lr: 0.0002, head: 2048}
-        deviations: ["GloVe 50-d, not word2vec 300-d: no 300-d vectors offline"]
-
-The chosen profile's ``values`` fill every ``${name}`` of the rest of the file (a whole value keeps its
-type; inside a string it is written in), its ``overrides`` follow the sweep's own, and its
-``deviations`` (every way the profile differs from the paper, and why) are tagged on every run. A
-profile may name its own base ``experiment`` (``flickr8k``: the real-data recipe of
-``configs/experiments/*_flickr8k.yaml``) and its own ``seeds``, ``resources``, ``concurrency`` and
-``group``, and replace the values of axes of the sweep's ``grid`` (``grid: {cooperative.strategy: [A, F]}``:
-rows that cannot differ in its setting left out, the reason among its deviations); an axis the sweep's
-grid lacks is an error. Its ``table`` keys replace the sweep's (``table: {compare: [[B, A]]}``: pairs of rows
-only its grid has). ``extends: OTHER`` makes a profile another one with its own keys on top: the other's
-``overrides`` and ``deviations`` first, then its own (a variant of a recipe lists only what it changes), its
-``values``, ``grid`` and ``table`` keys over the other's, any other key its own where it sets one; the other
-profile extends none.
-
-``default_profile: NAME`` at the top of the file names the profile a run without ``--profile`` takes
-(``budget`` where the file names none): DBL's Table IV, the main job, runs its Flickr8K table unless asked
-for the synthetic miniature.
+The chosen profile's ``values`` fill every ``${name}`` of the file (a whole value keeps its type), its
+``overrides`` follow the sweep's, and its ``deviations`` from the paper are tagged on every run. A profile may set
+its own ``experiment``, ``seeds``, ``resources``, ``concurrency`` and ``group``, replace the values of the grid's
+axes (never add one) and ``table`` keys. ``extends: OTHER`` puts its keys over another profile's (lists appended
+after the other's), which extends none.
 """
 
 from __future__ import annotations

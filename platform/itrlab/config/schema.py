@@ -108,13 +108,10 @@ class DatasetConfig(Section):
 
 
 class MethodSection(Section):
-    """The ``method`` section: ``name`` picks the method, the other keys are its own settings.
-
-    Each method package subclasses this with ``name: Literal[...]`` and its keys (CODER's queue size,
-    AsCL's generators, xattn's λ); :mod:`itrlab.assembly` validates the section with the subclass that
-    ``name`` selects (a discriminated union), so an unknown key or a bad value names ``method.<key>``.
-    Until then (this layer knows no method) the keys are kept as given.
-    """
+    """The ``method`` section: ``name`` picks the method, the other keys are its own settings, kept as given
+    here (this layer knows no method). Each method package subclasses it with ``name: Literal[...]`` and its
+    keys; :mod:`itrlab.assembly` validates the section with the subclass ``name`` selects, so a bad key names
+    ``method.<key>``."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True, populate_by_name=True)
 
@@ -122,8 +119,7 @@ class MethodSection(Section):
 
     def params(self) -> dict[str, Any]:
         """The method's own keys as given in the config (aliases, not field names)."""
-        data = self.model_dump(mode="json", by_alias=True, exclude={"name"})
-        return data
+        return self.model_dump(mode="json", by_alias=True, exclude={"name"})
 
 
 class ImageEncoderConfig(Section):
@@ -131,13 +127,10 @@ class ImageEncoderConfig(Section):
 
 
 class TextEncoderConfig(Section):
-    """The caption encoder.
-
-    ``encoder``: ``bigru`` (word embedding -> BiGRU; ``word_dim``, ``num_layers``, ``vocab_min_count``
-    and ``glove`` apply) or ``bert`` (a pretrained transformer loaded offline from a local directory;
-    ``bert_path``, ``freeze`` and ``lr`` apply; its tokenizer replaces the vocabulary).
-    ``pooling`` and ``max_len`` (tokens per caption, start/end or [CLS]/[SEP] included) apply to both.
-    """
+    """The caption encoder: ``bigru`` (word embedding -> BiGRU; ``word_dim``, ``num_layers``, ``vocab_min_count``
+    and ``glove`` apply) or ``bert`` (a pretrained transformer from a local directory; ``bert_path``, ``freeze``
+    and ``lr`` apply; its tokenizer replaces the vocabulary). ``pooling`` and ``max_len`` (tokens, start/end
+    included) apply to both."""
 
     word_dim: int = Field(128, ge=1, le=1 << 16)
     num_layers: int = Field(1, ge=1)

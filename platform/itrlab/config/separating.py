@@ -1,28 +1,9 @@
-"""Separating experiments: where a paper's claim fails here, the comparison that tells whether the failure
-belongs to our setting (the data, features, schedule or another part of this project's recipe) or to the
-method as the paper prints it, written in the paper's claims file beside its claims::
-
-    separating:
-      - id: f-over-a-without-heads
-        serves: f-over-a                   # the claim of this file whose verdict it separates
-        question: "Does F's loss improve on A without the new projection heads?"
-        sweep: a-heads                     # the preset that measures it (and profile, as a claim's)
-        row: F (no heads)
-        baseline: A
-        direction: greater
-        metric: rsum
-        also: [i2t_R1, t2i_R1]
-        embedding: output                  # output, or prehead: the reading before the projection head
-        family: a-heads-checks             # its Holm family: one that holds separating experiments only
-        reads:                             # what each verdict word says of the claim's failure
-          reproduced: {belongs_to: setting, because: "the loss adds to its base; the new heads lose it"}
-          no effect detected: {belongs_to: setting, because: "..."}
-          contradicted: {belongs_to: method, because: "..."}
-
-Each is a :class:`~itrlab.config.comparison.Comparison` judged by the claims' own analysis; ``reads`` fixes,
-before the data, what each verdict says: the failure belongs to the ``setting``, to the ``method`` as printed,
-or it stays ``open``. An **inconclusive** verdict separates nothing: it always reads open. The claims loader
-(:mod:`itrlab.config.claims`) checks what ``serves`` names, the preset's rows, the family and the ids.
+"""Separating experiments: where a paper's claim fails here, the comparison that tells whether the failure belongs
+to our setting (data, features, schedule) or to the method as printed, written in the paper's claims file under
+``separating`` (docs/claims-files.md gives the format). Each is a :class:`~itrlab.config.comparison.Comparison`
+that ``serves`` one claim, in its own Holm family and embedding (``output`` or ``prehead``); its ``reads`` fix,
+before the data, whether each verdict word puts the failure in the ``setting``, the ``method``, or leaves it
+``open`` (an inconclusive verdict always reads open). :mod:`itrlab.config.claims` checks it.
 """
 
 from __future__ import annotations

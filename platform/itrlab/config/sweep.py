@@ -1,9 +1,8 @@
 """Sweep definitions: a YAML file under ``configs/sweeps/`` describing a set of training runs.
 
-A sweep names a base experiment and either a **grid** (ablation tables: every combination of the
-listed values, times ``seeds``; Hydra-style) or an **Optuna search space** (uniform, loguniform,
-int, choice; a number of trials; a seed). The two notions stay separate because Optuna's searcher
-rejects Tune grids. Keys are dotted config paths, as in command-line overrides::
+A sweep names a base experiment and either a **grid** (every combination of the listed values, times ``seeds``)
+or an **Optuna search space**: separate notions, since Optuna's searcher rejects Tune grids. Keys are dotted
+config paths, as in overrides::
 
     name: margins
     experiment: vsepp_synthetic_small
@@ -13,12 +12,8 @@ rejects Tune grids. Keys are dotted config paths, as in command-line overrides::
     objective: {metric: rsum, mode: max}
     table: {rows: [loss.margin]}
 
-(``configs/sweeps/`` holds one file per paper table or figure; ``table.paper`` names its published numbers.)
-
-A named row may run its own ``seeds`` instead of the sweep's (``{name: AsCL, seeds: [0, 1, 2, 3, 4, 5]}``): the
-rows that a comparison needs more seeds for get them, and the others keep the sweep's. Rows are compared over
-the seeds both ran (:mod:`itrlab.report.analysis`), so rows of a pair share their seeds. A trial's point holds
-the row without its ``seeds``.
+A named row may run its own ``seeds`` (``{name: AsCL, seeds: [0, 1, 2, 3, 4, 5]}``); rows are compared over the
+seeds both ran, and a trial's point holds the row without them.
 """
 
 from __future__ import annotations
@@ -107,12 +102,8 @@ def row_label(values) -> str:
 
 class SearchDimension(Section):
     """One Optuna dimension: ``uniform``/``loguniform`` (low, high), ``int`` (low, high inclusive), ``choice`` (values).
-
-    ``when`` makes it conditional: it is sampled (and its key set) only in the trials where each named
-    dimension took one of the listed values, as a setting exists only for some rows (DBL's α only for
-    its absolute losses: ``when: {cooperative.strategy: [C, E, G, H, I]}``). A named dimension is a
-    ``choice`` listed before this one, without a ``when`` of its own.
-    """
+    ``when`` samples it (and sets its key) only where each named dimension, a ``choice`` listed before it without a
+    ``when``, took a listed value (DBL's α only for its absolute losses: ``when: {cooperative.strategy: [C, E]}``)."""
 
     type: Literal["uniform", "loguniform", "int", "choice"]
     low: float | None = None
@@ -299,23 +290,16 @@ class SweepSpec(Section):
 
     @property
     def workers(self) -> tuple[int, float, float]:
-        """(workers, CPUs per worker, GPUs per worker) of each trial.
-
-        A one-worker trial that asks for k > 1 GPUs trains as k DDP workers of one GPU each (its
-        CPUs split among them): one process cannot use several GPUs.
-        """
+        """(workers, CPUs per worker, GPUs per worker) of each trial: a one-worker trial asking for k > 1 GPUs
+        trains as k DDP workers of one GPU each, since one process cannot use several GPUs."""
         if self.num_workers == 1 and self.resources.gpu > 1:
             count = int(self.resources.gpu)
             return count, self.resources.cpu / count, 1.0
         return self.num_workers, self.resources.cpu, self.resources.gpu
 
     def with_settings(self, settings: dict[str, Any], labels: dict[str, str] | None = None) -> SweepSpec:
-        """The spec with command-line settings applied, re-validated.
-
-        ``settings`` maps dotted spec keys (``resources.cpu``, ``resources.gpu``, ``concurrency``) to
-        values; ``None`` values are left as the sweep file has them. An error names the key's label
-        (the command-line flag that set it) when ``labels`` has one.
-        """
+        """The spec with the command-line ``settings`` (dotted spec keys; None: as the file has it) applied and
+        re-validated; an error names the flag that set the key where ``labels`` has one."""
         given = {key: value for key, value in settings.items() if value is not None}
         if not given:
             return self

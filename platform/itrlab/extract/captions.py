@@ -1,31 +1,13 @@
-"""COCO-format caption files: reading, validation, 5 captions per image, split assignment.
+"""COCO-format caption files: reading, validation, captions per image, split assignment.
 
-A COCO caption file (``captions_train2017.json``) is a JSON object with
-
-- ``images``: a list of ``{"id": int, "file_name": str, ...}``;
-- ``annotations``: a list of ``{"image_id": int, "caption": str, ...}``.
-
-:func:`load_coco_captions` validates it (malformed JSON, missing or mistyped fields, duplicate
-ids, annotations of unknown images: each a :class:`~itrlab.errors.DataError` naming the file,
-the line for JSON syntax errors, and the offending entries) and groups the captions per image in
-file order. Captions are normalised to one line (runs of whitespace, newlines included, become
-one space) because the precomp layout stores one caption per line; blank captions are counted
-and left out.
-
-:func:`select_captions` enforces ``per_image`` (5) captions per image: images with more keep their
-first 5 (the dropped ones are counted), images with fewer are excluded, or padded by repeating
-their captions in order when ``pad=True``; images without any caption are always excluded.
-
-Splits come either from fractions and a seed (:func:`assign_fractions`: a seeded permutation of
-the images sorted by id, sizes by largest remainder) or from a split file
-(:func:`assign_from_file`) in one of these forms:
-
-- JSON ``{"train": [keys...], "dev": [...], "test": [...]}``;
-- JSON ``{"key": "split", ...}``;
-- Karpathy's ``dataset_coco.json``: ``{"images": [{"filename" or "cocoid", "split"}, ...]}``;
-- text: one ``key split`` pair per line (whitespace, tab or comma between), ``#`` comments.
-
-A key is a file name (as in ``images[].file_name``, or its base name) or an image id.
+A COCO caption file is a JSON object with ``images`` (``{"id": int, "file_name": str, ...}``) and ``annotations``
+(``{"image_id": int, "caption": str, ...}``). :func:`load_coco_captions` validates it (each problem a
+:class:`~itrlab.errors.DataError` naming the file and the entries) and groups the captions per image in file order,
+each made one line (the precomp layout stores one caption per line); blank ones are counted and left out.
+:func:`select_captions` keeps the first ``per_image`` (5) of each image and excludes images with fewer, or pads
+them by repeating their captions with ``pad=True``. Splits come from fractions and a seed (:func:`assign_fractions`)
+or a split file (:func:`assign_from_file`: ``{"train": [keys], ...}``, ``{"key": "split"}``, Karpathy's
+``dataset_coco.json``, or ``key split`` text lines), a key being a file name, its base name or an image id.
 """
 
 from __future__ import annotations

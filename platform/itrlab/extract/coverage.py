@@ -1,14 +1,8 @@
-"""Which photos of an image folder a caption file covers: photos it does not list (left out of the extraction:
-they have no captions) and photos it lists that the folder lacks, each counted and the first few named.
-
-A folder of photos and a caption file come from different places: a folder of 159 photos whose caption file
-lists 79 of them gives a data set of 79, and that has to be said (the other 80 are not in any split), as must a
-caption file that lists photos the folder does not hold (the extraction stops on them as missing images unless
-``--skip-bad``). A folder without a photo, or a caption file that lists none of the folder's photos (another
-folder, another data set), is one :class:`~itrlab.errors.DataError` before anything is decoded or written.
-
-A photo is a file under the folder (sub-folders included: a caption file may name ``train2014/x.jpg``) whose
-suffix Pillow opens; names compare as paths inside the folder (``./a.jpg`` is ``a.jpg``).
+"""Which photos of an image folder a caption file covers: photos it does not list (left out: no captions) and
+photos it lists that the folder lacks, each counted and the first few named, since a folder and a caption file
+come from different places. A folder without a photo, or a caption file that lists none of its photos, is one
+:class:`~itrlab.errors.DataError` before anything is decoded. A photo is a file under the folder, sub-folders
+included, whose suffix Pillow opens; names compare as paths inside the folder (``./a.jpg`` is ``a.jpg``).
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
-"""The data set config an extraction of a folder of photos writes beside its features, and the one training
-command that reads it (docs/data.md#your-own-photos).
+"""The data set config an extraction of a folder of photos writes beside its features, and the training command
+that reads it (docs/data.md#your-own-photos).
 
-A folder of photos becomes a data set of its own name: ``--name``, else the name of the output folder (``--out
-data/holiday``: ``holiday``), the folder the user named for it. ``{out}/{name}.yaml`` is a data set config like
-those of ``configs/datasets/`` (``name``, ``kind: precomp``, ``root``, the splits, captions per image,
-``made_by``), which ``defaults.dataset`` takes by its path; the command printed trains the stored-text recipe
-(:data:`RECIPE`) on it under the experiment ``<method>_<name>``, so that the run, its MLflow experiment and its
-gallery carry the data set's name, not a borrowed config's.
-
-Paths in the config and the command are relative to the project folder where the output lies inside it (the
-jobs read relative paths from the working folder: run the command from the project folder), else absolute.
-
-Formats that have a data set config of their own (a default ``--out``: ``--flickr8k``, read by
-``configs/datasets/flickr8k_precomp.yaml``) write none. A name that is not one folder name, or that a shipped
-data set has (``configs/datasets/``), is refused before anything is extracted.
+The data set takes ``--name``, else the output folder's name; ``{out}/{name}.yaml`` is a config like those of
+``configs/datasets/``, which ``defaults.dataset`` takes by its path, and the printed command trains the
+stored-text recipe (:data:`RECIPE`) as the experiment ``<method>_<name>``, so the run and its gallery carry the
+data set's name. Paths are relative to the project folder where the output lies inside it, else absolute. Formats
+with a config of their own (``--flickr8k``) write none; a name that is not one folder name, or that a shipped data
+set has, is refused before anything is extracted.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Content digests of the images an extraction reads: what makes its output a cache of its inputs.
 
-Each image's digest is the sha256 of its file; the extraction's settings hold one digest over all
-of them (:func:`content_digest`), so a changed image changes the fingerprint and the output is
-extracted again. Hashing reads every file; to keep re-runs and resumes from reading finished
-images again, the digests are remembered in ``{out}/.image_digests.json`` by file name with the
-file's size and modification time (nanoseconds): a file whose size and time are unchanged is not
-read again, one whose size or time changed is hashed again (the way ``git status`` trusts stat).
-A raw copy checked against its manifest (:mod:`itrlab.acquire.verify`) keeps its digests the same way,
-in a cache file of its own name.
+Each image's digest is the sha256 of its file, and the settings hold one digest over all (:func:`content_digest`).
+Digests are remembered in ``{out}/.image_digests.json`` with each file's size and modification time (ns): a file
+whose stat is unchanged is not read again, as ``git status`` trusts stat. :mod:`itrlab.acquire.verify` keeps a raw
+copy's digests the same way.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """The extraction job: a data set's photos and captions (in any registered format) -> the precomp layout.
 
-Per split it writes
-
-- ``{split}_ims.npy`` (N, 49, 1280) float32 or float16, ``{split}_global.npy`` (N, 1280),
-- ``{split}_caps.txt`` (5 lines per image), ``{split}_ids.txt`` (the COCO image id per line),
-
-plus ``extract.json`` (model, preprocessing, dtype, counts, caption changes, bad images, timing),
-written last: a folder with it holds a finished extraction.
-
-Resuming: the pending chunks (:mod:`itrlab.extract.plan`) are encoded and written as shards
-(:mod:`itrlab.extract.shards`); a re-run with the same settings skips finished chunks; when all are
-there, the shards are assembled into the final files and removed (``keep_shards`` keeps them).
-Shards and final files coexist during assembly: plan for twice the feature size.
-
-Bad images: missing, unreadable or corrupt images are found before the model loads and stop the
-job with their list (:class:`~itrlab.extract.images.BadImagesError`, exit status 2); with
-``skip_bad`` they are left out and listed in the output and the manifest.
-
-:mod:`itrlab.extract.ray_tasks` runs the same chunks as Ray tasks.
+Per split: ``{split}_ims.npy`` (N, 49, 1280) float32 or float16, ``{split}_global.npy`` (N, 1280),
+``{split}_caps.txt`` (5 lines per image) and ``{split}_ids.txt``; then ``extract.json`` (model, preprocessing,
+counts, caption changes, bad images, timing), written last: a folder with it holds a finished extraction. Pending
+chunks (:mod:`itrlab.extract.plan`) are written as shards (:mod:`itrlab.extract.shards`), so a re-run skips
+finished ones; the shards are then assembled and removed (plan for twice the feature size meanwhile). Bad images
+stop the job with their list before the model loads (:class:`~itrlab.extract.images.BadImagesError`, exit 2),
+unless ``skip_bad`` leaves them out and lists them. :mod:`itrlab.extract.ray_tasks` runs the same chunks on Ray.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Region layouts derived from a stored 7x7 grid: fewer regions per image, no second pass over the images.
 
-An extraction stores each image's 7 x 7 grid of 1280-d cells (49 regions). A layout ``GxG``
-(``G`` < 7) average-pools that grid to G x G regions with the bins of adaptive average pooling
-(``torch.nn.functional.adaptive_avg_pool2d``: cell rows ``floor(i * 7 / G)`` to
-``ceil((i + 1) * 7 / G)``, the same for columns, so 7 -> 3 overlaps by one cell), row-major;
-``1x1`` is one pooled vector per image (the mean of the 49 cells). Pooling runs in float32 over the
-stored (float16 or float32) grid and is stored in the grid's dtype.
-
-Each layout is a precomp folder of its own, ``{out}/pool{G}x{G}/``: ``{split}_ims.npy``
-(N, G*G, 1280), ``{split}_caps.txt`` and ``{split}_ids.txt`` (copies of the grid's), and
-``layout.json`` written last (the grid's fingerprint, the bins). A layout whose ``layout.json``
-names the current grid is left as it is; one derived from another grid is derived again.
+A layout ``GxG`` (``G`` < 7) average-pools each image's grid of 1280-d cells to G x G regions, row-major, with the
+bins of ``torch.nn.functional.adaptive_avg_pool2d`` (rows ``floor(i * 7 / G)`` to ``ceil((i + 1) * 7 / G)``);
+``1x1`` is the mean of the 49 cells. Pooling runs in float32 and is stored in the grid's dtype. Each layout is a
+precomp folder ``{out}/pool{G}x{G}/`` with copies of the grid's captions and ids and ``layout.json`` written last
+(the grid's fingerprint, the bins): a layout of another grid is derived again.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""The plan of an extraction job: its options, its splits, its chunks, and which are already done.
+"""The plan of an extraction job: its options, its splits, its chunks, and which are already done; all before
+the model loads.
 
-Everything here runs before the model loads. :func:`plan_splits` reads the captions with the reader of the
-options' format (:mod:`itrlab.extract.readers`: COCO-format captions, a Flickr8K folder in its original form,
-...) and chooses the captions and the splits, writing nothing. :func:`prepare` checks the output folder against
-the fingerprint of the settings, which include a content digest of every image
-(:mod:`itrlab.extract.digests`), so the output is a cache of its inputs:
-
-- the same fingerprint: a finished extraction is left as it is, an unfinished one resumes;
-- only what the user did not choose changed (an image's content, the model or its weights, the
-  preprocessing, the format): the folder is extracted again, saying what changed;
-- options the user chose differ (dtype, chunk size, the captions or the split): refused unless
-  ``overwrite``, so that a folder is never replaced by a different data set by mistake.
-
-It then lists the pending chunks and finds the bad images.
+:func:`plan_splits` reads the captions with the options' format's reader (:mod:`itrlab.extract.readers`) and
+chooses the captions and splits. :func:`prepare` checks the output folder against the fingerprint of the
+settings, a content digest of every image included (:mod:`itrlab.extract.digests`), so the output is a cache of
+its inputs: the same fingerprint resumes or leaves it; a change the user did not choose (an image, the model,
+the preprocessing) extracts again, saying what changed; options the user chose that differ (dtype, chunk size,
+captions, split) are refused unless ``overwrite``, so a folder is never replaced by another data set by mistake.
 """
 
 from __future__ import annotations

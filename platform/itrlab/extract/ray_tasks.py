@@ -1,34 +1,14 @@
-"""Feature extraction across a Ray cluster when there is one, in this process otherwise.
+"""Feature extraction across a Ray cluster when there is one, in this process otherwise, and its command line
+(``python jobs/extract_features.py --help``; docs/data.md gives examples).
 
-The job of :mod:`itrlab.extract.job` (same plan, chunks, shards, resume and assembly) with the
-pending chunks computed by Ray tasks: each task gets one chunk's image bytes (read by the driver,
-so the workers need no access to the image folder), encodes them with EfficientNet-Lite0 (loaded
-once per worker process) using ``cpus_per_task`` torch threads, and returns the chunk's features;
-the driver writes each shard as its task finishes and assembles the output at the end. At most
-two tasks per available worker slot are in flight, so the driver never holds more than a few
-chunks of image bytes.
-
-Ray is used when ``--ray`` is passed or ``RAY_ADDRESS`` is set (``--no-ray`` overrides both); the
-driver connects to ``RAY_ADDRESS``, or starts a local Ray instance, unless Ray is already
-initialised in this process. This is the only module of itrlab that imports ray, and only when
-it is used.
-
-The command line reports what the caption file covers of the image folder (:mod:`itrlab.extract.coverage`) and,
-for a folder of photos, writes its data set config beside the features and prints, last, the command that trains
-on it (:mod:`itrlab.extract.dataset_config`).
-
-Command line (``python jobs/extract_features.py --help``)::
-
-    # a folder of photos -> data/holiday/ and its data set config data/holiday/holiday.yaml:
-    python jobs/extract_features.py --images ~/holiday --captions ~/holiday/captions.json --out data/holiday --text
-
-    python jobs/extract_features.py --images DIR --captions captions.json --out data/coco_mini_precomp \\
-        --split-fractions 0.6,0.2,0.2 --seed 0 [--dtype float16] [--skip-bad] [--pad-captions] \\
-        [--batch-size 16] [--chunk-size 256] [--pool 3x3,1x1] [--ray]
-    # -> data/flickr8k_precomp:
-    python jobs/extract_features.py --flickr8k FLICKR8K_DIR --dtype float16 --pool 1x1 --text
-    python jobs/extract_features.py --format NAME --annotations PATH [--images DIR] --out DIR  # any registered format
-    python jobs/extract_features.py --text-only --out data/f30k_precomp   # text features of any precomp folder
+The job of :mod:`itrlab.extract.job` (same plan, chunks, shards, resume and assembly) with the pending chunks
+computed by Ray tasks: the driver reads each chunk's image bytes (the workers need no access to the image folder),
+a task encodes them with EfficientNet-Lite0 (loaded once per worker) on ``cpus_per_task`` threads, and the driver
+writes each shard as its task finishes. At most two tasks per worker slot are in flight, so the driver holds only
+a few chunks of bytes. Ray is used with ``--ray`` or a set ``RAY_ADDRESS`` (``--no-ray`` overrides both), imported
+only then. The command line reports what the caption file covers of the image folder (:mod:`itrlab.extract.coverage`)
+and, for a folder of photos, writes its data set config and prints the command that trains on it
+(:mod:`itrlab.extract.dataset_config`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """Text features computed once: the packaged MiniLM's token states of every caption of a precomp folder.
 
-``jobs/extract_features.py --text`` runs this after the images (or ``--text-only`` on any precomp folder,
-SCAN's ``f30k_precomp`` included): every caption of every split (``{split}_caps.txt``, in order) goes
-through the pretrained text model once (its tokenizer with [CLS]/[SEP], at most ``max_len`` tokens), and
-the last hidden state of each token is stored in float16, with each caption's length; ``sentence`` stores
-the model's sentence vector instead or as well (the unit mean of the token states, all-MiniLM-L6-v2's own
-pooling). The layout is :mod:`itrlab.data.text_features`'s; ``text.json`` is written last.
-
-Cache and resume, as the image extraction: the folder is a cache of its inputs (the model's files, the
-settings, each split's caption digest): the same command on unchanged captions computes nothing; changed
-captions or a changed model are extracted again, saying what changed; another ``--text`` kind or
-``--text-max-len`` is refused without ``--overwrite``. Chunks of ``chunk_size`` captions are kept as
-shards in ``{out}/.work/`` while the job runs, so Ctrl-C loses at most one chunk.
+``jobs/extract_features.py --text`` (or ``--text-only`` on any precomp folder) passes every caption of every split
+through the text model once (at most ``max_len`` tokens with [CLS]/[SEP]) and stores each token's last hidden
+state in float16 with the caption's length; ``sentence`` stores the model's sentence vector (the unit mean of the
+token states) instead or as well. The layout is :mod:`itrlab.data.text_features`'s; ``text.json`` is written
+last. As for images the folder is a cache of its inputs (the model's files, the settings, each split's caption
+digest): unchanged captions compute nothing, changed ones are extracted again, another kind or max length is
+refused without ``--overwrite``; shards of ``chunk_size`` captions in ``{out}/.work/`` keep Ctrl-C to one lost chunk.
 """
 
 from __future__ import annotations

@@ -1,43 +1,18 @@
 """One analysis for every comparison of two rows, fixed before the data, and the verdict that follows from it.
 
-A comparison is a row against its reference (a sweep's baseline, a ``table.compare`` pair, a paper's claim)
-in one metric, over the seeds both rows finished. :func:`compare` computes its numbers:
+A comparison is a row against its reference (a sweep's baseline, a ``table.compare`` pair, a paper's claim) in one
+metric, over the seeds both rows finished. :func:`compare` computes the paired interval over seeds and the paired
+t-test's p (:func:`paired_t_p`); the paired bootstrap over test images and seeds (:mod:`itrlab.report.bootstrap`)
+when both rows have their test ranks; and the minimum detectable effect (:func:`minimum_detectable_effect`: 80% power
+at alpha = 0.05). A verdict with a direction needs both the interval and the t-test: with three to five seeds the
+bootstrap's spread over seeds is narrower than Student's t makes it, and the t-test is blind to the test sample. The
+t-test's p is the one Holm's adjustment (:func:`holm`) takes over the family the caller judges together.
 
-* **paired over seeds**: the mean of the per-seed differences with their Student-t 95% interval
-  (:func:`itrlab.report.stats.paired_interval`) and the paired t-test's two-sided p-value
-  (:func:`paired_t_p`, n - 1 degrees of freedom);
-* **seeds + test images**: the paired bootstrap over the test images and the seeds
-  (:func:`itrlab.report.bootstrap.paired_bootstrap`), when every trial of both rows has its test ranks;
-* the **minimum detectable effect** (:func:`minimum_detectable_effect`): the smallest true difference that a
-  two-sided paired t-test at alpha = 0.05 over this many seeds, with the observed standard deviation of the
-  per-seed differences, detects with 80% power (the noncentral t distribution).
-
-**Why both an interval and the t-test.** The bootstrap covers the test sample and the seeds, but a seed
-resample sees only the seeds there are: with three to five seeds its spread over seeds is narrower than
-Student's t makes it. The paired t-test over seeds is exact for normal seed noise but blind to the test
-sample. A verdict with a direction needs both: the interval and the adjusted p.
-
-**Multiple comparisons.** The p-value that feeds Holm's step-down adjustment (:func:`holm`) is the paired
-t-test's over seeds: it exists for every comparison of two seeds or more, with or without ranks, and its
-family is whatever the caller judges together (a sweep's comparisons on its results page; a family of
-claims on the claims board). The bootstrap's own p-value is reported beside it, not adjusted.
-
-**The verdict** (:func:`judge`), mechanically, with the words of :data:`WORDS`:
-
-1. **inconclusive** when something makes the comparison unreadable, said with the reason: a row still
-   learning, a row that failed (no finished seed, its loss on its plateau, its embeddings collapsed), a
-   reference that failed its own claim; or fewer than two shared seeds (no paired test);
-2. otherwise the **deciding interval** is the seeds + test images interval (the bootstrap) when both rows
-   have test ranks for every shared seed, else the paired interval over seeds, and the verdict says which;
-3. **reproduced** when that interval excludes 0 on the side of the expected direction *and* the
-   Holm-adjusted p is below alpha = 0.05; **contradicted** when it excludes 0 on the other side and the
-   Holm-adjusted p is below 0.05;
-4. **no effect detected** otherwise (the interval holds 0, or it excludes 0 while the adjusted p does not
-   reach 0.05): the verdict carries the minimum detectable effect and whether the paper's own effect lies
-   outside the interval (a paper's effect outside it is one this setting would have seen).
-
-Which interval decides, which p is adjusted and the thresholds are fixed here, before any data: no page
-chooses its interval after seeing it.
+:func:`judge` gives one of :data:`WORDS`: **inconclusive** when a row is still learning or failed, a reference failed
+its own claim, or fewer than two seeds are shared; otherwise the deciding interval (the bootstrap's when every shared
+seed has ranks, else the paired one) decides: **reproduced** or **contradicted** when it excludes 0 on the expected
+or the other side and the Holm-adjusted p is below 0.05, **no effect detected** otherwise (with the MDE, and whether
+the paper's own effect lies outside the interval). The rule and its thresholds are fixed here, before any data.
 """
 
 from __future__ import annotations
@@ -132,9 +107,8 @@ def smallest_mdes(values: Mapping[str, Mapping[int, float]], pairs: Sequence[tup
 
 @dataclass(frozen=True)
 class ComparisonStats:
-    """The numbers of one comparison (see the module doc): over the ``seeds`` both rows finished, the paired
-    interval (None: fewer than two) and its t-test ``p``, the seeds + test images ``bootstrap`` (None: some
-    trial lacks its ranks), the standard deviation of the per-seed differences and the ``mde``."""
+    """The numbers of one comparison over the ``seeds`` both rows finished; ``paired`` is None with fewer than two,
+    ``bootstrap`` None when some trial lacks its ranks."""
 
     row: str
     reference: str
@@ -180,11 +154,9 @@ def compare(
 
 @dataclass(frozen=True)
 class Verdict:
-    """A comparison's verdict: its ``word`` (one of :data:`WORDS`), why (``reason``), its numbers (``stats``),
-    the ``direction`` it was expected in (+1: the row above its reference, -1: below), its ``holm_p``, the
-    deciding ``interval`` (low, high; None when inconclusive before any interval) and its kind
-    (:data:`SEEDS_AND_IMAGES` or :data:`SEEDS_ONLY`), the paper's own effect and whether it lies outside the
-    interval (None: no paper effect, or no interval)."""
+    """A comparison's verdict. ``direction``: +1 when the row is expected above its reference, -1 below; ``interval``:
+    the deciding one (None when inconclusive before any); ``paper_outside``: whether the paper's own effect lies
+    outside it (None: no paper effect, or no interval)."""
 
     word: str
     reason: str
@@ -228,11 +200,9 @@ def judge(
     notes: Sequence[str] = (),
     alpha: float = ALPHA,
 ) -> Verdict:
-    """The verdict on ``stats`` (the rule of the module doc). ``direction``: +1 when the row is expected above
-    its reference, -1 below; ``holm_p``: its Holm-adjusted p within its family (None: a family of one, its
-    own p); ``paper_effect``: the paper's own difference in the metric, if known; ``blockers``: what makes
-    it inconclusive (each a phrase: ``"F still learning (...)"``); ``notes``: phrases added to the reason
-    whatever the word (``"schedule not tuned for F"``)."""
+    """The verdict on ``stats`` (the rule of the module doc). ``holm_p``: the Holm-adjusted p within its family (None:
+    a family of one, its own p); ``blockers``: phrases that make it inconclusive (``"F still learning (...)"``);
+    ``notes``: phrases added to the reason whatever the word."""
     if direction not in (1, -1):
         raise ValueError(f"direction {direction!r}: +1 (row above its reference) or -1 (below)")
     adjusted = holm_p if holm_p is not None else stats.p

@@ -1,14 +1,10 @@
-"""Published anchors: results of other methods on the trials' data set and test protocol, shown as
-reference rows under the sweep's table.
+"""Published anchors: results of other methods on the trials' data set and test protocol, shown as reference rows
+under the sweep's table.
 
-A paper's own table (``table.paper``) holds numbers for the rows of our grid; anchors
-(``table.anchors: <name>``, ``configs/paper/anchors/<name>.yaml``) are results that no row of our grid
-reproduces: earlier methods measured on the same images, split, captions and protocol, usually with
-other image features. They orient a reader ("where does 240 rsum on Flickr8K stand?") and take part in
-nothing else: no difference to the baseline, no headline, no plot. They appear only under the rule of
-:mod:`itrlab.report.published` (the trials' data have the shape of ``matches.dataset``, read from the
-files, and the test protocol is ``matches.test_protocol``); the anchors' data file may allow any region
-features (``regions: any``), and then every row says which features it used. The file::
+Anchors (``table.anchors: <name>``, ``configs/paper/anchors/<name>.yaml``) are earlier methods measured on the
+same images, split, captions and protocol, usually with other features: they orient a reader and take part in
+nothing else (no difference, headline or plot). They appear only under :mod:`itrlab.report.published`'s rule; a
+file with ``regions: any`` lets every row say which features it used. The file::
 
     dataset: Flickr8K 1K test (official split, 5 captions per image)
     matches: {dataset: flickr8k_precomp, test_protocol: f8k_1k}
@@ -19,8 +15,7 @@ features (``regions: any``), and then every row says which features it used. The
         model: "dual encoder: LSTM over words, linear image projection, cosine score"
         i2t_R1: 18.0   # and i2t_R5, i2t_R10, t2i_R1, t2i_R5, t2i_R10, i2t_medr, t2i_medr as printed
 
-Only numbers read in the paper's own table belong in such a file; ``rsum`` is computed (the sum of the
-six printed recalls), never typed in.
+Only numbers read in the paper's own table belong there; ``rsum`` is computed, never typed in.
 """
 
 from __future__ import annotations

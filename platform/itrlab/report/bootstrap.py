@@ -1,42 +1,24 @@
 """Recall metrics from a trial's per-query test ranks, and the paired bootstrap over test images and seeds.
 
-**Ranks.** A trial's test ranks (``test_ranks.npz``, its MLflow artifact) hold, for a test split of ``N``
-images cut into the folds of its protocol (``fold_sizes``, summing to ``N``; folds in image order): ``i2t``,
-the 0-based rank of each image's best own caption among its fold's captions, and ``t2i`` (``cpi * N``), the
-0-based rank of each caption's image among its fold's images, caption ``j`` belonging to image ``j // cpi``
-(:mod:`itrlab.eval.ranking`). Any object with those attributes and ``captions_per_image`` is a
-:class:`RankSource`.
+A trial's test ranks (``test_ranks.npz``, :mod:`itrlab.eval.ranking`; any :class:`RankSource`) hold, for ``N``
+test images cut into the protocol's folds (``fold_sizes``, in image order), ``i2t``: the 0-based rank of each
+image's best own caption in its fold, and ``t2i`` (``cpi * N``): the rank of each caption's image, caption ``j``
+belonging to image ``j // cpi``. A fold's R@K is the share of its queries ranked below K and the protocol's value
+the mean over its ``F`` folds, so every recall and rsum is a sum over images (:func:`image_contributions`): image
+``i`` of a fold of ``n`` gives i2t R@K ``100 / (F n)`` when ranked below K, and t2i R@K ``100 / (F n cpi)`` per
+caption below K. A resample of images is then a weighted sum: the bootstrap is a matrix product.
 
-**A metric is a sum over images.** R@K of a fold is the share of its queries ranked below K, and the
-protocol's value is the mean over folds (:func:`itrlab.eval.recall.table_from_folds`). So every recall and
-rsum is ``sum_i c_i`` over the test images, where image ``i`` of a fold of ``n`` images contributes
-
-* to i2t R@K: ``100 / (F n)`` if its rank is below K, else 0;
-* to t2i R@K: ``100 / (F n cpi)`` times the number of its ``cpi`` captions ranked below K;
-* to rsum: the sum of its six contributions
-
-(``F`` folds). :func:`image_contributions` gives ``c``; a resample of a fold's images with replacement (the
-same size) is then a weighted sum of it, which makes the bootstrap a matrix product.
-
-**The paired bootstrap** (:func:`paired_bootstrap`) compares a row with its reference over the seeds both
-hold, on the one test set both were ranked on. Each of :data:`REPLICATES` replicates
-
-1. draws each fold's images with replacement (each image with its ``cpi`` captions), the same draw for
-   both rows and every seed, so that what the two rows share of the test sample cancels;
-2. draws the shared seeds with replacement, the same draw for both rows (a seed fixes both rows' data
-   order and shared initial weights, :mod:`itrlab.report.stats`), so that the seeds' noise is covered too;
-3. takes the mean over the drawn seeds of ``metric(row) - metric(reference)`` on the drawn images.
-
-The interval is the replicates' 2.5th to 97.5th percentile; the two-sided p-value is
-``2 min(share <= 0, share >= 0)`` with the add-one rule (``(count + 1) / (replicates + 1)``: a finite number
-of replicates never gives p = 0), capped at 1. The generator is seeded (:data:`BOOTSTRAP_SEED`): the same
-ranks give the same interval on every machine.
+:func:`paired_bootstrap`: each of :data:`REPLICATES` replicates draws every fold's images with replacement and the
+shared seeds with replacement, the same draws for both rows (so what they share of test sample and seed cancels),
+and takes the mean over the drawn seeds of the difference on the drawn images. The interval is the replicates'
+2.5th to 97.5th percentile; the two-sided p is ``2 min(share <= 0, share >= 0)`` with the add-one rule (never 0),
+capped at 1. The generator is seeded (:data:`BOOTSTRAP_SEED`): the same ranks give the same interval everywhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Protocol
 
 import numpy as np
@@ -101,9 +83,8 @@ def rank_metrics(ranks: RankSource) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class BootstrapInterval:
-    """The paired bootstrap's result: ``value`` (the mean over the shared seeds of the row's metric minus its
-    reference's, on the whole test set), the percentile interval ``low`` to ``high``, the two-sided ``p``, and
-    what it resampled (``seeds``, ``images``, ``replicates``)."""
+    """The paired bootstrap's result: ``value`` (the mean over the shared seeds of row minus reference on the whole
+    test set), its percentile interval ``low`` to ``high``, its two-sided ``p``, and what it resampled."""
 
     value: float
     low: float
@@ -117,15 +98,7 @@ class BootstrapInterval:
         return self.low > 0 or self.high < 0
 
     def to_dict(self) -> dict:
-        return {
-            "value": self.value,
-            "low": self.low,
-            "high": self.high,
-            "p": self.p,
-            "seeds": self.seeds,
-            "images": self.images,
-            "replicates": self.replicates,
-        }
+        return asdict(self)
 
 
 def _resampled_images(rng: np.random.Generator, folds: np.ndarray, count: int) -> np.ndarray:
@@ -146,9 +119,8 @@ def paired_bootstrap(
     seed: int = BOOTSTRAP_SEED,
     confidence: float = CONFIDENCE,
 ) -> BootstrapInterval | None:
-    """The paired bootstrap of ``metric(row) - metric(reference)`` over test images and the seeds both rows
-    hold (``seed -> ranks`` each; see the module doc); None when they share no seed. ValueError when two
-    rankings are not of one test set (other fold sizes or captions per image)."""
+    """The paired bootstrap of ``metric(row) - metric(reference)`` over test images and the seeds both rows hold
+    (``seed -> ranks`` each); None when they share no seed. ValueError when the rankings are not of one test set."""
     shared = sorted(set(row) & set(reference))
     if not shared:
         return None

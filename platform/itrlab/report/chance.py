@@ -1,24 +1,13 @@
 """The chance level of a recall table: what a model that scores at random gets on the test protocol.
 
-A fold of ``n`` images with ``c`` captions each is ranked both ways. Under random scores
-
-* text-to-image: a caption's one image lands in the top K of ``n`` with probability ``K / n``;
-* image-to-text: at least one of an image's ``c`` captions lands in the top K of ``c n`` with
-  probability ``1 - C(cn - c, K) / C(cn, K)``.
-
-R@K is the mean of such hits over the fold's queries (``c n`` captions, ``n`` images), and a protocol
-of several folds averages the folds. The queries of one direction rank independent rows (or columns)
-of the score matrix, so the spread of its recall sum follows from the per-query variance of
-``I_1 + I_5 + I_10`` (nested hits: ``E[I_1 I_5] = p_1``); the two directions read the same matrix, so
-their spreads are added (an upper bound: their correlation is about 0.65).
-That 95% range of a random model's rsum (:attr:`ChanceLevel.rsum_band`) is the one notion of chance:
-the plots shade it, the report's chance row prints it, and a row is *at chance* when its interval (its
-mean, with one seed) reaches it: its numbers could come from random scores.
-
-Every recall table a training or an evaluation prints has its chance level beside it
-(:meth:`ChanceLevel.lines`, in the table's columns), and MLflow keeps it where the table is
-(:meth:`ChanceLevel.metrics`, :meth:`ChanceLevel.markdown`): R@10 = 88.75 on 16 test images reads
-differently beside a random model's 62.5.
+In a fold of ``n`` images with ``c`` captions each, under random scores, a caption's image lands in the top K with
+probability ``K / n`` and at least one of an image's captions with ``1 - C(cn - c, K) / C(cn, K)``; R@K is the mean
+over the queries, and a protocol averages its folds. The spread of a direction's recall sum follows from the
+per-query variance of ``I_1 + I_5 + I_10`` (``E[I_1 I_5] = p_1``); the two directions' spreads are added (an upper
+bound: their correlation is about 0.65). That 95% range of a random model's rsum (:attr:`ChanceLevel.rsum_band`) is
+the one notion of chance: the plots shade it, the report prints it, and a row is *at chance* when its interval
+(its mean, with one seed) reaches it. Every printed recall table has its chance level beside it
+(:meth:`ChanceLevel.lines`), and MLflow keeps it with the table (:meth:`ChanceLevel.metrics`).
 """
 
 from __future__ import annotations

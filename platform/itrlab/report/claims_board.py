@@ -1,28 +1,15 @@
-"""The claims board's verdicts: every paper's claims (:mod:`itrlab.config.claims`), and the experiments that
-separate our setting from the paper's method where a claim fails (:mod:`itrlab.config.separating`), judged by the
-one analysis (:mod:`itrlab.report.analysis`) on the evidence the results pages keep
-(:mod:`itrlab.report.evidence_file`); :mod:`itrlab.report.claims_page` writes them as the board.
+"""The claims board's verdicts: every paper's claims (:mod:`itrlab.config.claims`) and the experiments that
+separate our setting from the paper's method (:mod:`itrlab.config.separating`), judged by the one analysis
+(:mod:`itrlab.report.analysis`) on the evidence files (:mod:`itrlab.report.evidence_file`);
+:mod:`itrlab.report.claims_page` writes the board.
 
-For each claim the board takes the newest evidence of its sweep and profile (``docs/results/evidence/``, written
-by ``itrlab report``) whose sweep ran as declared (no command-line override but where the data lie:
-:func:`as_declared`) and computes, in the claim's metric, the paired difference over the seeds both rows
-finished, the seeds + test images bootstrap interval, the minimum detectable effect and the paired t-test's p.
-The p-values are Holm-adjusted twice: within the claim's family (one paper's table) and across every claim on
-the board. The verdict follows mechanically (:func:`itrlab.report.analysis.judge`) from the family's adjusted p,
-as a paper's own table would be read; the board-wide adjusted p stands beside it. A claim is **inconclusive**
-when either of its rows is still learning, failed to train or has no finished seed, or when a claim it builds on
-(``depends_on``) is not reproduced. A claim whose sweep has no evidence yet is listed apart with the command that
-measures it.
-
-The paper's own effect is compared in its own metric (a table that prints R@1 only): the board computes that
-metric's interval too and says whether the paper's effect lies outside it.
-
-A separating experiment is judged the same way (its rows' blockers, its family's Holm p; no paper effect, no
-dependency), in its own embedding's metric (before the projection head for ``embedding: prehead``). Its Holm
-families hold separating experiments only, and the board-wide adjustment beside it runs over the separating
-experiments alone: our own experiments never change a paper's claim's p-values. Its verdict word picks, from the
-reading fixed in its file, whether the claim's failure belongs to the setting, to the method as printed, or
-stays open (:meth:`SeparatingResult.reading`).
+A claim reads the newest evidence of its sweep and profile that ran as declared (:func:`as_declared`). Its p is
+Holm-adjusted within its family (one paper's table), which the verdict follows, and across the board, which
+stands beside it. It is inconclusive when a row is still learning, failed or has no finished seed, or a claim it
+``depends_on`` is not reproduced; a claim without evidence is listed with the command that measures it. The
+paper's own effect is compared in its own metric. A separating experiment is judged alike in its own embedding's
+metric, its Holm families and board-wide adjustment holding separating experiments only (they never change a
+claim's p), and its word picks the reading fixed in its file (:meth:`SeparatingResult.reading`).
 """
 
 from __future__ import annotations

@@ -1,38 +1,18 @@
-"""Converged, or said so: which rows of a sweep were still learning when their training ended, and which
-trained on a learning-rate schedule that does not fit them.
+"""Converged, or said so: which rows of a sweep were still learning when their training ended, and which trained
+on a learning-rate schedule that does not fit them, from each trial's validation rsum per epoch (``rsum`` in its
+MLflow run) over the epochs ``1`` to ``E`` every seed of the row reached.
 
-Each trial logs its validation rsum per epoch (``rsum`` in its MLflow run), the curve its best checkpoint is
-chosen by. A row's seeds are read over the epochs every one of them reached, ``1`` to ``E``.
-
-**Still learning.** Per seed, the gain of its *best-so-far* validation rsum over the last fifth of the epochs
-(from epoch ``E - ceil(E / 5)`` to ``E``): what more epochs added to the checkpoint a trial keeps. The row is
-still learning when the mean of those gains over its seeds exceeds its **tolerance** (:func:`tolerance`): half
-the smallest minimum detectable effect of the comparisons the row is in (what the table must resolve:
-:func:`itrlab.report.analysis.smallest_mdes`), else :data:`GAIN_FLOOR` rsum where no comparison gives a
-positive one. Seeds are compared with themselves, so their different levels cancel; a flat curve whose last
-epoch happens to be its highest gains next to nothing and is not still learning. A row trained for one epoch
-has no curve to judge and counts as still learning. A row still learning measured the budget, not the method:
-the headline never says it fails to beat, or does not differ from, the baseline (:mod:`itrlab.report.headline`),
+**Still learning**: the mean over seeds of the gain of the best-so-far validation rsum (what the kept checkpoint
+gained) over the last fifth of the epochs exceeds the row's :func:`tolerance`. Each seed is compared with itself,
+so seeds' levels cancel; a row trained for one epoch has no curve and counts as still learning. Such a row
+measured the budget, not the method: the headline never calls it a tie or a loss (:mod:`itrlab.report.headline`)
 and a verdict on it is inconclusive (:mod:`itrlab.report.analysis`).
 
-**Schedule not tuned for this row.** With a first learning-rate decay after epoch ``d``
-(``train.lr_decay_epochs``; the rate changes once epoch ``d`` has completed) within the epochs trained, the
-row is marked when
-
-* its best epoch (the median over seeds of each seed's first best epoch) lies well before the decay: at or
-  before ``d / 2`` and :data:`SCHEDULE_GAP` epochs or more before ``d``; or
-* it had overfitted before the decay: at epoch ``d`` its validation rsum lay below its best so far by more
-  than the tolerance (the mean over seeds).
-
-A trial that chose its decay on validation (``train.lr_decay_choices``, :mod:`itrlab.train.decay_choice`) is
-judged by the schedule it chose (its MLflow metric ``lr_decay_chosen``), each seed by its own: the row is marked
-when that many of its seeds (half or more, as the median counts them) lie well before their own first decay, or
-when their validation had fallen at their own decays by more than the tolerance on average; the row's note says
-which decay each seed chose.
-
-Such a row was measured at a schedule chosen for others; the mark is separate from "still learning", and
-the verdicts that read the row say so. A row with no validation history (a trial without MLflow) is not
-judged: it gets no mark.
+**Schedule not tuned**: with a first decay after epoch ``d`` within the epochs trained, the median seed's first
+best epoch lies at or before ``d / 2`` and :data:`SCHEDULE_GAP` epochs or more before ``d``, or at ``d`` the
+validation rsum lay below its best so far by more than the tolerance (mean over seeds). A trial that chose its
+decay on validation (``train.lr_decay_choices``) is judged at the decay it chose. A row without validation
+history (a trial without MLflow) is not judged.
 """
 
 from __future__ import annotations
@@ -42,6 +22,8 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from itrlab.report.stats import finite
 
 TAIL = 5  # the last fifth of the epochs
 GAIN_FLOOR = 1.0  # rsum: the tolerance of a row no comparison gives a minimum detectable effect
@@ -62,11 +44,10 @@ def _epochs(text: str | None) -> tuple[int, ...]:
 
 
 def decay_epochs(params: Mapping[str, str], metrics: Mapping[str, float] | None = None) -> tuple[int, ...]:
-    """A trial's learning-rate decays: the one it chose on validation (its metric ``lr_decay_chosen``), else those
-    of its flattened config (``train.lr_decay_epochs``); none when they do not say or say something else than
+    """A trial's learning-rate decays: the one it chose on validation, else its config's; none when neither says
     epochs."""
     chosen = (metrics or {}).get(CHOSEN_METRIC)
-    if _finite(chosen) and float(chosen).is_integer() and chosen >= 1:
+    if finite(chosen) and float(chosen).is_integer() and chosen >= 1:
         return (int(chosen),)
     return _epochs(params.get(DECAY_PARAM))
 
@@ -89,19 +70,16 @@ def chosen_decays(seeds: Sequence[int | None], decays: Sequence[Sequence[int]]) 
 
 
 def tolerance(mde: float | None) -> float:
-    """A row's tolerance for its gain: half its smallest minimum detectable effect, else :data:`GAIN_FLOOR` (an
-    effect of 0, from differences without spread such as a row against its own copy, says nothing of the
-    noise)."""
+    """Half the row's smallest minimum detectable effect, else :data:`GAIN_FLOOR` (an effect of 0, from differences
+    without spread, says nothing of the noise)."""
     return mde / 2 if mde is not None and math.isfinite(mde) and mde > 0 else GAIN_FLOOR
 
 
 @dataclass(frozen=True)
 class Convergence:
-    """A row's validation curves in brief: its ``seeds``, ``epochs`` (the last every seed reached),
-    ``best_epoch`` (the median of its seeds' best epochs), the mean ``gain`` of the best-so-far validation rsum
-    from epoch ``since`` to the last, the ``tolerance`` it is held to, why it is still learning (``learning``,
-    ``""``: it is not), its first learning-rate decay (``decay``, None: none within its epochs) and why its
-    schedule is not tuned for it (``schedule``, ``""``: it is, or no decay to judge)."""
+    """A row's validation curves in brief (:func:`convergence`): ``learning`` and ``schedule`` say why the row is
+    still learning or its schedule is not tuned for it (``""``: it is not); ``gain`` is the mean gain of the
+    best-so-far rsum from epoch ``since`` to ``epochs``."""
 
     seeds: int
     epochs: int
@@ -130,10 +108,6 @@ class Convergence:
         }
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _best_so_far(series: dict[int, float], epochs: list[int]) -> dict[int, float]:
     best, found = -math.inf, {}
     for epoch in epochs:
@@ -149,17 +123,16 @@ def convergence(
     seed_decays: Sequence[Sequence[int]] | None = None,
     chosen: str = "",
 ) -> Convergence | None:
-    """The convergence of one row from its seeds' validation curves (``[(epoch, rsum), ...]`` each), held to
-    the tolerance ``tol``, with the decays of its schedule (``train.lr_decay_epochs``), or each seed's own
-    (``seed_decays``, in the order of ``curves``: decays chosen on validation, ``chosen`` saying which); None when
-    no epoch is common to all of them."""
+    """The convergence of one row from its seeds' validation curves (``[(epoch, rsum), ...]`` each), with its
+    schedule's decays, or each seed's own (``seed_decays``, in the order of ``curves``); None when the curves share
+    no epoch."""
     if seed_decays is not None and len(seed_decays) != len(curves):
         raise ValueError(f"{len(seed_decays)} seeds' decays for {len(curves)} curves")
     decays_of = seed_decays if seed_decays is not None else [decay_epochs] * len(curves)
     seeds = [
         (series, tuple(sorted(decays)))
         for series, decays in zip(
-            ({int(epoch): float(value) for epoch, value in curve if _finite(value)} for curve in curves), decays_of
+            ({int(epoch): float(value) for epoch, value in curve if finite(value)} for curve in curves), decays_of
         )
         if series
     ]
@@ -197,9 +170,8 @@ def _schedule(
     firsts: list[int | None],
     tol: float,
 ) -> tuple[int | None, str]:
-    """The row's first decay (its seeds' when they share one, else their median) and why its schedule is not
-    tuned for it ("": it is, or no decay to judge), from each seed's curve, best-so-far, best epoch and first
-    decay (None: none within the epochs)."""
+    """The row's first decay (its seeds' when they share one, else their median) and why its schedule is not tuned
+    for it (``""``: it is, or no decay to judge)."""
     judged = [(b, s, e, d) for b, s, e, d in zip(best, series, bests, firsts) if d is not None]
     if not judged:
         return None, ""
@@ -233,10 +205,8 @@ def row_convergence(
     decays: Mapping[str, Sequence[Sequence[int]]] | None = None,
     chosen: Mapping[str, str] | None = None,
 ) -> dict[str, Convergence]:
-    """Row label -> its :class:`Convergence`, for the rows with a validation history; ``tolerances`` per row
-    (:func:`tolerance`; :data:`GAIN_FLOOR` for a row not given), ``decays``: per row, each seed's learning-rate
-    decays in the order of its curves (:func:`decay_epochs`), ``chosen``: per row, which decay each seed chose
-    (:func:`chosen_decays`)."""
+    """Row label -> its :class:`Convergence`, for the rows with a validation history (:data:`GAIN_FLOOR` where
+    ``tolerances`` names no tolerance)."""
     found = {
         row: convergence(
             series,

@@ -1,36 +1,25 @@
-"""What the runs show beside their recall: each row's training loss and each part of it, every one read
-against its own first epoch and, where known, its floor or plateau, as means over the row's finished seeds.
+"""What the runs show beside their recall: each row's training loss and each part of it, read against its own first
+epoch and, where known, its floor or plateau, as means over the row's finished seeds (pure data in, the results
+page's table out). A loss still at its first value has not left its plateau; a part that stays at its start (a
+cluster loss at ln K) says which term did not learn.
 
-A claim that does not appear is read against these, not against adjectives: a loss still at its first
-value has not left its plateau; a part that stays at its starting value (a cluster loss at ln K, a top
-attention weight near 1) says which term did not learn. ``itrlab report`` reads the trials' runs from
-MLflow (:meth:`itrlab.tracking.MlflowTracker.trial_runs`) and this module turns them into the results
-page's table: pure data in, a table out.
-
-**The rule** (one "last / first" of the total across rows would read a warm-up's other loss, a term
-switched on after epoch 1 and a loss that can go below zero as if they were one quantity):
-
-* each series (the total ``loss`` and every part ``loss_<part>``) of a trial is read from its **own first
-  epoch**: the first epoch after the loss's warm-up (``loss.warmup_epochs``: the warm-up trains another
-  loss) at which it is not exactly 0 (a term switched on later, or one with nothing to act on yet, such as
-  a loss over cluster labels before the first clustering, logs 0 before);
-* the total is read from the first epoch at which its definition is the final one: after the warm-up, and
-  once every term it sums (every part not declared a statistic) that is on at the last epoch is on;
-* ``last - first`` is given for every series; the share of the way from the first value to a **floor**
-  only where the method declares one (:class:`itrlab.losses.parts.PartBound`): a part that can go below
-  zero, or whose floor is unknown, gets no ratio, since a ratio to 0 would say nothing about it; the
-  declared floor or plateau is printed beside it.
+Each series (``loss`` and every ``loss_<part>``) is read from its **own first epoch**: the first after the loss's
+warm-up at which it is not exactly 0 (a term switched on later logs 0 before); the total from the first epoch at
+which every term it sums that is on at the end is on. ``last - first`` is given for every series, the share of the
+way to a **floor** only where the method declares one (:class:`itrlab.losses.parts.PartBound`): a ratio to 0 says
+nothing of a part that can go below zero. One "last / first" of the total across rows would read a warm-up's other
+loss, a late term and a negative loss as one quantity.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from itrlab.config.sweep import row_label
+from itrlab.report.stats import finite
 
 if TYPE_CHECKING:  # the bounds come as data (the CLI reads them from the methods): no torch here
     from itrlab.losses.parts import PartBound
@@ -60,14 +49,10 @@ def finished_rows(summary: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _mean(values: list) -> float | None:
     """The mean of the finite values, to 4 significant digits (what a reader compares), or None."""
-    finite = [v for v in values if _finite(v)]
-    return float(f"{statistics.fmean(finite):.4g}") if finite else None
+    kept = [v for v in values if finite(v)]
+    return float(f"{statistics.fmean(kept):.4g}") if kept else None
 
 
 def warmup_epochs(run: dict[str, Any]) -> int:
@@ -90,7 +75,7 @@ class Reading:
 
 def _first_on(history: list[tuple[int, float]], after: int) -> tuple[int, float] | None:
     """The first (epoch, value) after epoch ``after`` whose value is finite and not 0."""
-    return next(((int(e), float(v)) for e, v in history if e > after and _finite(v) and v != 0), None)
+    return next(((int(e), float(v)) for e, v in history if e > after and finite(v) and v != 0), None)
 
 
 def read_trial(run: dict[str, Any], bounds: Mapping[str, PartBound]) -> dict[str, Reading]:
@@ -109,14 +94,14 @@ def read_trial(run: dict[str, Any], bounds: Mapping[str, PartBound]) -> dict[str
             continue
         name, series = key.removeprefix(PART_PREFIX), sorted(series)
         first = _first_on(series, warmup)
-        at_end = [float(v) for e, v in series if e == end and _finite(v)]
+        at_end = [float(v) for e, v in series if e == end and finite(v)]
         if first is None or not at_end:
             continue
         readings[name] = Reading(first[0], first[1], end, at_end[0])
         if not _statistic(bounds.get(name)) and at_end[0] != 0:
             starts.append(first[0])  # a term the total sums from this epoch on
     first = _first_on(total, max([warmup, *[s - 1 for s in starts]]))
-    if first is not None and _finite(total[-1][1]):
+    if first is not None and finite(total[-1][1]):
         readings[TOTAL] = Reading(first[0], first[1], end, float(total[-1][1]))
     return readings
 

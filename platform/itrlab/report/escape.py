@@ -1,25 +1,13 @@
 """Text on its way into a page, escaped for where it goes: one function per target.
 
-Row labels, trial reasons, sweep names and descriptions come from sweep files, MLflow tags and
-``summary.json``: any of them may hold ``<script>``, ``"><img onerror=...>``, ``|``, ``*`` or a newline.
-Every page (``report.md``, ``summary.md``, the results page, ``report.html``) and the parent
-run's MLflow description (``mlflow.note.content``, rendered as Markdown by the MLflow UI) pass such text
-through the function of its target, so that it reads as the text it is, never as markup:
-
-* :func:`md_text`: Markdown running text (a paragraph, a list item, a heading, the bold headline): the
-  characters that CommonMark or GitHub's extensions read as inline markup anywhere in a line are
-  backslash-escaped (``\\<script>`` renders as ``<script>``: no HTML; ``\\*`` no emphasis, ``\\[`` no link,
-  ``\\&lt;`` no entity, ``\\$`` no math), and so is a first character that would open a block (``#``, ``>``,
-  ``-``, ``+``, ``=``, ``1.``; leading spaces, an indented code block, become ``&#32;``);
-* :func:`md_cell`: a Markdown table cell: the same inline escapes, and ``|``, so that a label holding ``|``
-  never shifts the table's columns (a cell holds no blocks: its first character stays as it is);
-* :func:`md_code`: an inline code span (a run id): a fence longer than any backtick run inside.
-
-HTML is escaped where its pages are written, by their templates' autoescape (:mod:`itrlab.report.pages`).
-
-All of them show control characters as their Unicode control pictures (a newline as ``␊``, a tab as
-``␉``): a label's newline stays visible as text in a table cell, where a real line break would end the
-row, and in running text, where it would start a new block.
+Labels, reasons, sweep names and descriptions come from sweep files, MLflow tags and ``summary.json`` and may hold
+``<script>``, ``|``, ``*`` or a newline; every page and the parent run's MLflow description pass them through the
+function of their target so that they read as text, never as markup. :func:`md_text` backslash-escapes what
+CommonMark or GitHub read as inline markup, and a first character that would open a block (leading spaces become
+``&#32;``); :func:`md_cell` also escapes ``|``, so that a label never shifts a table's columns; :func:`md_code`
+fences an inline code span longer than any backtick run inside. HTML is escaped by the templates' autoescape
+(:mod:`itrlab.report.pages`). Control characters show as their Unicode control pictures (a newline as ``␊``): a
+real line break would end a table row or start a block.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
-"""A sweep's evidence: what its verdicts are computed from, collected from MLflow once and kept in one file
-that later tools (the claims board) read without MLflow.
+"""A sweep's evidence: what its verdicts are computed from, collected from MLflow once and kept in one file that later
+tools (the claims board) read without MLflow.
 
-``itrlab report`` collects it (:func:`collect_evidence`: the checked ``sweep/summary.json``, each trial's run
-and its ``test_ranks.npz``, :func:`load_test_ranks`), judges it (:mod:`itrlab.report.findings`) and writes it
-beside the page as ``evidence/<page stem>.npz``; :mod:`itrlab.report.evidence_file` holds that file's format,
-its writer and its checked reader. :class:`Evidence` is what both hand on: per trial its row, seed, status,
-test metrics, validation curve, best epoch, learning-rate decays (the one it chose on validation, and the
-choices, where it chose), why its training failed (if it did) and its test ranks, and for a trial that also read its
-model before the projection head (``eval.log_prehead``) that reading's metrics (``prehead_test_*``) and ranks; per
-sweep its rows, baseline, ``table.compare`` and ``table.steps`` pairs, the metric and its published table's name;
-and what the report derived (each row's convergence, the groups of identical rows).
+``itrlab report`` collects it (:func:`collect_evidence`: the checked ``sweep/summary.json``, each trial's run and
+its test ranks), judges it (:mod:`itrlab.report.findings`) and writes it beside the page;
+:mod:`itrlab.report.evidence_file` holds that file's format, writer and checked reader, which lists the fields.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,6 +24,7 @@ from itrlab.eval.names import METRIC_NAMES
 from itrlab.eval.rank_file import RANKS_FILE, QueryRanks, RankFileError, checked_ranks, load_ranks
 from itrlab.report.convergence import Convergence, decay_choices, decay_epochs
 from itrlab.report.diagnostics import row_keys, warmup_epochs
+from itrlab.report.stats import finite
 from itrlab.report.verdict import collapse_plateau, failures
 
 RANKS_ARTIFACT = RANKS_FILE  # a trial's per-query test ranks, at its run's artifact root
@@ -131,7 +125,7 @@ class Evidence:
         the projection head, ``prehead_test_<metric>``) of ``row``'s finished trials that have one."""
         column = test_column(metric or self.metric, prehead)
         found = {t.seed: t.metrics.get(column) for t in self.finished(row)}
-        return {seed: float(value) for seed, value in found.items() if _finite(value)}
+        return {seed: float(value) for seed, value in found.items() if finite(value)}
 
     def ranks(self, row: str, prehead: bool = False) -> dict[int, QueryRanks]:
         """Seed -> the test ranks (``prehead``: read before the projection head) of ``row``'s finished trials that
@@ -144,12 +138,8 @@ class Evidence:
         return [t.trial for t in self.trials if t.finished and t.ranks is None]
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _int(value) -> int | None:
-    return int(value) if _finite(value) and float(value).is_integer() else None
+    return int(value) if finite(value) and float(value).is_integer() else None
 
 
 def collect_evidence(
@@ -234,7 +224,7 @@ def _collected_trial(
     kept = (*TEST_METRICS, *PREHEAD_TEST_METRICS)
     metrics = {key: table[key][i] for key in kept if key in table}
     metrics.update({key: value for key, value in logged.items() if key in kept})
-    metrics = {key: float(value) if _finite(value) else None for key, value in metrics.items()}
+    metrics = {key: float(value) if finite(value) else None for key, value in metrics.items()}
     status = table["status"][i]
     failed = failures(history, warmup_epochs({"params": params}), collapse_plateau(params), metrics.get("test_md"))
     return TrialEvidence(
@@ -244,7 +234,7 @@ def _collected_trial(
         _int(table["seed"][i]) if "seed" in table else None,
         status,
         metrics,
-        tuple((int(e), float(v)) for e, v in history.get("rsum") or [] if _finite(v)),
+        tuple((int(e), float(v)) for e, v in history.get("rsum") or [] if finite(v)),
         _int(logged.get("best_epoch", table["best_epoch"][i] if "best_epoch" in table else None)),
         decay_epochs(params, logged),
         failed[0] if failed and status == "finished" else "",

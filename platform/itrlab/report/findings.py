@@ -1,26 +1,13 @@
-"""What a sweep's evidence says: every comparison of its table with its numbers and its verdict, which rows are
-still learning or on a schedule not tuned for them, which rows are one, and the headline.
+"""What a sweep's evidence says: every comparison of its table with its numbers and verdict, the rows still learning
+or on a schedule not tuned for them, the identical rows, and the headline.
 
-**The family.** Every row against the sweep's baseline, then the pairs of its ``table.compare`` and
-``table.steps``, in the sweep's metric (the objective's test counterpart, :attr:`Evidence.metric
-<itrlab.report.evidence.Evidence.metric>`).
-Rows identical to every digit (:mod:`itrlab.report.identical`) count once, under their merged label
-(``D = F``): a comparison of a row with itself is dropped and a pair that merging makes twice is judged once.
-Holm's adjustment runs over the comparisons of this family that have a paired p (two shared seeds or more).
-
-**The direction** a comparison is judged in (:func:`itrlab.report.analysis.judge`) is the sign of the paper's
-own effect where the sweep's published table (``table.paper``) gives both rows in the metric, whatever data it
-was measured on: the claim is the paper's; elsewhere the row is expected better than its reference (above it
-for a metric maximised, below for one minimised), and the page says so.
-
-**Inconclusive** (the blockers :func:`~itrlab.report.analysis.judge` takes), for either row of a comparison: no
-finished seed; still learning (:mod:`itrlab.report.convergence`, each row held to half the smallest minimum
-detectable effect of its comparisons); a training that failed (a seed whose loss never left its plateau or
-sits on its collapse plateau, or whose embeddings collapsed: :mod:`itrlab.report.verdict`); and for a step
-(``table.steps``: the row adds one component to its reference), the reference's own comparison with the
-baseline not reproduced ("measured on a base that failed its own claim"). Two rows of a ``table.compare`` pair
-are siblings (ConVSE++ and ConVSE, both on the same VSE++ base): each stands on its own. A row whose schedule
-is not tuned for it is said in the verdict's reason.
+**The family**: every row against the baseline, then the ``table.compare`` and ``table.steps`` pairs, in the
+sweep's metric; identical rows (:mod:`itrlab.report.identical`) count once under their merged label (``D = F``);
+Holm's adjustment runs over the comparisons with a paired p. **The direction** is the sign of the paper's own
+effect where ``table.paper`` gives both rows (the claim is the paper's), else the row is expected better than its
+reference. **Inconclusive** when either row has no finished seed, is still learning (:mod:`itrlab.report.convergence`)
+or failed to train (:mod:`itrlab.report.verdict`), or, for a step, when the reference's own comparison with the
+baseline is not reproduced. The two rows of a ``table.compare`` pair are siblings: each stands on its own.
 """
 
 from __future__ import annotations

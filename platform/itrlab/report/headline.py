@@ -1,39 +1,24 @@
 """The sweep's one headline: a winner only when the data say so.
 
-The row with the best mean of the test objective (``test_<objective.metric>``, else test rsum) is
-named the winner only when
-
-* it is not the baseline, and its difference to the baseline has a 95% interval that excludes 0 on the
-  better side: the paired interval (the per-seed differences, :func:`itrlab.report.stats.paired_interval`)
-  where the two rows share two seeds or more, else Welch's (two seeds or more on both sides: one seed has
-  no interval, so no winner); :attr:`Headline.interval` says which, and the report says it under the table;
-* it has every seed the grid gives it whenever some row has (a row cut short by Ctrl-C or failures is
-  marked and never named over a complete one).
-
-Otherwise the headline says "no row differs from <baseline> at 95% (n seeds)", unless a row is still
-learning (:mod:`itrlab.report.convergence`): a row whose validation was still rising measured the budget,
-so the headline never says it fails to beat (or does not differ from) the baseline. With the baseline or
-every other row still learning the comparison is "inconclusive", and the headline names the rows and
-why; with some rows still learning it speaks of the converged rows and calls the rest inconclusive.
-Rows whose numbers a random model could produce (:mod:`itrlab.report.chance`) are marked "at chance",
-and a winner at chance is no winner either. A row whose every seed diverged or failed is named with
-what became of it. The same headline is printed, tagged (``itrlab.headline``,
-``itrlab.best_row`` only for a winner) and logged as metrics.
-
-The results page (``itrlab report``) judges the sweep once more, with the analysis fixed before the data
-(:mod:`itrlab.report.findings`), and its headline speaks in the verdicts' words (:func:`verdict_headline`):
-reproduced, contradicted, no effect detected, inconclusive.
+The row with the best mean of the test objective is the winner only when it is not the baseline, its difference
+to the baseline has a 95% interval that excludes 0 on the better side (the paired one where the rows share two
+seeds or more, else Welch's; :attr:`Headline.interval` says which), it has every seed the grid gives it whenever
+some row has, and it is not at chance (:mod:`itrlab.report.chance`). Otherwise: "no row differs from <baseline>
+at 95% (n seeds)", except that a row still learning (:mod:`itrlab.report.convergence`) measured the budget and is
+called inconclusive, never a tie or a loss. The headline is printed, tagged (``itrlab.headline``,
+``itrlab.best_row`` for a winner) and logged as metrics. The results page's headline speaks in the verdicts'
+words instead (:func:`verdict_headline`, :mod:`itrlab.report.findings`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from itrlab.config.sweep import SweepSpec, seeds_by_row
 from itrlab.report.analysis import INCONCLUSIVE, NO_EFFECT, WORDS, Verdict
 from itrlab.report.chance import ChanceLevel
+from itrlab.report.stats import finite
 from itrlab.report.summary import metric_text, row_label
 
 PAIRED, WELCH = "paired", "Welch"
@@ -81,10 +66,6 @@ def objective_column(table: dict[str, list], spec: SweepSpec) -> tuple[str, str]
     return column, mode
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def row_marks(
     table: dict[str, list], spec: SweepSpec, chance: ChanceLevel | None, learning: Mapping[str, str] | None = None
 ) -> RowMarks:
@@ -95,8 +76,8 @@ def row_marks(
     at_chance = [False] * len(labels)
     if chance is not None and "test_rsum_mean" in table:
         for i, (mean, half) in enumerate(zip(table["test_rsum_mean"], table["test_rsum_ci95"])):
-            if _finite(mean):
-                at_chance[i] = chance.reaches(mean - half if _finite(half) else mean)
+            if finite(mean):
+                at_chance[i] = chance.reaches(mean - half if finite(half) else mean)
     return RowMarks(
         labels,
         incomplete,
@@ -111,13 +92,13 @@ def difference(table: dict[str, list], column: str, i: int) -> tuple[float | Non
     """Row ``i``'s difference to the baseline in ``column``: the paired one where it has an interval, else
     Welch's: ``(value, half-width, "paired" | "Welch" | "", paired seeds)``."""
     paired, half = table.get(f"{column}_diff_paired", []), table.get(f"{column}_diff_paired_ci95", [])
-    if i < len(half) and _finite(half[i]) and _finite(paired[i]):
+    if i < len(half) and finite(half[i]) and finite(paired[i]):
         return float(paired[i]), float(half[i]), PAIRED, table[f"{column}_diff_paired_seeds"][i]
     diff, welch = table[f"{column}_diff"][i], table[f"{column}_diff_ci95"][i]
     return (
-        float(diff) if _finite(diff) else None,
-        float(welch) if _finite(welch) else None,
-        WELCH if _finite(welch) else "",
+        float(diff) if finite(diff) else None,
+        float(welch) if finite(welch) else None,
+        WELCH if finite(welch) else "",
         None,
     )
 
@@ -147,7 +128,7 @@ def _headline(
     if not marks.labels:
         return None
     means = table.get(f"{column}_mean", [None] * len(marks.labels))
-    rows = [i for i, mean in enumerate(means) if _finite(mean)]
+    rows = [i for i, mean in enumerate(means) if finite(mean)]
     base = next((i for i, flag in enumerate(table["baseline"]) if flag), None)
     baseline = marks.labels[base] if base is not None else None
     name = column.removeprefix("test_")
@@ -272,7 +253,7 @@ def _no_result_note(marks: RowMarks, rows: list[int]) -> str:
 
 
 def _pm(half, column: str) -> str:
-    return f" ± {metric_text(float(half), column)}" if _finite(half) else ""
+    return f" ± {metric_text(float(half), column)}" if finite(half) else ""
 
 
 def _signed(value: float, column: str) -> str:
@@ -296,7 +277,7 @@ def _chance_note(marks: RowMarks, rows: list[int]) -> str:
 
 def _incomplete_note(table: dict[str, list], marks: RowMarks, best: int, means: list, mode: str, column: str) -> str:
     """Rows with fewer seeds than the grid, and whether one of them has a better mean than the headline's row."""
-    short = [i for i, flag in enumerate(marks.incomplete) if flag and _finite(means[i])]
+    short = [i for i, flag in enumerate(marks.incomplete) if flag and finite(means[i])]
     if not short:
         return ""
     listed = ", ".join(

@@ -1,12 +1,9 @@
 """Rows that gave the same numbers to every digit: found, and treated as one row.
 
-Two rows of a grid can differ in a setting that does not act (a term that is inert where the data never
-reach its threshold, an option the method ignores at these sizes): every seed then trains the same weights
-and reports the same numbers. Ranked as two rows, they would count one result twice (in the comparisons, in
-a multiple-comparison family, in a headline). A row's **fingerprint** per seed is what its trial measured:
-every test metric, its validation curve and, where logged, its test ranks; two rows with the same seeds and
-equal fingerprints for every seed are identical. The report lists them as one row, ``D = F``
-(:func:`merged_label`), and says that they are identical to every digit.
+Two rows can differ in a setting that does not act (a term inert at these sizes): every seed then trains the same
+weights, and ranked as two rows they would count one result twice. A row's fingerprint per seed is every test
+metric, its validation curve and, where logged, its test ranks; two rows with the same seeds and equal
+fingerprints are identical, listed as one row ``D = F`` (:func:`merged_label`).
 """
 
 from __future__ import annotations

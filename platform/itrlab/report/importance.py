@@ -1,29 +1,14 @@
 """What a sweep found about its parameters: each parameter's importance for the objective, computed on each
-configuration's mean over seeds, beside the seeds' spread, so that a parameter whose effect is below the seed
-noise says so.
+configuration's mean over seeds (a configuration: a trial's point without its seed), beside the seeds' spread.
 
-* A **configuration** is a trial's point without its seed (an Optuna suggestion, a grid point); its value is the
-  mean over its finished seeds of the objective (the test column the report compares by).
-* **Importance**: Optuna's fANOVA (:class:`optuna.importance.FanovaImportanceEvaluator`, seeded): a random forest
-  fitted to the configurations' means in the search space the sweep declared (an Optuna dimension's distribution;
-  a grid axis's values: numbers as a range, other values as choices), each parameter's share of the variance its
-  main effect explains, the shares summing to 1. A parameter that only some configurations set (an Optuna
-  dimension with ``when``) is not weighed: fANOVA takes the parameters every configuration has.
-* **Effect**: how far the parameter moves the mean, in the objective's units: the range of its partial dependence,
-  the highest minus the lowest mean prediction of a random forest fitted to the configurations' means (scikit-learn's,
-  seeded) with the parameter set to each value it took and the others as each configuration had them. On a full
-  grid it is the range of the parameter's marginal means; in a random search it leaves out most of what the other
-  parameters did, which a plain mean per value would carry (not all: with a dozen configurations, a parameter that
-  does nothing beside one that moves the mean far may keep a few percent of that one's effect).
-* **The seeds' spread**: the standard deviation of the objective over seeds within configurations, pooled,
-  ``sqrt(sum((n_i - 1) s_i^2) / sum(n_i - 1))``: how far another seed moves one run. Unknown with one seed per
-  configuration.
-* **The rule**: a parameter's effect is *below the seed noise* when it is smaller than the seeds' spread: moving
-  it over everything the sweep tried moved the mean less than another seed moves one run, and its importance
-  tells which parameter the noise favoured, not which one matters.
-
-Importance is computed for an Optuna search and for a grid with a numeric axis (:func:`applies`): an ablation grid
-of named rows is read from its pivot, row against row.
+**Importance** is Optuna's seeded fANOVA on the configurations' means in the declared search space (each
+parameter's share of the variance its main effect explains; parameters only some configurations set are not
+weighed). **Effect** is the range of the parameter's partial dependence under a seeded scikit-learn random forest,
+in the objective's units: on a full grid the range of its marginal means; in a random search it leaves out most of
+what the other parameters did. **The seeds' spread** is the pooled standard deviation over seeds within
+configurations, ``sqrt(sum((n_i - 1) s_i^2) / sum(n_i - 1))`` (unknown with one seed each). A parameter whose
+effect is below that spread is *below the seed noise*: its importance tells what the noise favoured. Computed for
+an Optuna search and a grid with a numeric axis (:func:`applies`); an ablation grid is read from its pivot.
 """
 
 from __future__ import annotations

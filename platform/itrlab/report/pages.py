@@ -1,11 +1,8 @@
 """HTML pages from templates (``itrlab/report/templates/``): jinja2 with autoescape on every page.
 
-Every value a template writes with ``{{ ... }}`` is escaped for HTML (``&``, ``<``, ``>``, ``"``, ``'``) after its
-control characters are shown as Unicode control pictures (:func:`~itrlab.report.escape.visible`, the form of a
-newline in every page), so that a caption or label holding ``<script>`` reads as text wherever it lands: no
-writer has a call to remember. Markup that a page builds on purpose (a macro's output, a cell with its
-interval kept whole) is :class:`markupsafe.Markup` and passes as it is. Templates that name an unknown value
-fail (``StrictUndefined``) instead of printing nothing.
+Every ``{{ ... }}`` value is escaped for HTML after its control characters are shown as Unicode control pictures
+(:func:`~itrlab.report.escape.visible`), so no writer has a call to remember; markup a page builds on purpose is
+:class:`markupsafe.Markup`. An unknown value fails (``StrictUndefined``) instead of printing nothing.
 """
 
 from __future__ import annotations

@@ -1,30 +1,21 @@
-"""The sweep's report in a paper's layout: ``sweep/report.html`` and ``sweep/report.md`` on the parent
-run, and the same table last on the console.
+"""The sweep's report in a paper's layout: ``sweep/report.html`` and ``sweep/report.md`` on the parent run, and the
+same table last on the console.
 
-One row per grid row, in the grid's order; columns rsum first (what rows are compared by), then i2t R@1/5/10, t2i
-R@1/5/10 (and MD where the sweep reports it), each cell "mean ± 95% interval" over seeds (the seed count added where
-it is not the grid's; with one seed a mean and no interval, and the notes say so); the difference of the objective to
-the baseline with Welch's interval and, where the rows share seeds, the paired one (the notes say which the headline
-used); the cost; a note per row (seeds missing, what became of trials that did not finish, at chance, still learning,
-best); a chance row (random scores on the test protocol, its rsum cell the 95% range of a random model's:
-:attr:`~itrlab.report.chance.ChanceLevel.rsum_band`); the published numbers as rows of their own, only when the
-trials' data have the paper's shape (:mod:`itrlab.data.shape`); published anchors of other methods
-(:mod:`itrlab.report.anchors`) as reference rows last, under the same rule; the headline
-(:mod:`itrlab.report.headline`) and the plots. Pure data in, text out: every text is escaped for the page it goes to
-(:mod:`itrlab.report.escape`), so that a label reads as written, never as markup.
+One row per grid row, in order; columns rsum first, then the recalls (and MD where the sweep reports it), each
+cell "mean ± 95% interval" over seeds; the difference of the objective to the baseline with Welch's interval and,
+where rows share seeds, the paired one; the cost; a note per row. Under them: a chance row
+(:class:`~itrlab.report.chance.ChanceLevel`), the published numbers and anchors only where the trials' data have
+the paper's shape (:mod:`itrlab.report.published`), the headline (:mod:`itrlab.report.headline`) and the plots.
+Every text is escaped for its page (:mod:`itrlab.report.escape`).
 
-The HTML page fits the frame MLflow's artifact view gives it without a horizontal scroll (about 500 px of a
-1280-px window beside MLflow's sidebar, file list and Assistant panel; 710 px of a 1600-px one): its table is cut
-into tables of a few columns each, every one led by the row's label (the recalls and MD; the readings before a
-projection head; the difference to the baseline, the cost and the note), a cell may wrap before its interval
-(mean above, ``± half`` below), a header at its spaces, the first header after a dot, a model's URI and any
-long word anywhere. The Markdown page and the console keep the one wide table.
+The HTML page fits MLflow's artifact view without a horizontal scroll (about 500 px of a 1280-px window): its table
+is cut into tables of a few columns, each led by the row's label, and cells and headers may wrap. The Markdown page
+and the console keep the one wide table.
 """
 
 from __future__ import annotations
 
 import base64
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,7 +31,7 @@ from itrlab.report.headline import PAIRED, WELCH, Headline, RowMarks
 from itrlab.report.importance import Importances
 from itrlab.report.pages import Markup, escape
 from itrlab.report.pages import render as render_page
-from itrlab.report.stats import Comparison
+from itrlab.report.stats import Comparison, finite
 from itrlab.report.summary import markdown_table, metric_name, metric_text
 
 RECALLS = ["test_rsum", "test_i2t_R1", "test_i2t_R5", "test_i2t_R10", "test_t2i_R1", "test_t2i_R5", "test_t2i_R10"]
@@ -89,16 +80,12 @@ def _breakable(label: str) -> Markup:
     return Markup(str(escape(label)).replace(".", ".<wbr>"))
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def cell(mean, half, seeds: int, grid_seeds: int, column: str, signed: bool = False) -> str:
     """``72.1 ± 0.4``; ``70.3 (1 seed)`` where the grid has more; ``-`` without a value."""
-    if not _finite(mean):
+    if not finite(mean):
         return "-"
     text = ("+" if signed and mean >= 0 else "") + metric_text(float(mean), column)
-    if _finite(half):
+    if finite(half):
         text += f" ± {metric_text(float(half), column)}"
     if seeds != grid_seeds:
         text += f" ({seeds} seed{'s' if seeds != 1 else ''})"
@@ -157,13 +144,7 @@ class PaperReport:
             models=self.models,
             models_note=MODELS_NOTE,
             model_columns=MODEL_COLUMNS,
-            plots=[
-                {
-                    "caption": caption,
-                    "uri": "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode(),
-                }
-                for caption, path in (plots or {}).items()
-            ],
+            plots=[{"caption": caption, "uri": _png_uri(path)} for caption, path in (plots or {}).items()],
         )
 
     def _html_columns(self) -> list[list[int]]:
@@ -235,7 +216,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
     unit = "GPU-h" if inputs.cost_column == "gpu_hours" else "CPU-h"
     baseline = inputs.headline.baseline or "baseline"
     versus = f"{HEADERS.get(objective, objective)} vs {baseline}"
-    paired = any(_finite(h) for h in table.get(f"{objective}_diff_paired_ci95", []))
+    paired = any(finite(h) for h in table.get(f"{objective}_diff_paired_ci95", []))
     header = [
         " / ".join(keys),
         *(HEADERS[c] for c in columns),
@@ -286,7 +267,7 @@ def build_report(table: dict[str, list], spec: SweepSpec, inputs: ReportInputs) 
                 )
             )
         wall, hours = table["wall_s_mean"][i], table[inputs.cost_column][i]
-        cells += [_duration(wall), "-" if not _finite(hours) else f"{hours:.3g}"]
+        cells += [_duration(wall), "-" if not finite(hours) else f"{hours:.3g}"]
         note = [f"{seeds} of {grid_seeds(label)} seeds"] if inputs.marks.incomplete[i] else []
         if inputs.marks.what_became(i):
             note.append(inputs.marks.what_became(i))
@@ -462,7 +443,7 @@ def _comparison(comparison: Comparison, grid_seeds: int, paired: bool = False) -
 
 
 def _duration(seconds) -> str:
-    if not _finite(seconds):
+    if not finite(seconds):
         return "-"
     return (
         f"{seconds:.0f} s"
@@ -472,4 +453,4 @@ def _duration(seconds) -> str:
 
 
 def _total(table: dict[str, list], column: str) -> float:
-    return sum(value for value in table.get(column, []) if _finite(value))
+    return sum(value for value in table.get(column, []) if finite(value))

@@ -1,30 +1,14 @@
 """The sweep's pivot: the grid in the paper's layout, with intervals over seeds and honest comparisons.
 
-One row per combination of the sweep's ``table.rows`` keys (say ``cooperative.strategy``), in grid
-order. For each column (``test_rsum``, ...):
-
-* ``<col>_mean`` and ``<col>_ci95``: the mean over the row's finished seeds and the half-width of its
-  95% Student-t interval (None with one seed: the console says "1 seed", never ``± 0.00``);
-* ``<col>_diff`` and ``<col>_diff_ci95``: the difference to the baseline row (``table.baseline``, by
-  default the first row) with Welch's 95% interval, so that "F beats A" is a statement with a margin;
-* ``<col>_diff_paired``, ``<col>_diff_paired_ci95`` and ``<col>_diff_paired_seeds``: where the row and
-  the baseline share two seeds or more, the mean of the per-seed differences with its Student-t interval,
-  and the seeds it pairs (:func:`itrlab.report.stats.paired_interval`); None elsewhere;
-* ``unfinished``: what became of a row's trials that did not finish (``diverged 3/3: <reason>``, ``""``
-  when all finished). A row whose every seed diverged or failed stays in the table, its numbers blank
-  (a row that vanished would read as a row never run);
-* ``wall_s_mean`` and ``cpu_hours`` (``gpu_hours`` when trials hold GPUs): the cost of the row, its
-  trials' mean wall time and their summed wall time x the devices a trial holds;
-* ``<col>_paper`` and ``<col>_vs_paper``: the published number and ours minus it, only when the
-  trials ran on data of the paper's shape and its test protocol (``configs/paper/*.yaml``:
-  ``matches: {dataset: f30k_precomp, test_protocol: f30k_1k}``, the shape in
-  ``configs/paper/data/f30k_precomp.yaml``, compared with the shape read from the trials' files,
-  never with the data set's name: :mod:`itrlab.report.published`). Otherwise the ``published``
-  column says why the numbers are absent (a result on synthetic data beside a Flickr30K number
-  means nothing).
-
-Published results of *other* methods on the same data (``table.anchors``) are no rows of this grid:
-:mod:`itrlab.report.anchors` gives them to the report as reference rows, under the same rule.
+One row per combination of the sweep's ``table.rows`` keys, in grid order. Per column (``test_rsum``, ...):
+``<col>_mean`` and ``<col>_ci95`` (the mean over finished seeds and its Student-t 95% half-width, None with one
+seed); ``<col>_diff`` and ``<col>_diff_ci95`` (the difference to the baseline row with Welch's interval);
+``<col>_diff_paired``, ``_ci95`` and ``_seeds`` where the row shares two seeds or more with the baseline
+(:func:`itrlab.report.stats.paired_interval`); ``<col>_paper`` and ``<col>_vs_paper`` only when the trials' data
+have the paper's shape and test protocol (:mod:`itrlab.report.published`; else ``published`` says why). Per row:
+``unfinished`` (``diverged 3/3: <reason>``; a row whose every seed failed stays, blank, rather than vanish),
+``wall_s_mean`` and ``cpu_hours`` or ``gpu_hours`` (summed wall time x the devices a trial holds). Published rows
+of other methods are no rows of the grid (:mod:`itrlab.report.anchors`).
 """
 
 from __future__ import annotations

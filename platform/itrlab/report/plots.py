@@ -1,24 +1,15 @@
 """The sweep's plots (PNG, matplotlib, Agg backend), logged on the parent run under ``sweep/plots/``.
 
-* :func:`plot_pivot` (figure: :func:`pivot_figure`): for a one-dimensional sweep over numbers (DBL's
-  γ and α, CODER's ε and K, AsCL's τ), the test metric against the swept value, a tick at every swept
-  value (a log axis when they span 20x or more), the 95% interval over seeds as a band where rows have
-  one; for any other grid, a bar per pivot row from 0, error bars on the rows with an interval. A
-  grey band shades chance when it is known: a random model's 95% range of rsum
-  (:attr:`itrlab.report.chance.ChanceLevel.rsum_band`), the band the report's "at chance" rows reach;
-  "1 seed" replaces the interval in the legend when no row has one. Published numbers are drawn only
-  where the pivot holds them (the paper's data and protocol).
-* :func:`plot_curves` (figure: :func:`curves_figure`): validation rsum and training loss per epoch,
-  one colour per pivot row: the mean over the row's seeds and a band from their minimum to their
-  maximum. Each metric has its own panel and scale. Losses of different families differ by orders of
-  magnitude (VSE's summed hinges start near 300, an InfoNCE near 4): when the rows' first-epoch losses
-  differ 3x or more, each row's loss is drawn relative to its own first epoch (1.0 there), so that every
-  row's descent is visible; otherwise as logged.
-* :func:`plot_parallel` (figure: :func:`parallel_figure`): the configurations of a search or a numeric grid in
-  parallel coordinates: an axis per swept parameter (its range, a log axis where the search samples it so; its
-  values where it has choices) and a last axis for the objective's mean over seeds, one line per configuration,
-  coloured by that mean, the best drawn last and thickest; a parameter a configuration does not set (a conditional
-  dimension) breaks its line there.
+* :func:`plot_pivot`: a one-dimensional sweep over numbers as the test metric against the swept value (a log
+  axis when the values span 20x or more, the 95% interval as a band), any other grid as bars with error bars;
+  chance shaded grey where known (:attr:`itrlab.report.chance.ChanceLevel.rsum_band`); published numbers only
+  where the pivot holds them.
+* :func:`plot_curves`: validation rsum and training loss per epoch, one colour per row (the mean over seeds, a
+  min-max band), each metric its own panel; when the rows' first-epoch losses differ 3x or more (VSE's summed
+  hinges start near 300, an InfoNCE near 4) each loss is drawn relative to its first epoch.
+* :func:`plot_parallel`: the configurations of a search or numeric grid in parallel coordinates, an axis per
+  parameter and a last one for the objective's mean, coloured by it, the best drawn last and thickest; a
+  parameter a configuration does not set breaks its line.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""A dated results page (``docs/results/<date>-<sweep>.md``) from a sweep parent run's summary.
-
-``itrlab report RUN_ID`` reads the parent run's ``sweep/summary.json`` (written by the sweep runner at
-the end of every invocation) and its record in MLflow, judges the trials' runs (:mod:`itrlab.report.findings`),
-and renders them here: pure data in, Markdown out. Measured results are never hand-edited prose: the page
-says where every number comes from (the run, the commit, the data set and protocol) and how it was counted.
-Every text from the summary or the run's record is escaped for Markdown (:mod:`itrlab.report.escape`): a
-label reads as written, never as markup, and a ``|`` in it never shifts a table's columns. The summary is
-checked before it gets here (:mod:`itrlab.report.summary_schema`).
+"""A dated results page (``docs/results/<date>-<sweep>.md``) from a sweep parent run's checked summary
+(:mod:`itrlab.report.summary_schema`) and its verdicts (:mod:`itrlab.report.findings`): pure data in, Markdown
+out. Measured results are never hand-edited prose: the page says where every number comes from (the run, the
+commit, the data set and protocol) and how it was counted; every text is escaped (:mod:`itrlab.report.escape`).
 """
 
 from __future__ import annotations

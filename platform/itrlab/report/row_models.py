@@ -1,13 +1,10 @@
-"""What ``itrlab report --register`` puts in MLflow's model registry: per row of a sweep's table a registered model,
-per finished seed that logged its model a version (:mod:`itrlab.tracking.model_registry` writes them).
+"""What ``itrlab report --register`` puts in MLflow's model registry (:mod:`itrlab.tracking.model_registry` writes
+it): per row of a sweep's table a registered model, per finished seed that logged its model a version.
 
-Every version's description carries its row's numbers as the results page gives them: the row's test mean in the
-sweep's metric with its 95% Student-t interval over the row's finished seeds and their count
-(:func:`~itrlab.report.stats.mean_interval`, the page's cells), each comparison the row takes part in with its
-paired interval over seeds, its seeds + test images interval and its verdict (:mod:`itrlab.report.findings`), and
-then the version's own seed, trial and test value. A model zoo gives one checkpoint per row; here each of a row's
-seeds is a version, and each version says how far its row's seeds spread. The texts are Markdown (the MLflow UI
-renders a description as Markdown): every label from the sweep is escaped (:func:`~itrlab.report.escape.md_text`).
+Every version's description carries its row's numbers as the results page gives them (the test mean over seeds
+with its interval, each comparison of the row with its intervals and verdict), then the version's own seed,
+trial and test value, so each version says how far its row's seeds spread. Descriptions are Markdown: every
+label is escaped (:func:`~itrlab.report.escape.md_text`).
 """
 
 from __future__ import annotations

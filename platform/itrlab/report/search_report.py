@@ -1,18 +1,15 @@
 """The report of a sweep without a pivot (an Optuna search; a grid without a ``table`` section): its configurations
-over seeds, ``sweep/report.html`` and ``sweep/report.md`` on the parent run as a pivot's report is
-(:class:`~itrlab.report.paper_report.PaperReport`), with what the parameters did
+over seeds, as a :class:`~itrlab.report.paper_report.PaperReport`, with what the parameters did
 (:mod:`itrlab.report.importance`) and the parallel-coordinates plot.
 
-One row per configuration (a trial's point without its seed), ranked by what the search optimised: the mean over
-its finished seeds of the objective at each trial's best epoch (validation rsum); beside it the test objective,
-mean ± 95% Student-t interval over the seeds, and the seed count. At most :data:`MAX_ROWS` rows; the trials table
-(``sweep/trials.json``) holds every trial. The headline names the best configuration by that ranking, with its test
-result: a configuration picked on the validation split and reported on the test split.
+One row per configuration, ranked by what the search optimised (the mean over finished seeds of the objective at
+each trial's best epoch), beside its test objective over seeds; at most :data:`MAX_ROWS` rows
+(``sweep/trials.json`` holds every trial). The headline names the best configuration: picked on validation,
+reported on test.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Any
 
@@ -20,7 +17,7 @@ from itrlab.config.sweep import SweepSpec, label
 from itrlab.eval.names import METRIC_NAMES
 from itrlab.report.importance import Importances
 from itrlab.report.paper_report import HEADERS, PaperReport, cell
-from itrlab.report.stats import mean_interval
+from itrlab.report.stats import finite, mean_interval
 from itrlab.report.summary import TrialRow, objective_value
 
 MAX_ROWS = 20
@@ -62,17 +59,13 @@ def configuration_label(params: dict[str, Any], keys: list[str]) -> str:
     return " ".join(f"{name}={shown(params[key])}" for name, key in zip(short_names(keys), keys) if key in params)
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def configuration_rows(spec: SweepSpec, rows: list[TrialRow]) -> list[tuple[dict[str, Any], list[TrialRow]]]:
     """Every configuration's params (labels) and its finished trials, best first by the mean objective at the
     trials' best epochs; configurations with no finished trial left out."""
     keys, metric = swept_keys(spec), spec.objective.metric
     groups: dict[str, tuple[dict[str, Any], list[TrialRow]]] = {}
     for row in rows:
-        if row.status != "finished" or not _finite(objective_value(row, metric)):
+        if row.status != "finished" or not finite(objective_value(row, metric)):
             continue
         params = {key: label(row.params[key], key) for key in keys if key in row.params}
         groups.setdefault(repr(sorted(params.items(), key=str)), (params, []))[1].append(row)
@@ -94,7 +87,7 @@ def build_search_report(
     header = [*short_names(keys), f"val {metric}", f"test {HEADERS.get(test, test)}", "seeds"]
     table = []
     for params, members in ranked[:MAX_ROWS]:
-        found = mean_interval([float(m.metrics[test]) for m in members if _finite(m.metrics.get(test))])
+        found = mean_interval([float(m.metrics[test]) for m in members if finite(m.metrics.get(test))])
         validation = statistics.fmean(objective_value(m, metric) for m in members)
         table.append(
             [
@@ -105,7 +98,7 @@ def build_search_report(
             ]
         )
     best_params, best = ranked[0]
-    result = mean_interval([float(m.metrics[test]) for m in best if _finite(m.metrics.get(test))])
+    result = mean_interval([float(m.metrics[test]) for m in best if finite(m.metrics.get(test))])
     seeds = f"{len(best)} seed{'s' if len(best) != 1 else ''}"
     headline = (
         f"best of {len(ranked)} configurations by validation {metric} (mean over its {seeds}): "

@@ -23,6 +23,11 @@ from scipy.stats import ttest_ind
 CONFIDENCE = 0.95
 
 
+def finite(value) -> bool:
+    """Whether ``value`` is a real finite number (not a bool): a cell with a value, not a missing one."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclass(frozen=True)
 class Interval:
     """``value ± half_width`` at ``confidence``, from ``n`` seeds (``half_width`` None: one seed)."""

@@ -1,21 +1,12 @@
 """``sweep/summary.json`` read only as far as it can be checked.
 
-``itrlab report`` writes a page from a file that anyone who can write the sweep's MLflow artifacts can
-change; a tampered or truncated file must be answered with one line and exit status 2, never with a
-traceback or a page of garbage (a page named ``...-None.md``, "trials: -3", 63 MB from a 60 MB
-description). :func:`read_summary` checks, before anything is rendered or written:
-
-* the file: at most :data:`MAX_BYTES`, UTF-8, one JSON object, no ``NaN`` or ``Infinity`` (strict JSON;
-  the sweep writes null for a missing number), nested at most :data:`MAX_DEPTH` deep;
-* every key the page reads: its type, its range (counts and seeds non-negative integers, seconds
-  non-negative), its size (strings, lists, rows), and the names used in paths: ``sweep`` names the page's
-  file, so it is a plain name (letters, digits, ``_ . -``, no ``/`` or ``..``), and ``plots`` name
-  artifacts under ``sweep/plots/``;
-* the tables: ``trials`` is a mapping of columns of one length whose cells are scalars; the report's
-  rows have the header's cells.
-
-Keys the page does not read are left alone (a newer sweep may write more), within the size and depth
-limits. A summary written before a key existed (``convergence``, ``comparisons``) is read without it.
+Anyone who can write the sweep's MLflow artifacts can change the file ``itrlab report`` pages from: a tampered or
+truncated file is one line and exit status 2, never a traceback or a page of garbage. :func:`read_summary` checks,
+before anything is written, the file (at most :data:`MAX_BYTES`, UTF-8, one strict JSON object, at most
+:data:`MAX_DEPTH` deep) and every key the page reads: its type, range and size, that ``sweep`` (it names the page's
+file) is a plain name and ``plots`` name artifacts under ``sweep/plots/``, that ``trials`` holds columns of one
+length of scalars and the report's rows have the header's cells. Keys the page does not read are left alone (a
+newer sweep may write more); a summary without ``convergence`` or ``comparisons`` is read without them.
 """
 
 from __future__ import annotations
@@ -94,21 +85,15 @@ class FileCheck:
             raise self.fail(key, value, "a number" + (" or null" if nullable else ""))
 
     def listing(self, value: Any, key: str, limit: int = ITEMS) -> list:
-        if not isinstance(value, list) or len(value) > limit:
-            raise self.fail(
-                key,
-                value if not isinstance(value, list) else f"a list of {len(value):,} items",
-                f"a list of at most {limit:,} items",
-            )
-        return value
+        return self._sized(value, key, limit, list, "a list of", "items")
 
     def mapping(self, value: Any, key: str, limit: int = ITEMS) -> dict:
-        if not isinstance(value, dict) or len(value) > limit:
-            raise self.fail(
-                key,
-                value if not isinstance(value, dict) else f"a mapping of {len(value):,} keys",
-                f"a mapping of at most {limit:,} keys",
-            )
+        return self._sized(value, key, limit, dict, "a mapping of", "keys")
+
+    def _sized(self, value: Any, key: str, limit: int, kind: type, what: str, unit: str) -> Any:
+        if not isinstance(value, kind) or len(value) > limit:
+            shown = value if not isinstance(value, kind) else f"{what} {len(value):,} {unit}"
+            raise self.fail(key, shown, f"{what} at most {limit:,} {unit}")
         return value
 
     def texts(self, value: Any, key: str, limit: int = LINE, items: int = ITEMS) -> list[str]:

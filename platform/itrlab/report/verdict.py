@@ -1,23 +1,13 @@
-"""What one training's last lines say of its result beside its recall table, so that a model at
-chance, or one whose loss never left its plateau, is never printed without a word.
+"""What one training's last lines say of its result beside its recall table, so that a model at chance, or one
+whose loss never left its plateau, is never printed without a word (pure data in, sentences out).
 
-* **At chance**: its test rsum lies within the 95% range of a random model's rsum on its test protocol
-  (:attr:`itrlab.report.chance.ChanceLevel.rsum_band`, the one notion of chance that the sweeps' reports
-  shade and mark; with one run, its rsum is where its interval starts: :meth:`ChanceLevel.reaches`).
-* **On its plateau**: its training loss, read as the results page reads it (from its own first epoch,
-  after the loss's warm-up: :func:`itrlab.report.diagnostics.read_trial`), fell by less than
-  :data:`PLATEAU_SHARE` of that first value by its last epoch, over two epochs or more. A loss that does
-  not move has not left the value it started at: for VSE++'s hardest negative from random projections,
-  every hinge at its margin (VSE++ on Flickr8K without its warm-up ends there, test rsum about 37).
-* **On its collapse plateau** (said "on its plateau" too): its last training loss lies within
-  :data:`PLATEAU_SHARE` of the value its loss takes when every similarity is equal
-  (:meth:`~itrlab.losses.registry.LossSettings.collapse_value`: ``2 α B`` for VSE++'s max of hinges summed
-  over a batch of ``B``), whether it started there or fell onto it from above. The total is read, so the
-  check speaks of a loss that is the task loss alone.
-* **Collapsed**: its test MD (mean similarity of the positive pairs minus that of the negative pairs) lies
-  below :data:`MD_FLOOR`: its images and captions all look alike to it, whatever its loss did.
-
-Pure data in, sentences out: the CLI prints them, the results page and the verdicts read them.
+* **At chance**: its test rsum reaches a random model's 95% range (:meth:`itrlab.report.chance.ChanceLevel.reaches`).
+* **On its plateau**: its training loss, read from its own first epoch (:func:`itrlab.report.diagnostics.read_trial`),
+  fell by less than :data:`PLATEAU_SHARE` of that value over two epochs or more (VSE++'s hardest negative from
+  random projections: every hinge at its margin).
+* **On its collapse plateau** (said "on its plateau" too): its last loss lies within :data:`PLATEAU_SHARE` of the
+  value it takes when every similarity is equal (:meth:`~itrlab.losses.registry.LossSettings.collapse_value`).
+* **Collapsed**: its test MD (positive minus negative pairs' mean similarity) lies below :data:`MD_FLOOR`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""A sweep's progress board: where each running trial stands, written by the trial and read by the
-driver's progress line (:mod:`itrlab.sweep.console`).
+"""A sweep's progress board: where each running trial stands, written by the trial and read by the driver's
+progress line (:mod:`itrlab.sweep.console`).
 
-A trial's training (its rank-0 worker) writes ``<sweep dir>/progress/<trial id>.json`` whenever a phase
-begins and, within an epoch, at most every 2 s (:mod:`itrlab.train.training_progress`): its phase, epoch and step,
-its measured seconds per step and per validation, and the wall-clock time of the note. The sweep's
-storage is shared by every node of a cluster (docs/sweeps.md), so the driver reads the board wherever
-the trial runs. A note older than the trial's start in this invocation (an earlier invocation's) is
-ignored: that trial is still starting.
+A trial's rank-0 worker writes ``<sweep dir>/progress/<trial id>.json`` when a phase begins and at most every 2 s
+within an epoch (:mod:`itrlab.train.training_progress`): phase, epoch and step, seconds per step and per
+validation, and the note's wall-clock time. The storage is shared by every node, so the driver reads it wherever
+the trial runs. A note older than the trial's start in this invocation is ignored: the trial is still starting.
 """
 
 from __future__ import annotations
@@ -68,12 +66,9 @@ class TrialState:
         return "testing"
 
     def seconds_left(self, now: float) -> float | None:
-        """What the trial has left, from its measured step rate: the steps left of this and the later
-        epochs (and of the schedules still to follow, ``epochs_after``), and a validation per epoch left
-        and the test evaluation, each as long as the last validation (0 before the first is measured),
-        less the time since the note. Never below one
-        step's time, nor a validation's when only evaluations are left: the trial has work left. None
-        before the first step was timed."""
+        """What the trial has left from its measured step rate: the steps of this and the later epochs and schedules,
+        and a validation per epoch left plus the test, each as long as the last validation, less the time since the
+        note; never below a step's (or a validation's) time. None before the first step was timed."""
         step = self.step_seconds
         if step is None or not math.isfinite(step) or step <= 0:
             return None

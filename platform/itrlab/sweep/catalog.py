@@ -1,11 +1,8 @@
-"""``--list``: every preset with what it reproduces (paper, table or figure), and one line per profile with
-its trial count and the time it would take here: the figure ``--dry-run`` prints, from the same function and
-the same cache (:mod:`itrlab.sweep.estimates`; measured where a benchmark recorded the step, else estimated
-from the FLOPs of one step on a nominal device: :mod:`itrlab.sweep.cost`), marked measured or estimated.
+"""``--list``: every preset with what it reproduces, and one line per profile with its trial count and the time it
+would take here, the figure ``--dry-run`` prints (:mod:`itrlab.sweep.estimates`), marked measured or estimated.
 
-A preset's title is its file's first comment line (``# CODER Table 2: components added ...``): the
-words before the colon name what it reproduces when they begin with a registered paper's name
-(:data:`itrlab.methods.PAPERS`, declared by each paper's package), the rest what it varies.
+A preset's title is its file's first comment line (``# CODER Table 2: components added ...``): the words before
+the colon name what it reproduces when they begin with a registered paper's name (:data:`itrlab.methods.PAPERS`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The Ray a sweep runs on: a local one started on loopback only, or a cluster it joins, and whether
-either has room for one trial (refused up front on this machine, a bounded wait on a cluster).
+"""The Ray a sweep runs on: a local one on loopback only, or a cluster it joins, and whether either has room for
+one trial (refused up front here, a bounded wait on a cluster).
 
-A busy machine is not a broken one: Ray gives its node 30 s to register and then fails with a traceback.
-A local Ray whose start fails so is stopped (the processes this one started for it) and started again
-after a pause, ``$ITRLAB_RAY_START_ATTEMPTS`` times in all (default 3), saying so; then the sweep ends on
-one line (exit status 1) before any MLflow run exists."""
+A busy machine is not a broken one: a local Ray whose node fails to register in Ray's 30 s is stopped and started
+again after a pause, ``$ITRLAB_RAY_START_ATTEMPTS`` times in all (default 3); then the sweep ends on one line
+(exit status 1) before any MLflow run exists.
+"""
 
 from __future__ import annotations
 
@@ -191,14 +191,10 @@ def stop_own_ray_processes(timeout_s: float = 15.0) -> None:
 
 
 def console_runtime_env(env_vars: dict[str, str]) -> dict[str, Any]:
-    """The runtime env of the sweep's Ray: ``env_vars`` plus the console's (:mod:`itrlab.sweep.console`).
-
-    Quiet (no ``-v``): the variables that keep MLflow's progress bars off, and Ray's
-    ``worker_process_setup_hook`` that sets Tune's and Train's loggers to WARNING in every worker (their
-    "Checkpoint successfully created" line per epoch). Always: ``-v`` itself, the step counter's
-    interval when the user set them here, and the command line's console (:data:`itrlab.console_log.CONSOLE_ENV`:
-    a trial's log records as the lines it printed), so that a cluster's trials see them too (a local Ray's
-    workers inherit them anyway). A key the submitted job's runtime env sets is left to it."""
+    """The runtime env of the sweep's Ray: ``env_vars`` plus the console's (:mod:`itrlab.sweep.console`): when quiet,
+    its variables and the worker setup hook; always ``-v``, the step counter's interval and the command line's console
+    (:data:`itrlab.console_log.CONSOLE_ENV`) where set here, so that a cluster's trials see them too. A key the
+    submitted job's runtime env sets is left to it."""
     env_vars = dict(env_vars) | console.quiet_env()
     env_vars |= {
         key: os.environ[key] for key in (console.VERBOSE_ENV, STEP_PROGRESS_ENV, CONSOLE_ENV) if os.environ.get(key)

@@ -1,44 +1,20 @@
 """What a running sweep prints: one progress line every 30 s, and Ray's noise kept off the console.
 
-**Progress** (:class:`SweepProgress`, a Tune callback the runner adds to the Tuner's callbacks): every
-``$ITRLAB_SWEEP_PROGRESS_S`` seconds (default 30) while the sweep runs, and once when it ends, one
-line on stdout::
+**Progress** (:class:`SweepProgress`, a Tune callback): every ``$ITRLAB_SWEEP_PROGRESS_S`` seconds (default 30)
+and once at the end, one line on stdout::
 
     7/15 trials done · 2 running: starting, epoch 2/10 step 120/400 · 6 queued (2 at a time) · 0 failed · ETA 6 min
     15/15 trials done · 0 running · 0 failed · took 21 min (this invocation)
 
-*done* counts trials that finished or were stopped early (Tune's TERMINATED), *failed* those whose run ended
-FAILED: errored for good (ERROR, after their retries), or ended on a result that says how they failed (a
-checkpoint the storage did not take, bad input, a loss that diverged); the total is the sweep's
-trial count (the grid times the seeds, or Optuna's ``num_trials``). The counts are read from Tune's trial
-list at every step, so a resumed sweep counts the trials it restored. Each running trial says what it does,
-from the sweep's progress board (:mod:`itrlab.sweep.board`): ``starting`` until its training's first note (Ray's
-worker building the data, the model and any stages), then ``epoch e/E step s/S``, ``validating epoch
-e/E`` or ``testing``. Trials not started are ``queued`` behind the concurrency, or ``pending`` while
-Ray starts a worker for them or waits for resources. The ETA (:func:`eta_seconds`) comes from the
-running trials' measured step rates (:meth:`~itrlab.sweep.board.TrialState.seconds_left`) and a whole
-trial's wall time for those not started (the mean of the trials that ended, else the running ones'
-projections); "ETA unknown" until it has a rate, and never 0 while a trial runs or waits ("ending"
-once every trial ended, before Tune ends the sweep). The final line's time is this invocation's own.
+The counts come from Tune's trial list at every step (so a resumed sweep counts what it restored); what each
+running trial does and its step rate from the progress board (:mod:`itrlab.sweep.board`); the ETA from those rates
+and a whole trial's wall time (:func:`eta_seconds`).
 
-**Quiet console** (unless ``itrlab sweep -v``, which keeps Ray's full output):
-
-- Tune's own reporter at ``RunConfig(verbose=0)``: no status table every 30 s, no table per trial (the
-  progress line and the sweep's pivot replace them); ``RAY_AIR_NEW_OUTPUT=0`` picks Tune's legacy
-  reporter, which at verbose 0 prints nothing (the new one still prints its experiment header);
-- ``TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S=0``: no "snapshotting ... may become a
-  bottleneck" warning, which a per-epoch checkpoint with ``num_to_keep`` triggers every epoch (Ray's
-  documented switch; the warning about a *slow* snapshot stays);
-- ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false`` in the driver and every trial process (the runtime env
-  of :func:`itrlab.sweep.cluster.init_ray`): no tqdm bars for artifact uploads and downloads;
-- the ``ray.tune`` and ``ray.train`` loggers at WARNING in the driver and, through Ray's
-  ``worker_process_setup_hook`` (:func:`itrlab.sweep.quiet_workers.quiet_worker_logs`, in a module of its
-  own that imports nothing heavy), in every worker: no "Checkpoint successfully created at ..." line per
-  epoch; warnings and errors stay.
-
-A value the user set for one of these variables wins. Always, with or without ``-v``: Tune's "Resume
-experiment with: Tuner.restore(...)" after Ctrl-C is dropped (:class:`DropTunerRestoreHint`), since a
-sweep resumes with ``--resume``, which the CLI prints; Tune's other lines on that logger stay.
+**Quiet console** (unless ``itrlab sweep -v``; a value the user set wins): Tune's legacy reporter at verbose 0
+(``RAY_AIR_NEW_OUTPUT=0``: the new one still prints its header), no checkpoint-sync warning per epoch, no MLflow
+artifact progress bars (:data:`QUIET_ENV`, also in every trial's runtime env), and the ``ray.tune`` and ``ray.train``
+loggers at WARNING in the driver and every worker (:mod:`itrlab.sweep.quiet_workers`). Always: Tune's
+"Tuner.restore(...)" hint after Ctrl-C is dropped (:class:`DropTunerRestoreHint`): a sweep resumes with ``--resume``.
 """
 
 from __future__ import annotations
@@ -162,13 +138,9 @@ def progress_interval() -> float:
 
 
 def eta_seconds(lefts: list[float | None], pending: int, typical: float | None, slots: int) -> float | None:
-    """Seconds until the sweep ends, or None while it cannot be told.
-
-    ``lefts``: what each running trial has left (None: no measured rate yet, :meth:`TrialState.seconds_left`);
-    ``pending``: the trials not started; ``typical``: a whole trial's wall time (the mean of the trials
-    that ended, else of the running trials' projections); ``slots``: trials at once. The work is shared
-    by the slots, and the sweep ends no sooner than its slowest running trial. Never 0 while a trial
-    runs or waits: every part is at least a step's time."""
+    """Seconds until the sweep ends, or None while it cannot be told: ``lefts`` (each running trial's, None: no rate
+    yet) and ``pending`` whole trials of ``typical`` seconds shared by ``slots``, but no sooner than the slowest running
+    trial; never 0 while a trial runs or waits."""
     if any(left is None for left in lefts) or (pending and typical is None):
         return None
     known = [left for left in lefts if left is not None]
@@ -247,13 +219,10 @@ def ended_before(sweep_dir: Path) -> dict[str, bool]:
 class SweepProgress(tune.Callback):
     """Prints :func:`progress_line` every ``interval`` seconds while Tune runs, and once at its end.
 
-    Counts come from Tune's trial list (TERMINATED: done, ERROR: failed, RUNNING: running, PENDING:
-    waiting) and, for a ``--resume``, from the trials that had ended before it (``ended``: each one's key and
-    whether it failed, :mod:`itrlab.sweep.trial_store`): those count from the start, while Tune runs them
-    again only to hear their results. A trial's wall time runs from its first start in this invocation to its
-    end. What a running trial does and has left comes from the sweep's progress board (``board``,
-    :mod:`itrlab.sweep.board`). Picklable: Tune saves its RunConfig, callbacks included, with the experiment's
-    state."""
+    On ``--resume``, the trials that had ended before (``ended``: key -> whether it failed,
+    :mod:`itrlab.sweep.trial_store`) count from the start, while Tune runs them again only to hear their results. A
+    trial's wall time runs from its first start in this invocation. Picklable: Tune saves its RunConfig, callbacks
+    included, with the experiment's state."""
 
     def __init__(
         self,
@@ -326,11 +295,9 @@ class SweepProgress(tune.Callback):
             self.durations[trial.trial_id] = now - start
 
     def counts(self, trials: list) -> tuple[int, int, int, int]:
-        """(done, running, failed, interrupted) among ``trials``. Failed: ERROR (after its retries), or ended
-        (TERMINATED) on a result that says it failed (its checkpoint could not be stored, its input was bad,
-        its loss diverged: its run is FAILED). Done: TERMINATED otherwise, and either completed
-        in this invocation or restored so (never started here): Tune also marks TERMINATED the trials
-        that the end of an interrupted sweep cut short, without completing them; those are interrupted."""
+        """(done, running, failed, interrupted) among ``trials``. Failed: ERROR (after its retries), or TERMINATED on
+        a result that says it failed (:data:`FAILED_RESULTS`). Done: TERMINATED and completed here or restored so;
+        Tune also marks TERMINATED the trials an interrupted sweep cut short: those are interrupted."""
         done = sum(not failed for failed in self.ended.values())
         failed = sum(self.ended.values())
         running = interrupted = 0

@@ -1,21 +1,13 @@
-"""What a sweep costs before it runs: its training time and device-hours, one trial at a time and with
-its trials grouped (:mod:`itrlab.sweep.groups`), for ``--dry-run`` and ``--list``.
+"""What a sweep costs before it runs: its training time and device-hours, one trial at a time and with its trials
+grouped (:mod:`itrlab.sweep.groups`), for ``--dry-run`` and ``--list``.
 
-For each trial and stage the time of a step comes from, in order:
-
-1. **measured**: the pairs per second that ``benchmarks/train.py`` or ``benchmarks/gpu.py`` recorded on
-   this kind of device for the trial's training shape (:mod:`itrlab.train.throughput`; a grouped
-   measurement per member, keyed by its G);
-2. **estimated, not measured**: the FLOPs and operators of one step counted on the meta device
-   (:mod:`itrlab.train.flops`) on the device's nominal throughput (:data:`NOMINAL`), as a roofline: a
-   step takes the longer of its arithmetic (G x FLOPs / (peak x efficiency)) and the host's time to
-   launch its operators (operators x seconds per operator; a grouped step launches one per operator
-   whatever its G).
-
-A trial's training time is its epochs x steps per epoch x the time of a step (the epochs of every schedule
-of a trial that chooses its decay on validation: ``train.trained_epochs``); a group's, its members'
-common schedule at the group's step time. Evaluation is not counted. The device is a GPU when a trial
-asks for one (an H100-class GPU in the nominal table), else the CPUs it reserves.
+A step's time is **measured** where ``benchmarks/train.py`` or ``benchmarks/gpu.py`` recorded this device's pairs
+per second for the trial's shape (:mod:`itrlab.train.throughput`), else **estimated** as a roofline from the
+step's FLOPs and operators counted on the meta device (:mod:`itrlab.train.flops`) and the device's nominal
+throughput (:data:`NOMINAL`): the longer of ``G x FLOPs / (peak x efficiency)`` and the operators' launch time (a
+grouped step launches each operator once). A trial's time is epochs x steps x a step's time (every schedule of a
+trial that chooses its decay: ``train.trained_epochs``); evaluation is not counted. The device is a GPU when a
+trial asks for one, else the CPUs it reserves.
 """
 
 from __future__ import annotations

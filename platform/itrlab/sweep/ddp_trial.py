@@ -1,16 +1,10 @@
-"""Trials that train with several workers: a Ray Train ``TorchTrainer`` (DDP) inside the Tune trial.
+"""Trials that train with several workers: a Ray Train ``TorchTrainer`` (DDP) inside the Tune trial (Ray Train V2
+refuses ``Tuner(TorchTrainer(...))``), reporting to Tune through ``TuneReportCallback``.
 
-Ray Train V2 (the default since Ray 2.51) refuses ``Tuner(TorchTrainer(...))``; a Tune trial is a
-function, and this one builds a ``TorchTrainer`` inside itself with ``TuneReportCallback`` so the
-workers' reports reach Tune. Each worker runs the same :class:`~itrlab.train.Trainer` with its
-rank: it takes every ``world_size``-th batch of the shared batch order and DDP averages the
-gradients. Rank 0 writes checkpoints, saves its run directory in the sweep's storage after each epoch
-(:mod:`itrlab.sweep.trial_store`) and logs to MLflow. A restarted trial (a retry, a ``--resume``) reports
-again what it had reported, and every worker starts from the trial's newest saved epoch.
-
-Starting a TorchTrainer costs many seconds (a controller and worker actors), so one-worker trials take the
-in-process path of :mod:`itrlab.sweep.trial` instead (``benchmarks/sweep_overhead.py`` measures both; the
-figures are in docs/speed.md#cpu-figures).
+Each worker runs the same :class:`~itrlab.train.Trainer` on every ``world_size``-th batch; rank 0 checkpoints,
+saves the run folder in the sweep's storage after each epoch (:mod:`itrlab.sweep.trial_store`) and logs to MLflow.
+A restarted trial reports again what it had, and every worker starts from the newest saved epoch. A TorchTrainer
+costs many seconds to start, so one-worker trials take :mod:`itrlab.sweep.trial`'s in-process path.
 """
 
 from __future__ import annotations

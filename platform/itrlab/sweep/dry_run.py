@@ -1,10 +1,6 @@
-"""``--dry-run``: what a sweep would run and what it would cost; nothing starts (no Ray, no MLflow).
-
-Printed: the profile and its deviations from the paper, each trial's recipe (method, loss, batch,
-epochs, learning-rate schedule, embedding, text encoder, the method's own constants, the stages it
-starts from), the stages the trials share (one per seed and config, trained once), the resources a
-trial asks for, an estimate of the cost from the throughput measured on this machine
-(:mod:`itrlab.train.throughput`; or why there is none), and the command that runs it on a cluster.
+"""``--dry-run``: what a sweep would run and what it would cost; nothing starts (no Ray, no MLflow). Printed: the
+profile and its deviations from the paper, each trial's recipe, the stages the trials share, a trial's resources,
+the cost estimate (:mod:`itrlab.train.throughput`; or why there is none) and the command that runs it on a cluster.
 """
 
 from __future__ import annotations

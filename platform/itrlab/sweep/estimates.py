@@ -1,16 +1,10 @@
-"""One estimate of a sweep's cost, the one ``--dry-run``, ``--list`` and the docs quote, so that
-the three agree, kept per code version.
+"""One estimate of a sweep's cost, the one ``--dry-run``, ``--list`` and the docs quote, kept per code version.
 
-:func:`work_out` prices a sweep's trials and stages with :func:`itrlab.sweep.dry_run.training_seconds` (measured
-step times where a benchmark recorded them, else counted FLOPs: :mod:`itrlab.sweep.cost`) and returns one
-:class:`Figure` per group size; :meth:`Figure.text` is the wording both commands print. An estimate that cannot
-be made is a sentence saying why, never an exception's text.
-
-:func:`sweep_estimate` keeps each result in ``estimates.json`` beside the throughput record, keyed by what
-decides it: the digest of itrlab's source and of ``configs/``, the throughput record, torch's version, the
-sweep as resolved (profile, flags, overrides); an entry also holds a fingerprint of the data folders it read
-(names, sizes and times of their files), checked on every use. ``--list`` then answers from the cache in about
-a second without importing torch; a changed source file, config, record or data folder is worked out again.
+:func:`work_out` prices a sweep (:mod:`itrlab.sweep.cost`) as one :class:`Figure` per group size, whose
+:meth:`Figure.text` both commands print; an estimate that cannot be made is a sentence saying why.
+:func:`sweep_estimate` keeps each in ``estimates.json`` beside the throughput record, keyed by the digests of
+itrlab's source and ``configs/``, the record, torch's version and the resolved sweep, with a fingerprint of the
+data folders checked on every use: ``--list`` answers from it in about a second without importing torch.
 """
 
 from __future__ import annotations

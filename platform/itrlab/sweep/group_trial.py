@@ -1,24 +1,13 @@
-"""The Tune trial of a grouped sweep (:mod:`itrlab.sweep.groups`): one Ray trial trains one group.
+"""The Tune trial of a grouped sweep (:mod:`itrlab.sweep.groups`): one Ray trial trains one group; itrlab keeps one
+run per member.
 
-**Tune sees one trial per group**; itrlab keeps one run per member. The trial's config is the group's members (their
-grid points); each member trains in ``<trial>/group/m<k>/`` (its own ``last.pt``, ``best.pt``, ``mlflow_run.json``; in
-the sweep's storage ``trials/<key>/epoch_<N>/m<k>/``, :mod:`itrlab.sweep.trial_store`) and is its own MLflow child
-run, tagged with its own trial id ``<key>-m<k>`` (``itrlab.trial_id``; ``itrlab.group`` names the group's key,
-``itrlab.group_member`` its folder), its params, its seed and its status. After every epoch the trial saves the whole
-``group`` folder, so that a retried or resumed group restores every member from the same epoch, then reports once:
-the mean of the members' objective (what Tune ranks the group by) and every member's state as JSON (``members``).
-
-**How members end.** A member whose loss turns NaN or infinite ends ``diverged``, one that fails on its
-own (its data, its validation, its test) ``error``; either way its run ends FAILED with the reason and
-the others train on. Each finished or failed member leaves ``member.json`` in its folder: a resumed
-group does not train it again. A failure of the group itself (the joint step, a lost process) is the
-trial's: Tune retries it from its last saved epoch (``max_failures``), each member from its own
-``last.pt``, into its own MLflow run.
-
-**Rows.** :func:`member_rows` turns each group trial into one row per member (its grid point, its
-status, its metrics), so that the report, the pivot, ``trials.json`` and the settling of MLflow runs see
-the trials the grid defines; a member's ``cost_seconds`` is its wall time over the group's size (the
-members share the trial's devices).
+The trial's config is the group's members (their grid points). Each member trains in ``<trial>/group/m<k>/`` and is
+its own MLflow child run, tagged with its own trial id ``<key>-m<k>``. After every epoch the trial saves the whole
+``group`` folder (a retry or resume restores every member from one epoch), then reports the mean of the members'
+objective (what Tune ranks the group by) and every member's state (``members``). A member whose loss diverges or
+that fails on its own ends FAILED while the others train on, leaving ``member.json`` so that a resume skips it; a
+failure of the group itself is the trial's, retried by Tune from the last saved epoch. :func:`member_rows` gives one
+row per member, its ``cost_seconds`` its wall time over the group's size (members share the devices).
 """
 
 from __future__ import annotations

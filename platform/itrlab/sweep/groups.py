@@ -1,17 +1,10 @@
-"""Grouped sweeps: ``group: G`` in a sweep file (or ``--group G``) packs its trials into groups of G that
-train together in one process as one batched model (:mod:`itrlab.train.grouped`).
+"""Grouped sweeps: ``group: G`` in a sweep file (or ``--group G``) packs its trials into groups of G that train
+together in one process as one batched model (:mod:`itrlab.train.grouped`; packing:
+:func:`itrlab.train.grouped.membership.pack_groups`, fed the trials in grid order).
 
-**Packing** is the grouped-training package's (:func:`itrlab.train.grouped.membership.pack_groups`): the
-sweep hands it the trials' configs in grid order (a row's seeds are neighbours) and the group size, and
-labels the trials in its messages; it decides which trials can share a step and how they are cut.
-
-**Bad input**, one line, exit 2, before Ray or MLflow start: G larger than the sweep's trials; G larger
-than the largest set of trials of one shape (a group would mix model shapes); a trial whose method or
-settings cannot be grouped (CODER, AsCL, BERT, GPO, fp16); an Optuna search (it proposes one trial at a
-time), ASHA (it stops trials, not members) and multi-worker trials.
-
-**In Tune** one trial holds one group (:mod:`itrlab.sweep.group_trial`): its config is the group's
-members (their grid points), its resources the sweep's per-trial resources, shared by the members.
+Bad input is one line and exit 2 before Ray or MLflow start: G larger than the trials or than the largest set of
+one shape, a method or setting that cannot be grouped, an Optuna search, ASHA, multi-worker trials. In Tune one
+trial holds one group (:mod:`itrlab.sweep.group_trial`), its members sharing the per-trial resources.
 """
 
 from __future__ import annotations

@@ -39,12 +39,8 @@ class NoRetryOnInputError(tune.Callback):
 
 
 class StopOnStorageError(tune.Stopper):
-    """Stops the whole sweep once a trial could not write its checkpoint (``storage_error`` in its
-    result): every trial shares the sweep's storage, so the next one would fail the same way.
-
-    ``StopOnStorageError.reason`` (class-wide, in the driver) holds that trial's message, which the driver reads
-    once Tune returns.
-    """
+    """Stops the whole sweep once a trial could not write its checkpoint (``storage_error``): every trial shares
+    the storage, so the next would fail the same way. The class-wide ``reason`` keeps its message for the driver."""
 
     reason: str | None = None
 

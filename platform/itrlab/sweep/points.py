@@ -1,11 +1,8 @@
-"""A sweep's trials as configs: the composed base experiment, each point's checked config, and a
-point's identity. No Ray and no MLflow: ``--dry-run`` and ``--list`` compose every trial with these
-before anything starts, and the runner and each trial use the same functions.
-
-:func:`check_structure` checks every trial against the declared schema (unknown keys, types, ranges of
-every section, the loss's and each scheme's settings typed by their declarations), without torch: a
-misspelt override or a bad setting of a loss or a scheme is one line in about a second. The method's own
-keys and checks follow in :func:`trial_config`, which imports the methods (torch)."""
+"""A sweep's trials as configs: the composed base experiment, each point's checked config, and a point's identity.
+No Ray and no MLflow: ``--dry-run``, ``--list``, the runner and each trial use the same functions.
+:func:`check_structure` types every trial against the declared schema without torch (a misspelt override is one
+line in about a second); :func:`trial_config` adds the method's own checks (it imports torch).
+"""
 
 from __future__ import annotations
 

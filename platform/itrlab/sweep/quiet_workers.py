@@ -1,11 +1,6 @@
-"""Ray's ``worker_process_setup_hook`` of a quiet sweep (:mod:`itrlab.sweep.console`), in a module that
-imports nothing but :mod:`logging`.
-
-Ray imports the hook's module in every worker process the sweep's job starts: its trials, and where a
-trial runs a TorchTrainer, the Train controller, the workers and Ray Train's helper actors (placement
-group cleaner, synchronization, dataset manager, autoscaling coordinator, preemption watcher). Defined in
-:mod:`itrlab.sweep.console`, the hook made each of them import Ray Tune, torch and the training loop,
-which the helpers never use (what that cost is in docs/speed.md#cpu-figures).
+"""Ray's ``worker_process_setup_hook`` of a quiet sweep (:mod:`itrlab.sweep.console`), in a module that imports
+nothing but :mod:`logging`: Ray imports it in every worker process the sweep starts, Ray Train's helper actors
+included, which would otherwise import Ray Tune, torch and the training loop for nothing (docs/speed.md#cpu-figures).
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
 """What a sweep leaves on its MLflow parent run when it ends, and what it prints last.
 
-* ``sweep/trials.json``: every trial, ranked by the objective (at its best epoch), with the reason of
-  those that did not finish;
-* for grids with a ``table`` section: ``sweep/table.json`` (the pivot as data), ``sweep/report.html``
-  and ``sweep/report.md`` (the paper-shaped report: :mod:`itrlab.report.paper_report`), the one
-  headline (:mod:`itrlab.report.headline`) as tags and metrics, and the same table printed last
-  (published anchors of other methods, ``table.anchors``, as reference rows under it); which rows were
-  still learning (:mod:`itrlab.report.convergence`), judged from the trials' validation rsum per epoch in
-  MLflow and kept in the summary (``convergence``);
-* for sweeps without a pivot (Optuna's, a grid without ``table``): the best trial, as ``sweep/best.json``, a tag and
-  metrics, and ``sweep/report.html`` and ``sweep/report.md`` of their configurations over seeds
-  (:mod:`itrlab.report.search_report`);
-* for an Optuna search and a grid with a numeric axis: what the parameters did (:mod:`itrlab.report.importance`:
-  fANOVA's importance on the configurations' means over seeds, beside the seeds' spread), in the report, as
-  ``sweep/importance.json`` and in the summary (``importance``), and their parallel-coordinates plot;
-* the parent run's description (``mlflow.note.content``, Markdown: the top of its Overview tab): links to the
-  report and to the trials' view first, then the headline (or the best configuration) and the parameters'
-  importance. The sweep's printed link opens the parent's page on the report itself (:class:`SweepReport`);
-* ``sweep/plots/`` and ``sweep/summary.json`` (what ``itrlab report`` writes a dated page from).
-
-The tables are rewritten whole: a resumed sweep's rows replace those of the previous invocation. The
-summary holds no NaN or infinity (JSON has none: ``itrlab report`` refuses them), a missing number is null.
+``sweep/trials.json`` (every trial ranked by its objective, with the reason of those that did not finish); for a
+grid with a ``table`` section, ``sweep/table.json`` (the pivot), the paper-shaped report
+(:mod:`itrlab.report.paper_report`), its headline as tags and metrics, and the same table printed last; for a
+sweep without a pivot, ``sweep/best.json`` and the report of its configurations (:mod:`itrlab.report.search_report`);
+for a search or a numeric grid, what the parameters did (:mod:`itrlab.report.importance`) and their
+parallel-coordinates plot; the parent run's description (links to the report and the trials' view, then the
+headline); ``sweep/plots/`` and ``sweep/summary.json`` (what ``itrlab report`` pages from). The tables are
+rewritten whole, so a resumed sweep's rows replace the previous invocation's; the summary writes a missing number
+as null (JSON has no NaN).
 """
 
 from __future__ import annotations
@@ -215,11 +203,9 @@ def model_rows(spec: SweepSpec, rows: list[TrialRow], links: dict[str, dict[str,
 
 
 def description(spec: SweepSpec, parent: MlflowTracker, text: str | None, importance: Importances | None) -> str:
-    """The parent run's MLflow description (``mlflow.note.content``, Markdown in the UI: the top of the run's
-    Overview, under MLflow's own boxes): first a line of links, to the report (when one was written) and to the
-    view of the trials, each a link within the UI (:func:`~itrlab.tracking.store.ui_fragment`); then ``text`` (the
-    headline, or the best configuration) and the parameters' importance, every text escaped
-    (:func:`~itrlab.report.escape.md_text`)."""
+    """The parent run's MLflow description (Markdown, the top of its Overview): a line of links within the UI, to the
+    report (when one was written) and to the trials' view, then ``text`` (the headline, or the best configuration) and
+    the parameters' importance, every text escaped."""
     report = ui_fragment(parent.experiment_id, parent.run_id, artifact=REPORT)
     trials = ui_fragment(parent.experiment_id, view=trials_view_id(parent.run_id))
     contents = ["the table over seeds", *(["what the parameters did"] if importance is not None else []), "the plots"]

@@ -1,25 +1,15 @@
 """What ``--resume`` continues, and the proof that it runs what the sweep's first invocation recorded.
 
-Each invocation's folder ``<storage>/<sweep>/<timestamp>/`` holds its state file (:data:`STATE_FILE`): the
-MLflow parent run, the overrides, when it started (``started_at``, seconds since the epoch: the clock of
-the machine that started it, not the folder's name, which is local time) and how it ended (``status``:
-RUNNING until the driver ends the parent run FINISHED, FAILED or KILLED), and what it runs (:func:`invocation_record`):
-the sweep file's settings, the resolved config of its base trial (flattened; a key that an edited
-experiment file, an override or another version of the code's config schema adds, removes or changes
-differs) and the digest of its data (:func:`itrlab.data.precomp.fingerprint`).
-
-``--resume`` without a name continues the newest invocation that did not finish, by ``started_at``
-(:func:`pick`); a finished one is reopened only by its name (``--resume 20261126-080454``). A resume whose
-sweep differs from the record (:func:`changes`: overrides given with ``--resume`` apply on top of the
-recorded ones, and what they change shows in the resolved config) is refused with one line naming the first
-difference, unless ``--allow-changes``: then it runs the new settings and the parent run records them (a tag and a
-param). What names the trials and their saved states (the grid, the seeds, the Optuna space, the objective,
-ASHA, retries, workers, grouping) cannot change at all: a resumed sweep adds and drops no trial.
-
-A resume reads nothing Tune saved: it starts a new Tune experiment of the same trials, each continuing from its
-own saved state (:mod:`itrlab.sweep.trial_store`). Before anything starts it checks the parent run that the
-state names against the folder (:func:`check_parent`): a state copied from another sweep, or a folder rolled
-back after its sweep finished, is refused.
+Each invocation's folder ``<storage>/<sweep>/<timestamp>/`` holds its state file (:data:`STATE_FILE`): the MLflow
+parent run, the overrides, ``started_at`` (seconds since the epoch), ``status`` (RUNNING until the driver ends the
+parent run) and what it runs (:func:`invocation_record`: the sweep's settings, the flattened resolved config of its
+base trial, the data's digest). ``--resume`` without a name continues the newest unfinished invocation
+(:func:`pick`); a finished one only by its name. A resume whose sweep differs from the record (:func:`changes`) is
+refused with one line naming the first difference, unless ``--allow-changes`` (the parent run then records it);
+what names the trials (grid, seeds, Optuna space, objective, ASHA, retries, workers, grouping) cannot change at all.
+A resume reads nothing Tune saved: a new Tune experiment of the same trials, each continuing from its saved state
+(:mod:`itrlab.sweep.trial_store`), after :func:`check_parent` refuses a state copied from another sweep or a folder
+rolled back after its sweep finished.
 """
 
 from __future__ import annotations

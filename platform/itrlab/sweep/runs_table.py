@@ -1,10 +1,6 @@
 """The MLflow runs table the parent run's description links: a saved view of a sweep's trials
-(:mod:`itrlab.tracking.runs_view`),
-one row per trial, best first: the test rsum and the six recalls in one column, then the swept values and the
-seed, then R@1 and R@5 both ways and the best epoch's validation figure.
-
-Saved on the parent run's experiment when the parent run opens (the link works while the sweep runs) as
-the view ``itrlab-<parent run id>``, named ``<sweep> <invocation>: trials``; a resumed sweep saves it again.
+(:mod:`itrlab.tracking.runs_view`), one row per trial, best first, saved as ``itrlab-<parent run id>`` when the
+parent run opens (the link works while the sweep runs) and again on a resume.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""Optuna's search over a sweep file's space, define-by-run, so that a dimension can be conditional.
+"""Optuna's search over a sweep file's space, define-by-run, so that a dimension can be conditional: one with
+``when`` (:class:`~itrlab.config.sweep.SearchDimension`) is suggested only where the dimensions it names took a
+listed value, and TPE models it over those trials only.
 
-A dimension with ``when`` (:class:`~itrlab.config.sweep.SearchDimension`) is suggested only in the
-trials where the dimensions it names took one of its listed values: its key is then absent from the
-trial's config, and TPE models it only over those trials (Optuna's conditional search spaces). Ray
-Tune's :class:`~ray.tune.search.optuna.OptunaSearch` takes the define-by-run function as its space.
-
-A sweep with several seeds runs each configuration Optuna suggests once per seed (:class:`SeedRepeater`, Ray's
-:class:`~ray.tune.search.Repeater` with the repeat's index as the sweep's seed), and Optuna learns from the mean of
-the configuration's trials: a configuration's value is then what its seeds have in common, and the report can tell a
-parameter's effect from seed noise (:mod:`itrlab.report.importance`). A ``--resume`` asks again for a
-configuration whose seeds had not all ended, on every seed: the seeds that had ended report their saved result
-again (:mod:`itrlab.sweep.trial_store`).
+With several seeds each suggested configuration runs once per seed (:class:`SeedRepeater`, Ray's ``Repeater``
+with the repeat's index as the seed) and Optuna learns from their mean, so the report can tell a parameter's effect
+from seed noise. A ``--resume`` asks again for a configuration whose seeds had not all ended, on every seed: the
+ended ones report their saved result again.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """A trial's saved state in the sweep's storage, the one record a retry and ``--resume`` continue from.
 
-Each trial has a folder of its own, ``<sweep>/trials/<key>/``, named by its grid point (:func:`trial_key`: the
-same point gives the same folder in every invocation, whatever id Ray Tune gives the trial). After each epoch
-the trial saves there a copy of its working folder (its weights-only ``last.pt`` and ``best.pt``, the record
-of its MLflow run) as ``epoch_<N>/``, then ``latest.json``, which names that copy and lists every result the
-trial reported up to it; older copies go. A copy is whole or absent: it is written under a temporary name and
-renamed, and only then named by ``latest.json`` (written atomically), so a crash or a full disk at any moment
-leaves the previous epoch's copy named and intact.
-
-A trial that starts (the first time, retried by Tune after a crash, or in a ``--resume``) restores the newest
-copy into its working folder and reports again, in order, what it reported up to it (:meth:`TrialStore.restore`),
-so that the scheduler, the search and the progress line see the trial as it was; the trainer continues from
-``last.pt``. A trial that ended leaves ``final.json`` (its last result, :meth:`TrialStore.finish`): a resumed
-sweep reports it again and trains nothing. The driver marks a trial the scheduler stopped early
-(:meth:`TrialStore.stop`), which a resume does not train on either.
-
-Nothing here is unpickled: the copies are the trainer's weights-only checkpoints and JSON.
+Each trial has a folder ``<sweep>/trials/<key>/`` named by its grid point (:func:`trial_key`: the same in every
+invocation, whatever id Tune gives it). After each epoch the trial saves a copy of its working folder there as
+``epoch_<N>/`` (written under a temporary name, then renamed), then ``latest.json`` (atomic), which names the copy
+and lists every result reported up to it: a crash at any moment leaves the previous copy named and intact. A
+starting trial restores the newest copy and reports its results again, in order (:meth:`TrialStore.restore`), so
+the scheduler, search and progress line see it as it was. An ended trial leaves ``final.json``
+(:meth:`TrialStore.finish`), and one the scheduler stopped a mark (:meth:`TrialStore.stop`): a resume trains
+neither. Nothing here is unpickled: weights-only checkpoints and JSON.
 """
 
 from __future__ import annotations

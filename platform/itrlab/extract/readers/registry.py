@@ -1,15 +1,9 @@
-"""Raw data-set formats by name: the values of the extraction's ``--format``, and how each reads a data set's
-photos and captions (and its split, where the format has one) into the extraction plan.
-
-A *reader* turns what a data set ships (an image folder and a caption file, or a folder as downloaded) into
-splits of :class:`~itrlab.extract.captions.CocoImage` (an id, a file name inside the image folder, the image's
-captions) before anything is written; everything after (chunks, digests, resume, the precomp files) is the same
-for every format. Each reader's module registers its class with ``@register_reader("name")``
-(:mod:`itrlab.extract.readers` imports them); the job and its command line name no format.
-``docs/adding-a-dataset.md`` is the guide.
-
-Its registries are instances of the one registry class, :class:`itrlab.registry.Registry`, as are those of the
-other named parts in their layers' ``registry.py``.
+"""Raw data-set formats by name, the values of the extraction's ``--format``: a *reader* turns what a data set ships
+(an image folder and a caption file, or a folder as downloaded) into splits of
+:class:`~itrlab.extract.captions.CocoImage` before anything is written; everything after is the same for every
+format. Each reader's module registers its class with ``@register_reader("name")`` (:mod:`itrlab.extract.readers`
+imports them; ``docs/adding-a-dataset.md`` is the guide). The registry is an instance of the one registry class,
+:class:`itrlab.registry.Registry`, as are those of the other named parts in their layers' ``registry.py``.
 """
 
 from __future__ import annotations
