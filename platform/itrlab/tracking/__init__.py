@@ -1,13 +1,6 @@
-"""Experiment tracking in MLflow (the only package of itrlab that imports MLflow): :mod:`~itrlab.tracking.store`
-(which store, whether it works, source tags, UI links), :mod:`~itrlab.tracking.mlflow_tracker` (one run
-written and read back), :mod:`~itrlab.tracking.tables` (tables as the MLflow UI shows them),
-:mod:`~itrlab.tracking.runs_view` (saved views of an experiment's runs table),
-:mod:`~itrlab.tracking.watchdog` (the process that owns a run, and the watchdog a job leaves behind),
-:mod:`~itrlab.tracking.owners` (runs of dead processes ended KILLED), :mod:`~itrlab.tracking.models` (trained models
-logged and read back) and :mod:`~itrlab.tracking.model_registry` (a sweep's rows as registered models).
-
-The exports are imported when first used (:mod:`itrlab.lazy`), and :mod:`~itrlab.tracking.store` imports
-MLflow only to check a store: ``--dry-run`` names the store a cluster job would log to without MLflow."""
+"""Experiment tracking in MLflow, the only package of itrlab that imports MLflow (its modules: docs/architecture.md).
+The exports are imported when first used (:mod:`itrlab.lazy`), and :mod:`~itrlab.tracking.store` imports MLflow
+only to check a store: ``--dry-run`` names the store a cluster job would log to without MLflow."""
 
 from itrlab.lazy import lazy_exports
 

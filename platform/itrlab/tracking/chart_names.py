@@ -1,51 +1,15 @@
-"""The names a run's metrics have in MLflow: itrlab's flat names (``test_rsum``, ``anchor_rsum``), each in one of
-the chart sections of MLflow's UI, so that a run's page opens on its test recalls.
+"""The names a run's metrics have in MLflow: itrlab's flat names (``test_rsum``, ``anchor_rsum``), each under a chart
+section prefix of MLflow's UI (``1_test/``, ``2_val/``, ``3_train/``, ``4_loss/``, ``5_<branch>/``, ``6_chance/``),
+so that a run's page opens on its test recalls rather than on 40-odd alphabetical charts. The sections, their
+order and why are in docs/mlflow.md ("Chart sections"), read from MLflow 3.17's UI code
+(``extractChartSectionName``: a section is a name up to its last ``/``, sorted in code units).
 
-Read from MLflow 3.17's UI (``mlflow/server/js/build/static/js/main.*.js``, ``extractChartSectionName`` and
-``getBaseChartAndSectionConfigs``): a metric's chart section is its name up to the last ``/``; the named sections
-come first, sorted by name (JavaScript's ``sort``: code units, so a leading digit orders them), then the
-unprefixed metrics ("Model metrics"), then ``system/`` ones; within a section the charts are sorted by name.
-Without sections a run's 40-odd charts are alphabetical: a boosted run opened on its anchor's ``anchor_*``
-charts, its test recalls below the fold.
-
-The sections, in the order the UI shows them:
-
-========================  =====================================  =================================
-MLflow name               itrlab's name                          what
-========================  =====================================  =================================
-``1_test/<recall>``       ``test_<recall>``                      the test table: R@1/5/10 both ways
-                                                                 (``i2t_R01``: below)
-``1_test-sum/rsum``       ``test_rsum``                          their sum
-``1_test_rank/<rank>``    ``test_<rank>``                        its ranks: medr, meanr (both ways), MD
-``2_val/<metric>``        ``<metric>``                           the validation table, per epoch
-``3_train/<name>``        ``loss``, ``loss_i2t``, ``loss_t2i``,  the training loss and its i2t/t2i split,
-                          ``lr``, ``epoch_seconds``              the learning rate, the epoch's time
-``4_loss/<part>``         ``loss_<part>``                        the method's own parts of its loss
-``5_<branch>/<metric>``   ``<branch>_<metric>``                  another branch's recall table (an
-                                                                 anchor's: ``anchor_rsum``; an
-                                                                 ensemble's members: ``member1_rsum``;
-                                                                 a decay's schedule: ``decay9_rsum``,
-                                                                 with its ``decay9_loss`` and
-                                                                 ``decay9_lr``)
-``6_chance/<metric>``     ``chance_<metric>``                    a random model's recalls on the test
-                                                                 protocol, its rsum and that rsum's
-                                                                 95% range (``rsum_low``, ``rsum_high``)
-``<name>``                ``<name>``                             the rest, as it is (the UI's "Model
-                                                                 metrics", last): best epoch, cost, ...
-========================  =====================================  =================================
-
-The six recalls fill two rows of the UI's three charts a row, so that a 1,000-px window shows them all; their sum
-follows in a section of its own (``-`` sorts before ``_``), not as a seventh chart on a third row below the fold.
-Runs logged before it had a section read back the same (``1_test/rsum`` is ``test_rsum`` too).
-
-A recall's K has two digits in MLflow (``1_test/i2t_R01``, ``i2t_R05``, ``i2t_R10``; ``2_val/t2i_R05``): the UI
-sorts a section's charts by name (``Array.sort``: code units, so ``R1 < R10 < R5``), and the papers' order is R@1,
-R@5, R@10. Names logged with one digit (``1_test/i2t_R1``) read back the same, and a run reopened keeps the names
-it has (:attr:`~itrlab.tracking.mlflow_tracker.MlflowTracker.logged_names`).
-
-Only :mod:`itrlab.tracking` knows these names: everything else (Ray Tune's objective, ``summary.json``, the
-reports) uses the flat ones, and every name read back from MLflow is flat again (:func:`flat_name`), whether
-the run was logged with sections or before them (runs logged with flat names read back unchanged).
+A recall's K has two digits in MLflow (``i2t_R01``, ``i2t_R05``, ``i2t_R10``) so that the UI's code-unit sort keeps
+the papers' order R@1, R@5, R@10; the test rsum has a section of its own (``1_test-sum``) so that the six recalls
+fill two rows of charts. Only :mod:`itrlab.tracking` knows these names: everything else uses the flat ones, and
+every name read back is flat again (:func:`flat_name`), from runs logged flat, with one-digit K or with
+``1_test/rsum`` alike; a reopened run keeps the names it has
+(:attr:`~itrlab.tracking.mlflow_tracker.MlflowTracker.logged_names`).
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """A sweep's rows in MLflow's model registry (``itrlab report --register``): one registered model per row of the
-table, one version per seed's model.
+table, one version per seed's model (docs/models.md, "Registered models").
 
-**Names.** A row's registered model is ``<sweep>-<profile>-<row>`` (:func:`model_names`): the sweep's name, the
-profile it ran under (``budget`` when it names none) and the row's label, each run of characters other than
-letters, digits and ``_ . + -`` made one ``-`` (``oss / F`` -> ``oss-F``). Two rows of a sweep whose labels give
-one name each get the first 8 hex digits of their label's sha256 appended, so that a name stays the same from
-one report to the next and never stands for two rows.
-
-**Versions.** Each finished trial of a row that logged its model (its run tagged ``itrlab.model`` with its own
-``runs:/<run id>/model``: :func:`logged_models`) is one version, its source ``runs:/<run id>/model`` and its run
-the trial's, tagged with its seed; every version's description carries the row's numbers as the report computed
-them (the caller writes it). A row's versions are its seeds' models, not copies: a version is the model its run
-logged.
-
-**Registering twice.** A trial whose run already stands as a version of the row's model is not registered again:
-that version's description and tags are set to the current report's (a resumed sweep with more seeds changes the
-row's mean and interval), so that a report registered twice leaves one version per seed, and a seed added by a
-resumed sweep becomes the next version.
+A row's model is named ``<sweep>-<profile>-<row>`` (:func:`model_names`), each run of characters other than
+letters, digits and ``_ . + -`` made one ``-``; two rows whose labels give one name each get their label's sha256's
+first 8 hex digits appended, so that a name stays the same between reports and never stands for two rows. Each
+finished trial of a row that logged its model (:func:`logged_models`) is one version, its source the trial's
+``runs:/<run id>/model``, tagged with its seed, its description the row's numbers (written by the caller). A trial
+already registered is not registered again: its version's description and tags are updated, so that a report
+registered twice leaves one version per seed and a seed a resumed sweep adds becomes the next version.
 """
 
 from __future__ import annotations

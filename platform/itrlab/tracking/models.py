@@ -1,26 +1,17 @@
-"""Trained models as MLflow models: a model folder written by :mod:`itrlab.trained` logged as the
-run's ``model`` artifact through the ``pyfunc`` flavor, and models read back by URI.
+"""Trained models as MLflow models: a model folder of :mod:`itrlab.trained` logged as the run's ``model`` artifact
+through the ``pyfunc`` flavor (the folder as ``artifacts/bundle``), and models read back by URI.
 
-The folder (weights, config, tokenizer, feature layout, test table) travels as the model's data,
-``artifacts/bundle``. The MLflow model is written here, not by ``mlflow.pyfunc.save_model``: that call checks
-its requirements against every installed distribution (``warn_dependency_requirement_mismatches``, a scan of
-site-packages: docs/speed.md#figures-behind-the-codes-choices), which a training run has no use for.
-:func:`save_pyfunc` writes ``MLmodel`` through ``mlflow.pyfunc.add_to_model`` with this module as the
-flavor's loader (:func:`_load_pyfunc`, no pickled Python object), and the environment files
-(``requirements.txt``, ``conda.yaml``, ``python_env.yaml``) with the installed versions of the few packages it
-names, so that ``mlflow.pyfunc.load_model`` and ``mlflow models serve`` open it as any pyfunc model.
-:class:`ItrlabPyfunc` opens the folder through ``loader``, the ``module:function`` of the layer which knows how
-to build a method (this package sits below the methods and may not import them: it names it, :data:`LOADER`), and
-its ``predict`` embeds captions (column ``caption``), image region features (column ``features``: one (R, D)
-nested list per row) or photos (column ``image``: a JPEG or PNG's bytes per row, base64-encoded, embedded through
-the feature extraction the model's data came from), each request checked and bounded first
-(:mod:`~itrlab.tracking.serving_input`). A model
-logged before (MLflow's models from code) holds its own code file, which builds an :class:`ItrlabPyfunc` through
-``load_context``: it loads as it did.
+:func:`save_pyfunc` writes ``MLmodel`` itself (``mlflow.pyfunc.add_to_model``, this module as the flavor's loader,
+:func:`_load_pyfunc`, no pickled object) and the environment files with the installed versions of the few packages
+they name: ``mlflow.pyfunc.save_model`` scans every installed distribution for its requirements
+(docs/speed.md#figures-behind-the-codes-choices), which a training has no use for. :class:`ItrlabPyfunc` opens the
+folder through :data:`LOADER`, the ``module:function`` of the layer that builds methods (this package may not
+import it); its ``predict`` embeds captions, image region features or photos, each request checked first
+(:mod:`~itrlab.tracking.serving_input`). A model logged as MLflow's models from code holds its own code file, which
+builds an :class:`ItrlabPyfunc` through ``load_context``.
 
-``MLmodel`` is data that anyone who can write the model's artifacts can change: its ``loader`` is read as a name
-and compared with :data:`LOADER` before anything is imported, so that a model naming any other function
-(``runpy:run_path`` and a ``__main__.py`` planted beside it) is refused in one line and runs nothing.
+``MLmodel`` can be changed by anyone who can write the model's artifacts: its ``loader`` is compared with
+:data:`LOADER` as a name before anything is imported, so a model naming another function is refused in one line.
 """
 
 from __future__ import annotations
@@ -74,9 +65,8 @@ def load_loader(name: object):
 
 
 class ItrlabPyfunc(mlflow.pyfunc.PythonModel):
-    """A trained itrlab model behind MLflow's ``pyfunc`` interface (``mlflow.pyfunc.load_model``, ``mlflow
-    models serve``): ``predict`` of a frame with a ``caption`` column returns their embeddings, of a frame with
-    a ``features`` column the images' embeddings, of a frame with an ``image`` column the photos'."""
+    """A trained itrlab model behind MLflow's ``pyfunc`` interface: ``predict`` of a frame with a ``caption``,
+    ``features`` ((R, D) nested lists) or ``image`` (base64 JPEG or PNG bytes) column returns their embeddings."""
 
     def load_context(self, context) -> None:
         self.model = load_loader((context.model_config or {}).get("loader"))(context.artifacts[BUNDLE])

@@ -1,11 +1,10 @@
 """Runs left RUNNING by processes that died: ended KILLED, with the reason.
 
-Every run itrlab starts or reopens carries :data:`OWNER_TAG`, the process that ends it
-(:func:`itrlab.tracking.watchdog.owner_id`). :func:`end_runs_of` is what a job's watchdog does when the
-job died without ending its runs; :func:`close_orphaned_runs`, run by every ``train`` and ``sweep`` once its
-store answered, ends the RUNNING runs whose owner ran on this machine and is gone (a watchdog that was off,
-or killed with the job's whole process group); a run owned on another machine is left alone, its owner
-cannot be seen from here.
+Every run itrlab starts or reopens carries :data:`OWNER_TAG`, the process that ends it. :func:`end_runs_of` is what
+a job's watchdog (:mod:`itrlab.tracking.watchdog`) does when the job died without ending its runs;
+:func:`close_orphaned_runs`, run by every ``train`` and ``sweep`` once its store answered, ends the RUNNING runs
+whose owner ran on this machine and is gone. A run owned on another machine is left alone: its owner cannot be
+seen from here.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Reading runs back from MLflow: :class:`RunReader`, the half of
-:class:`~itrlab.tracking.mlflow_tracker.MlflowTracker` that writes nothing.
-
-A run's status, a sweep's child runs and its trials (latest metrics, params, tags and each series per epoch), a
-metric's history, what a report says of a run, and a run's artifacts copied out. Metrics come back by itrlab's flat
-names (``rsum``, ``test_rsum``) from runs logged under MLflow's chart sections or, before them, flat.
+"""Reading runs back from MLflow: :class:`RunReader`, the half of :class:`~itrlab.tracking.mlflow_tracker.MlflowTracker`
+that writes nothing: a run's status, a sweep's trials with their metrics per epoch, a metric's history, a run's
+artifacts. Metrics come back by itrlab's flat names (:mod:`~itrlab.tracking.chart_names`).
 """
 
 from __future__ import annotations
@@ -38,9 +35,8 @@ class RunReader:
         return self.client.get_run(run_id).info.status if run_id else None
 
     def child_runs(self, parent_run_id: str | None = None) -> list:
-        """The runs whose parent is ``parent_run_id`` (default: this tracker's run), in the parent's
-        experiment (this tracker's, or the parent's own for a tracker
-        :meth:`~itrlab.tracking.mlflow_tracker.MlflowTracker.for_reading`), newest first."""
+        """The runs whose parent is ``parent_run_id`` (default: this tracker's run), in the parent's experiment, newest
+        first."""
         parent = parent_run_id or self.run_id
         experiment_id = self.experiment_id or self.client.get_run(parent).info.experiment_id
         return self.client.search_runs(
@@ -52,11 +48,10 @@ class RunReader:
         return flat_metrics(self.client.get_run(run_id).data.metrics)
 
     def trial_runs(self, parent_run_id: str, parts: bool = True) -> dict[str, dict[str, Any]]:
-        """The trials of the sweep whose parent run is ``parent_run_id``, by trial id: each child run's
-        name, run id, status, latest metrics (``metrics``), params and tags, and per epoch (``history``: series ->
-        (epoch, value) in order) its validation rsum, training loss and (``parts``) every part of the loss
-        it logged (``loss`` repeats the training loss's). A trial retried in a new run counts once: its run
-        that finished, else its newest."""
+        """The trials of the sweep whose parent run is ``parent_run_id``, by trial id: each child run's name, run id,
+        status, latest ``metrics``, params, tags and ``history`` (series -> (epoch, value) in order: validation rsum,
+        training loss, and every logged part of the loss in ``parts``). A trial retried in a new run counts once: its
+        run that finished, else its newest."""
         trials: dict[str, Any] = {}
         for run in sorted(self.child_runs(parent_run_id), key=lambda run: run.info.start_time):  # later (and
             # finished) runs of a trial replace its earlier ones
@@ -83,9 +78,8 @@ class RunReader:
         return found
 
     def metric_history(self, run_id: str, key: str) -> list[tuple[int, float]]:
-        """(step, value) of every logged value of itrlab's metric ``key`` in ``run_id``, in step order: under each
-        name it may have (:func:`~itrlab.tracking.chart_names.mlflow_names`: a run logged before the chart sections or
-        the two-digit R@K holds an older one)."""
+        """(step, value) of every value of itrlab's metric ``key`` in ``run_id``, in step order, under each MLflow name
+        it may have (:func:`~itrlab.tracking.chart_names.mlflow_names`)."""
         names = mlflow_names(key)
         return sorted((m.step, m.value) for name in names for m in self.client.get_metric_history(run_id, name))
 

@@ -1,27 +1,17 @@
 """A saved view of an experiment's runs table: a sweep's trials as rows (its parent run's description links it).
 
-MLflow 3.17's runs table keeps its state (filter, sort, shown columns, their order) in the browser,
-so a plain link opens it as the last browser left it: the sweep one collapsed row, the columns Run
-Name, Created, Dataset, Duration, Source, Models. Its saved views ("Views" above the table) are
-experiment tags, ``mlflow.sharedViewState.<id>``, each holding ``{"name", "createdAt", "updatedAt",
-"state"}`` with ``state`` the table's state as JSON; ``#/experiments/<id>/runs?viewStateShareKey=<id>``
-opens one (read from MLflow's JS bundle: the "Save view" dialog writes exactly that). A view of one
-sweep invocation's trials filters on their parent run (a filter lists runs flat, children included,
-where the default view nests them under a collapsed parent), sorts by the test objective and shows
-the test rsum and the six recalls first, then the swept values and the seed (the run's name says those too),
-then the other test results. Every link carries ``workflowType=machine_learning``: without it MLflow 3.17
-opens its GenAI overview, whatever the experiment's ``mlflow.experimentKind``.
+MLflow 3.17's runs table keeps its state (filter, sort, columns, their order and ``columnWidths``) in the browser,
+so a plain link opens it as the last browser left it. A saved view is an experiment tag,
+``mlflow.sharedViewState.<id>``, holding ``{"name", "createdAt", "updatedAt", "state"}`` with ``state`` the
+table's state as JSON, opened by ``#/experiments/<id>/runs?viewStateShareKey=<id>`` (what the UI's "Save view"
+dialog writes). A sweep's view filters on the parent run (rows flat, not nested under a collapsed parent), sorts
+by the test objective and shows the test rsum, the six recalls, the swept values and the seed first. Every link
+carries ``workflowType=machine_learning``: without it MLflow 3.17 opens its GenAI overview.
 
-The six test recalls as one column: a metric column needs 100 px to show its name whole (`1_test/i2t_R10`), and
-beside MLflow's sidebar and Assistant panel a 1280-px window holds four. So a run that logs its test table also
-gets the tag :data:`RECALLS_TAG` (``test i2t R1 R5 R10 / t2i R1 R5 R10``: ``13.8 32.4 44.1 / 4.4 12.4 18.5``,
-:func:`recalls_summary`), and a view shows it right after its sort key (the test rsum).
-
-Widths: the state's ``columnWidths`` (column id -> pixels, what the UI saves when a person resizes a
-column) also narrows MLflow's own pinned columns, the run's name (``attributes.`Run Name```) and its start
-(``runDateAndNestInfo``, the id ag-grid gives "Created": it has no other), so that beside MLflow's sidebar
-and its Assistant panel (a quarter of the window, open on a browser's first visit) a 1280-px window shows
-the test rsum and the six recalls' column, a 1600-px one R@1 and R@5 as metric columns too.
+The six test recalls are one tag column, :data:`RECALLS_TAG` (:func:`recalls_summary`), and the widths narrow
+MLflow's pinned columns (``attributes.`Run Name```, ``runDateAndNestInfo``), because beside MLflow's sidebar and
+Assistant panel a 1280-px window holds only four 100-px metric columns: so it shows the test rsum and the recalls'
+column, a 1600-px one R@1 and R@5 as metric columns too.
 """
 
 from __future__ import annotations
@@ -59,8 +49,7 @@ def metric_width(name: str, sorted_by: bool = False) -> int:
 
 def recalls_summary(metrics: Mapping[str, float], prefix: str = "test_") -> str | None:
     """The value of :data:`RECALLS_TAG` from a run's metrics (itrlab's names): ``13.8 32.4 44.1 / 4.4 12.4 18.5``
-    (R@1, R@5, R@10 image to text, then text to image, one decimal as the papers print them); None unless all six
-    are there."""
+    (R@1, R@5, R@10 image to text, then text to image, one decimal); None unless all six are there."""
     values = [metrics.get(prefix + name) for name in RECALLS]
     if any(value is None for value in values):
         return None
@@ -70,10 +59,9 @@ def recalls_summary(metrics: Mapping[str, float], prefix: str = "test_") -> str 
 
 @dataclass(frozen=True)
 class RunsView:
-    """What a saved view shows: runs matching ``search`` (MLflow's search syntax), sorted by the metric
-    ``order_by``, with these columns first: the first of ``metrics``, the tags ``summary`` (:data:`RECALLS_TAG`),
-    the tags ``tags`` (what tells the rows apart), then the rest of ``metrics`` (by itrlab's names: the view shows
-    them by their MLflow names, :mod:`~itrlab.tracking.chart_names`)."""
+    """What a saved view shows: runs matching ``search`` (MLflow's search syntax), sorted by the metric ``order_by``,
+    with these columns first: the first of ``metrics``, the tag ``summary``, the tags ``tags``, then the rest of
+    ``metrics`` (itrlab's names, shown by their MLflow names)."""
 
     name: str
     search: str

@@ -1,15 +1,11 @@
-"""What a served itrlab model embeds, checked before it embeds anything (``mlflow models serve``, and any
-``mlflow.pyfunc.load_model(...).predict``): a request holds one kind of input (:func:`input_column`: captions,
-image features or photos), at most :data:`MAX_ROWS` rows (:data:`MAX_PHOTOS` photos) and :data:`MAX_BYTES` bytes
-of input; its captions are non-empty strings, its image features nested lists of finite numbers of one shape, its
-photos base64 text. Anything else is a :class:`RefusedRequest`: the scoring server answers HTTP 400 with one line
-and no stack trace, and nothing is embedded (a ``null`` caption is not the caption "None", a NaN feature not a NaN
-embedding). Whether a photo's bytes are a JPEG or PNG image is the model's check, when it decodes them.
-
-The byte limit counts what the model would read: a caption's UTF-8 text, an image's features as 4-byte floats, a
-photo's bytes (decoded from base64).
-MLflow's scoring server reads and parses a request's body whole before the model sees it, so a body limit in
-front of a server open to others belongs to its proxy (docs/models.md).
+"""What a served itrlab model embeds, checked before it embeds anything (``mlflow models serve``, any
+``mlflow.pyfunc.load_model(...).predict``): one kind of input (:func:`input_column`: captions, image features or
+photos), at most :data:`MAX_ROWS` rows (:data:`MAX_PHOTOS` photos) and :data:`MAX_BYTES` bytes of what the model
+would read (UTF-8 captions, features as 4-byte floats, photos' decoded bytes); captions non-empty strings, features
+nested lists of finite numbers of one shape, photos base64 text. Anything else is a :class:`RefusedRequest`, an HTTP
+400 with one line (a ``null`` caption is not the caption "None", a NaN feature not a NaN embedding). Whether a
+photo decodes is the model's check. The scoring server parses a body whole before the model sees it, so a body limit
+for a server open to others belongs to its proxy (docs/models.md).
 """
 
 from __future__ import annotations
@@ -33,9 +29,8 @@ FEATURE_BYTES = 4  # a feature value as the model reads it (float32)
 
 
 class RefusedRequest(MlflowException):
-    """A request the model cannot embed: MLflow's scoring server answers 400 (``INVALID_PARAMETER_VALUE``) with
-    :meth:`serialize_as_json` as its body. The server puts the whole request in front of the message of an error
-    raised by ``predict``; the answer keeps this one line."""
+    """A request the model cannot embed: the scoring server answers 400 (``INVALID_PARAMETER_VALUE``) with
+    :meth:`serialize_as_json`, which keeps this one line where the server would prepend the whole request."""
 
     def __init__(self, line: str):
         super().__init__(line, error_code=INVALID_PARAMETER_VALUE)
@@ -121,10 +116,9 @@ def checked_captions(values: Iterable[Any]) -> list[str]:
 
 
 def checked_features(values: Iterable[Any]) -> np.ndarray:
-    """The images of a request's ``features`` column as one (N, R, D) float32 array, or a :class:`RefusedRequest`
-    naming the first row that is not an (R, D) nested list of finite numbers of the first row's shape, or a
-    request over :data:`MAX_ROWS` rows or :data:`MAX_BYTES` bytes of features. Whether (R, D) is the layout the
-    model trained on is the model's check."""
+    """The ``features`` column as one (N, R, D) float32 array, or a :class:`RefusedRequest` naming the first row that is
+    not an (R, D) nested list of finite numbers of the first row's shape, or a request over the limits. Whether (R, D)
+    is the model's layout is the model's check."""
     images = _rows(values, "images")
     arrays, size = [], 0
     for row, value in enumerate(images):
@@ -156,9 +150,8 @@ def checked_features(values: Iterable[Any]) -> np.ndarray:
 
 
 def checked_images(values: Iterable[Any]) -> list[bytes]:
-    """The photos of a request's ``image`` column (base64 text, standard alphabet with its padding) as their
-    bytes, or a :class:`RefusedRequest` naming the first row that is not base64 text of some bytes, or a request
-    over :data:`MAX_PHOTOS` rows or :data:`MAX_BYTES` bytes of photos."""
+    """The ``image`` column (standard base64 with padding) as bytes, or a :class:`RefusedRequest` naming the first row
+    that is not base64, or a request over :data:`MAX_PHOTOS` rows or :data:`MAX_BYTES` bytes."""
     texts = _rows(values, "photos", MAX_PHOTOS)
     photos, size = [], 0
     for row, text in enumerate(texts):

@@ -1,20 +1,12 @@
 """The MLflow tracking store: which one (its URI), whether it works, and what a run records of its source.
 
-The tracking URI is ``MLFLOW_TRACKING_URI`` when set; otherwise a SQLite store ``mlflow.db`` in the
-working directory (MLflow 3's own default, made explicit so that every process agrees on it).
-
-:func:`check_tracking_store` runs before a training or a sweep starts: it fails within seconds, on one
-line, when the store does not work (nothing listens, a name that does not resolve, refused credentials)
-or cannot be written, and it creates a new SQLite store once, under a lock, so that two commands started
-at the same moment do not both create its tables. A server that is busy (it answers 429 or 5xx, or not in
-time) is not broken: the check says what it waits for and asks again with a growing pause, for at most
-``$ITRLAB_MLFLOW_WAIT_S`` seconds (default 120), then fails on one line (exit status 1). The MLflow
-client's own retries during a run are bounded too (:data:`CLIENT_LIMITS`, unless set): a request gives up
-after about a minute of 5xx answers, or four minutes of a server that does not answer, and the run ends
-with one line.
-:func:`source_tags` are MLflow's own source tags (user, script, git commit); :func:`ui_command` is the one
-command that opens the UI, and :func:`ui_hint` says how a person opens a run, or a saved view of the runs
-table, in it.
+The tracking URI is ``MLFLOW_TRACKING_URI`` when set, else a SQLite store ``mlflow.db`` in the working directory
+(MLflow 3's default, made explicit so that every process agrees on it). :func:`check_tracking_store` fails on one
+line within seconds, before a training or sweep starts, when the store does not answer or cannot be written; a busy
+server (429, 5xx, no answer in time) is asked again with a growing pause for at most ``$ITRLAB_MLFLOW_WAIT_S``
+seconds (default 120). The client's own retries during a run are bounded too (:data:`CLIENT_LIMITS`): about a
+minute of 5xx answers, or four minutes without one. :func:`source_tags` are MLflow's source tags (user, script,
+git commit); :func:`ui_command` and :func:`ui_hint` say how a person opens the UI on a run or a saved view.
 """
 
 from __future__ import annotations
@@ -123,13 +115,11 @@ def short_reason(err: BaseException) -> str:
 
 
 def check_tracking_store(tracking_uri: str | None = None, timeout_s: int = 5) -> str:
-    """Make sure the MLflow store answers and can be written, before anything expensive starts.
+    """Make sure the MLflow store answers and can be written, before anything expensive starts; returns the URI.
 
-    A ``sqlite:///`` store is created (tables and migrations) while holding an exclusive lock on the
-    database file, so that two commands started at once on a new store create it only once. A server
-    (``http://``, ...) gets one request with no retries and a ``timeout_s`` limit. Returns the tracking
-    URI; raises a UserInputError (one line: which store, what went wrong, what to do) otherwise.
-    """
+    A ``sqlite:///`` store is created under an exclusive lock on the database file, so that two commands started at
+    once on a new store create its tables once. A server gets one request without retries, within ``timeout_s``.
+    Raises a UserInputError (which store, what went wrong, what to do) otherwise."""
     from mlflow import MlflowClient
 
     uri = resolve_tracking_uri(tracking_uri)
@@ -198,10 +188,8 @@ COMMITS_TAG = "itrlab.source.commits"  # a run resumed at another commit: every 
 
 
 def commit_history(before: dict[str, str], now: str | None) -> str | None:
-    """The value of ``COMMITS_TAG`` for a run reopened at commit ``now`` whose tags were ``before``: the commits
-    it ran under, oldest first, space-separated, ``now`` last. None where nothing changes (the same commit as
-    its last, or no git): a run that only ever ran under one commit has no history tag, its ``COMMIT_TAG`` says
-    it."""
+    """The value of ``COMMITS_TAG`` for a run reopened at commit ``now`` whose tags were ``before``: the commits it ran
+    under, oldest first, space-separated. None where nothing changes (the same commit as its last, or no git)."""
     history = (before.get(COMMITS_TAG) or before.get(COMMIT_TAG) or "").split()
     if not now or not history or history[-1] == now:
         return None
@@ -236,9 +224,8 @@ UI_PORT = 5000
 
 
 def mlflow_program() -> str:
-    """The ``mlflow`` of this environment: the script beside the interpreter (relative to the working
-    folder when inside it: ``.venv/bin/mlflow``), else ``<python> -m mlflow``; never a bare ``mlflow``,
-    which is not on PATH unless the venv is activated."""
+    """The ``mlflow`` of this environment: the script beside the interpreter (relative when inside the working folder:
+    ``.venv/bin/mlflow``), else ``<python> -m mlflow``; never a bare ``mlflow``, not on PATH outside the venv."""
     script = Path(sys.executable).parent / "mlflow"
     if not script.is_file():
         return f"{shlex.quote(sys.executable)} -m mlflow"
@@ -264,10 +251,9 @@ def ui_fragment(
     artifact: str | None = None,
     tab: str = RUN_TAB,
 ) -> str:
-    """The UI's page as the part of a link after its ``#``, in the model-training view: a run's ``tab`` (its charts,
-    "Model metrics", unless told; ``overview``: its description first), an ``artifact`` of the run, a saved view of
-    the experiment's runs table (:mod:`itrlab.tracking.runs_view`), or the runs table. A run's description links
-    its other pages by it: the link holds wherever the UI is served."""
+    """The UI's page as the part of a link after its ``#``, in the model-training view: a run's ``tab`` (default its
+    charts; ``overview``: its description), an ``artifact`` of the run, a saved view of the runs table
+    (:mod:`itrlab.tracking.runs_view`), or the runs table. It holds wherever the UI is served."""
     query = f"{VIEW_PARAM}={view}&{ML_VIEW}" if view else ML_VIEW
     page = f"/runs/{run_id}/" + (f"artifacts/{artifact}" if artifact else tab) if run_id else "/runs"
     return f"#/experiments/{experiment_id}{page}?{query}"
@@ -293,9 +279,8 @@ def ui_hint(
     tab: str = RUN_TAB,
     artifact: str | None = None,
 ) -> str:
-    """How a person opens the MLflow UI on this run (its ``tab``, or its ``artifact``), or on a saved view of the
-    experiment's runs table (``view``), or on the runs table, in the model-training view (not MLflow 3's GenAI
-    overview)."""
+    """How a person opens the MLflow UI on this run (its ``tab`` or ``artifact``), a saved ``view`` of the runs table,
+    or the runs table, in the model-training view."""
     if tracking_uri.startswith(("http://", "https://")):
         return f"open {ui_link(tracking_uri, experiment_id, run_id, view, artifact, tab)}"
     local = ui_link(f"http://127.0.0.1:{UI_PORT}", experiment_id, run_id, view, artifact, tab)

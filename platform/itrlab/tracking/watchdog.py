@@ -1,20 +1,16 @@
 """A watchdog that ends the MLflow runs a job leaves RUNNING when it dies.
 
-A process killed outright cannot end its runs: SIGKILL, the OOM killer, a bus error (SIGBUS: a memory-mapped
-data file truncated while a run reads it), or a sweep's driver that loses its Ray node (Ray's core worker
-ends the process on the spot when its raylet's object store goes away: exit status 1, Ray's own lines, no
-Python handler runs). Every run itrlab starts or reopens carries the tag ``itrlab.owner``: the process that
-ends it (:func:`itrlab.process_id.owner_id`; a sweep's driver for its parent and its trials, the training
-process for ``jobs/train.py``).
+A process killed outright cannot end its runs: SIGKILL, the OOM killer, SIGBUS (a memory-mapped data file
+truncated), or a sweep's driver that loses its Ray node (Ray's core worker exits on the spot). Every run itrlab
+starts or reopens carries the tag ``itrlab.owner``, the process that ends it (:func:`itrlab.process_id.owner_id`).
 
-A training (``itrlab.cli``) and a sweep's driver (``itrlab.sweep.runner``) start this file as a script once every
-check passed, just before they create or reopen a run (:func:`watching`), in a session of its own, holding the read
-end of a pipe whose write end the job keeps. A job that ends its own way (done, failed with its message, interrupted)
-writes ``ok`` first; a job killed outright closes the pipe without it, and the watchdog ends every RUNNING run the job
-owned KILLED, with the reason in ``itrlab.stop_reason``, and prints one line
-(:func:`itrlab.tracking.owners.end_runs_of`). It imports nothing beyond the standard library (and
-:mod:`itrlab.process_id`) until then: waiting costs a blocked read. ``ITRLAB_WATCHDOG=0`` turns it off; the next
-``train`` or ``sweep`` on the same store closes such runs anyway (:func:`itrlab.tracking.owners.close_orphaned_runs`).
+A training or a sweep's driver starts this file as a script once every check passed, just before it creates or
+reopens a run (:func:`watching`), in a session of its own, holding the read end of a pipe whose write end the job
+keeps. A job that ends its own way writes ``ok`` first; a job killed outright closes the pipe without it, and the
+watchdog ends the job's RUNNING runs KILLED with the reason in ``itrlab.stop_reason``
+(:func:`itrlab.tracking.owners.end_runs_of`). Until then it imports only the standard library and
+:mod:`itrlab.process_id`: waiting costs a blocked read. ``ITRLAB_WATCHDOG=0`` turns it off; the next ``train`` or
+``sweep`` on the store closes such runs anyway (:func:`itrlab.tracking.owners.close_orphaned_runs`).
 
     python .../itrlab/tracking/watchdog.py FD PID WHAT
 """
