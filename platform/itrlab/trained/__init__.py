@@ -1,7 +1,6 @@
-"""Trained models: a run's best model as a folder and an MLflow model (:mod:`~itrlab.trained.bundle`),
-opened for use (:mod:`~itrlab.trained.model`: embed images, embed captions, score pairs), loaded from a URI, run
-id or folder (:mod:`~itrlab.trained.sources`), and evaluated on any data and protocol, alone or as an ensemble
-(:mod:`~itrlab.trained.evaluation`). The exports are imported when first used (:mod:`itrlab.lazy`)."""
+"""Trained models: a run's best model as a folder and an MLflow model, opened for use, loaded from a URI, run id or
+folder, and evaluated on any data and protocol, alone or as an ensemble (its modules: docs/architecture.md). The exports
+are imported when first used (:mod:`itrlab.lazy`)."""
 
 from itrlab.lazy import lazy_exports
 

@@ -1,25 +1,11 @@
-"""A trained model's folder: everything needed to use a run's best model without its run folder.
-
-::
-
-    model.json        what it is: method, feature layout (regions x width), text encoder, training captions,
-                      whether it embeds images and captions apart, the run it came from; the sha256 of every
-                      other file of the folder (``files_sha256``) and, for a model on stored text features, of
-                      the arrays it was trained on (``text_features_sha256``: each split's tokens and lengths)
-    weights.pt        the model's state dict (the run's ``model.pt``: a cooperative scheme's target branch),
-                      read weights-only
-    config.yaml       the run's resolved config
-    tokenizer.json    the run's tokenizer: the BiGRU vocabulary, the pretrained tokenizer's folder, or the
-                      stored text features it reads (a reference, checked against the captions it embeds)
-    test_recall.json  its test table, as the run logged it
-
-A model whose data came from photos through itrlab's feature extraction also records that extraction in
-``model.json`` (``extraction``: encoder, preprocessing, dtype, pooled layout), so that it embeds a photo as its
-data's photos were (:mod:`itrlab.trained.new_images`).
+"""A trained model's folder: everything needed to use a run's best model without its run folder: ``model.json`` (what it
+is, :class:`ModelInfo`, with the other files' sha256 and the extraction its photos' features came from), ``weights.pt``
+(the run's ``model.pt``), ``config.yaml``, ``tokenizer.json`` and ``test_recall.json``; each file is described in
+docs/models.md ("What a run logs").
 
 Nothing in it is unpickled: weights through ``torch.load(weights_only=True)``, the rest JSON and YAML.
-``model.json`` is typed by one schema (:class:`ModelInfo`: each size an integer within bounds, each name a short
-string) before anything is built from it, so that a size of 2**31 allocates nothing.
+``model.json`` is typed by one schema (each size an integer within bounds, each name a short string) before
+anything is built from it, so that a size of 2**31 allocates nothing.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""Trained models evaluated on any data set, split and protocol (``itrlab evaluate``), alone or as an
-ensemble: the mean of the members' similarity matrices (the published convention: SGRAF = the mean of SGR
-and SAF, VSE∞'s ``eval_ensemble.py``), each member's own table beside it.
+"""Trained models evaluated on any data set, split and protocol (``itrlab evaluate``), alone or as an ensemble: the mean
+of the members' similarity matrices (the published convention: SGRAF, VSE∞'s ``eval_ensemble.py``), each member's own
+table beside it.
 
-Every check (layouts, stored text features, the protocol against the split's size) runs before any scoring.
-A member scores with the function its run's test table was computed with, so evaluating a run on its own test
-split and protocol gives that table again, to the digit.
+Every check runs before any scoring. A member scores with the function its run's test table was computed with, so
+a run evaluated on its own test split and protocol gives that table again, to the digit.
 """
 
 from __future__ import annotations
@@ -98,11 +97,9 @@ def open_eval_split(
     protocol: str | None = None,
     captions_per_image: int | None = None,
 ) -> EvalData:
-    """The split to evaluate ``models`` on, checked against them and ``protocol`` (nothing scored yet).
-
-    Without ``data``: the first model's own data set and (without ``split``) its test split, under its test
-    protocol; with ``data`` (a precomp folder): its ``split`` (default ``test``) under ``protocol`` (default
-    ``all``)."""
+    """The split to evaluate ``models`` on, checked against them and ``protocol`` (nothing scored yet): without
+    ``data``, the first model's own test split (or ``split``) under its test protocol; with ``data`` (a precomp folder),
+    its ``split`` (default ``test``) under ``protocol`` (default ``all``)."""
     named = [model.source for model in models]
     twice = sorted({source for source in named if named.count(source) > 1})
     if twice:
@@ -159,9 +156,9 @@ def evaluate_models(models: Sequence[TrainedModel], data: EvalData) -> Evaluatio
 def log_evaluation(
     tracker, models: Sequence[TrainedModel], result: Evaluation, source_runs: Sequence[str | None]
 ) -> str:
-    """One MLflow run of ``result``: the ensemble's table (else the model's) as its metrics and ``test`` table,
-    each member's table as ``member<k>`` metrics, tags naming the models and their source runs (``source_runs``,
-    each checked by :func:`itrlab.trained.sources.source_run`; None: not named); its id."""
+    """One MLflow run of ``result``, returning its id: the ensemble's (else the model's) table as metrics and ``test``
+    table, each member's as ``member<k>`` metrics, tags naming the models and their ``source_runs`` (each checked by
+    :func:`itrlab.trained.sources.source_run`; None: not named)."""
     data = result.data
     sources = {f"itrlab.source_run.{k}": run for k, run in enumerate(source_runs, 1) if run}
     kind = f"ensemble of {len(models)}" if len(models) > 1 else "model"

@@ -1,15 +1,10 @@
-"""A retrieval gallery: what a model retrieves, for a split whose data came from photos.
+"""A retrieval gallery: what a model retrieves, for a split whose data came from photos: ``n`` sampled captions with
+their top-5 images (the true image framed) and ``n`` sampled images with their top-5 captions (their own marked), ranked
+by the function of the run's test table (:mod:`itrlab.trained.retrieval`).
 
-``n`` sampled captions of the split, each with its top-5 images as thumbnails (the ground-truth image framed),
-and ``n`` sampled images, each with its top-5 captions (its own captions marked), ranked by the function the
-run's test table was computed with (:mod:`itrlab.trained.retrieval`).
-
-The page is one self-contained HTML file: every thumbnail is a small JPEG (at most 112 px a side, about 3 kB)
-embedded as a ``data:`` URI. The MLflow UI shows an HTML artifact inside a sandboxed frame from a copy of the file
-it fetched through ``get-artifact?path=...``: a relative link (``thumbs/1.jpg``) would resolve against that
-address, not against the artifact's folder, and show a broken image; an embedded thumbnail shows wherever the file
-is opened (the UI, a downloaded copy, a mail). The page comes from a template with autoescape
-(:mod:`itrlab.report.pages`): a caption holding ``<script>`` reads as text.
+The page is one self-contained HTML file, each thumbnail a small JPEG (at most 112 px a side) embedded as a
+``data:`` URI: the MLflow UI shows an HTML artifact from a copy fetched through ``get-artifact?path=...``, against
+which a relative link would not resolve. The template autoescapes (:mod:`itrlab.report.pages`).
 """
 
 from __future__ import annotations
@@ -117,9 +112,9 @@ def render(gallery: Gallery) -> str:
 
 
 def bundle_gallery(folder: Path, source: str | None = None, n: int = 8, seed: int = 0) -> str | None:
-    """The gallery page of the model folder ``folder`` on its own test split (what a training run logs beside its
-    model), naming the model ``source`` (its URI, ``runs:/<id>/model``: the folder is a training's scratch copy);
-    None, with nothing opened, when that data was not extracted from photos or its photos are gone."""
+    """The gallery page of the model folder ``folder`` on its own test split, naming the model ``source`` (its URI: the
+    folder is a training's scratch copy); None, with nothing opened, when that data did not come from photos or its
+    photos are gone."""
     from itrlab.assembly import load_experiment
     from itrlab.trained.bundle import CONFIG
     from itrlab.trained.evaluation import open_eval_split

@@ -1,16 +1,12 @@
-"""A trained model opened for use: it embeds image features, embeds raw captions (tokenized as in
-training) and scores pairs, for every method; a model whose data came from photos also embeds photos, through the
-extraction its features came from (:mod:`itrlab.trained.new_images`); a model that scores pairs jointly
-(cross-attention) says that it has no separate embeddings. :func:`open_bundle` reads a model folder
-(:mod:`itrlab.trained.bundle`) safely, and checks that the model is what its ``model.json`` says before anything is
-scored:
+"""A trained model opened for use: it embeds image features and raw captions (tokenized as in training) and scores
+pairs, for every method; a model whose data came from photos also embeds photos (:mod:`itrlab.trained.new_images`); a
+model that scores pairs jointly (cross-attention) says that it has no separate embeddings.
 
-* every file of the folder is a regular file (a FIFO would block a reader forever) whose sha256 is the one
-  ``model.json`` records, and a model on stored text features reads the arrays it was trained on (their digests);
-  a model bundled before the digests opens with one warning naming what cannot be checked;
-* ``model.json``'s identity (method, text encoder, data set, test protocol, whether it embeds apart) is that of
-  the ``config.yaml`` beside it, and, for a model named by its run (``runs:/<id>/...``), its run is that one;
-* the weights hold a tensor of the method's own dtype at each of its names, every value finite.
+:func:`open_bundle` reads a model folder (:mod:`itrlab.trained.bundle`) and checks, before anything is scored,
+that the model is what ``model.json`` says: every file regular and of its recorded sha256 (the arrays of stored
+text features too; a model without digests opens with one warning), its identity that of its ``config.yaml`` and,
+named by its run, of that run, and its weights of the method's dtypes and finite. docs/models.md ("What is checked
+when a model opens") gives each check.
 """
 
 from __future__ import annotations
@@ -138,10 +134,10 @@ class TrainedModel:
 
     @torch.no_grad()
     def embed_photos(self, photos: Sequence[bytes | str | Path]) -> Tensor:
-        """The embeddings (N, d) of ``photos``, each a JPEG or PNG (its bytes, or its file): the features the
-        extraction of the model's data would have stored for it (:mod:`itrlab.trained.new_images`), embedded by
-        :meth:`embed_images`. UserInputError (one line) for a model whose features did not come from photos
-        through that extraction, or a photo that is no JPEG or PNG image."""
+        """The embeddings (N, d) of ``photos`` (JPEG or PNG bytes or files), through the features the extraction of
+        the model's data would have stored for them (:mod:`itrlab.trained.new_images`). UserInputError (one line) for
+        a model whose features did not come from photos through that extraction, or a photo that is no JPEG or PNG
+        image."""
         self._require_embeddings("image")
         if self.photo_features is None:
             self.photo_features = PhotoFeatures.of(self.info.extraction, self.info.dataset, self.info.layout())
@@ -174,9 +170,9 @@ class TrainedModel:
 def open_bundle(
     folder: str | Path, source: str | None = None, from_run: str | None = None, embedding: str | None = None
 ) -> TrainedModel:
-    """The model in ``folder`` (written by :func:`itrlab.trained.bundle.write_bundle`), checked (the module's
-    docstring), built and loaded; ``from_run``: the run it was read from, which ``model.json`` must name;
-    ``embedding``: the embedding its scores read (``eval.embedding``; None: its config's)."""
+    """The model in ``folder`` (:func:`itrlab.trained.bundle.write_bundle`), checked, built and loaded; ``from_run``:
+    the run it was read from, which ``model.json`` must name; ``embedding``: the embedding its scores read (None: its
+    config's ``eval.embedding``)."""
     folder = Path(folder)
     source = source or str(folder)
     info = ModelInfo.read(folder / INFO)

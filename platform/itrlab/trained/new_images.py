@@ -1,15 +1,13 @@
 """Photos for a model trained on extracted image features: a JPEG or PNG embedded as the photos of its data set were.
 
-A model whose data set came from photos through itrlab's feature extraction (:mod:`itrlab.extract`) records that
-extraction in its ``model.json`` (:class:`ExtractionRecord`, written with the model from the data's
-``extract.json``, and its pooled layout's ``layout.json``): the image encoder and its weights, the preprocessing,
-the dtype the features were stored in and the layout they were pooled to. A photo then takes the extraction's
-path (:class:`PhotoFeatures`): decoded, resized and centre-cropped by :func:`~itrlab.extract.images.load_image`,
-through the packaged EfficientNet-Lite0 (:class:`~itrlab.extract.image_encoder.ImageEncoder`, loaded from the pip
-package, nothing downloaded), rounded to the stored dtype and pooled as :mod:`~itrlab.extract.layouts` pools the
-stored grid: its features are those the extraction would have stored for it. A model whose features came from
-elsewhere (synthetic data, SCAN's precomp files), or from another encoder, preprocessing or feature layer than the
-installed ones, refuses photos in one line, before any photo is decoded.
+A model whose data came from photos through :mod:`itrlab.extract` records that extraction in ``model.json``
+(:class:`ExtractionRecord`, from the data's ``extract.json`` and ``layout.json``): encoder and weights,
+preprocessing, stored dtype, pooled layout. A photo then takes the extraction's path (:class:`PhotoFeatures`):
+:func:`~itrlab.extract.images.load_image`, the packaged EfficientNet-Lite0
+(:class:`~itrlab.extract.image_encoder.ImageEncoder`), the stored dtype, the pooling of
+:mod:`~itrlab.extract.layouts`, so that its features are those the extraction would have stored. A model whose
+features came from elsewhere, or from another encoder, preprocessing or feature layer than the installed ones,
+refuses photos in one line before any photo is decoded.
 """
 
 from __future__ import annotations
@@ -53,10 +51,9 @@ class ExtractionRecord(BaseModel):
 
 
 def extraction_record(root: str | Path, n_regions: int, feature_dim: int) -> ExtractionRecord | None:
-    """The extraction the precomp folder ``root`` came from (its ``extract.json``, a pooled layout's one folder
-    up), held to the folder's (R, D) layout; None when the folder holds no itrlab extraction, and (said in one
-    warning: such a model takes no photos) when its manifest or layout record cannot be read, its layout was
-    derived from another grid, or its features are of another layout."""
+    """The extraction the precomp folder ``root`` came from (its ``extract.json``, a pooled layout's one folder up),
+    held to the folder's (R, D) layout; None when it holds no itrlab extraction, and with one warning (such a model
+    takes no photos) when its records cannot be read or do not match the folder's layout."""
     root = Path(root)
     manifest_path = manifest_of(root)
     if manifest_path is None:

@@ -1,12 +1,8 @@
-"""New captions for a model that reads stored text features: ``itrlab retrieve --caption`` and a served
-model answer typed text.
-
-Such a model trained on token states that the text model named in the features' ``text.json`` computed once
-(:mod:`itrlab.extract.text`). A typed caption gets its states from that same model, with the same tokenizer and
-``max_len``, through the extraction's own encoder (:class:`~itrlab.extract.text.CaptionEncoder`), provided the
-model is still where the features say and is the same model (its identity digest); otherwise one line says so,
-before anything is scored. A split whose captions are the stored ones reads the stored states themselves.
-"""
+"""New captions for a model that reads stored text features (``itrlab retrieve --caption``, a served model): a typed
+caption gets its token states from the text model named in the features' ``text.json``, with its tokenizer and
+``max_len``, through the extraction's encoder (:class:`~itrlab.extract.text.CaptionEncoder`), provided that model is
+still there and the same (its identity digest); otherwise one line says so before anything is scored. A split whose
+captions are the stored ones reads the stored states."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """Which image a precomp split's row is, and where its photo is: retrieval you can look at.
 
-A folder written by the feature extraction (:mod:`itrlab.extract.job`) keeps ``{split}_ids.txt`` (the image id of
-each row) and ``extract.json``, whose ``source`` names the photo folder and the caption source (in the format it
-was read in, :mod:`itrlab.extract.readers`) that maps an id to its file; a pooled layout (``pool1x1/``, written by
-:mod:`itrlab.extract.layouts`) keeps the ids and a ``layout.json``, its grid's manifest one folder up. A folder
-without ids (SCAN's precomp files, the synthetic data) names its images by their row (0, 1, ...), and has no
-photos.
+A folder of the feature extraction (:mod:`itrlab.extract.job`) keeps ``{split}_ids.txt`` (each row's image id) and
+``extract.json``, whose ``source`` names the photo folder and the caption source that maps an id to its file; a
+pooled layout (:mod:`itrlab.extract.layouts`) keeps the ids, its grid's manifest one folder up. A folder without
+ids (SCAN's precomp files, synthetic data) names its images by their row and has no photos.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
-"""Retrieval you can look at: a typed caption's top-k images and an image's top-k captions
-(``itrlab retrieve``), and the ranked lists of a split's own captions and images (the gallery,
-:mod:`itrlab.trained.gallery`).
+"""Retrieval you can look at: a typed caption's top-k images and an image's top-k captions (``itrlab retrieve``), and
+the ranked lists of a split's own captions and images (:mod:`itrlab.trained.gallery`).
 
 A typed caption is scored against every image by :meth:`~itrlab.trained.model.TrainedModel.score`, a block of
-images at a time (every method, a cross-attention model too). A split's own captions and images are scored by the
-function the run's test table was computed with (:meth:`~itrlab.trained.model.TrainedModel.score_fn`): the lists
-a gallery shows are the rankings behind that table. Ground truth comes from the split's layout (caption ``j``
-describes image ``j // captions_per_image``), never from the scores.
+images at a time. A split's own queries are scored by the function the run's test table was computed with
+(:meth:`~itrlab.trained.model.TrainedModel.score_fn`), so that the lists are the rankings behind that table. Ground
+truth comes from the split's layout (caption ``j`` describes image ``j // captions_per_image``), never from the
+scores.
 """
 
 from __future__ import annotations

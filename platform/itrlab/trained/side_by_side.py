@@ -1,19 +1,13 @@
-"""Two models side by side (``itrlab gallery A --against B``): the queries of one split where one model ranks the
-true match in its top k and the other does not, both ways, with their counts.
+"""Two models side by side (``itrlab gallery A --against B``): the queries of one split where one model ranks the true
+match in its top k and the other does not, both ways, with their counts.
 
-Both models rank the same split, every query of it, with the functions their test tables were computed with
-(:meth:`~itrlab.trained.model.TrainedModel.score_fn`), into the ranks the recall table counts
-(:func:`itrlab.eval.ranking.compute_ranks`: the number of negatives scoring at least as high as the true match, ties
-against the model): image to text, an image's best-ranked own caption; text to image, a caption's image. For each
-direction, :func:`contrast` splits the queries into those only A finds within its top ``k``, those only B finds,
-those both find and those neither finds: R@k of A minus R@k of B is (A only - B only) / queries, in percent. The
-page shows ``n`` sampled queries of each one-sided set with both models' top lists beside each other, the true
-match framed, and where each model ranks it.
-
-The two models must have trained on one data set and split (its name, its train and test splits, the captions and
-feature layout of its training split) and be two models (different weights): a comparison of models that saw
-different data says nothing of the models. The page comes from a template with autoescape, as the
-gallery's (:mod:`itrlab.report.pages`): a caption holding ``<script>`` reads as text.
+Both models rank every query of the split with the functions of their test tables, into the ranks the recall table
+counts (:func:`itrlab.eval.ranking.compute_ranks`). Per direction, :func:`contrast` splits the queries into those
+only A finds within its top ``k``, only B, both and neither: R@k of A minus R@k of B is (A only - B only) /
+queries, in percent. The page shows ``n`` sampled queries of each one-sided set with both models' top lists, the
+true match framed. The two must be two models (different weights) trained on one data set and split (its name,
+splits, training captions and feature layout): models that saw different data compare nothing of the models. The
+template autoescapes (:mod:`itrlab.report.pages`).
 """
 
 from __future__ import annotations

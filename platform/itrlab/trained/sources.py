@@ -1,10 +1,10 @@
-"""Where a trained model comes from: an MLflow model URI (``runs:/<id>/model``, ``models:/...``), a run
-id, a run folder, or a model folder. :func:`load_model` is ``itrlab.load_model``.
+"""Where a trained model comes from: an MLflow model URI (``runs:/<id>/model``, ``models:/...``), a run id, a run
+folder, or a model folder. :func:`load_model` is ``itrlab.load_model``.
 
-A model knows the run it came from (``model.json``'s ``run_id``), and results about it are written into that run
-(``itrlab gallery --log``) or name it (``itrlab evaluate``'s ``itrlab.source_run.<k>`` tags). :func:`source_run`
-checks that claim first: the run is in the store, and it is the model's own: the model was read from it
-(``runs:/<id>/...``, the run's folder) or the model that run logged has the same weights (their sha256).
+Results about a model are written into the run it came from (``itrlab gallery --log``) or name it (``itrlab
+evaluate``'s ``itrlab.source_run.<k>`` tags), so :func:`source_run` checks ``model.json``'s ``run_id`` first: the
+run is in the store and is the model's own (the model was read from it, or the model it logged has the same
+weights' sha256).
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ def requirements_of(bundle: Path) -> list[str]:
 
 
 def load_model(source: str | Path, tracking_uri: str | None = None, embedding: str | None = None) -> TrainedModel:
-    """The trained model at ``source``: an MLflow model URI, a run id (its ``model`` artifact), a run folder or
-    a model folder; UserInputError (one line) for anything else. ``embedding``: the embedding its scores read
-    (``output``, or ``prehead``: before its projection head); None: its config's ``eval.embedding``."""
+    """The trained model at ``source`` (an MLflow model URI, a run id, a run folder or a model folder); UserInputError
+    (one line) for anything else. ``embedding``: the embedding its scores read (``output``, or ``prehead``: before its
+    projection head; None: its config's ``eval.embedding``)."""
     from itrlab.tracking.models import bundle_of, check_model_uri, download_model, is_model_uri
 
     text = str(source)
@@ -82,10 +82,9 @@ def load_model(source: str | Path, tracking_uri: str | None = None, embedding: s
 
 
 def source_run(model: TrainedModel, tracking_uri: str | None, purpose: str, required: bool = False) -> str | None:
-    """The run ``model.json`` names, checked to be in the store and to be the model's own (the module
-    docstring). When the store does not hold it, or it logged no model to compare with: UserInputError when
-    ``required``, else a warning and None. UserInputError whenever that run's model is another. One line each,
-    ending in ``purpose`` (what the run is wanted for); nothing is written."""
+    """The run ``model.json`` names, checked to be in the store and the model's own. A run the store does not hold, or
+    one that logged no model: UserInputError when ``required``, else a warning and None; UserInputError whenever that
+    run's model is another. One line each, ending in ``purpose``; nothing is written."""
     from itrlab.tracking import MlflowTracker
 
     run_id = model.info.run_id
