@@ -1,13 +1,12 @@
-"""Stored arrays (``.npy``) checked before they are used: their header (a regular file, whole, of the expected
-dtype and shape) on every open, and their content once: the sha256 of the file's bytes and whether every value
-is finite, in one pass over the file.
+"""Stored arrays (``.npy``) checked before they are used: their header (a regular file, whole, of the expected dtype and
+shape) on every open, and their content once: the sha256 of the file's bytes and whether every value is finite, in one
+pass.
 
-A pass reads the whole file (about 1 s for 460 MB, the token states of Flickr8K's captions, on a busy core), so
-its result is remembered, in the process and in ``.array_checks.json`` beside the arrays, by file name with the
-file's size, modification and change times (nanoseconds) and inode: a file whose status is unchanged is not
-read again (the way ``git status`` trusts stat; the change time cannot be set back by a program, so rewriting a
-file's bytes and restoring its modification time still reads it again). A folder that cannot be written keeps
-no record: its arrays are read once per process.
+A pass reads the whole file (about 1 s for 460 MB), so its result is remembered, in the process and in
+``.array_checks.json`` beside the arrays, by file name with the file's size, modification and change times
+(nanoseconds) and inode: a file whose status is unchanged is not read again, as ``git status`` trusts stat (a program
+cannot set the change time back). A folder that cannot be written keeps no record: its arrays are read once per
+process.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Torch datasets and batches over a :class:`~itrlab.data.precomp.PrecompSplit`.
 
-Training iterates captions: one item per caption, paired with the region features of its image
-(``features[j // cpi]``, read from the memory map and converted to float32 per item). Each item
-carries its image id, so that losses treat two captions of one image in a batch as positives of
-each other, never as negatives.
-
-Evaluation encodes a whole split once: :class:`ImageDataset` yields each image once (N items),
-:class:`CaptionTextDataset` each caption once (cpi x N items), both in split order;
-:func:`eval_loaders` wraps them in unshuffled loaders.
+Training iterates captions, each paired with its image's region features (``features[j // cpi]``, float32 per item)
+and its image id, so that losses treat two captions of one image as each other's positives. Evaluation encodes a
+split once, in split order: :class:`ImageDataset` each image, :class:`CaptionTextDataset` each caption
+(:func:`eval_loaders`).
 """
 
 from __future__ import annotations
@@ -228,11 +224,10 @@ def collate_texts(items: list[tuple[Tensor, int, int]]) -> TextBatch:
 class ShardedBatchSampler(Sampler[list[int]]):
     """Batches of one seeded shuffle of ``n`` items, dealt round-robin to ``world_size`` workers.
 
-    The global order depends only on ``seed``: the permutation is the one a seeded, shuffling
-    ``DataLoader`` draws (its generator first gives the workers' base seed, then the permutation),
-    cut into consecutive batches of ``batch_size`` (the incomplete last one dropped). Worker
-    ``rank`` takes global batches ``rank, rank + world_size, ...``, as many as every worker gets,
-    so each item is in at most one worker's batches per epoch and no worker reads the others'.
+    The permutation is the one a seeded, shuffling ``DataLoader`` draws (its generator first gives the workers' base
+    seed), cut into batches of ``batch_size`` (the incomplete last one dropped). Worker ``rank`` takes global batches
+    ``rank, rank + world_size, ...``, as many as every worker gets, so each item is in at most one worker's batches per
+    epoch.
     """
 
     def __init__(self, n: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
@@ -269,14 +264,9 @@ def make_loader(
     rank: int = 0,
     world_size: int = 1,
 ) -> DataLoader:
-    """A training loader of :class:`Batch` with a seeded shuffle (``pin_memory`` for GPU training).
-
-    With ``shuffle`` and ``drop_last``, batches come from a :class:`ShardedBatchSampler`: the
-    same global order for a seed, and worker ``rank`` of ``world_size`` reads only its own share.
-    Otherwise the loader owns a ``torch.Generator`` seeded with ``seed``: the same seed gives the
-    same sequence of batch orders. To resume mid-run with the exact order, build a fresh loader per
-    epoch with a seed derived from ``(seed, epoch)``.
-    """
+    """A training loader of :class:`Batch` with a seeded shuffle (``pin_memory`` for GPU training). With ``shuffle`` and
+    ``drop_last`` its batches come from a :class:`ShardedBatchSampler`; otherwise it owns a ``torch.Generator`` seeded
+    with ``seed``. An exact order on resume needs a fresh loader per epoch, seeded from ``(seed, epoch)``."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     generator = torch.Generator()
@@ -299,11 +289,8 @@ def make_loader(
 def eval_loaders(
     split: PrecompSplit, vocab: Vocabulary, batch_size: int = 128, max_len: int = DEFAULT_MAX_LEN, num_workers: int = 0
 ) -> tuple[DataLoader, DataLoader]:
-    """Unshuffled loaders over every image (N) and every caption (cpi x N) of a split.
-
-    Yields :class:`ImageBatch` and :class:`TextBatch` in split order, so row ``i`` of the encoded
-    images is image ``i`` and row ``j`` of the encoded captions is caption ``j``.
-    """
+    """Unshuffled loaders of :class:`ImageBatch` over every image (N) and :class:`TextBatch` over every caption (cpi x
+    N) of a split, in split order: row ``i`` of the encoded images is image ``i``."""
     images = DataLoader(
         ImageDataset(split), batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate_images
     )

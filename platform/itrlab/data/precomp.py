@@ -1,23 +1,13 @@
-"""Reading and validating the SCAN "precomp" layout.
+"""Reading and validating the SCAN "precomp" layout: a split ``{split}`` under ``root`` is ``{split}_ims.npy``, region
+features (N, R, D) in float32 or float16, and ``{split}_caps.txt``, UTF-8, ``captions_per_image`` (cpi) consecutive
+lines per image, so that caption ``j`` belongs to image ``j // cpi``.
 
-A split ``{split}`` under ``root`` is two files:
-
-- ``{root}/{split}_ims.npy``: region features, float32 or float16, shape (N, R, D);
-- ``{root}/{split}_caps.txt``: UTF-8 text, ``captions_per_image`` (cpi) consecutive lines per
-  image, so caption ``j`` belongs to image ``j // cpi``.
-
-Features are opened with ``np.load(mmap_mode="r")`` and never read whole: COCO's training
-features are about 33 GB, and concurrent trials on one node share the page cache of a single
-memory map. A :class:`PrecompSplit` pickles as its paths, not its data, so that worker processes
-re-open the map instead of receiving a copy. Reading a memory map past the end of a file that shrank
-after it was opened kills the process with SIGBUS (no message, no handler): every read first checks the
-mapped file's size (:meth:`PrecompSplit.check_intact`, one ``fstat``), so a file truncated while a run reads
-it stops the run with a DataError instead.
-
-Every problem with the files is a :class:`~itrlab.errors.DataError` naming the file (and the
-1-based line for caption problems).
-
-Registered as the ``precomp`` dataset kind by :mod:`itrlab.data.kinds.precomp` (one layout: hence one file name).
+Features are memory-mapped and never read whole: COCO's training features are about 33 GB, and concurrent trials
+on one node share the page cache of one map. A :class:`PrecompSplit` pickles as its paths, so that worker processes
+re-open the map. Reading a map past the end of a file that shrank kills the process with SIGBUS, so every read first
+checks the file's size (:meth:`PrecompSplit.check_intact`, one ``fstat``) and a truncated file is a DataError.
+Every problem is a :class:`~itrlab.errors.DataError` naming the file (and the 1-based line of a caption). The
+``precomp`` dataset kind (:mod:`itrlab.data.kinds.precomp`) wraps it.
 """
 
 from __future__ import annotations
@@ -28,8 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from itrlab.errors import DataError
-
-ALLOWED_DTYPES = ("float16", "float32")
 
 
 def features_path(root: str | Path, split: str) -> Path:
@@ -128,12 +116,9 @@ def _check_count(path: Path, n_captions: int, n_images: int, cpi: int) -> None:
 
 
 def inspect_precomp(root: str | Path, split: str, captions_per_image: int | None = 5) -> SplitInfo:
-    """Check a split cheaply (npy header, file size, caption line count) without opening it.
-
-    Meant for config validation before any training starts. With ``captions_per_image=None``
-    the caption count is reported, not checked. Content checks (empty lines, encoding,
-    non-finite features) happen in :func:`open_precomp`.
-    """
+    """Check a split cheaply (npy header, file size, caption line count) without opening it, for config checks before
+    training; with ``captions_per_image=None`` the caption count is reported, not checked. Content checks are
+    :func:`open_precomp`'s."""
     if captions_per_image is not None and captions_per_image < 1:
         raise ValueError(f"captions_per_image must be >= 1, got {captions_per_image}")
     fpath, cpath = features_path(root, split), captions_path(root, split)
@@ -275,12 +260,9 @@ def _open_features(path: Path) -> np.ndarray:
 def open_precomp(
     root: str | Path, split: str, captions_per_image: int = 5, check_samples: int = 256, seed: int = 0
 ) -> PrecompSplit:
-    """Open and validate a split; features stay memory-mapped.
-
-    Checks the npy header (3-D, float16/float32, not truncated), that there are exactly
-    ``captions_per_image`` caption lines per image, that every line is non-empty UTF-8, and that
-    ``check_samples`` images drawn with ``seed`` hold only finite values.
-    """
+    """Open and validate a split, its features memory-mapped: the npy header (3-D, float16/float32, whole), exactly
+    ``captions_per_image`` non-empty UTF-8 lines per image, and only finite values in ``check_samples`` images drawn
+    with ``seed``."""
     if captions_per_image is None or captions_per_image < 1:
         raise ValueError(f"captions_per_image must be >= 1, got {captions_per_image}")
     info = inspect_precomp(root, split, captions_per_image)

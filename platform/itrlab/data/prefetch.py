@@ -1,10 +1,9 @@
-"""A prefetching batch iterator for GPU training from host memory (``train.data_path: loader`` on a GPU).
+"""A prefetching batch iterator for GPU training from host memory (``train.data_path: loader`` on a GPU, when the split
+does not fit on the device: :mod:`itrlab.data.resident`).
 
-When the training split does not fit on the device (:mod:`itrlab.data.resident`), batches come from
-the memory-mapped loader. :class:`DevicePrefetcher` reads the next ``depth`` batches in a background
-thread (the memory map's page reads, collation and, on CUDA, pinning release the GIL for most of
-their time) while the GPU works on the current one, and copies each to the device asynchronously
-from pinned memory. The batches and their order are the loader's: only when they are read changes.
+:class:`DevicePrefetcher` reads the next ``depth`` batches in a background thread (page reads, collation and pinning
+release the GIL most of their time) while the GPU works, and copies each to the device asynchronously from pinned
+memory. The batches and their order are the loader's.
 """
 
 from __future__ import annotations
@@ -21,11 +20,8 @@ _END = object()
 
 
 class DevicePrefetcher:
-    """Iterate ``batches`` on ``device``, reading up to ``depth`` ahead in a background thread.
-
-    An error raised while reading is raised by the iteration at the batch where it happened; leaving
-    the loop early stops the thread.
-    """
+    """Iterate ``batches`` on ``device``, reading up to ``depth`` ahead in a background thread. An error raised while
+    reading is raised at the batch where it happened; leaving the loop early stops the thread."""
 
     def __init__(self, batches: Iterable[Batch], device: torch.device, depth: int = 2):
         if depth < 1:

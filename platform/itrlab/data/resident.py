@@ -1,23 +1,15 @@
 """Device-resident training data (``train.data_path``): the split on the device, batches by indexing.
 
-A :class:`ResidentSplit` copies the training split's region features onto the training device once
-per run, in their stored dtype (float16 features stay float16 there, half the memory, and each
-batch is cast to float32 as the loader's items are), with every caption tokenized once into one
-padded (C, L_max) tensor. A batch is then a few index operations on the device: no per-item Python,
-no host-to-device copy of features, no collation.
+A :class:`ResidentSplit` copies the training split's region features onto the device once per run, in their stored dtype
+(cast to float32 per batch, as the loader's items are), with every caption tokenized once into one padded (C, L_max)
+tensor: a batch is a few index operations, with no per-item Python, host-to-device copy or collation. Batches are the
+loader path's exactly (the order of :class:`~itrlab.data.dataset.ShardedBatchSampler`, the same fields, dtypes, trimming
+and ``Batch.extras``), so on the CPU a run's losses and tables are bit-identical on either path.
 
-Batches are the loader path's exactly: the same global order (the indices come from
-:class:`~itrlab.data.dataset.ShardedBatchSampler`, sharded the same way across data-parallel
-workers), the same fields and dtypes, tokens trimmed to the batch's longest caption, and
-``Batch.extras`` built per item from the method's ``batch_extras`` functions and stacked as
-:func:`~itrlab.data.dataset.collate` stacks them. So on the CPU a run's losses and recall tables
-are bit-identical whichever path builds its batches.
-
-:func:`choose_data_path` resolves ``auto``: resident on a GPU when the split fits in half of its
-free memory (the other half for the model, activations, evaluation and trials sharing the GPU),
-else the loader. On a CPU ``auto`` is the loader: memory-mapped reading keeps one page-cache copy of
-the features per node, shared by concurrent trials, where resident data would copy them into every
-trial's memory (and on CPU the loader's share of an epoch is small: see docs/speed.md).
+:func:`choose_data_path` resolves ``auto``: resident on a GPU when the split fits in half of its free memory (the
+other half for the model, evaluation and trials sharing the GPU), else the loader. On a CPU ``auto`` is the loader:
+a memory map keeps one page-cache copy per node, shared by concurrent trials, where resident data would copy it into
+every trial (docs/speed.md).
 """
 
 from __future__ import annotations
@@ -53,11 +45,9 @@ def choose_data_path(
     free_bytes: int | None = None,
     text_width: int = 0,
 ) -> str:
-    """``resident`` or ``loader`` for ``train.data_path`` = ``spec`` on ``device``.
-
-    ``free_bytes``: the device's free memory (default: ``torch.cuda.mem_get_info`` on a GPU); ``text_width``:
-    the width of stored text states (0: token ids).
-    """
+    """``resident`` or ``loader`` for ``train.data_path`` = ``spec`` on ``device``; ``free_bytes``: the device's free
+    memory (default: ``torch.cuda.mem_get_info`` on a GPU); ``text_width``: the width of stored text states (0: token
+    ids)."""
     if spec not in DATA_PATHS:
         raise ValueError(f"data path must be one of {', '.join(DATA_PATHS)}, got {spec!r}")
     if spec != "auto":

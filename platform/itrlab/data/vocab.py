@@ -1,12 +1,9 @@
 """Tokenisation and the word vocabulary.
 
-The tokenizer is a plain regular expression (lower-case runs of letters and digits, punctuation
-dropped), so nothing is ever downloaded (no NLTK data).
-
-The vocabulary is built from the TRAINING captions only. The reference repositories built theirs
-from all splits, which leaks test words into training: a test-only word there gets a trained
-embedding row instead of ``<unk>``. Here a word seen only in dev or test captions encodes as
-``<unk>``; :meth:`Vocabulary.coverage` reports how much of another split the vocabulary covers.
+The tokenizer is a plain regular expression (lower-case runs of letters and digits), so nothing downloads (no NLTK
+data). The vocabulary is built from the training captions only: the reference repositories built theirs from all
+splits, which gives a test-only word a trained embedding row instead of ``<unk>``.
+:meth:`Vocabulary.coverage` reports how much of another split the vocabulary covers.
 """
 
 from __future__ import annotations
@@ -47,11 +44,8 @@ class Vocabulary:
 
     @classmethod
     def build(cls, captions: Iterable[str], min_count: int = 1) -> Vocabulary:
-        """Vocabulary of the words occurring at least ``min_count`` times in ``captions``.
-
-        Pass TRAINING captions only. Words are ordered by decreasing count, ties alphabetically,
-        so that the same captions always give the same ids.
-        """
+        """Vocabulary of the words occurring at least ``min_count`` times in ``captions`` (training captions only),
+        ordered by decreasing count, ties alphabetically, so that the same captions give the same ids."""
         if min_count < 1:
             raise ValueError(f"min_count must be >= 1, got {min_count}")
         counts = Counter(token for caption in captions for token in tokenize(caption))

@@ -1,17 +1,11 @@
 """Dataset kinds by name: the values a config's ``dataset.kind`` may take, and what each does with its data.
 
-A *kind* is how a data set's files come to be under ``dataset.root`` and how they are checked and opened: read
-as they are (``precomp``), generated on first use (``synthetic``), or anything a new kind's module says. Each
-kind's module registers its class with ``@register_kind("name")`` (:mod:`itrlab.data.kinds` imports them);
-the config checks, training and the sweep's dry run call the kind's methods and name no kind. An unknown name
-is one config error with the known names (and the closest one). ``docs/adding-a-dataset.md`` is the guide.
-
-This layer knows no config class: a kind is built from the typed ``dataset`` section
-(:class:`itrlab.config.schema.DatasetConfig`) and reads its fields (``root``, ``splits``,
-``captions_per_image``, and a section of its own where it has one).
-
-Its registries are instances of the one registry class, :class:`itrlab.registry.Registry`, as are those of the
-other named parts in their layers' ``registry.py``.
+A kind is how a data set's files come to be under ``dataset.root`` and how they are checked and opened: read as they
+are (``precomp``), generated on first use (``synthetic``), or anything a new kind's module says
+(docs/adding-a-dataset.md). Each kind's module registers its class with ``@register_kind("name")``; the config
+checks, training and the dry run call the kind's methods and name no kind. A kind is built from the typed
+``dataset`` section and reads its fields; this layer imports no config class. Its registries are instances of
+:class:`itrlab.registry.Registry`, as are those of the other named parts in their layers' ``registry.py``.
 """
 
 from __future__ import annotations
@@ -39,12 +33,9 @@ class DataSummary:
 
 
 class DatasetKind:
-    """One on-disk layout of a data set, bound to a ``dataset`` section (``self.dataset``).
-
-    Subclasses set ``name`` (by :func:`register_kind`), ``holds`` (what ``dataset.root`` holds, in words),
-    ``generates`` (whether the kind writes its files itself on first use: an extraction never writes them) and
-    ``shape_from``, and implement :meth:`summary`, :meth:`shape` and :meth:`open_split`.
-    """
+    """One on-disk layout of a data set, bound to a ``dataset`` section (``self.dataset``). Subclasses set ``name`` (by
+    :func:`register_kind`), ``holds`` (what ``dataset.root`` holds, in words), ``generates`` (whether the kind writes
+    its files on first use) and ``shape_from``, and implement :meth:`summary`, :meth:`shape` and :meth:`open_split`."""
 
     name: ClassVar[str] = ""
     holds: ClassVar[str] = ""
