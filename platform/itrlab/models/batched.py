@@ -1,27 +1,21 @@
-"""Model parts that run under ``torch.func.vmap``: what grouped training (several models of one shape
-trained as one batched model, :mod:`itrlab.train.grouped`) swaps in for the parts that do not.
+"""Model parts that run under ``torch.func.vmap``: what grouped training (:mod:`itrlab.train.grouped`) swaps in for the
+parts that do not.
 
-``nn.GRU`` over a packed sequence does not vmap: ``pack_padded_sequence`` reads the lengths on the
-host (``lengths.cpu()``: a batched tensor has no single value) and the fused RNN kernels
-(``aten::gru``, cuDNN) have no batching rule. :class:`MaskedGRU` is the same recurrence written as
-the matrix products of its gates, with the nn.GRU's own parameters (``weight_ih_l0``,
-``weight_hh_l0_reverse``, ...: a state dict fits both), so that under vmap every product becomes one
-grouped matmul over the members. For each direction and layer (PyTorch's equations, gates in the
-order r, z, n)::
+``nn.GRU`` over a packed sequence does not vmap: ``pack_padded_sequence`` reads the lengths on the host and the fused
+RNN kernels have no batching rule. :class:`MaskedGRU` is the same recurrence as matrix products, holding the nn.GRU's
+own parameters (a state dict fits both), so that under vmap every product is one grouped matmul. For each direction and
+layer (PyTorch's equations, gates in the order r, z, n)::
 
     r = σ(W_ir x_t + b_ir + W_hr h + b_hr)
     z = σ(W_iz x_t + b_iz + W_hz h + b_hz)
     n = tanh(W_in x_t + b_in + r ⊙ (W_hn h + b_hn))
     h' = n + z ⊙ (h - n)                       ( = (1 - z) ⊙ n + z ⊙ h )
 
-A packed sequence is emulated by a mask: at a position past a caption's length the state is kept
-and the output is 0, so the forward direction ends at the last word and the backward one starts
-there, from a zero state, as with ``pack_padded_sequence`` (tested equal to nn.GRU on packed input).
-
-:func:`make_batchable` swaps every ``nn.GRU`` of a module for a :class:`MaskedGRU` sharing its
-parameters and switches the cross-attention scorer to its padded form (``padded = True`` on
-:class:`~itrlab.models.interaction.CrossAttentionSimilarity`): packing a batch's words by a boolean
-mask has a data-dependent shape, which vmap cannot batch.
+A mask emulates packing: past a caption's length the state is kept and the output is 0, so the forward direction
+ends at the last word and the backward one starts there from a zero state, as with ``pack_padded_sequence``.
+:func:`make_batchable` swaps every ``nn.GRU`` of a module for a :class:`MaskedGRU` and switches the cross-attention
+scorer to its padded form (:class:`~itrlab.models.interaction.CrossAttentionSimilarity`'s ``padded``): packing words
+by a boolean mask has a data-dependent shape, which vmap cannot batch.
 """
 
 from __future__ import annotations
@@ -33,13 +27,9 @@ from itrlab.models.pooling import length_mask
 
 
 class MaskedGRU(nn.Module):
-    """A (bi)directional multi-layer GRU over padded input with lengths, as matmuls (vmap-able).
-
-    Built from an ``nn.GRU`` (``batch_first=True``), whose parameters it holds under the same names
-    (the same Parameter objects: an optimizer or a state dict of the one serves the other).
-    ``forward(x, lengths)`` returns ``(B, L, directions * hidden)``, zero past each length: what
-    ``pad_packed_sequence(gru(pack_padded_sequence(x, lengths)))`` returns.
-    """
+    """A (bi)directional multi-layer GRU over padded input with lengths, as matmuls (vmap-able), holding an ``nn.GRU``'s
+    (``batch_first=True``) Parameter objects under their names. ``forward(x, lengths)`` returns ``(B, L, directions *
+    hidden)``, zero past each length: ``pad_packed_sequence(gru(pack_padded_sequence(x, lengths)))``."""
 
     def __init__(self, gru: nn.GRU):
         super().__init__()

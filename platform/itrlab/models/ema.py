@@ -22,10 +22,8 @@ def momentum_copy(module: nn.Module) -> nn.Module:
 
 @torch.no_grad()
 def ema_update_(average: nn.Module, source: nn.Module, momentum: float) -> None:
-    """``average ← momentum · average + (1 − momentum) · source``, parameter by parameter; buffers copied.
-
-    Both modules must have the same structure (one is a copy of the other).
-    """
+    """``average ← momentum · average + (1 − momentum) · source``, parameter by parameter; buffers copied. The modules
+    have one structure (one is a copy of the other)."""
     if not 0.0 <= momentum <= 1.0:
         raise ValueError(f"momentum must be in [0, 1], got {momentum}")
     params = dict(source.named_parameters())

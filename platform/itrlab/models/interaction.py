@@ -1,17 +1,12 @@
 """The cross-attention interaction model: DBL's single-branch baseline (DBL paper §III-A, eq. 1-2).
 
-Unlike a dual encoder, the score of an (image, caption) pair is not a dot product of two
-independent embeddings: every word attends over the image's regions, so each pair costs
-``L x R x d`` attention plus an ``L x d x s`` projection. Notation: ``V`` (R, d) region features,
-``T`` (L, d) word features, ``λ`` (``lambda_``) the softmax inverse temperature, ``s`` the size of
-the similarity vectors (``sim_dim``).
-
-Features (§III-A "Feature Extraction"): an FC layer maps each region feature to ``d``
-(:meth:`RegionEncoder.region_features`, no pooling); a BiGRU over word embeddings gives one
-``d``-vector per word, its forward and backward states averaged
-(:meth:`GRUTextEncoder.word_features`; a GloVe-initialised BiGRU or a BERT encoder's projected
-token features work the same way, see :mod:`itrlab.models.text_factory`). Both are L2-normalised per vector,
-so that ``T Vᵀ`` is the cosine similarity matrix the paper names (as in SCAN [44], whose encoders normalise).
+The score of an (image, caption) pair is no dot product of two embeddings: every word attends over the image's regions,
+so each pair costs ``L x R x d`` attention plus an ``L x d x s`` projection. Notation: ``V`` (R, d) region features,
+``T`` (L, d) word features, ``λ`` (``lambda_``) the softmax inverse temperature, ``s`` the size of the similarity
+vectors (``sim_dim``). Features (§III-A): an FC layer maps each region to ``d`` (:meth:`RegionEncoder.region_features`,
+no pooling) and a text encoder gives one ``d``-vector per word (:meth:`GRUTextEncoder.word_features`, or any of
+:mod:`itrlab.models.text_factory`); both are L2-normalised per vector, so that ``T Vᵀ`` is the cosine matrix the paper
+names (as in SCAN [44]).
 
 Text-to-image cross-attention (eq. 1)::
 
@@ -26,17 +21,15 @@ Vectorised similarity (eq. 2)::
     Ā = mean over the caption's words of A   (padding excluded)
     S = tanh(W2 Ā + b2)                   W2 ∈ R^{1 x s}: one score in (-1, 1)
 
-The extracted eq. 2 reads ``norm(W1(|T - V'|²) + b1)``; ``b1`` is the bias of the same FC layer
-(SGRAF's ``sim_tranloc_w``), inside the normalisation. ``norm_T`` is SCAN's text-to-image
-normalisation (SCAN §3.2, ``clipped_l2norm`` in its code): for each region, the clipped cosines are
-L2-normalised over the caption's words (its real words only, so padding never changes a score).
-The paper's ``[x]_+`` is a plain ReLU (SCAN's code uses a leaky ReLU; we follow the paper).
+The extracted eq. 2 reads ``norm(W1(|T - V'|²) + b1)``; ``b1`` is the bias of the same FC layer (SGRAF's
+``sim_tranloc_w``), inside the normalisation. ``norm_T`` is SCAN's text-to-image normalisation (SCAN §3.2,
+``clipped_l2norm``): for each region, the clipped cosines L2-normalised over the caption's real words, so padding never
+changes a score. The paper's ``[x]_+`` is a plain ReLU (SCAN's code uses a leaky ReLU; we follow the paper).
 
-:func:`pair_scores` scores every image of one block against every caption of another with
-batched tensor ops over the captions' real words, packed (no padding is computed): its largest
-intermediates have ``n_images x n_words x max(d, s)`` entries. :meth:`InteractionModel.pair_scores`
-splits a large block into shards (runs of images x runs of captions) whose intermediates stay
-under a budget of elements.
+:func:`pair_scores` scores a block of images against a block of captions with batched ops over the captions' real
+words, packed: its largest intermediates have ``n_images x n_words x max(d, s)`` entries.
+:meth:`InteractionModel.pair_scores` splits a large block into shards under a budget of elements
+(:mod:`itrlab.models.sharding`).
 """
 
 from __future__ import annotations
@@ -84,9 +77,8 @@ def pair_scores(
         score_weight, score_bias: W2 (1, s) and b2 (1,).
 
     Returns:
-        (I, J) scores in (-1, 1), differentiable with respect to every input. When no gradient is
-        needed (evaluation), the large intermediates are updated in place: same values, about half
-        the memory traffic.
+        (I, J) scores in (-1, 1), differentiable with respect to every input. Without gradients (evaluation) the
+        large intermediates are updated in place: the same values, about half the memory traffic.
     """
     n_images, n_regions, _ = regions.shape
     n_captions, max_len, _ = words.shape
@@ -138,11 +130,10 @@ def padded_pair_scores(
     score_weight: Tensor,
     score_bias: Tensor | None,
 ) -> Tensor:
-    """:func:`pair_scores` over the padded words, masked instead of packed: the same eq. 1-2, every
-    shape fixed by the inputs' (no boolean indexing), so that it runs under ``torch.func.vmap``
-    (grouped training, :mod:`itrlab.models.batched`). Padding is zero in the cosines, so it never
-    enters a norm, and is left out of the mean over words; it costs ``max_len / mean length`` times
-    the packed form's work and memory (intermediates of ``I x J x L x max(d, s)`` entries)."""
+    """:func:`pair_scores` over the padded words, masked instead of packed: the same eq. 1-2 with every shape fixed by
+    the inputs', so that it runs under ``torch.func.vmap`` (:mod:`itrlab.models.batched`). Padding is zero in the
+    cosines and left out of the mean over words; it costs ``max_len / mean length`` times the packed form's work and
+    memory."""
     mask = length_mask(lengths.to(words.device), words.shape[1])  # (J, L)
     keep = mask[None, :, :, None].to(words.dtype)
     x = torch.matmul(words[None], regions.transpose(1, 2)[:, None])  # (I, J, L, R)
@@ -159,12 +150,9 @@ def padded_pair_scores(
 
 
 class CrossAttentionSimilarity(nn.Module):
-    """The learned part of eq. 1-2 on encoded features: λ, W1/b1 (d -> s) and W2/b2 (s -> 1).
-
-    W1 and W2 start Xavier-uniform with zero biases, as SGRAF (the paper's [51]) initialises them;
-    with PyTorch's default, b1 dominates W1 |T - V'|² (whose entries are O(1/d)), so that every
-    pair starts with nearly the same A.
-    """
+    """The learned part of eq. 1-2 on encoded features: λ, W1/b1 (d -> s) and W2/b2 (s -> 1). W1 and W2 start
+    Xavier-uniform with zero biases, as SGRAF (the paper's [51]) initialises them: with PyTorch's default, b1 dominates
+    W1 |T - V'|² (entries O(1/d)), and every pair starts with nearly the same A."""
 
     def __init__(self, embed_dim: int, sim_dim: int, lambda_: float = DEFAULT_LAMBDA):
         super().__init__()
@@ -237,13 +225,9 @@ class InteractionModel(nn.Module):
     def pair_scores(
         self, regions: Tensor, words: Tensor, lengths: Tensor, max_elements: int | None = DEFAULT_SHARD_ELEMENTS
     ) -> Tensor:
-        """(I, J) scores of encoded images against encoded captions, in shards of bounded memory.
-
-        A shard is a run of consecutive captions against a run of images; its largest intermediate,
-        ``images x (real words of its captions) x max(d, s, R)`` entries, stays within
-        ``max_elements`` (or holds one caption against one image block when a single caption is
-        over budget). ``None`` scores everything at once. Loops run over shards only.
-        """
+        """(I, J) scores of encoded images against encoded captions, in shards of bounded memory: a shard's largest
+        intermediate, ``images x (real words of its captions) x max(d, s, R)`` entries, stays within ``max_elements`` (a
+        single caption over budget is scored alone against one image block); ``None`` scores everything at once."""
         n_images, n_captions = regions.shape[0], words.shape[0]
         if max_elements is None or n_images == 0 or n_captions == 0:
             return self.similarity(regions, words, lengths)
@@ -288,14 +272,10 @@ def _power_of_two_at_most(value: float) -> int:
 
 
 def shard_budget(device: torch.device | str) -> int:
-    """The shard budget (elements of a shard's largest intermediate) that suits ``device``.
-
-    CUDA: a share of the free memory (``torch.cuda.mem_get_info``): half of it split over the
-    float32-sized intermediates alive at once. CPU: cache-sized, the last-level cache in bytes / 32
-    (an intermediate of float32 elements an eighth of the cache: 2^20 elements for a 32 MB L3, where
-    :data:`DEFAULT_SHARD_ELEMENTS` was the fastest); that default when the size is unknown.
-    Rounded down to a power of two within [MIN_SHARD_ELEMENTS, MAX_SHARD_ELEMENTS].
-    """
+    """The shard budget (elements of a shard's largest intermediate) that suits ``device``, rounded down to a power of
+    two within [MIN_SHARD_ELEMENTS, MAX_SHARD_ELEMENTS]. CUDA: half the free memory split over the float32 intermediates
+    alive at once. CPU: the last-level cache in bytes / 32 (2^20 elements for a 32 MB L3, where
+    :data:`DEFAULT_SHARD_ELEMENTS` was the fastest); that default when the size is unknown."""
     device = torch.device(device)
     if device.type == "cuda":
         budget = free_memory_bytes(device) / 2 / (4 * _LIVE_INTERMEDIATES)

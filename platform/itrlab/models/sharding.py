@@ -1,26 +1,20 @@
 """Bounded-memory scoring of every image of a block against every caption of another, in shards.
 
-Interaction models (DBL's ``xattn``, AsCL's fusion scorer) cannot score a split with one matrix
-product: each (image, caption) pair runs its own cross-attention, so a whole block of pairs may not
-fit in memory. :func:`shard_plan` cuts the ``n_images x n_captions`` block into shards, each a run of
-consecutive images against a run of consecutive captions, whose largest intermediate stays within a
-budget of ``max_elements`` entries; :func:`sharded_pair_scores` scores the shards and assembles the
-(n_images, n_captions) matrix. Loops run over shards only, never over queries.
+Interaction models (the cross-attention model, the fusion scorer) cannot score a split with one matrix product: each
+pair runs its own cross-attention, so a whole block may not fit in memory. :func:`shard_plan` cuts the ``n_images x
+n_captions`` block into shards, runs of consecutive images against runs of consecutive captions, whose largest
+intermediate stays within ``max_elements``; :func:`sharded_pair_scores` scores them and assembles the matrix. Loops run
+over shards only, never over queries. The plan counts a cost in elements per pair:
 
-The plan is the one :meth:`itrlab.models.interaction.InteractionModel.pair_scores` has always used,
-generalised from "words x width" to a cost in elements per (image, caption) pair:
+* ``pair_costs[j]`` = entries one (image, caption ``j``) pair adds to a shard's largest intermediate (cross-attention:
+  ``lengths[j] * max(d, s, R)``; the fusion scorer: a uniform size);
+* ``image_step`` = all images when every caption fits against all of them, else as many as the costliest caption
+  allows (at least 1);
+* captions are taken in the longest runs whose summed cost times ``image_step`` stays within the budget (at least one
+  caption per shard).
 
-* ``pair_costs[j]`` = entries one (image, caption ``j``) pair adds to a shard's largest intermediate
-  (``xattn``: ``lengths[j] * max(d, s, R)``; the fusion scorer: a uniform per-pair size);
-* ``image_step`` = all images when every caption fits against all of them, else as many images as
-  the costliest caption allows (at least 1);
-* captions are taken in the longest runs whose summed cost times ``image_step`` stays within the
-  budget (at least one caption per shard, so a single caption over budget is scored alone against
-  one image block).
-
-A score function must make each pair's score a function of that pair alone (masks, no
-batch-level statistics), so that the shard layout never changes a score: tests compare shard sizes
-of one pair against one big shard.
+A score function must make each pair's score a function of that pair alone (masks, no batch statistics), so that
+the shard layout never changes a score.
 """
 
 from __future__ import annotations
@@ -35,17 +29,9 @@ BlockScoreFn = Callable[[slice, slice], Tensor]
 
 
 def shard_plan(n_images: int, pair_costs: Tensor, max_elements: int | None) -> list[tuple[slice, slice]]:
-    """The shards ``(image_slice, caption_slice)`` covering ``n_images x len(pair_costs)`` pairs.
-
-    Args:
-        n_images: number of images of the block.
-        pair_costs: (n_captions,) integer cost of one (image, caption ``j``) pair in elements.
-        max_elements: budget of a shard's largest intermediate, or None for one shard.
-
-    Returns:
-        The shards in row-major order of caption runs (each caption run against every image block).
-        A single shard ``(slice(0, n_images), slice(0, n_captions))`` when everything fits.
-    """
+    """The shards ``(image_slice, caption_slice)`` covering ``n_images x len(pair_costs)`` pairs, in row-major order of
+    caption runs (each caption run against every image block); one shard when everything fits or ``max_elements`` is
+    None. ``pair_costs``: (n_captions,) integer cost of one (image, caption ``j``) pair in elements."""
     costs = torch.as_tensor(pair_costs).detach().to("cpu", torch.int64)
     n_captions = int(costs.numel())
     everything = [(slice(0, n_images), slice(0, n_captions))]
@@ -72,11 +58,8 @@ def shard_plan(n_images: int, pair_costs: Tensor, max_elements: int | None) -> l
 def sharded_pair_scores(
     score_block: BlockScoreFn, n_images: int, pair_costs: Tensor, max_elements: int | None
 ) -> Tensor:
-    """(n_images, n_captions) scores assembled from ``score_block`` over :func:`shard_plan`'s shards.
-
-    With a single shard the block's own result is returned (no copy). Differentiable: shards are
-    written into the output with autograd-tracked slice assignment.
-    """
+    """(n_images, n_captions) scores assembled from ``score_block`` over :func:`shard_plan`'s shards (a single shard's
+    own result, uncopied); differentiable through autograd-tracked slice assignment."""
     plan = shard_plan(n_images, pair_costs, max_elements)
     if len(plan) == 1:
         return score_block(*plan[0])

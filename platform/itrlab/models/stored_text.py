@@ -1,16 +1,11 @@
 """The caption encoder over stored text features: a projection and a pooling of token states computed once.
 
-A frozen pretrained text model (the packaged all-MiniLM-L6-v2) gives every caption the same states at every
-step; ``jobs/extract_features.py --text`` stores them (:mod:`itrlab.data.text_features`) and this encoder
-reads them, as the image side reads its stored regions: token states (B, L, H) -> a linear projection (or a
-two-layer MLP, ``mlp_hidden``) -> pooling over the valid tokens (mean or GPO) -> the optional projection
-head -> L2 norm (a linear projection and mean pooling commute: :meth:`StoredTextEncoder.forward` averages
-first). It is :class:`~itrlab.models.bert_text.BertTextEncoder` with ``freeze=True`` and its
-transformer run ahead of time: same projection, pooling and head, without the transformer's cost per step.
-
-The "tokens" it is called with are the stored states (B, L, H), zero at padding, with their lengths; its
-``input_embeddings`` are those states, so a method that perturbs a text encoder's input (AsCL) would
-perturb the states themselves, not the transformer's word embeddings.
+A frozen pretrained text model gives every caption the same states at every step; :mod:`itrlab.data.text_features`
+stores them and this encoder reads them, as the image side reads its regions: token states (B, L, H) -> a linear
+projection (or a two-layer MLP, ``mlp_hidden``) -> pooling over the valid tokens (mean or GPO) -> the optional head
+-> L2 norm. It is :class:`~itrlab.models.bert_text.BertTextEncoder` with ``freeze=True`` and its transformer run
+ahead of time. Its "tokens" are the stored states, zero at padding, and so are its ``input_embeddings``: a method
+that perturbs a text encoder's input perturbs the states.
 """
 
 from __future__ import annotations
@@ -75,9 +70,8 @@ class StoredTextEncoder(nn.Module):
 
     def pooled_word_features(self, states: Tensor, lengths: Tensor) -> Tensor:
         """(B, embed_dim) the pooling of :meth:`word_features`, not normalised. With mean pooling and a linear
-        projection the mean of the projected tokens is the projection of the mean token (W·mean(s) + b): the
-        tokens are averaged first, one projection per caption instead of one per token (about 15x fewer FLOPs
-        on Flickr8K's captions)."""
+        projection the tokens are averaged first (W·mean(s) + b), one projection per caption instead of one per token
+        (about 15x fewer FLOPs on Flickr8K's captions)."""
         if self.mean_first:
             return self.fc(self.pool(self.input_embeddings(states), lengths.to(states.device)))
         return self.pool(self.word_features(states, lengths), lengths.to(states.device))

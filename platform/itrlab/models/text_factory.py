@@ -1,17 +1,12 @@
 """Build the caption encoder a config names, from plain arguments (no config imports).
 
-``bigru``: word embedding (random, or GloVe 6B 50-d with ``glove=True``) -> BiGRU -> pooling.
-``bert``: a pretrained transformer from a local directory (``bert_path``; None = the packaged
-all-MiniLM-L6-v2) -> linear projection -> pooling; ``freeze`` fixes its weights.
-``precomp``: that transformer's token states, stored once (:mod:`itrlab.models.stored_text`) -> linear
-projection (or an MLP of ``mlp_hidden``) -> pooling; its input width is ``vocab_size`` (the stored
-features' ``len``: their width).
-All return unit vectors (B, embed_dim) from ``(tokens, lengths)`` and per-token features from
-``word_features(tokens, lengths)`` (BERT also as ``token_features``).
-
-:class:`TextEncoderSpec` holds the choice; models call ``spec.build(...)`` where they create their
-text encoder (after their image encoder, so that a seed gives the image encoder the same weights whatever the
-text encoder).
+``bigru``: word embedding (random, or GloVe 6B 50-d with ``glove=True``) -> BiGRU -> pooling. ``bert``: a pretrained
+transformer from a local directory (``bert_path``; None: the packaged all-MiniLM-L6-v2) -> linear projection ->
+pooling; ``freeze`` fixes its weights. ``precomp``: that transformer's stored token states
+(:mod:`itrlab.models.stored_text`) -> projection or MLP -> pooling, its input width ``vocab_size`` (the stored
+features' width). Each returns unit vectors (B, embed_dim) from ``(tokens, lengths)`` and per-token features from
+``word_features``. Models call :class:`TextEncoderSpec`'s ``build`` after building their image encoder, so that a
+seed gives the image encoder the same weights whatever the text encoder.
 """
 
 from __future__ import annotations
