@@ -28,8 +28,9 @@ from itrlab.models.pooling import length_mask
 
 class MaskedGRU(nn.Module):
     """A (bi)directional multi-layer GRU over padded input with lengths, as matmuls (vmap-able), holding an ``nn.GRU``'s
-    (``batch_first=True``) Parameter objects under their names. ``forward(x, lengths)`` returns ``(B, L, directions *
-    hidden)``, zero past each length: ``pad_packed_sequence(gru(pack_padded_sequence(x, lengths)))``."""
+    (``batch_first=True``) Parameter objects under their names. ``forward(x, lengths)`` returns
+    ``(B, L, directions * hidden)``, zero past each length:
+    ``pad_packed_sequence(gru(pack_padded_sequence(x, lengths)))``."""
 
     def __init__(self, gru: nn.GRU):
         super().__init__()

@@ -1,10 +1,10 @@
 """Bounded-memory scoring of every image of a block against every caption of another, in shards.
 
 Interaction models (the cross-attention model, the fusion scorer) cannot score a split with one matrix product: each
-pair runs its own cross-attention, so a whole block may not fit in memory. :func:`shard_plan` cuts the ``n_images x
-n_captions`` block into shards, runs of consecutive images against runs of consecutive captions, whose largest
-intermediate stays within ``max_elements``; :func:`sharded_pair_scores` scores them and assembles the matrix. Loops run
-over shards only, never over queries. The plan counts a cost in elements per pair:
+pair runs its own cross-attention, so a whole block may not fit in memory. :func:`shard_plan` cuts the
+``n_images x n_captions`` block into shards, runs of consecutive images against runs of consecutive captions, whose
+largest intermediate stays within ``max_elements``; :func:`sharded_pair_scores` scores them and assembles the matrix.
+Loops run over shards only, never over queries. The plan counts a cost in elements per pair:
 
 * ``pair_costs[j]`` = entries one (image, caption ``j``) pair adds to a shard's largest intermediate (cross-attention:
   ``lengths[j] * max(d, s, R)``; the fusion scorer: a uniform size);

@@ -1,10 +1,9 @@
 """Where a trained model comes from: an MLflow model URI (``runs:/<id>/model``, ``models:/...``), a run id, a run
 folder, or a model folder. :func:`load_model` is ``itrlab.load_model``.
 
-Results about a model are written into the run it came from (``itrlab gallery --log``) or name it (``itrlab
-evaluate``'s ``itrlab.source_run.<k>`` tags), so :func:`source_run` checks ``model.json``'s ``run_id`` first: the
-run is in the store and is the model's own (the model was read from it, or the model it logged has the same
-weights' sha256).
+Results about a model are written into the run it came from (``itrlab gallery --log``) or name it (``itrlab evaluate``'s
+``itrlab.source_run.<k>`` tags), so :func:`source_run` checks ``model.json``'s ``run_id`` first: the run is in the store
+and is the model's own (the model was read from it, or the model it logged has the same weights' sha256).
 """
 
 from __future__ import annotations
