@@ -1,19 +1,11 @@
-"""Evaluation: block-wise ranks of a whole split, recall tables, and the protocols.
+"""Evaluation: block-wise ranks of a whole split, recall tables and the protocols of the SCAN/VSE++ lineage
+(docs/evaluation.md). Scores come from a :data:`ScoreFn` called once per block of images, never per query::
 
-See docs/evaluation.md. The protocol is SCAN/VSE++'s: ``cpi`` (5) captions per image,
-image->text takes the best rank of the image's captions, text->image ranks each caption
-against all images; R@1/5/10 both ways, rsum, medr, meanr, and DBL's MD. Scores come from a
-:data:`ScoreFn` called once per block of images, never per query.
-
-Quick use::
-
-    from itrlab.eval import evaluate, evaluate_embeddings, dense_score_fn
     table = evaluate_embeddings(image_emb, caption_emb, protocol="coco_1k")
     table = evaluate(score_fn, n_images, protocol="f30k_1k", image_chunk=512)
-    print(table.format()); mlflow_metrics = table.metrics(prefix="test_")
+    mlflow_metrics = table.metrics(prefix="test_")
 
-The exports are imported when first used (:mod:`itrlab.lazy`): the metric names and protocols come
-without torch.
+The exports are imported when first used (:mod:`itrlab.lazy`): the metric names and protocols come without torch.
 """
 
 from itrlab.lazy import lazy_exports

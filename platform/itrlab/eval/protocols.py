@@ -1,20 +1,9 @@
-"""Evaluation protocols of the SCAN/VSE++ lineage: which images are ranked together.
+"""Evaluation protocols of the SCAN/VSE++ lineage: which images are ranked together (the list: :data:`PROTOCOLS`,
+docs/evaluation.md).
 
-A protocol splits the ``N`` images of a split (and their ``captions_per_image * N``
-captions, caption ``j`` belonging to image ``j // captions_per_image``) into folds. Each fold
-is ranked on its own, and every metric of the protocol's table (rsum included) is the mean
-of the folds' metrics, as SCAN's ``evalrank(fold5=True)`` does.
-
-=========  ===============================================  =====================
-name       folds                                            allowed split sizes
-=========  ===============================================  =====================
-all        one fold: every image of the split               any N >= 1
-f30k_1k    one fold (the Flickr30K 1K test split)           N == 1000
-f8k_1k     one fold (the Flickr8K 1K test split)            N == 1000
-coco_5k    one fold (the COCO 5K test split)                N == 5000
-coco_1k    5 folds of 1000 images (COCO 1K)                 N == 5000
-5fold      5 folds of N/5 images (the COCO-1K scheme)       N divisible by 5
-=========  ===============================================  =====================
+A protocol splits the ``N`` images of a split (with their captions, caption ``j`` of image ``j // captions_per_image``)
+into equal, consecutive folds. Each fold is ranked on its own, and every metric of the table (rsum included) is the mean
+of the folds', as SCAN's ``evalrank(fold5=True)`` does.
 """
 
 from __future__ import annotations
@@ -25,11 +14,8 @@ from itrlab.errors import UserInputError
 
 
 class ProtocolError(UserInputError, ValueError):
-    """An unknown protocol, or a split whose size the protocol does not allow.
-
-    It is a ``ValueError`` (what callers catch) and a :class:`~itrlab.errors.UserInputError`
-    (the command-line entry points print it on one line and exit with status 2).
-    """
+    """An unknown protocol, or a split whose size the protocol does not allow: a ``ValueError`` (what callers catch) and
+    a :class:`~itrlab.errors.UserInputError` (one line, exit status 2)."""
 
 
 @dataclass(frozen=True)

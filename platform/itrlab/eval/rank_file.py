@@ -1,21 +1,18 @@
 """Per-query ranks of a test split, kept as a small file so that a result can be re-analysed without its model.
 
-Every training writes the test ranks of its best checkpoint (``test_ranks.npz`` in its run folder, and the
-same file as an artifact of its MLflow run): a bootstrap over the test images (each image with its captions)
-recomputes any recall from them, for every row and seed of a table, without loading a model again.
+Every training writes the test ranks of its best checkpoint (``test_ranks.npz`` in its run folder and as an artifact of
+its MLflow run): a bootstrap over the test images recomputes any recall from them without loading a model. The file is a
+``np.savez_compressed`` archive read with ``allow_pickle=False``:
 
-The file is a plain ``np.savez_compressed`` archive read with ``allow_pickle=False``:
-
-* ``i2t``: int32 (N,) as written (read back in its own integer type), the 0-based rank of each test image's
-  best-ranked own caption, the folds of the protocol concatenated in image order;
+* ``i2t``: int32 (N,) (read back in its own integer type), the 0-based rank of each test image's best-ranked own
+  caption, the protocol's folds concatenated in image order;
 * ``t2i``: int32 (cpi * N,), the 0-based rank of each caption's image;
-* ``fold_sizes``: int64 (folds,), the images of each fold (their sum is N). A rank counts the negatives
-  of its own fold only (:mod:`itrlab.eval.ranking`), and a protocol's recall is the mean over its folds;
+* ``fold_sizes``: int64 (folds,), the images of each fold (summing to N); a rank counts the negatives of its own fold
+  only, and a protocol's recall is the mean over its folds;
 * ``captions_per_image``: int64 scalar;
 * ``protocol``: the protocol's name (a 0-d unicode array).
 
-The positive and negative similarity sums (DBL's MD) are not kept: the recall table logged beside the
-ranks holds MD.
+DBL's MD is not kept: the recall table logged beside the ranks holds it.
 """
 
 from __future__ import annotations

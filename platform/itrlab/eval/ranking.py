@@ -1,30 +1,20 @@
 """Ranks of a whole split from a block-wise score function, in one pass over ``S``.
 
-Layout (SCAN "precomp"): ``N`` images and ``captions_per_image * N`` captions; caption ``j``
-belongs to image ``j // captions_per_image``. ``S[i, j]`` is the similarity of image ``i``
-and caption ``j``; the whole matrix is never materialised. A :data:`ScoreFn` returns one
-block of it, ``score_fn(image_slice, caption_slice) -> S[image_slice, caption_slice]``.
+``N`` images and ``captions_per_image * N`` captions, caption ``j`` of image ``j // captions_per_image``; ``S[i, j]`` is
+the similarity of image ``i`` and caption ``j``, never materialised whole: a :data:`ScoreFn` returns one block,
+``score_fn(image_slice, caption_slice) -> S[image_slice, caption_slice]``.
 
-Ranks are 0-based. **Tie rule (pessimistic):** the rank of a positive is the number of
-*negatives* that score at least as high as it, so a tie never helps the model: a collapsed
-model whose scores are all equal gets the worst ranks, not perfect recall (resolving ties in
-the positive's favour would give it R@1 = 100). So
+Ranks are 0-based. **Tie rule (pessimistic):** a positive's rank is the number of *negatives* that score at least as
+high, so a collapsed model whose scores are all equal gets the worst ranks, not R@1 = 100:
 
-* image->text: ``i2t[i] = #{captions j of other images : S[i, j] >= max_k S[i, own caption k]}``,
-  the rank of the best-ranked of the image's captions;
-* text->image: ``t2i[j] = #{images i != j // cpi : S[i, j] >= S[j // cpi, j]}``.
+* image->text: ``i2t[i] = #{captions j of other images : S[i, j] >= max_k S[i, own caption k]}``; * text->image:
+``t2i[j] = #{images i != j // cpi : S[i, j] >= S[j // cpi, j]}``.
 
-How :func:`compute_ranks` works, for image blocks ``B`` of ``image_chunk`` images:
-
-1. the diagonal block ``S[B, captions of B]`` holds every positive score of ``B``: it gives
-   each image's best own score, each caption's own-image score (``gt``), and the counts
-   within the block;
-2. the off-diagonal blocks ``S[B, captions before B]`` and ``S[B, captions after B]`` add
-   their counts: rows are compared with the images' best own scores (i2t) and columns with
-   the captions' ``gt`` (t2i), accumulated over blocks.
-
-Each entry of ``S`` is scored exactly once, by at most three ``score_fn`` calls per block and
-none per query, so an expensive interaction model costs no more than the dense matrix would.
+:func:`compute_ranks`, per block ``B`` of ``image_chunk`` images: the diagonal block ``S[B, captions of B]`` holds
+every positive of ``B`` (each image's best own score, each caption's ``gt``) and the counts within it; the blocks
+``S[B, captions before B]`` and ``S[B, captions after B]`` add their counts, rows against the images' best own scores
+(i2t), columns against the captions' ``gt`` (t2i). Each entry of ``S`` is scored once, by at most three calls per
+block and none per query, so an interaction model costs no more than the dense matrix would.
 """
 
 from __future__ import annotations
@@ -94,14 +84,10 @@ class Ranks:
 def dense_score_fn(
     image_emb: Tensor | np.ndarray, caption_emb: Tensor | np.ndarray, normalize: bool = False
 ) -> ScoreFn:
-    """A :data:`ScoreFn` for embedding models: ``S = images @ captions.T`` in float32.
-
-    With unit-norm embeddings (what the dual encoders return) this is the cosine similarity;
-    ``normalize=True`` L2-normalises the rows first. Blocks stay on the embeddings' device.
-    On CPU the product runs through numpy's BLAS on zero-copy views (OpenBLAS, faster than torch's MKL
-    sgemm on AMD CPUs, where MKL takes a slow path: docs/speed.md#figures-behind-the-codes-choices); the
-    result is still a float32 torch tensor. On a GPU it is a torch matmul.
-    """
+    """A :data:`ScoreFn` for embedding models: ``S = images @ captions.T`` in float32 (the cosine for unit-norm
+    embeddings; ``normalize=True`` L2-normalises the rows first), on the embeddings' device. On CPU the product runs
+    through numpy's BLAS on zero-copy views, faster than torch's MKL sgemm on AMD CPUs
+    (docs/speed.md#figures-behind-the-codes-choices), and returns a float32 torch tensor."""
     images = torch.as_tensor(image_emb).detach().to(torch.float32)
     captions = torch.as_tensor(caption_emb).detach().to(torch.float32)
     if images.dim() != 2 or captions.dim() != 2 or images.shape[1] != captions.shape[1]:
@@ -140,11 +126,8 @@ def _block(score_fn: ScoreFn, rows: tuple[int, int], cols: tuple[int, int], dtyp
 
 
 def _counts_and_sum(block: Tensor, row_threshold: Tensor, col_threshold: Tensor, use_numpy: bool | None = None):
-    """``(#{S >= row_threshold} per row, #{S >= col_threshold} per column, sum of S in float64)``.
-
-    CPU blocks go through numpy (zero-copy), whose comparisons and reductions are several
-    times faster than torch's on CPU; other devices stay in torch and return host counts.
-    """
+    """``(#{S >= row_threshold} per row, #{S >= col_threshold} per column, sum of S in float64)``; CPU blocks through
+    numpy (zero-copy, several times faster than torch on CPU), other devices in torch, returning host counts."""
     if use_numpy is None:
         use_numpy = block.device.type == "cpu"
     if use_numpy:
@@ -160,13 +143,9 @@ def _counts_and_sum(block: Tensor, row_threshold: Tensor, col_threshold: Tensor,
 def compute_ranks(
     score_fn: ScoreFn, n_images: int, captions_per_image: int = 5, image_chunk: int = DEFAULT_IMAGE_CHUNK
 ) -> Ranks:
-    """Ranks of all images and captions of one matrix, scored one image block at a time.
-
-    ``score_fn`` is called on ``image_chunk`` images at a time, against the block's own
-    captions, then the captions before and after them (see the module docstring); peak
-    memory is about ``image_chunk * cpi * N`` scores. Tie rule: negatives scoring at least as high.
-    Raises ``ValueError`` if a block has the wrong shape or any score is NaN or infinite.
-    """
+    """Ranks of all images and captions of one matrix, scored ``image_chunk`` images at a time (the module docstring);
+    peak memory about ``image_chunk * cpi * N`` scores. ``ValueError`` if a block has the wrong shape or any score is
+    not finite."""
     if n_images < 1 or captions_per_image < 1 or image_chunk < 1:
         raise ValueError(
             f"need n_images, captions_per_image and image_chunk >= 1, got "

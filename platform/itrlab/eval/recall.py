@@ -1,17 +1,14 @@
 """Recall tables: R@1/5/10 both ways, rsum, median/mean rank and DBL's MD, per protocol.
 
-Definitions (SCAN's ``evaluation.py``; ranks are 0-based, see :mod:`itrlab.eval.ranking`
-for the tie rule):
+Definitions (SCAN's ``evaluation.py``; 0-based ranks with the tie rule of :mod:`itrlab.eval.ranking`):
 
-* ``R@K`` = 100 * (fraction of queries whose rank < K), for image->text (``i2t``, one query
-  per image) and text->image (``t2i``, one query per caption); ``rsum`` = the six summed.
+* ``R@K`` = 100 * (fraction of queries whose rank < K), for image->text (``i2t``, one query per image) and
+  text->image (``t2i``, one query per caption); ``rsum`` = the six summed.
 * ``medr`` = floor(median(rank)) + 1 and ``meanr`` = mean(rank) + 1.
-* ``md`` (DBL's "mean distance between positive and negative candidates") = the mean
-  similarity of the positive (image, own caption) pairs minus the mean similarity of all
-  negative (image, other image's caption) pairs of the evaluated matrix (the fold).
+* ``md`` (DBL's "mean distance between positive and negative candidates") = the mean similarity of the positive
+  (image, own caption) pairs minus that of all negative pairs of the evaluated matrix (the fold).
 
-A multi-fold protocol (``coco_1k``, ``5fold``) reports the mean over folds of every metric,
-rsum, medr, meanr and md included.
+A multi-fold protocol reports the mean over folds of every metric, rsum, medr, meanr and md included.
 """
 
 from __future__ import annotations
@@ -167,13 +164,9 @@ def evaluate(
     captions_per_image: int = 5,
     image_chunk: int = DEFAULT_IMAGE_CHUNK,
 ) -> RecallTable:
-    """The recall table of a split of ``n_images`` images under ``protocol``.
-
-    ``score_fn`` scores blocks of the split (global indices); each fold is ranked in one
-    block-wise pass (:func:`~itrlab.eval.ranking.compute_ranks`). Raises ``ValueError``
-    (:class:`~itrlab.eval.protocols.ProtocolError`) for an unknown protocol or a split size
-    the protocol does not allow.
-    """
+    """The recall table of a split of ``n_images`` images under ``protocol``, each fold ranked in one block-wise pass of
+    ``score_fn`` (global indices). :class:`~itrlab.eval.protocols.ProtocolError` for an unknown protocol or a split size
+    it does not allow."""
     fold_ranks = rank_folds(score_fn, n_images, protocol, captions_per_image, image_chunk)
     return table_from_folds(fold_ranks, get_protocol(protocol).name, n_images)
 

@@ -1,15 +1,10 @@
 """The per-query baseline: SCAN's ``i2t``/``t2i`` loops in numpy, and exact test embeddings.
 
-:func:`reference_ranks` is SCAN's ``evaluation.py`` (one matrix-vector product and one
-``argsort`` per query) with one addition, the tie rule of :mod:`itrlab.eval.ranking`: a
-positive's position in the sorted list is moved down below every candidate holding its
-score, so that its rank is the number of negatives scoring at least as high. It is slow on
-purpose: it is the baseline that :func:`~itrlab.eval.ranking.compute_ranks` is checked and
-timed against (tests, ``benchmarks/eval.py``).
-
-:func:`random_embeddings` makes seeded L2-normalised embeddings whose every dot product is
-exact in float32, so that the two implementations (different BLAS calls, different
-summation orders) must agree to the last bit, ties included.
+:func:`reference_ranks` is SCAN's ``evaluation.py`` (one matrix-vector product and one ``argsort`` per query) with
+the tie rule of :mod:`itrlab.eval.ranking`: a positive is moved below every candidate holding its score. It is slow
+on purpose: :func:`~itrlab.eval.ranking.compute_ranks` is checked and timed against it (tests, ``benchmarks/eval.py``).
+:func:`random_embeddings` makes seeded embeddings whose every dot product is exact in float32, so that the two
+implementations (different BLAS calls and summation orders) must agree to the last bit, ties included.
 """
 
 from __future__ import annotations
@@ -86,11 +81,10 @@ def random_embeddings(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Seeded float32 embeddings: (N, dim) images and (cpi * N, dim) captions.
 
-    Gaussian rows, L2-normalised, then rounded to multiples of ``2**-grid_bits`` (norms stay
-    within about 1e-3 of 1 at dim 1024). Every product is then a multiple of ``2**-(2 *
-    grid_bits)`` and, as the rows have norm ~1, every partial sum of a dot product is an
-    integer below ``2**(2 * grid_bits)`` in those units: exact in float32 (``grid_bits`` <=
-    11) whatever the summation order, and the float64 sums behind MD are exact too.
+    Gaussian rows, L2-normalised, rounded to multiples of ``2**-grid_bits`` (norms within about 1e-3 of 1 at dim 1024).
+    Every product is then a multiple of ``2**-(2 * grid_bits)`` and every partial sum of a dot product an integer below
+    ``2**(2 * grid_bits)`` in those units: exact in float32 (``grid_bits`` <= 11) in any order, and the float64 sums
+    behind MD too.
     """
     if not 1 <= grid_bits <= 11:
         raise ValueError(f"grid_bits must be in [1, 11] for exact float32 dot products, got {grid_bits}")
