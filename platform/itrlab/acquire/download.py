@@ -1,12 +1,10 @@
 """An archive fetched over http(s), resumably.
 
-The bytes go to ``<folder>/<name>.part`` (``<name>``: the URL's last path part), beside a record of the URL
-and the server's validator (``ETag`` or ``Last-Modified``) and length; the finished file is renamed to
-``<folder>/<name>``, so a file of that name is always whole. A connection that drops (or goes quiet past the
-timeout) after some bytes is asked again for the rest with an HTTP ``Range`` request (``If-Range``: the same
-file, else the whole of it again); a run that stops (Ctrl-C, a full disk, a server gone) leaves the part
-file, and the next run with the same URL continues it. A server that answers an error, or nothing within the
-timeout, is one line.
+The bytes go to ``<folder>/<name>.part`` (``<name>``: the URL's last path part) beside a record of the URL, the server's
+validator (``ETag`` or ``Last-Modified``) and length, and the finished file is renamed to ``<folder>/<name>``, so a file
+of that name is always whole. A connection that drops or goes quiet after some bytes is asked for the rest with a
+``Range`` request (``If-Range``: the same file, else the whole again); a run that stops leaves the part file, which the
+next run with the same URL continues. A server that answers an error, or nothing within the timeout, is one line.
 """
 
 from __future__ import annotations
@@ -107,9 +105,9 @@ def download(
 def _request(
     url: str, part: Path, record: dict, offset: int, timeout: float, progress: bool, fetched: Fetched
 ) -> tuple[int, str | None, int | None]:
-    """One request for the bytes from ``offset`` on, appended to ``part`` (written anew when the server sends the
-    whole file): (bytes received, why it ended early (:data:`QUIET`, :data:`DROPPED`) or None, the file's size
-    when the server says it)."""
+    """One request for the bytes from ``offset`` on, appended to ``part`` (written anew when the server sends the whole
+    file): (bytes received, why it ended early (:data:`QUIET`, :data:`DROPPED`) or None, the file's size when the server
+    says it)."""
     headers = {"User-Agent": "itrlab", "Accept-Encoding": "identity"}
     if offset:
         headers["Range"] = f"bytes={offset}-"

@@ -1,23 +1,14 @@
 """A data set onto this machine, checked, and its features: what ``itrlab data NAME --from PATH_OR_URL`` runs.
 
-The steps, each timed: *download* (``--from`` an http(s) URL: :mod:`itrlab.acquire.download`), *unpack* an
-archive or *copy* a folder into a staging folder (:mod:`itrlab.acquire.origins`: only the paths the manifest
-names), *verify* the staged copy against the manifest (:mod:`itrlab.acquire.verify`), the staging folder
-renamed into place as the raw copy, then the *image features* and the *text features* of the raw copy, as
-``jobs/extract_features.py --images --captions --split-file --dtype --pool --text`` computes them
-(:mod:`itrlab.extract`). A copy with a file missing, extra or altered is refused with one line before anything
-is renamed into place or extracted; the features are computed only from a verified copy.
+The steps, each timed: *download* an http(s) URL (:mod:`itrlab.acquire.download`); *unpack* an archive or *copy* a
+folder into a staging folder, only the paths the manifest names (:mod:`itrlab.acquire.origins`); *verify* the staged
+copy (:mod:`itrlab.acquire.verify`) and rename it into place as the raw copy; then the *image features* and *text
+features*, as ``jobs/extract_features.py`` computes them (:mod:`itrlab.extract`). A copy with a file missing, extra or
+altered is refused with one line before anything is put in place or extracted.
 
-Beside the raw copy (``data/NAME`` for a manifest whose ``raw`` says so):
-
-- ``data/.NAME.download/``: the archive being downloaded and its record (removed once the copy is in place);
-- ``data/.NAME.partial/``: the staging folder, with the digests of what it verified (``.digests.json``);
-- ``data/.NAME.lock``: one such command at a time.
-
-The same command resumes: a part download continues with a ``Range`` request, a staged file already verified
-is neither unpacked nor read again, a raw copy in place is verified from its remembered digests (no file read
-whose size and time are unchanged) and the source is not read at all, and the extraction resumes from its
-finished chunks (or finds its output up to date).
+Beside the raw copy, ``data/.NAME.download/`` holds the download (removed once the copy is in place),
+``data/.NAME.partial/`` the staging folder with its verified digests (``.digests.json``), and ``data/.NAME.lock`` lets
+one such command run at a time. The same command resumes each step (docs/data.md, "How it resumes").
 """
 
 from __future__ import annotations
@@ -92,8 +83,8 @@ def install(
     progress: bool = True,
 ) -> Installed:
     """Get the data set of ``manifest`` from ``given`` (``--from``), verified, into its raw folder, and (with
-    ``features``) its image and text features into its precomp folder. Bad input is one UserInputError before
-    anything is written; a copy that differs from the manifest is one too, with nothing put in place."""
+    ``features``) its image and text features into its precomp folder. Bad input, or a copy that differs from the
+    manifest, is one UserInputError before anything is put in place."""
     source = classify(given)
     raw, staging, downloads, lock = folders(manifest)
     done = Installed(raw, Path(manifest.precomp))

@@ -1,15 +1,13 @@
-"""A data set's manifest: what a checked copy of its raw files holds, shipped in the repository as
+"""A data set's manifest: what a checked copy of its raw files holds, shipped as
 ``configs/datasets/manifests/<name>.json.gz``.
 
-A manifest records one data set as a reference copy holds it: the sha256 of every image, by split (the
-official split lists: an image's split is the list it sits in), the caption file's sha256, the name of the
-split file (whose content is held against the lists, not its bytes), the other files a copy may carry (a
-README, a checksum list) with their sha256, where the raw copy and its features go (``raw``, ``precomp``:
-relative to the working folder, like a data set config's ``root``) and how the features are extracted
-(``extract``: the options of ``jobs/extract_features.py``). It records its own format version.
-
-:func:`write_manifest` makes one from a reference folder (``jobs/make_data_manifest.py``); :func:`find_manifest`
-and :func:`read_manifest` find and read one, checked; :mod:`itrlab.acquire.verify` holds a copy against it.
+It records, with its own format version: the sha256 of every image, by split (the official split lists: an image's split
+is the list it sits in); the caption file's sha256; the name of the split file (its content held against the lists, not
+its bytes); the other files a copy may carry (a README, a checksum list) with their sha256; where the raw copy and its
+features go (``raw``, ``precomp``, relative to the working folder like a data set config's ``root``); and how the
+features are extracted (``extract``: the options of ``jobs/extract_features.py``). :func:`write_manifest` makes one from
+a reference folder (``jobs/make_data_manifest.py``); :func:`find_manifest` and :func:`read_manifest` find and read one,
+checked.
 """
 
 from __future__ import annotations
@@ -221,10 +219,10 @@ def write_manifest(
     precomp: str | None = None,
     extract: ExtractSettings | None = None,
 ) -> DataManifest:
-    """Make the manifest of the reference copy ``folder`` and write it to ``out``: the sha256 of every image
-    its split file lists (by split), of the caption file and of every other file of the folder (recorded as
-    optional). The split file must list every image of ``images`` once, and only those: a folder that
-    disagrees with its own lists is refused (DataError), so that a manifest never records a broken copy."""
+    """Make the manifest of the reference copy ``folder`` and write it to ``out``: the sha256 of every image its
+    split file lists (by split), of the caption file and of every other file (optional). A folder whose split file
+    does not list every image of ``images`` exactly once is refused (DataError), so that a manifest never records a
+    broken copy."""
     from itrlab.extract.captions import split_file_pairs
     from itrlab.extract.digests import sha256_file
     from itrlab.files import atomic_write_bytes

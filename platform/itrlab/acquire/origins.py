@@ -1,12 +1,10 @@
-"""Where a data set's raw files come from, as a user finds them: a folder, a zip or tar archive of that folder,
-or an http(s) URL of such an archive (:func:`classify`); and the copy of what a manifest names into a staging
-folder (:func:`unpack`).
+"""Where a data set's raw files come from: a folder, a zip or tar archive of it, or an http(s) URL of such an archive
+(:func:`classify`); and the copy of what a manifest names into a staging folder (:func:`unpack`).
 
-An archive may hold the data set's folder itself or the folder's contents: the members' common top folder is
-left out when it is not one of the data set's own names (:func:`data_root`; the same for a folder that holds
-only the data set's folder). Only the paths the manifest names are ever written, each under the staging
-folder: an archive's member with another name (``../x``, an absolute path, a file the data set lacks) is an
-extra file, reported and never unpacked; a member that is not a regular file (a link, a device) too.
+An archive may hold the data set's folder or its contents: the members' common top folder is left out when it is not one
+of the data set's own names (:func:`data_root`; so for a folder holding only the data set's folder). Only the paths the
+manifest names are written, each under the staging folder: a member with another name (``../x``, an absolute path, a
+file the data set lacks) or that is not a regular file is an extra, reported and never unpacked.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""A copy of a data set held against its manifest: every file there, none more, each as recorded, and the split
-file saying what the official lists say.
+"""A copy of a data set held against its manifest: every file there, none more, each as recorded, and the split file
+saying what the official lists say.
 
-:func:`verify_folder` checks a folder; its digests are remembered in the folder (``.digests.json``, as an
-extraction remembers its images': :mod:`itrlab.extract.digests`), so a file already verified whose size and
-modification time are unchanged is not read again. :class:`Problems` gathers what differs, from the folder and
-from an archive's listing (:mod:`itrlab.acquire.origins`), and says it on one line: the first few and their
-count.
+:func:`verify_folder` remembers its digests in the folder (``.digests.json``, as :mod:`itrlab.extract.digests` does), so
+a file whose size and modification time are unchanged is not read again. :class:`Problems` gathers what differs, from
+the folder and from an archive's listing, and says it on one line: the first few and their count.
 """
 
 from __future__ import annotations
@@ -103,9 +101,9 @@ def split_problems(path: Path, manifest: DataManifest) -> list[str]:
 
 
 def verify_folder(root: Path, manifest: DataManifest, listed: bool = True) -> Problems:
-    """What differs between the folder ``root`` and ``manifest``: files missing, altered (their sha256), extra
-    (with ``listed``: a staged copy holds only what was unpacked, whose extras its source's listing gives) and
-    the split file against the official lists. Remembers the digests it computed in ``root``."""
+    """What differs between the folder ``root`` and ``manifest``: files missing, altered, extra (with ``listed``: the
+    source's listing, since a staged copy holds only what was unpacked) and the split file against the official lists.
+    Remembers the digests it computed in ``root``."""
     from itrlab.extract.digests import image_digests
 
     files, others = files_of(root)
