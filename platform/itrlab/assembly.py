@@ -1,21 +1,17 @@
 """One place that assembles an experiment: YAML and overrides in, a checked config and its data out.
 
-Every entry point (``itrlab train`` and ``check-config``, each sweep trial, the benchmarks) goes
-through here, and each check runs once::
+Every entry point (``itrlab train`` and ``check-config``, each sweep trial, the benchmarks) goes through here, and each
+check runs once (docs/architecture.md, "Assembly")::
 
     tree = compose(name, overrides)        # itrlab.config: the files and the overrides, merged
-    config = check_config(tree)            # every section typed once: ``loss`` by its loss's declared
-                                           # settings and each scheme's section by the settings its
-                                           # package registered (itrlab.methods.sections, no torch),
-                                           # ``method`` by its package's settings (a union keyed by
-                                           # method.name); what the loss reads held against what the
-                                           # method gives; the evaluation protocols
-    experiment = check_experiment(config)  # the data: text-encoder files, split sizes, and the
-                                           # method's own checks against them
+    config = check_config(tree)            # every section typed once (loss and schemes by their declared
+                                           # settings, without torch; method by its settings); what the
+                                           # loss reads held against what the method gives; the protocols
+    experiment = check_experiment(config)  # the data, and the method's own checks against it
 
 :func:`load_experiment` is the first two steps, :func:`assemble` all three. Every problem is one
-:class:`~itrlab.errors.ConfigError` (field, value, what is allowed), raised before Ray, MLflow or
-any file of the run is touched.
+:class:`~itrlab.errors.ConfigError` (field, value, what is allowed), raised before Ray, MLflow or any file of the run is
+touched.
 """
 
 from __future__ import annotations
@@ -101,12 +97,11 @@ def _count(value: Any) -> bool:
 
 
 def check_length(tree: dict[str, Any]) -> None:
-    """A run at least as long as its loss's warm-up (``train.epochs=1`` on an experiment whose warm-up takes its first
-    epoch would train nothing but the warm-up), refused with one sentence that gives every setting the run needs:
-    the epochs its warm-up and its learning-rate decay call for, or the overrides of a short run. Checked on the
-    composed tree, before typing, so that a decay the short run cannot reach is named in the same sentence (a decay
-    alone that cannot fire is the schema's own error, :class:`itrlab.config.schema.TrainConfig`); values of the
-    wrong type are left to the typing."""
+    """A run at least as long as its loss's warm-up (``train.epochs=1`` with a one-epoch warm-up would train nothing
+    else), refused with one sentence that gives the epochs its warm-up and its learning-rate decay call for, or the
+    overrides of a short run. Checked on the composed tree, before typing, so that a decay the short run cannot reach is
+    named in the same sentence (a decay alone that cannot fire is :class:`itrlab.config.schema.TrainConfig`'s error);
+    values of the wrong type are left to the typing."""
     train, loss = tree.get("train") or {}, tree.get("loss") or {}
     if not isinstance(train, dict) or not isinstance(loss, dict):
         return

@@ -1,29 +1,18 @@
-"""What the command line shows of itrlab's log records: plain lines, INFO on stdout, warnings on stderr.
+"""What the command line shows of itrlab's log records: plain lines, INFO on stdout, warnings on stderr
+(docs/architecture.md, "Logging").
 
-The library logs through ``logging.getLogger(__name__)`` and installs no handler: a program that embeds
-itrlab (a notebook, another job) decides what it shows, with ``logging``'s own settings. With none at
-all, Python's last-resort handler writes warnings and errors to stderr as their bare text, and nothing
-of INFO.
+The library logs through ``logging.getLogger(__name__)`` and installs no handler: a program that embeds itrlab decides
+what it shows (with none, Python's last-resort handler writes warnings and errors, nothing of INFO). The command-line
+layer calls :func:`configure` first: the ``itrlab`` logger then writes each record as its bare message, INFO on stdout
+and WARNING and above on stderr, flushed; a record with ``extra=TO_STDERR`` goes to stderr at any level (progress beside
+a report).
 
-The command-line layer (``jobs/*.py`` through ``jobs/_bootstrap.py``, the ``itrlab`` console script
-through :func:`itrlab.cli.main`) calls :func:`configure` before anything else: the ``itrlab`` logger then
-writes each record as its message alone (no level, no logger name), INFO on stdout and WARNING and above
-on stderr, flushed, as the ``print`` calls it replaced wrote them. A record logged with
-``extra=TO_STDERR`` goes to stderr at any level: the progress a command writes beside its report
-(feature extraction's, the synthetic generator's).
-
-The command line's own processes see the same: :func:`configure` sets :data:`CONSOLE_ENV`, which the
-processes it starts inherit (the Ray it starts: sweep trials, Ray Train workers, Ray tasks; a benchmark's
-subprocesses), and a Ray cluster's workers get through the sweep's runtime env
-(:func:`itrlab.sweep.cluster.console_runtime_env`); importing ``itrlab`` in such a process calls
-:func:`follow`, which configures it as its parent was, so that a trial's lines reach the console as
-before (Ray forwards a worker's stdout and stderr to the driver). A process whose parent did not
-configure the console (an embedded itrlab starting Ray) is left alone.
-
-A stream that is no terminal (a log file, a pipe) gets no colour codes: the handler drops ANSI escape sequences
-from a record written to it (Ray's error messages colour the task that failed), and :func:`configure` sets
-``RAY_COLOR_PREFIX=0`` (Ray's switch: the ``(trial pid=...)`` prefix of the lines Ray forwards from its workers
-without colour) unless the user set it, so that ``itrlab sweep ... > sweep.log`` holds plain text.
+:func:`configure` sets :data:`CONSOLE_ENV`, which the processes the command starts inherit (Ray trials and workers, a
+benchmark's subprocesses; a cluster's workers through :func:`itrlab.sweep.cluster.console_runtime_env`); importing
+``itrlab`` there calls :func:`follow`, which configures it as its parent was, so that Ray forwards a trial's lines to
+the console. A process whose parent did not configure the console is left alone. A stream that is no terminal gets no
+colour: the handler drops ANSI escapes (Ray colours its errors) and :func:`configure` sets ``RAY_COLOR_PREFIX=0`` unless
+the user set it, so that ``itrlab sweep ... > sweep.log`` holds plain text.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""Small file helpers shared by every layer: atomic writes, JSON reading, advisory locks.
-
-* :func:`atomic_write_bytes` / :func:`atomic_write_text` / :func:`atomic_write_json` / :func:`atomic_copy` write
-  to a temporary sibling, fsync, and rename: a process killed mid-write never leaves a truncated file.
-* :func:`read_json` reads a JSON file and turns an unreadable or malformed one into a
-  :class:`~itrlab.errors.DataError` that names it; :func:`read_record` also types it by one pydantic schema,
-  the first bad key named on one line.
-* :func:`regular_file` refuses what is not a plain file before it is opened (a FIFO would block a reader
-  forever, a device would feed it without end); :func:`sha256_file` is a file's digest.
-* :func:`load_tensors` loads a torch file written by itrlab without unpickling code
-  (``weights_only``): a file whose pickle would run something is refused with a message.
-* :func:`file_lock` holds an ``flock`` on a path (a lock file, or a folder itself): blocking, or
-  failing at once with a :class:`~itrlab.errors.UserInputError` that says who holds it.
-* :func:`check_writable_dir` makes sure results can land in a folder before a run or sweep starts.
-"""
+"""Small file helpers shared by every layer: atomic writes (a temporary sibling, fsync, rename: a process killed
+mid-write never leaves a truncated file), JSON reading (:func:`read_json`; typed by a pydantic schema:
+:func:`read_record`), regular files only (:func:`regular_file`: a FIFO would block a reader forever), a file's sha256,
+weights-only torch loading (:func:`load_tensors`), advisory locks (:func:`file_lock`) and a folder's check before a run
+writes to it (:func:`check_writable_dir`). Each failure is one line naming the file."""
 
 from __future__ import annotations
 
@@ -129,11 +119,8 @@ def sha256_file(path: str | Path) -> str:
 
 
 def read_json(path: str | Path, what: str = "file", max_bytes: int | None = None) -> Any:
-    """The JSON value in ``path``; DataError naming the file (and the line) when it cannot be read or parsed,
-    is not a regular file, or (``max_bytes``) is larger than that.
-
-    ``what`` names the file for the message ("vocabulary file not found").
-    """
+    """The JSON value in ``path``; DataError naming the file (``what``, and the line) when it cannot be read or parsed,
+    is not a regular file, or is larger than ``max_bytes``."""
     path = Path(path)
     size = regular_file(path, what).st_size
     if max_bytes is not None and size > max_bytes:
@@ -174,12 +161,9 @@ def validate_record(path: str | Path, data: Any, schema: type, what: str) -> Any
 
 @contextlib.contextmanager
 def file_lock(path: str | Path, *, blocking: bool = True, what: str | None = None) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created as an empty lock file unless it is a folder).
-
-    With ``blocking=False`` a lock held by another process raises UserInputError at once, naming
-    ``what`` (what the lock protects) or the path. The lock goes with the process: a killed holder
-    never leaves a stale lock behind.
-    """
+    """Hold an exclusive ``flock`` on ``path`` (an empty lock file unless it is a folder). With ``blocking=False`` a
+    lock another process holds is a UserInputError at once, naming ``what`` it protects. The lock goes with the process:
+    a killed holder leaves no stale lock."""
     path = Path(path)
     if path.is_dir():
         fd = os.open(path, os.O_RDONLY)
@@ -199,11 +183,9 @@ def file_lock(path: str | Path, *, blocking: bool = True, what: str | None = Non
 
 
 def load_tensors(path: str | Path, what: str = "checkpoint") -> Any:
-    """``torch.load(path, weights_only=True)`` on the CPU: tensors, numbers, strings, lists and dicts only.
-
-    A file that is not such a torch file (another format, or a pickle that would build arbitrary
-    objects or call functions) raises UserInputError naming it; nothing in it is executed.
-    """
+    """``torch.load(path, weights_only=True)`` on the CPU: tensors, numbers, strings, lists and dicts only. Anything
+    else (another format, a pickle that would build objects or call functions) is a UserInputError naming the file;
+    nothing in it runs."""
     import pickle
 
     import torch
@@ -285,13 +267,9 @@ def check_path_length(path: str | Path, what: str) -> None:
 
 
 def check_writable_dir(path: str | Path, what: str) -> Path:
-    """Make sure ``path`` is (or can be created as) a writable folder, without creating it.
-
-    The check writes and removes a temporary file in ``path`` or, when it does not exist yet, in its
-    nearest existing parent; it goes by what the file system allows, not by the mode bits (root
-    ignores those). Raises a UserInputError naming ``what`` (say ``--storage``) and the folder.
-    Returns ``path`` resolved.
-    """
+    """Make sure ``path`` is, or can be created as, a writable folder, without creating it: a temporary file is written
+    and removed in it or its nearest existing parent (what the file system allows, not the mode bits, which root
+    ignores). UserInputError naming ``what`` and the folder otherwise; returns ``path`` resolved."""
     check_path_length(path, what)
     try:
         path = Path(path).expanduser().resolve()

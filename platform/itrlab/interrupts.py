@@ -1,13 +1,11 @@
 """SIGTERM ends a run the way Ctrl-C does.
 
-Kubernetes, systemd, Slurm and ``timeout`` stop a process with SIGTERM; its default action kills
-Python on the spot (no message, the MLflow run left RUNNING forever). :func:`sigterm_as_sigint`
-makes SIGTERM do what SIGINT's handler of the moment does: raise KeyboardInterrupt (a training ends
-its run KILLED and keeps its checkpoint), or Tune's graceful stop of a sweep (the experiment state is
-saved, so ``--resume`` continues it). :func:`interruption` then says which signal it was: the line
-to print and the exit status (143 = 128 + SIGTERM, 130 = 128 + SIGINT). :func:`ctrl_c_kept` takes back the
-SIGINT handler that Ray Train's ``TorchTrainer.fit`` leaves behind. :func:`worker_exit_quiet` keeps a Ray
-worker's ordered exit off the console.
+Kubernetes, systemd, Slurm and ``timeout`` stop a process with SIGTERM, whose default kills Python on the spot (the
+MLflow run left RUNNING). :func:`sigterm_as_sigint` makes SIGTERM do what SIGINT's handler of the moment does: raise
+KeyboardInterrupt (a training ends its run KILLED and keeps its checkpoint) or stop a sweep gracefully (``--resume``
+continues it). :func:`interruption` gives the line and the exit status (143 = 128 + SIGTERM, 130 = 128 + SIGINT).
+:func:`ctrl_c_kept` takes back the SIGINT handler Ray Train's ``TorchTrainer.fit`` leaves behind;
+:func:`worker_exit_quiet` keeps a Ray worker's ordered exit off the console.
 """
 
 from __future__ import annotations
@@ -58,12 +56,9 @@ def stop_process_group(process: subprocess.Popen, term_wait_s: float, kill_wait_
 
 @contextlib.contextmanager
 def ctrl_c_kept():
-    """Put back, after the block, the SIGINT handler it found.
-
-    ``TorchTrainer.fit`` on the main thread installs a handler that asks its run's controller to abort, and never
-    takes it back: a Ctrl-C after the fit went to a run long ended, which exits 0 while Ray is up (an interrupted job
-    must not) and raises ConnectionError once Ray has shut down. Wrap every main-thread ``fit`` of a TorchTrainer in
-    this."""
+    """Put back, after the block, the SIGINT handler it found. ``TorchTrainer.fit`` on the main thread installs a
+    handler that asks its run's controller to abort and never takes it back: a later Ctrl-C exits 0 while Ray is up and
+    raises ConnectionError once Ray has shut down. Every main-thread ``fit`` of a TorchTrainer runs inside it."""
     previous = signal.getsignal(signal.SIGINT)
     try:
         yield
@@ -73,11 +68,10 @@ def ctrl_c_kept():
 
 
 def worker_exit_quiet() -> None:
-    """In a Ray worker that a command-line program started: the exit that Ray's SIGTERM handler raises
-    (``SystemExit``) prints nothing when it lands inside a finalizer or a weakref callback. Python cannot raise
-    from there and prints it as "Exception ignored in ..." with a traceback, which Ray forwards to the console
-    when a stopped sweep shuts its workers down; the worker ends as asked either way. Any other exception
-    that Python cannot raise prints through the hook it found. Idempotent."""
+    """In a Ray worker a command-line program started: the ``SystemExit`` Ray's SIGTERM handler raises prints nothing
+    when it lands in a finalizer or a weakref callback, where Python cannot raise it and would print "Exception ignored
+    in ..." with a traceback that Ray forwards to the console; the worker ends either way. Other unraisable exceptions
+    go to the hook it found. Idempotent."""
     if getattr(sys.unraisablehook, "itrlab_quiet_exit", False):
         return
     passed_on = sys.unraisablehook

@@ -1,10 +1,9 @@
 """A package's exports, imported when first used (PEP 562's module ``__getattr__``).
 
-``import itrlab.eval`` or ``from itrlab.data.synthetic import ...`` runs the package's ``__init__``; when
-that imports every submodule, a command that only needs a name list or a parser pays for torch, Ray or
-MLflow before it can print its first line (an unknown preset, ``--help``). A package whose
-``__init__`` declares its exports with :func:`lazy_exports` imports a submodule only when one of its
-names is asked for; ``from itrlab.eval import evaluate`` works as an eager import would.
+Importing any module of a package runs the package's ``__init__``; one that imports every submodule makes a command that
+needs only a name list or a parser pay for torch, Ray or MLflow before its first line (an unknown preset, ``--help``). A
+package whose ``__init__`` declares its exports with :func:`lazy_exports` imports a submodule when one of its names is
+asked for; ``from itrlab.eval import evaluate`` works as an eager import would.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """One validator for the numeric settings of losses, methods and schemes.
 
-:func:`check_number` accepts a real, finite number (not a bool, not NaN or ±inf, not beyond
-float32's range, since the value ends up in float32 tensors) inside optional bounds and returns it
-as a float; otherwise it raises ``ValueError`` whose message says what is allowed.
-
-Settings declare it through their types: :func:`number` is the annotation of a numeric setting
-(``tau: number(gt=0, meaning="the temperature τ") = 0.1``) in a loss's constructor or a settings
-class, and :data:`Flag` that of a true/false one. pydantic runs the check and names the setting that
-failed (its ``loc``), so a bad value is one clear message before anything starts.
+:func:`check_number` accepts a real, finite number (not a bool, NaN or ±inf, nor beyond float32's range: the value ends
+up in float32 tensors) inside optional bounds, as a float; otherwise a ``ValueError`` says what is allowed. Settings
+declare it through their types: :func:`number` annotates a numeric setting
+(``tau: number(gt=0, meaning="the temperature τ") = 0.1``), :data:`Flag` a true/false one, and pydantic names the
+setting that failed.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
-"""A Ray head that ``ray start --head --temp-dir DIR`` started on this machine, stopped alone (``itrlab ray-stop
-DIR``): ``ray stop`` ends every Ray process of the user on the machine (a running sweep's, another head's), and
-Ray has no command that stops one head.
+"""A Ray head that ``ray start --head --temp-dir DIR`` started on this machine, stopped alone (``itrlab ray-stop DIR``):
+``ray stop`` ends every Ray process of the user (a running sweep's, another head's), and Ray has no command that stops
+one head.
 
-A head's processes are found by their command lines: the GCS server, raylet, dashboard, monitor and log monitor
-name its temp folder (a session folder under it), the Ray client server names its GCS address (which Ray writes
-to ``DIR/ray_current_cluster``); with them go the processes they started (the raylet's agents and workers, a
-job's driver and its trials). Only the user's own processes, never this one or those it runs under. They end as
-``ray stop`` ends them: SIGTERM to the raylets first, the GCS servers last, each stage given a grace period, then
-SIGKILL to whatever still runs. The processes are read through psutil.
+A head's processes are found through psutil by their command lines: the GCS server, raylet, dashboard, monitor and log
+monitor name its temp folder, the Ray client server its GCS address (``DIR/ray_current_cluster``); with them go the
+processes they started. Only the user's own processes, never this one or those it runs under. They end as ``ray stop``
+ends them: SIGTERM to the raylets first, the GCS servers last, each stage given a grace period, then SIGKILL.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Named parts by the names configs and command lines use: one registry class for every kind of part.
 
-A :class:`Registry` holds methods, losses, dataset kinds, stored features, raw formats, extraction steps,
-schemes and papers, each kind in the registry of its layer: :mod:`itrlab.methods.registry` (methods, schemes,
-papers), :mod:`itrlab.losses.registry` (losses, with their declared settings), :mod:`itrlab.data.kinds.registry`
-(dataset kinds, stored features), :mod:`itrlab.extract.readers.registry` (raw formats) and
-:mod:`itrlab.extract.steps`.
-A part is added by a decorator on its class (``@register_kind("precomp")``) or, for a value, by
-:meth:`Registry.add`. A name may be *declared* first with the module that registers it
-(:meth:`Registry.declare`): the name is then known (listed, checked in a config) without importing that
-module, which is imported when the part is first looked up. So a paper's package declares its methods
-without torch, and a bad config answers in a second.
+A :class:`Registry` holds one kind of part in its layer's registry: :mod:`itrlab.methods.registry` (methods, schemes,
+papers), :mod:`itrlab.losses.registry` (losses), :mod:`itrlab.data.kinds.registry` (dataset kinds, stored features),
+:mod:`itrlab.extract.readers.registry` (raw formats) and :mod:`itrlab.extract.steps`. A part is added by a decorator on
+its class (``@register_kind("precomp")``) or :meth:`Registry.add`. A name may be *declared* first with the module that
+registers it (:meth:`Registry.declare`): it is then known (listed, checked in a config) without that module, imported
+when the part is first looked up, so that a paper's package declares its methods without torch and a bad config answers
+in a second.
 """
 
 from __future__ import annotations

@@ -1,45 +1,29 @@
-"""The CPU thread policy: how torch's OpenMP threads wait, and how many a run uses.
+"""The CPU thread policy: how torch's OpenMP threads wait, and how many a run uses
+(docs/speed.md#cpu-threads-beside-other-work gives the figures).
 
-torch's CPU wheel (2.13) runs its intra-op thread pool, and MKL's, on GNU OpenMP: the ``libgomp.so.1``
-it ships in ``torch/lib`` (``torch.__config__.parallel_info()``: "ATen parallel backend: OpenMP").
-By default a libgomp thread that finishes its share of a parallel region spins for 300,000 iterations
-(``GOMP_SPINCOUNT``, milliseconds) before it sleeps, and a training step runs hundreds of small regions:
-the threads never stop spinning. On a core that another process also wants, a spinning thread burns
-the time slices the working one needs, and an epoch beside a busy process takes many times its quiet
-time, erratically. Shorter spins only shorten the waste; no spinning at all degrades with the load
-(``benchmarks/train.py --busy 1`` measures it; the figures are in docs/speed.md#cpu-threads-beside-other-work).
+torch's CPU wheel runs its intra-op pool, and MKL's, on the GNU OpenMP it ships (``libgomp.so.1``), whose idle threads
+spin for 300,000 iterations (``GOMP_SPINCOUNT``) before they sleep; a training step runs hundreds of small parallel
+regions, so the threads never stop spinning, and on a core another process wants they burn the time slices the working
+thread needs: an epoch beside a busy process takes many times its quiet time, erratically.
 
-**Wait policy.** ``OMP_WAIT_POLICY=PASSIVE``: a waiting OpenMP thread sleeps at once (libgomp's spin
-count becomes 0; Intel's and LLVM's OpenMP read the same variable). libgomp reads it once, when it is
-loaded (``import torch``), so :func:`configure_env` puts it in ``os.environ`` when the package
-``itrlab`` is imported, before any of its modules can import torch: every job, ``itrlab ...`` and the
-tests get it. Child processes inherit it,
-the Ray processes a local sweep starts included; the workers of a Ray cluster get it through
-:func:`itrlab.sweep.cluster.init_ray`'s runtime env (:func:`worker_env`). A value the user set wins
-(``OMP_WAIT_POLICY``, or ``GOMP_SPINCOUNT``, which libgomp prefers to the policy), and
-``ITRLAB_THREAD_POLICY=off`` leaves OpenMP and torch's thread count as torch sets them (the old
-behaviour; on a Ray cluster, set it in the job's runtime env). The price: each parallel region wakes
-a sleeping thread, so on a quiet machine of few vCPUs (where waking an idle vCPU is dear) an epoch with
-2 passive threads is slower than with spinning ones. Where one thread suffices (a small model on few
-cores), ``train.threads=1`` is faster still, quiet or not.
+**Wait policy.** ``OMP_WAIT_POLICY=PASSIVE``: a waiting thread sleeps at once. libgomp reads it when it is loaded, so
+:func:`configure_env` sets it in ``os.environ`` when ``itrlab`` is imported, before any module can import torch; child
+processes inherit it, and a Ray cluster's workers get it through :func:`worker_env`. A value the user set wins
+(``OMP_WAIT_POLICY``, or ``GOMP_SPINCOUNT``, which libgomp prefers), and ``ITRLAB_THREAD_POLICY=off`` leaves OpenMP and
+torch's thread count as torch sets them. The price: each parallel region wakes a sleeping thread, so on a quiet machine
+of few vCPUs two passive threads are slower than spinning ones; one thread is faster still.
 
-**Thread count** (:func:`thread_count`, applied with ``torch.set_num_threads`` by :func:`apply` where
-a run starts: ``run_experiment``, so also every sweep trial and Ray Train worker; ``itrlab train``;
-the training benchmark):
+**Thread count** (:func:`thread_count`, set by :func:`apply` where a run starts):
 
-1. in a Ray worker (a sweep trial, a Ray Train worker): the CPUs Ray reserved for it (``num_cpus``,
-   rounded down, at least 1, as Ray's own ``OMP_NUM_THREADS``), or ``train.threads`` if that asks
-   for fewer;
+1. in a Ray worker: the CPUs Ray reserved for it (``num_cpus``, rounded down, at least 1), or ``train.threads`` if
+   that asks for fewer;
 2. else ``train.threads`` when it is set (> 0);
 3. else ``$OMP_NUM_THREADS`` when the user set it;
-4. else the CPUs this process may run on: its affinity mask (``os.sched_getaffinity``), capped by
-   the cgroup's CPU quota (a container's ``--cpus``, a Kubernetes CPU limit); on a machine of
-   ``SMALL_MACHINE`` (2) CPUs or fewer, one thread: there a passive second thread's wake-ups cost more
-   than it adds (docs/speed.md#cpu-threads-beside-other-work).
+4. else the CPUs this process may run on: its affinity mask, capped by the cgroup's CPU quota; on a machine of
+   ``SMALL_MACHINE`` (2) CPUs or fewer, one thread, since a passive second thread's wake-ups cost more than it adds.
 
-So concurrent trials on one node use the CPUs they reserved and no more, a run alone on a machine
-uses all of it, and one that shares its cores with other work slows down about in proportion to the
-load instead of tenfold.
+So concurrent trials use the CPUs they reserved, a run alone uses the machine, and one that shares its cores slows down
+about in proportion to the load instead of tenfold.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
-"""Which folder a job's relative paths land in, said in one line when it is not the project's: a job started in
-another folder would otherwise silently make a second MLflow store, run folders and synthetic data there.
+"""Which folder a job's relative paths land in, said in one line when it is not the project's: a job started elsewhere
+would otherwise silently make a second MLflow store, run folders and synthetic data there.
 
-Relative paths (a config's ``dataset.root`` and ``output.dir``, a sweep's ``--storage``, the default MLflow
-store ``mlflow.db``) are read from the working folder, as the docs say (docs/configs.md#paths). The
-project is the checkout this itrlab runs from: the folder that holds its ``configs/`` and ``platform/``
-(an installed copy without them has no project folder, and nothing is said). A job started elsewhere still
-runs, and prints :func:`elsewhere_line` first: where its relative paths are written and read.
-
-A Ray job (``ray job submit --working-dir``) works in Ray's copy of the submitted folder, without its
-git-ignored files: there its relative paths land in that copy, where what the job was not shipped with (the
-data folder, say) is made or looked for again, and ``cd`` is no remedy; the line says which were shipped and
-that paths on the cluster are the remedy (docs/sweeps.md#running-on-a-ray-cluster).
+Relative paths (``dataset.root``, ``output.dir``, ``--storage``, the default ``mlflow.db``) are read from the working
+folder (docs/configs.md#paths). The project is the checkout this itrlab runs from, the folder holding its ``configs/``
+and ``platform/`` (an installed copy has none, and nothing is said). A job started elsewhere still runs, printing
+:func:`elsewhere_line` first. A Ray job (``ray job submit --working-dir``) works in Ray's copy of the submitted folder,
+without its git-ignored files, where ``cd`` is no remedy: the line says which paths were shipped and that paths on the
+cluster are the remedy (docs/sweeps.md#running-on-a-ray-cluster).
 """
 
 from __future__ import annotations
