@@ -1,10 +1,9 @@
 """Training methods: encoders + losses + the step, looked up by name (``@register_method``).
 
-One package per paper holds its methods, losses, model parts and data helpers; this list is the only
-place that names them. Importing a paper's package declares, without torch, what it registers: its
-paper, its methods' names, its schemes and its losses' settings, so that a config's sections are typed
-before torch is imported (:mod:`itrlab.methods.sections`); a method's or a loss's class is imported
-when first looked up. The other exports are imported when first used (:mod:`itrlab.lazy`).
+One package per paper holds its methods, losses, model parts and data helpers; this import list is the only place that
+names them. Importing a paper's package declares, without torch, its paper, methods, schemes and losses' settings, so
+that a config's sections are typed before torch is imported (:mod:`itrlab.methods.sections`); a method's or loss's class
+is imported when first looked up, the other exports when first used (:mod:`itrlab.lazy`).
 """
 
 from itrlab.lazy import lazy_exports

@@ -1,25 +1,12 @@
-"""What every training method provides to the trainer and the evaluator.
+"""What every training method provides to the trainer and the evaluator: the method layer's base, as
+:mod:`itrlab.losses.base` is the loss layer's.
 
-A method owns its encoders, losses and any state of its own (momentum encoders, queues,
-prototypes: module buffers, so checkpoints, resume, retries and DDP carry them). The trainer
-calls ``method(batch)`` for a :class:`~itrlab.losses.LossOutput`, steps the optimizer over
-``param_groups``, and asks ``method.score_fn(split, vocab)`` for a :data:`~itrlab.eval.ScoreFn`
-over a whole split; the evaluator ranks with it block by block. Dense methods embed once and
-score by matrix products; interaction methods score image-caption blocks in shards.
-
-Life cycle of a method, and the hooks a subclass may override:
-
-1. ``validate_config(config)`` (classmethod) at config-check time (:mod:`itrlab.assembly`, once per
-   run or trial): whatever the method cannot use. The ``method`` section is already typed by
-   ``settings`` and the ``loss`` section by its loss's settings; the base class checks that the task
-   loss reads only similarities the method provides (``provides``), without building it.
-2. ``from_config(config, context)`` (classmethod): a fresh, randomly initialised method.
-3. ``prepare(context)``: initialisation from data, for a fresh method only (GloVe word vectors,
-   concept vocabularies); never called on one loaded from a checkpoint.
-4. Every epoch ``set_epoch(epoch)``; every batch ``step(batch)`` (through ``forward``), then
-   ``after_step(step, total_steps)`` after the optimizer step (EMA, queues).
-
-The method layer's base, as :mod:`itrlab.losses.base` is the loss layer's: the contract its parts implement.
+A method owns its encoders, losses and state (momentum encoders, queues, prototypes: module buffers, so that
+checkpoints, resume, retries and DDP carry them). The trainer calls ``method(batch)`` for a
+:class:`~itrlab.losses.LossOutput` and steps the optimizer over ``param_groups``; ``score_fn(split, vocab)`` gives the
+evaluator a :data:`~itrlab.eval.ScoreFn` over a whole split (dense methods embed once, interaction methods score blocks
+in shards). Its life cycle, ``validate_config``, ``from_config``, ``prepare`` (a fresh method only, never one loaded
+from a checkpoint), ``set_epoch``, ``step`` and ``after_step``, is docs/architecture.md's ("Contracts", Methods).
 """
 
 from __future__ import annotations
@@ -112,17 +99,10 @@ def drop_reinitialised_state(optimizer: torch.optim.Optimizer) -> int:
 
 
 class MethodModule(nn.Module):
-    """Base class of methods implemented as one torch module.
-
-    Hooks the trainer calls, with defaults that fit a single-branch method:
-    ``param_groups(lr)`` (what the optimizer updates, and with which learning rate),
-    ``set_epoch(epoch)`` (before every epoch: epoch-scheduled losses),
-    ``after_step(step, total_steps)`` (after every optimizer step: EMA anchors, queues),
-    ``auxiliary_evaluators()`` (other branches to evaluate beside the model: anchors),
-    ``batch_extras()`` (extra per-sample fields the method wants in its batches).
-    What estimates a step's cost asks of it: ``cost_note(config)`` (work its training shape does not show) and
-    ``bind_made_up_inputs(batch)`` (data a step reads beyond its batch, made up to count it).
-    """
+    """Base class of methods implemented as one torch module, with hooks whose defaults fit a single-branch method:
+    ``param_groups(lr)``, ``set_epoch(epoch)``, ``after_step(step, total_steps)``, ``auxiliary_evaluators()`` (other
+    branches evaluated beside the model), ``batch_extras()``; and for a step's cost estimate, ``cost_note(config)``
+    (work its training shape does not show) and ``bind_made_up_inputs(batch)`` (data a step reads beyond its batch)."""
 
     name = "method"
     settings: ClassVar[type[MethodSettings]]  # the method section: name (a Literal) and the method's own keys
@@ -147,11 +127,9 @@ class MethodModule(nn.Module):
 
     @classmethod
     def validate_config(cls, config: ExperimentConfig) -> None:
-        """Raise ConfigError for a config this method cannot train (its sections are typed already).
-
-        The base checks: the task loss reads only similarities this method provides (``provides``), and the
-        reading before the projection head is asked of a method that has one (:meth:`check_reading`).
-        """
+        """Raise ConfigError for a config this method cannot train (its sections are typed already). The base checks
+        that the task loss reads only similarities this method ``provides`` and that a reading before the projection
+        head is asked of a method that has one (:meth:`check_reading`)."""
         missing = [name for name in task_loss_requires(config.loss) if name not in cls.provides]
         if missing:
             raise ConfigError(
@@ -206,10 +184,8 @@ class MethodModule(nn.Module):
         raise NotImplementedError
 
     def prepare(self, context: BuildContext) -> None:
-        """Initialise a fresh method from the data: GloVe rows of every GloVe word embedding.
-
-        Subclasses that override it call ``super().prepare(context)``.
-        """
+        """Initialise a fresh method from the data: GloVe rows of every GloVe word embedding. Overrides call
+        ``super().prepare(context)``."""
         if context.vocab_words is None:
             return
         train = context.train
@@ -231,10 +207,9 @@ class MethodModule(nn.Module):
         as well. Nothing by default."""
 
     def batch_extras(self) -> dict[str, Callable[[int], Tensor]]:
-        """Extra per-sample fields of training batches: name -> function of the training caption's
-        index giving a tensor (stacked, or zero-padded along the first axis when lengths differ,
-        into ``Batch.extras``): concept labels, generated captions... A method that needs data
-        for them keeps it from ``prepare``."""
+        """Extra per-sample fields of training batches: name -> function of the training caption's index giving a tensor
+        (stacked, or zero-padded along the first axis, into ``Batch.extras``). A method that needs data for them keeps
+        it from ``prepare``."""
         return {}
 
     # ------------------------------------------------------------------ training
@@ -244,11 +219,8 @@ class MethodModule(nn.Module):
         raise NotImplementedError
 
     def step(self, batch: Batch, needs: Iterable[str] = ()) -> tuple[LossOutput, Similarities]:
-        """The task loss of one batch and the similarities it was computed from (with ``needs`` too).
-
-        A cooperative scheme composes branches through this: it gets each branch's own loss (with
-        its parts) and the similarities to compare.
-        """
+        """The task loss of one batch and the similarities it was computed from (with ``needs`` too): what a cooperative
+        scheme composes branches through."""
         sims = self.batch_similarities(batch, union(needs, getattr(self.loss, "requires", ())))
         return self.loss(sims), sims
 
@@ -260,10 +232,8 @@ class MethodModule(nn.Module):
         return self
 
     def param_groups(self, lr: float) -> list[dict]:
-        """Trainable parameters at ``lr``; a pretrained text backbone's (BERT) at ``text_lr`` when set.
-
-        Frozen parameters (``requires_grad=False``) are in no group.
-        """
+        """Trainable parameters at ``lr``, a pretrained text backbone's at ``text_lr`` when set; frozen parameters are
+        in no group."""
         trainable = [p for p in self.parameters() if p.requires_grad]
         backbone = [
             p

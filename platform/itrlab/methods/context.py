@@ -1,12 +1,8 @@
-"""What a method is built from besides its config: the data it will train on and where it runs.
-
-:class:`BuildContext` is handed to ``MethodModule.from_config`` and ``MethodModule.prepare``. It
-holds what only the opened data knows (feature width, tokenizer words, split sizes, the training
-split itself for vocabularies and graphs), the run directory (for state a method keeps beside its
-checkpoints), and ``train_anchor``: the trainer's way of training a plain copy of a method first
-(DBL's OAS stage 1), given by the training layer so that methods never import it.
-``notes`` collects what preparing found (GloVe coverage ...) for the run to print and log.
-"""
+"""What a method is built from besides its config: :class:`BuildContext`, handed to ``MethodModule.from_config`` and
+``prepare``, holds what only the opened data knows (feature width, tokenizer words, split sizes, the training split for
+vocabularies and graphs), the run directory (for state kept beside the checkpoints), ``train_anchor`` (the trainer's way
+of training a plain copy of a method first, given by the training layer so that methods never import it) and ``notes``,
+what preparing found, for the run to print and log."""
 
 from __future__ import annotations
 

@@ -1,21 +1,13 @@
 """The dual encoder as a method: images and captions embedded apart, scored by one matrix product.
 
-VSE, VSE++ (:mod:`itrlab.methods.vse`), MVN, ConVSE and ConVSE++ (:mod:`itrlab.methods.convse`)
-differ only in the loss and the head; CODER builds on it.
+VSE, VSE++ (:mod:`itrlab.methods.vse`), MVN, ConVSE and ConVSE++ (:mod:`itrlab.methods.convse`) differ only in the loss
+and the head: ``vse`` the sum of hinges (ConVSE paper eq. 2), ``vsepp`` the max of hinges (eq. 5), and with a projection
+head ``mvn`` the multimodal NCE (same-modality negatives), ``convse`` l_CSN (eq. 6-8), ``convsepp`` l_CMN (eq. 12-14).
+``configs/methods/<name>.yaml`` pairs them; any dual loss works with any of them. CODER builds on it.
 
-| method   | loss                                   | projection head |
-|----------|----------------------------------------|-----------------|
-| vse      | sum of hinges (ConVSE paper eq. 2)      | no              |
-| vsepp    | max of hinges (eq. 5)                   | no              |
-| mvn      | multimodal NCE (MVN, same-modality negatives) | yes       |
-| convse   | l_CSN (eq. 6-8)                         | yes             |
-| convsepp | l_CMN (eq. 12-14)                       | yes             |
-
-The pairing is set by ``configs/methods/<name>.yaml``; any dual loss works with any of them.
-
-Evaluation reads the encoders' output (``eval.embedding=output``) or the embedding before their projection
-head (``prehead``: the base network's, SimCLR's reading); :meth:`DualEncoderMethod.prehead_reading` is the
-latter beside the former (``eval.log_prehead``).
+Evaluation reads the encoders' output (``eval.embedding=output``) or the embedding before their projection head
+(``prehead``: the base network's, SimCLR's reading); :meth:`DualEncoderMethod.prehead_reading` gives the latter beside
+the former (``eval.log_prehead``).
 """
 
 from __future__ import annotations

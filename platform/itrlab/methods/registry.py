@@ -1,16 +1,12 @@
-"""Methods by name (the names a config's ``method.name`` may take), and how a config builds one.
+"""Methods by name (the values of a config's ``method.name``), and how a config builds one.
 
-Nothing here imports torch: a paper's package declares, without torch, the names of its methods and
-the module that defines them (:meth:`~itrlab.registry.Registry.declare`), its schemes and its losses' settings;
-the classes are imported when first looked up. Method classes register themselves with
-``@register_method("name", ...)``; one class may serve several names (the dual encoders differ only
-in their config). A *scheme* wraps a method in branches when a config section of its own is set: its
-package registers it with :func:`register_scheme`, with the typed settings of that section, so that
-the platform names no scheme, section or setting of a paper. :func:`build_method` builds an assembled
-config's method, wrapped in its scheme when the config has one.
-
-Its registries are instances of the one registry class, :class:`itrlab.registry.Registry`, as are those of the
-other named parts in their layers' ``registry.py``.
+Nothing here imports torch: a paper's package declares its methods' names with the module that defines them
+(:meth:`~itrlab.registry.Registry.declare`), its schemes and its losses' settings; the classes are imported when first
+looked up. Method classes register with ``@register_method("name", ...)``, one class possibly under several names. A
+*scheme* wraps a method in branches when a config section of its own is set; its package registers it with
+:func:`register_scheme` and the section's typed settings, so that the platform names no scheme, section or setting of a
+paper. :func:`build_method` builds a config's method, wrapped in its scheme. The registries are instances of
+:class:`itrlab.registry.Registry`, as are those of the other named parts in their layers' ``registry.py``.
 """
 
 from __future__ import annotations
@@ -43,16 +39,13 @@ def method_settings_models() -> tuple[type, ...]:
 
 @dataclass(frozen=True)
 class Scheme:
-    """A wrapper of any method, used when its config ``section`` is set (not None).
+    """A wrapper of any method, used when its config ``section`` is set.
 
-    ``settings`` types the section (the config schema gets ``<section>: settings | None``): without
-    torch, once, with what it cannot run refused on ``<section>.<key>`` and the settings left to their
-    defaults filled in (so that runs log them);
-    ``build(config, make_branch, context)`` returns the wrapped method, calling ``make_branch()`` for
-    each fresh branch; ``describe(settings)`` is the section on one line, for tags and run notes;
-    ``fresh(settings)`` the same scheme with every branch built fresh, none read from a checkpoint or
-    trained first (to count a step's cost or a model's shape without its data); ``structure(settings)``
-    what decides the cost of a step, in words (None: the section wraps nothing, a plain branch trains).
+    ``settings`` types the section without torch, once, refusing what it cannot run on ``<section>.<key>`` and filling
+    in the defaults (so that runs log them); ``build(config, make_branch, context)`` returns the wrapped method, calling
+    ``make_branch()`` for each fresh branch; ``describe(settings)`` is the section on one line, for tags and notes;
+    ``fresh(settings)`` the same scheme with every branch fresh, none read from a checkpoint or trained first (to count
+    a step's cost without data); ``structure(settings)`` what decides a step's cost, in words (None: a plain branch).
     """
 
     section: str
@@ -127,11 +120,8 @@ def build_method(
     vocab_size: int | None = None,
     feature_dim: int | None = None,
 ) -> MethodModule:
-    """The method of ``config``, prepared from ``context``, wrapped in its scheme if any.
-
-    Without a context (unit tests), ``vocab_size`` and ``feature_dim`` make a bare one. Every
-    branch built fresh is prepared (GloVe ...).
-    """
+    """The method of ``config``, prepared from ``context``, wrapped in its scheme if any; without a context (unit
+    tests), ``vocab_size`` and ``feature_dim`` make a bare one. Every branch built fresh is prepared."""
     from itrlab.methods.context import BuildContext  # the data layer
 
     if context is None:

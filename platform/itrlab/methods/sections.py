@@ -1,12 +1,10 @@
-"""The config sections typed by what the packages declare, without torch: the ``loss`` section by its
-loss's declared settings, each scheme's section by the settings its package registered.
+"""The config sections typed by what the packages declare, without torch: the ``loss`` section by its loss's declared
+settings, each scheme's section by its registered settings.
 
-:func:`declared_schema` is the experiment schema with those sections typed: the sweeps' pre-check
-(``itrlab.sweep.points.check_structure``, for ``--dry-run``, ``--list`` and every sweep) and the
-assembly (``itrlab.assembly``, which adds the ``method`` section typed by the methods' own settings)
-check configs with it, so that a bad setting of a loss or a scheme is one line before torch is imported.
-Each section is typed once (:mod:`itrlab.methods.loss_section`; a scheme's settings class): the typed
-settings are kept with the section, and a run builds its losses from them.
+:func:`declared_schema` is the experiment schema with those sections typed, with which the sweeps' pre-check
+(``--dry-run``, ``--list``, every sweep) and :mod:`itrlab.assembly` (which adds the ``method`` section) check configs,
+so that a bad setting of a loss or a scheme is one line before torch is imported. Each section is typed once
+(:mod:`itrlab.methods.loss_section`); a run builds its losses from the typed settings kept with it.
 """
 
 from __future__ import annotations

@@ -44,12 +44,9 @@ def encode_split_features(
     encode_images: Callable[[Tensor], tuple[Tensor, ...]],
     encode_captions: Callable[[Tensor, Tensor], Tensor],
 ) -> tuple[tuple[Tensor, ...], Tensor, Tensor]:
-    """Every image and caption of a split encoded independently, in split order, in eval mode.
-
-    Returns the tuple ``encode_images`` gives per image batch, each part concatenated over the split
-    (N, ...); the token features ``encode_captions`` gives, zero-padded to the split's longest caption
-    (cpi·N, L, d); and the caption lengths (cpi·N,). No item ever sees another.
-    """
+    """Every image and caption of a split encoded independently, in split order, in eval mode: the parts
+    ``encode_images`` gives, each concatenated over the split (N, ...); the token features of ``encode_captions``,
+    zero-padded to the longest caption (cpi·N, L, d); and the caption lengths (cpi·N,)."""
     was_training = method.training
     method.eval()
     device = next(method.parameters()).device
