@@ -110,15 +110,10 @@ def build_concept_gcn(
     word_vectors: str = "glove",
     seed: int = 0,
 ) -> ConceptGCN:
-    """The concept GCN of ``vocabulary`` over the TRAINING ``captions`` (graph: S eq. 4-5).
-
-    The GloVe coverage of the concepts is stored as ``gcn.word_vector_coverage`` for logging.
-    """
+    """The concept GCN of ``vocabulary`` over the TRAINING ``captions`` (graph: S eq. 4-5)."""
     adjacency = cooccurrence_graph(captions, vocabulary, graph_eps=graph_eps, rescale=graph_rescale)
-    features, coverage = concept_word_vectors(vocabulary, source=word_vectors, seed=seed)
-    gcn = ConceptGCN(adjacency, features, out_dim, layers=layers)
-    gcn.word_vector_coverage = coverage
-    return gcn
+    features, _ = concept_word_vectors(vocabulary, source=word_vectors, seed=seed)
+    return ConceptGCN(adjacency, features, out_dim, layers=layers)
 
 
 class ConceptEmbedder(nn.Module):

@@ -103,7 +103,6 @@ CAPTION_CLUSTER_LOGITS = "caption_cluster_logits"
 CLUSTER_LABELS = "cluster_labels"
 
 DIVERSITY_KINDS = get_args(Diversity)
-MDCL_POSITIVES = get_args(MdclPositive)
 READINGS = get_args(Reading)
 MIN_SPREAD = 1e-6  # clamp of SD_n / H_n (docs/papers/coder.md §A2)
 MIN_POSITIVE = 1e-6  # clamp of 1 + S_nn (docs/papers/coder.md §A2)

@@ -493,7 +493,7 @@ class CoderMethod(DualEncoderMethod):
                 lambda b: self.image_concepts(b, y),
                 lambda t, n: self.caption_concepts(t, n, y),
             )
-            self.last_clustering = self.prototypes.recluster(
+            self.prototypes.recluster(
                 per_caption,
                 captions,
                 epoch,

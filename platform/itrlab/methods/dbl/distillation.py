@@ -33,7 +33,6 @@ therefore weighs them 1/B of a summed term, as in the cited works' own settings.
 from __future__ import annotations
 
 import itertools
-from typing import get_args
 
 import torch
 from torch import Tensor
@@ -147,8 +146,6 @@ class SoftDarkRankLoss(CooperativeLoss):
 
 
 # --------------------------------------------------------------------------- RKD
-
-RKD_RELATIONS = get_args(RkdRelations)
 
 
 def huber(x: Tensor) -> Tensor:
