@@ -1,16 +1,12 @@
 """CLIP (Radford et al., 2021) as a method: a dual encoder whose loss temperature is learnt.
 
-The encoders are the other dual encoders' (:class:`~itrlab.methods.dual.DualEncoderMethod`,
-``model`` section); the method adds one parameter, ``logit_scale`` = log of the inverse temperature
-``s``, initialised to ``log(1 / method.init_tau)`` (CLIP: τ = 0.07) and kept at ``s <= method.max_scale``
-(CLIP: 100): clamped where it is read, and the parameter itself clamped after every optimizer step
-(CLIP's, so that it never drifts above the cap where its gradient is zero). Each batch's similarities
-carry it as the extra ``logit_scale`` (a 0-d tensor with its gradient) for the ``clip`` loss
-(:mod:`itrlab.methods.clip.losses`, symmetric InfoNCE).
-
-Evaluation ranks by the plain cosine similarities: a positive scale changes no ranking. With a loss
-that does not read ``logit_scale`` (``loss.name=vsepp``), the parameter is frozen (no gradient, in
-no optimizer group): the method is then the plain dual encoder.
+The encoders are the dual encoders' (:class:`~itrlab.methods.dual.DualEncoderMethod`); the method adds one parameter,
+``logit_scale`` = log of the inverse temperature ``s``, initialised to ``log(1 / method.init_tau)`` (CLIP: τ = 0.07) and
+kept at ``s <= method.max_scale`` (CLIP: 100): clamped where it is read, and clamped itself after every optimizer step,
+as CLIP does, so that it never drifts above the cap where its gradient is zero. Each batch's similarities carry it as
+the extra ``logit_scale`` for the ``clip`` loss (:mod:`itrlab.methods.clip.losses`). Evaluation ranks by the plain
+cosines: a positive scale changes no ranking. With a loss that does not read ``logit_scale`` the parameter is frozen:
+the method is then the plain dual encoder.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""Deep Boosting Learning (Diao et al.): cooperative schemes around any method, and their losses.
-
-``boosting`` (RS, RM, AS, AM and their combination) with ``soft_margin`` (γ^SA, eq. 14-20) and
-``strategies`` (Table IV); the baselines DBL compares against: ``distillation`` (DR, RKD, DML, DINO) and
-``projection`` (CMPM, MPL); ``cooperative`` (the OAS, OSS and MSS scenarios, eq. 22), ``settings`` (the
-``cooperative`` config section, typed) and ``scheme`` (how it wraps a method), with ``cooperative_loss``
-(the losses between two branches) and ``loss_settings`` (every loss's settings and the registry of the
-losses between two branches).
-
-Importing the package declares, without torch, the paper, the scheme and its losses' settings; the
-losses and the scheme's method are imported when first used (:mod:`itrlab.lazy`).
-"""
+"""Deep Boosting Learning (Diao et al.): cooperative schemes around any method, and their losses (the modules:
+docs/architecture.md). Importing the package declares, without torch, the paper, the scheme and its losses' settings;
+the losses and the scheme's method are imported when first used (:mod:`itrlab.lazy`)."""
 
 from itrlab.lazy import lazy_exports
 from itrlab.methods.dbl.cooperative_settings import CooperativeSettings, EmaSettings

@@ -1,24 +1,20 @@
 """Cooperative schemes around any single-branch method: DBL's scenarios and the baselines' schemes.
 
-Branches ``B_1 .. B_M`` are copies of one method (any entry of the method registry, so DBL can
-boost CODER or ConVSE++ as easily as VSE++); ``B_M`` is the target, the others are anchors. The
-target trains on ``task + weight * cooperative`` where the cooperative term is the mean of the
-cooperative loss against every earlier branch (DBL's M-branch cohorts: "branch m is boosted by
-the mean of its boosting losses against all branches before it"). For a mutual loss (DML) every
-branch learns from all others.
+Branches ``B_1 .. B_M`` are copies of one method (any registered method, so DBL boosts CODER or ConVSE++ as it boosts
+VSE++); ``B_M`` is the target, the others anchors. The target trains on ``task + weight * cooperative``, the cooperative
+term the mean of the cooperative loss against every earlier branch (DBL's M-branch cohorts); with a mutual loss (DML)
+every branch learns from all others.
 
 Scenarios (DBL §III-C):
 
-* ``oss``: all branches train together from random initialisation on the same batches; an
-  anchor learns only from its own task loss (and from earlier branches when M > 2). The anchor's
-  similarities are detached inside the cooperative loss, so the boosting loss sends it no gradient.
+* ``oss``: all branches train together from random initialisation on the same batches; an anchor learns only from
+  its own task loss (and from earlier branches when M > 2): the cooperative loss detaches its similarities.
 * ``oas``: the anchor is a frozen, trained checkpoint and the target is warm-started from it.
-* ``mss``: the anchor is an exponential moving average of the target's parameters, updated after
-  every optimizer step with a momentum that follows a cosine schedule from 0.99995 to 1 over all
-  training iterations (eq. 22).
+* ``mss``: the anchor is an exponential moving average of the target's parameters, updated after every optimizer
+  step with a momentum that follows a cosine schedule from 0.99995 to 1 over all training iterations (eq. 22).
 
-Only the target is evaluated as the model and exported as ``model.pt``; the anchors' recall is
-logged beside it (metrics prefixed ``anchor_``).
+Only the target is evaluated as the model and exported as ``model.pt``; the anchors' recalls are logged beside it
+(``anchor_`` metrics).
 """
 
 from __future__ import annotations
@@ -106,13 +102,10 @@ class CooperativeMethod(MethodModule):
         return self.target.batch_similarities(batch, needs)
 
     def step(self, batch: Batch, needs: Iterable[str] = ()) -> tuple[LossOutput, Similarities]:
-        """Every trainable branch's own step (its task loss and parts), plus the cooperative terms.
-
-        Frozen anchors (OAS, MSS) only score the batch, without gradient. Parts: ``task`` and
-        ``cooperative`` of the target, ``branch{m}_task`` / ``branch{m}_cooperative`` of the other
-        trainable branches, and the named parts of the target's own loss beyond its i2t/t2i split
-        (``task_<part>``: CODER's components, say) so that a wrapped method keeps its logging.
-        """
+        """Every trainable branch's own step (its task loss and parts), plus the cooperative terms; frozen anchors (OAS,
+        MSS) only score the batch, without gradient. Parts: ``task`` and ``cooperative`` of the target,
+        ``branch{m}_task`` / ``branch{m}_cooperative`` of the other trainable branches, and ``task_<part>``, the
+        target's own loss's parts beyond i2t/t2i, so that a wrapped method keeps its logging."""
         needs = union(needs, self.cooperative_loss.requires)
         last = len(self.branches) - 1
         sims: list[Similarities] = []

@@ -1,12 +1,7 @@
-"""The settings of DBL's losses, declared without torch (:mod:`itrlab.losses.registry`): the boosting
-losses (RS, RM, AS, AM and their average; eq. 7-10, 17-20), the baselines DBL compares against (the
-distillation and mutual-learning losses between two branches; CMPM and MPL as task losses), and the
-registry of the losses between two branches, :data:`COOPERATIVE_LOSSES`. The losses themselves are in
-:mod:`.boosting`, :mod:`.distillation` and :mod:`.projection`.
-
-Defaults are the paper's: ``gamma = 0.2``, ``alpha = 0.5`` (``gamma_1 = alpha gamma``,
-``gamma_2 = gamma - alpha gamma``).
-"""
+"""The settings of DBL's losses, declared without torch (:mod:`itrlab.losses.registry`): the boosting losses (eq. 7-10,
+17-20; defaults the paper's, :mod:`.boosting`), the baselines DBL compares against (the distillation and mutual-learning
+losses, :mod:`.distillation`; CMPM and MPL as task losses, :mod:`.projection`), and :data:`COOPERATIVE_LOSSES`, the
+registry of the losses between two branches."""
 
 from __future__ import annotations
 

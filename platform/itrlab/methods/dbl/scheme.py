@@ -1,13 +1,7 @@
-"""The ``cooperative`` config section as a scheme around any method: how it wraps a method.
-
-The section is typed, without torch, by :class:`~itrlab.methods.dbl.cooperative_settings.CooperativeSettings`: a DBL
-``strategy`` letter (Table IV) fixes the cooperative loss and its flags, with the settings the row uses
-(``gamma``, ``alpha`` for the absolute rows, ``hardest`` for the soft ones) beside it; otherwise ``loss``
-names any cooperative loss (DBL's boosting losses, or the distillation and mutual-learning baselines)
-with its settings. Here the loss is built, once, from those typed settings, when a run builds its method.
-The OAS anchor is trained first by the trainer (``BuildContext.train_anchor``) unless
-``anchor_checkpoint`` names one.
-"""
+"""The ``cooperative`` config section as a scheme around any method: how it wraps a method. The section is typed,
+without torch, by :class:`~itrlab.methods.dbl.cooperative_settings.CooperativeSettings`; here the cooperative loss is
+built once from those typed settings, when a run builds its method. The OAS anchor is trained first by the trainer
+(``BuildContext.train_anchor``) unless ``anchor_checkpoint`` names one."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """Interaction methods: the score of a pair comes from cross-attention between its regions and words.
 
-``xattn`` is DBL's single-branch baseline (DBL paper §III-A, eq. 1-2; see
-:mod:`itrlab.models.interaction`): text-to-image cross-attention, a vectorised similarity and a
-tanh score, trained with the config's task loss (VSE++'s max of hinges, eq. 5, by default) on the
-batch's ``B x B`` score matrix.
-
-Evaluation encodes the split once (``N x R x d`` region features and ``cpi·N x L x d`` word
-features, kept in memory) and scores each block that the evaluator asks for pairwise, in shards
-of bounded memory: no per-query loop. :func:`encode_split_features` and :func:`sharded_score_fn`
-do that for any interaction method (:mod:`itrlab.methods.sharded`; AsCL's fusion scorer uses them too).
+``xattn`` is DBL's single-branch baseline (DBL paper §III-A, eq. 1-2: :mod:`itrlab.models.interaction`), trained with
+the config's task loss (VSE++'s max of hinges, eq. 5, by default) on the batch's ``B x B`` score matrix. Evaluation
+encodes the split once and scores each block the evaluator asks for pairwise, in shards of bounded memory
+(:mod:`itrlab.methods.sharded`).
 """
 
 from __future__ import annotations
