@@ -1,11 +1,6 @@
-"""AsCL (Gong et al.): the asymmetry-sensitive contrastive loss, its sample generators and fusion scorer.
-``losses`` holds the loss (eq. 5-7) and its "w triplet" variant (their settings: ``loss_settings``);
-``text_augment`` the generators of type-I negatives and type-II/III positives; ``fusion`` and ``model``
-the scorer (eq. 1-4); ``method`` puts them together.
-
-Importing the package declares, without torch, the paper, its method and its losses' settings; the
-method and the losses are imported when first used (:mod:`itrlab.lazy`).
-"""
+"""AsCL (Gong et al.): the asymmetry-sensitive contrastive loss, its sample generators and fusion scorer (the modules:
+docs/architecture.md). Importing the package declares, without torch, the paper, its method and its losses' settings;
+the method and the losses are imported when first used (:mod:`itrlab.lazy`)."""
 
 from itrlab.lazy import lazy_exports
 from itrlab.methods.ascl import loss_settings  # noqa: F401  (declares its losses' settings)

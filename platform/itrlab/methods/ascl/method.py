@@ -1,36 +1,25 @@
-"""AsCL (Gong et al.): generated samples per asymmetry type, the asymmetry-sensitive loss with τ,
-and hierarchical cross-modal fusion scored without any ground-truth leak (``docs/papers/ascl.md`` §B).
+"""AsCL (Gong et al.): generated samples per asymmetry type, the asymmetry-sensitive loss with τ, and hierarchical
+cross-modal fusion scored without any ground-truth leak (``docs/papers/ascl.md`` §B).
 
-* Model (:class:`~itrlab.methods.ascl.networks.AsclModel`): region projection ``V``, the config's text
-  encoder's token features ``W`` (BERT in ``configs/methods/ascl.yaml``; a BiGRU works the same
-  way), the global image feature ``G`` (mean of the raw regions), and the fusion scorer of eq. 1-4
-  (``u1``, ``heads``; ``cross_attention: false`` is "w/o MF").
-* Generated samples (§II-B, docs/papers/ascl.md §B1), in :meth:`AsclMethod.batch_similarities`, only those the
-  loss reads: ``T⁻`` by the negative ``generator`` (``gaussian`` σ = ``sigma``, ``shuffle``,
-  ``token_cutoff``, ``feature_cutoff``, ``cutoff``, ``dropout`` p = ``p``, ``mixture``; σ in
-  ``sigma_units``: ``absolute`` or ``std``, the perturbed entries' standard deviation) at the
-  ``noise_site`` (``input`` embeddings, re-encoded; or the encoded ``features``); ``T⁺`` by the
-  ``positives`` generator (``concat`` = type II, two captions of the image from the batch and the
-  training split's pool; ``truncate`` = type III; ``mixture``); ``T̃⁻`` = the noise on ``T⁺``.
-  Randomness comes from a generator seeded by (config seed, batch counter): the counter is a
-  buffer, so a resumed run draws the same samples.
-* Scores: the batch's B images against ``[T; T⁻; T⁺; T̃⁻]`` (B × 4B pairs, docs/papers/ascl.md §B3), each pair
-  from that pair alone. ``T`` and ``T⁺`` go in (at most two) runs of similar length, each run with
-  its negatives through one text-encoder call and one scorer call, so that short captions (and
-  truncations) are not padded to the concatenations' length. The ``loss`` section's loss reads
-  them (``ascl``: eq. 5-7; ``ascl_triplet``: "w triplet"; its ``use_positives`` /
-  ``use_negatives`` give "w/o Pos", "w/o Neg", "w/o P&N").
-* Evaluation encodes images and captions independently and scores every pair in bounded-memory
-  shards (:func:`~itrlab.methods.sharded.encode_split_features` and
-  :func:`~itrlab.methods.sharded.sharded_score_fn`, shared with ``xattn``): no pair ever looks
-  up its ground-truth partner, unlike the reference code (docs/papers/ascl.md §B3, #leak-free-scoring).
-* Stored text features (``model.text.encoder: precomp``): the captions arrive as a frozen MiniLM's
-  token states; ``T⁺`` cuts and joins states (:mod:`itrlab.methods.ascl.stored_positives`), ``T⁻`` perturbs
-  the states (``input``) or ``W`` (``features``) without re-encoding, so ``shuffle`` (a no-op there) is
-  refused and ``mixture`` draws from the other four (docs/papers/ascl.md#stored-text-features); or
-  (``encoder_input``) perturbs the MiniLM's input embeddings of the captions' token ids and encodes them
-  again with the frozen MiniLM in the step (:mod:`itrlab.methods.ascl.reencode`), where every generator,
-  ``shuffle`` included, applies (docs/papers/ascl.md#noise-at-the-encoders-input).
+* Model: :class:`~itrlab.methods.ascl.networks.AsclModel`, the fusion scorer of eq. 1-4 over the config's text
+  encoder (``u1``, ``heads``; ``cross_attention: false`` is "w/o MF").
+* Generated samples (§II-B, docs/papers/ascl.md §B1), in :meth:`AsclMethod.batch_similarities`, only those the loss
+  reads: ``T⁻`` by the negative ``generator`` at the ``noise_site``, ``T⁺`` by the ``positives`` generator,
+  ``T̃⁻`` the noise on ``T⁺`` (:mod:`itrlab.methods.ascl.text_augment`). Randomness comes from a generator seeded by
+  (config seed, batch counter), the counter a buffer, so that a resumed run draws the same samples.
+* Scores: the batch's B images against ``[T; T⁻; T⁺; T̃⁻]`` (B × 4B pairs, docs/papers/ascl.md §B3), each pair from
+  that pair alone. ``T`` and ``T⁺`` go in (at most two) runs of similar length, each with its negatives through one
+  text-encoder call and one scorer call, so that short captions are not padded to the concatenations' length. The
+  ``loss`` section's loss reads them (``ascl``: eq. 5-7; ``ascl_triplet``: "w triplet"; ``use_positives`` /
+  ``use_negatives``: "w/o Pos", "w/o Neg", "w/o P&N").
+* Evaluation encodes images and captions independently and scores every pair in bounded-memory shards
+  (:mod:`itrlab.methods.sharded`): no pair looks up its ground-truth partner, unlike the reference code
+  (docs/papers/ascl.md §B3, #leak-free-scoring).
+* Stored text features (``model.text.encoder: precomp``): ``T⁺`` cuts and joins states
+  (:mod:`itrlab.methods.ascl.stored_positives`); ``T⁻`` perturbs the states (``input``) or ``W`` (``features``)
+  without re-encoding, so ``shuffle`` is refused and ``mixture`` draws from the other four
+  (docs/papers/ascl.md#stored-text-features), or perturbs the frozen model's input embeddings and encodes them again
+  (``encoder_input``, :mod:`itrlab.methods.ascl.reencode`), where every generator applies.
 """
 
 from __future__ import annotations

@@ -1,24 +1,15 @@
-"""AsCL's model (AsCL §II; ``docs/papers/ascl.md`` §B1, §B3): encoders, the fusion scorer, and the
-sample generators with their caption pool.
+"""AsCL's model (AsCL §II; ``docs/papers/ascl.md`` §B1, §B3): encoders, the fusion scorer, and the sample generators
+with their caption pool.
 
-* :class:`AsclModel`: ``V = FC(regions)`` (K×D, :class:`~itrlab.models.encoders.RegionEncoder`'s
-  projection, no pooling), ``G`` = the mean of the raw regions (spec flag: no ResNet-152 feature),
-  ``W`` = the text encoder's per-token features (BERT: ``FC(last hidden states)``; BiGRU: its word
-  features), and :class:`~itrlab.methods.ascl.fusion.HierarchicalFusion` scoring pairs. Captions can be
-  encoded in two steps (:meth:`AsclModel.input_embeddings`, then
-  :meth:`AsclModel.features_from_embeddings`) so that type-I noise lands on the encoder's input.
-* :class:`SampleGenerators`: the type-I negative generator (noise at ``input`` embeddings, the
-  default, on the encoded token ``features``, or, on stored states, at the frozen text model's input,
-  ``encoder_input``), the type-II/III positive generator, and the pool of every training caption of an
-  image that type II concatenates from.
-* :class:`CaptionPool`: the training split's captions by image id, tokenised on first use.
-  Shared, never copied (``deepcopy`` returns it): it is data, not state.
-
-On stored text features (``model.text.encoder: precomp``) the "tokens" are a frozen MiniLM's token states:
-the positives cut and join states (:mod:`itrlab.methods.ascl.stored_positives`), the negatives perturb the
-states (``input``) or their projection ``W`` (``features``) without encoding anything again, or perturb the
-MiniLM's input embeddings of the captions' token ids and encode them again with it (``encoder_input``,
-:mod:`itrlab.methods.ascl.reencode`).
+* :class:`AsclModel`: ``V = FC(regions)`` (K×D, :class:`~itrlab.models.encoders.RegionEncoder`'s projection, no
+  pooling), ``G`` = the mean of the raw regions (spec flag: no ResNet-152 feature), ``W`` = the text encoder's
+  per-token features, and :class:`~itrlab.methods.ascl.fusion.HierarchicalFusion` scoring pairs. Captions can be
+  encoded in two steps (:meth:`AsclModel.input_embeddings`, then :meth:`AsclModel.features_from_embeddings`) so that
+  type-I noise lands on the encoder's input.
+* :class:`SampleGenerators`: the type-I negative generator, the type-II/III positive generator, and the pool of every
+  training caption of an image that type II concatenates from.
+* :class:`CaptionPool`: the training split's captions by image id, tokenised on first use; shared, never copied
+  (``deepcopy`` returns it): it is data, not state.
 """
 
 from __future__ import annotations
@@ -142,15 +133,13 @@ def frame_ids(tokenizer: Any) -> tuple[int | None, int | None, frozenset[int]]:
 class SampleGenerators(nn.Module):
     """AsCL's generated captions for one batch (docs/papers/ascl.md §B1): ``T⁻``, ``T⁺`` and ``T̃⁻``.
 
-    ``noise_site``: ``input`` perturbs the text encoder's input embeddings and re-encodes (the
-    default: ConSERT practice, the paper's "textual embedding layers"); ``features`` perturbs the
-    encoded token features ``W`` (no re-encoding; a shuffle is then a no-op for the fusion scorer,
-    whose attention and means ignore order, which the method refuses at config time);
-    ``encoder_input`` (stored states only) perturbs the frozen text model's input embeddings of the
-    captions' token ids and encodes them with it (``reencoder``, set when the method is prepared).
-
-    ``stored_stride``: set on stored token states (the longest caption's states + 1): the positives are then
-    states cut and joined (:func:`~itrlab.methods.ascl.stored_positives.stored_positives`), not token ids.
+    ``noise_site``: ``input`` perturbs the text encoder's input embeddings and re-encodes (the default: ConSERT
+    practice, the paper's "textual embedding layers"); ``features`` perturbs the encoded token features ``W`` (a shuffle
+    is then a no-op for the fusion scorer, whose attention and means ignore order, which the method refuses);
+    ``encoder_input`` (stored states only) perturbs the frozen text model's input embeddings and encodes them with it
+    (``reencoder``, set when the method is prepared). ``stored_stride`` (stored token states: the longest caption's
+    states + 1) makes the positives states cut and joined
+    (:func:`~itrlab.methods.ascl.stored_positives.stored_positives`) rather than token ids.
     """
 
     def __init__(

@@ -1,27 +1,21 @@
 """AsCL's type-I negatives at the frozen text model's input on stored text features (``noise_site: encoder_input``;
 ``docs/papers/ascl.md#noise-at-the-encoders-input``).
 
-Stored text features hold each caption's token states, computed once by a frozen MiniLM
-(:mod:`itrlab.data.text_features`). The paper perturbs the *input* embeddings of its text encoder and
-encodes them again, so that attention spreads the noise over every token; perturbing the stored states
-(``noise_site: input`` on them) lands on the encoder's outputs instead, token by token. :class:`InputReencoder`
-does what the paper does with the same frozen model, inside the step:
+The paper perturbs its text encoder's *input* embeddings and encodes them again, so that attention spreads the noise
+over every token; perturbing stored states lands on the encoder's outputs instead, token by token.
+:class:`InputReencoder` does what the paper does, with the frozen model that computed the states, inside the step:
 
-* the training split's captions are tokenised once, when the method is prepared, by the tokenizer of the model
-  that computed the states (:func:`~itrlab.data.tokenizers.features_model_dir`: the packaged MiniLM when it is
-  that model), at the extraction's ``max_len``; each caption must give as many tokens as it has stored states,
-  else the features came from another tokenizer and the run is refused;
-* a batch's negatives: the word embeddings of its captions' ids (before the position embeddings, which the
-  model adds itself: a shuffle changes the output), perturbed by the method's
-  :class:`~itrlab.methods.ascl.text_augment.NegativeGenerator`, encoded by the frozen model under
-  ``torch.no_grad`` (in eval mode: no dropout), zero at padding and rounded to float16 as the stored states
-  are, so that a negative differs from its caption by the noise alone. Gradients reach the projection after
-  the states, never the model;
-* the captions themselves keep their stored states (the same model's output, computed once).
+* the training captions are tokenised once, when the method is prepared, by that model's tokenizer
+  (:func:`~itrlab.data.tokenizers.features_model_dir`) at the extraction's ``max_len``; a caption that gives another
+  count of tokens than its stored states means another tokenizer, and the run is refused;
+* a batch's negatives: the word embeddings of its captions' ids (before the position embeddings, which the model
+  adds: a shuffle changes the output), perturbed by the method's
+  :class:`~itrlab.methods.ascl.text_augment.NegativeGenerator`, encoded under ``torch.no_grad`` in eval mode, zero at
+  padding and rounded to float16 as the stored states are, so that a negative differs from its caption by the noise
+  alone. Gradients reach the projection after the states, never the model; the captions keep their stored states.
 
-The model is held outside the method's modules: it is in no ``state_dict`` or checkpoint (it is loaded from its
-folder again), nothing optimises it, and it follows the batch's device on first use. Shared, never copied
-(``deepcopy`` returns it), as the caption pools are.
+The model is held outside the method's modules: in no ``state_dict`` or checkpoint, optimised by nothing, moved to the
+batch's device on first use, and shared, never copied (``deepcopy`` returns it).
 """
 
 from __future__ import annotations

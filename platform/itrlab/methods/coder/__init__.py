@@ -1,11 +1,6 @@
-"""CODER (Wang et al.): DCL and M-DCL, momentum memory banks, the concept graph and PGC (eq. 1-8).
-``losses`` holds the pure loss functions (their settings: ``loss_settings``); ``memory``, ``prototypes``
-(with ``kmeans``), ``concepts`` and ``concept_vocab`` the method's stateful parts and data helpers;
-``method`` puts them together.
-
-Importing the package declares, without torch, the paper, its method and its losses' settings; the
-method and the losses are imported when first used (:mod:`itrlab.lazy`).
-"""
+"""CODER (Wang et al.): DCL and M-DCL, momentum memory banks, the concept graph and PGC (eq. 1-8; the modules:
+docs/architecture.md). Importing the package declares, without torch, the paper, its method and its losses' settings;
+the method and the losses are imported when first used (:mod:`itrlab.lazy`)."""
 
 from itrlab.lazy import lazy_exports
 from itrlab.methods.coder import loss_settings  # noqa: F401  (declares its losses' settings)
