@@ -1,18 +1,14 @@
-"""The ``cooperative`` config section: a scheme of branches around any method (DBL §III-C).
+"""The ``cooperative`` config section: a scheme of branches around any method (DBL §III-C; the scenarios:
+:mod:`.cooperative`).
 
-``scenario``: ``oas`` (a frozen, trained anchor; the target warm-started from it), ``oss`` (branches
-trained together from random initialisation), ``mss`` (the anchor is an EMA of the target, eq. 22).
-``strategy`` names a model of DBL's Table IV (``A``-``I``; ``A`` = no boosting), or ``loss`` any
-cooperative loss (DBL's boosting losses, the distillation and mutual-learning baselines). The settings
-of that strategy or loss sit beside them (``gamma``, ``alpha``, ``soft``, ``tau``, ...): they are typed
-by the loss's declared settings (:mod:`.loss_settings`) when the section is typed, without torch, and a
-setting it does not use is refused; those left to their defaults are filled in, so that a run logs the
-settings in effect. The target trains on ``task + weight * cooperative``.
+``scenario`` is ``oas``, ``oss`` or ``mss``; ``strategy`` names a model of DBL's Table IV (``A``-``I``, ``A`` = no
+boosting), or ``loss`` any cooperative loss. That loss's settings sit beside them, typed by its declared settings
+(:mod:`.loss_settings`) without torch: a setting it does not use is refused, and the defaults are filled in so that a
+run logs the settings in effect. The target trains on ``task + weight * cooperative``.
 
-Three γ meet in a DBL config, each with its own key: ``cooperative.gamma`` is the boosting margin γ of
-eq. 7-10 (split by ``cooperative.alpha`` into γ₁ = αγ and γ₂ = γ − αγ for the absolute losses);
-``loss.margin`` is the margin of the task loss (the γ of VSE++'s L_raw, eq. 3); CODER's DCL has a
-``loss.gamma`` of its own (its score offset, a different quantity).
+Three γ meet in a DBL config, each with its own key: ``cooperative.gamma`` is the boosting margin γ of eq. 7-10 (split
+by ``cooperative.alpha`` into γ₁ = αγ and γ₂ = γ − αγ for the absolute losses); ``loss.margin`` is the task loss's
+margin (the γ of VSE++'s L_raw, eq. 3); CODER's DCL has a ``loss.gamma`` of its own (its score offset).
 """
 
 from __future__ import annotations
