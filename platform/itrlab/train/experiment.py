@@ -51,7 +51,7 @@ from itrlab.models.glove import GloveCoverage
 from itrlab.report.chance import chance_of_table
 from itrlab.tracking import MlflowTracker
 from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
-from itrlab.train.device import device_label, resolve_device
+from itrlab.train.device import device_label, place
 from itrlab.train.epoch_metrics import MlflowEpochLogger
 from itrlab.train.loop import EpochCallback, Trainer, TrainingData
 from itrlab.train.provenance import TEST_RECALL, record_data
@@ -311,13 +311,13 @@ def start_run(
     device: torch.device | None = None,
     shared_resident=None,
 ) -> StartedRun:
-    """Everything of :func:`run_experiment` before training: the data, the method (and its stages), the
-    trainer (restoring ``last.pt``), the MLflow run (reopened on resume) and ``config.yaml``."""
+    """Everything of :func:`run_experiment` before training: the experiment placed on its device
+    (:func:`itrlab.train.device.place`, unless it was), the data, the method (and its stages), the trainer
+    (restoring ``last.pt``), the MLflow run (reopened on resume) and ``config.yaml``."""
     if not isinstance(experiment, Experiment):
         experiment = check_experiment(experiment)
-    config = experiment.config
-    device = device or resolve_device(config.train.device)
-    thread_policy.apply(config.train.threads)  # torch's CPU threads (itrlab.threads): a Ray trial's reserved CPUs, ...
+    experiment = place(experiment, device)  # once: an experiment placed where the run started keeps its device
+    config, device = experiment.config, experiment.device
     data = prepare_data(config, run_dir)  # reads every split first: a data error leaves no file behind
 
     seed_everything(config.seed)
