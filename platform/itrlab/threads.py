@@ -23,8 +23,8 @@ a sleeping thread, so on a quiet machine of few vCPUs (where waking an idle vCPU
 2 passive threads is slower than with spinning ones. Where one thread suffices (a small model on few
 cores), ``train.threads=1`` is faster still, quiet or not.
 
-**Thread count** (:func:`thread_count`, applied with ``torch.set_num_threads`` by :func:`apply` where
-a run starts: ``run_experiment``, so also every sweep trial and Ray Train worker; ``itrlab train``;
+**Thread count** (:func:`thread_count`, applied with ``torch.set_num_threads`` by :func:`apply` once where
+a run starts: :func:`itrlab.train.device.place`, for ``itrlab train``, every sweep trial and Ray Train worker;
 the training benchmark):
 
 1. in a Ray worker (a sweep trial, a Ray Train worker): the CPUs Ray reserved for it (``num_cpus``,

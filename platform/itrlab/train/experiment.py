@@ -1,7 +1,7 @@
 """One training run from a validated config: data, method, trainer, MLflow, results on disk.
 
-``run_experiment`` is what ``jobs/train.py`` (and, later, every sweep trial) calls. Layout of a run
-directory::
+``run_experiment`` is what a run's lifecycle (:mod:`itrlab.train.lifecycle`: ``jobs/train.py``, every sweep
+trial) trains with. Layout of a run directory::
 
     runs/<experiment>/<run>/
         config.yaml        the resolved config
