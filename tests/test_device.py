@@ -30,6 +30,23 @@ def test_auto_is_the_cpu_without_a_gpu():
         resolve_device("cuda:1")
 
 
+def test_an_experiment_is_placed_once_and_carries_its_device(tiny_root, monkeypatch):
+    """A run's device and torch's threads are set once, where it starts: the placed experiment carries its device
+    (a given one, a Ray Train worker's, before train.device), and placing it again changes nothing."""
+    from itrlab import threads
+    from itrlab.assembly import check_experiment
+    from itrlab.train.device import place
+
+    applied, apply = [], threads.apply
+    monkeypatch.setattr(threads, "apply", lambda asked: applied.append(asked) or apply(asked))
+    experiment = check_experiment(tiny_config(tiny_root, "train.threads=1", "train.device=cpu"))
+    placed = place(experiment)
+    assert experiment.device is None and placed.device == torch.device("cpu") and applied == [1]
+    assert place(placed) is placed and place(placed, torch.device("meta")) is placed and applied == [1]
+    given = place(experiment, torch.device("meta"))
+    assert given.device == torch.device("meta") and given.config is experiment.config and applied == [1, 1]
+
+
 @needs_no_gpu
 def test_train_on_cuda_without_a_gpu_exits_2_before_anything_starts(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

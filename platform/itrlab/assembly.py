@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 
@@ -33,13 +33,18 @@ from itrlab.methods.context import BuildContext
 from itrlab.methods.registry import METHODS, SCHEMES, method_settings_models
 from itrlab.methods.sections import declared_schema
 
+if TYPE_CHECKING:
+    import torch
+
 
 @dataclass(frozen=True)
 class Experiment:
-    """A checked config and the sizes of its data (known before any feature is read)."""
+    """A checked config and the sizes of its data (known before any feature is read), and, once placed where
+    the run starts (:func:`itrlab.train.device.place`), the device it trains on."""
 
     config: ExperimentConfig
     data: DataSummary
+    device: torch.device | None = None
 
 
 def _typed_schema() -> type[ExperimentConfig]:

@@ -7,11 +7,9 @@ test table, where it wrote, and whether its result lies at chance or its loss ne
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 from pathlib import Path
 
-from itrlab import threads
 from itrlab.cli.arguments import add_experiment_args
 from itrlab.cli.guard import guarded, interrupted, say_where_it_writes
 from itrlab.errors import UserInputError
@@ -23,11 +21,11 @@ def _latest_run_dir(base: Path) -> Path | None:
     return runs[-1] if runs else None
 
 
-def check_structure(config: str | Path, overrides: list[str], data: bool = True) -> None:
+def check_structure(config: str | Path, overrides: list[str], data: bool = True):
     """The composed experiment against the declared schema (unknown keys, types, ranges; a loss's and a scheme's
     settings; :func:`itrlab.methods.sections.declared_schema`) and, with ``data``, against its data's headers,
     before torch is imported: a typo or a missing folder is one line in about a second. The method's own keys and
-    checks follow in :func:`itrlab.assembly.check_experiment`."""
+    checks follow in :func:`itrlab.assembly.check_experiment`. Returns the config of the declared schema."""
     from itrlab.config import compose, validate
     from itrlab.config.checks import check_data
     from itrlab.methods.sections import declared_schema
@@ -35,26 +33,28 @@ def check_structure(config: str | Path, overrides: list[str], data: bool = True)
     checked = validate(compose(config, overrides), declared_schema())
     if data:
         check_data(checked)
+    return checked
 
 
 def _resolve_run(args: argparse.Namespace):
     """The assembled experiment and run directory of this invocation (a fresh run, or the one to
     resume), and whether that directory is still to be claimed: a fresh run without ``--run-dir``
     gets ``<output.dir>/<name>/<timestamp>`` (``-1``, ``-2`` ... when another run took it that second),
-    created only once every check passed."""
+    created only once every check passed. A ``--resume`` without ``--run-dir`` finds the experiment's latest
+    run by the named experiment's declared config; the run's own ``config.yaml`` is the one assembled."""
     run_dir = Path(args.run_dir) if args.run_dir else None
-    if not args.resume:
+    if args.resume and run_dir is None:
+        named = check_structure(args.config, args.overrides, data=False)
+        run_dir = _latest_run_dir(named.output.dir / named.name)
+        if run_dir is None:
+            raise UserInputError(
+                f"--resume: no run of '{named.name}' with a checkpoint under {named.output.dir / named.name}"
+            )
+    elif not args.resume:
         check_structure(args.config, args.overrides)
     from itrlab.assembly import check_experiment, load_experiment
 
     if args.resume:
-        if run_dir is None:
-            config = load_experiment(args.config, args.overrides)
-            run_dir = _latest_run_dir(config.output.dir / config.name)
-            if run_dir is None:
-                raise UserInputError(
-                    f"--resume: no run of '{config.name}' with a checkpoint under {config.output.dir / config.name}"
-                )
         if not (run_dir / "config.yaml").is_file():
             raise UserInputError(f"--resume: {run_dir} holds no config.yaml; it is not an itrlab run directory")
         config = load_experiment(run_dir / "config.yaml", args.overrides)
@@ -75,73 +75,42 @@ def _resolve_run(args: argparse.Namespace):
 def train_main(args: argparse.Namespace) -> int:
     sigterm_as_sigint()  # SIGTERM (Kubernetes, systemd, timeout) ends the run as Ctrl-C does
     experiment, run_dir, claim = _resolve_run(args)
-    config = experiment.config
-    from itrlab.config.checks import check_data_content
-    from itrlab.files import file_lock
-    from itrlab.report.chance import chance_of_table
-    from itrlab.tracking import MlflowTracker
-    from itrlab.train import ConsoleProgress, LossHistory, run_experiment
-    from itrlab.train.device import device_label, resolve_device
-    from itrlab.train.provenance import check_resume, finished_resume
+    from itrlab.train import ConsoleProgress, LossHistory
+    from itrlab.train.device import device_label, place
+    from itrlab.train.lifecycle import RunLifecycle
 
-    device = resolve_device(config.train.device)  # before MLflow or training start
-    threads.apply(config.train.threads)  # torch's CPU threads (itrlab.threads), as printed below
-    tracker = None
-    with contextlib.ExitStack() as held:
-        made = not claim and not run_dir.exists()  # a new --run-dir: removed again if nothing lands in it
-        if not claim:  # a resumed run or a --run-dir: held against a second process (exit 2 there)
-            run_dir.mkdir(parents=True, exist_ok=True)
-            held.callback(lambda: made and run_dir.is_dir() and not any(run_dir.iterdir()) and run_dir.rmdir())
-            held.enter_context(file_lock(run_dir, blocking=False, what=f"the run folder {run_dir}"))
-        changes = check_resume(run_dir, config, args.allow_changes) if args.resume else []
-        unchanged = finished_resume(run_dir, config) if args.resume else None
+    experiment = place(experiment)  # its device and torch's CPU threads (itrlab.threads), before MLflow
+    config, history = experiment.config, LossHistory()
+    with RunLifecycle(experiment, run_dir, hold=True, claim=claim) as run:
+        unchanged = run.check_resume(args.allow_changes) if args.resume else None
         if unchanged is not None:  # a FINISHED run: its recorded results stay as they are
             print(unchanged, flush=True)
             return 0
-        check_data_content(config)  # every data check that can run before MLflow and the run folder exist
-        if config.tracking.enabled:
-            from itrlab.tracking import check_tracking_store, close_orphaned_runs
-
-            close_orphaned_runs(check_tracking_store())  # answers; runs of dead processes here end KILLED
-        if claim:
-            from itrlab.files import claim_new_dir
-
-            run_dir = claim_new_dir(run_dir.parent, run_dir.name)
-            held.enter_context(file_lock(run_dir, blocking=False, what=f"the run folder {run_dir}"))
-        if config.tracking.enabled:  # from here on it owns an MLflow run (itrlab.tracking.watchdog)
-            from itrlab.tracking.watchdog import watching
-
-            held.enter_context(watching("the training"))
-        say_where_it_writes([("data", config.dataset.root), ("the run folder", run_dir)], config.tracking.enabled)
+        run.open()
+        say_where_it_writes([("data", config.dataset.root), ("the run folder", run.run_dir)], config.tracking.enabled)
         print(
             f"itrlab: {config.name}: method {config.method.name}, loss {config.loss.name}, "
             f"dataset {config.dataset.name}, "
-            f"{config.train.epochs} epochs on {device_label(device)} -> {run_dir}",
+            f"{config.train.epochs} epochs on {device_label(experiment.device)} -> {run.run_dir}",
             flush=True,
         )
+        if run.changes:
+            print(f"--allow-changes: resuming with {len(run.changes)} change(s): {'; '.join(run.changes)}", flush=True)
         try:
-            try:
-                if config.tracking.enabled:
-                    tracker = MlflowTracker(config.experiment_name)
-                    tracker.resume_changes = changes  # recorded on the run once it is reopened
-                if changes:
-                    print(f"--allow-changes: resuming with {len(changes)} change(s): {'; '.join(changes)}", flush=True)
-                history = LossHistory()
-                result = run_experiment(
-                    experiment, run_dir, callbacks=[ConsoleProgress(), history], tracker=tracker, device=device
-                )
-            finally:
-                if claim and run_dir.is_dir() and not any(run_dir.iterdir()):
-                    run_dir.rmdir()  # a run that wrote nothing (its data failed a check) leaves no folder
-        except KeyboardInterrupt:  # the run was ended KILLED by run_experiment (tracker.ending)
-            resume = (
-                f"; continue it with: jobs/train.py --resume --run-dir {run_dir}"
-                if (run_dir / "last.pt").is_file()
-                else ""
-            )
-            return interrupted(
-                f"{interruption()[0]}{', MLflow run KILLED' if tracker and tracker.run_id else ''}{resume}"
-            )
+            result = run.train([ConsoleProgress(), history])
+        except KeyboardInterrupt:  # the MLflow run was ended KILLED by its tracker
+            last = run.run_dir / "last.pt"
+            resume = f"; continue it with: jobs/train.py --resume --run-dir {run.run_dir}" if last.is_file() else ""
+            killed = ", MLflow run KILLED" if run.mlflow_run_opened else ""
+            return interrupted(f"{interruption()[0]}{killed}{resume}")
+    _print_result(config, result, run.tracker, history)
+    return 0
+
+
+def _print_result(config, result, tracker, history) -> None:
+    """A training's last lines: the test table, its chance line, where it wrote, and its verdicts."""
+    from itrlab.report.chance import chance_of_table
+
     print(f"\nbest epoch {result.best_epoch} (val rsum {result.best_val_rsum:.1f}); test, best checkpoint:")
     print(result.test.format())
     chance = chance_of_table(result.test, config.dataset.captions_per_image)
@@ -153,7 +122,6 @@ def train_main(args: argparse.Namespace) -> int:
         print(f"MLflow UI: {result.mlflow_hint}")
     for line in run_verdicts(config, result.test.rsum, history.series, result.test.md):
         print(f"itrlab: {line}")
-    return 0
 
 
 def run_verdicts(

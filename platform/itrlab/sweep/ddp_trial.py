@@ -35,7 +35,7 @@ from itrlab.sweep.trial import (
 )
 from itrlab.sweep.trial_store import TrialStore, trial_key
 from itrlab.tracking import MlflowTracker
-from itrlab.train import run_experiment
+from itrlab.train.lifecycle import RunLifecycle
 
 
 def worker_loop(loop_config: dict[str, Any]) -> None:
@@ -59,7 +59,7 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
     reporter = EpochReporter(
         run_dir, ray.train.report, metric=context.metric, store=store if rank == 0 else None, reports=reports
     )
-    run_name = trial_run_name(params)
+    run = RunLifecycle(None, run_dir, tracker, context.parent_run_id, trial_run_name(params))
 
     def train():
         config = config_of(context, params)
@@ -67,19 +67,9 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
         device = ray.train.torch.get_device() if config.train.device == "auto" else None
         # rank 0 notes the trial's phase and step on the sweep's progress board
         callbacks = [reporter, *(board_writer(context, loop_config["trial_id"]) if rank == 0 else [])]
-        return run_experiment(
-            config,
-            run_dir,
-            callbacks=callbacks,
-            tracker=tracker,
-            parent_run_id=context.parent_run_id,
-            run_name=run_name,
-            rank=rank,
-            world_size=world_size,
-            device=device,
-        )
+        return run.train(callbacks, config, rank=rank, world_size=world_size, device=device)
 
-    train_and_report(train, reporter, tracker, run_name=run_name, parent_run_id=context.parent_run_id)
+    train_and_report(train, reporter, run)
 
 
 def run_torch_trainer_trial(

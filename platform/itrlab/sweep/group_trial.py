@@ -28,7 +28,6 @@ from itrlab.sweep.trial import (
     STORAGE_ERROR,
     TrialContext,
     node_tags,
-    record_failure,
     replayed,
     reuse_child_run,
     trial_config,
@@ -41,6 +40,7 @@ from itrlab.sweep.trial_store import TrialStore, trial_key
 from itrlab.tracking import MlflowTracker
 from itrlab.train import EpochReport, NonFiniteLossError
 from itrlab.train.grouped.run import run_group
+from itrlab.train.lifecycle import record_failure
 
 MEMBERS = "members"  # in a group trial's results: its members' state, as JSON
 MEMBER_FILE = "member.json"  # in a member's folder once it ended: its final state

@@ -38,9 +38,10 @@ from itrlab.sweep.points import point_key, trial_config, trial_point
 from itrlab.sweep.trial_store import TrialStore, trial_key
 from itrlab.tracking import MlflowTracker
 from itrlab.tracking.run_reader import TRIAL_ID_TAG as TRIAL_TAG
-from itrlab.train import EpochReport, NonFiniteLossError, RunResult, run_experiment
+from itrlab.train import EpochReport, NonFiniteLossError, RunResult
 from itrlab.train.decay_choice import DecayChoice
 from itrlab.train.experiment import MLFLOW_FILE, recorded_run_id
+from itrlab.train.lifecycle import RunLifecycle
 
 _log = logging.getLogger(__name__)
 
@@ -171,32 +172,8 @@ def reuse_child_run(tracker: MlflowTracker, run_dir: Path, trial_id: str, parent
         (run_dir / MLFLOW_FILE).write_text(json.dumps({"run_id": existing, "tracking_uri": tracker.tracking_uri}))
 
 
-def record_failure(
-    tracker: MlflowTracker | None, run_dir: Path, reason: str, run_name: str, parent_run_id: str | None
-) -> None:
-    """A trial that failed before its MLflow run started (bad data, say) gets a run all the same, ended
-    FAILED with ``reason``, so that MLflow shows why it failed (a started run was ended by
-    :meth:`MlflowTracker.ending` inside ``run_experiment``)."""
-    if tracker is None or (tracker.run_id is not None and tracker.status() != "RUNNING"):
-        return
-    try:
-        if tracker.run_id is None:
-            previous = run_dir / MLFLOW_FILE
-            reuse = recorded_run_id(previous)
-            tracker.start(run_name=run_name, tags={}, params={}, run_id=reuse, parent_run_id=parent_run_id)
-        tracker.stop("FAILED", reason)
-    except Exception as err:  # MLflow itself failing must not hide the trial's own error
-        _log.warning(f"itrlab: could not record the failure on the MLflow run: {failure_reason(err)}")
-
-
-def train_and_report(
-    train: Callable[[], RunResult],
-    reporter: EpochReporter,
-    tracker: MlflowTracker | None,
-    run_name: str = "",
-    parent_run_id: str | None = None,
-) -> None:
-    """Run ``train`` and report how it ended through the reporter's channel.
+def train_and_report(train: Callable[[], RunResult], reporter: EpochReporter, run: RunLifecycle) -> None:
+    """Run ``train`` (``run``'s training) and report how it ended through the reporter's channel.
 
     A loss that turned NaN or infinite is reported as ``diverged`` with its reason (recorded, not
     retried: the sweep goes on). An input error (UserInputError) is reported with ``input_error`` set,
@@ -211,19 +188,19 @@ def train_and_report(
     try:
         result = train()
     except NonFiniteLossError as err:  # recorded, not retried: the sweep goes on
-        record_failure(tracker, reporter.run_dir, str(err), run_name, parent_run_id)
+        run.fail(str(err))
         reporter.end({**reporter.last, "diverged": 1, "stop_reason": str(err)})
         return
     except StorageError as err:  # the sweep's storage, not this trial, is broken: the driver stops the sweep
-        record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
+        run.fail(failure_reason(err))
         reporter.report({**reporter.last, STORAGE_ERROR: 1, "stop_reason": failure_reason(err)})
         raise
     except UserInputError as err:  # retrying cannot help: the driver gives this trial no further attempt
-        record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
+        run.fail(failure_reason(err))
         reporter.report({**reporter.last, INPUT_ERROR: 1, "stop_reason": failure_reason(err)})
         raise
     except Exception as err:  # Tune retries the trial (into the same run) up to max_failures times
-        record_failure(tracker, reporter.run_dir, failure_reason(err), run_name, parent_run_id)
+        run.fail(failure_reason(err))
         raise
     # "epoch" from the result too: a trial restored from its last epoch's checkpoint trains no epoch here
     reporter.end(
@@ -297,19 +274,6 @@ def _run_trial(params: dict[str, Any], context: TrialContext, store: TrialStore)
     }
     tracker.default_params = trial_params(params)
     reporter = EpochReporter(run_dir, tune.report, metric=context.metric, store=store, reports=reports)
-    run_name = trial_run_name(params)
+    run = RunLifecycle(None, run_dir, tracker, context.parent_run_id, trial_run_name(params))
     callbacks = [reporter, *board_writer(context, tune.get_context().get_trial_id())]
-    train_and_report(
-        lambda: run_experiment(
-            config_of(context, params),
-            run_dir,
-            callbacks=callbacks,
-            tracker=tracker,
-            parent_run_id=context.parent_run_id,
-            run_name=run_name,
-        ),
-        reporter,
-        tracker,
-        run_name=run_name,
-        parent_run_id=context.parent_run_id,
-    )
+    train_and_report(lambda: run.train(callbacks, config_of(context, params)), reporter, run)

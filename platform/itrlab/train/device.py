@@ -9,9 +9,16 @@ run starts (a sweep's driver may have no GPU while its workers do).
 
 from __future__ import annotations
 
+import dataclasses
+from typing import TYPE_CHECKING
+
 import torch
 
+from itrlab import threads
 from itrlab.errors import ConfigError
+
+if TYPE_CHECKING:
+    from itrlab.assembly import Experiment
 
 
 def resolve_device(spec: str) -> torch.device:
@@ -33,6 +40,18 @@ def resolve_device(spec: str) -> torch.device:
     if index >= visible:
         raise ConfigError("train.device", spec, f"this process sees {visible} CUDA GPU(s): cuda:0..cuda:{visible - 1}")
     return torch.device("cuda", index)
+
+
+def place(experiment: Experiment, device: torch.device | None = None) -> Experiment:
+    """``experiment`` with the device it trains on, ``device`` (a Ray Train worker's, the one Ray gave it) or else
+    ``train.device`` on this process, and torch's CPU threads set for it (:func:`itrlab.threads.apply`). Where a
+    run starts it is placed once: an experiment placed already is returned as it is, and carries its device to
+    the run's trainer."""
+    if experiment.device is not None:
+        return experiment
+    device = device or resolve_device(experiment.config.train.device)
+    threads.apply(experiment.config.train.threads)
+    return dataclasses.replace(experiment, device=device)
 
 
 def device_label(device: torch.device) -> str:

@@ -1,7 +1,7 @@
 """One training run from a validated config: data, method, trainer, MLflow, results on disk.
 
-``run_experiment`` is what ``jobs/train.py`` (and, later, every sweep trial) calls. Layout of a run
-directory::
+``run_experiment`` is what a run's lifecycle (:mod:`itrlab.train.lifecycle`: ``jobs/train.py``, every sweep
+trial) trains with. Layout of a run directory::
 
     runs/<experiment>/<run>/
         config.yaml        the resolved config
@@ -51,7 +51,7 @@ from itrlab.models.glove import GloveCoverage
 from itrlab.report.chance import chance_of_table
 from itrlab.tracking import MlflowTracker
 from itrlab.train.checkpoint import rng_state, seed_everything, set_rng_state
-from itrlab.train.device import device_label, resolve_device
+from itrlab.train.device import device_label, place
 from itrlab.train.epoch_metrics import MlflowEpochLogger
 from itrlab.train.loop import EpochCallback, Trainer, TrainingData
 from itrlab.train.provenance import TEST_RECALL, record_data
@@ -311,13 +311,13 @@ def start_run(
     device: torch.device | None = None,
     shared_resident=None,
 ) -> StartedRun:
-    """Everything of :func:`run_experiment` before training: the data, the method (and its stages), the
-    trainer (restoring ``last.pt``), the MLflow run (reopened on resume) and ``config.yaml``."""
+    """Everything of :func:`run_experiment` before training: the experiment placed on its device
+    (:func:`itrlab.train.device.place`, unless it was), the data, the method (and its stages), the trainer
+    (restoring ``last.pt``), the MLflow run (reopened on resume) and ``config.yaml``."""
     if not isinstance(experiment, Experiment):
         experiment = check_experiment(experiment)
-    config = experiment.config
-    device = device or resolve_device(config.train.device)
-    thread_policy.apply(config.train.threads)  # torch's CPU threads (itrlab.threads): a Ray trial's reserved CPUs, ...
+    experiment = place(experiment, device)  # once: an experiment placed where the run started keeps its device
+    config, device = experiment.config, experiment.device
     data = prepare_data(config, run_dir)  # reads every split first: a data error leaves no file behind
 
     seed_everything(config.seed)
@@ -346,35 +346,43 @@ def start_run(
     )
     run_id = None
     if tracker is not None:
-        previous = run_dir / MLFLOW_FILE
-        reuse = recorded_run_id(previous)
-        tags = {
-            **run_tags(config),
-            "run_dir": str(run_dir),
-            "device": device_label(device),
-            **{f"{STAGE_TAG}.{name}": stage.run_id for name, stage in stages.items() if stage.run_id},
-        }
-        run_id = tracker.start(
-            run_name=run_name or f"{config.name}-{run_dir.name}",
-            tags=tags,
-            params=config.flat(),
-            run_id=reuse,
-            parent_run_id=parent_run_id,
-        )
-        atomic_write_text(previous, json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
-        if not reuse:
-            tracker.log_dataset(config.dataset.name, fingerprint(config.dataset.root), str(config.dataset.root))
-        if preparation_metrics(notes):
-            tracker.log_final_metrics(preparation_metrics(notes))
-        # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
-        # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
-        logger = MlflowEpochLogger(tracker, run_dir, config.train.lr_decay_choices or ())
-        logger.catch_up(trainer.state.epoch, trainer.state.decay_after)  # epochs a failed store left, from the backlog
-        trainer.callbacks.insert(0, logger)
+        run_id = open_mlflow_run(tracker, trainer, notes, run_name or f"{config.name}-{run_dir.name}", parent_run_id)
     # once nothing was refused
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(config.dump(), sort_keys=False))
     record_data(run_dir, config)  # what a --resume compares its data with (itrlab.train.provenance)
     return StartedRun(config, run_dir, trainer, tracker, run_id, stages, stage_cost, started, world_size)
+
+
+def open_mlflow_run(
+    tracker: MlflowTracker, trainer: Trainer, notes: dict, run_name: str, parent_run_id: str | None
+) -> str:
+    """The MLflow run of ``trainer``'s run, created or reopened (the one ``mlflow_run.json`` records) with its
+    tags, params, data set and preparation's figures; its epochs logged by a callback of the training loop
+    (:class:`~itrlab.train.epoch_metrics.MlflowEpochLogger`), those a failed store left caught up first."""
+    config, run_dir = trainer.config, trainer.run_dir
+    previous = run_dir / MLFLOW_FILE
+    reuse = recorded_run_id(previous)
+    stages = notes.get("stages", {})
+    tags = {
+        **run_tags(config),
+        "run_dir": str(run_dir),
+        "device": device_label(trainer.device),
+        **{f"{STAGE_TAG}.{name}": stage.run_id for name, stage in stages.items() if stage.run_id},
+    }
+    run_id = tracker.start(
+        run_name=run_name, tags=tags, params=config.flat(), run_id=reuse, parent_run_id=parent_run_id
+    )
+    atomic_write_text(previous, json.dumps({"run_id": run_id, "tracking_uri": tracker.tracking_uri}))
+    if not reuse:
+        tracker.log_dataset(config.dataset.name, fingerprint(config.dataset.root), str(config.dataset.root))
+    if preparation_metrics(notes):
+        tracker.log_final_metrics(preparation_metrics(notes))
+    # MLflow first: an epoch whose checkpoint a sweep trial has reported is always in MLflow, so a
+    # trial killed between the two and retried from that checkpoint leaves no gap in the metrics
+    logger = MlflowEpochLogger(tracker, run_dir, config.train.lr_decay_choices or ())
+    logger.catch_up(trainer.state.epoch, trainer.state.decay_after)  # epochs a failed store left, from the backlog
+    trainer.callbacks.insert(0, logger)
+    return run_id
 
 
 def keeps_model_as_stage(run: StartedRun) -> bool:

@@ -197,7 +197,7 @@ class Trainer:
     callbacks: list[EpochCallback] = field(default_factory=list)
     rank: int = 0  # data-parallel workers (Ray Train): each reads and trains every world_size-th batch
     world_size: int = 1
-    device: torch.device | None = None  # None: train.device (Ray Train workers pass their own)
+    device: torch.device | None = None  # a run's placed device (itrlab.train.device.place); None: train.device
     step_progress_s: float | None = None  # step lines within an epoch (StepLogger); None: $ITRLAB_STEP_PROGRESS_S or 30
     shared_resident: ResidentSplit | None = None  # the device copy of the split another trainer made (grouped members)
 
