@@ -13,7 +13,8 @@ processes inherit it, and a Ray cluster's workers get it through :func:`worker_e
 torch's thread count as torch sets them. The price: each parallel region wakes a sleeping thread, so on a quiet machine
 of few vCPUs two passive threads are slower than spinning ones; one thread is faster still.
 
-**Thread count** (:func:`thread_count`, set by :func:`apply` once where a run starts: :func:`itrlab.train.device.place`):
+**Thread count** (:func:`thread_count`, set by :func:`apply` once where a run starts,
+:func:`itrlab.train.device.place`):
 
 1. in a Ray worker: the CPUs Ray reserved for it (``num_cpus``, rounded down, at least 1), or ``train.threads`` if
    that asks for fewer;
