@@ -420,6 +420,7 @@ def tiny_point(point: dict) -> dict:
                     "overrides": [
                         *stage.get("overrides", []),
                         f"train.batch_size={TINY_CONSTANTS['train.batch_size']}",
+                        f"train.epochs={TINY_CONSTANTS['train.epochs']}",
                         "train.lr_decay_epochs=[]",
                     ],
                 }  # the stage trains 1 epoch too

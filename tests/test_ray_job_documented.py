@@ -68,7 +68,7 @@ def dashboard_get(port: str, path: str, token: str | None) -> tuple[int, dict]:
         return err.code, {}
 
 
-@pytest.mark.slow  # the smoke sweep, 6 trials of 12 epochs
+@pytest.mark.slow  # the smoke sweep, 6 trials of 6 epochs
 def test_the_documented_ray_job_runs_from_a_fresh_home_and_stops_only_its_head(tmp_path):
     commands = page_commands()
     assert commands[-1] == f"itrlab ray-stop {TEMP_DIR}" and "ray stop" not in "\n".join(commands)

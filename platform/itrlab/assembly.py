@@ -184,13 +184,21 @@ def absolute_paths(tree: dict[str, Any]) -> dict[str, Any]:
 
 def parameter_names(config: ExperimentConfig) -> set[str] | None:
     """The state-dict keys of ``config``'s method as built (names only; None when it cannot be built
-    without its data, e.g. a method that reads the training captions: the run checks then)."""
-    try:
-        return set(
-            METHODS[config.method.name].from_config(config, BuildContext(feature_dim=8, vocab_size=8)).state_dict()
-        )
-    except Exception:  # noqa: BLE001 - checked again when the run builds it
-        return None
+    without its data, e.g. a method that reads the training captions: the run checks then).
+
+    Built on the meta device first, where a parameter is a shape without memory or initialisation (a
+    paper-shaped model's random initialisation is most of a sweep's dry run); a method whose building reads
+    values (a file's weights, a tensor's contents) fails there and is built on the CPU."""
+    import torch
+
+    method, context = METHODS[config.method.name], BuildContext(feature_dim=8, vocab_size=8)
+    for device in ("meta", "cpu"):
+        try:
+            with torch.device(device):
+                return set(method.from_config(config, context).state_dict())
+        except Exception:  # noqa: BLE001, S112 - the CPU next; the run checks again when it builds it
+            continue
+    return None
 
 
 def _has_part(names: set[str], part: str) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,14 @@ def _expanded_size(value: Any, sizes: dict[int, int], open_: set[int]) -> int:
 
 
 def load_yaml(text: str) -> Any:
-    """``text`` parsed by the safe loader within the limits above (a yaml.YAMLError otherwise)."""
+    """``text`` parsed by the safe loader within the limits above (a yaml.YAMLError otherwise), each call its own
+    copy. A text is parsed once per process: PyYAML's parser is pure Python (about 10 ms a sweep file), and one
+    command reads every sweep file more than once (``--list`` reads each under each of its profiles)."""
+    return copy.deepcopy(_parsed(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> Any:
     data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     _expanded_size(data, {}, set())
     return data
