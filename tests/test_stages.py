@@ -221,3 +221,16 @@ def test_two_runs_started_at_once_train_the_stage_once(tmp_path):
     assert all(
         r.data.metrics["stage_seconds"] == pytest.approx(stage_runs[0].data.metrics["stage_seconds"]) for r in users
     )
+
+
+@pytest.mark.parametrize("experiment", ["vsepp_synthetic_tiny", "dbl_synthetic_tiny", "coder_synthetic_tiny"])
+def test_a_stages_parts_are_read_from_the_meta_model_as_the_cpu_model_has_them(experiment):
+    """The stage check reads a model's parameter names from it built on the meta device: the same names as the
+    model built on the CPU has."""
+    from itrlab.assembly import parameter_names
+    from itrlab.methods import METHODS
+    from itrlab.methods.context import BuildContext
+
+    config = load_experiment(experiment)
+    on_cpu = METHODS[config.method.name].from_config(config, BuildContext(feature_dim=8, vocab_size=8))
+    assert parameter_names(config) == set(on_cpu.state_dict())
