@@ -23,6 +23,7 @@ from mlflow import MlflowClient
 from conftest import REPO
 from documented.catalogue import shell_blocks, shell_lines
 from itrlab.ray_head import Head, stop_head
+from itrlab.tracking.chart_names import flat_metrics
 from servers import free_port
 
 pytestmark = pytest.mark.e2e
@@ -66,6 +67,28 @@ def dashboard_get(port: str, path: str, token: str | None) -> tuple[int, dict]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, {}
+
+
+def verdict_on_converged_rows(client: MlflowClient, runs: list, output: str, tmp_path: Path) -> None:
+    """`make sweep`'s preset (``smoke``) as it ends: 3 seeds of A and F, every row converged by the report's rule,
+    A off its max-of-hinges plateau, and a headline with a paired interval on data it names as synthetic."""
+    (parent,) = [run for run in runs if "mlflow.parentRunId" not in run.data.tags]
+    summary = json.loads(
+        Path(client.download_artifacts(parent.info.run_id, "sweep/summary.json", str(tmp_path))).read_text()
+    )
+    assert summary["seeds"] == [0, 1, 2]
+    assert {row: found["still_learning"] for row, found in summary["convergence"].items()} == {"A": "", "F": ""}
+    headline = summary["headline"]
+    assert re.search(r"[+-]\d+\.\d ± \d+\.\d .*paired by seed", headline), headline
+    assert headline.endswith("; on synthetic data: synthetic_smoke"), headline
+    for child in runs:  # the baseline off its max-of-hinges plateau (2 x margin 0.2 x batch 32); spread
+        if child is parent:
+            continue
+        metrics = flat_metrics(child.data.metrics)
+        assert metrics["test_md"] > 0.1, (child.data.tags, metrics)
+        if child.data.tags["param.cooperative.strategy"] == "A":
+            assert metrics["loss"] < 0.5 * 2 * 0.2 * 32, metrics
+    assert headline in output
 
 
 @pytest.mark.slow  # the smoke sweep, 6 trials of 6 epochs
@@ -113,6 +136,7 @@ def test_the_documented_ray_job_runs_from_a_fresh_home_and_stops_only_its_head(t
         runs = client.search_runs([client.get_experiment_by_name("dbl_smoke").experiment_id])
         assert len(runs) == 7 and {run.info.status for run in runs} == {"FINISHED"}  # the parent and 6 trials
         assert any((clone / "runs" / "sweeps" / "dbl_smoke").iterdir())
+        verdict_on_converged_rows(client, runs, output, tmp_path)
 
         head = Head.of(temp)
         assert head.processes(), "the head stopped before the page's stop"

@@ -241,39 +241,3 @@ def test_a_crashed_trial_is_retried_from_its_checkpoint_and_the_eta_never_says_0
     assert any("pending (Ray is starting a worker" in line or "running: starting" in line for line in lines)
     assert any("1 queued (1 at a time)" in line for line in lines)  # the slow trial behind the fast one
     assert re.search(r"^2/2 trials done · 0 running · 0 failed · took .+ \(this invocation\)$", lines[-1]), lines[-1]
-
-
-@pytest.mark.e2e
-@pytest.mark.slow
-def test_make_sweeps_preset_ends_with_a_verdict_on_converged_rows(tmp_path):
-    """`make sweep`'s preset as a user runs it: 3 seeds of A and F, every row converged by the report's rule, A
-    off its max-of-hinges plateau, and a headline with a paired interval on data it names as synthetic."""
-    import json
-
-    done = subprocess.run(
-        [sys.executable, str(REPO / "jobs" / "sweep_dbl.py"), "--preset", "smoke", "--storage", str(tmp_path / "s")],
-        cwd=tmp_path,
-        env=job_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    parents, children = sweep_runs(tmp_path, "dbl_smoke")
-    assert len(children) == 6 and {c.info.status for c in children} == {"FINISHED"}
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    summary = json.loads(
-        Path(client.download_artifacts(parents[0].info.run_id, "sweep/summary.json", str(tmp_path))).read_text()
-    )
-    assert summary["seeds"] == [0, 1, 2]
-    assert {row: found["still_learning"] for row, found in summary["convergence"].items()} == {"A": "", "F": ""}
-    headline = summary["headline"]
-    assert re.search(r"[+-]\d+\.\d ± \d+\.\d .*paired by seed", headline) and headline.endswith(
-        "; on synthetic data: synthetic_smoke"
-    )
-    for child in children:  # the baseline off its max-of-hinges plateau (2 x margin 0.2 x batch 32); spread
-        metrics = flat_metrics(child.data.metrics)
-        assert metrics["test_md"] > 0.1, (child.data.tags, metrics)
-        if child.data.tags["param.cooperative.strategy"] == "A":
-            assert metrics["loss"] < 0.5 * 2 * 0.2 * 32, metrics
-    assert headline in done.stdout
