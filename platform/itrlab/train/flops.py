@@ -78,10 +78,6 @@ class _StepCounter(TorchDispatchMode):
         return out
 
 
-def _counting_config(config: ExperimentConfig) -> ExperimentConfig:
-    return with_fresh_branches(config)
-
-
 CACHE_NAME = "step_counts.json"  # beside the throughput record: counts by shape, kept between dry runs
 CACHE_ENV = "ITRLAB_STEP_COUNTS"  # or this file: one cache for several throughput records (tests share one)
 # the counts of every preset's and profile's steps, shipped with the code so that a fresh clone's dry run counts
@@ -128,7 +124,7 @@ def count_step(config: ExperimentConfig, regions: int, feature_dim: int, caption
     if key not in _COUNTED:
         _COUNTED.update(shipped | _read_counts(cache))  # and what another process counted meanwhile
     if key not in _COUNTED:
-        _COUNTED[key] = _count(_counting_config(config), regions, feature_dim, caption_tokens)
+        _COUNTED[key] = _count(with_fresh_branches(config), regions, feature_dim, caption_tokens)
         making = cache.resolve() == SHIPPED_COUNTS.resolve()  # the shipped file made again: it keeps every count
         counted = {k: v for k, v in _COUNTED.items() if making or k not in shipped}
         with contextlib.suppress(OSError):  # a read-only folder: counted again next time
