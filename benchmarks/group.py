@@ -256,8 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from itrlab import threads as thread_policy
-    from itrlab.cli import sweep_presets
-    from itrlab.config.sweep import load_sweep
+    from itrlab.config.sweep import load_sweep, sweep_presets
     from itrlab.errors import ItrlabError, report
     from itrlab.sweep.cost import group_shape
     from itrlab.sweep.dry_run import train_pairs

@@ -14,7 +14,8 @@ import pytest
 
 from conftest import REPO
 from documented.catalogue import documented_lines
-from itrlab.cli import main, sweep_presets
+from itrlab.cli import main
+from itrlab.config.sweep import sweep_presets
 
 ITRLAB = str(Path(sys.executable).parent / "itrlab")
 SUBCOMMANDS = ["train", "check-config", "sweep", "make-synthetic", "report", "claims", "data"]

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from itrlab.cli import sweep_cli, sweep_presets
+from itrlab.cli import sweep_cli
 from itrlab.config.loader import config_dir
-from itrlab.config.sweep import load_sweep
+from itrlab.config.sweep import load_sweep, sweep_presets
 
 EXCEPTION_TEXT = re.compile(r"\b\w*(Error|Exception)\b|Traceback|object at pos")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from itrlab.cli import sweep_presets
+from itrlab.config.sweep import sweep_presets
 
 README = REPO / "README.md"
 JOB_FILES = sorted(path for path in (REPO / "jobs").glob("[!_]*.py"))

@@ -223,6 +223,7 @@ def test_the_step_counter_gives_flop_counter_modes_flops_and_every_operator(expe
 
     from itrlab.assembly import load_experiment
     from itrlab.methods import build_method
+    from itrlab.methods.registry import with_fresh_branches
     from itrlab.models.batched import make_batchable
     from itrlab.train import flops
 
@@ -233,7 +234,7 @@ def test_the_step_counter_gives_flop_counter_modes_flops_and_every_operator(expe
             self.count += 1
             return func(*args, **(kwargs or {}))
 
-    config = flops._counting_config(load_experiment(experiment, ["train.batch_size=8"]))
+    config = with_fresh_branches(load_experiment(experiment, ["train.batch_size=8"]))
 
     def step(*modes) -> None:
         """One training step at batch 8 under ``modes`` (entered in order: the last sees each operator first)."""

@@ -224,8 +224,8 @@ def test_the_documented_flickr8k_command_writes_where_the_experiment_reads():
 def test_a_sweep_names_the_data_folder_its_trials_read(tmp_path, monkeypatch):
     """What `jobs/sweep_dbl.py --preset smoke` started elsewhere lists: its base experiment's data folder as
     written (relative: read from the working folder), with the overrides given."""
-    from itrlab.cli import sweep_data_root, sweep_presets
-    from itrlab.config.sweep import load_sweep
+    from itrlab.cli import sweep_data_root
+    from itrlab.config.sweep import load_sweep, sweep_presets
 
     spec = load_sweep(sweep_presets()["dbl-smoke"], None)
     assert sweep_data_root(spec, []) == "data/synthetic/smoke"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 DEFAULT_EXPERIMENT = "vsepp_synthetic_small"
+TRACKING_URI_HELP = "MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)"  # every --tracking-uri
 
 
 def add_experiment_args(parser: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
+from itrlab.cli.arguments import TRACKING_URI_HELP
 from itrlab.cli.guard import guarded
 from itrlab.errors import UserInputError
 
@@ -106,5 +107,5 @@ def add_claims_parser(sub) -> None:
     claims.add_argument("--evidence", help=f"the results pages' evidence folder (default: {DEFAULT_EVIDENCE})")
     claims.add_argument("--out", default="docs/claims.md", help="the board (default: %(default)s)")
     claims.add_argument("--no-log", action="store_true", help="write the board only, not to MLflow")
-    claims.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    claims.add_argument("--tracking-uri", help=TRACKING_URI_HELP)
     claims.set_defaults(func=claims_main)

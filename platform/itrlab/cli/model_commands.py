@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from itrlab.cli.arguments import TRACKING_URI_HELP
 from itrlab.cli.guard import guarded
 from itrlab.errors import UserInputError
 
@@ -163,6 +164,7 @@ def add_model_parsers(sub) -> None:
     from itrlab.config.choices import literal_values
     from itrlab.config.schema import EvalConfig
 
+    split_help = "the split's file prefix (default: the model's test split; with --data: test)"
     evaluate = sub.add_parser(
         "evaluate",
         help="evaluate trained models (or their ensemble) on a data set, split and protocol (docs/models.md)",
@@ -175,9 +177,7 @@ def add_model_parsers(sub) -> None:
         "their ensemble (the mean of their similarities) too",
     )
     evaluate.add_argument("--data", help="a precomp data folder (default: the first model's own data set)")
-    evaluate.add_argument(
-        "--split", help="the split's file prefix (default: the model's test split; with --data: test)"
-    )
+    evaluate.add_argument("--split", help=split_help)
     evaluate.add_argument(
         "--protocol",
         help="f30k_1k, f8k_1k, coco_5k, coco_1k (5 folds), 5fold, all (default: the "
@@ -193,7 +193,7 @@ def add_model_parsers(sub) -> None:
     evaluate.add_argument(
         "--experiment", default="evaluate", help="MLflow experiment of the run (default: %(default)s)"
     )
-    evaluate.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    evaluate.add_argument("--tracking-uri", help=TRACKING_URI_HELP)
     evaluate.add_argument("--no-tracking", action="store_true", help="log no MLflow run")
     evaluate.set_defaults(func=evaluate_main)
 
@@ -213,10 +213,8 @@ def add_model_parsers(sub) -> None:
     )
     retrieve.add_argument("-k", type=int, default=5, help="how many results (default: %(default)s)")
     retrieve.add_argument("--data", help=data_help)
-    retrieve.add_argument(
-        "--split", help="the split's file prefix (default: the model's test split; with --data: test)"
-    )
-    retrieve.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    retrieve.add_argument("--split", help=split_help)
+    retrieve.add_argument("--tracking-uri", help=TRACKING_URI_HELP)
     retrieve.set_defaults(func=retrieve_main)
 
     gallery = sub.add_parser(
@@ -228,7 +226,7 @@ def add_model_parsers(sub) -> None:
     gallery.add_argument("-n", type=int, default=8, help="captions, and images, to sample (default: %(default)s)")
     gallery.add_argument("--seed", type=int, default=0, help="the sample's seed (default: %(default)s)")
     gallery.add_argument("--data", help=data_help)
-    gallery.add_argument("--split", help="the split's file prefix (default: the model's test split; with --data: test)")
+    gallery.add_argument("--split", help=split_help)
     gallery.add_argument("--log", action="store_true", help="also log it as gallery.html of the model's MLflow run")
     gallery.add_argument(
         "--against",
@@ -239,5 +237,5 @@ def add_model_parsers(sub) -> None:
     gallery.add_argument(
         "-k", "--k", type=int, default=1, help="with --against: the top k a match counts within (default: %(default)s)"
     )
-    gallery.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    gallery.add_argument("--tracking-uri", help=TRACKING_URI_HELP)
     gallery.set_defaults(func=gallery_main)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from itrlab.cli.arguments import TRACKING_URI_HELP
 from itrlab.cli.guard import guarded
 from itrlab.errors import UserInputError
 
@@ -161,7 +162,7 @@ def add_report_parser(sub) -> None:
     )
     report.add_argument("run_id", help="the sweep's MLflow parent run (printed on its last line)")
     report.add_argument("--out", default="docs/results", help="folder of the page (default: %(default)s)")
-    report.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    report.add_argument("--tracking-uri", help=TRACKING_URI_HELP)
     report.add_argument(
         "--register",
         action="store_true",

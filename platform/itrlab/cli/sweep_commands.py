@@ -12,14 +12,6 @@ from itrlab.cli.guard import guarded, interrupted, say_where_it_writes
 from itrlab.errors import ItrlabError, UserInputError
 from itrlab.interrupts import interruption, sigterm_as_sigint
 
-
-def sweep_presets() -> dict[str, str]:
-    """Every preset by the names ``--preset`` takes (:func:`itrlab.config.sweep.sweep_presets`)."""
-    from itrlab.config.sweep import sweep_presets as presets
-
-    return presets()
-
-
 SWEEP_FLAGS = {
     "resources.cpu": "--cpus-per-trial",
     "resources.gpu": "--gpus-per-trial",
@@ -32,7 +24,8 @@ SWEEP_FLAGS = {
 def sweep_spec_of(args: argparse.Namespace):
     """The sweep the ``sweep`` command's arguments name (``--sweep`` or a preset), with the flags of
     :data:`SWEEP_FLAGS` applied."""
-    from itrlab.config.sweep import load_sweep  # not itrlab.sweep's runner: no Ray or MLflow for a bad preset
+    # not itrlab.sweep's runner: no Ray or MLflow for a bad preset
+    from itrlab.config.sweep import load_sweep, sweep_presets
 
     presets = sweep_presets()
     if args.sweep is None and args.preset not in presets:
@@ -72,7 +65,7 @@ def check_data_made(spec, args: argparse.Namespace) -> None:
         return
     from itrlab.config.loader import read_yaml
     from itrlab.config.profiles import DEFAULT_PROFILE
-    from itrlab.config.sweep import resolve_sweep_path
+    from itrlab.config.sweep import resolve_sweep_path, sweep_presets
 
     profiles = read_yaml(resolve_sweep_path(args.sweep or sweep_presets()[args.preset]), "sweep").get("profiles")
     instead = ""
@@ -97,6 +90,7 @@ def list_main(args: argparse.Namespace) -> int:
             f"--list takes no other flags or overrides (got {', '.join(others)}): "
             f"it lists the presets; run one with --preset NAME"
         )
+    from itrlab.config.sweep import sweep_presets
     from itrlab.sweep.catalog import list_presets
 
     print(list_presets(sweep_presets(), work=args.estimate))

@@ -1,30 +1,17 @@
-"""The learning rate's decay chosen on validation, run by run (``train.lr_decay_choices``).
-
-A run with ``train.lr_decay_choices=[3, 9, 15]`` and 30 epochs trains three schedules, "x ``lr_decay`` once epoch
-d has completed" for d = 3, 9 and 15, keeps the one whose best validation rsum is highest (ties: the earliest d)
-and tests only that one's best checkpoint: the test split informs no choice. Each schedule is a *branch*. The
-branches share their undecayed epochs: the latest choice's branch, the *trunk*, trains from epoch 1, and at the end
-of each earlier choice d it leaves a copy of the run's checkpoints, the start of branch d; once the trunk has
-trained its last epoch, the other branches follow in increasing d, each continuing from its start as a resumed run
-continues from its ``last.pt`` (the schedule is a function of the step). So each branch is, epoch for epoch, the
-run of ``train.lr_decay_epochs=[d]``, and the run trains ``max(d) + sum(epochs - d)`` epochs (78 for the example,
-against 90 for three runs).
-
-The run folder holds, beside its own files::
-
-    decay/after<d>/   last.pt, best.pt, model.pt: the start of branch d, then, once it trained its last epoch, its
-                      end (the files a run of train.lr_decay_epochs=[d] leaves)
-                      branch.json: the finished branch's best validation rsum, best epoch and curve (written last)
-    decay/choice.json the choice: each branch's record and the decay chosen
+"""The learning rate's decay chosen on validation, run by run (``train.lr_decay_choices``): one *branch* per
+choice d, the *trunk* (the latest d) training from epoch 1 and leaving the start of each earlier branch, the
+branch with the best validation rsum kept and tested (docs/training.md#choosing-the-decay-on-validation, with
+the files under ``decay/``).
 
 The run folder's ``last.pt``, ``best.pt`` and ``model.pt`` are the branch in training (its
 :class:`~itrlab.train.checkpoint.TrainState` names it: ``decay_after``), and once the choice is made the chosen
-branch's. Every step is a file written whole and every step can be taken again, so a run stopped anywhere resumes:
-in a branch, from the run's ``last.pt``; between branches, from the files that say where it stands (a start the
-trunk checkpointed but did not copy is copied from the run's ``last.pt``, which is then exactly that epoch's). The
-files change right after an epoch's checkpoint and before its callbacks (:meth:`DecayBranches.settle`), so that a
-sweep trial's report of the epoch stores them and nothing changes in the trial's folder while the sweep's storage
-copies it after the report. :func:`fit_branches` drives a :class:`~itrlab.train.loop.Trainer` through the branches.
+branch's. Every step is a file written whole and can be taken again, so a run stopped anywhere resumes: in a
+branch, from the run's ``last.pt``; between branches, from the files that say where it stands (a start the trunk
+checkpointed but did not copy is copied from the run's ``last.pt``, which is then exactly that epoch's). The
+files change right after an epoch's checkpoint and before its callbacks (:meth:`DecayBranches.settle`), so that
+a sweep trial's report of the epoch stores them and nothing changes in the trial's folder while the sweep's
+storage copies it after the report. :func:`fit_branches` drives a :class:`~itrlab.train.loop.Trainer` through
+the branches.
 """
 
 from __future__ import annotations
@@ -294,10 +281,7 @@ class BranchTrainer(Protocol):
 def fit_branches(trainer: BranchTrainer) -> DecayChoice:
     """Train every branch of ``trainer``'s run (:attr:`Trainer.branches`) to its last epoch, and end with the chosen
     branch's files in the run folder and its state in ``trainer``; the callbacks with an ``on_decay_chosen(choice)``
-    hear the choice. The files change with the checkpoint of a branch's last epoch (:meth:`DecayBranches.settle`),
-    before the epoch's callbacks: a sweep trial's report of that epoch stores them, and no file changes while the
-    storage copies the trial's folder after the report. A run stopped anywhere continues here (see the module
-    doc)."""
+    hear the choice. A run stopped anywhere continues here (see the module doc)."""
     branches = trainer.branches
     if trainer.state.epoch < branches.epochs:  # a start the trunk checkpointed but did not copy (it stopped between)
         branches.settle(trainer.state)

@@ -1,22 +1,14 @@
-"""Each epoch's metrics in the run's MLflow run once, at the epoch's step, and none lost when the store fails.
+"""Each epoch's metrics in the run's MLflow run once, at the epoch's step, and none lost when the store fails
+(docs/training.md#resume, "Every epoch's metrics, once").
 
-:class:`MlflowEpochLogger` is the training's callback that logs them. An epoch's metrics go first to the run
-folder's backlog (:data:`BACKLOG`, a small JSON file beside ``last.pt``), then to MLflow, and leave the
-backlog once MLflow holds them: a store that stops taking writes (locked by another process, a full disk, a
-server gone) stops the run with the epoch checkpointed and its metrics kept. When the run resumes,
-:meth:`MlflowEpochLogger.catch_up` logs the backlog's epochs at their own steps, so that every per-epoch
-curve has steps 1..E, and says in one warning which epochs the run trained but neither MLflow nor the
-backlog holds (a process killed between its checkpoint and its backlog).
-
-An epoch the run logged already is not logged again: a sweep trial restored from a checkpoint older than its
-MLflow run (stopped between logging an epoch and saving the epoch's copy) trains that epoch again,
-and the run keeps the values it logged first; MLflow would otherwise hold two points at one step.
-
-A run that chooses its decay (``train.lr_decay_choices``, :mod:`itrlab.train.decay_choice`) logs each epoch under
-the prefix of every branch whose schedule holds it (``decay9_rsum``: the validation table, ``loss`` and ``lr``), so
-that each branch's curve runs from epoch 1 to the last, and, once the choice is made, the chosen branch's curve
-under the plain names (``rsum``, ``loss``, ...: what the reports read) with the choice's figures
-(:meth:`~itrlab.train.decay_choice.DecayChoice.metrics`); each series is logged once per step as above.
+:class:`MlflowEpochLogger` is the training's callback that logs them: an epoch's metrics go to the run folder's
+backlog (:data:`BACKLOG`) first, then to MLflow, and leave the backlog once MLflow holds them;
+:meth:`~MlflowEpochLogger.catch_up` logs a resumed run's backlog at its own steps and warns of the epochs neither
+holds. An epoch the run logged is not logged again: a sweep trial restored from a checkpoint older than its MLflow
+run trains that epoch again, and MLflow would otherwise hold two points at one step. A run that chooses its decay
+(:mod:`itrlab.train.decay_choice`) logs each epoch under the prefix of every branch whose schedule holds it
+(``decay9_rsum``), and, once the choice is made, the chosen branch's curve under the plain names (what the reports
+read) with the choice's figures.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """One training run from a validated config: data, method, trainer, MLflow, results on disk.
 
-``run_experiment`` is what a run's lifecycle (:mod:`itrlab.train.lifecycle`: ``jobs/train.py``, every sweep
-trial) trains with. Layout of a run directory::
-
-    runs/<experiment>/<run>/
-        config.yaml        the resolved config
-        vocab.json         the text tokenizer: vocabulary of the training captions (BiGRU), the
-                           pretrained model directory whose tokenizer encodes them (BERT), or the folder
-                           of stored text features (precomp)
-        last.pt, best.pt   checkpoints (see itrlab.train.checkpoint)
-        metrics_backlog.json  epochs' metrics not yet in MLflow (a store that failed), logged on resume
-                           (itrlab.train.epoch_metrics)
-        mlflow_run.json    the MLflow run this directory logs to (reused on resume)
-        provenance.json    the digest of the data it trains on (a resume on other data is refused)
-        test_ranks.npz     the test split's per-query ranks (itrlab.eval.rank_file), also an MLflow artifact
-        test_recall.json   the final test table (also .md)
-        prehead_test_ranks.npz, prehead_test_recall.json
-                           with eval.log_prehead: the same, read before the projection head
+:func:`run_experiment` is what a run's lifecycle (:mod:`itrlab.train.lifecycle`: ``jobs/train.py``, every sweep
+trial) trains with: :func:`start_run` builds and opens the run, its trainer fits it, :func:`finish_run` evaluates
+its best checkpoint on test. The files of a run directory: docs/training.md#run-directory-and-checkpoints.
 """
 
 from __future__ import annotations

@@ -1,25 +1,19 @@
 """The work of one training step, counted: what a sweep's cost is estimated from where no device of its
-kind measured it (:mod:`itrlab.sweep.cost`).
+kind measured it (:mod:`itrlab.sweep.cost`, docs/speed.md#how-a-sweeps-cost-is-estimated).
 
-:func:`count_step` runs one training step (forward and backward) of a config's method at its batch and
-the profile's shapes (region features, embedding, text encoder, captions of ``caption_tokens`` tokens)
-on the meta device, under one dispatch mode that counts the operators and their FLOPs by the formulas
-of ``torch.utils.flop_counter`` (:class:`_StepCounter`): shapes only, no memory and no arithmetic, so a
-paper-sized step counts in well under a second. It runs the step as grouped training runs it
-(:mod:`itrlab.models.batched`: the GRU as the matmuls of its gates, xattn padded; every caption has the
-same length, so nothing is padded): the same matrix products as a run's own step, and the operators one
-grouped step dispatches whatever its G (under vmap each becomes one batched operator). A run's own step
-launches fewer (its GRU is one fused kernel on a GPU). Those formulas count matrix products,
-convolutions and attention, which is where these models spend their arithmetic; the optimizer step and
-evaluation are not counted.
-
-A method whose step reads values (CODER's queues and k-means, AsCL's generators: ``.item()`` has no
-meaning on the meta device) is counted on the CPU instead, at batches of 2, 4 and 8 pairs with random
-weights and zero inputs: a step's FLOPs are a polynomial of degree 2 in the batch (the encoders are
-linear in it, the similarity matrices and pair scoring quadratic), so the three counts give it exactly at
-the config's batch. An OAS config is counted as MSS (a frozen anchor that scores the batch without
-gradient, no checkpoint to read). What a step reads beyond its batch (a frozen model's token ids of the training
-captions) is made up by the method (``bind_made_up_inputs``) and counted with the step.
+:func:`count_step` runs one training step (forward and backward) of a config's method at its batch and the
+profile's shapes (region features, embedding, text encoder, captions of ``caption_tokens`` tokens), counting the
+operators dispatched and the FLOPs of matrix products, convolutions and attention (the formulas of
+``torch.utils.flop_counter``: where these models spend their arithmetic; the optimizer step and evaluation are not
+counted). It runs the step as grouped training does (:mod:`itrlab.models.batched`: the GRU as the matmuls of its
+gates, xattn padded, every caption of one length): the same matrix products as a run's own step, and the
+operators one grouped step dispatches whatever its G (a run's own step launches fewer: its GRU is one fused kernel
+on a GPU). On the meta device a step counts from shapes alone, a paper-sized one in well under a second; a step
+that reads values (CODER's queues and k-means, AsCL's generators: ``.item()``) is counted on the CPU at three
+small batches with random weights and zero inputs, its FLOPs being a polynomial of degree 2 in the batch (the
+encoders linear in it, the similarity matrices and pair scoring quadratic), solved at the config's batch. An OAS
+config is counted as MSS (a frozen anchor that scores the batch without gradient, no checkpoint to read); what a
+step reads beyond its batch (a frozen model's token ids) is made up by the method (``bind_made_up_inputs``).
 """
 
 from __future__ import annotations
@@ -78,10 +72,6 @@ class _StepCounter(TorchDispatchMode):
         return out
 
 
-def _counting_config(config: ExperimentConfig) -> ExperimentConfig:
-    return with_fresh_branches(config)
-
-
 CACHE_NAME = "step_counts.json"  # beside the throughput record: counts by shape, kept between dry runs
 CACHE_ENV = "ITRLAB_STEP_COUNTS"  # or this file: one cache for several throughput records (tests share one)
 # the counts of every preset's and profile's steps, shipped with the code so that a fresh clone's dry run counts
@@ -128,7 +118,7 @@ def count_step(config: ExperimentConfig, regions: int, feature_dim: int, caption
     if key not in _COUNTED:
         _COUNTED.update(shipped | _read_counts(cache))  # and what another process counted meanwhile
     if key not in _COUNTED:
-        _COUNTED[key] = _count(_counting_config(config), regions, feature_dim, caption_tokens)
+        _COUNTED[key] = _count(with_fresh_branches(config), regions, feature_dim, caption_tokens)
         making = cache.resolve() == SHIPPED_COUNTS.resolve()  # the shipped file made again: it keeps every count
         counted = {k: v for k, v in _COUNTED.items() if making or k not in shipped}
         with contextlib.suppress(OSError):  # a read-only folder: counted again next time

@@ -1,23 +1,15 @@
 """One training run's life from its folder to its result, shared by ``itrlab train`` and a sweep's trial.
 
-:class:`RunLifecycle` is the run as both see it:
-
-* its folder, held against a second process (``hold``: a lock on the folder itself; the second one's answer
-  is one line, exit 2): an existing folder, or a new one made for it, locked at once; a fresh run's folder
-  (``claim``) claimed once every check passed, under another name when another run took it that second; a
-  folder made here that nothing landed in (its data failed a check) removed again;
-* what a ``--resume`` changes, read with the folder held (:meth:`RunLifecycle.check_resume`);
-* the checks before MLflow (:meth:`RunLifecycle.open`): the data's content, the MLflow store, and the runs that
-  dead processes left RUNNING on it ended KILLED; while it owns an MLflow run, the process watched
-  (:mod:`itrlab.tracking.watchdog`);
-* its MLflow run: opened (reopened on resume) by :func:`~itrlab.train.experiment.start_run` and ended by its
-  tracker's ``ending()``: FINISHED, FAILED with the error, KILLED on Ctrl-C or SIGTERM; a run that failed
-  before its MLflow run opened gets one all the same, ended FAILED with the reason (:meth:`RunLifecycle.fail`);
-* its training (:meth:`RunLifecycle.train`): :func:`~itrlab.train.experiment.run_experiment` on the device the
-  experiment was placed on (:func:`itrlab.train.device.place`).
-
-A sweep's trial holds its folder through its store (:mod:`itrlab.sweep.trial_store`), and its driver checked the
-store: it passes its own tracker (its child run's tags) and neither holds nor opens.
+:class:`RunLifecycle` holds the run folder against a second process (``hold``: a fresh run's folder is claimed
+once every check passed, under another name when another run took it, and a folder made here that nothing landed
+in is removed again), checks what a ``--resume`` changes (:meth:`~RunLifecycle.check_resume`), runs the checks
+before MLflow (:meth:`~RunLifecycle.open`: the data's content, the MLflow store, the runs dead processes left
+RUNNING on it ended KILLED, then the process watched, :mod:`itrlab.tracking.watchdog`) and trains
+(:meth:`~RunLifecycle.train`: :func:`~itrlab.train.experiment.run_experiment`, whose tracker ends the MLflow run
+FINISHED, FAILED or KILLED). A run that failed before its MLflow run opened gets one all the same, ended FAILED
+with the reason (:meth:`~RunLifecycle.fail`). A sweep's trial holds its folder through its store
+(:mod:`itrlab.sweep.trial_store`), and its driver checked the store: it passes its own tracker and neither holds
+nor opens.
 """
 
 from __future__ import annotations

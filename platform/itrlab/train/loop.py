@@ -270,10 +270,9 @@ class Trainer:
                 for g in self.optimizer.param_groups
             ]
             self.optimizer.load_state_dict(checkpoint["optimizer"])
+            # this config's rates (a --resume --allow-changes may change them), not the saved ones
             for group, settings in zip(self.optimizer.param_groups, configured):
-                group.update(
-                    settings
-                )  # this config's rates (a --resume --allow-changes may change them), not the saved ones
+                group.update(settings)
             set_rng_state(checkpoint["rng"])
         except (RuntimeError, ValueError, KeyError, TypeError) as err:
             first = str(err).strip().splitlines()

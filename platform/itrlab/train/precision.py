@@ -1,18 +1,15 @@
-"""Mixed precision of a run (``train.precision``): autocast, fp16's gradient scaler, float32 losses.
+"""Mixed precision of a run (``train.precision``, docs/training.md#precision): autocast, fp16's gradient
+scaler, float32 losses.
 
-``fp32`` changes nothing: no autocast, no hook, the same operations in the same order, so results
-stay bit-identical to a run without this module. ``bf16`` and ``fp16`` run the method's step (its
-encoders and similarity matrices) and the evaluation's encoding and scoring under
-``torch.autocast(device_type, dtype)``; ``fp16`` (CUDA only) also scales the loss with a
-``torch.amp.GradScaler`` so that small gradients do not underflow.
-
-Losses are computed in float32, for every method, in one place: :meth:`MixedPrecision.attach`
-gives each loss module of the method (every registered loss, nested ones
-such as a warm-up's two losses included) a forward pre-hook that casts the floating tensors of its
-:class:`~itrlab.losses.Similarities` arguments (``i2t``, ``i2i``, ``t2t`` and the extras: memory-bank
-similarities, cluster logits ...) to float32. The losses themselves are element-wise and reductions
-(no matmuls), which autocast leaves in their inputs' dtype, so every loss then runs in float32.
-Evaluation scores come back as float32 whatever the autocast dtype.
+``fp32`` changes nothing: no autocast, no hook, the same operations in the same order, so results stay
+bit-identical to a run without this module. ``bf16`` and ``fp16`` run the method's step (its encoders and
+similarity matrices) and the evaluation's encoding and scoring under ``torch.autocast(device_type, dtype)``;
+``fp16`` (CUDA only) also scales the loss with a ``torch.amp.GradScaler`` so that small gradients do not
+underflow. Every loss runs in float32: :meth:`MixedPrecision.attach` gives each loss module of the method (nested
+ones such as a warm-up's two losses included) a forward pre-hook that casts the floating tensors of its
+:class:`~itrlab.losses.Similarities` arguments (the extras too: memory-bank similarities, cluster logits ...) to
+float32, and the losses themselves are element-wise and reductions (no matmuls), which autocast leaves in their
+inputs' dtype. Evaluation scores come back as float32 whatever the autocast dtype.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
-"""What a run folder was trained on, and what ``jobs/train.py --resume`` may change of it.
+"""What a run folder was trained on, and what ``jobs/train.py --resume`` may change of it
+(docs/training.md#resume).
 
 A run folder records its resolved config (``config.yaml``) and the digest of its data (:data:`PROVENANCE`,
-:func:`itrlab.data.precomp.fingerprint`, written once the data is opened). A resume runs that config on that
-data: an override, another data folder or data that changed under the same folder, or a code version whose
-config schema adds, drops or re-defaults a key would train something else into the run's checkpoints and
-MLflow run (and overwrite a finished run's test table). Such a resume is refused with one line naming the
-first difference, before the MLflow run is reopened, unless ``--allow-changes``: then the run records them
-(param ``resume.<n>.changes``, tag ``itrlab.resume_changes``). ``train.epochs`` may always change: training
-longer is what a resume is for.
-
-Two things a resume never does. It never evaluates a run on other data or under another
-test protocol (the ``dataset`` section, the data's digest, ``eval.test_protocol``), ``--allow-changes`` or
-not: the run's params, tags and description name its test set, and an evaluation on other data is a new
-record (a later ``itrlab evaluate``), not a change of this one; the data moved to another folder, the same
-digest, is no such change. And it never rewrites a FINISHED run (its test table recorded,
-:data:`TEST_RECALL`) unasked: with nothing left to train it changes nothing (no second test evaluation, no
-new ``train_seconds`` or ``cpu_hours``) and says so. Only a larger ``train.epochs`` asks to train it further:
-then its test table is that of the longer training, and its durations add the new training to the earlier.
+:func:`itrlab.data.precomp.fingerprint`, written once the data is opened). A resume that would train something
+else into the run's checkpoints and MLflow run (an override, other data, a code version whose config schema adds,
+drops or re-defaults a key) is refused with one line naming the first difference, unless ``--allow-changes``
+(then the run records them); ``train.epochs`` may always change. A change of what the test results are computed
+on (:data:`EVALUATION_KEYS`, the data's digest; the same data in another folder is none) is refused even then: an
+evaluation on other data is a new record. A FINISHED run (:data:`TEST_RECALL`) is never rewritten unasked: only a
+larger ``train.epochs`` trains it further.
 """
 
 from __future__ import annotations

@@ -30,5 +30,4 @@ class StepDecaySchedule:
         """A LambdaLR positioned at ``last_step`` (steps already taken)."""
         for group in optimizer.param_groups:
             group.setdefault("initial_lr", group["lr"])
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.factor, last_epoch=last_step - 1)
-        return scheduler
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, self.factor, last_epoch=last_step - 1)

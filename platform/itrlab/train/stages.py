@@ -1,24 +1,14 @@
-"""Stages: models trained before an experiment, once, and shared by every run that starts from them.
+"""Stages: models trained before an experiment, once, and shared by every run that starts from them
+(``stages:`` in a config, checked by :func:`itrlab.assembly.stage_configs`; docs/training.md#stages).
 
-A stage is an experiment of its own (``stages: [{name: base, overrides: [...], copy: [...]}]`` in a
-config, checked by :func:`itrlab.assembly.stage_configs`): ConVSE's base network (VSE++ with the
-image encoder fixed) is one, DBL's OAS anchor (the plain method) another. Per seed a stage is
-trained once, in ``<stages>/<name>-seed<seed>-<key>/`` (``output.stages``; by default ``stages/`` beside
-the run's folder, a sweep's in its own folder), where the key digests its resolved config
-(output and tracking aside) and the data's fingerprint: runs and sweep trials that need the same
-stage find it there. A run that finds the stage being trained waits on its lock instead of training
-it twice; a stage cut short continues from its ``last.pt``; a finished one holds ``stage.json``.
-
-A run that trained the same config from scratch is the same training (same seed, same steps: measured,
-a sweep row and the stage of its recipe agree to the last digit of every epoch's recall), so it is not
-trained twice either: a run asked to (``output.keep_as_stage``, which a sweep sets on a row that is
-another row's stage) keeps its best model in the stage folder as ``run-seed<seed>-<key>/`` once it
-finished its epochs from scratch (:func:`publish_run`), and a stage of the same key, under any name,
-starts from it (:func:`find_trained`).
-
-Each stage trained here is an MLflow run of its own (tag ``itrlab.stage``), a child of the sweep's
-parent when there is one; the runs that start from it name it in ``itrlab.stage.<name>`` and count its
-training time in their cost (``stage_seconds``): a row's cost is what it would cost alone.
+Per seed a stage is trained once, in ``<stages>/<name>-seed<seed>-<key>/`` (:func:`stage_folder`, the key
+:func:`~itrlab.train.stage_identity.stage_key`), where runs and sweep trials that need it find it: a run that finds
+it being trained waits on its lock, one cut short continues from its ``last.pt``, a finished one holds
+``stage.json``. A run that trained the same config from scratch is the same training (same seed, same steps), so
+a run asked to (``output.keep_as_stage``) keeps its best model there as ``run-seed<seed>-<key>/``
+(:func:`publish_run`), and a stage of the same key, under any name, starts from it (:func:`find_trained`). Each
+stage trained here is an MLflow run of its own (tag ``itrlab.stage``), and its training time counts in the cost
+of every run that starts from it: a row's cost is what it would cost alone.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 PROGRESS_EVERY_S = 2.0  # within an epoch, at most one notice this often
-PHASES = ("training", "validating", "testing")
 
 
 @dataclass(frozen=True)

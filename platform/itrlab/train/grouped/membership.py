@@ -1,23 +1,12 @@
 """Which runs can train together as one group (:mod:`itrlab.train.grouped`), decided from their configs
 before anything starts (a sweep checks its groups before Ray does).
 
-A run can be a member when its method's step is a plain function of its parameters and its batch: the
-dual encoders (VSE, VSE++, MVN, ConVSE, ConVSE++, CLIP), ``xattn``, and DBL's cooperative scheme
-around them (OSS, OAS, MSS). Refused, each with the reason on one line: methods that say why not
-(``MethodModule.group_refusal``: CODER's queues and k-means, AsCL's generators), a BERT text encoder,
-GPO pooling (its own packed GRU), fp16 (one gradient scaler would skip every member's step when one
-overflows), a decay chosen on validation (``train.lr_decay_choices``: a run's schedules train one after another).
-
-Members of one group share a **model shape** (the names and shapes of their parameters) and the
-same data, ``train`` and ``eval`` sections (one batch, schedule, epoch count and precision drive the
-group's step); they may differ in their seed, their loss and its constants, the cooperative strategy
-and anything else that leaves the parameters' shapes alone.
-
-**Packing** (:func:`pack_groups`): runs are grouped in the order given (a sweep's grid order, so a row's
-seeds are neighbours) among those that share a step (:func:`shared_step`); each such set is cut into
-groups of G, its last group possibly smaller. DBL Table IV at G = 3 gives nine groups, one per strategy
-(its seeds); at G = 8 its strategies B-I (two branches) form three groups while A (the plain model)
-stays a group of 3.
+A run can be a member when its method's step is a plain function of its parameters and its batch
+(:func:`group_refusal` says on one line why a run cannot). Members of one group share a **model shape** (the
+names and shapes of their parameters) and the same data, ``train`` and ``eval`` sections (one batch, schedule,
+epoch count and precision drive the group's step); they may differ in anything that leaves the parameters'
+shapes alone: the seed, the loss and its constants, the cooperative strategy. The packing and what is refused,
+with examples: docs/sweeps.md#grouped-trials-a-tables-seeds-as-one-batched-model.
 """
 
 from __future__ import annotations
@@ -101,8 +90,10 @@ def shared_step(config: ExperimentConfig) -> tuple[str, tuple[tuple[str, tuple[i
 
 
 def pack_groups(configs: Sequence[ExperimentConfig], size: int, label: Callable[[int], str] = str) -> list[list[int]]:
-    """The runs ``configs`` packed into groups of at most ``size`` (module doc, "Packing"): lists of their
-    indices, each group in the order given and the groups by their first member.
+    """The runs ``configs`` packed into groups of at most ``size``: in the order given (a sweep's grid order, so
+    a row's seeds are neighbours) among those that share a step (:func:`shared_step`), each such set cut into
+    groups of ``size``, its last possibly smaller. Lists of their indices, each group in the order given and the
+    groups by their first member.
 
     One line for bad input, naming the setting ``group`` (a sweep's) and each run by ``label(index)``:
     UserInputError for a run that cannot be a member (:func:`group_refusal`), ConfigError for ``size``

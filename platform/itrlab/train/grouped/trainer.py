@@ -1,30 +1,15 @@
-"""Grouped training: G runs of one model shape trained together in one process, as one batched model.
+"""Grouped training's step: the members' parameters stacked and stepped as one ``torch.func.vmap``-ed model
+(docs/training.md#grouped-training: the stacking, step classes, one Adam equal to G, clipping per member).
 
-Each member is a whole run of its own: its :class:`~itrlab.train.loop.Trainer` (built as a run builds
-it, :func:`itrlab.train.experiment.start_run`) keeps its method, data order, checkpoints, validation,
-callbacks and MLflow run. What the members share is the work of a step:
-
-* **parameters**: every parameter of the members is stacked into one ``(G, ...)`` tensor, and each
-  member's own parameter becomes a view of its row, so its evaluation, checkpoints and after-step
-  hooks (CLIP's clamp) read and write its own slice in place;
-* **the step**: members whose configs differ only in their seed (a *step class*) run one
-  ``torch.func.vmap`` of their method's step (``functional_call`` of a copy of the method with the
-  vmap-able model parts of :mod:`itrlab.models.batched`) over the stacked parameters and their own
-  batches, stacked: one grouped kernel where one run would launch one kernel. Members of other step
-  classes (another loss, another DBL strategy) in the same group run their own vmap in the same step;
-* **the optimizer**: one Adam over the stacked parameters. Adam is element-wise, so it equals G
-  separate Adams (each member's moments are its rows); gradient clipping is per member (each member's
-  own norm over its own gradients, as ``clip_grad_norm_`` computes it); the learning-rate schedule is
-  the members' common one (a group shares the ``train`` section but the seed).
-
-Each member reads its own batches (its seed's loader order: a function of seed and epoch), its loss
-is its own config's, and its gradient is its own loss's alone (the step sums the members' losses:
-each member's parameters receive only their own). Members are built after seeding with their own
-seed, so their initial weights are their solo runs'. The methods that can be grouped draw no random
-numbers after initialisation; a step that did would fail under vmap (``randomness="error"``) rather
-than draw one stream for all. A member whose loss turns NaN or infinite, or whose own epoch end fails
-(its validation, its checkpoint), stops with its reason while the others go on; a failure of the
-joint step itself (out of memory, say) stops the group.
+Each member is a whole run of its own: its :class:`~itrlab.train.loop.Trainer` (built as a run builds it,
+:func:`itrlab.train.experiment.start_run`) keeps its method, data order, checkpoints, validation, callbacks and
+MLflow run; its own parameters are views of its rows of the stacked tensors, so its evaluation, checkpoints and
+after-step hooks (CLIP's clamp) read and write its slice in place. Members are built after seeding with their own
+seed, so their initial weights are their solo runs'. The methods that can be grouped draw no random numbers after
+initialisation; a step that did would fail under vmap (``randomness="error"``) rather than draw one stream for
+all. A member whose loss turns NaN or infinite, or whose own epoch end fails (its validation, its checkpoint),
+stops with its reason while the others go on; a failure of the joint step itself (out of memory, say) stops the
+group.
 """
 
 from __future__ import annotations
