@@ -230,26 +230,6 @@ def test_a_checkpoint_that_no_longer_fits_says_no_space_left_and_the_checkpoints
     assert not list(run.glob("*.tmp"))  # no half-written file left behind
 
 
-@pytest.mark.e2e
-def test_a_sweep_whose_storage_fills_says_no_space_left_and_counts_the_trial_failed(tmp_path, tmpfs):
-    """Issue #45 item 6: the sweep's storage full while a trial trains: one line naming the full disk, exit 1,
-    the parent and the trial FAILED with it, the progress line's trial failed, not done."""
-    code, text = sweep_broken_mid_trial(tmp_path, tmpfs, "full_sweep", lambda: fill(tmpfs))
-    (folder,) = (tmpfs / "sweeps" / "full_sweep").iterdir()
-    assert code == 1, text[-4000:]
-    last = text.rstrip().splitlines()[-1]
-    assert (
-        last.startswith("itrlab: run failed: the sweep's storage can no longer be written: ")
-        and f"no space left on {folder}" in last
-    ), text[-4000:]
-    assert "Traceback" not in text, text[-6000:]
-    assert re.search(r"^0/2 trials done · 0 running · 1 failed · took ", text, re.M), text[-4000:]
-    (parent,), children = sweep_runs(tmp_path, "full_sweep")
-    assert parent.info.status == "FAILED" and f"no space left on {folder}" in parent.data.tags["itrlab.stop_reason"]
-    assert len(children) == 1 and children[0].info.status == "FAILED"
-    assert f"no space left on {folder}" in children[0].data.tags["itrlab.stop_reason"]
-
-
 def test_a_data_error_found_when_a_split_is_read_leaves_no_run_folder(tmp_path):
     import numpy as np
 
@@ -280,19 +260,31 @@ def test_a_data_error_found_when_a_split_is_read_leaves_no_run_folder(tmp_path):
 
 
 @pytest.mark.e2e
-def test_a_sweep_stopped_by_a_full_disk_resumes_once_space_is_freed_with_its_metrics_unchanged(tmp_path, tmpfs):
-    """A sweep whose storage fills mid-trial stops on one line; once the space is freed, ``--resume`` continues each
-    trial from its newest whole saved epoch (a copy the full disk cut short is never named), finishes every trial,
-    and leaves what each trial logged before the stop as it was: every epoch once, at its own step."""
+def test_a_sweep_whose_storage_fills_stops_on_one_line_and_resumes_once_space_is_freed(tmp_path, tmpfs):
+    """Issue #45 item 6: the sweep's storage full while a trial trains: one line naming the full disk, exit 1,
+    the parent and the trial FAILED with it, the progress line's trial failed, not done. Once the space is freed,
+    ``--resume`` continues each trial from its newest whole saved epoch (a copy the full disk cut short is never
+    named), finishes every trial, and leaves what each trial logged before the stop as it was: every epoch once, at
+    its own step."""
     from mlflow import MlflowClient
 
     from itrlab.tracking.chart_names import chart_name
 
     epochs = 6
     code, text = sweep_broken_mid_trial(tmp_path, tmpfs, "refill", lambda: fill(tmpfs), epochs=epochs)
-    assert code == 1 and "no space left on" in text.rstrip().splitlines()[-1], text[-4000:]
+    (folder,) = (tmpfs / "sweeps" / "refill").iterdir()
+    assert code == 1, text[-4000:]
+    last = text.rstrip().splitlines()[-1]
+    assert (
+        last.startswith("itrlab: run failed: the sweep's storage can no longer be written: ")
+        and f"no space left on {folder}" in last
+    ), text[-4000:]
+    assert "Traceback" not in text, text[-6000:]
+    assert re.search(r"^0/2 trials done · 0 running · 1 failed · took ", text, re.M), text[-4000:]
+    (parent,), (stopped,) = sweep_runs(tmp_path, "refill")
+    assert parent.info.status == "FAILED" and f"no space left on {folder}" in parent.data.tags["itrlab.stop_reason"]
+    assert stopped.info.status == "FAILED" and f"no space left on {folder}" in stopped.data.tags["itrlab.stop_reason"]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (stopped,) = sweep_runs(tmp_path, "refill")[1]
     before = {m.step: m.value for m in client.get_metric_history(stopped.info.run_id, chart_name("rsum"))}
     assert before, "the trial logged no epoch before its storage filled"
 
