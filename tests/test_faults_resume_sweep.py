@@ -1,12 +1,13 @@
-"""A sweep's --resume, on one tiny sweep interrupted with SIGINT: an edited sweep file, a new override or changed
-data are refused with one line naming the difference (exit 2, before Ray or MLflow); ``--allow-changes`` runs them
-and records them on the parent run, while a second ``--resume`` of the same sweep is refused at once, and no file
-of the storage is unpickled (a tuner.pkl, a searcher state and an error.pkl planted there, each a pickle that runs
-a command, never run). Once it finished: its folder rolled back to the interrupted state, or a state naming another
-sweep's parent run, is refused with one line and its parent run stays FINISHED. The refusals run in this process
-(they stop before Ray starts), the sweeps and the resume as the job itself. Each moment a test acts on ("a trial
-trains", "the resume runs") is held: the trial's Ray workers are stopped while the test acts (tests/held.py), so
-no trial outruns it."""
+"""A sweep's --resume, on one tiny sweep stopped with SIGTERM (what Kubernetes, systemd and ``timeout`` send):
+the stop ends the sweep as Ctrl-C does (tests/test_faults_jobs.py): one line, exit 143, the parent KILLED with its
+reason; an edited sweep file, a new override or changed data are refused with one line naming the difference
+(exit 2, before Ray or MLflow); ``--allow-changes`` runs them and records them on the parent run, while a second
+``--resume`` of the same sweep is refused at once, and no file of the storage is unpickled (a tuner.pkl, a searcher
+state and an error.pkl planted there, each a pickle that runs a command, never run). Once it finished: its folder
+rolled back to the interrupted state, or a state naming another sweep's parent run, is refused with one line and
+its parent run stays FINISHED. The refusals run in this process (they stop before Ray starts), the sweeps and the
+resume as the job itself. Each moment a test acts on ("a trial trains", "the resume runs") is held: the trial's Ray
+workers are stopped while the test acts (tests/held.py), so no trial outruns it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,14 +30,22 @@ from held import notes_since, training, training_alone, trials_held
 from itrlab.sweep.resume import STATE_FILE
 from itrlab.sweep.trial_store import TRIALS_FOLDER
 from test_faults_cli import ctrl_c_reaches_it, env_for, job
+from test_sweep_jobs import sweep_runs
 
 pytestmark = pytest.mark.e2e  # real processes, signals and servers
 
 
+@dataclass
+class Interrupted:
+    root: Path  # the sweep's folder: its sweep file, data, storage, MLflow store and the driver's log, first.log
+    env: dict[str, str]  # the environment it ran in
+    runs: tuple[list, list]  # its (parent, child) MLflow runs as the stop left them
+
+
 @pytest.fixture(scope="module")
-def interrupted(tmp_path_factory):
-    """A two-trial sweep (A and F, 3 epochs) of a sweep file of its own, stopped with Ctrl-C once a trial
-    reported: (its folder, the environment it ran in)."""
+def interrupted(tmp_path_factory) -> Interrupted:
+    """A two-trial sweep (A and F, 3 epochs) of a sweep file of its own, stopped with SIGTERM while a trial
+    trains."""
     root = tmp_path_factory.mktemp("interrupted")
     spec = yaml.safe_load((REPO / "configs" / "sweeps" / "dbl_tiny.yaml").read_text())
     spec.pop("aliases")
@@ -53,10 +63,11 @@ def interrupted(tmp_path_factory):
             preexec_fn=ctrl_c_reaches_it,
         )
     try:
-        # trial A held while it trains (F cannot start before it ends): Ctrl-C cuts A short, F never started
+        # trial A held while it trains (F cannot start before it ends): SIGTERM, to the driver only as a pod's
+        # container runtime sends it, cuts A short, F never started
         with trials_held(driver, lambda: training_alone(root / "sweeps"), log=log):
-            driver.send_signal(signal.SIGINT)
-            assert driver.wait(timeout=300) == 130, log.read_text()[-3000:]  # Tune ends the held trial itself
+            driver.send_signal(signal.SIGTERM)
+            assert driver.wait(timeout=300) == 143, log.read_text()[-3000:]  # Tune ends the held trial itself
     finally:
         if driver.poll() is None:
             driver.kill()
@@ -64,13 +75,13 @@ def interrupted(tmp_path_factory):
     saved = root / "interrupted-state"  # what a rollback of the folder puts back (test_a_rolled_back_...)
     shutil.copytree(folder / TRIALS_FOLDER, saved / TRIALS_FOLDER)
     shutil.copy2(folder / STATE_FILE, saved)
-    return root, env
+    return Interrupted(root, env, sweep_runs(root, "dbl_tiny"))
 
 
 @pytest.fixture
 def here(interrupted, monkeypatch):
     """The sweep's environment in this process (its store, its HOME)."""
-    root, env = interrupted
+    root, env = interrupted.root, interrupted.env
     monkeypatch.chdir(root)
     for key in ("MLFLOW_TRACKING_URI", "HOME", "ITRLAB_CONFIG_DIR"):
         monkeypatch.setenv(key, env[key])
@@ -130,6 +141,17 @@ def plant_pickles(folder: Path, marker: Path) -> list[Path]:
     return [*paths, trial / "error.pkl"]
 
 
+def test_sigterm_to_the_sweep_driver_ends_it_like_ctrl_c(interrupted):
+    text = (interrupted.root / "first.log").read_text()
+    assert text.rstrip().splitlines()[-1].startswith("itrlab: sweep terminated (SIGTERM);"), text[-3000:]
+    assert "SIGTERM received" not in text and "Traceback" not in text, text[-3000:]
+    (parent,), children = interrupted.runs
+    assert parent.info.status == "KILLED" and "SIGTERM" in parent.data.tags["itrlab.stop_reason"]
+    assert children and all(c.info.status in ("FINISHED", "KILLED") for c in children), [
+        (c.info.status, c.data.tags.get("itrlab.stop_reason")) for c in children
+    ]
+
+
 def test_an_edited_sweep_file_is_refused_with_what_differs(here, capsys):
     path = here / "sweep.yaml"
     text = path.read_text()
@@ -165,7 +187,7 @@ def test_changed_data_is_refused_by_its_digest(here, capsys):
 
 def test_allow_changes_runs_them_records_them_and_a_second_resume_waits_for_none(interrupted):
     """It finishes the sweep, over pickles planted in its storage that would run a command if loaded."""
-    root, env = interrupted
+    root, env = interrupted.root, interrupted.env
     marker = root / "pwned"
     planted = plant_pickles(the_sweep(root), marker)
     log = root / "resume.log"
@@ -242,7 +264,7 @@ def test_a_state_naming_another_sweeps_parent_run_is_refused_and_its_parent_stay
     other = subprocess.run(
         job("sweep.py", "--sweep", str(here / "other.yaml"), "--storage", str(here / "sweeps")),
         cwd=here,
-        env=interrupted[1],
+        env=interrupted.env,
         capture_output=True,
         text=True,
         timeout=900,
