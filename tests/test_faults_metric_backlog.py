@@ -32,13 +32,25 @@ def only_run(root: Path) -> tuple[MlflowClient, object]:
     return client, run
 
 
+def resume(run: Path, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``jobs/train.py --resume`` of ``run``, ended."""
+    return subprocess.run(
+        job("train.py", "--resume", "--run-dir", str(run)),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("backlog", ["kept", "lost"])
-def test_a_store_locked_for_an_epoch_loses_no_metrics_after_resume(tmp_path, backlog):
+def test_a_store_locked_for_an_epoch_loses_no_metrics_after_resume(tmp_path):
     """The store is locked (an exclusive SQLite transaction of this process) while the training is held after
     epoch 1: epoch 2 trains and is checkpointed, its logging finds the store locked and the run stops on one
     line. Once the lock is gone, ``--resume`` finishes the run with every epoch at steps 1..4, epoch 2's values
-    those the run trained; with the backlog lost, it finishes and its warning names epoch 2."""
+    those the run trained. The stopped state (run folder and store) put back as it was and its backlog lost,
+    ``--resume`` finishes it too, and its warning names epoch 2."""
     from itrlab.train.checkpoint import LAST, load_checkpoint
 
     run = tmp_path / "run"
@@ -71,32 +83,34 @@ def test_a_store_locked_for_an_epoch_loses_no_metrics_after_resume(tmp_path, bac
     client, stopped = only_run(tmp_path)
     assert steps_of(client, stopped.info.run_id, "loss") == [1]
     assert (run / "metrics_backlog.json").is_file()  # epoch 2's metrics, beside its checkpoint
-    if backlog == "lost":
-        (run / "metrics_backlog.json").unlink()
+    saved = tmp_path / "stopped"  # the stopped state, as a backup holds it
+    shutil.copytree(run, saved / "run")
+    shutil.copy2(tmp_path / "mlflow.db", saved / "mlflow.db")
 
-    resumed = subprocess.run(
-        job("train.py", "--resume", "--run-dir", str(run)),
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    kept = resume(run, tmp_path, env)
+    assert kept.returncode == 0, kept.stderr[-3000:]
     client, finished = only_run(tmp_path)
     assert finished.info.status == "FINISHED"
     assert not (run / "metrics_backlog.json").exists()
     history = {entry["epoch"]: entry for entry in load_checkpoint(run / LAST)["state"].history}
     logged = {m.step: m.value for m in client.get_metric_history(finished.info.run_id, chart_name("loss"))}
-    if backlog == "kept":
-        for key in PER_EPOCH:
-            assert steps_of(client, finished.info.run_id, key) == list(range(1, EPOCHS + 1)), key
-        assert logged[2] == pytest.approx(history[2]["loss"], rel=1e-5)
-        assert "has no metrics" not in resumed.stderr
-    else:
-        assert steps_of(client, finished.info.run_id, "loss") == [1, 3, 4]
-        warning = [line for line in resumed.stderr.splitlines() if "has no metrics" in line]
-        assert len(warning) == 1 and "epoch(s) 2:" in warning[0], resumed.stderr[-3000:]
+    for key in PER_EPOCH:
+        assert steps_of(client, finished.info.run_id, key) == list(range(1, EPOCHS + 1)), key
+    assert logged[2] == pytest.approx(history[2]["loss"], rel=1e-5)
+    assert "has no metrics" not in kept.stderr
+
+    shutil.rmtree(run)  # the stopped state put back, its backlog lost
+    shutil.copytree(saved / "run", run)
+    shutil.copy2(saved / "mlflow.db", tmp_path / "mlflow.db")
+    (run / "metrics_backlog.json").unlink()
+    lost = resume(run, tmp_path, env)
+    assert lost.returncode == 0, lost.stderr[-3000:]
+    client, finished = only_run(tmp_path)
+    assert finished.info.status == "FINISHED"
+    assert not (run / "metrics_backlog.json").exists()
+    assert steps_of(client, finished.info.run_id, "loss") == [1, 3, 4]
+    warning = [line for line in lost.stderr.splitlines() if "has no metrics" in line]
+    assert len(warning) == 1 and "epoch(s) 2:" in warning[0], lost.stderr[-3000:]
 
 
 def test_an_epoch_trained_again_after_a_restore_is_logged_once(tmp_path, monkeypatch):
