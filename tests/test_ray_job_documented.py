@@ -1,14 +1,16 @@
 """docs/sweeps.md's Ray job as a user runs it: the commands of its "Running on a Ray cluster" block, in order and
 as written, in a fresh clone of the project and a fresh home (no ``~/.ray/auth_token``), on this test's own ports
 and temp folder. The head starts with token authentication, the smoke sweep runs as a Ray job and succeeds, its
-data is made once where the page puts it, and the page's stop ends this head alone (never ``ray stop``: other
-Rays run on this machine)."""
+data is made once where the page puts it, a sweep without ``RAY_ADDRESS`` starts a Ray of its own beside the head,
+the page's stop ends this head alone (never ``ray stop``: other Rays run on this machine), and the page's
+``ray job submit`` line is the one ``--dry-run`` prints for its job."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -56,6 +58,15 @@ def fresh_clone(folder: Path) -> Path:
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, folder / name)
     return folder
+
+
+def shell_words(line: str, cwd: Path, env: dict[str, str]) -> list[str]:
+    """The words of ``line`` (a command) as bash reads them in ``cwd``: quotes removed, ``$PWD`` expanded."""
+    printed = subprocess.run(
+        ["bash", "-e", "-c", f"printf '%s\\0' {line}"], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert printed.returncode == 0, printed.stderr
+    return printed.stdout.split("\0")[:-1]
 
 
 def dashboard_get(port: str, path: str, token: str | None) -> tuple[int, dict]:
@@ -136,7 +147,27 @@ def test_the_documented_ray_job_runs_from_a_fresh_home_and_stops_only_its_head(t
         runs = client.search_runs([client.get_experiment_by_name("dbl_smoke").experiment_id])
         assert len(runs) == 7 and {run.info.status for run in runs} == {"FINISHED"}  # the parent and 6 trials
         assert any((clone / "runs" / "sweeps" / "dbl_smoke").iterdir())
+        trials = [run for run in runs if "mlflow.parentRunId" in run.data.tags]
+        assert all("test_rsum" in flat_metrics(run.data.metrics) for run in trials)
         verdict_on_converged_rows(client, runs, output, tmp_path)
+
+        # beside this head, a sweep without RAY_ADDRESS starts a Ray of its own
+        local = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import ray; from itrlab.sweep.cluster import init_ray; "
+                f"print(init_ray('sqlite:///{tmp_path / 'unused.db'}'), ray.get_runtime_context().gcs_address)",
+            ],
+            cwd=clone,
+            env=env | {"RAY_AUTH_MODE": "token"},  # as the page's shell exports it
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert local.returncode == 0, local.stderr[-3000:]
+        started_own, address = local.stdout.split()[-2:]
+        assert started_own == "True" and not address.endswith(f":{ours['6390']}"), local.stdout
 
         head = Head.of(temp)
         assert head.processes(), "the head stopped before the page's stop"
@@ -146,6 +177,20 @@ def test_the_documented_ray_job_runs_from_a_fresh_home_and_stops_only_its_head(t
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         assert stopped.stdout.startswith(f"itrlab: stopped the Ray head of {temp} (GCS "), stopped.stdout
         assert not head.processes()
+
+        # the page's `ray job submit` line is the one the dry run of its job prints, word for word as bash reads them
+        (submit,) = [line for line in commands if line.startswith("ray job submit ")]
+        dry = subprocess.run(
+            ["bash", "-e", "-c", f"{submit.split(' -- ', 1)[1]} --dry-run"],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        printed = dry.stdout.split("on a Ray cluster", 1)[1].split("\n", 1)[1].replace("\\\n", " ")
+        assert shlex.split(printed) == ["RAY_AUTH_MODE=token", *shell_words(submit, clone, env)], printed
     finally:
         if any(Path(temp).iterdir()):  # Ray wrote there: this test's head alone, whatever happened above
             stop_head(temp)

@@ -1,16 +1,13 @@
-"""The sweep job as users run it, in subprocesses: through `ray job submit`, a crashed trial retried, the
-progress line's ETA (interrupted and resumed: tests/test_faults_jobs.py)."""
+"""The sweep job as users run it, in subprocesses: a crashed trial retried, the progress line's ETA (interrupted and
+resumed: tests/test_faults_jobs.py; through `ray job submit`: tests/test_ray_job_documented.py)."""
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,10 +17,8 @@ from mlflow import MlflowClient
 from conftest import REPO
 from held import board_notes, trial_processes, trials_held
 from held import training as in_training
-from itrlab.ray_head import stop_head
 from itrlab.sweep import console
 from itrlab.tracking.chart_names import chart_name, flat_metrics
-from servers import free_port
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
@@ -84,93 +79,6 @@ def start_driver(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-
-
-def test_ray_job_submit_against_a_local_head(tmp_path):
-    # token authentication asked for, with a token made first in a home of its own: a head started without
-    # RAY_AUTH_MODE has it off where ~/.ray/auth_token is missing, and with it refuses to start without a token
-    env = job_env(tmp_path) | {"HOME": str(tmp_path / "home"), "RAY_AUTH_MODE": "token"}
-    token = subprocess.run(
-        [str(BIN / "ray"), "get-auth-token", "--generate"], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert token.returncode == 0, token.stderr
-    gcs, dashboard, agent, client = free_port(), free_port(), free_port(), free_port()
-    # every port and the temp folder its own: another Ray on this machine (another test module's, a sweep) holds
-    # Ray's defaults; the folder is short, for Ray's socket paths under it
-    temp = tempfile.mkdtemp(prefix="itrlab-ray-", dir="/tmp")
-    started = subprocess.run(
-        [
-            str(BIN / "ray"),
-            "start",
-            "--head",
-            "--node-ip-address=127.0.0.1",
-            f"--port={gcs}",
-            f"--dashboard-port={dashboard}",
-            "--dashboard-host=127.0.0.1",
-            f"--dashboard-agent-listen-port={agent}",
-            f"--ray-client-server-port={client}",
-            f"--temp-dir={temp}",
-            "--num-cpus=2",
-            "--disable-usage-stats",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        start_new_session=True,
-    )
-    assert started.returncode == 0, started.stdout + started.stderr
-    try:
-        # the line the dry run prints, as a user copies it (in the repository), with this head's address
-        dry = subprocess.run(
-            [
-                sys.executable,
-                str(REPO / "jobs" / "sweep_dbl.py"),
-                "--preset",
-                "tiny",
-                "--dry-run",
-                "--storage",
-                str(tmp_path / "sweeps"),
-            ],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert dry.returncode == 0, dry.stderr[-3000:]
-        words = shlex.split(dry.stdout.split("on a Ray cluster", 1)[1].split("\n", 1)[1].replace("\\\n", " "))
-        assert words[:3] == ["RAY_AUTH_MODE=token", "ray", "job"], words  # the token: Ray 2.60 requires it
-        command = [str(BIN / "ray"), *words[2:]]
-        command[command.index("--address") + 1] = f"http://127.0.0.1:{dashboard}"
-        submitted = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
-        assert submitted.returncode == 0, submitted.stdout[-4000:] + submitted.stderr[-2000:]
-        assert "succeeded" in submitted.stdout + submitted.stderr
-        # without RAY_ADDRESS a sweep starts a Ray of its own, even beside this machine's `ray start` cluster
-        local = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import ray; from itrlab.sweep.cluster import init_ray; "
-                f"print(init_ray('sqlite:///{tmp_path / 'unused.db'}'), ray.get_runtime_context().gcs_address)",
-            ],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert local.returncode == 0, local.stderr[-3000:]
-        started_own, address = local.stdout.split()[-2:]
-        assert started_own == "True" and not address.endswith(f":{gcs}"), local.stdout
-    finally:
-        stop_head(temp)  # this head alone: `ray stop` would end every Ray on the machine
-        shutil.rmtree(temp, ignore_errors=True)
-    parents, children = sweep_runs(tmp_path, "dbl_tiny")
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert len(children) == 2 and {c.info.status for c in children} == {"FINISHED"}
-    assert all("test_rsum" in flat_metrics(c.data.metrics) for c in children)
 
 
 @pytest.mark.slow
