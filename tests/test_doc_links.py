@@ -1,6 +1,7 @@
 """Every link from one manual page to a heading (``[text](page.md#anchor)``, ``[text](#anchor)``) names a file
 that exists and a heading it has, by GitHub's rule for a heading's anchor: lower case, punctuation but ``-``
-and ``_`` dropped, each space a ``-``, a repeated heading's anchor numbered ``-1``, ``-2`` ..."""
+and ``_`` dropped, each space a ``-``, a repeated heading's anchor numbered ``-1``, ``-2`` ... So does every
+``docs/<page>.md#<anchor>`` the package, the jobs and the configs cite (docstrings, ``--help`` texts, comments)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,37 @@ def test_a_link_to_a_missing_heading_is_found(tmp_path):
 @pytest.mark.parametrize("page", [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))], ids=lambda p: p.name)
 def test_every_link_to_a_heading_finds_it(page):
     assert broken_links(page) == []
+
+
+CITED = re.compile(r"\b(docs/[\w/.-]+?\.md)#([\w-]+)")
+SOURCES = ["platform", "jobs", "benchmarks", "configs"]
+
+
+def cited_anchors(root: Path = REPO) -> list[tuple[str, str, str]]:
+    """Every ``docs/<page>.md#<anchor>`` the code, the jobs and the configs cite (docstrings, ``--help`` texts,
+    error lines, comments): (where, page, anchor)."""
+    found = []
+    for folder in SOURCES:
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix in (".py", ".yaml", ".yml") and path.is_file():
+                for page, anchor in CITED.findall(path.read_text(encoding="utf-8")):
+                    found.append((str(path.relative_to(root)), page, anchor))
+    return found
+
+
+def test_a_cited_heading_is_found_in_code_text(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# Top\n")
+    (tmp_path / "platform").mkdir()
+    (tmp_path / "platform" / "m.py").write_text('"""See docs/a.md#top and docs/a.md#gone."""\n')
+    assert cited_anchors(tmp_path) == [("platform/m.py", "docs/a.md", "top"), ("platform/m.py", "docs/a.md", "gone")]
+
+
+def test_every_heading_the_code_cites_exists():
+    """A manual link in a docstring, a ``--help`` text or an error line names a page and a heading it has."""
+    broken = [
+        f"{where}: {page}#{anchor}"
+        for where, page, anchor in cited_anchors()
+        if not (REPO / page).is_file() or anchor not in anchors((REPO / page).read_text(encoding="utf-8"))
+    ]
+    assert broken == []

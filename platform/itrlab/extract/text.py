@@ -381,11 +381,14 @@ def summary_lines(manifest: dict[str, Any]) -> list[str]:
 
 @register_step("text")
 class TextStep(Step):
-    """``--text`` after the images, or ``--text-only`` on any precomp folder (docs/data.md#text-features)."""
+    """``--text`` after the images, or ``--text-only`` on any precomp folder
+    (docs/data.md#text-features-computed-once)."""
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        text = parser.add_argument_group("text features (model.text.encoder=precomp, docs/data.md#text-features)")
+        text = parser.add_argument_group(
+            "text features (model.text.encoder=precomp, docs/data.md#text-features-computed-once)"
+        )
         text.add_argument(
             "--text",
             nargs="?",
