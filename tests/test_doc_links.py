@@ -1,7 +1,8 @@
 """Every link from one manual page to a heading (``[text](page.md#anchor)``, ``[text](#anchor)``) names a file
 that exists and a heading it has, by GitHub's rule for a heading's anchor: lower case, punctuation but ``-``
 and ``_`` dropped, each space a ``-``, a repeated heading's anchor numbered ``-1``, ``-2`` ... So does every
-``docs/<page>.md#<anchor>`` the package, the jobs and the configs cite (docstrings, ``--help`` texts, comments)."""
+``docs/<page>.md#<anchor>`` the package, the jobs, the configs and the tests cite (docstrings, ``--help`` texts,
+comments)."""
 
 from __future__ import annotations
 
@@ -58,12 +59,12 @@ def test_every_link_to_a_heading_finds_it(page):
 
 
 CITED = re.compile(r"\b(docs/[\w/.-]+?\.md)#([\w-]+)")
-SOURCES = ["platform", "jobs", "benchmarks", "configs"]
+SOURCES = ["platform", "jobs", "benchmarks", "configs", "tests"]
 
 
 def cited_anchors(root: Path = REPO) -> list[tuple[str, str, str]]:
-    """Every ``docs/<page>.md#<anchor>`` the code, the jobs and the configs cite (docstrings, ``--help`` texts,
-    error lines, comments): (where, page, anchor)."""
+    """Every ``docs/<page>.md#<anchor>`` the code, the jobs, the configs and the tests cite (docstrings, ``--help``
+    texts, error lines, comments): (where, page, anchor)."""
     found = []
     for folder in SOURCES:
         for path in sorted((root / folder).rglob("*")):
@@ -77,7 +78,8 @@ def test_a_cited_heading_is_found_in_code_text(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# Top\n")
     (tmp_path / "platform").mkdir()
-    (tmp_path / "platform" / "m.py").write_text('"""See docs/a.md#top and docs/a.md#gone."""\n')
+    cites = "docs/a.md" + "#top and docs/a.md" + "#gone"  # split: this file is read by the test below
+    (tmp_path / "platform" / "m.py").write_text(f'"""See {cites}."""\n')
     assert cited_anchors(tmp_path) == [("platform/m.py", "docs/a.md", "top"), ("platform/m.py", "docs/a.md", "gone")]
 
 
