@@ -1,11 +1,11 @@
 """What every job does first: a python that cannot import itrlab ends in one line that says how to start the
-job, not in a ``ModuleNotFoundError`` (issue 46: ``python jobs/sweep_dbl.py`` outside the venv); then the job's
+job, not in a ``ModuleNotFoundError`` (``python jobs/sweep_dbl.py`` outside the venv); then the job's
 console: itrlab logs, and a job shows its records as plain lines (:func:`itrlab.console_log.configure`).
 
 ``python jobs/NAME.py`` puts this folder first on ``sys.path``, so each job's ``import _bootstrap``, before
 it imports itrlab, finds this file. The check reads the standard library only, and only looks the packages
-up; the console imports ``itrlab.console_log`` alone (the standard library's ``logging``): a job's ``--help``
-stays as fast as before.
+up; the console imports ``itrlab.console_log`` alone (the standard library's ``logging``), so that a job's
+``--help`` stays fast.
 """
 
 from __future__ import annotations
