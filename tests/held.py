@@ -1,4 +1,4 @@
-"""Acting on a sweep while a trial is known to be training, without a race (issue #45 item 8).
+"""Acting on a sweep while a trial is known to be training, without a race.
 
 A test that kills a raylet, sends Ctrl-C or copies a sweep's state "while a trial trains" must not learn
 that the trial trains from a file it polls and then act: a fast trial may finish in between. Instead

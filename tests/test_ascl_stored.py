@@ -1,4 +1,4 @@
-"""AsCL on stored text features (``model.text.encoder: precomp``; issue 42, item 2): the positives cut and join
+"""AsCL on stored text features (``model.text.encoder: precomp``): the positives cut and join
 stored states exactly, the negatives perturb them on the right scale, no perturbation that the states cannot
 show, and every Table II row trains on them (docs/papers/ascl.md#stored-text-features)."""
 

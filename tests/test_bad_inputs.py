@@ -144,7 +144,7 @@ def test_a_benchmark_count_below_one_is_one_line_and_exit_2(flag, capsys):
 
 @pytest.mark.parametrize("command", ["train", "check-config"])
 def test_a_config_that_is_a_folder_says_so(tmp_path, monkeypatch, capsys, command):
-    """``-c <folder>`` names the folder as a folder, not as a file that does not exist (issue #45 item 7)."""
+    """``-c <folder>`` names the folder as a folder, not as a file that does not exist."""
     monkeypatch.chdir(tmp_path)
     assert main([command, "-c", str(tmp_path)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()

@@ -1,5 +1,5 @@
 """The commands as users type them: every subcommand's and job's --help, make-synthetic, and each
-training and sweep command the README and docs/ show, checked on the tiny synthetic data (issue #19)."""
+training and sweep command the README and docs/ show, checked on the tiny synthetic data."""
 
 from __future__ import annotations
 

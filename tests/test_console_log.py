@@ -1,4 +1,4 @@
-"""The library logs, the command line prints (issue 44 item 7, itrlab.console_log).
+"""The library logs, the command line prints (itrlab.console_log).
 
 - the console handler: a record's bare message, INFO on stdout, warnings and ``TO_STDERR`` on stderr;
 - a log file or a pipe gets no ANSI colour codes: neither in itrlab's records nor in the lines Ray forwards
@@ -27,7 +27,7 @@ import pytest
 from itrlab import console_log
 
 REPO = Path(__file__).resolve().parents[1]
-BEFORE = "93f3537"  # main before the library logged (issue 44 item 7)
+BEFORE = "93f3537"  # main's commit before the library logged, whose console lines are the reference
 # lines the console gained after BEFORE by design, per part: each must be there, and the rest equal BEFORE's
 GAINED = {
     "train stdout": [

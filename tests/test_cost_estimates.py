@@ -1,4 +1,4 @@
-"""One estimate of a sweep's cost (issue 46): ``--dry-run`` and ``--list`` print the same figure for every preset
+"""One estimate of a sweep's cost: ``--dry-run`` and ``--list`` print the same figure for every preset
 and profile, an estimate that cannot be made says why in one sentence (no exception's text), a dry run before
 the features exist estimates from their declared shape, and ``--list`` answers from what it kept."""
 

@@ -1,5 +1,5 @@
-"""Every training the manual documents was run and ended off chance (issue 46: README's second example tested at
-rsum 11.8 and nothing said so): the newest docs/results/<date>-documented-trainings.md, which
+"""Every training the manual documents was run and ended off chance (a documented command that trains to
+chance would otherwise go unnoticed): the newest docs/results/<date>-documented-trainings.md, which
 jobs/check_documented_trainings.py writes, holds each command of documented.catalogue with a result off
 chance, or the reason it cannot run here. A command added to a page and not run fails here; so does one whose
 run was at chance, on its plateau or failed. How the catalogue reads the pages and the page reads back."""

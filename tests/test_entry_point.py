@@ -1,4 +1,4 @@
-"""The README as the entry point (issue 46): two commands from a fresh clone (the tests, the main job), under
+"""The README as the entry point: two commands from a fresh clone (the tests, the main job), under
 120 lines, no undated figure, the preset table in docs/presets.md; `make sweep`; and a job started with a
 Python that lacks itrlab says how to start it (jobs/_bootstrap.py)."""
 

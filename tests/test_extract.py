@@ -384,7 +384,7 @@ def test_cli_input_errors_exit_2_with_one_line(mini, capsys):
 @needs_coco_mini
 @pytest.mark.parametrize("kind", ["..", "absolute", "link"])
 def test_an_image_named_outside_the_image_folder_is_one_line_before_anything_is_read(mini, capsys, kind):
-    """A COCO caption file whose file_name leaves --images (issue #45 item 7): through '..', as an absolute
+    """A COCO caption file whose file_name leaves --images: through '..', as an absolute
     path, or through a link inside the folder; the photo exists out there, and is never read."""
     outside = mini["tmp"] / "elsewhere.jpg"
     shutil.copy(mini["images"] / mini["files"][0], outside)

@@ -1,4 +1,4 @@
-"""Busy is not broken (issue #30 item 7), and a clock that was ahead (item 8), with real servers and processes:
+"""Busy is not broken, and a clock that was ahead, with real servers and processes:
 an MLflow server that answers 503 for a while is waited for, one that stays busy past the limit is one line
 (exit status 1), a server that turns busy during a run ends it on one line within the client's bounded
 retries (a local Ray whose node start times out is started again: tests/test_faults_dying.py). A run whose recorded

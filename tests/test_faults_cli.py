@@ -1,4 +1,4 @@
-"""Faults met before anything starts (issue #12), with real processes: a dead MLflow port, folders
+"""Faults met before anything starts, with real processes: a dead MLflow port, folders
 that cannot be written (as a user that file permissions apply to), a trial too large for this
 machine, sweep keys that name nothing, a new SQLite store initialised by several processes at once,
 and Ctrl-C during a training. None of these starts Ray."""

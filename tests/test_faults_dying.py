@@ -1,4 +1,4 @@
-"""Every fault ends in a final state (issue #30 item 5), with real processes and signals: a sweep's driver
+"""Every fault ends in a final state, with real processes and signals: a sweep's driver
 whose first Ray start times out starts another, then loses its raylet (Ray's core worker ends it on the
 spot), a training killed by SIGBUS, feature files truncated while a run reads them, a run whose process
 was killed with its watchdog off (closed by the next command on the store). No run is left RUNNING; each
@@ -120,7 +120,7 @@ def test_a_ray_start_that_times_out_is_tried_again_and_a_lost_raylet_leaves_no_r
     watcher.start()
     try:
         # the trial held while it trains (its Ray workers stopped, the board read then): it cannot finish
-        # before its raylet is killed, however fast it is (issue #45 item 8)
+        # before its raylet is killed, however fast it is
         with trials_held(driver, lambda: training_alone(tmp_path / "sweeps")) as workers:
             assert stopped, "no raylet was seen"
             (raylet,) = [pid for pid in raylets_of(driver.pid) if pid not in stopped]

@@ -1,5 +1,5 @@
 """The sweep job interrupted with Ctrl-C (a real SIGINT), then resumed while a second --resume of it is
-refused (issue #12), that resume killed outright (SIGKILL) and the sweep resumed again; the local Ray it
+refused, that resume killed outright (SIGKILL) and the sweep resumed again; the local Ray it
 starts listens on loopback only, each trial's MLflow run points at the folder that holds its checkpoints,
 and the console shows progress lines, the pivot and the --resume hint without Ray's noise
 (itrlab.sweep.console)."""

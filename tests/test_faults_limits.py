@@ -1,4 +1,4 @@
-"""Limits before parsing and checks before anything is created (issue #30 items 6 and 8): hostile sweep and
+"""Limits before parsing and checks before anything is created: hostile sweep and
 config input (an alias bomb, a 50 MB file, a 10⁶-point grid, 10⁶ seeds, 5,000-level nesting, a 5,000-character
 or control-character experiment name, a --storage beyond PATH_MAX) and bad data content (an empty caption line,
 invalid UTF-8, NaN or inf features) each end in one line and exit status 2 within seconds, before an MLflow

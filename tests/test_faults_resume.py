@@ -1,4 +1,4 @@
-"""Resuming from what a run directory holds, when it holds something else (issue #23): a refused
+"""Resuming from what a run directory holds, when it holds something else: a refused
 checkpoint or record is one line and exit 2, before the MLflow run is reopened, so a FINISHED run
 stays FINISHED; the run's config.yaml is left as it was."""
 

@@ -1,4 +1,4 @@
-"""``jobs/train.py --resume`` (issue #30 items 2 and 3): a run folder is locked like a sweep folder (a second
+"""``jobs/train.py --resume``: a run folder is locked like a sweep folder (a second
 resume of it is one line, exit 2, and the run's MLflow history holds one training), and a resume on other
 data, or with another config, is refused with one line naming the difference before the MLflow run is
 reopened, so a finished run keeps its result; ``--allow-changes`` trains so and records it on the run."""
@@ -92,7 +92,7 @@ def recorded(root) -> dict:
 
 
 def test_a_resume_of_a_finished_run_changes_nothing_recorded(copy, capsys):
-    """Issue #45 item 4: nothing left to train, so no second test evaluation, no new train_seconds or cpu_hours,
+    """Nothing left to train, so no second test evaluation, no new train_seconds or cpu_hours,
     no new end time; it says so and exits 0 (in this process: it stops before MLflow is opened)."""
     from itrlab.cli import main
 
@@ -119,7 +119,7 @@ def test_a_resume_of_a_finished_run_changes_nothing_recorded(copy, capsys):
     ids=["another test split", "another test protocol", "both"],
 )
 def test_allow_changes_never_evaluates_a_run_on_other_test_data(copy, capsys, change):
-    """Issue #45 item 4: an evaluation on other data, or under another protocol, is a new record: refused with
+    """An evaluation on other data, or under another protocol, is a new record: refused with
     one line even with --allow-changes (and with more epochs to train), the run's results and config kept."""
     before = recorded(copy)
     line = refused_line(*resume_here(copy, capsys, "--allow-changes", *change))

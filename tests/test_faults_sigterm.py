@@ -1,6 +1,6 @@
 """SIGTERM, what Kubernetes, systemd and ``timeout`` send, ends a training as Ctrl-C does: one line, exit 143,
-its MLflow run ended (KILLED, the reason in ``itrlab.stop_reason``), and the checkpoint kept for ``--resume``
-(issue #23). SIGTERM to a sweep's driver: tests/test_faults_resume_sweep.py, whose sweep it stops."""
+its MLflow run ended (KILLED, the reason in ``itrlab.stop_reason``), and the checkpoint kept for ``--resume``.
+SIGTERM to a sweep's driver: tests/test_faults_resume_sweep.py, whose sweep it stops."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Storage that fails under a running sweep or training (issue #23), on a real file system: a tmpfs mounted by
+"""Storage that fails under a running sweep or training, on a real file system: a tmpfs mounted by
 the test, turned read-only or filled mid-run. The job stops with one line and exit 1 (a full disk named:
-"no space left on <folder>", issue #45 item 6), every MLflow run ends with a status and a reason, none
+"no space left on <folder>"), every MLflow run ends with a status and a reason, none
 RUNNING, and the checkpoints stay whole. Each change comes while the job is held (its trial's Ray workers,
 or the training process, stopped: tests/held.py), so it cannot finish first. Skipped where the test cannot
 mount (not root)."""
@@ -206,9 +206,9 @@ def test_a_run_folder_on_a_disk_that_fills_mid_run_is_one_line_and_keeps_the_las
 
 @pytest.mark.e2e
 def test_a_checkpoint_that_no_longer_fits_says_no_space_left_and_the_checkpoints_stay_whole(tmp_path, tmpfs):
-    """Issue #45 item 6: 8 KiB left, less than a checkpoint: torch's writer fails part-way ("unexpected pos
-    48384 vs 48336", a 40-line traceback before); now one line naming the full disk, the run FAILED with it,
-    and every checkpoint of the folder loads whole."""
+    """8 KiB left, less than a checkpoint: torch's writer fails part-way (its own text:
+    "unexpected pos 48384 vs 48336", with a 40-line traceback); the job gives one line naming the full disk, the
+    run FAILED with it, and every checkpoint of the folder loads whole."""
     from mlflow import MlflowClient
 
     from itrlab.train.checkpoint import BEST, LAST, load_checkpoint
@@ -261,7 +261,7 @@ def test_a_data_error_found_when_a_split_is_read_leaves_no_run_folder(tmp_path):
 
 @pytest.mark.e2e
 def test_a_sweep_whose_storage_fills_stops_on_one_line_and_resumes_once_space_is_freed(tmp_path, tmpfs):
-    """Issue #45 item 6: the sweep's storage full while a trial trains: one line naming the full disk, exit 1,
+    """The sweep's storage full while a trial trains: one line naming the full disk, exit 1,
     the parent and the trial FAILED with it, the progress line's trial failed, not done. Once the space is freed,
     ``--resume`` continues each trial from its newest whole saved epoch (a copy the full disk cut short is never
     named), finishes every trial, and leaves what each trial logged before the stop as it was: every epoch once, at

@@ -1,7 +1,7 @@
-"""Faults inside a sweep (issue #12), on one local Ray shared by the module: a data error inside a
+"""Faults inside a sweep, on one local Ray shared by the module: a data error inside a
 trial, a trial killed more often than ``max_failures``, a cluster without room for a trial, and a grouped sweep
 (one Tune trial per group, one MLflow child run and one row per member) whose diverging members stop while their
-group goes on (issue #32)."""
+group goes on."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def parent_table(run_id: str, name: str, dst: Path) -> dict:
 
 def test_resume_of_a_finished_sweep_changes_nothing_recorded(workdir, capsys):
     """--resume of a finished sweep with no trial left to run trains nothing and changes nothing recorded: the
-    parent's end time, its metrics and tags (the report's, issue #45 item 4) and its tables, one row per trial
+    parent's end time, its metrics and tags (the report's among them) and its tables, one row per trial
     (MLflow's log_table once appended a second copy, and turned ids that look like numbers into integers)."""
     sweep = load_sweep(
         write_sweep(

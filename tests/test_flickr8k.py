@@ -463,7 +463,7 @@ def test_flickr8k_photos_extract_and_train_an_epoch(tmp_path, capsys, small_bert
     chosen = {"train": splits["train"][:24], "dev": splits["dev"][:6], "test": splits["test"][:6]}
     for split, names in chosen.items():
         (root / SPLIT_FILES[split]).write_text("\n".join(names) + "\n")
-        for name in names:  # copies: a link leading out of the image folder is refused (issue #45 item 7)
+        for name in names:  # copies: a link leading out of the image folder is refused
             shutil.copyfile(FLICKR8K / "images" / name, root / IMAGES_DIR / name)
     (root / TOKEN_FILE).write_text(
         "".join(

@@ -1,4 +1,4 @@
-"""Retrieval you can look at (issue 43, item 3): ``itrlab retrieve`` on a typed caption and on an image id, and the
+"""Retrieval you can look at: ``itrlab retrieve`` on a typed caption and on an image id, and the
 gallery of a model whose data came from photos, logged by its training run and written by ``itrlab gallery``,
 rendered by headless Chromium with its thumbnails.
 

@@ -1,5 +1,5 @@
 """The GPU check (``benchmarks/gpu.py``) on a CPU at small sizes, what it imports, and the cost that a dry
-run prints before launch (issue #32)."""
+run prints before launch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Grouped training (issue #32): several runs of one model shape trained in one process as one batched
+"""Grouped training: several runs of one model shape trained in one process as one batched
 model, each member equal to its run alone; the vmap-able model parts; how a sweep packs and refuses groups."""
 
 from __future__ import annotations

@@ -665,7 +665,7 @@ def test_only_ray_pods_reach_mlflow_and_only_mlflow_its_stores(docs, overlay):
         assert not admitted(policies, s3, mlflow, 9333) and not admitted(policies, s3, mlflow, 8888)
     # the Ray dashboard and job API (it runs any command on the head): the RayJob's
     # submitter, the heads (a driver asks its own dashboard) and the KubeRay operator; no worker, whose trials
-    # hold the cluster's token, no other pod of the namespace, no other namespace (issue #45 item 3)
+    # hold the cluster's token, no other pod of the namespace, no other namespace
     operator = {"app.kubernetes.io/name": "kuberay-operator"}
     assert admitted(policies, head, submitter, 8265) and admitted(policies, head, head, 8265)
     assert admitted(policies, head, operator, 8265, namespace="kuberay-system")

@@ -1,4 +1,4 @@
-"""The method contract (issue 44, item 5): one suite that every method of the registry runs against, and
+"""The method contract: one suite that every method of the registry runs against, and
 every registered loss. The methods and the losses are read from their registries when the tests are
 collected, so a method or a loss registered later (a new paper's package, or a test's own, as
 :func:`test_a_method_registered_in_a_test_runs_against_the_suite` shows) is covered without editing this file.

@@ -73,7 +73,7 @@ def test_training_logs_to_a_real_mlflow_server(tmp_path):
         assert saved["rsum"] == pytest.approx(flat_metrics(run.data.metrics)["test_rsum"])
         assert saved == json.loads((tmp_path / "run" / "test_recall.json").read_text())
 
-        # the run's model (issue 43): `itrlab evaluate` downloads it through the server and gives its test table
+        # the run's model: `itrlab evaluate` downloads it through the server and gives its test table
         evaluated = subprocess.run(
             [
                 sys.executable,

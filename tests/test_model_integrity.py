@@ -1,5 +1,4 @@
-"""A trained model is what it says it is, and every bad model file is one line before any scoring (issue 59,
-items 1 and 2).
+"""A trained model is what it says it is, and every bad model file is one line before any scoring.
 
 One module fixture trains VSE++ twice (1 epoch, tiny synthetic data, an SQLite MLflow store in its own folder, in
 process: two runs that logged models) and once without logging its model; each test takes a copy of a logged

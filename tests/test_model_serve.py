@@ -1,4 +1,4 @@
-"""A served model (issue 43, item 4): ``mlflow models serve -m runs:/<id>/model --env-manager local`` on a loopback
+"""A served model: ``mlflow models serve -m runs:/<id>/model --env-manager local`` on a loopback
 port answers a request of captions with their embeddings, and a request of image features with theirs, equal to
 ``itrlab.load_model(...)``'s on the same input; the request is the one docs/models.md shows. What it cannot embed
 (a caption that is not a non-empty string, features that are not finite numbers of the model's layout, a request

@@ -1,4 +1,4 @@
-"""Trained models in MLflow, ``itrlab.load_model`` and ``itrlab evaluate`` (issue 43, items 1-2).
+"""Trained models in MLflow, ``itrlab.load_model`` and ``itrlab evaluate``.
 
 One module fixture trains each method once (1 epoch, tiny synthetic data, an SQLite MLflow store in its own
 folder, in process); the tests load the logged models and evaluate them.

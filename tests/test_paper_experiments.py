@@ -1,5 +1,5 @@
-"""No file under ``platform/itrlab`` outside ``methods/<paper>/`` names a paper's experiment, sweep or table
-(issue 44 item 9): code, docstrings and comments alike. A paper's name in code is
+"""No file under ``platform/itrlab`` outside ``methods/<paper>/`` names a paper's experiment, sweep or table:
+code, docstrings and comments alike. A paper's name in code is
 ``tests/test_architecture.py``'s check (a docstring may credit a paper's equation; a config name credits
 nothing).
 

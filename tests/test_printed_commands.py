@@ -1,4 +1,4 @@
-"""Printed commands equal the command given (issue 46): the dry run's cluster line keeps the script and every
+"""Printed commands equal the command given: the dry run's cluster line keeps the script and every
 flag (``jobs/sweep_dbl.py``, ``--cpus-per-trial 1 --concurrency 2``) and parses back to the same arguments, and
 every ``--help`` lists every choice of a flag, read from where the choices are defined."""
 

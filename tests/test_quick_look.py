@@ -1,4 +1,4 @@
-"""A newcomer's path (issue 46): a short run refused with the settings that make one, a run at chance or on its
+"""A newcomer's path: a short run refused with the settings that make one, a run at chance or on its
 plateau said so in its last lines, the extraction's --out named by the data set, and a job run from another
 folder says where its relative paths land."""
 
@@ -25,8 +25,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_a_run_shorter_than_its_warm_up_is_refused_with_the_settings_of_a_short_run():
-    """Issue 46's command: the warm-up takes epoch 1 and the decay after epoch 3 cannot fire; one sentence gives
-    the epochs the schedule needs and the overrides of a short run, and those overrides pass."""
+    """``vsepp_flickr8k`` with ``train.epochs=1``: the warm-up takes epoch 1 and the decay after epoch 3 cannot
+    fire; one sentence gives the epochs the schedule needs and the overrides of a short run, and those overrides
+    pass."""
     with pytest.raises(ConfigError) as caught:
         load_experiment("vsepp_flickr8k", ["train.epochs=1"])
     err = caught.value

@@ -1,5 +1,5 @@
-"""The Ray a sweep starts on this machine keeps Ray's token authentication but not its notice (issue 46: the
-smoke sweep opened with "Token authentication is enabled for this Ray cluster ..."); joining a cluster is
+"""The Ray a sweep starts on this machine keeps Ray's token authentication but not its notice (without
+that, a sweep opens with "Token authentication is enabled for this Ray cluster ..."); joining a cluster is
 left as Ray does it."""
 
 from __future__ import annotations

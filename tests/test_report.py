@@ -372,7 +372,7 @@ def report_of(table, spec, level=None, learning=None, converged=None, pairs=()):
 
 
 def test_a_headline_never_calls_a_row_still_learning_no_better_than_the_baseline():
-    """Issue 41: with a row still learning, "no row differs" becomes "inconclusive", naming why."""
+    """With a row still learning, "no row differs" becomes "inconclusive", naming why."""
     level = chance_level(50, 5, "all")
     table, spec = dbl_table({"A": [150.0, 160.0, 170.0], "B": [175.0, 155.0, 165.0], "C": [160.0, 150.0, 171.0]})
     assert headline(table, spec, level).text.startswith("no row differs from A at 95% (3 seeds)")
@@ -416,7 +416,7 @@ def test_a_headline_never_calls_a_row_still_learning_no_better_than_the_baseline
 
 
 def test_rows_that_share_seeds_are_compared_paired_and_the_page_says_which_interval_the_headline_used():
-    """Issue 41: the per-seed differences' t interval beside Welch's; the headline uses the paired one."""
+    """The per-seed differences' t interval beside Welch's; the headline uses the paired one."""
     from itrlab.report.stats import difference_interval
 
     level = chance_level(50, 5, "all")
@@ -477,7 +477,8 @@ def mean_interval_of(values):
 
 
 def test_a_row_whose_every_seed_diverged_stays_in_the_table_and_the_headline_names_it():
-    """Issue 45: a row that vanished reads as a row never run."""
+    """A row whose every seed diverged stays in the table and the headline names it, so it never reads as a
+    row never run."""
     spec = load_sweep("dbl_table4", "budget").model_copy(update={"seeds": [0, 1, 2]})
     rows = cells("dbl_table4", "cooperative.strategy", {"A": [150.0, 151.0, 152.0], "F": [170.0, 171.0, 172.0]})
     rows += [

@@ -1,4 +1,4 @@
-"""Issue 45: every text that reaches Markdown or HTML is escaped for where it goes.
+"""Every text that reaches Markdown or HTML is escaped for where it goes.
 
 A sweep whose rows are labelled ``<script>alert(1)</script>``, ``"><img src=x onerror=alert(1)>``, ``a|b``
 and ``two\\nlines`` (and a trial whose reason holds the same) is reported as a sweep is, in process with a

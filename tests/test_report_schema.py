@@ -1,4 +1,4 @@
-"""Issue 45: ``itrlab report`` reads ``sweep/summary.json`` only as far as it can check it.
+"""``itrlab report`` reads ``sweep/summary.json`` only as far as it can check it.
 
 Every tampered variant of the probe's classes (not JSON, empty, a list, non-UTF-8, NaN and Infinity, names
 used in paths, rows as a string, missing keys, columns of unequal length, deep nesting, huge files and

@@ -98,7 +98,7 @@ def test_a_sweep_without_a_table_still_gets_its_trials():
 
 
 def test_what_the_runs_show_reads_each_part_from_its_own_first_epoch_against_its_floor():
-    """Issue 41: never one "last / first" of a total across rows whose first epoch is another loss. A warm-up
+    """Never one "last / first" of a total across rows whose first epoch is another loss. A warm-up
     epoch (another loss) is not read; a term switched on after epoch 1 (0 before) is read from its first
     epoch, and so is the total that sums it; a statistic logged beside the loss moves no total; a ratio
     is given only against a declared floor, never for a part that can go below zero. A trial that did

@@ -108,7 +108,7 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
     assert plots == {"sweep/plots/pivot_test_rsum.png", "sweep/plots/trial_curves.png"}
     parent = client.get_run(result.parent_run_id).data
     # one seed per row: no interval, so no row is named the winner; a row still learning after its 2 epochs
-    # makes the comparison inconclusive, never "no row differs" (issue 41)
+    # makes the comparison inconclusive, never "no row differs"
     summary = json.loads(
         Path(client.download_artifacts(result.parent_run_id, "sweep/summary.json", str(workdir))).read_text()
     )
@@ -129,7 +129,7 @@ def test_two_trial_sweep_logs_one_parent_and_two_children(tiny_sweep, monkeypatc
     )
     report = Path(client.download_artifacts(result.parent_run_id, "sweep/report.md", str(workdir))).read_text()
     assert "| A | " in report and "| *chance* | " in report and parent.tags["itrlab.headline"] in report
-    # each trial's model linked (issue 43): the trials table and the report name its runs:/ URI
+    # each trial's model linked: the trials table and the report name its runs:/ URI
     models = {f"runs:/{kid.info.run_id}/model" for kid in kids}
     assert {kid.data.tags["itrlab.model"] for kid in kids} == models
     assert set(summary["trials"]["model"]) == models and "gallery" not in summary["trials"]  # no photos here

@@ -268,8 +268,8 @@ def test_restored_trials_count_and_cut_short_ones_do_not():
     ids=["its checkpoint not stored", "its input", "its loss diverged"],
 )
 def test_a_trial_that_ended_on_a_failure_counts_as_failed_not_done(how):
-    """Issue #45 item 4: Tune ends such a trial TERMINATED (a stopper, or the trial returned after reporting
-    how it failed); its run is FAILED, and the line says failed (once a full disk read "1/3 trials done")."""
+    """Tune ends such a trial TERMINATED (a stopper, or the trial returned after reporting
+    how it failed); its run is FAILED, and the line counts it failed, never done."""
     clock, out = Clock(), io.StringIO()
     trials = [FakeTrial("a", "TERMINATED", {"done": 1}), FakeTrial("b", "TERMINATED", how), FakeTrial("c")]
     callback = SweepProgress(3, interval=1, clock=clock, stream=out)

@@ -308,9 +308,9 @@ def test_resident_and_loader_batches_of_stored_states_train_the_same_model(store
 
 
 def test_a_model_on_stored_text_embeds_new_captions_with_their_text_model(stored, tmp_path):
-    """A typed caption gets its states from the text model that computed the stored ones (issue 43: retrieve,
-    serve): a split's own captions typed in score as their stored states do; a text model gone or replaced is
-    one line."""
+    """A typed caption gets its states from the text model that computed the stored ones (as ``itrlab retrieve``
+    and a served model need): a split's own captions typed in score as their stored states do; a text model gone
+    or replaced is one line."""
     import itrlab
     from itrlab.data import open_precomp
     from itrlab.errors import UserInputError

@@ -89,7 +89,7 @@ def test_train_job_end_to_end_with_local_mlflow(tmp_path, tiny_root):
     # final values sit at step 0, which MLflow's chart view draws as one bar per run, not a lone dot
     for key in ("test_rsum", "best_epoch", "cpu_hours"):
         assert {m.step for m in client.get_metric_history(run.info.run_id, chart_name(key))} == {0}, key
-    # the run trained further: its cost is both trainings', never the second's alone (issue #45 item 4)
+    # the run trained further: its cost is both trainings', never the second's alone
     first, both = [m.value for m in client.get_metric_history(run.info.run_id, "train_seconds")]
     assert both > first > 0
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -112,7 +112,7 @@ def test_warmup_loss_trains_the_first_epochs_then_switches(tmp_path, tiny_root):
 
 
 def test_one_seed_gives_two_rows_that_differ_in_the_loss_the_same_batches_and_initial_weights(tmp_path, tiny_root):
-    """Why the report pairs two rows by seed (itrlab.report.stats.paired_interval, issue 41): runs of one seed
+    """Why the report pairs two rows by seed (itrlab.report.stats.paired_interval): runs of one seed
     that differ only in the loss start from the same weights of every part they share (here the whole
     model) and read the same batches in the same order; another seed changes both."""
     from itrlab.train.experiment import start_run

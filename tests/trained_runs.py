@@ -1,4 +1,4 @@
-"""Trainings in the test process whose models the tests of trained models use (issue 43), and the ``itrlab``
+"""Trainings in the test process whose models the tests of trained models use, and the ``itrlab``
 command run in process."""
 
 from __future__ import annotations
