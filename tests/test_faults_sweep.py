@@ -142,7 +142,7 @@ def parent_table(run_id: str, name: str, dst: Path) -> dict:
 def test_resume_of_a_finished_sweep_changes_nothing_recorded(workdir, capsys):
     """--resume of a finished sweep with no trial left to run trains nothing and changes nothing recorded: the
     parent's end time, its metrics and tags (the report's among them) and its tables, one row per trial
-    (MLflow's log_table once appended a second copy, and turned ids that look like numbers into integers)."""
+    (MLflow's log_table appends to a table logged before, and turns ids that look like numbers into integers)."""
     sweep = load_sweep(
         write_sweep(
             workdir / "sweep.yaml",
