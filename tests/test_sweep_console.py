@@ -108,19 +108,63 @@ def test_durations_round_up(seconds, shown):
 
 
 def test_eta_is_unknown_until_every_running_trial_has_a_rate():
-    assert eta_seconds([None, 50.0], 0, None, 2) is None
-    assert eta_seconds([50.0], 3, None, 1) is None  # pending trials, and no whole trial measured
+    assert eta_seconds([None, 50.0], [], 2) is None
+    assert eta_seconds([50.0], [None] * 3, 1) is None  # pending trials, and no whole trial measured
 
 
 def test_eta_spreads_the_work_over_the_slots_and_waits_for_the_slowest():
     # 2 running with 30 and 60 s left, 6 pending trials of 60 s each, shared by 2 slots: (90 + 360) / 2 = 225 s
-    assert eta_seconds([30.0, 60.0], 6, 60.0, 2) == pytest.approx(225.0)
+    assert eta_seconds([30.0, 60.0], [60.0] * 6, 2) == pytest.approx(225.0)
     # nothing pending: the sweep ends when its slowest running trial does, not at the shared average
-    assert eta_seconds([80.0, 10.0], 0, 100.0, 2) == pytest.approx(80.0)
+    assert eta_seconds([80.0, 10.0], [], 2) == pytest.approx(80.0)
     # none running but some pending (between trials): one slot
-    assert eta_seconds([], 2, 20.0, 1) == pytest.approx(40.0)
+    assert eta_seconds([], [20.0, 20.0], 1) == pytest.approx(40.0)
     # a trial with a fraction of a second left is not "0 s"
-    assert eta_seconds([0.2], 0, 10.0, 1) == 1.0 and format_duration(eta_seconds([0.2], 0, 10.0, 1)) == "1 s"
+    assert eta_seconds([0.2], [], 1) == 1.0 and format_duration(eta_seconds([0.2], [], 1)) == "1 s"
+
+    # waiting trials of different costs: each counts what a trial of its own row takes
+    assert eta_seconds([30.0], [60.0, 600.0], 1) == pytest.approx(690.0)
+
+
+def test_a_waiting_trial_is_timed_by_its_own_row_and_by_the_mean_trial_where_its_row_has_none(tmp_path):
+    """Row A's two seeds ended in 100 s each; row B's first seed trains at 10 s a step with 1,000 steps left (a
+    whole B trial: 1,050 s); B's second seed waits: the ETA counts it as a B trial (1,050 s), not as the mean
+    trial that ended (100 s). Row C has no trial measured yet: its waiting seed counts as the mean (100 s)."""
+    from itrlab.train.training_progress import TrainingProgress
+
+    spec = SweepSpec.model_validate(
+        {
+            "name": "s",
+            "experiment": "dbl_synthetic_tiny",
+            "grid": {"cooperative.strategy": ["A", "B", "C"]},
+            "seeds": [0, 1],
+        }
+    )
+    rows = console.trial_rows(spec)
+    assert len(rows) == 6 and len(set(rows.values())) == 3  # six trials, three rows
+    clock, wall, board = Clock(), Clock(5000.0), tmp_path / "progress"
+    callback = SweepProgress(
+        6, interval=1, clock=clock, stream=io.StringIO(), board=board, concurrency=1, wall=wall, rows=rows
+    )
+    trials = [FakeTrial(f"t{i}", config=point) for i, point in enumerate(spec.grid_points())]
+    callback.setup()
+    for trial in trials[:2]:  # A, seeds 0 and 1: 100 s each
+        trial.status = "RUNNING"
+        callback.on_trial_start(iteration=0, trials=trials, trial=trial)
+        clock.now += 100
+        trial.status = "TERMINATED"
+        callback.on_trial_complete(iteration=0, trials=trials, trial=trial)
+    trials[2].status = "RUNNING"  # B, seed 0: 50 s in, 1,000 steps of 1 s left
+    callback.on_trial_start(iteration=0, trials=trials, trial=trials[2])
+    clock.now += 50
+    wall.now += 50
+    BoardWriter(board, "t2", clock=wall).on_progress(TrainingProgress("training", 1, 1, 0, 1000, 1.0, None))
+    # left 1,000 s; waiting: B seed 1 (1,050 s) and C's two seeds (the mean trial, 100 s each); one slot
+    assert callback.line(trials).endswith("ETA 38 min")  # (1,000 + 1,050 + 2 x 100) s: 37.5 min, rounded up
+    without_rows = SweepProgress(6, interval=1, clock=clock, board=board, concurrency=1, wall=wall)
+    without_rows.started, without_rows.started_wall = callback.started, callback.started_wall
+    without_rows.durations, without_rows.completed = callback.durations, callback.completed
+    assert without_rows.line(trials).endswith("ETA 22 min")  # every waiting trial the mean: (1,000 + 3 x 100) s
 
 
 def state(phase="training", epoch=3, epochs=3, step=46, steps=195, step_seconds=1.0, eval_seconds=None, updated=0.0):

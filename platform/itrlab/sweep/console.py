@@ -8,7 +8,8 @@ and once at the end, one line on stdout::
 
 The counts come from Tune's trial list at every step (so a resumed sweep counts what it restored); what each
 running trial does and its step rate from the progress board (:mod:`itrlab.sweep.board`); the ETA from those rates
-and a whole trial's wall time (:func:`eta_seconds`).
+and what each waiting trial will take (:func:`eta_seconds`): a trial of its row (a grid point less its seed), ended
+or projected, since a table's rows can differ eightfold in cost; the mean trial where its row has none yet.
 
 **Quiet console** (unless ``itrlab sweep -v``; a value the user set wins): Tune's legacy reporter at verbose 0
 (``RAY_AIR_NEW_OUTPUT=0``: the new one still prints its header), no checkpoint-sync warning per epoch, no MLflow
@@ -32,7 +33,7 @@ from ray import tune
 from itrlab.config.sweep import SweepSpec
 from itrlab.console_log import emit
 from itrlab.sweep.board import TrialState, read_trial_state
-from itrlab.sweep.points import trial_point
+from itrlab.sweep.points import point_key, trial_point
 from itrlab.sweep.quiet_workers import quiet_worker_logs
 from itrlab.sweep.trial import INPUT_ERROR, STORAGE_ERROR
 from itrlab.sweep.trial_store import ended_trials, trial_key
@@ -137,16 +138,16 @@ def progress_interval() -> float:
     return value if value > 0 and math.isfinite(value) else PROGRESS_DEFAULT_S
 
 
-def eta_seconds(lefts: list[float | None], pending: int, typical: float | None, slots: int) -> float | None:
+def eta_seconds(lefts: list[float | None], waiting: list[float | None], slots: int) -> float | None:
     """Seconds until the sweep ends, or None while it cannot be told: ``lefts`` (each running trial's, None: no rate
-    yet) and ``pending`` whole trials of ``typical`` seconds shared by ``slots``, but no sooner than the slowest running
-    trial; never 0 while a trial runs or waits."""
-    if any(left is None for left in lefts) or (pending and typical is None):
+    yet) and ``waiting`` (each trial not started yet: what a whole one will take, None: unknown) shared by ``slots``,
+    but no sooner than the slowest running trial; never 0 while a trial runs or waits."""
+    if any(left is None for left in lefts) or any(whole is None for whole in waiting):
         return None
     known = [left for left in lefts if left is not None]
-    shared = (sum(known) + pending * (typical or 0.0)) / max(slots, 1)
+    shared = (sum(known) + sum(whole for whole in waiting if whole is not None)) / max(slots, 1)
     eta = max(shared, max(known, default=0.0))
-    return max(eta, 1.0) if known or pending else eta
+    return max(eta, 1.0) if known or waiting else eta
 
 
 def format_duration(seconds: float) -> str:
@@ -211,6 +212,14 @@ def pending_text(pending: int, running: int, concurrency: int | None) -> str:
     return f"{pending} pending (Ray is starting a worker, or waiting for resources)"
 
 
+def trial_rows(spec: SweepSpec) -> dict[str, str]:
+    """Every trial of a grid sweep by key (:func:`~itrlab.sweep.trial_store.trial_key`): its row, the grid point
+    less its seed, as one string."""
+    return {
+        trial_key(point): point_key({k: v for k, v in point.items() if k != "seed"}) for point in spec.grid_points()
+    }
+
+
 def ended_before(sweep_dir: Path) -> dict[str, bool]:
     """The trials of a sweep's folder that had ended, by key: whether each failed (its loss diverged)."""
     return {key: bool(final.get("diverged")) for key, final in ended_trials(sweep_dir).items()}
@@ -234,9 +243,11 @@ class SweepProgress(tune.Callback):
         concurrency: int | None = None,
         wall: Callable[[], float] = time.time,
         ended: dict[str, bool] | None = None,
+        rows: dict[str, str] | None = None,
     ):
         self.total = total
         self.ended = dict(ended or {})  # key -> whether it failed, for the trials that ended before a resume
+        self.rows = dict(rows or {})  # key -> row, for every trial of a grid (:func:`trial_rows`)
         self.interval = progress_interval() if interval is None else interval
         self.clock = clock
         self.stream = stream  # None: logged at INFO (the console's stdout at the time of printing)
@@ -350,14 +361,17 @@ class SweepProgress(tune.Callback):
         wall = self.wall()
         lefts = [state.seconds_left(wall) if state is not None else None for state in states]
         typical = self.typical_seconds(trials, active, lefts)
-        lefts = [typical if left is None else left for left in lefts]  # starting, or no step timed yet: a whole trial
+        by_row = self.row_seconds(trials, active, lefts)
+        # starting, or no step timed yet: a whole trial of its row
+        lefts = [by_row.get(self._row(t), typical) if left is None else left for t, left in zip(active, lefts)]
+        waiting = [by_row.get(row, typical) for row in self.waiting_rows(trials, pending)]
         slots = min(self.concurrency or max(running, 1), running + pending) or 1
         return progress_line(
             total,
             done,
             running,
             failed,
-            eta_seconds(lefts, pending, typical, slots),
+            eta_seconds(lefts, waiting, slots),
             states=running_states(states),
             pending=pending_text(pending, running, self.concurrency),
         )
@@ -375,6 +389,29 @@ class SweepProgress(tune.Callback):
             if left is not None and t.trial_id in self.started
         ]
         return sum(projected) / len(projected) if projected else None
+
+    def row_seconds(self, trials: list, active: list, lefts: list[float | None]) -> dict[str, float]:
+        """A whole trial's wall time for each row that has a measure: the mean of its trials that ended here, else
+        of its running trials' projections."""
+        ended: dict[str, list[float]] = {}
+        for trial in trials:
+            if trial.trial_id in self.durations and (row := self._row(trial)) is not None:
+                ended.setdefault(row, []).append(self.durations[trial.trial_id])
+        now, projected = self.clock(), {}
+        for trial, left in zip(active, lefts):
+            if left is not None and trial.trial_id in self.started and (row := self._row(trial)) is not None:
+                projected.setdefault(row, []).append(now - self.started[trial.trial_id] + left)
+        return {row: sum(times) / len(times) for row, times in {**projected, **ended}.items()}
+
+    def waiting_rows(self, trials: list, pending: int) -> list[str | None]:
+        """The rows of the ``pending`` trials not started yet, in the grid's order (None: a row not known, as for
+        an Optuna search's trials)."""
+        seen = set(self.ended) | {self._key(t) for t in trials if getattr(t, "status", None) != "PENDING"}
+        rows: list[str | None] = [row for key, row in self.rows.items() if key not in seen][:pending]
+        return rows + [None] * (pending - len(rows))
+
+    def _row(self, trial) -> str | None:
+        return self.rows.get(self._key(trial)) if self.rows else None
 
     def print_line(self, trials: list, final: bool = False) -> None:
         self.last_line = self.clock()

@@ -413,7 +413,7 @@ def open_parent_run(
 def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs: int, resume: bool) -> tune.Tuner:
     """The Tuner of the trials, new in every invocation: nothing Tune saved in an earlier one is read back (each
     trial continues from its own saved state, :mod:`itrlab.sweep.trial_store`)."""
-    from itrlab.sweep.console import ended_before, with_console  # progress line, quiet console
+    from itrlab.sweep.console import ended_before, trial_rows, with_console  # progress line, quiet console
 
     board = sweep_dir / BOARD_FOLDER  # where each trial notes its phase and step (itrlab.sweep.board)
 
@@ -438,6 +438,7 @@ def build_tuner(spec: SweepSpec, context: TrialContext, sweep_dir: Path, epochs:
         board=board,
         total=len(groups or []) or (settings.num_samples if spec.optuna else 0),
         ended=ended_before(sweep_dir) if resume and spec.optuna is None else None,
+        rows=trial_rows(spec) if spec.optuna is None and not groups else None,
     )
     return tune.Tuner(
         trainable,
