@@ -382,13 +382,17 @@ class SweepProgress(tune.Callback):
         ended = self.wall_times(trials)
         if ended:
             return sum(ended) / len(ended)
+        projected = [seconds for _, seconds in self.projections(active, lefts)]
+        return sum(projected) / len(projected) if projected else None
+
+    def projections(self, active: list, lefts: list[float | None]) -> list[tuple[Any, float]]:
+        """Each running trial with a rate, and its whole wall time: its time so far and what it has left."""
         now = self.clock()
-        projected = [
-            now - self.started[t.trial_id] + left
+        return [
+            (t, now - self.started[t.trial_id] + left)
             for t, left in zip(active, lefts)
             if left is not None and t.trial_id in self.started
         ]
-        return sum(projected) / len(projected) if projected else None
 
     def row_seconds(self, trials: list, active: list, lefts: list[float | None]) -> dict[str, float]:
         """A whole trial's wall time for each row that has a measure: the mean of its trials that ended here, else
@@ -397,10 +401,10 @@ class SweepProgress(tune.Callback):
         for trial in trials:
             if trial.trial_id in self.durations and (row := self._row(trial)) is not None:
                 ended.setdefault(row, []).append(self.durations[trial.trial_id])
-        now, projected = self.clock(), {}
-        for trial, left in zip(active, lefts):
-            if left is not None and trial.trial_id in self.started and (row := self._row(trial)) is not None:
-                projected.setdefault(row, []).append(now - self.started[trial.trial_id] + left)
+        projected: dict[str, list[float]] = {}
+        for trial, seconds in self.projections(active, lefts):
+            if (row := self._row(trial)) is not None:
+                projected.setdefault(row, []).append(seconds)
         return {row: sum(times) / len(times) for row, times in {**projected, **ended}.items()}
 
     def waiting_rows(self, trials: list, pending: int) -> list[str | None]:
